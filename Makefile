@@ -1,0 +1,34 @@
+# The two set-up commands in README: `make run` and `make test`. Both create .venv when needed.
+VENV   ?= .venv
+PYTHON ?= python3
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.easel-installed
+
+.PHONY: run test lint check bench screenshots clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	# torch 2.13.0 first: the CPU wheel on this machine's disk (a looser request pulls a CUDA build).
+	$(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e '.[test,dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m app
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check app tests benchmarks packaging
+	$(VENV)/bin/mypy
+
+check: lint test
+
+bench: $(STAMP)
+	$(PY) benchmarks/transitions.py
+	$(PY) benchmarks/claims.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,99 @@
+"""Generation parameters and their validation, checked before anything is stored.
+
+Pure data: no torch, no Qt, no database, so the GUI, the CLI, the queue and the
+worker all share one definition of what a valid request is.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+DEFAULT_MODEL = "easel-tiny"
+
+# Names as AUTOMATIC1111 shows them; the runner maps each to a diffusers scheduler class.
+SCHEDULERS: tuple[str, ...] = ("Euler", "Euler a", "DDIM", "DPM++ 2M")
+DEFAULT_SCHEDULER = "Euler"
+
+MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE = 32, 2048, 8
+MIN_STEPS, MAX_STEPS = 1, 150
+MIN_CFG, MAX_CFG = 0.0, 30.0
+MAX_SEED = 2**32 - 1
+RANDOM_SEED = -1
+MAX_PROMPT_CHARS = 2000
+
+
+class InvalidParameters(ValueError):
+    """A generation request that cannot run; the message says exactly what is wrong."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    prompt: str
+    negative_prompt: str = ""
+    model: str = DEFAULT_MODEL
+    scheduler: str = DEFAULT_SCHEDULER
+    steps: int = 20
+    cfg: float = 5.0
+    width: int = 64
+    height: int = 64
+    seed: int = RANDOM_SEED
+
+    def validated(self) -> GenerationParams:
+        """These parameters with the prompt trimmed, or `InvalidParameters`."""
+        problems = list(_problems(self))
+        if problems:
+            raise InvalidParameters("; ".join(problems))
+        return replace(
+            self, prompt=self.prompt.strip(), negative_prompt=self.negative_prompt.strip()
+        )
+
+    def with_concrete_seed(self, rng: random.Random | None = None) -> GenerationParams:
+        """Fix a random seed now, so the stored job always regenerates the same image."""
+        if self.seed != RANDOM_SEED:
+            return self
+        return replace(self, seed=(rng or random.SystemRandom()).randint(0, MAX_SEED))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _problems(p: GenerationParams) -> list[str]:
+    problems: list[str] = []
+    if not p.prompt.strip():
+        problems.append("the prompt is empty")
+    elif len(p.prompt) > MAX_PROMPT_CHARS:
+        problems.append(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
+    if len(p.negative_prompt) > MAX_PROMPT_CHARS:
+        problems.append(f"the negative prompt is longer than {MAX_PROMPT_CHARS} characters")
+    if not p.model.strip():
+        problems.append("no model is given")
+    if p.scheduler not in SCHEDULERS:
+        known = ", ".join(SCHEDULERS)
+        problems.append(f"unknown scheduler {p.scheduler!r} (known: {known})")
+    for name, value in (("width", p.width), ("height", p.height)):
+        problems.extend(_size_problems(name, value))
+    if not MIN_STEPS <= p.steps <= MAX_STEPS:
+        problems.append(f"steps must be between {MIN_STEPS} and {MAX_STEPS}, not {p.steps}")
+    if not MIN_CFG <= p.cfg <= MAX_CFG:
+        problems.append(f"CFG must be between {MIN_CFG:g} and {MAX_CFG:g}, not {p.cfg:g}")
+    if p.seed != RANDOM_SEED and not 0 <= p.seed <= MAX_SEED:
+        problems.append(f"seed must be {RANDOM_SEED} (random) or between 0 and {MAX_SEED}")
+    return problems
+
+
+def _size_problems(name: str, value: int) -> list[str]:
+    if value % SIZE_MULTIPLE:
+        return [f"{name} {value} is not a multiple of {SIZE_MULTIPLE}"]
+    if not MIN_SIZE <= value <= MAX_SIZE:
+        return [f"{name} must be between {MIN_SIZE} and {MAX_SIZE}, not {value}"]
+    return []
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`"512x768"` -> (512, 768), with a clear error for anything else."""
+    parts = text.lower().replace(" ", "").split("x")
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise InvalidParameters(f"size {text!r} is not WIDTHxHEIGHT, e.g. 512x512")
+    return int(parts[0]), int(parts[1])

@@ -1,0 +1,88 @@
+"""User settings that the engine needs, persisted as JSON in the data folder.
+
+Window geometry and other purely visual state belong to the GUI (QSettings), not here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from app.engine import paths
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FILE = "settings.json"
+
+
+class InvalidSettings(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    models_dir: str = ""  # empty: <data dir>/models
+    outputs_dir: str = ""  # empty: <data dir>/outputs
+    workers: int = 1
+    max_attempts: int = 3
+    heartbeat_timeout_s: float = 15.0
+    cancel_grace_s: float = 5.0
+
+    def validated(self) -> Settings:
+        problems = []
+        if not 1 <= self.workers <= 16:
+            problems.append(f"workers must be between 1 and 16, not {self.workers}")
+        if not 1 <= self.max_attempts <= 20:
+            problems.append(f"max attempts must be between 1 and 20, not {self.max_attempts}")
+        if not 2 <= self.heartbeat_timeout_s <= 3600:
+            problems.append("heartbeat timeout must be between 2 and 3600 seconds")
+        if not 0.5 <= self.cancel_grace_s <= 600:
+            problems.append("cancel grace period must be between 0.5 and 600 seconds")
+        if problems:
+            raise InvalidSettings("; ".join(problems))
+        return self
+
+    def models_path(self) -> Path:
+        return Path(self.models_dir) if self.models_dir else paths.models_dir()
+
+    def outputs_path(self) -> Path:
+        path = Path(self.outputs_dir) if self.outputs_dir else paths.outputs_dir()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def with_changes(self, **changes: Any) -> Settings:
+        return replace(self, **changes).validated()
+
+
+def settings_path() -> Path:
+    return paths.data_dir() / SETTINGS_FILE
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """The saved settings; defaults for anything missing, unknown or unreadable (logged)."""
+    path = path or settings_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Settings()
+    except (OSError, ValueError) as error:
+        log.warning("ignoring unreadable settings file %s: %s", path, error)
+        return Settings()
+    known = {f.name for f in fields(Settings)}
+    try:
+        return Settings(**{k: v for k, v in raw.items() if k in known}).validated()
+    except (TypeError, InvalidSettings) as error:
+        log.warning("ignoring invalid settings in %s: %s", path, error)
+        return Settings()
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> None:
+    """Write atomically, so a crash mid-save never leaves a half-written file."""
+    path = path or settings_path()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(settings.validated()), indent=2), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,89 @@
+"""The job table and its history.
+
+Times are Unix seconds (float): cheap to compare on hot paths (claims, stale
+heartbeats), the same on SQLite and PostgreSQL, and free of time-zone surprises.
+Statuses and events are stored as their enum values.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, String
+from sqlmodel import Field, SQLModel
+
+STATUS_TYPE = String(16)
+
+
+class Job(SQLModel, table=True):
+    __tablename__ = "job"
+    __table_args__ = (
+        # The claim: next PENDING job by priority, then age.
+        Index("ix_job_claim", "status", "priority", "id"),
+        # The watchdog: running jobs whose heartbeat is stale.
+        Index("ix_job_heartbeat", "status", "heartbeat_at"),
+        # The job list: newest first, optionally filtered by status.
+        Index("ix_job_status_id", "status", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    prompt: str
+    negative_prompt: str = ""
+    model: str
+    scheduler: str
+    steps: int
+    cfg: float
+    width: int
+    height: int
+    seed: int
+
+    status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
+    version: int = 0
+    attempt: int = 1
+    max_attempts: int = 3
+    given_up: bool = False
+    priority: int = 0
+
+    worker_id: str | None = None
+    heartbeat_at: float | None = None
+    not_before: float | None = None
+    progress_step: int = 0
+    progress_total: int = 0
+
+    created_at: float
+    updated_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    output_path: str | None = None
+    error: str | None = None
+    checkpoint_path: str | None = None
+    rerun_of: int | None = Field(default=None, foreign_key="job.id")
+
+
+class JobTransition(SQLModel, table=True):
+    """One row per status change: the job's timeline."""
+
+    __tablename__ = "job_transition"
+    __table_args__ = (Index("ix_transition_job", "job_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="job.id")
+    attempt: int
+    from_status: str | None = Field(default=None, sa_column=Column(STATUS_TYPE, nullable=True))
+    to_status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
+    event: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
+    source: str
+    message: str = ""
+    at: float
+
+
+class SchemaInfo(SQLModel, table=True):
+    """One row: the schema version this database is at (portable, unlike PRAGMA user_version)."""
+
+    __tablename__ = "schema_info"
+
+    id: int = Field(default=1, primary_key=True)
+    version: int
+
+
+JOB = Job.__table__  # type: ignore[attr-defined]
+TRANSITION = JobTransition.__table__  # type: ignore[attr-defined]
