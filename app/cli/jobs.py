@@ -96,7 +96,7 @@ def _guarded(handler: Callable[[argparse.Namespace, JobQueue], int]) -> Handler:
 
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
     params = params_from_args(args)
-    print(queue.submit(params))
+    print(queue.submit(params, source="cli"))
     return 0
 
 

@@ -5,23 +5,25 @@ and then does one transaction: a conditional update of the job row (on status an
 version) plus one history row. Zero rows updated means somebody else moved the
 job first: re-read and decide again, never overwrite.
 
-Hot paths (fire, claim, heartbeat) use SQLAlchemy Core: the ORM costs several
-times the per-transaction price of SQLite itself.
+Writes (submit, fire, claim, heartbeat) run statements written in SQLAlchemy Core and
+compiled once (`queue_sql`) straight on the driver: the ORM, and even Core's per-call
+execution, cost several times the per-transaction price of SQLite itself.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, insert, or_, select, update
+from sqlalchemy import Row, func, select, update
 
 from app.engine import paths
 from app.engine.params import GenerationParams
+from app.engine.queue_sql import QueueStatements, job_from_cursor
 from app.engine.states import (
     JobEvent,
     JobStatus,
@@ -29,7 +31,7 @@ from app.engine.states import (
     is_already_satisfied,
     next_status,
 )
-from app.models.db import Database, open_database
+from app.models.db import Database, HotTransaction, Prepared, open_database
 from app.models.tables import JOB, TRANSITION, Job, JobTransition
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,10 @@ class JobQueue:
     db: Database
     clock: Clock = time.time
     listeners: list[TransitionListener] = field(default_factory=list)
+    _sql: QueueStatements = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._sql = QueueStatements(self.db)
 
     # --- submitting --------------------------------------------------------------------------
 
@@ -102,34 +108,48 @@ class JobQueue:
         rerun_of: int | None = None,
     ) -> int:
         """Validate, store as PENDING with its SUBMIT history row, and return the new id."""
-        params = params.validated().with_concrete_seed()
+        [job_id] = self.submit_many(
+            [params], priority=priority, max_attempts=max_attempts, source=source,
+            rerun_of=rerun_of,
+        )  # fmt: skip
+        return job_id
+
+    def submit_many(
+        self,
+        batch: Sequence[GenerationParams],
+        *,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        source: str = "user",
+        rerun_of: int | None = None,
+    ) -> list[int]:
+        """Submit several jobs in one transaction: all are stored, or (on bad input) none."""
+        checked = [params.validated().with_concrete_seed() for params in batch]
         if max_attempts < 1:
             raise RequestRefused(f"max_attempts must be at least 1, not {max_attempts}")
         status = next_status(None, None, JobEvent.SUBMIT)
         now = self.clock()
-        values = {
-            **params.to_dict(),
-            "status": status.value,
-            "version": 0,
-            "attempt": 1,
-            "max_attempts": max_attempts,
-            "given_up": False,
-            "priority": priority,
-            "progress_step": 0,
-            "progress_total": params.steps,
-            "created_at": now,
-            "updated_at": now,
-            "rerun_of": rerun_of,
-        }
         message = f"re-run of job {rerun_of}" if rerun_of else ""
-        with self.db.write() as conn:
-            job_id = int(conn.execute(insert(JOB).values(values).returning(JOB.c.id)).scalar_one())
-            record = TransitionRecord(
-                job_id, None, status, JobEvent.SUBMIT, source, message, 1, now
-            )
-            _insert_history(conn, record)
-        self._notify(record)
-        return job_id
+        records = []
+        with self.db.hot_write() as tx:
+            for params in checked:
+                values = {
+                    **params.to_dict(),
+                    "status": status.value, "version": 0, "attempt": 1,
+                    "max_attempts": max_attempts, "given_up": False, "priority": priority,
+                    "progress_step": 0, "progress_total": params.steps,
+                    "created_at": now, "updated_at": now, "rerun_of": rerun_of,
+                }  # fmt: skip
+                insert_job = self._sql.insert_job(frozenset(values))
+                job_id = int(tx.execute(insert_job, values).fetchone()[0])
+                record = TransitionRecord(
+                    job_id, None, status, JobEvent.SUBMIT, source, message, 1, now
+                )
+                self._insert_history(tx, record)
+                records.append(record)
+        for record in records:
+            self._notify(record)
+        return [record.job_id for record in records]
 
     # --- the one writer of status ------------------------------------------------------------
 
@@ -152,10 +172,13 @@ class JobQueue:
         must not time out a job that moved on while it looked).
         Raises `TransitionNotAllowed`, `JobNotFound` or `NotHoldingJob`.
         """
+        if event is JobEvent.START:
+            # START is only ever the atomic claim; a second path could let two workers in.
+            raise TransitionNotAllowed(job_id, None, event, hint="jobs start only by claim()")
         allowed_from = frozenset(only_from) if only_from is not None else None
         for _ in range(MAX_DECIDE_AGAIN):
-            with self.db.write() as conn:
-                snap = _snapshot(conn, job_id)
+            with self.db.hot_write() as tx:
+                snap = self._snapshot(tx, job_id)
                 if worker_id is not None and snap.worker_id != worker_id:
                     raise NotHoldingJob(job_id, worker_id, snap.worker_id)
                 if allowed_from is not None and snap.status not in allowed_from:
@@ -166,7 +189,7 @@ class JobQueue:
                         snap.attempt, self.clock(), changed=False,
                     )  # fmt: skip
                 target = next_status(job_id, snap.status, event)
-                record = self._apply(conn, job_id, snap, event, target, source, message, changes)
+                record = self._apply(tx, job_id, snap, event, target, source, message, changes)
             if record is not None:
                 self._notify(record)
                 return record
@@ -175,7 +198,7 @@ class JobQueue:
 
     def _apply(
         self,
-        conn: Connection,
+        tx: HotTransaction,
         job_id: int,
         snap: _Snapshot,
         event: JobEvent,
@@ -194,20 +217,39 @@ class JobQueue:
             "attempt": attempt,
             "updated_at": now,
         }
-        result = conn.execute(
-            update(JOB)
-            .where(
-                JOB.c.id == job_id,
-                JOB.c.status == snap.status.value,
-                JOB.c.version == snap.version,
-            )
-            .values(values)
-        )
-        if result.rowcount == 0:
+        guard = {
+            "job_id": job_id,
+            "expected_status": snap.status.value,
+            "expected_version": snap.version,
+        }
+        update_job = self._sql.conditional_update(frozenset(values))
+        if tx.execute(update_job, {**values, **guard}).rowcount == 0:
             return None
         record = TransitionRecord(job_id, snap.status, target, event, source, message, attempt, now)
-        _insert_history(conn, record)
+        self._insert_history(tx, record)
         return record
+
+    def _snapshot(self, tx: HotTransaction, job_id: int) -> _Snapshot:
+        row = tx.execute(self._sql.snapshot, {"job_id": job_id}).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        status, version, attempt, worker_id = row
+        return _Snapshot(JobStatus(status), version, attempt, worker_id)
+
+    def _insert_history(self, tx: HotTransaction, record: TransitionRecord) -> None:
+        tx.execute(
+            self._sql.insert_history,
+            {
+                "job_id": record.job_id,
+                "attempt": record.attempt,
+                "from_status": record.from_status.value if record.from_status else None,
+                "to_status": record.to_status.value,
+                "event": record.event.value,
+                "source": record.source,
+                "message": record.message,
+                "at": record.at,
+            },
+        )
 
     def _notify(self, record: TransitionRecord) -> None:
         # Side effects run after the commit; a failing listener never blocks a transition.
@@ -219,71 +261,52 @@ class JobQueue:
 
     # --- claiming ----------------------------------------------------------------------------
 
-    def claim(self, worker_id: str, *, source: str = "worker") -> Job | None:
+    def claim(
+        self, worker_id: str, *, source: str = "worker", job_id: int | None = None
+    ) -> Job | None:
         """START the next PENDING job for `worker_id`, atomically; None when nothing is due.
 
         One UPDATE picks and takes the row, so two workers can never hold one job.
+        `job_id`: only that job (`python -m app generate` runs exactly the job it submitted).
         """
         now = self.clock()
-        pending = JobStatus.PENDING.value
-        due = (
-            select(JOB.c.id)
-            .where(
-                JOB.c.status == pending, or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now)
-            )
-            .order_by(JOB.c.priority.desc(), JOB.c.id)
-            .limit(1)
-            .scalar_subquery()
-        )
         target = next_status(None, JobStatus.PENDING, JobEvent.START)
-        claim = (
-            update(JOB)
-            .where(JOB.c.id == due, JOB.c.status == pending)
-            .values(
-                status=target.value,
-                version=JOB.c.version + 1,
-                worker_id=worker_id,
-                heartbeat_at=now,
-                started_at=now,
-                updated_at=now,
-                not_before=None,
-                progress_step=0,
-            )
-            .returning(*JOB.c)
-        )
-        with self.db.write() as conn:
-            row = conn.execute(claim).first()
+        params: dict[str, Any] = {"now": now, "worker_id": worker_id}
+        if job_id is not None:
+            params["job_id"] = job_id
+        statement = self._sql.claim_next if job_id is None else self._sql.claim_job
+        with self.db.hot_write() as tx:
+            cursor = tx.execute(statement, params)
+            row = cursor.fetchone()
             if row is None:
                 return None
+            job = job_from_cursor(cursor, row)
+            assert job.id is not None and job.status == target.value
             record = TransitionRecord(
-                row.id, JobStatus.PENDING, target, JobEvent.START, source,
-                f"claimed by {worker_id}", row.attempt, now,
+                job.id, JobStatus.PENDING, target, JobEvent.START, source,
+                f"claimed by {worker_id}", job.attempt, now,
             )  # fmt: skip
-            _insert_history(conn, record)
+            self._insert_history(tx, record)
         self._notify(record)
-        return _job(row)
+        return job
 
     # --- liveness and progress (not transitions) ---------------------------------------------
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
         """Refresh the heartbeat; False when the worker no longer holds a running job."""
-        return self._touch(job_id, worker_id, heartbeat_at=self.clock())
+        values = {"job_id": job_id, "worker_id": worker_id, "heartbeat_at": self.clock()}
+        return self._touch(self._sql.heartbeat, values)
 
     def report_progress(self, job_id: int, worker_id: str, step: int, total: int) -> bool:
-        now = self.clock()
-        return self._touch(
-            job_id, worker_id, heartbeat_at=now, progress_step=step, progress_total=total
-        )
+        values = {
+            "job_id": job_id, "worker_id": worker_id, "heartbeat_at": self.clock(),
+            "progress_step": step, "progress_total": total,
+        }  # fmt: skip
+        return self._touch(self._sql.progress, values)
 
-    def _touch(self, job_id: int, worker_id: str, **values: Any) -> bool:
-        running = [s.value for s in JobStatus if s.is_running]
-        with self.db.write() as conn:
-            result = conn.execute(
-                update(JOB)
-                .where(JOB.c.id == job_id, JOB.c.worker_id == worker_id, JOB.c.status.in_(running))
-                .values(values)
-            )
-            return result.rowcount == 1
+    def _touch(self, statement: Prepared, values: dict[str, Any]) -> bool:
+        with self.db.hot_write() as tx:
+            return bool(tx.execute(statement, values).rowcount == 1)
 
     # --- what the user asks for --------------------------------------------------------------
 
@@ -325,10 +348,17 @@ class JobQueue:
             if result.rowcount == 0:
                 raise JobNotFound(job_id)
 
-    def mark_given_up(self, job_id: int, reason: str) -> None:
-        """Record that automatic retries stopped (the status stays FAILED or TIMEOUT)."""
+    def mark_given_up(self, job_id: int, reason: str, *, version: int | None = None) -> bool:
+        """Record that automatic retries stopped (the status stays FAILED or TIMEOUT).
+
+        `version`: only if the job has not moved since it was read (a user may retry it
+        meanwhile; that PENDING job must not be marked given up). False if it had moved.
+        """
+        query = update(JOB).where(JOB.c.id == job_id)
+        if version is not None:
+            query = query.where(JOB.c.version == version)
         with self.db.write() as conn:
-            conn.execute(update(JOB).where(JOB.c.id == job_id).values(given_up=True, error=reason))
+            return conn.execute(query.values(given_up=True, error=reason)).rowcount == 1
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -392,32 +422,6 @@ def _event_effects(event: JobEvent, target: JobStatus, now: float) -> dict[str, 
         # A resumed job keeps its progress (it continues from its checkpoint); a retry starts over.
         return {"finished_at": None, "progress_step": 0}
     return {}
-
-
-def _snapshot(conn: Connection, job_id: int) -> _Snapshot:
-    row = conn.execute(
-        select(JOB.c.status, JOB.c.version, JOB.c.attempt, JOB.c.worker_id).where(
-            JOB.c.id == job_id
-        )
-    ).first()
-    if row is None:
-        raise JobNotFound(job_id)
-    return _Snapshot(JobStatus(row.status), row.version, row.attempt, row.worker_id)
-
-
-def _insert_history(conn: Connection, record: TransitionRecord) -> None:
-    conn.execute(
-        insert(TRANSITION).values(
-            job_id=record.job_id,
-            attempt=record.attempt,
-            from_status=record.from_status.value if record.from_status else None,
-            to_status=record.to_status.value,
-            event=record.event.value,
-            source=record.source,
-            message=record.message,
-            at=record.at,
-        )
-    )
 
 
 def _job(row: Row[Any]) -> Job:

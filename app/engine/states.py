@@ -90,12 +90,17 @@ RUNNING_STATUSES: frozenset[JobStatus] = frozenset({S.PROCESSING, S.CANCELLING, 
 class TransitionNotAllowed(Exception):
     """An event the table does not allow for the job's current status."""
 
-    def __init__(self, job_id: int | None, status: JobStatus | None, event: JobEvent) -> None:
+    def __init__(
+        self, job_id: int | None, status: JobStatus | None, event: JobEvent, hint: str = ""
+    ) -> None:
         self.job_id = job_id
         self.status = status
         self.event = event
-        where = "a new job" if status is None else f"job {job_id} in {status.value}"
-        super().__init__(f"Can't {event.value} {where}")
+        if status is not None:
+            where = f"job {job_id} in {status.value}"
+        else:
+            where = "a new job" if job_id is None else f"job {job_id}"
+        super().__init__(f"Can't {event.value} {where}" + (f": {hint}" if hint else ""))
 
 
 def next_status(job_id: int | None, status: JobStatus | None, event: JobEvent) -> JobStatus:

@@ -1,0 +1,102 @@
+"""The queue commands, as a user types them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_submit_prints_the_new_id_last_and_show_prints_the_timeline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(capsys, "submit", "a red circle", "--steps", "7", "--seed", "5",
+                           "--size", "64x96", "--scheduler", "Euler a", "--cfg", "3.5")  # fmt: skip
+    assert code == 0
+    job_id = out.strip().splitlines()[-1]
+    assert job_id == "1"
+    assert run_cli(capsys, "pause", job_id)[0] == 0
+    code, out, _ = run_cli(capsys, "show", job_id)
+    assert code == 0
+    assert "PAUSED" in out.splitlines()[0]
+    assert "easel-tiny, Euler a, 7 steps, CFG 3.5" in out
+    assert "64x96, seed 5" in out
+    timeline = out.split("timeline:")[1].strip().splitlines()
+    assert "(new) -> PENDING" in timeline[0] and "SUBMIT" in timeline[0] and "cli" in timeline[0]
+    assert "PENDING -> PAUSED" in timeline[1] and "PAUSE" in timeline[1] and "cli" in timeline[1]
+
+
+def test_jobs_filters_by_status(capsys: pytest.CaptureFixture[str]) -> None:
+    for prompt in ("one", "two", "three"):
+        run_cli(capsys, "submit", prompt)
+    run_cli(capsys, "cancel", "2")
+    _, out, _ = run_cli(capsys, "jobs", "--status", "cancelled")
+    assert [line.split()[0] for line in out.splitlines()] == ["2"]
+    _, out, _ = run_cli(capsys, "jobs")
+    assert [line.split()[0] for line in out.splitlines()] == ["3", "2", "1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["submit", ""], "error: the prompt is empty"),
+        (["submit", "cat", "--size", "big"], "size 'big' is not WIDTHxHEIGHT"),
+        (["submit", "cat", "--size", "100x64"], "width 100 is not a multiple of 8"),
+        (["submit", "cat", "--steps", "999"], "steps must be between 1 and 150, not 999"),
+        (["submit", "cat", "--scheduler", "LMS"], "unknown scheduler 'LMS'"),
+        (["show", "42"], "error: There is no job 42"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_nothing_is_stored(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, _out, err = run_cli(capsys, *argv)
+    assert code != 0
+    assert message in err
+    assert "Traceback" not in err
+    assert run_cli(capsys, "jobs")[1] == ""
+
+
+def test_a_refused_transition_exits_non_zero_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_cli(capsys, "submit", "a cat")
+    code, _, err = run_cli(capsys, "resume", "1")
+    assert code == 2
+    assert err.strip() == "error: Can't RESUME job 1 in PENDING"
+    code, _, _ = run_cli(capsys, "cancel", "1")
+    code_again, out, _ = run_cli(capsys, "cancel", "1")  # already satisfied: harmless
+    assert (code, code_again) == (0, 0) and "CANCELLED" in out
+    _, out, _ = run_cli(capsys, "show", "1")
+    assert out.count("CANCEL ") == 1
+
+
+def test_unknown_status_filter_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["jobs", "--status", "DONE"])
+    assert exit_info.value.code == 2
+    assert "unknown status 'DONE'" in capsys.readouterr().err
+
+
+def test_the_real_command_line_with_home(tmp_path: Path) -> None:
+    home = tmp_path / "elsewhere"
+    env = {k: v for k, v in os.environ.items() if k != "EASEL_HOME"}
+    cmd = [sys.executable, "-m", "app", "--home", str(home)]
+    submitted = subprocess.run([*cmd, "submit", "a green square"], capture_output=True,
+                               text=True, env=env, check=True)  # fmt: skip
+    assert submitted.stdout.strip().splitlines()[-1] == "1"
+    assert (home / "easel.db").exists()
+    refused = subprocess.run([*cmd, "retry", "1"], capture_output=True, text=True, env=env)
+    assert refused.returncode != 0
+    assert "Can't RETRY job 1 in PENDING" in refused.stderr

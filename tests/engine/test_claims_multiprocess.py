@@ -1,0 +1,50 @@
+"""Four spawned processes drain 2,000 jobs: no job is ever claimed twice."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import Counter
+from pathlib import Path
+
+from sqlalchemy import select
+
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
+from app.models.db import open_database
+from app.models.tables import JOB, TRANSITION
+
+JOBS = 2_000
+PROCESSES = 4
+
+
+def claim_until_empty(db_path: str, worker_id: str) -> list[int]:
+    queue = JobQueue(open_database(db_path))
+    claimed = []
+    while (job := queue.claim(worker_id)) is not None:
+        claimed.append(job.id)
+    queue.db.dispose()
+    return claimed
+
+
+def test_no_job_is_claimed_twice(tmp_path: Path) -> None:
+    db_path = tmp_path / "claims.db"
+    queue = JobQueue(open_database(db_path))
+    queue.submit_many([GenerationParams("a blue triangle", seed=1, steps=2)] * JOBS)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(PROCESSES) as pool:
+        results = pool.starmap(
+            claim_until_empty, [(str(db_path), f"w{i}") for i in range(PROCESSES)]
+        )
+
+    claimed = Counter(job_id for result in results for job_id in result)
+    assert len(claimed) == JOBS
+    assert max(claimed.values()) == 1
+    assert all(results), "every process should have claimed something"
+    with queue.db.read() as conn:
+        starts = Counter(
+            conn.execute(select(TRANSITION.c.job_id).where(TRANSITION.c.event == "START")).scalars()
+        )
+        statuses = set(conn.execute(select(JOB.c.status)).scalars())
+    assert len(starts) == JOBS and max(starts.values()) == 1
+    assert statuses == {"PROCESSING"}
+    queue.db.dispose()

@@ -1,0 +1,121 @@
+"""Random walks over the real queue and a real SQLite file, checked after every step."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
+
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue, NotHoldingJob
+from app.engine.states import (
+    TRANSITIONS,
+    JobEvent,
+    JobStatus,
+    TransitionNotAllowed,
+    allowed_events,
+    is_already_satisfied,
+)
+from app.models.db import open_database
+
+WORKERS = ["w1", "w2", "w3"]
+
+
+class QueueMachine(RuleBasedStateMachine):
+    jobs = Bundle("jobs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp(prefix="easel-machine-"))
+        self.queue = JobQueue(open_database(self.folder / "jobs.db"))
+        self.versions: dict[int, int] = {}
+        self.terminal_versions: dict[int, int] = {}
+
+    def teardown(self) -> None:
+        self.queue.db.dispose()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    @rule(target=jobs, priority=st.integers(0, 3))
+    def submit(self, priority: int) -> int:
+        return self.queue.submit(GenerationParams("a red square", steps=3), priority=priority)
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def claim(self, worker: str) -> None:
+        before = {s: n for s, n in self.queue.count_by_status().items()}
+        job = self.queue.claim(worker)
+        if job is None:
+            assert before.get(JobStatus.PENDING, 0) == 0
+        else:
+            assert (job.status, job.worker_id) == ("PROCESSING", worker)
+
+    @rule(job_id=jobs, event=st.sampled_from([e for e in JobEvent if e is not JobEvent.SUBMIT]))
+    def fire(self, job_id: int, event: JobEvent) -> None:
+        before = self.queue.get(job_id)
+        status = JobStatus(before.status)
+        try:
+            record = self.queue.fire(job_id, event, source="machine")
+        except TransitionNotAllowed:
+            # START only ever happens through the atomic claim.
+            assert (status, event) not in TRANSITIONS or event is JobEvent.START
+            assert not is_already_satisfied(status, event)
+            assert self.queue.get(job_id).version == before.version
+            return
+        if is_already_satisfied(status, event):
+            assert not record.changed and self.queue.get(job_id).version == before.version
+        else:
+            assert record.to_status is TRANSITIONS[(status, event)]
+
+    @rule(job_id=jobs, data=st.data())
+    def fire_an_allowed_event(self, job_id: int, data: st.DataObject) -> None:
+        """Mostly legal moves, so walks go deep (pause, stop, resume, retry, ...)."""
+        status = JobStatus(self.queue.get(job_id).status)
+        choices = sorted(allowed_events(status) - {JobEvent.START})
+        if choices:
+            self.fire(job_id, data.draw(st.sampled_from(choices)))
+
+    @rule(job_id=jobs, worker=st.sampled_from(WORKERS))
+    def worker_completes(self, job_id: int, worker: str) -> None:
+        holder = self.queue.get(job_id).worker_id
+        try:
+            self.queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id=worker)
+        except NotHoldingJob:
+            assert holder != worker
+        except TransitionNotAllowed:
+            pass
+
+    @rule(job_id=consumes(jobs))
+    def forget(self, job_id: int) -> None:
+        """Stop touching a job (keeps the bundle small); invariants still check it."""
+
+    @invariant()
+    def every_history_is_a_legal_walk_and_matches_its_row(self) -> None:
+        for job in self.queue.jobs(limit=10_000):
+            assert job.id is not None
+            timeline = self.queue.timeline(job.id)
+            assert timeline[0].event == "SUBMIT" and timeline[0].from_status is None
+            for previous, row in itertools.pairwise(timeline):
+                assert row.from_status == previous.to_status
+                key = (JobStatus(row.from_status), JobEvent(row.event))
+                assert TRANSITIONS[key] == JobStatus(row.to_status)
+            assert job.status == timeline[-1].to_status
+            assert job.version == len(timeline) - 1
+
+    @invariant()
+    def versions_only_grow_and_terminal_jobs_never_change(self) -> None:
+        for job in self.queue.jobs(limit=10_000):
+            assert job.id is not None
+            assert job.version >= self.versions.get(job.id, 0)
+            self.versions[job.id] = job.version
+            if job.id in self.terminal_versions:
+                assert job.version == self.terminal_versions[job.id]
+            if JobStatus(job.status).is_terminal:
+                self.terminal_versions[job.id] = job.version
+
+
+QueueMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestQueueMachine = QueueMachine.TestCase
