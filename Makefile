@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.easel-installed
 
-.PHONY: run test lint check bench screenshots clean
+.PHONY: run test lint check bench screenshots install-desktop clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ check: lint test
 bench: $(STAMP)
 	$(PY) benchmarks/transitions.py
 	$(PY) benchmarks/claims.py
+
+install-desktop: $(STAMP)
+	packaging/install_desktop.sh "$(abspath $(VENV))/bin/easel"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

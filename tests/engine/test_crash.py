@@ -1,0 +1,54 @@
+"""A run that dies leaves a marker (and maybe a faulthandler log) the next launch finds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from app.engine.crash import SessionGuard
+
+
+def test_a_clean_run_leaves_nothing_to_report(tmp_path: Path) -> None:
+    first = SessionGuard(data_dir=tmp_path)
+    assert first.open() is None
+    first.close()
+    second = SessionGuard(data_dir=tmp_path)
+    assert second.open() is None
+    second.close()
+    assert not list((tmp_path / "logs").glob("*.log"))
+
+
+def test_a_crash_is_reported_at_the_next_launch_with_its_log(tmp_path: Path) -> None:
+    crashing_run = textwrap.dedent(f"""
+        import ctypes
+        from pathlib import Path
+        from app.engine.crash import SessionGuard
+        SessionGuard(data_dir=Path({str(tmp_path)!r})).open()
+        ctypes.string_at(0)  # a segfault, as a broken native library would cause
+    """)
+    result = subprocess.run([sys.executable, "-c", crashing_run], capture_output=True)
+    assert result.returncode != 0
+
+    guard = SessionGuard(data_dir=tmp_path)
+    previous = guard.open()
+    assert previous is not None and previous.pid > 0
+    assert "Segmentation fault" in previous.crash_text
+    assert previous.crash_log is not None and previous.crash_log.exists()
+    guard.close()
+    assert SessionGuard(data_dir=tmp_path).open() is None
+
+
+def test_a_killed_run_without_a_traceback_is_still_reported(tmp_path: Path) -> None:
+    killed_run = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from app.engine.crash import SessionGuard
+        SessionGuard(data_dir=Path({str(tmp_path)!r})).open()
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    subprocess.run([sys.executable, "-c", killed_run], capture_output=True)
+    previous = SessionGuard(data_dir=tmp_path).open()
+    assert previous is not None
+    assert previous.crash_log is None and previous.crash_text == ""
