@@ -1,0 +1,267 @@
+"""Our own denoising loop, step by step, mirroring `StableDiffusionPipeline.__call__`.
+
+The stock pipeline cannot stop and resume exactly (multistep history and generator state
+are internal), so we drive its components ourselves: `encode_prompt`, `unet`,
+`scheduler.step`, `vae` and `image_processor`, in the same order and with the same
+arithmetic, which keeps results bit-identical to the stock pipeline.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from diffusers import (
+    DDIMScheduler,
+    DPMSolverMultistepScheduler,
+    EulerAncestralDiscreteScheduler,
+    EulerDiscreteScheduler,
+)
+from diffusers.utils.torch_utils import randn_tensor
+from PIL import Image
+
+from app.engine.generation.checkpoint import Checkpoint
+from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
+from app.engine.params import GenerationParams
+
+SCHEDULER_CLASSES: dict[str, type[Any]] = {
+    "Euler": EulerDiscreteScheduler,
+    "Euler a": EulerAncestralDiscreteScheduler,
+    "DDIM": DDIMScheduler,
+    "DPM++ 2M": DPMSolverMultistepScheduler,
+}
+
+
+@dataclass
+class DenoiseState:
+    scheduler: Any
+    timesteps: torch.Tensor
+    index: int  # next timestep to run
+    steps_done: int  # completed scheduler steps (progress)
+    total_steps: int
+    latents: torch.Tensor
+    prompt_embeds: torch.Tensor  # [uncond, cond] when CFG is on
+    timestep_cond: torch.Tensor | None
+    generator: torch.Generator
+    guidance: float
+    do_cfg: bool
+    denoised: torch.Tensor | None = None  # the scheduler's x0 estimate, for previews
+
+    @property
+    def finished(self) -> bool:
+        return self.index >= len(self.timesteps)
+
+
+def make_scheduler(pipe: Any, name: str) -> Any:
+    """A fresh scheduler of the A1111 kind `name`, from the model's own scheduler config."""
+    try:
+        cls = SCHEDULER_CLASSES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown scheduler {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
+        ) from None
+    return cls.from_config(pipe.scheduler.config)
+
+
+def new_generator(seed: int) -> torch.Generator:
+    # Always a CPU generator: the same seed gives the same noise on every device, and its
+    # state can be saved and restored across devices.
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+@torch.no_grad()
+def start(pipe: Any, params: GenerationParams) -> DenoiseState:
+    device = pipe._execution_device
+    scheduler = _scheduler_with_timesteps(pipe, params, device)
+    do_cfg = _uses_cfg(pipe, params)
+    cond, uncond = pipe.encode_prompt(params.prompt, device, 1, do_cfg, params.negative_prompt)
+    embeds = torch.cat([uncond, cond]) if do_cfg else cond
+    generator = new_generator(params.seed)
+    shape = _latent_shape(pipe, params)
+    noise = randn_tensor(shape, generator=generator, device=device, dtype=embeds.dtype)
+    return DenoiseState(
+        scheduler=scheduler,
+        timesteps=scheduler.timesteps,
+        index=0,
+        steps_done=0,
+        total_steps=params.steps,
+        latents=noise * scheduler.init_noise_sigma,
+        prompt_embeds=embeds,
+        timestep_cond=_timestep_cond(pipe, params, embeds.dtype),
+        generator=generator,
+        guidance=params.cfg,
+        do_cfg=do_cfg,
+    )
+
+
+def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> DenoiseState:
+    """The state a checkpoint was taken in, on this pipeline's device and dtype."""
+    device, dtype = pipe._execution_device, pipe.unet.dtype
+    scheduler = _scheduler_with_timesteps(pipe, params, device)
+    _check_fits(pipe, params, checkpoint, scheduler)
+    _load_scheduler_state(scheduler, checkpoint.scheduler_state, device)
+    generator = new_generator(params.seed)
+    try:
+        generator.set_state(checkpoint.generator_state)
+    except RuntimeError as error:
+        raise CheckpointCorrupt(f"checkpoint has a damaged generator state: {error}") from error
+    cond = checkpoint.timestep_cond
+    return DenoiseState(
+        scheduler=scheduler,
+        timesteps=scheduler.timesteps,
+        index=checkpoint.index,
+        steps_done=checkpoint.steps_done,
+        total_steps=params.steps,
+        latents=checkpoint.latents.to(device, dtype),
+        prompt_embeds=checkpoint.prompt_embeds.to(device, dtype),
+        timestep_cond=None if cond is None else cond.to(device, dtype),
+        generator=generator,
+        guidance=params.cfg,
+        do_cfg=_uses_cfg(pipe, params),
+    )
+
+
+def _check_fits(
+    pipe: Any, params: GenerationParams, checkpoint: Checkpoint, scheduler: Any
+) -> None:
+    """Params match already; this catches a model swapped under the same name."""
+    expected = type(scheduler).__name__
+    if checkpoint.scheduler_class != expected:
+        raise CheckpointMismatch(
+            f"checkpoint uses scheduler {checkpoint.scheduler_class}, not {expected}"
+        )
+    shape = _latent_shape(pipe, params)
+    if tuple(checkpoint.latents.shape) != shape:
+        raise CheckpointMismatch(
+            f"checkpoint latents {tuple(checkpoint.latents.shape)} do not fit this model "
+            f"and size {shape}"
+        )
+    if not 0 <= checkpoint.index <= len(scheduler.timesteps):
+        raise CheckpointCorrupt(f"checkpoint step index {checkpoint.index} is out of range")
+
+
+def snapshot(state: DenoiseState, params: GenerationParams, elapsed_s: float) -> Checkpoint:
+    return Checkpoint(
+        params=params.to_dict(),
+        steps_done=state.steps_done,
+        index=state.index,
+        elapsed_s=elapsed_s,
+        latents=state.latents,
+        prompt_embeds=state.prompt_embeds,
+        timestep_cond=state.timestep_cond,
+        generator_state=state.generator.get_state(),
+        scheduler_class=type(state.scheduler).__name__,
+        scheduler_state=_scheduler_state(state.scheduler),
+    )
+
+
+@torch.no_grad()
+def advance(pipe: Any, state: DenoiseState) -> bool:
+    """Run one timestep; True when that completed a scheduler step (a safe point to stop)."""
+    t = state.timesteps[state.index]
+    model_input = torch.cat([state.latents] * 2) if state.do_cfg else state.latents
+    if hasattr(state.scheduler, "scale_model_input"):
+        model_input = state.scheduler.scale_model_input(model_input, t)
+    noise_pred = pipe.unet(
+        model_input,
+        t,
+        encoder_hidden_states=state.prompt_embeds,
+        timestep_cond=state.timestep_cond,
+        cross_attention_kwargs=None,
+        added_cond_kwargs=None,
+        return_dict=False,
+    )[0]
+    if state.do_cfg:
+        uncond, cond = noise_pred.chunk(2)
+        noise_pred = uncond + state.guidance * (cond - uncond)
+    kwargs = _step_kwargs(state.scheduler, state.generator)
+    output = state.scheduler.step(noise_pred, t, state.latents, **kwargs, return_dict=True)
+    state.latents = output.prev_sample
+    state.denoised = _x0_estimate(state.scheduler, output)
+    state.index += 1
+    if _is_step_boundary(state):
+        state.steps_done += 1
+        return True
+    return False
+
+
+@torch.no_grad()
+def decode(pipe: Any, state: DenoiseState) -> Image.Image:
+    latents = state.latents / pipe.vae.config.scaling_factor
+    image = pipe.vae.decode(latents, return_dict=False, generator=state.generator)[0]
+    return pipe.image_processor.postprocess(image, output_type="pil", do_denormalize=[True])[0]
+
+
+def _scheduler_with_timesteps(pipe: Any, params: GenerationParams, device: torch.device) -> Any:
+    scheduler = make_scheduler(pipe, params.scheduler)
+    scheduler.set_timesteps(params.steps, device=device)
+    return scheduler
+
+
+def _latent_shape(pipe: Any, params: GenerationParams) -> tuple[int, int, int, int]:
+    factor = pipe.vae_scale_factor
+    return (1, pipe.unet.config.in_channels, params.height // factor, params.width // factor)
+
+
+def _uses_cfg(pipe: Any, params: GenerationParams) -> bool:
+    # As the stock pipeline: guidance-distilled UNets (time_cond_proj_dim) take CFG as input.
+    return params.cfg > 1 and pipe.unet.config.time_cond_proj_dim is None
+
+
+def _timestep_cond(pipe: Any, params: GenerationParams, dtype: torch.dtype) -> torch.Tensor | None:
+    dim = pipe.unet.config.time_cond_proj_dim
+    if dim is None:
+        return None
+    scale = torch.tensor(params.cfg - 1).repeat(1)
+    embedding = pipe.get_guidance_scale_embedding(scale, embedding_dim=dim)
+    return embedding.to(device=pipe._execution_device, dtype=dtype)
+
+
+def _step_kwargs(scheduler: Any, generator: torch.Generator) -> dict[str, Any]:
+    accepted = inspect.signature(scheduler.step).parameters
+    kwargs: dict[str, Any] = {}
+    if "eta" in accepted:
+        kwargs["eta"] = 0.0
+    if "generator" in accepted:
+        kwargs["generator"] = generator
+    return kwargs
+
+
+def _x0_estimate(scheduler: Any, output: Any) -> torch.Tensor | None:
+    """The scheduler's guess of the final latents (a clean preview), if it exposes one."""
+    estimate = getattr(output, "pred_original_sample", None)
+    if estimate is None and str(getattr(scheduler.config, "algorithm_type", "")).endswith("++"):
+        history = getattr(scheduler, "model_outputs", None) or [None]
+        estimate = history[-1]  # DPM-Solver++ keeps its x0 predictions as model_outputs
+    return estimate
+
+
+def _is_step_boundary(state: DenoiseState) -> bool:
+    """The stock pipeline's progress rule: 2nd-order schedulers run 2 timesteps per step."""
+    order = getattr(state.scheduler, "order", 1)
+    warmup = len(state.timesteps) - state.total_steps * order
+    return state.finished or (state.index > warmup and state.index % order == 0)
+
+
+def _scheduler_state(scheduler: Any) -> dict[str, Any]:
+    # Everything but the config (rebuilt from the model on resume): sigmas, step index,
+    # multistep history (DPM++ model_outputs, lower_order_nums), ...
+    return {k: v for k, v in vars(scheduler).items() if k != "_internal_dict"}
+
+
+def _load_scheduler_state(scheduler: Any, state: dict[str, Any], device: torch.device) -> None:
+    for key, value in state.items():
+        current = getattr(scheduler, key, None)
+        # Keep each tensor where the scheduler itself keeps it (e.g. Euler's sigmas on the CPU).
+        target = current.device if isinstance(current, torch.Tensor) else device
+        setattr(scheduler, key, _to_device(value, target))
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list):
+        return [_to_device(item, device) for item in value]
+    return value

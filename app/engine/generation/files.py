@@ -1,0 +1,63 @@
+"""Atomic file writes and the PNG metadata of a finished image (no torch)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from app.engine.params import GenerationParams
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write via a temp file in the same folder + rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+
+
+def a1111_parameters(params: GenerationParams) -> str:
+    """The `parameters` text AUTOMATIC1111 writes, so other tools can read our PNGs."""
+    lines = [params.prompt]
+    if params.negative_prompt:
+        lines.append(f"Negative prompt: {params.negative_prompt}")
+    lines.append(
+        f"Steps: {params.steps}, Sampler: {params.scheduler}, CFG scale: {params.cfg:g}, "
+        f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
+    )
+    return "\n".join(lines)
+
+
+def write_png(image: Image.Image, path: Path, params: GenerationParams) -> None:
+    """Save `image` atomically with its parameters as `parameters` and `easel` text chunks."""
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("parameters", a1111_parameters(params))
+    info.add_text("easel", json.dumps(params.to_dict(), sort_keys=True))
+    atomic_write(path, lambda handle: image.save(handle, format="PNG", pnginfo=info))
+
+
+def read_png_params(path: Path) -> GenerationParams:
+    """The parameters an Easel PNG was generated with (its `easel` chunk)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        text = image.info["easel"]
+    return GenerationParams(**json.loads(text))
