@@ -7,11 +7,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from app.cli import jobs
+from app import __version__
+from app.cli import jobs, worker
 from app.engine.paths import HOME_ENV
 
 # Each command module adds its sub-commands; a sub-command stores its handler as `run`.
-COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [jobs.add_commands]
+COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
+    jobs.add_commands,
+    worker.add_commands,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Easel: local image generation where no job ever vanishes. "
         "With no command, opens the window.",
     )
+    parser.add_argument("--version", action="version", version=f"Easel {__version__}")
     parser.add_argument(
         "--home", metavar="DIR", help=f"data folder (overrides ${HOME_ENV} and the default)"
     )

@@ -1,0 +1,148 @@
+"""Worker commands: worker (headless), generate (one image now), recover."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from app.cli.jobs import _guarded, add_generation_arguments, params_from_args
+from app.engine.messages import MessageKind, WorkerMessage
+from app.engine.queue import JobQueue
+from app.engine.recovery import recover
+from app.engine.retry import RetryPolicy, is_settled
+from app.engine.settings import load_settings
+from app.engine.states import JobStatus
+from app.engine.supervisor import Supervisor
+from app.engine.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
+from app.models.tables import Job
+
+POLL_S = 0.1
+EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    worker = commands.add_parser(
+        "worker", help="run a headless worker: claim and run jobs until stopped (SIGTERM pauses)"
+    )
+    worker.add_argument("--until-idle", action="store_true", help="exit when no job is pending")
+    worker.set_defaults(run=_guarded(_worker))
+
+    generate = commands.add_parser(
+        "generate", help="generate one image now; prints its path last (Ctrl+C cancels)"
+    )
+    add_generation_arguments(generate)
+    generate.add_argument("--out", metavar="DIR", help="folder for the image")
+    generate.set_defaults(run=_guarded(_generate))
+
+    recovery = commands.add_parser(
+        "recover", help="settle jobs left running by workers that are gone; print what was done"
+    )
+    recovery.set_defaults(run=_guarded(_recover))
+
+
+# --- worker ---------------------------------------------------------------------------------
+
+
+def _worker(args: argparse.Namespace, queue: JobQueue) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = WorkerConfig.from_settings(
+        load_settings(), database_file(queue), until_idle=args.until_idle
+    )
+    run_worker(config, sink=_print_finished, stop_on_sigint=True)
+    return 0
+
+
+def _print_finished(message: WorkerMessage) -> None:
+    if message.kind is MessageKind.FINISHED:
+        outcome = message.image_path or message.error or "stopped"
+        print(f"job {message.job_id}: {outcome}", flush=True)
+
+
+# --- generate -------------------------------------------------------------------------------
+
+
+def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
+    params = params_from_args(args)
+    settings = load_settings()
+    overrides: dict[str, object] = {"warm_model": params.model}
+    if args.out:
+        out = Path(args.out).expanduser().resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        overrides["outputs_dir"] = str(out)
+    job_id = queue.submit(params, max_attempts=settings.max_attempts, source="cli")
+    supervisor = Supervisor.for_app(queue, settings, workers=1, only_job=job_id, **overrides)
+    try:
+        job = _run_until_settled(supervisor, queue, job_id)
+    except KeyboardInterrupt:
+        print(f"\nerror: interrupted; job {job_id} is cancelled", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return _report(job)
+
+
+def _run_until_settled(supervisor: Supervisor, queue: JobQueue, job_id: int) -> Job:
+    interrupts = []
+
+    def on_sigint(_signum: int, _frame: FrameType | None) -> None:
+        interrupts.append(time.monotonic())
+        if len(interrupts) > 1:
+            raise KeyboardInterrupt  # a second Ctrl+C: stop waiting (the cancel still holds)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        supervisor.start()
+        cancelled = False
+        while not _settled(job := queue.get(job_id)):
+            for message in supervisor.poll():
+                _show_progress(message)
+            if interrupts and not cancelled:
+                queue.cancel(job_id, source="cli", message="Ctrl+C")
+                cancelled = True
+            time.sleep(POLL_S)
+        return job
+    finally:
+        supervisor.shutdown(timeout=10.0)
+        signal.signal(signal.SIGINT, previous)
+
+
+def _settled(job: Job) -> bool:
+    return is_settled(job) or job.status == JobStatus.PAUSED  # paused elsewhere: stop waiting
+
+
+def _show_progress(message: WorkerMessage) -> None:
+    if message.kind is MessageKind.PROGRESS and sys.stderr.isatty():
+        print(f"\rstep {message.step}/{message.total}", end="", file=sys.stderr, flush=True)
+
+
+def _report(job: Job) -> int:
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if job.status == JobStatus.SUCCESS:
+        print(job.output_path)
+        return 0
+    if job.status == JobStatus.CANCELLED:
+        print(f"error: job {job.id} was cancelled", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if job.status == JobStatus.PAUSED:
+        print(f"error: job {job.id} was paused; `resume {job.id}` queues it again", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"error: job {job.id} {job.status}: {job.error}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+# --- recover --------------------------------------------------------------------------------
+
+
+def _recover(args: argparse.Namespace, queue: JobQueue) -> int:
+    settings = load_settings()
+    report = recover(
+        queue, liveness_dir=default_liveness_dir(),
+        heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
+    )  # fmt: skip
+    for line in report.lines() or ["nothing to recover"]:
+        print(line)
+    return 0

@@ -1,0 +1,88 @@
+"""Recovery at launch: settle the jobs left running by workers that are gone.
+
+Runs before any worker starts. A job in PROCESSING, CANCELLING or PAUSING whose worker is
+not alive goes through the table with TIMEOUT (so a cancel still wins and a pause keeps its
+checkpoint), then the retry policy decides what to requeue. Liveness is checked by worker
+identity (see `liveness`), and by heartbeat age for workers on other hosts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.engine.liveness import WorkerIdentity, is_alive, remove_stale_locks
+from app.engine.queue import JobQueue
+from app.engine.retry import RetryPolicy, apply_retry_policy
+from app.engine.states import JobStatus
+from app.engine.watchdog import settle_lost_job
+from app.models.tables import Job
+
+SOURCE = "recovery"
+
+
+@dataclass
+class RecoveryReport:
+    """What recovery did, with job ids, for the GUI to show ("restored 3 jobs ...")."""
+
+    requeued: list[int] = field(default_factory=list)
+    paused: list[int] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    given_up: list[int] = field(default_factory=list)
+    quarantined: list[int] = field(default_factory=list)  # also in given_up
+    still_running: list[int] = field(default_factory=list)  # their worker is alive
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.requeued or self.paused or self.cancelled or self.given_up)
+
+    def lines(self) -> list[str]:
+        """One human line per non-empty group."""
+        groups = [
+            ("requeued", self.requeued), ("paused", self.paused),
+            ("cancelled", self.cancelled), ("given up", self.given_up),
+            ("quarantined", self.quarantined), ("still running elsewhere", self.still_running),
+        ]  # fmt: skip
+        return [f"{label}: {_ids(ids)}" for label, ids in groups if ids]
+
+
+def recover(
+    queue: JobQueue,
+    *,
+    liveness_dir: Path,
+    heartbeat_timeout_s: float,
+    policy: RetryPolicy,
+    now: float | None = None,
+) -> RecoveryReport:
+    now = time.time() if now is None else now
+    report = RecoveryReport()
+    for job in queue.running_jobs():
+        if holder_is_alive(job, liveness_dir, heartbeat_timeout_s, now):
+            report.still_running.append(job.id or 0)
+            continue
+        record = settle_lost_job(
+            queue, job, source=SOURCE, message=f"worker {job.worker_id} is gone (found at launch)"
+        )
+        if record is not None and record.to_status is JobStatus.PAUSED:
+            report.paused.append(record.job_id)
+        elif record is not None and record.to_status is JobStatus.CANCELLED:
+            report.cancelled.append(record.job_id)
+    # Also decides failures left undecided by an app that died before its policy ran.
+    decisions = apply_retry_policy(queue, policy, now=now)
+    report.requeued, report.given_up = decisions.requeued, decisions.given_up
+    report.quarantined = decisions.quarantined
+    remove_stale_locks(liveness_dir)
+    return report
+
+
+def holder_is_alive(job: Job, liveness_dir: Path, heartbeat_timeout_s: float, now: float) -> bool:
+    identity = WorkerIdentity.parse(job.worker_id)
+    if identity is not None and identity.is_local:
+        return is_alive(identity, liveness_dir)
+    # Another host (or an id we cannot check): trust a fresh heartbeat.
+    return now - (job.heartbeat_at or 0.0) <= heartbeat_timeout_s
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in ids)

@@ -1,0 +1,311 @@
+"""The worker: warm up, claim a job, run it with a step checkpoint, settle it; repeat.
+
+A worker is a process of its own (spawn start method, see `supervisor`), or the process of
+`python -m app worker`. torch is imported only through `WorkerConfig.runner_factory`,
+inside the worker; importing this module stays cheap so the app can configure workers.
+Status changes go through the queue's table; the app hears about progress through
+`WorkerMessage`s (see `Outbox`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as stdlib_queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+from app.engine import paths
+from app.engine.generation.outcome import GenerationOutcome, StepProgress
+from app.engine.job_run import JobRun
+from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
+from app.engine.messages import MessageKind, WorkerMessage
+from app.engine.params import DEFAULT_MODEL, GenerationParams
+from app.engine.queue import JobQueue, open_queue
+from app.engine.settings import Settings
+from app.engine.states import JobStatus
+
+log = logging.getLogger(__name__)
+
+LIVENESS_FOLDER = "workers"
+HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
+
+
+class RunnerLike(Protocol):
+    """What the worker needs of `generation.runner.Runner` (fakes implement the same)."""
+
+    def load(self, model_name: str) -> object: ...
+
+    def run(
+        self,
+        params: GenerationParams,
+        *,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: Callable[[StepProgress], Any],
+    ) -> GenerationOutcome: ...
+
+
+RunnerFactory = Callable[[], RunnerLike]
+
+
+def default_runner() -> RunnerLike:
+    """The real runner, finding models where the app's model picker looks for them."""
+    from functools import partial
+
+    from app.engine.generation.runner import Runner  # torch: only ever inside a worker
+    from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs, resolve_model
+    from app.engine.settings import load_settings
+
+    search = ModelSearchPath(
+        bundled=(paths.bundled_models_dir(),),
+        user=(load_settings().models_path(),),
+        hf_caches=hf_cache_dirs(),
+    )
+    return Runner(resolve=partial(resolve_model, search=search))
+
+
+class EventLike(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker process needs; plain values, so it pickles into a spawned child."""
+
+    db_path: str
+    outputs_dir: str
+    checkpoints_dir: str
+    liveness_dir: str
+    heartbeat_interval_s: float = 3.0
+    # The heartbeat comes from a thread, so it would outlive a hung main thread; it stops
+    # once no step checkpoint was reached for this long (generous: loading, decoding).
+    stall_limit_s: float = 600.0
+    progress_interval_s: float = 0.25  # progress row updates at most this often
+    idle_poll_s: float = 0.25
+    warm_model: str | None = DEFAULT_MODEL  # loaded before the first claim
+    runner_factory: RunnerFactory = default_runner  # a module-level callable (pickled by name)
+    until_idle: bool = False  # exit when no job is pending at all
+    only_job: int | None = None  # claim only this job
+    log_level: int = logging.WARNING
+    # torch's CPU threads; 0: its default (every core). Workers must share the cores:
+    # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
+    torch_threads: int = 0
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, db_path: Path | None = None, **overrides: Any
+    ) -> WorkerConfig:
+        config = cls(
+            db_path=str(db_path or paths.database_path()),
+            outputs_dir=str(settings.outputs_path()),
+            checkpoints_dir=str(paths.checkpoints_dir()),
+            liveness_dir=str(default_liveness_dir()),
+            heartbeat_interval_s=settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT,
+        )
+        return replace(config, **overrides)
+
+
+def database_file(queue: JobQueue) -> Path:
+    """The file of the queue's database, for workers to open their own connection to."""
+    return Path(str(queue.db.engine.url.database))
+
+
+def default_liveness_dir() -> Path:
+    return paths.data_dir() / LIVENESS_FOLDER
+
+
+class Outbox:
+    """Sends `WorkerMessage`s to the app from a thread of its own, never blocking the worker.
+
+    A slow or absent reader must not stall generation: progress messages are dropped when
+    the buffer is full; the others wait a little, then are dropped too (the database has
+    the truth; messages only make the app hear it sooner).
+    """
+
+    def __init__(self, sink: Callable[[WorkerMessage], object] | None, capacity: int = 256) -> None:
+        self._sink = sink
+        self._pending: stdlib_queue.Queue[WorkerMessage | None] = stdlib_queue.Queue(capacity)
+        self._broken = False
+        self._thread = threading.Thread(target=self._pump, name="outbox", daemon=True)
+        if sink is not None:
+            self._thread.start()
+
+    def send(self, message: WorkerMessage, *, droppable: bool = False) -> None:
+        if self._sink is None or self._broken:
+            return
+        try:
+            self._pending.put(message, block=not droppable, timeout=1.0)
+        except stdlib_queue.Full:
+            log.debug("outbox full; dropped %s", message.kind)
+
+    def close(self, timeout: float = 2.0) -> None:
+        if self._sink is None or not self._thread.is_alive():
+            return
+        try:
+            self._pending.put(None, timeout=timeout)
+        except stdlib_queue.Full:
+            return
+        self._thread.join(timeout)
+
+    def _pump(self) -> None:
+        assert self._sink is not None
+        while (message := self._pending.get()) is not None:
+            try:
+                self._sink(message)
+            except (OSError, EOFError, ValueError):
+                self._broken = True  # the app is gone; keep working, stop talking
+                return
+
+
+class Worker:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        queue: JobQueue,
+        runner: RunnerLike,
+        worker_id: str,
+        outbox: Outbox,
+        *,
+        stop_event: EventLike | None = None,
+        parent_alive: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.config = config
+        self.queue = queue
+        self.runner = runner
+        self.worker_id = worker_id
+        self.outbox = outbox
+        self._stop_event = stop_event
+        self._parent_alive = parent_alive
+        self._pause_and_exit = False  # a plain bool: set from a signal handler
+
+    def request_stop(self) -> None:
+        """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
+        self._pause_and_exit = True
+
+    @property
+    def pause_requested(self) -> bool:
+        return self._pause_and_exit
+
+    @property
+    def stopping(self) -> bool:
+        """Claim no more jobs. The app's stop event alone lets the job in hand finish: the
+        app pauses jobs itself, through the table, when it wants them paused."""
+        stop_event = self._stop_event is not None and self._stop_event.is_set()
+        return self._pause_and_exit or stop_event
+
+    @property
+    def orphaned(self) -> bool:
+        """The app that started us is gone: finish the job in hand, claim no more."""
+        return not self._parent_alive()
+
+    def send(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None:
+        message = WorkerMessage(kind, self.worker_id, job_id, **fields)
+        # A later PROGRESS supersedes an earlier one: those may be dropped, the others not.
+        self.outbox.send(message, droppable=kind is MessageKind.PROGRESS)
+
+    def run(self) -> None:
+        self._warm_up()
+        self.send(MessageKind.READY)
+        while not (self.stopping or self.orphaned):
+            job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+            if job is not None:
+                JobRun(self, job).run()
+            elif self.config.until_idle and not self._anything_pending():
+                break
+            else:
+                self._idle()
+        self.send(MessageKind.EXITING)
+
+    def _warm_up(self) -> None:
+        if not self.config.warm_model:
+            return
+        try:
+            self.runner.load(self.config.warm_model)
+        except Exception as error:
+            # Not fatal: the model may be installed later; each job then fails with the reason.
+            log.warning("could not load %s while warming up: %s", self.config.warm_model, error)
+
+    def _anything_pending(self) -> bool:
+        return self.queue.count_by_status().get(JobStatus.PENDING, 0) > 0
+
+    def _idle(self) -> None:
+        deadline = time.monotonic() + self.config.idle_poll_s
+        while time.monotonic() < deadline and not self.stopping:
+            time.sleep(min(0.05, self.config.idle_poll_s))
+
+
+def run_worker(
+    config: WorkerConfig,
+    *,
+    token: str | None = None,
+    sink: Callable[[WorkerMessage], object] | None = None,
+    stop_event: EventLike | None = None,
+    parent_alive: Callable[[], bool] = lambda: True,
+    stop_on_sigint: bool = False,
+) -> None:
+    """Be a worker in this process until stopped (or idle, with `until_idle`)."""
+    token = token or new_token()
+    worker_id = str(WorkerIdentity(this_host(), os.getpid(), token))
+    signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
+    with LivenessLock(Path(config.liveness_dir), token):
+        queue = open_queue(Path(config.db_path))
+        outbox = Outbox(sink)
+        _limit_torch_threads(config.torch_threads)
+        worker = Worker(
+            config, queue, config.runner_factory(), worker_id, outbox,
+            stop_event=stop_event, parent_alive=parent_alive,
+        )  # fmt: skip
+        previous = {
+            signum: signal.signal(signum, _handler(worker.request_stop)) for signum in signals
+        }
+        try:
+            worker.run()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            outbox.close()
+            queue.db.dispose()
+
+
+def worker_process_main(
+    config: WorkerConfig, token: str, conn: Connection, stop_event: EventLike
+) -> None:
+    """Entry point of a spawned worker process (see `supervisor.Supervisor`)."""
+    import multiprocessing
+
+    # Ctrl+C in a terminal reaches the whole process group; the app decides what it means.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(
+        level=config.log_level, format="worker %(process)d %(levelname)s %(name)s: %(message)s"
+    )
+    parent = multiprocessing.parent_process()
+    run_worker(
+        config, token=token, sink=conn.send, stop_event=stop_event,
+        parent_alive=parent.is_alive if parent is not None else lambda: True,
+    )  # fmt: skip
+
+
+def threads_per_worker(workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def _limit_torch_threads(threads: int) -> None:
+    if threads > 0:
+        import torch  # inside the worker process only
+
+        torch.set_num_threads(threads)
+
+
+def _handler(action: Callable[[], None]) -> Callable[[int, FrameType | None], None]:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        action()
+
+    return handler

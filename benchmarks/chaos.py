@@ -1,0 +1,402 @@
+"""Chaos: jobs, workers, random SIGKILLs of workers and of the app, cancels and pauses.
+
+A supervising process (as the GUI would be) runs the workers; this driver submits the
+jobs, SIGKILLs workers that hold a job, SIGKILLs the supervising process and starts a new
+one (which runs recovery first), and cancels, pauses and resumes jobs at random. At the
+end it resumes what is paused, lets the queue drain, and checks every job:
+
+    lost          a job missing, not matching its own history, or SUCCESS without its image
+    double_runs   a job two workers were running at the same time (from a ledger the
+                  workers keep of every step they run), or completed twice
+    illegal_paths a timeline that is not a chain of transitions the table allows
+    stuck         a job that is not finished, cancelled or given up after the drain
+
+Prints `name: value` lines; exits 1 if any of those is not 0 or a kill target was missed.
+
+    .venv/bin/python benchmarks/chaos.py [--jobs 200] [--worker-kills 20]
+        [--supervisor-kills 5] [--runner tiny|fake] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+# Light imports only: spawned workers re-import this module (it holds their runner factory).
+from app.engine import paths  # noqa: E402
+from app.engine.generation.outcome import GenerationOutcome, StepProgress  # noqa: E402
+from app.engine.liveness import WorkerIdentity, is_alive, remove_stale_locks  # noqa: E402
+from app.engine.params import GenerationParams  # noqa: E402
+from app.engine.queue import JobNotFound, JobQueue, open_queue  # noqa: E402
+from app.engine.retry import is_settled  # noqa: E402
+from app.engine.states import TRANSITIONS, JobEvent, JobStatus, TransitionNotAllowed  # noqa: E402
+
+S = JobStatus
+TINY_MODEL = "tiny-test"
+LEDGER = "ledger.jsonl"
+SETTLE_TIMEOUT_S = 900.0
+
+
+# --- the supervising process (what the GUI does) -------------------------------------------
+
+
+def supervise(runner: str, workers: int) -> None:
+    from app.engine.retry import RetryPolicy
+    from app.engine.settings import Settings
+    from app.engine.supervisor import Supervisor
+    from app.engine.worker import WorkerConfig, database_file, threads_per_worker
+
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
+    queue = open_queue()
+    settings = Settings(workers=workers, heartbeat_timeout_s=3.0, cancel_grace_s=2.0)
+    config = WorkerConfig.from_settings(
+        settings, database_file(queue), heartbeat_interval_s=0.5, idle_poll_s=0.1,
+        torch_threads=threads_per_worker(workers),  # as Supervisor.for_app does
+        warm_model=TINY_MODEL if runner == "tiny" else None,
+        runner_factory=tiny_ledger_runner if runner == "tiny" else fake_ledger_runner,
+    )  # fmt: skip
+    supervisor = Supervisor(
+        queue, config, settings, policy=RetryPolicy(base_delay_s=0.2, max_delay_s=2.0),
+        maintenance_interval_s=0.5,
+    )  # fmt: skip
+    report = supervisor.start()
+    print(json.dumps({"recovery": report.lines()}), flush=True)
+    while not stop:
+        supervisor.poll()
+        time.sleep(0.05)
+    supervisor.shutdown(timeout=20)
+
+
+class LedgerRunner:
+    """Wraps a runner and appends every start, step and end to a ledger (O_APPEND lines)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._ledger = paths.data_dir() / LEDGER
+
+    def load(self, model_name: str) -> object:
+        return self._inner.load(model_name)
+
+    def run(
+        self,
+        params: GenerationParams,
+        *,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: Callable[[StepProgress], Any],
+    ) -> GenerationOutcome:
+        run = {"job": int(output_path.name.split("-")[0]), "run": uuid.uuid4().hex}
+
+        def step(progress: StepProgress) -> Any:
+            self._write(run, "step")
+            return on_step(progress)
+
+        self._write(run, "start")
+        outcome = self._inner.run(
+            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step
+        )
+        self._write(run, f"end-{outcome.kind.value}")
+        return outcome
+
+    def _write(self, run: dict[str, Any], what: str) -> None:
+        line = json.dumps({**run, "what": what, "at": time.time()}) + "\n"
+        with open(self._ledger, "a", encoding="utf-8") as ledger:
+            ledger.write(line)
+
+
+def fake_ledger_runner() -> LedgerRunner:
+    from app.engine.scripted_runner import ScriptedRunner
+
+    return LedgerRunner(ScriptedRunner())
+
+
+def tiny_ledger_runner() -> LedgerRunner:
+    from app.engine.worker import default_runner
+
+    return LedgerRunner(default_runner())
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    worker_kills: int = 0
+    supervisor_kills: int = 0
+    cancels: int = 0
+    pauses: int = 0
+    resumes: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Chaos:
+    def __init__(self, args: argparse.Namespace, home: Path) -> None:
+        self.args = args
+        self.home = home
+        self.rng = random.Random(args.seed)
+        self.queue = open_queue()
+        self.counts = Counts()
+        self.supervisor: subprocess.Popen[str] | None = None
+        self.logs = home / "supervisor.log"
+
+    # supervisor processes
+
+    def start_supervisor(self) -> None:
+        command = [sys.executable, __file__, "--supervise", "--runner", self.args.runner,
+                   "--workers", str(self.args.workers)]  # fmt: skip
+        with open(self.logs, "a", encoding="utf-8") as log:
+            self.supervisor = subprocess.Popen(command, stdout=log, stderr=log, text=True)
+
+    def kill_supervisor(self) -> None:
+        assert self.supervisor is not None
+        self.supervisor.kill()
+        self.supervisor.wait()
+        self.counts.supervisor_kills += 1
+        self.start_supervisor()  # it recovers before starting its workers
+
+    def stop_supervisor(self) -> None:
+        assert self.supervisor is not None
+        self.supervisor.send_signal(signal.SIGTERM)
+        self.supervisor.wait(timeout=120)
+
+    # the chaos
+
+    def run(self) -> None:
+        self.start_supervisor()
+        goal_w, goal_s = self.args.worker_kills, self.args.supervisor_kills
+        while self.counts.worker_kills < goal_w or self.counts.supervisor_kills < goal_s:
+            if self._all_settled():
+                break  # the queue drained before the kill targets: reported as missed
+            time.sleep(self.args.interval * self.rng.uniform(0.5, 1.5))
+            due = goal_w and self.counts.worker_kills >= (self.counts.supervisor_kills + 1) * (
+                goal_w // max(1, goal_s)
+            )
+            if self.counts.supervisor_kills < goal_s and (due or not goal_w):
+                self.kill_supervisor()
+            else:
+                self._random_action()
+
+    def _random_action(self) -> None:
+        roll = self.rng.random()
+        try:
+            if roll < 0.55:
+                self._kill_a_worker()
+            elif roll < 0.7:
+                self._act(self.queue.cancel, [S.PENDING, S.PROCESSING, S.PAUSED], "cancels")
+            elif roll < 0.85:
+                self._act(self.queue.pause, [S.PENDING, S.PROCESSING], "pauses")
+            else:
+                self._act(self.queue.resume, [S.PAUSED], "resumes")
+        except (TransitionNotAllowed, JobNotFound):
+            pass  # the job moved on meanwhile: exactly the races this is here to provoke
+
+    def _kill_a_worker(self) -> None:
+        # Mid-job only (a step done): a worker still warming up has no job to lose, and
+        # killing fresh workers over and over would only measure torch's import time.
+        running = self.queue.jobs([S.PROCESSING])
+        holders = [j.worker_id for j in running if j.worker_id and j.progress_step >= 1]
+        for worker_id in self.rng.sample(holders, len(holders)):
+            identity = WorkerIdentity.parse(worker_id)
+            # Identity, not bare pid: never shoot a process that merely reuses a dead pid.
+            if identity and is_alive(identity, self.home / "workers"):
+                os.kill(identity.pid, signal.SIGKILL)
+                self.counts.worker_kills += 1
+                return
+
+    def _act(self, action: Callable[..., Any], statuses: list[JobStatus], name: str) -> None:
+        jobs = self.queue.jobs(statuses, limit=1000)
+        if jobs:
+            action(self.rng.choice(jobs).id, source="chaos")
+            setattr(self.counts, name, getattr(self.counts, name) + 1)
+
+    # the end
+
+    def drain(self) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < SETTLE_TIMEOUT_S:
+            for job in self.queue.jobs([S.PAUSED], limit=1000):
+                with contextlib.suppress(TransitionNotAllowed):
+                    self.queue.resume(job.id or 0, source="chaos")
+            if self._all_settled():
+                break
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+    def _all_settled(self) -> bool:
+        return not unsettled(self.queue)
+
+
+def unsettled(queue: JobQueue) -> list[int]:
+    return [job.id or 0 for job in all_jobs(queue) if not is_settled(job)]
+
+
+def all_jobs(queue: JobQueue) -> list[Any]:
+    return queue.jobs(limit=1_000_000)
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def check(queue: JobQueue, submitted: list[int], home: Path) -> dict[str, int]:
+    jobs = {job.id: job for job in all_jobs(queue)}
+    lost = illegal = double = 0
+    completions: Counter[int] = Counter()
+    for job_id in submitted:
+        job = jobs.get(job_id)
+        timeline = queue.timeline(job_id) if job is not None else []
+        completions[job_id] = sum(t.event == JobEvent.COMPLETE for t in timeline)
+        lost += is_lost(job, timeline)
+        if not legal(timeline):
+            illegal += 1
+    overlapping = overlapping_runs(home / LEDGER)
+    double = len(overlapping | {j for j, n in completions.items() if n > 1})
+    statuses = Counter(job.status for job in jobs.values())
+    return {
+        "jobs": len(jobs), "lost": lost, "double_runs": double, "illegal_paths": illegal,
+        "stuck": len(unsettled(queue)), "success": statuses[S.SUCCESS],
+        "cancelled": statuses[S.CANCELLED],
+        "given_up": statuses[S.FAILED] + statuses[S.TIMEOUT],
+    }  # fmt: skip
+
+
+def is_lost(job: Any, timeline: list[Any]) -> bool:
+    if job is None or not timeline or timeline[-1].to_status != job.status:
+        return True
+    return job.status == S.SUCCESS and not Path(job.output_path or "").is_file()
+
+
+def legal(timeline: list[Any]) -> bool:
+    if not timeline or (timeline[0].from_status, timeline[0].event) != (None, JobEvent.SUBMIT):
+        return False
+    for previous, row in pairwise(timeline):
+        key = (S(row.from_status) if row.from_status else None, JobEvent(row.event))
+        if row.from_status != previous.to_status or TRANSITIONS.get(key) != row.to_status:
+            return False
+    return True
+
+
+def overlapping_runs(ledger: Path) -> set[int]:
+    """Jobs with two runs whose [first, last] ledger times overlap."""
+    spans: dict[tuple[int, str], list[float]] = defaultdict(list)
+    if ledger.exists():
+        for line in ledger.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                spans[(entry["job"], entry["run"])].append(entry["at"])
+    by_job: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for (job, _run), times in spans.items():
+        by_job[job].append((min(times), max(times)))
+    return {
+        job for job, runs in by_job.items()
+        if any(a[1] > b[0] for a, b in pairwise(sorted(runs)))
+    }  # fmt: skip
+
+
+def leftover_workers(home: Path) -> int:
+    """Worker processes still alive after the end (orphans must have exited by now)."""
+    folder = home / "workers"
+    remove_stale_locks(folder, min_age_s=0)  # what is left is held by a live worker
+    return len(list(folder.glob("*.lock"))) if folder.exists() else 0
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def submit_jobs(queue: JobQueue, count: int, runner: str, rng: random.Random) -> list[int]:
+    ids = []
+    for _ in range(count):
+        if runner == "tiny":
+            params = GenerationParams(
+                # Long enough (~1-2 s) that 200 jobs outlast the kills and the restarts.
+                "a red circle",
+                model=TINY_MODEL,
+                steps=rng.randint(40, 80),
+                width=64,
+                height=64,
+            )
+        else:
+            params = GenerationParams("a cat step=0.05", model="fake", steps=rng.randint(4, 10))
+        ids.append(queue.submit(params, source="chaos"))
+    return ids
+
+
+def prepare_home(args: argparse.Namespace) -> Path:
+    home = Path(args.home or tempfile.mkdtemp(prefix="easel-chaos-")).resolve()
+    os.environ[paths.HOME_ENV] = str(home)  # for this driver and every process it starts
+    if args.runner == "tiny" and not (paths.models_dir() / TINY_MODEL).exists():
+        from app.engine.generation.tiny_model import write_tiny_pipeline
+
+        write_tiny_pipeline(paths.models_dir() / TINY_MODEL)
+    return home
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worker-kills", type=int, default=20)
+    parser.add_argument("--supervisor-kills", type=int, default=5)
+    parser.add_argument("--runner", choices=["tiny", "fake"], default="tiny")
+    parser.add_argument("--interval", type=float, help="seconds between actions (about)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--home", help="data folder (default: a new temporary one)")
+    parser.add_argument("--supervise", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.interval is None:
+        args.interval = 1.5 if args.runner == "tiny" else 0.3
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    if args.supervise:
+        supervise(args.runner, args.workers)
+        return 0
+    started = time.monotonic()
+    home = prepare_home(args)
+    chaos = Chaos(args, home)
+    submitted = submit_jobs(chaos.queue, args.jobs, args.runner, chaos.rng)
+    chaos.run()
+    drain_s = chaos.drain()
+    chaos.stop_supervisor()
+    time.sleep(1.0)  # orphans of killed supervisors finish their last step and exit
+    figures = check(chaos.queue, submitted, home)
+    counts = chaos.counts
+    figures |= {
+        "worker_kills": counts.worker_kills, "supervisor_kills": counts.supervisor_kills,
+        "cancels": counts.cancels, "pauses": counts.pauses, "resumes": counts.resumes,
+        "leftover_workers": leftover_workers(home),
+    }  # fmt: skip
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    print(f"drain_s: {drain_s:.1f}")
+    print(f"total_s: {time.monotonic() - started:.1f}")
+    print(f"home: {home}")
+    broken = any(figures[k] for k in ("lost", "double_runs", "illegal_paths", "stuck"))
+    missed = (
+        counts.worker_kills < args.worker_kills or counts.supervisor_kills < args.supervisor_kills
+    )
+    return 1 if broken or missed or figures["jobs"] != args.jobs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
