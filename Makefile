@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.easel-installed
 
-.PHONY: run test lint check bench screenshots install-desktop clean
+.PHONY: run test lint check bench bundle screenshots install-desktop clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ check: lint test
 bench: $(STAMP)
 	$(PY) benchmarks/transitions.py
 	$(PY) benchmarks/claims.py
+
+bundle: $(STAMP)
+	$(PY) -m pip install 'pyinstaller>=6.10'
+	$(VENV)/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build packaging/easel.spec
+	@du -sh dist/easel
 
 install-desktop: $(STAMP)
 	packaging/install_desktop.sh "$(abspath $(VENV))/bin/easel"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from app import __version__
 from app.cli import jobs, worker
+from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
 
 # Each command module adds its sub-commands; a sub-command stores its handler as `run`.
@@ -41,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[HOME_ENV] = os.path.abspath(args.home)
     if args.command is None:
         return _open_window()
+    configure_logging("cli")
     handler: Callable[[argparse.Namespace], int] = args.run
     return handler(args)
 

@@ -27,16 +27,16 @@ USER_ERRORS = (InvalidParameters, TransitionNotAllowed, JobNotFound, RequestRefu
 def add_commands(commands: argparse._SubParsersAction) -> None:
     submit = commands.add_parser("submit", help="queue a generation; prints the new job id")
     add_generation_arguments(submit)
-    submit.set_defaults(run=_guarded(_submit))
+    submit.set_defaults(run=with_queue(_submit))
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
     listing.add_argument("--status", type=_status, help="only jobs in this status")
     listing.add_argument("--limit", type=int, default=50)
-    listing.set_defaults(run=_guarded(_jobs))
+    listing.set_defaults(run=with_queue(_jobs))
 
     show = commands.add_parser("show", help="a job and its timeline")
     show.add_argument("job_id", type=int, metavar="ID")
-    show.set_defaults(run=_guarded(_show))
+    show.set_defaults(run=with_queue(_show))
 
     for name, action in (
         ("cancel", JobQueue.cancel),
@@ -46,11 +46,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ):
         sub = commands.add_parser(name, help=f"{name} a job")
         sub.add_argument("job_id", type=int, metavar="ID")
-        sub.set_defaults(run=_guarded(_request(action)))
+        sub.set_defaults(run=with_queue(_request(action)))
 
     rerun = commands.add_parser("rerun", help="queue a finished job again; prints the new id")
     rerun.add_argument("job_id", type=int, metavar="ID")
-    rerun.set_defaults(run=_guarded(_rerun))
+    rerun.set_defaults(run=with_queue(_rerun))
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +79,8 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _guarded(handler: Callable[[argparse.Namespace, JobQueue], int]) -> Handler:
+def with_queue(handler: Callable[[argparse.Namespace, JobQueue], int]) -> Handler:
+    """Run a command on the user's queue; errors the user can act on become one line."""
     def run(args: argparse.Namespace) -> int:
         try:
             queue = open_queue()

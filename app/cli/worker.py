@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
 
-from app.cli.jobs import _guarded, add_generation_arguments, params_from_args
+from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
+from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.queue import JobQueue
 from app.engine.recovery import recover
@@ -30,26 +30,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "worker", help="run a headless worker: claim and run jobs until stopped (SIGTERM pauses)"
     )
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is pending")
-    worker.set_defaults(run=_guarded(_worker))
+    worker.set_defaults(run=with_queue(_worker))
 
     generate = commands.add_parser(
         "generate", help="generate one image now; prints its path last (Ctrl+C cancels)"
     )
     add_generation_arguments(generate)
     generate.add_argument("--out", metavar="DIR", help="folder for the image")
-    generate.set_defaults(run=_guarded(_generate))
+    generate.set_defaults(run=with_queue(_generate))
 
     recovery = commands.add_parser(
         "recover", help="settle jobs left running by workers that are gone; print what was done"
     )
-    recovery.set_defaults(run=_guarded(_recover))
+    recovery.set_defaults(run=with_queue(_recover))
 
 
 # --- worker ---------------------------------------------------------------------------------
 
 
 def _worker(args: argparse.Namespace, queue: JobQueue) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging("worker", echo=True)
     config = WorkerConfig.from_settings(
         load_settings(), database_file(queue), until_idle=args.until_idle
     )

@@ -26,6 +26,7 @@ from app.engine import paths
 from app.engine.generation.outcome import GenerationOutcome, StepProgress
 from app.engine.job_run import JobRun
 from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
+from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import DEFAULT_MODEL, GenerationParams
 from app.engine.queue import JobQueue, open_queue
@@ -94,7 +95,7 @@ class WorkerConfig:
     runner_factory: RunnerFactory = default_runner  # a module-level callable (pickled by name)
     until_idle: bool = False  # exit when no job is pending at all
     only_job: int | None = None  # claim only this job
-    log_level: int = logging.WARNING
+    log_level: int = logging.INFO
     # torch's CPU threads; 0: its default (every core). Workers must share the cores:
     # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
     torch_threads: int = 0
@@ -283,9 +284,9 @@ def worker_process_main(
 
     # Ctrl+C in a terminal reaches the whole process group; the app decides what it means.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(
-        level=config.log_level, format="worker %(process)d %(levelname)s %(name)s: %(message)s"
-    )
+    # One log file per worker slot (worker-0.log, ...): rotation never races between processes.
+    role = multiprocessing.current_process().name.removeprefix("easel-")
+    configure_logging(role, level=config.log_level)
     parent = multiprocessing.parent_process()
     run_worker(
         config, token=token, sink=conn.send, stop_event=stop_event,
