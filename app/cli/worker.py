@@ -10,7 +10,7 @@ from pathlib import Path
 from types import FrameType
 
 from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
-from app.engine.logs import configure_logging
+from app.engine.logs import configure_logging, log_path
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.queue import JobQueue
 from app.engine.recovery import recover
@@ -22,6 +22,7 @@ from app.engine.worker import WorkerConfig, database_file, default_liveness_dir,
 from app.models.tables import Job
 
 POLL_S = 0.1
+MAX_START_FAILURES = 3  # every worker died before it was ready this many times in a row
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
 
@@ -81,7 +82,14 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
     except KeyboardInterrupt:
         print(f"\nerror: interrupted; job {job_id} is cancelled", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except WorkerCannotStart as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
     return _report(job)
+
+
+class WorkerCannotStart(Exception):
+    pass
 
 
 def _run_until_settled(supervisor: Supervisor, queue: JobQueue, job_id: int) -> Job:
@@ -99,6 +107,11 @@ def _run_until_settled(supervisor: Supervisor, queue: JobQueue, job_id: int) -> 
         while not _settled(job := queue.get(job_id)):
             for message in supervisor.poll():
                 _show_progress(message)
+            if supervisor.start_failures >= MAX_START_FAILURES:
+                raise WorkerCannotStart(
+                    f"the worker process failed to start {supervisor.start_failures} times "
+                    f"(see {log_path('worker-0')}); job {job_id} stays queued"
+                )
             if interrupts and not cancelled:
                 queue.cancel(job_id, source="cli", message="Ctrl+C")
                 cancelled = True

@@ -173,6 +173,14 @@ class Supervisor:
 
     # --- workers -----------------------------------------------------------------------------
 
+    @property
+    def start_failures(self) -> int:
+        """How many times in a row every worker died before it was ready (0: all is well).
+
+        Above a few, the install or the model is broken: restarting will not help, and the
+        app should say so instead of waiting."""
+        return min((slot.failed_starts for slot in self._slots), default=0)
+
     def _start_due_workers(self, now: float) -> None:
         for slot in self._slots:
             if slot.process is None and now >= slot.start_at:

@@ -57,6 +57,7 @@ def test_a_job_runs_to_success_and_the_app_hears_about_it(h: Harness, queue: Job
     assert kinds[-1] is MessageKind.FINISHED
     progress = [m.step for m in h.messages if m.kind is MessageKind.PROGRESS]
     assert progress == [1, 2, 3, 4]
+    assert supervisor.start_failures == 0
 
 
 def test_sigkill_mid_job_times_out_then_is_retried_to_success(h: Harness, queue: JobQueue) -> None:
@@ -234,6 +235,7 @@ def test_a_worker_that_cannot_start_is_restarted_with_backoff_not_in_a_loop(
     h.wait_for(look)
     assert 1 <= len(seen) <= 3  # spawned at 0 s, then after 1 s, 2 s, 4 s... of backoff
     assert events(queue, job_id) == ["SUBMIT"]  # never claimed, never touched
+    h.wait_for(lambda: supervisor.start_failures >= 2, what="the failures to be counted")
 
 
 def test_the_outbox_never_blocks_the_worker_when_the_app_does_not_read() -> None:
