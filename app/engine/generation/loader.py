@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,16 @@ class LoadedModel:
 def load_pipeline(model: ModelInfo, device: DeviceChoice) -> LoadedModel:
     """Load `model` from disk only (never the network), without the safety checker."""
     _check_layout(model)
+    # Loading bars and import-time advisories on a worker's stderr mean nothing to an
+    # artist; the app reports progress itself, and real problems arrive as exceptions.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from diffusers import StableDiffusionPipeline
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as transformers_logging
+
+    diffusers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()
 
     pipe = StableDiffusionPipeline.from_pretrained(
         model.path,
