@@ -1,14 +1,135 @@
-"""The window's entry point (the full GUI is being built; see issue 5)."""
+"""The window's entry point: show the window, open the store and recover, then start workers.
+
+Order matters. The window shows first, before the database stack is even imported (a
+second on a busy machine). The store opens and recovery runs as the first call on the
+database thread, so every read the window queued comes after it, and the workers start
+only once recovery has settled the last session's jobs.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QApplication, QMainWindow
+import contextlib
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QApplication
+
+from app.engine import paths
+from app.engine.settings import Settings, load_settings, save_settings
+from app.ui.dbthread import ThreadRunner
+from app.ui.queue_service import QueueService
+from app.ui.services import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.theme import apply_theme
+from app.ui.window import MainWindow, Services
+
+if TYPE_CHECKING:
+    from app.engine.queue import JobQueue
+
+log = logging.getLogger(__name__)
+
+MakeWorkers = Callable[["JobQueue", Settings], tuple[WorkerPool, str | None]]
+
+# A shorter GIL switch interval lets the GUI thread in sooner while the database and worker
+# threads run Python code (default 5 ms: a visible hitch when it happens every frame).
+GIL_SWITCH_S = 0.001
 
 
 def run_gui(argv: list[str]) -> int:
-    app = QApplication(argv)
-    window = QMainWindow()
-    window.setWindowTitle("Easel")
-    window.resize(1100, 760)
-    window.show()
+    app, window = launch(argv)
+    app.aboutToQuit.connect(window.shut_down)  # also when quit without closing the window
     return app.exec()
+
+
+def launch(
+    argv: list[str], *, make_workers: MakeWorkers | None = None
+) -> tuple[QApplication, MainWindow]:
+    """Show the window now; open the store, recover and start workers in the background.
+
+    `make_workers`: the worker pool for the open queue (default: the engine's supervisor).
+    """
+    _log_to_file()
+    sys.setswitchinterval(GIL_SWITCH_S)
+    app = QApplication.instance() or QApplication(argv)
+    assert isinstance(app, QApplication)
+    app.setApplicationName("Easel")
+    apply_theme(app)
+    settings = load_settings()
+    runner = ThreadRunner()
+    service = QueueService(opener=_open_queue, max_attempts=settings.max_attempts)
+    services = Services(
+        queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,
+        list_models=lambda: _model_names(services.settings),  # the folder may change
+    )  # fmt: skip
+    # Queued before the window exists, so it is the first call on the database thread.
+    runner.run(
+        lambda: _recover(service, settings),
+        lambda restore: _ready(window, service, settings, restore, make_workers),
+        lambda message: window.show_error(
+            f"Easel could not open its job store: {message}", sticky=True
+        ),
+    )
+    window = MainWindow(services, runner=runner)
+    _show_errors_in(window)
+    window.show()
+    return app, window
+
+
+def _open_queue() -> JobQueue:
+    from app.engine.queue import open_queue
+
+    return open_queue()
+
+
+def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
+    from app.ui.wiring import recover_at_launch
+
+    return recover_at_launch(service.queue, settings)
+
+
+def _model_names(settings: Settings) -> list[str]:
+    from app.ui.wiring import model_names
+
+    return model_names(settings)
+
+
+def _ready(
+    window: MainWindow,
+    service: QueueService,
+    settings: Settings,
+    restore: RestoreSummary,
+    make_workers: MakeWorkers | None,
+) -> None:
+    from app.ui import wiring
+
+    window.show_restore(restore)
+    workers, problem = (make_workers or wiring.make_workers)(service.queue, settings)
+    if problem:
+        window.show_error(problem)
+    window.use_workers(workers)
+
+
+def _log_to_file() -> None:
+    with contextlib.suppress(OSError):  # a read-only data folder still gets a window
+        logging.basicConfig(
+            filename=paths.logs_dir() / "easel.log",
+            level=logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+
+
+def _show_errors_in(window: MainWindow) -> None:
+    """A bug in a slot becomes one readable line in the window; the traceback goes to the log."""
+
+    def hook(kind: type[BaseException], error: BaseException, tb: TracebackType | None) -> None:
+        log.error("unexpected error:\n%s", "".join(traceback.format_exception(kind, error, tb)))
+        with contextlib.suppress(Exception):  # the window may be gone; the log has it
+            window.show_error(
+                f"Something went wrong: {error or kind.__name__}. "
+                f"Details are in {paths.logs_dir() / 'easel.log'}"
+            )
+
+    sys.excepthook = hook

@@ -1,0 +1,144 @@
+"""Generation parameters from a PNG's text chunks: Easel's `easel` JSON or A1111 `parameters`.
+
+Qt-free and torch-free so it can be tested alone; the prompt panel calls `read_png_params`
+when a PNG is dropped on it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from app.engine.params import SCHEDULERS, GenerationParams
+
+EASEL_KEY = "easel"
+A1111_KEY = "parameters"
+
+# A1111 sampler names that have a scheduler of ours; "Karras" etc. variants map to the base.
+_SAMPLER_ALIASES = {name.lower(): name for name in SCHEDULERS}
+_NEGATIVE = "Negative prompt:"
+_SETTING = re.compile(r'\s*([\w ]+?):\s*("(?:[^"\\]|\\.)*"|[^,]*)(?:,|$)')
+
+
+class NoParameters(ValueError):
+    """The file carries no generation parameters we can read; the message says why."""
+
+
+@dataclass(frozen=True)
+class ParsedParams:
+    """Parameters read from a file, plus what could not be used (shown to the user)."""
+
+    params: GenerationParams
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_png_params(path: Path) -> ParsedParams:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            text = {str(k): str(v) for k, v in image.info.items() if isinstance(v, str)}
+    except (OSError, UnidentifiedImageError) as error:
+        raise NoParameters(f"{path.name} is not a readable image: {error}") from error
+    return params_from_text_chunks(text, name=path.name)
+
+
+def params_from_text_chunks(chunks: dict[str, str], *, name: str = "the image") -> ParsedParams:
+    """Prefer Easel's exact JSON; fall back to the A1111 text other tools also write."""
+    if EASEL_KEY in chunks:
+        return parse_easel(chunks[EASEL_KEY])
+    if A1111_KEY in chunks:
+        return parse_a1111(chunks[A1111_KEY])
+    raise NoParameters(f"{name} has no generation parameters (not made by Easel or A1111)")
+
+
+def parse_easel(text: str) -> ParsedParams:
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise NoParameters(f"the easel parameters are not valid JSON: {error}") from error
+    if not isinstance(raw, dict):
+        raise NoParameters("the easel parameters are not a JSON object")
+    known = {f.name for f in fields(GenerationParams)}
+    unknown = sorted(set(raw) - known)
+    warnings = [f"ignored unknown field(s): {', '.join(unknown)}"] if unknown else []
+    values = {k: v for k, v in raw.items() if k in known}
+    try:
+        return ParsedParams(GenerationParams(**_coerced(values)), warnings)
+    except (TypeError, ValueError) as error:
+        raise NoParameters(f"the easel parameters are incomplete: {error}") from error
+
+
+def _coerced(values: dict[str, Any]) -> dict[str, Any]:
+    ints = {"steps", "width", "height", "seed"}
+    out = dict(values)
+    for key in ints & out.keys():
+        out[key] = int(out[key])
+    if "cfg" in out:
+        out["cfg"] = float(out["cfg"])
+    return out
+
+
+def parse_a1111(text: str) -> ParsedParams:
+    """`prompt\\nNegative prompt: ...\\nSteps: 20, Sampler: Euler a, ...` -> parameters."""
+    lines = text.strip().splitlines()
+    if not lines:
+        raise NoParameters("the parameters text is empty")
+    settings_line = lines[-1] if lines[-1].lstrip().startswith("Steps:") else ""
+    body = lines[:-1] if settings_line else lines
+    prompt_lines: list[str] = []
+    negative_lines: list[str] = []
+    in_negative = False
+    for line in body:
+        if line.startswith(_NEGATIVE):
+            in_negative = True
+            line = line[len(_NEGATIVE) :].strip()
+        (negative_lines if in_negative else prompt_lines).append(line)
+    settings = {k.strip(): v.strip().strip('"') for k, v in _SETTING.findall(settings_line)}
+    warnings: list[str] = []
+    values: dict[str, Any] = {
+        "prompt": "\n".join(prompt_lines).strip(),
+        "negative_prompt": "\n".join(negative_lines).strip(),
+    }
+    values.update(_a1111_settings(settings, warnings))
+    return ParsedParams(GenerationParams(**values), warnings)
+
+
+def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    numbers = (("Steps", "steps", int), ("CFG scale", "cfg", float), ("Seed", "seed", int))
+    for key, name, convert in numbers:
+        if key in settings:
+            try:
+                values[name] = convert(settings[key])
+            except ValueError:
+                warnings.append(f"ignored {key} {settings[key]!r} (not a number)")
+    if "Size" in settings:
+        size = settings["Size"].lower().split("x")
+        if len(size) == 2 and all(part.isdigit() for part in size):
+            values["width"], values["height"] = int(size[0]), int(size[1])
+        else:
+            warnings.append(f"ignored Size {settings['Size']!r}")
+    if settings.get("Model"):
+        values["model"] = settings["Model"]
+    if "Sampler" in settings:
+        scheduler = _scheduler_for(settings["Sampler"])
+        if scheduler:
+            values["scheduler"] = scheduler
+        else:
+            warnings.append(f"sampler {settings['Sampler']!r} is not available; kept the default")
+    return values
+
+
+def _scheduler_for(sampler: str) -> str | None:
+    name = sampler.strip().lower()
+    if name in _SAMPLER_ALIASES:
+        return _SAMPLER_ALIASES[name]
+    # "DPM++ 2M Karras" -> "DPM++ 2M": the noise schedule variant, same sampler.
+    for known in sorted(_SAMPLER_ALIASES, key=len, reverse=True):
+        if name.startswith(known + " "):
+            return _SAMPLER_ALIASES[known]
+    return None

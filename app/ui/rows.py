@@ -1,0 +1,148 @@
+"""Immutable snapshots of jobs and transitions for the views, plus their display text.
+
+Qt-free: built on the database thread from `Job` / `JobTransition`, read on the GUI thread.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from app.engine.params import GenerationParams
+from app.engine.states import JobEvent, JobStatus, allowed_events
+
+if TYPE_CHECKING:  # the database stack loads after the window shows (see app.ui.main)
+    from app.models.tables import Job, JobTransition
+
+ACTIVE = frozenset(
+    {JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.CANCELLING, JobStatus.PAUSING,
+     JobStatus.PAUSED}
+)  # fmt: skip
+DONE = frozenset({JobStatus.SUCCESS, JobStatus.CANCELLED})
+FAILED = frozenset({JobStatus.FAILED, JobStatus.TIMEOUT})
+
+# Filter name -> statuses shown (None: all). Order is the order of the filter buttons.
+FILTERS: dict[str, frozenset[JobStatus] | None] = {
+    "All": None,
+    "Active": ACTIVE,
+    "Done": DONE,
+    "Failed": FAILED,
+}
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    params: GenerationParams
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    given_up: bool
+    priority: int
+    progress_step: int
+    progress_total: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    output_path: str | None
+    error: str | None
+    rerun_of: int | None
+    version: int
+    created_label: str = ""  # formatted off the GUI thread: strftime per paint adds up
+
+    @classmethod
+    def from_job(cls, job: Job) -> JobRow:
+        assert job.id is not None
+        params = GenerationParams(
+            prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
+            scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
+            height=job.height, seed=job.seed,
+        )  # fmt: skip
+        return cls(
+            id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,
+            max_attempts=job.max_attempts, given_up=job.given_up, priority=job.priority,
+            progress_step=job.progress_step, progress_total=job.progress_total,
+            created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+            output_path=job.output_path, error=job.error, rerun_of=job.rerun_of,
+            version=job.version, created_label=format_clock(job.created_at),
+        )  # fmt: skip
+
+    @property
+    def prompt(self) -> str:
+        return self.params.prompt
+
+    def allows(self, event: JobEvent) -> bool:
+        return event in allowed_events(self.status)
+
+    @property
+    def may_change(self) -> bool:
+        """Still moving, or may be retried automatically: worth re-reading on a refresh."""
+        return self.status in ACTIVE or (self.status in FAILED and not self.given_up)
+
+    @property
+    def can_rerun(self) -> bool:
+        # The queue re-runs only finished or cancelled jobs (a new job pointing back).
+        return self.status.is_terminal
+
+    def duration_s(self, now: float | None = None) -> float | None:
+        """Time of the current (or last) run; None before it started."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at if self.finished_at is not None else (now or time.time())
+        if not self.status.is_running and self.finished_at is None:
+            return None  # paused or pending again: no meaningful running time
+        return max(0.0, end - self.started_at)
+
+
+@dataclass(frozen=True)
+class TransitionRow:
+    id: int
+    attempt: int
+    from_status: JobStatus | None
+    to_status: JobStatus
+    event: JobEvent
+    source: str
+    message: str
+    at: float
+
+    @classmethod
+    def from_transition(cls, t: JobTransition) -> TransitionRow:
+        assert t.id is not None
+        return cls(
+            id=t.id, attempt=t.attempt,
+            from_status=JobStatus(t.from_status) if t.from_status else None,
+            to_status=JobStatus(t.to_status), event=JobEvent(t.event), source=t.source,
+            message=t.message, at=t.at,
+        )  # fmt: skip
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}:{secs:02d} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d} h"
+
+
+def format_clock(at: float, now: float | None = None) -> str:
+    """Time of day for today, date and time otherwise (a list of jobs spans days)."""
+    moment = datetime.fromtimestamp(at)
+    today = datetime.fromtimestamp(now or time.time()).date()
+    if moment.date() == today:
+        return moment.strftime("%H:%M:%S")
+    return moment.strftime("%b %d %H:%M")
+
+
+def eta_s(step: int, total: int, elapsed_s: float) -> float | None:
+    """Remaining seconds at the average pace so far; None until a step has been done."""
+    if step <= 0 or total <= 0 or elapsed_s <= 0 or step >= total:
+        return None
+    return elapsed_s / step * (total - step)

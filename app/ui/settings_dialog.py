@@ -1,0 +1,133 @@
+"""Engine settings (saved through app.engine.settings) and the window's own QSettings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine import paths
+from app.engine.settings import InvalidSettings, Settings
+
+UI_SETTINGS_FILE = "window.ini"
+
+
+def ui_settings() -> QSettings:
+    """Window state lives in the data folder (not the registry), so EASEL_HOME isolates it."""
+    return QSettings(str(paths.data_dir() / UI_SETTINGS_FILE), QSettings.Format.IniFormat)
+
+
+class SettingsDialog(QDialog):
+    def __init__(
+        self,
+        settings: Settings,
+        save: Callable[[Settings], None],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setMinimumWidth(520)
+        self._save = save
+        self.saved: Settings | None = None
+        self.models = _folder_field(settings.models_dir, str(paths.models_dir()))
+        self.outputs = _folder_field(settings.outputs_dir, str(paths.outputs_dir()))
+        self.workers = _spin(1, 16, settings.workers)
+        self.max_attempts = _spin(1, 20, settings.max_attempts)
+        self.heartbeat = QDoubleSpinBox()
+        self.heartbeat.setRange(2, 3600)
+        self.heartbeat.setSuffix(" s")
+        self.heartbeat.setDecimals(1)
+        self.heartbeat.setValue(settings.heartbeat_timeout_s)
+        self._settings = settings
+        self.error = QLabel()
+        self.error.setObjectName("error")
+        self.error.setWordWrap(True)
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        form = QFormLayout()
+        form.addRow("Models folder", self.models)
+        form.addRow("Output folder", self.outputs)
+        form.addRow("Workers", self.workers)
+        form.addRow("Max attempts", self.max_attempts)
+        form.addRow("Heartbeat timeout", self.heartbeat)
+        note = QLabel("Workers and timeouts take effect the next time Easel starts.")
+        note.setObjectName("hint")
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(self.error)
+        layout.addWidget(buttons)
+
+    def chosen(self) -> Settings:
+        return self._settings.with_changes(
+            models_dir=self.models.text().strip(), outputs_dir=self.outputs.text().strip(),
+            workers=self.workers.value(), max_attempts=self.max_attempts.value(),
+            heartbeat_timeout_s=self.heartbeat.value(),
+        )  # fmt: skip
+
+    def accept(self) -> None:
+        try:
+            chosen = self.chosen()
+            self._save(chosen)
+        except (InvalidSettings, OSError) as error:
+            self.error.setText(f"Not saved: {error}")
+            return
+        self.saved = chosen
+        super().accept()
+
+
+class _FolderField(QWidget):
+    def __init__(self, value: str, default: str) -> None:
+        super().__init__()
+        self.edit = QLineEdit(value)
+        self.edit.setPlaceholderText(default)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(browse)
+
+    def text(self) -> str:
+        return self.edit.text()
+
+    def setText(self, text: str) -> None:
+        self.edit.setText(text)
+
+    def _browse(self) -> None:
+        start = self.edit.text() or self.edit.placeholderText()
+        chosen = QFileDialog.getExistingDirectory(self, "Choose a folder", start)
+        if chosen:
+            self.edit.setText(str(Path(chosen)))
+
+
+def _folder_field(value: str, default: str) -> _FolderField:
+    return _FolderField(value, default)
+
+
+def _spin(low: int, high: int, value: int) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(low, high)
+    box.setValue(value)
+    return box

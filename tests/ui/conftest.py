@@ -1,0 +1,69 @@
+"""Window fixtures: a real SQLite queue, fake workers, window settings in the temp folder."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.engine.queue import JobQueue
+from app.engine.settings import load_settings, save_settings
+from app.ui.queue_service import QueueService
+from app.ui.services import RestoreSummary, WorkerPool
+from app.ui.window import MainWindow, Services
+from tests.ui.fakes import FakeWorkers
+
+
+@pytest.fixture(autouse=True)
+def collect_between_tests() -> Iterator[None]:
+    """The window turns automatic GC off (see app.ui.gc_guard): collect here, on this thread."""
+    yield
+    gc.collect()
+
+
+@pytest.fixture
+def workers(queue: JobQueue, tmp_path: Path) -> FakeWorkers:
+    return FakeWorkers(queue, tmp_path / "outputs")
+
+
+@pytest.fixture
+def quit_answers() -> list[int]:
+    """Running-job counts the quit question was asked with (the fake always says yes)."""
+    return []
+
+
+@pytest.fixture
+def make_window(
+    qtbot, queue: JobQueue, workers: FakeWorkers, tmp_path: Path, quit_answers: list[int]
+) -> Iterator[Callable[..., MainWindow]]:
+    windows: list[MainWindow] = []
+
+    def make(
+        restore: RestoreSummary | None = None,
+        pool: WorkerPool | None = None,
+        confirm: Callable[[int], bool] | None = None,
+    ) -> MainWindow:
+        def yes(n: int) -> bool:
+            quit_answers.append(n)
+            return True
+
+        services = Services(
+            queue=QueueService(queue), workers=pool or workers, settings=load_settings(),
+            save_settings=save_settings, list_models=lambda: ["easel-tiny", "other-model"],
+            restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=1.0,
+        )  # fmt: skip
+        store = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(services, settings_store=store)
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        if not window._quitting:
+            window.services.confirm_quit = lambda _n: True
+            window.close()

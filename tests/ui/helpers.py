@@ -1,0 +1,36 @@
+"""Jobs in any status, made through the queue like the real thing."""
+
+from __future__ import annotations
+
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
+from app.engine.states import JobEvent, JobStatus
+
+WORKER = "test-worker"
+
+
+def job_in(
+    queue: JobQueue, status: JobStatus, prompt: str = "a quiet harbour", worker: str = WORKER
+) -> int:
+    """A new job moved to `status` (call with no other PENDING job, so the claim takes it)."""
+    job_id = queue.submit(GenerationParams(prompt=prompt, steps=10))
+    if status is JobStatus.PENDING:
+        return job_id
+    if status in (JobStatus.PAUSED, JobStatus.CANCELLED):
+        (queue.pause if status is JobStatus.PAUSED else queue.cancel)(job_id)
+        return job_id
+    claimed = queue.claim(worker)
+    assert claimed is not None and claimed.id == job_id
+    steps = {
+        JobStatus.PROCESSING: [],
+        JobStatus.CANCELLING: [JobEvent.CANCEL],
+        JobStatus.PAUSING: [JobEvent.PAUSE],
+        JobStatus.SUCCESS: [JobEvent.COMPLETE],
+        JobStatus.FAILED: [JobEvent.FAIL],
+        JobStatus.TIMEOUT: [JobEvent.TIMEOUT],
+    }[status]
+    for event in steps:
+        holder = worker if event in (JobEvent.COMPLETE, JobEvent.FAIL) else None
+        queue.fire(job_id, event, source="test", worker_id=holder)
+    assert queue.get(job_id).status == status
+    return job_id

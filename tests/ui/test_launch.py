@@ -1,0 +1,92 @@
+"""The real start-up path: window first, then store, recovery, restore banner, workers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from app.engine.liveness import this_host
+from app.engine.queue import open_queue
+from app.engine.states import JobStatus
+from app.ui.main import launch
+from tests.ui.fakes import FakeWorkers
+from tests.ui.helpers import job_in
+
+# A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
+pytestmark = pytest.mark.timeout(60)
+
+WAIT_MS = 10_000
+
+
+@pytest.fixture
+def restore_process_state(monkeypatch: pytest.MonkeyPatch):
+    """launch() sets process-wide things (excepthook, GIL interval, style): put them back."""
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    interval = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(interval)
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    app.setStyleSheet("")
+
+
+def test_orphaned_job_is_recovered_announced_and_run(qtbot, tmp_path: Path, restore_process_state):
+    store = open_queue()  # the user's store in this test's EASEL_HOME
+    orphan = job_in(store, JobStatus.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
+    store.db.dispose()
+    pools: list[FakeWorkers] = []
+
+    def workers(queue, settings):
+        pools.append(FakeWorkers(queue, tmp_path / "outputs"))
+        return pools[-1], None
+
+    _app, window = launch([], make_workers=workers)
+    qtbot.addWidget(window)
+    try:
+        qtbot.waitUntil(window.restore_banner.isVisible, timeout=WAIT_MS)
+        assert "1 requeued" in window.restore_banner.label.text()
+        qtbot.waitUntil(lambda: bool(pools) and pools[0].started, timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: (
+                (row := window.vm.jobs.job(orphan)) is not None and row.status is JobStatus.SUCCESS
+            ),
+            timeout=WAIT_MS,
+        )
+        statuses = [t.to_status for t in window.services.queue.timeline(orphan)]
+        assert JobStatus.TIMEOUT in statuses  # settled through the table before the retry
+    finally:
+        window.services.confirm_quit = lambda _n: True
+        window.close()
+
+
+def test_a_bug_in_a_slot_is_one_readable_line(qtbot, make_window, restore_process_state) -> None:
+    from app.ui.main import _show_errors_in
+
+    window = make_window()
+    _show_errors_in(window)
+    try:
+        raise ValueError("boom")
+    except ValueError as error:
+        sys.excepthook(ValueError, error, error.__traceback__)
+    assert window.error_banner.isVisible()
+    text = window.error_banner.label.text()
+    assert text.startswith("Something went wrong: boom") and "Traceback" not in text
+
+
+def test_an_unreadable_store_is_a_message_and_the_window_stays(
+    qtbot, easel_home: Path, restore_process_state
+) -> None:
+    easel_home.mkdir(parents=True, exist_ok=True)
+    (easel_home / "easel.db").write_bytes(b"this is not a database" * 100)
+    _app, window = launch([], make_workers=lambda q, s: pytest.fail("no workers without a store"))
+    qtbot.addWidget(window)
+    try:
+        qtbot.waitUntil(window.error_banner.isVisible, timeout=WAIT_MS)
+        text = window.error_banner.label.text()
+        assert text.startswith("Easel could not open its job store: Cannot open the job database")
+        assert "Traceback" not in text and window.isVisible()
+    finally:
+        window.close()

@@ -1,0 +1,79 @@
+"""The window with the real supervisor and worker processes (scripted runner, no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.engine.queue import JobQueue
+from app.engine.states import JobStatus
+from app.engine.supervisor import Supervisor
+from app.ui.actions import Action
+from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
+from tests.ui.png_runner import png_runner
+from tests.ui.test_window import press, status_of, type_and_generate
+
+# A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
+pytestmark = pytest.mark.timeout(60)
+
+S = JobStatus
+WAIT_MS = 30_000  # spawned workers on a busy machine; a passing test never waits this long
+
+
+@pytest.fixture
+def supervisor(queue: JobQueue, tmp_path: Path):
+    config = replace(worker_config(queue, tmp_path), runner_factory=png_runner)
+    sup = Supervisor(queue, config, FAST_SETTINGS, policy=FAST_POLICY, workers=1,
+                     maintenance_interval_s=0.2)  # fmt: skip
+    yield sup
+    sup.shutdown(timeout=5.0)
+
+
+def wait_for(qtbot, window, job_id: int, status: JobStatus) -> None:
+    qtbot.waitUntil(lambda: status_of(window, job_id) is status, timeout=WAIT_MS)
+
+
+def test_generate_progress_success_and_image(qtbot, make_window, supervisor) -> None:
+    window = make_window(pool=supervisor)
+    supervisor.start()
+    job_id = type_and_generate(qtbot, window, "a red fox step=0.05")
+    qtbot.waitUntil(lambda: window.vm.live.get(job_id) is not None, timeout=WAIT_MS)
+    wait_for(qtbot, window, job_id, S.SUCCESS)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=WAIT_MS)
+    assert window.image.canvas.image is not None
+
+
+def test_cancel_shows_cancelling_then_cancelled(qtbot, make_window, supervisor) -> None:
+    window = make_window(pool=supervisor)
+    supervisor.start()
+    window.prompt.steps.setValue(150)
+    job_id = type_and_generate(qtbot, window, "a slow storm step=0.1")
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    press(qtbot, window, Action.CANCEL)
+    wait_for(qtbot, window, job_id, S.CANCELLED)
+
+    def shown() -> list[JobStatus]:
+        return [t.to_status for t in window.timeline.model.transitions()]
+
+    qtbot.waitUntil(lambda: S.CANCELLED in shown(), timeout=WAIT_MS)
+    path = shown()
+    assert path[-2:] == [S.CANCELLING, S.CANCELLED]
+
+
+def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
+    window = make_window(pool=supervisor)
+    supervisor.start()
+    window.prompt.steps.setValue(40)
+    job_id = type_and_generate(qtbot, window, "a quiet lake step=0.05")
+    qtbot.waitUntil(lambda: (r := window.vm.jobs.job(job_id)) is not None and r.progress_step > 0,
+                    timeout=WAIT_MS)  # fmt: skip
+    press(qtbot, window, Action.PAUSE)
+    wait_for(qtbot, window, job_id, S.PAUSED)
+    paused_at = window.vm.jobs.job(job_id).progress_step
+    assert 0 < paused_at < 40
+    press(qtbot, window, Action.RESUME)
+    wait_for(qtbot, window, job_id, S.SUCCESS)
+    statuses = [t.to_status for t in window.services.queue.timeline(job_id)]
+    assert S.PAUSING in statuses and S.PAUSED in statuses and statuses[-1] is S.SUCCESS

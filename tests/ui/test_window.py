@@ -1,0 +1,373 @@
+"""The window end to end with a real SQLite queue and fake workers driven by its timers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from app.engine.generation.files import write_png
+from app.engine.params import GenerationParams
+from app.engine.settings import load_settings, save_settings
+from app.engine.states import JobEvent, JobStatus
+from app.ui.actions import Action
+from app.ui.settings_dialog import SettingsDialog
+from app.ui.window import MainWindow
+from tests.ui.fakes import FakeWorkers
+from tests.ui.helpers import job_in
+
+# A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
+pytestmark = pytest.mark.timeout(60)
+
+S = JobStatus
+TIMEOUT_MS = 5000
+
+
+def status_of(window: MainWindow, job_id: int) -> JobStatus | None:
+    row = window.vm.jobs.job(job_id)
+    return None if row is None else row.status
+
+
+def wait_for(qtbot, window: MainWindow, job_id: int, status: JobStatus) -> None:
+    qtbot.waitUntil(lambda: status_of(window, job_id) is status, timeout=TIMEOUT_MS)
+
+
+def type_and_generate(qtbot, window: MainWindow, prompt: str) -> int:
+    with qtbot.waitActive(window):  # window shortcuts only fire in the active window
+        window.activateWindow()
+    qtbot.keyClicks(window.prompt.prompt, prompt)
+    qtbot.keyClick(window.prompt.prompt, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: window.vm.jobs.rowCount() > 0, timeout=TIMEOUT_MS)
+    return window.vm.jobs.row_at(0).id
+
+
+def press(qtbot, window: MainWindow, action: Action) -> None:
+    button = window.jobs.buttons[action]
+    qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)  # buttons follow within a frame
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
+def test_ctrl_enter_queues_the_prompt(qtbot, make_window, workers: FakeWorkers) -> None:
+    workers.claiming = False
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a lighthouse at dusk")
+    row = window.vm.jobs.job(job_id)
+    assert row is not None and row.prompt == "a lighthouse at dusk"
+    assert row.status is S.PENDING and row.params.seed >= 0  # a random seed is fixed at submit
+    # The new job is selected, so its timeline shows straight away.
+    qtbot.waitUntil(lambda: window.timeline.model.job_id == job_id, timeout=TIMEOUT_MS)
+
+
+def test_a_job_runs_to_success_and_its_image_shows(qtbot, make_window) -> None:
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a red fox")
+    wait_for(qtbot, window, job_id, S.SUCCESS)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
+    assert Path(window.image.path).is_file() and window.image.canvas.image is not None
+    assert window.notifier.sent[-1][0] == "Image ready"
+    qtbot.waitUntil(lambda: window.gallery_model.rowCount() == 1, timeout=TIMEOUT_MS)
+
+
+def test_several_images_at_once_count_the_seed_up(qtbot, make_window, workers) -> None:
+    workers.claiming = False
+    window = make_window()
+    window.prompt.count.setValue(3)
+    window.prompt.seed.setText("100")
+    type_and_generate(qtbot, window, "three cats")
+    qtbot.waitUntil(lambda: window.vm.jobs.rowCount() == 3, timeout=TIMEOUT_MS)
+    assert sorted(r.params.seed for r in window.vm.jobs.rows()) == [100, 101, 102]
+
+
+def test_cancel_a_running_job(qtbot, make_window, workers: FakeWorkers) -> None:
+    workers.steps_per_poll = 0  # hold it mid-run
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a storm at sea")
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    press(qtbot, window, Action.CANCEL)
+    wait_for(qtbot, window, job_id, S.CANCELLED)
+    qtbot.waitUntil(lambda: len(window.timeline.model.transitions()) == 4, timeout=TIMEOUT_MS)
+    path = [t.to_status for t in window.timeline.model.transitions()]
+    assert path == [S.PENDING, S.PROCESSING, S.CANCELLING, S.CANCELLED]
+    qtbot.waitUntil(window.jobs.buttons[Action.RERUN].isEnabled, timeout=TIMEOUT_MS)
+    assert not window.jobs.buttons[Action.CANCEL].isEnabled()
+
+
+def test_pause_then_resume_runs_to_success(qtbot, make_window, workers: FakeWorkers) -> None:
+    workers.steps_per_poll = 0
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a mountain lake")
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    press(qtbot, window, Action.PAUSE)
+    wait_for(qtbot, window, job_id, S.PAUSED)
+    qtbot.waitUntil(window.jobs.buttons[Action.RESUME].isEnabled, timeout=TIMEOUT_MS)
+    assert not window.jobs.buttons[Action.PAUSE].isEnabled()
+    workers.steps_per_poll = 10
+    press(qtbot, window, Action.RESUME)
+    wait_for(qtbot, window, job_id, S.SUCCESS)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
+
+
+def test_retry_and_rerun(qtbot, make_window, queue, workers: FakeWorkers) -> None:
+    workers.claiming = False
+    failed = job_in(queue, S.FAILED, "a failed one")
+    window = make_window()
+    qtbot.waitUntil(lambda: status_of(window, failed) is S.FAILED, timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([failed])
+    press(qtbot, window, Action.RETRY)
+    wait_for(qtbot, window, failed, S.PENDING)
+    assert window.vm.jobs.job(failed).attempt == 2
+    queue.cancel(failed)
+    wait_for(qtbot, window, failed, S.CANCELLED)
+    press(qtbot, window, Action.RERUN)
+    qtbot.waitUntil(lambda: window.vm.jobs.rowCount() == 2, timeout=TIMEOUT_MS)
+    assert window.vm.jobs.row_at(0).rerun_of == failed
+
+
+def test_move_up_raises_priority_of_pending_jobs(qtbot, make_window, queue, workers) -> None:
+    workers.claiming = False
+    job_id = job_in(queue, S.PENDING)
+    window = make_window()
+    qtbot.waitUntil(lambda: status_of(window, job_id) is S.PENDING, timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([job_id])
+    press(qtbot, window, Action.UP)
+    qtbot.waitUntil(lambda: window.vm.jobs.job(job_id).priority == 1, timeout=TIMEOUT_MS)
+    press(qtbot, window, Action.DOWN)
+    press(qtbot, window, Action.DOWN)
+    qtbot.waitUntil(lambda: window.vm.jobs.job(job_id).priority == -1, timeout=TIMEOUT_MS)
+
+
+def test_filters_show_only_their_statuses(qtbot, make_window, queue, workers) -> None:
+    workers.claiming = False
+    done, failed, paused = (job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED))
+    window = make_window()
+    expected = {"All": {done, failed, paused}, "Active": {paused}, "Done": {done},
+                "Failed": {failed}}  # fmt: skip
+    for name, wanted in expected.items():
+        window.set_filter(name)
+        qtbot.waitUntil(lambda w=wanted: {r.id for r in window.vm.jobs.rows()} == w,
+                        timeout=TIMEOUT_MS)  # fmt: skip
+    assert "1" in next(b.text() for b in window.jobs.filters.buttons() if "Failed" in b.text())
+
+
+def test_a_refused_request_is_a_readable_message(qtbot, make_window, queue, workers) -> None:
+    workers.claiming = False
+    done = job_in(queue, S.SUCCESS)
+    window = make_window()
+    window.vm.request(JobEvent.PAUSE, [done])
+    qtbot.waitUntil(window.error_banner.isVisible, timeout=TIMEOUT_MS)
+    text = window.error_banner.label.text()
+    assert f"job {done}" in text and "SUCCESS" in text and "Traceback" not in text
+
+
+def test_empty_prompt_is_refused_without_a_job(qtbot, make_window) -> None:
+    window = make_window()
+    window.generate()
+    assert window.error_banner.isVisible()
+    assert "prompt" in window.error_banner.label.text().lower()
+
+
+def test_orphaned_job_shows_the_restore_banner(qtbot, make_window, queue, workers) -> None:
+    from app.ui.wiring import recover_at_launch
+
+    workers.claiming = False
+    from app.engine.liveness import this_host
+
+    # A worker of this machine whose process is gone (nobody holds its liveness lock).
+    job_id = job_in(queue, S.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
+    queue_job = queue.get(job_id)
+    assert queue_job.status == S.PROCESSING
+    settings = load_settings()
+    restore = recover_at_launch(queue, settings)
+    assert restore.job_ids == (job_id,), restore
+    window = make_window(restore=restore)
+    assert window.restore_banner.isVisible()
+    assert "1 requeued" in window.restore_banner.label.text()
+    show = next(b for b in window.restore_banner._buttons if b.text() == "Show")
+    qtbot.mouseClick(show, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: [r.id for r in window.jobs.selected_rows()] == [job_id],
+                    timeout=TIMEOUT_MS)  # fmt: skip
+
+
+def test_resume_paused_from_the_restore_banner(qtbot, make_window, queue, workers) -> None:
+    from app.ui.services import RestoreSummary
+
+    workers.claiming = False
+    paused = job_in(queue, S.PAUSED)
+    window = make_window(restore=RestoreSummary(paused=(paused,)))
+    assert "1 paused" in window.restore_banner.label.text()
+    resume = next(b for b in window.restore_banner._buttons if b.text() == "Resume paused")
+    qtbot.mouseClick(resume, Qt.MouseButton.LeftButton)
+    wait_for(qtbot, window, paused, S.PENDING)
+    assert not window.restore_banner.isVisible()
+
+
+def test_quit_with_running_jobs_pauses_them(qtbot, make_window, queue, workers, quit_answers):
+    workers.steps_per_poll = 0
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a night market")
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    window.close()
+    assert quit_answers == [1]
+    assert workers.shutdown_timeout == 1.0
+    assert queue.get(job_id).status == S.PAUSED
+
+
+def test_quit_can_be_called_off(qtbot, make_window, queue, workers) -> None:
+    workers.steps_per_poll = 0
+    asked: list[int] = []
+    window = make_window(confirm=lambda n: asked.append(n) or False)
+    job_id = type_and_generate(qtbot, window, "a night market")
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    window.close()
+    assert asked == [1] and window.isVisible() and workers.shutdown_timeout is None
+
+
+def test_dropping_an_easel_png_fills_the_form(qtbot, make_window, tmp_path: Path) -> None:
+    from PIL import Image
+
+    params = GenerationParams(prompt="a paper boat", negative_prompt="text", model="other-model",
+                              scheduler="Euler a", steps=33, cfg=8.5, width=256, height=512,
+                              seed=4242)  # fmt: skip
+    png = tmp_path / "boat.png"
+    write_png(Image.new("RGB", (8, 8)), png, params)
+    window = make_window()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(png))])
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+                      Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    # Qt delivers a Drop only inside a real drag; call the handler as Qt would.
+    window.prompt.dropEvent(drop)
+    assert drop.isAccepted()
+    assert window.prompt.params() == params
+    assert window.prompt.size_preset.currentText() == "Custom"
+
+
+def test_reuse_settings_of_a_finished_job(qtbot, make_window, queue, workers) -> None:
+    workers.claiming = False
+    done = job_in(queue, S.SUCCESS, "a lighthouse, seed kept")
+    window = make_window()
+    qtbot.waitUntil(lambda: status_of(window, done) is S.SUCCESS, timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([done])
+    qtbot.mouseClick(window.image.reuse, Qt.MouseButton.LeftButton)
+    params = window.prompt.params()
+    assert params.prompt == "a lighthouse, seed kept"
+    assert params.seed == queue.get(done).seed and params.steps == 10
+
+
+def test_settings_are_saved(qtbot) -> None:
+    dialog = SettingsDialog(load_settings(), save_settings)
+    qtbot.addWidget(dialog)
+    dialog.workers.setValue(3)
+    dialog.max_attempts.setValue(5)
+    dialog.accept()
+    assert (load_settings().workers, load_settings().max_attempts) == (3, 5)
+
+
+def test_window_geometry_is_remembered(qtbot, make_window) -> None:
+    window = make_window()
+    # The offscreen screen is 800 px wide, so Qt clamps the width; the height and the
+    # jobs/timeline split come back exactly.
+    window.resize(window.width(), 611)
+    right = window.jobs.parentWidget()
+    right.setSizes([200, 300])
+    sizes = right.sizes()
+    window.close()
+    again = make_window()
+    assert again.height() == 611
+    assert again.jobs.parentWidget().sizes() == sizes
+
+
+class BrokenPool:
+    def start(self) -> None:
+        pass
+
+    def poll(self):
+        raise BrokenPipeError("worker pipe closed")
+
+    def shutdown(self, timeout: float) -> None:
+        pass
+
+
+def test_a_broken_worker_pool_is_a_message_not_a_crash(qtbot, make_window) -> None:
+    window = make_window(pool=BrokenPool())
+    qtbot.waitUntil(window.error_banner.isVisible, timeout=TIMEOUT_MS)
+    assert "Lost contact with the workers" in window.error_banner.label.text()
+
+
+def test_a_failed_job_is_announced(qtbot, make_window, workers: FakeWorkers) -> None:
+    workers.steps_per_poll = 0
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a doomed job")
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    workers.fail(job_id, "CUDA out of memory")
+    wait_for(qtbot, window, job_id, S.FAILED)
+    title, text = window.notifier.sent[-1]
+    assert title == f"Job {job_id} failed" and "CUDA out of memory" in text
+    # The selected job's image area follows it from "running" to its error.
+    qtbot.waitUntil(
+        lambda: "CUDA out of memory" in window.image.canvas.placeholder, timeout=TIMEOUT_MS
+    )
+
+
+def test_worker_status_counts_ready_workers(qtbot) -> None:
+    from app.engine.messages import MessageKind, WorkerMessage
+    from app.ui.worker_feed import WorkerStatus
+
+    status = WorkerStatus()
+    qtbot.addWidget(status)
+    status.starting()
+    assert "starting" in status.text()
+    for worker in ("w1", "w2"):
+        status.handle(WorkerMessage(MessageKind.READY, worker))
+    assert status.text() == "2 workers ready"
+    status.handle(WorkerMessage(MessageKind.EXITING, "w1"))
+    assert status.text() == "1 worker ready"
+
+
+def test_an_old_job_on_screen_stays_fresh(qtbot, make_window, queue, workers) -> None:
+    """Below the first page only rows on screen are re-read: they must still update."""
+    workers.claiming = False
+    old = job_in(queue, S.PAUSED, "an old paused job")
+    for i in range(70):
+        queue.submit(GenerationParams(prompt=f"newer job {i}"))
+    window = make_window()
+    qtbot.waitUntil(lambda: window.vm.jobs.rowCount() >= 60, timeout=TIMEOUT_MS)
+    table = window.jobs.table
+    qtbot.waitUntil(
+        lambda: (table.scrollToBottom(), window.vm.jobs.row_of(old) is not None)[1],
+        timeout=TIMEOUT_MS,
+    )
+    table.scrollToBottom()
+    queue.resume(old)  # another process moves it
+    qtbot.waitUntil(lambda: status_of(window, old) is S.PENDING, timeout=TIMEOUT_MS)
+
+
+def test_the_quit_question_counts_jobs() -> None:
+    from app.ui.quit_dialog import quit_question
+
+    assert quit_question(1) == (
+        "Pause 1 running job and quit? They will continue from where they stopped next time."
+    )
+    assert quit_question(3).startswith("Pause 3 running jobs and quit?")
+
+
+def test_garbage_is_collected_on_the_gui_thread_only(qtbot, make_window) -> None:
+    import gc
+
+    from app.ui.gc_guard import collect_on_gui_thread
+
+    make_window()
+    assert not gc.isenabled()  # background threads never run the collector
+    collector = collect_on_gui_thread()
+    cycle: list[object] = []
+    cycle.append(cycle)
+    del cycle
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        collector.check()  # what the GUI-thread timer does
+        assert gc.get_count()[0] <= 1
+    finally:
+        gc.set_threshold(*thresholds)
