@@ -10,6 +10,7 @@ import pytest
 from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
+from app.engine.worker import default_runner
 from app.ui.actions import Action
 from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
 from tests.ui.png_runner import png_runner
@@ -77,3 +78,25 @@ def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
     wait_for(qtbot, window, job_id, S.SUCCESS)
     statuses = [t.to_status for t in window.services.queue.timeline(job_id)]
     assert S.PAUSING in statuses and S.PAUSED in statuses and statuses[-1] is S.SUCCESS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_bundled_model_end_to_end(qtbot, make_window, queue: JobQueue, tmp_path: Path) -> None:
+    """Ctrl+Enter -> a real worker runs easel-tiny -> the 64 px image shows."""
+    from app.engine.paths import bundled_models_dir
+
+    if not (bundled_models_dir() / "easel-tiny" / "model_index.json").is_file():
+        pytest.skip("the bundled model is not built")
+    config = replace(worker_config(queue, tmp_path), runner_factory=default_runner)
+    sup = Supervisor(queue, config, FAST_SETTINGS, policy=FAST_POLICY, workers=1)
+    try:
+        window = make_window(pool=sup)
+        sup.start()
+        job_id = type_and_generate(qtbot, window, "a red circle on a blue background")
+        qtbot.waitUntil(lambda: status_of(window, job_id) is S.SUCCESS, timeout=150_000)
+        qtbot.waitUntil(lambda: window.image.path is not None, timeout=WAIT_MS)
+        image = window.image.canvas.image
+        assert image is not None and (image.width(), image.height()) == (64, 64)
+    finally:
+        sup.shutdown(timeout=5.0)
