@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QApplication
 
-from app.engine import paths
+from app.engine.crash import SessionGuard, UncleanExit
+from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings, save_settings
 from app.ui.dbthread import ThreadRunner
 from app.ui.queue_service import QueueService
@@ -39,17 +40,23 @@ GIL_SWITCH_S = 0.001
 
 
 def run_gui(argv: list[str]) -> int:
-    app, window = launch(argv)
+    session = SessionGuard("gui")
+    app, window = launch(argv, previous_run=session.open())
     app.aboutToQuit.connect(window.shut_down)  # also when quit without closing the window
+    app.aboutToQuit.connect(session.close)  # after the shutdown: this run ended cleanly
     return app.exec()
 
 
 def launch(
-    argv: list[str], *, make_workers: MakeWorkers | None = None
+    argv: list[str],
+    *,
+    make_workers: MakeWorkers | None = None,
+    previous_run: UncleanExit | None = None,
 ) -> tuple[QApplication, MainWindow]:
     """Show the window now; open the store, recover and start workers in the background.
 
     `make_workers`: the worker pool for the open queue (default: the engine's supervisor).
+    `previous_run`: how the last run ended badly, if it did (told along with the restore).
     """
     _log_to_file()
     sys.setswitchinterval(GIL_SWITCH_S)
@@ -67,7 +74,7 @@ def launch(
     # Queued before the window exists, so it is the first call on the database thread.
     runner.run(
         lambda: _recover(service, settings),
-        lambda restore: _ready(window, service, settings, restore, make_workers),
+        lambda restore: _ready(window, service, settings, restore, make_workers, previous_run),
         lambda message: window.show_error(
             f"Easel could not open its job store: {message}", sticky=True
         ),
@@ -102,10 +109,11 @@ def _ready(
     settings: Settings,
     restore: RestoreSummary,
     make_workers: MakeWorkers | None,
+    previous_run: UncleanExit | None,
 ) -> None:
     from app.ui import wiring
 
-    window.show_restore(restore)
+    window.show_restore(restore, previous_run)
     workers, problem = (make_workers or wiring.make_workers)(service.queue, settings)
     if problem:
         window.show_error(problem)
@@ -114,11 +122,7 @@ def _ready(
 
 def _log_to_file() -> None:
     with contextlib.suppress(OSError):  # a read-only data folder still gets a window
-        logging.basicConfig(
-            filename=paths.logs_dir() / "easel.log",
-            level=logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
+        configure_logging("gui")
 
 
 def _show_errors_in(window: MainWindow) -> None:
@@ -128,8 +132,7 @@ def _show_errors_in(window: MainWindow) -> None:
         log.error("unexpected error:\n%s", "".join(traceback.format_exception(kind, error, tb)))
         with contextlib.suppress(Exception):  # the window may be gone; the log has it
             window.show_error(
-                f"Something went wrong: {error or kind.__name__}. "
-                f"Details are in {paths.logs_dir() / 'easel.log'}"
+                f"Something went wrong: {error or kind.__name__}. Details are in {log_path('gui')}"
             )
 
     sys.excepthook = hook

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtCore import QSettings, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
@@ -16,7 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.crash import UncleanExit
 from app.engine.params import InvalidParameters
+from app.engine.paths import logs_dir
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.ui.banner import Banner
@@ -260,16 +263,24 @@ class MainWindow(QMainWindow):
     def show_note(self, text: str) -> None:
         self.statusBar().showMessage(text, 6000)
 
-    def show_restore(self, restore: RestoreSummary | None) -> None:
-        if not restore:
+    def show_restore(
+        self, restore: RestoreSummary | None, unclean: UncleanExit | None = None
+    ) -> None:
+        """What the launch restored, and whether the last run ended without closing."""
+        if not restore and unclean is None:
             return
         banner = self.restore_banner
         banner.clear_actions()
-        if restore.paused:
+        if restore and restore.paused:
             banner.add_action("Resume paused", lambda: self._resume_restored(restore))
-        if restore.job_ids:
+        if restore and restore.job_ids:
             banner.add_action("Show", lambda: self._show_restored(restore))
-        banner.show_text(restore.describe())
+        text = restore.describe() if restore else ""
+        if unclean is not None:
+            log_file = unclean.crash_log or logs_dir()
+            banner.add_action("Open log", lambda: _open_path(log_file))
+            text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
+        banner.show_text(text)
 
     def _resume_restored(self, restore: RestoreSummary) -> None:
         self.vm.resume_all(restore.paused)
@@ -380,3 +391,12 @@ def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
     splitter.setStretchFactor(0, 1)
     splitter.setCollapsible(0, False)
     return splitter
+
+
+def describe_unclean_exit(unclean: UncleanExit) -> str:
+    how = "it crashed" if unclean.crash_log else "it was killed or the computer stopped"
+    return f"Easel did not close cleanly last time ({how})."
+
+
+def _open_path(path: Path) -> None:
+    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QPushButton
 
 from app.engine.liveness import this_host
 from app.engine.queue import open_queue
@@ -90,3 +90,37 @@ def test_an_unreadable_store_is_a_message_and_the_window_stays(
         assert "Traceback" not in text and window.isVisible()
     finally:
         window.close()
+
+
+def test_a_crash_of_the_last_run_is_told_at_launch_with_its_log(
+    qtbot, easel_home: Path, restore_process_state
+) -> None:
+    import subprocess
+    import textwrap
+
+    from app.engine.crash import SessionGuard
+
+    crashing_run = textwrap.dedent("""
+        import ctypes
+        from app.engine.crash import SessionGuard
+        SessionGuard("gui").open()
+        ctypes.string_at(0)  # a segfault in native code, the way a broken driver dies
+    """)
+    assert subprocess.run([sys.executable, "-c", crashing_run], capture_output=True).returncode
+    session = SessionGuard("gui")
+    _app, window = launch([], make_workers=lambda q, s: (FakeWorkers(q, easel_home), None),
+                          previous_run=session.open())  # fmt: skip
+    qtbot.addWidget(window)
+    try:
+        qtbot.waitUntil(window.restore_banner.isVisible, timeout=WAIT_MS)
+        text = window.restore_banner.label.text()
+        assert text.startswith("Easel did not close cleanly last time (it crashed).")
+        assert "No jobs needed restoring." in text
+        buttons = [b.text() for b in window.restore_banner.findChildren(QPushButton)]
+        assert "Open log" in buttons
+        assert session.previous is not None and session.previous.crash_log is not None
+        assert "Segmentation fault" in session.previous.crash_log.read_text()
+    finally:
+        window.services.confirm_quit = lambda _n: True
+        window.close()
+        session.close()
