@@ -30,3 +30,4 @@ class WorkerMessage:
     preview_png: bytes | None = None
     image_path: str | None = None
     error: str | None = None
+    device: str | None = None  # READY: where this worker generates, e.g. "cuda/float16"

@@ -214,7 +214,7 @@ class Worker:
 
     def run(self) -> None:
         self._warm_up()
-        self.send(MessageKind.READY)
+        self.send(MessageKind.READY, device=_device_label(self.runner))
         while not (self.stopping or self.orphaned):
             job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
             if job is not None:
@@ -241,6 +241,14 @@ class Worker:
         deadline = time.monotonic() + self.config.idle_poll_s
         while time.monotonic() < deadline and not self.stopping:
             time.sleep(min(0.05, self.config.idle_poll_s))
+
+
+def _device_label(runner: RunnerLike) -> str | None:
+    """ "cuda/float16" and the like, for the app's About box; fakes have no device."""
+    device = getattr(runner, "device", None)
+    if device is None:
+        return None
+    return f"{device.device}/{device.dtype_name}"
 
 
 def run_worker(

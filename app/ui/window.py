@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,14 +13,16 @@ from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, 
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
+    QMessageBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from app import __version__
 from app.engine.crash import UncleanExit
 from app.engine.params import InvalidParameters
-from app.engine.paths import logs_dir
+from app.engine.paths import data_dir, database_path, logs_dir
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.ui.banner import Banner
@@ -146,9 +149,15 @@ class MainWindow(QMainWindow):
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
+        about = QAction("&About Easel", self)
+        about.triggered.connect(self.show_about)
         menu.addAction(settings)
+        menu.addAction(about)
         menu.addSeparator()
         menu.addAction(quit_action)
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About Easel", about_text(self.worker_status.device))
 
     def _connect(self) -> None:
         for keys in ("Ctrl+Return", "Ctrl+Enter"):
@@ -400,3 +409,18 @@ def describe_unclean_exit(unclean: UncleanExit) -> str:
 
 def _open_path(path: Path) -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
+def about_text(device: str | None) -> str:
+    rows = [
+        ("Version", __version__),
+        ("Data folder", str(data_dir())),
+        ("Database", str(database_path())),
+        ("Device", device or "known once a worker is ready"),
+        ("Logs", str(logs_dir())),
+    ]
+    cells = "".join(
+        f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{html.escape(v)}</td></tr>" for k, v in rows
+    )
+    intro = "<h3>Easel</h3><p>Local image generation where no job ever vanishes.</p>"
+    return f"{intro}<table>{cells}</table>"

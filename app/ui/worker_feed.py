@@ -105,6 +105,7 @@ class WorkerStatus(QLabel):
     def __init__(self) -> None:
         super().__init__("Workers: not started")
         self._ready: set[str] = set()
+        self.device: str | None = None  # as the last ready worker reported it
         self.setObjectName("workerStatus")
 
     def starting(self) -> None:
@@ -114,6 +115,7 @@ class WorkerStatus(QLabel):
     def handle(self, message: WorkerMessage) -> None:
         if message.kind is MessageKind.READY:
             self._ready.add(message.worker_id)
+            self.device = message.device or self.device
         elif message.kind is MessageKind.EXITING:
             self._ready.discard(message.worker_id)
         else:

@@ -124,3 +124,16 @@ def test_a_crash_of_the_last_run_is_told_at_launch_with_its_log(
         window.services.confirm_quit = lambda _n: True
         window.close()
         session.close()
+
+
+def test_about_names_version_folders_and_the_workers_device(make_window) -> None:
+    from app import __version__
+    from app.engine.messages import MessageKind, WorkerMessage
+    from app.engine.paths import database_path
+    from app.ui.window import about_text
+
+    window = make_window()
+    assert "known once a worker is ready" in about_text(window.worker_status.device)
+    window.worker_status.handle(WorkerMessage(MessageKind.READY, "w1", device="cpu/float32"))
+    text = about_text(window.worker_status.device)
+    assert __version__ in text and str(database_path()) in text and "cpu/float32" in text
