@@ -29,6 +29,13 @@ check: lint test
 bench: $(STAMP)
 	$(PY) benchmarks/transitions.py
 	$(PY) benchmarks/claims.py
+	$(PY) benchmarks/generation.py
+	$(PY) benchmarks/model_quality.py
+	xvfb-run -a $(PY) benchmarks/gui.py
+	$(PY) benchmarks/chaos.py
+
+screenshots: $(STAMP)
+	xvfb-run -a $(PY) packaging/screenshots.py --real
 
 bundle: $(STAMP)
 	$(PY) -m pip install 'pyinstaller>=6.10'
