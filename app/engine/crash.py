@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from app.engine import paths
+from app.engine.liveness import pid_exists
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class SessionGuard:
         except (OSError, ValueError):
             record = {"pid": 0, "started_at": 0.0}
         pid = int(record.get("pid", 0))
-        if pid and pid != os.getpid() and _process_alive(pid):
+        if pid and pid != os.getpid() and pid_exists(pid):
             log.warning("another Easel (pid %s) is running on this data folder", pid)
             return None
         crash_text = _tail(self._crash_path)
@@ -104,13 +105,3 @@ def _tail(path: Path) -> str:
     except OSError:
         return ""
     return text[-TAIL_CHARS:].strip()
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -86,7 +86,7 @@ class LivenessLock:
 
 def is_alive(identity: WorkerIdentity, folder: Path) -> bool:
     """True while the worker `identity` (on this host) is running."""
-    if sys.platform != "win32" and not _pid_exists(identity.pid):
+    if sys.platform != "win32" and not pid_exists(identity.pid):
         return False  # fast path; on Windows os.kill(pid, 0) would terminate the process
     try:
         with open(lock_path(folder, identity.token), "rb+") as handle:
@@ -117,7 +117,7 @@ def remove_stale_locks(folder: Path, *, min_age_s: float = 60.0) -> int:
     return removed
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
