@@ -160,15 +160,14 @@ class QueueService:
     # --- requests (database thread) -----------------------------------------------------------
 
     def submit(self, params: GenerationParams, count: int = 1) -> Outcome:
-        """Queue `count` jobs; with a random seed each gets its own, else seeds count up."""
-        ids: list[int] = []
+        """Queue `count` jobs in one transaction; with a random seed each gets its own,
+        else seeds count up."""
         try:
             params = params.validated()
-            for index in range(count):
-                varied = params if params.seed < 0 else _seed_plus(params, index)
-                ids.append(self.queue.submit(varied, max_attempts=self.max_attempts))
+            batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
+            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts)
         except user_errors() as error:
-            return Outcome(tuple(ids), (_readable(error),))
+            return Outcome((), (_readable(error),))
         return Outcome(tuple(ids))
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> Outcome:
