@@ -19,5 +19,5 @@ def test_bad_input_queues_nothing_and_says_why(queue: JobQueue) -> None:
     service = QueueService(opener=lambda: queue, max_attempts=3)
     outcome = service.submit(GenerationParams("a red circle", width=70), count=3)
     assert outcome.job_ids == ()
-    assert len(outcome.errors) == 1 and "width 70 is not a multiple of 8" in outcome.errors[0]
+    assert len(outcome.errors) == 1 and outcome.errors[0] == "Width 70 is not a multiple of 8"
     assert queue.jobs() == []
