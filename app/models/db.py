@@ -62,10 +62,15 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            conn = conn.execution_options(**{_READ_ONLY: True})
-            with conn.begin():
-                yield conn
+        with self.read_only_connection() as conn, conn.begin():
+            yield conn
+
+    def read_only_connection(self) -> Connection:
+        """A connection whose transactions never take the write lock (SQLite: plain BEGIN).
+
+        For callers that keep one open, e.g. to poll `data_version`, which only compares
+        commits seen from the same connection. The caller closes it."""
+        return self.engine.connect().execution_options(**{_READ_ONLY: True})
 
     @contextmanager
     def hot_write(self) -> Iterator[HotTransaction]:

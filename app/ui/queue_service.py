@@ -91,12 +91,8 @@ class QueueService:
         if not db.is_sqlite:
             return None
         if self._watch is None:
-            from app.models import db as db_module
-
-            # PRAGMA data_version only compares within one connection, so keep our own, and
-            # mark it read-only so its BEGIN never takes the write lock.
-            conn = db.engine.connect()
-            self._watch = conn.execution_options(**{db_module._READ_ONLY: True})
+            # PRAGMA data_version only compares within one connection, so keep our own.
+            self._watch = db.read_only_connection()
         with self._watch.begin():
             return db.data_version(self._watch)
 
