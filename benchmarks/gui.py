@@ -139,7 +139,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
 
     from app.engine.params import GenerationParams
     from app.ui.main import launch
-    from app.ui.services import NoWorkers
+    from app.ui.presenters.interfaces import NoWorkers
 
     result: dict[str, float] = {}
 
@@ -159,7 +159,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     window.installEventFilter(first_paint)
     window.resize(1600, 960)
     qt_app.aboutToQuit.connect(window.shut_down)
-    window.services.confirm_quit = lambda _running: True  # no question at the end
+    window.deps.confirm_quit = lambda _running: True  # no question at the end
 
     delays: list[float] = []
     clock = QElapsedTimer()
@@ -182,7 +182,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
 
     def wait_for_running() -> None:
         # Measure the steady state: both jobs running, the workers' start-up (imports) over.
-        if len(window.services.queue.running_ids()) >= 2:
+        if len(window.deps.queue.running_ids()) >= 2:
             QTimer.singleShot(1000, begin)
         else:
             QTimer.singleShot(200, wait_for_running)
@@ -196,7 +196,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     def finish() -> None:
         tick.stop()
         workload.stop()
-        running = window.services.queue.running_ids()
+        running = window.deps.queue.running_ids()
         if delays:
             delays.pop(0)  # the first interval started before the timer did
         print(json.dumps({"shown": result.get("shown", -1), "delays": delays,

@@ -11,7 +11,7 @@ from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import default_runner
-from app.ui.actions import Action
+from app.ui.presenters.actions import Action
 from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
 from tests.ui.png_runner import png_runner
 from tests.ui.test_window import press, status_of, type_and_generate
@@ -76,7 +76,7 @@ def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
     assert 0 < paused_at < 40
     press(qtbot, window, Action.RESUME)
     wait_for(qtbot, window, job_id, S.SUCCESS)
-    statuses = [t.to_status for t in window.services.queue.timeline(job_id)]
+    statuses = [t.to_status for t in window.deps.queue.timeline(job_id)]
     assert S.PAUSING in statuses and S.PAUSED in statuses and statuses[-1] is S.SUCCESS
 
 

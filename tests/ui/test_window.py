@@ -12,9 +12,9 @@ from app.engine.generation.files import write_png
 from app.engine.params import GenerationParams
 from app.engine.settings import load_settings, save_settings
 from app.engine.states import JobEvent, JobStatus
-from app.ui.actions import Action
-from app.ui.settings_dialog import SettingsDialog
-from app.ui.window import MainWindow
+from app.ui.presenters.actions import Action
+from app.ui.widgets.settings_dialog import SettingsDialog
+from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
 
@@ -191,7 +191,7 @@ def test_orphaned_job_shows_the_restore_banner(qtbot, make_window, queue, worker
 
 
 def test_resume_paused_from_the_restore_banner(qtbot, make_window, queue, workers) -> None:
-    from app.ui.services import RestoreSummary
+    from app.ui.presenters.interfaces import RestoreSummary
 
     workers.claiming = False
     paused = job_in(queue, S.PAUSED)
@@ -313,7 +313,7 @@ def test_a_failed_job_is_announced(qtbot, make_window, workers: FakeWorkers) -> 
 
 def test_worker_status_counts_ready_workers(qtbot) -> None:
     from app.engine.messages import MessageKind, WorkerMessage
-    from app.ui.worker_feed import WorkerStatus
+    from app.ui.qt.worker_feed import WorkerStatus
 
     status = WorkerStatus()
     qtbot.addWidget(status)
@@ -345,7 +345,7 @@ def test_an_old_job_on_screen_stays_fresh(qtbot, make_window, queue, workers) ->
 
 
 def test_the_quit_question_counts_jobs() -> None:
-    from app.ui.quit_dialog import quit_question
+    from app.ui.widgets.quit_dialog import quit_question
 
     assert quit_question(1) == (
         "Pause 1 running job and quit? They will continue from where they stopped next time."
@@ -356,7 +356,7 @@ def test_the_quit_question_counts_jobs() -> None:
 def test_garbage_is_collected_on_the_gui_thread_only(qtbot, make_window) -> None:
     import gc
 
-    from app.ui.gc_guard import collect_on_gui_thread
+    from app.ui.qt.gc_guard import collect_on_gui_thread
 
     make_window()
     assert not gc.isenabled()  # background threads never run the collector

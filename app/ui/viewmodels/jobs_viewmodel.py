@@ -15,12 +15,12 @@ from PySide6.QtCore import QObject, Signal
 
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus
-from app.ui.dbthread import Runner
-from app.ui.job_model import JobListModel
-from app.ui.live import LiveProgress
-from app.ui.queue_service import PAGE_SIZE, Outcome, QueueService, Snapshot
-from app.ui.rows import FILTERS, JobRow
-from app.ui.thumbnails import ThumbnailCache
+from app.ui.itemmodels.job_list_model import JobListModel
+from app.ui.presenters.queue_service import PAGE_SIZE, Outcome, QueueService, Snapshot
+from app.ui.presenters.rows import FILTERS, JobRow
+from app.ui.qt.dbthread import Runner
+from app.ui.qt.thumbnails import ThumbnailCache
+from app.ui.viewmodels.live import LiveProgress
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from app.ui.theme import CANVAS, MUTED
+from app.ui.qt.theme import CANVAS, MUTED
 
 
 class Scaling(Enum):

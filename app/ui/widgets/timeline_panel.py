@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from PySide6.QtWidgets import QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
 
-from app.ui.lanes import LaneView
-from app.ui.rows import TransitionRow
-from app.ui.timeline_model import TCol, TimelineModel
+from app.ui.itemmodels.timeline_model import TCol, TimelineModel
+from app.ui.presenters.rows import TransitionRow
+from app.ui.widgets.lanes import LaneView
 
 
 class TimelinePanel(QWidget):

@@ -13,9 +13,9 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
-from app.ui.live import LiveProgress
-from app.ui.rows import JobRow, eta_s, format_duration
-from app.ui.thumbnails import ThumbnailCache
+from app.ui.presenters.rows import JobRow, eta_s, format_duration
+from app.ui.qt.thumbnails import ThumbnailCache
+from app.ui.viewmodels.live import LiveProgress
 
 Index = QModelIndex | QPersistentModelIndex
 

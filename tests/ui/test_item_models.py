@@ -9,12 +9,12 @@ import pytest
 
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus
-from app.ui.dbthread import InlineRunner
-from app.ui.job_model import PROGRESS_ROLE, ROW_ROLE, Col, JobListModel
-from app.ui.live import LiveProgress
-from app.ui.rows import JobRow, TransitionRow
-from app.ui.thumbnails import ThumbnailCache
-from app.ui.timeline_model import TCol, TimelineModel, group_by_attempt
+from app.ui.itemmodels.job_list_model import PROGRESS_ROLE, ROW_ROLE, Col, JobListModel
+from app.ui.itemmodels.timeline_model import TCol, TimelineModel, group_by_attempt
+from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.qt.dbthread import InlineRunner
+from app.ui.qt.thumbnails import ThumbnailCache
+from app.ui.viewmodels.live import LiveProgress
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
 pytestmark = pytest.mark.timeout(60)

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QAbstractItemView, QListView, QTableView
 
-from app.ui.theme import MUTED
+from app.ui.qt.theme import MUTED
 
 
 def paint_empty_text(view: QAbstractItemView, text: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.params import MAX_SEED, GenerationParams, InvalidParameters
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
-from app.ui.rows import JobRow, TransitionRow
+from app.ui.presenters.rows import JobRow, TransitionRow
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

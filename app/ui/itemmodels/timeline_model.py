@@ -10,8 +10,8 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
-from app.ui.rows import TransitionRow, format_duration
-from app.ui.theme import status_colour
+from app.ui.presenters.rows import TransitionRow, format_duration
+from app.ui.qt.theme import status_colour
 
 Index = QModelIndex | QPersistentModelIndex
 TRANSITION_ROLE = Qt.ItemDataRole.UserRole + 1

@@ -25,25 +25,26 @@ from app.engine.params import InvalidParameters
 from app.engine.paths import data_dir, database_path, logs_dir
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
-from app.ui.banner import Banner
-from app.ui.dbthread import Runner, ThreadRunner
-from app.ui.detail import DetailController
-from app.ui.gallery import GALLERY_PAGE, GalleryModel, GalleryView
-from app.ui.gc_guard import collect_on_gui_thread
-from app.ui.icons import app_icon
-from app.ui.image_view import ImagePanel
-from app.ui.job_model import ROW_ROLE
-from app.ui.jobs_panel import JobsPanel
-from app.ui.jobs_vm import JobsViewModel
-from app.ui.notify import Notifier
-from app.ui.prompt_panel import PromptPanel
-from app.ui.queue_service import QueueService
-from app.ui.quit_dialog import ask_pause_and_quit
-from app.ui.services import ListModels, NoWorkers, RestoreSummary, WorkerPool
-from app.ui.settings_dialog import SettingsDialog, ui_settings
-from app.ui.thumbnails import ThumbnailCache
-from app.ui.timeline_panel import TimelinePanel
-from app.ui.worker_feed import WorkerFeed, WorkerStatus
+from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
+from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.queue_service import QueueService
+from app.ui.qt.dbthread import Runner, ThreadRunner
+from app.ui.qt.gc_guard import collect_on_gui_thread
+from app.ui.qt.icons import app_icon
+from app.ui.qt.thumbnails import ThumbnailCache
+from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
+from app.ui.viewmodels.detail import DetailController
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.banner import Banner
+from app.ui.widgets.gallery import GalleryView
+from app.ui.widgets.image_panel import ImagePanel
+from app.ui.widgets.jobs_panel import JobsPanel
+from app.ui.widgets.notify import Notifier
+from app.ui.widgets.prompt_panel import PromptPanel
+from app.ui.widgets.quit_dialog import ask_pause_and_quit
+from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings
+from app.ui.widgets.timeline_panel import TimelinePanel
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ CLOCK_MS = 1000  # durations and ETAs of running jobs
 
 
 @dataclass
-class Services:
+class Dependencies:
     """Everything the window needs from outside, handed in (tests pass fakes)."""
 
     queue: QueueService
@@ -69,7 +70,7 @@ class Services:
 class MainWindow(QMainWindow):
     def __init__(
         self,
-        services: Services,
+        deps: Dependencies,
         *,
         runner: Runner | None = None,
         image_runner: Runner | None = None,
@@ -77,16 +78,16 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__()
         collect_on_gui_thread()  # before any worker thread starts (see gc_guard)
-        self.services = services
+        self.deps = deps
         self.setWindowTitle("Easel")
         self.setWindowIcon(app_icon())
         self.runner = runner or ThreadRunner()
         self.image_runner = image_runner or ThreadRunner("easel-images")
         self.store = settings_store or ui_settings()
         self.thumbs = ThumbnailCache(self.image_runner, self)
-        self.vm = JobsViewModel(services.queue, self.runner, self.thumbs, self)
+        self.vm = JobsViewModel(deps.queue, self.runner, self.thumbs, self)
         self.notifier = Notifier(app_icon(), self)
-        self.feed = WorkerFeed(lambda: self.services.workers, self)
+        self.feed = WorkerFeed(lambda: self.deps.workers, self)
         self.worker_status = WorkerStatus()
         self._follow: int | None = None
         self._quitting = False
@@ -97,9 +98,9 @@ class MainWindow(QMainWindow):
         self._restore_geometry()
         self._start_timers()
         self.feed.start()
-        self.show_restore(services.restore)
+        self.show_restore(deps.restore)
         self.vm.refresh()
-        self.runner.run(services.list_models, self.prompt.set_models)
+        self.runner.run(deps.list_models, self.prompt.set_models)
 
     # --- building -----------------------------------------------------------------------------
 
@@ -219,7 +220,7 @@ class MainWindow(QMainWindow):
     def use_workers(self, workers: WorkerPool) -> None:
         """Switch to `workers` and start them (off the GUI thread): once the store is open."""
         self.feed.stop()
-        self.services.workers = workers
+        self.deps.workers = workers
         if isinstance(workers, NoWorkers):
             self.worker_status.setText("No workers: images cannot be generated")
         else:
@@ -246,7 +247,7 @@ class MainWindow(QMainWindow):
         if successes != self._gallery_successes:
             self._gallery_successes = successes
             self.runner.run(
-                lambda: self.services.queue.finished(GALLERY_PAGE), self.gallery_model.set_rows
+                lambda: self.deps.queue.finished(GALLERY_PAGE), self.gallery_model.set_rows
             )
 
     def reuse_settings(self) -> None:
@@ -314,11 +315,11 @@ class MainWindow(QMainWindow):
     # --- settings and geometry ----------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.services.settings, self.services.save_settings, self)
+        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self)
         if dialog.exec() and dialog.saved is not None:
-            self.services.settings = dialog.saved
-            self.services.queue.max_attempts = dialog.saved.max_attempts
-            self.runner.run(self.services.list_models, self.prompt.set_models)
+            self.deps.settings = dialog.saved
+            self.deps.queue.max_attempts = dialog.saved.max_attempts
+            self.runner.run(self.deps.list_models, self.prompt.set_models)
             self.show_note("Settings saved")
 
     def _restore_geometry(self) -> None:
@@ -362,14 +363,14 @@ class MainWindow(QMainWindow):
 
     def _running_count(self) -> int:
         try:
-            return len(self.services.queue.running_ids())
+            return len(self.deps.queue.running_ids())
         except Exception:  # the store is unreadable: nothing we can pause anyway
             log.exception("could not count running jobs")
             return 0
 
     def _confirm_quit(self, running: int) -> bool:
-        if self.services.confirm_quit is not None:
-            return self.services.confirm_quit(running)
+        if self.deps.confirm_quit is not None:
+            return self.deps.confirm_quit(running)
         return ask_pause_and_quit(self, running)
 
     def shut_down(self) -> None:
@@ -383,13 +384,13 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Pausing running jobs…")
         self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
         try:
-            self.services.workers.shutdown(self.services.shutdown_timeout_s)
+            self.deps.workers.shutdown(self.deps.shutdown_timeout_s)
         except Exception:
             log.exception("worker shutdown failed")
         self.notifier.hide()
         self.runner.close()
         self.image_runner.close()
-        self.services.queue.close()
+        self.deps.queue.close()
 
 
 def _vsplit(name: str, *widgets: QWidget) -> QSplitter:

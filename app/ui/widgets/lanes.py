@@ -12,8 +12,8 @@ from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.engine.states import JobStatus
-from app.ui.rows import TransitionRow, format_duration
-from app.ui.theme import MUTED, status_colour
+from app.ui.presenters.rows import TransitionRow, format_duration
+from app.ui.qt.theme import MUTED, status_colour
 
 LANE_HEIGHT = 20
 LABEL_WIDTH = 92

@@ -9,7 +9,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
 from app.engine.messages import MessageKind, WorkerMessage
-from app.ui.rows import eta_s
+from app.ui.presenters.rows import eta_s
 
 
 @dataclass

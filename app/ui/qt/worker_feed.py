@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QLabel
 
 from app.engine.messages import MessageKind, WorkerMessage
-from app.ui.services import WorkerPool
+from app.ui.presenters.interfaces import WorkerPool
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QSystemTrayIcon, QWidget
 
 from app.engine.states import JobStatus
-from app.ui.rows import JobRow
+from app.ui.presenters.rows import JobRow
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
 from app.engine.states import JobStatus
-from app.ui.dbthread import Runner
-from app.ui.image_view import ImagePanel
-from app.ui.jobs_vm import JobsViewModel
-from app.ui.rows import JobRow
-from app.ui.thumbnails import load_image
-from app.ui.timeline_panel import TimelinePanel
+from app.ui.presenters.rows import JobRow
+from app.ui.qt.dbthread import Runner
+from app.ui.qt.thumbnails import load_image
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.image_panel import ImagePanel
+from app.ui.widgets.timeline_panel import TimelinePanel
 
 MAX_IMAGE_SIDE = 4096
 

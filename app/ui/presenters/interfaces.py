@@ -1,7 +1,7 @@
 """What the window needs from the engine, as small interfaces handed in (STYLE.md).
 
 The real worker supervisor, recovery and model listing are adapted to these in
-`app.ui.main`; tests hand in fakes. Nothing here imports Qt or torch.
+`app.ui.wiring`; tests hand in fakes. Nothing here imports Qt or torch.
 """
 
 from __future__ import annotations

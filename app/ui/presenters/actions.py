@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from app.engine.states import JobEvent, JobStatus
-from app.ui.rows import JobRow
+from app.ui.presenters.rows import JobRow
 
 
 class Action(Enum):

@@ -16,12 +16,17 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.states import JobStatus
-from app.ui.actions import EVENTS, SHORT, TIPS, Action, applicable
-from app.ui.delegates import ProgressDelegate, PromptDelegate, StatusDelegate, ThumbnailDelegate
-from app.ui.empty_views import EmptyTableView
-from app.ui.job_model import ROW_ROLE, Col
-from app.ui.jobs_vm import JobsViewModel
-from app.ui.rows import FILTERS, JobRow
+from app.ui.itemmodels.delegates import (
+    ProgressDelegate,
+    PromptDelegate,
+    StatusDelegate,
+    ThumbnailDelegate,
+)
+from app.ui.itemmodels.job_list_model import ROW_ROLE, Col
+from app.ui.presenters.actions import EVENTS, SHORT, TIPS, Action, applicable
+from app.ui.presenters.rows import FILTERS, JobRow
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.empty_views import EmptyTableView
 
 ROW_HEIGHT = 44
 COLUMN_WIDTHS = {

@@ -37,8 +37,8 @@ from app.engine.params import (
     GenerationParams,
     InvalidParameters,
 )
-from app.ui.icons import dice_icon
-from app.ui.png_params import NoParameters, read_png_params
+from app.ui.presenters.png_params import NoParameters, read_png_params
+from app.ui.qt.icons import dice_icon
 
 SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
     ("64 × 64 · tiny model", 64, 64),

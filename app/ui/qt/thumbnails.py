@@ -7,7 +7,7 @@ from collections import OrderedDict
 from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QImageReader, QPixmap
 
-from app.ui.dbthread import Runner
+from app.ui.qt.dbthread import Runner
 
 THUMB_SIDE = 96
 MAX_CACHED = 600

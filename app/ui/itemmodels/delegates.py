@@ -7,9 +7,9 @@ from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from app.engine.states import JobStatus
-from app.ui.job_model import DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
-from app.ui.rows import JobRow, format_duration
-from app.ui.theme import ACCENT, MUTED, TEXT, status_colour
+from app.ui.itemmodels.job_list_model import DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
+from app.ui.presenters.rows import JobRow, format_duration
+from app.ui.qt.theme import ACCENT, MUTED, TEXT, status_colour
 
 Index = QModelIndex | QPersistentModelIndex
 

@@ -1,18 +1,15 @@
-"""A strip of finished images, newest first; clicking one shows it."""
+"""The finished images for the gallery strip, newest first, as a Qt list model."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QSize, Qt
-from PySide6.QtWidgets import QAbstractItemView, QListView
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
-from app.ui.delegates import ThumbnailDelegate
-from app.ui.empty_views import EmptyListView
-from app.ui.job_model import ROW_ROLE
-from app.ui.rows import JobRow
-from app.ui.thumbnails import THUMB_SIDE, ThumbnailCache
+from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.presenters.rows import JobRow
+from app.ui.qt.thumbnails import ThumbnailCache
 
 Index = QModelIndex | QPersistentModelIndex
 GALLERY_PAGE = 120
@@ -53,21 +50,3 @@ class GalleryModel(QAbstractListModel):
             if row.output_path == path:
                 index = self.index(i)
                 self.dataChanged.emit(index, index, [Qt.ItemDataRole.DecorationRole])
-
-
-class GalleryView(EmptyListView):
-    def __init__(self) -> None:
-        super().__init__("Finished images collect here")
-        self.setObjectName("gallery")
-        self.setViewMode(QListView.ViewMode.IconMode)
-        self.setFlow(QListView.Flow.LeftToRight)
-        self.setWrapping(False)
-        self.setIconSize(QSize(THUMB_SIDE, THUMB_SIDE))
-        self.setGridSize(QSize(THUMB_SIDE + 12, THUMB_SIDE + 12))
-        # Thumbnails arrive after the first paint: a fixed-size delegate keeps the grid stable.
-        self.setItemDelegate(ThumbnailDelegate(THUMB_SIDE, self))
-        self.setMovement(QListView.Movement.Static)
-        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setFixedHeight(THUMB_SIDE + 34)
