@@ -45,6 +45,7 @@ def make_window(
         restore: RestoreSummary | None = None,
         pool: WorkerPool | None = None,
         confirm: Callable[[int], bool] | None = None,
+        shutdown_timeout_s: float = 1.0,
     ) -> MainWindow:
         def yes(n: int) -> bool:
             quit_answers.append(n)
@@ -53,7 +54,7 @@ def make_window(
         deps = Dependencies(
             queue=QueueService(queue), workers=pool or workers, settings=load_settings(),
             save_settings=save_settings, list_models=lambda: ["easel-tiny", "other-model"],
-            restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=1.0,
+            restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=shutdown_timeout_s,
         )  # fmt: skip
         store = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
         window = MainWindow(deps, settings_store=store)

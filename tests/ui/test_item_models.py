@@ -13,8 +13,8 @@ from app.ui.itemmodels.job_list_model import PROGRESS_ROLE, ROW_ROLE, Col, JobLi
 from app.ui.itemmodels.timeline_model import TCol, TimelineModel, group_by_attempt
 from app.ui.presenters.rows import JobRow, TransitionRow
 from app.ui.qt.dbthread import InlineRunner
+from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
-from app.ui.viewmodels.live import LiveProgress
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
 pytestmark = pytest.mark.timeout(60)

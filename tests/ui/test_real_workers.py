@@ -80,6 +80,21 @@ def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
     assert S.PAUSING in statuses and S.PAUSED in statuses and statuses[-1] is S.SUCCESS
 
 
+def test_quit_pauses_a_running_job_at_its_step(qtbot, make_window, queue, supervisor) -> None:
+    """Closing the window with a job running pauses it through the real supervisor."""
+    window = make_window(pool=supervisor, shutdown_timeout_s=10.0)
+    supervisor.start()
+    window.prompt.steps.setValue(150)
+    job_id = type_and_generate(qtbot, window, "a night market step=0.05")
+    qtbot.waitUntil(lambda: queue.get(job_id).progress_step > 0, timeout=WAIT_MS)
+    window.close()  # the conftest's quit question answers yes
+    job = queue.get(job_id)
+    assert job.status == S.PAUSED
+    assert 0 < job.progress_step < 150
+    statuses = [t.to_status for t in window.deps.queue.timeline(job_id)]
+    assert statuses[-2:] == [S.PAUSING, S.PAUSED]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_bundled_model_end_to_end(qtbot, make_window, queue: JobQueue, tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QRectF, QSize, Qt
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
@@ -176,7 +176,7 @@ _GLYPHS = {
 class ThumbnailDelegate(QStyledItemDelegate):
     """Draws the decoration scaled smoothly into a rounded square."""
 
-    def __init__(self, side: int = 36, parent=None) -> None:
+    def __init__(self, side: int = 36, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.side = side
 

@@ -14,8 +14,8 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 from app.ui.presenters.rows import JobRow, eta_s, format_duration
+from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
-from app.ui.viewmodels.live import LiveProgress
 
 Index = QModelIndex | QPersistentModelIndex
 

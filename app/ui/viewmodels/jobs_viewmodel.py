@@ -19,8 +19,8 @@ from app.ui.itemmodels.job_list_model import JobListModel
 from app.ui.presenters.queue_service import PAGE_SIZE, Outcome, QueueService, Snapshot
 from app.ui.presenters.rows import FILTERS, JobRow
 from app.ui.qt.dbthread import Runner
+from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
-from app.ui.viewmodels.live import LiveProgress
 
 log = logging.getLogger(__name__)
 

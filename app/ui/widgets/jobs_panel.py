@@ -180,7 +180,7 @@ class JobsPanel(QWidget):
         self._update_actions()
         self.selection_changed.emit(self.current_row())
 
-    def _update_actions(self, *_args) -> None:
+    def _update_actions(self, *_signal_args: object) -> None:
         rows = self.selected_rows()
         for action, button in self.buttons.items():
             button.setEnabled(bool(applicable(action, rows)))

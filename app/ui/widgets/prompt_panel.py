@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QRegularExpressionValidator
 from PySide6.QtWidgets import (
     QComboBox,
@@ -226,7 +227,7 @@ class PromptPanel(QWidget):
         return True
 
 
-def _dropped_png(urls) -> Path | None:
+def _dropped_png(urls: Sequence[QUrl]) -> Path | None:
     for url in urls:
         if url.isLocalFile() and url.toLocalFile().lower().endswith(".png"):
             return Path(url.toLocalFile())

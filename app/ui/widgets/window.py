@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer, QUrl
+from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QLabel,
@@ -34,9 +34,9 @@ from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
 from app.ui.qt.thumbnails import ThumbnailCache
 from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
-from app.ui.viewmodels.detail import DetailController
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.banner import Banner
+from app.ui.widgets.detail import DetailController
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.jobs_panel import JobsPanel
@@ -255,7 +255,7 @@ class MainWindow(QMainWindow):
             self.prompt.set_params(self.detail.row.params)
             self.show_note(f"Settings of job {self.detail.row.id} are in the form")
 
-    def _gallery_clicked(self, index) -> None:
+    def _gallery_clicked(self, index: QModelIndex) -> None:
         row = index.data(ROW_ROLE)
         if row is None:
             return

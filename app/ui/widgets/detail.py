@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
 from app.engine.states import JobStatus
-from app.ui.presenters.rows import JobRow
+from app.ui.presenters.rows import JobRow, TransitionRow
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.thumbnails import load_image
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
@@ -62,7 +64,7 @@ class DetailController(QObject):
             self.select(fresh)
 
     def _load_timeline(self, job_id: int) -> None:
-        def show(rows) -> None:
+        def show(rows: Sequence[TransitionRow]) -> None:
             if self.row is not None and self.row.id == job_id:
                 self.timeline.show_job(job_id, rows)
 
