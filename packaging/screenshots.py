@@ -286,6 +286,8 @@ def main() -> int:
         (1000, lambda: save(window, args.out / "failed.png")),
         (100, lambda: window.jobs.select_jobs([ids["paused"]])),  # type: ignore[list-item]
         (1000, lambda: save(window, args.out / "paused.png")),
+        (100, lambda: _refused_numbers(window)),
+        (800, lambda: save(window, args.out / "refused.png")),
         (100, lambda: _settings_shot(window, args.out / "settings.png")),
         (700, lambda: _quit_shot(window, args.out / "quit.png")),
         (900, lambda: window.close()),
@@ -294,6 +296,13 @@ def main() -> int:
     code = app.exec()
     shutil.rmtree(os.environ["EASEL_HOME"], ignore_errors=True)
     return code
+
+
+def _refused_numbers(window: MainWindow) -> None:
+    """Out-of-range numbers stay as typed, flagged beside the field; Generate says why."""
+    window.prompt.steps.setText("999")
+    window.prompt.count.setText("20")
+    window.generate()
 
 
 def _quit_shot(window: MainWindow, path: Path) -> None:

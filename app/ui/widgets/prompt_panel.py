@@ -7,17 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QRegularExpressionValidator
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QComboBox,
-    QDoubleSpinBox,
-    QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -25,21 +22,16 @@ from PySide6.QtWidgets import (
 
 from app.engine.params import (
     DEFAULT_MODEL,
-    MAX_CFG,
     MAX_SEED,
-    MAX_SIZE,
-    MAX_STEPS,
-    MIN_CFG,
-    MIN_SIZE,
-    MIN_STEPS,
     RANDOM_SEED,
     SCHEDULERS,
-    SIZE_MULTIPLE,
     GenerationParams,
     InvalidParameters,
 )
+from app.ui.presenters import number_rules as rules
 from app.ui.presenters.png_params import NoParameters, read_png_params
 from app.ui.qt.icons import dice_icon
+from app.ui.widgets.number_field import FieldNote, NumberEdit
 
 SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
     ("64 × 64 · tiny model", 64, 64),
@@ -51,7 +43,6 @@ SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
     ("1024 × 1024", 1024, 1024),
 )
 CUSTOM = "Custom"
-MAX_COUNT = 16
 
 
 class PromptPanel(QWidget):
@@ -63,6 +54,7 @@ class PromptPanel(QWidget):
         self.setObjectName("promptPanel")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)  # paint the QSS panel colour
         self.setAcceptDrops(True)
+        self._choosing_preset = False
         self._build()
         self.set_params(GenerationParams(prompt=""))
 
@@ -80,14 +72,9 @@ class PromptPanel(QWidget):
         self.model.setEditable(False)
         self.scheduler = QComboBox()
         self.scheduler.addItems(SCHEDULERS)
-        self.steps = _spin(MIN_STEPS, MAX_STEPS)
-        self.cfg = QDoubleSpinBox()
-        self.cfg.setRange(MIN_CFG, MAX_CFG)
-        self.cfg.setSingleStep(0.5)
-        self.cfg.setDecimals(1)
-        self.seed = QLineEdit()
-        self.seed.setPlaceholderText("random")
-        self.seed.setValidator(QRegularExpressionValidator(r"\d{0,10}"))
+        self.steps = NumberEdit(rules.STEPS)
+        self.cfg = NumberEdit(rules.CFG, step=0.5)
+        self.seed = NumberEdit(rules.SEED)
         self.dice = QToolButton()
         self.dice.setIcon(dice_icon())
         self.dice.setToolTip("Pick a random seed (empty: a new one for every image)")
@@ -95,33 +82,41 @@ class PromptPanel(QWidget):
         self.size_preset = QComboBox()
         self.size_preset.addItems([name for name, _w, _h in SIZE_PRESETS] + [CUSTOM])
         self.size_preset.currentIndexChanged.connect(self._preset_chosen)
-        self.width_box = _spin(MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE)
-        self.height_box = _spin(MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE)
+        self.width_box = NumberEdit(rules.WIDTH)
+        self.height_box = NumberEdit(rules.HEIGHT)
         for box in (self.width_box, self.height_box):
-            box.valueChanged.connect(self._size_edited)
-        self.count = _spin(1, MAX_COUNT)
-        self.count.valueChanged.connect(self._label_generate)
+            box.textChanged.connect(self._size_edited)
         self.generate = QPushButton("Generate")
         self.generate.setObjectName("primary")
         self.generate.setToolTip("Queue the image(s) — Ctrl+Enter")
         self.generate.clicked.connect(self.generate_requested)
+        self.count = NumberEdit(rules.IMAGES)
+        self.count.textChanged.connect(self._label_generate)
+        self.count.setValue(1)
         self._lay_out()
 
     def _lay_out(self) -> None:
-        seed_row = _row(self.seed, self.dice)
-        size_row = _row(self.width_box, QLabel("×"), self.height_box)
-        form = QFormLayout()
-        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-        form.setHorizontalSpacing(12)
+        # Label | field | its range, or what is wrong with it (in red)
+        rows: list[tuple[str, QWidget, QWidget | None]] = [
+            ("Model", self.model, None),
+            ("Sampler", self.scheduler, None),
+            ("Steps", self.steps, FieldNote(self.steps)),
+            ("CFG", self.cfg, FieldNote(self.cfg)),
+            ("Seed", _row(self.seed, self.dice), FieldNote(self.seed)),
+            ("Size", self.size_preset, None),
+            ("", _row(self.width_box, QLabel("×"), self.height_box),
+             FieldNote(self.width_box, self.height_box)),
+            ("Images", self.count, FieldNote(self.count)),
+        ]  # fmt: skip
+        form = QGridLayout()
+        form.setHorizontalSpacing(10)
         form.setVerticalSpacing(8)
-        form.addRow("Model", self.model)
-        form.addRow("Sampler", self.scheduler)
-        form.addRow("Steps", self.steps)
-        form.addRow("CFG", self.cfg)
-        form.addRow("Seed", seed_row)
-        form.addRow("Size", self.size_preset)
-        form.addRow("", size_row)
-        form.addRow("Images", self.count)
+        form.setColumnStretch(1, 1)
+        for line, (label, field, note) in enumerate(rows):
+            form.addWidget(QLabel(label), line, 0)
+            form.addWidget(field, line, 1, 1, 1 if note else 2)
+            if note is not None:
+                form.addWidget(note, line, 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 14, 14, 14)
         layout.setSpacing(8)
@@ -153,22 +148,45 @@ class PromptPanel(QWidget):
             self.model.addItem(name)  # keep a dropped image's model even if it's not installed
         self.model.setCurrentText(name)
 
+    def number_fields(self) -> tuple[NumberEdit, ...]:
+        return (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+
+    def problems(self) -> list[tuple[NumberEdit, str]]:
+        """Each number field whose text cannot be used, with the sentence saying why."""
+        readings = ((edit, edit.reading()) for edit in self.number_fields())
+        return [(edit, r.problem) for edit, r in readings if r.problem is not None]
+
     def params(self) -> GenerationParams:
-        """The form as parameters (unvalidated beyond the seed box; the queue validates)."""
-        seed_text = self.seed.text().strip()
-        seed = int(seed_text) if seed_text else RANDOM_SEED
-        if seed > MAX_SEED:
-            raise InvalidParameters(f"seed must be between 0 and {MAX_SEED}")
+        """Exactly the form on screen, or InvalidParameters naming every unusable number.
+
+        The engine checks prompt and model again at submit; numbers are read here from the
+        text shown, so nothing older or clamped is ever submitted.
+        """
+        problems = self.problems()
+        if problems:
+            raise InvalidParameters("; ".join(problem for _edit, problem in problems))
+        seed = self.seed.reading().value
         return GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
             model=self.model.currentText() or DEFAULT_MODEL,
-            scheduler=self.scheduler.currentText(), steps=self.steps.value(),
-            cfg=round(self.cfg.value(), 2), width=self.width_box.value(),
-            height=self.height_box.value(), seed=seed,
+            scheduler=self.scheduler.currentText(), steps=int(_number(self.steps)),
+            cfg=float(_number(self.cfg)), width=int(_number(self.width_box)),
+            height=int(_number(self.height_box)),
+            seed=RANDOM_SEED if seed is None else int(seed),
         )  # fmt: skip
 
     def image_count(self) -> int:
-        return self.count.value()
+        """How many images Generate queues (call `params()` first: it checks this field too)."""
+        return int(_number(self.count))
+
+    def focus_first_problem(self) -> bool:
+        """Put the cursor in the first unusable number field; False if there is none."""
+        problems = self.problems()
+        if problems:
+            edit = problems[0][0]
+            edit.setFocus()
+            edit.selectAll()
+        return bool(problems)
 
     def set_params(self, p: GenerationParams) -> None:
         self.prompt.setPlainText(p.prompt)
@@ -182,8 +200,10 @@ class PromptPanel(QWidget):
         self.width_box.setValue(p.width)
         self.height_box.setValue(p.height)
 
-    def _label_generate(self, count: int) -> None:
-        self.generate.setText("Generate" if count == 1 else f"Generate {count} images")
+    def _label_generate(self) -> None:
+        count = self.count.reading().value
+        many = count is not None and count > 1
+        self.generate.setText(f"Generate {count} images" if many else "Generate")
 
     def roll_seed(self) -> None:
         self.seed.setText(str(random.randint(0, MAX_SEED)))
@@ -191,13 +211,15 @@ class PromptPanel(QWidget):
     def _preset_chosen(self, index: int) -> None:
         if 0 <= index < len(SIZE_PRESETS):
             _name, width, height = SIZE_PRESETS[index]
-            for box, value in ((self.width_box, width), (self.height_box, height)):
-                box.blockSignals(True)
-                box.setValue(value)
-                box.blockSignals(False)
+            self._choosing_preset = True  # not blockSignals: the notes must follow
+            self.width_box.setValue(width)
+            self.height_box.setValue(height)
+            self._choosing_preset = False
 
     def _size_edited(self) -> None:
-        size = (self.width_box.value(), self.height_box.value())
+        if self._choosing_preset:
+            return
+        size = (self.width_box.reading().value, self.height_box.reading().value)
         match = [i for i, (_n, w, h) in enumerate(SIZE_PRESETS) if (w, h) == size]
         self.size_preset.blockSignals(True)
         self.size_preset.setCurrentIndex(match[0] if match else len(SIZE_PRESETS))
@@ -234,11 +256,11 @@ def _dropped_png(urls: Sequence[QUrl]) -> Path | None:
     return None
 
 
-def _spin(low: int, high: int, step: int = 1) -> QSpinBox:
-    box = QSpinBox()
-    box.setRange(low, high)
-    box.setSingleStep(step)
-    return box
+def _number(edit: NumberEdit) -> int | float:
+    value = edit.reading().value
+    if value is None:  # only a field that may be blank reads as None; these may not
+        raise InvalidParameters(f"{edit.rule.name} is empty")
+    return value
 
 
 def _row(*widgets: QWidget) -> QWidget:

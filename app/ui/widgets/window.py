@@ -190,8 +190,9 @@ class MainWindow(QMainWindow):
     def generate(self) -> None:
         try:
             params = self.prompt.params()
-        except InvalidParameters as error:
-            self.show_error(str(error))
+        except InvalidParameters as error:  # a number on screen cannot be used: say which
+            self.show_error(f"Not queued: {error}")
+            self.prompt.focus_first_problem()
             return
         if not params.prompt.strip():
             self.show_error("Type a prompt first")
