@@ -284,6 +284,10 @@ def _sqlite_engine(path: Path, *, read_only: bool, lock_timeout_s: float | None)
     if read_only:
         # A URI, so SQLite itself refuses writes and never creates files in the folder.
         uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        if not _writable(path.parent) and not Path(f"{path}-wal").exists():
+            # WAL readers need a -shm file; in a folder nobody can write, none can be made.
+            # With no -wal either, everything is in the file and nobody can change it.
+            uri += "&immutable=1"
         engine = create_engine(
             "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, **connect_args)
         )
