@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.engine.generation.errors import CheckpointError, is_transient
+from app.engine.generation.errors import CheckpointError
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -24,7 +24,7 @@ from app.engine.generation.outcome import (
 )
 from app.engine.messages import MessageKind
 from app.engine.queue import JobNotFound, NotHoldingJob, params_of
-from app.engine.retry import describe_error, failure_message
+from app.engine.retry import describe_error, failure_changes
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.models.tables import Job
 
@@ -71,7 +71,8 @@ class JobRun:
         self.job_id = job.id or 0
         self.params = params_of(job)
         config = worker.config
-        self.output_path = Path(config.outputs_dir) / f"{self.job_id:06d}-{job.seed}.png"
+        outputs = Path(job.output_dir or config.outputs_dir)  # where the submitter asked, if it did
+        self.output_path = outputs / f"{self.job_id:06d}-{job.seed}.png"
         default_checkpoint = Path(config.checkpoints_dir) / f"job-{self.job_id}.ckpt"
         self.checkpoint_path = Path(job.checkpoint_path or default_checkpoint)
         self.lost = False
@@ -175,8 +176,8 @@ class JobRun:
             self.worker.send(MessageKind.FINISHED, self.job_id)
 
     def _fail(self, error: Exception) -> None:
-        message = failure_message(error, transient=is_transient(error))
-        if self._fire(JobEvent.FAIL, message=message, changes={"error": describe_error(error)}):
+        failure = failure_changes(error)
+        if self._fire(JobEvent.FAIL, message=failure["error"], changes=failure):
             self.worker.send(MessageKind.FINISHED, self.job_id, error=describe_error(error))
 
     def _fire(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine import paths
+from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,14 @@ class Settings:
 
     def models_path(self) -> Path:
         return Path(self.models_dir) if self.models_dir else paths.models_dir()
+
+    def model_search_path(self) -> ModelSearchPath:
+        """Where models are looked for: bundled, then this user's folder, then the HF cache."""
+        return ModelSearchPath(
+            bundled=(paths.bundled_models_dir(),),
+            user=(self.models_path(),),
+            hf_caches=hf_cache_dirs(),
+        )
 
     def outputs_path(self) -> Path:
         path = Path(self.outputs_dir) if self.outputs_dir else paths.outputs_dir()

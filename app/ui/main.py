@@ -86,9 +86,9 @@ def launch(
 
 
 def _open_queue() -> JobQueue:
-    from app.engine.queue import open_queue
+    from app.engine.queue import OpenFor, open_queue
 
-    return open_queue()
+    return open_queue(purpose=OpenFor.LAUNCH)
 
 
 def _recover(service: QueueService, settings: Settings) -> RestoreSummary:

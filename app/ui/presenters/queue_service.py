@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from app.engine.params import MAX_SEED, GenerationParams, InvalidParameters
-from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.params import MAX_SEED, GenerationParams
+from app.engine.states import JobEvent, JobStatus
+from app.errors import UserError
 from app.ui.presenters.rows import JobRow, TransitionRow
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class QueueService:
             params = params.validated()
             batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
             ids = self.queue.submit_many(batch, max_attempts=self.max_attempts)
-        except user_errors() as error:
+        except UserError as error:
             return Outcome((), (_readable(error),))
         return Outcome(tuple(ids))
 
@@ -196,17 +197,9 @@ class QueueService:
             try:
                 do(job_id)
                 done.append(job_id)
-            except user_errors() as error:
+            except UserError as error:
                 errors.append(_readable(error))
         return Outcome(tuple(done), tuple(errors))
-
-
-def user_errors() -> tuple[type[Exception], ...]:
-    """Errors a user can act on: shown as their message, never as a traceback."""
-    from app.engine.queue import JobNotFound, RequestRefused
-    from app.models.db import DatabaseError
-
-    return (InvalidParameters, TransitionNotAllowed, JobNotFound, RequestRefused, DatabaseError)
 
 
 def _matches(row: JobRow, statuses: frozenset[JobStatus] | None) -> bool:

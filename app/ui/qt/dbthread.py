@@ -15,6 +15,9 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QTimer
 
+from app.engine.logs import log_path
+from app.errors import user_message
+
 log = logging.getLogger(__name__)
 
 Done = Callable[[Any], None]
@@ -123,8 +126,5 @@ def _settle(
 
 
 def describe_error(error: BaseException) -> str:
-    text = str(error)
-    # Easel's own errors carry sentences written for people; others need their type.
-    if type(error).__module__.startswith("app.") and text:
-        return text
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    # A user error is its own sentence; anything else is a bug, logged above with its traceback.
+    return user_message(error, log_path("gui"))
