@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,18 +39,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# Light imports only: spawned workers re-import this module (it holds their runner factory).
+# Light imports only: spawned workers re-import the main module before they start.
 from app.engine import paths  # noqa: E402
-from app.engine.generation.outcome import GenerationOutcome, StepProgress  # noqa: E402
 from app.engine.liveness import WorkerIdentity, is_alive, remove_stale_locks  # noqa: E402
 from app.engine.params import GenerationParams  # noqa: E402
 from app.engine.queue import JobNotFound, JobQueue, open_queue  # noqa: E402
 from app.engine.retry import is_settled  # noqa: E402
 from app.engine.states import TRANSITIONS, JobEvent, JobStatus, TransitionNotAllowed  # noqa: E402
+from app.testing.ledger import LEDGER_FILE  # noqa: E402
 
 S = JobStatus
 TINY_MODEL = "tiny-test"
-LEDGER = "ledger.jsonl"
 SETTLE_TIMEOUT_S = 900.0
 
 
@@ -63,6 +61,7 @@ def supervise(runner: str, workers: int) -> None:
     from app.engine.settings import Settings
     from app.engine.supervisor import Supervisor
     from app.engine.worker import WorkerConfig, database_file, threads_per_worker
+    from app.testing.ledger import real_ledger_runner, scripted_ledger_runner
 
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
@@ -72,7 +71,7 @@ def supervise(runner: str, workers: int) -> None:
         settings, database_file(queue), heartbeat_interval_s=0.5, idle_poll_s=0.1,
         torch_threads=threads_per_worker(workers),  # as Supervisor.for_app does
         warm_model=TINY_MODEL if runner == "tiny" else None,
-        runner_factory=tiny_ledger_runner if runner == "tiny" else fake_ledger_runner,
+        runner_factory=real_ledger_runner if runner == "tiny" else scripted_ledger_runner,
     )  # fmt: skip
     supervisor = Supervisor(
         queue, config, settings, policy=RetryPolicy(base_delay_s=0.2, max_delay_s=2.0),
@@ -84,55 +83,6 @@ def supervise(runner: str, workers: int) -> None:
         supervisor.poll()
         time.sleep(0.05)
     supervisor.shutdown(timeout=20)
-
-
-class LedgerRunner:
-    """Wraps a runner and appends every start, step and end to a ledger (O_APPEND lines)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._ledger = paths.data_dir() / LEDGER
-
-    def load(self, model_name: str) -> object:
-        return self._inner.load(model_name)
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-    ) -> GenerationOutcome:
-        run = {"job": int(output_path.name.split("-")[0]), "run": uuid.uuid4().hex}
-
-        def step(progress: StepProgress) -> Any:
-            self._write(run, "step")
-            return on_step(progress)
-
-        self._write(run, "start")
-        outcome = self._inner.run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step
-        )
-        self._write(run, f"end-{outcome.kind.value}")
-        return outcome
-
-    def _write(self, run: dict[str, Any], what: str) -> None:
-        line = json.dumps({**run, "what": what, "at": time.time()}) + "\n"
-        with open(self._ledger, "a", encoding="utf-8") as ledger:
-            ledger.write(line)
-
-
-def fake_ledger_runner() -> LedgerRunner:
-    from app.engine.scripted_runner import ScriptedRunner
-
-    return LedgerRunner(ScriptedRunner())
-
-
-def tiny_ledger_runner() -> LedgerRunner:
-    from app.engine.worker import default_runner
-
-    return LedgerRunner(default_runner())
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -267,7 +217,7 @@ def check(queue: JobQueue, submitted: list[int], home: Path) -> dict[str, int]:
         lost += is_lost(job, timeline)
         if not legal(timeline):
             illegal += 1
-    overlapping = overlapping_runs(home / LEDGER)
+    overlapping = overlapping_runs(home / LEDGER_FILE)
     double = len(overlapping | {j for j, n in completions.items() if n > 1})
     statuses = Counter(job.status for job in jobs.values())
     return {

@@ -209,8 +209,8 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
 
 
 def _scripted_workers(queue, settings):
-    from app.engine.scripted_runner import ScriptedRunner
     from app.engine.supervisor import Supervisor
+    from app.testing.scripted_runner import ScriptedRunner
 
     factory = niced_scripted_runner if os.environ.get("EASEL_BENCH_NICE") else ScriptedRunner
     supervisor = Supervisor.for_app(
@@ -221,7 +221,7 @@ def _scripted_workers(queue, settings):
 
 def niced_scripted_runner():
     """The scripted runner in a worker that yields the CPU to the window first."""
-    from app.engine.scripted_runner import ScriptedRunner
+    from app.testing.scripted_runner import ScriptedRunner
 
     os.nice(10)
     return ScriptedRunner()
