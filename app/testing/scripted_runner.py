@@ -44,6 +44,8 @@ class ScriptedRunner:
         self.loaded.append(model_name)
         return model_name
 
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.worker), which every
+    # runner repeats so type checkers can match it to the protocol.
     def run(
         self,
         params: GenerationParams,

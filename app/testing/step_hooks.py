@@ -32,6 +32,8 @@ class StepHookRunner:
     def load(self, model_name: str) -> object:
         return self.inner.load(model_name)
 
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.worker), which every
+    # runner repeats so type checkers can match it to the protocol.
     def run(
         self,
         params: GenerationParams,
