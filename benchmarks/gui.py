@@ -23,6 +23,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.engine.queue import JobQueue
+    from app.engine.settings import Settings
+    from app.engine.supervisor import Supervisor
+    from app.testing.scripted_runner import ScriptedRunner
+    from app.ui.window import MainWindow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -208,7 +216,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     qt_app.exec()
 
 
-def _scripted_workers(queue, settings):
+def _scripted_workers(queue: JobQueue, settings: Settings) -> tuple[Supervisor, None]:
     from app.engine.supervisor import Supervisor
     from app.testing.scripted_runner import ScriptedRunner
 
@@ -219,7 +227,7 @@ def _scripted_workers(queue, settings):
     return supervisor, None
 
 
-def niced_scripted_runner():
+def niced_scripted_runner() -> ScriptedRunner:
     """The scripted runner in a worker that yields the CPU to the window first."""
     from app.testing.scripted_runner import ScriptedRunner
 
@@ -230,7 +238,7 @@ def niced_scripted_runner():
 class Workload:
     """What an impatient user does: scroll, page in more, switch filters, click jobs."""
 
-    def __init__(self, window) -> None:
+    def __init__(self, window: MainWindow) -> None:
         from PySide6.QtCore import QTimer
 
         self.window = window

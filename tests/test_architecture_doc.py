@@ -5,6 +5,7 @@ On a mismatch the failure prints the rows to add and to remove, ready to paste.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from pathlib import Path
 
 from app.engine.states import ALREADY_SATISFIED, TRANSITIONS, JobEvent, JobStatus
@@ -25,10 +26,10 @@ def table_after(marker: str) -> list[list[str]]:
     return rows
 
 
-def diff(on_page: set[tuple[str, ...]], in_code: set[tuple[str, ...]]) -> str:
+def diff(on_page: Set[tuple[str, ...]], in_code: Set[tuple[str, ...]]) -> str:
     """The rows to add and to remove, written as table rows (the "why" cell left empty)."""
 
-    def rows(cells: set[tuple[str, ...]]) -> str:
+    def rows(cells: Set[tuple[str, ...]]) -> str:
         return "".join(f"\n| {' | '.join(row)} | |" for row in sorted(cells)) or " none"
 
     return f"add{rows(in_code - on_page)}\nremove{rows(on_page - in_code)}"
