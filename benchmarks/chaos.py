@@ -42,7 +42,7 @@ from app.engine.params import GenerationParams  # noqa: E402
 from app.engine.queue import JobNotFound, JobQueue, open_queue  # noqa: E402
 from app.engine.states import JobStatus, TransitionNotAllowed  # noqa: E402
 from app.models.tables import Job  # noqa: E402
-from app.testing.ledger import LEDGER_FILE, read_ledger  # noqa: E402
+from app.testing.ledger import ledger_path, read_ledger  # noqa: E402
 from benchmarks.chaos_checks import FAULT_FIGURES, EmptyLedger, figures, is_stuck  # noqa: E402
 
 S = JobStatus
@@ -204,11 +204,10 @@ def all_jobs(queue: JobQueue) -> list[Job]:
 # --- the checks ------------------------------------------------------------------------------
 
 
-def check(queue: JobQueue, submitted: list[int], home: Path) -> dict[str, int]:
+def check(queue: JobQueue, submitted: list[int], ledger: Path) -> dict[str, int]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
-    ledger = home / LEDGER_FILE
     return figures(submitted, jobs, timelines, read_ledger(ledger), ledger)
 
 
@@ -290,7 +289,7 @@ def main() -> int:
     chaos.stop_supervisor()
     leftover = leftover_workers(home)  # first: orphans may still write their last step
     try:
-        results = check(chaos.queue, submitted, home)
+        results = check(chaos.queue, submitted, ledger_path())
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)
         return 1

@@ -14,10 +14,14 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
+from typing import cast
+
+from PIL import Image, ImageChops, UnidentifiedImageError
 
 from app.engine.retry import is_settled
 from app.engine.states import TRANSITIONS, JobEvent, JobStatus
@@ -118,3 +122,112 @@ def figures(
         "given_up": statuses.count(JobStatus.FAILED) + statuses.count(JobStatus.TIMEOUT),
         "ledger_runs": len({(entry.job, entry.run) for entry in ledger}),
     }
+
+
+# --- figures of issues 10 and 11: lost steps and images -------------------------------------
+
+
+def percentile(values: Sequence[float], percent: float) -> float:
+    """Nearest-rank percentile; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(percent / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def steps_lost_per_kill(ledger: Iterable[LedgerEntry]) -> list[int]:
+    """For each run that ended without an end mark (killed) and was run again: the steps
+    the next run did again, i.e. how far the killed run got past where the next one began."""
+    runs: dict[int, dict[str, list[LedgerEntry]]] = defaultdict(lambda: defaultdict(list))
+    for entry in ledger:
+        runs[entry.job][entry.run].append(entry)
+    lost = []
+    for by_run in runs.values():
+        ordered = sorted(by_run.values(), key=lambda entries: min(e.at for e in entries))
+        for killed, following in pairwise(ordered):
+            done = [e.step for e in killed if e.what is Mark.STEP]
+            redone = [e.step for e in following if e.what is Mark.STEP]
+            ended = any(e.what not in (Mark.START, Mark.STEP) for e in killed)
+            if done and redone and not ended:
+                lost.append(max(0, max(done) - (min(redone) - 1)))
+    return lost
+
+
+def rgb_extrema(image: Image.Image) -> tuple[tuple[int, int], ...]:
+    """(lowest, highest) of each of R, G and B."""
+    # Typed as a union over image modes; in RGB mode it is one pair per band.
+    return cast("tuple[tuple[int, int], ...]", image.convert("RGB").getextrema())
+
+
+def is_one_colour(image: Path) -> bool:
+    """Every pixel the same (what a NaN latent decodes to); False for a file that is no image."""
+    try:
+        with Image.open(image) as opened:
+            extrema = rgb_extrema(opened)
+    except (OSError, UnidentifiedImageError):
+        return False
+    return all(low == high for low, high in extrema)
+
+
+def image_difference(image: Path, reference: Path) -> int:
+    """The largest difference of one colour channel of one pixel (0..255).
+
+    Files that are not images (the scripted runner's) are 0 when equal, else 255; so are
+    images of different sizes.
+    """
+    if image.read_bytes() == reference.read_bytes():
+        return 0
+    try:
+        with Image.open(image) as a, Image.open(reference) as b:
+            if a.size != b.size:
+                return 255
+            difference = ImageChops.difference(a.convert("RGB"), b.convert("RGB"))
+            return max(high for _low, high in rgb_extrema(difference))
+    except (OSError, UnidentifiedImageError):
+        return 255
+
+
+def was_interrupted(timeline: Sequence[JobTransition]) -> bool:
+    """Started more than once: paused and resumed, or lost and retried."""
+    return sum(row.event == JobEvent.START for row in timeline) > 1
+
+
+def was_lost_and_resumed(timeline: Sequence[JobTransition]) -> bool:
+    """Its worker was lost (killed, frozen, gone at launch), and it then succeeded."""
+    lost = any(row.event == JobEvent.TIMEOUT for row in timeline)
+    return lost and bool(timeline) and timeline[-1].to_status == JobStatus.SUCCESS
+
+
+Reference = Callable[[Job], Path]  # the image of an uninterrupted run of the same job
+
+
+def garbage_images(
+    jobs: Iterable[Job], timelines: Mapping[int, Sequence[JobTransition]], reference: Reference
+) -> set[int]:
+    """SUCCESS jobs whose image is one colour, or, when interrupted, is not the uninterrupted
+    run's image (uninterrupted jobs are compared only for colour: they are the reference)."""
+    garbage = set()
+    for job in jobs:
+        if job.status != JobStatus.SUCCESS or job.id is None:
+            continue
+        image = Path(job.output_path or "")
+        if not image.is_file():
+            continue  # counted as lost
+        interrupted = was_interrupted(timelines.get(job.id, []))
+        if is_one_colour(image) or (interrupted and image_difference(image, reference(job))):
+            garbage.add(job.id)
+    return garbage
+
+
+def resumed_after_crash_diffs(
+    jobs: Iterable[Job], timelines: Mapping[int, Sequence[JobTransition]], reference: Reference
+) -> list[int]:
+    """`image_difference` against the reference, for every job lost, resumed and succeeded."""
+    return [
+        image_difference(Path(job.output_path or ""), reference(job))
+        for job in jobs
+        if job.id is not None
+        and was_lost_and_resumed(timelines.get(job.id, []))
+        and Path(job.output_path or "").is_file()
+    ]

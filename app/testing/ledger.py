@@ -9,6 +9,7 @@ when the table looks right. Each line is one JSON object written with a single a
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -22,7 +23,8 @@ from app.engine.worker import RunnerLike, default_runner
 from app.testing.scripted_runner import ScriptedRunner
 from app.testing.step_hooks import StepHookRunner
 
-LEDGER_FILE = "ledger.jsonl"  # in the data folder, next to the database
+LEDGER_FILE = "ledger.jsonl"  # in the data folder, next to the database, unless:
+LEDGER_ENV = "EASEL_CHAOS_LEDGER"  # a path off the data folder's disk (the disk-full fault)
 
 
 class Mark(StrEnum):
@@ -43,6 +45,7 @@ class LedgerEntry:
     run: str  # one id per call of the runner's `run`: a resumed job is a new run
     what: Mark
     at: float  # time.time(): comparable across processes
+    step: int = 0  # STEP: the step just done (1..n; a resumed run starts after its checkpoint)
 
     def line(self) -> str:
         return json.dumps(asdict(self)) + "\n"
@@ -50,7 +53,8 @@ class LedgerEntry:
     @classmethod
     def parse(cls, line: str) -> LedgerEntry:
         fields = json.loads(line)
-        return cls(int(fields["job"]), str(fields["run"]), Mark(fields["what"]), fields["at"])
+        job, run, what = int(fields["job"]), str(fields["run"]), Mark(fields["what"])
+        return cls(job, run, what, float(fields["at"]), int(fields.get("step", 0)))
 
 
 def read_ledger(path: Path) -> list[LedgerEntry]:
@@ -59,6 +63,11 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
     return [LedgerEntry.parse(line) for line in lines if line.strip()]
+
+
+def ledger_path() -> Path:
+    """Where workers append: `$EASEL_CHAOS_LEDGER`, else the data folder's ledger file."""
+    return Path(os.environ.get(LEDGER_ENV) or paths.data_dir() / LEDGER_FILE)
 
 
 def job_of_output(output_path: Path) -> int:
@@ -71,7 +80,7 @@ class LedgerRunner(StepHookRunner):
 
     def __init__(self, inner: RunnerLike, ledger: Path | None = None) -> None:
         super().__init__(inner)
-        self.ledger = ledger or paths.data_dir() / LEDGER_FILE
+        self.ledger = ledger or ledger_path()
         self._job = 0
         self._run = ""
 
@@ -80,13 +89,13 @@ class LedgerRunner(StepHookRunner):
         self._write(Mark.START)
 
     def before_step(self, progress: StepProgress) -> None:
-        self._write(Mark.STEP)
+        self._write(Mark.STEP, progress.step)
 
     def finished(self, params: GenerationParams, outcome: GenerationOutcome) -> None:
         self._write(Mark.end(outcome.kind))
 
-    def _write(self, what: Mark) -> None:
-        entry = LedgerEntry(self._job, self._run, what, time.time())
+    def _write(self, what: Mark, step: int = 0) -> None:
+        entry = LedgerEntry(self._job, self._run, what, time.time(), step)
         with open(self.ledger, "a", encoding="utf-8") as ledger:
             ledger.write(entry.line())
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
@@ -19,10 +20,16 @@ from benchmarks.chaos_checks import (
     EmptyLedger,
     completed_twice,
     figures,
+    garbage_images,
+    image_difference,
     is_lost,
+    is_one_colour,
     is_stuck,
     legal,
     overlapping_runs,
+    percentile,
+    resumed_after_crash_diffs,
+    steps_lost_per_kill,
     unrecorded_successes,
 )
 
@@ -225,4 +232,104 @@ def test_a_chaos_run_whose_workers_wrote_no_ledger_fails(queue: JobQueue, tmp_pa
 
     job_id = finished_job(queue, tmp_path)
     with pytest.raises(EmptyLedger, match="recorded no runs"):
-        check(queue, [job_id], tmp_path)  # no ledger.jsonl in this data folder
+        check(queue, [job_id], tmp_path / "ledger.jsonl")  # never written
+
+
+# --- steps lost and images (issues 10 and 11) --------------------------------------------------
+
+
+def steps(job: int, run: str, numbers: range, start_at: float) -> list[LedgerEntry]:
+    marks = [entry(job, run, Mark.START, start_at)]
+    return marks + [
+        LedgerEntry(job, run, Mark.STEP, start_at + i + 1, n) for i, n in enumerate(numbers)
+    ]
+
+
+def test_steps_lost_count_what_the_next_run_did_again_after_a_kill() -> None:
+    killed = steps(1, "a", range(1, 8), 0.0)  # reached step 7, no end mark
+    resumed = [*steps(1, "b", range(5, 11), 20.0), entry(1, "b", Mark.COMPLETED, 40.0)]
+    assert steps_lost_per_kill(killed + resumed) == [3]  # steps 5, 6 and 7 again
+
+
+def test_a_restart_from_scratch_loses_every_step_done() -> None:
+    killed = steps(2, "a", range(1, 5), 0.0)
+    again = steps(2, "b", range(1, 9), 10.0)
+    assert steps_lost_per_kill(again + killed) == [4]  # order in the file does not matter
+
+
+def test_paused_runs_and_runs_killed_before_a_step_lose_nothing() -> None:
+    paused = [*steps(3, "a", range(1, 5), 0.0), entry(3, "a", Mark.PAUSED, 5.0)]
+    resumed = steps(3, "b", range(3, 9), 10.0)  # an odd resume, but the pause was clean
+    unstarted = [entry(4, "c", Mark.START, 0.0)]
+    retried = steps(4, "d", range(1, 3), 5.0)
+    assert steps_lost_per_kill(paused + resumed + unstarted + retried) == []
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 95) == 0
+    assert percentile([5, 1, 3], 50) == 3
+    assert percentile(list(range(1, 101)), 95) == 95
+    assert percentile([0] * 19 + [40], 95) == 0  # one kill in twenty may lose more
+
+
+def png(path: Path, pixels: list[tuple[int, int, int]]) -> Path:
+    image = Image.new("RGB", (len(pixels), 1))
+    image.putdata(pixels)
+    image.save(path)
+    return path
+
+
+def test_one_colour_images_are_told_from_real_ones(tmp_path: Path) -> None:
+    assert is_one_colour(png(tmp_path / "black.png", [(0, 0, 0)] * 4))
+    assert not is_one_colour(png(tmp_path / "two.png", [(0, 0, 0), (0, 0, 1)]))
+    (tmp_path / "scripted.png").write_bytes(b'{"prompt": "a cat"}')
+    assert not is_one_colour(tmp_path / "scripted.png")
+
+
+def test_image_difference_is_the_largest_channel_difference(tmp_path: Path) -> None:
+    a = png(tmp_path / "a.png", [(10, 20, 30), (40, 50, 60)])
+    b = png(tmp_path / "b.png", [(10, 20, 30), (40, 57, 60)])
+    wide = png(tmp_path / "wide.png", [(10, 20, 30)] * 3)
+    assert image_difference(a, a) == 0
+    assert image_difference(a, b) == 7
+    assert image_difference(a, wide) == 255
+    (tmp_path / "x").write_bytes(b"one")
+    (tmp_path / "y").write_bytes(b"two")
+    assert image_difference(tmp_path / "x", tmp_path / "x") == 0
+    assert image_difference(tmp_path / "x", tmp_path / "y") == 255
+
+
+def succeed(queue: JobQueue, job_id: int, image: Path) -> None:
+    queue.claim("w2", job_id=job_id)
+    queue.fire(job_id, E.COMPLETE, source="worker", changes={"output_path": str(image)})
+
+
+def lost_then_retried(queue: JobQueue, prompt: str) -> int:
+    job_id = queue.submit(GenerationParams(prompt, model="fake"), source="test")
+    queue.claim("w1", job_id=job_id)
+    queue.fire(job_id, E.TIMEOUT, source="watchdog")
+    queue.retry(job_id)
+    return job_id
+
+
+def test_garbage_images_are_one_colour_or_unlike_an_uninterrupted_run(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    good = [(1, 2, 3), (4, 5, 6)]
+    references = {prompt: png(tmp_path / f"ref-{prompt}.png", good) for prompt in "abcd"}
+    black = lost_then_retried(queue, "a")
+    succeed(queue, black, png(tmp_path / "a.png", [(0, 0, 0)] * 2))
+    drifted = lost_then_retried(queue, "b")
+    succeed(queue, drifted, png(tmp_path / "b.png", [(1, 2, 3), (4, 5, 9)]))
+    faithful = lost_then_retried(queue, "c")
+    succeed(queue, faithful, png(tmp_path / "c.png", good))
+    once = queue.submit(GenerationParams("d", model="fake"), source="test")
+    succeed(queue, once, png(tmp_path / "d.png", [(9, 9, 9), (1, 1, 1)]))  # is its own reference
+    jobs = queue.jobs()
+    timelines = {job.id or 0: queue.timeline(job.id or 0) for job in jobs}
+
+    def reference(job: Job) -> Path:
+        return references[job.prompt]
+
+    assert garbage_images(jobs, timelines, reference) == {black, drifted}
+    assert sorted(resumed_after_crash_diffs(jobs, timelines, reference)) == [0, 3, 6]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
+from app.engine.generation.errors import CheckpointCorrupt
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.params import GenerationParams
 from app.testing.ledger import LedgerRunner, Mark, read_ledger
@@ -44,6 +46,7 @@ def test_the_ledger_records_each_run_its_steps_and_how_it_ended(tmp_path: Path) 
         (second, Mark.START), (second, Mark.STEP), (second, Mark.STEP), (second, Mark.COMPLETED),
     ]  # fmt: skip
     assert [e.at for e in entries] == sorted(e.at for e in entries)
+    assert [e.step for e in entries if e.what is Mark.STEP] == [1, 2, 3, 4]
 
 
 def test_no_ledger_file_reads_as_no_entries(tmp_path: Path) -> None:
@@ -60,3 +63,11 @@ def test_the_png_runner_replaces_the_image_with_a_real_png(tmp_path: Path) -> No
     with Image.open(tmp_path / "000042-3.png") as image:
         assert image.size == (8, 8)
         assert image.getextrema() == ((111, 111), (120, 120), (200, 200))  # one colour
+
+
+def test_a_damaged_checkpoint_raises_like_the_real_runner_s(tmp_path: Path) -> None:
+    runner = ScriptedRunner()
+    assert run(StepHookRunner(runner), tmp_path, pause_at_step=2) is OutcomeKind.PAUSED
+    (tmp_path / "job-42.ckpt").write_bytes(b'{"st\xff\x00p": 2')
+    with pytest.raises(CheckpointCorrupt, match=r"job-42\.ckpt is unreadable"):
+        run(StepHookRunner(runner), tmp_path)
