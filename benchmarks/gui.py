@@ -23,6 +23,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.engine.queue import JobQueue
+    from app.engine.settings import Settings
+    from app.engine.supervisor import Supervisor
+    from app.testing.scripted_runner import ScriptedRunner
+    from app.ui.widgets.window import MainWindow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -208,9 +216,9 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     qt_app.exec()
 
 
-def _scripted_workers(queue, settings):
-    from app.engine.scripted_runner import ScriptedRunner
+def _scripted_workers(queue: JobQueue, settings: Settings) -> tuple[Supervisor, None]:
     from app.engine.supervisor import Supervisor
+    from app.testing.scripted_runner import ScriptedRunner
 
     factory = niced_scripted_runner if os.environ.get("EASEL_BENCH_NICE") else ScriptedRunner
     supervisor = Supervisor.for_app(
@@ -219,9 +227,9 @@ def _scripted_workers(queue, settings):
     return supervisor, None
 
 
-def niced_scripted_runner():
+def niced_scripted_runner() -> ScriptedRunner:
     """The scripted runner in a worker that yields the CPU to the window first."""
-    from app.engine.scripted_runner import ScriptedRunner
+    from app.testing.scripted_runner import ScriptedRunner
 
     os.nice(10)
     return ScriptedRunner()
@@ -230,7 +238,7 @@ def niced_scripted_runner():
 class Workload:
     """What an impatient user does: scroll, page in more, switch filters, click jobs."""
 
-    def __init__(self, window) -> None:
+    def __init__(self, window: MainWindow) -> None:
         from PySide6.QtCore import QTimer
 
         self.window = window

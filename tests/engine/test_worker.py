@@ -13,9 +13,9 @@ import pytest
 
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.queue import JobQueue, params_of
-from app.engine.scripted_runner import fake_image
 from app.engine.states import JobStatus
 from app.engine.worker import Outbox
+from app.testing.scripted_runner import fake_image
 from tests.engine.worker_fixtures import (
     FAST_SETTINGS,
     Harness,

@@ -11,9 +11,9 @@ from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import default_runner
+from app.testing.step_hooks import png_runner
 from app.ui.presenters.actions import Action
 from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
-from tests.ui.png_runner import png_runner
 from tests.ui.test_window import press, status_of, type_and_generate
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).

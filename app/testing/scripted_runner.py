@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.engine.generation.errors import CheckpointCorrupt
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -44,6 +45,8 @@ class ScriptedRunner:
         self.loaded.append(model_name)
         return model_name
 
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.worker), which every
+    # runner repeats so type checkers can match it to the protocol.
     def run(
         self,
         params: GenerationParams,
@@ -100,10 +103,15 @@ def _maybe_crash(script: dict[str, str], step: int, checkpoint_path: Path) -> No
 
 
 def _read_checkpoint(path: Path) -> int:
+    """The step saved at the last pause; a damaged file raises like the real runner's."""
     try:
-        return int(json.loads(path.read_bytes())["step"])
+        data = path.read_bytes()
     except FileNotFoundError:
         return 0
+    try:
+        return int(json.loads(data)["step"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointCorrupt(f"checkpoint {path} is unreadable: {error}") from error
 
 
 def _write(path: Path, data: bytes) -> None:
