@@ -12,8 +12,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from app.engine.generation.errors import CheckpointError, is_transient
 from app.engine.generation.outcome import (
@@ -23,19 +24,54 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.messages import MessageKind
-from app.engine.queue import JobNotFound, NotHoldingJob, params_of
+from app.engine.params import GenerationParams
+from app.engine.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.retry import describe_error, failure_message
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.models.tables import Job
-
-if TYPE_CHECKING:
-    from app.engine.worker import Worker
 
 log = logging.getLogger(__name__)
 
 SOURCE = "worker"
 STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
 DECISIONS = {JobStatus.CANCELLING: StepDecision.CANCEL, JobStatus.PAUSING: StepDecision.PAUSE}
+
+
+class RunnerLike(Protocol):
+    """What a job run needs of `generation.runner.Runner` (fakes implement the same)."""
+
+    def load(self, model_name: str) -> object: ...
+
+    def run(
+        self,
+        params: GenerationParams,
+        *,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: Callable[[StepProgress], Any],
+    ) -> GenerationOutcome: ...
+
+
+class Send(Protocol):
+    """Tell the app something (see `worker.Worker.send`); never blocks."""
+
+    def __call__(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a job run needs from the worker that runs it, and nothing more."""
+
+    queue: JobQueue
+    worker_id: str
+    runner: RunnerLike
+    outputs_dir: Path
+    checkpoints_dir: Path
+    send: Send
+    pause_requested: Callable[[], bool]  # the worker is stopping: pause the job in hand
+    heartbeat_interval_s: float = 3.0
+    stall_limit_s: float = 600.0
+    progress_interval_s: float = 0.25
 
 
 class Heartbeat:
@@ -65,22 +101,22 @@ class Heartbeat:
 
 
 class JobRun:
-    def __init__(self, worker: Worker, job: Job) -> None:
-        self.worker = worker
+    def __init__(self, context: RunContext, job: Job) -> None:
+        self.context = context
+        self.queue = context.queue
         self.job = job
         self.job_id = job.id or 0
         self.params = params_of(job)
-        config = worker.config
-        self.output_path = Path(config.outputs_dir) / f"{self.job_id:06d}-{job.seed}.png"
-        default_checkpoint = Path(config.checkpoints_dir) / f"job-{self.job_id}.ckpt"
+        self.output_path = context.outputs_dir / f"{self.job_id:06d}-{job.seed}.png"
+        default_checkpoint = context.checkpoints_dir / f"job-{self.job_id}.ckpt"
         self.checkpoint_path = Path(job.checkpoint_path or default_checkpoint)
         self.lost = False
         self._last_row_update = 0.0
         self._last_sign_of_life = time.monotonic()
 
     def run(self) -> None:
-        self.worker.send(MessageKind.STARTED, self.job_id, total=self.job.steps)
-        with Heartbeat(self._heartbeat, self.worker.config.heartbeat_interval_s):
+        self.context.send(MessageKind.STARTED, self.job_id, total=self.job.steps)
+        with Heartbeat(self._heartbeat, self.context.heartbeat_interval_s):
             try:
                 outcome = self._generate()
             except Exception as error:
@@ -91,11 +127,11 @@ class JobRun:
 
     def _heartbeat(self) -> bool:
         silent_s = time.monotonic() - self._last_sign_of_life
-        if silent_s > self.worker.config.stall_limit_s:
+        if silent_s > self.context.stall_limit_s:
             # Hung outside the step loop: let the heartbeat go stale so the watchdog acts.
             log.warning("job %s: no step for %.0fs; heartbeat withheld", self.job_id, silent_s)
             return False
-        return self.worker.queue.heartbeat(self.job_id, self.worker.worker_id)
+        return self.queue.heartbeat(self.job_id, self.context.worker_id)
 
     def _generate(self) -> GenerationOutcome:
         try:
@@ -107,7 +143,7 @@ class JobRun:
             return self._run_runner()
 
     def _run_runner(self) -> GenerationOutcome:
-        return self.worker.runner.run(
+        return self.context.runner.run(
             self.params,
             output_path=self.output_path,
             checkpoint_path=self.checkpoint_path,
@@ -123,18 +159,18 @@ class JobRun:
         if status is None:
             self.lost = True
             return StepDecision.CANCEL  # someone else owns the job now: write nothing
-        if status is JobStatus.PROCESSING and self.worker.pause_requested:
+        if status is JobStatus.PROCESSING and self.context.pause_requested():
             status = self._pause_for_shutdown()
         return DECISIONS.get(status, StepDecision.CONTINUE)
 
     def _current_status(self) -> JobStatus | None:
         """The job's status if this worker still holds it, else None."""
         try:
-            job = self.worker.queue.get(self.job_id)
+            job = self.queue.get(self.job_id)
         except JobNotFound:
             return None
         status = JobStatus(job.status)
-        if job.worker_id != self.worker.worker_id or not status.is_running:
+        if job.worker_id != self.context.worker_id or not status.is_running:
             return None
         return status
 
@@ -143,17 +179,16 @@ class JobRun:
         return record if record is not None else JobStatus.PROCESSING
 
     def _report(self, progress: StepProgress) -> None:
-        worker = self.worker
-        worker.send(
+        self.context.send(
             MessageKind.PROGRESS, self.job_id, step=progress.step, total=progress.total,
             elapsed_s=progress.elapsed_s, preview_png=progress.preview_png,
         )  # fmt: skip
         now = time.monotonic()
-        due = now - self._last_row_update >= worker.config.progress_interval_s
+        due = now - self._last_row_update >= self.context.progress_interval_s
         if due or progress.step >= progress.total:
             self._last_row_update = now
-            worker.queue.report_progress(
-                self.job_id, worker.worker_id, progress.step, progress.total
+            self.queue.report_progress(
+                self.job_id, self.context.worker_id, progress.step, progress.total
             )
 
     # --- settling ----------------------------------------------------------------------------
@@ -163,7 +198,7 @@ class JobRun:
             path = str(outcome.image_path or self.output_path)
             changes = {"output_path": path, "error": None, "progress_step": self.job.steps}
             if self._fire(JobEvent.COMPLETE, message=f"wrote {path}", changes=changes):
-                self.worker.send(MessageKind.FINISHED, self.job_id, image_path=path)
+                self.context.send(MessageKind.FINISHED, self.job_id, image_path=path)
             return
         if self.lost:
             log.info("job %s was taken from this worker; dropped its run", self.job_id)
@@ -172,12 +207,12 @@ class JobRun:
         if outcome.kind is OutcomeKind.PAUSED and outcome.checkpoint_path is not None:
             changes["checkpoint_path"] = str(outcome.checkpoint_path)
         if self._fire(JobEvent.STOPPED, changes=changes, only_from=STOPPING):
-            self.worker.send(MessageKind.FINISHED, self.job_id)
+            self.context.send(MessageKind.FINISHED, self.job_id)
 
     def _fail(self, error: Exception) -> None:
         message = failure_message(error, transient=is_transient(error))
         if self._fire(JobEvent.FAIL, message=message, changes={"error": describe_error(error)}):
-            self.worker.send(MessageKind.FINISHED, self.job_id, error=describe_error(error))
+            self.context.send(MessageKind.FINISHED, self.job_id, error=describe_error(error))
 
     def _fire(
         self,
@@ -189,9 +224,9 @@ class JobRun:
     ) -> JobStatus | None:
         """Fire `event` as this worker; None if the job is no longer ours to settle."""
         try:
-            record = self.worker.queue.fire(
+            record = self.queue.fire(
                 self.job_id, event, source=SOURCE, message=message,
-                worker_id=self.worker.worker_id, changes=changes, only_from=only_from,
+                worker_id=self.context.worker_id, changes=changes, only_from=only_from,
             )  # fmt: skip
         except (NotHoldingJob, TransitionNotAllowed, JobNotFound) as error:
             log.info("job %s: %s not applied: %s", self.job_id, event.value, error)

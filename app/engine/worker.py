@@ -23,12 +23,12 @@ from types import FrameType
 from typing import Any, Protocol
 
 from app.engine import paths
-from app.engine.generation.outcome import GenerationOutcome, StepProgress
-from app.engine.job_run import JobRun
+from app.engine.job_run import JobRun, RunContext
+from app.engine.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
 from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.params import DEFAULT_MODEL, GenerationParams
+from app.engine.params import DEFAULT_MODEL
 from app.engine.queue import JobQueue, open_queue
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
@@ -37,21 +37,6 @@ log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
-
-
-class RunnerLike(Protocol):
-    """What the worker needs of `generation.runner.Runner` (fakes implement the same)."""
-
-    def load(self, model_name: str) -> object: ...
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-    ) -> GenerationOutcome: ...
 
 
 RunnerFactory = Callable[[], RunnerLike]
@@ -218,12 +203,22 @@ class Worker:
         while not (self.stopping or self.orphaned):
             job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
             if job is not None:
-                JobRun(self, job).run()
+                JobRun(self._run_context(), job).run()
             elif self.config.until_idle and not self._anything_pending():
                 break
             else:
                 self._idle()
         self.send(MessageKind.EXITING)
+
+    def _run_context(self) -> RunContext:
+        config = self.config
+        return RunContext(
+            queue=self.queue, worker_id=self.worker_id, runner=self.runner,
+            outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
+            send=self.send, pause_requested=lambda: self.pause_requested,
+            heartbeat_interval_s=config.heartbeat_interval_s,
+            stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+        )  # fmt: skip
 
     def _warm_up(self) -> None:
         if not self.config.warm_model:
