@@ -75,6 +75,8 @@ class WorkerConfig:
     # once no step checkpoint was reached for this long (generous: loading, decoding).
     stall_limit_s: float = 600.0
     progress_interval_s: float = 0.25  # progress row updates at most this often
+    checkpoint_interval_s: float = 10.0  # rolling checkpoints this often (0: none) ...
+    checkpoint_every_steps: int = 0  # ... and/or every this many steps (0: none)
     idle_poll_s: float = 0.25
     warm_model: str | None = DEFAULT_MODEL  # loaded before the first claim
     runner_factory: RunnerFactory = default_runner  # a module-level callable (pickled by name)
@@ -95,6 +97,7 @@ class WorkerConfig:
             checkpoints_dir=str(paths.checkpoints_dir()),
             liveness_dir=str(default_liveness_dir()),
             heartbeat_interval_s=settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT,
+            checkpoint_interval_s=settings.checkpoint_interval_s,
         )
         return replace(config, **overrides)
 
@@ -218,6 +221,8 @@ class Worker:
             send=self.send, pause_requested=lambda: self.pause_requested,
             heartbeat_interval_s=config.heartbeat_interval_s,
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+            checkpoint_interval_s=config.checkpoint_interval_s,
+            checkpoint_every_steps=config.checkpoint_every_steps,
         )  # fmt: skip
 
     def _warm_up(self) -> None:

@@ -26,6 +26,10 @@ class CheckpointCorrupt(CheckpointError):
     """The checkpoint file is unreadable, truncated or not an Easel checkpoint."""
 
 
+class NonFiniteLatents(GenerationError):
+    """The model produced NaN or infinite values: decoding them would give a garbage image."""
+
+
 _OOM_TYPES = frozenset({"OutOfMemoryError", "MemoryError"})
 _OOM_MARKERS = ("out of memory", "can't allocate memory")  # CUDA/MPS; CPU allocator
 
