@@ -32,6 +32,7 @@ class Settings:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
+    checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
 
     def validated(self) -> Settings:
         problems = []
@@ -43,6 +44,8 @@ class Settings:
             problems.append("heartbeat timeout must be between 2 and 3600 seconds")
         if not 0.5 <= self.cancel_grace_s <= 600:
             problems.append("cancel grace period must be between 0.5 and 600 seconds")
+        if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
+            problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self

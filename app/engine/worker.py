@@ -23,12 +23,12 @@ from types import FrameType
 from typing import Any, Protocol
 
 from app.engine import paths
-from app.engine.generation.outcome import GenerationOutcome, StepProgress
-from app.engine.job_run import JobRun
+from app.engine.job_run import JobRun, RunContext
+from app.engine.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
 from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.params import DEFAULT_MODEL, GenerationParams
+from app.engine.params import DEFAULT_MODEL
 from app.engine.queue import JobQueue, OpenFor, open_queue
 from app.engine.retry import WaitForSpace
 from app.engine.settings import Settings
@@ -39,21 +39,6 @@ log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
-
-
-class RunnerLike(Protocol):
-    """What the worker needs of `generation.runner.Runner` (fakes implement the same)."""
-
-    def load(self, model_name: str) -> object: ...
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-    ) -> GenerationOutcome: ...
 
 
 RunnerFactory = Callable[[], RunnerLike]
@@ -92,6 +77,8 @@ class WorkerConfig:
     # once no step checkpoint was reached for this long (generous: loading, decoding).
     stall_limit_s: float = 600.0
     progress_interval_s: float = 0.25  # progress row updates at most this often
+    checkpoint_interval_s: float = 10.0  # rolling checkpoints this often (0: none) ...
+    checkpoint_every_steps: int = 0  # ... and/or every this many steps (0: none)
     idle_poll_s: float = 0.25
     warm_model: str | None = DEFAULT_MODEL  # loaded before the first claim
     runner_factory: RunnerFactory = default_runner  # a module-level callable (pickled by name)
@@ -112,6 +99,7 @@ class WorkerConfig:
             checkpoints_dir=str(paths.checkpoints_dir()),
             liveness_dir=str(default_liveness_dir()),
             heartbeat_interval_s=settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT,
+            checkpoint_interval_s=settings.checkpoint_interval_s,
         )
         return replace(config, **overrides)
 
@@ -222,7 +210,7 @@ class Worker:
             try:
                 job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
                 if job is not None:
-                    JobRun(self, job).run()
+                    JobRun(self._run_context(), job).run()
             except DiskFull as error:
                 self._space.wait(error)  # no room to record anything: pause work, not die
                 continue
@@ -233,6 +221,18 @@ class Worker:
                 break
             self._idle()
         self.send(MessageKind.EXITING)
+
+    def _run_context(self) -> RunContext:
+        config = self.config
+        return RunContext(
+            queue=self.queue, worker_id=self.worker_id, runner=self.runner,
+            outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
+            send=self.send, pause_requested=lambda: self.pause_requested,
+            heartbeat_interval_s=config.heartbeat_interval_s,
+            stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+            checkpoint_interval_s=config.checkpoint_interval_s,
+            checkpoint_every_steps=config.checkpoint_every_steps,
+        )  # fmt: skip
 
     def _warm_up(self) -> None:
         if not self.config.warm_model:

@@ -35,3 +35,7 @@ class CheckpointMismatch(CheckpointError):
 
 class CheckpointCorrupt(CheckpointError):
     """The checkpoint file is unreadable, truncated or not an Easel checkpoint."""
+
+
+class NonFiniteLatents(GenerationError):
+    """The model produced NaN or infinite values: decoding them would give a garbage image."""
