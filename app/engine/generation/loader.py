@@ -1,4 +1,10 @@
-"""Loading Stable Diffusion pipelines offline, and keeping the last one(s) in memory."""
+"""Loading Stable Diffusion 1.x/2.x and SDXL pipelines offline, and keeping the last one(s)
+in memory.
+
+A diffusers folder loads with `from_pretrained`; a single checkpoint file with diffusers'
+`from_single_file`, given the matching config folder shipped in `resources/model_configs`
+(model_index.json, component configs, tokenizers), so nothing is ever fetched from a hub.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +15,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.engine.generation.architecture import Architecture, Prediction
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.preview import Previewer, previewer_for
-from app.engine.generation.sources import MODEL_INDEX, ModelInfo
+from app.engine.generation.sources import MODEL_INDEX, ModelInfo, detected
+from app.engine.paths import resources_dir
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class SingleFileConfigs:
+    """Which config folder a single checkpoint file of each kind is loaded with."""
+
+    root: Path
+
+    def folder(self, architecture: Architecture, prediction: Prediction) -> Path:
+        name = architecture.value
+        if architecture is Architecture.SD2:
+            name += "-v" if prediction is Prediction.V else "-base"
+        return self.root / name
+
+
+def bundled_configs() -> SingleFileConfigs:
+    return SingleFileConfigs(resources_dir() / "model_configs")
 
 
 @dataclass
@@ -27,13 +52,35 @@ class LoadedModel:
     previewer: Previewer
 
 
-def load_pipeline(model: ModelInfo, device: DeviceChoice) -> LoadedModel:
+def load_pipeline(
+    model: ModelInfo, device: DeviceChoice, configs: SingleFileConfigs | None = None
+) -> LoadedModel:
     """Load `model` from disk only (never the network), without the safety checker."""
-    _check_layout(model)
+    model = detected(model)
+    if not model.supported or model.architecture is None:
+        raise UnsupportedModel(f"model {model.name!r} cannot be used: {model.unsupported_reason}")
+    _quiet_loading()
+    pipeline_class = _pipeline_class(model.architecture)
+    options: dict[str, Any] = {"local_files_only": True, "dtype": device.torch_dtype}
+    if model.architecture is Architecture.SDXL:
+        options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
+    else:
+        options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    if model.is_single_file:
+        config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
+        pipe = _from_single_file(pipeline_class, model, config, options)
+    else:
+        _check_layout(model)
+        pipe = pipeline_class.from_pretrained(model.path, low_cpu_mem_usage=True, **options)
+    pipe = pipe.to(device.device)
+    pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
+    return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+
+def _quiet_loading() -> None:
     # Loading bars and import-time advisories on a worker's stderr mean nothing to an
     # artist; the app reports progress itself, and real problems arrive as exceptions.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from diffusers import StableDiffusionPipeline
     from diffusers.utils import logging as diffusers_logging
     from transformers.utils import logging as transformers_logging
 
@@ -41,17 +88,31 @@ def load_pipeline(model: ModelInfo, device: DeviceChoice) -> LoadedModel:
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()
 
-    pipe = StableDiffusionPipeline.from_pretrained(
-        model.path,
-        local_files_only=True,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-        dtype=device.torch_dtype,
-    )
-    pipe = pipe.to(device.device)
-    pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
-    return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+def _pipeline_class(architecture: Architecture) -> Any:
+    from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
+
+    if architecture is Architecture.SDXL:
+        return StableDiffusionXLPipeline
+    return StableDiffusionPipeline
+
+
+def _from_single_file(
+    pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
+) -> Any:
+    if not (config / MODEL_INDEX).is_file():
+        raise UnsupportedModel(
+            f"model {model.name!r}: the {model.label} config files are missing from {config} "
+            "(a damaged installation?)"
+        )
+    try:
+        return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        # A fine-tune with an odd layout, or a file damaged after it was listed.
+        raise UnsupportedModel(
+            f"model {model.name!r} ({model.path.name}) could not be loaded as {model.label}: "
+            f"{error}"
+        ) from error
 
 
 class PipelineCache:
@@ -60,8 +121,9 @@ class PipelineCache:
     One model by default: a second SD model in memory would double the RAM/VRAM in use.
     """
 
-    def __init__(self, max_models: int = 1) -> None:
+    def __init__(self, max_models: int = 1, configs: SingleFileConfigs | None = None) -> None:
         self._max_models = max(1, max_models)
+        self._configs = configs
         self._loaded: OrderedDict[CacheKey, LoadedModel] = OrderedDict()
 
     def get(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
@@ -71,7 +133,7 @@ class PipelineCache:
             return self._loaded[key]
         while len(self._loaded) >= self._max_models:
             self._loaded.popitem(last=False)  # free before loading, not after
-        loaded = load_pipeline(model, device)
+        loaded = load_pipeline(model, device, self._configs)
         self._loaded[key] = loaded
         return loaded
 
