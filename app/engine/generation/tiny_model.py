@@ -49,13 +49,13 @@ def build_tiny_pipeline(architecture: Architecture, *, seed: int = 0) -> Any:
         return _build_sd(v2=architecture is Architecture.SD2)
 
 
-def _text_config(*, v2: bool = False, projection_dim: int = 32) -> Any:
+def _text_config(*, v2: bool = False, hidden_size: int = 32, projection_dim: int = 32) -> Any:
     from transformers import CLIPTextConfig
 
     vocab = _tokenizer_vocab()
     return CLIPTextConfig(
         vocab_size=len(vocab),
-        hidden_size=32,
+        hidden_size=hidden_size,
         intermediate_size=37,
         num_attention_heads=4,
         num_hidden_layers=2,
@@ -148,7 +148,9 @@ def _build_sdxl() -> Any:
         layers_per_block=1,
         block_out_channels=(16, 32),
         norm_num_groups=8,
-        cross_attention_dim=64,  # both encoders' hidden states side by side (32 + 32)
+        # Both encoders' hidden states side by side (32 + 48). The widths differ as in the real
+        # model (768 and 1280): diffusers' single-file loader tells the encoders apart by it.
+        cross_attention_dim=80,
         attention_head_dim=(2, 4),
         use_linear_projection=True,
         transformer_layers_per_block=(1, 2),
@@ -163,7 +165,7 @@ def _build_sdxl() -> Any:
         vae=_vae(sdxl=True),
         text_encoder=CLIPTextModel(_text_config()),
         text_encoder_2=CLIPTextModelWithProjection(
-            _text_config(v2=True, projection_dim=projection_dim)
+            _text_config(v2=True, hidden_size=48, projection_dim=projection_dim)
         ),
         tokenizer=_tokenizer(),
         tokenizer_2=_tokenizer(),
@@ -171,3 +173,18 @@ def _build_sdxl() -> Any:
         scheduler=_scheduler(),
         add_watermarker=False,
     )
+
+
+def write_tiny_single_file(
+    dest: Path, *, seed: int = 0, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """The same tiny pipeline as `write_tiny_pipeline` (same seed, same weights), saved as
+    one `.safetensors` checkpoint with the original LDM key names, as artists get them."""
+    from safetensors.torch import save_file
+
+    from app.engine.generation.original_layout import pipeline_to_original
+
+    pipe = build_tiny_pipeline(architecture, seed=seed)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file(pipeline_to_original(pipe), str(dest))
+    return dest
