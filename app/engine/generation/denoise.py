@@ -27,6 +27,7 @@ from PIL import Image
 
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
+from app.engine.generation.lora import prompt_text
 from app.engine.params import GenerationParams
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
@@ -90,11 +91,12 @@ class _Conditioning:
 
 def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
     device = pipe._execution_device
+    prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
     if not is_sdxl(pipe):
-        cond, uncond = pipe.encode_prompt(params.prompt, device, 1, do_cfg, params.negative_prompt)
+        cond, uncond = pipe.encode_prompt(prompt, device, 1, do_cfg, params.negative_prompt)
         return _Conditioning(torch.cat([uncond, cond]) if do_cfg else cond)
     cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
-        prompt=params.prompt,
+        prompt=prompt,
         device=device,
         num_images_per_prompt=1,
         do_classifier_free_guidance=do_cfg,

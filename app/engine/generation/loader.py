@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,13 @@ from typing import Any
 from app.engine.generation.architecture import Architecture, Prediction
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.lora import (
+    LoraError,
+    LoraRef,
+    ResolvedLora,
+    lora_folders,
+    resolve_loras,
+)
 from app.engine.generation.preview import Previewer, previewer_for
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, detected
 from app.engine.paths import resources_dir
@@ -48,8 +56,44 @@ def bundled_configs() -> SingleFileConfigs:
 class LoadedModel:
     model: ModelInfo
     device: DeviceChoice
-    pipe: Any  # StableDiffusionPipeline
+    pipe: Any  # StableDiffusionPipeline or StableDiffusionXLPipeline
     previewer: Previewer
+    loras: tuple[ResolvedLora, ...] = ()  # what is applied to `pipe` right now
+
+    def use_loras(self, loras: Sequence[ResolvedLora]) -> None:
+        """Apply exactly `loras` (none: the plain model), whatever the last job applied."""
+        wanted = tuple(loras)
+        if wanted == self.loras:
+            return
+        if [lora.path for lora in wanted] != [lora.path for lora in self.loras]:
+            self._unload_loras()
+            for index, lora in enumerate(wanted):
+                self._load_lora(index, lora)
+        if wanted:
+            names = [_adapter_name(index) for index in range(len(wanted))]
+            self.pipe.set_adapters(names, adapter_weights=[lora.weight for lora in wanted])
+        self.loras = wanted
+
+    def _unload_loras(self) -> None:
+        if self.loras:
+            self.pipe.unload_lora_weights()  # removes the LoRA layers: the model as loaded
+            self.loras = ()
+
+    def _load_lora(self, index: int, lora: ResolvedLora) -> None:
+        try:
+            self.pipe.load_lora_weights(str(lora.path), adapter_name=_adapter_name(index))
+        except (ValueError, KeyError, RuntimeError, OSError) as error:
+            self.pipe.unload_lora_weights()
+            self.loras = ()
+            label = self.model.label
+            raise LoraError(
+                f"LoRA {lora.name!r} ({lora.path.name}) does not fit model {self.model.name!r} "
+                f"({label}); is it made for another architecture? ({error})"
+            ) from error
+
+
+def _adapter_name(index: int) -> str:
+    return f"lora{index}"  # peft adapter names become module keys: no dots or spaces
 
 
 def load_pipeline(
@@ -121,12 +165,32 @@ class PipelineCache:
     One model by default: a second SD model in memory would double the RAM/VRAM in use.
     """
 
-    def __init__(self, max_models: int = 1, configs: SingleFileConfigs | None = None) -> None:
+    def __init__(
+        self,
+        max_models: int = 1,
+        configs: SingleFileConfigs | None = None,
+        lora_folders: Sequence[Path] | None = None,
+    ) -> None:
         self._max_models = max(1, max_models)
         self._configs = configs
+        self._lora_folders = lora_folders
         self._loaded: OrderedDict[CacheKey, LoadedModel] = OrderedDict()
 
-    def get(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
+    def get(
+        self, model: ModelInfo, device: DeviceChoice, loras: Sequence[LoraRef] = ()
+    ) -> LoadedModel:
+        """The pipeline for `model` with exactly `loras` applied: a LoRA of the previous job
+        is removed first, so it can never leak into this one."""
+        # Resolved first: an unknown LoRA name fails before a slow model load.
+        resolved = resolve_loras(loras, self._lora_search()) if loras else []
+        loaded = self._pipeline(model, device)
+        loaded.use_loras(resolved)
+        return loaded
+
+    def _lora_search(self) -> Sequence[Path]:
+        return lora_folders() if self._lora_folders is None else self._lora_folders
+
+    def _pipeline(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
         key = (str(model.path.resolve()), device.device, device.dtype_name)
         if key in self._loaded:
             self._loaded.move_to_end(key)

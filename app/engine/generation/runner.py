@@ -6,7 +6,7 @@ Imports torch (through the loop), so only worker processes import this module.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from app.engine.generation.checkpoint import (
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
+from app.engine.generation.lora import LoraRef, parse_loras
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -59,9 +60,10 @@ class Runner:
     def device(self) -> DeviceChoice:
         return self._device
 
-    def load(self, model_name: str) -> LoadedModel:
-        """Load (or reuse) the pipeline for `model_name`; `run` does this itself."""
-        return self._cache.get(self._resolve(model_name), self._device)
+    def load(self, model_name: str, loras: Sequence[LoraRef] = ()) -> LoadedModel:
+        """Load (or reuse) the pipeline for `model_name` with exactly `loras` applied;
+        `run` does this itself, with the LoRAs its prompt names."""
+        return self._cache.get(self._resolve(model_name), self._device, loras)
 
     def run(
         self,
@@ -79,7 +81,8 @@ class Runner:
         """
         _check_params(params)
         checkpoint = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
-        job = _Job(self.load(params.model), params, checkpoint_path, on_step)
+        loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        job = _Job(loaded, params, checkpoint_path, on_step)
         state, elapsed_before = job.begin(checkpoint)
         stopped = job.run_steps(state, elapsed_before, self._preview_interval_s)
         if stopped is not None:

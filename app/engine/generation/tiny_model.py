@@ -188,3 +188,35 @@ def write_tiny_single_file(
     dest.parent.mkdir(parents=True, exist_ok=True)
     save_file(pipeline_to_original(pipe), str(dest))
     return dest
+
+
+def write_tiny_lora(
+    dest: Path, *, seed: int = 1, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """A random LoRA (rank 4, UNet attention and text encoder(s)) for the tiny pipeline of
+    `architecture`, saved in diffusers' LoRA format as `dest` (a .safetensors file)."""
+    import torch
+    from peft import LoraConfig, inject_adapter_in_model
+    from peft.utils import get_peft_model_state_dict
+
+    pipe = build_tiny_pipeline(architecture)
+    unet_targets = ["to_q", "to_k", "to_v", "to_out.0"]
+    text_targets = ["q_proj", "k_proj", "v_proj", "out_proj"]
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        # init_lora_weights=False: random A and B, so the LoRA visibly changes the image.
+        pipe.unet.add_adapter(LoraConfig(r=4, target_modules=unet_targets, init_lora_weights=False))
+        layers: dict[str, Any] = {"unet_lora_layers": get_peft_model_state_dict(pipe.unet)}
+        encoders = (
+            ["text_encoder", "text_encoder_2"]
+            if hasattr(pipe, "text_encoder_2")
+            else ["text_encoder"]
+        )
+        for name in encoders:
+            encoder = getattr(pipe, name)
+            config = LoraConfig(r=4, target_modules=text_targets, init_lora_weights=False)
+            inject_adapter_in_model(config, encoder)
+            layers[f"{name}_lora_layers"] = get_peft_model_state_dict(encoder)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    type(pipe).save_lora_weights(dest.parent, weight_name=dest.name, **layers)
+    return dest
