@@ -150,17 +150,16 @@ def test_invalid_utf8_in_a_prompt_is_refused_in_one_line(easel_home: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("field", "message"),
+    ("params", "message"),
     [
-        ({"prompt": "a cat\0"}, "the prompt contains a NUL character"),
-        ({"negative_prompt": "dogs\0"}, "the negative prompt contains a NUL character"),
-        ({"model": "easel\0-tiny"}, "the model name contains a NUL character"),
+        (GenerationParams("a cat\0"), "the prompt contains a NUL character"),
+        (GenerationParams("a cat", negative_prompt="dogs\0"), "the negative prompt contains a NUL"),
+        (GenerationParams("a cat", model="easel\0-tiny"), "the model name contains a NUL"),
     ],
 )
 def test_a_nul_is_refused_through_the_python_api(
-    queue: JobQueue, field: dict[str, str], message: str
+    queue: JobQueue, params: GenerationParams, message: str
 ) -> None:
-    params = GenerationParams(**{"prompt": "a cat", **field})
     with pytest.raises(InvalidParameters, match=message):
         queue.submit(params)
     assert queue.jobs() == []
