@@ -423,6 +423,13 @@ def _v2_to_v3(conn: Connection) -> None:
     # the message), and the folder a job's image was asked to go to (`generate --out`).
     conn.exec_driver_sql("ALTER TABLE job ADD COLUMN error_transient BOOLEAN")
     conn.exec_driver_sql("ALTER TABLE job ADD COLUMN output_dir VARCHAR")
+    # Failures recorded before: the flag was the FAIL message's prefix. Read it one last
+    # time, so a failure still waiting for the retry policy is decided as it was meant.
+    conn.exec_driver_sql(
+        "UPDATE job SET error_transient = EXISTS (SELECT 1 FROM job_transition t"
+        " WHERE t.job_id = job.id AND t.attempt = job.attempt AND t.event = 'FAIL'"
+        " AND t.message LIKE 'transient error: %') WHERE status = 'FAILED'"
+    )
 
 
 MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
