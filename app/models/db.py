@@ -55,9 +55,6 @@ FULL_DISK_FIRST_WAIT_S, FULL_DISK_MAX_WAIT_S = 0.5, 10.0
 BACKUP_FOLDER = "backups"
 BACKUPS_KEPT = 3
 
-__all__ = ["DatabaseError", "SchemaTooNew"]  # re-exported: the schema's own error lives here
-
-
 class SchemaTooNew(DatabaseError):
     pass
 
