@@ -110,13 +110,17 @@ def test_a_damaged_database_refuses_every_write_and_restores_from_the_backup(
     database = easel_home / "easel.db"
     damage(database, offset=126_000, size=8192)
     before = file_digest(database)
-    for argv in (["submit", "a cat"], ["cancel", "3"], ["recover"], ["worker", "--until-idle"]):
+    for argv in (
+        ["submit", "a cat"], ["cancel", "3"], ["recover"], ["worker", "--until-idle"],
+        ["db", "check"],
+    ):  # fmt: skip
         line = assert_one_line_error(app_command(easel_home, *argv), 1)
         assert f"{database} is damaged" in line and "python -m app db restore" in line
     assert file_digest(database) == before  # not one byte written
     [backup] = list_backups(database)
     restored = app_command(easel_home, "db", "restore")
     assert restored.returncode == 0 and str(backup) in restored.stdout
+    assert app_command(easel_home, "db", "check").stdout.strip().endswith("no damage found")
     assert app_command(easel_home, "submit", "a cat").stdout.strip() == "501"
 
 
