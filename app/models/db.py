@@ -55,6 +55,7 @@ FULL_DISK_FIRST_WAIT_S, FULL_DISK_MAX_WAIT_S = 0.5, 10.0
 BACKUP_FOLDER = "backups"
 BACKUPS_KEPT = 3
 
+
 class SchemaTooNew(DatabaseError):
     pass
 
