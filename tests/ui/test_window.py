@@ -197,7 +197,7 @@ def test_resume_paused_from_the_restore_banner(qtbot, make_window, queue, worker
     paused = job_in(queue, S.PAUSED)
     window = make_window(restore=RestoreSummary(paused=(paused,)))
     assert "1 paused" in window.restore_banner.label.text()
-    resume = next(b for b in window.restore_banner._buttons if b.text() == "Resume paused")
+    resume = next(b for b in window.restore_banner._buttons if b.text() == "Resume all")
     qtbot.mouseClick(resume, Qt.MouseButton.LeftButton)
     wait_for(qtbot, window, paused, S.PENDING)
     assert not window.restore_banner.isVisible()

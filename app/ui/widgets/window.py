@@ -43,13 +43,15 @@ from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
-from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings
+from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
 from app.ui.widgets.timeline_panel import TimelinePanel
 
 log = logging.getLogger(__name__)
 
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
+FORM_GROUP = "form"  # the prompt settings offered again at the next launch
+PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
 
 
 @dataclass
@@ -98,6 +100,7 @@ class MainWindow(QMainWindow):
         self._restore_geometry()
         self._start_timers()
         self.feed.start()
+        self._paused_at_quit = self._take_paused_at_quit()
         self.show_restore(deps.restore)
         self.vm.refresh()
         self.runner.run(deps.list_models, self.prompt.set_models)
@@ -202,6 +205,7 @@ class MainWindow(QMainWindow):
         if self.vm.filter_name in filter_statuses:  # new jobs would be invisible there
             self.set_filter("All")
         self.vm.submit(params, self.prompt.image_count())
+        self._save_form()  # now, not only at quit: a crash must not forget them
 
     def _submitted(self, job_ids: tuple[int, ...]) -> None:
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
@@ -277,25 +281,43 @@ class MainWindow(QMainWindow):
     def show_restore(
         self, restore: RestoreSummary | None, unclean: UncleanExit | None = None
     ) -> None:
-        """What the launch restored, and whether the last run ended without closing."""
-        if not restore and unclean is None:
+        """What the launch restored, whether the last run ended without closing, and the
+        jobs paused at quit: resumed now if Settings say so, else offered with "Resume all"."""
+        paused = (*(restore.paused if restore else ()), *self._paused_at_quit)
+        if paused and resume_on_launch(self.store):
+            self._resume_all(paused)
+            self.show_note(f"Resumed {_jobs(len(paused))} paused when Easel last closed")
+            paused = ()
+        if not restore and unclean is None and not paused:
             return
         banner = self.restore_banner
         banner.clear_actions()
-        if restore and restore.paused:
-            banner.add_action("Resume paused", lambda: self._resume_restored(restore))
+        if paused:
+            banner.add_action("Resume all", lambda: self._resume_all(paused))
         if restore and restore.job_ids:
             banner.add_action("Show", lambda: self._show_restored(restore))
         text = restore.describe() if restore else ""
+        if self._paused_at_quit:
+            waiting = f"{_jobs(len(self._paused_at_quit))} paused when Easel closed"
+            text = "; ".join(filter(None, [text, f"{waiting}: they continue when you resume"]))
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
             banner.add_action("Open log", lambda: _open_path(log_file))
             text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
         banner.show_text(text)
 
-    def _resume_restored(self, restore: RestoreSummary) -> None:
-        self.vm.resume_all(restore.paused)
+    def _resume_all(self, job_ids: tuple[int, ...]) -> None:
+        """Resume those still paused (the ids the launch offered), once."""
+        self.vm.resume_all(job_ids)
+        self._paused_at_quit = ()
         self.restore_banner.hide()
+
+    def _take_paused_at_quit(self) -> tuple[int, ...]:
+        """The jobs the last quit paused; forgotten once read, so they are offered once."""
+        saved = self.store.value(PAUSED_AT_QUIT, [])
+        self.store.remove(PAUSED_AT_QUIT)
+        items = saved if isinstance(saved, list) else [saved]  # one item reads as a string
+        return tuple(int(str(i)) for i in items if str(i).isdigit())
 
     def _show_restored(self, restore: RestoreSummary) -> None:
         self.set_filter("All")
@@ -316,7 +338,7 @@ class MainWindow(QMainWindow):
     # --- settings and geometry ----------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self)
+        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self, store=self.store)
         if dialog.exec() and dialog.saved is not None:
             self.deps.settings = dialog.saved
             self.deps.queue.max_attempts = dialog.saved.max_attempts
@@ -339,12 +361,22 @@ class MainWindow(QMainWindow):
             if state is not None:
                 splitter.restoreState(state)
         self.image.set_pixels(bool(self.store.value("view/pixels", False, type=bool)))
+        self.store.beginGroup(FORM_GROUP)
+        self.prompt.recall({key: str(self.store.value(key)) for key in self.store.childKeys()})
+        self.store.endGroup()
+
+    def _save_form(self) -> None:
+        self.store.beginGroup(FORM_GROUP)
+        for key, value in self.prompt.remembered().items():
+            self.store.setValue(key, value)
+        self.store.endGroup()
 
     def _save_geometry(self) -> None:
         self.store.setValue("window/geometry", self.saveGeometry())
         for splitter in self.findChildren(QSplitter):
             self.store.setValue(f"splitter/{splitter.objectName()}", splitter.saveState())
         self.store.setValue("view/pixels", self.image.scaling.isChecked())
+        self._save_form()
         self.store.sync()
 
     # --- quitting -----------------------------------------------------------------------------
@@ -353,21 +385,23 @@ class MainWindow(QMainWindow):
         if self._quitting:
             event.accept()
             return
-        running = self._running_count()
-        if running and not self._confirm_quit(running):
+        running = self._running_ids()
+        if running and not self._confirm_quit(len(running)):
             event.ignore()
             return
         self._quitting = True
+        if running:  # the quit question promised they continue next time: remember which
+            self.store.setValue(PAUSED_AT_QUIT, [str(i) for i in running])
         self._save_geometry()
         self.shut_down()
         event.accept()
 
-    def _running_count(self) -> int:
+    def _running_ids(self) -> tuple[int, ...]:
         try:
-            return len(self.deps.queue.running_ids())
+            return self.deps.queue.running_ids()
         except Exception:  # the store is unreadable: nothing we can pause anyway
             log.exception("could not count running jobs")
-            return 0
+            return ()
 
     def _confirm_quit(self, running: int) -> bool:
         if self.deps.confirm_quit is not None:
@@ -402,6 +436,10 @@ def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
     splitter.setStretchFactor(0, 1)
     splitter.setCollapsible(0, False)
     return splitter
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job{'s' * (n != 1)}"
 
 
 def describe_unclean_exit(unclean: UncleanExit) -> str:
