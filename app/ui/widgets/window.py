@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -27,8 +28,11 @@ from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.presenters import shortcuts
 from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.rows import JobRow
+from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
@@ -44,6 +48,7 @@ from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
 from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
+from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
 from app.ui.widgets.timeline_panel import TimelinePanel
 
 log = logging.getLogger(__name__)
@@ -95,6 +100,7 @@ class MainWindow(QMainWindow):
         self._quitting = False
         self._shut_down = False
         self._gallery_successes = -1
+        self.shortcuts_dialog: ShortcutsDialog | None = None
         self._build()
         self._connect()
         self._restore_geometry()
@@ -148,10 +154,10 @@ class MainWindow(QMainWindow):
     def _menus(self) -> None:
         menu = self.menuBar().addMenu("&Easel")
         settings = QAction("&Settings…", self)
-        settings.setShortcut(QKeySequence.StandardKey.Preferences)
+        settings.setShortcuts(_keys(shortcuts.SETTINGS))
         settings.triggered.connect(self.open_settings)
         quit_action = QAction("&Quit", self)
-        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.setShortcuts(_keys(shortcuts.QUIT))
         quit_action.triggered.connect(self.close)
         about = QAction("&About Easel", self)
         about.triggered.connect(self.show_about)
@@ -159,13 +165,30 @@ class MainWindow(QMainWindow):
         menu.addAction(about)
         menu.addSeparator()
         menu.addAction(quit_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        keys = QAction("&Keyboard shortcuts", self)
+        keys.setShortcuts(_keys(shortcuts.HELP))
+        keys.triggered.connect(self.show_shortcuts)
+        help_menu.addAction(keys)
+
+    def show_shortcuts(self) -> None:
+        if self.shortcuts_dialog is None:
+            self.shortcuts_dialog = ShortcutsDialog(self)
+        self.shortcuts_dialog.show()
+        self.shortcuts_dialog.raise_()
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About Easel", about_text(self.worker_status.device))
 
     def _connect(self) -> None:
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            QShortcut(QKeySequence(keys), self, self.generate)
+        for keys in _keys(shortcuts.GENERATE):
+            QShortcut(keys, self, self.generate)
+        self.jobs.open_requested.connect(self.open_image)
+        for keys in _keys(shortcuts.NEXT_PANE):
+            QShortcut(keys, self, self.next_pane)
+        # Generate -> the job list -> on: the list is one Tab away from the form, and its
+        # cells are not a Tab trap (JobsPanel turns tab-key navigation off).
+        QWidget.setTabOrder(self.prompt.generate, self.jobs.table)
         self.prompt.generate_requested.connect(self.generate)
         self.prompt.message.connect(self.show_note)
         self.image.message.connect(self.show_note)
@@ -255,6 +278,20 @@ class MainWindow(QMainWindow):
                 lambda: self.deps.queue.finished(GALLERY_PAGE), self.gallery_model.set_rows
             )
 
+    def next_pane(self) -> None:
+        """F6: focus the next of the prompt, the job list and the timeline."""
+        panes = [self.prompt.prompt, self.jobs.table, self.timeline.tree]
+        focused = QApplication.focusWidget()
+        here = next((i for i, pane in enumerate(panes) if pane is focused), -1)
+        panes[(here + 1) % len(panes)].setFocus(Qt.FocusReason.TabFocusReason)
+
+    def open_image(self, row: JobRow) -> None:
+        """Enter in the job list: the finished image in the system's viewer."""
+        if row.output_path and Path(row.output_path).is_file():
+            open_path(Path(row.output_path))
+        else:
+            self.show_note(f"Job {row.id} has no image yet")
+
     def reuse_settings(self) -> None:
         if self.detail.row is not None:
             self.prompt.set_params(self.detail.row.params)
@@ -302,7 +339,7 @@ class MainWindow(QMainWindow):
             text = "; ".join(filter(None, [text, f"{waiting}: they continue when you resume"]))
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
-            banner.add_action("Open log", lambda: _open_path(log_file))
+            banner.add_action("Open log", lambda: open_path(log_file))
             text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
         banner.show_text(text)
 
@@ -447,7 +484,11 @@ def describe_unclean_exit(unclean: UncleanExit) -> str:
     return f"Easel did not close cleanly last time ({how})."
 
 
-def _open_path(path: Path) -> None:
+def _keys(shortcut: Shortcut) -> list[QKeySequence]:
+    return [QKeySequence(keys) for keys in shortcut.keys]
+
+
+def open_path(path: Path) -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
 
