@@ -190,7 +190,9 @@ class JobsPanel(QWidget):
         targets = applicable(action, self.selected_rows())
         if not targets:
             return
-        if action is Action.RERUN:
+        if action is Action.CANCEL:
+            self.vm.cancel(targets.job_ids)
+        elif action is Action.RERUN:
             self.vm.rerun(targets.job_ids)
         elif action in (Action.UP, Action.DOWN):
             self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)

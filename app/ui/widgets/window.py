@@ -30,7 +30,7 @@ from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
 from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
-from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.queue_service import CancelOutcome, QueueService
 from app.ui.presenters.rows import JobRow
 from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
 FORM_GROUP = "form"  # the prompt settings offered again at the next launch
+UNDO_MS = 6000  # how long a cancel of queued jobs can be undone
 PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
 
 
@@ -123,6 +124,11 @@ class MainWindow(QMainWindow):
         self.timeline = TimelinePanel()
         self.detail = DetailController(self.vm, self.image_runner, self.timeline, self.image, self)
         self.restore_banner = Banner("info")
+        self.undo_banner = Banner("info")
+        self._held: CancelOutcome | None = None  # queued jobs held for an undo of their cancel
+        self._undo_timer = QTimer(self)
+        self._undo_timer.setSingleShot(True)
+        self._undo_timer.timeout.connect(self._finish_cancel)
         self.error_banner = Banner("error")
         center = QWidget()
         column = QVBoxLayout(center)
@@ -143,6 +149,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(10, 8, 10, 8)
         layout.setSpacing(8)
         layout.addWidget(self.restore_banner)
+        layout.addWidget(self.undo_banner)
         layout.addWidget(self.error_banner)
         layout.addWidget(self.splitter, 1)
         self.setCentralWidget(body)
@@ -197,6 +204,7 @@ class MainWindow(QMainWindow):
         self.vm.refreshed.connect(self._refreshed)
         self.vm.counts_changed.connect(self._counts_changed)
         self.vm.settled.connect(self.notifier.job_settled)
+        self.vm.cancel_held.connect(self._cancel_held)
         self.feed.messages.connect(self._worker_messages)
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
@@ -305,6 +313,43 @@ class MainWindow(QMainWindow):
             self.jobs.select_jobs([row.id])
         else:
             self.detail.show_finished(row)
+
+    # --- cancelling, with undo for queued jobs -------------------------------------------------
+
+    def _cancel_held(self, outcome: CancelOutcome) -> None:
+        """Say what a cancel did; queued jobs get an Undo for UNDO_MS, then are cancelled."""
+        self._finish_cancel()  # an earlier undo chance ends: one at a time
+        lost = [
+            f"job {row.id} stopped at step {row.progress_step} of {row.progress_total}, "
+            "that progress is discarded"
+            for row in outcome.stopped
+        ]
+        if not outcome.held:
+            if lost:
+                self.show_note("Cancelled " + "; ".join(lost))
+            return
+        self._held = outcome
+        seconds = UNDO_MS // 1000
+        text = f"{_jobs(len(outcome.held))} will be cancelled in {seconds} s"
+        self.undo_banner.clear_actions()
+        self.undo_banner.add_action("Undo", self.undo_cancel)
+        self.undo_banner.show_text("; ".join([text, *lost]), hide_after_ms=UNDO_MS)
+        self._undo_timer.start(UNDO_MS)
+
+    def undo_cancel(self) -> None:
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        self.undo_banner.hide()
+        if held is not None:
+            self.vm.undo_cancel(held.requeue_on_undo)
+            self.show_note(f"Kept {_jobs(len(held.held))}")
+
+    def _finish_cancel(self) -> None:
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        if held is not None:
+            self.undo_banner.hide()
+            self.vm.finish_cancel(held.held)
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -440,6 +485,16 @@ class MainWindow(QMainWindow):
             log.exception("could not count running jobs")
             return ()
 
+    def _finish_cancel_now(self) -> None:
+        """At quit the undo chance is over: cancel held jobs here (the store thread stops)."""
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        if held is not None:
+            try:
+                self.deps.queue.finish_cancel(held.held)
+            except Exception:  # they stay paused, which loses nothing
+                log.exception("could not finish cancelling %s", held.held)
+
     def _confirm_quit(self, running: int) -> bool:
         if self.deps.confirm_quit is not None:
             return self.deps.confirm_quit(running)
@@ -452,6 +507,7 @@ class MainWindow(QMainWindow):
         self._shut_down = True
         for timer in self.timers:
             timer.stop()
+        self._finish_cancel_now()
         self.feed.stop()
         self.statusBar().showMessage("Pausing running jobs…")
         self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
