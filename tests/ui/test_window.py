@@ -231,6 +231,25 @@ def test_quit_can_be_called_off(qtbot, make_window, queue, workers) -> None:
     assert asked == [1] and window.isVisible() and workers.shutdown_timeout is None
 
 
+def test_dropping_a_png_without_settings_is_an_error_in_the_banner(
+    qtbot, make_window, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    png = tmp_path / "plain.png"
+    Image.new("RGB", (8, 8)).save(png)
+    window = make_window()
+    before = window.prompt.params()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(png))])
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+                      Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    window.prompt.dropEvent(drop)
+    assert window.error_banner.isVisible()  # shown like every other error
+    assert "no generation parameters" in window.error_banner.label.text()
+    assert window.prompt.params() == before  # the form is untouched
+
+
 def test_dropping_an_easel_png_fills_the_form(qtbot, make_window, tmp_path: Path) -> None:
     from PIL import Image
 

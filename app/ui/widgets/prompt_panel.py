@@ -47,7 +47,8 @@ CUSTOM = "Custom"
 
 class PromptPanel(QWidget):
     generate_requested = Signal()
-    message = Signal(str)
+    message = Signal(str)  # a note for the status bar
+    problem = Signal(str)  # something went wrong: the red banner, like every error
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -263,7 +264,7 @@ class PromptPanel(QWidget):
         try:
             parsed = read_png_params(path)
         except NoParameters as error:
-            self.message.emit(str(error))
+            self.problem.emit(str(error))
             return False
         self.set_params(parsed.params)
         note = f"Settings from {path.name}"

@@ -199,6 +199,8 @@ class MainWindow(QMainWindow):
         self.prompt.generate_requested.connect(self.generate)
         self.prompt.message.connect(self.show_note)
         self.image.message.connect(self.show_note)
+        self.prompt.problem.connect(self.show_error)
+        self.image.problem.connect(self.show_error)
         self.vm.error.connect(self.show_error)
         self.vm.submitted.connect(self._submitted)
         self.vm.refreshed.connect(self._refreshed)
