@@ -397,3 +397,17 @@ def test_garbage_is_collected_on_the_gui_thread_only(qtbot, make_window) -> None
         assert gc.get_count()[0] <= 1
     finally:
         gc.set_threshold(*thresholds)
+
+
+def test_a_paused_job_shows_its_last_preview(qtbot, make_window, workers: FakeWorkers) -> None:
+    workers.steps_per_poll = 1
+    window = make_window()
+    window.prompt.steps.setValue(150)
+    job_id = type_and_generate(qtbot, window, "a slow sunrise")
+    qtbot.waitUntil(lambda: window.vm.live.last_preview(job_id) is not None, timeout=TIMEOUT_MS)
+    press(qtbot, window, Action.PAUSE)
+    wait_for(qtbot, window, job_id, S.PAUSED)
+    window.jobs.select_jobs([job_id])
+    qtbot.waitUntil(lambda: "last preview" in window.image.caption.text(), timeout=TIMEOUT_MS)
+    assert window.image.canvas.image is not None
+    assert window.image.caption.text().startswith(f"Job {job_id} is paused at step")
