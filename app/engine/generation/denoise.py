@@ -28,6 +28,7 @@ from PIL import Image
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.lora import prompt_text
+from app.engine.generation.prompt_weights import encode_weighted, needs_a1111_encoding
 from app.engine.params import GenerationParams
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
@@ -92,16 +93,21 @@ class _Conditioning:
 def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
     device = pipe._execution_device
     prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
+    negative = params.negative_prompt
+    if any(needs_a1111_encoding(text, pipe.tokenizer) for text in (prompt, negative)):
+        cond, uncond, pooled, uncond_pooled = encode_weighted(pipe, prompt, negative, do_cfg)
+    elif not is_sdxl(pipe):
+        cond, uncond = pipe.encode_prompt(prompt, device, 1, do_cfg, negative)
+    else:
+        cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
+            prompt=prompt,
+            device=device,
+            num_images_per_prompt=1,
+            do_classifier_free_guidance=do_cfg,
+            negative_prompt=negative,
+        )
     if not is_sdxl(pipe):
-        cond, uncond = pipe.encode_prompt(prompt, device, 1, do_cfg, params.negative_prompt)
         return _Conditioning(torch.cat([uncond, cond]) if do_cfg else cond)
-    cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
-        prompt=prompt,
-        device=device,
-        num_images_per_prompt=1,
-        do_classifier_free_guidance=do_cfg,
-        negative_prompt=params.negative_prompt,
-    )
     size = (params.height, params.width)  # original = target size, no crop: the stock default
     projection_dim = pipe.text_encoder_2.config.projection_dim
     time_ids = pipe._get_add_time_ids(
