@@ -32,7 +32,7 @@ from app.engine.paths import resources_dir
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 
-CacheKey = tuple[str, str, str]
+CacheKey = tuple[str, str, str, bool]
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,20 @@ def load_pipeline(
     else:
         _check_layout(model)
         pipe = pipeline_class.from_pretrained(model.path, low_cpu_mem_usage=True, **options)
-    pipe = pipe.to(device.device)
+    _place(pipe, device)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
     return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+
+def _place(pipe: Any, device: DeviceChoice) -> None:
+    if not device.low_vram:
+        pipe.to(device.device)
+        return
+    if device.device != "cpu":
+        # accelerate hooks move each component to the GPU only while it runs.
+        pipe.enable_model_cpu_offload(device=device.device)
+    # Tiles only above the VAE's tile size (its native image size): small images unchanged.
+    pipe.vae.enable_tiling()
 
 
 def _quiet_loading() -> None:
@@ -191,7 +202,7 @@ class PipelineCache:
         return lora_folders() if self._lora_folders is None else self._lora_folders
 
     def _pipeline(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
-        key = (str(model.path.resolve()), device.device, device.dtype_name)
+        key = (str(model.path.resolve()), device.device, device.dtype_name, device.low_vram)
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]

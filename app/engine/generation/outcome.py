@@ -35,3 +35,4 @@ class GenerationOutcome:
     kind: OutcomeKind
     image_path: Path | None = None
     checkpoint_path: Path | None = None
+    note: str = ""  # something the timeline should say, e.g. that low-VRAM mode was turned on

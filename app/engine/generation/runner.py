@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.engine.generation import denoise
@@ -18,6 +18,7 @@ from app.engine.generation.checkpoint import (
     save_checkpoint,
 )
 from app.engine.generation.device import DeviceChoice, pick_device
+from app.engine.generation.errors import is_transient
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
@@ -31,6 +32,7 @@ from app.engine.generation.sources import ModelInfo, resolve_model
 from app.engine.params import RANDOM_SEED, GenerationParams, InvalidParameters
 
 StepCallback = Callable[[StepProgress], StepDecision]
+LOW_VRAM_NOTE = "out of GPU memory: retried with low-VRAM mode on (model CPU offload, VAE tiling)"
 
 
 class Runner:
@@ -77,8 +79,31 @@ class Runner:
 
         Raises `CheckpointError` for a checkpoint that is corrupt or made for other params
         (it is left in place: the caller decides), `InvalidParameters`, `ModelNotFound`,
-        `UnsupportedModel`, and whatever the model raises (see `errors.is_transient`).
+        `UnsupportedModel`, `LoraError`, and whatever the model raises (see
+        `errors.is_transient`). Running out of GPU memory is retried once with the low-VRAM
+        mode on (it then stays on for this runner) and the outcome's note says so.
         """
+        try:
+            return self._run_once(params, output_path, checkpoint_path, on_step)
+        except Exception as error:
+            if self._device.low_vram or not is_transient(error):
+                raise
+            self._switch_to_low_vram()
+        outcome = self._run_once(params, output_path, checkpoint_path, on_step)
+        return replace(outcome, note=LOW_VRAM_NOTE)
+
+    def _switch_to_low_vram(self) -> None:
+        self._cache.clear()  # frees the pipeline that ran out of memory before reloading
+        _empty_gpu_cache()
+        self._device = replace(self._device, low_vram=True)
+
+    def _run_once(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+    ) -> GenerationOutcome:
         _check_params(params)
         checkpoint = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
@@ -135,6 +160,13 @@ class _Job:
             latents = state.denoised if state.denoised is not None else state.latents
             png = self.loaded.previewer.png(latents, (self.params.width, self.params.height))
         return StepProgress(state.steps_done, state.total_steps, elapsed, png)
+
+
+def _empty_gpu_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _set_cpu_threads(threads: int) -> None:
