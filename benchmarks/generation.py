@@ -26,6 +26,7 @@ from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource
 from app.engine.generation.tiny_model import write_tiny_pipeline
 from app.engine.params import SCHEDULERS, GenerationParams
+from benchmarks.architectures import run_architectures
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -65,6 +66,7 @@ def main() -> None:
         kb, diff = _pause_resume(runner, params, work)
         report("checkpoint_kb", f"{kb:.1f}")
         report("pause_resume_max_diff", diff)
+    run_architectures()  # per architecture on tiny random models: name[arch]: value
 
 
 def _quiet_progress_bars() -> None:
