@@ -137,3 +137,16 @@ def test_an_sd1_checkpoint_does_not_resume_on_sdxl(
     )
     with pytest.raises(CheckpointMismatch, match="SDXL"):
         runners[Architecture.SDXL].run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
+
+
+def test_a_size_far_beyond_the_native_one_is_refused_before_any_step(
+    runners: dict[Architecture, Runner], tiny_folders: dict[Architecture, Path], tmp_path: Path
+) -> None:
+    from app.engine.params import InvalidParameters
+
+    model = model_info(tiny_folders[Architecture.SDXL])
+    assert model.size_problem(128, 64) == ""
+    assert "136x64 is too large for a model trained at 64x64" in model.size_problem(136, 64)
+    with pytest.raises(InvalidParameters, match="at most 128 pixels per side"):
+        generate(runners[Architecture.SDXL], params_for("m", width=136), tmp_path, "big")
+    assert list(tmp_path.iterdir()) == []

@@ -25,11 +25,12 @@ from diffusers import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation.architecture import size_problem
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.lora import prompt_text
 from app.engine.generation.prompt_weights import encode_weighted, needs_a1111_encoding
-from app.engine.params import GenerationParams
+from app.engine.params import GenerationParams, InvalidParameters
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
     "Euler": EulerDiscreteScheduler,
@@ -121,6 +122,9 @@ def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
 
 @torch.no_grad()
 def start(pipe: Any, params: GenerationParams) -> DenoiseState:
+    problem = size_problem(native_size(pipe), params.width, params.height)
+    if problem:
+        raise InvalidParameters(problem)
     device = pipe._execution_device
     scheduler = _scheduler_with_timesteps(pipe, params, device)
     do_cfg = _uses_cfg(pipe, params)
@@ -292,6 +296,10 @@ def _scheduler_with_timesteps(pipe: Any, params: GenerationParams, device: torch
     if is_sdxl(pipe) and hasattr(scheduler, "set_begin_index"):
         scheduler.set_begin_index(0)  # as StableDiffusionXLPipeline does before its loop
     return scheduler
+
+
+def native_size(pipe: Any) -> int:
+    return int(pipe.unet.config.sample_size) * int(pipe.vae_scale_factor)
 
 
 def _latent_shape(pipe: Any, params: GenerationParams) -> tuple[int, int, int, int]:
