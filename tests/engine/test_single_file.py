@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -135,6 +136,27 @@ def test_files_that_are_not_checkpoints_are_listed_as_unsupported_with_the_reaso
     assert reason in model.unsupported_reason and model.label == "unsupported"
     with pytest.raises(UnsupportedModel, match=reason):
         Runner(device=CPU, resolve=lambda _n: model).load("odd")
+
+
+@pytest.mark.parametrize(
+    ("extra", "yaml", "expected"),
+    [
+        ({}, None, (Prediction.V, 768)),  # SD 2.1 768 is what most SD 2.x files are
+        ({}, 'model:\n  params:\n    parameterization: "v"\n', (Prediction.V, 768)),
+        ({}, "model:\n  params:\n    linear_start: 0.00085\n", (Prediction.EPSILON, 512)),
+        ({"v_pred": ()}, None, (Prediction.V, 768)),
+    ],
+)
+def test_sd2_prediction_comes_from_a_marker_or_the_sidecar_yaml(
+    tmp_path: Path, extra: dict[str, tuple[int, ...]], yaml: str | None, expected: tuple[Any, int]
+) -> None:
+    keys = {UNET_IN: (320, 4, 3, 3), "cond_stage_model.model.token_embedding.weight": (8, 4)}
+    _fake_checkpoint(tmp_path / "sd2.safetensors", {**keys, **extra})
+    if yaml is not None:
+        (tmp_path / "sd2.yaml").write_text(yaml)
+    [model] = list_models(ModelSearchPath(user=(tmp_path,)))
+    assert model.architecture is Architecture.SD2
+    assert (model.prediction, model.native_size) == expected
 
 
 def test_pickle_and_truncated_files_are_refused_with_the_reason(
