@@ -81,6 +81,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def with_queue(handler: Callable[[argparse.Namespace, JobQueue], int]) -> Handler:
     """Run a command on the user's queue; errors the user can act on become one line."""
+
     def run(args: argparse.Namespace) -> int:
         try:
             queue = open_queue()

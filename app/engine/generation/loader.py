@@ -52,6 +52,41 @@ def bundled_configs() -> SingleFileConfigs:
     return SingleFileConfigs(resources_dir() / "model_configs")
 
 
+SHARED_VOCABULARY = "clip-vocabulary"  # see packaging/model_configs/make_model_configs.py
+TOKENIZERS = ("tokenizer", "tokenizer_2")
+
+
+def shipped_tokenizer(folder: Path) -> Any:
+    """A CLIP tokenizer from a shipped settings folder and the one shared vocabulary
+    (`<configs>/clip-vocabulary`): the six tokenizers differ only in their padding token."""
+    from transformers import CLIPTokenizer
+
+    shared = folder.parent.parent / SHARED_VOCABULARY
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    vocab = json.loads((shared / "vocab.json").read_text(encoding="utf-8"))
+    lines = (shared / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]
+    merges: Any = [tuple(line.split()) for line in lines if line]
+    return CLIPTokenizer(
+        vocab=vocab,
+        merges=merges,
+        pad_token=settings["pad_token"],
+        model_max_length=settings["model_max_length"],
+    )
+
+
+def _tokenizers_from_shared_vocabulary(config: Path) -> dict[str, Any]:
+    """Tokenizers for a shipped config folder; a full tokenizer folder loads as it is."""
+    return {
+        name: shipped_tokenizer(config / name)
+        for name in TOKENIZERS
+        if (config / name).is_dir() and not _has_own_vocabulary(config / name)
+    }
+
+
+def _has_own_vocabulary(folder: Path) -> bool:
+    return (folder / "vocab.json").exists() or (folder / "tokenizer.json").exists()
+
+
 @dataclass
 class LoadedModel:
     model: ModelInfo
@@ -160,6 +195,7 @@ def _from_single_file(
             f"model {model.name!r}: the {model.label} config files are missing from {config} "
             "(a damaged installation?)"
         )
+    options = {**options, **_tokenizers_from_shared_vocabulary(config)}
     try:
         return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
