@@ -45,6 +45,7 @@ from app.engine.params import SCHEDULERS, GenerationParams
 from app.engine.queue import JobQueue, open_queue
 from app.engine.states import JobStatus
 from app.engine.worker import Outbox, Worker, WorkerConfig
+from benchmarks.architectures import run_architectures
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -88,6 +89,7 @@ def main() -> None:
         report("pause_resume_max_diff", diff)
         if not args.skip_queue:
             _queue_figures(runner, params, work, args.jobs)
+        run_architectures()  # per architecture on tiny random models: name[arch]: value
 
 
 # --- the queue against the model called directly (issue 11) ------------------------------------

@@ -289,7 +289,7 @@ class Typing:
 
     TEXT = "a lighthouse on a cliff at dusk, oil painting, dramatic sky, "
 
-    def __init__(self, window) -> None:
+    def __init__(self, window: MainWindow) -> None:
         from PySide6.QtCore import QTimer
 
         self.window = window
@@ -307,7 +307,7 @@ class Typing:
     def step(self) -> None:
         from PySide6.QtTest import QTest
 
-        QTest.keyClick(self.window.prompt.prompt, self.TEXT[self.typed % len(self.TEXT)])
+        QTest.keyClicks(self.window.prompt.prompt, self.TEXT[self.typed % len(self.TEXT)])
         self.typed += 1
 
 

@@ -201,6 +201,8 @@ class JobRun:
             outcome = self._run_runner()
         if outcome.resumed_from is not None:
             self.notes.insert(0, self._resumed_note(outcome.resumed_from))
+        if outcome.note:
+            self.notes.append(outcome.note)
         return outcome
 
     def _resumed_note(self, resumed: ResumedFrom) -> str:

@@ -107,7 +107,7 @@ def test_enter_opens_the_finished_image(
     queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id="w",
                changes={"output_path": str(image)})  # fmt: skip
     list_with(qtbot, window, job_id)
-    qtbot.waitUntil(lambda: window.jobs.current_row().status is S.SUCCESS, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: _current_status(window) is S.SUCCESS, timeout=TIMEOUT_MS)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Return)
     assert opened == [image]
 
@@ -138,3 +138,8 @@ def test_f1_lists_every_shortcut(qtbot, window: MainWindow) -> None:
     text = document.toPlainText()  # what the reader sees
     for shortcut in shortcuts.ALL:
         assert shortcut.shown in text and shortcut.what in text
+
+
+def _current_status(window: MainWindow) -> S | None:
+    row = window.jobs.current_row()
+    return row.status if row is not None else None

@@ -16,7 +16,9 @@ HERE_WORKER = str(WorkerIdentity(HERE, 4242, "abc123"))
 OTHER_WORKER = str(WorkerIdentity("render-box", 17, "def456"))
 
 
-def row(before: S | None, after: S, event: E, source: str, message: str = "") -> TransitionRow:
+def row(
+    before: JobStatus | None, after: JobStatus, event: JobEvent, source: str, message: str = ""
+) -> TransitionRow:
     return TransitionRow(1, 1, before, after, event, source, message, 0.0)
 
 

@@ -213,7 +213,7 @@ class QueueService:
                 else:  # running (or claimed just now), failed, blocked: no undo
                     self.queue.cancel(job_id)
                     stopped.extend([row] if row.status.is_running else [])
-            except user_errors() as error:
+            except UserError as error:
                 errors.append(_readable(error))
         return CancelOutcome(tuple(held), tuple(requeue), tuple(stopped), tuple(errors))
 
