@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +124,7 @@ class Counts:
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+    extra: Counter[str] = field(default_factory=Counter)  # supervisor_crashes, driver_refused
 
 
 class Chaos:
@@ -164,9 +165,7 @@ class Chaos:
     def revive_supervisor(self) -> None:
         """A supervisor that died of a fault (not of our kill) is started again, and counted."""
         if self.supervisor is not None and self.supervisor.poll() is not None:
-            self.counts.extra["supervisor_crashes"] = (
-                self.counts.extra.get("supervisor_crashes", 0) + 1
-            )
+            self.counts.extra["supervisor_crashes"] += 1
             self.start_supervisor()
 
     # the chaos
@@ -174,12 +173,15 @@ class Chaos:
     def run(self) -> None:
         self.start_supervisor()
         goal_w, goal_s = self.args.worker_kills, self.args.supervisor_kills
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while self.counts.worker_kills < goal_w or self.counts.supervisor_kills < goal_s:
-            if self._all_settled():
+            if self._all_settled() or time.monotonic() > deadline:
                 break  # the queue drained before the kill targets: reported as missed
             time.sleep(self.args.interval * self.rng.uniform(0.5, 1.5))
             self.faults.undo_due()
             self.revive_supervisor()
+            if self._warming_up():
+                continue  # acting now would only cancel jobs no worker has touched yet
             due = goal_w and self.counts.worker_kills >= (self.counts.supervisor_kills + 1) * (
                 goal_w // max(1, goal_s)
             )
@@ -207,7 +209,7 @@ class Chaos:
         except Exception:
             if not self.faults.active() & DRIVER_BLOCKING_FAULTS:
                 raise
-            self.counts.extra["driver_refused"] = self.counts.extra.get("driver_refused", 0) + 1
+            self.counts.extra["driver_refused"] += 1
 
     def _kill_a_worker(self) -> None:
         pid = self._busy_worker_pid()
@@ -256,6 +258,16 @@ class Chaos:
                 break
             time.sleep(0.5)
         return time.monotonic() - started
+
+    def _warming_up(self) -> bool:
+        """Jobs wait but no worker runs one: the workers are (re)starting.
+
+        Chaos paced by the clock would, on a slow machine, cancel the queue away before
+        any worker ran a step; paced by the workers, it provokes the same races anywhere.
+        """
+        return not self.queue.jobs([S.PROCESSING], limit=1) and bool(
+            self.queue.jobs([S.PENDING], limit=1)
+        )
 
     def _all_settled(self) -> bool:
         return not unsettled(self.queue)
@@ -420,7 +432,8 @@ def main() -> int:
     results |= {
         "worker_kills": counts.worker_kills, "supervisor_kills": counts.supervisor_kills,
         "cancels": counts.cancels, "pauses": counts.pauses, "resumes": counts.resumes,
-        "leftover_workers": leftover, **counts.extra,
+        "leftover_workers": leftover, "supervisor_crashes": counts.extra["supervisor_crashes"],
+        "driver_refused": counts.extra["driver_refused"],
         **{f"faults_{kind.value}": chaos.faults.injected[kind] for kind in sorted(args.faults)},
     }  # fmt: skip
     for name, value in results.items():
