@@ -12,7 +12,6 @@ from PySide6.QtWidgets import QApplication, QMenu
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
 from app.ui.presenters import shortcuts
-from app.ui.widgets import window as window_module
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
@@ -95,21 +94,43 @@ def test_space_pauses_then_resumes(qtbot, window: MainWindow, queue: JobQueue) -
     wait_for(qtbot, window, job_id, S.PENDING)
 
 
-def test_enter_opens_the_finished_image(
-    qtbot, window: MainWindow, queue: JobQueue, tmp_path: Path, monkeypatch
-) -> None:
-    opened: list[Path] = []
-    monkeypatch.setattr(window_module, "open_path", opened.append)
-    image = tmp_path / "done.png"
-    image.write_bytes(b"png")
-    job_id = job_in(queue, S.PENDING)
+def finished_job(queue: JobQueue, image: Path, colour: str = "red") -> int:
+    from PIL import Image
+
+    Image.new("RGB", (64, 48), colour).save(image)
+    job_id = job_in(queue, S.PENDING, f"a {colour} field")
     queue.claim("w")
     queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id="w",
                changes={"output_path": str(image)})  # fmt: skip
-    list_with(qtbot, window, job_id)
-    qtbot.waitUntil(lambda: _current_status(window) is S.SUCCESS, timeout=TIMEOUT_MS)
+    return job_id
+
+
+def test_enter_opens_the_finished_image_in_the_viewer(
+    qtbot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    older = finished_job(queue, tmp_path / "older.png", "blue")
+    newer = finished_job(queue, tmp_path / "newer.png", "red")
+    qtbot.waitUntil(lambda: len(window.gallery_model.paths()) == 2, timeout=TIMEOUT_MS)
+    list_with(qtbot, window, newer, older)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Return)
-    assert opened == [image]
+    viewer = window.viewer
+    assert viewer is not None
+    qtbot.waitUntil(viewer.isVisible, timeout=TIMEOUT_MS)
+    viewer.activateWindow()  # a window manager does this for a new dialog; offscreen has none
+    qtbot.waitUntil(viewer.isActiveWindow, timeout=TIMEOUT_MS)
+    assert viewer.path == str(tmp_path / "newer.png")
+    assert "64×48 · fit" in viewer.caption.text() and "1 of 2" in viewer.caption.text()
+    qtbot.keyClick(viewer, Qt.Key.Key_Right)  # the next (older) finished image
+    assert viewer.path == str(tmp_path / "older.png")
+    assert viewer.image.pixelColor(0, 0).blue() == 255
+    qtbot.keyClick(viewer, Qt.Key.Key_1)  # 100 %
+    assert viewer.picture.pixmap().size() == viewer.image.size()
+    qtbot.keyClick(viewer, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+    assert viewer.picture.pixmap().width() == 80  # 64 px × 1.25
+    qtbot.keyClick(viewer, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().image().size() == viewer.image.size()
+    qtbot.keyClick(viewer, Qt.Key.Key_Escape)
+    assert not viewer.isVisible()
 
 
 def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
@@ -140,6 +161,12 @@ def test_f1_lists_every_shortcut(qtbot, window: MainWindow) -> None:
         assert shortcut.shown in text and shortcut.what in text
 
 
-def _current_status(window: MainWindow) -> S | None:
-    row = window.jobs.current_row()
-    return row.status if row is not None else None
+def test_double_click_on_the_image_opens_the_viewer(
+    qtbot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    job_id = finished_job(queue, tmp_path / "done.png")
+    list_with(qtbot, window, job_id)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
+    qtbot.mouseDClick(window.image.canvas, Qt.MouseButton.LeftButton)
+    assert window.viewer is not None and window.viewer.isVisible()
+    assert window.viewer.path == str(tmp_path / "done.png")

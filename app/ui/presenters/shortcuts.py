@@ -23,7 +23,7 @@ class Shortcut:
 GENERATE = Shortcut(("Ctrl+Return", "Ctrl+Enter"), "Queue the prompt")
 CANCEL = Shortcut(("Delete",), "Cancel the selected jobs (queued ones can be undone)", "Job list")
 PAUSE_OR_RESUME = Shortcut(("Space",), "Pause or resume the selected jobs", "Job list")
-OPEN_IMAGE = Shortcut(("Return", "Enter"), "Open the selected job's image", "Job list")
+OPEN_IMAGE = Shortcut(("Return", "Enter"), "View the selected job's image", "Job list")
 MENU = Shortcut(("Shift+F10", "Menu"), "Actions for the selected jobs", "Job list")
 STEP = Shortcut(("Up", "Down"), "Step the number by one (Page Up/Down: by ten)", "Number fields")
 NEXT_PANE = Shortcut(("F6",), "Go to the next area: prompt, job list, timeline")

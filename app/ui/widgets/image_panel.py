@@ -11,6 +11,7 @@ from PySide6.QtGui import (
     QDesktopServices,
     QGuiApplication,
     QImage,
+    QMouseEvent,
     QPainter,
     QPaintEvent,
     QPixmap,
@@ -41,8 +42,11 @@ def scale_for_display(image: QImage, size: QSize, mode: Scaling) -> QImage:
 
 
 class ImageCanvas(QWidget):
+    double_clicked = Signal()  # open the larger viewer
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setToolTip("Double-click to open the viewer (zoom, previous/next)")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumSize(240, 240)
         self.image: QImage | None = None
@@ -56,6 +60,11 @@ class ImageCanvas(QWidget):
             self.placeholder = placeholder
         self._scaled = None
         self.update()
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        if self.image is not None:
+            self.double_clicked.emit()
+        event.accept()
 
     def set_mode(self, mode: Scaling) -> None:
         self.mode = mode

@@ -43,6 +43,7 @@ from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
+from app.ui.widgets.image_viewer import ImageViewer
 from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel
@@ -102,6 +103,7 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self._gallery_successes = -1
         self.shortcuts_dialog: ShortcutsDialog | None = None
+        self.viewer: ImageViewer | None = None
         self._build()
         self._connect()
         self._restore_geometry()
@@ -212,6 +214,7 @@ class MainWindow(QMainWindow):
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self._gallery_clicked)
         self.image.reuse.clicked.connect(self.reuse_settings)
+        self.image.canvas.double_clicked.connect(self._view_shown_image)
 
     def _start_timers(self) -> None:
         self.timers = []
@@ -296,11 +299,21 @@ class MainWindow(QMainWindow):
         panes[(here + 1) % len(panes)].setFocus(Qt.FocusReason.TabFocusReason)
 
     def open_image(self, row: JobRow) -> None:
-        """Enter in the job list: the finished image in the system's viewer."""
-        if row.output_path and Path(row.output_path).is_file():
-            open_path(Path(row.output_path))
-        else:
+        """Enter in the job list: the finished image in the viewer, among the others."""
+        if not row.output_path:
             self.show_note(f"Job {row.id} has no image yet")
+            return
+        paths = self.gallery_model.paths()
+        if row.output_path not in paths:
+            paths = [row.output_path]
+        self.viewer = ImageViewer(paths, paths.index(row.output_path), self)
+        self.viewer.problem.connect(self.show_error)
+        self.viewer.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.viewer.show()
+
+    def _view_shown_image(self) -> None:
+        if self.detail.row is not None and self.image.path is not None:
+            self.open_image(self.detail.row)
 
     def reuse_settings(self) -> None:
         if self.detail.row is not None:
@@ -386,7 +399,7 @@ class MainWindow(QMainWindow):
             text = "; ".join(filter(None, [text, f"{waiting}: they continue when you resume"]))
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
-            banner.add_action("Open log", lambda: open_path(log_file))
+            banner.add_action("Open log", lambda: _open_path(log_file))
             text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
         banner.show_text(text)
 
@@ -546,7 +559,7 @@ def _keys(shortcut: Shortcut) -> list[QKeySequence]:
     return [QKeySequence(keys) for keys in shortcut.keys]
 
 
-def open_path(path: Path) -> None:
+def _open_path(path: Path) -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
 
