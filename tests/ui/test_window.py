@@ -374,7 +374,7 @@ def test_the_quit_question_counts_jobs() -> None:
     from app.ui.widgets.quit_dialog import quit_question
 
     assert quit_question(1) == (
-        "Pause 1 running job and quit? They will continue from where they stopped next time."
+        "Pause 1 running job and quit? It will continue from where it stopped next time."
     )
     assert quit_question(3).startswith("Pause 3 running jobs and quit?")
 

@@ -38,7 +38,7 @@ class ImageViewer(QDialog):
 
     def __init__(self, paths: Sequence[str], index: int, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Image")
+        self.setWindowTitle(self.tr("Image"))
         self.resize(900, 760)
         self.paths = list(paths)
         self.index = index
@@ -56,25 +56,26 @@ class ImageViewer(QDialog):
 
     def _build_buttons(self) -> None:
         bar = QHBoxLayout()
+        # name (the key in self.buttons), text shown, keys, what it does
         buttons = (
-            ("‹ Previous", "Left", lambda: self.show_index(self.index - 1)),
-            ("Next ›", "Right", lambda: self.show_index(self.index + 1)),
-            ("Fit", "F", self.fit),
-            ("100%", "1", lambda: self.set_zoom(1.0)),
-            ("−", "Ctrl+-", lambda: self.set_zoom(self._zoom_now() / ZOOM_STEP)),
-            ("+", "Ctrl+=", lambda: self.set_zoom(self._zoom_now() * ZOOM_STEP)),
-            ("Copy", "Ctrl+C", self.copy),
-            ("Open folder", "Ctrl+Shift+O", self.open_folder),
-            ("Open file", "Ctrl+O", self.open_file),
+            ("‹ Previous", self.tr("‹ Previous"), "Left", lambda: self.show_index(self.index - 1)),
+            ("Next ›", self.tr("Next ›"), "Right", lambda: self.show_index(self.index + 1)),
+            ("Fit", self.tr("Fit"), "F", self.fit),
+            ("100%", "100%", "1", lambda: self.set_zoom(1.0)),
+            ("−", "−", "Ctrl+-", lambda: self.set_zoom(self._zoom_now() / ZOOM_STEP)),
+            ("+", "+", "Ctrl+=", lambda: self.set_zoom(self._zoom_now() * ZOOM_STEP)),
+            ("Copy", self.tr("Copy"), "Ctrl+C", self.copy),
+            ("Open folder", self.tr("Open folder"), "Ctrl+Shift+O", self.open_folder),
+            ("Open file", self.tr("Open file"), "Ctrl+O", self.open_file),
         )
         self.buttons: dict[str, QPushButton] = {}
-        for text, keys, slot in buttons:
+        for name, text, keys, slot in buttons:
             button = QPushButton(text)
             button.setToolTip(keys)
             button.clicked.connect(slot)
             QShortcut(QKeySequence(keys), self, slot)
             bar.addWidget(button)
-            self.buttons[text] = button
+            self.buttons[name] = button
         QShortcut(QKeySequence("+"), self, self.buttons["+"].click)
         QShortcut(QKeySequence("-"), self, self.buttons["−"].click)
         layout = QVBoxLayout(self)
@@ -94,7 +95,9 @@ class ImageViewer(QDialog):
         self.buttons["‹ Previous"].setEnabled(index > 0)
         self.buttons["Next ›"].setEnabled(index < len(self.paths) - 1)
         if self.image.isNull():
-            self.picture.setText(f"The image file is missing or unreadable:\n{self.path}")
+            self.picture.setText(
+                self.tr("The image file is missing or unreadable:\n{path}").format(path=self.path)
+            )
         self._render()
 
     def fit(self) -> None:
@@ -124,10 +127,11 @@ class ImageViewer(QDialog):
         )
         scaled = self.image.scaled(size, Qt.AspectRatioMode.KeepAspectRatio, mode)
         self.picture.setPixmap(QPixmap.fromImage(scaled))
-        how = "fit" if self.zoom is None else "zoom"
+        how = self.tr("fit {zoom}") if self.zoom is None else self.tr("zoom {zoom}")
+        place = self.tr("{n} of {count}").format(n=self.index + 1, count=len(self.paths))
         self.caption.setText(
             f"{Path(self.path).name} · {self.image.width()}×{self.image.height()} · "
-            f"{how} {zoom:.0%} · {self.index + 1} of {len(self.paths)}"
+            f"{how.format(zoom=f'{zoom:.0%}')} · {place}"
         )
 
     def resizeEvent(self, event: QResizeEvent) -> None:
@@ -147,4 +151,4 @@ class ImageViewer(QDialog):
 
     def _open(self, path: Path) -> None:
         if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))):
-            self.problem.emit(f"Could not open {path}")
+            self.problem.emit(self.tr("Could not open {path}").format(path=path))
