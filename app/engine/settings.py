@@ -33,6 +33,8 @@ class Settings:
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
     checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
+    # Model CPU offload and VAE tiling: slower, for GPUs with little memory (see device.py).
+    low_vram: bool = False
 
     def validated(self) -> Settings:
         problems = []

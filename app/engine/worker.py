@@ -46,16 +46,20 @@ def default_runner() -> RunnerLike:
     """The real runner, finding models where the app's model picker looks for them."""
     from functools import partial
 
+    from app.engine.generation.device import pick_device
+    from app.engine.generation.loader import PipelineCache
+    from app.engine.generation.lora import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
-    from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs, resolve_model
+    from app.engine.generation.sources import resolve_model
     from app.engine.settings import load_settings
 
-    search = ModelSearchPath(
-        bundled=(paths.bundled_models_dir(),),
-        user=(load_settings().models_path(),),
-        hf_caches=hf_cache_dirs(),
+    settings = load_settings()
+    search = settings.model_search_path()
+    return Runner(
+        device=pick_device(low_vram=settings.low_vram),
+        resolve=partial(resolve_model, search=search),
+        cache=PipelineCache(lora_folders=lora_folders(search)),
     )
-    return Runner(resolve=partial(resolve_model, search=search))
 
 
 class EventLike(Protocol):
