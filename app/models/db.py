@@ -6,6 +6,7 @@ SQLAlchemy and can later run on PostgreSQL unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -50,6 +51,14 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
+    @property
+    def location(self) -> str:
+        """What `open_database` takes to open this database again (e.g. in a worker process):
+        the SQLite file, or the PostgreSQL URL as the user gave it."""
+        if self.is_sqlite:
+            return str(self.engine.url.database)
+        return self.engine.url.render_as_string(hide_password=False)
+
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that takes the write lock up front (SQLite: BEGIN IMMEDIATE).
@@ -81,14 +90,35 @@ class Database:
         """
         raw = self._hot_connection()
         cursor = raw.cursor()
-        if self.is_sqlite:
-            _begin_immediate(cursor)
         try:
+            if self.is_sqlite:
+                _begin_immediate(cursor)
             yield HotTransaction(cursor)
+            raw.commit()
         except BaseException:
-            raw.rollback()
+            self._roll_back(raw)
             raise
-        raw.commit()
+
+    def _roll_back(self, raw: Any) -> None:
+        """Roll back; a connection the server closed (PostgreSQL restart) is dropped, so the
+        thread's next hot write connects afresh."""
+        # A failed rollback means the connection is gone; the error that got us here is the one
+        # to raise.
+        with contextlib.suppress(Exception):
+            raw.rollback()
+        if not self.is_sqlite:
+            from app.models.postgres import is_broken
+
+            if is_broken(raw.dbapi_connection):
+                self._forget_hot_connection(raw)
+
+    def _forget_hot_connection(self, raw: Any) -> None:
+        self._local.connection = None
+        with self._lock:
+            if raw in self._hot_connections:
+                self._hot_connections.remove(raw)
+        with contextlib.suppress(Exception):
+            raw.close()
 
     def _hot_connection(self) -> Any:
         raw = getattr(self._local, "connection", None)
@@ -156,7 +186,13 @@ class HotTransaction:
 
 
 def open_database(path: Path | str) -> Database:
-    """Open (creating if needed) the database at `path` and bring its schema up to date."""
+    """Open (creating if needed) the database at `path` and bring its schema up to date.
+
+    `path`: a SQLite file, or a PostgreSQL URL (see `postgres`)."""
+    from app.models import postgres  # it builds on this module
+
+    if postgres.is_database_url(str(path)):
+        return postgres.open_postgres(str(path))
     db = Database(_sqlite_engine(Path(path)))
     try:
         ensure_schema(db)
