@@ -16,6 +16,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from app.engine.queue import JobQueue
+from app.engine.settings import DB_ENV
 from app.models.db import Database, open_database
 from tests import pg
 
@@ -25,6 +26,8 @@ def easel_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own data folder: nothing touches the user's real one."""
     home = tmp_path / "easel-home"
     monkeypatch.setenv("EASEL_HOME", str(home))
+    # The local SQLite store unless a test asks otherwise (`--db` sets it for the process).
+    monkeypatch.delenv(DB_ENV, raising=False)
     return home
 
 

@@ -8,14 +8,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import jobs, worker
+from app.cli import db, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
+from app.engine.settings import DB_ENV
 
 # Each command module adds its sub-commands; a sub-command stores its handler as `run`.
 COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     jobs.add_commands,
     worker.add_commands,
+    db.add_commands,
 ]
 
 
@@ -29,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--home", metavar="DIR", help=f"data folder (overrides ${HOME_ENV} and the default)"
     )
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help=f"job database: a postgresql:// URL shared by several machines (overrides ${DB_ENV})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add_commands in COMMAND_MODULES:
         add_commands(commands)
@@ -40,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.home:
         os.environ[HOME_ENV] = os.path.abspath(args.home)
+    if args.db:
+        os.environ[DB_ENV] = args.db  # also reaches worker processes, which inherit it
     if args.command is None:
         return _open_window()
     configure_logging("cli")

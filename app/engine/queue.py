@@ -21,9 +21,9 @@ from typing import Any
 
 from sqlalchemy import Row, func, select, update
 
-from app.engine import paths
 from app.engine.params import GenerationParams
 from app.engine.queue_sql import QueueStatements, job_from_cursor
+from app.engine.settings import database_location
 from app.engine.states import (
     JobEvent,
     JobStatus,
@@ -428,9 +428,10 @@ def _job(row: Row[Any]) -> Job:
     return Job.model_validate(row._mapping)
 
 
-def open_queue(db_path: Path | None = None) -> JobQueue:
-    """The queue on the user's database (or `db_path`), with the standard side effects."""
-    queue = JobQueue(open_database(db_path or paths.database_path()))
+def open_queue(location: Path | str | None = None) -> JobQueue:
+    """The queue on the user's database (or `location`: a SQLite file or a PostgreSQL URL),
+    with the standard side effects."""
+    queue = JobQueue(open_database(location or database_location()))
     queue.listeners.append(_checkpoint_cleaner(queue))
     return queue
 

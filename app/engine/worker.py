@@ -30,7 +30,7 @@ from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import DEFAULT_MODEL, GenerationParams
 from app.engine.queue import JobQueue, open_queue
-from app.engine.settings import Settings
+from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class EventLike(Protocol):
 class WorkerConfig:
     """Everything a worker process needs; plain values, so it pickles into a spawned child."""
 
-    db_path: str
+    db_path: str  # a SQLite file or a PostgreSQL URL
     outputs_dir: str
     checkpoints_dir: str
     liveness_dir: str
@@ -102,10 +102,10 @@ class WorkerConfig:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, db_path: Path | None = None, **overrides: Any
+        cls, settings: Settings, db_path: Path | str | None = None, **overrides: Any
     ) -> WorkerConfig:
         config = cls(
-            db_path=str(db_path or paths.database_path()),
+            db_path=str(db_path or database_location()),
             outputs_dir=str(settings.outputs_path()),
             checkpoints_dir=str(paths.checkpoints_dir()),
             liveness_dir=str(default_liveness_dir()),
@@ -114,9 +114,10 @@ class WorkerConfig:
         return replace(config, **overrides)
 
 
-def database_file(queue: JobQueue) -> Path:
-    """The file of the queue's database, for workers to open their own connection to."""
-    return Path(str(queue.db.engine.url.database))
+def database_file(queue: JobQueue) -> str:
+    """The queue's database (SQLite file or PostgreSQL URL), for workers to open their own
+    connection to."""
+    return queue.db.location
 
 
 def default_liveness_dir() -> Path:
@@ -265,7 +266,7 @@ def run_worker(
     worker_id = str(WorkerIdentity(this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
     with LivenessLock(Path(config.liveness_dir), token):
-        queue = open_queue(Path(config.db_path))
+        queue = open_queue(config.db_path)
         outbox = Outbox(sink)
         _limit_torch_threads(config.torch_threads)
         worker = Worker(

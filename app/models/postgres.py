@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 
 from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema
+from app.models.tables import JOB, TRANSITION
 
 SCHEMES = ("postgresql", "postgres")
 DRIVER = "postgresql+psycopg"
@@ -31,7 +32,7 @@ SCHEMA_LOCK_KEY = 0x45A5E1
 # SQLSTATE -> what the user can do about it.
 _SQLSTATE_MESSAGES = {
     "28P01": "the password for user {user} was refused",
-    "28000": "user {user} may not connect (check pg_hba.conf)",
+    "28000": "user {user} may not connect to it (check the user name and pg_hba.conf)",
     "3D000": "the database {database} does not exist (create it with `createdb {database}`)",
     "42501": "user {user} lacks the rights to create Easel's tables",
 }
@@ -112,22 +113,95 @@ def _schema_lock(engine: Engine) -> Iterator[None]:
 def connection_error(error: SQLAlchemyDBAPIError, url: URL) -> DatabaseError:
     """One sentence for a failed connection or set-up: unreachable, refused, missing."""
     where = safe_url(url)
-    sqlstate = getattr(error.orig, "sqlstate", None)
+    sqlstate = getattr(error.orig, "sqlstate", None) or _connect_sqlstate(str(error.orig))
     template = _SQLSTATE_MESSAGES.get(sqlstate or "")
     if template is not None:
         reason = template.format(user=url.username or "(default)", database=url.database)
-    elif sqlstate is None:
-        # No SQLSTATE: the server was never reached (refused, unknown host, timeout).
+    elif sqlstate == _UNREACHABLE:
         reason = f"the server at {url.host or 'localhost'}:{url.port or 5432} cannot be reached"
     else:
-        reason = _first_line(error.orig)
+        reason = _last_line(error.orig)
     return DatabaseError(f"Cannot open the job database {where}: {reason}.")
 
 
-def _first_line(error: Any) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+_UNREACHABLE = "08001"  # sqlclient_unable_to_establish_sqlconnection
+# libpq reports a failed connection as text only (psycopg gives no SQLSTATE for it).
+_CONNECT_FAILURES = (
+    ("password authentication failed", "28P01"),
+    ("no password supplied", "28P01"),
+    ("no pg_hba.conf entry", "28000"),
+    ("does not exist", "3D000"),  # database "x" does not exist (a missing role says "role")
+    ("connection refused", _UNREACHABLE),
+    ("could not translate host name", _UNREACHABLE),
+    ("timeout expired", _UNREACHABLE),
+    ("no route to host", _UNREACHABLE),
+    ("network is unreachable", _UNREACHABLE),
+)
+
+
+def _connect_sqlstate(message: str) -> str | None:
+    lowered = message.lower()
+    if "role" in lowered and "does not exist" in lowered:
+        return "28000"
+    return next((state for text, state in _CONNECT_FAILURES if text in lowered), None)
+
+
+def _last_line(error: Any) -> str:
+    """libpq's own words, last line first: it ends with the reason (never the password)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1].rstrip(".") if lines else type(error).__name__
 
 
 def is_broken(driver_connection: Any) -> bool:
     """A psycopg connection that the server or the network closed (restart, timeout)."""
     return bool(getattr(driver_connection, "broken", False) or driver_connection.closed)
+
+
+# --- copying a local queue in --------------------------------------------------------------
+
+COPY_BATCH = 1000
+
+
+class TargetNotEmpty(DatabaseError):
+    pass
+
+
+def copy_store(source: Database, target: Database) -> tuple[int, int]:
+    """Copy every job and its whole history from `source` into the empty `target`, ids kept,
+    in one transaction (all or nothing). Returns (jobs, history rows).
+
+    Both are at the current schema (`open_database` migrated them). A target that already
+    holds jobs is refused: merging two queues would renumber jobs and break their history.
+    """
+    with source.read() as reading, target.write() as writing:
+        if writing.execute(select(func.count()).select_from(JOB)).scalar_one():
+            raise TargetNotEmpty(
+                f"{safe_url(target.location)} already holds jobs; copy into an empty database"
+            )
+        counts = [
+            _copy_table(reading, writing, table) for table in (JOB, TRANSITION)
+        ]  # jobs first: history rows point at them
+        if not target.is_sqlite:
+            for table in (JOB, TRANSITION):
+                _advance_id_sequence(writing, table)
+    return counts[0], counts[1]
+
+
+def _copy_table(reading: Connection, writing: Connection, table: Table) -> int:
+    # In id order: a re-run's rerun_of points at an earlier job, already copied.
+    rows = reading.execute(select(table).order_by(table.c.id))
+    copied = 0
+    while batch := rows.fetchmany(COPY_BATCH):
+        writing.execute(insert(table), [dict(row._mapping) for row in batch])
+        copied += len(batch)
+    return copied
+
+
+def _advance_id_sequence(conn: Connection, table: Table) -> None:
+    """Rows copied with their ids leave the id sequence at 1; the next job must not reuse one."""
+    conn.execute(
+        text(
+            f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+            f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+        )
+    )
