@@ -9,14 +9,13 @@ by quietly running half the suite.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+
+from app.models.db import DatabaseError
+from app.models.postgres import scratch_schema
 
 PG_URL_ENV = "EASEL_TEST_PG_URL"
 BACKENDS = ("sqlite", "postgresql")
@@ -37,22 +36,12 @@ def fresh_schema() -> Iterator[str]:
     A schema, not a database: CREATE SCHEMA takes milliseconds, CREATE DATABASE most of a
     second, and the hypothesis machine wants a fresh store per example.
     """
-    url = make_url(server_url())
-    admin = create_engine(url.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE SCHEMA {schema}"))
-    except OperationalError as error:
-        admin.dispose()
-        _unavailable(f"the PostgreSQL test server is unreachable: {error.orig}")
-    try:
-        scoped = url.update_query_dict({"options": f"-csearch_path={schema}"})
-        yield scoped.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(scratch_schema(server_url()))
+        except DatabaseError as error:
+            _unavailable(f"the PostgreSQL test server cannot be used: {error}")
+        yield url
 
 
 @contextmanager

@@ -11,6 +11,8 @@ or from libpq itself (`PGPASSWORD`, `~/.pgpass`), and every message hides it.
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -62,6 +64,29 @@ def safe_url(location: str | URL) -> str:
     except ArgumentError:
         return "the database URL"
     return url.set(drivername=url.drivername.split("+")[0]).render_as_string(hide_password=True)
+
+
+@contextmanager
+def scratch_schema(location: str) -> Iterator[str]:
+    """A URL whose connections see only a new, empty schema, dropped afterwards (tests and
+    benchmarks: a fresh store in milliseconds, where CREATE DATABASE takes most of a second).
+    """
+    url = parse_url(location)
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    schema = f"scratch_{uuid.uuid4().hex[:16]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+    except SQLAlchemyDBAPIError as error:
+        admin.dispose()
+        raise connection_error(error, url) from None
+    try:
+        scoped = url.update_query_dict({"options": f"-csearch_path={schema}"})
+        yield scoped.render_as_string(hide_password=False)
+    finally:
+        with contextlib.suppress(SQLAlchemyDBAPIError), admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
 
 
 def postgres_engine(url: URL) -> Engine:
