@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -12,6 +13,9 @@ from app.cli import db, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
 from app.engine.settings import DB_ENV
+from app.errors import internal_error
+
+log = logging.getLogger(__name__)
 
 # Each command module adds its sub-commands; a sub-command stores its handler as `run`.
 COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -19,6 +23,9 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     worker.add_commands,
     db.add_commands,
 ]
+EXIT_BUG = 1
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE (128 + 13)
+HOME_HELP = f"data folder (overrides ${HOME_ENV} and the default)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,9 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no command, opens the window.",
     )
     parser.add_argument("--version", action="version", version=f"Easel {__version__}")
-    parser.add_argument(
-        "--home", metavar="DIR", help=f"data folder (overrides ${HOME_ENV} and the default)"
-    )
+    parser.add_argument("--home", metavar="DIR", help=HOME_HELP)
     parser.add_argument(
         "--db",
         metavar="URL",
@@ -39,7 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add_commands in COMMAND_MODULES:
         add_commands(commands)
+    _accept_home_after_the_command(commands)
     return parser
+
+
+def _accept_home_after_the_command(commands: argparse._SubParsersAction) -> None:
+    """`--home DIR` after the command too (`jobs --home DIR`), at any depth (`db restore`).
+
+    SUPPRESS: a command that is not given `--home` leaves the one before it in place."""
+    for parser in set(commands.choices.values()):
+        parser.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS, help=HOME_HELP)
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_home_after_the_command(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,9 +68,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[DB_ENV] = args.db  # also reaches worker processes, which inherit it
     if args.command is None:
         return _open_window()
-    configure_logging("cli")
+    log_file = configure_logging("cli")
     handler: Callable[[argparse.Namespace], int] = args.run
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        return _reader_went_away()
+    except Exception as error:  # a bug: the traceback goes to the log, one line to the user
+        log.exception("command %s failed", args.command)
+        print(f"error: {internal_error(error, log_file)}", file=sys.stderr)
+        return EXIT_BUG
+
+
+def _reader_went_away() -> int:
+    """`jobs | head`: the reader closed the pipe; stop quietly (no traceback at exit either)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the flush at interpreter exit must not fail again
+    return EXIT_BROKEN_PIPE
 
 
 def _open_window() -> int:

@@ -1,4 +1,5 @@
-"""Database commands: `db copy --to URL` moves a local queue into a shared PostgreSQL."""
+"""Database commands: `db check`, `db backup`, `db restore [FILE]`, and `db copy --to URL`,
+which moves this machine's queue into a PostgreSQL database shared by several machines."""
 
 from __future__ import annotations
 
@@ -6,34 +7,74 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.engine.paths import database_path
-from app.models.db import DatabaseError, open_database
+from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
+from app.engine import paths
+from app.engine.queue import JobQueue, OpenFor
+from app.errors import DatabaseError
+from app.models.db import back_up, list_backups, open_database, restore_backup
 from app.models.postgres import copy_store, is_database_url, safe_url
-
-EXIT_REFUSED = 2
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    db = commands.add_parser("db", help="the job database: copy a local queue to PostgreSQL")
+    db = commands.add_parser(
+        "db", help="check, back up or restore the job database, or copy it to PostgreSQL"
+    )
     actions = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    check = actions.add_parser("check", help="check the database for damage (read-only)")
+    check.set_defaults(run=with_queue(_check, OpenFor.REQUESTS))
+    backup = actions.add_parser("backup", help="back the database up now (backups/, last 3 kept)")
+    backup.set_defaults(run=with_queue(_backup, OpenFor.REQUESTS))
+    restore = actions.add_parser(
+        "restore", help="replace a damaged database with a backup (close Easel first)"
+    )
+    restore.add_argument("file", nargs="?", type=Path, metavar="FILE",
+                         help="the backup to restore (default: the newest)")  # fmt: skip
+    restore.add_argument("--list", action="store_true", help="list the backups, newest last")
+    restore.set_defaults(run=_restore)
     copy = actions.add_parser(
         "copy", help="copy this machine's SQLite queue, history included, into PostgreSQL"
     )
     copy.add_argument("--to", metavar="URL", required=True, help="postgresql://user@host/db")
     copy.add_argument(
-        "--from", dest="source", metavar="FILE", help="SQLite file (default: the data folder's)"
-    )
+        "--from", dest="source", type=Path, metavar="FILE",
+        help="the SQLite file (default: the data folder's)",
+    )  # fmt: skip
     copy.set_defaults(run=_copy)
 
 
-def _copy(args: argparse.Namespace) -> int:
-    source = Path(args.source) if args.source else database_path()
-    if not is_database_url(args.to):
-        return _refuse(f"--to needs a postgresql:// URL, not {args.to!r}")
-    if not source.is_file():
-        return _refuse(f"there is no job database at {source}")
+def _check(_args: argparse.Namespace, queue: JobQueue) -> int:
+    print(f"{queue.db.path}: no damage found")  # opening for requests ran the check
+    return 0
+
+
+def _backup(_args: argparse.Namespace, queue: JobQueue) -> int:
+    print(back_up(queue.db))
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    database = paths.database_path()
+    if args.list:
+        for backup in list_backups(database):
+            print(backup)
+        return 0
     try:
-        local = open_database(source)
+        used, set_aside = restore_backup(database, args.file)
+    except (DatabaseError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_STORE
+    print(f"restored {used}; the replaced database is kept as {set_aside}")
+    return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    source: Path = args.source or paths.database_path()
+    if not is_database_url(args.to):
+        return _refuse(f"--to needs a postgresql:// URL, not {args.to!r}", EXIT_REFUSED)
+    if not source.is_file():
+        return _refuse(f"there is no job database at {source}", EXIT_REFUSED)
+    try:
+        local = open_database(source, read_only=True)
         try:
             shared = open_database(args.to)
             try:
@@ -43,11 +84,11 @@ def _copy(args: argparse.Namespace) -> int:
         finally:
             local.dispose()
     except DatabaseError as error:
-        return _refuse(str(error))
+        return _refuse(str(error), EXIT_STORE)
     print(f"copied {jobs} jobs and {rows} history rows from {source} to {safe_url(args.to)}")
     return 0
 
 
-def _refuse(message: str) -> int:
+def _refuse(message: str, code: int) -> int:
     print(f"error: {message}", file=sys.stderr)
-    return EXIT_REFUSED
+    return code

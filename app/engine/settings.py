@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.engine import paths
+from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class Settings:
     # A PostgreSQL URL shared by several machines; empty: the SQLite file in the data folder.
     # Never with a password: libpq finds it in PGPASSWORD or ~/.pgpass.
     database_url: str = ""
+    checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
 
     def validated(self) -> Settings:
         problems = []
@@ -48,12 +50,22 @@ class Settings:
         if not 0.5 <= self.cancel_grace_s <= 600:
             problems.append("cancel grace period must be between 0.5 and 600 seconds")
         problems += _database_url_problems(self.database_url)
+        if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
+            problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self
 
     def models_path(self) -> Path:
         return Path(self.models_dir) if self.models_dir else paths.models_dir()
+
+    def model_search_path(self) -> ModelSearchPath:
+        """Where models are looked for: bundled, then this user's folder, then the HF cache."""
+        return ModelSearchPath(
+            bundled=(paths.bundled_models_dir(),),
+            user=(self.models_path(),),
+            hf_caches=hf_cache_dirs(),
+        )
 
     def outputs_path(self) -> Path:
         path = Path(self.outputs_dir) if self.outputs_dir else paths.outputs_dir()

@@ -4,12 +4,14 @@ server cannot be used."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.cli import main
+from app.cli.jobs import EXIT_STORE
 from app.engine.params import GenerationParams
 from app.engine.paths import database_path
 from app.engine.queue import JobQueue, open_queue
@@ -42,7 +44,7 @@ def test_db_copy_moves_jobs_and_history_and_new_ids_follow_on(
     local.fire(first, JobEvent.STOPPED, source="worker", worker_id="w1")
     local.cancel(first)
     rerun = local.rerun(first)
-    before = {job.id: job for job in local.jobs()}
+    before = {job.id or 0: job for job in local.jobs()}
     timelines = {job_id: local.timeline(job_id) for job_id in before}
     local.db.dispose()
 
@@ -52,7 +54,7 @@ def test_db_copy_moves_jobs_and_history_and_new_ids_follow_on(
     assert "copied 3 jobs and" in out and "easel-test" not in out  # never the password
     shared = JobQueue(open_database(pg_url))
     try:
-        assert {job.id: job for job in shared.jobs()} == before
+        assert {job.id or 0: job for job in shared.jobs()} == before
         assert {job_id: shared.timeline(job_id) for job_id in before} == timelines
         assert shared.get(rerun).rerun_of == first
         assert shared.submit(GenerationParams("next", seed=5)) == rerun + 1
@@ -67,7 +69,7 @@ def test_db_copy_refuses_a_database_that_already_holds_jobs(
     shared = JobQueue(open_database(pg_url))
     shared.submit(GenerationParams("already there", seed=1))
     code, _, err = run_cli(capsys, "db", "copy", "--to", pg_url)
-    assert code == 2
+    assert code == EXIT_STORE
     assert err.count("\n") == 1 and "already holds jobs" in err
     assert [job.prompt for job in shared.jobs()] == ["already there"]
     shared.db.dispose()
@@ -87,7 +89,7 @@ def test_the_global_db_option_points_every_command_at_postgresql(
     local.db.dispose()
 
 
-def _with(url: str, **changes: object) -> str:
+def _with(url: str, **changes: Any) -> str:
     return make_url(url).set(**changes).render_as_string(hide_password=False)
 
 
@@ -100,11 +102,11 @@ def _with(url: str, **changes: object) -> str:
     ],
 )
 def test_a_database_that_cannot_be_used_is_one_clear_line(
-    capsys: pytest.CaptureFixture[str], pg_url: str, change: dict[str, object], expected: str
+    capsys: pytest.CaptureFixture[str], pg_url: str, change: dict[str, Any], expected: str
 ) -> None:
     url = _with(pg_url, **change)
     code, _, err = run_cli(capsys, "--db", url, "jobs")
-    assert code == 2
+    assert code == EXIT_STORE
     assert err.count("\n") == 1 and expected in err, err
     assert "wrong" not in err and "easel-test" not in err  # passwords are never shown
 
@@ -117,7 +119,7 @@ def test_a_database_of_a_newer_easel_is_refused_and_left_alone(
         conn.execute(text("UPDATE schema_info SET version = :v"), {"v": SCHEMA_VERSION + 1})
     db.dispose()
     code, _, err = run_cli(capsys, "--db", pg_url, "jobs")
-    assert code == 2
+    assert code == EXIT_STORE
     assert err.count("\n") == 1 and "newer Easel" in err and "--db" in err
     with pytest.raises(SchemaTooNew):
         open_database(pg_url)  # still the newer version: nothing was migrated or dropped

@@ -14,6 +14,7 @@ from enum import Enum
 from pathlib import Path
 
 from app.engine.paths import bundled_models_dir, models_dir
+from app.errors import MissingModel
 
 MODEL_INDEX = "model_index.json"
 _HF_PREFIX = "models--"
@@ -33,7 +34,7 @@ class ModelInfo:
     pipeline_class: str = ""
 
 
-class ModelNotFound(LookupError):
+class ModelNotFound(MissingModel):
     """No model of that name; the message names the model and every place searched."""
 
     def __init__(self, name: str, searched: Sequence[Path]) -> None:
