@@ -51,6 +51,9 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_PAGE_SIZE = 200
 
 Clock = Callable[[], float]
+# Statuses that give a worker something to do: a job to claim, a run to stop. Only these
+# wake listening workers (PostgreSQL NOTIFY); claims and progress, the busy paths, do not.
+WAKES_WORKERS = frozenset({JobStatus.PENDING, JobStatus.CANCELLING, JobStatus.PAUSING})
 
 
 class JobNotFound(UserError, LookupError):
@@ -265,6 +268,8 @@ class JobQueue:
                 "at": record.at,
             },
         )
+        if record.to_status in WAKES_WORKERS:
+            tx.notify(f"{record.job_id} {record.to_status.value}")
 
     def _notify(self, record: TransitionRecord) -> None:
         # Side effects run after the commit; a failing listener never blocks a transition.

@@ -33,11 +33,13 @@ from app.engine.queue import JobQueue, OpenFor, open_queue
 from app.engine.retry import WaitForSpace
 from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
+from app.engine.wakeup import Sleeper, Wakeup, wakeup_for
 from app.errors import DiskFull
 
 log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
+STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 
 
@@ -168,6 +170,7 @@ class Worker:
         *,
         stop_event: EventLike | None = None,
         parent_alive: Callable[[], bool] = lambda: True,
+        wakeup: Wakeup | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -176,6 +179,7 @@ class Worker:
         self.outbox = outbox
         self._stop_event = stop_event
         self._parent_alive = parent_alive
+        self.wakeup: Wakeup = wakeup or Sleeper()
         self._pause_and_exit = False  # a plain bool: set from a signal handler
         self._space = WaitForSpace()
 
@@ -248,9 +252,11 @@ class Worker:
         return self.queue.count_by_status().get(JobStatus.PENDING, 0) > 0
 
     def _idle(self) -> None:
-        deadline = time.monotonic() + self.config.idle_poll_s
-        while time.monotonic() < deadline and not self.stopping:
-            time.sleep(min(0.05, self.config.idle_poll_s))
+        """Until the poll interval ends, the database wakes us (see `wakeup`) or we stop."""
+        deadline = time.monotonic() + self.wakeup.poll_s(self.config.idle_poll_s)
+        while (left := deadline - time.monotonic()) > 0 and not self.stopping:
+            if self.wakeup.wait(min(STOP_CHECK_S, left)):
+                return
 
 
 def _device_label(runner: RunnerLike) -> str | None:
@@ -280,7 +286,7 @@ def run_worker(
         _limit_torch_threads(config.torch_threads)
         worker = Worker(
             config, queue, config.runner_factory(), worker_id, outbox,
-            stop_event=stop_event, parent_alive=parent_alive,
+            stop_event=stop_event, parent_alive=parent_alive, wakeup=wakeup_for(queue.db),
         )  # fmt: skip
         previous = {
             signum: signal.signal(signum, _handler(worker.request_stop)) for signum in signals
@@ -291,6 +297,7 @@ def run_worker(
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             outbox.close()
+            worker.wakeup.close()
             queue.db.dispose()
 
 

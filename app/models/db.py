@@ -86,6 +86,8 @@ class Database:
         self._local = threading.local()
         self._hot_connections: list[Any] = []
         self._lock = threading.Lock()
+        # PostgreSQL: the statement that wakes other machines at commit (see `postgres`).
+        self.notify_sql: str | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -136,7 +138,7 @@ class Database:
             if self.is_sqlite:
                 _begin_immediate(cursor, self.lock_timeout_s)
             try:
-                yield HotTransaction(cursor)
+                yield HotTransaction(cursor, self.notify_sql)
                 raw.commit()
             except BaseException:
                 _rollback_quietly(raw)
@@ -255,8 +257,15 @@ class Prepared:
 
 
 class HotTransaction:
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, notify_sql: str | None = None) -> None:
         self._cursor = cursor
+        self._notify_sql = notify_sql
+
+    def notify(self, payload: str) -> None:
+        """Wake listening workers on any machine once this transaction commits (PostgreSQL's
+        NOTIFY is transactional); on SQLite, where everyone polls one file, nothing."""
+        if self._notify_sql is not None:
+            self._cursor.execute(self._notify_sql, (payload,))
 
     def execute(self, statement: Prepared, params: Mapping[str, Any]) -> Any:
         """Run on the driver cursor; returns it (rowcount, fetchone, description)."""

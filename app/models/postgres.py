@@ -12,11 +12,14 @@ or from libpq itself (`PGPASSWORD`, `~/.pgpass`), and every message hides it.
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -25,11 +28,16 @@ from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema
 from app.models.tables import JOB, TRANSITION
 
+log = logging.getLogger(__name__)
+
 SCHEMES = ("postgresql", "postgres")
 DRIVER = "postgresql+psycopg"
 CONNECT_TIMEOUT_S = 10
 # Any fixed number: every Easel on every machine takes this lock around schema set-up.
 SCHEMA_LOCK_KEY = 0x45A5E1
+# Workers LISTEN here; a transition that gives them something to do NOTIFYs "<job id> <status>".
+CHANNEL = "easel_jobs"
+NOTIFY_SQL = f"SELECT pg_notify('{CHANNEL}', %s)"
 
 # SQLSTATE -> what the user can do about it.
 _SQLSTATE_MESSAGES = {
@@ -104,6 +112,7 @@ def open_postgres(location: str) -> Database:
     """Connect, create or migrate the schema (one machine at a time), or say what is wrong."""
     url = parse_url(location)
     db = Database(postgres_engine(url))
+    db.notify_sql = NOTIFY_SQL
     try:
         with _schema_lock(db.engine):
             ensure_schema(db)
@@ -175,6 +184,46 @@ def _last_line(error: Any) -> str:
     """libpq's own words, last line first: it ends with the reason (never the password)."""
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     return lines[-1].rstrip(".") if lines else type(error).__name__
+
+
+class JobListener:
+    """LISTEN on the queue's channel from a connection of its own (autocommit).
+
+    A wake-up is a hint, never the truth: whoever wakes re-reads the job table, so a
+    notification lost while the server was away costs one slow poll, nothing more.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._raw: Any = None
+
+    def wait(self, timeout_s: float) -> list[str]:
+        """The payloads that arrived within `timeout_s` (empty: none, or the server is away)."""
+        try:
+            conn = self._connection()
+            return [note.payload for note in conn.notifies(timeout=timeout_s, stop_after=1)]
+        except (psycopg.Error, SQLAlchemyDBAPIError) as error:
+            log.info("listening for new jobs failed (%s); polling until it works", error)
+            self.close()
+            time.sleep(timeout_s)
+            return []
+
+    def close(self) -> None:
+        if self._raw is not None:
+            with contextlib.suppress(Exception):
+                self._raw.close()
+            self._raw = None
+
+    def _connection(self) -> Any:
+        if self._raw is None or is_broken(self._raw.dbapi_connection):
+            self.close()
+            raw = self._db.engine.raw_connection()
+            raw.detach()  # ours for good: a pooled connection would stop listening when returned
+            driver: Any = raw.dbapi_connection
+            driver.autocommit = True
+            driver.execute(f"LISTEN {CHANNEL}")
+            self._raw = raw
+        return self._raw.dbapi_connection
 
 
 def is_broken(driver_connection: Any) -> bool:
