@@ -34,12 +34,13 @@ from app.engine.retry import WaitForSpace
 from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
 from app.engine.wakeup import Sleeper, Wakeup, wakeup_for
-from app.errors import DiskFull
+from app.errors import DatabaseUnreachable, DiskFull
 
 log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
 STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
+RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 
 
@@ -87,6 +88,10 @@ class WorkerConfig:
     until_idle: bool = False  # exit when no job is pending at all
     only_job: int | None = None  # claim only this job
     log_level: int = logging.INFO
+    # This machine's name in worker ids (default: the host name). Recovery checks workers of
+    # its own host by their lock file and all others by heartbeat age, so machines that share
+    # a host name (containers) need distinct names.
+    name: str | None = None
     # torch's CPU threads; 0: its default (every core). Workers must share the cores:
     # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
     torch_threads: int = 0
@@ -180,6 +185,7 @@ class Worker:
         self._stop_event = stop_event
         self._parent_alive = parent_alive
         self.wakeup: Wakeup = wakeup or Sleeper()
+        self._reconnect_delay_s = RECONNECT_FIRST_S
         self._pause_and_exit = False  # a plain bool: set from a signal handler
         self._space = WaitForSpace()
 
@@ -219,6 +225,12 @@ class Worker:
             except DiskFull as error:
                 self._space.wait(error)  # no room to record anything: pause work, not die
                 continue
+            except DatabaseUnreachable as error:
+                # The server is away: keep our place, retry with backoff. A job we held is
+                # settled by a watchdog meanwhile; our reports on it are refused (worker_id).
+                self._wait_for_database(error)
+                continue
+            self._reconnect_delay_s = RECONNECT_FIRST_S
             self._space.space_is_back()
             if job is not None:
                 continue
@@ -226,6 +238,14 @@ class Worker:
                 break
             self._idle()
         self.send(MessageKind.EXITING)
+
+    def _wait_for_database(self, error: DatabaseUnreachable) -> None:
+        delay = self._reconnect_delay_s
+        log.warning("%s Next try in %.1fs.", error, delay)
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and not self.stopping:
+            time.sleep(STOP_CHECK_S)
+        self._reconnect_delay_s = min(delay * 2, RECONNECT_MAX_S)
 
     def _run_context(self) -> RunContext:
         config = self.config
@@ -278,7 +298,7 @@ def run_worker(
 ) -> None:
     """Be a worker in this process until stopped (or idle, with `until_idle`)."""
     token = token or new_token()
-    worker_id = str(WorkerIdentity(this_host(), os.getpid(), token))
+    worker_id = str(WorkerIdentity(config.name or this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
     with LivenessLock(Path(config.liveness_dir), token):
         queue = open_queue(config.db_path, OpenFor.WORKING)

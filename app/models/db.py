@@ -175,7 +175,7 @@ class Database:
         """Raise SQLite's runtime errors as Easel's (`DatabaseLocked`, `DiskFull`, ...)."""
         try:
             yield
-        except (sqlite3.Error, DBAPIError) as error:
+        except Exception as error:  # the driver's own errors too (the hot path's cursor)
             known = self._translate(error)
             if known is None:
                 raise  # not one a user can act on: a bug, reported with its traceback
@@ -185,7 +185,11 @@ class Database:
 
     def _translate(self, error: BaseException) -> DatabaseError | None:
         driver_error = error.orig if isinstance(error, DBAPIError) else error
-        if not (self.is_sqlite and isinstance(driver_error, sqlite3.Error)):
+        if not self.is_sqlite:
+            from app.models.postgres import translate_error
+
+            return translate_error(driver_error or error, self.engine.url)
+        if not isinstance(driver_error, sqlite3.Error):
             return None
         path = self.path or Path(str(self.engine.url.database))
         return translate_sqlite_error(driver_error, path, self.lock_timeout_s)

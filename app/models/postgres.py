@@ -25,6 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 
+from app.errors import DatabaseUnreachable
 from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema
 from app.models.tables import JOB, TRANSITION
 
@@ -224,6 +225,19 @@ class JobListener:
             driver.execute(f"LISTEN {CHANNEL}")
             self._raw = raw
         return self._raw.dbapi_connection
+
+
+def translate_error(error: BaseException, url: URL) -> DatabaseError | None:
+    """A lost connection while working becomes `DatabaseUnreachable` (transient: reconnect);
+    anything else is not for the user to fix (None: the caller re-raises it as a bug)."""
+    if not isinstance(error, psycopg.OperationalError):
+        return None
+    sqlstate = error.sqlstate or ""
+    if sqlstate and not sqlstate.startswith(("08", "57P")):  # connection, or server shutdown
+        return None
+    return DatabaseUnreachable(
+        f"Lost the job database {safe_url(url)}: {_last_line(error)}; reconnecting."
+    )
 
 
 def is_broken(driver_connection: Any) -> bool:
