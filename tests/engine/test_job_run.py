@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.engine.scripted_runner import ScriptedRunner, fake_image
-
 from app.engine.job_run import JobRun, RunContext, RunnerLike
 from app.engine.messages import MessageKind
 from app.engine.queue import JobQueue, params_of
 from app.engine.states import JobEvent, JobStatus
 from app.models.tables import Job
+from app.testing.scripted_runner import ScriptedRunner, fake_image
 from tests.engine.worker_fixtures import events, fake_params
 
 S = JobStatus

@@ -47,6 +47,9 @@ class Checkpoint:
     generator_state: torch.Tensor
     scheduler_class: str
     scheduler_state: dict[str, Any]
+    # SDXL only (None for SD 1.x/2.x): pooled text embeddings and size/crop time ids.
+    pooled_embeds: torch.Tensor | None = None
+    add_time_ids: torch.Tensor | None = None
 
     def check_matches(self, params: GenerationParams) -> None:
         """Raise `CheckpointMismatch` naming each field that differs from `params`."""

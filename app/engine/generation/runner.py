@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
+from app.engine.generation.lora import LoraRef, parse_loras
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -69,9 +70,10 @@ class Runner:
     def device(self) -> DeviceChoice:
         return self._device
 
-    def load(self, model_name: str) -> LoadedModel:
-        """Load (or reuse) the pipeline for `model_name`; `run` does this itself."""
-        return self._cache.get(self._resolve(model_name), self._device)
+    def load(self, model_name: str, loras: Sequence[LoraRef] = ()) -> LoadedModel:
+        """Load (or reuse) the pipeline for `model_name` with exactly `loras` applied;
+        `run` does this itself, with the LoRAs its prompt names."""
+        return self._cache.get(self._resolve(model_name), self._device, loras)
 
     def run(
         self,
@@ -92,7 +94,8 @@ class Runner:
         """
         _check_params(params)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
-        job = _Job(self.load(params.model), params, checkpoint_path, on_step)
+        loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        job = _Job(loaded, params, checkpoint_path, on_step)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         with _RollingSaver(checkpoint_path) as saver:
