@@ -30,11 +30,10 @@ from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import DEFAULT_MODEL
 from app.engine.queue import JobQueue, OpenFor, open_queue
-from app.engine.retry import WaitForSpace
 from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
 from app.engine.wakeup import Sleeper, Wakeup, wakeup_for
-from app.errors import DatabaseUnreachable, DiskFull
+from app.errors import DatabaseUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +186,6 @@ class Worker:
         self.wakeup: Wakeup = wakeup or Sleeper()
         self._reconnect_delay_s = RECONNECT_FIRST_S
         self._pause_and_exit = False  # a plain bool: set from a signal handler
-        self._space = WaitForSpace()
 
     def request_stop(self) -> None:
         """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
@@ -222,16 +220,12 @@ class Worker:
                 job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
                 if job is not None:
                     JobRun(self._run_context(), job).run()
-            except DiskFull as error:
-                self._space.wait(error)  # no room to record anything: pause work, not die
-                continue
             except DatabaseUnreachable as error:
                 # The server is away: keep our place, retry with backoff. A job we held is
                 # settled by a watchdog meanwhile; our reports on it are refused (worker_id).
                 self._wait_for_database(error)
                 continue
             self._reconnect_delay_s = RECONNECT_FIRST_S
-            self._space.space_is_back()
             if job is not None:
                 continue
             if self.config.until_idle and not self._anything_pending():

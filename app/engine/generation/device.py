@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 class DeviceChoice:
     device: str  # "cuda", "mps" or "cpu"
     dtype_name: str  # "float16" or "float32"
+    # Keep only the running component on the GPU (model CPU offload) and decode big images
+    # in tiles: slower, but SDXL fits in a few GB of VRAM.
+    low_vram: bool = False
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -33,23 +36,25 @@ DEVICE_ENV = "EASEL_DEVICE"  # `worker --device cuda:1` sets it: one worker per 
 _DEVICE_NAME = re.compile(r"cpu|mps|cuda(:\d+)?")
 
 
-def device_choice(name: str) -> DeviceChoice:
+def device_choice(name: str, *, low_vram: bool = False) -> DeviceChoice:
     """`cpu`, `mps`, `cuda` or `cuda:N`; float16 on accelerators."""
     if not _DEVICE_NAME.fullmatch(name):
         raise BadInput(f"the device must be cpu, mps, cuda or cuda:N (e.g. cuda:1), not {name!r}")
-    return CPU if name == "cpu" else DeviceChoice(name, "float16")
+    return DeviceChoice(name, "float32" if name == "cpu" else "float16", low_vram)
 
 
-def pick_device() -> DeviceChoice:
+def pick_device(*, low_vram: bool = False) -> DeviceChoice:
     """$EASEL_DEVICE if set, else the fastest device present; float16 on accelerators (half
-    precision is slow on CPUs)."""
+    precision is slow on CPUs).
+
+    `low_vram` is the user's "low VRAM" setting; the worker should pass it through."""
     if chosen := os.environ.get(DEVICE_ENV):
-        return device_choice(chosen)
+        return device_choice(chosen, low_vram=low_vram)
     import torch
 
     if torch.cuda.is_available():
-        return DeviceChoice("cuda", "float16")
+        return DeviceChoice("cuda", "float16", low_vram)
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        return DeviceChoice("mps", "float16")
-    return CPU
+        return DeviceChoice("mps", "float16", low_vram)
+    return DeviceChoice("cpu", "float32", low_vram)
