@@ -22,9 +22,9 @@ from typing import Any
 
 from sqlalchemy import Row, func, select, update
 
-from app.engine import paths
 from app.engine.params import GenerationParams
 from app.engine.queue_sql import QueueStatements, job_from_cursor
+from app.engine.settings import database_location
 from app.engine.states import (
     JobEvent,
     JobStatus,
@@ -51,6 +51,9 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_PAGE_SIZE = 200
 
 Clock = Callable[[], float]
+# Statuses that give a worker something to do: a job to claim, a run to stop. Only these
+# wake listening workers (PostgreSQL NOTIFY); claims and progress, the busy paths, do not.
+WAKES_WORKERS = frozenset({JobStatus.PENDING, JobStatus.CANCELLING, JobStatus.PAUSING})
 
 
 class JobNotFound(UserError, LookupError):
@@ -269,6 +272,8 @@ class JobQueue:
                 "at": record.at,
             },
         )
+        if record.to_status in WAKES_WORKERS:
+            tx.notify(f"{record.job_id} {record.to_status.value}")
 
     def _notify(self, record: TransitionRecord) -> None:
         # Side effects run after the commit; a failing listener never blocks a transition.
@@ -464,12 +469,13 @@ class OpenFor(Enum):
     LAUNCH = "launch"  # the window or a headless worker starting: checked, then backed up
 
 
-def open_queue(db_path: Path | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
-    """The queue on the user's database (or `db_path`), with the standard side effects.
+def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
+    """The queue on the user's database (or `location`: a SQLite file or a PostgreSQL URL),
+    with the standard side effects.
 
     Except for READING, a damaged database raises `DatabaseCorrupt` (the file is left
     untouched). At LAUNCH a rotating backup is taken once the check passed."""
-    path = db_path or paths.database_path()
+    path = location or database_location()
     db = open_database(
         path,
         read_only=purpose is OpenFor.READING,
@@ -478,7 +484,7 @@ def open_queue(db_path: Path | None = None, purpose: OpenFor = OpenFor.REQUESTS)
         # written to. Readers need not: a damaged page they meet raises DatabaseCorrupt.
         check_integrity=purpose is not OpenFor.READING,
     )
-    if purpose is OpenFor.LAUNCH:
+    if purpose is OpenFor.LAUNCH and db.is_sqlite:  # PostgreSQL: the server's own backups
         _back_up(db)
     queue = JobQueue(db)
     queue.listeners.append(_checkpoint_cleaner(queue))

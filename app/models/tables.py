@@ -7,7 +7,7 @@ Statuses and events are stored as their enum values.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, String
+from sqlalchemy import BigInteger, Column, Index, String
 from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
@@ -33,7 +33,8 @@ class Job(SQLModel, table=True):
     cfg: float
     width: int
     height: int
-    seed: int
+    # Seeds go up to 2**32 - 1: past PostgreSQL's INTEGER (SQLite's INTEGER holds any size).
+    seed: int = Field(sa_column=Column(BigInteger, nullable=False))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0
