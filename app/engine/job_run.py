@@ -22,6 +22,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
+from app.engine.graph import init_image_of
 from app.engine.messages import MessageKind
 from app.engine.queue import JobNotFound, NotHoldingJob, params_of
 from app.engine.retry import describe_error, failure_message
@@ -112,6 +113,7 @@ class JobRun:
             output_path=self.output_path,
             checkpoint_path=self.checkpoint_path,
             on_step=self.on_step,
+            init_image=init_image_of(self.worker.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------

@@ -51,6 +51,7 @@ class RunnerLike(Protocol):
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
     ) -> GenerationOutcome: ...
 
 

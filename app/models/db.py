@@ -20,9 +20,9 @@ from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 from sqlalchemy.sql.expression import ClauseElement
 from sqlmodel import SQLModel
 
-from app.models.tables import SchemaInfo
+from app.models.tables import JOB_INPUT, JOB_PARENT, SchemaInfo
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
 _READ_ONLY = "easel_read_only"
 
@@ -238,7 +238,19 @@ def _v1_to_v2(conn: Connection) -> None:
     )
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
+def _v2_to_v3(conn: Connection) -> None:
+    # Placeholder: helper "store" adds the real 2 -> 3 step on its branch (merged by the lead).
+    pass
+
+
+def _v3_to_v4(conn: Connection) -> None:
+    # Version 4 added dependent jobs (job_parent) and img2img (job_input, two job columns).
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN init_image VARCHAR NOT NULL DEFAULT ''")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN strength FLOAT NOT NULL DEFAULT 1.0")
+    SQLModel.metadata.create_all(conn, tables=[JOB_PARENT, JOB_INPUT])
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def ensure_schema(db: Database) -> int:

@@ -170,14 +170,16 @@ class _SlowSteps:
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
     ) -> GenerationOutcome:
         def slow(progress: StepProgress) -> Any:
             time.sleep(STEP_DELAY_S)
             return on_step(progress)
 
         return self._runner.run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=slow
-        )
+            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=slow,
+            init_image=init_image,
+        )  # fmt: skip
 
 
 def slow_tiny_runner() -> RunnerLike:

@@ -21,10 +21,12 @@ class PngRunner(ScriptedRunner):
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
     ) -> GenerationOutcome:
         outcome = super().run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=on_step
-        )
+            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=on_step,
+            init_image=init_image,
+        )  # fmt: skip
         if outcome.kind is OutcomeKind.COMPLETED:
             colour = (params.seed * 37 % 256, 120, 200)
             Image.new("RGB", (params.width, params.height), colour).save(output_path, "PNG")

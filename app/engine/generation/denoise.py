@@ -22,6 +22,7 @@ from diffusers import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation import img2img
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.params import GenerationParams
@@ -72,22 +73,30 @@ def new_generator(seed: int) -> torch.Generator:
 
 
 @torch.no_grad()
-def start(pipe: Any, params: GenerationParams) -> DenoiseState:
+def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) -> DenoiseState:
+    """The state before the first step; from noise, or (img2img) from `init_image`'s PNG."""
     device = pipe._execution_device
     scheduler = _scheduler_with_timesteps(pipe, params, device)
     do_cfg = _uses_cfg(pipe, params)
     cond, uncond = pipe.encode_prompt(params.prompt, device, 1, do_cfg, params.negative_prompt)
     embeds = torch.cat([uncond, cond]) if do_cfg else cond
     generator = new_generator(params.seed)
-    shape = _latent_shape(pipe, params)
-    noise = randn_tensor(shape, generator=generator, device=device, dtype=embeds.dtype)
+    if init_image is None:
+        shape = _latent_shape(pipe, params)
+        noise = randn_tensor(shape, generator=generator, device=device, dtype=embeds.dtype)
+        timesteps, steps = scheduler.timesteps, params.steps
+        latents = noise * scheduler.init_noise_sigma
+    else:
+        timesteps, steps, latents = img2img.start_latents(
+            pipe, scheduler, params, init_image, generator, embeds.dtype
+        )
     return DenoiseState(
         scheduler=scheduler,
-        timesteps=scheduler.timesteps,
+        timesteps=timesteps,
         index=0,
         steps_done=0,
-        total_steps=params.steps,
-        latents=noise * scheduler.init_noise_sigma,
+        total_steps=steps,
+        latents=latents,
         prompt_embeds=embeds,
         timestep_cond=_timestep_cond(pipe, params, embeds.dtype),
         generator=generator,
@@ -108,12 +117,15 @@ def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> Deno
     except RuntimeError as error:
         raise CheckpointCorrupt(f"checkpoint has a damaged generator state: {error}") from error
     cond = checkpoint.timestep_cond
+    timesteps, steps = scheduler.timesteps, params.steps
+    if params.init_image:
+        timesteps, steps = img2img.trim_schedule(scheduler, params)
     return DenoiseState(
         scheduler=scheduler,
-        timesteps=scheduler.timesteps,
+        timesteps=timesteps,
         index=checkpoint.index,
         steps_done=checkpoint.steps_done,
-        total_steps=params.steps,
+        total_steps=steps,
         latents=checkpoint.latents.to(device, dtype),
         prompt_embeds=checkpoint.prompt_embeds.to(device, dtype),
         timestep_cond=None if cond is None else cond.to(device, dtype),

@@ -70,16 +70,19 @@ class Runner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
+        init_image: bytes | None = None,
     ) -> GenerationOutcome:
         """Generate `params` into `output_path`, resuming from `checkpoint_path` if it exists.
+
+        `init_image`: the PNG bytes img2img starts from (`params.init_image` names it).
 
         Raises `CheckpointError` for a checkpoint that is corrupt or made for other params
         (it is left in place: the caller decides), `InvalidParameters`, `ModelNotFound`,
         `UnsupportedModel`, and whatever the model raises (see `errors.is_transient`).
         """
-        _check_params(params)
+        _check_params(params, init_image)
         checkpoint = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
-        job = _Job(self.load(params.model), params, checkpoint_path, on_step)
+        job = _Job(self.load(params.model), params, checkpoint_path, on_step, init_image)
         state, elapsed_before = job.begin(checkpoint)
         stopped = job.run_steps(state, elapsed_before, self._preview_interval_s)
         if stopped is not None:
@@ -95,10 +98,11 @@ class _Job:
     params: GenerationParams
     checkpoint_path: Path
     on_step: StepCallback
+    init_image: bytes | None = None
 
     def begin(self, checkpoint: Checkpoint | None) -> tuple[denoise.DenoiseState, float]:
         if checkpoint is None:
-            return denoise.start(self.loaded.pipe, self.params), 0.0
+            return denoise.start(self.loaded.pipe, self.params, self.init_image), 0.0
         return denoise.restore(self.loaded.pipe, self.params, checkpoint), checkpoint.elapsed_s
 
     def run_steps(
@@ -140,10 +144,15 @@ def _set_cpu_threads(threads: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
-def _check_params(params: GenerationParams) -> None:
+def _check_params(params: GenerationParams, init_image: bytes | None) -> None:
     params.validated()
     if params.seed == RANDOM_SEED:
         raise InvalidParameters("the seed must be fixed before generation (with_concrete_seed)")
+    if bool(params.init_image) != (init_image is not None):
+        raise InvalidParameters(
+            f"init image {params.init_image or '(none)'} named, but "
+            f"{'none' if init_image is None else 'an image'} given"
+        )
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> Checkpoint | None:
