@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import jobs, worker
+from app.cli import graph, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
 
@@ -16,6 +16,7 @@ from app.engine.paths import HOME_ENV
 COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     jobs.add_commands,
     worker.add_commands,
+    graph.add_commands,  # after jobs: it extends `submit`
 ]
 
 
