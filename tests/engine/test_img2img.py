@@ -13,13 +13,14 @@ from diffusers import StableDiffusionImg2ImgPipeline
 from PIL import Image
 
 from app.engine.generation import denoise
+from app.engine.generation.device import CPU
 from app.engine.generation.files import read_png_params
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.params import SCHEDULERS, GenerationParams, InvalidParameters
 
 from .conftest import TINY_MODEL
-from .test_generation_runner import decide_at, go_on, pixels, recording
+from .test_generation_runner import BUNDLED, decide_at, go_on, pixels, recording
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -55,7 +56,7 @@ def run(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw:
 
 
 def stock_img2img(runner: Runner, params: GenerationParams, image: Image.Image) -> np.ndarray:
-    pipe = runner.load(TINY_MODEL).pipe
+    pipe = runner.load(params.model).pipe
     stock = StableDiffusionImg2ImgPipeline(**pipe.components)
     stock.scheduler = denoise.make_scheduler(pipe, params.scheduler)
     stock.set_progress_bar_config(disable=True)
@@ -157,3 +158,27 @@ def test_an_init_image_that_is_missing_or_not_an_image_is_refused(
         )  # fmt: skip
     with pytest.raises(InvalidParameters, match="not an image that can be read"):
         run(tiny_runner, params_for(), tmp_path, "x", init=b"not a png")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (BUNDLED / "model_index.json").exists(), reason="bundled model not trained yet"
+)
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_bundled_model_img2img_equals_the_stock_pipeline_and_resumes_exactly(
+    tmp_path: Path, scheduler: str
+) -> None:
+    runner = Runner(device=CPU, threads=1)  # finds the bundled easel-tiny
+    params = GenerationParams(
+        "a red circle on a blue background", scheduler=scheduler, steps=8, seed=5,
+        init_image="job:1", strength=0.5,
+    )  # fmt: skip
+    ours = pixels(run(runner, params, tmp_path, "ours"))
+    stock = stock_img2img(runner, params, Image.open(io.BytesIO(init_png())))
+    assert int(np.abs(ours - stock).max()) == 0
+    ckpt, out = tmp_path / "job.ckpt", tmp_path / "job.png"
+    for on_step in (decide_at(2, StepDecision.PAUSE), go_on):
+        runner.run(
+            params, output_path=out, checkpoint_path=ckpt, on_step=on_step, init_image=init_png()
+        )
+    assert int(np.abs(pixels(out) - ours).max()) == 0
