@@ -80,7 +80,7 @@ class JobRun:
         self._last_sign_of_life = time.monotonic()
 
     def run(self) -> None:
-        self.worker.send(MessageKind.STARTED, self.job_id, total=self.job.steps)
+        self.worker.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
         with Heartbeat(self._heartbeat, self.worker.config.heartbeat_interval_s):
             try:
                 outcome = self._generate()
@@ -163,7 +163,11 @@ class JobRun:
     def _settle(self, outcome: GenerationOutcome) -> None:
         if outcome.kind is OutcomeKind.COMPLETED:
             path = str(outcome.image_path or self.output_path)
-            changes = {"output_path": path, "error": None, "progress_step": self.job.steps}
+            changes = {
+                "output_path": path,
+                "error": None,
+                "progress_step": self.params.denoising_steps,
+            }
             if self._fire(JobEvent.COMPLETE, message=f"wrote {path}", changes=changes):
                 self.worker.send(MessageKind.FINISHED, self.job_id, image_path=path)
             return

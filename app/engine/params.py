@@ -63,6 +63,13 @@ class GenerationParams:
         return asdict(self)
 
     @property
+    def denoising_steps(self) -> int:
+        """The steps that actually run: img2img skips the first `steps * (1 - strength)`."""
+        if not self.init_image:
+            return self.steps
+        return min(int(self.steps * self.strength), self.steps)
+
+    @property
     def init_parent(self) -> int | None:
         """The job whose output image is this job's init image, if any."""
         if not self.init_image.startswith(INIT_FROM_JOB):
@@ -104,7 +111,7 @@ def _init_problems(p: GenerationParams) -> list[str]:
         return [f"init image {p.init_image!r} is neither {INIT_FROM_JOB}<id> nor {INIT_UPLOADED}"]
     if not 0 < p.strength <= 1:
         return [f"strength must be above 0 and at most 1, not {p.strength:g}"]
-    if int(p.steps * p.strength) < 1:
+    if p.denoising_steps < 1:
         return [f"strength {p.strength:g} of {p.steps} steps leaves no step to run"]
     return []
 

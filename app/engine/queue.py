@@ -154,7 +154,7 @@ class JobQueue:
                     **params.to_dict(),
                     "status": status.value, "version": 0, "attempt": 1,
                     "max_attempts": max_attempts, "given_up": False, "priority": priority,
-                    "progress_step": 0, "progress_total": params.steps,
+                    "progress_step": 0, "progress_total": params.denoising_steps,
                     "created_at": now, "updated_at": now, "rerun_of": rerun_of,
                 }  # fmt: skip
                 insert_job = self._sql.insert_job(frozenset(values))

@@ -201,6 +201,7 @@ def test_upscale_and_variations_name_their_parent_and_wait_for_it(
     assert (upscale.init_image, upscale.strength, upscale.status) == (
         f"job:{parent}", 0.4, "BLOCKED",
     )  # fmt: skip
+    assert upscale.progress_total == 4  # img2img runs 40% of the 10 steps
     variations = submit_variations(graph_queue, parent, count=3, strength=0.3)
     seeds = {graph_queue.get(v).seed for v in variations}
     assert len(seeds) == 3 and 9 not in seeds

@@ -56,6 +56,7 @@ def test_generate_then_upscale_as_one_chain(h: Harness, queue: JobQueue) -> None
     done = h.wait_settled(child, timeout=180)
     assert done.status == S.SUCCESS, done.error
     assert size_of(done.output_path) == (128, 128)
+    assert (done.progress_step, done.progress_total) == (2, 2)  # 35% of 6 steps
     assert size_of(queue.get(parent).output_path) == (64, 64)
     stored = read_png_params(Path(done.output_path or ""))
     assert (stored.init_image, stored.strength, stored.seed) == (f"job:{parent}", 0.35, 5)

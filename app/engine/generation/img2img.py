@@ -26,8 +26,7 @@ def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tenso
 
     Also tells the scheduler where it begins (its sigma index), as `get_timesteps` does.
     """
-    kept = min(int(params.steps * params.strength), params.steps)
-    t_start = max(params.steps - kept, 0)
+    t_start = max(params.steps - params.denoising_steps, 0)
     timesteps = scheduler.timesteps[t_start * scheduler.order :]
     if hasattr(scheduler, "set_begin_index"):
         scheduler.set_begin_index(t_start * scheduler.order)
