@@ -76,6 +76,15 @@ class GraphStatements:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
 
 
+def stored_links(db: Database, job_id: int) -> tuple[list[int], bytes | None]:
+    """A stored job's parents and uploaded init image, to submit it again (re-run)."""
+    parents = select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == job_id)
+    init = select(JOB_INPUT.c.png).where(JOB_INPUT.c.job_id == job_id)
+    with db.read() as conn:
+        png = conn.execute(init).scalar_one_or_none()
+        return sorted(conn.execute(parents).scalars()), None if png is None else bytes(png)
+
+
 def check_inputs(params: GenerationParams, parents: Sequence[int], init_png: bytes | None) -> None:
     """The init image the parameters name is the one given: a parent's, or these bytes."""
     parent = params.init_parent

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Row, func, select, update
 
 from app.engine import paths
-from app.engine.graph_sql import GraphStatements, check_inputs
+from app.engine.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.params import GenerationParams
 from app.engine.queue_sql import QueueStatements, job_from_cursor
 from app.engine.states import (
@@ -356,9 +356,10 @@ class JobQueue:
             raise RequestRefused(
                 f"Job {job_id} is {job.status}; only finished or cancelled jobs can be re-run"
             )
+        parents, init_png = stored_links(self.db, job_id)  # img2img: the same input again
         return self.submit(
             params_of(job), priority=job.priority, max_attempts=job.max_attempts,
-            source=source, rerun_of=job_id,
+            source=source, rerun_of=job_id, parents=parents, init_png=init_png,
         )  # fmt: skip
 
     def set_priority(self, job_id: int, priority: int) -> None:

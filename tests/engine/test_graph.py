@@ -233,6 +233,26 @@ def test_an_uploaded_init_image_is_stored_with_its_job(graph_queue: JobQueue) ->
         graph_queue.submit(params)
 
 
+def test_a_rerun_keeps_its_parents_and_its_stored_init_image(
+    graph_queue: JobQueue, tmp_path: Path
+) -> None:
+    parent = graph_queue.submit(PARAMS)
+    (tmp_path / "parent.png").write_bytes(b"parent png")
+    succeed(graph_queue, parent, output=str(tmp_path / "parent.png"))
+    upscale = submit_upscale(graph_queue, parent)
+    png = b"uploaded png"
+    params = GenerationParams("a cat", init_image=digest(png), strength=0.5, steps=4)
+    uploaded = graph_queue.submit(params, init_png=png)
+    for job_id in (upscale, uploaded):
+        graph_queue.cancel(job_id)
+        again = graph_queue.get(graph_queue.rerun(job_id))
+        assert (again.init_image, again.status) == (graph_queue.get(job_id).init_image, "PENDING")
+        assert parents_of(graph_queue, again.id or 0) == parents_of(graph_queue, job_id)
+        assert init_image_of(graph_queue, again) == init_image_of(
+            graph_queue, graph_queue.get(job_id)
+        )
+
+
 def test_the_init_parent_must_be_a_parent(graph_queue: JobQueue) -> None:
     other = graph_queue.submit(PARAMS)
     params = GenerationParams("a cat", init_image=f"job:{other}", strength=0.5, steps=4)
