@@ -121,12 +121,8 @@ def settle_blocked(queue: JobQueue, job_id: int, *, source: str) -> TransitionRe
 
     Idempotent: None when there is nothing to do or the job moved on meanwhile.
     """
-    return _settle(
-        queue,
-        job_id,
-        [(p.id or 0, JobStatus(p.status)) for p in parent_jobs(queue, job_id)],
-        source,
-    )
+    parents = [(parent.id or 0, JobStatus(parent.status)) for parent in parent_jobs(queue, job_id)]
+    return _settle(queue, job_id, parents, source)
 
 
 def _settle(
