@@ -3,15 +3,13 @@
 A supervising process (as the GUI would be) runs the workers; this driver submits the
 jobs, SIGKILLs workers that hold a job, SIGKILLs the supervising process and starts a new
 one (which runs recovery first), and cancels, pauses and resumes jobs at random. At the
-end it resumes what is paused, lets the queue drain, and checks every job:
+end it resumes what is paused, lets the queue drain, and checks every job against its
+timeline and against a ledger the workers keep of every step they run
+(`benchmarks/chaos_checks.py` says what counts as lost, double_runs, illegal_paths, stuck
+and unrecorded).
 
-    lost          a job missing, not matching its own history, or SUCCESS without its image
-    double_runs   a job two workers were running at the same time (from a ledger the
-                  workers keep of every step they run), or completed twice
-    illegal_paths a timeline that is not a chain of transitions the table allows
-    stuck         a job that is not finished, cancelled or given up after the drain
-
-Prints `name: value` lines; exits 1 if any of those is not 0 or a kill target was missed.
+Prints `name: value` lines; exits 1 if any of those is not 0, a kill target was missed,
+or the ledger is empty (then it says so instead of printing figures nobody checked).
 
     .venv/bin/python benchmarks/chaos.py [--jobs 200] [--worker-kills 20]
         [--supervisor-kills 5] [--runner tiny|fake] [--seed 1]
@@ -29,30 +27,28 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# Light imports only: spawned workers re-import this module (it holds their runner factory).
+# Light imports only: spawned workers re-import the main module before they start.
 from app.engine import paths  # noqa: E402
-from app.engine.generation.outcome import GenerationOutcome, StepProgress  # noqa: E402
 from app.engine.liveness import WorkerIdentity, is_alive, remove_stale_locks  # noqa: E402
 from app.engine.params import GenerationParams  # noqa: E402
 from app.engine.queue import JobNotFound, JobQueue, open_queue  # noqa: E402
-from app.engine.retry import is_settled  # noqa: E402
-from app.engine.states import TRANSITIONS, JobEvent, JobStatus, TransitionNotAllowed  # noqa: E402
+from app.engine.states import JobStatus, TransitionNotAllowed  # noqa: E402
+from app.models.tables import Job  # noqa: E402
+from app.testing.ledger import ledger_path, read_ledger  # noqa: E402
+from benchmarks.chaos_checks import FAULT_FIGURES, EmptyLedger, figures, is_stuck  # noqa: E402
 
 S = JobStatus
 TINY_MODEL = "tiny-test"
-LEDGER = "ledger.jsonl"
 SETTLE_TIMEOUT_S = 900.0
+ORPHAN_EXIT_S = 30.0
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -63,6 +59,7 @@ def supervise(runner: str, workers: int) -> None:
     from app.engine.settings import Settings
     from app.engine.supervisor import Supervisor
     from app.engine.worker import WorkerConfig, database_file, threads_per_worker
+    from app.testing.ledger import real_ledger_runner, scripted_ledger_runner
 
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
@@ -72,7 +69,7 @@ def supervise(runner: str, workers: int) -> None:
         settings, database_file(queue), heartbeat_interval_s=0.5, idle_poll_s=0.1,
         torch_threads=threads_per_worker(workers),  # as Supervisor.for_app does
         warm_model=TINY_MODEL if runner == "tiny" else None,
-        runner_factory=tiny_ledger_runner if runner == "tiny" else fake_ledger_runner,
+        runner_factory=real_ledger_runner if runner == "tiny" else scripted_ledger_runner,
     )  # fmt: skip
     supervisor = Supervisor(
         queue, config, settings, policy=RetryPolicy(base_delay_s=0.2, max_delay_s=2.0),
@@ -84,55 +81,6 @@ def supervise(runner: str, workers: int) -> None:
         supervisor.poll()
         time.sleep(0.05)
     supervisor.shutdown(timeout=20)
-
-
-class LedgerRunner:
-    """Wraps a runner and appends every start, step and end to a ledger (O_APPEND lines)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._ledger = paths.data_dir() / LEDGER
-
-    def load(self, model_name: str) -> object:
-        return self._inner.load(model_name)
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-    ) -> GenerationOutcome:
-        run = {"job": int(output_path.name.split("-")[0]), "run": uuid.uuid4().hex}
-
-        def step(progress: StepProgress) -> Any:
-            self._write(run, "step")
-            return on_step(progress)
-
-        self._write(run, "start")
-        outcome = self._inner.run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step
-        )
-        self._write(run, f"end-{outcome.kind.value}")
-        return outcome
-
-    def _write(self, run: dict[str, Any], what: str) -> None:
-        line = json.dumps({**run, "what": what, "at": time.time()}) + "\n"
-        with open(self._ledger, "a", encoding="utf-8") as ledger:
-            ledger.write(line)
-
-
-def fake_ledger_runner() -> LedgerRunner:
-    from app.engine.scripted_runner import ScriptedRunner
-
-    return LedgerRunner(ScriptedRunner())
-
-
-def tiny_ledger_runner() -> LedgerRunner:
-    from app.engine.worker import default_runner
-
-    return LedgerRunner(default_runner())
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -246,76 +194,37 @@ class Chaos:
 
 
 def unsettled(queue: JobQueue) -> list[int]:
-    return [job.id or 0 for job in all_jobs(queue) if not is_settled(job)]
+    return [job.id or 0 for job in all_jobs(queue) if is_stuck(job)]
 
 
-def all_jobs(queue: JobQueue) -> list[Any]:
+def all_jobs(queue: JobQueue) -> list[Job]:
     return queue.jobs(limit=1_000_000)
 
 
 # --- the checks ------------------------------------------------------------------------------
 
 
-def check(queue: JobQueue, submitted: list[int], home: Path) -> dict[str, int]:
-    jobs = {job.id: job for job in all_jobs(queue)}
-    lost = illegal = double = 0
-    completions: Counter[int] = Counter()
-    for job_id in submitted:
-        job = jobs.get(job_id)
-        timeline = queue.timeline(job_id) if job is not None else []
-        completions[job_id] = sum(t.event == JobEvent.COMPLETE for t in timeline)
-        lost += is_lost(job, timeline)
-        if not legal(timeline):
-            illegal += 1
-    overlapping = overlapping_runs(home / LEDGER)
-    double = len(overlapping | {j for j, n in completions.items() if n > 1})
-    statuses = Counter(job.status for job in jobs.values())
-    return {
-        "jobs": len(jobs), "lost": lost, "double_runs": double, "illegal_paths": illegal,
-        "stuck": len(unsettled(queue)), "success": statuses[S.SUCCESS],
-        "cancelled": statuses[S.CANCELLED],
-        "given_up": statuses[S.FAILED] + statuses[S.TIMEOUT],
-    }  # fmt: skip
+def check(queue: JobQueue, submitted: list[int], ledger: Path) -> dict[str, int]:
+    """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
+    jobs = {job.id or 0: job for job in all_jobs(queue)}
+    timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
+    return figures(submitted, jobs, timelines, read_ledger(ledger), ledger)
 
 
-def is_lost(job: Any, timeline: list[Any]) -> bool:
-    if job is None or not timeline or timeline[-1].to_status != job.status:
-        return True
-    return job.status == S.SUCCESS and not Path(job.output_path or "").is_file()
+def leftover_workers(home: Path, wait_s: float = ORPHAN_EXIT_S) -> int:
+    """Worker processes still alive after the end, once orphans had `wait_s` to exit.
 
-
-def legal(timeline: list[Any]) -> bool:
-    if not timeline or (timeline[0].from_status, timeline[0].event) != (None, JobEvent.SUBMIT):
-        return False
-    for previous, row in pairwise(timeline):
-        key = (S(row.from_status) if row.from_status else None, JobEvent(row.event))
-        if row.from_status != previous.to_status or TRANSITIONS.get(key) != row.to_status:
-            return False
-    return True
-
-
-def overlapping_runs(ledger: Path) -> set[int]:
-    """Jobs with two runs whose [first, last] ledger times overlap."""
-    spans: dict[tuple[int, str], list[float]] = defaultdict(list)
-    if ledger.exists():
-        for line in ledger.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                entry = json.loads(line)
-                spans[(entry["job"], entry["run"])].append(entry["at"])
-    by_job: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for (job, _run), times in spans.items():
-        by_job[job].append((min(times), max(times)))
-    return {
-        job for job, runs in by_job.items()
-        if any(a[1] > b[0] for a, b in pairwise(sorted(runs)))
-    }  # fmt: skip
-
-
-def leftover_workers(home: Path) -> int:
-    """Worker processes still alive after the end (orphans must have exited by now)."""
+    Orphans of killed supervisors finish their step, see their parent gone and exit; on a
+    busy machine that takes a while, so this waits for it rather than counting too early.
+    """
     folder = home / "workers"
-    remove_stale_locks(folder, min_age_s=0)  # what is left is held by a live worker
-    return len(list(folder.glob("*.lock"))) if folder.exists() else 0
+    deadline = time.monotonic() + wait_s
+    while True:
+        remove_stale_locks(folder, min_age_s=0)  # what is left is held by a live worker
+        alive = len(list(folder.glob("*.lock"))) if folder.exists() else 0
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -378,24 +287,28 @@ def main() -> int:
     chaos.run()
     drain_s = chaos.drain()
     chaos.stop_supervisor()
-    time.sleep(1.0)  # orphans of killed supervisors finish their last step and exit
-    figures = check(chaos.queue, submitted, home)
+    leftover = leftover_workers(home)  # first: orphans may still write their last step
+    try:
+        results = check(chaos.queue, submitted, ledger_path())
+    except EmptyLedger as empty:
+        print(f"chaos: {empty}", file=sys.stderr)
+        return 1
     counts = chaos.counts
-    figures |= {
+    results |= {
         "worker_kills": counts.worker_kills, "supervisor_kills": counts.supervisor_kills,
         "cancels": counts.cancels, "pauses": counts.pauses, "resumes": counts.resumes,
-        "leftover_workers": leftover_workers(home),
+        "leftover_workers": leftover,
     }  # fmt: skip
-    for name, value in figures.items():
+    for name, value in results.items():
         print(f"{name}: {value}")
     print(f"drain_s: {drain_s:.1f}")
     print(f"total_s: {time.monotonic() - started:.1f}")
     print(f"home: {home}")
-    broken = any(figures[k] for k in ("lost", "double_runs", "illegal_paths", "stuck"))
+    broken = any(results[name] for name in FAULT_FIGURES)
     missed = (
         counts.worker_kills < args.worker_kills or counts.supervisor_kills < args.supervisor_kills
     )
-    return 1 if broken or missed or figures["jobs"] != args.jobs else 0
+    return 1 if broken or missed or results["jobs"] != args.jobs else 0
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ from app.models.tables import TRANSITION
 
 def claim_until_empty(db_path: str, worker_id: str) -> list[int]:
     queue = JobQueue(open_database(db_path))
-    claimed = []
+    claimed: list[int] = []
     while (job := queue.claim(worker_id)) is not None:
-        claimed.append(job.id)
+        claimed.append(job.id or 0)  # a claimed job is stored: it has an id
     queue.db.dispose()
     return claimed
 

@@ -23,6 +23,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.engine.queue import JobQueue
+    from app.engine.settings import Settings
+    from app.engine.supervisor import Supervisor
+    from app.testing.scripted_runner import ScriptedRunner
+    from app.ui.widgets.window import MainWindow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -139,7 +147,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
 
     from app.engine.params import GenerationParams
     from app.ui.main import launch
-    from app.ui.services import NoWorkers
+    from app.ui.presenters.interfaces import NoWorkers
 
     result: dict[str, float] = {}
 
@@ -159,7 +167,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     window.installEventFilter(first_paint)
     window.resize(1600, 960)
     qt_app.aboutToQuit.connect(window.shut_down)
-    window.services.confirm_quit = lambda _running: True  # no question at the end
+    window.deps.confirm_quit = lambda _running: True  # no question at the end
 
     delays: list[float] = []
     clock = QElapsedTimer()
@@ -182,7 +190,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
 
     def wait_for_running() -> None:
         # Measure the steady state: both jobs running, the workers' start-up (imports) over.
-        if len(window.services.queue.running_ids()) >= 2:
+        if len(window.deps.queue.running_ids()) >= 2:
             QTimer.singleShot(1000, begin)
         else:
             QTimer.singleShot(200, wait_for_running)
@@ -196,7 +204,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     def finish() -> None:
         tick.stop()
         workload.stop()
-        running = window.services.queue.running_ids()
+        running = window.deps.queue.running_ids()
         if delays:
             delays.pop(0)  # the first interval started before the timer did
         print(json.dumps({"shown": result.get("shown", -1), "delays": delays,
@@ -208,9 +216,9 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     qt_app.exec()
 
 
-def _scripted_workers(queue, settings):
-    from app.engine.scripted_runner import ScriptedRunner
+def _scripted_workers(queue: JobQueue, settings: Settings) -> tuple[Supervisor, None]:
     from app.engine.supervisor import Supervisor
+    from app.testing.scripted_runner import ScriptedRunner
 
     factory = niced_scripted_runner if os.environ.get("EASEL_BENCH_NICE") else ScriptedRunner
     supervisor = Supervisor.for_app(
@@ -219,9 +227,9 @@ def _scripted_workers(queue, settings):
     return supervisor, None
 
 
-def niced_scripted_runner():
+def niced_scripted_runner() -> ScriptedRunner:
     """The scripted runner in a worker that yields the CPU to the window first."""
-    from app.engine.scripted_runner import ScriptedRunner
+    from app.testing.scripted_runner import ScriptedRunner
 
     os.nice(10)
     return ScriptedRunner()
@@ -230,7 +238,7 @@ def niced_scripted_runner():
 class Workload:
     """What an impatient user does: scroll, page in more, switch filters, click jobs."""
 
-    def __init__(self, window) -> None:
+    def __init__(self, window: MainWindow) -> None:
         from PySide6.QtCore import QTimer
 
         self.window = window

@@ -36,12 +36,12 @@ from app.engine.params import GenerationParams  # noqa: E402
 from app.engine.queue import JobQueue, open_queue  # noqa: E402
 from app.engine.settings import load_settings, save_settings  # noqa: E402
 from app.engine.states import JobEvent  # noqa: E402
-from app.ui.queue_service import QueueService  # noqa: E402
-from app.ui.quit_dialog import quit_box  # noqa: E402
-from app.ui.services import RestoreSummary  # noqa: E402
-from app.ui.settings_dialog import SettingsDialog  # noqa: E402
-from app.ui.theme import apply_theme  # noqa: E402
-from app.ui.window import MainWindow, Services  # noqa: E402
+from app.ui.presenters.interfaces import RestoreSummary  # noqa: E402
+from app.ui.presenters.queue_service import QueueService  # noqa: E402
+from app.ui.qt.theme import apply_theme  # noqa: E402
+from app.ui.widgets.quit_dialog import quit_box  # noqa: E402
+from app.ui.widgets.settings_dialog import SettingsDialog  # noqa: E402
+from app.ui.widgets.window import Dependencies, MainWindow  # noqa: E402
 
 PALETTE = {
     "red": (220, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 220),
@@ -263,13 +263,13 @@ def main() -> int:
     clock.now = time.time() - 40
     running = start_running(queue, clock)
     queue.clock = time.time
-    services = Services(
+    deps = Dependencies(
         queue=QueueService(queue), workers=PreviewWorkers(running), settings=load_settings(),
         save_settings=save_settings, list_models=lambda: ["easel-tiny"],
         restore=RestoreSummary(requeued=(list(running)[1],), paused=(ids["paused"],)),
         confirm_quit=lambda _n: True,
     )  # fmt: skip
-    window = MainWindow(services)
+    window = MainWindow(deps)
     window.resize(1600, 960)
     window.prompt.set_params(
         GenerationParams(prompt="a red circle on a blue background", seed=1006)
@@ -286,6 +286,8 @@ def main() -> int:
         (1000, lambda: save(window, args.out / "failed.png")),
         (100, lambda: window.jobs.select_jobs([ids["paused"]])),  # type: ignore[list-item]
         (1000, lambda: save(window, args.out / "paused.png")),
+        (100, lambda: _refused_numbers(window)),
+        (800, lambda: save(window, args.out / "refused.png")),
         (100, lambda: _settings_shot(window, args.out / "settings.png")),
         (700, lambda: _quit_shot(window, args.out / "quit.png")),
         (900, lambda: window.close()),
@@ -296,6 +298,13 @@ def main() -> int:
     return code
 
 
+def _refused_numbers(window: MainWindow) -> None:
+    """Out-of-range numbers stay as typed, flagged beside the field; Generate says why."""
+    window.prompt.steps.setText("999")
+    window.prompt.count.setText("20")
+    window.generate()
+
+
 def _quit_shot(window: MainWindow, path: Path) -> None:
     box, _pause = quit_box(window, 2)
     box.show()
@@ -303,7 +312,7 @@ def _quit_shot(window: MainWindow, path: Path) -> None:
 
 
 def _settings_shot(window: MainWindow, path: Path) -> None:
-    dialog = SettingsDialog(window.services.settings, lambda _s: None, window)
+    dialog = SettingsDialog(window.deps.settings, lambda _s: None, window)
     dialog.show()
     QTimer.singleShot(300, lambda: (save(dialog, path), dialog.close()))
 

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import graph, jobs, worker
+from app.cli import db, graph, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
+from app.errors import internal_error
+
+log = logging.getLogger(__name__)
 
 # Each command module adds its sub-commands; a sub-command stores its handler as `run`.
 COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     jobs.add_commands,
     worker.add_commands,
+    db.add_commands,
     graph.add_commands,  # after jobs: it extends `submit`
 ]
+EXIT_BUG = 1
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE (128 + 13)
+HOME_HELP = f"data folder (overrides ${HOME_ENV} and the default)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,13 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
         "With no command, opens the window.",
     )
     parser.add_argument("--version", action="version", version=f"Easel {__version__}")
-    parser.add_argument(
-        "--home", metavar="DIR", help=f"data folder (overrides ${HOME_ENV} and the default)"
-    )
+    parser.add_argument("--home", metavar="DIR", help=HOME_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add_commands in COMMAND_MODULES:
         add_commands(commands)
+    _accept_home_after_the_command(commands)
     return parser
+
+
+def _accept_home_after_the_command(commands: argparse._SubParsersAction) -> None:
+    """`--home DIR` after the command too (`jobs --home DIR`), at any depth (`db restore`).
+
+    SUPPRESS: a command that is not given `--home` leaves the one before it in place."""
+    for parser in set(commands.choices.values()):
+        parser.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS, help=HOME_HELP)
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_home_after_the_command(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,9 +61,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[HOME_ENV] = os.path.abspath(args.home)
     if args.command is None:
         return _open_window()
-    configure_logging("cli")
+    log_file = configure_logging("cli")
     handler: Callable[[argparse.Namespace], int] = args.run
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        return _reader_went_away()
+    except Exception as error:  # a bug: the traceback goes to the log, one line to the user
+        log.exception("command %s failed", args.command)
+        print(f"error: {internal_error(error, log_file)}", file=sys.stderr)
+        return EXIT_BUG
+
+
+def _reader_went_away() -> int:
+    """`jobs | head`: the reader closed the pipe; stop quietly (no traceback at exit either)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the flush at interpreter exit must not fail again
+    return EXIT_BROKEN_PIPE
 
 
 def _open_window() -> int:

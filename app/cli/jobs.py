@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
+from app.engine.generation.sources import MODEL_INDEX, resolve_model
 from app.engine.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     SCHEDULERS,
     GenerationParams,
-    InvalidParameters,
     parse_size,
 )
-from app.engine.queue import JobNotFound, JobQueue, RequestRefused, open_queue
-from app.engine.states import JobStatus, TransitionNotAllowed
-from app.models.db import DatabaseError
+from app.engine.queue import JobQueue, OpenFor, open_queue
+from app.engine.settings import load_settings
+from app.engine.states import JobStatus
+from app.errors import DatabaseError, MissingModel, UserError
 from app.models.tables import Job, JobTransition
 
-# Errors a user can act on: print the message, exit non-zero, no traceback.
-USER_ERRORS = (InvalidParameters, TransitionNotAllowed, JobNotFound, RequestRefused, DatabaseError)
+EXIT_REFUSED = 2  # the request was refused as given (bad input, no such job, not allowed)
+EXIT_STORE = 1  # the database or its disk (locked, full, read-only, damaged)
+DEFAULT_LIMIT = 50
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -31,12 +35,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
     listing.add_argument("--status", type=_status, help="only jobs in this status")
-    listing.add_argument("--limit", type=int, default=50)
-    listing.set_defaults(run=with_queue(_jobs))
+    shown = listing.add_mutually_exclusive_group()
+    shown.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+                       help=f"show the newest N jobs (default {DEFAULT_LIMIT})")  # fmt: skip
+    shown.add_argument("--all", action="store_true", help="show every job")
+    listing.add_argument("--json", action="store_true", help="one JSON array, for scripts")
+    listing.set_defaults(run=with_queue(_jobs, OpenFor.READING))
 
     show = commands.add_parser("show", help="a job and its timeline")
     show.add_argument("job_id", type=int, metavar="ID")
-    show.set_defaults(run=with_queue(_show))
+    show.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    show.set_defaults(run=with_queue(_show, OpenFor.READING))
 
     for name, action in (
         ("cancel", JobQueue.cancel),
@@ -68,29 +77,45 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def params_from_args(args: argparse.Namespace) -> GenerationParams:
+    """The request on the command line, checked before anything is stored: parameters, and
+    that the model exists where a worker will look (files only: no torch here)."""
     width, height = parse_size(args.size)
-    return GenerationParams(
+    params = GenerationParams(
         prompt=args.prompt, negative_prompt=args.negative, model=args.model,
         scheduler=args.scheduler, steps=args.steps, cfg=args.cfg,
         width=width, height=height, seed=args.seed,
     ).validated()  # fmt: skip
+    check_model(params.model)
+    return params
+
+
+def check_model(name: str) -> None:
+    """`MissingModel` unless `name` is a model a worker can load (by name or folder)."""
+    info = resolve_model(name, load_settings().model_search_path())
+    index = info.path / MODEL_INDEX
+    if not info.pipeline_class and index.is_file():
+        raise MissingModel(f"model {name!r} at {info.path} has an unreadable {MODEL_INDEX}")
 
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def with_queue(handler: Callable[[argparse.Namespace, JobQueue], int]) -> Handler:
+def with_queue(
+    handler: Callable[[argparse.Namespace, JobQueue], int],
+    purpose: OpenFor = OpenFor.REQUESTS,
+) -> Handler:
     """Run a command on the user's queue; errors the user can act on become one line."""
+
     def run(args: argparse.Namespace) -> int:
         try:
-            queue = open_queue()
+            queue = open_queue(purpose=purpose)
             try:
                 return handler(args, queue)
             finally:
                 queue.db.dispose()
-        except USER_ERRORS as error:
+        except UserError as error:
             print(f"error: {error}", file=sys.stderr)
-            return 2
+            return EXIT_STORE if isinstance(error, DatabaseError) else EXIT_REFUSED
 
     return run
 
@@ -103,20 +128,40 @@ def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
 
 def _jobs(args: argparse.Namespace, queue: JobQueue) -> int:
     statuses = [args.status] if args.status else None
-    for job in queue.jobs(statuses, limit=args.limit):
+    limit = None if args.all else args.limit
+    jobs = queue.jobs(statuses, limit=limit)
+    if args.json:
+        print(json.dumps([job_record(job) for job in jobs], indent=1))
+    for job in [] if args.json else jobs:
         print(job_line(job))
+    counts = queue.count_by_status()
+    total = sum(n for status, n in counts.items() if statuses is None or status in statuses)
+    if len(jobs) < total:
+        # On stderr: a note for people, never mixed into what a script reads.
+        print(f"(the newest {len(jobs)} of {total} jobs; --limit N or --all for more)",
+              file=sys.stderr)  # fmt: skip
     return 0
 
 
 def _show(args: argparse.Namespace, queue: JobQueue) -> int:
     job = queue.get(args.job_id)
+    timeline = queue.timeline(job.id or 0)
+    if args.json:
+        record = {**job_record(job), "timeline": [t.model_dump() for t in timeline]}
+        print(json.dumps(record, indent=1))
+        return 0
     print(job_line(job))
     for label, value in _job_details(job):
         print(f"  {label:<11} {value}")
     print("timeline:")
-    for transition in queue.timeline(job.id or 0):
+    for transition in timeline:
         print("  " + transition_line(transition))
     return 0
+
+
+def job_record(job: Job) -> dict[str, Any]:
+    """A job as plain JSON values (times stay Unix seconds, like the database)."""
+    return job.model_dump()
 
 
 def _request(action: Callable[..., object]) -> Callable[[argparse.Namespace, JobQueue], int]:
@@ -131,6 +176,16 @@ def _request(action: Callable[..., object]) -> Callable[[argparse.Namespace, Job
 def _rerun(args: argparse.Namespace, queue: JobQueue) -> int:
     print(queue.rerun(args.job_id, source="cli"))
     return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def _status(text: str) -> JobStatus:

@@ -12,7 +12,7 @@ from types import FrameType
 from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
 from app.engine.logs import configure_logging, log_path
 from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.queue import JobQueue
+from app.engine.queue import JobQueue, OpenFor
 from app.engine.recovery import recover
 from app.engine.retry import RetryPolicy, is_settled
 from app.engine.settings import load_settings
@@ -31,7 +31,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "worker", help="run a headless worker: claim and run jobs until stopped (SIGTERM pauses)"
     )
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is pending")
-    worker.set_defaults(run=with_queue(_worker))
+    worker.set_defaults(run=with_queue(_worker, OpenFor.LAUNCH))
 
     generate = commands.add_parser(
         "generate", help="generate one image now; prints its path last (Ctrl+C cancels)"
@@ -71,11 +71,12 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
     params = params_from_args(args)
     settings = load_settings()
     overrides: dict[str, object] = {"warm_model": params.model}
+    out = None
     if args.out:
         out = Path(args.out).expanduser().resolve()
         out.mkdir(parents=True, exist_ok=True)
-        overrides["outputs_dir"] = str(out)
-    job_id = queue.submit(params, max_attempts=settings.max_attempts, source="cli")
+    # The folder travels with the job: a GUI worker that claims it first writes there too.
+    job_id = queue.submit(params, max_attempts=settings.max_attempts, source="cli", output_dir=out)
     supervisor = Supervisor.for_app(queue, settings, workers=1, only_job=job_id, **overrides)
     try:
         job = _run_until_settled(supervisor, queue, job_id)

@@ -2,8 +2,14 @@
 
 The step checkpoint is where the app's requests take effect: it reads the job's status
 (one small SELECT per step, cheap next to a denoising step) and stops on CANCELLING or
-PAUSING. Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's
-id so a worker that lost its job (timed out, re-claimed elsewhere) can never settle it.
+PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling checkpoint.
+Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's id so a
+worker that lost its job (timed out, re-claimed elsewhere) can never settle it; such a
+worker stops at its next step checkpoint without writing or deleting anything.
+
+Checkpoint files belong to one claim (see `checkpoint_files`); a run first adopts the
+newest earlier one. What happened to the saved progress (resumed from step k, damaged and
+set aside, missing) is said in the message of the run's settling transition.
 """
 
 from __future__ import annotations
@@ -12,31 +18,79 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from app.engine.generation.errors import CheckpointError, is_transient
+from app.engine.generation.checkpoint_files import Claim, adopt_earlier, remove_earlier, set_aside
+from app.engine.generation.errors import CheckpointError, CheckpointMismatch
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
+    ResumedFrom,
     StepDecision,
     StepProgress,
 )
 from app.engine.graph import init_image_of
 from app.engine.messages import MessageKind
-from app.engine.queue import JobNotFound, NotHoldingJob, params_of
-from app.engine.retry import describe_error, failure_message
+from app.engine.params import GenerationParams
+from app.engine.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
+from app.engine.retry import describe_error, failure_changes
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.models.tables import Job
-
-if TYPE_CHECKING:
-    from app.engine.worker import Worker
 
 log = logging.getLogger(__name__)
 
 SOURCE = "worker"
 STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
 DECISIONS = {JobStatus.CANCELLING: StepDecision.CANCEL, JobStatus.PAUSING: StepDecision.PAUSE}
+# How the attempt before this one ended, as the "resumed from step k" note words it.
+ENDINGS = {JobStatus.TIMEOUT: "crash", JobStatus.FAILED: "failure"}
+
+
+class LostJob(Exception):
+    """Raised at a step checkpoint when this worker no longer holds its job: the runner
+    unwinds without writing or deleting anything, and nothing is settled."""
+
+
+class RunnerLike(Protocol):
+    """What a job run needs of `generation.runner.Runner` (fakes implement the same)."""
+
+    def load(self, model_name: str) -> object: ...
+
+    def run(
+        self,
+        params: GenerationParams,
+        *,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
+    ) -> GenerationOutcome: ...
+
+
+class Send(Protocol):
+    """Tell the app something (see `worker.Worker.send`); never blocks."""
+
+    def __call__(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a job run needs from the worker that runs it, and nothing more."""
+
+    queue: JobQueue
+    worker_id: str
+    runner: RunnerLike
+    outputs_dir: Path
+    checkpoints_dir: Path
+    send: Send
+    pause_requested: Callable[[], bool]  # the worker is stopping: pause the job in hand
+    heartbeat_interval_s: float = 3.0
+    stall_limit_s: float = 600.0
+    progress_interval_s: float = 0.25
+    checkpoint_interval_s: float = 0.0  # rolling checkpoints this often; 0: none
+    checkpoint_every_steps: int = 0  # and/or every this many steps; 0: none
 
 
 class Heartbeat:
@@ -66,24 +120,30 @@ class Heartbeat:
 
 
 class JobRun:
-    def __init__(self, worker: Worker, job: Job) -> None:
-        self.worker = worker
+    def __init__(self, context: RunContext, job: Job) -> None:
+        self.context = context
+        self.queue = context.queue
         self.job = job
         self.job_id = job.id or 0
         self.params = params_of(job)
-        config = worker.config
-        self.output_path = Path(config.outputs_dir) / f"{self.job_id:06d}-{job.seed}.png"
-        default_checkpoint = Path(config.checkpoints_dir) / f"job-{self.job_id}.ckpt"
-        self.checkpoint_path = Path(job.checkpoint_path or default_checkpoint)
+        outputs = Path(job.output_dir) if job.output_dir else context.outputs_dir
+        self.output_path = outputs / f"{self.job_id:06d}-{job.seed}.png"  # where asked, if it was
+        self.claim = Claim(context.checkpoints_dir, self.job_id, job.attempt, job.version)
+        self.checkpoint_path = self.claim.file
+        self.notes: list[str] = []  # for the timeline, in the settling transition's message
         self.lost = False
         self._last_row_update = 0.0
-        self._last_sign_of_life = time.monotonic()
+        self._last_sign_of_life = self._last_checkpoint = time.monotonic()
 
     def run(self) -> None:
-        self.worker.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
-        with Heartbeat(self._heartbeat, self.worker.config.heartbeat_interval_s):
+        self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
+        with Heartbeat(self._heartbeat, self.context.heartbeat_interval_s):
             try:
+                self._take_over_progress()
                 outcome = self._generate()
+            except LostJob:
+                log.info("job %s was taken from this worker; dropped its run", self.job_id)
+                return
             except Exception as error:
                 log.warning("job %s failed: %s", self.job_id, describe_error(error))
                 self._fail(error)
@@ -92,28 +152,50 @@ class JobRun:
 
     def _heartbeat(self) -> bool:
         silent_s = time.monotonic() - self._last_sign_of_life
-        if silent_s > self.worker.config.stall_limit_s:
+        if silent_s > self.context.stall_limit_s:
             # Hung outside the step loop: let the heartbeat go stale so the watchdog acts.
             log.warning("job %s: no step for %.0fs; heartbeat withheld", self.job_id, silent_s)
             return False
-        return self.worker.queue.heartbeat(self.job_id, self.worker.worker_id)
+        return self.queue.heartbeat(self.job_id, self.context.worker_id)
+
+    def _take_over_progress(self) -> None:
+        """Adopt the newest checkpoint an earlier claim left (we hold the job now)."""
+        recorded = Path(self.job.checkpoint_path) if self.job.checkpoint_path else None
+        if not adopt_earlier(self.claim, also=recorded) and recorded is not None:
+            self.notes.append(
+                f"the saved progress ({recorded.name}) was missing; started over from step 0"
+            )
 
     def _generate(self) -> GenerationOutcome:
         try:
-            return self._run_runner()
+            outcome = self._run_runner()
         except CheckpointError as error:
             # Same seed, same image: starting over costs time but never changes the result.
-            log.warning("job %s: discarding its checkpoint: %s", self.job_id, error)
-            self.checkpoint_path.unlink(missing_ok=True)
-            return self._run_runner()
+            log.warning("job %s: setting its checkpoint aside: %s", self.job_id, error)
+            self.notes.append(_unusable_note(error, set_aside(self.checkpoint_path)))
+            outcome = self._run_runner()
+        if outcome.resumed_from is not None:
+            self.notes.insert(0, self._resumed_note(outcome.resumed_from))
+        return outcome
+
+    def _resumed_note(self, resumed: ResumedFrom) -> str:
+        ended = next(
+            (t for t in reversed(self.queue.timeline(self.job_id)) if t.to_status in ENDINGS),
+            None,
+        )
+        if ended is None or resumed.saved_at <= 0:
+            return f"resumed from step {resumed.step}"
+        before_s = max(0.0, ended.at - resumed.saved_at)
+        ending = ENDINGS[JobStatus(ended.to_status)]
+        return f"resumed from step {resumed.step} (saved {before_s:.0f} s before the {ending})"
 
     def _run_runner(self) -> GenerationOutcome:
-        return self.worker.runner.run(
+        return self.context.runner.run(
             self.params,
             output_path=self.output_path,
             checkpoint_path=self.checkpoint_path,
             on_step=self.on_step,
-            init_image=init_image_of(self.worker.queue, self.job),
+            init_image=init_image_of(self.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------
@@ -124,19 +206,35 @@ class JobRun:
         status = self._current_status()
         if status is None:
             self.lost = True
-            return StepDecision.CANCEL  # someone else owns the job now: write nothing
-        if status is JobStatus.PROCESSING and self.worker.pause_requested:
+            raise LostJob(self.job_id)  # someone else owns the job now: touch nothing
+        if status is JobStatus.PROCESSING and self.context.pause_requested():
             status = self._pause_for_shutdown()
-        return DECISIONS.get(status, StepDecision.CONTINUE)
+        decision = DECISIONS.get(status, StepDecision.CONTINUE)
+        if decision is StepDecision.CONTINUE and self._checkpoint_due(progress):
+            return StepDecision.CHECKPOINT
+        return decision
+
+    def _checkpoint_due(self, progress: StepProgress) -> bool:
+        if progress.step >= progress.total:
+            return False  # the image comes next; nothing left to save time on
+        every = self.context.checkpoint_every_steps
+        interval = self.context.checkpoint_interval_s
+        now = time.monotonic()
+        due = (every > 0 and progress.step % every == 0) or (
+            interval > 0 and now - self._last_checkpoint >= interval
+        )
+        if due:
+            self._last_checkpoint = now
+        return due
 
     def _current_status(self) -> JobStatus | None:
         """The job's status if this worker still holds it, else None."""
         try:
-            job = self.worker.queue.get(self.job_id)
+            job = self.queue.get(self.job_id)
         except JobNotFound:
             return None
         status = JobStatus(job.status)
-        if job.worker_id != self.worker.worker_id or not status.is_running:
+        if job.worker_id != self.context.worker_id or not status.is_running:
             return None
         return status
 
@@ -145,17 +243,16 @@ class JobRun:
         return record if record is not None else JobStatus.PROCESSING
 
     def _report(self, progress: StepProgress) -> None:
-        worker = self.worker
-        worker.send(
+        self.context.send(
             MessageKind.PROGRESS, self.job_id, step=progress.step, total=progress.total,
             elapsed_s=progress.elapsed_s, preview_png=progress.preview_png,
         )  # fmt: skip
         now = time.monotonic()
-        due = now - self._last_row_update >= worker.config.progress_interval_s
+        due = now - self._last_row_update >= self.context.progress_interval_s
         if due or progress.step >= progress.total:
             self._last_row_update = now
-            worker.queue.report_progress(
-                self.job_id, worker.worker_id, progress.step, progress.total
+            self.queue.report_progress(
+                self.job_id, self.context.worker_id, progress.step, progress.total
             )
 
     # --- settling ----------------------------------------------------------------------------
@@ -163,27 +260,36 @@ class JobRun:
     def _settle(self, outcome: GenerationOutcome) -> None:
         if outcome.kind is OutcomeKind.COMPLETED:
             path = str(outcome.image_path or self.output_path)
-            changes = {
+            done = {
                 "output_path": path,
                 "error": None,
                 "progress_step": self.params.denoising_steps,
             }
-            if self._fire(JobEvent.COMPLETE, message=f"wrote {path}", changes=changes):
-                self.worker.send(MessageKind.FINISHED, self.job_id, image_path=path)
+            message = self._with_notes(f"wrote {path}")
+            if self._fire(JobEvent.COMPLETE, message=message, changes=done):
+                remove_earlier(self.claim)  # a late writer's leftovers, if any
+                self.context.send(MessageKind.FINISHED, self.job_id, image_path=path)
             return
-        if self.lost:
-            log.info("job %s was taken from this worker; dropped its run", self.job_id)
-            return
-        changes = {}
-        if outcome.kind is OutcomeKind.PAUSED and outcome.checkpoint_path is not None:
-            changes["checkpoint_path"] = str(outcome.checkpoint_path)
-        if self._fire(JobEvent.STOPPED, changes=changes, only_from=STOPPING):
-            self.worker.send(MessageKind.FINISHED, self.job_id)
+        changes: dict[str, Any] = {}
+        if outcome.kind is OutcomeKind.PAUSED:
+            saved = outcome.checkpoint_path
+            changes["checkpoint_path"] = str(saved) if saved is not None else None
+            if outcome.unsaved_reason is not None:
+                then = "resume from the last saved step" if saved else "start over from step 0"
+                self.notes.append(
+                    f"the progress could not be saved ({outcome.unsaved_reason}); it will {then}"
+                )
+        message = self._with_notes("")
+        if self._fire(JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING):
+            self.context.send(MessageKind.FINISHED, self.job_id)
+
+    def _with_notes(self, message: str) -> str:
+        return "; ".join([*self.notes, message] if message else self.notes)
 
     def _fail(self, error: Exception) -> None:
-        message = failure_message(error, transient=is_transient(error))
-        if self._fire(JobEvent.FAIL, message=message, changes={"error": describe_error(error)}):
-            self.worker.send(MessageKind.FINISHED, self.job_id, error=describe_error(error))
+        failure = failure_changes(error)
+        if self._fire(JobEvent.FAIL, message=failure["error"], changes=failure):
+            self.context.send(MessageKind.FINISHED, self.job_id, error=describe_error(error))
 
     def _fire(
         self,
@@ -195,12 +301,22 @@ class JobRun:
     ) -> JobStatus | None:
         """Fire `event` as this worker; None if the job is no longer ours to settle."""
         try:
-            record = self.worker.queue.fire(
+            record = self.queue.fire(
                 self.job_id, event, source=SOURCE, message=message,
-                worker_id=self.worker.worker_id, changes=changes, only_from=only_from,
+                worker_id=self.context.worker_id, changes=changes, only_from=only_from,
             )  # fmt: skip
         except (NotHoldingJob, TransitionNotAllowed, JobNotFound) as error:
             log.info("job %s: %s not applied: %s", self.job_id, event.value, error)
             self.lost = True
             return None
         return record.to_status
+
+
+def _unusable_note(error: CheckpointError, kept_as: Path | None) -> str:
+    what = (
+        "the saved progress was made for other parameters"
+        if isinstance(error, CheckpointMismatch)
+        else "the saved progress was damaged"
+    )
+    kept = f"; kept as {kept_as.name}" if kept_as is not None else ""
+    return f"{what}; started over from step 0 ({error}{kept})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import sys
 from pathlib import Path
 
 from app.engine import paths
@@ -29,22 +30,33 @@ class _RoleFilter(logging.Filter):
 
 
 def log_path(role: str) -> Path:
-    return paths.logs_dir() / f"{role}.log"
+    # No folder is created here: naming the file must work on a read-only data folder too.
+    return paths.logs_dir(create=False) / f"{role}.log"
 
 
 def configure_logging(role: str, *, level: int = logging.INFO, echo: bool = False) -> Path:
-    """Send this process's logs to `logs/<role>.log` (and stderr when `echo`)."""
+    """Send this process's logs to `logs/<role>.log` (and stderr when `echo`).
+
+    A data folder that cannot be written (read-only disk, no permission) must not stop the
+    app: the logs then go to stderr, after a one-line warning saying so."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "easel_handler", False):
             root.removeHandler(handler)
             handler.close()
     path = log_path(role)
-    handlers: list[logging.Handler] = [
-        logging.handlers.RotatingFileHandler(
-            path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+    handlers: list[logging.Handler] = []
+    try:
+        path.parent.mkdir(exist_ok=True)
+        handlers.append(
+            logging.handlers.RotatingFileHandler(
+                path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+            )
         )
-    ]
+    except OSError as error:
+        print(f"warning: cannot write the log {path} ({error.strerror}); logging to stderr",
+              file=sys.stderr)  # fmt: skip
+        echo = True
     if echo:
         handlers.append(logging.StreamHandler())
     for handler in handlers:

@@ -10,6 +10,8 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from app.errors import BadInput
+
 DEFAULT_MODEL = "easel-tiny"
 
 # Names as AUTOMATIC1111 shows them; the runner maps each to a diffusers scheduler class.
@@ -26,7 +28,7 @@ MAX_PROMPT_CHARS = 2000
 INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
 
 
-class InvalidParameters(ValueError):
+class InvalidParameters(BadInput):
     """A generation request that cannot run; the message says exactly what is wrong."""
 
 
@@ -87,6 +89,10 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.append(f"the negative prompt is longer than {MAX_PROMPT_CHARS} characters")
     if not p.model.strip():
         problems.append("no model is given")
+    for label, text in (
+        ("prompt", p.prompt), ("negative prompt", p.negative_prompt), ("model name", p.model),
+    ):  # fmt: skip
+        problems.extend(_text_problems(label, text))
     if p.scheduler not in SCHEDULERS:
         known = ", ".join(SCHEDULERS)
         problems.append(f"unknown scheduler {p.scheduler!r} (known: {known})")
@@ -113,6 +119,18 @@ def _init_problems(p: GenerationParams) -> list[str]:
         return [f"strength must be above 0 and at most 1, not {p.strength:g}"]
     if p.denoising_steps < 1:
         return [f"strength {p.strength:g} of {p.steps} steps leaves no step to run"]
+    return []
+
+
+def _text_problems(label: str, text: str) -> list[str]:
+    # A NUL cuts strings short in C code downstream; lone surrogates are undecodable bytes
+    # (a command line's invalid UTF-8, kept by Python's surrogateescape) that cannot be stored.
+    if "\x00" in text:
+        return [f"the {label} contains a NUL character"]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return [f"the {label} contains bytes that are not valid UTF-8 text"]
     return []
 
 

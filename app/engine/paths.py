@@ -42,8 +42,8 @@ def models_dir() -> Path:
     return _subdir("models")
 
 
-def logs_dir() -> Path:
-    return _subdir("logs")
+def logs_dir(*, create: bool = True) -> Path:
+    return _subdir("logs", create=create)
 
 
 def resources_dir() -> Path:
@@ -58,7 +58,8 @@ def bundled_models_dir() -> Path:
     return resources_dir() / "models"
 
 
-def _subdir(name: str) -> Path:
+def _subdir(name: str, *, create: bool = True) -> Path:
     path = data_dir() / name
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,16 @@ from app.engine.states import (
     is_already_satisfied,
     next_status,
 )
-from app.models.db import Database, HotTransaction, Prepared, open_database
+from app.errors import DatabaseError, EaselError, UserError
+from app.models.db import (
+    LOCK_TIMEOUT_S,
+    PATIENT,
+    Database,
+    HotTransaction,
+    Prepared,
+    back_up,
+    open_database,
+)
 from app.models.tables import JOB, TRANSITION, Job, JobTransition
 
 log = logging.getLogger(__name__)
@@ -44,17 +54,17 @@ DEFAULT_PAGE_SIZE = 200
 Clock = Callable[[], float]
 
 
-class JobNotFound(LookupError):
+class JobNotFound(UserError, LookupError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"There is no job {job_id}")
         self.job_id = job_id
 
 
-class RequestRefused(Exception):
+class RequestRefused(UserError):
     """A request that makes no sense for this job (e.g. re-running one still queued)."""
 
 
-class NotHoldingJob(Exception):
+class NotHoldingJob(EaselError):
     """A worker reported on a job that is no longer its own (timed out and re-claimed)."""
 
     def __init__(self, job_id: int, worker_id: str, holder: str | None) -> None:
@@ -111,11 +121,14 @@ class JobQueue:
         rerun_of: int | None = None,
         parents: Sequence[int] = (),
         init_png: bytes | None = None,
+        output_dir: Path | None = None,
     ) -> int:
-        """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id."""
+        """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
+
+        `output_dir`: the folder the image must go to, whichever worker runs the job."""
         [job_id] = self.submit_many(
             [params], priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, parents=parents, init_png=init_png,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
         )  # fmt: skip
         return job_id
 
@@ -129,6 +142,7 @@ class JobQueue:
         rerun_of: int | None = None,
         parents: Sequence[int] = (),
         init_png: bytes | None = None,
+        output_dir: Path | None = None,
     ) -> list[int]:
         """Submit several jobs in one transaction: all are stored, or (on bad input) none.
 
@@ -156,6 +170,7 @@ class JobQueue:
                     "max_attempts": max_attempts, "given_up": False, "priority": priority,
                     "progress_step": 0, "progress_total": params.denoising_steps,
                     "created_at": now, "updated_at": now, "rerun_of": rerun_of,
+                    "output_dir": str(output_dir) if output_dir is not None else None,
                 }  # fmt: skip
                 insert_job = self._sql.insert_job(frozenset(values))
                 job_id = int(tx.execute(insert_job, values).fetchone()[0])
@@ -298,14 +313,19 @@ class JobQueue:
             cursor = tx.execute(statement, params)
             row = cursor.fetchone()
             if row is None:
-                return None
-            job = job_from_cursor(cursor, row)
-            assert job.id is not None and job.status == target.value
-            record = TransitionRecord(
-                job.id, JobStatus.PENDING, target, JobEvent.START, source,
-                f"claimed by {worker_id}", job.attempt, now,
-            )  # fmt: skip
-            self._insert_history(tx, record)
+                idle = True
+            else:
+                idle = False
+                job = job_from_cursor(cursor, row)
+                assert job.id is not None and job.status == target.value
+                record = TransitionRecord(
+                    job.id, JobStatus.PENDING, target, JobEvent.START, source,
+                    f"claimed by {worker_id}", job.attempt, now,
+                )  # fmt: skip
+                self._insert_history(tx, record)
+        if idle:
+            self.db.trim_journal()  # keep the write-ahead log from outgrowing the data
+            return None
         self._notify(record)
         return job
 
@@ -393,10 +413,12 @@ class JobQueue:
         self,
         statuses: Iterable[JobStatus] | None = None,
         *,
-        limit: int = DEFAULT_PAGE_SIZE,
+        limit: int | None = DEFAULT_PAGE_SIZE,
         before_id: int | None = None,
     ) -> list[Job]:
-        """A page of jobs, newest first; page on with `before_id` = the last id seen."""
+        """A page of jobs, newest first; page on with `before_id` = the last id seen.
+
+        `limit=None`: every job (the command line's `jobs --all`)."""
         query = select(JOB).order_by(JOB.c.id.desc()).limit(limit)
         if statuses is not None:
             query = query.where(JOB.c.status.in_([s.value for s in statuses]))
@@ -455,14 +477,42 @@ def _job(row: Row[Any]) -> Job:
     return Job.model_validate(row._mapping)
 
 
-def open_queue(db_path: Path | None = None) -> JobQueue:
-    """The queue on the user's database (or `db_path`), with the standard side effects."""
-    queue = JobQueue(open_database(db_path or paths.database_path()))
+class OpenFor(Enum):
+    """What a process opens the queue for; decides the checks and the lock patience."""
+
+    READING = "reading"  # `jobs`, `show`: read-only, works during a lock or on a read-only disk
+    REQUESTS = "requests"  # a command that writes: integrity checked (tens of ms), then used
+    WORKING = "working"  # a worker: waits for the lock as long as it takes, never fails a job
+    LAUNCH = "launch"  # the window or a headless worker starting: checked, then backed up
+
+
+def open_queue(db_path: Path | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
+    """The queue on the user's database (or `db_path`), with the standard side effects.
+
+    A damaged database raises `DatabaseCorrupt` (the file is left untouched). At LAUNCH a
+    rotating backup is taken once the check passed (see `models.db.back_up`)."""
+    path = db_path or paths.database_path()
+    db = open_database(
+        path,
+        read_only=purpose is OpenFor.READING,
+        lock_timeout_s=PATIENT if purpose is OpenFor.WORKING else LOCK_TIMEOUT_S,
+        check_integrity=purpose in (OpenFor.REQUESTS, OpenFor.LAUNCH),
+    )
+    if purpose is OpenFor.LAUNCH:
+        _back_up(db)
+    queue = JobQueue(db)
     queue.listeners.append(_checkpoint_cleaner(queue))
     from app.engine.graph import graph_listener  # graph builds on this module
 
     queue.listeners.append(graph_listener(queue))
     return queue
+
+
+def _back_up(db: Database) -> None:
+    try:
+        log.info("backed up the job database to %s", back_up(db))
+    except (DatabaseError, OSError) as error:  # a missing backup must not stop the app
+        log.warning("could not back up the job database: %s", error)
 
 
 def _checkpoint_cleaner(queue: JobQueue) -> TransitionListener:

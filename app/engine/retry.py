@@ -3,27 +3,29 @@
 Each failure is decided exactly once: the job is either retried (RETRY with an exponential
 `not_before` backoff) or marked given up with the reason. A job whose worker died on every
 attempt is quarantined: it is probably what kills the worker, so it is not tried again.
-A user can always retry by hand (that clears `given_up`).
+A user can always retry by hand (that clears `given_up`). Whether a failure is transient is
+the job's `error_transient` column, written with the FAIL from the error's own `transient`
+field (`app.errors.is_transient`), never read back out of a message.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 
 from app.engine.queue import JobNotFound, JobQueue
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.errors import DiskFull, describe, is_transient
 from app.models.tables import JOB, Job, JobTransition
 
 log = logging.getLogger(__name__)
 
 SOURCE = "retry-policy"
-_TRANSIENT = "transient error: "
-_PERMANENT = "error: "
 
 
 def is_settled(job: Job) -> bool:
@@ -33,17 +35,14 @@ def is_settled(job: Job) -> bool:
     return JobStatus(job.status).is_terminal
 
 
-def failure_message(error: BaseException, *, transient: bool) -> str:
-    """The FAIL transition's message; it carries the transient flag the policy reads back."""
-    return f"{_TRANSIENT if transient else _PERMANENT}{describe_error(error)}"
+def failure_changes(error: BaseException) -> dict[str, Any]:
+    """The columns a FAIL transition sets: what went wrong, and whether a retry may cure it."""
+    return {"error": describe(error), "error_transient": is_transient(error)}
 
 
 def describe_error(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
-def is_transient_failure(message: str) -> bool:
-    return message.startswith(_TRANSIENT)
+    """The failure as recorded with the job and in its timeline."""
+    return describe(error)
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def give_up_reason(job: Job, history: Sequence[JobTransition]) -> str | None:
     """Why `job` must not be retried automatically, or None to retry it."""
     last = _last_failure(history)
     what = last.message if last is not None else (job.error or "unknown error")
-    if job.status == JobStatus.FAILED and not is_transient_failure(what):
+    if job.status == JobStatus.FAILED and not job.error_transient:
         return f"not retried automatically, the error is not transient ({what})"
     if job.attempt < job.max_attempts:
         return None
@@ -131,3 +130,34 @@ def is_quarantined(job: Job, history: Sequence[JobTransition]) -> bool:
 def _last_failure(history: Sequence[JobTransition]) -> JobTransition | None:
     ends = (JobEvent.FAIL.value, JobEvent.TIMEOUT.value)
     return next((t for t in reversed(history) if t.event in ends), None)
+
+
+class WaitForSpace:
+    """A worker's pause while the disk is full: say so once, sleep with backoff, try again.
+
+    Nothing can be recorded while the disk is full, so the worker must not claim or settle;
+    whatever job it held is settled by the watchdog or the retry policy once there is room."""
+
+    def __init__(
+        self, first_s: float = 0.5, max_s: float = 10.0, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self._first_s = first_s
+        self._max_s = max_s
+        self._sleep = sleep
+        self._delay_s: float | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self._delay_s is not None
+
+    def wait(self, error: DiskFull) -> None:
+        if self._delay_s is None:
+            log.warning("%s; waiting for space", error)
+            self._delay_s = self._first_s
+        self._sleep(self._delay_s)
+        self._delay_s = min(self._delay_s * 2, self._max_s)
+
+    def space_is_back(self) -> None:
+        if self._delay_s is not None:
+            log.info("disk space is back; carrying on")
+            self._delay_s = None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine import paths
+from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class Settings:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
+    checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
 
     def validated(self) -> Settings:
         problems = []
@@ -42,12 +44,22 @@ class Settings:
             problems.append("heartbeat timeout must be between 2 and 3600 seconds")
         if not 0.5 <= self.cancel_grace_s <= 600:
             problems.append("cancel grace period must be between 0.5 and 600 seconds")
+        if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
+            problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self
 
     def models_path(self) -> Path:
         return Path(self.models_dir) if self.models_dir else paths.models_dir()
+
+    def model_search_path(self) -> ModelSearchPath:
+        """Where models are looked for: bundled, then this user's folder, then the HF cache."""
+        return ModelSearchPath(
+            bundled=(paths.bundled_models_dir(),),
+            user=(self.models_path(),),
+            hf_caches=hf_cache_dirs(),
+        )
 
     def outputs_path(self) -> Path:
         path = Path(self.outputs_dir) if self.outputs_dir else paths.outputs_dir()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from app.errors import UserError
+
 
 class JobStatus(StrEnum):
     PENDING = "PENDING"
@@ -93,7 +95,7 @@ TERMINAL_STATUSES: frozenset[JobStatus] = frozenset({S.SUCCESS, S.CANCELLED})
 RUNNING_STATUSES: frozenset[JobStatus] = frozenset({S.PROCESSING, S.CANCELLING, S.PAUSING})
 
 
-class TransitionNotAllowed(Exception):
+class TransitionNotAllowed(UserError):
     """An event the table does not allow for the job's current status."""
 
     def __init__(

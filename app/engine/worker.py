@@ -23,36 +23,22 @@ from types import FrameType
 from typing import Any, Protocol
 
 from app.engine import paths
-from app.engine.generation.outcome import GenerationOutcome, StepProgress
-from app.engine.job_run import JobRun
+from app.engine.job_run import JobRun, RunContext
+from app.engine.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
 from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.params import DEFAULT_MODEL, GenerationParams
-from app.engine.queue import JobQueue, open_queue
+from app.engine.params import DEFAULT_MODEL
+from app.engine.queue import JobQueue, OpenFor, open_queue
+from app.engine.retry import WaitForSpace
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
+from app.errors import DiskFull
 
 log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
-
-
-class RunnerLike(Protocol):
-    """What the worker needs of `generation.runner.Runner` (fakes implement the same)."""
-
-    def load(self, model_name: str) -> object: ...
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-    ) -> GenerationOutcome: ...
 
 
 RunnerFactory = Callable[[], RunnerLike]
@@ -91,6 +77,8 @@ class WorkerConfig:
     # once no step checkpoint was reached for this long (generous: loading, decoding).
     stall_limit_s: float = 600.0
     progress_interval_s: float = 0.25  # progress row updates at most this often
+    checkpoint_interval_s: float = 10.0  # rolling checkpoints this often (0: none) ...
+    checkpoint_every_steps: int = 0  # ... and/or every this many steps (0: none)
     idle_poll_s: float = 0.25
     warm_model: str | None = DEFAULT_MODEL  # loaded before the first claim
     runner_factory: RunnerFactory = default_runner  # a module-level callable (pickled by name)
@@ -111,6 +99,7 @@ class WorkerConfig:
             checkpoints_dir=str(paths.checkpoints_dir()),
             liveness_dir=str(default_liveness_dir()),
             heartbeat_interval_s=settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT,
+            checkpoint_interval_s=settings.checkpoint_interval_s,
         )
         return replace(config, **overrides)
 
@@ -187,6 +176,7 @@ class Worker:
         self._stop_event = stop_event
         self._parent_alive = parent_alive
         self._pause_and_exit = False  # a plain bool: set from a signal handler
+        self._space = WaitForSpace()
 
     def request_stop(self) -> None:
         """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
@@ -217,14 +207,32 @@ class Worker:
         self._warm_up()
         self.send(MessageKind.READY, device=_device_label(self.runner))
         while not (self.stopping or self.orphaned):
-            job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+            try:
+                job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+                if job is not None:
+                    JobRun(self._run_context(), job).run()
+            except DiskFull as error:
+                self._space.wait(error)  # no room to record anything: pause work, not die
+                continue
+            self._space.space_is_back()
             if job is not None:
-                JobRun(self, job).run()
-            elif self.config.until_idle and not self._anything_pending():
+                continue
+            if self.config.until_idle and not self._anything_pending():
                 break
-            else:
-                self._idle()
+            self._idle()
         self.send(MessageKind.EXITING)
+
+    def _run_context(self) -> RunContext:
+        config = self.config
+        return RunContext(
+            queue=self.queue, worker_id=self.worker_id, runner=self.runner,
+            outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
+            send=self.send, pause_requested=lambda: self.pause_requested,
+            heartbeat_interval_s=config.heartbeat_interval_s,
+            stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+            checkpoint_interval_s=config.checkpoint_interval_s,
+            checkpoint_every_steps=config.checkpoint_every_steps,
+        )  # fmt: skip
 
     def _warm_up(self) -> None:
         if not self.config.warm_model:
@@ -266,7 +274,7 @@ def run_worker(
     worker_id = str(WorkerIdentity(this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
     with LivenessLock(Path(config.liveness_dir), token):
-        queue = open_queue(Path(config.db_path))
+        queue = open_queue(Path(config.db_path), OpenFor.WORKING)
         outbox = Outbox(sink)
         _limit_torch_threads(config.torch_threads)
         worker = Worker(

@@ -6,6 +6,9 @@ SQLAlchemy and can later run on PostgreSQL unchanged.
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -14,21 +17,41 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
-from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import ClauseElement
 from sqlmodel import SQLModel
 
+from app.errors import (
+    DatabaseCorrupt,
+    DatabaseError,
+    DatabaseLocked,
+    DatabaseReadOnly,
+    DiskIOError,
+    disk_full,
+    free_megabytes,
+)
 from app.models.tables import JOB_INPUT, JOB_PARENT, SchemaInfo
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
+LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
+PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
+_PATIENT_BUSY_TIMEOUT_MS = 24 * 3600 * 1000
 _READ_ONLY = "easel_read_only"
+# The write-ahead log is folded back into the database every this many pages, and cut back
+# to this size afterwards: left alone it grew to 30x a small database on a full disk.
+WAL_AUTOCHECKPOINT_PAGES = 256
+JOURNAL_SIZE_LIMIT_BYTES = 256 * 1024
+TRIM_JOURNAL_EVERY_S = 5.0
+BACKUP_FOLDER = "backups"
+BACKUPS_KEPT = 3
 
-
-class DatabaseError(Exception):
-    """A problem with the database file the user can act on (not a bug)."""
+__all__ = ["DatabaseError", "SchemaTooNew"]  # re-exported: the schema's own error lives here
 
 
 class SchemaTooNew(DatabaseError):
@@ -36,10 +59,27 @@ class SchemaTooNew(DatabaseError):
 
 
 class Database:
-    """One engine plus the two kinds of unit of work: `write()` and `read()`."""
+    """One engine plus the two kinds of unit of work: `write()` and `read()`.
 
-    def __init__(self, engine: Engine) -> None:
+    SQLite's runtime errors leave here translated by their code into `app.errors`
+    (locked, disk full, read-only, corrupt, I/O); anything else is a bug and stays raw.
+    After a corruption is seen, every further write is refused: the file stays as it is.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        path: Path | None = None,
+        read_only: bool = False,
+        lock_timeout_s: float | None = LOCK_TIMEOUT_S,
+    ) -> None:
         self.engine = engine
+        self.path = path
+        self.read_only = read_only
+        self.lock_timeout_s = lock_timeout_s
+        self.refusal: DatabaseError | None = None  # set once the file is known to be damaged
+        self._last_trim = 0.0
         # One driver connection per thread for hot writes, kept open: a pool checkout and
         # check-in cost a third of a whole SQLite transaction.
         self._local = threading.local()
@@ -57,12 +97,13 @@ class Database:
         Taking it at BEGIN, not at the first write, means a read-then-write can never
         fail half way with "database is locked" after busy_timeout was skipped.
         """
-        with self.engine.begin() as conn:
+        self._check_writable()
+        with self.translated_errors(), self.engine.begin() as conn:
             yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.read_only_connection() as conn, conn.begin():
+        with self.translated_errors(), self.read_only_connection() as conn, conn.begin():
             yield conn
 
     def read_only_connection(self) -> Connection:
@@ -79,16 +120,47 @@ class Database:
         SQLAlchemy's per-statement execution costs several times what SQLite spends on the
         whole transaction; a claim or a transition runs thousands of times a second.
         """
-        raw = self._hot_connection()
-        cursor = raw.cursor()
-        if self.is_sqlite:
-            _begin_immediate(cursor)
+        self._check_writable()
+        with self.translated_errors():
+            raw = self._hot_connection()
+            cursor = raw.cursor()
+            if self.is_sqlite:
+                _begin_immediate(cursor, self.lock_timeout_s)
+            try:
+                yield HotTransaction(cursor)
+            except BaseException:
+                _rollback_quietly(raw)
+                raise
+            raw.commit()
+
+    def _check_writable(self) -> None:
+        if self.refusal is not None:
+            raise self.refusal
+        if self.read_only:
+            raise DatabaseReadOnly(
+                f"The job database {self.path} is open read-only here; nothing was changed",
+                self.path,
+            )
+
+    @contextmanager
+    def translated_errors(self) -> Iterator[None]:
+        """Raise SQLite's runtime errors as Easel's (`DatabaseLocked`, `DiskFull`, ...)."""
         try:
-            yield HotTransaction(cursor)
-        except BaseException:
-            raw.rollback()
-            raise
-        raw.commit()
+            yield
+        except (sqlite3.Error, DBAPIError) as error:
+            known = self._translate(error)
+            if known is None:
+                raise  # not one a user can act on: a bug, reported with its traceback
+            if isinstance(known, DatabaseCorrupt):
+                self.refusal = known
+            raise known from error
+
+    def _translate(self, error: BaseException) -> DatabaseError | None:
+        driver_error = error.orig if isinstance(error, DBAPIError) else error
+        if not (self.is_sqlite and isinstance(driver_error, sqlite3.Error)):
+            return None
+        path = self.path or Path(str(self.engine.url.database))
+        return translate_sqlite_error(driver_error, path, self.lock_timeout_s)
 
     def _hot_connection(self) -> Any:
         raw = getattr(self._local, "connection", None)
@@ -125,6 +197,21 @@ class Database:
             raise NotImplementedError("data_version is only available on SQLite")
         return int(conn.exec_driver_sql("PRAGMA data_version").scalar_one())
 
+    def trim_journal(self) -> None:
+        """Fold the write-ahead log back into the database and truncate it (at idle).
+
+        At most every few seconds, and never an error: a busy reader only postpones it."""
+        now = time.monotonic()
+        if not self.is_sqlite or self.read_only or now - self._last_trim < TRIM_JOURNAL_EVERY_S:
+            return
+        self._last_trim = now
+        try:
+            if Path(f"{self.path}-wal").stat().st_size == 0:
+                return
+            self._hot_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except (OSError, sqlite3.Error) as error:
+            log.debug("journal not trimmed: %s", error)
+
     def dispose(self) -> None:
         with self._lock:
             hot, self._hot_connections = self._hot_connections, []
@@ -155,61 +242,121 @@ class HotTransaction:
         return self._cursor
 
 
-def open_database(path: Path | str) -> Database:
-    """Open (creating if needed) the database at `path` and bring its schema up to date."""
-    db = Database(_sqlite_engine(Path(path)))
+def open_database(
+    path: Path | str,
+    *,
+    read_only: bool = False,
+    lock_timeout_s: float | None = LOCK_TIMEOUT_S,
+    check_integrity: bool = False,
+) -> Database:
+    """Open the database at `path` and bring its schema up to date (creating it if needed).
+
+    `read_only`: never write, never take the write lock (works on a read-only folder and
+    while another program holds the lock); an older schema is then migrated by a writable
+    open first. `lock_timeout_s`: how long a write waits for the lock (`PATIENT`: as long
+    as it takes). `check_integrity`: refuse a damaged file (`DatabaseCorrupt`) before use.
+    """
+    path = Path(path)
+    if read_only and not path.exists():
+        read_only = False  # nothing to read yet: create it like any first launch
+    db = Database(
+        _sqlite_engine(path, read_only=read_only, lock_timeout_s=lock_timeout_s),
+        path=path, read_only=read_only, lock_timeout_s=lock_timeout_s,
+    )  # fmt: skip
     try:
-        ensure_schema(db)
-    except SQLAlchemyDatabaseError as error:  # locked, read-only, corrupt, not a database
-        db.dispose()
-        raise DatabaseError(f"Cannot open the job database {path}: {error.orig}") from error
-    except Exception:
+        if check_integrity:
+            check_database(db)
+        if read_only:
+            if _read_version(db) != SCHEMA_VERSION:  # older: a writable open migrates it
+                db.dispose()
+                return open_database(path, lock_timeout_s=lock_timeout_s)
+        else:
+            ensure_schema(db)
+    except BaseException:
         db.dispose()
         raise
     return db
 
 
-def _sqlite_engine(path: Path) -> Engine:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(
-        f"sqlite:///{path}",
-        connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
-    )
-    event.listen(engine, "connect", _configure_sqlite_connection)
+def _sqlite_engine(path: Path, *, read_only: bool, lock_timeout_s: float | None) -> Engine:
+    busy_ms = _busy_timeout_ms(lock_timeout_s)
+    connect_args: dict[str, Any] = {"timeout": busy_ms / 1000, "check_same_thread": False}
+    if read_only:
+        # A URI, so SQLite itself refuses writes and never creates files in the folder.
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        if not _writable(path.parent) and not Path(f"{path}-wal").exists():
+            # WAL readers need a -shm file; in a folder nobody can write, none can be made.
+            # With no -wal either, everything is in the file and nobody can change it.
+            uri += "&immutable=1"
+        engine = create_engine(
+            "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, **connect_args)
+        )
+    else:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DatabaseReadOnly(_read_only_message(path.parent), path.parent) from error
+        engine = create_engine(f"sqlite:///{path}", connect_args=connect_args)
+    event.listen(engine, "connect", _connection_setup(busy_ms, read_only=read_only))
     event.listen(engine, "begin", _begin_sqlite_transaction)
     return engine
 
 
-def _configure_sqlite_connection(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
-    # Let SQLAlchemy's "begin" event, not pysqlite, decide how transactions start.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+def _busy_timeout_ms(lock_timeout_s: float | None) -> int:
+    return _PATIENT_BUSY_TIMEOUT_MS if lock_timeout_s is None else int(lock_timeout_s * 1000)
 
 
-def _begin_immediate(cursor: sqlite3.Cursor) -> None:
+def _connection_setup(busy_ms: int, *, read_only: bool) -> Callable[[Any, Any], None]:
+    def configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event, not pysqlite, decide how transactions start.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        if not read_only:  # journal settings are the writer's business (and need writing)
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            cursor.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return configure
+
+
+def _begin_immediate(cursor: sqlite3.Cursor, lock_timeout_s: float | None) -> None:
     """BEGIN IMMEDIATE, waiting for the write lock with short sleeps of our own.
 
     SQLite's busy handler sleeps 1, 2, 5, 10... ms between tries: with several workers
     claiming at once, most of their time went to sleeping past a lock already free. Hot
     connections therefore run with busy_timeout=0; in WAL mode, once BEGIN IMMEDIATE
     holds the write lock, nothing inside the transaction waits for a lock again.
+    A patient caller (`lock_timeout_s=None`, a worker holding a job) waits as long as the
+    lock is held, backing off to a few tries a second: lock contention is never a reason
+    to fail a job.
     """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    started = time.monotonic()
     delay = 0.0001
+    warned = False
     while True:
         try:
             cursor.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as error:
-            if not _is_busy(error) or time.monotonic() > deadline:
+            waited = time.monotonic() - started
+            if not _is_busy(error) or (lock_timeout_s is not None and waited > lock_timeout_s):
                 raise
+        if waited > LOCK_TIMEOUT_S and not warned:
+            log.warning("the job database has been locked for %.0fs; still waiting", waited)
+            warned = True
         time.sleep(delay)
-        delay = min(delay * 2, 0.004)
+        delay = min(delay * 2, 0.004 if waited < LOCK_TIMEOUT_S else 0.25)
+
+
+def _rollback_quietly(raw: Any) -> None:
+    try:
+        raw.rollback()
+    except sqlite3.Error as error:  # the original error is the one worth reporting
+        log.debug("rollback failed: %s", error)
 
 
 def _is_busy(error: sqlite3.OperationalError) -> bool:
@@ -239,8 +386,10 @@ def _v1_to_v2(conn: Connection) -> None:
 
 
 def _v2_to_v3(conn: Connection) -> None:
-    # Placeholder: helper "store" adds the real 2 -> 3 step on its branch (merged by the lead).
-    pass
+    # Version 3 stores whether a failure is transient in its own column (it was a prefix in
+    # the message), and the folder a job's image was asked to go to (`generate --out`).
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN error_transient BOOLEAN")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN output_dir VARCHAR")
 
 
 def _v3_to_v4(conn: Connection) -> None:
@@ -254,24 +403,40 @@ MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def ensure_schema(db: Database) -> int:
-    """Create a new schema, migrate an older one, refuse a newer one. Returns the version."""
+    """Create a new schema, migrate an older one, refuse a newer one. Returns the version.
+
+    The version is read first without the write lock: an up-to-date database (nearly every
+    open) never waits for, nor takes, the lock just to be opened."""
+    if _read_version(db) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
     with db.write() as conn:
         version = _stored_version(conn)
         if version is None:
             SQLModel.metadata.create_all(conn)
             _store_version(conn, SCHEMA_VERSION, insert=True)
             return SCHEMA_VERSION
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"The job database was written by a newer Easel (schema {version}; this "
-                f"version understands up to {SCHEMA_VERSION}). Update Easel, or point it at "
-                "another data folder with EASEL_HOME or --home."
-            )
+        _refuse_newer(version)
         while version < SCHEMA_VERSION:
             MIGRATIONS[version](conn)
             version += 1
         _store_version(conn, version, insert=False)
         return version
+
+
+def _read_version(db: Database) -> int | None:
+    version = stored_schema_version(db)
+    if version is not None:
+        _refuse_newer(version)
+    return version
+
+
+def _refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"The job database was written by a newer Easel (schema {version}; this "
+            f"version understands up to {SCHEMA_VERSION}). Update Easel, or point it at "
+            "another data folder with EASEL_HOME or --home."
+        )
 
 
 def stored_schema_version(db: Database) -> int | None:
@@ -292,3 +457,142 @@ def _store_version(conn: Connection, version: int, *, insert: bool) -> None:
         else "UPDATE schema_info SET version = :v WHERE id = 1"
     )
     conn.execute(text(sql), {"v": version})
+
+
+# --- SQLite's errors, by code -----------------------------------------------------------------
+
+
+def translate_sqlite_error(
+    error: sqlite3.Error, path: Path, lock_timeout_s: float | None
+) -> DatabaseError | None:
+    """The Easel error for a runtime SQLite error, by its result code; None for a bug.
+
+    Like qutebrowser's misc/sql.py (KnownError / BugError): the codes a user can do
+    something about become one sentence naming the file or folder; the rest stay raw.
+    """
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None:
+        return None  # raised by the driver itself (misuse, closed cursor): a bug
+    primary = code & 0xFF  # extended codes keep the primary code in the low byte
+    folder = path.parent
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        waited = f" for more than {lock_timeout_s:g} s" if lock_timeout_s is not None else ""
+        return DatabaseLocked(
+            f"The job database {path} is locked by another program{waited}; "
+            "nothing was changed, try again in a moment",
+            path,
+        )
+    if primary == sqlite3.SQLITE_FULL:
+        return disk_full(folder)
+    if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM) or (
+        primary == sqlite3.SQLITE_CANTOPEN and not _writable(folder)
+    ):
+        return DatabaseReadOnly(_read_only_message(folder), folder)
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return corrupt_database(path, str(error))
+    if primary == sqlite3.SQLITE_IOERR:
+        free = free_megabytes(folder)
+        if free is not None and free < 1:  # a full disk often shows up as an I/O error
+            return disk_full(folder)
+        return DiskIOError(
+            f"The disk holding {folder} failed a read or write ({error}); check the disk", path
+        )
+    if primary == sqlite3.SQLITE_CANTOPEN:
+        return DiskIOError(f"Cannot open the job database {path} ({error})", path)
+    return None
+
+
+def _read_only_message(folder: Path) -> str:
+    return (
+        f"The data folder {folder} is read-only: Easel can list and show its jobs but "
+        "cannot change them; nothing was changed"
+    )
+
+
+def _writable(folder: Path) -> bool:
+    if not os.access(folder, os.W_OK):
+        return False
+    try:
+        return not os.statvfs(folder).f_flag & os.ST_RDONLY
+    except OSError:
+        return False
+
+
+def corrupt_database(path: Path, detail: str) -> DatabaseCorrupt:
+    return DatabaseCorrupt(
+        f"The job database {path} is damaged ({detail}); Easel stopped writing to it and "
+        f"left it untouched. Close Easel and run `python -m app db restore` to go back to "
+        f"the newest backup in {path.parent / BACKUP_FOLDER}",
+        path,
+    )
+
+
+# --- integrity and backups ---------------------------------------------------------------------
+
+
+def check_database(db: Database) -> None:
+    """`PRAGMA quick_check`; a damaged file refuses every later write (`DatabaseCorrupt`).
+
+    Linear in the file's size (see benchmarks/integrity.py for its cost): run where a
+    process starts to use the database, not on every transaction."""
+    if not db.is_sqlite:
+        return
+    with db.read() as conn:
+        problems = [str(row) for row in conn.exec_driver_sql("PRAGMA quick_check").scalars()]
+    if problems != ["ok"]:
+        db.refusal = corrupt_database(db.path or Path("?"), f"{problems[0]}")
+        raise db.refusal
+
+
+def backups_dir(db_path: Path) -> Path:
+    return db_path.parent / BACKUP_FOLDER
+
+
+def list_backups(db_path: Path) -> list[Path]:
+    """Backups of the database at `db_path`, oldest first."""
+    return sorted(backups_dir(db_path).glob(f"{db_path.stem}-*.db"))
+
+
+def back_up(db: Database, *, keep: int = BACKUPS_KEPT, now: float | None = None) -> Path:
+    """A consistent copy with SQLite's online backup API, e.g. `backups/easel-20261130-193000.db`;
+    only the newest `keep` are kept. Take it after `check_database`: a damaged copy must
+    never push out a good one."""
+    assert db.path is not None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    folder = backups_dir(db.path)
+    target = folder / f"{db.path.stem}-{stamp}.db"
+    partial = target.with_suffix(".partial")
+    with db.translated_errors():
+        folder.mkdir(exist_ok=True)
+        source = sqlite3.connect(f"file:{quote(str(db.path.resolve()))}?mode=ro", uri=True)
+        copy = sqlite3.connect(partial)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+            source.close()
+        os.replace(partial, target)
+    for old in list_backups(db.path)[:-keep]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Path]:
+    """Put `backup` (default: the newest) in place of the database; the file it replaces is
+    kept beside it as `<name>.damaged-<time>`. Returns (backup used, where the old file went).
+    Only while no Easel process has the database open."""
+    backups = list_backups(db_path)
+    chosen = backup or (backups[-1] if backups else None)
+    if chosen is None or not chosen.is_file():
+        where = chosen or backups_dir(db_path)
+        raise DatabaseError(f"There is no backup to restore at {where}", db_path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    set_aside = db_path.with_name(f"{db_path.name}.damaged-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        current = Path(f"{db_path}{suffix}")
+        if current.exists():
+            os.replace(current, Path(f"{set_aside}{suffix}"))
+    partial = db_path.with_suffix(".restoring")
+    shutil.copyfile(chosen, partial)
+    os.replace(partial, db_path)
+    return chosen, set_aside

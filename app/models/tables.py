@@ -56,8 +56,10 @@ class Job(SQLModel, table=True):
     started_at: float | None = None
     finished_at: float | None = None
 
+    output_dir: str | None = None  # where the image was asked to go; None: the worker's default
     output_path: str | None = None
     error: str | None = None
+    error_transient: bool | None = None  # the failure may pass (retried); None: no failure
     checkpoint_path: str | None = None
     rerun_of: int | None = Field(default=None, foreign_key="job.id")
 

@@ -21,11 +21,11 @@ from PySide6.QtWidgets import QApplication
 from app.engine.crash import SessionGuard, UncleanExit
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings, save_settings
-from app.ui.dbthread import ThreadRunner
-from app.ui.queue_service import QueueService
-from app.ui.services import NoWorkers, RestoreSummary, WorkerPool
-from app.ui.theme import apply_theme
-from app.ui.window import MainWindow, Services
+from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.queue_service import QueueService
+from app.ui.qt.dbthread import ThreadRunner
+from app.ui.qt.theme import apply_theme
+from app.ui.widgets.window import Dependencies, MainWindow
 
 if TYPE_CHECKING:
     from app.engine.queue import JobQueue
@@ -67,9 +67,9 @@ def launch(
     settings = load_settings()
     runner = ThreadRunner()
     service = QueueService(opener=_open_queue, max_attempts=settings.max_attempts)
-    services = Services(
+    deps = Dependencies(
         queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,
-        list_models=lambda: _model_names(services.settings),  # the folder may change
+        list_models=lambda: _model_names(deps.settings),  # the folder may change
     )  # fmt: skip
     # Queued before the window exists, so it is the first call on the database thread.
     runner.run(
@@ -79,16 +79,16 @@ def launch(
             f"Easel could not open its job store: {message}", sticky=True
         ),
     )
-    window = MainWindow(services, runner=runner)
+    window = MainWindow(deps, runner=runner)
     _show_errors_in(window)
     window.show()
     return app, window
 
 
 def _open_queue() -> JobQueue:
-    from app.engine.queue import open_queue
+    from app.engine.queue import OpenFor, open_queue
 
-    return open_queue()
+    return open_queue(purpose=OpenFor.LAUNCH)
 
 
 def _recover(service: QueueService, settings: Settings) -> RestoreSummary:

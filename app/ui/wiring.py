@@ -1,4 +1,4 @@
-"""Adapters from the engine's services to the window's small interfaces (`services.py`).
+"""Adapters from the engine to the small interfaces the window needs (`presenters/interfaces.py`).
 
 The only module of `app.ui` that knows the engine's recovery, supervisor and model search.
 """
@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from app.engine.settings import Settings
-from app.ui.services import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
 
 if TYPE_CHECKING:
     from app.engine.queue import JobQueue

@@ -20,10 +20,10 @@ PROCESSES = 4
 
 def claim_until_empty(db_path: str, worker_id: str, start: Any) -> list[int]:
     queue = JobQueue(open_database(db_path))
-    claimed = []
+    claimed: list[int] = []
     start.wait()  # all processes race from the same moment, not from their spawn times
     while (job := queue.claim(worker_id)) is not None:
-        claimed.append(job.id)
+        claimed.append(job.id or 0)  # a claimed job is stored: it has an id
     queue.db.dispose()
     return claimed
 

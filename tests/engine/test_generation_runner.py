@@ -210,7 +210,7 @@ def test_pause_then_resume_equals_an_uninterrupted_run(
     assert paused.kind is OutcomeKind.PAUSED and paused.checkpoint_path == ckpt
     assert ckpt.exists() and not out.exists()
 
-    paused_after = load_checkpoint(ckpt).elapsed_s
+    paused_after = load_checkpoint(ckpt).checkpoint.elapsed_s
     resumed: list[StepProgress] = []
     done = tiny_runner.run(
         params,
@@ -237,7 +237,7 @@ def test_pause_twice_and_at_the_last_step(tiny_runner: Runner, tmp_path: Path) -
             on_step=decide_at(step, StepDecision.PAUSE),
         )
         assert outcome.kind is OutcomeKind.PAUSED
-    assert load_checkpoint(ckpt).steps_done == STEPS
+    assert load_checkpoint(ckpt).checkpoint.steps_done == STEPS
     tiny_runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
     assert max_diff(reference, out) <= 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -57,7 +58,7 @@ def run(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw:
 
 def stock_img2img(runner: Runner, params: GenerationParams, image: Image.Image) -> np.ndarray:
     pipe = runner.load(params.model).pipe
-    stock = StableDiffusionImg2ImgPipeline(**pipe.components)
+    stock: Any = StableDiffusionImg2ImgPipeline(**pipe.components)  # diffusers has no types
     stock.scheduler = denoise.make_scheduler(pipe, params.scheduler)
     stock.set_progress_bar_config(disable=True)
     result = stock(

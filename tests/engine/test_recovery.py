@@ -12,7 +12,7 @@ from app.engine.liveness import LivenessLock, WorkerIdentity, is_alive, new_toke
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.recovery import RecoveryReport, recover
-from app.engine.retry import RetryPolicy, apply_retry_policy, failure_message
+from app.engine.retry import RetryPolicy, apply_retry_policy, failure_changes
 from app.engine.states import JobEvent, JobStatus
 from app.engine.watchdog import time_out_stale_jobs
 from tests.engine.worker_fixtures import dead_worker
@@ -141,8 +141,10 @@ def test_only_transient_failures_are_retried(
     queue: JobQueue, error: Exception, transient: bool, retried: bool
 ) -> None:
     job_id = running_job(queue, "w1")
-    message = failure_message(error, transient=transient)
-    queue.fire(job_id, E.FAIL, source="worker", worker_id="w1", message=message)
+    failure = failure_changes(error)
+    assert failure["error_transient"] is transient
+    message = failure["error"]
+    queue.fire(job_id, E.FAIL, source="worker", worker_id="w1", message=message, changes=failure)
     decisions = apply_retry_policy(queue, POLICY, now=1000.0)
     assert (decisions.requeued == [job_id]) is retried
     job = queue.get(job_id)

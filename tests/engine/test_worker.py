@@ -13,9 +13,9 @@ import pytest
 
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.queue import JobQueue, params_of
-from app.engine.scripted_runner import fake_image
 from app.engine.states import JobStatus
 from app.engine.worker import Outbox
+from app.testing.scripted_runner import fake_image
 from tests.engine.worker_fixtures import (
     FAST_SETTINGS,
     Harness,
@@ -176,8 +176,9 @@ def test_transient_failures_are_retried_and_others_are_not(h: Harness, queue: Jo
     bug = queue.submit(fake_params("fail"), max_attempts=2)
     oom_job, bug_job = h.wait_settled(oom), h.wait_settled(bug)
     assert (oom_job.status, oom_job.attempt, oom_job.given_up) == (S.FAILED, 2, True)
-    assert (oom_job.error or "").startswith("gave up after 2 of 2 attempts (transient error")
+    assert (oom_job.error or "").startswith("gave up after 2 of 2 attempts (MemoryError")
     assert (bug_job.status, bug_job.attempt, bug_job.given_up) == (S.FAILED, 1, True)
+    assert (oom_job.error_transient, bug_job.error_transient) == (True, False)  # own column
     assert "not transient" in (bug_job.error or "")
     # A user can still retry by hand; that clears the given-up mark.
     queue.retry(bug)

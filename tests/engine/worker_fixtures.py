@@ -1,6 +1,6 @@
 """Helpers for tests with real worker processes: fast settings, a supervisor, waiting.
 
-Workers run the scripted runner (`app.engine.scripted_runner`, no torch) unless a test asks
+Workers run the scripted runner (`app.testing.scripted_runner`, no torch) unless a test asks
 for the real one; the real tiny pipeline is linked into the test's models folder.
 """
 
@@ -14,13 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.engine.generation.outcome import GenerationOutcome, StepProgress
 from app.engine.liveness import WorkerIdentity, new_token, this_host
 from app.engine.messages import WorkerMessage
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.retry import RetryPolicy, is_settled
-from app.engine.scripted_runner import ScriptedRunner
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
@@ -32,6 +30,8 @@ from app.engine.worker import (
     default_runner,
 )
 from app.models.tables import Job
+from app.testing.scripted_runner import ScriptedRunner
+from app.testing.step_hooks import SlowStepRunner
 
 FAST_SETTINGS = Settings(workers=1, max_attempts=3, heartbeat_timeout_s=2.0, cancel_grace_s=1.0)
 FAST_POLICY = RetryPolicy(base_delay_s=0.1, max_delay_s=0.5)
@@ -154,37 +154,9 @@ def statuses(queue: JobQueue, job_id: int) -> list[str]:
 STEP_DELAY_S = 0.15
 
 
-class _SlowSteps:
-    """The real runner, with a pause at each step so a test can act mid-denoise."""
-
-    def __init__(self, runner: RunnerLike) -> None:
-        self._runner = runner
-
-    def load(self, model_name: str) -> object:
-        return self._runner.load(model_name)
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-    ) -> GenerationOutcome:
-        def slow(progress: StepProgress) -> Any:
-            time.sleep(STEP_DELAY_S)
-            return on_step(progress)
-
-        return self._runner.run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=slow,
-            init_image=init_image,
-        )  # fmt: skip
-
-
 def slow_tiny_runner() -> RunnerLike:
     """A runner factory for spawned workers (module level, so it pickles by name)."""
-    return _SlowSteps(default_runner())
+    return SlowStepRunner(default_runner(), STEP_DELAY_S)
 
 
 def link_model(model_dir: Path, home: Path) -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
+from app.errors import DatabaseCorrupt
 from app.models.db import (
     SCHEMA_VERSION,
-    DatabaseError,
     SchemaTooNew,
     open_database,
     stored_schema_version,
@@ -45,6 +45,14 @@ INSERT INTO job VALUES (1, 'an old cat', '', 'easel-tiny', 'Euler', 20, 5.0, 64,
     '/data/checkpoints/1.ckpt', NULL);
 INSERT INTO job_transition VALUES (1, 1, 1, NULL, 'PENDING', 'SUBMIT', 'user', '', 100.0);
 INSERT INTO job_transition VALUES (2, 1, 1, 'PENDING', 'PAUSED', 'PAUSE', 'user', '', 101.0);
+"""
+
+
+# Version 2 added the given_up flag and the heartbeat index.
+V1_TO_V2 = """
+ALTER TABLE job ADD COLUMN given_up BOOLEAN NOT NULL DEFAULT 0;
+CREATE INDEX ix_job_heartbeat ON job (status, heartbeat_at);
+UPDATE schema_info SET version = 2;
 """
 
 
@@ -107,6 +115,24 @@ def test_a_newer_database_is_refused_with_a_clear_message(tmp_path: Path) -> Non
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_text("these are my notes, not a database " * 100)
-    with pytest.raises(DatabaseError, match="Cannot open the job database"):
+    with pytest.raises(DatabaseCorrupt, match=r"notes.db is damaged \(file is not a database\)"):
         open_database(path)
     assert path.read_text().startswith("these are my notes")
+
+
+def test_a_version_2_database_gains_the_transient_flag_and_output_folder(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    write_sqlite(path, V1_SCHEMA + V1_TO_V2)
+    db = open_database(path)
+    assert stored_schema_version(db) == SCHEMA_VERSION
+    queue = JobQueue(db)
+    old = queue.get(1)
+    assert (old.prompt, old.status, old.error_transient, old.output_dir) == (
+        "an old cat",
+        "PAUSED",
+        None,
+        None,
+    )
+    new_id = queue.submit(GenerationParams("a new dog"), output_dir=tmp_path / "out")
+    assert queue.get(new_id).output_dir == str(tmp_path / "out")
+    db.dispose()

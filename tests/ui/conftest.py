@@ -11,15 +11,15 @@ from PySide6.QtCore import QSettings
 
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
-from app.ui.queue_service import QueueService
-from app.ui.services import RestoreSummary, WorkerPool
-from app.ui.window import MainWindow, Services
+from app.ui.presenters.interfaces import RestoreSummary, WorkerPool
+from app.ui.presenters.queue_service import QueueService
+from app.ui.widgets.window import Dependencies, MainWindow
 from tests.ui.fakes import FakeWorkers
 
 
 @pytest.fixture(autouse=True)
 def collect_between_tests() -> Iterator[None]:
-    """The window turns automatic GC off (see app.ui.gc_guard): collect here, on this thread."""
+    """The window turns automatic GC off (see app.ui.qt.gc_guard): collect here, on this thread."""
     yield
     gc.collect()
 
@@ -45,18 +45,19 @@ def make_window(
         restore: RestoreSummary | None = None,
         pool: WorkerPool | None = None,
         confirm: Callable[[int], bool] | None = None,
+        shutdown_timeout_s: float = 1.0,
     ) -> MainWindow:
         def yes(n: int) -> bool:
             quit_answers.append(n)
             return True
 
-        services = Services(
+        deps = Dependencies(
             queue=QueueService(queue), workers=pool or workers, settings=load_settings(),
             save_settings=save_settings, list_models=lambda: ["easel-tiny", "other-model"],
-            restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=1.0,
+            restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=shutdown_timeout_s,
         )  # fmt: skip
         store = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
-        window = MainWindow(services, settings_store=store)
+        window = MainWindow(deps, settings_store=store)
         qtbot.addWidget(window)
         window.show()
         windows.append(window)
@@ -65,5 +66,5 @@ def make_window(
     yield make
     for window in windows:
         if not window._quitting:
-            window.services.confirm_quit = lambda _n: True
+            window.deps.confirm_quit = lambda _n: True
             window.close()

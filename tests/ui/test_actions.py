@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from app.engine.states import JobEvent, JobStatus, allowed_events
-from app.ui.actions import EVENTS, Action, applicable
+from app.ui.presenters.actions import EVENTS, Action, applicable
 from tests.ui.helpers import job_in
-from tests.ui.test_models import row
+from tests.ui.test_item_models import row
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
 pytestmark = pytest.mark.timeout(60)

@@ -55,10 +55,10 @@ def test_orphaned_job_is_recovered_announced_and_run(qtbot, tmp_path: Path, rest
             ),
             timeout=WAIT_MS,
         )
-        statuses = [t.to_status for t in window.services.queue.timeline(orphan)]
+        statuses = [t.to_status for t in window.deps.queue.timeline(orphan)]
         assert JobStatus.TIMEOUT in statuses  # settled through the table before the retry
     finally:
-        window.services.confirm_quit = lambda _n: True
+        window.deps.confirm_quit = lambda _n: True
         window.close()
 
 
@@ -121,7 +121,7 @@ def test_a_crash_of_the_last_run_is_told_at_launch_with_its_log(
         assert session.previous is not None and session.previous.crash_log is not None
         assert "Segmentation fault" in session.previous.crash_log.read_text()
     finally:
-        window.services.confirm_quit = lambda _n: True
+        window.deps.confirm_quit = lambda _n: True
         window.close()
         session.close()
 
@@ -130,7 +130,7 @@ def test_about_names_version_folders_and_the_workers_device(make_window) -> None
     from app import __version__
     from app.engine.messages import MessageKind, WorkerMessage
     from app.engine.paths import database_path
-    from app.ui.window import about_text
+    from app.ui.widgets.window import about_text
 
     window = make_window()
     assert "known once a worker is ready" in about_text(window.worker_status.device)

@@ -20,7 +20,7 @@ import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 from app.ui.main import run_gui
-from app.ui.window import MainWindow
+from app.ui.widgets.window import MainWindow
 
 def check():
     window = next(w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
-from app.ui.queue_service import QueueService
+from app.ui.presenters.queue_service import QueueService
 
 
 def test_count_queues_several_jobs_with_seeds_counting_up(queue: JobQueue) -> None:

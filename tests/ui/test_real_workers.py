@@ -11,9 +11,9 @@ from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import default_runner
-from app.ui.actions import Action
+from app.testing.step_hooks import png_runner
+from app.ui.presenters.actions import Action
 from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
-from tests.ui.png_runner import png_runner
 from tests.ui.test_window import press, status_of, type_and_generate
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
@@ -76,8 +76,23 @@ def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
     assert 0 < paused_at < 40
     press(qtbot, window, Action.RESUME)
     wait_for(qtbot, window, job_id, S.SUCCESS)
-    statuses = [t.to_status for t in window.services.queue.timeline(job_id)]
+    statuses = [t.to_status for t in window.deps.queue.timeline(job_id)]
     assert S.PAUSING in statuses and S.PAUSED in statuses and statuses[-1] is S.SUCCESS
+
+
+def test_quit_pauses_a_running_job_at_its_step(qtbot, make_window, queue, supervisor) -> None:
+    """Closing the window with a job running pauses it through the real supervisor."""
+    window = make_window(pool=supervisor, shutdown_timeout_s=10.0)
+    supervisor.start()
+    window.prompt.steps.setValue(150)
+    job_id = type_and_generate(qtbot, window, "a night market step=0.05")
+    qtbot.waitUntil(lambda: queue.get(job_id).progress_step > 0, timeout=WAIT_MS)
+    window.close()  # the conftest's quit question answers yes
+    job = queue.get(job_id)
+    assert job.status == S.PAUSED
+    assert 0 < job.progress_step < 150
+    statuses = [t.to_status for t in window.deps.queue.timeline(job_id)]
+    assert statuses[-2:] == [S.PAUSING, S.PAUSED]
 
 
 @pytest.mark.slow

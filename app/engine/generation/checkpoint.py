@@ -1,13 +1,25 @@
 """Mid-denoise checkpoints: everything needed to finish a paused generation bit-exactly.
 
-Saved with `torch.save` and loaded with `weights_only=True`, so a checkpoint file can only
-hold tensors and plain values, never code; the scheduler is stored as its attribute values
-and rebuilt from the model's scheduler config on resume.
+A checkpoint file is a small container that vouches for itself:
+
+    EASEL-CHECKPOINT\n
+    {"version": 2, "sha256": ..., "payload_bytes": ..., "params": {...}, ...}\n
+    <payload: torch.save of the state>
+
+The JSON header line carries the SHA-256 and length of the payload and the generation
+parameters the state belongs to, so damage (a flipped block, a truncated copy) and a
+mismatch are both found before torch reads a byte of the payload. The payload is loaded
+with `weights_only=True`, so it can only hold tensors and plain values, never code; the
+scheduler is stored as its attribute values and rebuilt from the model's config on resume.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
+import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +30,9 @@ from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.files import atomic_write
 from app.engine.params import GenerationParams
 
-FORMAT = "easel-denoise-checkpoint"
-VERSION = 1
+MAGIC = b"EASEL-CHECKPOINT\n"
+VERSION = 2
+_HEADER_LIMIT = 1 << 20  # a header line longer than this is damage, not parameters
 
 
 @dataclass
@@ -34,53 +47,120 @@ class Checkpoint:
     generator_state: torch.Tensor
     scheduler_class: str
     scheduler_state: dict[str, Any]
+    # SDXL only (None for SD 1.x/2.x): pooled text embeddings and size/crop time ids.
+    pooled_embeds: torch.Tensor | None = None
+    add_time_ids: torch.Tensor | None = None
 
     def check_matches(self, params: GenerationParams) -> None:
         """Raise `CheckpointMismatch` naming each field that differs from `params`."""
-        wanted = params.to_dict()
-        differing = sorted(
-            k for k in wanted.keys() | self.params.keys() if wanted.get(k) != self.params.get(k)
+        check_params(self.params, params)
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """A checkpoint as loaded from its file, with when it was written (wall clock)."""
+
+    checkpoint: Checkpoint
+    saved_at: float
+
+
+def check_params(saved: dict[str, Any], params: GenerationParams) -> None:
+    wanted = params.to_dict()
+    differing = sorted(k for k in wanted.keys() | saved.keys() if wanted.get(k) != saved.get(k))
+    if differing:
+        details = ", ".join(
+            f"{k}: {saved.get(k)!r} in the checkpoint, {wanted.get(k)!r} requested"
+            for k in differing
         )
-        if differing:
-            details = ", ".join(
-                f"{k}: {self.params.get(k)!r} in the checkpoint, {wanted.get(k)!r} requested"
-                for k in differing
-            )
-            raise CheckpointMismatch(f"checkpoint was made with other parameters ({details})")
+        raise CheckpointMismatch(f"checkpoint was made with other parameters ({details})")
+
+
+def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
+    """The file's bytes: header line (checksum, parameters) and payload."""
+    buffer = io.BytesIO()
+    torch.save(_to_plain(checkpoint), buffer)
+    payload = buffer.getvalue()
+    header = {
+        "version": VERSION,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "payload_bytes": len(payload),
+        "params": checkpoint.params,
+        "steps_done": checkpoint.steps_done,
+        "saved_at": time.time(),
+    }
+    return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def write_checkpoint_bytes(path: Path, data: bytes) -> None:
+    """Write atomically: a crash mid-save leaves the previous checkpoint (or none), never half."""
+    atomic_write(path, lambda handle: handle.write(data))
 
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    """Write atomically: a crash mid-save leaves the previous checkpoint (or none), never half."""
-    payload = {"format": FORMAT, "version": VERSION, **_to_plain(checkpoint)}
-    atomic_write(path, lambda handle: torch.save(payload, handle))
+    write_checkpoint_bytes(path, encode_checkpoint(checkpoint))
 
 
-def load_checkpoint(path: Path) -> Checkpoint:
+def load_checkpoint(path: Path, params: GenerationParams | None = None) -> SavedCheckpoint:
+    """Read and verify `path`; with `params`, also that it was made for them.
+
+    Raises `FileNotFoundError`, `CheckpointCorrupt` (damaged, truncated, not ours) or
+    `CheckpointMismatch` (made for other parameters).
+    """
+    header, payload = _verified_parts(path, path.read_bytes())
+    if params is not None:
+        check_params(header["params"], params)
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as error:  # torch raises many types for a damaged file; all mean the same
+        state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except Exception as error:  # the checksum held, so this is a bug or a forged file
         raise CheckpointCorrupt(f"checkpoint {path} is unreadable: {error}") from error
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointCorrupt(f"{path} is not an Easel denoising checkpoint")
-    if payload.get("version") != VERSION:
-        raise CheckpointCorrupt(
-            f"checkpoint {path} has version {payload.get('version')!r}; this Easel reads {VERSION}"
-        )
+    if not isinstance(state, dict):
+        raise CheckpointCorrupt(f"checkpoint {path} is damaged: its payload is not a mapping")
     try:
-        checkpoint = Checkpoint(
-            **{k: v for k, v in payload.items() if k not in ("format", "version")}
-        )
+        checkpoint = Checkpoint(**state)
     except TypeError as error:
         raise CheckpointCorrupt(f"checkpoint {path} is incomplete: {error}") from error
     _check_types(path, checkpoint)
-    return checkpoint
+    if checkpoint.params != header["params"]:
+        raise CheckpointCorrupt(f"checkpoint {path} is damaged: its header and payload disagree")
+    return SavedCheckpoint(checkpoint, float(header.get("saved_at", 0.0)))
+
+
+def _verified_parts(path: Path, data: bytes) -> tuple[dict[str, Any], bytes]:
+    if not data.startswith(MAGIC):
+        raise CheckpointCorrupt(f"{path} is not an Easel denoising checkpoint")
+    end = data.find(b"\n", len(MAGIC), len(MAGIC) + _HEADER_LIMIT)
+    try:
+        header = json.loads(data[len(MAGIC) : end]) if end > 0 else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or not isinstance(header.get("params"), dict):
+        raise CheckpointCorrupt(f"checkpoint {path} is damaged: unreadable header")
+    if header.get("version") != VERSION:
+        raise CheckpointCorrupt(
+            f"checkpoint {path} has version {header.get('version')!r}; this Easel reads {VERSION}"
+        )
+    payload = data[end + 1 :]
+    if len(payload) != header.get("payload_bytes"):
+        raise CheckpointCorrupt(
+            f"checkpoint {path} is truncated: {len(payload)} of {header.get('payload_bytes')} bytes"
+        )
+    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        raise CheckpointCorrupt(f"checkpoint {path} is damaged: its checksum does not match")
+    return header, payload
 
 
 def delete_checkpoint(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
+
+def detached_copy(checkpoint: Checkpoint) -> Checkpoint:
+    """A copy sharing no tensor, list or dict with the running loop (for a background save).
+
+    Cheap next to a step (a few small tensors), so it is taken on the loop's thread; the
+    slow part (serialising, hashing, writing, fsync) then runs elsewhere.
+    """
+    return Checkpoint(**{k: _cpu(v, k, copy=True) for k, v in vars(checkpoint).items()})
 
 
 def _check_types(path: Path, checkpoint: Checkpoint) -> None:
@@ -99,14 +179,14 @@ def _to_plain(checkpoint: Checkpoint) -> dict[str, Any]:
     return fields
 
 
-def _cpu(value: Any, where: str) -> Any:
+def _cpu(value: Any, where: str, *, copy: bool = False) -> Any:
     """Tensors to the CPU; anything `weights_only` loading would refuse is a bug, caught now."""
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu")
+        return value.detach().to("cpu", copy=copy)
     if isinstance(value, list | tuple):
-        return type(value)(_cpu(item, where) for item in value)
+        return type(value)(_cpu(item, where, copy=copy) for item in value)
     if isinstance(value, dict):
-        return {str(k): _cpu(v, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): _cpu(v, f"{where}.{k}", copy=copy) for k, v in value.items()}
     if value is None or isinstance(value, bool | int | float | str):
         return value
     raise TypeError(f"cannot checkpoint {where}: unsupported type {type(value).__name__}")

@@ -1,9 +1,12 @@
-"""Our own denoising loop, step by step, mirroring `StableDiffusionPipeline.__call__`.
+"""Our own denoising loop, step by step, mirroring `StableDiffusionPipeline.__call__` and
+`StableDiffusionXLPipeline.__call__`.
 
-The stock pipeline cannot stop and resume exactly (multistep history and generator state
-are internal), so we drive its components ourselves: `encode_prompt`, `unet`,
+The stock pipelines cannot stop and resume exactly (multistep history and generator state
+are internal), so we drive their components ourselves: `encode_prompt`, `unet`,
 `scheduler.step`, `vae` and `image_processor`, in the same order and with the same
-arithmetic, which keeps results bit-identical to the stock pipeline.
+arithmetic, which keeps results bit-identical to the stock pipelines. SDXL adds a pooled
+text embedding and six "time ids" (original size, crop corner, target size) as extra UNet
+conditioning; both are part of the state and of a checkpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from PIL import Image
 from app.engine.generation import img2img
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
+from app.engine.generation.lora import prompt_text
 from app.engine.params import GenerationParams
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
@@ -48,6 +52,9 @@ class DenoiseState:
     generator: torch.Generator
     guidance: float
     do_cfg: bool
+    # SDXL only: the second encoder's pooled output and the size/crop conditioning.
+    pooled_embeds: torch.Tensor | None = None
+    add_time_ids: torch.Tensor | None = None
     denoised: torch.Tensor | None = None  # the scheduler's x0 estimate, for previews
 
     @property
@@ -72,14 +79,49 @@ def new_generator(seed: int) -> torch.Generator:
     return torch.Generator(device="cpu").manual_seed(seed)
 
 
+def is_sdxl(pipe: Any) -> bool:
+    return hasattr(pipe, "text_encoder_2")
+
+
+@dataclass
+class _Conditioning:
+    embeds: torch.Tensor  # [uncond, cond] when CFG is on
+    pooled: torch.Tensor | None = None
+    time_ids: torch.Tensor | None = None
+
+
+def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
+    device = pipe._execution_device
+    prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
+    if not is_sdxl(pipe):
+        cond, uncond = pipe.encode_prompt(prompt, device, 1, do_cfg, params.negative_prompt)
+        return _Conditioning(torch.cat([uncond, cond]) if do_cfg else cond)
+    cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
+        prompt=prompt,
+        device=device,
+        num_images_per_prompt=1,
+        do_classifier_free_guidance=do_cfg,
+        negative_prompt=params.negative_prompt,
+    )
+    size = (params.height, params.width)  # original = target size, no crop: the stock default
+    projection_dim = pipe.text_encoder_2.config.projection_dim
+    time_ids = pipe._get_add_time_ids(
+        size, (0, 0), size, dtype=cond.dtype, text_encoder_projection_dim=projection_dim
+    )
+    if do_cfg:
+        cond, pooled = torch.cat([uncond, cond]), torch.cat([uncond_pooled, pooled])
+        time_ids = torch.cat([time_ids, time_ids])
+    return _Conditioning(cond.to(device), pooled.to(device), time_ids.to(device))
+
+
 @torch.no_grad()
 def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) -> DenoiseState:
     """The state before the first step; from noise, or (img2img) from `init_image`'s PNG."""
     device = pipe._execution_device
     scheduler = _scheduler_with_timesteps(pipe, params, device)
     do_cfg = _uses_cfg(pipe, params)
-    cond, uncond = pipe.encode_prompt(params.prompt, device, 1, do_cfg, params.negative_prompt)
-    embeds = torch.cat([uncond, cond]) if do_cfg else cond
+    conditioning = _encode(pipe, params, do_cfg)
+    embeds = conditioning.embeds
     generator = new_generator(params.seed)
     if init_image is None:
         shape = _latent_shape(pipe, params)
@@ -102,6 +144,8 @@ def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) 
         generator=generator,
         guidance=params.cfg,
         do_cfg=do_cfg,
+        pooled_embeds=conditioning.pooled,
+        add_time_ids=conditioning.time_ids,
     )
 
 
@@ -117,6 +161,8 @@ def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> Deno
     except RuntimeError as error:
         raise CheckpointCorrupt(f"checkpoint has a damaged generator state: {error}") from error
     cond = checkpoint.timestep_cond
+    if is_sdxl(pipe) and (checkpoint.pooled_embeds is None or checkpoint.add_time_ids is None):
+        raise CheckpointMismatch("checkpoint was made by a non-SDXL model; this model is SDXL")
     timesteps, steps = scheduler.timesteps, params.steps
     if params.init_image:
         timesteps, steps = img2img.trim_schedule(scheduler, params)
@@ -132,7 +178,15 @@ def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> Deno
         generator=generator,
         guidance=params.cfg,
         do_cfg=_uses_cfg(pipe, params),
+        pooled_embeds=_on(checkpoint.pooled_embeds, device, dtype),
+        add_time_ids=_on(checkpoint.add_time_ids, device, dtype),
     )
+
+
+def _on(
+    tensor: torch.Tensor | None, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor | None:
+    return None if tensor is None else tensor.to(device, dtype)
 
 
 def _check_fits(
@@ -166,6 +220,8 @@ def snapshot(state: DenoiseState, params: GenerationParams, elapsed_s: float) ->
         generator_state=state.generator.get_state(),
         scheduler_class=type(state.scheduler).__name__,
         scheduler_state=_scheduler_state(state.scheduler),
+        pooled_embeds=state.pooled_embeds,
+        add_time_ids=state.add_time_ids,
     )
 
 
@@ -182,7 +238,7 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
         encoder_hidden_states=state.prompt_embeds,
         timestep_cond=state.timestep_cond,
         cross_attention_kwargs=None,
-        added_cond_kwargs=None,
+        added_cond_kwargs=_added_conditioning(state),
         return_dict=False,
     )[0]
     if state.do_cfg:
@@ -199,16 +255,48 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
     return False
 
 
+def _added_conditioning(state: DenoiseState) -> dict[str, torch.Tensor] | None:
+    if state.pooled_embeds is None or state.add_time_ids is None:
+        return None
+    return {"text_embeds": state.pooled_embeds, "time_ids": state.add_time_ids}
+
+
 @torch.no_grad()
 def decode(pipe: Any, state: DenoiseState) -> Image.Image:
+    if is_sdxl(pipe):
+        return _decode_sdxl(pipe, state.latents)
     latents = state.latents / pipe.vae.config.scaling_factor
     image = pipe.vae.decode(latents, return_dict=False, generator=state.generator)[0]
     return pipe.image_processor.postprocess(image, output_type="pil", do_denormalize=[True])[0]
 
 
+def _decode_sdxl(pipe: Any, latents: torch.Tensor) -> Image.Image:
+    vae = pipe.vae
+    # SDXL's VAE overflows to NaN (a black image) in float16; its config asks for float32.
+    upcast = vae.dtype == torch.float16 and vae.config.force_upcast
+    if upcast:
+        vae.to(dtype=torch.float32)
+        latents = latents.to(torch.float32)
+    mean, std = getattr(vae.config, "latents_mean", None), getattr(vae.config, "latents_std", None)
+    if mean is not None and std is not None:
+        mean_t = torch.tensor(mean).view(1, 4, 1, 1).to(latents.device, latents.dtype)
+        std_t = torch.tensor(std).view(1, 4, 1, 1).to(latents.device, latents.dtype)
+        latents = latents * std_t / vae.config.scaling_factor + mean_t
+    else:
+        latents = latents / vae.config.scaling_factor
+    try:
+        image = vae.decode(latents, return_dict=False)[0]
+    finally:
+        if upcast:
+            vae.to(dtype=torch.float16)
+    return pipe.image_processor.postprocess(image, output_type="pil")[0]
+
+
 def _scheduler_with_timesteps(pipe: Any, params: GenerationParams, device: torch.device) -> Any:
     scheduler = make_scheduler(pipe, params.scheduler)
     scheduler.set_timesteps(params.steps, device=device)
+    if is_sdxl(pipe) and hasattr(scheduler, "set_begin_index"):
+        scheduler.set_begin_index(0)  # as StableDiffusionXLPipeline does before its loop
     return scheduler
 
 

@@ -1,16 +1,27 @@
-"""Errors of the generation side, and which of them are worth an automatic retry.
+"""Errors of the generation side, in Easel's one hierarchy (`app.errors`).
 
-No torch import: the app classifies worker errors too, from their type name and message.
+No torch import: the app classifies worker errors too (`is_transient`, from `app.errors`).
 """
 
 from __future__ import annotations
 
+from app.errors import EaselError, MissingModel, is_transient
 
-class GenerationError(Exception):
+__all__ = [
+    "CheckpointCorrupt",
+    "CheckpointError",
+    "CheckpointMismatch",
+    "GenerationError",
+    "UnsupportedModel",
+    "is_transient",
+]
+
+
+class GenerationError(EaselError):
     """Base of the errors this package raises on purpose (environment, not bugs)."""
 
 
-class UnsupportedModel(GenerationError):
+class UnsupportedModel(GenerationError, MissingModel):
     """The folder is a diffusers pipeline, but not one the Stable Diffusion runner can drive."""
 
 
@@ -26,13 +37,5 @@ class CheckpointCorrupt(CheckpointError):
     """The checkpoint file is unreadable, truncated or not an Easel checkpoint."""
 
 
-_OOM_TYPES = frozenset({"OutOfMemoryError", "MemoryError"})
-_OOM_MARKERS = ("out of memory", "can't allocate memory")  # CUDA/MPS; CPU allocator
-
-
-def is_transient(error: BaseException) -> bool:
-    """True for errors a retry may cure: running out of (GPU or host) memory."""
-    if type(error).__name__ in _OOM_TYPES:
-        return True
-    message = str(error).lower()
-    return any(marker in message for marker in _OOM_MARKERS)
+class NonFiniteLatents(GenerationError):
+    """The model produced NaN or infinite values: decoding them would give a garbage image."""

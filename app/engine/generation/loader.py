@@ -1,39 +1,130 @@
-"""Loading Stable Diffusion pipelines offline, and keeping the last one(s) in memory."""
+"""Loading Stable Diffusion 1.x/2.x and SDXL pipelines offline, and keeping the last one(s)
+in memory.
+
+A diffusers folder loads with `from_pretrained`; a single checkpoint file with diffusers'
+`from_single_file`, given the matching config folder shipped in `resources/model_configs`
+(model_index.json, component configs, tokenizers), so nothing is ever fetched from a hub.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.engine.generation.architecture import Architecture, Prediction
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.lora import (
+    LoraError,
+    LoraRef,
+    ResolvedLora,
+    lora_folders,
+    resolve_loras,
+)
 from app.engine.generation.preview import Previewer, previewer_for
-from app.engine.generation.sources import MODEL_INDEX, ModelInfo
+from app.engine.generation.sources import MODEL_INDEX, ModelInfo, detected
+from app.engine.paths import resources_dir
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str]
 
 
+@dataclass(frozen=True)
+class SingleFileConfigs:
+    """Which config folder a single checkpoint file of each kind is loaded with."""
+
+    root: Path
+
+    def folder(self, architecture: Architecture, prediction: Prediction) -> Path:
+        name = architecture.value
+        if architecture is Architecture.SD2:
+            name += "-v" if prediction is Prediction.V else "-base"
+        return self.root / name
+
+
+def bundled_configs() -> SingleFileConfigs:
+    return SingleFileConfigs(resources_dir() / "model_configs")
+
+
 @dataclass
 class LoadedModel:
     model: ModelInfo
     device: DeviceChoice
-    pipe: Any  # StableDiffusionPipeline
+    pipe: Any  # StableDiffusionPipeline or StableDiffusionXLPipeline
     previewer: Previewer
+    loras: tuple[ResolvedLora, ...] = ()  # what is applied to `pipe` right now
+
+    def use_loras(self, loras: Sequence[ResolvedLora]) -> None:
+        """Apply exactly `loras` (none: the plain model), whatever the last job applied."""
+        wanted = tuple(loras)
+        if wanted == self.loras:
+            return
+        if [lora.path for lora in wanted] != [lora.path for lora in self.loras]:
+            self._unload_loras()
+            for index, lora in enumerate(wanted):
+                self._load_lora(index, lora)
+        if wanted:
+            names = [_adapter_name(index) for index in range(len(wanted))]
+            self.pipe.set_adapters(names, adapter_weights=[lora.weight for lora in wanted])
+        self.loras = wanted
+
+    def _unload_loras(self) -> None:
+        if self.loras:
+            self.pipe.unload_lora_weights()  # removes the LoRA layers: the model as loaded
+            self.loras = ()
+
+    def _load_lora(self, index: int, lora: ResolvedLora) -> None:
+        try:
+            self.pipe.load_lora_weights(str(lora.path), adapter_name=_adapter_name(index))
+        except (ValueError, KeyError, RuntimeError, OSError) as error:
+            self.pipe.unload_lora_weights()
+            self.loras = ()
+            label = self.model.label
+            raise LoraError(
+                f"LoRA {lora.name!r} ({lora.path.name}) does not fit model {self.model.name!r} "
+                f"({label}); is it made for another architecture? ({error})"
+            ) from error
 
 
-def load_pipeline(model: ModelInfo, device: DeviceChoice) -> LoadedModel:
+def _adapter_name(index: int) -> str:
+    return f"lora{index}"  # peft adapter names become module keys: no dots or spaces
+
+
+def load_pipeline(
+    model: ModelInfo, device: DeviceChoice, configs: SingleFileConfigs | None = None
+) -> LoadedModel:
     """Load `model` from disk only (never the network), without the safety checker."""
-    _check_layout(model)
+    model = detected(model)
+    if not model.supported or model.architecture is None:
+        raise UnsupportedModel(f"model {model.name!r} cannot be used: {model.unsupported_reason}")
+    _quiet_loading()
+    pipeline_class = _pipeline_class(model.architecture)
+    options: dict[str, Any] = {"local_files_only": True, "dtype": device.torch_dtype}
+    if model.architecture is Architecture.SDXL:
+        options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
+    else:
+        options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    if model.is_single_file:
+        config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
+        pipe = _from_single_file(pipeline_class, model, config, options)
+    else:
+        _check_layout(model)
+        pipe = pipeline_class.from_pretrained(model.path, low_cpu_mem_usage=True, **options)
+    pipe = pipe.to(device.device)
+    pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
+    return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+
+def _quiet_loading() -> None:
     # Loading bars and import-time advisories on a worker's stderr mean nothing to an
     # artist; the app reports progress itself, and real problems arrive as exceptions.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from diffusers import StableDiffusionPipeline
     from diffusers.utils import logging as diffusers_logging
     from transformers.utils import logging as transformers_logging
 
@@ -41,17 +132,31 @@ def load_pipeline(model: ModelInfo, device: DeviceChoice) -> LoadedModel:
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()
 
-    pipe = StableDiffusionPipeline.from_pretrained(
-        model.path,
-        local_files_only=True,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-        dtype=device.torch_dtype,
-    )
-    pipe = pipe.to(device.device)
-    pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
-    return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+def _pipeline_class(architecture: Architecture) -> Any:
+    from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
+
+    if architecture is Architecture.SDXL:
+        return StableDiffusionXLPipeline
+    return StableDiffusionPipeline
+
+
+def _from_single_file(
+    pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
+) -> Any:
+    if not (config / MODEL_INDEX).is_file():
+        raise UnsupportedModel(
+            f"model {model.name!r}: the {model.label} config files are missing from {config} "
+            "(a damaged installation?)"
+        )
+    try:
+        return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        # A fine-tune with an odd layout, or a file damaged after it was listed.
+        raise UnsupportedModel(
+            f"model {model.name!r} ({model.path.name}) could not be loaded as {model.label}: "
+            f"{error}"
+        ) from error
 
 
 class PipelineCache:
@@ -60,18 +165,39 @@ class PipelineCache:
     One model by default: a second SD model in memory would double the RAM/VRAM in use.
     """
 
-    def __init__(self, max_models: int = 1) -> None:
+    def __init__(
+        self,
+        max_models: int = 1,
+        configs: SingleFileConfigs | None = None,
+        lora_folders: Sequence[Path] | None = None,
+    ) -> None:
         self._max_models = max(1, max_models)
+        self._configs = configs
+        self._lora_folders = lora_folders
         self._loaded: OrderedDict[CacheKey, LoadedModel] = OrderedDict()
 
-    def get(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
+    def get(
+        self, model: ModelInfo, device: DeviceChoice, loras: Sequence[LoraRef] = ()
+    ) -> LoadedModel:
+        """The pipeline for `model` with exactly `loras` applied: a LoRA of the previous job
+        is removed first, so it can never leak into this one."""
+        # Resolved first: an unknown LoRA name fails before a slow model load.
+        resolved = resolve_loras(loras, self._lora_search()) if loras else []
+        loaded = self._pipeline(model, device)
+        loaded.use_loras(resolved)
+        return loaded
+
+    def _lora_search(self) -> Sequence[Path]:
+        return lora_folders() if self._lora_folders is None else self._lora_folders
+
+    def _pipeline(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
         key = (str(model.path.resolve()), device.device, device.dtype_name)
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
         while len(self._loaded) >= self._max_models:
             self._loaded.popitem(last=False)  # free before loading, not after
-        loaded = load_pipeline(model, device)
+        loaded = load_pipeline(model, device, self._configs)
         self._loaded[key] = loaded
         return loaded
 

@@ -14,6 +14,7 @@ class StepDecision(Enum):
     CONTINUE = "continue"
     CANCEL = "cancel"
     PAUSE = "pause"
+    CHECKPOINT = "checkpoint"  # continue, and save a rolling checkpoint (runners may ignore it)
 
 
 class OutcomeKind(Enum):
@@ -31,7 +32,17 @@ class StepProgress:
 
 
 @dataclass(frozen=True)
+class ResumedFrom:
+    """The checkpoint a run continued from."""
+
+    step: int
+    saved_at: float  # wall clock, when it was written
+
+
+@dataclass(frozen=True)
 class GenerationOutcome:
     kind: OutcomeKind
     image_path: Path | None = None
-    checkpoint_path: Path | None = None
+    checkpoint_path: Path | None = None  # PAUSED: where the progress is (None: not saved)
+    resumed_from: ResumedFrom | None = None
+    unsaved_reason: str | None = None  # PAUSED without (new) progress: why it was not saved

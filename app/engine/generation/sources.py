@@ -1,7 +1,10 @@
 """Where generation models come from: bundled, the user's models folder, the HF cache.
 
 Pure filesystem (no torch, no network) so the GUI can list models cheaply. A model is a
-diffusers pipeline folder, i.e. a folder holding `model_index.json`.
+diffusers pipeline folder (a folder holding `model_index.json`) or, in the user's models
+folder and its `checkpoints/` subfolder, a single checkpoint file (`.safetensors`; pickle
+files are listed as unsupported, with the reason). Each model carries its architecture,
+native size and size presets, or the reason it cannot be used.
 """
 
 from __future__ import annotations
@@ -9,13 +12,29 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
+from app.engine.generation.architecture import (
+    MODEL_INDEX,
+    PICKLE_SUFFIXES,
+    SAFETENSORS_SUFFIX,
+    Architecture,
+    Detected,
+    Prediction,
+    detect_file,
+    detect_folder,
+    size_presets,
+)
 from app.engine.paths import bundled_models_dir, models_dir
+from app.errors import MissingModel
 
-MODEL_INDEX = "model_index.json"
+CHECKPOINTS_SUBFOLDER = (
+    "checkpoints"  # A1111's "Stable-diffusion" folder; files at the top work too
+)
+LORA_SUBFOLDER = "lora"
+_CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, *PICKLE_SUFFIXES)
 _HF_PREFIX = "models--"
 
 
@@ -31,9 +50,36 @@ class ModelInfo:
     path: Path
     source: ModelSource
     pipeline_class: str = ""
+    architecture: Architecture | None = None
+    prediction: Prediction = Prediction.EPSILON
+    native_size: int = 0  # pixels per side the model was trained at (0: unknown)
+    unsupported_reason: str = ""  # set exactly when the model cannot be used, and why
+
+    @property
+    def is_single_file(self) -> bool:
+        return self.path.is_file()
+
+    @property
+    def supported(self) -> bool:
+        return self.architecture is not None and not self.unsupported_reason
+
+    @property
+    def label(self) -> str:
+        """What the picker shows next to the name, e.g. "SDXL, 1024 px" or "unsupported"."""
+        if not self.supported or self.architecture is None:
+            return "unsupported"
+        kind = self.architecture.label
+        if self.prediction is Prediction.V:
+            kind += " v-prediction"
+        return f"{kind}, {self.native_size} px"
+
+    @property
+    def size_presets(self) -> tuple[tuple[int, int], ...]:
+        """(width, height) choices for this model, its native square first."""
+        return size_presets(self.native_size)
 
 
-class ModelNotFound(LookupError):
+class ModelNotFound(MissingModel):
     """No model of that name; the message names the model and every place searched."""
 
     def __init__(self, name: str, searched: Sequence[Path]) -> None:
@@ -93,7 +139,18 @@ def resolve_model(name: str, search: ModelSearchPath | None = None) -> ModelInfo
     direct = Path(name).expanduser()
     if direct.is_absolute() and (direct / MODEL_INDEX).is_file():
         return _info(direct.name, direct, ModelSource.USER)
+    if direct.is_absolute() and direct.is_file():
+        return _file_info(direct, ModelSource.USER)
     raise ModelNotFound(name, search.all_folders())
+
+
+def detected(info: ModelInfo) -> ModelInfo:
+    """`info` with its architecture filled in, for a ModelInfo made by hand (tests, callers)."""
+    if info.architecture is not None or info.unsupported_reason:
+        return info
+    if info.path.is_file():
+        return _file_info(info.path, info.source, name=info.name)
+    return _with_detection(info, detect_folder(info.path))
 
 
 def _scan(search: ModelSearchPath) -> Iterator[ModelInfo]:
@@ -101,6 +158,8 @@ def _scan(search: ModelSearchPath) -> Iterator[ModelInfo]:
         yield from _pipeline_folders(folder, ModelSource.BUNDLED)
     for folder in search.user:
         yield from _pipeline_folders(folder, ModelSource.USER)
+        yield from _checkpoint_files(folder, ModelSource.USER)
+        yield from _checkpoint_files(folder / CHECKPOINTS_SUBFOLDER, ModelSource.USER)
     for folder in search.hf_caches:
         yield from _hf_cache_models(folder)
 
@@ -109,6 +168,16 @@ def _pipeline_folders(folder: Path, source: ModelSource) -> Iterator[ModelInfo]:
     for child in _sorted_children(folder):
         if (child / MODEL_INDEX).is_file():
             yield _info(child.name, child, source)
+
+
+def _checkpoint_files(folder: Path, source: ModelSource) -> Iterator[ModelInfo]:
+    try:
+        files = sorted(p for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return
+    for path in files:
+        if path.suffix.lower() in _CHECKPOINT_SUFFIXES:
+            yield _file_info(path, source)
 
 
 def _hf_cache_models(cache: Path) -> Iterator[ModelInfo]:
@@ -143,7 +212,26 @@ def _sorted_children(folder: Path) -> list[Path]:
 
 
 def _info(name: str, path: Path, source: ModelSource) -> ModelInfo:
-    return ModelInfo(name=name, path=path, source=source, pipeline_class=_pipeline_class(path))
+    return _with_detection(
+        ModelInfo(name=name, path=path, source=source, pipeline_class=_pipeline_class(path)),
+        detect_folder(path),
+    )
+
+
+def _file_info(path: Path, source: ModelSource, name: str = "") -> ModelInfo:
+    """A checkpoint file is listed under its file name without the suffix, as A1111 does."""
+    info = ModelInfo(name=name or path.stem, path=path, source=source)
+    return _with_detection(info, detect_file(path))
+
+
+def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
+    return replace(
+        info,
+        architecture=detected.architecture,
+        prediction=detected.prediction,
+        native_size=detected.native_size,
+        unsupported_reason=detected.unsupported_reason,
+    )
 
 
 def _pipeline_class(path: Path) -> str:

@@ -1,14 +1,19 @@
-"""A tiny, randomly initialised Stable Diffusion pipeline for tests and benchmarks.
+"""Tiny, randomly initialised pipelines of each architecture, for tests and benchmarks.
 
-Real components with the real folder layout (what `save_pretrained` writes), but about
-300k parameters in all, so the whole generation path runs in milliseconds on a CPU
-without the trained bundled model and without any download.
+Real components with the real folder layout (what `save_pretrained` writes), but a few
+hundred thousand parameters in all, so the whole generation path runs in milliseconds on a
+CPU without a trained model and without any download. SD 2.x differs from SD 1.x where the
+loaders and the loop look: plain-GELU text encoder, linear attention projections and
+v-prediction; SDXL has two text encoders (the second with a projection) and the
+"text_time" added conditioning.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from app.engine.generation.architecture import Architecture
 
 # Single characters plus their end-of-word forms: enough for CLIP's BPE to tokenize any
 # lowercase prompt (other characters become the unknown token, <|endoftext|>).
@@ -24,52 +29,69 @@ def _tokenizer_vocab() -> dict[str, int]:
     return {token: index for index, token in enumerate(dict.fromkeys(tokens))}
 
 
-def write_tiny_pipeline(dest: Path, *, seed: int = 0) -> Path:
-    """Save a tiny SD-layout pipeline (UNet, VAE, CLIP text encoder, tokenizer) into `dest`."""
-    import torch
-
-    with torch.random.fork_rng():  # seed the weights without disturbing the caller's RNG
-        torch.manual_seed(seed)
-        pipe = _build()
+def write_tiny_pipeline(
+    dest: Path, *, seed: int = 0, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """Save a tiny pipeline of `architecture` (UNet, VAE, text encoder(s), tokenizer(s))."""
+    pipe = build_tiny_pipeline(architecture, seed=seed)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest
 
 
-def _build() -> Any:
-    from diffusers import (
-        AutoencoderKL,
-        EulerDiscreteScheduler,
-        StableDiffusionPipeline,
-        UNet2DConditionModel,
-    )
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+def build_tiny_pipeline(architecture: Architecture, *, seed: int = 0) -> Any:
+    import torch
+
+    with torch.random.fork_rng():  # seed the weights without disturbing the caller's RNG
+        torch.manual_seed(seed)
+        if architecture is Architecture.SDXL:
+            return _build_sdxl()
+        return _build_sd(v2=architecture is Architecture.SD2)
+
+
+def _text_config(*, v2: bool = False, hidden_size: int = 32, projection_dim: int = 32) -> Any:
+    from transformers import CLIPTextConfig
 
     vocab = _tokenizer_vocab()
-    text_config = CLIPTextConfig(
+    return CLIPTextConfig(
         vocab_size=len(vocab),
-        hidden_size=32,
+        hidden_size=hidden_size,
         intermediate_size=37,
         num_attention_heads=4,
         num_hidden_layers=2,
         max_position_embeddings=77,
+        projection_dim=projection_dim,
+        hidden_act="gelu" if v2 else "quick_gelu",
         bos_token_id=vocab[_SPECIAL[0]],
         eos_token_id=vocab[_SPECIAL[1]],
         pad_token_id=vocab[_SPECIAL[1]],
     )
-    unet = UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        layers_per_block=1,
-        block_out_channels=(16, 32),
-        norm_num_groups=8,
-        cross_attention_dim=32,
-        attention_head_dim=4,
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+
+
+def _tokenizer() -> Any:
+    from transformers import CLIPTokenizer
+
+    merges: Any = [tuple(m.split()) for m in _MERGES]  # the tokenizers backend wants pairs
+    return CLIPTokenizer(vocab=_tokenizer_vocab(), merges=merges, model_max_length=77)
+
+
+def _scheduler(prediction_type: str = "epsilon") -> Any:
+    from diffusers import EulerDiscreteScheduler
+
+    return EulerDiscreteScheduler(
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        num_train_timesteps=1000,
+        steps_offset=1,
+        prediction_type=prediction_type,
     )
-    vae = AutoencoderKL(
+
+
+def _vae(*, sdxl: bool = False) -> Any:
+    from diffusers import AutoencoderKL
+
+    return AutoencoderKL(
         in_channels=3,
         out_channels=3,
         latent_channels=4,
@@ -79,24 +101,122 @@ def _build() -> Any:
         norm_num_groups=8,
         layers_per_block=1,
         sample_size=64,
+        # SDXL's VAE overflows in float16 and is decoded in float32 (as its real config says).
+        scaling_factor=0.13025 if sdxl else 0.18215,
+        force_upcast=sdxl,
     )
-    scheduler = EulerDiscreteScheduler(
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        num_train_timesteps=1000,
-        steps_offset=1,
+
+
+def _build_sd(*, v2: bool) -> Any:
+    from diffusers import StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextModel
+
+    unet = UNet2DConditionModel(
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(16, 32),
+        norm_num_groups=8,
+        cross_attention_dim=32,
+        attention_head_dim=4,
+        use_linear_projection=v2,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
     )
-    merges: Any = [tuple(m.split()) for m in _MERGES]  # the tokenizers backend wants pairs
-    tokenizer = CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)
-    pipe = StableDiffusionPipeline(
-        vae=vae,
-        text_encoder=CLIPTextModel(text_config),
-        tokenizer=tokenizer,
+    return StableDiffusionPipeline(
+        vae=_vae(),
+        text_encoder=CLIPTextModel(_text_config(v2=v2)),
+        tokenizer=_tokenizer(),
         unet=unet,
-        scheduler=scheduler,
+        scheduler=_scheduler("v_prediction" if v2 else "epsilon"),
         safety_checker=None,
         feature_extractor=None,
         requires_safety_checker=False,
     )
-    return pipe
+
+
+def _build_sdxl() -> Any:
+    from diffusers import StableDiffusionXLPipeline, UNet2DConditionModel
+    from transformers import CLIPTextModel, CLIPTextModelWithProjection
+
+    time_embed_dim, projection_dim = 8, 32
+    unet = UNet2DConditionModel(
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(16, 32),
+        norm_num_groups=8,
+        # Both encoders' hidden states side by side (32 + 48). The widths differ as in the real
+        # model (768 and 1280): diffusers' single-file loader tells the encoders apart by it.
+        cross_attention_dim=80,
+        attention_head_dim=(2, 4),
+        use_linear_projection=True,
+        transformer_layers_per_block=(1, 2),
+        addition_embed_type="text_time",
+        addition_time_embed_dim=time_embed_dim,
+        # 6 size/crop numbers, each embedded, plus the second encoder's pooled projection.
+        projection_class_embeddings_input_dim=6 * time_embed_dim + projection_dim,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+    )
+    return StableDiffusionXLPipeline(
+        vae=_vae(sdxl=True),
+        text_encoder=CLIPTextModel(_text_config()),
+        text_encoder_2=CLIPTextModelWithProjection(
+            _text_config(v2=True, hidden_size=48, projection_dim=projection_dim)
+        ),
+        tokenizer=_tokenizer(),
+        tokenizer_2=_tokenizer(),
+        unet=unet,
+        scheduler=_scheduler(),
+        add_watermarker=False,
+    )
+
+
+def write_tiny_single_file(
+    dest: Path, *, seed: int = 0, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """The same tiny pipeline as `write_tiny_pipeline` (same seed, same weights), saved as
+    one `.safetensors` checkpoint with the original LDM key names, as artists get them."""
+    from safetensors.torch import save_file
+
+    from app.engine.generation.original_layout import pipeline_to_original
+
+    pipe = build_tiny_pipeline(architecture, seed=seed)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file(pipeline_to_original(pipe), str(dest))
+    return dest
+
+
+def write_tiny_lora(
+    dest: Path, *, seed: int = 1, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """A random LoRA (rank 4, UNet attention and text encoder(s)) for the tiny pipeline of
+    `architecture`, saved in diffusers' LoRA format as `dest` (a .safetensors file)."""
+    import torch
+    from peft import LoraConfig, inject_adapter_in_model
+    from peft.utils import get_peft_model_state_dict
+
+    pipe = build_tiny_pipeline(architecture)
+    unet_targets = ["to_q", "to_k", "to_v", "to_out.0"]
+    text_targets = ["q_proj", "k_proj", "v_proj", "out_proj"]
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        # init_lora_weights=False: random A and B, so the LoRA visibly changes the image.
+        pipe.unet.add_adapter(LoraConfig(r=4, target_modules=unet_targets, init_lora_weights=False))
+        layers: dict[str, Any] = {"unet_lora_layers": get_peft_model_state_dict(pipe.unet)}
+        encoders = (
+            ["text_encoder", "text_encoder_2"]
+            if hasattr(pipe, "text_encoder_2")
+            else ["text_encoder"]
+        )
+        for name in encoders:
+            encoder = getattr(pipe, name)
+            config = LoraConfig(r=4, target_modules=text_targets, init_lora_weights=False)
+            inject_adapter_in_model(config, encoder)
+            layers[f"{name}_lora_layers"] = get_peft_model_state_dict(encoder)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    type(pipe).save_lora_weights(dest.parent, weight_name=dest.name, **layers)
+    return dest

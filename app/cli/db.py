@@ -1,0 +1,54 @@
+"""Database commands: `db check`, `db backup`, `db restore [FILE]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from app.cli.jobs import EXIT_STORE, with_queue
+from app.engine import paths
+from app.engine.queue import JobQueue, OpenFor
+from app.errors import DatabaseError
+from app.models.db import back_up, list_backups, restore_backup
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    db = commands.add_parser("db", help="check, back up or restore the job database")
+    actions = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    check = actions.add_parser("check", help="check the database for damage (read-only)")
+    check.set_defaults(run=with_queue(_check, OpenFor.REQUESTS))
+    backup = actions.add_parser("backup", help="back the database up now (backups/, last 3 kept)")
+    backup.set_defaults(run=with_queue(_backup, OpenFor.REQUESTS))
+    restore = actions.add_parser(
+        "restore", help="replace a damaged database with a backup (close Easel first)"
+    )
+    restore.add_argument("file", nargs="?", type=Path, metavar="FILE",
+                         help="the backup to restore (default: the newest)")  # fmt: skip
+    restore.add_argument("--list", action="store_true", help="list the backups, newest last")
+    restore.set_defaults(run=_restore)
+
+
+def _check(_args: argparse.Namespace, queue: JobQueue) -> int:
+    print(f"{queue.db.path}: no damage found")  # opening for requests ran the check
+    return 0
+
+
+def _backup(_args: argparse.Namespace, queue: JobQueue) -> int:
+    print(back_up(queue.db))
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    database = paths.database_path()
+    if args.list:
+        for backup in list_backups(database):
+            print(backup)
+        return 0
+    try:
+        used, set_aside = restore_backup(database, args.file)
+    except (DatabaseError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_STORE
+    print(f"restored {used}; the replaced database is kept as {set_aside}")
+    return 0

@@ -1,0 +1,286 @@
+"""Which kind of model a folder or a checkpoint file is, without loading it.
+
+Pure filesystem and JSON (no torch): a diffusers folder is read through its config files,
+a `.safetensors` file through its header alone (the first 8 bytes give the length of a JSON
+table of tensor names and shapes), so the GUI can list many multi-GB files in milliseconds.
+Anything that is not SD 1.x, SD 2.x or SDXL gets an `unsupported_reason` instead of an
+architecture: the listing shows it and the loader refuses it, never a crash in the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+MODEL_INDEX = "model_index.json"
+SAFETENSORS_SUFFIX = ".safetensors"
+PICKLE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin")
+_MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit
+
+
+class Architecture(Enum):
+    SD1 = "sd1"
+    SD2 = "sd2"
+    SDXL = "sdxl"
+
+    @property
+    def label(self) -> str:
+        return {"sd1": "SD 1.x", "sd2": "SD 2.x", "sdxl": "SDXL"}[self.value]
+
+
+class Prediction(Enum):
+    EPSILON = "epsilon"
+    V = "v_prediction"
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What a model is; `architecture` is None exactly when `unsupported_reason` is set."""
+
+    architecture: Architecture | None = None
+    prediction: Prediction = Prediction.EPSILON
+    native_size: int = 0
+    unsupported_reason: str = ""
+
+    @property
+    def supported(self) -> bool:
+        return self.architecture is not None
+
+
+def unsupported(reason: str) -> Detected:
+    return Detected(unsupported_reason=reason)
+
+
+# The SDXL training buckets (about one megapixel each); other models get them scaled to their
+# native size, so a 512 model is offered 512x512, 576x448, ... and never a 1024 canvas.
+_SDXL_BUCKETS = (
+    (1024, 1024),
+    (1152, 896),
+    (896, 1152),
+    (1216, 832),
+    (832, 1216),
+    (1344, 768),
+    (768, 1344),
+    (1536, 640),
+    (640, 1536),
+)
+
+
+def size_presets(native_size: int) -> tuple[tuple[int, int], ...]:
+    """(width, height) presets for a model trained at `native_size` squared, square first."""
+    if native_size <= 0:
+        return ()
+    grid = 64 if native_size >= 512 else 8  # latents of real models tile best on 64 pixels
+
+    def scaled(side: int) -> int:
+        return max(grid, round(side * native_size / 1024 / grid) * grid)
+
+    return tuple(dict.fromkeys((scaled(w), scaled(h)) for w, h in _SDXL_BUCKETS))
+
+
+# ---------------------------------------------------------------- diffusers folders
+
+
+def detect_folder(folder: Path) -> Detected:
+    index = _read_json(folder / MODEL_INDEX)
+    if index is None:
+        return unsupported(f"cannot read {folder / MODEL_INDEX}")
+    pipeline = str(index.get("_class_name", ""))
+    unet = _read_json(folder / "unet" / "config.json") or {}
+    reason = _folder_unsupported_reason(pipeline, index, unet)
+    if reason:
+        return unsupported(reason)
+    scheduler = _read_json(folder / "scheduler" / "scheduler_config.json") or {}
+    prediction = (
+        Prediction.V if scheduler.get("prediction_type") == "v_prediction" else Prediction.EPSILON
+    )
+    vae = _read_json(folder / "vae" / "config.json") or {}
+    vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
+    native = int(unet.get("sample_size", 64)) * vae_factor
+    if pipeline == "StableDiffusionXLPipeline":
+        return Detected(Architecture.SDXL, prediction, native)
+    text_encoder = _read_json(folder / "text_encoder" / "config.json") or {}
+    # SD 2.x's text encoder is OpenCLIP ViT-H (1024 wide, plain GELU); SD 1.x's is OpenAI
+    # CLIP ViT-L (768 wide, quick GELU).
+    is_sd2 = unet.get("cross_attention_dim") == 1024 or text_encoder.get("hidden_act") == "gelu"
+    return Detected(Architecture.SD2 if is_sd2 else Architecture.SD1, prediction, native)
+
+
+def _folder_unsupported_reason(pipeline: str, index: dict[str, Any], unet: dict[str, Any]) -> str:
+    if pipeline not in ("StableDiffusionPipeline", "StableDiffusionXLPipeline"):
+        kind = pipeline or "an unknown pipeline"
+        return f"{kind} is not a text-to-image Stable Diffusion 1.x, 2.x or SDXL pipeline"
+    missing = [name for name in ("unet", "vae", "scheduler", "text_encoder") if name not in index]
+    if missing or index.get("text_encoder") in (None, [None, None]):
+        return f"the pipeline has no {', '.join(missing) or 'text_encoder'} (a refiner-only model?)"
+    in_channels = unet.get("in_channels", 4)
+    if in_channels != 4:
+        return _in_channels_reason(in_channels)
+    return ""
+
+
+def _in_channels_reason(in_channels: int) -> str:
+    if in_channels == 9:
+        return "an inpainting model (its UNet takes 9 input channels); inpainting is not supported"
+    if in_channels == 8:
+        return "an instruct-pix2pix model (8 input channels); image editing is not supported"
+    return f"its UNet takes {in_channels} input channels, not 4"
+
+
+# ---------------------------------------------------------------- single files
+
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    """The JSON header of a safetensors file (tensor name -> dtype, shape, offsets).
+
+    Raises ValueError with a sentence naming what is wrong (truncated, not safetensors).
+    """
+    try:
+        with path.open("rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                raise ValueError("the file is empty or truncated")
+            (length,) = struct.unpack("<Q", prefix)
+            if not 2 <= length <= _MAX_HEADER_BYTES:
+                raise ValueError("it is not a safetensors file (no valid header)")
+            raw = handle.read(length)
+            size = path.stat().st_size
+    except OSError as error:
+        raise ValueError(f"it cannot be read ({error.strerror or error})") from error
+    if len(raw) < length:
+        raise ValueError("the file is truncated (its header is cut off)")
+    try:
+        header = json.loads(raw)
+    except ValueError as error:
+        raise ValueError("it is not a safetensors file (the header is not JSON)") from error
+    if not isinstance(header, dict):
+        raise ValueError("it is not a safetensors file (the header is not a table)")
+    _check_complete(header, size - 8 - length)
+    return header
+
+
+def _check_complete(header: dict[str, Any], data_bytes: int) -> None:
+    ends = [
+        int(entry["data_offsets"][1])
+        for name, entry in header.items()
+        if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
+    ]
+    if ends and max(ends) > data_bytes:
+        raise ValueError(
+            f"the file is truncated ({data_bytes} bytes of tensor data, {max(ends)} needed)"
+        )
+
+
+def detect_file(path: Path) -> Detected:
+    suffix = path.suffix.lower()
+    if suffix in PICKLE_SUFFIXES:
+        return unsupported(pickle_refusal(path))
+    if suffix != SAFETENSORS_SUFFIX:
+        return unsupported(f"{path.name} is not a .safetensors checkpoint")
+    try:
+        header = read_safetensors_header(path)
+    except ValueError as error:
+        return unsupported(f"{path.name} cannot be used: {error}")
+    return detect_state_dict(
+        {k: v.get("shape", []) for k, v in header.items() if isinstance(v, dict)},
+        sidecar_yaml=_sidecar_yaml(path),
+    )
+
+
+def pickle_refusal(path: Path) -> str:
+    return (
+        f"{path.name} is a pickle checkpoint ({path.suffix}); Easel does not open these "
+        "because unpickling a file can run any code hidden in it. Convert it to .safetensors "
+        "(for example with the 'Checkpoint Merger' of AUTOMATIC1111, or "
+        "`safetensors.torch.save_file(torch.load(f, weights_only=True)['state_dict'], ...)` "
+        "on a file you trust) and put the .safetensors file in the models folder"
+    )
+
+
+def _sidecar_yaml(path: Path) -> str | None:
+    """The A1111 convention: `model.yaml` next to `model.safetensors` holds its LDM config."""
+    yaml = path.with_suffix(".yaml")
+    try:
+        return yaml.read_text(encoding="utf-8") if yaml.is_file() else None
+    except OSError:
+        return None
+
+
+_LORA_MARKERS = ("lora_unet_", "lora_te", "lora_down", "lora_up", "lora_A", "lora_B")
+_FLUX_MARKERS = ("double_blocks.", "single_blocks.")
+_SD3_MARKERS = ("joint_blocks.",)
+_UNET = "model.diffusion_model."
+
+
+def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = None) -> Detected:
+    """Classify an original (LDM / A1111 layout) checkpoint from its tensor names and shapes."""
+    keys = list(shapes)
+    if any(marker in key for key in keys for marker in _LORA_MARKERS):
+        return unsupported(
+            "this is a LoRA, not a checkpoint; put it in the 'lora' folder and use it in the "
+            "prompt as <lora:name:1>"
+        )
+    reason = _family_reason(keys)
+    if reason:
+        return unsupported(reason)
+    first_conv = shapes.get(_UNET + "input_blocks.0.0.weight", [])
+    if len(first_conv) == 4 and first_conv[1] != 4:
+        return unsupported(_in_channels_reason(first_conv[1]))
+    if _has_prefix(keys, "conditioner.embedders.1."):
+        return Detected(
+            Architecture.SDXL, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 1024
+        )
+    if _has_prefix(keys, "conditioner.embedders.0.model."):
+        return unsupported(
+            "an SDXL refiner (it has only the OpenCLIP text encoder); "
+            "refiner-only models cannot make an image from a prompt alone"
+        )
+    if _has_prefix(keys, "cond_stage_model.model."):
+        # SD 2.x ships two kinds: 512 epsilon (base) and 768 v-prediction (the common one).
+        prediction = _prediction(keys, sidecar_yaml, Prediction.V)
+        return Detected(Architecture.SD2, prediction, 768 if prediction is Prediction.V else 512)
+    if _has_prefix(keys, "cond_stage_model.transformer."):
+        return Detected(Architecture.SD1, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 512)
+    if _has_prefix(keys, _UNET):
+        return unsupported("the file has a UNet but no text encoder (an incomplete checkpoint)")
+    return unsupported("no Stable Diffusion UNet in it (not an SD 1.x, 2.x or SDXL checkpoint)")
+
+
+def _family_reason(keys: list[str]) -> str:
+    bare = [k.removeprefix(_UNET) for k in keys]
+    if any(k.startswith(_FLUX_MARKERS) for k in bare):
+        return "a Flux model; Easel runs SD 1.x, SD 2.x and SDXL (Flux is planned)"
+    if any(k.startswith(_SD3_MARKERS) for k in bare):
+        return "a Stable Diffusion 3 model; Easel runs SD 1.x, SD 2.x and SDXL (SD3 is planned)"
+    if "edm_mean" in keys:
+        return "a Playground v2.5 model (EDM); it is not supported"
+    if _has_prefix(keys, "control_model.") or _has_prefix(keys, "controlnet_cond_embedding."):
+        return "a ControlNet; it is not a checkpoint that generates by itself"
+    if any(k.startswith(("encoder.", "decoder.")) for k in keys) and not _has_prefix(keys, _UNET):
+        return "a VAE on its own, not a full checkpoint"
+    return ""
+
+
+def _prediction(keys: list[str], sidecar_yaml: str | None, default: Prediction) -> Prediction:
+    if "v_pred" in keys:  # ComfyUI/A1111 mark v-prediction fine-tunes with this empty tensor
+        return Prediction.V
+    if sidecar_yaml is not None:
+        compact = sidecar_yaml.replace(" ", "").replace("'", '"')
+        return Prediction.V if 'parameterization:"v"' in compact else Prediction.EPSILON
+    return default
+
+
+def _has_prefix(keys: list[str], prefix: str) -> bool:
+    return any(key.startswith(prefix) for key in keys)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

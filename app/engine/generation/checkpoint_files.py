@@ -1,0 +1,90 @@
+"""Where a job's checkpoint files live, and which attempt owns which (no torch).
+
+Each claim of a job writes only its own file, `job-<id>-a<attempt>-c<claim>.ckpt` (the claim
+is the job row's version right after the claim: unique and increasing, even when a paused
+job is resumed under the same attempt number), so a worker that hung and woke up after its
+job moved on can never overwrite or delete the progress of the claim that holds the job
+now. A new claim adopts the newest earlier file (renames it to its own name) and removes
+the older ones: nobody holds an earlier claim any more.
+A file that cannot be used is set aside (renamed), never deleted: it may be evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SUFFIX = ".ckpt"
+_CLAIM_FILE = re.compile(r"job-(\d+)(?:-a\d+-c(\d+))?\.ckpt")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of one job: whose files are whose."""
+
+    folder: Path
+    job_id: int
+    attempt: int
+    version: int  # the job row's version right after the claim
+
+    @property
+    def file(self) -> Path:
+        return self.folder / f"job-{self.job_id}-a{self.attempt}-c{self.version}{SUFFIX}"
+
+
+def earlier_files(claim: Claim) -> list[Path]:
+    """This job's checkpoint files of claims before `claim`, newest first.
+
+    `job-<id>.ckpt` (the name before files carried their claim) counts as the oldest.
+    """
+    found: list[tuple[int, Path]] = []
+    folder = claim.folder
+    for path in folder.glob(f"job-{claim.job_id}*{SUFFIX}") if folder.is_dir() else []:
+        match = _CLAIM_FILE.fullmatch(path.name)
+        if match and int(match.group(1)) == claim.job_id:
+            version = int(match.group(2) or -1)
+            if version < claim.version:
+                found.append((version, path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def adopt_earlier(claim: Claim, also: Path | None = None) -> bool:
+    """Make the newest earlier checkpoint this claim's own file; remove the older ones.
+
+    `also`: the file the job row names (a pause's checkpoint). Call only while holding the
+    job. True if there is progress to resume from.
+    """
+    mine = claim.file
+    candidates = earlier_files(claim)
+    if also is not None and also != mine and also.is_file() and also not in candidates:
+        candidates.insert(0, also)
+    adopted = mine.is_file()
+    for path in candidates:
+        with contextlib.suppress(FileNotFoundError):
+            if adopted:
+                path.unlink()
+            else:
+                os.replace(path, mine)
+                adopted = True
+    return adopted
+
+
+def remove_earlier(claim: Claim) -> None:
+    """Remove earlier claims' files (left by a worker that woke up late). Only while holding."""
+    for path in earlier_files(claim):
+        path.unlink(missing_ok=True)
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename a damaged or mismatched checkpoint out of the way; None if it is already gone."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    return target

@@ -1,0 +1,1 @@
+"""Qt item models (job list, timeline tree, gallery) and the delegates that paint their cells."""

@@ -1,0 +1,206 @@
+"""Painted cells: colour-coded status badges, progress bars with ETA, thumbnails."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QRect, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPixmap
+from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
+
+from app.engine.states import JobStatus
+from app.ui.itemmodels.job_list_model import DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
+from app.ui.presenters.rows import JobRow, format_duration
+from app.ui.qt.theme import ACCENT, MUTED, TEXT, status_colour
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+def _background(painter: QPainter, option: QStyleOptionViewItem) -> None:
+    # Let the style paint selection and hover so painted cells match the plain ones.
+    style = option.widget.style() if option.widget else None
+    if style is not None:
+        style.drawPrimitive(
+            QStyle.PrimitiveElement.PE_PanelItemViewItem, option, painter, option.widget
+        )
+
+
+_BADGES: dict[tuple[JobStatus, str, int, int, float], QPixmap] = {}
+
+
+def paint_badge(
+    painter: QPainter, rect: QRect, status: JobStatus, text: str = "", ratio: float = 1.0
+) -> None:
+    """A rounded, colour-coded status label; `ratio`: the device pixel ratio of the view."""
+    label = text or status.value.title()
+    metrics = painter.fontMetrics()
+    width = min(rect.width() - 4, metrics.horizontalAdvance(label) + 16)
+    height = min(rect.height() - 6, metrics.height() + 6)
+    if width <= 0 or height <= 0:
+        return
+    key = (status, label, width, height, ratio)
+    if key not in _BADGES:  # antialiased rounded shapes are costly: draw each badge once
+        _BADGES[key] = _draw_badge(status, label, width, height, ratio, painter.font())
+    painter.drawPixmap(rect.x() + 2, rect.center().y() - height // 2 + 1, _BADGES[key])
+
+
+def _draw_badge(
+    status: JobStatus, label: str, width: int, height: int, ratio: float, font: QFont
+) -> QPixmap:
+    pixmap = QPixmap(int(width * ratio), int(height * ratio))
+    pixmap.setDevicePixelRatio(ratio)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setFont(font)
+    badge = QRectF(0.5, 0.5, width - 1, height - 1)
+    colour = status_colour(status)
+    fill = QColor(colour)
+    fill.setAlpha(56)
+    painter.setPen(colour)
+    painter.setBrush(fill)
+    painter.drawRoundedRect(badge, height / 2, height / 2)
+    painter.setPen(colour.lighter(135))
+    painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, label)
+    painter.end()
+    return pixmap
+
+
+class PromptDelegate(QStyledItemDelegate):
+    """The prompt on top, the job's model, size, seed (and trouble) muted below."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        painter.save()
+        _background(painter, option)
+        rect = option.rect.adjusted(6, 3, -6, -3)
+        top = QRect(rect.x(), rect.y(), rect.width(), rect.height() // 2)
+        bottom = QRect(rect.x(), top.bottom(), rect.width(), rect.height() - top.height())
+        metrics = painter.fontMetrics()
+        prompt = (index.data() or "").replace("\n", " ")
+        painter.setPen(QColor(TEXT))
+        flags = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        painter.drawText(
+            top, flags, metrics.elidedText(prompt, Qt.TextElideMode.ElideRight, top.width())
+        )
+        font = painter.font()
+        font.setPointSizeF(font.pointSizeF() * 0.85)
+        painter.setFont(font)
+        painter.setPen(QColor(MUTED))
+        detail = index.data(DETAIL_ROLE) or ""
+        elided = painter.fontMetrics().elidedText(
+            detail, Qt.TextElideMode.ElideRight, bottom.width()
+        )
+        painter.drawText(bottom, flags, elided)
+        painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        return QSize(220, 40)
+
+
+class StatusDelegate(QStyledItemDelegate):
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        row: JobRow | None = index.data(ROW_ROLE)
+        painter.save()
+        _background(painter, option)
+        if row is not None:
+            # A failure that will not be retried automatically says so in its badge.
+            text = "Gave up" if row.given_up else row.status.value.title()
+            ratio = option.widget.devicePixelRatioF() if option.widget else 1.0
+            paint_badge(painter, option.rect.adjusted(4, 0, -4, 0), row.status, text, ratio)
+        painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        return QSize(118, 36)
+
+
+class ProgressDelegate(QStyledItemDelegate):
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        row: JobRow | None = index.data(ROW_ROLE)
+        progress = index.data(PROGRESS_ROLE)
+        painter.save()
+        _background(painter, option)
+        if row is not None and progress is not None:
+            self._paint(painter, option.rect.adjusted(6, 0, -6, 0), row, *progress)
+        painter.restore()
+
+    def _paint(
+        self, painter: QPainter, rect: QRect, row: JobRow, step: int, total: int, eta: float | None
+    ) -> None:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        fraction = 1.0 if row.status is JobStatus.SUCCESS else (step / total if total else 0.0)
+        bar = QRectF(rect.x(), rect.center().y() + 5, rect.width(), 4)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(255, 255, 255, 28))
+        painter.drawRoundedRect(bar, 2, 2)
+        colour = QColor(ACCENT) if row.status.is_running else status_colour(row.status)
+        painter.setBrush(colour)
+        painter.drawRoundedRect(QRectF(bar.x(), bar.y(), bar.width() * fraction, 4), 2, 2)
+        painter.setPen(QColor(MUTED))
+        text = progress_text(row, step, total, eta)
+        label = QRect(rect.x(), rect.y() + 2, rect.width(), rect.height() // 2 + 2)
+        text = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, label.width())
+        painter.drawText(label, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        return QSize(170, 36)
+
+
+def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
+    """Where the job is, in words: a bare "step 0/20" says little about a queued job."""
+    status = row.status
+    if status is JobStatus.PENDING:
+        return f"queued · {total} steps" if step == 0 else f"queued · from step {step}/{total}"
+    if status is JobStatus.PROCESSING:
+        return f"step {step}/{total}" + (f" · ~{format_duration(eta)} left" if eta else "")
+    if status is JobStatus.SUCCESS:
+        return f"done · {total} steps"
+    verb = {
+        JobStatus.CANCELLING: "cancelling",
+        JobStatus.PAUSING: "pausing",
+        JobStatus.PAUSED: "paused",
+        JobStatus.CANCELLED: "cancelled",
+    }.get(status, "stopped")
+    return f"{verb} at {step}/{total}"
+
+
+_GLYPHS = {
+    JobStatus.PENDING: "…",
+    JobStatus.PROCESSING: "…",
+    JobStatus.PAUSING: "‖",
+    JobStatus.PAUSED: "‖",
+    JobStatus.CANCELLING: "×",
+    JobStatus.CANCELLED: "×",
+    JobStatus.FAILED: "!",
+    JobStatus.TIMEOUT: "!",
+}
+
+
+class ThumbnailDelegate(QStyledItemDelegate):
+    """Draws the decoration scaled smoothly into a rounded square."""
+
+    def __init__(self, side: int = 36, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.side = side
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        painter.save()
+        _background(painter, option)
+        image = index.data(Qt.ItemDataRole.DecorationRole)
+        box = QRect(0, 0, self.side, self.side)
+        box.moveCenter(option.rect.center())
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(255, 255, 255, 14))
+        painter.drawRoundedRect(box, 4, 4)
+        if isinstance(image, QPixmap) and not image.isNull():
+            painter.drawPixmap(box, image)
+        elif isinstance(image, QImage) and not image.isNull():
+            painter.drawImage(box, image)
+        elif (row := index.data(ROW_ROLE)) is not None:
+            # No picture yet (or never): a status mark, so the column still says something.
+            painter.setPen(status_colour(row.status))
+            glyph = _GLYPHS.get(row.status, "")
+            painter.drawText(box, Qt.AlignmentFlag.AlignCenter, glyph)
+        painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        return QSize(self.side + 8, self.side + 6)

@@ -1,0 +1,52 @@
+"""The finished images for the gallery strip, newest first, as a Qt list model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+
+from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.presenters.rows import JobRow
+from app.ui.qt.thumbnails import ThumbnailCache
+
+Index = QModelIndex | QPersistentModelIndex
+GALLERY_PAGE = 120
+
+
+class GalleryModel(QAbstractListModel):
+    def __init__(self, thumbs: ThumbnailCache, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._rows: list[JobRow] = []
+        self._thumbs = thumbs
+        thumbs.loaded.connect(self._loaded)
+
+    def set_rows(self, rows: Sequence[JobRow]) -> None:
+        rows = [r for r in rows if r.output_path]
+        if [r.id for r in rows] == [r.id for r in self._rows]:
+            return
+        self.beginResetModel()
+        self._rows = rows
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        row = self._rows[index.row()]
+        if role == Qt.ItemDataRole.DecorationRole and row.output_path:
+            return self._thumbs.get(row.output_path)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"Job {row.id}: {row.prompt}"
+        if role == ROW_ROLE:
+            return row
+        return None
+
+    def _loaded(self, path: str) -> None:
+        for i, row in enumerate(self._rows):
+            if row.output_path == path:
+                index = self.index(i)
+                self.dataChanged.emit(index, index, [Qt.ItemDataRole.DecorationRole])

@@ -1,0 +1,291 @@
+"""The job list as a Qt table model: newest first, one page at a time, merged in place.
+
+Rows are `JobRow` snapshots; a refresh merges the new page into the old rows (remove,
+insert, change) so the selection and scroll position survive updates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from enum import IntEnum
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+
+from app.ui.presenters.rows import JobRow, eta_s, format_duration
+from app.ui.qt.live import LiveProgress
+from app.ui.qt.thumbnails import ThumbnailCache
+
+Index = QModelIndex | QPersistentModelIndex
+
+MAX_INCREMENTAL = 60  # more changes than this at once: a reset is cheaper than many signals
+
+
+class Col(IntEnum):
+    IMAGE = 0
+    PROMPT = 1
+    STATUS = 2
+    PROGRESS = 3
+    ATTEMPT = 4
+    CREATED = 5
+    DURATION = 6
+
+
+HEADERS = {
+    Col.IMAGE: "",
+    Col.PROMPT: "Prompt",
+    Col.STATUS: "Status",
+    Col.PROGRESS: "Progress",
+    Col.ATTEMPT: "Attempt",
+    Col.CREATED: "Created",
+    Col.DURATION: "Duration",
+}
+
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
+_DECORATION = int(Qt.ItemDataRole.DecorationRole)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole)
+_ALIGNMENT = int(Qt.ItemDataRole.TextAlignmentRole)
+_ALIGN_CENTRE = int(Qt.AlignmentFlag.AlignCenter)
+ROW_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the JobRow
+DETAIL_ROLE = int(Qt.ItemDataRole.UserRole) + 3  # the muted second line under the prompt
+PROGRESS_ROLE = int(Qt.ItemDataRole.UserRole) + 2  # (step, total, eta seconds or None)
+
+
+class JobListModel(QAbstractTableModel):
+    def __init__(
+        self,
+        live: LiveProgress,
+        thumbs: ThumbnailCache,
+        fetch_more: Callable[[int], None] | None = None,
+        parent: Any = None,
+    ) -> None:
+        super().__init__(parent)
+        self._rows: list[JobRow] = []
+        self._row_of: dict[int, int] = {}
+        self._live = live
+        self._thumbs = thumbs
+        self._fetch_more = fetch_more
+        self.more_available = False
+        self.fetching = False
+        live.changed.connect(self._live_changed)
+        thumbs.loaded.connect(self._thumb_loaded)
+
+    # --- Qt model interface -------------------------------------------------------------------
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(Col)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return HEADERS.get(Col(section)) if 0 <= section < len(Col) else None
+        return None
+
+    def data(self, index: Index, role: int = _DISPLAY) -> Any:
+        # Called tens of thousands of times a second while scrolling: plain ints, early exits.
+        if role not in _ROLES or not index.isValid():
+            return None
+        position = index.row()
+        if not 0 <= position < len(self._rows):
+            return None
+        row, col = self._rows[position], index.column()
+        if role == _DISPLAY:
+            return self._text(row, col)
+        if role == ROW_ROLE:
+            return row
+        if role == PROGRESS_ROLE:
+            return self._progress(row)
+        if role == DETAIL_ROLE:
+            return detail_line(row)
+        if role == _DECORATION:
+            return self._image(row) if col == Col.IMAGE else None
+        if role == _TOOLTIP:
+            return _tooltip(row)
+        return _ALIGN_CENTRE if col in _CENTRED else None
+
+    def canFetchMore(self, parent: Index) -> bool:
+        return not parent.isValid() and self.more_available and not self.fetching
+
+    def fetchMore(self, parent: Index) -> None:
+        if self.canFetchMore(parent) and self._fetch_more is not None and self._rows:
+            self.fetching = True
+            self._fetch_more(self._rows[-1].id)
+
+    # --- reading rows -------------------------------------------------------------------------
+
+    def row_at(self, row: int) -> JobRow:
+        return self._rows[row]
+
+    def row_of(self, job_id: int) -> int | None:
+        return self._row_of.get(job_id)
+
+    def job(self, job_id: int) -> JobRow | None:
+        row = self._row_of.get(job_id)
+        return None if row is None else self._rows[row]
+
+    def rows(self) -> list[JobRow]:
+        return list(self._rows)
+
+    # --- updating -----------------------------------------------------------------------------
+
+    def replace_head(
+        self,
+        rows: Sequence[JobRow],
+        complete: bool,
+        updates: Mapping[int, JobRow | None] | None = None,
+    ) -> None:
+        """Merge a fresh first page; `complete`: it holds every job the filter matches.
+
+        Rows below the page stay as loaded, except those in `updates` (None: left the filter).
+        """
+        if complete or not rows:
+            target = list(rows)
+        else:
+            oldest, updates = rows[-1].id, updates or {}
+            tail = (updates.get(r.id, r) for r in self._rows if r.id < oldest)
+            target = [*rows, *(r for r in tail if r is not None)]
+        self.more_available = not complete
+        self._merge(target)
+
+    def append_page(self, rows: Sequence[JobRow], full: bool) -> None:
+        self.fetching = False
+        self.more_available = full
+        last = self._rows[-1].id if self._rows else None
+        fresh = [r for r in rows if last is None or r.id < last]
+        if fresh:
+            first = len(self._rows)
+            self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
+            self._rows.extend(fresh)
+            self._reindex()
+            self.endInsertRows()
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._rows = []
+        self._row_of = {}
+        self.more_available = False
+        self.fetching = False
+        self.endResetModel()
+
+    def _merge(self, target: list[JobRow]) -> None:
+        wanted = {r.id for r in target}
+        removed = [i for i, r in enumerate(self._rows) if r.id not in wanted]
+        added = [r for r in target if r.id not in self._row_of]
+        if len(removed) + len(added) > MAX_INCREMENTAL:
+            self.beginResetModel()
+            self._rows = target
+            self._reindex()
+            self.endResetModel()
+            return
+        for i in reversed(removed):
+            self.beginRemoveRows(QModelIndex(), i, i)
+            del self._rows[i]
+            self.endRemoveRows()
+        self._reindex()
+        self._insert_and_update(target)
+
+    def _insert_and_update(self, target: list[JobRow]) -> None:
+        # Both lists are newest first, and every current row is in `target`: walk them together.
+        for position, row in enumerate(target):
+            current = self._rows[position] if position < len(self._rows) else None
+            if current is not None and current.id == row.id:
+                if current != row:
+                    self._rows[position] = row
+                    self._changed(position)
+                continue
+            self.beginInsertRows(QModelIndex(), position, position)
+            self._rows.insert(position, row)
+            self.endInsertRows()
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self._row_of = {r.id: i for i, r in enumerate(self._rows)}
+
+    def _changed(self, row: int, first: Col = Col.IMAGE, last: Col = Col.DURATION) -> None:
+        self.dataChanged.emit(self.index(row, first), self.index(row, last))
+
+    def tick(self) -> None:
+        """Running jobs' durations and ETAs move with the clock."""
+        for i, row in enumerate(self._rows):
+            if row.status.is_running:
+                self._changed(i, Col.PROGRESS, Col.DURATION)
+
+    def _live_changed(self, job_id: int) -> None:
+        row = self._row_of.get(job_id)
+        if row is not None:
+            self._changed(row, Col.IMAGE, Col.PROGRESS)
+
+    def _thumb_loaded(self, path: str) -> None:
+        for i, row in enumerate(self._rows):
+            if row.output_path == path:
+                self._changed(i, Col.IMAGE, Col.IMAGE)
+
+    # --- cell contents ------------------------------------------------------------------------
+
+    def _text(self, row: JobRow, col: int) -> str | None:
+        if col == Col.PROMPT:
+            return row.prompt
+        if col == Col.STATUS:
+            return row.status.value
+        if col == Col.PROGRESS:
+            step, total, _eta = self._progress(row)
+            return f"{step}/{total}"
+        if col == Col.ATTEMPT:
+            return f"{row.attempt}/{row.max_attempts}"
+        if col == Col.CREATED:
+            return row.created_label
+        if col == Col.DURATION:
+            return format_duration(row.duration_s(time.time()))
+        return None
+
+    def _progress(self, row: JobRow) -> tuple[int, int, float | None]:
+        live = self._live.get(row.id)
+        if live is not None and row.status.is_running and live.step >= row.progress_step:
+            return live.step, live.total or row.progress_total, live.eta_s()
+        eta = None
+        if row.status.is_running and row.started_at is not None:
+            eta = eta_s(row.progress_step, row.progress_total, time.time() - row.started_at)
+        return row.progress_step, row.progress_total, eta
+
+    def _image(self, row: JobRow) -> Any:
+        if row.output_path:
+            return self._thumbs.get(row.output_path)
+        live = self._live.get(row.id)
+        if live is not None and live.preview is not None and row.status.is_running:
+            return live.preview
+        return None
+
+
+_CENTRED = frozenset({int(Col.ATTEMPT), int(Col.CREATED), int(Col.DURATION)})
+_ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGRESS_ROLE,
+                    DETAIL_ROLE})  # fmt: skip
+
+
+def detail_line(row: JobRow) -> str:
+    p = row.params
+    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", f"seed {p.seed}"]
+    if row.priority:
+        parts.append(f"priority {row.priority:+d}")
+    if row.rerun_of:
+        parts.append(f"re-run of #{row.rerun_of}")
+    if row.error and not row.status.is_terminal:
+        parts.append(row.error)
+    return " · ".join(parts)
+
+
+def _tooltip(row: JobRow) -> str:
+    p = row.params
+    lines = [
+        f"Job {row.id}: {row.status.value}",
+        p.prompt,
+        f"{p.model} · {p.scheduler} · {p.steps} steps · CFG {p.cfg:g} · seed {p.seed} · "
+        f"{p.width}×{p.height}",
+    ]
+    if row.error:
+        lines.append(f"Error: {row.error}")
+    if row.rerun_of:
+        lines.append(f"Re-run of job {row.rerun_of}")
+    return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""A job's history as a tree: attempts, each with its transitions and the time between them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import IntEnum
+from typing import Any
+
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
+
+from app.ui.presenters.rows import TransitionRow, format_duration
+from app.ui.qt.theme import status_colour
+
+Index = QModelIndex | QPersistentModelIndex
+TRANSITION_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+class TCol(IntEnum):
+    TIME = 0
+    CHANGE = 1
+    EVENT = 2  # the event and who sent it: "FAIL · worker"
+    AFTER = 3
+    MESSAGE = 4
+
+
+HEADERS = ("Time", "From → To", "Event · source", "After", "Message")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    rows: tuple[TransitionRow, ...]
+    # The transition before this attempt's first one, so its first "after" is meaningful.
+    previous_at: float | None
+
+    @property
+    def span_s(self) -> float:
+        return self.rows[-1].at - self.rows[0].at if self.rows else 0.0
+
+
+def group_by_attempt(rows: Sequence[TransitionRow]) -> list[Attempt]:
+    groups: list[list[TransitionRow]] = []
+    for row in rows:
+        if not groups or groups[-1][0].attempt != row.attempt:
+            groups.append([])
+        groups[-1].append(row)
+    attempts, previous = [], None
+    for group in groups:
+        attempts.append(Attempt(group[0].attempt, tuple(group), previous))
+        previous = group[-1].at
+    return attempts
+
+
+class TimelineModel(QAbstractItemModel):
+    # internalId: 0 for an attempt row; attempt index + 1 for a transition row under it.
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._attempts: list[Attempt] = []
+        self.job_id: int | None = None
+
+    def set_rows(self, job_id: int | None, rows: Sequence[TransitionRow]) -> None:
+        attempts = group_by_attempt(rows)
+        if job_id == self.job_id and attempts == self._attempts:
+            return
+        self.beginResetModel()
+        self.job_id, self._attempts = job_id, attempts
+        self.endResetModel()
+
+    def transitions(self) -> list[TransitionRow]:
+        return [row for attempt in self._attempts for row in attempt.rows]
+
+    def index(self, row: int, column: int, parent: Index = QModelIndex()) -> QModelIndex:  # noqa: B008
+        if not self.hasIndex(row, column, parent):
+            return QModelIndex()
+        if not parent.isValid():
+            return self.createIndex(row, column, 0)
+        return self.createIndex(row, column, parent.row() + 1)
+
+    def parent(self, index: Index = QModelIndex()) -> QModelIndex:  # type: ignore[override]  # noqa: B008
+        if not index.isValid() or index.internalId() == 0:
+            return QModelIndex()
+        return self.createIndex(index.internalId() - 1, 0, 0)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        if not parent.isValid():
+            return len(self._attempts)
+        if parent.internalId() == 0 and parent.column() == 0:
+            return len(self._attempts[parent.row()].rows)
+        return 0
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return len(TCol)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return HEADERS[section] if 0 <= section < len(HEADERS) else None
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        col = TCol(index.column())
+        if index.internalId() == 0:
+            return self._attempt_data(self._attempts[index.row()], col, role)
+        attempt = self._attempts[index.internalId() - 1]
+        row = attempt.rows[index.row()]
+        before = attempt.rows[index.row() - 1].at if index.row() else attempt.previous_at
+        return self._transition_data(row, before, col, role)
+
+    def _attempt_data(self, attempt: Attempt, col: TCol, role: int) -> Any:
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        if col is TCol.TIME:
+            return f"Attempt {attempt.number}"
+        if col is TCol.CHANGE:
+            return f"{len(attempt.rows)} change{'s' * (len(attempt.rows) != 1)}"
+        if col is TCol.AFTER:
+            return format_duration(attempt.span_s)
+        return None
+
+    def _transition_data(
+        self, row: TransitionRow, before: float | None, col: TCol, role: int
+    ) -> Any:
+        if role == TRANSITION_ROLE:
+            return row
+        if role == Qt.ItemDataRole.ForegroundRole and col is TCol.CHANGE:
+            return status_colour(row.to_status).lighter(130)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return row.message or None
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        if col is TCol.TIME:
+            return datetime.fromtimestamp(row.at).strftime("%H:%M:%S.%f")[:-5]  # tenths
+        if col is TCol.CHANGE:
+            source = row.from_status.value if row.from_status else "new"
+            return f"{source} → {row.to_status.value}"
+        if col is TCol.EVENT:
+            return f"{row.event.value} · {row.source}"
+        if col is TCol.AFTER:
+            return "" if before is None else f"+{format_duration(row.at - before)}"
+        return row.message

@@ -1,0 +1,78 @@
+"""What the window needs from the engine, as small interfaces handed in (STYLE.md).
+
+The real worker supervisor, recovery and model listing are adapted to these in
+`app.ui.wiring`; tests hand in fakes. Nothing here imports Qt or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.engine.messages import WorkerMessage
+
+
+class WorkerPool(Protocol):
+    """The worker processes (`app.engine.supervisor.Supervisor` fits as it is).
+
+    `poll` must never block: the GUI calls it from a timer. Return values are ignored.
+    """
+
+    def start(self) -> object: ...
+
+    def poll(self) -> Sequence[WorkerMessage]: ...
+
+    def shutdown(self, timeout: float) -> object:
+        """Pause running jobs (they keep their checkpoints) and stop the workers."""
+        ...
+
+
+class NoWorkers:
+    """No generation at all (the worker service could not start); the queue still works."""
+
+    def start(self) -> None:
+        pass
+
+    def poll(self) -> Sequence[WorkerMessage]:
+        return ()
+
+    def shutdown(self, timeout: float) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class RestoreSummary:
+    """What the launch-time recovery did to jobs an earlier run left behind."""
+
+    requeued: tuple[int, ...] = ()
+    paused: tuple[int, ...] = ()
+    cancelled: tuple[int, ...] = ()
+    given_up: tuple[int, ...] = ()
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def job_ids(self) -> tuple[int, ...]:
+        return (*self.requeued, *self.paused, *self.cancelled, *self.given_up)
+
+    def __bool__(self) -> bool:
+        return bool(self.job_ids or self.problems)
+
+    def describe(self) -> str:
+        parts = [
+            f"{len(ids)} {label}"
+            for ids, label in (
+                (self.requeued, "requeued"),
+                (self.paused, "paused"),
+                (self.cancelled, "cancelled"),
+                (self.given_up, "given up"),
+            )
+            if ids
+        ]
+        text = "Restored jobs from the last session: " + ", ".join(parts) if parts else ""
+        if self.problems:
+            text = "; ".join(filter(None, [text, *self.problems]))
+        return text
+
+
+ListModels = Callable[[], list[str]]

@@ -1,0 +1,215 @@
+"""The GUI's only door to the job store: small pages, counts, timelines and user requests.
+
+Qt-free and synchronous; the view-model runs these calls on its database thread, so a
+slow disk or a locked database never freezes the window. Errors a user can act on come
+back as readable messages, never as tracebacks.
+
+The store may be opened late (`opener`): the window shows first, and the database stack
+(SQLAlchemy, a second of imports on a busy machine) loads on the database thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from app.engine.params import MAX_SEED, GenerationParams
+from app.engine.states import JobEvent, JobStatus
+from app.errors import UserError
+from app.ui.presenters.rows import JobRow, TransitionRow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from app.engine.queue import JobQueue
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 60
+NOT_OPEN = -1  # data_version before the store is open: "no news"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a batch request did: the jobs it touched and a message per job it could not."""
+
+    job_ids: tuple[int, ...] = ()
+    errors: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One refresh of the list: the newest page, fresh copies of loaded jobs that may
+    still change, and the per-status counts."""
+
+    rows: tuple[JobRow, ...]
+    updates: dict[int, JobRow | None]  # job id -> its row now (None: gone)
+    counts: dict[JobStatus, int]
+
+
+class QueueService:
+    def __init__(
+        self,
+        queue: JobQueue | None = None,
+        *,
+        opener: Callable[[], JobQueue] | None = None,
+        max_attempts: int = 3,
+    ) -> None:
+        if queue is None and opener is None:
+            raise ValueError("give a queue or a way to open one")
+        self._queue = queue
+        self._opener = opener
+        self.max_attempts = max_attempts
+        self._watch: Connection | None = None
+        self._open_error: Exception | None = None
+
+    @property
+    def queue(self) -> JobQueue:
+        if self._queue is None:
+            if self._open_error is not None:  # tried once and failed: say so again, fast
+                raise self._open_error
+            assert self._opener is not None
+            try:
+                self._queue = self._opener()
+            except Exception as error:
+                self._open_error = error
+                raise
+        return self._queue
+
+    @property
+    def is_open(self) -> bool:
+        return self._queue is not None
+
+    # --- change detection (GUI thread; microseconds) ------------------------------------------
+
+    def data_version(self) -> int | None:
+        """A counter that changes when anyone commits; None when the store can't tell."""
+        if self._queue is None:
+            return NOT_OPEN
+        db = self._queue.db
+        if not db.is_sqlite:
+            return None
+        if self._watch is None:
+            # PRAGMA data_version only compares within one connection, so keep our own.
+            self._watch = db.read_only_connection()
+        with self._watch.begin():
+            return db.data_version(self._watch)
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    # --- reads (database thread) --------------------------------------------------------------
+
+    def snapshot(
+        self, statuses: Iterable[JobStatus] | None, limit: int, watch: Sequence[int] = ()
+    ) -> Snapshot:
+        """The newest `limit` jobs, plus fresh rows for `watch` (loaded jobs that may change).
+
+        Older pages are not re-read as a whole: finished jobs do not change, and the caller
+        watches only the unfinished ones it shows, a handful of single-row reads.
+        """
+        wanted = None if statuses is None else frozenset(statuses)
+        rows = self._rows(self.queue.jobs(wanted, limit=limit))
+        updates: dict[int, JobRow | None] = {}
+        for job_id in watch:
+            row = self.job(job_id)
+            updates[job_id] = row if row is not None and _matches(row, wanted) else None
+        return Snapshot(rows, updates, self.queue.count_by_status())
+
+    def page(
+        self, statuses: Iterable[JobStatus] | None, before_id: int, limit: int = PAGE_SIZE
+    ) -> tuple[JobRow, ...]:
+        return self._rows(self.queue.jobs(statuses, limit=limit, before_id=before_id))
+
+    def finished(self, limit: int) -> tuple[JobRow, ...]:
+        """The newest finished images (the gallery)."""
+        return self._rows(self.queue.jobs([JobStatus.SUCCESS], limit=limit))
+
+    def job(self, job_id: int) -> JobRow | None:
+        from app.engine.queue import JobNotFound
+
+        try:
+            return JobRow.from_job(self.queue.get(job_id))
+        except JobNotFound:
+            return None
+
+    def timeline(self, job_id: int) -> tuple[TransitionRow, ...]:
+        from app.engine.queue import JobNotFound
+
+        try:
+            return tuple(TransitionRow.from_transition(t) for t in self.queue.timeline(job_id))
+        except JobNotFound:
+            return ()
+
+    def running_ids(self) -> tuple[int, ...]:
+        if self._queue is None:
+            return ()
+        return tuple(job.id for job in self._queue.running_jobs() if job.id is not None)
+
+    @staticmethod
+    def _rows(jobs: Iterable[Any]) -> tuple[JobRow, ...]:
+        return tuple(JobRow.from_job(job) for job in jobs)
+
+    # --- requests (database thread) -----------------------------------------------------------
+
+    def submit(self, params: GenerationParams, count: int = 1) -> Outcome:
+        """Queue `count` jobs in one transaction; with a random seed each gets its own,
+        else seeds count up."""
+        try:
+            params = params.validated()
+            batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
+            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts)
+        except UserError as error:
+            return Outcome((), (_readable(error),))
+        return Outcome(tuple(ids))
+
+    def request(self, event: JobEvent, job_ids: Sequence[int]) -> Outcome:
+        from app.engine.queue import JobQueue
+
+        action = {
+            JobEvent.CANCEL: JobQueue.cancel,
+            JobEvent.PAUSE: JobQueue.pause,
+            JobEvent.RESUME: JobQueue.resume,
+            JobEvent.RETRY: JobQueue.retry,
+        }[event]
+        return self._each(job_ids, lambda job_id: action(self.queue, job_id))
+
+    def rerun(self, job_ids: Sequence[int]) -> Outcome:
+        new_ids: list[int] = []
+        outcome = self._each(job_ids, lambda job_id: new_ids.append(self.queue.rerun(job_id)))
+        return Outcome(tuple(new_ids), outcome.errors)
+
+    def move(self, job_ids: Sequence[int], delta: int) -> Outcome:
+        """Raise (delta > 0) or lower the priority: higher runs sooner."""
+
+        def shift(job_id: int) -> None:
+            self.queue.set_priority(job_id, self.queue.get(job_id).priority + delta)
+
+        return self._each(job_ids, shift)
+
+    def _each(self, job_ids: Sequence[int], do: Callable[[int], object]) -> Outcome:
+        done, errors = [], []
+        for job_id in job_ids:
+            try:
+                do(job_id)
+                done.append(job_id)
+            except UserError as error:
+                errors.append(_readable(error))
+        return Outcome(tuple(done), tuple(errors))
+
+
+def _matches(row: JobRow, statuses: frozenset[JobStatus] | None) -> bool:
+    return statuses is None or row.status in statuses
+
+
+def _seed_plus(params: GenerationParams, index: int) -> GenerationParams:
+    return replace(params, seed=(params.seed + index) % (MAX_SEED + 1))
+
+
+def _readable(error: Exception) -> str:
+    text = str(error)
+    return text[:1].upper() + text[1:] if text else type(error).__name__

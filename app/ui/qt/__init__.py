@@ -1,0 +1,1 @@
+"""Qt plumbing: the store thread, the worker feed and live progress, thumbnails, GC, theme."""

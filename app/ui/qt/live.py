@@ -1,0 +1,66 @@
+"""Progress and previews that workers report between database writes (WorkerMessages)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QImage
+
+from app.engine.messages import MessageKind, WorkerMessage
+from app.ui.presenters.rows import eta_s
+
+
+@dataclass
+class Live:
+    step: int
+    total: int
+    elapsed_s: float
+    at: float
+    preview: QImage | None = None
+
+    def eta_s(self) -> float | None:
+        return eta_s(self.step, self.total, self.elapsed_s + (time.monotonic() - self.at))
+
+
+class LiveProgress(QObject):
+    """Latest progress per job; emits `changed(job_id)` and asks for a refresh on settles."""
+
+    changed = Signal(int)
+    preview = Signal(int, QImage)
+    settled = Signal(int)  # a worker started or finished a job: the store has news
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._live: dict[int, Live] = {}
+
+    def get(self, job_id: int) -> Live | None:
+        return self._live.get(job_id)
+
+    def forget(self, job_id: int) -> None:
+        self._live.pop(job_id, None)
+
+    def handle(self, message: WorkerMessage) -> None:
+        if message.job_id is None:
+            return
+        if message.kind is MessageKind.PROGRESS:
+            self._progress(message.job_id, message)
+        elif message.kind in (MessageKind.STARTED, MessageKind.FINISHED):
+            self.settled.emit(message.job_id)
+
+    def _progress(self, job_id: int, message: WorkerMessage) -> None:
+        old = self._live.get(job_id)
+        image = _decode(message.preview_png) if message.preview_png else None
+        preview = image if image is not None else (old.preview if old else None)
+        self._live[job_id] = Live(
+            message.step, message.total, message.elapsed_s, time.monotonic(), preview
+        )
+        self.changed.emit(job_id)
+        if image is not None:
+            self.preview.emit(job_id, image)
+
+
+def _decode(data: bytes) -> QImage | None:
+    image = QImage()
+    return image if image.loadFromData(data) else None

@@ -1,0 +1,198 @@
+"""The view-model behind the window: keeps the job list fresh and carries out requests.
+
+Freshness comes from polling the store's cheap change counter (`data_version`) on a
+timer, plus worker messages; each refresh reads one small page on the database thread.
+Every request runs there too, and its outcome comes back as signals.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QObject, Signal
+
+from app.engine.params import GenerationParams
+from app.engine.states import JobEvent, JobStatus
+from app.ui.itemmodels.job_list_model import JobListModel
+from app.ui.presenters.queue_service import PAGE_SIZE, Outcome, QueueService, Snapshot
+from app.ui.presenters.rows import FILTERS, JobRow
+from app.ui.qt.dbthread import Runner
+from app.ui.qt.live import LiveProgress
+from app.ui.qt.thumbnails import ThumbnailCache
+
+log = logging.getLogger(__name__)
+
+BUSY_REFRESH_S = 1.0
+
+SETTLED = frozenset({JobStatus.SUCCESS, JobStatus.FAILED, JobStatus.TIMEOUT, JobStatus.CANCELLED})
+
+
+class JobsViewModel(QObject):
+    counts_changed = Signal(dict)  # JobStatus -> int
+    refreshed = Signal()
+    submitted = Signal(tuple)  # new job ids
+    error = Signal(str)
+    settled = Signal(object)  # a JobRow that just reached SUCCESS, FAILED, TIMEOUT or CANCELLED
+
+    def __init__(
+        self,
+        service: QueueService,
+        runner: Runner,
+        thumbs: ThumbnailCache,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.service = service
+        self.runner = runner
+        self.live = LiveProgress(self)
+        self.jobs = JobListModel(self.live, thumbs, self._fetch_page, self)
+        self.filter_name = "All"
+        self.counts: dict[JobStatus, int] = {}
+        self._version: int | None = None
+        self._in_flight = False
+        self._again = False
+        self._generation = 0  # bumped by a filter change: late pages of the old filter are dropped
+        self._known: dict[int, JobStatus] = {}
+        self._stale = False
+        self._counted = False  # the filter buttons show counts from the first refresh on
+        self._refreshed_at = 0.0
+        # The rows on screen (first, last); the job list view sets this.
+        self.visible_rows: Callable[[], tuple[int, int]] = lambda: (0, PAGE_SIZE)
+        self.live.settled.connect(lambda _job_id: self.refresh())
+
+    # --- freshness ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Called by a timer: refresh when anybody committed since the last look."""
+        try:
+            version = self.service.data_version()
+        except Exception as error:  # a locked or vanished file must not stop the timer
+            log.warning("change counter unavailable: %s", error)
+            version = None
+        if version is None or version != self._version:
+            self._version = version
+            self._stale = True
+        # While jobs run, most commits are progress rows that worker messages already showed:
+        # read the store at most once a second then (starts, ends and requests still refresh
+        # at once: worker messages and our own requests call `refresh` directly).
+        interval = BUSY_REFRESH_S if self._running() else 0.0
+        if self._stale and time.monotonic() - self._refreshed_at >= interval:
+            self.refresh()
+
+    def _running(self) -> bool:
+        return any(self.counts.get(status, 0) for status in JobStatus if status.is_running)
+
+    def refresh(self) -> None:
+        self._stale = False
+        self._refreshed_at = time.monotonic()
+        if self._in_flight:
+            self._again = True  # coalesce: one more read after the current one
+            return
+        self._in_flight = True
+        statuses, limit, generation = FILTERS[self.filter_name], PAGE_SIZE, self._generation
+        # Below the first page, only unfinished rows on screen are re-read; the rest are
+        # re-read when scrolled into view (`JobsPanel` asks for a refresh on scroll).
+        first, last = self.visible_rows()
+        shown = self.jobs.rows()[max(limit, first) : last + 1]
+        watch = [row.id for row in shown if row.may_change]
+        self.runner.run(
+            lambda: self.service.snapshot(statuses, limit, watch),
+            lambda snap: self._apply(snap, limit, generation),
+            self._failed_refresh,
+        )
+
+    def _apply(self, snap: Snapshot, limit: int, generation: int) -> None:
+        self._in_flight = False
+        if generation == self._generation:
+            self._note_settled(snap.rows)
+            self._note_settled([row for row in snap.updates.values() if row is not None])
+            self.jobs.replace_head(snap.rows, len(snap.rows) < limit, snap.updates)
+            for row in snap.rows:
+                if not row.status.is_running:
+                    self.live.forget(row.id)
+            if snap.counts != self.counts or not self._counted:
+                self.counts, self._counted = snap.counts, True
+                self.counts_changed.emit(snap.counts)
+            self.refreshed.emit()
+        if self._again or generation != self._generation:
+            self._again = False
+            self.refresh()
+
+    def _failed_refresh(self, message: str) -> None:
+        self._in_flight = False
+        if self.service.is_open:  # a store that never opened was already reported once
+            self.error.emit(f"Could not read the job list: {message}")
+
+    def _note_settled(self, rows: Sequence[JobRow]) -> None:
+        # Only jobs we saw earlier in another status: no notifications for old news at launch.
+        for row in rows:
+            before = self._known.get(row.id)
+            if before is not None and before != row.status and row.status in SETTLED:
+                self.settled.emit(row)
+            self._known[row.id] = row.status
+
+    def set_filter(self, name: str) -> None:
+        if name == self.filter_name:
+            return
+        self.filter_name = name
+        self._generation += 1
+        self.jobs.clear()
+        self.refresh()
+
+    def _fetch_page(self, before_id: int) -> None:
+        statuses, generation = FILTERS[self.filter_name], self._generation
+
+        def append(rows: tuple[JobRow, ...]) -> None:
+            if generation == self._generation:
+                self.jobs.append_page(rows, full=len(rows) == PAGE_SIZE)
+
+        self.runner.run(lambda: self.service.page(statuses, before_id), append, self._failed_page)
+
+    def _failed_page(self, message: str) -> None:
+        self.jobs.fetching = False
+        self.error.emit(f"Could not read more jobs: {message}")
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def submit(self, params: GenerationParams, count: int = 1) -> None:
+        self._request(lambda: self.service.submit(params, count), self.submitted.emit)
+
+    def request(self, event: JobEvent, job_ids: Sequence[int]) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.request(event, ids))
+
+    def rerun(self, job_ids: Sequence[int]) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.rerun(ids), self.submitted.emit)
+
+    def move(self, job_ids: Sequence[int], delta: int) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.move(ids, delta))
+
+    def resume_all(self, job_ids: Sequence[int]) -> None:
+        """Resume those of `job_ids` that are paused (the restore banner's action)."""
+        ids = tuple(job_ids)
+
+        def resume_paused() -> Outcome:
+            paused = [
+                i for i in ids if (row := self.service.job(i)) and row.allows(JobEvent.RESUME)
+            ]
+            return self.service.request(JobEvent.RESUME, paused)
+
+        self._request(resume_paused)
+
+    def _request(
+        self,
+        call: Callable[[], Outcome],
+        on_ids: Callable[[tuple[int, ...]], None] | None = None,
+    ) -> None:
+        def done(outcome: Outcome) -> None:
+            for message in outcome.errors:
+                self.error.emit(message)
+            if on_ids is not None and outcome.job_ids:
+                on_ids(outcome.job_ids)
+            self.refresh()
+
+        self.runner.run(call, done, lambda message: self.error.emit(f"Request failed: {message}"))

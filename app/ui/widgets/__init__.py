@@ -1,0 +1,1 @@
+"""Widgets: the main window, its panels and dialogs."""

@@ -1,0 +1,119 @@
+"""Keeps the timeline and the image area on the selected job, as it changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QImage
+
+from app.engine.states import JobStatus
+from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.qt.dbthread import Runner
+from app.ui.qt.thumbnails import load_image
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.image_panel import ImagePanel
+from app.ui.widgets.timeline_panel import TimelinePanel
+
+MAX_IMAGE_SIDE = 4096
+
+
+class DetailController(QObject):
+    def __init__(
+        self,
+        vm: JobsViewModel,
+        image_runner: Runner,
+        timeline: TimelinePanel,
+        image: ImagePanel,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.vm = vm
+        self._images = image_runner
+        self.timeline = timeline
+        self.image = image
+        self.row: JobRow | None = None
+        self._shown: tuple[object, ...] = ()  # what the image area shows: id, status, file
+        vm.refreshed.connect(self._refreshed)
+        vm.live.preview.connect(self._preview)
+
+    def select(self, row: JobRow | None) -> None:
+        changed = row is None or self.row is None or row.id != self.row.id
+        self.row = row
+        self.image.reuse.setEnabled(row is not None)
+        if row is None:
+            self.timeline.show_job(None, ())
+            self.image.show_nothing("Select a job, or type a prompt and press Ctrl+Enter")
+            self._shown = ()
+            return
+        self._load_timeline(row.id)
+        shown = (row.id, row.status, row.output_path)
+        if changed or shown != self._shown:
+            self._shown = shown
+            self._show_image(row)
+
+    def show_finished(self, row: JobRow) -> None:
+        """Show a gallery image even when its job is not in the list's current page."""
+        self.select(row)
+
+    def _refreshed(self) -> None:
+        if self.row is None:
+            return
+        fresh = self.vm.jobs.job(self.row.id)
+        if fresh is not None and fresh != self.row:
+            self.select(fresh)
+
+    def _load_timeline(self, job_id: int) -> None:
+        def show(rows: Sequence[TransitionRow]) -> None:
+            if self.row is not None and self.row.id == job_id:
+                self.timeline.show_job(job_id, rows)
+
+        self.vm.runner.run(lambda: self.vm.service.timeline(job_id), show)
+
+    def _show_image(self, row: JobRow) -> None:
+        path = row.output_path
+        if path:
+            self._images.run(
+                lambda: load_image(path, MAX_IMAGE_SIDE),
+                lambda image: self._loaded(row, path, image),
+                lambda error: self.image.show_nothing(f"Could not open the image: {error}"),
+            )
+            return
+        live = self.vm.live.get(row.id)
+        if live is not None and live.preview is not None and row.status.is_running:
+            self._preview(row.id, live.preview)
+        else:
+            self.image.show_nothing(_waiting_text(row))
+
+    def _loaded(self, row: JobRow, path: str, image: QImage) -> None:
+        if self.row is None or self.row.id != row.id:
+            return
+        if image.isNull():
+            self.image.show_nothing(f"The image file is missing or unreadable:\n{path}")
+            return
+        self.image.show_image(image, _caption(row), path)
+
+    def _preview(self, job_id: int, image: QImage) -> None:
+        if self.row is None or self.row.id != job_id or self.row.output_path:
+            return
+        live = self.vm.live.get(job_id)
+        step = f" · step {live.step}/{live.total}" if live else ""
+        self.image.show_image(image, f"Job {job_id} · preview{step}")
+
+
+def _caption(row: JobRow) -> str:
+    p = row.params
+    return f"{p.prompt}  —  {p.width}×{p.height} · seed {p.seed} · {p.scheduler} · {p.steps} steps"
+
+
+def _waiting_text(row: JobRow) -> str:
+    step = f"{row.progress_step}/{row.progress_total}"
+    if row.error:
+        return f"Job {row.id} {row.status.value.lower()}:\n{row.error}"
+    if row.status is JobStatus.PAUSED:
+        return f"Job {row.id} is paused at step {step}.\nResume continues from there."
+    if row.status is JobStatus.PENDING:
+        return f"Job {row.id} is waiting for a worker"
+    if row.status is JobStatus.CANCELLED:
+        return f"Job {row.id} was cancelled at step {step}"
+    return f"Job {row.id} is {row.status.value.lower()}"

@@ -1,0 +1,209 @@
+"""The job list with its status filter and the actions on the selected jobs."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QButtonGroup,
+    QHBoxLayout,
+    QHeaderView,
+    QMenu,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine.states import JobStatus
+from app.ui.itemmodels.delegates import (
+    ProgressDelegate,
+    PromptDelegate,
+    StatusDelegate,
+    ThumbnailDelegate,
+)
+from app.ui.itemmodels.job_list_model import ROW_ROLE, Col
+from app.ui.presenters.actions import EVENTS, SHORT, TIPS, Action, applicable
+from app.ui.presenters.rows import FILTERS, JobRow
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.empty_views import EmptyTableView
+
+ROW_HEIGHT = 44
+COLUMN_WIDTHS = {
+    Col.IMAGE: 48,
+    Col.STATUS: 118,
+    Col.PROGRESS: 172,
+    Col.ATTEMPT: 62,
+    Col.CREATED: 74,
+    Col.DURATION: 70,
+}
+
+
+class JobsPanel(QWidget):
+    selection_changed = Signal(object)  # the current JobRow or None
+
+    def __init__(self, vm: JobsViewModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.vm = vm
+        self.filters = self._filter_buttons()
+        self.buttons = {action: self._action_button(action) for action in Action}
+        self.table = self._table()
+        top = QHBoxLayout()
+        top.setSpacing(4)
+        for button in self.filters.buttons():
+            top.addWidget(button)
+        top.addStretch(1)
+        actions = QHBoxLayout()
+        actions.setSpacing(4)
+        for action, button in self.buttons.items():
+            if action is Action.UP:
+                actions.addStretch(1)
+            actions.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addLayout(top)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(actions)
+        vm.counts_changed.connect(self._show_counts)
+        # Progress changes rows many times a second; re-check the buttons once per burst.
+        self._actions_due = QTimer(self)
+        self._actions_due.setSingleShot(True)
+        self._actions_due.setInterval(30)
+        self._actions_due.timeout.connect(self._update_actions)
+        for signal in (vm.jobs.dataChanged, vm.jobs.modelReset, vm.jobs.rowsRemoved):
+            signal.connect(self._actions_due.start)
+        # Rows scrolled into view may be stale (only visible ones are re-read): refresh.
+        vm.visible_rows = self.visible_rows
+        self._scrolled = QTimer(self)
+        self._scrolled.setSingleShot(True)
+        self._scrolled.setInterval(150)
+        self._scrolled.timeout.connect(vm.refresh)
+        self.table.verticalScrollBar().valueChanged.connect(self._scrolled.start)
+        self._update_actions()
+
+    # --- building -----------------------------------------------------------------------------
+
+    def _filter_buttons(self) -> QButtonGroup:
+        group = QButtonGroup(self)
+        group.setExclusive(True)
+        for name in FILTERS:
+            button = QPushButton(name)
+            button.setCheckable(True)
+            button.setObjectName("filter")
+            button.setProperty("filter", name)
+            button.setChecked(name == self.vm.filter_name)
+            group.addButton(button)
+        group.buttonClicked.connect(lambda b: self.vm.set_filter(b.property("filter")))
+        return group
+
+    def _action_button(self, action: Action) -> QPushButton:
+        button = QPushButton(SHORT.get(action, action.value))
+        button.setToolTip(TIPS[action])
+        button.setObjectName("action")
+        button.clicked.connect(lambda: self.trigger(action))
+        return button
+
+    def _table(self) -> EmptyTableView:
+        table = EmptyTableView("No jobs here yet. Type a prompt and press Ctrl+Enter.")
+        table.setModel(self.vm.jobs)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        table.setShowGrid(False)
+        table.setWordWrap(False)
+        table.setAlternatingRowColors(True)
+        table.verticalHeader().hide()
+        table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        table.verticalHeader().setDefaultSectionSize(ROW_HEIGHT)
+        table.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        table.setItemDelegateForColumn(Col.IMAGE, ThumbnailDelegate(36, table))
+        table.setItemDelegateForColumn(Col.PROMPT, PromptDelegate(table))
+        table.setItemDelegateForColumn(Col.STATUS, StatusDelegate(table))
+        table.setItemDelegateForColumn(Col.PROGRESS, ProgressDelegate(table))
+        header = table.horizontalHeader()
+        header.setHighlightSections(False)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        for col, width in COLUMN_WIDTHS.items():
+            header.resizeSection(col, width)
+        header.setSectionResizeMode(Col.PROMPT, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(40)
+        table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        table.customContextMenuRequested.connect(self._context_menu)
+        table.selectionModel().selectionChanged.connect(self._selection_changed)
+        return table
+
+    # --- selection and actions ----------------------------------------------------------------
+
+    def visible_rows(self) -> tuple[int, int]:
+        viewport = self.table.viewport()
+        first = self.table.rowAt(0)
+        last = self.table.rowAt(viewport.height() - 1)
+        count = self.vm.jobs.rowCount()
+        return (max(0, first), last if last >= 0 else count - 1)
+
+    def selected_rows(self) -> list[JobRow]:
+        rows = self.table.selectionModel().selectedRows()
+        return [
+            row for index in sorted(rows, key=lambda i: i.row()) if (row := index.data(ROW_ROLE))
+        ]
+
+    def current_row(self) -> JobRow | None:
+        rows = self.selected_rows()
+        return rows[0] if len(rows) == 1 else (rows[0] if rows else None)
+
+    def select_jobs(self, job_ids: tuple[int, ...] | list[int]) -> None:
+        selection = self.table.selectionModel()
+        selection.clearSelection()
+        flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+        first = None
+        for job_id in job_ids:
+            row = self.vm.jobs.row_of(job_id)
+            if row is not None:
+                selection.select(self.vm.jobs.index(row, 0), flags)
+                first = row if first is None else min(first, row)
+        if first is not None:
+            self.table.scrollTo(self.vm.jobs.index(first, 0))
+
+    def trigger(self, action: Action) -> None:
+        targets = applicable(action, self.selected_rows())
+        if not targets:
+            return
+        if action is Action.RERUN:
+            self.vm.rerun(targets.job_ids)
+        elif action in (Action.UP, Action.DOWN):
+            self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)
+        else:
+            self.vm.request(EVENTS[action], targets.job_ids)
+
+    def _selection_changed(self) -> None:
+        self._update_actions()
+        self.selection_changed.emit(self.current_row())
+
+    def _update_actions(self, *_signal_args: object) -> None:
+        rows = self.selected_rows()
+        for action, button in self.buttons.items():
+            button.setEnabled(bool(applicable(action, rows)))
+
+    def _context_menu(self, point: QPoint) -> None:
+        rows = self.selected_rows()
+        if not rows:
+            return
+        menu = QMenu(self)
+        for action in Action:
+            item = QAction(action.value, menu)
+            item.setEnabled(bool(applicable(action, rows)))
+            item.triggered.connect(lambda _=False, a=action: self.trigger(a))
+            menu.addAction(item)
+        menu.popup(self.table.viewport().mapToGlobal(point))
+
+    def _show_counts(self, counts: dict[JobStatus, int]) -> None:
+        for button in self.filters.buttons():
+            name = button.property("filter")
+            statuses = FILTERS[name]
+            n = (
+                sum(counts.values())
+                if statuses is None
+                else sum(counts.get(s, 0) for s in statuses)
+            )
+            button.setText(f"{name}  {n}")

@@ -1,0 +1,279 @@
+"""The prompt form: what to draw and how, plus dropping an Easel/A1111 PNG to reuse its settings."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine.params import (
+    DEFAULT_MODEL,
+    MAX_SEED,
+    RANDOM_SEED,
+    SCHEDULERS,
+    GenerationParams,
+    InvalidParameters,
+)
+from app.ui.presenters import number_rules as rules
+from app.ui.presenters.png_params import NoParameters, read_png_params
+from app.ui.qt.icons import dice_icon
+from app.ui.widgets.number_field import FieldNote, NumberEdit
+
+SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
+    ("64 × 64 · tiny model", 64, 64),
+    ("256 × 256", 256, 256),
+    ("512 × 512", 512, 512),
+    ("512 × 768 · portrait", 512, 768),
+    ("768 × 512 · landscape", 768, 512),
+    ("768 × 768", 768, 768),
+    ("1024 × 1024", 1024, 1024),
+)
+CUSTOM = "Custom"
+
+
+class PromptPanel(QWidget):
+    generate_requested = Signal()
+    message = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("promptPanel")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)  # paint the QSS panel colour
+        self.setAcceptDrops(True)
+        self._choosing_preset = False
+        self._build()
+        self.set_params(GenerationParams(prompt=""))
+
+    # --- building -----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Describe the picture… (Ctrl+Enter to generate)")
+        self.prompt.setTabChangesFocus(True)
+        self.negative = QPlainTextEdit()
+        self.negative.setPlaceholderText("What to keep out of it")
+        self.negative.setTabChangesFocus(True)
+        self.negative.setMaximumHeight(64)
+        self.model = QComboBox()
+        self.model.setEditable(False)
+        self.scheduler = QComboBox()
+        self.scheduler.addItems(SCHEDULERS)
+        self.steps = NumberEdit(rules.STEPS)
+        self.cfg = NumberEdit(rules.CFG, step=0.5)
+        self.seed = NumberEdit(rules.SEED)
+        self.dice = QToolButton()
+        self.dice.setIcon(dice_icon())
+        self.dice.setToolTip("Pick a random seed (empty: a new one for every image)")
+        self.dice.clicked.connect(self.roll_seed)
+        self.size_preset = QComboBox()
+        self.size_preset.addItems([name for name, _w, _h in SIZE_PRESETS] + [CUSTOM])
+        self.size_preset.currentIndexChanged.connect(self._preset_chosen)
+        self.width_box = NumberEdit(rules.WIDTH)
+        self.height_box = NumberEdit(rules.HEIGHT)
+        for box in (self.width_box, self.height_box):
+            box.textChanged.connect(self._size_edited)
+        self.generate = QPushButton("Generate")
+        self.generate.setObjectName("primary")
+        self.generate.setToolTip("Queue the image(s) — Ctrl+Enter")
+        self.generate.clicked.connect(self.generate_requested)
+        self.count = NumberEdit(rules.IMAGES)
+        self.count.textChanged.connect(self._label_generate)
+        self.count.setValue(1)
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        # Label | field | its range, or what is wrong with it (in red)
+        rows: list[tuple[str, QWidget, QWidget | None]] = [
+            ("Model", self.model, None),
+            ("Sampler", self.scheduler, None),
+            ("Steps", self.steps, FieldNote(self.steps)),
+            ("CFG", self.cfg, FieldNote(self.cfg)),
+            ("Seed", _row(self.seed, self.dice), FieldNote(self.seed)),
+            ("Size", self.size_preset, None),
+            ("", _row(self.width_box, QLabel("×"), self.height_box),
+             FieldNote(self.width_box, self.height_box)),
+            ("Images", self.count, FieldNote(self.count)),
+        ]  # fmt: skip
+        form = QGridLayout()
+        form.setHorizontalSpacing(10)
+        form.setVerticalSpacing(8)
+        form.setColumnStretch(1, 1)
+        for line, (label, field, note) in enumerate(rows):
+            form.addWidget(QLabel(label), line, 0)
+            form.addWidget(field, line, 1, 1, 1 if note else 2)
+            if note is not None:
+                form.addWidget(note, line, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 14, 14, 14)
+        layout.setSpacing(8)
+        layout.addWidget(_title("Prompt"))
+        layout.addWidget(self.prompt, 3)
+        layout.addWidget(_title("Negative prompt"))
+        layout.addWidget(self.negative)
+        layout.addSpacing(6)
+        layout.addLayout(form)
+        layout.addStretch(1)
+        hint = QLabel("Drop an Easel or A1111 PNG here to reuse its settings")
+        hint.setObjectName("hint")
+        hint.setWordWrap(True)
+        layout.addWidget(hint)
+        layout.addWidget(self.generate)
+
+    # --- reading and filling the form ---------------------------------------------------------
+
+    def set_models(self, names: list[str]) -> None:
+        current = self.model.currentText() or DEFAULT_MODEL
+        self.model.blockSignals(True)
+        self.model.clear()
+        self.model.addItems(list(dict.fromkeys([DEFAULT_MODEL, *names])))
+        self._select_model(current)
+        self.model.blockSignals(False)
+
+    def _select_model(self, name: str) -> None:
+        if self.model.findText(name) < 0:
+            self.model.addItem(name)  # keep a dropped image's model even if it's not installed
+        self.model.setCurrentText(name)
+
+    def number_fields(self) -> tuple[NumberEdit, ...]:
+        return (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+
+    def problems(self) -> list[tuple[NumberEdit, str]]:
+        """Each number field whose text cannot be used, with the sentence saying why."""
+        readings = ((edit, edit.reading()) for edit in self.number_fields())
+        return [(edit, r.problem) for edit, r in readings if r.problem is not None]
+
+    def params(self) -> GenerationParams:
+        """Exactly the form on screen, or InvalidParameters naming every unusable number.
+
+        The engine checks prompt and model again at submit; numbers are read here from the
+        text shown, so nothing older or clamped is ever submitted.
+        """
+        problems = self.problems()
+        if problems:
+            raise InvalidParameters("; ".join(problem for _edit, problem in problems))
+        seed = self.seed.reading().value
+        return GenerationParams(
+            prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
+            model=self.model.currentText() or DEFAULT_MODEL,
+            scheduler=self.scheduler.currentText(), steps=int(_number(self.steps)),
+            cfg=float(_number(self.cfg)), width=int(_number(self.width_box)),
+            height=int(_number(self.height_box)),
+            seed=RANDOM_SEED if seed is None else int(seed),
+        )  # fmt: skip
+
+    def image_count(self) -> int:
+        """How many images Generate queues (call `params()` first: it checks this field too)."""
+        return int(_number(self.count))
+
+    def focus_first_problem(self) -> bool:
+        """Put the cursor in the first unusable number field; False if there is none."""
+        problems = self.problems()
+        if problems:
+            edit = problems[0][0]
+            edit.setFocus()
+            edit.selectAll()
+        return bool(problems)
+
+    def set_params(self, p: GenerationParams) -> None:
+        self.prompt.setPlainText(p.prompt)
+        self.negative.setPlainText(p.negative_prompt)
+        self._select_model(p.model)
+        if p.scheduler in SCHEDULERS:
+            self.scheduler.setCurrentText(p.scheduler)
+        self.steps.setValue(p.steps)
+        self.cfg.setValue(p.cfg)
+        self.seed.setText("" if p.seed == RANDOM_SEED else str(p.seed))
+        self.width_box.setValue(p.width)
+        self.height_box.setValue(p.height)
+
+    def _label_generate(self) -> None:
+        count = self.count.reading().value
+        many = count is not None and count > 1
+        self.generate.setText(f"Generate {count} images" if many else "Generate")
+
+    def roll_seed(self) -> None:
+        self.seed.setText(str(random.randint(0, MAX_SEED)))
+
+    def _preset_chosen(self, index: int) -> None:
+        if 0 <= index < len(SIZE_PRESETS):
+            _name, width, height = SIZE_PRESETS[index]
+            self._choosing_preset = True  # not blockSignals: the notes must follow
+            self.width_box.setValue(width)
+            self.height_box.setValue(height)
+            self._choosing_preset = False
+
+    def _size_edited(self) -> None:
+        if self._choosing_preset:
+            return
+        size = (self.width_box.reading().value, self.height_box.reading().value)
+        match = [i for i, (_n, w, h) in enumerate(SIZE_PRESETS) if (w, h) == size]
+        self.size_preset.blockSignals(True)
+        self.size_preset.setCurrentIndex(match[0] if match else len(SIZE_PRESETS))
+        self.size_preset.blockSignals(False)
+
+    # --- dropping a PNG -----------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if _dropped_png(event.mimeData().urls()) is not None:
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        path = _dropped_png(event.mimeData().urls())
+        if path is not None:
+            event.acceptProposedAction()
+            self.load_png(path)
+
+    def load_png(self, path: Path) -> bool:
+        try:
+            parsed = read_png_params(path)
+        except NoParameters as error:
+            self.message.emit(str(error))
+            return False
+        self.set_params(parsed.params)
+        note = f"Settings from {path.name}"
+        self.message.emit("; ".join([note, *parsed.warnings]))
+        return True
+
+
+def _dropped_png(urls: Sequence[QUrl]) -> Path | None:
+    for url in urls:
+        if url.isLocalFile() and url.toLocalFile().lower().endswith(".png"):
+            return Path(url.toLocalFile())
+    return None
+
+
+def _number(edit: NumberEdit) -> int | float:
+    value = edit.reading().value
+    if value is None:  # only a field that may be blank reads as None; these may not
+        raise InvalidParameters(f"{edit.rule.name} is empty")
+    return value
+
+
+def _row(*widgets: QWidget) -> QWidget:
+    holder = QWidget()
+    layout = QHBoxLayout(holder)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(6)
+    for widget in widgets:
+        layout.addWidget(widget, 0 if isinstance(widget, QLabel | QToolButton) else 1)
+    return holder
+
+
+def _title(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("sectionTitle")
+    return label

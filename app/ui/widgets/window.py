@@ -1,0 +1,428 @@
+"""The main window: prompt on the left, the image in the middle, jobs and timeline on the right."""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import __version__
+from app.engine.crash import UncleanExit
+from app.engine.params import InvalidParameters
+from app.engine.paths import data_dir, database_path, logs_dir
+from app.engine.settings import Settings
+from app.engine.states import JobStatus
+from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
+from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.queue_service import QueueService
+from app.ui.qt.dbthread import Runner, ThreadRunner
+from app.ui.qt.gc_guard import collect_on_gui_thread
+from app.ui.qt.icons import app_icon
+from app.ui.qt.thumbnails import ThumbnailCache
+from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.banner import Banner
+from app.ui.widgets.detail import DetailController
+from app.ui.widgets.gallery import GalleryView
+from app.ui.widgets.image_panel import ImagePanel
+from app.ui.widgets.jobs_panel import JobsPanel
+from app.ui.widgets.notify import Notifier
+from app.ui.widgets.prompt_panel import PromptPanel
+from app.ui.widgets.quit_dialog import ask_pause_and_quit
+from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings
+from app.ui.widgets.timeline_panel import TimelinePanel
+
+log = logging.getLogger(__name__)
+
+WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
+CLOCK_MS = 1000  # durations and ETAs of running jobs
+
+
+@dataclass
+class Dependencies:
+    """Everything the window needs from outside, handed in (tests pass fakes)."""
+
+    queue: QueueService
+    workers: WorkerPool
+    settings: Settings
+    save_settings: Callable[[Settings], None]
+    list_models: ListModels
+    restore: RestoreSummary | None = None
+    # None: ask with a dialog. Tests answer with a function.
+    confirm_quit: Callable[[int], bool] | None = None
+    shutdown_timeout_s: float = 15.0
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        deps: Dependencies,
+        *,
+        runner: Runner | None = None,
+        image_runner: Runner | None = None,
+        settings_store: QSettings | None = None,
+    ) -> None:
+        super().__init__()
+        collect_on_gui_thread()  # before any worker thread starts (see gc_guard)
+        self.deps = deps
+        self.setWindowTitle("Easel")
+        self.setWindowIcon(app_icon())
+        self.runner = runner or ThreadRunner()
+        self.image_runner = image_runner or ThreadRunner("easel-images")
+        self.store = settings_store or ui_settings()
+        self.thumbs = ThumbnailCache(self.image_runner, self)
+        self.vm = JobsViewModel(deps.queue, self.runner, self.thumbs, self)
+        self.notifier = Notifier(app_icon(), self)
+        self.feed = WorkerFeed(lambda: self.deps.workers, self)
+        self.worker_status = WorkerStatus()
+        self._follow: int | None = None
+        self._quitting = False
+        self._shut_down = False
+        self._gallery_successes = -1
+        self._build()
+        self._connect()
+        self._restore_geometry()
+        self._start_timers()
+        self.feed.start()
+        self.show_restore(deps.restore)
+        self.vm.refresh()
+        self.runner.run(deps.list_models, self.prompt.set_models)
+
+    # --- building -----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.prompt = PromptPanel()
+        self.image = ImagePanel()
+        self.gallery_model = GalleryModel(self.thumbs, self)
+        self.gallery = GalleryView()
+        self.gallery.setModel(self.gallery_model)
+        self.jobs = JobsPanel(self.vm)
+        self.timeline = TimelinePanel()
+        self.detail = DetailController(self.vm, self.image_runner, self.timeline, self.image, self)
+        self.restore_banner = Banner("info")
+        self.error_banner = Banner("error")
+        center = QWidget()
+        column = QVBoxLayout(center)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(8)
+        column.addWidget(self.image, 1)
+        column.addWidget(self.gallery)
+        right = _vsplit("right", self.jobs, self.timeline)
+        right.setSizes([520, 320])
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("main")
+        for widget in (self.prompt, center, right):
+            self.splitter.addWidget(widget)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setCollapsible(1, False)
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(10, 8, 10, 8)
+        layout.setSpacing(8)
+        layout.addWidget(self.restore_banner)
+        layout.addWidget(self.error_banner)
+        layout.addWidget(self.splitter, 1)
+        self.setCentralWidget(body)
+        self.counts_label = QLabel()
+        self.statusBar().addWidget(self.counts_label, 1)  # hidden while a note shows
+        self.statusBar().addPermanentWidget(self.worker_status)
+        self._menus()
+
+    def _menus(self) -> None:
+        menu = self.menuBar().addMenu("&Easel")
+        settings = QAction("&Settings…", self)
+        settings.setShortcut(QKeySequence.StandardKey.Preferences)
+        settings.triggered.connect(self.open_settings)
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        about = QAction("&About Easel", self)
+        about.triggered.connect(self.show_about)
+        menu.addAction(settings)
+        menu.addAction(about)
+        menu.addSeparator()
+        menu.addAction(quit_action)
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About Easel", about_text(self.worker_status.device))
+
+    def _connect(self) -> None:
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            QShortcut(QKeySequence(keys), self, self.generate)
+        self.prompt.generate_requested.connect(self.generate)
+        self.prompt.message.connect(self.show_note)
+        self.image.message.connect(self.show_note)
+        self.vm.error.connect(self.show_error)
+        self.vm.submitted.connect(self._submitted)
+        self.vm.refreshed.connect(self._refreshed)
+        self.vm.counts_changed.connect(self._counts_changed)
+        self.vm.settled.connect(self.notifier.job_settled)
+        self.feed.messages.connect(self._worker_messages)
+        self.feed.failed.connect(self.show_error)
+        self.jobs.selection_changed.connect(self.detail.select)
+        self.gallery.clicked.connect(self._gallery_clicked)
+        self.image.reuse.clicked.connect(self.reuse_settings)
+
+    def _start_timers(self) -> None:
+        self.timers = []
+        for interval, slot in ((WATCH_STORE_MS, self.vm.tick), (CLOCK_MS, self._clock)):
+            timer = QTimer(self)
+            timer.timeout.connect(slot)
+            timer.start(interval)
+            self.timers.append(timer)
+
+    # --- generating ---------------------------------------------------------------------------
+
+    def generate(self) -> None:
+        try:
+            params = self.prompt.params()
+        except InvalidParameters as error:  # a number on screen cannot be used: say which
+            self.show_error(f"Not queued: {error}")
+            self.prompt.focus_first_problem()
+            return
+        if not params.prompt.strip():
+            self.show_error("Type a prompt first")
+            self.prompt.prompt.setFocus()
+            return
+        filter_statuses = {"Done", "Failed"}
+        if self.vm.filter_name in filter_statuses:  # new jobs would be invisible there
+            self.set_filter("All")
+        self.vm.submit(params, self.prompt.image_count())
+
+    def _submitted(self, job_ids: tuple[int, ...]) -> None:
+        self._follow = job_ids[0]  # select the new job once the list has it: see its progress
+
+    def _refreshed(self) -> None:
+        if self._follow is not None and self.vm.jobs.row_of(self._follow) is not None:
+            self.jobs.select_jobs([self._follow])
+            self._follow = None
+
+    def set_filter(self, name: str) -> None:
+        for button in self.jobs.filters.buttons():
+            button.setChecked(button.property("filter") == name)
+        self.vm.set_filter(name)
+
+    # --- live updates -------------------------------------------------------------------------
+
+    def use_workers(self, workers: WorkerPool) -> None:
+        """Switch to `workers` and start them (off the GUI thread): once the store is open."""
+        self.feed.stop()
+        self.deps.workers = workers
+        if isinstance(workers, NoWorkers):
+            self.worker_status.setText("No workers: images cannot be generated")
+        else:
+            self.worker_status.starting()
+        self.feed.start(start_pool=True)
+
+    def _worker_messages(self, messages: list) -> None:
+        for message in messages:
+            self.vm.live.handle(message)
+            self.worker_status.handle(message)
+
+    def _clock(self) -> None:
+        self.vm.jobs.tick()
+        self.timeline.tick()
+
+    def _counts_changed(self, counts: dict[JobStatus, int]) -> None:
+        running = sum(counts.get(s, 0) for s in JobStatus if s.is_running)
+        queued = counts.get(JobStatus.PENDING, 0)
+        total = sum(counts.values())
+        self.counts_label.setText(
+            f"{running} running · {queued} queued · {total} job{'s' * (total != 1)}"
+        )
+        successes = counts.get(JobStatus.SUCCESS, 0)
+        if successes != self._gallery_successes:
+            self._gallery_successes = successes
+            self.runner.run(
+                lambda: self.deps.queue.finished(GALLERY_PAGE), self.gallery_model.set_rows
+            )
+
+    def reuse_settings(self) -> None:
+        if self.detail.row is not None:
+            self.prompt.set_params(self.detail.row.params)
+            self.show_note(f"Settings of job {self.detail.row.id} are in the form")
+
+    def _gallery_clicked(self, index: QModelIndex) -> None:
+        row = index.data(ROW_ROLE)
+        if row is None:
+            return
+        if self.vm.jobs.row_of(row.id) is not None:
+            self.jobs.select_jobs([row.id])
+        else:
+            self.detail.show_finished(row)
+
+    # --- messages -----------------------------------------------------------------------------
+
+    def show_error(self, text: str, *, sticky: bool = False) -> None:
+        """A readable line in the red banner; it goes away by itself unless `sticky`."""
+        self.error_banner.show_text(text, hide_after_ms=0 if sticky else 12_000)
+
+    def show_note(self, text: str) -> None:
+        self.statusBar().showMessage(text, 6000)
+
+    def show_restore(
+        self, restore: RestoreSummary | None, unclean: UncleanExit | None = None
+    ) -> None:
+        """What the launch restored, and whether the last run ended without closing."""
+        if not restore and unclean is None:
+            return
+        banner = self.restore_banner
+        banner.clear_actions()
+        if restore and restore.paused:
+            banner.add_action("Resume paused", lambda: self._resume_restored(restore))
+        if restore and restore.job_ids:
+            banner.add_action("Show", lambda: self._show_restored(restore))
+        text = restore.describe() if restore else ""
+        if unclean is not None:
+            log_file = unclean.crash_log or logs_dir()
+            banner.add_action("Open log", lambda: _open_path(log_file))
+            text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
+        banner.show_text(text)
+
+    def _resume_restored(self, restore: RestoreSummary) -> None:
+        self.vm.resume_all(restore.paused)
+        self.restore_banner.hide()
+
+    def _show_restored(self, restore: RestoreSummary) -> None:
+        self.set_filter("All")
+        ids = list(restore.job_ids)
+        self._select_when_loaded(ids)
+
+    def _select_when_loaded(self, ids: list[int]) -> None:
+        if any(self.vm.jobs.row_of(i) is not None for i in ids):
+            self.jobs.select_jobs(ids)
+            return
+
+        def once() -> None:
+            self.vm.refreshed.disconnect(once)
+            self.jobs.select_jobs(ids)
+
+        self.vm.refreshed.connect(once)
+
+    # --- settings and geometry ----------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self)
+        if dialog.exec() and dialog.saved is not None:
+            self.deps.settings = dialog.saved
+            self.deps.queue.max_attempts = dialog.saved.max_attempts
+            self.runner.run(self.deps.list_models, self.prompt.set_models)
+            self.show_note("Settings saved")
+
+    def _restore_geometry(self) -> None:
+        geometry = self.store.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1480, 900)
+        # The job list needs room for its columns; the image takes what is left.
+        width = self.width()
+        self.splitter.setSizes(
+            [300, width - 300 - max(700, int(width * 0.46)), max(700, int(width * 0.46))]
+        )
+        for splitter in self.findChildren(QSplitter):
+            state = self.store.value(f"splitter/{splitter.objectName()}")
+            if state is not None:
+                splitter.restoreState(state)
+        self.image.set_pixels(bool(self.store.value("view/pixels", False, type=bool)))
+
+    def _save_geometry(self) -> None:
+        self.store.setValue("window/geometry", self.saveGeometry())
+        for splitter in self.findChildren(QSplitter):
+            self.store.setValue(f"splitter/{splitter.objectName()}", splitter.saveState())
+        self.store.setValue("view/pixels", self.image.scaling.isChecked())
+        self.store.sync()
+
+    # --- quitting -----------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self._quitting:
+            event.accept()
+            return
+        running = self._running_count()
+        if running and not self._confirm_quit(running):
+            event.ignore()
+            return
+        self._quitting = True
+        self._save_geometry()
+        self.shut_down()
+        event.accept()
+
+    def _running_count(self) -> int:
+        try:
+            return len(self.deps.queue.running_ids())
+        except Exception:  # the store is unreadable: nothing we can pause anyway
+            log.exception("could not count running jobs")
+            return 0
+
+    def _confirm_quit(self, running: int) -> bool:
+        if self.deps.confirm_quit is not None:
+            return self.deps.confirm_quit(running)
+        return ask_pause_and_quit(self, running)
+
+    def shut_down(self) -> None:
+        """Stop timers, let the workers pause their jobs, and close the store threads (once)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        for timer in self.timers:
+            timer.stop()
+        self.feed.stop()
+        self.statusBar().showMessage("Pausing running jobs…")
+        self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
+        try:
+            self.deps.workers.shutdown(self.deps.shutdown_timeout_s)
+        except Exception:
+            log.exception("worker shutdown failed")
+        self.notifier.hide()
+        self.runner.close()
+        self.image_runner.close()
+        self.deps.queue.close()
+
+
+def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
+    splitter = QSplitter(Qt.Orientation.Vertical)
+    splitter.setObjectName(name)
+    for widget in widgets:
+        splitter.addWidget(widget)
+    splitter.setStretchFactor(0, 1)
+    splitter.setCollapsible(0, False)
+    return splitter
+
+
+def describe_unclean_exit(unclean: UncleanExit) -> str:
+    how = "it crashed" if unclean.crash_log else "it was killed or the computer stopped"
+    return f"Easel did not close cleanly last time ({how})."
+
+
+def _open_path(path: Path) -> None:
+    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
+def about_text(device: str | None) -> str:
+    rows = [
+        ("Version", __version__),
+        ("Data folder", str(data_dir())),
+        ("Database", str(database_path())),
+        ("Device", device or "known once a worker is ready"),
+        ("Logs", str(logs_dir())),
+    ]
+    cells = "".join(
+        f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{html.escape(v)}</td></tr>" for k, v in rows
+    )
+    intro = "<h3>Easel</h3><p>Local image generation where no job ever vanishes.</p>"
+    return f"{intro}<table>{cells}</table>"

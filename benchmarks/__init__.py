@@ -1,0 +1,1 @@
+"""Benchmark scripts (run as files) and the checks they share with the tests."""

@@ -1,0 +1,233 @@
+"""The checks behind `benchmarks/chaos.py`'s reliability figures, apart so tests can fail them.
+
+Each check reads only what it is given (jobs, their timelines, the workers' ledger), so a
+test can hand it a bad timeline or a bad ledger and see it count the fault.
+
+    lost          a job missing, not matching its own history, or SUCCESS without its image
+    double_runs   a job two workers were running at the same time (from the ledger), or
+                  completed twice (from its timeline)
+    illegal_paths a timeline that is not a chain of transitions the table allows
+    stuck         a job that is not finished, cancelled or given up after the drain
+    unrecorded    a SUCCESS job with no completed run in the ledger: the ledger missed work,
+                  so `double_runs` could not have seen it either
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import cast
+
+from PIL import Image, ImageChops, UnidentifiedImageError
+
+from app.engine.retry import is_settled
+from app.engine.states import TRANSITIONS, JobEvent, JobStatus
+from app.models.tables import Job, JobTransition
+from app.testing.ledger import LedgerEntry, Mark
+
+# The figures that must all be 0 for a chaos run to pass.
+FAULT_FIGURES = ("lost", "double_runs", "illegal_paths", "stuck", "unrecorded")
+
+
+class EmptyLedger(Exception):
+    """The workers recorded nothing: `double_runs: 0` would be a claim nobody checked."""
+
+    def __init__(self, ledger: Path) -> None:
+        super().__init__(
+            f"The ledger {ledger} recorded no runs, so double runs could not be checked: "
+            "the workers did not use the ledger runner, or could not write to it."
+        )
+
+
+def legal(timeline: Sequence[JobTransition]) -> bool:
+    """The timeline starts with SUBMIT and every row is a transition the table allows."""
+    if not timeline or (timeline[0].from_status, timeline[0].event) != (None, JobEvent.SUBMIT):
+        return False
+    for previous, row in pairwise(timeline):
+        source = JobStatus(row.from_status) if row.from_status else None
+        if row.from_status != previous.to_status:
+            return False  # a jump: the row does not start where the previous one ended
+        if TRANSITIONS.get((source, JobEvent(row.event))) != row.to_status:
+            return False
+    return True
+
+
+def is_lost(job: Job | None, timeline: Sequence[JobTransition]) -> bool:
+    """Missing, its status not where its history ends, or SUCCESS without the image file."""
+    if job is None or not timeline or timeline[-1].to_status != job.status:
+        return True
+    return job.status == JobStatus.SUCCESS and not Path(job.output_path or "").is_file()
+
+
+def is_stuck(job: Job) -> bool:
+    """Something would still happen to it: it is neither finished, cancelled nor given up."""
+    return not is_settled(job)
+
+
+def completed_twice(timeline: Sequence[JobTransition]) -> bool:
+    return sum(row.event == JobEvent.COMPLETE for row in timeline) > 1
+
+
+def overlapping_runs(ledger: Iterable[LedgerEntry]) -> set[int]:
+    """Jobs with two runs whose [first, last] ledger times overlap."""
+    spans: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for entry in ledger:
+        spans[(entry.job, entry.run)].append(entry.at)
+    by_job: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for (job, _run), times in spans.items():
+        by_job[job].append((min(times), max(times)))
+    return {
+        job
+        for job, runs in by_job.items()
+        if any(earlier[1] > later[0] for earlier, later in pairwise(sorted(runs)))
+    }
+
+
+def unrecorded_successes(jobs: Iterable[Job], ledger: Iterable[LedgerEntry]) -> set[int]:
+    completed = {entry.job for entry in ledger if entry.what is Mark.COMPLETED}
+    return {job.id or 0 for job in jobs if job.status == JobStatus.SUCCESS} - completed
+
+
+def figures(
+    submitted: Sequence[int],
+    jobs: Mapping[int, Job],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Sequence[LedgerEntry],
+    ledger_path: Path,
+) -> dict[str, int]:
+    """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against."""
+    if not ledger:
+        raise EmptyLedger(ledger_path)
+    lost = illegal = 0
+    twice: set[int] = set()
+    for job_id in submitted:
+        timeline = timelines.get(job_id, [])
+        lost += is_lost(jobs.get(job_id), timeline)
+        illegal += not legal(timeline)
+        if completed_twice(timeline):
+            twice.add(job_id)
+    statuses = [JobStatus(job.status) for job in jobs.values()]
+    return {
+        "jobs": len(jobs),
+        "lost": lost,
+        "double_runs": len(overlapping_runs(ledger) | twice),
+        "illegal_paths": illegal,
+        "stuck": sum(is_stuck(job) for job in jobs.values()),
+        "unrecorded": len(unrecorded_successes(jobs.values(), ledger)),
+        "success": statuses.count(JobStatus.SUCCESS),
+        "cancelled": statuses.count(JobStatus.CANCELLED),
+        "given_up": statuses.count(JobStatus.FAILED) + statuses.count(JobStatus.TIMEOUT),
+        "ledger_runs": len({(entry.job, entry.run) for entry in ledger}),
+    }
+
+
+# --- figures of issues 10 and 11: lost steps and images -------------------------------------
+
+
+def percentile(values: Sequence[float], percent: float) -> float:
+    """Nearest-rank percentile; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(percent / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def steps_lost_per_kill(ledger: Iterable[LedgerEntry]) -> list[int]:
+    """For each run that ended without an end mark (killed) and was run again: the steps
+    the next run did again, i.e. how far the killed run got past where the next one began."""
+    runs: dict[int, dict[str, list[LedgerEntry]]] = defaultdict(lambda: defaultdict(list))
+    for entry in ledger:
+        runs[entry.job][entry.run].append(entry)
+    lost = []
+    for by_run in runs.values():
+        ordered = sorted(by_run.values(), key=lambda entries: min(e.at for e in entries))
+        for killed, following in pairwise(ordered):
+            done = [e.step for e in killed if e.what is Mark.STEP]
+            redone = [e.step for e in following if e.what is Mark.STEP]
+            ended = any(e.what not in (Mark.START, Mark.STEP) for e in killed)
+            if done and redone and not ended:
+                lost.append(max(0, max(done) - (min(redone) - 1)))
+    return lost
+
+
+def rgb_extrema(image: Image.Image) -> tuple[tuple[int, int], ...]:
+    """(lowest, highest) of each of R, G and B."""
+    # Typed as a union over image modes; in RGB mode it is one pair per band.
+    return cast("tuple[tuple[int, int], ...]", image.convert("RGB").getextrema())
+
+
+def is_one_colour(image: Path) -> bool:
+    """Every pixel the same (what a NaN latent decodes to); False for a file that is no image."""
+    try:
+        with Image.open(image) as opened:
+            extrema = rgb_extrema(opened)
+    except (OSError, UnidentifiedImageError):
+        return False
+    return all(low == high for low, high in extrema)
+
+
+def image_difference(image: Path, reference: Path) -> int:
+    """The largest difference of one colour channel of one pixel (0..255).
+
+    Files that are not images (the scripted runner's) are 0 when equal, else 255; so are
+    images of different sizes.
+    """
+    if image.read_bytes() == reference.read_bytes():
+        return 0
+    try:
+        with Image.open(image) as a, Image.open(reference) as b:
+            if a.size != b.size:
+                return 255
+            difference = ImageChops.difference(a.convert("RGB"), b.convert("RGB"))
+            return max(high for _low, high in rgb_extrema(difference))
+    except (OSError, UnidentifiedImageError):
+        return 255
+
+
+def was_interrupted(timeline: Sequence[JobTransition]) -> bool:
+    """Started more than once: paused and resumed, or lost and retried."""
+    return sum(row.event == JobEvent.START for row in timeline) > 1
+
+
+def was_lost_and_resumed(timeline: Sequence[JobTransition]) -> bool:
+    """Its worker was lost (killed, frozen, gone at launch), and it then succeeded."""
+    lost = any(row.event == JobEvent.TIMEOUT for row in timeline)
+    return lost and bool(timeline) and timeline[-1].to_status == JobStatus.SUCCESS
+
+
+Reference = Callable[[Job], Path]  # the image of an uninterrupted run of the same job
+
+
+def garbage_images(
+    jobs: Iterable[Job], timelines: Mapping[int, Sequence[JobTransition]], reference: Reference
+) -> set[int]:
+    """SUCCESS jobs whose image is one colour, or, when interrupted, is not the uninterrupted
+    run's image (uninterrupted jobs are compared only for colour: they are the reference)."""
+    garbage = set()
+    for job in jobs:
+        if job.status != JobStatus.SUCCESS or job.id is None:
+            continue
+        image = Path(job.output_path or "")
+        if not image.is_file():
+            continue  # counted as lost
+        interrupted = was_interrupted(timelines.get(job.id, []))
+        if is_one_colour(image) or (interrupted and image_difference(image, reference(job))):
+            garbage.add(job.id)
+    return garbage
+
+
+def resumed_after_crash_diffs(
+    jobs: Iterable[Job], timelines: Mapping[int, Sequence[JobTransition]], reference: Reference
+) -> list[int]:
+    """`image_difference` against the reference, for every job lost, resumed and succeeded."""
+    return [
+        image_difference(Path(job.output_path or ""), reference(job))
+        for job in jobs
+        if job.id is not None
+        and was_lost_and_resumed(timelines.get(job.id, []))
+        and Path(job.output_path or "").is_file()
+    ]

@@ -1,0 +1,1 @@
+"""Tests of the checks the benchmarks rely on."""

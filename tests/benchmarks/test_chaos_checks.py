@@ -1,0 +1,335 @@
+"""The chaos checks on hand-made bad timelines and ledgers: each must count its fault.
+
+The good cases come from a real queue on a real SQLite file, so the checks accept exactly
+what the engine writes; the bad cases are that history tampered with in one place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
+from app.engine.states import JobEvent, JobStatus
+from app.models.tables import Job, JobTransition
+from app.testing.ledger import LedgerEntry, Mark
+from benchmarks.chaos_checks import (
+    EmptyLedger,
+    completed_twice,
+    figures,
+    garbage_images,
+    image_difference,
+    is_lost,
+    is_one_colour,
+    is_stuck,
+    legal,
+    overlapping_runs,
+    percentile,
+    resumed_after_crash_diffs,
+    steps_lost_per_kill,
+    unrecorded_successes,
+)
+
+E, S = JobEvent, JobStatus
+
+
+def finished_job(queue: JobQueue, tmp_path: Path) -> int:
+    """SUBMIT, START, COMPLETE through the real queue, with an image file on disk."""
+    job_id = queue.submit(GenerationParams("a cat", model="fake", steps=4), source="test")
+    queue.claim("w1")
+    image = tmp_path / f"{job_id:06d}.png"
+    image.write_bytes(b"png")
+    queue.fire(job_id, E.COMPLETE, source="worker", changes={"output_path": str(image)})
+    return job_id
+
+
+def row(timeline: list[JobTransition], index: int, **changes: object) -> list[JobTransition]:
+    """The timeline with one row changed (a copy: the originals stay as the queue wrote them)."""
+    changed = list(timeline)
+    changed[index] = changed[index].model_copy(update=changes)
+    return changed
+
+
+def entry(job: int, run: str, what: Mark, at: float) -> LedgerEntry:
+    return LedgerEntry(job, run, what, at)
+
+
+# --- legal -------------------------------------------------------------------------------------
+
+
+def test_a_timeline_the_queue_wrote_is_legal(queue: JobQueue, tmp_path: Path) -> None:
+    job_id = finished_job(queue, tmp_path)
+    assert [t.event for t in queue.timeline(job_id)] == [E.SUBMIT, E.START, E.COMPLETE]
+    assert legal(queue.timeline(job_id))
+
+
+def test_an_event_the_table_does_not_allow_is_illegal(queue: JobQueue, tmp_path: Path) -> None:
+    timeline = queue.timeline(finished_job(queue, tmp_path))
+    # PROCESSING --RESUME--> SUCCESS: the statuses chain, but the table has no such edge.
+    assert not legal(row(timeline, 2, event=E.RESUME))
+
+
+def test_a_wrong_destination_is_illegal(queue: JobQueue, tmp_path: Path) -> None:
+    timeline = queue.timeline(finished_job(queue, tmp_path))
+    assert not legal(row(timeline, 2, to_status=S.CANCELLED))  # COMPLETE leads to SUCCESS
+
+
+def test_a_jump_between_rows_is_illegal(queue: JobQueue, tmp_path: Path) -> None:
+    timeline = queue.timeline(finished_job(queue, tmp_path))
+    # Both rows are allowed on their own, but the walk skips from PROCESSING to PAUSING.
+    jumped = row(timeline, 2, from_status=S.PAUSING, event=E.COMPLETE)
+    assert not legal(jumped)
+
+
+def test_a_timeline_must_start_with_submit(queue: JobQueue, tmp_path: Path) -> None:
+    timeline = queue.timeline(finished_job(queue, tmp_path))
+    assert not legal(timeline[1:])
+    assert not legal([])
+
+
+# --- lost --------------------------------------------------------------------------------------
+
+
+def test_a_finished_job_with_its_image_is_not_lost(queue: JobQueue, tmp_path: Path) -> None:
+    job_id = finished_job(queue, tmp_path)
+    assert not is_lost(queue.get(job_id), queue.timeline(job_id))
+
+
+def test_a_missing_job_is_lost(queue: JobQueue, tmp_path: Path) -> None:
+    job_id = finished_job(queue, tmp_path)
+    assert is_lost(None, queue.timeline(job_id))
+
+
+def test_a_job_whose_status_is_not_where_its_history_ends_is_lost(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    job_id = finished_job(queue, tmp_path)
+    timeline = queue.timeline(job_id)
+    assert is_lost(queue.get(job_id), timeline[:-1])  # history stops at PROCESSING
+    assert is_lost(queue.get(job_id), [])
+
+
+def test_a_success_without_its_image_is_lost(queue: JobQueue, tmp_path: Path) -> None:
+    job_id = finished_job(queue, tmp_path)
+    Path(queue.get(job_id).output_path or "").unlink()
+    assert is_lost(queue.get(job_id), queue.timeline(job_id))
+
+
+# --- stuck -------------------------------------------------------------------------------------
+
+
+def test_running_pending_and_retryable_jobs_are_stuck(queue: JobQueue) -> None:
+    pending = queue.submit(GenerationParams("a", model="fake"), source="test")
+    running = queue.submit(GenerationParams("b", model="fake"), source="test")
+    failed = queue.submit(GenerationParams("c", model="fake"), source="test")
+    queue.claim("w1", job_id=running)
+    queue.claim("w1", job_id=failed)
+    queue.fire(failed, E.FAIL, source="worker")
+    assert [is_stuck(queue.get(job)) for job in (pending, running, failed)] == [True] * 3
+
+
+def test_finished_cancelled_and_given_up_jobs_are_not_stuck(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    done = finished_job(queue, tmp_path)
+    cancelled = queue.submit(GenerationParams("b", model="fake"), source="test")
+    queue.cancel(cancelled)
+    given_up = queue.submit(GenerationParams("c", model="fake"), source="test")
+    queue.claim("w1", job_id=given_up)
+    queue.fire(given_up, E.FAIL, source="worker")
+    queue.mark_given_up(given_up, "test")
+    assert [is_stuck(queue.get(job)) for job in (done, cancelled, given_up)] == [False] * 3
+
+
+# --- double runs -------------------------------------------------------------------------------
+
+
+def test_two_runs_one_after_the_other_do_not_overlap() -> None:
+    ledger = [
+        entry(1, "a", Mark.START, 1.0), entry(1, "a", Mark.STEP, 2.0),
+        entry(1, "a", Mark.PAUSED, 3.0),
+        entry(1, "b", Mark.START, 4.0), entry(1, "b", Mark.COMPLETED, 5.0),
+        entry(2, "c", Mark.START, 2.5), entry(2, "c", Mark.COMPLETED, 3.5),
+    ]  # fmt: skip
+    assert overlapping_runs(ledger) == set()
+
+
+def test_two_runs_of_one_job_at_the_same_time_overlap() -> None:
+    ledger = [
+        entry(1, "a", Mark.START, 1.0), entry(1, "b", Mark.START, 2.0),
+        entry(1, "a", Mark.STEP, 3.0), entry(1, "b", Mark.COMPLETED, 4.0),
+        entry(2, "c", Mark.START, 1.0), entry(2, "c", Mark.COMPLETED, 5.0),
+    ]  # fmt: skip
+    assert overlapping_runs(ledger) == {1}
+
+
+def test_a_killed_run_overlapping_its_retry_counts_though_it_never_ended() -> None:
+    # Run "a" was killed without an end mark, but its last step came after "b" started.
+    ledger = [
+        entry(3, "a", Mark.START, 1.0), entry(3, "b", Mark.START, 2.0),
+        entry(3, "a", Mark.STEP, 2.5), entry(3, "b", Mark.COMPLETED, 6.0),
+    ]  # fmt: skip
+    assert overlapping_runs(ledger) == {3}
+
+
+def test_a_job_completed_twice_is_a_double_run(queue: JobQueue, tmp_path: Path) -> None:
+    timeline = queue.timeline(finished_job(queue, tmp_path))
+    assert not completed_twice(timeline)
+    assert completed_twice([*timeline, timeline[-1]])
+
+
+def test_a_success_the_ledger_never_saw_is_unrecorded(queue: JobQueue, tmp_path: Path) -> None:
+    seen, unseen = finished_job(queue, tmp_path), finished_job(queue, tmp_path)
+    jobs = [queue.get(seen), queue.get(unseen)]
+    ledger = [entry(seen, "a", Mark.START, 1.0), entry(seen, "a", Mark.COMPLETED, 2.0)]
+    assert unrecorded_successes(jobs, ledger) == {unseen}
+    # A run that was only started (then killed) does not count as having made the image.
+    assert unrecorded_successes(jobs, ledger[:1]) == {seen, unseen}
+
+
+# --- the figures -------------------------------------------------------------------------------
+
+
+def test_figures_count_each_fault_once(queue: JobQueue, tmp_path: Path) -> None:
+    good, overlapped, tampered = (finished_job(queue, tmp_path) for _ in range(3))
+    missing = 999  # submitted, but not in the table
+    jobs: dict[int, Job] = {job.id or 0: job for job in queue.jobs()}
+    timelines = {job_id: queue.timeline(job_id) for job_id in jobs}
+    timelines[tampered] = row(timelines[tampered], 2, event=E.RESUME)
+    ledger = [entry(j, f"run{j}", Mark.COMPLETED, float(j)) for j in (good, overlapped, tampered)]
+    ledger += [entry(overlapped, "late", Mark.START, 0.0), entry(overlapped, "late", Mark.STEP, 9)]
+
+    result = figures([good, overlapped, tampered, missing], jobs, timelines, ledger, tmp_path)
+
+    assert {name: result[name] for name in ("lost", "double_runs", "illegal_paths")} == {
+        "lost": 1, "double_runs": 1, "illegal_paths": 2,  # the tampered one and the missing one
+    }  # fmt: skip
+    assert (result["jobs"], result["stuck"], result["unrecorded"], result["success"]) == (
+        3, 0, 0, 3,
+    )  # fmt: skip
+    assert result["ledger_runs"] == 4
+
+
+def test_an_empty_ledger_fails_instead_of_reading_as_no_double_runs(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    job_id = finished_job(queue, tmp_path)
+    jobs = {job_id: queue.get(job_id)}
+    with pytest.raises(EmptyLedger, match="recorded no runs"):
+        figures([job_id], jobs, {job_id: queue.timeline(job_id)}, [], tmp_path / "ledger.jsonl")
+
+
+def test_a_ledger_entry_survives_its_line() -> None:
+    original = entry(7, "abc", Mark.PAUSED, 12.5)
+    assert LedgerEntry.parse(original.line()) == original
+
+
+def test_a_chaos_run_whose_workers_wrote_no_ledger_fails(queue: JobQueue, tmp_path: Path) -> None:
+    from benchmarks.chaos import check
+
+    job_id = finished_job(queue, tmp_path)
+    with pytest.raises(EmptyLedger, match="recorded no runs"):
+        check(queue, [job_id], tmp_path / "ledger.jsonl")  # never written
+
+
+# --- steps lost and images (issues 10 and 11) --------------------------------------------------
+
+
+def steps(job: int, run: str, numbers: range, start_at: float) -> list[LedgerEntry]:
+    marks = [entry(job, run, Mark.START, start_at)]
+    return marks + [
+        LedgerEntry(job, run, Mark.STEP, start_at + i + 1, n) for i, n in enumerate(numbers)
+    ]
+
+
+def test_steps_lost_count_what_the_next_run_did_again_after_a_kill() -> None:
+    killed = steps(1, "a", range(1, 8), 0.0)  # reached step 7, no end mark
+    resumed = [*steps(1, "b", range(5, 11), 20.0), entry(1, "b", Mark.COMPLETED, 40.0)]
+    assert steps_lost_per_kill(killed + resumed) == [3]  # steps 5, 6 and 7 again
+
+
+def test_a_restart_from_scratch_loses_every_step_done() -> None:
+    killed = steps(2, "a", range(1, 5), 0.0)
+    again = steps(2, "b", range(1, 9), 10.0)
+    assert steps_lost_per_kill(again + killed) == [4]  # order in the file does not matter
+
+
+def test_paused_runs_and_runs_killed_before_a_step_lose_nothing() -> None:
+    paused = [*steps(3, "a", range(1, 5), 0.0), entry(3, "a", Mark.PAUSED, 5.0)]
+    resumed = steps(3, "b", range(3, 9), 10.0)  # an odd resume, but the pause was clean
+    unstarted = [entry(4, "c", Mark.START, 0.0)]
+    retried = steps(4, "d", range(1, 3), 5.0)
+    assert steps_lost_per_kill(paused + resumed + unstarted + retried) == []
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 95) == 0
+    assert percentile([5, 1, 3], 50) == 3
+    assert percentile(list(range(1, 101)), 95) == 95
+    assert percentile([0] * 19 + [40], 95) == 0  # one kill in twenty may lose more
+
+
+def png(path: Path, pixels: list[tuple[int, int, int]]) -> Path:
+    image = Image.new("RGB", (len(pixels), 1))
+    image.putdata(pixels)
+    image.save(path)
+    return path
+
+
+def test_one_colour_images_are_told_from_real_ones(tmp_path: Path) -> None:
+    assert is_one_colour(png(tmp_path / "black.png", [(0, 0, 0)] * 4))
+    assert not is_one_colour(png(tmp_path / "two.png", [(0, 0, 0), (0, 0, 1)]))
+    (tmp_path / "scripted.png").write_bytes(b'{"prompt": "a cat"}')
+    assert not is_one_colour(tmp_path / "scripted.png")
+
+
+def test_image_difference_is_the_largest_channel_difference(tmp_path: Path) -> None:
+    a = png(tmp_path / "a.png", [(10, 20, 30), (40, 50, 60)])
+    b = png(tmp_path / "b.png", [(10, 20, 30), (40, 57, 60)])
+    wide = png(tmp_path / "wide.png", [(10, 20, 30)] * 3)
+    assert image_difference(a, a) == 0
+    assert image_difference(a, b) == 7
+    assert image_difference(a, wide) == 255
+    (tmp_path / "x").write_bytes(b"one")
+    (tmp_path / "y").write_bytes(b"two")
+    assert image_difference(tmp_path / "x", tmp_path / "x") == 0
+    assert image_difference(tmp_path / "x", tmp_path / "y") == 255
+
+
+def succeed(queue: JobQueue, job_id: int, image: Path) -> None:
+    queue.claim("w2", job_id=job_id)
+    queue.fire(job_id, E.COMPLETE, source="worker", changes={"output_path": str(image)})
+
+
+def lost_then_retried(queue: JobQueue, prompt: str) -> int:
+    job_id = queue.submit(GenerationParams(prompt, model="fake"), source="test")
+    queue.claim("w1", job_id=job_id)
+    queue.fire(job_id, E.TIMEOUT, source="watchdog")
+    queue.retry(job_id)
+    return job_id
+
+
+def test_garbage_images_are_one_colour_or_unlike_an_uninterrupted_run(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    good = [(1, 2, 3), (4, 5, 6)]
+    references = {prompt: png(tmp_path / f"ref-{prompt}.png", good) for prompt in "abcd"}
+    black = lost_then_retried(queue, "a")
+    succeed(queue, black, png(tmp_path / "a.png", [(0, 0, 0)] * 2))
+    drifted = lost_then_retried(queue, "b")
+    succeed(queue, drifted, png(tmp_path / "b.png", [(1, 2, 3), (4, 5, 9)]))
+    faithful = lost_then_retried(queue, "c")
+    succeed(queue, faithful, png(tmp_path / "c.png", good))
+    once = queue.submit(GenerationParams("d", model="fake"), source="test")
+    succeed(queue, once, png(tmp_path / "d.png", [(9, 9, 9), (1, 1, 1)]))  # is its own reference
+    jobs = queue.jobs()
+    timelines = {job.id or 0: queue.timeline(job.id or 0) for job in jobs}
+
+    def reference(job: Job) -> Path:
+        return references[job.prompt]
+
+    assert garbage_images(jobs, timelines, reference) == {black, drifted}
+    assert sorted(resumed_after_crash_diffs(jobs, timelines, reference)) == [0, 3, 6]

@@ -1,0 +1,143 @@
+"""`JobRun` on its own: a real SQLite queue, the scripted runner, no worker process.
+
+The run's context is built here by hand, so each test decides what the "worker" does
+between steps (the app cancels, pauses, another worker takes the job) through `send`,
+which the run calls synchronously at every step checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.engine.job_run import JobRun, RunContext, RunnerLike
+from app.engine.messages import MessageKind
+from app.engine.queue import JobQueue, params_of
+from app.engine.states import JobEvent, JobStatus
+from app.models.tables import Job
+from app.testing.scripted_runner import ScriptedRunner, fake_image
+from tests.engine.worker_fixtures import events, fake_params
+
+S = JobStatus
+WORKER = "worker-a"
+OTHER = "worker-b"
+
+
+@dataclass
+class Sent:
+    """What the run told the app, and a hook to act at a given step."""
+
+    messages: list[tuple[MessageKind, int | None, dict[str, Any]]] = field(default_factory=list)
+    at_step: dict[int, Callable[[], object]] = field(default_factory=dict)
+
+    def __call__(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None:
+        self.messages.append((kind, job_id, fields))
+        if kind is MessageKind.PROGRESS and fields["step"] in self.at_step:
+            self.at_step.pop(fields["step"])()
+
+    def steps(self) -> list[int]:
+        return [f["step"] for kind, _, f in self.messages if kind is MessageKind.PROGRESS]
+
+
+def context(
+    queue: JobQueue,
+    home: Path,
+    sent: Sent,
+    *,
+    runner: RunnerLike | None = None,
+    pause_requested: Callable[[], bool] = lambda: False,
+    worker_id: str = WORKER,
+) -> RunContext:
+    return RunContext(
+        queue=queue, worker_id=worker_id, runner=runner or ScriptedRunner(),
+        outputs_dir=home / "outputs", checkpoints_dir=home / "checkpoints", send=sent,
+        pause_requested=pause_requested, heartbeat_interval_s=0.1, progress_interval_s=0.0,
+    )  # fmt: skip
+
+
+def claim(queue: JobQueue, worker_id: str = WORKER) -> Job:
+    job = queue.claim(worker_id)
+    assert job is not None
+    return job
+
+
+def run_job(ctx: RunContext) -> Job:
+    job = claim(ctx.queue, ctx.worker_id)
+    JobRun(ctx, job).run()
+    return ctx.queue.get(job.id or 0)
+
+
+def test_a_job_runs_to_success_with_progress_and_its_image(queue: JobQueue, tmp_path: Path) -> None:
+    sent = Sent()
+    job_id = queue.submit(fake_params(steps=3))
+    job = run_job(context(queue, tmp_path, sent))
+    assert job.status == S.SUCCESS and job.id == job_id
+    assert Path(job.output_path or "").read_bytes() == fake_image(params_of(job))
+    assert (job.progress_step, job.progress_total) == (3, 3)
+    assert sent.steps() == [1, 2, 3]
+    assert sent.messages[0][0] is MessageKind.STARTED
+    assert sent.messages[-1][0] is MessageKind.FINISHED
+    assert events(queue, job_id) == ["SUBMIT", "START", "COMPLETE"]
+
+
+def test_a_cancel_takes_effect_at_the_next_step_checkpoint(queue: JobQueue, tmp_path: Path) -> None:
+    sent = Sent()
+    job_id = queue.submit(fake_params(steps=10))
+    sent.at_step[2] = lambda: queue.cancel(job_id)
+    job = run_job(context(queue, tmp_path, sent))
+    assert job.status == S.CANCELLED
+    assert sent.steps() == [1, 2]
+    assert events(queue, job_id) == ["SUBMIT", "START", "CANCEL", "STOPPED"]
+    assert not any((tmp_path / "outputs").glob("*.png"))
+
+
+def test_a_paused_job_resumes_where_it_stopped(queue: JobQueue, tmp_path: Path) -> None:
+    sent = Sent()
+    job_id = queue.submit(fake_params(steps=6))
+    sent.at_step[4] = lambda: queue.pause(job_id)
+    ctx = context(queue, tmp_path, sent)
+    paused = run_job(ctx)
+    assert paused.status == S.PAUSED
+    assert paused.checkpoint_path and Path(paused.checkpoint_path).is_file()
+    queue.resume(job_id)
+    done = run_job(ctx)
+    assert done.status == S.SUCCESS
+    assert sent.steps() == [1, 2, 3, 4, 5, 6]  # 5 and 6 only: the rest came from the checkpoint
+
+
+def test_a_stopping_worker_pauses_the_job_in_hand(queue: JobQueue, tmp_path: Path) -> None:
+    sent = Sent()
+    job_id = queue.submit(fake_params(steps=5))
+    job = run_job(context(queue, tmp_path, sent, pause_requested=lambda: True))
+    assert job.status == S.PAUSED
+    assert sent.steps() == [1]
+    assert queue.timeline(job_id)[2].message == "the worker is stopping"
+
+
+def test_a_failure_is_recorded_through_the_table(queue: JobQueue, tmp_path: Path) -> None:
+    job_id = queue.submit(fake_params("fail", steps=5))
+    job = run_job(context(queue, tmp_path, Sent()))
+    assert job.status == S.FAILED
+    assert "scripted failure" in (job.error or "")
+    assert events(queue, job_id)[-1] == "FAIL"
+
+
+def test_a_run_that_lost_its_job_writes_nothing(queue: JobQueue, tmp_path: Path) -> None:
+    """Timed out and claimed by another worker mid-run: this run must touch nothing."""
+    sent = Sent()
+    job_id = queue.submit(fake_params(steps=6))
+
+    def taken_elsewhere() -> None:
+        queue.fire(job_id, JobEvent.TIMEOUT, source="watchdog")
+        queue.fire(job_id, JobEvent.RETRY, source="retry-policy")
+        claim(queue, OTHER)
+
+    sent.at_step[2] = taken_elsewhere
+    job = run_job(context(queue, tmp_path, sent))
+    assert job.status == S.PROCESSING and job.worker_id == OTHER
+    assert sent.steps() == [1, 2]
+    assert events(queue, job_id) == ["SUBMIT", "START", "TIMEOUT", "RETRY", "START"]
+    assert not any((tmp_path / "outputs").glob("*.png"))
+    assert not any(kind is MessageKind.FINISHED for kind, _, _ in sent.messages)

@@ -1,0 +1,105 @@
+"""A worker that hangs and wakes up after its job moved on (issue 10 item 2), for real.
+
+Two real worker processes (spawn), real SIGSTOP/SIGCONT: W1 freezes mid-job, the watchdog
+times the job out, W2 claims it and is paused (its checkpoint written); then W1 wakes up.
+W1 must find it no longer holds the job and stop without touching anything: the new
+holder's checkpoint stays, no history row comes from W1, and the job resumes from it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+import pytest
+
+from app.engine.queue import JobQueue
+from app.engine.states import JobStatus
+from app.engine.watchdog import time_out_stale_jobs
+from app.engine.worker import WorkerConfig, run_worker
+from tests.engine.worker_fixtures import WAIT_S, fake_params, worker_config
+
+S = JobStatus
+STALE_S = 1.0
+
+
+def wait_for(condition: object, what: str, timeout: float = WAIT_S) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[BaseProcess]]:
+    started: list[BaseProcess] = []
+    yield started
+    for process in started:
+        if process.is_alive() and process.pid is not None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        process.join(5)
+
+
+def start_worker(config: WorkerConfig, processes: list[BaseProcess]) -> BaseProcess:
+    process = multiprocessing.get_context("spawn").Process(target=run_worker, args=(config,))
+    process.start()
+    processes.append(process)
+    return process
+
+
+def test_a_worker_waking_after_a_hang_leaves_the_new_holders_checkpoint_alone(
+    queue: JobQueue, tmp_path: Path, processes: list[BaseProcess]
+) -> None:
+    config = replace(worker_config(queue, tmp_path), until_idle=True)
+    job_id = queue.submit(fake_params("step=0.05", steps=100))
+    w1 = start_worker(config, processes)
+    wait_for(lambda: queue.get(job_id).progress_step >= 3, "W1 to reach step 3")
+    assert w1.pid is not None
+    os.kill(w1.pid, signal.SIGSTOP)
+    w1_id = queue.get(job_id).worker_id
+
+    wait_for(
+        lambda: bool(time_out_stale_jobs(queue, STALE_S, now=time.time())),
+        "the watchdog to time the job out",
+    )
+    queue.retry(job_id, source="retry-policy")
+    start_worker(config, processes)
+    wait_for(lambda: queue.get(job_id).worker_id not in (None, w1_id), "W2 to claim the job")
+    wait_for(lambda: queue.get(job_id).progress_step >= 6, "W2 to reach step 6")
+    queue.pause(job_id)
+    wait_for(lambda: queue.get(job_id).status == S.PAUSED, "W2 to pause")
+    paused = queue.get(job_id)
+    checkpoint = Path(paused.checkpoint_path or "")
+    saved = checkpoint.read_bytes()
+    history = len(queue.timeline(job_id))
+
+    os.kill(w1.pid, signal.SIGCONT)
+    w1.join(WAIT_S)  # until-idle: W1 exits once it has dropped its run and found no work
+    assert w1.exitcode == 0
+
+    assert checkpoint.read_bytes() == saved  # the new holder's progress is untouched
+    assert len(queue.timeline(job_id)) == history  # and W1 wrote no history
+    assert not any((tmp_path / "outputs").glob("*"))
+    assert queue.get(job_id).status == S.PAUSED
+
+    queue.resume(job_id)
+    start_worker(config, processes)
+    seen: list[int] = []
+
+    def finished() -> bool:
+        job = queue.get(job_id)
+        seen.append(job.progress_step)
+        return job.status == S.SUCCESS
+
+    wait_for(finished, "the resumed job to finish")
+    # A claim shows 0 until its first step; a run from scratch would then show 1, 2, ...
+    assert min(step for step in seen if step) >= paused.progress_step

@@ -1,0 +1,201 @@
+"""SQLite's runtime errors become one sentence a user can act on, and nothing is written.
+
+One test per translated error (issue 9): locked, full, read-only, corrupt. Each is the real
+fault: a second process holding the lock, a tmpfs filled up, a read-only bind mount, a file
+overwritten in the middle.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
+from app.errors import (
+    DatabaseCorrupt,
+    DatabaseLocked,
+    DatabaseReadOnly,
+    DiskFull,
+    UserError,
+    is_transient,
+)
+from app.models.db import PATIENT, back_up, check_database, open_database, restore_backup
+from tests.faults import (
+    damage,
+    file_digest,
+    fill_disk,
+    read_only_view,
+    release,
+    small_disk,
+    write_lock_held,
+)
+
+
+def prompts(path: Path) -> list[str]:
+    """What is stored, read with plain sqlite3 (not through the code under test)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in conn.execute("SELECT prompt FROM job ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def assert_one_sentence(error: UserError) -> None:
+    text = str(error)
+    assert text and "\n" not in text and "Traceback" not in text
+
+
+def stored_jobs(path: Path, count: int) -> None:
+    db = open_database(path)
+    queue = JobQueue(db)
+    queue.submit_many([GenerationParams(f"a lighthouse number {i}, oil") for i in range(count)])
+    for job_id in range(1, count // 3):
+        queue.cancel(job_id)
+    db.dispose()
+
+
+# --- locked --------------------------------------------------------------------------------
+
+
+def test_a_lock_held_by_another_process_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "easel.db"
+    db = open_database(path, lock_timeout_s=0.5)
+    queue = JobQueue(db)
+    queue.submit(GenerationParams("before"))
+    with write_lock_held(path):
+        with pytest.raises(DatabaseLocked) as hot:
+            queue.submit(GenerationParams("during"))  # the hot path (driver cursor)
+        with pytest.raises(DatabaseLocked) as core:
+            queue.set_priority(1, 5)  # the SQLAlchemy path
+        assert [job.prompt for job in queue.jobs()] == ["before"]  # reads go on meanwhile
+    for caught in (hot.value, core.value):
+        assert_one_sentence(caught)
+        assert f"{path} is locked by another program for more than 0.5 s" in str(caught)
+        assert caught.transient and is_transient(caught)
+    assert prompts(path) == ["before"]
+    assert queue.get(1).priority == 0
+    queue.submit(GenerationParams("after"))  # the lock is gone: writing works again
+    assert prompts(path) == ["before", "after"]
+    db.dispose()
+
+
+def test_a_patient_writer_waits_out_the_lock_instead_of_failing(tmp_path: Path) -> None:
+    path = tmp_path / "easel.db"
+    db = open_database(path, lock_timeout_s=PATIENT)
+    queue = JobQueue(db)
+    job_id = queue.submit(GenerationParams("a cat"))
+    assert queue.claim("w1") is not None
+    with write_lock_held(path) as holder:
+        # The holder lets go from a timer while report_progress is still waiting for it.
+        threading.Timer(1.5, release, args=(holder,)).start()
+        started = time.monotonic()
+        assert queue.report_progress(job_id, "w1", 3, 20)
+        assert time.monotonic() - started > 1.0  # it did wait for the lock, and did not fail
+    assert queue.get(job_id).progress_step == 3
+    db.dispose()
+
+
+# --- full ----------------------------------------------------------------------------------
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_writes_nothing(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk / "easel.db"
+        db = open_database(path)
+        queue = JobQueue(db)
+        queue.submit(GenerationParams("done before"))
+        filler = fill_disk(disk)
+        stored = 1
+        with pytest.raises(DiskFull) as caught:
+            for _ in range(1000):  # the write-ahead log may still have room for a few
+                queue.submit(GenerationParams("x" * 1900))
+                stored += 1
+        assert_one_sentence(caught.value)
+        assert str(caught.value).startswith(f"The disk holding {disk} is full (0 MB free)")
+        assert caught.value.transient
+        filler.unlink()
+        assert len(prompts(path)) == stored  # the refused submit left nothing behind
+        assert prompts(path)[0] == "done before"
+        queue.submit(GenerationParams("after"))  # space is back: so is writing
+        assert prompts(path)[-1] == "after"
+        db.dispose()
+
+
+# --- read-only -----------------------------------------------------------------------------
+
+
+def test_a_read_only_folder_is_one_line_and_reads_still_work(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    stored_jobs(folder / "easel.db", 6)
+    before = file_digest(folder / "easel.db")
+    with read_only_view(folder, tmp_path / "ro") as view:
+        with pytest.raises(DatabaseReadOnly) as caught:
+            open_database(view / "easel.db")
+        assert_one_sentence(caught.value)
+        assert str(caught.value).startswith(f"The data folder {view} is read-only")
+        reader = open_database(view / "easel.db", read_only=True)
+        queue = JobQueue(reader)
+        assert len(queue.jobs()) == 6 and queue.timeline(1)[0].event == "SUBMIT"
+        with pytest.raises(DatabaseReadOnly):
+            queue.submit(GenerationParams("refused"))
+        reader.dispose()
+    assert file_digest(folder / "easel.db") == before
+    assert sorted(p.name for p in folder.iterdir()) == ["easel.db"]  # no -wal, no -shm made
+
+
+# --- corrupt -------------------------------------------------------------------------------
+
+
+def test_a_damaged_database_is_refused_at_open_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "easel.db"
+    stored_jobs(path, 500)
+    damage(path, offset=126_000, size=8192)
+    before = file_digest(path)
+    with pytest.raises(DatabaseCorrupt) as caught:
+        open_database(path, check_integrity=True)
+    assert_one_sentence(caught.value)
+    assert f"{path} is damaged" in str(caught.value)
+    assert "python -m app db restore" in str(caught.value)
+    assert file_digest(path) == before
+
+
+def test_corruption_seen_while_reading_stops_every_later_write(tmp_path: Path) -> None:
+    path = tmp_path / "easel.db"
+    stored_jobs(path, 500)
+    damage(path)
+    db = open_database(path)  # no check at open: the damage shows up on a read
+    queue = JobQueue(db)
+    with pytest.raises(DatabaseCorrupt):
+        queue.jobs(limit=None)
+    before = file_digest(path)
+    with pytest.raises(DatabaseCorrupt):
+        queue.submit(GenerationParams("must not land in a damaged file"))
+    with pytest.raises(DatabaseCorrupt):
+        queue.cancel(400)
+    db.dispose()
+    assert file_digest(path) == before
+
+
+def test_the_newest_backup_restores_a_damaged_database(tmp_path: Path) -> None:
+    path = tmp_path / "easel.db"
+    stored_jobs(path, 500)
+    db = open_database(path, check_integrity=True)
+    for second in range(5):  # five launches: only the last three backups are kept
+        back_up(db, now=1_800_000_000 + second)
+    db.dispose()
+    backups = sorted((tmp_path / "backups").iterdir())
+    newest = [time.strftime("%Y%m%d-%H%M%S", time.localtime(1_800_000_000 + s)) for s in (2, 3, 4)]
+    assert [b.name for b in backups] == [f"easel-{stamp}.db" for stamp in newest]
+    damage(path)
+    used, set_aside = restore_backup(path)
+    assert used == backups[-1]
+    assert set_aside.exists() and file_digest(set_aside) != file_digest(path)
+    restored = open_database(path, check_integrity=True)
+    check_database(restored)
+    assert len(JobQueue(restored).jobs(limit=None)) == 500
+    restored.dispose()

@@ -1,0 +1,70 @@
+"""docs/architecture.md's tables equal the code's, so the page cannot drift from the table.
+
+On a mismatch the failure prints the rows to add and to remove, ready to paste.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from pathlib import Path
+
+from app.engine.states import ALREADY_SATISFIED, TRANSITIONS, JobEvent, JobStatus
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+NEW = "(new)"  # the page's name for "a job that does not exist yet" (None in the table)
+
+
+def table_after(marker: str) -> list[list[str]]:
+    """The cells of the Markdown table that follows the `<!-- marker...` comment."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"<!-- {marker}"))
+    rows = []
+    for line in lines[start + 3 :]:  # the comment, the header and the |---| line
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def diff(on_page: Set[tuple[str, ...]], in_code: Set[tuple[str, ...]]) -> str:
+    """The rows to add and to remove, written as table rows (the "why" cell left empty)."""
+
+    def rows(cells: Set[tuple[str, ...]]) -> str:
+        return "".join(f"\n| {' | '.join(row)} | |" for row in sorted(cells)) or " none"
+
+    return f"add{rows(in_code - on_page)}\nremove{rows(on_page - in_code)}"
+
+
+def status_name(status: JobStatus | None) -> str:
+    return NEW if status is None else status.value
+
+
+def test_the_transition_table_on_the_page_is_the_code_s() -> None:
+    on_page = {(source, event, target) for source, event, target, _why in table_after("trans")}
+    in_code = {
+        (status_name(source), event.value, target.value)
+        for (source, event), target in TRANSITIONS.items()
+    }
+    assert on_page == in_code, "docs/architecture.md's transition table: " + diff(on_page, in_code)
+
+
+def test_every_row_on_the_page_is_written_once() -> None:
+    rows = [tuple(row[:2]) for row in table_after("trans")]
+    assert len(rows) == len(set(rows))
+
+
+def test_the_statuses_on_the_page_are_the_code_s_with_their_terminal_mark() -> None:
+    on_page = {(name, terminal == "yes") for name, _meaning, terminal in table_after("statuses")}
+    in_code = {(status.value, status.is_terminal) for status in JobStatus}
+    assert on_page == in_code
+
+
+def test_the_already_satisfied_requests_on_the_page_are_the_code_s() -> None:
+    on_page = {(status, event) for status, event in table_after("already satisfied")}
+    in_code = {(status.value, event.value) for status, event in ALREADY_SATISFIED}
+    assert on_page == in_code
+
+
+def test_every_event_appears_on_the_page() -> None:
+    events_on_page = {event for _s, event, _t, _why in table_after("trans")}
+    assert events_on_page == {event.value for event in JobEvent}

@@ -1,0 +1,1 @@
+"""Tests of the stand-ins in app.testing."""
