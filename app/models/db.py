@@ -540,7 +540,9 @@ def check_database(db: Database) -> None:
     with db.read() as conn:
         problems = [str(row) for row in conn.exec_driver_sql("PRAGMA quick_check").scalars()]
     if problems != ["ok"]:
-        db.refusal = corrupt_database(db.path or Path("?"), f"{problems[0]}")
+        # SQLite's first finding may span lines ("*** in database main ***\nPage 31: ...").
+        detail = " ".join(problems[0].split())
+        db.refusal = corrupt_database(db.path or Path("?"), detail)
         raise db.refusal
 
 
