@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Row, func, select, update
 
+from app.engine.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.params import GenerationParams
 from app.engine.queue_sql import QueueStatements, job_from_cursor
 from app.engine.settings import database_location
@@ -105,9 +106,11 @@ class JobQueue:
     clock: Clock = time.time
     listeners: list[TransitionListener] = field(default_factory=list)
     _sql: QueueStatements = field(init=False, repr=False)
+    _graph: GraphStatements = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._sql = QueueStatements(self.db)
+        self._graph = GraphStatements(self.db)
 
     # --- submitting --------------------------------------------------------------------------
 
@@ -119,14 +122,16 @@ class JobQueue:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         source: str = "user",
         rerun_of: int | None = None,
+        parents: Sequence[int] = (),
+        init_png: bytes | None = None,
         output_dir: Path | None = None,
     ) -> int:
-        """Validate, store as PENDING with its SUBMIT history row, and return the new id.
+        """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
 
         `output_dir`: the folder the image must go to, whichever worker runs the job."""
         [job_id] = self.submit_many(
             [params], priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, output_dir=output_dir,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
         )  # fmt: skip
         return job_id
 
@@ -138,31 +143,42 @@ class JobQueue:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         source: str = "user",
         rerun_of: int | None = None,
+        parents: Sequence[int] = (),
+        init_png: bytes | None = None,
         output_dir: Path | None = None,
     ) -> list[int]:
-        """Submit several jobs in one transaction: all are stored, or (on bad input) none."""
+        """Submit several jobs in one transaction: all are stored, or (on bad input) none.
+
+        `parents`: every job of the batch waits for these (SUBMIT_AFTER, BLOCKED) and is
+        unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
+        image the parameters name (`graph_sql.digest`), stored with each job.
+        """
         checked = [params.validated().with_concrete_seed() for params in batch]
+        parents = list(dict.fromkeys(parents))
+        for params in checked:
+            check_inputs(params, parents, init_png)
         if max_attempts < 1:
             raise RequestRefused(f"max_attempts must be at least 1, not {max_attempts}")
-        status = next_status(None, None, JobEvent.SUBMIT)
+        event = JobEvent.SUBMIT_AFTER if parents else JobEvent.SUBMIT
+        status = next_status(None, None, event)
         now = self.clock()
-        message = f"re-run of job {rerun_of}" if rerun_of else ""
+        message = _submit_message(rerun_of, parents)
         records = []
         with self.db.hot_write() as tx:
+            self._graph.check_parents(tx, parents)
             for params in checked:
                 values = {
                     **params.to_dict(),
                     "status": status.value, "version": 0, "attempt": 1,
                     "max_attempts": max_attempts, "given_up": False, "priority": priority,
-                    "progress_step": 0, "progress_total": params.steps,
+                    "progress_step": 0, "progress_total": params.denoising_steps,
                     "created_at": now, "updated_at": now, "rerun_of": rerun_of,
                     "output_dir": str(output_dir) if output_dir is not None else None,
                 }  # fmt: skip
                 insert_job = self._sql.insert_job(frozenset(values))
                 job_id = int(tx.execute(insert_job, values).fetchone()[0])
-                record = TransitionRecord(
-                    job_id, None, status, JobEvent.SUBMIT, source, message, 1, now
-                )
+                self._graph.link(tx, job_id, parents, init_png)
+                record = TransitionRecord(job_id, None, status, event, source, message, 1, now)
                 self._insert_history(tx, record)
                 records.append(record)
         for record in records:
@@ -207,6 +223,9 @@ class JobQueue:
                     snap.attempt, self.clock(), changed=False,
                 )  # fmt: skip
             target = next_status(job_id, snap.status, event)
+            if event is JobEvent.UNBLOCK and (waiting := self._graph.waiting_for(tx, job_id)):
+                hint = "waiting for " + ", ".join(f"#{parent}" for parent in waiting)
+                raise TransitionNotAllowed(job_id, snap.status, event, hint=hint)
             return self._apply(tx, job_id, snap, event, target, source, message, changes)
 
         for _ in range(MAX_DECIDE_AGAIN):
@@ -367,9 +386,10 @@ class JobQueue:
             raise RequestRefused(
                 f"Job {job_id} is {job.status}; only finished or cancelled jobs can be re-run"
             )
+        parents, init_png = stored_links(self.db, job_id)  # img2img: the same input again
         return self.submit(
             params_of(job), priority=job.priority, max_attempts=job.max_attempts,
-            source=source, rerun_of=job_id,
+            source=source, rerun_of=job_id, parents=parents, init_png=init_png,
         )  # fmt: skip
 
     def set_priority(self, job_id: int, priority: int) -> None:
@@ -440,8 +460,15 @@ def params_of(job: Job) -> GenerationParams:
     return GenerationParams(
         prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
         scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
-        height=job.height, seed=job.seed,
+        height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
     )  # fmt: skip
+
+
+def _submit_message(rerun_of: int | None, parents: Sequence[int]) -> str:
+    parts = [f"re-run of job {rerun_of}"] if rerun_of else []
+    if parents:
+        parts.append("waits for " + ", ".join(f"#{parent}" for parent in parents))
+    return "; ".join(parts)
 
 
 def _event_effects(event: JobEvent, target: JobStatus, now: float) -> dict[str, Any]:
@@ -488,6 +515,9 @@ def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.RE
         _back_up(db)
     queue = JobQueue(db)
     queue.listeners.append(_checkpoint_cleaner(queue))
+    from app.engine.graph import graph_listener  # graph builds on this module
+
+    queue.listeners.append(graph_listener(queue))
     return queue
 
 

@@ -35,13 +35,13 @@ from app.errors import (
     disk_full,
     free_megabytes,
 )
-from app.models.tables import SchemaInfo
+from app.models.tables import JOB_INPUT, JOB_PARENT, SchemaInfo
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
@@ -475,7 +475,14 @@ def _v2_to_v3(conn: Connection) -> None:
     )
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(conn: Connection) -> None:
+    # Version 4 added dependent jobs (job_parent) and img2img (job_input, two job columns).
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN init_image VARCHAR NOT NULL DEFAULT ''")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN strength FLOAT NOT NULL DEFAULT 1.0")
+    SQLModel.metadata.create_all(conn, tables=[JOB_PARENT, JOB_INPUT])
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def ensure_schema(db: Database) -> int:
@@ -628,7 +635,9 @@ def check_database(db: Database) -> None:
     with db.read() as conn:
         problems = [str(row) for row in conn.exec_driver_sql("PRAGMA quick_check").scalars()]
     if problems != ["ok"]:
-        db.refusal = corrupt_database(db.path or Path("?"), f"{problems[0]}")
+        # SQLite's first finding may span lines ("*** in database main ***\nPage 31: ...").
+        detail = " ".join(problems[0].split())
+        db.refusal = corrupt_database(db.path or Path("?"), detail)
         raise db.refusal
 
 
