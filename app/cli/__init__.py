@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import db, jobs, worker
+from app.cli import db, history, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
 from app.errors import internal_error
@@ -21,6 +21,7 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     jobs.add_commands,
     worker.add_commands,
     db.add_commands,
+    history.add_commands,
 ]
 EXIT_BUG = 1
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE (128 + 13)

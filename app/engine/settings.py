@@ -33,6 +33,8 @@ class Settings:
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
     checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
+    keep_finished_days: int = 0  # prune finished jobs older than this; 0: keep them all
+    keep_finished_jobs: int = 0  # prune finished jobs beyond the newest this many; 0: no limit
 
     def validated(self) -> Settings:
         problems = []
@@ -46,6 +48,8 @@ class Settings:
             problems.append("cancel grace period must be between 0.5 and 600 seconds")
         if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
             problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
+        if self.keep_finished_days < 0 or self.keep_finished_jobs < 0:
+            problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self

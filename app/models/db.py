@@ -635,7 +635,8 @@ def compact(db: Database) -> None:
             driver: Any = raw.driver_connection
             mode = driver.execute("PRAGMA auto_vacuum").fetchone()[0]
             if mode == 2:  # INCREMENTAL
-                driver.execute("PRAGMA incremental_vacuum").fetchall()
+                # executescript steps it to the end; one execute() frees a single page.
+                driver.executescript("PRAGMA incremental_vacuum;")
             else:
                 driver.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 driver.execute("VACUUM")
