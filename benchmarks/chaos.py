@@ -13,6 +13,13 @@ or the ledger is empty (then it says so instead of printing figures nobody check
 
     .venv/bin/python benchmarks/chaos.py [--jobs 200] [--worker-kills 20]
         [--supervisor-kills 5] [--runner tiny|fake] [--seed 1]
+        [--faults disk,lock,stop,ckpt] [--lock-seconds 20] [--disk-seconds 4]
+
+`--faults` adds the faults of `benchmarks/chaos_faults.py` to the random actions. `disk`
+fills the data folder's disk, so it needs `--home` on a small filesystem of its own:
+
+    mount -t tmpfs -o size=300m tmpfs /tmp/chaos-home
+    .venv/bin/python benchmarks/chaos.py --faults disk,lock,stop,ckpt --home /tmp/chaos-home
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,18 +45,41 @@ sys.path.insert(0, str(REPO))
 
 # Light imports only: spawned workers re-import the main module before they start.
 from app.engine import paths  # noqa: E402
-from app.engine.liveness import WorkerIdentity, is_alive, remove_stale_locks  # noqa: E402
+from app.engine.generation.outcome import StepDecision, StepProgress  # noqa: E402
+from app.engine.liveness import (  # noqa: E402
+    WorkerIdentity,
+    is_alive,
+    remove_stale_locks,
+)
 from app.engine.params import GenerationParams  # noqa: E402
-from app.engine.queue import JobNotFound, JobQueue, open_queue  # noqa: E402
+from app.engine.queue import JobNotFound, JobQueue, open_queue, params_of  # noqa: E402
 from app.engine.states import JobStatus, TransitionNotAllowed  # noqa: E402
+from app.engine.worker import RunnerLike  # noqa: E402
 from app.models.tables import Job  # noqa: E402
-from app.testing.ledger import ledger_path, read_ledger  # noqa: E402
-from benchmarks.chaos_checks import FAULT_FIGURES, EmptyLedger, figures, is_stuck  # noqa: E402
+from app.testing.ledger import LEDGER_ENV, LEDGER_FILE, ledger_path, read_ledger  # noqa: E402
+from benchmarks.chaos_checks import (  # noqa: E402
+    FAULT_FIGURES,
+    EmptyLedger,
+    Reference,
+    figures,
+    is_stuck,
+)
+from benchmarks.chaos_faults import (  # noqa: E402
+    FaultDriver,
+    FaultKind,
+    FaultRefused,
+    check_fillable,
+    parse_faults,
+)
 
 S = JobStatus
 TINY_MODEL = "tiny-test"
 SETTLE_TIMEOUT_S = 900.0
 ORPHAN_EXIT_S = 30.0
+FAULT_SHARE = 0.3  # of the random actions, when --faults is given
+# While the disk is full or another process holds the lock, the driver's own cancel or
+# pause may fail like any client's; that is the fault, not a bug of the driver.
+DRIVER_BLOCKING_FAULTS = frozenset({FaultKind.DISK, FaultKind.LOCK})
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -93,7 +124,7 @@ class Counts:
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+    extra: Counter[str] = field(default_factory=Counter)  # supervisor_crashes, driver_refused
 
 
 class Chaos:
@@ -105,6 +136,11 @@ class Chaos:
         self.counts = Counts()
         self.supervisor: subprocess.Popen[str] | None = None
         self.logs = home / "supervisor.log"
+        self._chosen: dict[int, WorkerIdentity] = {}  # pid -> the worker it was, when chosen
+        self.faults = FaultDriver(
+            args.faults, self.rng, home, worker_pid=self._busy_worker_pid,
+            still_alive=self._is_our_worker, lock_s=args.lock_seconds, disk_s=args.disk_seconds,
+        )  # fmt: skip
 
     # supervisor processes
 
@@ -126,15 +162,26 @@ class Chaos:
         self.supervisor.send_signal(signal.SIGTERM)
         self.supervisor.wait(timeout=120)
 
+    def revive_supervisor(self) -> None:
+        """A supervisor that died of a fault (not of our kill) is started again, and counted."""
+        if self.supervisor is not None and self.supervisor.poll() is not None:
+            self.counts.extra["supervisor_crashes"] += 1
+            self.start_supervisor()
+
     # the chaos
 
     def run(self) -> None:
         self.start_supervisor()
         goal_w, goal_s = self.args.worker_kills, self.args.supervisor_kills
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while self.counts.worker_kills < goal_w or self.counts.supervisor_kills < goal_s:
-            if self._all_settled():
+            if self._all_settled() or time.monotonic() > deadline:
                 break  # the queue drained before the kill targets: reported as missed
             time.sleep(self.args.interval * self.rng.uniform(0.5, 1.5))
+            self.faults.undo_due()
+            self.revive_supervisor()
+            if self._warming_up():
+                continue  # acting now would only cancel jobs no worker has touched yet
             due = goal_w and self.counts.worker_kills >= (self.counts.supervisor_kills + 1) * (
                 goal_w // max(1, goal_s)
             )
@@ -144,6 +191,9 @@ class Chaos:
                 self._random_action()
 
     def _random_action(self) -> None:
+        if self.faults.kinds and self.rng.random() < FAULT_SHARE:
+            self.faults.inject_one()
+            return
         roll = self.rng.random()
         try:
             if roll < 0.55:
@@ -156,19 +206,37 @@ class Chaos:
                 self._act(self.queue.resume, [S.PAUSED], "resumes")
         except (TransitionNotAllowed, JobNotFound):
             pass  # the job moved on meanwhile: exactly the races this is here to provoke
+        except Exception:
+            if not self.faults.active() & DRIVER_BLOCKING_FAULTS:
+                raise
+            self.counts.extra["driver_refused"] += 1
 
     def _kill_a_worker(self) -> None:
-        # Mid-job only (a step done): a worker still warming up has no job to lose, and
-        # killing fresh workers over and over would only measure torch's import time.
+        pid = self._busy_worker_pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            self.counts.worker_kills += 1
+
+    def _busy_worker_pid(self) -> int | None:
+        """A live worker holding a job mid-way (a step done), or None.
+
+        Mid-job only: a worker still warming up has no job to lose, and killing fresh
+        workers over and over would only measure torch's import time.
+        """
         running = self.queue.jobs([S.PROCESSING])
         holders = [j.worker_id for j in running if j.worker_id and j.progress_step >= 1]
         for worker_id in self.rng.sample(holders, len(holders)):
             identity = WorkerIdentity.parse(worker_id)
             # Identity, not bare pid: never shoot a process that merely reuses a dead pid.
             if identity and is_alive(identity, self.home / "workers"):
-                os.kill(identity.pid, signal.SIGKILL)
-                self.counts.worker_kills += 1
-                return
+                self._chosen[identity.pid] = identity
+                return identity.pid
+        return None
+
+    def _is_our_worker(self, pid: int) -> bool:
+        """`pid` is still the worker `_busy_worker_pid` chose (its liveness lock is held)."""
+        identity = self._chosen.get(pid)
+        return identity is not None and is_alive(identity, self.home / "workers")
 
     def _act(self, action: Callable[..., Any], statuses: list[JobStatus], name: str) -> None:
         jobs = self.queue.jobs(statuses, limit=1000)
@@ -179,8 +247,10 @@ class Chaos:
     # the end
 
     def drain(self) -> float:
+        self.faults.undo_all()
         started = time.monotonic()
         while time.monotonic() - started < SETTLE_TIMEOUT_S:
+            self.revive_supervisor()
             for job in self.queue.jobs([S.PAUSED], limit=1000):
                 with contextlib.suppress(TransitionNotAllowed):
                     self.queue.resume(job.id or 0, source="chaos")
@@ -188,6 +258,16 @@ class Chaos:
                 break
             time.sleep(0.5)
         return time.monotonic() - started
+
+    def _warming_up(self) -> bool:
+        """Jobs wait but no worker runs one: the workers are (re)starting.
+
+        Chaos paced by the clock would, on a slow machine, cancel the queue away before
+        any worker ran a step; paced by the workers, it provokes the same races anywhere.
+        """
+        return not self.queue.jobs([S.PROCESSING], limit=1) and bool(
+            self.queue.jobs([S.PENDING], limit=1)
+        )
 
     def _all_settled(self) -> bool:
         return not unsettled(self.queue)
@@ -204,11 +284,44 @@ def all_jobs(queue: JobQueue) -> list[Job]:
 # --- the checks ------------------------------------------------------------------------------
 
 
-def check(queue: JobQueue, submitted: list[int], ledger: Path) -> dict[str, int]:
+def check(
+    queue: JobQueue, submitted: list[int], ledger: Path, reference: Reference
+) -> dict[str, int]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
-    return figures(submitted, jobs, timelines, read_ledger(ledger), ledger)
+    return figures(submitted, jobs, timelines, read_ledger(ledger), ledger, reference)
+
+
+class References:
+    """Images of uninterrupted runs, made on demand in this process, one per job."""
+
+    def __init__(self, runner: str, folder: Path) -> None:
+        self.runner_kind = runner
+        self.folder = folder
+        self._runner: RunnerLike | None = None
+
+    def __call__(self, job: Job) -> Path:
+        image = self.folder / f"{job.id:06d}-{job.seed}.png"
+        if not image.exists():
+            self.runner.run(
+                params_of(job), output_path=image,
+                checkpoint_path=self.folder / f"{job.id}.ckpt", on_step=_continue,
+            )  # fmt: skip
+        return image
+
+    @property
+    def runner(self) -> RunnerLike:
+        if self._runner is None:
+            from app.engine.worker import default_runner
+            from app.testing.scripted_runner import ScriptedRunner
+
+            self._runner = default_runner() if self.runner_kind == "tiny" else ScriptedRunner()
+        return self._runner
+
+
+def _continue(progress: StepProgress) -> StepDecision:
+    return StepDecision.CONTINUE
 
 
 def leftover_workers(home: Path, wait_s: float = ORPHAN_EXIT_S) -> int:
@@ -249,8 +362,16 @@ def submit_jobs(queue: JobQueue, count: int, runner: str, rng: random.Random) ->
 
 
 def prepare_home(args: argparse.Namespace) -> Path:
+    """The data folder, ready; `FaultRefused` if the disk fault cannot run on it safely."""
     home = Path(args.home or tempfile.mkdtemp(prefix="easel-chaos-")).resolve()
+    home.mkdir(parents=True, exist_ok=True)
     os.environ[paths.HOME_ENV] = str(home)  # for this driver and every process it starts
+    ledger = home / LEDGER_FILE
+    if FaultKind.DISK in args.faults:
+        check_fillable(home)
+        # Off the disk that fills up: the measuring must not fail with what it measures.
+        ledger = Path(tempfile.mkdtemp(prefix="easel-chaos-ledger-")) / LEDGER_FILE
+    os.environ[LEDGER_ENV] = str(ledger)
     if args.runner == "tiny" and not (paths.models_dir() / TINY_MODEL).exists():
         from app.engine.generation.tiny_model import write_tiny_pipeline
 
@@ -268,6 +389,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--interval", type=float, help="seconds between actions (about)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--home", help="data folder (default: a new temporary one)")
+    parser.add_argument(
+        "--faults", type=parse_faults, default=frozenset(),
+        help="fault kinds to add, comma-separated: disk, lock, stop, ckpt",
+    )  # fmt: skip
+    parser.add_argument("--lock-seconds", type=float, default=20.0)
+    parser.add_argument("--disk-seconds", type=float, default=4.0)
     parser.add_argument("--supervise", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.interval is None:
@@ -281,15 +408,23 @@ def main() -> int:
         supervise(args.runner, args.workers)
         return 0
     started = time.monotonic()
-    home = prepare_home(args)
+    try:
+        home = prepare_home(args)
+    except FaultRefused as refused:
+        print(f"chaos: {refused}", file=sys.stderr)
+        return 2
     chaos = Chaos(args, home)
     submitted = submit_jobs(chaos.queue, args.jobs, args.runner, chaos.rng)
-    chaos.run()
+    try:
+        chaos.run()
+    finally:
+        chaos.faults.undo_all()  # never leave a frozen worker, a full disk or a lock behind
     drain_s = chaos.drain()
     chaos.stop_supervisor()
     leftover = leftover_workers(home)  # first: orphans may still write their last step
+    references = References(args.runner, Path(tempfile.mkdtemp(prefix="easel-chaos-ref-")))
     try:
-        results = check(chaos.queue, submitted, ledger_path())
+        results = check(chaos.queue, submitted, ledger_path(), references)
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)
         return 1
@@ -297,7 +432,9 @@ def main() -> int:
     results |= {
         "worker_kills": counts.worker_kills, "supervisor_kills": counts.supervisor_kills,
         "cancels": counts.cancels, "pauses": counts.pauses, "resumes": counts.resumes,
-        "leftover_workers": leftover,
+        "leftover_workers": leftover, "supervisor_crashes": counts.extra["supervisor_crashes"],
+        "driver_refused": counts.extra["driver_refused"],
+        **{f"faults_{kind.value}": chaos.faults.injected[kind] for kind in sorted(args.faults)},
     }  # fmt: skip
     for name, value in results.items():
         print(f"{name}: {value}")

@@ -10,6 +10,11 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
     stuck         a job that is not finished, cancelled or given up after the drain
     unrecorded    a SUCCESS job with no completed run in the ledger: the ledger missed work,
                   so `double_runs` could not have seen it either
+    garbage_images  a SUCCESS image all one colour, or (after an interruption) not the
+                  image of an uninterrupted run of the same job
+    steps_lost_p95  steps done again after a worker was killed (95th percentile)
+    resumed_after_crash_max_diff  the largest pixel difference between a job that lost its
+                  worker and then succeeded and an uninterrupted run of it (goal 0)
 """
 
 from __future__ import annotations
@@ -29,7 +34,13 @@ from app.models.tables import Job, JobTransition
 from app.testing.ledger import LedgerEntry, Mark
 
 # The figures that must all be 0 for a chaos run to pass.
-FAULT_FIGURES = ("lost", "double_runs", "illegal_paths", "stuck", "unrecorded")
+FAULT_FIGURES = (
+    "lost", "double_runs", "illegal_paths", "stuck", "unrecorded", "garbage_images",
+    "resumed_after_crash_max_diff",
+)  # fmt: skip
+
+
+Reference = Callable[[Job], Path]  # the image of an uninterrupted run of the same job
 
 
 class EmptyLedger(Exception):
@@ -97,6 +108,7 @@ def figures(
     timelines: Mapping[int, Sequence[JobTransition]],
     ledger: Sequence[LedgerEntry],
     ledger_path: Path,
+    reference: Reference,
 ) -> dict[str, int]:
     """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against."""
     if not ledger:
@@ -110,6 +122,7 @@ def figures(
         if completed_twice(timeline):
             twice.add(job_id)
     statuses = [JobStatus(job.status) for job in jobs.values()]
+    diffs = resumed_after_crash_diffs(jobs.values(), timelines, reference)
     return {
         "jobs": len(jobs),
         "lost": lost,
@@ -121,6 +134,10 @@ def figures(
         "cancelled": statuses.count(JobStatus.CANCELLED),
         "given_up": statuses.count(JobStatus.FAILED) + statuses.count(JobStatus.TIMEOUT),
         "ledger_runs": len({(entry.job, entry.run) for entry in ledger}),
+        "garbage_images": len(garbage_images(jobs.values(), timelines, reference)),
+        "steps_lost_p95": round(percentile(steps_lost_per_kill(ledger), 95)),
+        "resumed_after_crash_max_diff": max(diffs, default=0),
+        "resumed_after_crash_jobs": len(diffs),
     }
 
 
@@ -197,9 +214,6 @@ def was_lost_and_resumed(timeline: Sequence[JobTransition]) -> bool:
     """Its worker was lost (killed, frozen, gone at launch), and it then succeeded."""
     lost = any(row.event == JobEvent.TIMEOUT for row in timeline)
     return lost and bool(timeline) and timeline[-1].to_status == JobStatus.SUCCESS
-
-
-Reference = Callable[[Job], Path]  # the image of an uninterrupted run of the same job
 
 
 def garbage_images(

@@ -5,8 +5,8 @@
     stop   a worker is frozen with SIGSTOP, and thawed with SIGCONT later
     ckpt   a checkpoint file gets 4 KB of random bytes in its middle
 
-Each injector returns what undoes it (or the fault ends by itself, like the lock), so the
-driver can schedule the undo and, whatever happens, run every pending undo at the end.
+Each injector returns what undoes it, and `FaultDriver` schedules the undo, so that the
+chaos driver can, whatever happens, run every pending undo at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -166,3 +170,93 @@ def damage_file(path: Path, rng: random.Random, size: int = DAMAGE_BYTES) -> boo
     except FileNotFoundError:
         return False
     return True
+
+
+# --- the schedule ----------------------------------------------------------------------------
+
+
+@dataclass
+class Undo:
+    due: float  # time.monotonic()
+    kind: FaultKind
+    run: Callable[[], None]
+
+
+@dataclass
+class FaultDriver:
+    """Puts one fault of a chosen kind in place and undoes it when due (or at the end).
+
+    `worker_pid()`: a worker holding a job, now (None: none); `still_alive(pid)`: that pid is
+    still that worker (never signal a process that merely reuses a dead worker's pid).
+    """
+
+    kinds: frozenset[FaultKind]
+    rng: random.Random
+    home: Path
+    worker_pid: Callable[[], int | None]
+    still_alive: Callable[[int], bool]
+    lock_s: float = 20.0
+    disk_s: float = 4.0
+    stop_s: tuple[float, float] = (1.0, 8.0)  # shorter and longer than the heartbeat timeout
+    clock: Callable[[], float] = time.monotonic
+    injected: Counter[FaultKind] = field(default_factory=Counter)
+    pending: list[Undo] = field(default_factory=list)
+
+    def active(self) -> set[FaultKind]:
+        return {undo.kind for undo in self.pending}
+
+    def inject_one(self) -> FaultKind | None:
+        """A fault of a random enabled kind not already in place; which one, if any."""
+        choices = sorted(self.kinds - self.active())
+        if not choices:
+            return None
+        kind = self.rng.choice(choices)
+        done = {
+            FaultKind.DISK: self._disk,
+            FaultKind.LOCK: self._lock,
+            FaultKind.STOP: self._stop,
+            FaultKind.CKPT: self._ckpt,
+        }[kind]()
+        if done:
+            self.injected[kind] += 1
+        return kind if done else None
+
+    def undo_due(self) -> None:
+        now = self.clock()
+        for undo in [u for u in self.pending if u.due <= now]:
+            self.pending.remove(undo)
+            undo.run()
+
+    def undo_all(self) -> None:
+        while self.pending:
+            self.pending.pop(0).run()
+
+    def _later(self, delay_s: float, kind: FaultKind, run: Callable[[], None]) -> None:
+        self.pending.append(Undo(self.clock() + delay_s, kind, run))
+
+    def _disk(self) -> bool:
+        ballast = fill_disk(self.home)
+        self._later(self.disk_s, FaultKind.DISK, lambda: free_disk(ballast))
+        return True
+
+    def _lock(self) -> bool:
+        holder = hold_write_lock(self.home / "easel.db", self.lock_s)
+        self._later(self.lock_s + 1.0, FaultKind.LOCK, lambda: release_lock(holder))
+        return True
+
+    def _stop(self) -> bool:
+        pid = self.worker_pid()
+        if pid is None:
+            return False
+        freeze(pid)
+
+        def thaw_if_same() -> None:
+            if self.still_alive(pid):
+                thaw(pid)
+
+        self._later(self.rng.uniform(*self.stop_s), FaultKind.STOP, thaw_if_same)
+        return True
+
+    def _ckpt(self) -> bool:
+        files = checkpoint_files(self.home / "checkpoints")
+        return bool(files) and damage_file(self.rng.choice(files), self.rng)

@@ -2,15 +2,29 @@
 
 Uses the bundled model (resources/models/easel-tiny) if it is there, else a tiny random
 pipeline written to a temp folder. Run: `.venv/bin/python benchmarks/generation.py [--threads N]`.
+
+The queue figures (issue 11) run a warm worker in this process on a real SQLite queue, with
+the same runner (so the same model, device and threads) as the direct loop it is compared
+with; each ratio is measured in the same run:
+  step_ms_<size>             median UNet + scheduler step
+  queue_vs_direct_ratio_<s>  images/s through submit + a warm worker / the runner in a loop
+  checkpoint_overhead_ratio  images/s with rolling checkpoints every second / with none
+  cancel_latency_steps_p95   steps run after a cancel request (>= 20, at random steps)
+  pause_latency_steps_p95    the same for pause
+  resume_time_ratio          paused-and-resumed run time / uninterrupted
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,7 +39,13 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource
 from app.engine.generation.tiny_model import write_tiny_pipeline
+from app.engine.liveness import WorkerIdentity, new_token, this_host
+from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import SCHEDULERS, GenerationParams
+from app.engine.queue import JobQueue, open_queue
+from app.engine.states import JobStatus
+from app.engine.worker import Outbox, Worker, WorkerConfig
+from benchmarks.architectures import run_architectures
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -35,6 +55,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--model", type=Path, default=None, help="a diffusers pipeline folder")
+    parser.add_argument("--jobs", type=int, default=12, help="jobs per queue/direct figure")
+    parser.add_argument("--skip-queue", action="store_true", help="only the model figures")
     args = parser.parse_args()
     _quiet_progress_bars()
     with tempfile.TemporaryDirectory() as temp:
@@ -65,6 +87,143 @@ def main() -> None:
         kb, diff = _pause_resume(runner, params, work)
         report("checkpoint_kb", f"{kb:.1f}")
         report("pause_resume_max_diff", diff)
+        if not args.skip_queue:
+            _queue_figures(runner, params, work, args.jobs)
+        run_architectures()  # per architecture on tiny random models: name[arch]: value
+
+
+# --- the queue against the model called directly (issue 11) ------------------------------------
+
+QUEUE_STEPS = 20
+LATENCY_REQUESTS = 20
+
+
+@dataclass
+class _Bench:
+    """A warm worker in this process on a fresh SQLite queue; `on_message` sees what it sends."""
+
+    runner: Runner
+    work: Path
+    checkpoint_interval_s: float = 0.0
+    queue: JobQueue = field(init=False)
+    on_message: Callable[[WorkerMessage], object] = lambda _m: None
+
+    def __post_init__(self) -> None:
+        folder = self.work / f"queue-{new_token()}"
+        self.queue = open_queue(folder / "easel.db")
+        self.config = WorkerConfig(
+            db_path=str(folder / "easel.db"), outputs_dir=str(folder / "outputs"),
+            checkpoints_dir=str(folder / "checkpoints"), liveness_dir=str(folder / "workers"),
+            warm_model=None, until_idle=True, checkpoint_interval_s=self.checkpoint_interval_s,
+        )  # fmt: skip
+
+    def drain(self) -> float:
+        """Run the worker until nothing is pending; seconds taken."""
+        outbox = Outbox(lambda message: self.on_message(message))
+        worker_id = str(WorkerIdentity(this_host(), os.getpid(), new_token()))
+        worker = Worker(self.config, self.queue, self.runner, worker_id, outbox)
+        started = time.perf_counter()
+        worker.run()
+        elapsed = time.perf_counter() - started
+        outbox.close()
+        return elapsed
+
+
+def _queue_figures(runner: Runner, base: GenerationParams, work: Path, jobs: int) -> None:
+    for size in (64, 256):
+        params = GenerationParams(**{**base.to_dict(), "width": size, "height": size,
+                                     "steps": QUEUE_STEPS})  # fmt: skip
+        report(f"step_ms_{size}x{size}", f"{_step_ms(runner.load(params.model).pipe, params):.1f}")
+        count = jobs if size == 64 else max(2, jobs // 4)
+        direct = _direct_s(runner, params, work, count)
+        queued = _queued_s(runner, params, work, count, checkpoint_interval_s=0.0)
+        report(f"queue_vs_direct_ratio_{size}x{size}", f"{direct / queued:.3f}")
+        if size == 256:
+            with_checkpoints = _queued_s(runner, params, work, count, checkpoint_interval_s=1.0)
+            report("checkpoint_overhead_ratio", f"{queued / with_checkpoints:.3f}")
+    params = GenerationParams(**{**base.to_dict(), "width": 64, "height": 64, "steps": 30})
+    report("cancel_latency_steps_p95", _latency_p95(runner, params, work, JobQueue.cancel))
+    report("pause_latency_steps_p95", _latency_p95(runner, params, work, JobQueue.pause))
+    report("resume_time_ratio", f"{_resume_time_ratio(runner, params, work):.3f}")
+
+
+def _direct_s(runner: Runner, params: GenerationParams, work: Path, count: int) -> float:
+    runner.run(params, output_path=work / "warm.png", checkpoint_path=work / "w.ckpt", on_step=_go)
+    started = time.perf_counter()
+    for i in range(count):
+        job = GenerationParams(**{**params.to_dict(), "seed": i})
+        runner.run(
+            job, output_path=work / f"d{i}.png", checkpoint_path=work / "d.ckpt", on_step=_go
+        )
+    return time.perf_counter() - started
+
+
+def _queued_s(
+    runner: Runner,
+    params: GenerationParams,
+    work: Path,
+    count: int,
+    *,
+    checkpoint_interval_s: float,
+) -> float:
+    bench = _Bench(runner, work, checkpoint_interval_s)
+    ids = [bench.queue.submit(GenerationParams(**{**params.to_dict(), "seed": i}))
+           for i in range(count)]  # fmt: skip
+    elapsed = bench.drain()
+    assert all(bench.queue.get(i).status == JobStatus.SUCCESS for i in ids)
+    bench.queue.db.dispose()
+    return elapsed
+
+
+def _latency_p95(
+    runner: Runner, params: GenerationParams, work: Path, ask: Callable[..., object]
+) -> int:
+    """Steps reported after the request, the way the app asks (from another thread)."""
+    rng = random.Random(7)
+    lags = [
+        _steps_after_request(runner, params, work, ask, rng.randint(2, params.steps - 5))
+        for _ in range(LATENCY_REQUESTS)
+    ]
+    return int(np.percentile(lags, 95, method="higher"))
+
+
+def _steps_after_request(
+    runner: Runner, params: GenerationParams, work: Path, ask: Callable[..., object], at: int
+) -> int:
+    bench = _Bench(runner, work)
+    job_id = bench.queue.submit(params)
+    steps: list[int] = []
+
+    def on_message(message: WorkerMessage) -> None:
+        if message.kind is MessageKind.PROGRESS:
+            steps.append(message.step)
+            if message.step == at:
+                ask(bench.queue, job_id)
+
+    bench.on_message = on_message
+    bench.drain()
+    bench.queue.db.dispose()
+    return max(steps) - at
+
+
+def _resume_time_ratio(runner: Runner, params: GenerationParams, work: Path) -> float:
+    uninterrupted = _Bench(runner, work)
+    uninterrupted.queue.submit(params)
+    whole = uninterrupted.drain()
+    bench = _Bench(runner, work)
+    job_id = bench.queue.submit(params)
+
+    def pause_halfway(message: WorkerMessage) -> None:
+        if message.kind is MessageKind.PROGRESS and message.step == params.steps // 2:
+            bench.queue.pause(job_id)
+
+    bench.on_message = pause_halfway
+    first = bench.drain()
+    bench.on_message = lambda _m: None
+    bench.queue.resume(job_id)
+    second = bench.drain()
+    assert bench.queue.get(job_id).status == JobStatus.SUCCESS
+    return (first + second) / whole
 
 
 def _quiet_progress_bars() -> None:

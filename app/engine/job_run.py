@@ -91,8 +91,13 @@ class RunContext:
     checkpoint_every_steps: int = 0  # and/or every this many steps; 0: none
 
 
+MIN_TICK_S = 0.02  # the row-writing thread never spins, even when told "as often as possible"
+
+
 class Heartbeat:
-    """Beats from a thread while the job is held, so a long step never looks like a dead worker."""
+    """Ticks from a thread while the job is held: the job's row gets its heartbeat and
+    progress from here, so a long step never looks like a dead worker and the step loop
+    itself never writes to the database."""
 
     def __init__(self, beat: Callable[[], object], interval_s: float) -> None:
         self._beat = beat
@@ -130,12 +135,16 @@ class JobRun:
         self.checkpoint_path = self.claim.file
         self.notes: list[str] = []  # for the timeline, in the settling transition's message
         self.lost = False
-        self._last_row_update = 0.0
+        self._latest: StepProgress | None = None  # set by the step loop ...
+        self._written: StepProgress | None = None  # ... written to the row by the ticker
+        self._last_beat = 0.0
         self._last_sign_of_life = self._last_checkpoint = time.monotonic()
 
     def run(self) -> None:
         self.context.send(MessageKind.STARTED, self.job_id, total=self.job.steps)
-        with Heartbeat(self._heartbeat, self.context.heartbeat_interval_s):
+        context = self.context
+        tick_s = max(MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s))
+        with Heartbeat(self._tick, tick_s):
             try:
                 self._take_over_progress()
                 outcome = self._generate()
@@ -146,15 +155,33 @@ class JobRun:
                 log.warning("job %s failed: %s", self.job_id, describe_error(error))
                 self._fail(error)
                 return
+        self._write_progress()  # the row shows the last step before the settling transition
         self._settle(outcome)
 
-    def _heartbeat(self) -> bool:
-        silent_s = time.monotonic() - self._last_sign_of_life
+    def _tick(self) -> None:
+        """On the heartbeat thread: write new progress (which also beats), else beat when due."""
+        if self._latest is not self._written:
+            self._write_progress()
+            return
+        now = time.monotonic()
+        if now - self._last_beat < self.context.heartbeat_interval_s:
+            return
+        self._last_beat = now
+        silent_s = now - self._last_sign_of_life
         if silent_s > self.context.stall_limit_s:
             # Hung outside the step loop: let the heartbeat go stale so the watchdog acts.
             log.warning("job %s: no step for %.0fs; heartbeat withheld", self.job_id, silent_s)
-            return False
-        return self.queue.heartbeat(self.job_id, self.context.worker_id)
+            return
+        self.queue.heartbeat(self.job_id, self.context.worker_id)
+
+    def _write_progress(self) -> None:
+        progress = self._latest  # one read: the step loop may set a newer one meanwhile
+        if progress is None or progress is self._written:
+            return
+        self._written, self._last_beat = progress, time.monotonic()
+        self.queue.report_progress(
+            self.job_id, self.context.worker_id, progress.step, progress.total
+        )
 
     def _take_over_progress(self) -> None:
         """Adopt the newest checkpoint an earlier claim left (we hold the job now)."""
@@ -174,6 +201,8 @@ class JobRun:
             outcome = self._run_runner()
         if outcome.resumed_from is not None:
             self.notes.insert(0, self._resumed_note(outcome.resumed_from))
+        if outcome.note:
+            self.notes.append(outcome.note)
         return outcome
 
     def _resumed_note(self, resumed: ResumedFrom) -> str:
@@ -240,17 +269,12 @@ class JobRun:
         return record if record is not None else JobStatus.PROCESSING
 
     def _report(self, progress: StepProgress) -> None:
+        """Tell the app now (a message); the row follows from the heartbeat thread."""
         self.context.send(
             MessageKind.PROGRESS, self.job_id, step=progress.step, total=progress.total,
             elapsed_s=progress.elapsed_s, preview_png=progress.preview_png,
         )  # fmt: skip
-        now = time.monotonic()
-        due = now - self._last_row_update >= self.context.progress_interval_s
-        if due or progress.step >= progress.total:
-            self._last_row_update = now
-            self.queue.report_progress(
-                self.job_id, self.context.worker_id, progress.step, progress.total
-            )
+        self._latest = progress
 
     # --- settling ----------------------------------------------------------------------------
 

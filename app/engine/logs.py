@@ -29,6 +29,23 @@ class _RoleFilter(logging.Filter):
         return True
 
 
+class _LogFile(logging.handlers.RotatingFileHandler):
+    """The log file; once it cannot be written (disk full), one line on stderr says so and
+    the records go there instead of a "Logging error" traceback for every one of them."""
+
+    role: str = ""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        root = logging.getLogger()
+        if self not in root.handlers:
+            return
+        root.removeHandler(self)
+        _warn(self.baseFilename, sys.exc_info()[1])
+        stderr = _stderr_handler(self.role)
+        root.addHandler(stderr)
+        stderr.handle(record)
+
+
 def log_path(role: str) -> Path:
     # No folder is created here: naming the file must work on a read-only data folder too.
     return paths.logs_dir(create=False) / f"{role}.log"
@@ -37,8 +54,8 @@ def log_path(role: str) -> Path:
 def configure_logging(role: str, *, level: int = logging.INFO, echo: bool = False) -> Path:
     """Send this process's logs to `logs/<role>.log` (and stderr when `echo`).
 
-    A data folder that cannot be written (read-only disk, no permission) must not stop the
-    app: the logs then go to stderr, after a one-line warning saying so."""
+    A data folder that cannot be written (read-only disk, no permission, full) must not
+    stop the app: the logs then go to stderr, after a one-line warning saying so."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "easel_handler", False):
@@ -48,21 +65,38 @@ def configure_logging(role: str, *, level: int = logging.INFO, echo: bool = Fals
     handlers: list[logging.Handler] = []
     try:
         path.parent.mkdir(exist_ok=True)
-        handlers.append(
-            logging.handlers.RotatingFileHandler(
-                path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
-            )
-        )
+        log_file = _LogFile(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        log_file.role = role
+        handlers.append(log_file)
     except OSError as error:
-        print(f"warning: cannot write the log {path} ({error.strerror}); logging to stderr",
-              file=sys.stderr)  # fmt: skip
+        _warn(path, error)
         echo = True
-    if echo:
-        handlers.append(logging.StreamHandler())
     for handler in handlers:
-        handler.easel_handler = True  # type: ignore[attr-defined]
-        handler.addFilter(_RoleFilter(role))
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
-        root.addHandler(handler)
+        root.addHandler(_easel_handler(handler, role))
+    if echo:
+        root.addHandler(_stderr_handler(role))
     root.setLevel(level)
     return path
+
+
+def _stderr_handler(role: str) -> logging.Handler:
+    """At most one per process (`echo` and a failed log file both want it)."""
+    root = logging.getLogger()
+    existing = [h for h in root.handlers if getattr(h, "easel_stderr", False)]
+    if existing:
+        root.removeHandler(existing[0])
+    handler = _easel_handler(logging.StreamHandler(), role)
+    handler.easel_stderr = True  # type: ignore[attr-defined]
+    return handler
+
+
+def _easel_handler(handler: logging.Handler, role: str) -> logging.Handler:
+    handler.easel_handler = True  # type: ignore[attr-defined]
+    handler.addFilter(_RoleFilter(role))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    return handler
+
+
+def _warn(path: Path | str, error: BaseException | None) -> None:
+    reason = getattr(error, "strerror", None) or str(error)
+    print(f"warning: cannot write the log {path} ({reason}); logging to stderr", file=sys.stderr)

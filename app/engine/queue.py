@@ -191,22 +191,26 @@ class JobQueue:
             # START is only ever the atomic claim; a second path could let two workers in.
             raise TransitionNotAllowed(job_id, None, event, hint="jobs start only by claim()")
         allowed_from = frozenset(only_from) if only_from is not None else None
+
+        def decide(tx: HotTransaction) -> TransitionRecord | None:
+            snap = self._snapshot(tx, job_id)
+            if worker_id is not None and snap.worker_id != worker_id:
+                raise NotHoldingJob(job_id, worker_id, snap.worker_id)
+            if allowed_from is not None and snap.status not in allowed_from:
+                raise TransitionNotAllowed(job_id, snap.status, event)
+            if is_already_satisfied(snap.status, event):
+                return TransitionRecord(
+                    job_id, snap.status, snap.status, event, source, message,
+                    snap.attempt, self.clock(), changed=False,
+                )  # fmt: skip
+            target = next_status(job_id, snap.status, event)
+            return self._apply(tx, job_id, snap, event, target, source, message, changes)
+
         for _ in range(MAX_DECIDE_AGAIN):
-            with self.db.hot_write() as tx:
-                snap = self._snapshot(tx, job_id)
-                if worker_id is not None and snap.worker_id != worker_id:
-                    raise NotHoldingJob(job_id, worker_id, snap.worker_id)
-                if allowed_from is not None and snap.status not in allowed_from:
-                    raise TransitionNotAllowed(job_id, snap.status, event)
-                if is_already_satisfied(snap.status, event):
-                    return TransitionRecord(
-                        job_id, snap.status, snap.status, event, source, message,
-                        snap.attempt, self.clock(), changed=False,
-                    )  # fmt: skip
-                target = next_status(job_id, snap.status, event)
-                record = self._apply(tx, job_id, snap, event, target, source, message, changes)
+            record = self.db.in_hot_write(decide)
             if record is not None:
-                self._notify(record)
+                if record.changed:
+                    self._notify(record)
                 return record
             log.debug("job %s moved while %s was decided; deciding again", job_id, event)
         raise RuntimeError(f"job {job_id} kept changing; gave up deciding {event.value}")
@@ -290,25 +294,27 @@ class JobQueue:
         if job_id is not None:
             params["job_id"] = job_id
         statement = self._sql.claim_next if job_id is None else self._sql.claim_job
-        with self.db.hot_write() as tx:
+
+        def take(tx: HotTransaction) -> tuple[Job, TransitionRecord] | None:
             cursor = tx.execute(statement, params)
             row = cursor.fetchone()
             if row is None:
-                idle = True
-            else:
-                idle = False
-                job = job_from_cursor(cursor, row)
-                assert job.id is not None and job.status == target.value
-                record = TransitionRecord(
-                    job.id, JobStatus.PENDING, target, JobEvent.START, source,
-                    f"claimed by {worker_id}", job.attempt, now,
-                )  # fmt: skip
-                self._insert_history(tx, record)
-        if idle:
-            self.db.trim_journal()  # keep the write-ahead log from outgrowing the data
+                return None
+            job = job_from_cursor(cursor, row)
+            assert job.id is not None and job.status == target.value
+            record = TransitionRecord(
+                job.id, JobStatus.PENDING, target, JobEvent.START, source,
+                f"claimed by {worker_id}", job.attempt, now,
+            )  # fmt: skip
+            self._insert_history(tx, record)
+            return job, record
+
+        taken = self.db.in_hot_write(take)
+        if taken is None:
+            self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
             return None
-        self._notify(record)
-        return job
+        self._notify(taken[1])
+        return taken[0]
 
     # --- liveness and progress (not transitions) ---------------------------------------------
 
@@ -325,8 +331,7 @@ class JobQueue:
         return self._touch(self._sql.progress, values)
 
     def _touch(self, statement: Prepared, values: dict[str, Any]) -> bool:
-        with self.db.hot_write() as tx:
-            return bool(tx.execute(statement, values).rowcount == 1)
+        return self.db.in_hot_write(lambda tx: bool(tx.execute(statement, values).rowcount == 1))
 
     # --- what the user asks for --------------------------------------------------------------
 
@@ -528,22 +533,24 @@ class OpenFor(Enum):
     """What a process opens the queue for; decides the checks and the lock patience."""
 
     READING = "reading"  # `jobs`, `show`: read-only, works during a lock or on a read-only disk
-    REQUESTS = "requests"  # a command that writes: integrity checked (tens of ms), then used
-    WORKING = "working"  # a worker: waits for the lock as long as it takes, never fails a job
+    REQUESTS = "requests"  # a command that writes
+    WORKING = "working"  # a worker: waits out a held lock or a full disk, never fails a job
     LAUNCH = "launch"  # the window or a headless worker starting: checked, then backed up
 
 
 def open_queue(db_path: Path | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
     """The queue on the user's database (or `db_path`), with the standard side effects.
 
-    A damaged database raises `DatabaseCorrupt` (the file is left untouched). At LAUNCH a
-    rotating backup is taken once the check passed (see `models.db.back_up`)."""
+    Except for READING, a damaged database raises `DatabaseCorrupt` (the file is left
+    untouched). At LAUNCH a rotating backup is taken once the check passed."""
     path = db_path or paths.database_path()
     db = open_database(
         path,
         read_only=purpose is OpenFor.READING,
         lock_timeout_s=PATIENT if purpose is OpenFor.WORKING else LOCK_TIMEOUT_S,
-        check_integrity=purpose in (OpenFor.REQUESTS, OpenFor.LAUNCH),
+        # Every writer checks first (tens of ms for 10,000 jobs): a damaged file is never
+        # written to. Readers need not: a damaged page they meet raises DatabaseCorrupt.
+        check_integrity=purpose is not OpenFor.READING,
     )
     if purpose is OpenFor.LAUNCH:
         _back_up(db)

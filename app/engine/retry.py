@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from app.engine.queue import JobNotFound, JobQueue
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
-from app.errors import DiskFull, describe, is_transient
+from app.errors import describe, is_transient
 from app.models.tables import JOB, Job, JobTransition
 
 log = logging.getLogger(__name__)
@@ -130,34 +130,3 @@ def is_quarantined(job: Job, history: Sequence[JobTransition]) -> bool:
 def _last_failure(history: Sequence[JobTransition]) -> JobTransition | None:
     ends = (JobEvent.FAIL.value, JobEvent.TIMEOUT.value)
     return next((t for t in reversed(history) if t.event in ends), None)
-
-
-class WaitForSpace:
-    """A worker's pause while the disk is full: say so once, sleep with backoff, try again.
-
-    Nothing can be recorded while the disk is full, so the worker must not claim or settle;
-    whatever job it held is settled by the watchdog or the retry policy once there is room."""
-
-    def __init__(
-        self, first_s: float = 0.5, max_s: float = 10.0, sleep: Callable[[float], None] = time.sleep
-    ) -> None:
-        self._first_s = first_s
-        self._max_s = max_s
-        self._sleep = sleep
-        self._delay_s: float | None = None
-
-    @property
-    def waiting(self) -> bool:
-        return self._delay_s is not None
-
-    def wait(self, error: DiskFull) -> None:
-        if self._delay_s is None:
-            log.warning("%s; waiting for space", error)
-            self._delay_s = self._first_s
-        self._sleep(self._delay_s)
-        self._delay_s = min(self._delay_s * 2, self._max_s)
-
-    def space_is_back(self) -> None:
-        if self._delay_s is not None:
-            log.info("disk space is back; carrying on")
-            self._delay_s = None

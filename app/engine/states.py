@@ -1,6 +1,6 @@
 """Job statuses, events and the transition table: the only way a status changes.
 
-The table is data (see DESIGN.md, "The state machine"); `next_status` is the one
+The table is data (docs/architecture.md, "Statuses and transitions"); `next_status` is the one
 function that reads it. Everything that moves a job asks it first.
 """
 

@@ -30,10 +30,8 @@ from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import DEFAULT_MODEL
 from app.engine.queue import JobQueue, OpenFor, open_queue
-from app.engine.retry import WaitForSpace
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
-from app.errors import DiskFull
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +174,6 @@ class Worker:
         self._stop_event = stop_event
         self._parent_alive = parent_alive
         self._pause_and_exit = False  # a plain bool: set from a signal handler
-        self._space = WaitForSpace()
 
     def request_stop(self) -> None:
         """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
@@ -207,19 +204,13 @@ class Worker:
         self._warm_up()
         self.send(MessageKind.READY, device=_device_label(self.runner))
         while not (self.stopping or self.orphaned):
-            try:
-                job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
-                if job is not None:
-                    JobRun(self._run_context(), job).run()
-            except DiskFull as error:
-                self._space.wait(error)  # no room to record anything: pause work, not die
-                continue
-            self._space.space_is_back()
+            job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
             if job is not None:
-                continue
-            if self.config.until_idle and not self._anything_pending():
+                JobRun(self._run_context(), job).run()
+            elif self.config.until_idle and not self._anything_pending():
                 break
-            self._idle()
+            else:
+                self._idle()
         self.send(MessageKind.EXITING)
 
     def _run_context(self) -> RunContext:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
@@ -29,6 +29,7 @@ from app.errors import (
     DatabaseError,
     DatabaseLocked,
     DatabaseReadOnly,
+    DiskFull,
     DiskIOError,
     disk_full,
     free_megabytes,
@@ -37,6 +38,8 @@ from app.models.search_index import create_search_index
 from app.models.tables import SchemaInfo
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
@@ -49,10 +52,9 @@ _READ_ONLY = "easel_read_only"
 WAL_AUTOCHECKPOINT_PAGES = 256
 JOURNAL_SIZE_LIMIT_BYTES = 256 * 1024
 TRIM_JOURNAL_EVERY_S = 5.0
+FULL_DISK_FIRST_WAIT_S, FULL_DISK_MAX_WAIT_S = 0.5, 10.0
 BACKUP_FOLDER = "backups"
 BACKUPS_KEPT = 3
-
-__all__ = ["DatabaseError", "SchemaTooNew"]  # re-exported: the schema's own error lives here
 
 
 class SchemaTooNew(DatabaseError):
@@ -133,6 +135,34 @@ class Database:
                 _rollback_quietly(raw)
                 raise
             raw.commit()
+
+    @property
+    def patient(self) -> bool:
+        """Waits out a held lock and a full disk instead of failing (a worker's database)."""
+        return self.lock_timeout_s is None
+
+    def in_hot_write(self, work: Callable[[HotTransaction], T]) -> T:
+        """`work(tx)` in one `hot_write` transaction; its result.
+
+        A patient database runs it again once there is room when the disk was full: the
+        failed try rolled back, so nothing is doubled, and a worker neither dies nor fails
+        its job for a full disk; it pauses on the write and carries on with its progress."""
+        delay_s = 0.0
+        while True:
+            try:
+                with self.hot_write() as tx:
+                    result = work(tx)
+            except DiskFull as error:
+                if not self.patient:
+                    raise
+                if not delay_s:
+                    log.warning("%s; waiting for space", error)
+                delay_s = min(max(delay_s * 2, FULL_DISK_FIRST_WAIT_S), FULL_DISK_MAX_WAIT_S)
+                time.sleep(delay_s)
+                continue
+            if delay_s:
+                log.info("disk space is back; carrying on")
+            return result
 
     def _check_writable(self) -> None:
         if self.refusal is not None:
@@ -285,9 +315,10 @@ def _sqlite_engine(path: Path, *, read_only: bool, lock_timeout_s: float | None)
     if read_only:
         # A URI, so SQLite itself refuses writes and never creates files in the folder.
         uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-        if not _writable(path.parent) and not Path(f"{path}-wal").exists():
-            # WAL readers need a -shm file; in a folder nobody can write, none can be made.
-            # With no -wal either, everything is in the file and nobody can change it.
+        if _no_room_for_shm(path.parent) and _wal_is_empty(path):
+            # WAL readers need a -shm file; in a folder nobody can write (or on a full disk)
+            # none can be made. With an empty (or no) -wal, everything is in the file, and
+            # nobody can change it there: read it as it is.
             uri += "&immutable=1"
         engine = create_engine(
             "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, **connect_args)
@@ -406,6 +437,13 @@ def _v2_to_v3(conn: Connection) -> None:
     # the message), and the folder a job's image was asked to go to (`generate --out`).
     conn.exec_driver_sql("ALTER TABLE job ADD COLUMN error_transient BOOLEAN")
     conn.exec_driver_sql("ALTER TABLE job ADD COLUMN output_dir VARCHAR")
+    # Failures recorded before: the flag was the FAIL message's prefix. Read it one last
+    # time, so a failure still waiting for the retry policy is decided as it was meant.
+    conn.exec_driver_sql(
+        "UPDATE job SET error_transient = EXISTS (SELECT 1 FROM job_transition t"
+        " WHERE t.job_id = job.id AND t.attempt = job.attempt AND t.event = 'FAIL'"
+        " AND t.message LIKE 'transient error: %') WHERE status = 'FAILED'"
+    )
 
 
 def _v3_to_v4(conn: Connection) -> None:
@@ -529,6 +567,18 @@ def _read_only_message(folder: Path) -> str:
     )
 
 
+def _wal_is_empty(path: Path) -> bool:
+    try:
+        return Path(f"{path}-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def _no_room_for_shm(folder: Path) -> bool:
+    free = free_megabytes(folder)
+    return not _writable(folder) or (free is not None and free < 1)
+
+
 def _writable(folder: Path) -> bool:
     if not os.access(folder, os.W_OK):
         return False
@@ -560,7 +610,8 @@ def check_database(db: Database) -> None:
     with db.read() as conn:
         problems = [str(row) for row in conn.exec_driver_sql("PRAGMA quick_check").scalars()]
     if problems != ["ok"]:
-        db.refusal = corrupt_database(db.path or Path("?"), f"{problems[0]}")
+        # One line: quick_check may report a page as "*** in database main ***\nPage ...".
+        db.refusal = corrupt_database(db.path or Path("?"), " ".join(problems[0].split()))
         raise db.refusal
 
 

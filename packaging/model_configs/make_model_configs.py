@@ -30,6 +30,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "resources" / "model_configs"
 BPE_NAME = "bpe_simple_vocab_16e6.txt.gz"
+# One copy of the 2 MB vocabulary for all six tokenizers; each tokenizer folder holds only
+# its settings (the padding token differs) and the loader joins them.
+SHARED_VOCABULARY = "clip-vocabulary"
 # "a photo of a cat" in the real CLIP vocabulary: the check that the vocabulary is right.
 KNOWN_IDS = [49406, 320, 1125, 539, 320, 2368, 49407]
 
@@ -162,10 +165,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     vocab, merges = clip_vocabulary(read_bpe(args.bpe))
+    write_vocabulary(args.out / SHARED_VOCABULARY, vocab, merges)
     for name, spec in ARCHITECTURES.items():
         folder = args.out / name
         shutil.rmtree(folder, ignore_errors=True)
-        write_architecture(folder, spec, vocab, merges)
+        write_architecture(folder, spec)
         check_tokenizer(folder)
         print(f"{name}: {folder}")
 
@@ -207,9 +211,7 @@ def clip_vocabulary(lines: list[str]) -> tuple[dict[str, int], list[str]]:
     return {token: index for index, token in enumerate(tokens)}, merges
 
 
-def write_architecture(
-    folder: Path, spec: dict[str, Any], vocab: dict[str, int], merges: list[str]
-) -> None:
+def write_architecture(folder: Path, spec: dict[str, Any]) -> None:
     import diffusers
 
     scheduler_class, scheduler = spec["scheduler"]
@@ -237,7 +239,7 @@ def write_architecture(
         index[component] = ["transformers", model_class]
         index[tokenizer] = ["transformers", "CLIPTokenizer"]
         write_text_config(folder / component, model_class, text)
-        write_tokenizer(folder / tokenizer, vocab, merges, pad)
+        write_tokenizer_settings(folder / tokenizer, pad)
     write_json(folder / "model_index.json", index)
 
 
@@ -268,12 +270,16 @@ def write_text_config(folder: Path, model_class: str, values: dict[str, Any]) ->
     config.save_pretrained(folder)
 
 
-def write_tokenizer(folder: Path, vocab: dict[str, int], merges: list[str], pad: str) -> None:
+def write_vocabulary(folder: Path, vocab: dict[str, int], merges: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / "vocab.json", vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     (folder / "merges.txt").write_text(
         "#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8"
     )
+
+
+def write_tokenizer_settings(folder: Path, pad: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     specials = {
         "bos_token": "<|startoftext|>",
         "eos_token": "<|endoftext|>",
@@ -296,10 +302,11 @@ def write_tokenizer(folder: Path, vocab: dict[str, int], merges: list[str], pad:
 
 
 def check_tokenizer(folder: Path) -> None:
-    from transformers import CLIPTokenizer
+    sys.path.insert(0, str(ROOT))
+    from app.engine.generation.loader import shipped_tokenizer
 
     for sub in sorted(folder.glob("tokenizer*")):
-        ids = CLIPTokenizer.from_pretrained(sub)("a photo of a cat").input_ids
+        ids = shipped_tokenizer(sub)("a photo of a cat").input_ids
         if ids != KNOWN_IDS:
             raise SystemExit(f"{sub}: 'a photo of a cat' -> {ids}, expected {KNOWN_IDS}")
 

@@ -53,6 +53,10 @@ def row(timeline: list[JobTransition], index: int, **changes: object) -> list[Jo
     return changed
 
 
+def no_reference(job: Job) -> Path:
+    raise AssertionError(f"job {job.id} was not interrupted: it needs no reference image")
+
+
 def entry(job: int, run: str, what: Mark, at: float) -> LedgerEntry:
     return LedgerEntry(job, run, what, at)
 
@@ -202,7 +206,8 @@ def test_figures_count_each_fault_once(queue: JobQueue, tmp_path: Path) -> None:
     ledger = [entry(j, f"run{j}", Mark.COMPLETED, float(j)) for j in (good, overlapped, tampered)]
     ledger += [entry(overlapped, "late", Mark.START, 0.0), entry(overlapped, "late", Mark.STEP, 9)]
 
-    result = figures([good, overlapped, tampered, missing], jobs, timelines, ledger, tmp_path)
+    submitted = [good, overlapped, tampered, missing]
+    result = figures(submitted, jobs, timelines, ledger, tmp_path, reference=no_reference)
 
     assert {name: result[name] for name in ("lost", "double_runs", "illegal_paths")} == {
         "lost": 1, "double_runs": 1, "illegal_paths": 2,  # the tampered one and the missing one
@@ -211,6 +216,7 @@ def test_figures_count_each_fault_once(queue: JobQueue, tmp_path: Path) -> None:
         3, 0, 0, 3,
     )  # fmt: skip
     assert result["ledger_runs"] == 4
+    assert (result["garbage_images"], result["resumed_after_crash_jobs"]) == (0, 0)
 
 
 def test_an_empty_ledger_fails_instead_of_reading_as_no_double_runs(
@@ -219,7 +225,8 @@ def test_an_empty_ledger_fails_instead_of_reading_as_no_double_runs(
     job_id = finished_job(queue, tmp_path)
     jobs = {job_id: queue.get(job_id)}
     with pytest.raises(EmptyLedger, match="recorded no runs"):
-        figures([job_id], jobs, {job_id: queue.timeline(job_id)}, [], tmp_path / "ledger.jsonl")
+        timelines = {job_id: queue.timeline(job_id)}
+        figures([job_id], jobs, timelines, [], tmp_path / "ledger.jsonl", no_reference)
 
 
 def test_a_ledger_entry_survives_its_line() -> None:
@@ -232,7 +239,7 @@ def test_a_chaos_run_whose_workers_wrote_no_ledger_fails(queue: JobQueue, tmp_pa
 
     job_id = finished_job(queue, tmp_path)
     with pytest.raises(EmptyLedger, match="recorded no runs"):
-        check(queue, [job_id], tmp_path / "ledger.jsonl")  # never written
+        check(queue, [job_id], tmp_path / "ledger.jsonl", no_reference)  # never written
 
 
 # --- steps lost and images (issues 10 and 11) --------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.chaos_faults import (
+    FaultDriver,
     FaultKind,
     FaultRefused,
     check_fillable,
@@ -166,3 +167,58 @@ def test_checkpoint_files_leave_out_half_written_ones(tmp_path: Path) -> None:
     (tmp_path / "job-2.ckpt.tmp").write_bytes(b"b")
     assert checkpoint_files(tmp_path) == [tmp_path / "job-1.ckpt"]
     assert checkpoint_files(tmp_path / "none") == []
+
+
+# --- the schedule ----------------------------------------------------------------------------
+
+
+def test_the_driver_injects_each_kind_once_at_a_time_and_undoes_when_due(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    checkpoint = tmp_path / "checkpoints" / "job-1.ckpt"
+    checkpoint.write_bytes(b"\0" * 10_000)
+    worker = subprocess.Popen(["sleep", "60"])
+    now = [100.0]
+    driver = FaultDriver(
+        frozenset({FaultKind.STOP, FaultKind.CKPT}), random.Random(5), tmp_path,
+        worker_pid=lambda: worker.pid, still_alive=lambda pid: pid == worker.pid,
+        stop_s=(2.0, 2.0), clock=lambda: now[0],
+    )  # fmt: skip
+    try:
+        assert {driver.inject_one(), driver.inject_one()} == {FaultKind.STOP, FaultKind.CKPT}
+        assert driver.inject_one() is FaultKind.CKPT  # the stop is still in place
+        assert checkpoint.read_bytes() != b"\0" * 10_000
+        wait_until(lambda: is_frozen(worker.pid), "the worker to stop")
+        assert driver.active() == {FaultKind.STOP}
+
+        now[0] += 1.0
+        driver.undo_due()
+        assert is_frozen(worker.pid)  # not due yet
+        now[0] += 1.5
+        driver.undo_due()
+        wait_until(lambda: not is_frozen(worker.pid), "the worker to continue")
+        assert driver.active() == set()
+        assert driver.injected == {FaultKind.STOP: 1, FaultKind.CKPT: 2}
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_nothing_to_freeze_or_damage_injects_nothing(tmp_path: Path) -> None:
+    driver = FaultDriver(
+        frozenset({FaultKind.STOP, FaultKind.CKPT}), random.Random(1), tmp_path,
+        worker_pid=lambda: None, still_alive=lambda pid: False,
+    )  # fmt: skip
+    assert [driver.inject_one() for _ in range(4)] == [None] * 4
+    assert not driver.injected
+
+
+def test_undo_all_releases_a_lock_at_once(tmp_path: Path) -> None:
+    sqlite3.connect(tmp_path / "easel.db").close()
+    driver = FaultDriver(
+        frozenset({FaultKind.LOCK}), random.Random(1), tmp_path,
+        worker_pid=lambda: None, still_alive=lambda pid: False, lock_s=300,
+    )  # fmt: skip
+    assert driver.inject_one() is FaultKind.LOCK
+    assert not try_write(tmp_path / "easel.db")
+    driver.undo_all()
+    assert try_write(tmp_path / "easel.db")

@@ -98,31 +98,35 @@ def test_pause_then_resume_equals_an_uninterrupted_run(
     assert max_diff(reference, pixels(out)) == 0
 
 
-def _resume_in_child(model: ModelInfo, jobs: list[tuple[GenerationParams, Path, Path]]) -> None:
-    runner = runner_for(model)
-    for params, out, ckpt in jobs:
-        runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
+def _resume_in_child(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]]) -> None:
+    for model, params, out, ckpt in jobs:
+        runner_for(model).run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
 
 
-def test_sdxl_resumes_in_a_fresh_process(
+def test_sd2_and_sdxl_resume_in_a_fresh_process(
     runners: dict[Architecture, Runner], tiny_folders: dict[Architecture, Path], tmp_path: Path
 ) -> None:
-    runner = runners[Architecture.SDXL]
     jobs = []
-    for index, scheduler in enumerate(SCHEDULERS):
-        params = params_for("m", scheduler)
-        out, ckpt = tmp_path / f"{index}.png", tmp_path / f"{index}.ckpt"
-        runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT))
-        jobs.append((params, out, ckpt))
-    child = multiprocessing.get_context("spawn").Process(
-        target=_resume_in_child, args=(model_info(tiny_folders[Architecture.SDXL]), jobs)
-    )
+    for arch in (Architecture.SD2, Architecture.SDXL):
+        for scheduler in SCHEDULERS:
+            params = params_for("m", scheduler)
+            out, ckpt = (
+                tmp_path / f"{arch.value}-{scheduler}.png",
+                tmp_path / f"{arch.value}-{scheduler}.ckpt",
+            )
+            runners[arch].run(
+                params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT)
+            )
+            jobs.append((model_info(tiny_folders[arch]), params, out, ckpt))
+    child = multiprocessing.get_context("spawn").Process(target=_resume_in_child, args=(jobs,))
     child.start()
-    child.join(timeout=180)
+    child.join(timeout=240)
     assert child.exitcode == 0
-    for index, (params, out, _ckpt) in enumerate(jobs):
-        reference = generate(runner, params, tmp_path, f"reference-{index}")
-        assert max_diff(reference, pixels(out)) == 0, params.scheduler
+    for index, (model, params, out, _ckpt) in enumerate(jobs):
+        reference = generate(
+            runners[model.architecture or Architecture.SD1], params, tmp_path, f"ref-{index}"
+        )
+        assert max_diff(reference, pixels(out)) == 0, (model.architecture, params.scheduler)
 
 
 def test_an_sd1_checkpoint_does_not_resume_on_sdxl(
@@ -137,3 +141,16 @@ def test_an_sd1_checkpoint_does_not_resume_on_sdxl(
     )
     with pytest.raises(CheckpointMismatch, match="SDXL"):
         runners[Architecture.SDXL].run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
+
+
+def test_a_size_far_beyond_the_native_one_is_refused_before_any_step(
+    runners: dict[Architecture, Runner], tiny_folders: dict[Architecture, Path], tmp_path: Path
+) -> None:
+    from app.engine.params import InvalidParameters
+
+    model = model_info(tiny_folders[Architecture.SDXL])
+    assert model.size_problem(128, 64) == ""
+    assert "136x64 is too large for a model trained at 64x64" in model.size_problem(136, 64)
+    with pytest.raises(InvalidParameters, match="at most 128 pixels per side"):
+        generate(runners[Architecture.SDXL], params_for("m", width=136), tmp_path, "big")
+    assert list(tmp_path.iterdir()) == []

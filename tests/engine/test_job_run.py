@@ -7,18 +7,20 @@ which the run calls synchronously at every step checkpoint.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.engine.scripted_runner import ScriptedRunner, fake_image
+import pytest
 
 from app.engine.job_run import JobRun, RunContext, RunnerLike
 from app.engine.messages import MessageKind
 from app.engine.queue import JobQueue, params_of
 from app.engine.states import JobEvent, JobStatus
 from app.models.tables import Job
+from app.testing.scripted_runner import ScriptedRunner, fake_image
 from tests.engine.worker_fixtures import events, fake_params
 
 S = JobStatus
@@ -142,3 +144,25 @@ def test_a_run_that_lost_its_job_writes_nothing(queue: JobQueue, tmp_path: Path)
     assert events(queue, job_id) == ["SUBMIT", "START", "TIMEOUT", "RETRY", "START"]
     assert not any((tmp_path / "outputs").glob("*.png"))
     assert not any(kind is MessageKind.FINISHED for kind, _, _ in sent.messages)
+
+
+def test_the_step_loop_never_writes_progress_itself(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Progress rows are written from the heartbeat thread; the last step before settling."""
+    writers: list[str] = []
+    original = queue.report_progress
+
+    def recording(*args: Any, **kwargs: Any) -> bool:
+        writers.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "report_progress", recording)
+    sent = Sent()
+    job_id = queue.submit(fake_params("step=0.05", steps=8))
+    sent.at_step[6] = lambda: queue.pause(job_id)
+    job = run_job(context(queue, tmp_path, sent))
+    assert job.status == S.PAUSED and job.progress_step == 6
+    loop_thread = threading.current_thread().name
+    assert writers.count(loop_thread) <= 1  # at most the flush before settling
+    assert "heartbeat" in writers

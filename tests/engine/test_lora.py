@@ -12,7 +12,7 @@ from app.engine.generation.device import CPU
 from app.engine.generation.loader import PipelineCache
 from app.engine.generation.lora import LoraError, LoraRef, check_loras, parse_loras
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelSearchPath
+from app.engine.generation.sources import ModelSearchPath, list_models
 
 from .tiny_architectures import (
     generate,
@@ -84,6 +84,7 @@ def test_unknown_and_broken_loras_are_refused_at_submit_time(models_root: Path) 
     with pytest.raises(LoraError, match="not a LoRA"):
         check_loras("a cat <lora:not-a-lora:1>", search)
     assert check_loras("no tags here", search) == []
+    assert list_models(search) == []  # LoRA files are never listed as models
 
 
 def test_weight_zero_equals_no_lora_and_weight_one_equals_diffusers(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +13,12 @@ from safetensors.torch import save_file
 from app.engine.generation.architecture import Architecture, Prediction
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.loader import PipelineCache, SingleFileConfigs, bundled_configs
+from app.engine.generation.loader import (
+    PipelineCache,
+    SingleFileConfigs,
+    bundled_configs,
+    shipped_tokenizer,
+)
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelSearchPath, list_models, resolve_model
 
@@ -49,6 +55,30 @@ def tiny_configs(
     return SingleFileConfigs(root)
 
 
+@pytest.fixture(scope="module")
+def tiny_configs_shared_vocabulary(
+    tiny_configs: SingleFileConfigs, tmp_path_factory: pytest.TempPathFactory
+) -> SingleFileConfigs:
+    """Laid out as the shipped configs: tokenizer folders hold settings only, and one
+    `clip-vocabulary` folder holds the (tiny) vocabulary for all of them."""
+    import json
+
+    from app.engine.generation.tiny_model import TOKENIZER_MERGES, tokenizer_vocab
+
+    root = tmp_path_factory.mktemp("shipped-layout")
+    shutil.copytree(tiny_configs.root, root, dirs_exist_ok=True)
+    for folder in root.glob("*/tokenizer*"):
+        (folder / "tokenizer.json").unlink()
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+        settings.setdefault("pad_token", "<|endoftext|>")
+        (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    shared = root / "clip-vocabulary"
+    shared.mkdir()
+    (shared / "vocab.json").write_text(json.dumps(tokenizer_vocab()))
+    (shared / "merges.txt").write_text("#version: 0.2\n" + "\n".join(TOKENIZER_MERGES) + "\n")
+    return SingleFileConfigs(root)
+
+
 def test_checkpoint_files_are_detected_from_their_header(
     single_files: dict[Architecture, Path],
 ) -> None:
@@ -63,14 +93,19 @@ def test_checkpoint_files_are_detected_from_their_header(
     assert sdxl.size_presets[0] == (1024, 1024) and sdxl.is_single_file
 
 
+@pytest.mark.parametrize("shared_vocabulary", [False, True], ids=["full", "shipped-layout"])
 @pytest.mark.parametrize("arch", list(Architecture), ids=lambda a: a.value)
 def test_a_single_file_generates_the_same_image_as_its_diffusers_folder(
     single_files: dict[Architecture, Path],
     tiny_folders: dict[Architecture, Path],
     tiny_configs: SingleFileConfigs,
+    tiny_configs_shared_vocabulary: SingleFileConfigs,
     tmp_path: Path,
     arch: Architecture,
+    shared_vocabulary: bool,
 ) -> None:
+    if shared_vocabulary:
+        tiny_configs = tiny_configs_shared_vocabulary
     file_model = model_info(single_files[arch], "m")
     from_file = Runner(
         device=CPU,
@@ -96,7 +131,7 @@ def test_the_shipped_configs_cover_every_architecture() -> None:
     ]:
         folder = configs.folder(arch, prediction)
         assert (folder / "model_index.json").is_file(), folder
-        assert (folder / "tokenizer" / "vocab.json").is_file(), folder
+        assert (folder / "tokenizer" / "tokenizer_config.json").is_file(), folder
         assert (folder / "unet" / "config.json").is_file(), folder
 
 
@@ -135,6 +170,27 @@ def test_files_that_are_not_checkpoints_are_listed_as_unsupported_with_the_reaso
     assert reason in model.unsupported_reason and model.label == "unsupported"
     with pytest.raises(UnsupportedModel, match=reason):
         Runner(device=CPU, resolve=lambda _n: model).load("odd")
+
+
+@pytest.mark.parametrize(
+    ("extra", "yaml", "expected"),
+    [
+        ({}, None, (Prediction.V, 768)),  # SD 2.1 768 is what most SD 2.x files are
+        ({}, 'model:\n  params:\n    parameterization: "v"\n', (Prediction.V, 768)),
+        ({}, "model:\n  params:\n    linear_start: 0.00085\n", (Prediction.EPSILON, 512)),
+        ({"v_pred": ()}, None, (Prediction.V, 768)),
+    ],
+)
+def test_sd2_prediction_comes_from_a_marker_or_the_sidecar_yaml(
+    tmp_path: Path, extra: dict[str, tuple[int, ...]], yaml: str | None, expected: tuple[Any, int]
+) -> None:
+    keys = {UNET_IN: (320, 4, 3, 3), "cond_stage_model.model.token_embedding.weight": (8, 4)}
+    _fake_checkpoint(tmp_path / "sd2.safetensors", {**keys, **extra})
+    if yaml is not None:
+        (tmp_path / "sd2.yaml").write_text(yaml)
+    [model] = list_models(ModelSearchPath(user=(tmp_path,)))
+    assert model.architecture is Architecture.SD2
+    assert (model.prediction, model.native_size) == expected
 
 
 def test_pickle_and_truncated_files_are_refused_with_the_reason(
@@ -197,9 +253,11 @@ def test_the_shipped_configs_describe_the_released_networks(name: str) -> None:
     assert sizes == RELEASED_SIZES[name]
 
 
-def test_the_shipped_tokenizer_is_clips() -> None:
-    from transformers import CLIPTokenizer
-
-    tokenizer = CLIPTokenizer.from_pretrained(bundled_configs().root / "sdxl" / "tokenizer_2")
-    assert tokenizer("a photo of a cat").input_ids == [49406, 320, 1125, 539, 320, 2368, 49407]
-    assert len(tokenizer) == 49408 and tokenizer.pad_token == "!"
+def test_the_shipped_tokenizers_are_clips() -> None:
+    second = shipped_tokenizer(bundled_configs().root / "sdxl" / "tokenizer_2")
+    assert second("a photo of a cat").input_ids == [49406, 320, 1125, 539, 320, 2368, 49407]
+    assert len(second) == 49408 and second.pad_token == "!" and second.pad_token_id == 0
+    first = shipped_tokenizer(bundled_configs().root / "sd1" / "tokenizer")
+    assert first.pad_token_id == 49407  # SD 1.x pads with end-of-text
+    padded = first("a cat", padding="max_length", max_length=77).input_ids
+    assert len(padded) == 77 and padded[-1] == 49407

@@ -1,4 +1,4 @@
-"""Every (status, event) pair against DESIGN.md's table: allowed, satisfied or refused."""
+"""Every (status, event) pair against the documented table: allowed, satisfied or refused."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from app.engine.states import (
 
 S, E = JobStatus, JobEvent
 
-# DESIGN.md's table, written out again by hand so a typo in states.py cannot hide.
+# docs/architecture.md's table, written out again by hand so a typo in states.py cannot hide.
 DESIGN_TABLE = """
 PENDING START PROCESSING
 PENDING PAUSE PAUSED

@@ -1,4 +1,4 @@
-"""A worker that hangs and wakes up after its job moved on (issue 10 item 2), for real.
+"""Hung workers, for real: real spawned worker processes, real SIGSTOP/SIGCONT.
 
 Two real worker processes (spawn), real SIGSTOP/SIGCONT: W1 freezes mid-job, the watchdog
 times the job out, W2 claims it and is paused (its checkpoint written); then W1 wakes up.
@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.queue import JobQueue
+from app.cli import main
+from app.engine.queue import JobQueue, open_queue
+from app.engine.settings import Settings, save_settings
 from app.engine.states import JobStatus
 from app.engine.watchdog import time_out_stale_jobs
-from app.engine.worker import WorkerConfig, run_worker
+from app.engine.worker import WorkerConfig, default_liveness_dir, run_worker
 from tests.engine.worker_fixtures import WAIT_S, fake_params, worker_config
 
 S = JobStatus
@@ -103,3 +105,35 @@ def test_a_worker_waking_after_a_hang_leaves_the_new_holders_checkpoint_alone(
     wait_for(finished, "the resumed job to finish")
     # A claim shows 0 until its first step; a run from scratch would then show 1, 2, ...
     assert min(step for step in seen if step) >= paused.progress_step
+
+
+def test_headless_recover_kills_a_hung_local_worker_and_settles_its_job(
+    easel_home: Path, processes: list[BaseProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 10 item 6: a live lock with a stale heartbeat is a hung worker, not a busy one."""
+    save_settings(Settings(heartbeat_timeout_s=2.0))
+    queue = open_queue()
+    try:
+        config = replace(worker_config(queue, easel_home), liveness_dir=str(default_liveness_dir()))
+        job_id = queue.submit(fake_params("step=0.2", steps=150))
+        worker = start_worker(config, processes)
+        wait_for(lambda: queue.get(job_id).progress_step >= 2, "the worker to reach step 2")
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGSTOP)
+        wait_for(
+            lambda: time.time() - (queue.get(job_id).heartbeat_at or 0.0) > 2.5,
+            "the heartbeat to go stale",
+        )
+        assert main(["recover"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f"requeued: #{job_id}", f"hung worker stopped: #{job_id}"
+        ]  # fmt: skip
+        worker.join(WAIT_S)
+        assert worker.exitcode == -signal.SIGKILL
+        job = queue.get(job_id)
+        assert (job.status, job.attempt) == (S.PENDING, 2)
+        timeout_row = queue.timeline(job_id)[-2]
+        assert (timeout_row.event, timeout_row.source) == ("TIMEOUT", "recovery")
+        assert "hung (no heartbeat for" in timeout_row.message
+    finally:
+        queue.db.dispose()

@@ -120,9 +120,24 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     assert path.read_text().startswith("these are my notes")
 
 
+# Two failures as version 2 recorded them: the transient flag was a prefix of the message.
+V2_FAILURES = """
+INSERT INTO job SELECT 2, 'oom', '', 'easel-tiny', 'Euler', 20, 5.0, 64, 64, 3, 'FAILED', 2, 1,
+    3, 0, NULL, NULL, NULL, 7, 20, 100.0, 101.0, NULL, NULL, NULL, 'MemoryError: oom', NULL,
+    NULL, 0;
+INSERT INTO job SELECT 3, 'bug', '', 'easel-tiny', 'Euler', 20, 5.0, 64, 64, 3, 'FAILED', 2, 1,
+    3, 0, NULL, NULL, NULL, 7, 20, 100.0, 101.0, NULL, NULL, NULL, 'ValueError: bug', NULL,
+    NULL, 0;
+INSERT INTO job_transition VALUES (3, 2, 1, 'PROCESSING', 'FAILED', 'FAIL', 'worker',
+    'transient error: MemoryError: oom', 101.0);
+INSERT INTO job_transition VALUES (4, 3, 1, 'PROCESSING', 'FAILED', 'FAIL', 'worker',
+    'error: ValueError: bug', 101.0);
+"""
+
+
 def test_a_version_2_database_gains_the_transient_flag_and_output_folder(tmp_path: Path) -> None:
     path = tmp_path / "v2.db"
-    write_sqlite(path, V1_SCHEMA + V1_TO_V2)
+    write_sqlite(path, V1_SCHEMA + V1_TO_V2 + V2_FAILURES)
     db = open_database(path)
     assert stored_schema_version(db) == SCHEMA_VERSION
     queue = JobQueue(db)
@@ -133,6 +148,7 @@ def test_a_version_2_database_gains_the_transient_flag_and_output_folder(tmp_pat
         None,
         None,
     )
+    assert [queue.get(i).error_transient for i in (2, 3)] == [True, False]  # read once, kept
     new_id = queue.submit(GenerationParams("a new dog"), output_dir=tmp_path / "out")
     assert queue.get(new_id).output_dir == str(tmp_path / "out")
     db.dispose()

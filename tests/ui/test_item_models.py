@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus
@@ -133,9 +134,13 @@ def test_timeline_groups_by_attempt_with_durations() -> None:
     assert first.data() == "Attempt 1" and model.rowCount(first) == 3
     assert model.index(1, TCol.AFTER, second).data() == "+0.2 s"  # START 0.2 s after RETRY
     assert model.index(0, TCol.AFTER, second).data() == "+2.0 s"  # 2 s after attempt 1 ended
-    assert model.index(2, TCol.EVENT, first).data() == "FAIL · worker"
-    assert model.index(2, 1, first).data() == "PROCESSING → FAILED"
-    assert model.index(0, 1, first).data() == "new → PENDING"
+    assert model.index(2, TCol.WHAT, first).data() == "Failed"
+    assert model.index(0, TCol.WHAT, second).data() == "Trying again automatically"
+    tooltip = model.index(2, TCol.WHAT, first).data(Qt.ItemDataRole.ToolTipRole)
+    assert tooltip == "PROCESSING → FAILED · FAIL · worker"  # the technical row, one hover away
+    assert model.index(0, TCol.TIME, first).data(Qt.ItemDataRole.ToolTipRole) == (
+        "new → PENDING · SUBMIT · user"
+    )
 
 
 def test_group_by_attempt_keeps_order() -> None:

@@ -86,7 +86,8 @@ def test_an_unreadable_store_is_a_message_and_the_window_stays(
     try:
         qtbot.waitUntil(window.error_banner.isVisible, timeout=WAIT_MS)
         text = window.error_banner.label.text()
-        assert text.startswith("Easel could not open its job store: Cannot open the job database")
+        assert text.startswith("Easel could not open its job store: The job database")
+        assert "is damaged (file is not a database)" in text and "db restore" in text
         assert "Traceback" not in text and window.isVisible()
     finally:
         window.close()

@@ -197,7 +197,7 @@ def test_resume_paused_from_the_restore_banner(qtbot, make_window, queue, worker
     paused = job_in(queue, S.PAUSED)
     window = make_window(restore=RestoreSummary(paused=(paused,)))
     assert "1 paused" in window.restore_banner.label.text()
-    resume = next(b for b in window.restore_banner._buttons if b.text() == "Resume paused")
+    resume = next(b for b in window.restore_banner._buttons if b.text() == "Resume all")
     qtbot.mouseClick(resume, Qt.MouseButton.LeftButton)
     wait_for(qtbot, window, paused, S.PENDING)
     assert not window.restore_banner.isVisible()
@@ -229,6 +229,25 @@ def test_quit_can_be_called_off(qtbot, make_window, queue, workers) -> None:
     wait_for(qtbot, window, job_id, S.PROCESSING)
     window.close()
     assert asked == [1] and window.isVisible() and workers.shutdown_timeout is None
+
+
+def test_dropping_a_png_without_settings_is_an_error_in_the_banner(
+    qtbot, make_window, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    png = tmp_path / "plain.png"
+    Image.new("RGB", (8, 8)).save(png)
+    window = make_window()
+    before = window.prompt.params()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(png))])
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+                      Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    window.prompt.dropEvent(drop)
+    assert window.error_banner.isVisible()  # shown like every other error
+    assert "no generation parameters" in window.error_banner.label.text()
+    assert window.prompt.params() == before  # the form is untouched
 
 
 def test_dropping_an_easel_png_fills_the_form(qtbot, make_window, tmp_path: Path) -> None:
@@ -378,3 +397,17 @@ def test_garbage_is_collected_on_the_gui_thread_only(qtbot, make_window) -> None
         assert gc.get_count()[0] <= 1
     finally:
         gc.set_threshold(*thresholds)
+
+
+def test_a_paused_job_shows_its_last_preview(qtbot, make_window, workers: FakeWorkers) -> None:
+    workers.steps_per_poll = 1
+    window = make_window()
+    window.prompt.steps.setValue(150)
+    job_id = type_and_generate(qtbot, window, "a slow sunrise")
+    qtbot.waitUntil(lambda: window.vm.live.last_preview(job_id) is not None, timeout=TIMEOUT_MS)
+    press(qtbot, window, Action.PAUSE)
+    wait_for(qtbot, window, job_id, S.PAUSED)
+    window.jobs.select_jobs([job_id])
+    qtbot.waitUntil(lambda: "last preview" in window.image.caption.text(), timeout=TIMEOUT_MS)
+    assert window.image.canvas.image is not None
+    assert window.image.caption.text().startswith(f"Job {job_id} is paused at step")

@@ -4,6 +4,7 @@ Importing this package never imports torch; the GUI may list models with it. Wor
 processes import `app.engine.generation.runner` for `Runner`.
 """
 
+from app.engine.generation.architecture import Architecture, Prediction, size_presets
 from app.engine.generation.errors import (
     CheckpointCorrupt,
     CheckpointError,
@@ -12,6 +13,7 @@ from app.engine.generation.errors import (
     UnsupportedModel,
     is_transient,
 )
+from app.engine.generation.lora import LoraError, check_loras, parse_loras
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -28,20 +30,26 @@ from app.engine.generation.sources import (
 )
 
 __all__ = [
+    "Architecture",
     "CheckpointCorrupt",
     "CheckpointError",
     "CheckpointMismatch",
     "GenerationError",
     "GenerationOutcome",
+    "LoraError",
     "ModelInfo",
     "ModelNotFound",
     "ModelSearchPath",
     "ModelSource",
     "OutcomeKind",
+    "Prediction",
     "StepDecision",
     "StepProgress",
     "UnsupportedModel",
+    "check_loras",
     "is_transient",
     "list_models",
+    "parse_loras",
     "resolve_model",
+    "size_presets",
 ]

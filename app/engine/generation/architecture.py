@@ -82,6 +82,22 @@ def size_presets(native_size: int) -> tuple[tuple[int, int], ...]:
     return tuple(dict.fromkeys((scaled(w), scaled(h)) for w, h in _SDXL_BUCKETS))
 
 
+def size_problem(native_size: int, width: int, height: int) -> str:
+    """Why `width` x `height` does not suit a model trained at `native_size`, or "".
+
+    Beyond twice the native side the UNet has never seen such a canvas (repeated subjects)
+    and memory grows with the square; A1111's "hires fix" is the way there, not one pass."""
+    if native_size <= 0:
+        return ""
+    limit = 2 * native_size
+    if width > limit or height > limit:
+        return (
+            f"{width}x{height} is too large for a model trained at {native_size}x{native_size} "
+            f"(at most {limit} pixels per side)"
+        )
+    return ""
+
+
 # ---------------------------------------------------------------- diffusers folders
 
 

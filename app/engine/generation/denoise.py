@@ -25,10 +25,12 @@ from diffusers import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation.architecture import size_problem
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.lora import prompt_text
-from app.engine.params import GenerationParams
+from app.engine.generation.prompt_weights import encode_weighted, needs_a1111_encoding
+from app.engine.params import GenerationParams, InvalidParameters
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
     "Euler": EulerDiscreteScheduler,
@@ -92,16 +94,21 @@ class _Conditioning:
 def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
     device = pipe._execution_device
     prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
+    negative = params.negative_prompt
+    if any(needs_a1111_encoding(text, pipe.tokenizer) for text in (prompt, negative)):
+        cond, uncond, pooled, uncond_pooled = encode_weighted(pipe, prompt, negative, do_cfg)
+    elif not is_sdxl(pipe):
+        cond, uncond = pipe.encode_prompt(prompt, device, 1, do_cfg, negative)
+    else:
+        cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
+            prompt=prompt,
+            device=device,
+            num_images_per_prompt=1,
+            do_classifier_free_guidance=do_cfg,
+            negative_prompt=negative,
+        )
     if not is_sdxl(pipe):
-        cond, uncond = pipe.encode_prompt(prompt, device, 1, do_cfg, params.negative_prompt)
         return _Conditioning(torch.cat([uncond, cond]) if do_cfg else cond)
-    cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
-        prompt=prompt,
-        device=device,
-        num_images_per_prompt=1,
-        do_classifier_free_guidance=do_cfg,
-        negative_prompt=params.negative_prompt,
-    )
     size = (params.height, params.width)  # original = target size, no crop: the stock default
     projection_dim = pipe.text_encoder_2.config.projection_dim
     time_ids = pipe._get_add_time_ids(
@@ -115,6 +122,9 @@ def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
 
 @torch.no_grad()
 def start(pipe: Any, params: GenerationParams) -> DenoiseState:
+    problem = size_problem(native_size(pipe), params.width, params.height)
+    if problem:
+        raise InvalidParameters(problem)
     device = pipe._execution_device
     scheduler = _scheduler_with_timesteps(pipe, params, device)
     do_cfg = _uses_cfg(pipe, params)
@@ -286,6 +296,10 @@ def _scheduler_with_timesteps(pipe: Any, params: GenerationParams, device: torch
     if is_sdxl(pipe) and hasattr(scheduler, "set_begin_index"):
         scheduler.set_begin_index(0)  # as StableDiffusionXLPipeline does before its loop
     return scheduler
+
+
+def native_size(pipe: Any) -> int:
+    return int(pipe.unet.config.sample_size) * int(pipe.vae_scale_factor)
 
 
 def _latent_shape(pipe: Any, params: GenerationParams) -> tuple[int, int, int, int]:

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 class DeviceChoice:
     device: str  # "cuda", "mps" or "cpu"
     dtype_name: str  # "float16" or "float32"
+    # Keep only the running component on the GPU (model CPU offload) and decode big images
+    # in tiles: slower, but SDXL fits in a few GB of VRAM.
+    low_vram: bool = False
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -27,13 +30,15 @@ class DeviceChoice:
 CPU = DeviceChoice("cpu", "float32")
 
 
-def pick_device() -> DeviceChoice:
-    """The fastest device present; float16 on accelerators (half precision is slow on CPUs)."""
+def pick_device(*, low_vram: bool = False) -> DeviceChoice:
+    """The fastest device present; float16 on accelerators (half precision is slow on CPUs).
+
+    `low_vram` is the user's "low VRAM" setting; the worker should pass it through."""
     import torch
 
     if torch.cuda.is_available():
-        return DeviceChoice("cuda", "float16")
+        return DeviceChoice("cuda", "float16", low_vram)
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        return DeviceChoice("mps", "float16")
-    return CPU
+        return DeviceChoice("mps", "float16", low_vram)
+    return DeviceChoice("cpu", "float32", low_vram)

@@ -32,7 +32,7 @@ from app.engine.paths import resources_dir
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 
-CacheKey = tuple[str, str, str]
+CacheKey = tuple[str, str, str, bool]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,41 @@ class SingleFileConfigs:
 
 def bundled_configs() -> SingleFileConfigs:
     return SingleFileConfigs(resources_dir() / "model_configs")
+
+
+SHARED_VOCABULARY = "clip-vocabulary"  # see packaging/model_configs/make_model_configs.py
+TOKENIZERS = ("tokenizer", "tokenizer_2")
+
+
+def shipped_tokenizer(folder: Path) -> Any:
+    """A CLIP tokenizer from a shipped settings folder and the one shared vocabulary
+    (`<configs>/clip-vocabulary`): the six tokenizers differ only in their padding token."""
+    from transformers import CLIPTokenizer
+
+    shared = folder.parent.parent / SHARED_VOCABULARY
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    vocab = json.loads((shared / "vocab.json").read_text(encoding="utf-8"))
+    lines = (shared / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]
+    merges: Any = [tuple(line.split()) for line in lines if line]
+    return CLIPTokenizer(
+        vocab=vocab,
+        merges=merges,
+        pad_token=settings["pad_token"],
+        model_max_length=settings["model_max_length"],
+    )
+
+
+def _tokenizers_from_shared_vocabulary(config: Path) -> dict[str, Any]:
+    """Tokenizers for a shipped config folder; a full tokenizer folder loads as it is."""
+    return {
+        name: shipped_tokenizer(config / name)
+        for name in TOKENIZERS
+        if (config / name).is_dir() and not _has_own_vocabulary(config / name)
+    }
+
+
+def _has_own_vocabulary(folder: Path) -> bool:
+    return (folder / "vocab.json").exists() or (folder / "tokenizer.json").exists()
 
 
 @dataclass
@@ -116,9 +151,20 @@ def load_pipeline(
     else:
         _check_layout(model)
         pipe = pipeline_class.from_pretrained(model.path, low_cpu_mem_usage=True, **options)
-    pipe = pipe.to(device.device)
+    _place(pipe, device)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
     return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+
+def _place(pipe: Any, device: DeviceChoice) -> None:
+    if not device.low_vram:
+        pipe.to(device.device)
+        return
+    if device.device != "cpu":
+        # accelerate hooks move each component to the GPU only while it runs.
+        pipe.enable_model_cpu_offload(device=device.device)
+    # Tiles only above the VAE's tile size (its native image size): small images unchanged.
+    pipe.vae.enable_tiling()
 
 
 def _quiet_loading() -> None:
@@ -149,6 +195,7 @@ def _from_single_file(
             f"model {model.name!r}: the {model.label} config files are missing from {config} "
             "(a damaged installation?)"
         )
+    options = {**options, **_tokenizers_from_shared_vocabulary(config)}
     try:
         return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
@@ -191,7 +238,7 @@ class PipelineCache:
         return lora_folders() if self._lora_folders is None else self._lora_folders
 
     def _pipeline(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
-        key = (str(model.path.resolve()), device.device, device.dtype_name)
+        key = (str(model.path.resolve()), device.device, device.dtype_name, device.low_vram)
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]

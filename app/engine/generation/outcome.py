@@ -46,3 +46,4 @@ class GenerationOutcome:
     checkpoint_path: Path | None = None  # PAUSED: where the progress is (None: not saved)
     resumed_from: ResumedFrom | None = None
     unsaved_reason: str | None = None  # PAUSED without (new) progress: why it was not saved
+    note: str = ""  # something the timeline should say, e.g. that low-VRAM mode was turned on

@@ -24,7 +24,7 @@ from app.engine.generation.checkpoint import (
     save_checkpoint,
 )
 from app.engine.generation.device import DeviceChoice, pick_device
-from app.engine.generation.errors import NonFiniteLatents
+from app.engine.generation.errors import NonFiniteLatents, is_transient
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
@@ -41,6 +41,7 @@ from app.engine.params import RANDOM_SEED, GenerationParams, InvalidParameters
 log = logging.getLogger(__name__)
 
 StepCallback = Callable[[StepProgress], StepDecision]
+LOW_VRAM_NOTE = "out of GPU memory: retried with low-VRAM mode on (model CPU offload, VAE tiling)"
 
 
 class Runner:
@@ -91,7 +92,30 @@ class Runner:
         (it is left in place: the caller decides), `NonFiniteLatents`, `InvalidParameters`,
         `ModelNotFound`, `UnsupportedModel`, whatever `on_step` raises (nothing is written
         or deleted then), and whatever the model raises (see `errors.is_transient`).
+        `LoraError` too. Running out of GPU memory is retried once with the low-VRAM mode
+        on (it then stays on for this runner) and the outcome's note says so.
         """
+        try:
+            return self._run_once(params, output_path, checkpoint_path, on_step)
+        except Exception as error:
+            if self._device.low_vram or not is_transient(error):
+                raise
+            self._switch_to_low_vram()
+        outcome = self._run_once(params, output_path, checkpoint_path, on_step)
+        return replace(outcome, note=LOW_VRAM_NOTE)
+
+    def _switch_to_low_vram(self) -> None:
+        self._cache.clear()  # frees the pipeline that ran out of memory before reloading
+        _empty_gpu_cache()
+        self._device = replace(self._device, low_vram=True)
+
+    def _run_once(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+    ) -> GenerationOutcome:
         _check_params(params)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
@@ -213,6 +237,13 @@ class _Job:
             latents = state.denoised if state.denoised is not None else state.latents
             png = self.loaded.previewer.png(latents, (self.params.width, self.params.height))
         return StepProgress(state.steps_done, state.total_steps, elapsed, png)
+
+
+def _empty_gpu_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _set_cpu_threads(threads: int) -> None:

@@ -26,6 +26,7 @@ from app.engine.generation.architecture import (
     detect_file,
     detect_folder,
     size_presets,
+    size_problem,
 )
 from app.engine.paths import bundled_models_dir, models_dir
 from app.errors import MissingModel
@@ -72,6 +73,10 @@ class ModelInfo:
         if self.prediction is Prediction.V:
             kind += " v-prediction"
         return f"{kind}, {self.native_size} px"
+
+    def size_problem(self, width: int, height: int) -> str:
+        """Why this size does not suit this model ("" when it does); for submit-time checks."""
+        return size_problem(self.native_size, width, height)
 
     @property
     def size_presets(self) -> tuple[tuple[int, int], ...]:

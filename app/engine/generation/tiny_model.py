@@ -19,12 +19,12 @@ from app.engine.generation.architecture import Architecture
 # lowercase prompt (other characters become the unknown token, <|endoftext|>).
 _SPECIAL = ("<|startoftext|>", "<|endoftext|>")
 _CHARS = "abcdefghijklmnopqrstuvwxyz0123456789,.!?'-"
-_MERGES = ("t h", "th e</w>", "a n", "an d</w>", "c a", "ca t</w>")
+TOKENIZER_MERGES = ("t h", "th e</w>", "a n", "an d</w>", "c a", "ca t</w>")
 
 
-def _tokenizer_vocab() -> dict[str, int]:
+def tokenizer_vocab() -> dict[str, int]:
     tokens = [*_CHARS, *(c + "</w>" for c in _CHARS)]
-    tokens += [m.replace(" ", "") for m in _MERGES]
+    tokens += [m.replace(" ", "") for m in TOKENIZER_MERGES]
     tokens += list(_SPECIAL)
     return {token: index for index, token in enumerate(dict.fromkeys(tokens))}
 
@@ -52,7 +52,7 @@ def build_tiny_pipeline(architecture: Architecture, *, seed: int = 0) -> Any:
 def _text_config(*, v2: bool = False, hidden_size: int = 32, projection_dim: int = 32) -> Any:
     from transformers import CLIPTextConfig
 
-    vocab = _tokenizer_vocab()
+    vocab = tokenizer_vocab()
     return CLIPTextConfig(
         vocab_size=len(vocab),
         hidden_size=hidden_size,
@@ -71,8 +71,8 @@ def _text_config(*, v2: bool = False, hidden_size: int = 32, projection_dim: int
 def _tokenizer() -> Any:
     from transformers import CLIPTokenizer
 
-    merges: Any = [tuple(m.split()) for m in _MERGES]  # the tokenizers backend wants pairs
-    return CLIPTokenizer(vocab=_tokenizer_vocab(), merges=merges, model_max_length=77)
+    merges: Any = [tuple(m.split()) for m in TOKENIZER_MERGES]  # the tokenizers backend wants pairs
+    return CLIPTokenizer(vocab=tokenizer_vocab(), merges=merges, model_max_length=77)
 
 
 def _scheduler(prediction_type: str = "epsilon") -> Any:

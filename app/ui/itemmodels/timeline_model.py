@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
 from app.ui.presenters.rows import TransitionRow, format_duration
+from app.ui.presenters.timeline_words import plain_words, technical
 from app.ui.qt.theme import status_colour
 
 Index = QModelIndex | QPersistentModelIndex
@@ -19,13 +20,11 @@ TRANSITION_ROLE = Qt.ItemDataRole.UserRole + 1
 
 class TCol(IntEnum):
     TIME = 0
-    CHANGE = 1
-    EVENT = 2  # the event and who sent it: "FAIL · worker"
-    AFTER = 3
-    MESSAGE = 4
+    WHAT = 1  # in plain words; the technical row is the tooltip
+    AFTER = 2
 
 
-HEADERS = ("Time", "From → To", "Event · source", "After", "Message")
+HEADERS = ("Time", "What happened", "After")
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ class TimelineModel(QAbstractItemModel):
             return None
         if col is TCol.TIME:
             return f"Attempt {attempt.number}"
-        if col is TCol.CHANGE:
+        if col is TCol.WHAT:
             return f"{len(attempt.rows)} change{'s' * (len(attempt.rows) != 1)}"
         if col is TCol.AFTER:
             return format_duration(attempt.span_s)
@@ -126,19 +125,14 @@ class TimelineModel(QAbstractItemModel):
     ) -> Any:
         if role == TRANSITION_ROLE:
             return row
-        if role == Qt.ItemDataRole.ForegroundRole and col is TCol.CHANGE:
+        if role == Qt.ItemDataRole.ForegroundRole and col is TCol.WHAT:
             return status_colour(row.to_status).lighter(130)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return row.message or None
+            return technical(row)  # the exact stored row, one hover away
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         if col is TCol.TIME:
             return datetime.fromtimestamp(row.at).strftime("%H:%M:%S.%f")[:-5]  # tenths
-        if col is TCol.CHANGE:
-            source = row.from_status.value if row.from_status else "new"
-            return f"{source} → {row.to_status.value}"
-        if col is TCol.EVENT:
-            return f"{row.event.value} · {row.source}"
-        if col is TCol.AFTER:
-            return "" if before is None else f"+{format_duration(row.at - before)}"
-        return row.message
+        if col is TCol.WHAT:
+            return plain_words(row)
+        return "" if before is None else f"+{format_duration(row.at - before)}"

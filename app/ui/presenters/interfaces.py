@@ -1,4 +1,4 @@
-"""What the window needs from the engine, as small interfaces handed in (STYLE.md).
+"""What the window needs from the engine, as small interfaces handed in (tests pass fakes).
 
 The real worker supervisor, recovery and model listing are adapted to these in
 `app.ui.wiring`; tests hand in fakes. Nothing here imports Qt or torch.

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
+HELD_FOR_UNDO = "cancel asked: held a few seconds so it can be undone"
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
 
@@ -37,6 +38,21 @@ class Outcome:
 
     job_ids: tuple[int, ...] = ()
     errors: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """A cancel that can be undone for queued jobs (`cancel_undoably`).
+
+    `held`: queued or paused jobs, held PAUSED (no worker takes them) until `finish_cancel`;
+    `requeue_on_undo`: those of them that were queued, which `undo_cancel` queues again;
+    `stopped`: running jobs, cancelled at once: their progress is lost.
+    """
+
+    held: tuple[int, ...] = ()
+    requeue_on_undo: tuple[int, ...] = ()
+    stopped: tuple[JobRow, ...] = ()
+    errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,6 +193,45 @@ class QueueService:
             JobEvent.RETRY: JobQueue.retry,
         }[event]
         return self._each(job_ids, lambda job_id: action(self.queue, job_id))
+
+    def cancel_undoably(self, job_ids: Sequence[int]) -> CancelOutcome:
+        """Hold queued jobs (PAUSE) so the cancel can be undone; cancel the others now."""
+        held: list[int] = []
+        requeue: list[int] = []
+        stopped: list[JobRow] = []
+        errors: list[str] = []
+        for job_id in job_ids:
+            row = self.job(job_id)
+            if row is None:  # deleted meanwhile: nothing to cancel
+                continue
+            try:
+                if row.status is JobStatus.PAUSED:
+                    held.append(job_id)
+                elif row.status is JobStatus.PENDING and self._hold(job_id):
+                    held.append(job_id)
+                    requeue.append(job_id)
+                else:  # running (or claimed just now), failed, blocked: no undo
+                    self.queue.cancel(job_id)
+                    stopped.extend([row] if row.status.is_running else [])
+            except UserError as error:
+                errors.append(_readable(error))
+        return CancelOutcome(tuple(held), tuple(requeue), tuple(stopped), tuple(errors))
+
+    def _hold(self, job_id: int) -> bool:
+        """PAUSE a queued job; False if a worker claimed it first (it is now PAUSING)."""
+        self.queue.pause(job_id, message=HELD_FOR_UNDO)
+        return self.queue.get(job_id).status == JobStatus.PAUSED
+
+    def finish_cancel(self, job_ids: Sequence[int]) -> Outcome:
+        """Cancel the held jobs that are still paused (one resumed meanwhile stays queued)."""
+        return self.request(JobEvent.CANCEL, self._still_paused(job_ids))
+
+    def undo_cancel(self, job_ids: Sequence[int]) -> Outcome:
+        """Queue the held jobs again (those `cancel_undoably` found queued)."""
+        return self.request(JobEvent.RESUME, self._still_paused(job_ids))
+
+    def _still_paused(self, job_ids: Sequence[int]) -> list[int]:
+        return [i for i in job_ids if (row := self.job(i)) and row.status is JobStatus.PAUSED]
 
     def rerun(self, job_ids: Sequence[int]) -> Outcome:
         new_ids: list[int] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
@@ -10,6 +11,8 @@ from PySide6.QtGui import QImage
 
 from app.engine.messages import MessageKind, WorkerMessage
 from app.ui.presenters.rows import eta_s
+
+KEPT_PREVIEWS = 64  # last previews of stopped jobs (paused, cancelled) kept for the viewer
 
 
 @dataclass
@@ -34,9 +37,14 @@ class LiveProgress(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._live: dict[int, Live] = {}
+        # Outlives `forget`: a paused or cancelled job still shows where it got to.
+        self._last_previews: OrderedDict[int, QImage] = OrderedDict()
 
     def get(self, job_id: int) -> Live | None:
         return self._live.get(job_id)
+
+    def last_preview(self, job_id: int) -> QImage | None:
+        return self._last_previews.get(job_id)
 
     def forget(self, job_id: int) -> None:
         self._live.pop(job_id, None)
@@ -58,6 +66,10 @@ class LiveProgress(QObject):
         )
         self.changed.emit(job_id)
         if image is not None:
+            self._last_previews[job_id] = image
+            self._last_previews.move_to_end(job_id)
+            while len(self._last_previews) > KEPT_PREVIEWS:
+                self._last_previews.popitem(last=False)
             self.preview.emit(job_id, image)
 
 

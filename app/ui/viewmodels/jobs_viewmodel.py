@@ -16,7 +16,13 @@ from PySide6.QtCore import QObject, Signal
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus
 from app.ui.itemmodels.job_list_model import JobListModel
-from app.ui.presenters.queue_service import PAGE_SIZE, Outcome, QueueService, Snapshot
+from app.ui.presenters.queue_service import (
+    PAGE_SIZE,
+    CancelOutcome,
+    Outcome,
+    QueueService,
+    Snapshot,
+)
 from app.ui.presenters.rows import FILTERS, JobRow
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.live import LiveProgress
@@ -35,6 +41,7 @@ class JobsViewModel(QObject):
     submitted = Signal(tuple)  # new job ids
     error = Signal(str)
     settled = Signal(object)  # a JobRow that just reached SUCCESS, FAILED, TIMEOUT or CANCELLED
+    cancel_held = Signal(object)  # a CancelOutcome: queued jobs held for an undo
 
     def __init__(
         self,
@@ -162,6 +169,29 @@ class JobsViewModel(QObject):
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)
         self._request(lambda: self.service.request(event, ids))
+
+    def cancel(self, job_ids: Sequence[int]) -> None:
+        """Cancel; queued jobs are only held until `finish_cancel`, so it can be undone."""
+        ids = tuple(job_ids)
+
+        def done(outcome: CancelOutcome) -> None:
+            for message in outcome.errors:
+                self.error.emit(message)
+            self.cancel_held.emit(outcome)
+            self.refresh()
+
+        def failed(message: str) -> None:
+            self.error.emit(f"Request failed: {message}")
+
+        self.runner.run(lambda: self.service.cancel_undoably(ids), done, failed)
+
+    def finish_cancel(self, job_ids: Sequence[int]) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.finish_cancel(ids))
+
+    def undo_cancel(self, job_ids: Sequence[int]) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.undo_cancel(ids))
 
     def rerun(self, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)

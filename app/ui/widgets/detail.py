@@ -80,8 +80,13 @@ class DetailController(QObject):
             )
             return
         live = self.vm.live.get(row.id)
+        last = self.vm.live.last_preview(row.id)
         if live is not None and live.preview is not None and row.status.is_running:
             self._preview(row.id, live.preview)
+        elif last is not None and row.status is not JobStatus.PENDING:
+            # Paused, cancelled, failed: show how far it got, with the reason as the caption.
+            caption = _waiting_text(row).replace("\n", " ")
+            self.image.show_image(last, f"{caption} · last preview")
         else:
             self.image.show_nothing(_waiting_text(row))
 

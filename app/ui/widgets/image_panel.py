@@ -112,7 +112,8 @@ class ElidedLabel(QLabel):
 class ImagePanel(QWidget):
     """Canvas plus caption and the image's actions."""
 
-    message = Signal(str)
+    message = Signal(str)  # a note for the status bar
+    problem = Signal(str)  # something went wrong: the red banner
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -165,7 +166,7 @@ class ImagePanel(QWidget):
         if self.path and not QDesktopServices.openUrl(
             QUrl.fromLocalFile(str(Path(self.path).parent))
         ):
-            self.message.emit(f"Could not open the folder {Path(self.path).parent}")
+            self.problem.emit(f"Could not open the folder {Path(self.path).parent}")
 
     def _copy(self) -> None:
         if self.canvas.image is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -23,6 +23,7 @@ from app.ui.itemmodels.delegates import (
     ThumbnailDelegate,
 )
 from app.ui.itemmodels.job_list_model import ROW_ROLE, Col
+from app.ui.presenters import shortcuts
 from app.ui.presenters.actions import EVENTS, SHORT, TIPS, Action, applicable
 from app.ui.presenters.rows import FILTERS, JobRow
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
@@ -41,6 +42,7 @@ COLUMN_WIDTHS = {
 
 class JobsPanel(QWidget):
     selection_changed = Signal(object)  # the current JobRow or None
+    open_requested = Signal(object)  # the JobRow whose image to open (Enter)
 
     def __init__(self, vm: JobsViewModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -80,7 +82,23 @@ class JobsPanel(QWidget):
         self._scrolled.setInterval(150)
         self._scrolled.timeout.connect(vm.refresh)
         self.table.verticalScrollBar().valueChanged.connect(self._scrolled.start)
+        self.menu: QMenu | None = None  # the open actions menu, if any
+        self._bind_keys()
         self._update_actions()
+
+    def _bind_keys(self) -> None:
+        # Tab leaves the list (instead of walking its cells), so the keyboard gets out again.
+        self.table.setTabKeyNavigation(False)
+        bindings = (
+            (shortcuts.CANCEL, lambda: self.trigger(Action.CANCEL)),
+            (shortcuts.PAUSE_OR_RESUME, self.pause_or_resume),
+            (shortcuts.OPEN_IMAGE, self._open_current),
+            (shortcuts.MENU, self.open_menu),
+        )
+        for shortcut, slot in bindings:
+            for keys in shortcut.keys:
+                key = QShortcut(QKeySequence(keys), self.table, slot)
+                key.setContext(Qt.ShortcutContext.WidgetShortcut)
 
     # --- building -----------------------------------------------------------------------------
 
@@ -163,18 +181,41 @@ class JobsPanel(QWidget):
                 selection.select(self.vm.jobs.index(row, 0), flags)
                 first = row if first is None else min(first, row)
         if first is not None:
-            self.table.scrollTo(self.vm.jobs.index(first, 0))
+            # The arrow keys move on from here, not from wherever the cursor was before.
+            current = self.vm.jobs.index(first, 0)
+            selection.setCurrentIndex(current, QItemSelectionModel.SelectionFlag.NoUpdate)
+            self.table.scrollTo(current)
 
     def trigger(self, action: Action) -> None:
         targets = applicable(action, self.selected_rows())
         if not targets:
             return
-        if action is Action.RERUN:
+        if action is Action.CANCEL:
+            self.vm.cancel(targets.job_ids)
+        elif action is Action.RERUN:
             self.vm.rerun(targets.job_ids)
         elif action in (Action.UP, Action.DOWN):
             self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)
         else:
             self.vm.request(EVENTS[action], targets.job_ids)
+
+    def pause_or_resume(self) -> None:
+        """Space: pause what can be paused in the selection, else resume what can be."""
+        rows = self.selected_rows()
+        self.trigger(Action.PAUSE if applicable(Action.PAUSE, rows) else Action.RESUME)
+
+    def _open_current(self) -> None:
+        row = self.current_row()
+        if row is not None:
+            self.open_requested.emit(row)
+
+    def open_menu(self) -> None:
+        """The actions menu at the current row, from the keyboard (Shift+F10, Menu)."""
+        index = self.table.currentIndex()
+        if not index.isValid() or not self.table.selectionModel().isRowSelected(index.row()):
+            rows = self.table.selectionModel().selectedRows()
+            index = min(rows, key=lambda i: i.row()) if rows else index
+        self._context_menu(self.table.visualRect(index).center())
 
     def _selection_changed(self) -> None:
         self._update_actions()
@@ -196,6 +237,10 @@ class JobsPanel(QWidget):
             item.triggered.connect(lambda _=False, a=action: self.trigger(a))
             menu.addAction(item)
         menu.popup(self.table.viewport().mapToGlobal(point))
+        enabled = [a for a in menu.actions() if a.isEnabled()]
+        if enabled:  # arrows and Enter work at once
+            menu.setActiveAction(enabled[0])
+        self.menu = menu
 
     def _show_counts(self, counts: dict[JobStatus, int]) -> None:
         for button in self.filters.buttons():

@@ -47,7 +47,8 @@ CUSTOM = "Custom"
 
 class PromptPanel(QWidget):
     generate_requested = Signal()
-    message = Signal(str)
+    message = Signal(str)  # a note for the status bar
+    problem = Signal(str)  # something went wrong: the red banner, like every error
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -200,6 +201,28 @@ class PromptPanel(QWidget):
         self.width_box.setValue(p.width)
         self.height_box.setValue(p.height)
 
+    # --- remembered between runs ----------------------------------------------------------
+
+    def remembered(self) -> dict[str, str]:
+        """The settings to offer again next time (not the prompt or the seed), as shown."""
+        fields = {name: edit.text() for name, edit in self._remembered_numbers().items()}
+        return {"model": self.model.currentText(), "sampler": self.scheduler.currentText(),
+                **fields}  # fmt: skip
+
+    def recall(self, saved: dict[str, str]) -> None:
+        """Fill in what `remembered()` gave last time; unknown or missing entries are skipped."""
+        if saved.get("model"):
+            self._select_model(saved["model"])
+        if saved.get("sampler") in SCHEDULERS:
+            self.scheduler.setCurrentText(saved["sampler"])
+        for name, edit in self._remembered_numbers().items():
+            if name in saved:
+                edit.setText(saved[name])  # shown as saved; a bad value is flagged, not fixed
+
+    def _remembered_numbers(self) -> dict[str, NumberEdit]:
+        return {"steps": self.steps, "cfg": self.cfg, "width": self.width_box,
+                "height": self.height_box, "images": self.count}  # fmt: skip
+
     def _label_generate(self) -> None:
         count = self.count.reading().value
         many = count is not None and count > 1
@@ -241,7 +264,7 @@ class PromptPanel(QWidget):
         try:
             parsed = read_png_params(path)
         except NoParameters as error:
-            self.message.emit(str(error))
+            self.problem.emit(str(error))
             return False
         self.set_params(parsed.params)
         note = f"Settings from {path.name}"

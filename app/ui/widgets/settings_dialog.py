@@ -7,6 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -25,6 +26,7 @@ from app.engine import paths
 from app.engine.settings import InvalidSettings, Settings
 
 UI_SETTINGS_FILE = "window.ini"
+RESUME_ON_LAUNCH = "jobs/resume_on_launch"
 
 
 def ui_settings() -> QSettings:
@@ -32,14 +34,28 @@ def ui_settings() -> QSettings:
     return QSettings(str(paths.data_dir() / UI_SETTINGS_FILE), QSettings.Format.IniFormat)
 
 
+def resume_on_launch(store: QSettings) -> bool:
+    """Whether jobs paused at quit (or found paused by recovery) resume when Easel starts."""
+    return bool(store.value(RESUME_ON_LAUNCH, False, type=bool))
+
+
 class SettingsDialog(QDialog):
+    """Engine settings, and with `store` the window's own preferences (QSettings)."""
+
     def __init__(
         self,
         settings: Settings,
         save: Callable[[Settings], None],
         parent: QWidget | None = None,
+        *,
+        store: QSettings | None = None,
     ) -> None:
         super().__init__(parent)
+        self._store = store
+        self.resume = QCheckBox("Resume paused jobs when Easel starts")
+        self.resume.setToolTip("Jobs paused by quitting continue by themselves at the next launch")
+        self.resume.setChecked(store is not None and resume_on_launch(store))
+        self.resume.setVisible(store is not None)
         self.setWindowTitle("Settings")
         self.setMinimumWidth(520)
         self._save = save
@@ -66,6 +82,7 @@ class SettingsDialog(QDialog):
         form.addRow("Workers", self.workers)
         form.addRow("Max attempts", self.max_attempts)
         form.addRow("Heartbeat timeout", self.heartbeat)
+        form.addRow("", self.resume)
         note = QLabel("Workers and timeouts take effect the next time Easel starts.")
         note.setObjectName("hint")
         buttons = QDialogButtonBox(
@@ -94,6 +111,9 @@ class SettingsDialog(QDialog):
             self.error.setText(f"Not saved: {error}")
             return
         self.saved = chosen
+        if self._store is not None:
+            self._store.setValue(RESUME_ON_LAUNCH, self.resume.isChecked())
+            self._store.sync()
         super().accept()
 
 

@@ -25,11 +25,11 @@ class TimelinePanel(QWidget):
         self.tree.setRootIsDecorated(True)
         self.tree.setIndentation(14)
         header = self.tree.header()
-        header.setStretchLastSection(True)
-        for col, width in ((TCol.TIME, 116), (TCol.CHANGE, 196), (TCol.EVENT, 150),
-                           (TCol.AFTER, 64)):  # fmt: skip
-            header.resizeSection(col, width)
+        header.setStretchLastSection(False)
+        header.resizeSection(TCol.TIME, 116)
+        header.resizeSection(TCol.AFTER, 64)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(TCol.WHAT, QHeaderView.ResizeMode.Stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)

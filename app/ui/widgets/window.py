@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -27,8 +28,11 @@ from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.presenters import shortcuts
 from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
-from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.queue_service import CancelOutcome, QueueService
+from app.ui.presenters.rows import JobRow
+from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
@@ -43,13 +47,17 @@ from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
-from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings
+from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
+from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
 from app.ui.widgets.timeline_panel import TimelinePanel
 
 log = logging.getLogger(__name__)
 
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
+FORM_GROUP = "form"  # the prompt settings offered again at the next launch
+UNDO_MS = 6000  # how long a cancel of queued jobs can be undone
+PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
 
 
 @dataclass
@@ -93,11 +101,13 @@ class MainWindow(QMainWindow):
         self._quitting = False
         self._shut_down = False
         self._gallery_successes = -1
+        self.shortcuts_dialog: ShortcutsDialog | None = None
         self._build()
         self._connect()
         self._restore_geometry()
         self._start_timers()
         self.feed.start()
+        self._paused_at_quit = self._take_paused_at_quit()
         self.show_restore(deps.restore)
         self.vm.refresh()
         self.runner.run(deps.list_models, self.prompt.set_models)
@@ -114,6 +124,11 @@ class MainWindow(QMainWindow):
         self.timeline = TimelinePanel()
         self.detail = DetailController(self.vm, self.image_runner, self.timeline, self.image, self)
         self.restore_banner = Banner("info")
+        self.undo_banner = Banner("info")
+        self._held: CancelOutcome | None = None  # queued jobs held for an undo of their cancel
+        self._undo_timer = QTimer(self)
+        self._undo_timer.setSingleShot(True)
+        self._undo_timer.timeout.connect(self._finish_cancel)
         self.error_banner = Banner("error")
         center = QWidget()
         column = QVBoxLayout(center)
@@ -134,6 +149,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(10, 8, 10, 8)
         layout.setSpacing(8)
         layout.addWidget(self.restore_banner)
+        layout.addWidget(self.undo_banner)
         layout.addWidget(self.error_banner)
         layout.addWidget(self.splitter, 1)
         self.setCentralWidget(body)
@@ -145,10 +161,10 @@ class MainWindow(QMainWindow):
     def _menus(self) -> None:
         menu = self.menuBar().addMenu("&Easel")
         settings = QAction("&Settings…", self)
-        settings.setShortcut(QKeySequence.StandardKey.Preferences)
+        settings.setShortcuts(_keys(shortcuts.SETTINGS))
         settings.triggered.connect(self.open_settings)
         quit_action = QAction("&Quit", self)
-        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.setShortcuts(_keys(shortcuts.QUIT))
         quit_action.triggered.connect(self.close)
         about = QAction("&About Easel", self)
         about.triggered.connect(self.show_about)
@@ -156,21 +172,41 @@ class MainWindow(QMainWindow):
         menu.addAction(about)
         menu.addSeparator()
         menu.addAction(quit_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        keys = QAction("&Keyboard shortcuts", self)
+        keys.setShortcuts(_keys(shortcuts.HELP))
+        keys.triggered.connect(self.show_shortcuts)
+        help_menu.addAction(keys)
+
+    def show_shortcuts(self) -> None:
+        if self.shortcuts_dialog is None:
+            self.shortcuts_dialog = ShortcutsDialog(self)
+        self.shortcuts_dialog.show()
+        self.shortcuts_dialog.raise_()
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About Easel", about_text(self.worker_status.device))
 
     def _connect(self) -> None:
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            QShortcut(QKeySequence(keys), self, self.generate)
+        for keys in _keys(shortcuts.GENERATE):
+            QShortcut(keys, self, self.generate)
+        self.jobs.open_requested.connect(self.open_image)
+        for keys in _keys(shortcuts.NEXT_PANE):
+            QShortcut(keys, self, self.next_pane)
+        # Generate -> the job list -> on: the list is one Tab away from the form, and its
+        # cells are not a Tab trap (JobsPanel turns tab-key navigation off).
+        QWidget.setTabOrder(self.prompt.generate, self.jobs.table)
         self.prompt.generate_requested.connect(self.generate)
         self.prompt.message.connect(self.show_note)
         self.image.message.connect(self.show_note)
+        self.prompt.problem.connect(self.show_error)
+        self.image.problem.connect(self.show_error)
         self.vm.error.connect(self.show_error)
         self.vm.submitted.connect(self._submitted)
         self.vm.refreshed.connect(self._refreshed)
         self.vm.counts_changed.connect(self._counts_changed)
         self.vm.settled.connect(self.notifier.job_settled)
+        self.vm.cancel_held.connect(self._cancel_held)
         self.feed.messages.connect(self._worker_messages)
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
@@ -202,6 +238,7 @@ class MainWindow(QMainWindow):
         if self.vm.filter_name in filter_statuses:  # new jobs would be invisible there
             self.set_filter("All")
         self.vm.submit(params, self.prompt.image_count())
+        self._save_form()  # now, not only at quit: a crash must not forget them
 
     def _submitted(self, job_ids: tuple[int, ...]) -> None:
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
@@ -251,6 +288,20 @@ class MainWindow(QMainWindow):
                 lambda: self.deps.queue.finished(GALLERY_PAGE), self.gallery_model.set_rows
             )
 
+    def next_pane(self) -> None:
+        """F6: focus the next of the prompt, the job list and the timeline."""
+        panes = [self.prompt.prompt, self.jobs.table, self.timeline.tree]
+        focused = QApplication.focusWidget()
+        here = next((i for i, pane in enumerate(panes) if pane is focused), -1)
+        panes[(here + 1) % len(panes)].setFocus(Qt.FocusReason.TabFocusReason)
+
+    def open_image(self, row: JobRow) -> None:
+        """Enter in the job list: the finished image in the system's viewer."""
+        if row.output_path and Path(row.output_path).is_file():
+            open_path(Path(row.output_path))
+        else:
+            self.show_note(f"Job {row.id} has no image yet")
+
     def reuse_settings(self) -> None:
         if self.detail.row is not None:
             self.prompt.set_params(self.detail.row.params)
@@ -265,6 +316,43 @@ class MainWindow(QMainWindow):
         else:
             self.detail.show_finished(row)
 
+    # --- cancelling, with undo for queued jobs -------------------------------------------------
+
+    def _cancel_held(self, outcome: CancelOutcome) -> None:
+        """Say what a cancel did; queued jobs get an Undo for UNDO_MS, then are cancelled."""
+        self._finish_cancel()  # an earlier undo chance ends: one at a time
+        lost = [
+            f"job {row.id} stopped at step {row.progress_step} of {row.progress_total}, "
+            "that progress is discarded"
+            for row in outcome.stopped
+        ]
+        if not outcome.held:
+            if lost:
+                self.show_note("Cancelled " + "; ".join(lost))
+            return
+        self._held = outcome
+        seconds = UNDO_MS // 1000
+        text = f"{_jobs(len(outcome.held))} will be cancelled in {seconds} s"
+        self.undo_banner.clear_actions()
+        self.undo_banner.add_action("Undo", self.undo_cancel)
+        self.undo_banner.show_text("; ".join([text, *lost]), hide_after_ms=UNDO_MS)
+        self._undo_timer.start(UNDO_MS)
+
+    def undo_cancel(self) -> None:
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        self.undo_banner.hide()
+        if held is not None:
+            self.vm.undo_cancel(held.requeue_on_undo)
+            self.show_note(f"Kept {_jobs(len(held.held))}")
+
+    def _finish_cancel(self) -> None:
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        if held is not None:
+            self.undo_banner.hide()
+            self.vm.finish_cancel(held.held)
+
     # --- messages -----------------------------------------------------------------------------
 
     def show_error(self, text: str, *, sticky: bool = False) -> None:
@@ -277,25 +365,43 @@ class MainWindow(QMainWindow):
     def show_restore(
         self, restore: RestoreSummary | None, unclean: UncleanExit | None = None
     ) -> None:
-        """What the launch restored, and whether the last run ended without closing."""
-        if not restore and unclean is None:
+        """What the launch restored, whether the last run ended without closing, and the
+        jobs paused at quit: resumed now if Settings say so, else offered with "Resume all"."""
+        paused = (*(restore.paused if restore else ()), *self._paused_at_quit)
+        if paused and resume_on_launch(self.store):
+            self._resume_all(paused)
+            self.show_note(f"Resumed {_jobs(len(paused))} paused when Easel last closed")
+            paused = ()
+        if not restore and unclean is None and not paused:
             return
         banner = self.restore_banner
         banner.clear_actions()
-        if restore and restore.paused:
-            banner.add_action("Resume paused", lambda: self._resume_restored(restore))
+        if paused:
+            banner.add_action("Resume all", lambda: self._resume_all(paused))
         if restore and restore.job_ids:
             banner.add_action("Show", lambda: self._show_restored(restore))
         text = restore.describe() if restore else ""
+        if self._paused_at_quit:
+            waiting = f"{_jobs(len(self._paused_at_quit))} paused when Easel closed"
+            text = "; ".join(filter(None, [text, f"{waiting}: they continue when you resume"]))
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
-            banner.add_action("Open log", lambda: _open_path(log_file))
+            banner.add_action("Open log", lambda: open_path(log_file))
             text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
         banner.show_text(text)
 
-    def _resume_restored(self, restore: RestoreSummary) -> None:
-        self.vm.resume_all(restore.paused)
+    def _resume_all(self, job_ids: tuple[int, ...]) -> None:
+        """Resume those still paused (the ids the launch offered), once."""
+        self.vm.resume_all(job_ids)
+        self._paused_at_quit = ()
         self.restore_banner.hide()
+
+    def _take_paused_at_quit(self) -> tuple[int, ...]:
+        """The jobs the last quit paused; forgotten once read, so they are offered once."""
+        saved = self.store.value(PAUSED_AT_QUIT, [])
+        self.store.remove(PAUSED_AT_QUIT)
+        items = saved if isinstance(saved, list) else [saved]  # one item reads as a string
+        return tuple(int(str(i)) for i in items if str(i).isdigit())
 
     def _show_restored(self, restore: RestoreSummary) -> None:
         self.set_filter("All")
@@ -316,7 +422,7 @@ class MainWindow(QMainWindow):
     # --- settings and geometry ----------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self)
+        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self, store=self.store)
         if dialog.exec() and dialog.saved is not None:
             self.deps.settings = dialog.saved
             self.deps.queue.max_attempts = dialog.saved.max_attempts
@@ -339,12 +445,22 @@ class MainWindow(QMainWindow):
             if state is not None:
                 splitter.restoreState(state)
         self.image.set_pixels(bool(self.store.value("view/pixels", False, type=bool)))
+        self.store.beginGroup(FORM_GROUP)
+        self.prompt.recall({key: str(self.store.value(key)) for key in self.store.childKeys()})
+        self.store.endGroup()
+
+    def _save_form(self) -> None:
+        self.store.beginGroup(FORM_GROUP)
+        for key, value in self.prompt.remembered().items():
+            self.store.setValue(key, value)
+        self.store.endGroup()
 
     def _save_geometry(self) -> None:
         self.store.setValue("window/geometry", self.saveGeometry())
         for splitter in self.findChildren(QSplitter):
             self.store.setValue(f"splitter/{splitter.objectName()}", splitter.saveState())
         self.store.setValue("view/pixels", self.image.scaling.isChecked())
+        self._save_form()
         self.store.sync()
 
     # --- quitting -----------------------------------------------------------------------------
@@ -353,21 +469,33 @@ class MainWindow(QMainWindow):
         if self._quitting:
             event.accept()
             return
-        running = self._running_count()
-        if running and not self._confirm_quit(running):
+        running = self._running_ids()
+        if running and not self._confirm_quit(len(running)):
             event.ignore()
             return
         self._quitting = True
+        if running:  # the quit question promised they continue next time: remember which
+            self.store.setValue(PAUSED_AT_QUIT, [str(i) for i in running])
         self._save_geometry()
         self.shut_down()
         event.accept()
 
-    def _running_count(self) -> int:
+    def _running_ids(self) -> tuple[int, ...]:
         try:
-            return len(self.deps.queue.running_ids())
+            return self.deps.queue.running_ids()
         except Exception:  # the store is unreadable: nothing we can pause anyway
             log.exception("could not count running jobs")
-            return 0
+            return ()
+
+    def _finish_cancel_now(self) -> None:
+        """At quit the undo chance is over: cancel held jobs here (the store thread stops)."""
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        if held is not None:
+            try:
+                self.deps.queue.finish_cancel(held.held)
+            except Exception:  # they stay paused, which loses nothing
+                log.exception("could not finish cancelling %s", held.held)
 
     def _confirm_quit(self, running: int) -> bool:
         if self.deps.confirm_quit is not None:
@@ -381,6 +509,7 @@ class MainWindow(QMainWindow):
         self._shut_down = True
         for timer in self.timers:
             timer.stop()
+        self._finish_cancel_now()
         self.feed.stop()
         self.statusBar().showMessage("Pausing running jobs…")
         self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
@@ -404,12 +533,20 @@ def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
     return splitter
 
 
+def _jobs(n: int) -> str:
+    return f"{n} job{'s' * (n != 1)}"
+
+
 def describe_unclean_exit(unclean: UncleanExit) -> str:
     how = "it crashed" if unclean.crash_log else "it was killed or the computer stopped"
     return f"Easel did not close cleanly last time ({how})."
 
 
-def _open_path(path: Path) -> None:
+def _keys(shortcut: Shortcut) -> list[QKeySequence]:
+    return [QKeySequence(keys) for keys in shortcut.keys]
+
+
+def open_path(path: Path) -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
 

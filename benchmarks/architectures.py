@@ -1,0 +1,147 @@
+"""Per-architecture generation figures on tiny random models: prints `name[arch]: value`.
+
+For SD 1.x, SD 2.x v-prediction and SDXL, each as a diffusers folder and as a single
+`.safetensors` file with the original key names:
+- `load_s[arch]`: loading the pipeline (cold, from disk);
+- `step_ms[arch]`: median UNet + scheduler step with CFG;
+- `pause_resume_max_diff[arch]`: pixel difference (1/255) between an uninterrupted run
+  and pause at step 3 + resume, worst of the four schedulers;
+- `same_as_diffusers_max_diff[arch]`: pixel difference from the stock diffusers pipeline
+  (StableDiffusionPipeline / StableDiffusionXLPipeline), worst of the four schedulers.
+
+Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/generation.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import torch
+from PIL import Image
+
+from app.engine.generation import denoise
+from app.engine.generation.architecture import Architecture
+from app.engine.generation.device import CPU
+from app.engine.generation.loader import PipelineCache, SingleFileConfigs
+from app.engine.generation.outcome import StepDecision, StepProgress
+from app.engine.generation.runner import Runner
+from app.engine.generation.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
+from app.engine.params import SCHEDULERS, GenerationParams
+
+STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
+CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
+
+
+def main() -> None:
+    run_architectures()
+
+
+def run_architectures() -> None:
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        configs = SingleFileConfigs(work / "configs")
+        for arch in Architecture:
+            folder = write_tiny_pipeline(work / "configs" / CONFIG_NAMES[arch], architecture=arch)
+            file = write_tiny_single_file(work / f"{arch.value}.safetensors", architecture=arch)
+            _figures(arch.value, folder, work, configs)
+            _figures(f"{arch.value}-file", file, work, configs)
+
+
+def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> None:
+    model = detected(ModelInfo("m", path, ModelSource.USER))
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, cache=PipelineCache(configs=configs), threads=1
+    )
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0, seed=42
+    )
+    report(f"step_ms[{label}]", f"{_step_ms(pipe, params):.1f}")
+    pause_diffs, stock_diffs = [], []
+    folder = work / label
+    folder.mkdir(exist_ok=True)
+    for scheduler in SCHEDULERS:
+        job = GenerationParams(**{**params.to_dict(), "scheduler": scheduler})
+        reference = _run(runner, job, folder / "ref.png", _go)
+        resumed = folder / "job.png"
+        _run(runner, job, resumed, _pause)
+        _run(runner, job, resumed, _go)
+        pause_diffs.append(_max_diff(_pixels(reference), _pixels(resumed)))
+        stock_diffs.append(_max_diff(_pixels(reference), _stock(pipe, job)))
+    report(f"pause_resume_max_diff[{label}]", max(pause_diffs))
+    report(f"same_as_diffusers_max_diff[{label}]", max(stock_diffs))
+    shutil.rmtree(folder)
+
+
+def report(name: str, value: object) -> None:
+    print(f"{name}: {value}", flush=True)
+
+
+def _step_ms(pipe: Any, params: GenerationParams) -> float:
+    timed = GenerationParams(**{**params.to_dict(), "steps": TIMED_STEPS + 1})
+    state = denoise.start(pipe, timed)
+    denoise.advance(pipe, state)  # warm-up
+    times = []
+    while not state.finished:
+        started = time.perf_counter()
+        denoise.advance(pipe, state)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def _run(runner: Runner, params: GenerationParams, out: Path, on_step: Any) -> Path:
+    runner.run(params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step)
+    return out
+
+
+def _stock(pipe: Any, params: GenerationParams) -> np.ndarray:
+    original = pipe.scheduler
+    pipe.scheduler = denoise.make_scheduler(pipe, params.scheduler)
+    try:
+        image = pipe(
+            params.prompt,
+            negative_prompt=params.negative_prompt,
+            num_inference_steps=params.steps,
+            guidance_scale=params.cfg,
+            width=params.width,
+            height=params.height,
+            generator=torch.Generator().manual_seed(params.seed),
+        ).images[0]
+    finally:
+        pipe.scheduler = original
+    return np.asarray(image.convert("RGB"), np.int16)
+
+
+def _go(_: StepProgress) -> StepDecision:
+    return StepDecision.CONTINUE
+
+
+def _pause(progress: StepProgress) -> StepDecision:
+    return StepDecision.PAUSE if progress.step == PAUSE_AT else StepDecision.CONTINUE
+
+
+def _pixels(path: Path) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"), np.int16)
+
+
+def _max_diff(a: np.ndarray, b: np.ndarray) -> int:
+    return int(np.abs(a - b).max())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The timeline in plain words (issue 16.4), with the technical row kept exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.engine.liveness import WorkerIdentity
+from app.engine.states import JobEvent, JobStatus
+from app.ui.presenters.queue_service import HELD_FOR_UNDO
+from app.ui.presenters.rows import TransitionRow
+from app.ui.presenters.timeline_words import plain_words, technical
+
+E, S = JobEvent, JobStatus
+HERE = "studio"
+HERE_WORKER = str(WorkerIdentity(HERE, 4242, "abc123"))
+OTHER_WORKER = str(WorkerIdentity("render-box", 17, "def456"))
+
+
+def row(
+    before: JobStatus | None, after: JobStatus, event: JobEvent, source: str, message: str = ""
+) -> TransitionRow:
+    return TransitionRow(1, 1, before, after, event, source, message, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("transition", "words"),
+    [
+        (row(None, S.PENDING, E.SUBMIT, "user"), "Queued"),
+        (row(None, S.PENDING, E.SUBMIT, "cli"), "Queued from the command line"),
+        (row(S.PENDING, S.PROCESSING, E.START, "worker", f"claimed by {HERE_WORKER}"),
+         "Picked up by a worker on this computer"),
+        (row(S.PENDING, S.PROCESSING, E.START, "worker", f"claimed by {OTHER_WORKER}"),
+         "Picked up by a worker on render-box"),
+        (row(S.PROCESSING, S.PAUSING, E.PAUSE, "user"),
+         "Pause asked by you; the worker stops after its current step"),
+        (row(S.PAUSING, S.PAUSED, E.STOPPED, "worker"), "Paused; it continues from here"),
+        (row(S.PENDING, S.PAUSED, E.PAUSE, "user"), "Paused by you"),
+        (row(S.PENDING, S.PAUSED, E.PAUSE, "user", HELD_FOR_UNDO),
+         "Cancelled by you; held a few seconds in case you undo"),
+        (row(S.PROCESSING, S.PAUSING, E.PAUSE, "supervisor", "the app is closing"),
+         "Pause asked by Easel; the worker stops after its current step"),
+        (row(S.PAUSED, S.PENDING, E.RESUME, "user"), "Resumed by you"),
+        (row(S.PROCESSING, S.TIMEOUT, E.TIMEOUT, "watchdog"), "The worker stopped answering"),
+        (row(S.PROCESSING, S.TIMEOUT, E.TIMEOUT, "recovery"),
+         "The worker was gone when Easel started"),
+        (row(S.PAUSING, S.PAUSED, E.TIMEOUT, "watchdog"),
+         "The worker stopped answering; kept paused"),
+        (row(S.TIMEOUT, S.PENDING, E.RETRY, "retry-policy"), "Trying again automatically"),
+        (row(S.FAILED, S.PENDING, E.RETRY, "user"), "Tried again by you"),
+        (row(S.PROCESSING, S.FAILED, E.FAIL, "worker", "out of memory"),
+         "Failed: out of memory"),
+        (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker", "wrote /x.png"),
+         "Finished: the image is saved"),
+        (row(S.PENDING, S.CANCELLED, E.CANCEL, "user"), "Cancelled by you"),
+    ],
+)  # fmt: skip
+def test_each_change_reads_as_a_sentence(transition: TransitionRow, words: str) -> None:
+    assert plain_words(transition, host=HERE) == words
+
+
+def test_the_technical_row_is_exact() -> None:
+    start = row(S.PENDING, S.PROCESSING, E.START, "worker", f"claimed by {HERE_WORKER}")
+    assert technical(start) == f"PENDING → PROCESSING · START · worker · claimed by {HERE_WORKER}"
+    assert technical(row(None, S.PENDING, E.SUBMIT, "user")) == "new → PENDING · SUBMIT · user"

@@ -1,0 +1,102 @@
+"""Cancelling a queued job can be undone for a few seconds (issue 16.6).
+
+Delete in the job list, then the banner's Undo, through the real queue on SQLite; the
+history says what happened (held, then queued again or cancelled).
+"""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QPushButton
+
+from app.engine.queue import JobQueue
+from app.engine.states import JobEvent, JobStatus
+from app.ui.presenters.queue_service import HELD_FOR_UNDO
+from app.ui.widgets import window as window_module
+from app.ui.widgets.window import MainWindow
+from tests.ui.fakes import FakeWorkers
+from tests.ui.helpers import job_in
+from tests.ui.test_keyboard import list_with
+from tests.ui.test_window import wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+S = JobStatus
+TIMEOUT_MS = 5000
+
+
+@pytest.fixture
+def window(qtbot, make_window, workers: FakeWorkers) -> MainWindow:
+    workers.claiming = False
+    window = make_window()
+    with qtbot.waitActive(window):
+        window.activateWindow()
+    return window
+
+
+def undo_button(window: MainWindow) -> QPushButton:
+    return next(b for b in window.undo_banner._buttons if b.text() == "Undo")
+
+
+def events(queue: JobQueue, job_id: int) -> list[tuple[JobEvent, str]]:
+    return [(JobEvent(t.event), t.message) for t in queue.timeline(job_id)]
+
+
+def test_undo_puts_a_cancelled_queued_job_back(qtbot, window: MainWindow, queue) -> None:
+    job_id = job_in(queue, S.PENDING)
+    list_with(qtbot, window, job_id)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
+    qtbot.waitUntil(window.undo_banner.isVisible, timeout=TIMEOUT_MS)
+    assert window.undo_banner.label.text() == "1 job will be cancelled in 6 s"
+    assert queue.get(job_id).status == S.PAUSED  # held: no worker can take it meanwhile
+    qtbot.mouseClick(undo_button(window), Qt.MouseButton.LeftButton)
+    wait_for(qtbot, window, job_id, S.PENDING)
+    assert not window.undo_banner.isVisible()
+    assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HELD_FOR_UNDO), (JobEvent.RESUME, "")]
+
+
+def test_without_undo_the_job_is_cancelled(qtbot, window, queue, monkeypatch) -> None:
+    monkeypatch.setattr(window_module, "UNDO_MS", 200)
+    job_id = job_in(queue, S.PENDING)
+    list_with(qtbot, window, job_id)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
+    wait_for(qtbot, window, job_id, S.CANCELLED)
+    assert [e for e, _m in events(queue, job_id)] == [
+        JobEvent.SUBMIT, JobEvent.PAUSE, JobEvent.CANCEL
+    ]  # fmt: skip
+    qtbot.waitUntil(lambda: not window.undo_banner.isVisible(), timeout=TIMEOUT_MS)
+
+
+def test_a_paused_job_cancelled_and_undone_stays_paused(qtbot, window, queue) -> None:
+    job_id = job_in(queue, S.PAUSED)
+    list_with(qtbot, window, job_id)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
+    qtbot.waitUntil(window.undo_banner.isVisible, timeout=TIMEOUT_MS)
+    qtbot.mouseClick(undo_button(window), Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage() == "Kept 1 job", timeout=TIMEOUT_MS)
+    assert queue.get(job_id).status == S.PAUSED
+    assert len(events(queue, job_id)) == 2  # SUBMIT, PAUSE: the cancel never happened
+
+
+def test_cancelling_a_running_job_is_at_once_and_says_what_is_lost(
+    qtbot, window, queue, workers
+) -> None:
+    job_id = job_in(queue, S.PROCESSING)
+    queue.report_progress(job_id, "test-worker", 7, 20)
+    list_with(qtbot, window, job_id)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
+    wait_for(qtbot, window, job_id, S.CANCELLING)
+    assert not window.undo_banner.isVisible()
+    assert window.statusBar().currentMessage() == (
+        f"Cancelled job {job_id} stopped at step 7 of 20, that progress is discarded"
+    )
+
+
+def test_quitting_during_the_undo_time_cancels(qtbot, window, queue) -> None:
+    job_id = job_in(queue, S.PENDING)
+    list_with(qtbot, window, job_id)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
+    qtbot.waitUntil(window.undo_banner.isVisible, timeout=TIMEOUT_MS)
+    window.close()
+    assert queue.get(job_id).status == S.CANCELLED
