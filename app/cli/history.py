@@ -1,16 +1,23 @@
-"""History commands: star, prune, move, stats."""
+"""History commands: star, prune, move, stats, eta."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 
 from app.cli.jobs import job_line, with_queue
 from app.engine import paths
+from app.engine.history.eta import duration_words, job_estimate, learned, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.retention import RetentionRule, prune, rule_from_settings
 from app.engine.history.search import parse_duration
+from app.engine.history.stats import history_stats
 from app.engine.queue import JobQueue, OpenFor, Placement
 from app.engine.settings import load_settings
+from app.engine.states import JobStatus
+
+RUNNING = [status for status in JobStatus if status.is_running]
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -38,6 +45,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     where.add_argument("--before", type=int, metavar="M", help="just before job M")
     moving.set_defaults(run=with_queue(_move))
 
+    stats = commands.add_parser("stats", help="what happened to the jobs of a period")
+    stats.add_argument("--since", default="30d", metavar="AGE",
+                       help="jobs submitted in the last AGE (default 30d)")  # fmt: skip
+    stats.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    stats.set_defaults(run=with_queue(_stats, OpenFor.READING))
+
+    eta = commands.add_parser("eta", help="how long the queued jobs will take, learned")
+    eta.set_defaults(run=with_queue(_eta, OpenFor.READING))
+
 
 def _star(args: argparse.Namespace, queue: JobQueue) -> int:
     image = star(queue, args.job_id, on=not args.off)
@@ -48,6 +64,27 @@ def _star(args: argparse.Namespace, queue: JobQueue) -> int:
 def _move(args: argparse.Namespace, queue: JobQueue) -> int:
     queue.move(args.job_id, to=args.to, before=args.before)
     print(job_line(queue.get(args.job_id)))
+    return 0
+
+
+def _stats(args: argparse.Namespace, queue: JobQueue) -> int:
+    now = time.time()
+    report = history_stats(queue, now - parse_duration(args.since), now)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1))
+    for line in [] if args.json else report.lines():
+        print(line)
+    return 0
+
+
+def _eta(_args: argparse.Namespace, queue: JobQueue) -> int:
+    estimator = learned(queue)
+    waiting = queue.jobs([JobStatus.PENDING, *RUNNING], limit=None)
+    for job in waiting:
+        seconds = job_estimate(estimator, job)
+        print(job_line(job) + (f"  (about {duration_words(seconds)})" if seconds else ""))
+    workers = load_settings().workers
+    print(queue_estimate(estimator, waiting, workers=workers).line())
     return 0
 
 

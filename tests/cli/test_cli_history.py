@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.engine.queue import JobQueue, open_queue
@@ -69,3 +71,14 @@ def test_move_changes_the_queue_order(capsys: pytest.CaptureFixture[str]) -> Non
 def claimed_id(queue: JobQueue) -> int | None:
     job = queue.claim("host:1:t")
     return job.id if job else None
+
+
+def test_stats_and_eta_print_for_people_and_scripts(capsys: pytest.CaptureFixture[str]) -> None:
+    for prompt in ("one", "two"):
+        run_cli(capsys, "submit", prompt)
+    run_cli(capsys, "cancel", "1")
+    code, out, _ = run_cli(capsys, "stats", "--since", "1d", "--json")
+    assert code == 0
+    assert json.loads(out)["per_status"] == {"CANCELLED": 1, "PENDING": 1}
+    code, out, _ = run_cli(capsys, "eta")
+    assert code == 0 and out.splitlines()[-1] == "1 queued (no finished job yet to estimate from)"
