@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -43,7 +44,8 @@ def recount(queue: JobQueue, ids: list[int], since: float, until: float) -> dict
     per_status: dict[str, int] = {}
     wait: dict[str, list[float]] = {}
     run: dict[str, list[float]] = {}
-    attempts = paused = saved = succeeded = 0
+    attempts = saved = succeeded = 0
+    paused = 0.0
     causes: dict[str, int] = {}
     for job_id in ids:
         timeline = queue.timeline(job_id)
@@ -57,7 +59,7 @@ def recount(queue: JobQueue, ids: list[int], since: float, until: float) -> dict
         if starts:
             wait.setdefault(group, []).append(starts[0].at - timeline[0].at)
         ran = 0.0
-        for here, nxt in zip(timeline, timeline[1:], strict=False):
+        for here, nxt in pairwise(timeline):
             if here.to_status == "PROCESSING":
                 ran += nxt.at - here.at
             if here.to_status == "PAUSED":
