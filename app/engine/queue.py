@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Row, func, select, update
+from sqlalchemy import Connection, Row, and_, func, or_, select, update
 
 from app.engine.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.params import GenerationParams
@@ -398,6 +398,35 @@ class JobQueue:
             if result.rowcount == 0:
                 raise JobNotFound(job_id)
 
+    def move(self, job_id: int, *, to: Placement | None = None, before: int | None = None) -> None:
+        """Move a PENDING job to the top or bottom of the queue, or just before job `before`.
+
+        Only the moved job's priority changes, to one between its new neighbours (the
+        claim order is priority, then age: `queue_sql._claim_statement`). When no whole
+        number fits between them, the shorter side of the queue is shifted by 2 in one
+        statement; the rest of the queue is never renumbered."""
+        if (to is None) == (before is None):
+            raise RequestRefused("Move a job either to the top or bottom, or before another job")
+        with self.db.write() as conn:
+            pending = [(int(i), int(p)) for i, p in conn.execute(_PENDING_IN_CLAIM_ORDER)]
+            order = [i for i, _ in pending]
+            for asked in (job_id, before):
+                if asked is not None and asked not in order:
+                    self.get(asked)  # JobNotFound for an unknown id
+                    raise RequestRefused(f"Job {asked} is not queued; only PENDING jobs move")
+            if before == job_id:
+                return
+            others = [(i, p) for i, p in pending if i != job_id]
+            if to is Placement.TOP:
+                index = 0
+            elif to is Placement.BOTTOM:
+                index = len(others)
+            else:
+                index = [i for i, _ in others].index(before or 0)
+            placed = _place(conn, job_id, others, index)
+            if placed is not None:
+                conn.execute(update(JOB).where(JOB.c.id == job_id).values(priority=placed))
+
     def mark_given_up(self, job_id: int, reason: str, *, version: int | None = None) -> bool:
         """Record that automatic retries stopped (the status stays FAILED or TIMEOUT).
 
@@ -454,6 +483,51 @@ class JobQueue:
         running = [s.value for s in JobStatus if s.is_running]
         with self.db.read() as conn:
             return [_job(row) for row in conn.execute(select(JOB).where(JOB.c.status.in_(running)))]
+
+
+class Placement(Enum):
+    TOP = "top"
+    BOTTOM = "bottom"
+
+
+# The claim's order (`queue_sql._claim_statement`): higher priority first, then older.
+_PENDING_IN_CLAIM_ORDER = (
+    select(JOB.c.id, JOB.c.priority)
+    .where(JOB.c.status == JobStatus.PENDING.value)
+    .order_by(JOB.c.priority.desc(), JOB.c.id)
+)
+
+
+def _place(conn: Connection, job_id: int, others: list[tuple[int, int]], index: int) -> int | None:
+    """The priority that puts `job_id` at `index` among `others` (already in claim order);
+    None if there is nobody else. May shift the shorter side of the queue to make room."""
+    above = others[index - 1] if index > 0 else None
+    below = others[index] if index < len(others) else None
+    if above is None and below is None:
+        return None
+    if above is None:
+        assert below is not None
+        return below[1] + 1
+    if below is None:
+        return above[1] - 1
+
+    def fits(priority: int) -> bool:
+        key = (-priority, job_id)
+        return (-above[1], above[0]) < key < (-below[1], below[0])
+
+    for candidate in ((above[1] + below[1]) // 2, above[1], below[1]):
+        if fits(candidate):
+            return candidate
+    pending_other = and_(JOB.c.status == JobStatus.PENDING.value, JOB.c.id != job_id)
+    if index <= len(others) - index:  # the part above is the shorter: raise it
+        head = or_(
+            JOB.c.priority > above[1], and_(JOB.c.priority == above[1], JOB.c.id <= above[0])
+        )
+        conn.execute(update(JOB).where(pending_other, head).values(priority=JOB.c.priority + 2))
+        return above[1] + 1
+    tail = or_(JOB.c.priority < below[1], and_(JOB.c.priority == below[1], JOB.c.id >= below[0]))
+    conn.execute(update(JOB).where(pending_other, tail).values(priority=JOB.c.priority - 2))
+    return below[1] - 1
 
 
 def params_of(job: Job) -> GenerationParams:

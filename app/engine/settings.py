@@ -40,6 +40,8 @@ class Settings:
     checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
     # Model CPU offload and VAE tiling: slower, for GPUs with little memory (see device.py).
     low_vram: bool = False
+    keep_finished_days: int = 0  # prune finished jobs older than this; 0: keep them all
+    keep_finished_jobs: int = 0  # prune finished jobs beyond the newest this many; 0: no limit
 
     def validated(self) -> Settings:
         problems = []
@@ -54,6 +56,8 @@ class Settings:
         problems += _database_url_problems(self.database_url)
         if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
             problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
+        if self.keep_finished_days < 0 or self.keep_finished_jobs < 0:
+            problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self

@@ -35,13 +35,14 @@ from app.errors import (
     disk_full,
     free_megabytes,
 )
+from app.models.search_index import create_search_index
 from app.models.tables import JOB_INPUT, JOB_PARENT, SchemaInfo
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
@@ -372,10 +373,25 @@ def _sqlite_engine(path: Path, *, read_only: bool, lock_timeout_s: float | None)
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise DatabaseReadOnly(_read_only_message(path.parent), path.parent) from error
+        if not path.exists():
+            _create_compactable(path)
         engine = create_engine(f"sqlite:///{path}", connect_args=connect_args)
     event.listen(engine, "connect", _connection_setup(busy_ms, read_only=read_only))
     event.listen(engine, "begin", _begin_sqlite_transaction)
     return engine
+
+
+def _create_compactable(path: Path) -> None:
+    """A new file whose space freed by a prune can go back to the disk (`compact`).
+
+    auto_vacuum only takes effect before the file's first page is written (the WAL switch
+    writes it), so it is set on a connection of its own before anything else."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
 
 
 def _busy_timeout_ms(lock_timeout_s: float | None) -> int:
@@ -482,7 +498,22 @@ def _v3_to_v4(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[JOB_PARENT, JOB_INPUT])
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+def _v4_to_v5(conn: Connection) -> None:
+    # Version 5 made the history usable: favourites, word search over prompts, and the
+    # indexes that searches by date, retention and stats over a period need.
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN starred BOOLEAN NOT NULL DEFAULT FALSE")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_created ON job (created_at)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_finished ON job (finished_at)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_transition_at ON job_transition (at)")
+    create_search_index(conn)
+
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
 
 
 def ensure_schema(db: Database) -> int:
@@ -496,6 +527,7 @@ def ensure_schema(db: Database) -> int:
         version = _stored_version(conn)
         if version is None:
             SQLModel.metadata.create_all(conn)
+            create_search_index(conn)
             _store_version(conn, SCHEMA_VERSION, insert=True)
             return SCHEMA_VERSION
         _refuse_newer(version)
@@ -693,3 +725,30 @@ def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Pat
     shutil.copyfile(chosen, partial)
     os.replace(partial, db_path)
     return chosen, set_aside
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+def compact(db: Database) -> None:
+    """Give the pages freed by large deletes (a prune) back to the disk.
+
+    A database made with auto_vacuum=INCREMENTAL frees them cheaply; an older one is
+    converted once by a full VACUUM (which needs as much free disk as the file)."""
+    if not db.is_sqlite:
+        return  # PostgreSQL's autovacuum does this on its own
+    db._check_writable()
+    with db.translated_errors():
+        raw = db.engine.raw_connection()
+        try:
+            driver: Any = raw.driver_connection
+            mode = driver.execute("PRAGMA auto_vacuum").fetchone()[0]
+            if mode == 2:  # INCREMENTAL
+                # executescript steps it to the end; one execute() frees a single page.
+                driver.executescript("PRAGMA incremental_vacuum;")
+            else:
+                driver.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                driver.execute("VACUUM")
+            driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            raw.close()

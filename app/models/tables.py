@@ -7,7 +7,7 @@ Statuses and events are stored as their enum values.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, String
+from sqlalchemy import BigInteger, Boolean, Column, Index, String, false
 from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
@@ -22,6 +22,9 @@ class Job(SQLModel, table=True):
         Index("ix_job_heartbeat", "status", "heartbeat_at"),
         # The job list: newest first, optionally filtered by status.
         Index("ix_job_status_id", "status", "id"),
+        # History: searches by date, retention by age.
+        Index("ix_job_created", "created_at"),
+        Index("ix_job_finished", "finished_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -63,13 +66,20 @@ class Job(SQLModel, table=True):
     error_transient: bool | None = None  # the failure may pass (retried); None: no failure
     checkpoint_path: str | None = None
     rerun_of: int | None = Field(default=None, foreign_key="job.id")
+    # A favourite: never pruned. A server default, so writers that do not know it still insert.
+    starred: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
 
 
 class JobTransition(SQLModel, table=True):
     """One row per status change: the job's timeline."""
 
     __tablename__ = "job_transition"
-    __table_args__ = (Index("ix_transition_job", "job_id", "id"),)
+    __table_args__ = (
+        Index("ix_transition_job", "job_id", "id"),
+        Index("ix_transition_at", "at"),  # stats over a period
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     job_id: int = Field(foreign_key="job.id")
