@@ -9,7 +9,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from app.engine.generation.sources import MODEL_INDEX, resolve_model
+from app.cli.filters import add_filter_arguments, filter_from_args
+from app.engine.generation.request_checks import check_runnable
+from app.engine.history.search import search
 from app.engine.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
@@ -20,7 +22,7 @@ from app.engine.params import (
 from app.engine.queue import JobQueue, OpenFor, open_queue
 from app.engine.settings import load_settings
 from app.engine.states import JobStatus
-from app.errors import DatabaseError, MissingModel, UserError
+from app.errors import DatabaseError, UserError
 from app.models.tables import Job, JobTransition
 
 EXIT_REFUSED = 2  # the request was refused as given (bad input, no such job, not allowed)
@@ -34,7 +36,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     submit.set_defaults(run=with_queue(_submit))
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
-    listing.add_argument("--status", type=_status, help="only jobs in this status")
+    listing.add_argument("--status", type=_status, action="append",
+                         help="only jobs in this status (repeat for several)")  # fmt: skip
+    add_filter_arguments(listing)
     shown = listing.add_mutually_exclusive_group()
     shown.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
                        help=f"show the newest N jobs (default {DEFAULT_LIMIT})")  # fmt: skip
@@ -85,16 +89,8 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         scheduler=args.scheduler, steps=args.steps, cfg=args.cfg,
         width=width, height=height, seed=args.seed,
     ).validated()  # fmt: skip
-    check_model(params.model)
+    check_runnable(params, load_settings().model_search_path())
     return params
-
-
-def check_model(name: str) -> None:
-    """`MissingModel` unless `name` is a model a worker can load (by name or folder)."""
-    info = resolve_model(name, load_settings().model_search_path())
-    index = info.path / MODEL_INDEX
-    if not info.pipeline_class and index.is_file():
-        raise MissingModel(f"model {name!r} at {info.path} has an unreadable {MODEL_INDEX}")
 
 
 Handler = Callable[[argparse.Namespace], int]
@@ -127,8 +123,11 @@ def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
 
 
 def _jobs(args: argparse.Namespace, queue: JobQueue) -> int:
-    statuses = [args.status] if args.status else None
+    statuses = args.status or None
     limit = None if args.all else args.limit
+    job_filter = filter_from_args(args)
+    if not job_filter.is_everything:
+        return _found(args, search(queue, job_filter, limit=limit))
     jobs = queue.jobs(statuses, limit=limit)
     if args.json:
         print(json.dumps([job_record(job) for job in jobs], indent=1))
@@ -140,6 +139,14 @@ def _jobs(args: argparse.Namespace, queue: JobQueue) -> int:
         # On stderr: a note for people, never mixed into what a script reads.
         print(f"(the newest {len(jobs)} of {total} jobs; --limit N or --all for more)",
               file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _found(args: argparse.Namespace, jobs: list[Job]) -> int:
+    if args.json:
+        print(json.dumps([job_record(job) for job in jobs], indent=1))
+    for job in [] if args.json else jobs:
+        print(job_line(job))
     return 0
 
 
@@ -198,7 +205,10 @@ def _status(text: str) -> JobStatus:
 
 def job_line(job: Job) -> str:
     progress = f"{job.progress_step}/{job.progress_total}"
-    return f"{job.id:>6}  {job.status:<10} {progress:>7}  {_clock(job.created_at)}  {job.prompt}"
+    star = "*" if job.starred else " "
+    return (
+        f"{job.id:>6}{star} {job.status:<10} {progress:>7}  {_clock(job.created_at)}  {job.prompt}"
+    )
 
 
 def _job_details(job: Job) -> list[tuple[str, object]]:

@@ -7,7 +7,7 @@ Statuses and events are stored as their enum values.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, String
+from sqlalchemy import BigInteger, Boolean, Column, Index, String, false
 from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
@@ -22,6 +22,9 @@ class Job(SQLModel, table=True):
         Index("ix_job_heartbeat", "status", "heartbeat_at"),
         # The job list: newest first, optionally filtered by status.
         Index("ix_job_status_id", "status", "id"),
+        # History: searches by date, retention by age.
+        Index("ix_job_created", "created_at"),
+        Index("ix_job_finished", "finished_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -33,7 +36,11 @@ class Job(SQLModel, table=True):
     cfg: float
     width: int
     height: int
-    seed: int
+    # Seeds go up to 2**32 - 1: past PostgreSQL's INTEGER (SQLite's INTEGER holds any size).
+    seed: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # img2img: "" (none), "job:<id>" (a parent's output) or "upload:<sha256>" (a job_input row).
+    init_image: str = ""
+    strength: float = 1.0
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0
@@ -59,13 +66,20 @@ class Job(SQLModel, table=True):
     error_transient: bool | None = None  # the failure may pass (retried); None: no failure
     checkpoint_path: str | None = None
     rerun_of: int | None = Field(default=None, foreign_key="job.id")
+    # A favourite: never pruned. A server default, so writers that do not know it still insert.
+    starred: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
 
 
 class JobTransition(SQLModel, table=True):
     """One row per status change: the job's timeline."""
 
     __tablename__ = "job_transition"
-    __table_args__ = (Index("ix_transition_job", "job_id", "id"),)
+    __table_args__ = (
+        Index("ix_transition_job", "job_id", "id"),
+        Index("ix_transition_at", "at"),  # stats over a period
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     job_id: int = Field(foreign_key="job.id")
@@ -76,6 +90,26 @@ class JobTransition(SQLModel, table=True):
     source: str
     message: str = ""
     at: float
+
+
+class JobParent(SQLModel, table=True):
+    """An edge of the job graph: `job_id` stays BLOCKED until `parent_id` is SUCCESS."""
+
+    __tablename__ = "job_parent"
+    # The primary key (job_id, parent_id) serves "parents of"; the index serves "children of".
+    __table_args__ = (Index("ix_job_parent_parent", "parent_id", "job_id"),)
+
+    job_id: int = Field(foreign_key="job.id", primary_key=True)
+    parent_id: int = Field(foreign_key="job.id", primary_key=True)
+
+
+class JobInput(SQLModel, table=True):
+    """An uploaded init image, stored with its job: a path may vanish, another host lacks it."""
+
+    __tablename__ = "job_input"
+
+    job_id: int = Field(foreign_key="job.id", primary_key=True)
+    png: bytes
 
 
 class SchemaInfo(SQLModel, table=True):
@@ -89,3 +123,5 @@ class SchemaInfo(SQLModel, table=True):
 
 JOB = Job.__table__  # type: ignore[attr-defined]
 TRANSITION = JobTransition.__table__  # type: ignore[attr-defined]
+JOB_PARENT = JobParent.__table__  # type: ignore[attr-defined]
+JOB_INPUT = JobInput.__table__  # type: ignore[attr-defined]

@@ -139,7 +139,7 @@ def test_a_version_2_database_gains_the_transient_flag_and_output_folder(tmp_pat
     path = tmp_path / "v2.db"
     write_sqlite(path, V1_SCHEMA + V1_TO_V2 + V2_FAILURES)
     db = open_database(path)
-    assert stored_schema_version(db) == SCHEMA_VERSION == 3
+    assert stored_schema_version(db) == SCHEMA_VERSION
     queue = JobQueue(db)
     old = queue.get(1)
     assert (old.prompt, old.status, old.error_transient, old.output_dir) == (

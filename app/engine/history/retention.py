@@ -1,0 +1,228 @@
+"""Retention: remove old finished jobs, their history and checkpoints (images if asked).
+
+Never removed: starred jobs, and every job that may still run or be resumed (pending,
+running, paused, blocked, or failed and not given up). A job is looked at again inside
+the transaction that removes it, so one that moved meanwhile (a retry by hand) is kept.
+The database gives the freed space back to the disk afterwards (`models.db.compact`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, update
+
+from app.engine.generation.checkpoint_files import Claim, earlier_files
+from app.engine.queue import JobQueue
+from app.engine.settings import Settings
+from app.engine.states import JobStatus
+from app.models.db import compact
+from app.models.tables import JOB, TRANSITION
+
+log = logging.getLogger(__name__)
+
+BATCH = 500  # jobs removed per transaction: short write locks, so workers keep claiming
+DONE = (JobStatus.SUCCESS.value, JobStatus.CANCELLED.value)
+GIVEN_UP_POSSIBLE = (JobStatus.FAILED.value, JobStatus.TIMEOUT.value)
+
+
+@dataclass(frozen=True)
+class RetentionRule:
+    """Remove finished jobs older than `older_than_s`, and beyond the newest `keep` ones."""
+
+    older_than_s: float | None = None
+    keep: int | None = None
+
+    @property
+    def keeps_everything(self) -> bool:
+        return self.older_than_s is None and self.keep is None
+
+
+@dataclass
+class PruneReport:
+    removed: list[int] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # one sentence per job kept, and why
+    history_rows: int = 0
+    file_bytes: int = 0  # images and checkpoints removed (or that would be)
+    db_bytes_before: int = 0
+    db_bytes_after: int = 0  # estimated on a dry run
+    dry_run: bool = False
+
+    @property
+    def freed_bytes(self) -> int:
+        return self.file_bytes + max(0, self.db_bytes_before - self.db_bytes_after)
+
+    def lines(self) -> list[str]:
+        verb = "would remove" if self.dry_run else "removed"
+        about = "about " if self.dry_run else ""
+        return [
+            *self.skipped,
+            f"{verb} {len(self.removed)} jobs and {self.history_rows} history rows; "
+            f"{about}{_megabytes(self.freed_bytes)} freed "
+            f"(database {_megabytes(self.db_bytes_before)} -> {about}"
+            f"{_megabytes(self.db_bytes_after)}, files {_megabytes(self.file_bytes)})",
+        ]
+
+
+def prunable() -> ColumnElement[bool]:
+    """Jobs that will never run again and are not favourites."""
+    finished = or_(
+        JOB.c.status.in_(DONE), and_(JOB.c.status.in_(GIVEN_UP_POSSIBLE), JOB.c.given_up)
+    )
+    return and_(finished, JOB.c.starred.is_(False))
+
+
+def prune(
+    queue: JobQueue,
+    rule: RetentionRule,
+    *,
+    checkpoints_dir: Path | None = None,
+    images: bool = False,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> PruneReport:
+    now = time.time() if now is None else now
+    report = PruneReport(dry_run=dry_run, db_bytes_before=database_bytes(queue))
+    with queue.db.read() as conn:
+        candidates = _candidates(conn, rule, now)
+        report.skipped = _protected(conn, rule, now)
+    recorded: dict[int, tuple[str | None, str | None]] = {}  # job -> (image, checkpoint)
+    for start in range(0, len(candidates), BATCH):
+        recorded.update(_remove_batch(queue, candidates[start : start + BATCH], report, dry_run))
+    for job_id, files in _files(recorded, checkpoints_dir, images):
+        report.file_bytes += sum(_size(path) for path in files)
+        if not dry_run:
+            _unlink(job_id, files)
+    if dry_run:
+        report.db_bytes_after = _estimated_after(queue, report)
+    else:
+        compact(queue.db)
+        report.db_bytes_after = database_bytes(queue)
+    return report
+
+
+def _candidates(conn: Connection, rule: RetentionRule, now: float) -> list[int]:
+    found: set[int] = set()
+    if rule.older_than_s is not None:
+        old = select(JOB.c.id).where(prunable(), JOB.c.finished_at < now - rule.older_than_s)
+        found.update(conn.execute(old).scalars())
+    if rule.keep is not None:
+        newest_first = JOB.c.finished_at.desc(), JOB.c.id.desc()
+        beyond = select(JOB.c.id).where(prunable()).order_by(*newest_first).offset(rule.keep)
+        found.update(conn.execute(beyond).scalars())
+    return sorted(found)
+
+
+def _protected(conn: Connection, rule: RetentionRule, now: float) -> list[str]:
+    """Old jobs that stay, and why (nobody should wonder where a job went, or why not)."""
+    if rule.older_than_s is None:
+        return []
+    age = func.coalesce(JOB.c.finished_at, JOB.c.created_at)
+    query = (
+        select(JOB.c.id, JOB.c.status, JOB.c.worker_id, JOB.c.starred)
+        .where(age < now - rule.older_than_s, ~prunable())
+        .order_by(JOB.c.id)
+    )
+    return [_why_kept(*row) for row in conn.execute(query)]
+
+
+def _why_kept(job_id: int, status: str, worker_id: str | None, starred: bool) -> str:
+    if starred:
+        return f"job {job_id} is starred; kept"
+    if JobStatus(status).is_running:
+        return f"job {job_id} is held by worker {worker_id} ({status}); skipped"
+    if status in GIVEN_UP_POSSIBLE:
+        return f"job {job_id} is {status} and may still be retried; kept"
+    return f"job {job_id} is {status}; kept"
+
+
+def _remove_batch(
+    queue: JobQueue, ids: Sequence[int], report: PruneReport, dry_run: bool
+) -> dict[int, tuple[str | None, str | None]]:
+    """Remove the jobs of `ids` that are still prunable; returns their files' paths."""
+    files = select(JOB.c.id, JOB.c.output_path, JOB.c.checkpoint_path)
+    with queue.db.read() if dry_run else queue.db.write() as conn:
+        still = {
+            job_id: (image, checkpoint)
+            for job_id, image, checkpoint in conn.execute(
+                files.where(JOB.c.id.in_(ids), prunable())
+            )
+        }
+        report.skipped += [f"job {i} changed while pruning; kept" for i in ids if i not in still]
+        gone = sorted(still)
+        if not gone:
+            return still
+        history = delete(TRANSITION).where(TRANSITION.c.job_id.in_(gone))
+        if dry_run:
+            counted = select(func.count()).where(TRANSITION.c.job_id.in_(gone))
+            report.history_rows += int(conn.execute(counted).scalar_one())
+        else:
+            report.history_rows += conn.execute(history).rowcount
+            # A re-run keeps its parameters; only its pointer to the removed original goes.
+            conn.execute(update(JOB).where(JOB.c.rerun_of.in_(gone)).values(rerun_of=None))
+            conn.execute(delete(JOB).where(JOB.c.id.in_(gone)))
+        report.removed += gone
+    return still
+
+
+def _files(
+    recorded: dict[int, tuple[str | None, str | None]],
+    checkpoints_dir: Path | None,
+    images: bool,
+) -> Iterable[tuple[int, list[Path]]]:
+    """Each removed job's files: checkpoints always, the image only if asked."""
+    for job_id, (image, checkpoint) in recorded.items():
+        files = [Path(checkpoint)] if checkpoint else []
+        if checkpoints_dir is not None:
+            files += earlier_files(Claim(checkpoints_dir, job_id, 0, sys.maxsize))
+        if images and image:
+            files.append(Path(image))
+        yield job_id, [path for path in dict.fromkeys(files) if path.exists()]
+
+
+def _unlink(job_id: int, files: list[Path]) -> None:
+    for path in files:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as error:  # the job is gone already; a stray file is only untidy
+            log.warning("job %s: could not remove %s: %s", job_id, path, error)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def database_bytes(queue: JobQueue) -> int:
+    path = queue.db.path
+    if path is None:
+        return 0
+    return sum(_size(Path(f"{path}{suffix}")) for suffix in ("", "-wal"))
+
+
+def _estimated_after(queue: JobQueue, report: PruneReport) -> int:
+    """The database's size after removing the report's rows, in proportion to the rows."""
+    with queue.db.read() as conn:
+        jobs = int(conn.execute(select(func.count()).select_from(JOB)).scalar_one())
+        rows = int(conn.execute(select(func.count()).select_from(TRANSITION)).scalar_one())
+    total = jobs + rows
+    removed = len(report.removed) + report.history_rows
+    share = removed / total if total else 0.0
+    return int(report.db_bytes_before * (1 - share))
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.2f} MB"
+
+
+def rule_from_settings(settings: Settings) -> RetentionRule:
+    """Settings' "keep finished jobs for N days / at most N jobs" (0: no limit)."""
+    days, jobs = settings.keep_finished_days, settings.keep_finished_jobs
+    return RetentionRule(older_than_s=days * 86400 if days else None, keep=jobs or None)

@@ -1,0 +1,185 @@
+"""Statistics from the history alone: what happened to the jobs submitted in a period.
+
+One pass over the timelines of the jobs submitted in [since, until) (seed 001, section 6:
+counts, durations and failure rates per transition show where time and jobs go).
+Times are measured between transitions: waiting is SUBMIT to the first START, running
+is every stretch in PROCESSING, paused is every finished stretch in PAUSED.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select
+
+from app.engine.queue import JobQueue
+from app.engine.states import JobEvent, JobStatus
+from app.models.tables import JOB, TRANSITION
+
+_RESUMED = re.compile(r"resumed from step (\d+)")
+_OOM = ("out of memory", "outofmemoryerror", "memoryerror", "can't allocate memory")
+
+
+class Cause(StrEnum):
+    OUT_OF_MEMORY = "out of memory"
+    MODEL_LOAD = "model load"
+    OTHER_ERROR = "other error"
+    WORKER_LOST = "worker lost"
+    USER_CANCELLED = "user cancelled"
+
+
+def cause_of(event: str, message: str) -> Cause | None:
+    """Why an attempt ended badly, from its transition; None if it did not."""
+    if event == JobEvent.TIMEOUT:
+        return Cause.WORKER_LOST
+    if event == JobEvent.CANCEL:
+        return Cause.USER_CANCELLED
+    if event != JobEvent.FAIL:
+        return None
+    text = message.casefold()
+    if any(marker in text for marker in _OOM):
+        return Cause.OUT_OF_MEMORY
+    if "model" in text and ("load" in text or "not found" in text or "missing" in text):
+        return Cause.MODEL_LOAD
+    return Cause.OTHER_ERROR
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (a value that occurred); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+@dataclass
+class Stats:
+    since: float
+    until: float
+    jobs: int = 0
+    per_status: Counter[str] = field(default_factory=Counter)
+    wait_s: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    run_s: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    paused_s: float = 0.0
+    attempts: int = 0
+    causes: Counter[Cause] = field(default_factory=Counter)
+    steps_saved: int = 0
+    succeeded: int = 0
+
+    @property
+    def hours(self) -> float:
+        return max(self.until - self.since, 1e-9) / 3600
+
+    def failure_rates(self) -> dict[str, float]:
+        """Endings of each cause per job submitted (a job that failed twice counts twice)."""
+        return {cause.value: n / self.jobs for cause, n in sorted(self.causes.items())}
+
+    def as_dict(self) -> dict[str, Any]:
+        def spread(groups: dict[str, list[float]]) -> dict[str, dict[str, float | None]]:
+            return {
+                key: {
+                    "p50": percentile(values, 0.5),
+                    "p95": percentile(values, 0.95),
+                    "n": len(values),
+                }
+                for key, values in sorted(groups.items())
+            }
+
+        return {
+            "since": self.since, "until": self.until, "jobs": self.jobs,
+            "per_status": dict(sorted(self.per_status.items())),
+            "wait_s": spread(self.wait_s), "run_s": spread(self.run_s),
+            "paused_s": self.paused_s, "attempts": self.attempts,
+            "failure_rate": self.failure_rates(), "steps_saved_by_resume": self.steps_saved,
+            "throughput_per_hour": self.succeeded / self.hours,
+        }  # fmt: skip
+
+    def lines(self) -> list[str]:
+        data = self.as_dict()
+        out = [f"{self.jobs} jobs: " + ", ".join(f"{n} {s}" for s, n in data["per_status"].items())]
+        for title, key in (("wait", "wait_s"), ("run", "run_s")):
+            for group, spread in data[key].items():
+                p50, p95 = _s(spread["p50"]), _s(spread["p95"])
+                out.append(f"{title:<5} {group:<28} p50 {p50}  p95 {p95}  ({spread['n']})")
+        out.append(f"paused {_s(self.paused_s)} in all; {self.steps_saved} steps saved by resume")
+        for cause, rate in sorted(data["failure_rate"].items()):
+            out.append(f"{cause:<15} {rate:.1%} of {self.jobs} jobs ({self.attempts} attempts)")
+        out.append(f"throughput {data['throughput_per_hour']:.1f} images an hour")
+        return out
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f} s"
+
+
+def group_of(model: str, width: int, height: int) -> str:
+    return f"{model} {width}x{height}"
+
+
+def history_stats(queue: JobQueue, since: float, until: float) -> Stats:
+    submitted = select(TRANSITION.c.job_id).where(
+        TRANSITION.c.at >= since, TRANSITION.c.at < until,
+        TRANSITION.c.event == JobEvent.SUBMIT.value,
+    )  # fmt: skip
+    query = (
+        select(
+            TRANSITION.c.job_id,
+            TRANSITION.c.event,
+            TRANSITION.c.to_status,
+            TRANSITION.c.at,
+            TRANSITION.c.message,
+            JOB.c.model,
+            JOB.c.width,
+            JOB.c.height,
+        )
+        .join(JOB, JOB.c.id == TRANSITION.c.job_id)
+        .where(TRANSITION.c.job_id.in_(submitted))
+        .order_by(TRANSITION.c.job_id, TRANSITION.c.id)
+    )
+    with queue.db.read() as conn:
+        rows = conn.execute(query).all()
+    stats = Stats(since, until)
+    start = 0
+    for end in range(1, len(rows) + 1):
+        if end == len(rows) or rows[end][0] != rows[start][0]:
+            _add_timeline(stats, rows[start:end])
+            start = end
+    return stats
+
+
+def _add_timeline(stats: Stats, timeline: Sequence[Any]) -> None:
+    """One job's transitions, oldest first: (job, event, to_status, at, message, model, w, h)."""
+    _, _, _, submitted_at, _, model, width, height = timeline[0]
+    group = group_of(model, width, height)
+    stats.jobs += 1
+    stats.per_status[timeline[-1][2]] += 1
+    waited = False
+    ran = 0.0
+    for (_, event, status, at, message, *_), after in zip(
+        timeline, [*timeline[1:], None], strict=True
+    ):
+        if event == JobEvent.START:
+            stats.attempts += 1
+            if not waited:
+                stats.wait_s[group].append(at - submitted_at)
+                waited = True
+        if after is not None and status == JobStatus.PROCESSING:
+            ran += after[3] - at
+        if after is not None and status == JobStatus.PAUSED:
+            stats.paused_s += after[3] - at
+        cause = cause_of(event, message)
+        if cause is not None:
+            stats.causes[cause] += 1
+        resumed = _RESUMED.search(message)
+        if resumed:
+            stats.steps_saved += int(resumed.group(1))
+        if status == JobStatus.SUCCESS:
+            stats.succeeded += 1
+    if ran > 0:
+        stats.run_s[group].append(ran)  # a job's time in a worker, over all its attempts

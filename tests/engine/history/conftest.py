@@ -1,0 +1,73 @@
+"""Random job histories written straight into a real SQLite file, for the history tools."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from app.engine.states import JobStatus
+from app.models.db import Database
+
+VOCABULARY = ("red", "circle", "blue", "square", "cat", "car", "cart", "night")
+MODELS = ("easel-tiny", "sd15")
+SIZES = ((512, 512), (768, 512))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    prompt: str
+    negative: str
+    status: JobStatus
+    model: str
+    size: tuple[int, int]
+    created_at: float
+    starred: bool
+    given_up: bool = False
+    finished_at: float | None = None  # set for the statuses a job leaves a worker in
+    history_rows: int = 1
+
+
+def phrases(max_words: int = 4) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=max_words).map(" ".join)
+
+
+JOB_SPECS = st.builds(
+    JobSpec,
+    prompt=phrases(),
+    negative=st.one_of(st.just(""), phrases(2)),
+    status=st.sampled_from(list(JobStatus)),
+    model=st.sampled_from(MODELS),
+    size=st.sampled_from(SIZES),
+    created_at=st.floats(1_000.0, 100_000.0),
+    starred=st.booleans(),
+    given_up=st.booleans(),
+    finished_at=st.one_of(st.none(), st.floats(1_000.0, 100_000.0)),
+    history_rows=st.integers(1, 4),
+)
+
+
+def insert_jobs(db: Database, specs: list[JobSpec]) -> list[int]:
+    """Rows as a history would leave them (fixture data, so written directly, not fired)."""
+    ids = []
+    with db.write() as conn:
+        for spec in specs:
+            cursor = conn.exec_driver_sql(
+                "INSERT INTO job (prompt, negative_prompt, model, scheduler, steps, cfg, width,"
+                " height, seed, status, version, attempt, max_attempts, given_up, priority,"
+                " progress_step, progress_total, created_at, updated_at, starred, finished_at,"
+                " worker_id) VALUES"
+                " (?, ?, ?, 'Euler', 20, 5.0, ?, ?, 1, ?, 0, 1, 3, ?, 0, 0, 20, ?, ?, ?, ?, ?)",
+                (spec.prompt, spec.negative, spec.model, *spec.size, spec.status.value,
+                 spec.given_up, spec.created_at, spec.created_at, spec.starred,
+                 spec.finished_at, "host:1:t" if spec.status.is_running else None),
+            )  # fmt: skip
+            job_id = int(cursor.lastrowid or 0)
+            for n in range(spec.history_rows):
+                conn.exec_driver_sql(
+                    "INSERT INTO job_transition (job_id, attempt, from_status, to_status, event,"
+                    " source, message, at) VALUES (?, 1, NULL, ?, 'SUBMIT', 'test', '', ?)",
+                    (job_id, spec.status.value, spec.created_at + n),
+                )
+            ids.append(job_id)
+    return ids

@@ -1,0 +1,56 @@
+"""Learned ETAs: medians of the exact match, then nearer matches scaled; resumed jobs ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.engine.history.eta import Estimator, Sample, learned, queue_estimate
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
+from app.engine.states import JobEvent
+from app.models.db import open_database
+
+
+def sample(seconds: float, steps: int = 20, size: int = 512, device: str = "a") -> Sample:
+    return Sample("sd15", size, size, steps, device, seconds)
+
+
+def test_the_exact_match_gives_its_median_once_enough_ran() -> None:
+    estimator = Estimator()
+    for seconds in (10, 30, 11, 12):
+        estimator.add(sample(seconds))
+    assert estimator.estimate("sd15", 512, 512, 20, "a") == 11.5
+
+
+def test_too_few_exact_matches_fall_back_to_the_same_model_and_size_scaled_by_steps() -> None:
+    estimator = Estimator()
+    for seconds in (10, 12, 14):
+        estimator.add(sample(seconds, steps=20, device="b"))
+    assert estimator.estimate("sd15", 512, 512, 40, "a") == 24.0  # 0.6 s a step, 40 steps
+
+
+def test_an_unknown_model_is_scaled_by_pixels_and_steps() -> None:
+    estimator = Estimator()
+    estimator.add(sample(10, steps=10, size=256))
+    assert estimator.estimate("other", 512, 512, 20, "a") == 80.0  # 4x pixels, 2x steps
+    assert Estimator().estimate("other", 512, 512, 20, "a") is None
+
+
+def test_learning_reads_successes_and_skips_resumed_jobs(tmp_path: Path) -> None:
+    clock = [1000.0]
+    queue = JobQueue(open_database(tmp_path / "easel.db"), clock=lambda: clock[0])
+    for paused_on_the_way in (False, False, True):
+        job_id = queue.submit(GenerationParams("a cat", steps=20, width=64, height=64))
+        queue.claim("host:1:t")
+        if paused_on_the_way:
+            queue.pause(job_id)
+            queue.fire(job_id, JobEvent.STOPPED, source="worker")
+            queue.resume(job_id)
+            queue.claim("host:1:t")
+        clock[0] += 5.0 if paused_on_the_way else 10.0
+        queue.fire(job_id, JobEvent.COMPLETE, source="worker")
+    estimator = learned(queue)
+    assert estimator.estimate("easel-tiny", 64, 64, 40, "host") == 20.0  # from the two 10 s runs
+    pending = [queue.get(queue.submit(GenerationParams("next", steps=20, width=64, height=64)))]
+    assert queue_estimate(estimator, pending).line() == "1 queued, about 10 s"
+    queue.db.dispose()
