@@ -954,6 +954,10 @@ Resume continues from there.</source>
         <translation>已放弃</translation>
     </message>
     <message>
+        <source>Blocked</source>
+        <translation>等待前置</translation>
+    </message>
+    <message>
         <source>Pending</source>
         <translation>排队中</translation>
     </message>
@@ -1087,6 +1091,14 @@ Resume continues from there.</source>
     <message>
         <source>Queued {by}</source>
         <translation>{by}加入队列</translation>
+    </message>
+    <message>
+        <source>Queued {by}; waits for the jobs it builds on</source>
+        <translation>{by}加入队列；等待所依赖的任务完成</translation>
+    </message>
+    <message>
+        <source>The jobs it builds on are done; now queued</source>
+        <translation>所依赖的任务已完成；现已排队</translation>
     </message>
     <message>
         <source>Finished: the image is saved</source>

@@ -46,6 +46,7 @@ def status_label(status: JobStatus, *, given_up: bool = False) -> str:
 
 
 STATUS_NAMES = {
+    JobStatus.BLOCKED: QT_TRANSLATE_NOOP("Status", "Blocked"),
     JobStatus.PENDING: QT_TRANSLATE_NOOP("Status", "Pending"),
     JobStatus.PROCESSING: QT_TRANSLATE_NOOP("Status", "Processing"),
     JobStatus.CANCELLING: QT_TRANSLATE_NOOP("Status", "Cancelling"),

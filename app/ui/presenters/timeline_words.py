@@ -75,6 +75,10 @@ def _fixed(event: JobEvent) -> str:
     """The sentence of an event that needs nothing but who sent it ({by})."""
     if event is E.SUBMIT:
         return translate("Timeline", "Queued {by}")
+    if event is E.SUBMIT_AFTER:
+        return translate("Timeline", "Queued {by}; waits for the jobs it builds on")
+    if event is E.UNBLOCK:
+        return translate("Timeline", "The jobs it builds on are done; now queued")
     if event is E.COMPLETE:
         return translate("Timeline", "Finished: the image is saved")
     if event is E.PAUSE:
