@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QMenu
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
@@ -24,7 +26,9 @@ TIMEOUT_MS = 5000
 
 
 @pytest.fixture
-def window(qtbot, make_window, workers: FakeWorkers) -> MainWindow:
+def window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> MainWindow:
     workers.claiming = False
     window = make_window()
     with qtbot.waitActive(window):  # shortcuts only fire in the active window
@@ -36,7 +40,7 @@ def focused() -> object:
     return QApplication.focusWidget()
 
 
-def list_with(qtbot, window: MainWindow, *job_ids: int) -> None:
+def list_with(qtbot: QtBot, window: MainWindow, *job_ids: int) -> None:
     """Show the jobs, select the first of `job_ids`, and put the keyboard in the list."""
     qtbot.waitUntil(lambda: all(window.vm.jobs.row_of(i) is not None for i in job_ids),
                     timeout=TIMEOUT_MS)  # fmt: skip
@@ -49,7 +53,7 @@ def selected_ids(window: MainWindow) -> list[int]:
     return [row.id for row in window.jobs.selected_rows()]
 
 
-def test_tab_goes_from_generate_to_the_list_and_out_again(qtbot, window: MainWindow) -> None:
+def test_tab_goes_from_generate_to_the_list_and_out_again(qtbot: QtBot, window: MainWindow) -> None:
     window.prompt.generate.setFocus()
     qtbot.keyClick(window.prompt.generate, Qt.Key.Key_Tab)
     assert focused() is window.jobs.table
@@ -59,7 +63,7 @@ def test_tab_goes_from_generate_to_the_list_and_out_again(qtbot, window: MainWin
     assert focused() is window.jobs.table
 
 
-def test_f6_moves_between_prompt_list_and_timeline(qtbot, window: MainWindow) -> None:
+def test_f6_moves_between_prompt_list_and_timeline(qtbot: QtBot, window: MainWindow) -> None:
     window.prompt.prompt.setFocus()
     visited = []
     for _ in range(3):
@@ -68,7 +72,9 @@ def test_f6_moves_between_prompt_list_and_timeline(qtbot, window: MainWindow) ->
     assert visited == [window.jobs.table, window.timeline.tree, window.prompt.prompt]
 
 
-def test_arrows_start_from_the_selected_row(qtbot, window: MainWindow, queue: JobQueue) -> None:
+def test_arrows_start_from_the_selected_row(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     ids = [job_in(queue, S.PAUSED, f"job {n}") for n in range(4)]  # newest first in the list
     list_with(qtbot, window, ids[1])
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Up)
@@ -78,14 +84,14 @@ def test_arrows_start_from_the_selected_row(qtbot, window: MainWindow, queue: Jo
     assert selected_ids(window) == [ids[0]]
 
 
-def test_delete_cancels_the_selected_job(qtbot, window: MainWindow, queue: JobQueue) -> None:
+def test_delete_cancels_the_selected_job(qtbot: QtBot, window: MainWindow, queue: JobQueue) -> None:
     job_id = job_in(queue, S.PROCESSING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
     wait_for(qtbot, window, job_id, S.CANCELLING)
 
 
-def test_space_pauses_then_resumes(qtbot, window: MainWindow, queue: JobQueue) -> None:
+def test_space_pauses_then_resumes(qtbot: QtBot, window: MainWindow, queue: JobQueue) -> None:
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Space)
@@ -106,7 +112,7 @@ def finished_job(queue: JobQueue, image: Path, colour: str = "red") -> int:
 
 
 def test_enter_opens_the_finished_image_in_the_viewer(
-    qtbot, window: MainWindow, queue: JobQueue, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
 ) -> None:
     older = finished_job(queue, tmp_path / "older.png", "blue")
     newer = finished_job(queue, tmp_path / "newer.png", "red")
@@ -134,7 +140,7 @@ def test_enter_opens_the_finished_image_in_the_viewer(
 
 
 def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
-    qtbot, window: MainWindow, queue: JobQueue
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
 ) -> None:
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
@@ -150,7 +156,7 @@ def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
     wait_for(qtbot, window, job_id, S.PAUSED)
 
 
-def test_f1_lists_every_shortcut(qtbot, window: MainWindow) -> None:
+def test_f1_lists_every_shortcut(qtbot: QtBot, window: MainWindow) -> None:
     qtbot.keyClick(window, Qt.Key.Key_F1)
     dialog = window.shortcuts_dialog
     assert dialog is not None and dialog.isVisible()
@@ -162,7 +168,7 @@ def test_f1_lists_every_shortcut(qtbot, window: MainWindow) -> None:
 
 
 def test_double_click_on_the_image_opens_the_viewer(
-    qtbot, window: MainWindow, queue: JobQueue, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
 ) -> None:
     job_id = finished_job(queue, tmp_path / "done.png")
     list_with(qtbot, window, job_id)
