@@ -17,7 +17,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(PY) -m app
 
+# PostgreSQL tests use $EASEL_TEST_PG_URL, else a private server on 127.0.0.1 that
+# scripts/pg_test_server.sh starts when PostgreSQL is installed (they skip without one).
 test: $(STAMP)
+	EASEL_TEST_PG_URL="$${EASEL_TEST_PG_URL:-$$(scripts/pg_test_server.sh start)}" \
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 lint: $(STAMP)

@@ -68,6 +68,12 @@ class DatabaseCorrupt(DatabaseError):
     pass
 
 
+class DatabaseUnreachable(DatabaseError):
+    """The database server is away (restart, network): wait and reconnect."""
+
+    transient = True
+
+
 class DiskIOError(DatabaseError):
     pass
 

@@ -3,7 +3,9 @@
 Each process claims until nothing is PENDING; a double claim would show as a job id
 claimed by two processes, or as two START rows in one job's history.
 
-    .venv/bin/python benchmarks/claims.py [--jobs 2000] [--processes 4]
+    .venv/bin/python benchmarks/claims.py [--jobs 2000] [--processes 4] [--db URL]
+
+`--db postgresql://...`: the same on PostgreSQL, in a scratch schema dropped afterwards.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import multiprocessing
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -20,7 +24,19 @@ from sqlalchemy import func, select
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.models.db import open_database
+from app.models.postgres import scratch_schema
 from app.models.tables import TRANSITION
+
+
+@contextmanager
+def scratch_store(db_url: str | None) -> Iterator[str]:
+    """A fresh store: a SQLite file in a temp folder, or a scratch schema in `db_url`."""
+    if db_url:
+        with scratch_schema(db_url) as location:
+            yield location
+    else:
+        with tempfile.TemporaryDirectory(prefix="easel-bench-") as tmp:
+            yield str(Path(tmp) / "claims.db")
 
 
 def claim_until_empty(db_path: str, worker_id: str) -> list[int]:
@@ -41,17 +57,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--db", metavar="URL", help="a PostgreSQL URL (default: a SQLite file)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="easel-bench-") as tmp:
-        db_path = Path(tmp) / "claims.db"
+    with scratch_store(args.db) as db_path:
         queue = JobQueue(open_database(db_path))
         queue.submit_many([GenerationParams("a blue triangle", seed=1, steps=2)] * args.jobs)
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(args.processes) as pool:
-            pool.map(warm_up, [str(db_path)] * args.processes)
+            pool.map(warm_up, [db_path] * args.processes)
             start = time.perf_counter()
             results = pool.starmap(
-                claim_until_empty, [(str(db_path), f"w{i}") for i in range(args.processes)]
+                claim_until_empty, [(db_path, f"w{i}") for i in range(args.processes)]
             )
             elapsed = time.perf_counter() - start
         claimed = Counter(job_id for result in results for job_id in result)

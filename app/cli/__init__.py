@@ -9,9 +9,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import db, history, jobs, worker
+from app.cli import db, graph, history, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
+from app.engine.settings import DB_ENV
 from app.errors import internal_error
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     jobs.add_commands,
     worker.add_commands,
     db.add_commands,
+    graph.add_commands,  # after jobs: it extends `submit`
     history.add_commands,
 ]
 EXIT_BUG = 1
@@ -36,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"Easel {__version__}")
     parser.add_argument("--home", metavar="DIR", help=HOME_HELP)
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help=f"job database: a postgresql:// URL shared by several machines (overrides ${DB_ENV})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add_commands in COMMAND_MODULES:
         add_commands(commands)
@@ -59,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.home:
         os.environ[HOME_ENV] = os.path.abspath(args.home)
+    if args.db:
+        os.environ[DB_ENV] = args.db  # also reaches worker processes, which inherit it
     if args.command is None:
         return _open_window()
     log_file = configure_logging("cli")

@@ -1,4 +1,5 @@
-"""Database commands: `db check`, `db backup`, `db restore [FILE]`."""
+"""Database commands: `db check`, `db backup`, `db restore [FILE]`, and `db copy --to URL`,
+which moves this machine's queue into a PostgreSQL database shared by several machines."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.cli.jobs import EXIT_STORE, with_queue
+from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
 from app.engine import paths
 from app.engine.queue import JobQueue, OpenFor
 from app.errors import DatabaseError
-from app.models.db import back_up, list_backups, restore_backup
+from app.models.db import back_up, list_backups, open_database, restore_backup
+from app.models.postgres import copy_store, is_database_url, safe_url
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    db = commands.add_parser("db", help="check, back up or restore the job database")
+    db = commands.add_parser(
+        "db", help="check, back up or restore the job database, or copy it to PostgreSQL"
+    )
     actions = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     check = actions.add_parser("check", help="check the database for damage (read-only)")
     check.set_defaults(run=with_queue(_check, OpenFor.REQUESTS))
@@ -27,6 +31,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          help="the backup to restore (default: the newest)")  # fmt: skip
     restore.add_argument("--list", action="store_true", help="list the backups, newest last")
     restore.set_defaults(run=_restore)
+    copy = actions.add_parser(
+        "copy", help="copy this machine's SQLite queue, history included, into PostgreSQL"
+    )
+    copy.add_argument("--to", metavar="URL", required=True, help="postgresql://user@host/db")
+    copy.add_argument(
+        "--from", dest="source", type=Path, metavar="FILE",
+        help="the SQLite file (default: the data folder's)",
+    )  # fmt: skip
+    copy.set_defaults(run=_copy)
 
 
 def _check(_args: argparse.Namespace, queue: JobQueue) -> int:
@@ -52,3 +65,30 @@ def _restore(args: argparse.Namespace) -> int:
         return EXIT_STORE
     print(f"restored {used}; the replaced database is kept as {set_aside}")
     return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    source: Path = args.source or paths.database_path()
+    if not is_database_url(args.to):
+        return _refuse(f"--to needs a postgresql:// URL, not {args.to!r}", EXIT_REFUSED)
+    if not source.is_file():
+        return _refuse(f"there is no job database at {source}", EXIT_REFUSED)
+    try:
+        local = open_database(source, read_only=True)
+        try:
+            shared = open_database(args.to)
+            try:
+                jobs, rows = copy_store(local, shared)
+            finally:
+                shared.dispose()
+        finally:
+            local.dispose()
+    except DatabaseError as error:
+        return _refuse(str(error), EXIT_STORE)
+    print(f"copied {jobs} jobs and {rows} history rows from {source} to {safe_url(args.to)}")
+    return 0
+
+
+def _refuse(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from app.cli.filters import add_filter_arguments, filter_from_args
-from app.engine.generation.sources import MODEL_INDEX, resolve_model
+from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.params import (
     DEFAULT_MODEL,
@@ -22,7 +22,7 @@ from app.engine.params import (
 from app.engine.queue import JobQueue, OpenFor, open_queue
 from app.engine.settings import load_settings
 from app.engine.states import JobStatus
-from app.errors import DatabaseError, MissingModel, UserError
+from app.errors import DatabaseError, UserError
 from app.models.tables import Job, JobTransition
 
 EXIT_REFUSED = 2  # the request was refused as given (bad input, no such job, not allowed)
@@ -89,16 +89,8 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         scheduler=args.scheduler, steps=args.steps, cfg=args.cfg,
         width=width, height=height, seed=args.seed,
     ).validated()  # fmt: skip
-    check_model(params.model)
+    check_runnable(params, load_settings().model_search_path())
     return params
-
-
-def check_model(name: str) -> None:
-    """`MissingModel` unless `name` is a model a worker can load (by name or folder)."""
-    info = resolve_model(name, load_settings().model_search_path())
-    index = info.path / MODEL_INDEX
-    if not info.pipeline_class and index.is_file():
-        raise MissingModel(f"model {name!r} at {info.path} has an unreadable {MODEL_INDEX}")
 
 
 Handler = Callable[[argparse.Namespace], int]

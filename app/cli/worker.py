@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import signal
 import sys
 import time
@@ -10,6 +12,8 @@ from pathlib import Path
 from types import FrameType
 
 from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
+from app.engine.fleet import Maintenance
+from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.logs import configure_logging, log_path
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.queue import JobQueue, OpenFor
@@ -19,9 +23,11 @@ from app.engine.settings import load_settings
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
+from app.errors import BadInput
 from app.models.tables import Job
 
 POLL_S = 0.1
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_START_FAILURES = 3  # every worker died before it was ready this many times in a row
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 
@@ -31,6 +37,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "worker", help="run a headless worker: claim and run jobs until stopped (SIGTERM pauses)"
     )
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is pending")
+    worker.add_argument("--name", help="this machine's name in the queue (default: the host name)")
+    worker.add_argument("--device", help="cpu, mps, cuda or cuda:N (default: the fastest)")
     worker.set_defaults(run=with_queue(_worker, OpenFor.LAUNCH))
 
     generate = commands.add_parser(
@@ -50,11 +58,21 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _worker(args: argparse.Namespace, queue: JobQueue) -> int:
+    """A worker that also runs the watchdog and the retry policy: a fleet of these on several
+    machines needs no window to recover its jobs (see `fleet`)."""
+    if args.name is not None and not _NAME.fullmatch(args.name):
+        raise BadInput(
+            f"the worker name must be letters, digits, '.', '_' or '-', not {args.name!r}"
+        )
+    if args.device:
+        os.environ[DEVICE_ENV] = device_choice(args.device).device  # checked before any work
     configure_logging("worker", echo=True)
+    settings = load_settings()
     config = WorkerConfig.from_settings(
-        load_settings(), database_file(queue), until_idle=args.until_idle
+        settings, database_file(queue), until_idle=args.until_idle, name=args.name
     )
-    run_worker(config, sink=_print_finished, stop_on_sigint=True)
+    with Maintenance(queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy()):
+        run_worker(config, sink=_print_finished, stop_on_sigint=True)
     return 0
 
 

@@ -31,6 +31,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
+from app.engine.graph import init_image_of
 from app.engine.messages import MessageKind
 from app.engine.params import GenerationParams
 from app.engine.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
@@ -64,6 +65,7 @@ class RunnerLike(Protocol):
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
     ) -> GenerationOutcome: ...
 
 
@@ -141,7 +143,7 @@ class JobRun:
         self._last_sign_of_life = self._last_checkpoint = time.monotonic()
 
     def run(self) -> None:
-        self.context.send(MessageKind.STARTED, self.job_id, total=self.job.steps)
+        self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
         context = self.context
         tick_s = max(MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s))
         with Heartbeat(self._tick, tick_s):
@@ -222,6 +224,7 @@ class JobRun:
             output_path=self.output_path,
             checkpoint_path=self.checkpoint_path,
             on_step=self.on_step,
+            init_image=init_image_of(self.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------
@@ -281,7 +284,11 @@ class JobRun:
     def _settle(self, outcome: GenerationOutcome) -> None:
         if outcome.kind is OutcomeKind.COMPLETED:
             path = str(outcome.image_path or self.output_path)
-            done = {"output_path": path, "error": None, "progress_step": self.job.steps}
+            done = {
+                "output_path": path,
+                "error": None,
+                "progress_step": self.params.denoising_steps,
+            }
             message = self._with_notes(f"wrote {path}")
             if self._fire(JobEvent.COMPLETE, message=message, changes=done):
                 remove_earlier(self.claim)  # a late writer's leftovers, if any

@@ -24,6 +24,8 @@ MIN_CFG, MAX_CFG = 0.0, 30.0
 MAX_SEED = 2**32 - 1
 RANDOM_SEED = -1
 MAX_PROMPT_CHARS = 2000
+# img2img's init image: a parent job's output, or an image stored with the job (job_input).
+INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
 
 
 class InvalidParameters(BadInput):
@@ -41,6 +43,8 @@ class GenerationParams:
     width: int = 64
     height: int = 64
     seed: int = RANDOM_SEED
+    init_image: str = ""  # img2img: "", f"{INIT_FROM_JOB}<id>" or f"{INIT_UPLOADED}<sha256>"
+    strength: float = 1.0  # img2img: share of the schedule re-run on the init image (0, 1]
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -59,6 +63,20 @@ class GenerationParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def denoising_steps(self) -> int:
+        """The steps that actually run: img2img skips the first `steps * (1 - strength)`."""
+        if not self.init_image:
+            return self.steps
+        return min(int(self.steps * self.strength), self.steps)
+
+    @property
+    def init_parent(self) -> int | None:
+        """The job whose output image is this job's init image, if any."""
+        if not self.init_image.startswith(INIT_FROM_JOB):
+            return None
+        return int(self.init_image.removeprefix(INIT_FROM_JOB))
 
 
 def _problems(p: GenerationParams) -> list[str]:
@@ -86,7 +104,22 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.append(f"CFG must be between {MIN_CFG:g} and {MAX_CFG:g}, not {p.cfg:g}")
     if p.seed != RANDOM_SEED and not 0 <= p.seed <= MAX_SEED:
         problems.append(f"seed must be {RANDOM_SEED} (random) or between 0 and {MAX_SEED}")
+    if p.init_image:
+        problems.extend(_init_problems(p))
     return problems
+
+
+def _init_problems(p: GenerationParams) -> list[str]:
+    kind, _, ref = p.init_image.partition(":")
+    if f"{kind}:" == INIT_FROM_JOB and not ref.isdigit():
+        return [f"init image {p.init_image!r} does not name a job number"]
+    if f"{kind}:" not in (INIT_FROM_JOB, INIT_UPLOADED) or not ref:
+        return [f"init image {p.init_image!r} is neither {INIT_FROM_JOB}<id> nor {INIT_UPLOADED}"]
+    if not 0 < p.strength <= 1:
+        return [f"strength must be above 0 and at most 1, not {p.strength:g}"]
+    if p.denoising_steps < 1:
+        return [f"strength {p.strength:g} of {p.steps} steps leaves no step to run"]
+    return []
 
 
 def _text_problems(label: str, text: str) -> list[str]:

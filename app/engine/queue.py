@@ -22,9 +22,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, func, or_, select, update
 
-from app.engine import paths
+from app.engine.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.params import GenerationParams
 from app.engine.queue_sql import QueueStatements, job_from_cursor
+from app.engine.settings import database_location
 from app.engine.states import (
     JobEvent,
     JobStatus,
@@ -51,6 +52,9 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_PAGE_SIZE = 200
 
 Clock = Callable[[], float]
+# Statuses that give a worker something to do: a job to claim, a run to stop. Only these
+# wake listening workers (PostgreSQL NOTIFY); claims and progress, the busy paths, do not.
+WAKES_WORKERS = frozenset({JobStatus.PENDING, JobStatus.CANCELLING, JobStatus.PAUSING})
 
 
 class JobNotFound(UserError, LookupError):
@@ -102,9 +106,11 @@ class JobQueue:
     clock: Clock = time.time
     listeners: list[TransitionListener] = field(default_factory=list)
     _sql: QueueStatements = field(init=False, repr=False)
+    _graph: GraphStatements = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._sql = QueueStatements(self.db)
+        self._graph = GraphStatements(self.db)
 
     # --- submitting --------------------------------------------------------------------------
 
@@ -116,14 +122,16 @@ class JobQueue:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         source: str = "user",
         rerun_of: int | None = None,
+        parents: Sequence[int] = (),
+        init_png: bytes | None = None,
         output_dir: Path | None = None,
     ) -> int:
-        """Validate, store as PENDING with its SUBMIT history row, and return the new id.
+        """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
 
         `output_dir`: the folder the image must go to, whichever worker runs the job."""
         [job_id] = self.submit_many(
             [params], priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, output_dir=output_dir,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
         )  # fmt: skip
         return job_id
 
@@ -135,31 +143,42 @@ class JobQueue:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         source: str = "user",
         rerun_of: int | None = None,
+        parents: Sequence[int] = (),
+        init_png: bytes | None = None,
         output_dir: Path | None = None,
     ) -> list[int]:
-        """Submit several jobs in one transaction: all are stored, or (on bad input) none."""
+        """Submit several jobs in one transaction: all are stored, or (on bad input) none.
+
+        `parents`: every job of the batch waits for these (SUBMIT_AFTER, BLOCKED) and is
+        unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
+        image the parameters name (`graph_sql.digest`), stored with each job.
+        """
         checked = [params.validated().with_concrete_seed() for params in batch]
+        parents = list(dict.fromkeys(parents))
+        for params in checked:
+            check_inputs(params, parents, init_png)
         if max_attempts < 1:
             raise RequestRefused(f"max_attempts must be at least 1, not {max_attempts}")
-        status = next_status(None, None, JobEvent.SUBMIT)
+        event = JobEvent.SUBMIT_AFTER if parents else JobEvent.SUBMIT
+        status = next_status(None, None, event)
         now = self.clock()
-        message = f"re-run of job {rerun_of}" if rerun_of else ""
+        message = _submit_message(rerun_of, parents)
         records = []
         with self.db.hot_write() as tx:
+            self._graph.check_parents(tx, parents)
             for params in checked:
                 values = {
                     **params.to_dict(),
                     "status": status.value, "version": 0, "attempt": 1,
                     "max_attempts": max_attempts, "given_up": False, "priority": priority,
-                    "progress_step": 0, "progress_total": params.steps,
+                    "progress_step": 0, "progress_total": params.denoising_steps,
                     "created_at": now, "updated_at": now, "rerun_of": rerun_of,
                     "output_dir": str(output_dir) if output_dir is not None else None,
                 }  # fmt: skip
                 insert_job = self._sql.insert_job(frozenset(values))
                 job_id = int(tx.execute(insert_job, values).fetchone()[0])
-                record = TransitionRecord(
-                    job_id, None, status, JobEvent.SUBMIT, source, message, 1, now
-                )
+                self._graph.link(tx, job_id, parents, init_png)
+                record = TransitionRecord(job_id, None, status, event, source, message, 1, now)
                 self._insert_history(tx, record)
                 records.append(record)
         for record in records:
@@ -204,6 +223,9 @@ class JobQueue:
                     snap.attempt, self.clock(), changed=False,
                 )  # fmt: skip
             target = next_status(job_id, snap.status, event)
+            if event is JobEvent.UNBLOCK and (waiting := self._graph.waiting_for(tx, job_id)):
+                hint = "waiting for " + ", ".join(f"#{parent}" for parent in waiting)
+                raise TransitionNotAllowed(job_id, snap.status, event, hint=hint)
             return self._apply(tx, job_id, snap, event, target, source, message, changes)
 
         for _ in range(MAX_DECIDE_AGAIN):
@@ -269,6 +291,8 @@ class JobQueue:
                 "at": record.at,
             },
         )
+        if record.to_status in WAKES_WORKERS:
+            tx.notify(f"{record.job_id} {record.to_status.value}")
 
     def _notify(self, record: TransitionRecord) -> None:
         # Side effects run after the commit; a failing listener never blocks a transition.
@@ -362,9 +386,10 @@ class JobQueue:
             raise RequestRefused(
                 f"Job {job_id} is {job.status}; only finished or cancelled jobs can be re-run"
             )
+        parents, init_png = stored_links(self.db, job_id)  # img2img: the same input again
         return self.submit(
             params_of(job), priority=job.priority, max_attempts=job.max_attempts,
-            source=source, rerun_of=job_id,
+            source=source, rerun_of=job_id, parents=parents, init_png=init_png,
         )  # fmt: skip
 
     def set_priority(self, job_id: int, priority: int) -> None:
@@ -509,8 +534,15 @@ def params_of(job: Job) -> GenerationParams:
     return GenerationParams(
         prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
         scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
-        height=job.height, seed=job.seed,
+        height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
     )  # fmt: skip
+
+
+def _submit_message(rerun_of: int | None, parents: Sequence[int]) -> str:
+    parts = [f"re-run of job {rerun_of}"] if rerun_of else []
+    if parents:
+        parts.append("waits for " + ", ".join(f"#{parent}" for parent in parents))
+    return "; ".join(parts)
 
 
 def _event_effects(event: JobEvent, target: JobStatus, now: float) -> dict[str, Any]:
@@ -538,12 +570,13 @@ class OpenFor(Enum):
     LAUNCH = "launch"  # the window or a headless worker starting: checked, then backed up
 
 
-def open_queue(db_path: Path | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
-    """The queue on the user's database (or `db_path`), with the standard side effects.
+def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
+    """The queue on the user's database (or `location`: a SQLite file or a PostgreSQL URL),
+    with the standard side effects.
 
     Except for READING, a damaged database raises `DatabaseCorrupt` (the file is left
     untouched). At LAUNCH a rotating backup is taken once the check passed."""
-    path = db_path or paths.database_path()
+    path = location or database_location()
     db = open_database(
         path,
         read_only=purpose is OpenFor.READING,
@@ -552,10 +585,13 @@ def open_queue(db_path: Path | None = None, purpose: OpenFor = OpenFor.REQUESTS)
         # written to. Readers need not: a damaged page they meet raises DatabaseCorrupt.
         check_integrity=purpose is not OpenFor.READING,
     )
-    if purpose is OpenFor.LAUNCH:
+    if purpose is OpenFor.LAUNCH and db.is_sqlite:  # PostgreSQL: the server's own backups
         _back_up(db)
     queue = JobQueue(db)
     queue.listeners.append(_checkpoint_cleaner(queue))
+    from app.engine.graph import graph_listener  # graph builds on this module
+
+    queue.listeners.append(graph_listener(queue))
     return queue
 
 

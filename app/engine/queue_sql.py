@@ -1,6 +1,6 @@
 """The queue's hot-path statements, written once in Core and compiled once per database.
 
-Portable SQL (no SQLite-only syntax), so the same statements serve PostgreSQL later.
+Portable SQL (no SQLite-only syntax): the same statements serve SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -87,7 +87,14 @@ def _claim_statement(*, only_job: bool) -> Any:
     )
     if only_job:
         candidates = candidates.where(JOB.c.id == bindparam("job_id"))
-    due = candidates.order_by(JOB.c.priority.desc(), JOB.c.id).limit(1).scalar_subquery()
+    # PostgreSQL: a row another claim has locked is skipped, not waited for (SQLite's single
+    # writer needs no such clause, and its compiler leaves it out).
+    due = (
+        candidates.order_by(JOB.c.priority.desc(), JOB.c.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
     return (
         update(JOB)
         .where(JOB.c.id == due, JOB.c.status == pending)

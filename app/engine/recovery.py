@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from app.engine.graph import reconcile
 from app.engine.liveness import WorkerIdentity, is_alive, remove_stale_locks
 from app.engine.queue import JobQueue
 from app.engine.retry import RetryPolicy, apply_retry_policy
@@ -51,10 +52,13 @@ class RecoveryReport:
     quarantined: list[int] = field(default_factory=list)  # also in given_up
     hung: list[int] = field(default_factory=list)  # their worker was hung and was killed
     still_running: list[int] = field(default_factory=list)  # their worker is alive
+    unblocked: list[int] = field(default_factory=list)  # parents had succeeded before a crash
 
     @property
     def is_empty(self) -> bool:
-        return not (self.requeued or self.paused or self.cancelled or self.given_up)
+        return not (
+            self.requeued or self.paused or self.cancelled or self.given_up or self.unblocked
+        )
 
     def lines(self) -> list[str]:
         """One human line per non-empty group."""
@@ -62,7 +66,7 @@ class RecoveryReport:
             ("requeued", self.requeued), ("paused", self.paused),
             ("cancelled", self.cancelled), ("given up", self.given_up),
             ("quarantined", self.quarantined), ("hung worker stopped", self.hung),
-            ("still running elsewhere", self.still_running),
+            ("still running elsewhere", self.still_running), ("unblocked", self.unblocked),
         ]  # fmt: skip
         return [f"{label}: {_ids(ids)}" for label, ids in groups if ids]
 
@@ -97,6 +101,10 @@ def recover(
     decisions = apply_retry_policy(queue, policy, now=now)
     report.requeued, report.given_up = decisions.requeued, decisions.given_up
     report.quarantined = decisions.quarantined
+    # Children whose parents finished while the app died between the two commits.
+    reconciled = reconcile(queue, source=SOURCE)
+    report.unblocked = reconciled.unblocked
+    report.cancelled += reconciled.cancelled
     remove_stale_locks(liveness_dir)
     return report
 

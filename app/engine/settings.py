@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.engine import paths
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
@@ -18,6 +19,7 @@ from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "settings.json"
+DB_ENV = "EASEL_DB"  # a PostgreSQL URL (or a SQLite file); the CLI's --db sets it
 
 
 class InvalidSettings(ValueError):
@@ -32,7 +34,12 @@ class Settings:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
+    # A PostgreSQL URL shared by several machines; empty: the SQLite file in the data folder.
+    # Never with a password: libpq finds it in PGPASSWORD or ~/.pgpass.
+    database_url: str = ""
     checkpoint_interval_s: float = 10.0  # a running job saves its progress this often; 0: off
+    # Model CPU offload and VAE tiling: slower, for GPUs with little memory (see device.py).
+    low_vram: bool = False
     keep_finished_days: int = 0  # prune finished jobs older than this; 0: keep them all
     keep_finished_jobs: int = 0  # prune finished jobs beyond the newest this many; 0: no limit
 
@@ -46,6 +53,7 @@ class Settings:
             problems.append("heartbeat timeout must be between 2 and 3600 seconds")
         if not 0.5 <= self.cancel_grace_s <= 600:
             problems.append("cancel grace period must be between 0.5 and 600 seconds")
+        problems += _database_url_problems(self.database_url)
         if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
             problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
         if self.keep_finished_days < 0 or self.keep_finished_jobs < 0:
@@ -72,6 +80,24 @@ class Settings:
 
     def with_changes(self, **changes: Any) -> Settings:
         return replace(self, **changes).validated()
+
+
+def _database_url_problems(url: str) -> list[str]:
+    if not url:
+        return []
+    if not url.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+        return ["the database URL must start with postgresql://"]
+    if urlsplit(url).password is not None:
+        return [
+            "the database URL must not hold a password (settings are a plain file): "
+            "put it in PGPASSWORD or ~/.pgpass"
+        ]
+    return []
+
+
+def database_location() -> str:
+    """The job database: --db or $EASEL_DB, else the settings' URL, else the local SQLite file."""
+    return os.environ.get(DB_ENV) or load_settings().database_url or str(paths.database_path())
 
 
 def settings_path() -> Path:

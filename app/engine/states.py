@@ -21,6 +21,7 @@ class JobStatus(StrEnum):
     FAILED = "FAILED"
     TIMEOUT = "TIMEOUT"
     CANCELLED = "CANCELLED"
+    BLOCKED = "BLOCKED"  # waits for its parent jobs to succeed
 
     @property
     def is_terminal(self) -> bool:
@@ -43,6 +44,8 @@ class JobEvent(StrEnum):
     STOPPED = "STOPPED"
     RESUME = "RESUME"
     RETRY = "RETRY"
+    SUBMIT_AFTER = "SUBMIT_AFTER"  # submit a job that names parent jobs
+    UNBLOCK = "UNBLOCK"  # every parent succeeded
 
 
 S, E = JobStatus, JobEvent
@@ -73,6 +76,9 @@ TRANSITIONS: dict[tuple[JobStatus | None, JobEvent], JobStatus] = {
     (S.FAILED, E.CANCEL): S.CANCELLED,
     (S.TIMEOUT, E.RETRY): S.PENDING,
     (S.TIMEOUT, E.CANCEL): S.CANCELLED,
+    (None, E.SUBMIT_AFTER): S.BLOCKED,
+    (S.BLOCKED, E.UNBLOCK): S.PENDING,  # every parent is SUCCESS
+    (S.BLOCKED, E.CANCEL): S.CANCELLED,  # by the user, or because a parent was cancelled
 }
 
 # Requests that are already satisfied: repeating them changes nothing and writes no history.

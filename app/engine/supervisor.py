@@ -29,6 +29,7 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
+from app.engine.graph import reconcile
 from app.engine.liveness import WorkerIdentity, lock_path, new_token, this_host
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.queue import JobQueue
@@ -281,6 +282,7 @@ class Supervisor:
             if (slot := self._slot_of(timed_out.job.worker_id)) is not None:
                 self._kill(slot)
         apply_retry_policy(self.queue, self.policy, now=now)
+        reconcile(self.queue)  # a child stranded by a lost UNBLOCK waits at most one interval
         self._next_maintenance = now + self.maintenance_interval_s
 
     def _pause_own_jobs(self) -> list[int]:

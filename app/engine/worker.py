@@ -30,12 +30,16 @@ from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import DEFAULT_MODEL
 from app.engine.queue import JobQueue, OpenFor, open_queue
-from app.engine.settings import Settings
+from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
+from app.engine.wakeup import Sleeper, Wakeup, wakeup_for
+from app.errors import DatabaseUnreachable
 
 log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
+STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
+RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 
 
@@ -46,16 +50,20 @@ def default_runner() -> RunnerLike:
     """The real runner, finding models where the app's model picker looks for them."""
     from functools import partial
 
+    from app.engine.generation.device import pick_device
+    from app.engine.generation.loader import PipelineCache
+    from app.engine.generation.lora import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
-    from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs, resolve_model
+    from app.engine.generation.sources import resolve_model
     from app.engine.settings import load_settings
 
-    search = ModelSearchPath(
-        bundled=(paths.bundled_models_dir(),),
-        user=(load_settings().models_path(),),
-        hf_caches=hf_cache_dirs(),
+    settings = load_settings()
+    search = settings.model_search_path()
+    return Runner(
+        device=pick_device(low_vram=settings.low_vram),
+        resolve=partial(resolve_model, search=search),
+        cache=PipelineCache(lora_folders=lora_folders(search)),
     )
-    return Runner(resolve=partial(resolve_model, search=search))
 
 
 class EventLike(Protocol):
@@ -66,7 +74,7 @@ class EventLike(Protocol):
 class WorkerConfig:
     """Everything a worker process needs; plain values, so it pickles into a spawned child."""
 
-    db_path: str
+    db_path: str  # a SQLite file or a PostgreSQL URL
     outputs_dir: str
     checkpoints_dir: str
     liveness_dir: str
@@ -83,16 +91,20 @@ class WorkerConfig:
     until_idle: bool = False  # exit when no job is pending at all
     only_job: int | None = None  # claim only this job
     log_level: int = logging.INFO
+    # This machine's name in worker ids (default: the host name). Recovery checks workers of
+    # its own host by their lock file and all others by heartbeat age, so machines that share
+    # a host name (containers) need distinct names.
+    name: str | None = None
     # torch's CPU threads; 0: its default (every core). Workers must share the cores:
     # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
     torch_threads: int = 0
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, db_path: Path | None = None, **overrides: Any
+        cls, settings: Settings, db_path: Path | str | None = None, **overrides: Any
     ) -> WorkerConfig:
         config = cls(
-            db_path=str(db_path or paths.database_path()),
+            db_path=str(db_path or database_location()),
             outputs_dir=str(settings.outputs_path()),
             checkpoints_dir=str(paths.checkpoints_dir()),
             liveness_dir=str(default_liveness_dir()),
@@ -102,9 +114,10 @@ class WorkerConfig:
         return replace(config, **overrides)
 
 
-def database_file(queue: JobQueue) -> Path:
-    """The file of the queue's database, for workers to open their own connection to."""
-    return Path(str(queue.db.engine.url.database))
+def database_file(queue: JobQueue) -> str:
+    """The queue's database (SQLite file or PostgreSQL URL), for workers to open their own
+    connection to."""
+    return queue.db.location
 
 
 def default_liveness_dir() -> Path:
@@ -165,6 +178,7 @@ class Worker:
         *,
         stop_event: EventLike | None = None,
         parent_alive: Callable[[], bool] = lambda: True,
+        wakeup: Wakeup | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -173,6 +187,8 @@ class Worker:
         self.outbox = outbox
         self._stop_event = stop_event
         self._parent_alive = parent_alive
+        self.wakeup: Wakeup = wakeup or Sleeper()
+        self._reconnect_delay_s = RECONNECT_FIRST_S
         self._pause_and_exit = False  # a plain bool: set from a signal handler
 
     def request_stop(self) -> None:
@@ -204,14 +220,30 @@ class Worker:
         self._warm_up()
         self.send(MessageKind.READY, device=_device_label(self.runner))
         while not (self.stopping or self.orphaned):
-            job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+            try:
+                job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+                if job is not None:
+                    JobRun(self._run_context(), job).run()
+            except DatabaseUnreachable as error:
+                # The server is away: keep our place, retry with backoff. A job we held is
+                # settled by a watchdog meanwhile; our reports on it are refused (worker_id).
+                self._wait_for_database(error)
+                continue
+            self._reconnect_delay_s = RECONNECT_FIRST_S
             if job is not None:
-                JobRun(self._run_context(), job).run()
-            elif self.config.until_idle and not self._anything_pending():
+                continue
+            if self.config.until_idle and not self._anything_pending():
                 break
-            else:
-                self._idle()
+            self._idle()
         self.send(MessageKind.EXITING)
+
+    def _wait_for_database(self, error: DatabaseUnreachable) -> None:
+        delay = self._reconnect_delay_s
+        log.warning("%s Next try in %.1fs.", error, delay)
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and not self.stopping:
+            time.sleep(STOP_CHECK_S)
+        self._reconnect_delay_s = min(delay * 2, RECONNECT_MAX_S)
 
     def _run_context(self) -> RunContext:
         config = self.config
@@ -238,9 +270,11 @@ class Worker:
         return self.queue.count_by_status().get(JobStatus.PENDING, 0) > 0
 
     def _idle(self) -> None:
-        deadline = time.monotonic() + self.config.idle_poll_s
-        while time.monotonic() < deadline and not self.stopping:
-            time.sleep(min(0.05, self.config.idle_poll_s))
+        """Until the poll interval ends, the database wakes us (see `wakeup`) or we stop."""
+        deadline = time.monotonic() + self.wakeup.poll_s(self.config.idle_poll_s)
+        while (left := deadline - time.monotonic()) > 0 and not self.stopping:
+            if self.wakeup.wait(min(STOP_CHECK_S, left)):
+                return
 
 
 def _device_label(runner: RunnerLike) -> str | None:
@@ -262,15 +296,15 @@ def run_worker(
 ) -> None:
     """Be a worker in this process until stopped (or idle, with `until_idle`)."""
     token = token or new_token()
-    worker_id = str(WorkerIdentity(this_host(), os.getpid(), token))
+    worker_id = str(WorkerIdentity(config.name or this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
     with LivenessLock(Path(config.liveness_dir), token):
-        queue = open_queue(Path(config.db_path), OpenFor.WORKING)
+        queue = open_queue(config.db_path, OpenFor.WORKING)
         outbox = Outbox(sink)
         _limit_torch_threads(config.torch_threads)
         worker = Worker(
             config, queue, config.runner_factory(), worker_id, outbox,
-            stop_event=stop_event, parent_alive=parent_alive,
+            stop_event=stop_event, parent_alive=parent_alive, wakeup=wakeup_for(queue.db),
         )  # fmt: skip
         previous = {
             signum: signal.signal(signum, _handler(worker.request_stop)) for signum in signals
@@ -281,6 +315,7 @@ def run_worker(
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             outbox.close()
+            worker.wakeup.close()
             queue.db.dispose()
 
 

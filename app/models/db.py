@@ -6,6 +6,7 @@ SQLAlchemy and can later run on PostgreSQL unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -35,13 +36,13 @@ from app.errors import (
     free_megabytes,
 )
 from app.models.search_index import create_search_index
-from app.models.tables import SchemaInfo
+from app.models.tables import JOB_INPUT, JOB_PARENT, SchemaInfo
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
@@ -88,10 +89,20 @@ class Database:
         self._local = threading.local()
         self._hot_connections: list[Any] = []
         self._lock = threading.Lock()
+        # PostgreSQL: the statement that wakes other machines at commit (see `postgres`).
+        self.notify_sql: str | None = None
 
     @property
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
+
+    @property
+    def location(self) -> str:
+        """What `open_database` takes to open this database again (e.g. in a worker process):
+        the SQLite file, or the PostgreSQL URL as the user gave it."""
+        if self.is_sqlite:
+            return str(self.path if self.path is not None else self.engine.url.database)
+        return self.engine.url.render_as_string(hide_password=False)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -130,11 +141,28 @@ class Database:
             if self.is_sqlite:
                 _begin_immediate(cursor, self.lock_timeout_s)
             try:
-                yield HotTransaction(cursor)
+                yield HotTransaction(cursor, self.notify_sql)
+                raw.commit()
             except BaseException:
                 _rollback_quietly(raw)
+                self._drop_if_broken(raw)
                 raise
-            raw.commit()
+
+    def _drop_if_broken(self, raw: Any) -> None:
+        """A connection the server closed (PostgreSQL restart, network) is dropped, so this
+        thread's next hot write connects afresh."""
+        if self.is_sqlite:
+            return
+        from app.models.postgres import is_broken
+
+        if not is_broken(raw.dbapi_connection):
+            return
+        self._local.connection = None
+        with self._lock:
+            if raw in self._hot_connections:
+                self._hot_connections.remove(raw)
+        with contextlib.suppress(Exception):
+            raw.close()
 
     @property
     def patient(self) -> bool:
@@ -178,7 +206,7 @@ class Database:
         """Raise SQLite's runtime errors as Easel's (`DatabaseLocked`, `DiskFull`, ...)."""
         try:
             yield
-        except (sqlite3.Error, DBAPIError) as error:
+        except Exception as error:  # the driver's own errors too (the hot path's cursor)
             known = self._translate(error)
             if known is None:
                 raise  # not one a user can act on: a bug, reported with its traceback
@@ -188,7 +216,11 @@ class Database:
 
     def _translate(self, error: BaseException) -> DatabaseError | None:
         driver_error = error.orig if isinstance(error, DBAPIError) else error
-        if not (self.is_sqlite and isinstance(driver_error, sqlite3.Error)):
+        if not self.is_sqlite:
+            from app.models.postgres import translate_error
+
+            return translate_error(driver_error or error, self.engine.url)
+        if not isinstance(driver_error, sqlite3.Error):
             return None
         path = self.path or Path(str(self.engine.url.database))
         return translate_sqlite_error(driver_error, path, self.lock_timeout_s)
@@ -260,8 +292,15 @@ class Prepared:
 
 
 class HotTransaction:
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, notify_sql: str | None = None) -> None:
         self._cursor = cursor
+        self._notify_sql = notify_sql
+
+    def notify(self, payload: str) -> None:
+        """Wake listening workers on any machine once this transaction commits (PostgreSQL's
+        NOTIFY is transactional); on SQLite, where everyone polls one file, nothing."""
+        if self._notify_sql is not None:
+            self._cursor.execute(self._notify_sql, (payload,))
 
     def execute(self, statement: Prepared, params: Mapping[str, Any]) -> Any:
         """Run on the driver cursor; returns it (rowcount, fetchone, description)."""
@@ -286,7 +325,13 @@ def open_database(
     while another program holds the lock); an older schema is then migrated by a writable
     open first. `lock_timeout_s`: how long a write waits for the lock (`PATIENT`: as long
     as it takes). `check_integrity`: refuse a damaged file (`DatabaseCorrupt`) before use.
+
+    `path` may also be a PostgreSQL URL (see `postgres`); the SQLite options do not apply.
     """
+    from app.models import postgres  # it builds on this module
+
+    if postgres.is_database_url(str(path)):
+        return postgres.open_postgres(str(path))
     path = Path(path)
     if read_only and not path.exists():
         read_only = False  # nothing to read yet: create it like any first launch
@@ -402,8 +447,8 @@ def _begin_immediate(cursor: sqlite3.Cursor, lock_timeout_s: float | None) -> No
 def _rollback_quietly(raw: Any) -> None:
     try:
         raw.rollback()
-    except sqlite3.Error as error:  # the original error is the one worth reporting
-        log.debug("rollback failed: %s", error)
+    except Exception as error:  # the original error is the one worth reporting (the
+        log.debug("rollback failed: %s", error)  # connection may be gone: psycopg raises)
 
 
 def _is_busy(error: sqlite3.OperationalError) -> bool:
@@ -447,9 +492,16 @@ def _v2_to_v3(conn: Connection) -> None:
 
 
 def _v3_to_v4(conn: Connection) -> None:
-    # Version 4 made the history usable: favourites, word search over prompts, and the
+    # Version 4 added dependent jobs (job_parent) and img2img (job_input, two job columns).
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN init_image VARCHAR NOT NULL DEFAULT ''")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN strength FLOAT NOT NULL DEFAULT 1.0")
+    SQLModel.metadata.create_all(conn, tables=[JOB_PARENT, JOB_INPUT])
+
+
+def _v4_to_v5(conn: Connection) -> None:
+    # Version 5 made the history usable: favourites, word search over prompts, and the
     # indexes that searches by date, retention and stats over a period need.
-    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN starred BOOLEAN NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN starred BOOLEAN NOT NULL DEFAULT FALSE")
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_created ON job (created_at)")
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_finished ON job (finished_at)")
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_transition_at ON job_transition (at)")
@@ -457,7 +509,12 @@ def _v3_to_v4(conn: Connection) -> None:
     create_search_index(conn)
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
 
 
 def ensure_schema(db: Database) -> int:
@@ -611,8 +668,9 @@ def check_database(db: Database) -> None:
     with db.read() as conn:
         problems = [str(row) for row in conn.exec_driver_sql("PRAGMA quick_check").scalars()]
     if problems != ["ok"]:
-        # One line: quick_check may report a page as "*** in database main ***\nPage ...".
-        db.refusal = corrupt_database(db.path or Path("?"), " ".join(problems[0].split()))
+        # SQLite's first finding may span lines ("*** in database main ***\nPage 31: ...").
+        detail = " ".join(problems[0].split())
+        db.refusal = corrupt_database(db.path or Path("?"), detail)
         raise db.refusal
 
 

@@ -7,7 +7,7 @@ Statuses and events are stored as their enum values.
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Index, String, false
+from sqlalchemy import BigInteger, Boolean, Column, Index, String, false
 from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
@@ -38,7 +38,11 @@ class Job(SQLModel, table=True):
     cfg: float
     width: int
     height: int
-    seed: int
+    # Seeds go up to 2**32 - 1: past PostgreSQL's INTEGER (SQLite's INTEGER holds any size).
+    seed: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # img2img: "" (none), "job:<id>" (a parent's output) or "upload:<sha256>" (a job_input row).
+    init_image: str = ""
+    strength: float = 1.0
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0
@@ -90,6 +94,26 @@ class JobTransition(SQLModel, table=True):
     at: float
 
 
+class JobParent(SQLModel, table=True):
+    """An edge of the job graph: `job_id` stays BLOCKED until `parent_id` is SUCCESS."""
+
+    __tablename__ = "job_parent"
+    # The primary key (job_id, parent_id) serves "parents of"; the index serves "children of".
+    __table_args__ = (Index("ix_job_parent_parent", "parent_id", "job_id"),)
+
+    job_id: int = Field(foreign_key="job.id", primary_key=True)
+    parent_id: int = Field(foreign_key="job.id", primary_key=True)
+
+
+class JobInput(SQLModel, table=True):
+    """An uploaded init image, stored with its job: a path may vanish, another host lacks it."""
+
+    __tablename__ = "job_input"
+
+    job_id: int = Field(foreign_key="job.id", primary_key=True)
+    png: bytes
+
+
 class SchemaInfo(SQLModel, table=True):
     """One row: the schema version this database is at (portable, unlike PRAGMA user_version)."""
 
@@ -101,3 +125,5 @@ class SchemaInfo(SQLModel, table=True):
 
 JOB = Job.__table__  # type: ignore[attr-defined]
 TRANSITION = JobTransition.__table__  # type: ignore[attr-defined]
+JOB_PARENT = JobParent.__table__  # type: ignore[attr-defined]
+JOB_INPUT = JobInput.__table__  # type: ignore[attr-defined]

@@ -54,7 +54,9 @@ class ScriptedRunner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
     ) -> GenerationOutcome:
+        # `init_image` is ignored: the fake "image" depends on the parameters alone.
         script = _script(params.prompt)
         if "hang" in script:
             time.sleep(HANG_S)

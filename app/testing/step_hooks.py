@@ -41,6 +41,7 @@ class StepHookRunner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
     ) -> GenerationOutcome:
         self.started(params, output_path)
 
@@ -49,8 +50,9 @@ class StepHookRunner:
             return on_step(progress)
 
         outcome = self.inner.run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step
-        )
+            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step,
+            init_image=init_image,
+        )  # fmt: skip
         self.finished(params, outcome)
         return outcome
 

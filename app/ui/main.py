@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QApplication
 
 from app.engine.crash import SessionGuard, UncleanExit
+from app.engine.generation.request_checks import check_runnable
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings, save_settings
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
@@ -66,7 +67,12 @@ def launch(
     apply_theme(app)
     settings = load_settings()
     runner = ThreadRunner()
-    service = QueueService(opener=_open_queue, max_attempts=settings.max_attempts)
+    service = QueueService(
+        opener=_open_queue,
+        max_attempts=settings.max_attempts,
+        # The saved settings at each submit: the models folder may change in Settings.
+        check=lambda params: check_runnable(params, load_settings().model_search_path()),
+    )
     deps = Dependencies(
         queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,
         list_models=lambda: _model_names(deps.settings),  # the folder may change

@@ -149,8 +149,8 @@ def test_a_size_far_beyond_the_native_one_is_refused_before_any_step(
     from app.engine.params import InvalidParameters
 
     model = model_info(tiny_folders[Architecture.SDXL])
-    assert model.size_problem(128, 64) == ""
-    assert "136x64 is too large for a model trained at 64x64" in model.size_problem(136, 64)
-    with pytest.raises(InvalidParameters, match="at most 128 pixels per side"):
-        generate(runners[Architecture.SDXL], params_for("m", width=136), tmp_path, "big")
+    assert model.size_problem(256, 64) == ""
+    assert "264x64 is too large for a model trained at 64x64" in model.size_problem(264, 64)
+    with pytest.raises(InvalidParameters, match="at most 256 pixels per side"):
+        generate(runners[Architecture.SDXL], params_for("m", width=264), tmp_path, "big")
     assert list(tmp_path.iterdir()) == []

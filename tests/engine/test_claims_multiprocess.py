@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
-from app.models.db import open_database
+from app.models.db import Database, open_database
 from app.models.tables import JOB, TRANSITION
+
+pytestmark = pytest.mark.both_backends
 
 JOBS = 2_000
 PROCESSES = 4
 
 
-def claim_until_empty(db_path: str, worker_id: str, start: Any) -> list[int]:
-    queue = JobQueue(open_database(db_path))
+def claim_until_empty(location: str, worker_id: str, start: Any) -> list[int]:
+    queue = JobQueue(open_database(location))
     claimed: list[int] = []
     start.wait()  # all processes race from the same moment, not from their spawn times
     while (job := queue.claim(worker_id)) is not None:
@@ -28,15 +30,14 @@ def claim_until_empty(db_path: str, worker_id: str, start: Any) -> list[int]:
     return claimed
 
 
-def test_no_job_is_claimed_twice(tmp_path: Path) -> None:
-    db_path = tmp_path / "claims.db"
-    queue = JobQueue(open_database(db_path))
+def test_no_job_is_claimed_twice(db: Database) -> None:
+    queue = JobQueue(db)
     queue.submit_many([GenerationParams("a blue triangle", seed=1, steps=2)] * JOBS)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager, ctx.Pool(PROCESSES) as pool:
         start = manager.Barrier(PROCESSES)
         results = pool.starmap(
-            claim_until_empty, [(str(db_path), f"w{i}", start) for i in range(PROCESSES)]
+            claim_until_empty, [(db.location, f"w{i}", start) for i in range(PROCESSES)]
         )
 
     claimed = Counter(job_id for result in results for job_id in result)
@@ -50,4 +51,3 @@ def test_no_job_is_claimed_twice(tmp_path: Path) -> None:
         statuses = set(conn.execute(select(JOB.c.status)).scalars())
     assert len(starts) == JOBS and max(starts.values()) == 1
     assert statuses == {"PROCESSING"}
-    queue.db.dispose()

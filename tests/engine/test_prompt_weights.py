@@ -11,6 +11,7 @@ import torch
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.prompt_weights import (
     CHUNK_TOKENS,
+    apply_weights,
     chunks_for,
     encode_weighted,
     needs_a1111_encoding,
@@ -140,3 +141,13 @@ def test_weighted_prompts_generate_and_resume_exactly(
     runner.run(weighted, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT))
     runner.run(weighted, output_path=out, checkpoint_path=ckpt, on_step=go_on)
     assert max_diff(reference, pixels(out)) == 0
+
+
+def test_weighting_a_chunk_whose_mean_is_zero_stays_finite() -> None:
+    # An untrained final layer norm (no bias) gives hidden states whose mean is exactly 0;
+    # A1111's mean-restoring division would turn the whole prompt into NaN.
+    z = torch.tensor([[[1.0, -1.0], [2.0, -2.0], [0.5, -0.5]]])
+    assert torch.equal(apply_weights(z, [1.0, 1.0, 1.0]), z)
+    weighted = apply_weights(z, [1.0, 1.4, 1.0])
+    assert torch.isfinite(weighted).all()
+    assert torch.allclose(weighted[0, 1], torch.tensor([2.8, -2.8]))

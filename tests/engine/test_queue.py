@@ -21,6 +21,7 @@ from app.engine.queue import (
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.models.tables import TRANSITION
 
+pytestmark = pytest.mark.both_backends
 S, E = JobStatus, JobEvent
 PARAMS = GenerationParams("a red circle on a blue background", steps=4)
 

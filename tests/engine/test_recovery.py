@@ -17,6 +17,7 @@ from app.engine.states import JobEvent, JobStatus
 from app.engine.watchdog import time_out_stale_jobs
 from tests.engine.worker_fixtures import dead_worker
 
+pytestmark = pytest.mark.both_backends
 S, E = JobStatus, JobEvent
 POLICY = RetryPolicy(base_delay_s=2.0, max_delay_s=10.0)
 TIMEOUT_S = 15.0

@@ -42,6 +42,8 @@ FAILED RETRY PENDING
 FAILED CANCEL CANCELLED
 TIMEOUT RETRY PENDING
 TIMEOUT CANCEL CANCELLED
+BLOCKED UNBLOCK PENDING
+BLOCKED CANCEL CANCELLED
 """
 EXPECTED = {
     (S(src), E(event)): S(dst)
@@ -67,14 +69,16 @@ def test_every_pair_follows_the_design_table(status: JobStatus, event: JobEvent)
         assert is_already_satisfied(status, event) == ((status, event) in SATISFIED)
 
 
-def test_only_submit_creates_a_job() -> None:
+def test_only_submit_and_submit_after_create_a_job() -> None:
     assert next_status(None, None, E.SUBMIT) is S.PENDING
-    for event in set(JobEvent) - {E.SUBMIT}:
+    assert next_status(None, None, E.SUBMIT_AFTER) is S.BLOCKED
+    for event in set(JobEvent) - {E.SUBMIT, E.SUBMIT_AFTER}:
         with pytest.raises(TransitionNotAllowed, match="a new job"):
             next_status(None, None, event)
     for status in JobStatus:
-        with pytest.raises(TransitionNotAllowed):
-            next_status(1, status, E.SUBMIT)
+        for event in (E.SUBMIT, E.SUBMIT_AFTER):
+            with pytest.raises(TransitionNotAllowed):
+                next_status(1, status, event)
 
 
 def test_terminal_statuses_allow_nothing() -> None:
@@ -87,3 +91,8 @@ def test_allowed_events_is_what_the_ui_may_offer() -> None:
     assert allowed_events(S.PROCESSING) == {E.COMPLETE, E.FAIL, E.CANCEL, E.PAUSE, E.TIMEOUT}
     assert allowed_events(S.PAUSED) == {E.RESUME, E.CANCEL}
     assert allowed_events(S.FAILED) == {E.RETRY, E.CANCEL}
+    assert allowed_events(S.BLOCKED) == {E.UNBLOCK, E.CANCEL}
+
+
+def test_blocked_is_neither_terminal_nor_running() -> None:
+    assert not S.BLOCKED.is_terminal and not S.BLOCKED.is_running

@@ -27,6 +27,8 @@ from tests.engine.worker_fixtures import (
     statuses,
 )
 
+pytestmark = pytest.mark.both_backends
+
 S = JobStatus
 
 

@@ -13,6 +13,10 @@ def job_in(
     queue: JobQueue, status: JobStatus, prompt: str = "a quiet harbour", worker: str = WORKER
 ) -> int:
     """A new job moved to `status` (call with no other PENDING job, so the claim takes it)."""
+    if status is JobStatus.BLOCKED:
+        parent = queue.submit(GenerationParams(prompt=f"{prompt}, first", steps=10))
+        queue.pause(parent)  # held, so the child stays BLOCKED and no claim takes the parent
+        return queue.submit(GenerationParams(prompt=prompt, steps=10), parents=[parent])
     job_id = queue.submit(GenerationParams(prompt=prompt, steps=10))
     if status is JobStatus.PENDING:
         return job_id

@@ -21,3 +21,19 @@ def test_bad_input_queues_nothing_and_says_why(queue: JobQueue) -> None:
     assert outcome.job_ids == ()
     assert len(outcome.errors) == 1 and outcome.errors[0] == "Width 70 is not a multiple of 8"
     assert queue.jobs() == []
+
+
+def test_what_a_worker_would_refuse_is_refused_at_submit(queue: JobQueue) -> None:
+    from app.engine.generation.request_checks import check_runnable
+    from app.engine.settings import load_settings
+
+    service = QueueService(
+        opener=lambda: queue,
+        check=lambda params: check_runnable(params, load_settings().model_search_path()),
+    )
+    outcome = service.submit(GenerationParams("a red circle <lora:inky>"), count=2)
+    assert outcome.job_ids == () and "LoRA 'inky' was not found" in outcome.errors[0]
+    outcome = service.submit(GenerationParams("a red circle", width=512, height=512))
+    assert "512x512 is too large for a model trained at 64x64" in outcome.errors[0]
+    assert queue.jobs() == []
+    assert len(service.submit(GenerationParams("a red circle")).job_ids) == 1

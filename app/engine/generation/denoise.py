@@ -25,6 +25,7 @@ from diffusers import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation import img2img
 from app.engine.generation.architecture import size_problem
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
@@ -121,7 +122,8 @@ def _encode(pipe: Any, params: GenerationParams, do_cfg: bool) -> _Conditioning:
 
 
 @torch.no_grad()
-def start(pipe: Any, params: GenerationParams) -> DenoiseState:
+def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) -> DenoiseState:
+    """The state before the first step; from noise, or (img2img) from `init_image`'s PNG."""
     problem = size_problem(native_size(pipe), params.width, params.height)
     if problem:
         raise InvalidParameters(problem)
@@ -131,15 +133,22 @@ def start(pipe: Any, params: GenerationParams) -> DenoiseState:
     conditioning = _encode(pipe, params, do_cfg)
     embeds = conditioning.embeds
     generator = new_generator(params.seed)
-    shape = _latent_shape(pipe, params)
-    noise = randn_tensor(shape, generator=generator, device=device, dtype=embeds.dtype)
+    if init_image is None:
+        shape = _latent_shape(pipe, params)
+        noise = randn_tensor(shape, generator=generator, device=device, dtype=embeds.dtype)
+        timesteps, steps = scheduler.timesteps, params.steps
+        latents = noise * scheduler.init_noise_sigma
+    else:
+        timesteps, steps, latents = img2img.start_latents(
+            pipe, scheduler, params, init_image, generator, embeds.dtype
+        )
     return DenoiseState(
         scheduler=scheduler,
-        timesteps=scheduler.timesteps,
+        timesteps=timesteps,
         index=0,
         steps_done=0,
-        total_steps=params.steps,
-        latents=noise * scheduler.init_noise_sigma,
+        total_steps=steps,
+        latents=latents,
         prompt_embeds=embeds,
         timestep_cond=_timestep_cond(pipe, params, embeds.dtype),
         generator=generator,
@@ -164,12 +173,15 @@ def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> Deno
     cond = checkpoint.timestep_cond
     if is_sdxl(pipe) and (checkpoint.pooled_embeds is None or checkpoint.add_time_ids is None):
         raise CheckpointMismatch("checkpoint was made by a non-SDXL model; this model is SDXL")
+    timesteps, steps = scheduler.timesteps, params.steps
+    if params.init_image:
+        timesteps, steps = img2img.trim_schedule(scheduler, params)
     return DenoiseState(
         scheduler=scheduler,
-        timesteps=scheduler.timesteps,
+        timesteps=timesteps,
         index=checkpoint.index,
         steps_done=checkpoint.steps_done,
-        total_steps=params.steps,
+        total_steps=steps,
         latents=checkpoint.latents.to(device, dtype),
         prompt_embeds=checkpoint.prompt_embeds.to(device, dtype),
         timestep_cond=None if cond is None else cond.to(device, dtype),

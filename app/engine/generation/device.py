@@ -5,8 +5,12 @@ torch is imported inside the functions so that importing this module stays cheap
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from app.errors import BadInput
 
 if TYPE_CHECKING:
     import torch
@@ -28,12 +32,24 @@ class DeviceChoice:
 
 
 CPU = DeviceChoice("cpu", "float32")
+DEVICE_ENV = "EASEL_DEVICE"  # `worker --device cuda:1` sets it: one worker per GPU
+_DEVICE_NAME = re.compile(r"cpu|mps|cuda(:\d+)?")
+
+
+def device_choice(name: str, *, low_vram: bool = False) -> DeviceChoice:
+    """`cpu`, `mps`, `cuda` or `cuda:N`; float16 on accelerators."""
+    if not _DEVICE_NAME.fullmatch(name):
+        raise BadInput(f"the device must be cpu, mps, cuda or cuda:N (e.g. cuda:1), not {name!r}")
+    return DeviceChoice(name, "float32" if name == "cpu" else "float16", low_vram)
 
 
 def pick_device(*, low_vram: bool = False) -> DeviceChoice:
-    """The fastest device present; float16 on accelerators (half precision is slow on CPUs).
+    """$EASEL_DEVICE if set, else the fastest device present; float16 on accelerators (half
+    precision is slow on CPUs).
 
     `low_vram` is the user's "low VRAM" setting; the worker should pass it through."""
+    if chosen := os.environ.get(DEVICE_ENV):
+        return device_choice(chosen, low_vram=low_vram)
     import torch
 
     if torch.cuda.is_available():

@@ -40,6 +40,7 @@ def a1111_parameters(params: GenerationParams) -> str:
     lines.append(
         f"Steps: {params.steps}, Sampler: {params.scheduler}, CFG scale: {params.cfg:g}, "
         f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
+        + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
     )
     return "\n".join(lines)
 

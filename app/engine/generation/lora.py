@@ -16,6 +16,7 @@ from pathlib import Path
 from app.engine.generation.architecture import SAFETENSORS_SUFFIX, read_safetensors_header
 from app.engine.generation.errors import GenerationError
 from app.engine.generation.sources import LORA_SUBFOLDER, ModelSearchPath, default_search_path
+from app.errors import BadInput
 
 # <lora:name> or <lora:name:0.8>; A1111 allows more fields after the weight (text encoder /
 # UNet multipliers), which are accepted and ignored here.
@@ -23,7 +24,7 @@ _LORA_TAG = re.compile(r"<lora:([^:>]+)(?::([^:>]*))?(?::[^>]*)?>", re.IGNORECAS
 _LORA_KEY_MARKERS = ("lora_down", "lora_up", "lora_A", "lora_B", "lora.down", "lora.up")
 
 
-class LoraError(GenerationError):
+class LoraError(GenerationError, BadInput):
     """A LoRA named in a prompt that cannot be used; the message names it and says why."""
 
 

@@ -204,10 +204,19 @@ def _encode_chunks(encoder: Any, chunks: list[Chunk], sdxl: bool) -> tuple[Any, 
 
 
 def apply_weights(z: Any, weights: list[float]) -> Any:
-    """Scale each token's hidden state by its weight, keeping the chunk's mean."""
+    """Scale each token's hidden state by its weight, keeping the chunk's mean.
+
+    An unweighted chunk is returned as it is: A1111's x * (m / m) is the same, except when
+    the mean is exactly 0 (an encoder whose final layer norm has no bias), where it is NaN.
+    """
     import torch
 
+    if all(weight == 1.0 for weight in weights):
+        return z
     multipliers = torch.tensor(weights, dtype=z.dtype, device=z.device)
     original_mean = z.mean()
     z = z * multipliers.reshape(1, -1, 1).expand(z.shape)
-    return z * (original_mean / z.mean())
+    new_mean = z.mean()
+    if new_mean == 0:
+        return z  # nothing to rescale by; dividing would poison the whole prompt with NaN
+    return z * (original_mean / new_mean)

@@ -72,12 +72,16 @@ class QueueService:
         *,
         opener: Callable[[], JobQueue] | None = None,
         max_attempts: int = 3,
+        check: Callable[[GenerationParams], object] | None = None,
     ) -> None:
+        """`check`: what a worker would refuse, raised as a `UserError` before anything is
+        stored (the app hands in the model-file check; tests may leave it out)."""
         if queue is None and opener is None:
             raise ValueError("give a queue or a way to open one")
         self._queue = queue
         self._opener = opener
         self.max_attempts = max_attempts
+        self._check = check
         self._watch: Connection | None = None
         self._open_error: Exception | None = None
 
@@ -177,6 +181,8 @@ class QueueService:
         else seeds count up."""
         try:
             params = params.validated()
+            if self._check is not None:
+                self._check(params)
             batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
             ids = self.queue.submit_many(batch, max_attempts=self.max_attempts)
         except UserError as error:

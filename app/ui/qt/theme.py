@@ -23,6 +23,7 @@ STATUS_COLOURS: dict[JobStatus, str] = {
     JobStatus.FAILED: "#e5484d",
     JobStatus.TIMEOUT: "#d9467a",
     JobStatus.CANCELLED: "#5b6270",
+    JobStatus.BLOCKED: "#8b5cf6",  # waits for its parent jobs
 }
 
 BACKGROUND = "#16181d"

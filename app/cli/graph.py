@@ -1,0 +1,130 @@
+"""Commands for jobs that build on jobs: img2img and `--after` on submit, upscale, vary, lineage."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from app.cli.jobs import params_from_args, with_queue
+from app.engine.graph import (
+    DEFAULT_UPSCALE,
+    DEFAULT_UPSCALE_STRENGTH,
+    DEFAULT_VARIATION_STRENGTH,
+    DEFAULT_VARIATIONS,
+    children_of,
+    parents_of,
+    submit_upscale,
+    submit_variations,
+    waiting_reason,
+)
+from app.engine.graph_sql import digest
+from app.engine.init_image import prepare_init_image, read_init_image
+from app.engine.params import GenerationParams, InvalidParameters, parse_size
+from app.engine.queue import JobQueue
+
+DEFAULT_IMG2IMG_STRENGTH = 0.75  # what AUTOMATIC1111 starts its img2img tab with
+DEFAULT_SIZE = f"{GenerationParams.width}x{GenerationParams.height}"
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    _extend_submit(commands.choices["submit"])
+
+    upscale = commands.add_parser(
+        "upscale", help="queue a hires-fix upscale of a job's image (waits for the job)"
+    )
+    upscale.add_argument("job_id", type=int, metavar="ID")
+    upscale.add_argument("--scale", type=float, default=DEFAULT_UPSCALE)
+    upscale.add_argument("--strength", type=float, default=DEFAULT_UPSCALE_STRENGTH)
+    upscale.set_defaults(run=with_queue(_upscale))
+
+    vary = commands.add_parser(
+        "vary", help="queue variations of a job's image: new seeds, low strength"
+    )
+    vary.add_argument("job_id", type=int, metavar="ID")
+    vary.add_argument("--count", type=_positive, default=DEFAULT_VARIATIONS)
+    vary.add_argument("--strength", type=float, default=DEFAULT_VARIATION_STRENGTH)
+    vary.set_defaults(run=with_queue(_vary))
+
+    lineage = commands.add_parser(
+        "lineage", help="a job's parents and children, and what a blocked job waits for"
+    )
+    lineage.add_argument("job_id", type=int, metavar="ID")
+    lineage.set_defaults(run=with_queue(_lineage))
+
+
+def _extend_submit(submit: argparse.ArgumentParser) -> None:
+    """`submit` (defined in `jobs`) gains img2img and dependencies."""
+    group = submit.add_argument_group("building on images and jobs")
+    group.add_argument(
+        "--init-image", type=Path, metavar="PNG", help="img2img: start from this image "
+        "(stored with the job; the job takes its size unless --size is given)",
+    )  # fmt: skip
+    group.add_argument(
+        "--strength", type=float, help="img2img: how much of the image is redrawn, "
+        f"above 0 up to 1 (default {DEFAULT_IMG2IMG_STRENGTH})",
+    )  # fmt: skip
+    group.add_argument(
+        "--after", type=int, action="append", default=[], metavar="ID",
+        help="wait until job ID succeeded (may be given more than once)",
+    )  # fmt: skip
+    submit.set_defaults(run=with_queue(_submit), size=None)
+
+
+def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
+    size_given = args.size is not None
+    args.size = args.size or DEFAULT_SIZE
+    params = params_from_args(args)
+    if args.init_image is None:
+        if args.strength is not None:
+            raise InvalidParameters("--strength needs --init-image")
+        print(queue.submit(params, source="cli", parents=args.after))
+        return 0
+    size = parse_size(args.size) if size_given else None
+    prepared = prepare_init_image(read_init_image(args.init_image), size)
+    for note in prepared.notes:
+        print(f"note: the init image: {note}", file=sys.stderr)
+    params = replace(
+        params, width=prepared.width, height=prepared.height, init_image=digest(prepared.png),
+        strength=DEFAULT_IMG2IMG_STRENGTH if args.strength is None else args.strength,
+    )  # fmt: skip
+    print(queue.submit(params, source="cli", parents=args.after, init_png=prepared.png))
+    return 0
+
+
+def _upscale(args: argparse.Namespace, queue: JobQueue) -> int:
+    job_id = submit_upscale(
+        queue, args.job_id, scale=args.scale, strength=args.strength, source="cli"
+    )
+    print(job_id)
+    return 0
+
+
+def _vary(args: argparse.Namespace, queue: JobQueue) -> int:
+    for job_id in submit_variations(
+        queue, args.job_id, count=args.count, strength=args.strength, source="cli"
+    ):
+        print(job_id)
+    return 0
+
+
+def _lineage(args: argparse.Namespace, queue: JobQueue) -> int:
+    job = queue.get(args.job_id)
+    print(f"job {job.id}: {job.status}")
+    print("parents:  " + (_ids(parents_of(queue, args.job_id)) or "none"))
+    print("children: " + (_ids(children_of(queue, args.job_id)) or "none"))
+    if reason := waiting_reason(queue, args.job_id):
+        print(f"blocked:  {reason}")
+    return 0
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(f"#{job_id}" for job_id in ids)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value

@@ -1,0 +1,62 @@
+"""What every worker runs beside its jobs, so a fleet with no window still recovers its jobs.
+
+A headless worker (`python -m app worker`, on any machine) runs the watchdog and the retry
+policy every few seconds, as the app's supervisor does. Concurrent watchdogs on several
+machines are safe: each TIMEOUT is a conditional update on (status, version, worker), so a
+job is settled once, whoever sees it first. A job whose worker still heartbeats is never
+touched, wherever that worker runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from app.engine.queue import JobQueue
+from app.engine.retry import RetryPolicy, apply_retry_policy
+from app.engine.watchdog import time_out_stale_jobs
+from app.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+SOURCE = "worker watchdog"
+
+
+class Maintenance:
+    """The watchdog and the retry policy on a thread: `with Maintenance(...): run_worker(...)`."""
+
+    def __init__(self, queue: JobQueue, *, heartbeat_timeout_s: float, policy: RetryPolicy) -> None:
+        self.queue = queue
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.policy = policy
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="maintenance", daemon=True)
+
+    def __enter__(self) -> Maintenance:
+        self.run_once()  # before the first claim: a job stranded by a dead worker goes first
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.interval_s + 5.0)
+
+    @property
+    def interval_s(self) -> float:
+        return self.heartbeat_timeout_s / 2
+
+    def run_once(self) -> None:
+        now = time.time()
+        try:
+            for timed_out in time_out_stale_jobs(
+                self.queue, self.heartbeat_timeout_s, now=now, source=SOURCE
+            ):
+                log.info("job %s: %s", timed_out.record.job_id, timed_out.record.message)
+            apply_retry_policy(self.queue, self.policy, now=now)
+        except DatabaseError as error:  # the server is away: the next pass tries again
+            log.warning("watchdog pass skipped: %s", error)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.run_once()

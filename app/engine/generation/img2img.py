@@ -1,0 +1,54 @@
+"""img2img in our own loop: start part-way down the schedule from the noised init image.
+
+Mirrors `StableDiffusionImg2ImgPipeline`: `get_timesteps` skips the first
+`steps * (1 - strength)` steps, `prepare_latents` encodes the image with the VAE (sampling
+its latent distribution with the job's generator) and adds noise at the first remaining
+timestep. Same order of random draws, same arithmetic: the same image as the stock
+pipeline. The rest of the loop (steps, checkpoints, pause/resume) is unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
+    retrieve_latents,
+)
+from diffusers.utils.torch_utils import randn_tensor
+
+from app.engine.init_image import fit_to, open_rgb
+from app.engine.params import GenerationParams
+
+
+def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
+    """The timesteps left after skipping what `strength` keeps of the image, and their steps.
+
+    Also tells the scheduler where it begins (its sigma index), as `get_timesteps` does.
+    """
+    t_start = max(params.steps - params.denoising_steps, 0)
+    timesteps = scheduler.timesteps[t_start * scheduler.order :]
+    if hasattr(scheduler, "set_begin_index"):
+        scheduler.set_begin_index(t_start * scheduler.order)
+    return timesteps, params.steps - t_start
+
+
+@torch.no_grad()
+def start_latents(
+    pipe: Any,
+    scheduler: Any,
+    params: GenerationParams,
+    init_png: bytes,
+    generator: torch.Generator,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """(timesteps, steps, latents) to start the loop from `init_png`, resized to the job."""
+    timesteps, steps = trim_schedule(scheduler, params)
+    device = pipe._execution_device
+    image = fit_to(open_rgb(init_png), (params.width, params.height))
+    pixels = pipe.image_processor.preprocess(image).to(device=device, dtype=dtype)
+    encoded = retrieve_latents(pipe.vae.encode(pixels), generator=generator)
+    image_latents = pipe.vae.config.scaling_factor * encoded
+    noise = randn_tensor(image_latents.shape, generator=generator, device=device, dtype=dtype)
+    latents = scheduler.add_noise(image_latents, noise, timesteps[:1])
+    return timesteps, steps, latents

@@ -1,0 +1,34 @@
+"""What a worker would refuse, found when the job is submitted (files only: no torch).
+
+The CLI and the window both call `check_runnable` next to `GenerationParams.validated()`,
+so an unknown model, an unsupported file, a size the model cannot draw or an unknown LoRA
+is one sentence at submit time, never a FAILED job later.
+"""
+
+from __future__ import annotations
+
+from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.lora import check_loras
+from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
+from app.engine.params import GenerationParams
+from app.errors import BadInput
+
+
+def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelInfo:
+    """The model `params` names, if a worker can run `params` on it; else a `UserError`."""
+    info = resolve_model(params.model, search)
+    if not info.supported:
+        raise UnsupportedModel(f"model {params.model!r} at {info.path} {_why_not(info)}")
+    problem = info.size_problem(params.width, params.height)
+    if problem:
+        raise BadInput(problem)
+    check_loras(params.prompt, search)
+    return info
+
+
+def _why_not(info: ModelInfo) -> str:
+    if info.unsupported_reason:
+        return f"cannot be used: {info.unsupported_reason}"
+    if (info.path / MODEL_INDEX).is_file():
+        return f"has an unreadable {MODEL_INDEX}"
+    return "is not a Stable Diffusion 1.x, 2.x or SDXL model"

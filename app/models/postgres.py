@@ -1,0 +1,295 @@
+"""PostgreSQL: engine set-up, connection problems in one sentence, and what differs from SQLite.
+
+The queue's tables and statements are the same on both backends; this module holds the few
+things that are not: the driver (psycopg 3, positional `%s` parameters so the hot path's
+compiled statements run on the driver's cursor), a lock that serialises schema set-up
+between machines, and the translation of connection errors by their SQLSTATE.
+
+The password never lives here: it comes from the URL the user typed (`--db`, `EASEL_DB`),
+or from libpq itself (`PGPASSWORD`, `~/.pgpass`), and every message hides it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
+
+from app.errors import DatabaseUnreachable
+from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema
+from app.models.tables import JOB, TRANSITION
+
+log = logging.getLogger(__name__)
+
+SCHEMES = ("postgresql", "postgres")
+DRIVER = "postgresql+psycopg"
+CONNECT_TIMEOUT_S = 10
+# Any fixed number: every Easel on every machine takes this lock around schema set-up.
+SCHEMA_LOCK_KEY = 0x45A5E1
+# Workers LISTEN here; a transition that gives them something to do NOTIFYs "<job id> <status>".
+CHANNEL = "easel_jobs"
+NOTIFY_SQL = f"SELECT pg_notify('{CHANNEL}', %s)"
+
+# SQLSTATE -> what the user can do about it.
+_SQLSTATE_MESSAGES = {
+    "28P01": "the password for user {user} was refused",
+    "28000": "user {user} may not connect to it (check the user name and pg_hba.conf)",
+    "3D000": "the database {database} does not exist (create it with `createdb {database}`)",
+    "42501": "user {user} lacks the rights to create Easel's tables",
+}
+
+
+def is_database_url(location: str) -> bool:
+    """A PostgreSQL URL rather than the path of a SQLite file."""
+    scheme = location.partition("://")[0].split("+")[0].lower()
+    return "://" in location and scheme in SCHEMES
+
+
+def parse_url(location: str) -> URL:
+    """The URL with Easel's driver; libpq parameters (sslmode, ...) pass through the query."""
+    try:
+        url = make_url(location)
+    except ArgumentError as error:
+        raise DatabaseError(f"{safe_url(location)} is not a database URL: {error}") from None
+    if not url.database:
+        raise DatabaseError(f"{safe_url(location)} names no database (…/DATABASE at the end)")
+    return url.set(drivername=DRIVER)
+
+
+def safe_url(location: str | URL) -> str:
+    """The URL as it may be shown or logged: never with its password."""
+    try:
+        url = location if isinstance(location, URL) else make_url(location)
+    except ArgumentError:
+        return "the database URL"
+    return url.set(drivername=url.drivername.split("+")[0]).render_as_string(hide_password=True)
+
+
+@contextmanager
+def scratch_schema(location: str) -> Iterator[str]:
+    """A URL whose connections see only a new, empty schema, dropped afterwards (tests and
+    benchmarks: a fresh store in milliseconds, where CREATE DATABASE takes most of a second).
+    """
+    url = parse_url(location)
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    schema = f"scratch_{uuid.uuid4().hex[:16]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+    except SQLAlchemyDBAPIError as error:
+        admin.dispose()
+        raise connection_error(error, url) from None
+    try:
+        scoped = url.update_query_dict({"options": f"-csearch_path={schema}"})
+        yield scoped.render_as_string(hide_password=False)
+    finally:
+        with contextlib.suppress(SQLAlchemyDBAPIError), admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+
+
+def postgres_engine(url: URL) -> Engine:
+    return create_engine(
+        url,
+        # Positional parameters: `Database.prepare` compiles hot statements for the cursor.
+        paramstyle="format",
+        # A server restart closes every pooled connection; check before handing one out.
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "easel"},
+    )
+
+
+def open_postgres(location: str) -> Database:
+    """Connect, create or migrate the schema (one machine at a time), or say what is wrong."""
+    url = parse_url(location)
+    db = Database(postgres_engine(url))
+    db.notify_sql = NOTIFY_SQL
+    try:
+        with _schema_lock(db.engine):
+            ensure_schema(db)
+    except SchemaTooNew as error:
+        db.dispose()
+        raise SchemaTooNew(
+            f"{error.args[0].split(' Update Easel')[0]} Update Easel on this machine, or "
+            "point it at another database with --db or EASEL_DB."
+        ) from None
+    except SQLAlchemyDBAPIError as error:
+        db.dispose()
+        raise connection_error(error, url) from None
+    except BaseException:
+        db.dispose()
+        raise
+    return db
+
+
+@contextmanager
+def _schema_lock(engine: Engine) -> Iterator[None]:
+    """Two machines starting at once must not both create the tables or both migrate."""
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            conn.commit()
+
+
+def connection_error(error: SQLAlchemyDBAPIError, url: URL) -> DatabaseError:
+    """One sentence for a failed connection or set-up: unreachable, refused, missing."""
+    where = safe_url(url)
+    sqlstate = getattr(error.orig, "sqlstate", None) or _connect_sqlstate(str(error.orig))
+    template = _SQLSTATE_MESSAGES.get(sqlstate or "")
+    if template is not None:
+        reason = template.format(user=url.username or "(default)", database=url.database)
+    elif sqlstate == _UNREACHABLE:
+        reason = f"the server at {url.host or 'localhost'}:{url.port or 5432} cannot be reached"
+    else:
+        reason = _last_line(error.orig)
+    return DatabaseError(f"Cannot open the job database {where}: {reason}.")
+
+
+_UNREACHABLE = "08001"  # sqlclient_unable_to_establish_sqlconnection
+# libpq reports a failed connection as text only (psycopg gives no SQLSTATE for it).
+_CONNECT_FAILURES = (
+    ("password authentication failed", "28P01"),
+    ("no password supplied", "28P01"),
+    ("no pg_hba.conf entry", "28000"),
+    ("does not exist", "3D000"),  # database "x" does not exist (a missing role says "role")
+    ("connection refused", _UNREACHABLE),
+    ("could not translate host name", _UNREACHABLE),
+    ("timeout expired", _UNREACHABLE),
+    ("no route to host", _UNREACHABLE),
+    ("network is unreachable", _UNREACHABLE),
+)
+
+
+def _connect_sqlstate(message: str) -> str | None:
+    lowered = message.lower()
+    if "role" in lowered and "does not exist" in lowered:
+        return "28000"
+    return next((state for text, state in _CONNECT_FAILURES if text in lowered), None)
+
+
+def _last_line(error: Any) -> str:
+    """libpq's own words, last line first: it ends with the reason (never the password)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1].rstrip(".") if lines else type(error).__name__
+
+
+class JobListener:
+    """LISTEN on the queue's channel from a connection of its own (autocommit).
+
+    A wake-up is a hint, never the truth: whoever wakes re-reads the job table, so a
+    notification lost while the server was away costs one slow poll, nothing more.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._raw: Any = None
+
+    def wait(self, timeout_s: float) -> list[str]:
+        """The payloads that arrived within `timeout_s` (empty: none, or the server is away)."""
+        try:
+            conn = self._connection()
+            return [note.payload for note in conn.notifies(timeout=timeout_s, stop_after=1)]
+        except (psycopg.Error, SQLAlchemyDBAPIError) as error:
+            log.info("listening for new jobs failed (%s); polling until it works", error)
+            self.close()
+            time.sleep(timeout_s)
+            return []
+
+    def close(self) -> None:
+        if self._raw is not None:
+            with contextlib.suppress(Exception):
+                self._raw.close()
+            self._raw = None
+
+    def _connection(self) -> Any:
+        if self._raw is None or is_broken(self._raw.dbapi_connection):
+            self.close()
+            raw = self._db.engine.raw_connection()
+            raw.detach()  # ours for good: a pooled connection would stop listening when returned
+            driver: Any = raw.dbapi_connection
+            driver.autocommit = True
+            driver.execute(f"LISTEN {CHANNEL}")
+            self._raw = raw
+        return self._raw.dbapi_connection
+
+
+def translate_error(error: BaseException, url: URL) -> DatabaseError | None:
+    """A lost connection while working becomes `DatabaseUnreachable` (transient: reconnect);
+    anything else is not for the user to fix (None: the caller re-raises it as a bug)."""
+    if not isinstance(error, psycopg.OperationalError):
+        return None
+    sqlstate = error.sqlstate or ""
+    if sqlstate and not sqlstate.startswith(("08", "57P")):  # connection, or server shutdown
+        return None
+    return DatabaseUnreachable(
+        f"Lost the job database {safe_url(url)}: {_last_line(error)}; reconnecting."
+    )
+
+
+def is_broken(driver_connection: Any) -> bool:
+    """A psycopg connection that the server or the network closed (restart, timeout)."""
+    return bool(getattr(driver_connection, "broken", False) or driver_connection.closed)
+
+
+# --- copying a local queue in --------------------------------------------------------------
+
+COPY_BATCH = 1000
+
+
+class TargetNotEmpty(DatabaseError):
+    pass
+
+
+def copy_store(source: Database, target: Database) -> tuple[int, int]:
+    """Copy every job and its whole history from `source` into the empty `target`, ids kept,
+    in one transaction (all or nothing). Returns (jobs, history rows).
+
+    Both are at the current schema (`open_database` migrated them). A target that already
+    holds jobs is refused: merging two queues would renumber jobs and break their history.
+    """
+    with source.read() as reading, target.write() as writing:
+        if writing.execute(select(func.count()).select_from(JOB)).scalar_one():
+            raise TargetNotEmpty(
+                f"{safe_url(target.location)} already holds jobs; copy into an empty database"
+            )
+        counts = [
+            _copy_table(reading, writing, table) for table in (JOB, TRANSITION)
+        ]  # jobs first: history rows point at them
+        if not target.is_sqlite:
+            for table in (JOB, TRANSITION):
+                _advance_id_sequence(writing, table)
+    return counts[0], counts[1]
+
+
+def _copy_table(reading: Connection, writing: Connection, table: Table) -> int:
+    # In id order: a re-run's rerun_of points at an earlier job, already copied.
+    rows = reading.execute(select(table).order_by(table.c.id))
+    copied = 0
+    while batch := rows.fetchmany(COPY_BATCH):
+        writing.execute(insert(table), [dict(row._mapping) for row in batch])
+        copied += len(batch)
+    return copied
+
+
+def _advance_id_sequence(conn: Connection, table: Table) -> None:
+    """Rows copied with their ids leave the id sequence at 1; the next job must not reuse one."""
+    conn.execute(
+        text(
+            f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+            f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+        )
+    )

@@ -1,0 +1,116 @@
+"""img2img, --after, upscale, vary and lineage, as a user types them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from app.cli import main
+from app.engine.graph import init_image_of
+from app.engine.queue import open_queue
+
+from .test_cli_jobs import run_cli
+
+
+def write_image(path: Path, size: tuple[int, int], mode: str = "RGB") -> Path:
+    colour = (10, 200, 30, 0) if mode == "RGBA" else (10, 200, 30)
+    Image.new(mode, size, colour).save(path)
+    return path
+
+
+def test_submit_with_an_init_image_stores_the_image_with_the_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    image = write_image(tmp_path / "in.png", (96, 64))
+    code, out, _ = run_cli(capsys, "submit", "a cat", "--init-image", str(image),
+                           "--strength", "0.6", "--seed", "4")  # fmt: skip
+    assert code == 0
+    image.unlink()  # the job does not depend on the file any more
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    assert (job.width, job.height, job.strength) == (96, 64, 0.6)
+    assert job.init_image.startswith("upload:")
+    png = init_image_of(queue, job)
+    assert png is not None and png.startswith(b"\x89PNG")
+    queue.db.dispose()
+
+
+def test_an_init_image_with_alpha_and_an_odd_size_is_converted_with_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    image = write_image(tmp_path / "odd.png", (101, 70), mode="RGBA")
+    code, out, err = run_cli(capsys, "submit", "a cat", "--init-image", str(image))
+    assert code == 0
+    assert "transparent parts were filled with white" in err
+    assert "resized from 101x70 to 96x64" in err
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    assert (job.width, job.height, job.strength) == (96, 64, 0.75)
+    queue.db.dispose()
+
+
+@pytest.mark.parametrize(
+    ("make", "argv", "message"),
+    [
+        (lambda p: p.write_bytes(b"hello"), [], "is not an image that can be read"),
+        (lambda p: write_image(p, (16, 16)), [], "each side must be at least 32 pixels"),
+        (lambda p: write_image(p, (64, 64)), ["--strength", "1.5"], "strength must be above 0"),
+        (None, [], "cannot read the init image"),
+        (lambda p: write_image(p, (9000, 8000)), [], "too large to load"),
+    ],
+)
+def test_bad_init_images_are_refused_in_one_sentence(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, make: object, argv: list[str], message: str
+) -> None:
+    path = tmp_path / "in.png"
+    if callable(make):
+        make(path)
+    code, out, err = run_cli(capsys, "submit", "a cat", "--init-image", str(path), *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_submit_after_upscale_vary_and_lineage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "submit", "a cat", "--seed", "3")[1].strip() == "1"
+    assert run_cli(capsys, "submit", "a dog", "--after", "1")[1].strip() == "2"
+    assert run_cli(capsys, "upscale", "1", "--strength", "0.4")[1].strip() == "3"
+    assert run_cli(capsys, "vary", "1", "--count", "2")[1].split() == ["4", "5"]
+    _, out, _ = run_cli(capsys, "jobs", "--status", "blocked")
+    assert [line.split()[0] for line in out.splitlines()] == ["5", "4", "3", "2"]
+    _, out, _ = run_cli(capsys, "lineage", "3")
+    assert "parents:  #1" in out and "blocked:  waiting for #1 (pending)" in out
+    _, out, _ = run_cli(capsys, "lineage", "1")
+    assert "children: #2, #3, #4, #5" in out
+    queue = open_queue()
+    upscale = queue.get(3)
+    assert (upscale.width, upscale.height, upscale.seed, upscale.init_image) == (
+        128, 128, 3, "job:1",
+    )  # fmt: skip
+    queue.db.dispose()
+    assert run_cli(capsys, "cancel", "1")[0] == 0
+    _, out, _ = run_cli(capsys, "jobs", "--status", "cancelled")
+    assert len(out.splitlines()) == 5
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["submit", "cat", "--after", "9"], "error: there is no job 9 to wait for"),
+        (["upscale", "9"], "error: There is no job 9"),
+        (["submit", "cat", "--strength", "0.5"], "--strength needs --init-image"),
+    ],
+)
+def test_refused_dependencies(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert message in err
+
+
+def test_an_upscale_too_big_for_the_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["submit", "a cat", "--size", "1024x1024"])
+    code, _, err = run_cli(capsys, "upscale", "1", "--scale", "4")
+    assert code == 2 and "width must be between 32 and 2048, not 4096" in err
