@@ -115,7 +115,7 @@ def _flush(conn: sqlite3.Connection, job_rows: list, history_rows: list) -> None
         "INSERT INTO job (id, prompt, negative_prompt, model, scheduler, steps, cfg, width,"
         " height, seed, status, version, attempt, max_attempts, given_up, priority, worker_id,"
         " heartbeat_at, progress_step, progress_total, created_at, updated_at, started_at,"
-        " finished_at, starred) VALUES (" + ", ".join("?" * 25) + ")",
+        " finished_at, starred, init_image, strength) VALUES (" + ", ".join("?" * 25) + ", '', 1)",
         job_rows,
     )
     conn.executemany(
