@@ -69,8 +69,11 @@ def recount(queue: JobQueue, ids: list[int], since: float, until: float) -> dict
         for t in timeline:
             cause = {"TIMEOUT": "worker lost", "CANCEL": "user cancelled"}.get(t.event)
             if t.event == "FAIL":
-                cause = {"CUDA out of memory": "out of memory",
-                         "could not load model sd15": "model load"}.get(t.message, "other error")  # fmt: skip
+                causes_by_message = {
+                    "CUDA out of memory": "out of memory",
+                    "could not load model sd15": "model load",
+                }
+                cause = causes_by_message.get(t.message, "other error")
             if cause:
                 causes[cause] = causes.get(cause, 0) + 1
             if t.event == "COMPLETE" and t.message.startswith("resumed from step "):
