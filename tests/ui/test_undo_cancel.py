@@ -50,6 +50,7 @@ def test_undo_puts_a_cancelled_queued_job_back(qtbot, window: MainWindow, queue)
     qtbot.waitUntil(window.undo_banner.isVisible, timeout=TIMEOUT_MS)
     assert window.undo_banner.label.text() == "1 job will be cancelled in 6 s"
     assert queue.get(job_id).status == S.PAUSED  # held: no worker can take it meanwhile
+    wait_for(qtbot, window, job_id, S.PAUSED)  # else PENDING below could be the stale row
     qtbot.mouseClick(undo_button(window), Qt.MouseButton.LeftButton)
     wait_for(qtbot, window, job_id, S.PENDING)
     assert not window.undo_banner.isVisible()
