@@ -25,6 +25,8 @@ class Job(SQLModel, table=True):
         # History: searches by date, retention by age.
         Index("ix_job_created", "created_at"),
         Index("ix_job_finished", "finished_at"),
+        # Removing a job checks for re-runs pointing at it: without this, a scan per job.
+        Index("ix_job_rerun_of", "rerun_of"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
