@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.easel-installed
 
-.PHONY: run test lint check bench bundle screenshots install-desktop clean
+.PHONY: run test lint check bench bundle screenshots translations install-desktop clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ bench: $(STAMP)
 	$(PY) benchmarks/model_quality.py
 	xvfb-run -a $(PY) benchmarks/gui.py
 	$(PY) benchmarks/chaos.py
+
+# The window's Chinese: collect the strings of app/ui into the .ts (translations are kept),
+# then compile the .qm the app loads. Both files are committed, so `make run` needs neither tool.
+translations: $(STAMP)
+	$(VENV)/bin/pyside6-lupdate -no-obsolete -locations none $$(find app/ui -name '*.py' | sort) \
+		-ts resources/i18n/easel_zh_CN.ts
+	$(VENV)/bin/pyside6-lrelease resources/i18n/easel_zh_CN.ts -qm resources/i18n/easel_zh_CN.qm
 
 screenshots: $(STAMP)
 	xvfb-run -a $(PY) packaging/screenshots.py --real

@@ -22,10 +22,13 @@ from app.engine.crash import SessionGuard, UncleanExit
 from app.engine.generation.request_checks import check_runnable
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings, save_settings
+from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.queue_service import QueueService
 from app.ui.qt.dbthread import ThreadRunner
+from app.ui.qt.language import chosen_language, use_language
 from app.ui.qt.theme import apply_theme
+from app.ui.widgets.settings_dialog import ui_settings
 from app.ui.widgets.window import Dependencies, MainWindow
 
 if TYPE_CHECKING:
@@ -65,6 +68,7 @@ def launch(
     assert isinstance(app, QApplication)
     app.setApplicationName("Easel")
     apply_theme(app)
+    use_language(chosen_language(ui_settings()))  # before any widget: texts are set once
     settings = load_settings()
     runner = ThreadRunner()
     service = QueueService(
@@ -82,7 +86,10 @@ def launch(
         lambda: _recover(service, settings),
         lambda restore: _ready(window, service, settings, restore, make_workers, previous_run),
         lambda message: window.show_error(
-            f"Easel could not open its job store: {message}", sticky=True
+            translate("Launch", "Easel could not open its job store: {error}").format(
+                error=message
+            ),
+            sticky=True,
         ),
     )
     window = MainWindow(deps, runner=runner)
@@ -138,7 +145,9 @@ def _show_errors_in(window: MainWindow) -> None:
         log.error("unexpected error:\n%s", "".join(traceback.format_exception(kind, error, tb)))
         with contextlib.suppress(Exception):  # the window may be gone; the log has it
             window.show_error(
-                f"Something went wrong: {error or kind.__name__}. Details are in {log_path('gui')}"
+                translate("Launch", "Something went wrong: {error}. Details are in {log}").format(
+                    error=error or kind.__name__, log=log_path("gui")
+                )
             )
 
     sys.excepthook = hook

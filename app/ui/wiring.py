@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from app.engine.settings import Settings
+from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def recover_at_launch(queue: JobQueue, settings: Settings) -> RestoreSummary:
         )
     except Exception as error:  # recovery must never keep the window from opening
         log.exception("recovery at launch failed")
-        return RestoreSummary(problems=(f"Could not check the last session's jobs: {error}",))
+        text = translate("Launch", "Could not check the last session's jobs: {error}")
+        return RestoreSummary(problems=(text.format(error=error),))
     return summary_of(report)
 
 

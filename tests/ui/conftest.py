@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
@@ -37,7 +38,7 @@ def quit_answers() -> list[int]:
 
 @pytest.fixture
 def make_window(
-    qtbot, queue: JobQueue, workers: FakeWorkers, tmp_path: Path, quit_answers: list[int]
+    qtbot: QtBot, queue: JobQueue, workers: FakeWorkers, tmp_path: Path, quit_answers: list[int]
 ) -> Iterator[Callable[..., MainWindow]]:
     windows: list[MainWindow] = []
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus, allowed_events
 from app.ui.presenters.actions import EVENTS, Action, applicable
+from app.ui.widgets.window import MainWindow
+from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
 from tests.ui.test_item_models import row
 
@@ -30,8 +36,13 @@ def test_a_mixed_selection_acts_only_on_the_jobs_that_allow_it() -> None:
 
 
 @pytest.mark.parametrize("status", list(JobStatus))
-def test_buttons_follow_the_table_for_a_selected_job(qtbot, make_window, queue, workers,
-                                                     status: JobStatus) -> None:  # fmt: skip
+def test_buttons_follow_the_table_for_a_selected_job(
+    qtbot: QtBot,
+    make_window: Callable[..., MainWindow],
+    queue: JobQueue,
+    workers: FakeWorkers,
+    status: JobStatus,
+) -> None:
     workers.claiming = False
     job_id = job_in(queue, status)
     window = make_window()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.modeltest import ModelTester
+from pytestqt.qtbot import QtBot
 
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.timeout(60)
 S, E = JobStatus, JobEvent
 
 
-def row(job_id: int, status: JobStatus = S.PENDING, **changes) -> JobRow:
+def row(job_id: int, status: JobStatus = S.PENDING, **changes: Any) -> JobRow:
     base = JobRow(
         id=job_id, params=GenerationParams(prompt=f"job {job_id}", seed=job_id), status=status,
         attempt=1, max_attempts=3, given_up=False, priority=0, progress_step=0,
@@ -34,7 +37,7 @@ def row(job_id: int, status: JobStatus = S.PENDING, **changes) -> JobRow:
 
 
 @pytest.fixture
-def model(qtbot) -> JobListModel:
+def model(qtbot: QtBot) -> JobListModel:
     return JobListModel(LiveProgress(), ThumbnailCache(InlineRunner()))
 
 
@@ -47,20 +50,24 @@ TESTERS = pytest.mark.parametrize("force_py", [False, True], ids=["qt", "py"])
 
 
 @TESTERS
-def test_job_model_passes_qt_model_tests(qtmodeltester, model: JobListModel, force_py) -> None:
+def test_job_model_passes_qt_model_tests(
+    qtmodeltester: ModelTester, model: JobListModel, force_py: bool
+) -> None:
     running = row(3, S.PROCESSING, started_at=time.time() - 5, progress_step=4)
     model.replace_head([running, row(2, S.FAILED, error="boom"), row(1, S.SUCCESS)], True)
     qtmodeltester.check(model, force_py=force_py)
 
 
-def test_merge_inserts_new_jobs_on_top_and_keeps_the_rest(qtbot, model: JobListModel) -> None:
+def test_merge_inserts_new_jobs_on_top_and_keeps_the_rest(
+    qtbot: QtBot, model: JobListModel
+) -> None:
     model.replace_head([row(2), row(1)], complete=True)
     with qtbot.waitSignal(model.rowsInserted):
         model.replace_head([row(4), row(3), row(2), row(1)], complete=True)
     assert ids(model) == [4, 3, 2, 1]
 
 
-def test_merge_updates_changed_rows_in_place(qtbot, model: JobListModel) -> None:
+def test_merge_updates_changed_rows_in_place(qtbot: QtBot, model: JobListModel) -> None:
     model.replace_head([row(2), row(1)], complete=True)
     with qtbot.waitSignal(model.dataChanged) as signal:
         model.replace_head([row(2, S.PROCESSING), row(1)], complete=True)
@@ -68,7 +75,7 @@ def test_merge_updates_changed_rows_in_place(qtbot, model: JobListModel) -> None
     assert model.row_at(0).status is S.PROCESSING
 
 
-def test_merge_removes_jobs_that_left_the_filter(qtbot, model: JobListModel) -> None:
+def test_merge_removes_jobs_that_left_the_filter(qtbot: QtBot, model: JobListModel) -> None:
     model.replace_head([row(3), row(2), row(1)], complete=True)
     with qtbot.waitSignal(model.rowsRemoved):
         model.replace_head([row(3), row(1)], complete=True)
@@ -120,7 +127,7 @@ def transitions() -> list[TransitionRow]:
 
 
 @TESTERS
-def test_timeline_model_passes_qt_model_tests(qtmodeltester, force_py) -> None:
+def test_timeline_model_passes_qt_model_tests(qtmodeltester: ModelTester, force_py: bool) -> None:
     model = TimelineModel()
     model.set_rows(1, transitions())
     qtmodeltester.check(model, force_py=force_py)

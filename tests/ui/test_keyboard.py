@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QMenu
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
 from app.ui.presenters import shortcuts
-from app.ui.widgets import window as window_module
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
@@ -25,7 +26,9 @@ TIMEOUT_MS = 5000
 
 
 @pytest.fixture
-def window(qtbot, make_window, workers: FakeWorkers) -> MainWindow:
+def window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> MainWindow:
     workers.claiming = False
     window = make_window()
     with qtbot.waitActive(window):  # shortcuts only fire in the active window
@@ -37,7 +40,7 @@ def focused() -> object:
     return QApplication.focusWidget()
 
 
-def list_with(qtbot, window: MainWindow, *job_ids: int) -> None:
+def list_with(qtbot: QtBot, window: MainWindow, *job_ids: int) -> None:
     """Show the jobs, select the first of `job_ids`, and put the keyboard in the list."""
     qtbot.waitUntil(lambda: all(window.vm.jobs.row_of(i) is not None for i in job_ids),
                     timeout=TIMEOUT_MS)  # fmt: skip
@@ -50,7 +53,7 @@ def selected_ids(window: MainWindow) -> list[int]:
     return [row.id for row in window.jobs.selected_rows()]
 
 
-def test_tab_goes_from_generate_to_the_list_and_out_again(qtbot, window: MainWindow) -> None:
+def test_tab_goes_from_generate_to_the_list_and_out_again(qtbot: QtBot, window: MainWindow) -> None:
     window.prompt.generate.setFocus()
     qtbot.keyClick(window.prompt.generate, Qt.Key.Key_Tab)
     assert focused() is window.jobs.table
@@ -60,7 +63,7 @@ def test_tab_goes_from_generate_to_the_list_and_out_again(qtbot, window: MainWin
     assert focused() is window.jobs.table
 
 
-def test_f6_moves_between_prompt_list_and_timeline(qtbot, window: MainWindow) -> None:
+def test_f6_moves_between_prompt_list_and_timeline(qtbot: QtBot, window: MainWindow) -> None:
     window.prompt.prompt.setFocus()
     visited = []
     for _ in range(3):
@@ -69,7 +72,9 @@ def test_f6_moves_between_prompt_list_and_timeline(qtbot, window: MainWindow) ->
     assert visited == [window.jobs.table, window.timeline.tree, window.prompt.prompt]
 
 
-def test_arrows_start_from_the_selected_row(qtbot, window: MainWindow, queue: JobQueue) -> None:
+def test_arrows_start_from_the_selected_row(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     ids = [job_in(queue, S.PAUSED, f"job {n}") for n in range(4)]  # newest first in the list
     list_with(qtbot, window, ids[1])
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Up)
@@ -79,14 +84,14 @@ def test_arrows_start_from_the_selected_row(qtbot, window: MainWindow, queue: Jo
     assert selected_ids(window) == [ids[0]]
 
 
-def test_delete_cancels_the_selected_job(qtbot, window: MainWindow, queue: JobQueue) -> None:
+def test_delete_cancels_the_selected_job(qtbot: QtBot, window: MainWindow, queue: JobQueue) -> None:
     job_id = job_in(queue, S.PROCESSING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
     wait_for(qtbot, window, job_id, S.CANCELLING)
 
 
-def test_space_pauses_then_resumes(qtbot, window: MainWindow, queue: JobQueue) -> None:
+def test_space_pauses_then_resumes(qtbot: QtBot, window: MainWindow, queue: JobQueue) -> None:
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Space)
@@ -95,25 +100,47 @@ def test_space_pauses_then_resumes(qtbot, window: MainWindow, queue: JobQueue) -
     wait_for(qtbot, window, job_id, S.PENDING)
 
 
-def test_enter_opens_the_finished_image(
-    qtbot, window: MainWindow, queue: JobQueue, tmp_path: Path, monkeypatch
-) -> None:
-    opened: list[Path] = []
-    monkeypatch.setattr(window_module, "open_path", opened.append)
-    image = tmp_path / "done.png"
-    image.write_bytes(b"png")
-    job_id = job_in(queue, S.PENDING)
+def finished_job(queue: JobQueue, image: Path, colour: str = "red") -> int:
+    from PIL import Image
+
+    Image.new("RGB", (64, 48), colour).save(image)
+    job_id = job_in(queue, S.PENDING, f"a {colour} field")
     queue.claim("w")
     queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id="w",
                changes={"output_path": str(image)})  # fmt: skip
-    list_with(qtbot, window, job_id)
-    qtbot.waitUntil(lambda: _current_status(window) is S.SUCCESS, timeout=TIMEOUT_MS)
+    return job_id
+
+
+def test_enter_opens_the_finished_image_in_the_viewer(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    older = finished_job(queue, tmp_path / "older.png", "blue")
+    newer = finished_job(queue, tmp_path / "newer.png", "red")
+    qtbot.waitUntil(lambda: len(window.gallery_model.paths()) == 2, timeout=TIMEOUT_MS)
+    list_with(qtbot, window, newer, older)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Return)
-    assert opened == [image]
+    viewer = window.viewer
+    assert viewer is not None
+    qtbot.waitUntil(viewer.isVisible, timeout=TIMEOUT_MS)
+    viewer.activateWindow()  # a window manager does this for a new dialog; offscreen has none
+    qtbot.waitUntil(viewer.isActiveWindow, timeout=TIMEOUT_MS)
+    assert viewer.path == str(tmp_path / "newer.png")
+    assert "64×48 · fit" in viewer.caption.text() and "1 of 2" in viewer.caption.text()
+    qtbot.keyClick(viewer, Qt.Key.Key_Right)  # the next (older) finished image
+    assert viewer.path == str(tmp_path / "older.png")
+    assert viewer.image.pixelColor(0, 0).blue() == 255
+    qtbot.keyClick(viewer, Qt.Key.Key_1)  # 100 %
+    assert viewer.picture.pixmap().size() == viewer.image.size()
+    qtbot.keyClick(viewer, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+    assert viewer.picture.pixmap().width() == 80  # 64 px × 1.25
+    qtbot.keyClick(viewer, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().image().size() == viewer.image.size()
+    qtbot.keyClick(viewer, Qt.Key.Key_Escape)
+    assert not viewer.isVisible()
 
 
 def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
-    qtbot, window: MainWindow, queue: JobQueue
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
 ) -> None:
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
@@ -129,7 +156,7 @@ def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
     wait_for(qtbot, window, job_id, S.PAUSED)
 
 
-def test_f1_lists_every_shortcut(qtbot, window: MainWindow) -> None:
+def test_f1_lists_every_shortcut(qtbot: QtBot, window: MainWindow) -> None:
     qtbot.keyClick(window, Qt.Key.Key_F1)
     dialog = window.shortcuts_dialog
     assert dialog is not None and dialog.isVisible()
@@ -140,6 +167,12 @@ def test_f1_lists_every_shortcut(qtbot, window: MainWindow) -> None:
         assert shortcut.shown in text and shortcut.what in text
 
 
-def _current_status(window: MainWindow) -> S | None:
-    row = window.jobs.current_row()
-    return row.status if row is not None else None
+def test_double_click_on_the_image_opens_the_viewer(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    job_id = finished_job(queue, tmp_path / "done.png")
+    list_with(qtbot, window, job_id)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
+    qtbot.mouseDClick(window.image.canvas, Qt.MouseButton.LeftButton)
+    assert window.viewer is not None and window.viewer.isVisible()
+    assert window.viewer.path == str(tmp_path / "done.png")

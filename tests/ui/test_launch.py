@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QApplication, QPushButton
+from pytestqt.qtbot import QtBot
 
 from app.engine.liveness import this_host
-from app.engine.queue import open_queue
+from app.engine.queue import JobQueue, open_queue
+from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.ui.main import launch
+from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
 
@@ -22,7 +26,7 @@ WAIT_MS = 10_000
 
 
 @pytest.fixture
-def restore_process_state(monkeypatch: pytest.MonkeyPatch):
+def restore_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """launch() sets process-wide things (excepthook, GIL interval, style): put them back."""
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     interval = sys.getswitchinterval()
@@ -33,13 +37,15 @@ def restore_process_state(monkeypatch: pytest.MonkeyPatch):
     app.setStyleSheet("")
 
 
-def test_orphaned_job_is_recovered_announced_and_run(qtbot, tmp_path: Path, restore_process_state):
+def test_orphaned_job_is_recovered_announced_and_run(
+    qtbot: QtBot, tmp_path: Path, restore_process_state: None
+) -> None:
     store = open_queue()  # the user's store in this test's EASEL_HOME
     orphan = job_in(store, JobStatus.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
     store.db.dispose()
     pools: list[FakeWorkers] = []
 
-    def workers(queue, settings):
+    def workers(queue: JobQueue, settings: Settings) -> tuple[FakeWorkers, None]:
         pools.append(FakeWorkers(queue, tmp_path / "outputs"))
         return pools[-1], None
 
@@ -62,7 +68,9 @@ def test_orphaned_job_is_recovered_announced_and_run(qtbot, tmp_path: Path, rest
         window.close()
 
 
-def test_a_bug_in_a_slot_is_one_readable_line(qtbot, make_window, restore_process_state) -> None:
+def test_a_bug_in_a_slot_is_one_readable_line(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], restore_process_state: None
+) -> None:
     from app.ui.main import _show_errors_in
 
     window = make_window()
@@ -77,7 +85,7 @@ def test_a_bug_in_a_slot_is_one_readable_line(qtbot, make_window, restore_proces
 
 
 def test_an_unreadable_store_is_a_message_and_the_window_stays(
-    qtbot, easel_home: Path, restore_process_state
+    qtbot: QtBot, easel_home: Path, restore_process_state: None
 ) -> None:
     easel_home.mkdir(parents=True, exist_ok=True)
     (easel_home / "easel.db").write_bytes(b"this is not a database" * 100)
@@ -94,7 +102,7 @@ def test_an_unreadable_store_is_a_message_and_the_window_stays(
 
 
 def test_a_crash_of_the_last_run_is_told_at_launch_with_its_log(
-    qtbot, easel_home: Path, restore_process_state
+    qtbot: QtBot, easel_home: Path, restore_process_state: None
 ) -> None:
     import subprocess
     import textwrap
@@ -127,7 +135,9 @@ def test_a_crash_of_the_last_run_is_told_at_launch_with_its_log(
         session.close()
 
 
-def test_about_names_version_folders_and_the_workers_device(make_window) -> None:
+def test_about_names_version_folders_and_the_workers_device(
+    make_window: Callable[..., MainWindow],
+) -> None:
     from app import __version__
     from app.engine.messages import MessageKind, WorkerMessage
     from app.engine.paths import database_path

@@ -7,9 +7,12 @@ queues nothing and says why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.ui.presenters import number_rules as rules
@@ -68,7 +71,9 @@ def test_ranges_read_as_the_engine_checks_them() -> None:
 
 
 @pytest.fixture
-def window(qtbot, make_window, workers: FakeWorkers) -> MainWindow:
+def window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> MainWindow:
     workers.claiming = False  # jobs stay PENDING with the parameters they were submitted with
     window = make_window()
     with qtbot.waitActive(window):  # window shortcuts only fire in the active window
@@ -77,7 +82,7 @@ def window(qtbot, make_window, workers: FakeWorkers) -> MainWindow:
     return window
 
 
-def retype(qtbot, edit: NumberEdit, text: str) -> None:
+def retype(qtbot: QtBot, edit: NumberEdit, text: str) -> None:
     """Click into the field, select what is there, and type over it, key by key."""
     qtbot.mouseClick(edit, Qt.MouseButton.LeftButton)
     qtbot.keyClick(edit, Qt.Key.Key_A, CTRL)
@@ -87,7 +92,7 @@ def retype(qtbot, edit: NumberEdit, text: str) -> None:
         qtbot.keyClick(edit, Qt.Key.Key_Delete)
 
 
-def ctrl_enter(qtbot, window: MainWindow) -> None:
+def ctrl_enter(qtbot: QtBot, window: MainWindow) -> None:
     focused = QApplication.focusWidget() or window.prompt.prompt
     qtbot.keyClick(focused, Qt.Key.Key_Return, CTRL)
 
@@ -120,7 +125,7 @@ def test_every_number_field_shows_its_range(window: MainWindow) -> None:
      ("seed", "12x", "Seed must be a whole number, not '12x'")],
 )  # fmt: skip
 def test_a_bad_number_stays_on_screen_is_flagged_and_queues_nothing(
-    qtbot, window: MainWindow, queue: JobQueue, field: str, typed: str, problem: str
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, field: str, typed: str, problem: str
 ) -> None:
     edit: NumberEdit = getattr(window.prompt, field)
     retype(qtbot, edit, typed)
@@ -138,7 +143,7 @@ def test_a_bad_number_stays_on_screen_is_flagged_and_queues_nothing(
 
 
 def test_zero_steps_then_ctrl_enter_does_not_queue_the_previous_value(
-    qtbot, window: MainWindow, queue: JobQueue
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
 ) -> None:
     retype(qtbot, window.prompt.steps, "99")
     retype(qtbot, window.prompt.steps, "0")
@@ -147,7 +152,9 @@ def test_zero_steps_then_ctrl_enter_does_not_queue_the_previous_value(
     assert submitted(queue) == [] and window.prompt.steps.text() == "0"
 
 
-def test_an_emptied_field_is_refused_not_refilled(qtbot, window: MainWindow, queue) -> None:
+def test_an_emptied_field_is_refused_not_refilled(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     retype(qtbot, window.prompt.steps, "")
     qtbot.keyClick(window.prompt.steps, Qt.Key.Key_Tab)  # leave the field
     assert window.prompt.steps.text() == ""
@@ -158,7 +165,9 @@ def test_an_emptied_field_is_refused_not_refilled(qtbot, window: MainWindow, que
     assert submitted(queue) == []
 
 
-def test_generate_queues_exactly_what_is_typed(qtbot, window: MainWindow, queue) -> None:
+def test_generate_queues_exactly_what_is_typed(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     p = window.prompt
     for edit, text in ((p.steps, "37"), (p.cfg, "6.25"), (p.seed, "1234"),
                        (p.width_box, "320"), (p.height_box, "448"), (p.count, "2")):  # fmt: skip
@@ -174,7 +183,7 @@ def test_generate_queues_exactly_what_is_typed(qtbot, window: MainWindow, queue)
 
 
 def test_fixing_the_number_clears_the_flag_and_then_queues(
-    qtbot, window: MainWindow, queue: JobQueue
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
 ) -> None:
     retype(qtbot, window.prompt.count, "20")
     qtbot.keyClick(window.prompt.count, Qt.Key.Key_Backspace)  # "2"
@@ -184,7 +193,7 @@ def test_fixing_the_number_clears_the_flag_and_then_queues(
     qtbot.waitUntil(lambda: len(submitted(queue)) == 2, timeout=TIMEOUT_MS)
 
 
-def test_arrow_keys_step_inside_the_range(qtbot, window: MainWindow) -> None:
+def test_arrow_keys_step_inside_the_range(qtbot: QtBot, window: MainWindow) -> None:
     steps, width = window.prompt.steps, window.prompt.width_box
     retype(qtbot, steps, "149")
     qtbot.keyClick(steps, Qt.Key.Key_Up)

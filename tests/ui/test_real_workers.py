@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
@@ -13,6 +15,7 @@ from app.engine.supervisor import Supervisor
 from app.engine.worker import default_runner
 from app.testing.step_hooks import png_runner
 from app.ui.presenters.actions import Action
+from app.ui.widgets.window import MainWindow
 from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
 from tests.ui.test_window import press, status_of, type_and_generate
 
@@ -24,7 +27,7 @@ WAIT_MS = 30_000  # spawned workers on a busy machine; a passing test never wait
 
 
 @pytest.fixture
-def supervisor(queue: JobQueue, tmp_path: Path):
+def supervisor(queue: JobQueue, tmp_path: Path) -> Iterator[Supervisor]:
     config = replace(worker_config(queue, tmp_path), runner_factory=png_runner)
     sup = Supervisor(queue, config, FAST_SETTINGS, policy=FAST_POLICY, workers=1,
                      maintenance_interval_s=0.2)  # fmt: skip
@@ -32,11 +35,13 @@ def supervisor(queue: JobQueue, tmp_path: Path):
     sup.shutdown(timeout=5.0)
 
 
-def wait_for(qtbot, window, job_id: int, status: JobStatus) -> None:
+def wait_for(qtbot: QtBot, window: MainWindow, job_id: int, status: JobStatus) -> None:
     qtbot.waitUntil(lambda: status_of(window, job_id) is status, timeout=WAIT_MS)
 
 
-def test_generate_progress_success_and_image(qtbot, make_window, supervisor) -> None:
+def test_generate_progress_success_and_image(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], supervisor: Supervisor
+) -> None:
     window = make_window(pool=supervisor)
     supervisor.start()
     job_id = type_and_generate(qtbot, window, "a red fox step=0.05")
@@ -46,7 +51,9 @@ def test_generate_progress_success_and_image(qtbot, make_window, supervisor) -> 
     assert window.image.canvas.image is not None
 
 
-def test_cancel_shows_cancelling_then_cancelled(qtbot, make_window, supervisor) -> None:
+def test_cancel_shows_cancelling_then_cancelled(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], supervisor: Supervisor
+) -> None:
     window = make_window(pool=supervisor)
     supervisor.start()
     window.prompt.steps.setValue(150)
@@ -63,7 +70,9 @@ def test_cancel_shows_cancelling_then_cancelled(qtbot, make_window, supervisor) 
     assert path[-2:] == [S.CANCELLING, S.CANCELLED]
 
 
-def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
+def test_pause_resume_success(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], supervisor: Supervisor
+) -> None:
     window = make_window(pool=supervisor)
     supervisor.start()
     window.prompt.steps.setValue(40)
@@ -72,7 +81,9 @@ def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
                     timeout=WAIT_MS)  # fmt: skip
     press(qtbot, window, Action.PAUSE)
     wait_for(qtbot, window, job_id, S.PAUSED)
-    paused_at = window.vm.jobs.job(job_id).progress_step
+    row = window.vm.jobs.job(job_id)
+    assert row is not None
+    paused_at = row.progress_step
     assert 0 < paused_at < 40
     press(qtbot, window, Action.RESUME)
     wait_for(qtbot, window, job_id, S.SUCCESS)
@@ -80,7 +91,9 @@ def test_pause_resume_success(qtbot, make_window, supervisor) -> None:
     assert S.PAUSING in statuses and S.PAUSED in statuses and statuses[-1] is S.SUCCESS
 
 
-def test_quit_pauses_a_running_job_at_its_step(qtbot, make_window, queue, supervisor) -> None:
+def test_quit_pauses_a_running_job_at_its_step(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, supervisor: Supervisor
+) -> None:
     """Closing the window with a job running pauses it through the real supervisor."""
     window = make_window(pool=supervisor, shutdown_timeout_s=10.0)
     supervisor.start()
@@ -97,7 +110,9 @@ def test_quit_pauses_a_running_job_at_its_step(qtbot, make_window, queue, superv
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_the_bundled_model_end_to_end(qtbot, make_window, queue: JobQueue, tmp_path: Path) -> None:
+def test_the_bundled_model_end_to_end(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, tmp_path: Path
+) -> None:
     """Ctrl+Enter -> a real worker runs easel-tiny -> the 64 px image shows."""
     from app.engine.paths import bundled_models_dir
 

@@ -5,9 +5,12 @@ Each test closes a real window and opens a new one on the same window.ini and SQ
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
@@ -27,7 +30,9 @@ def banner_button(window: MainWindow, text: str) -> QPushButton:
     return next(b for b in window.restore_banner._buttons if b.text() == text)
 
 
-def test_the_prompt_settings_come_back_after_a_restart(qtbot, make_window) -> None:
+def test_the_prompt_settings_come_back_after_a_restart(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     window = make_window()
     p = window.prompt
     for edit, text in ((p.steps, "33"), (p.cfg, "5.5"), (p.width_box, "320"),
@@ -50,7 +55,7 @@ def test_the_prompt_settings_come_back_after_a_restart(qtbot, make_window) -> No
 
 
 def test_jobs_paused_at_quit_are_offered_with_resume_all(
-    qtbot, make_window, queue: JobQueue, workers: FakeWorkers
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
     workers.steps_per_poll = 0
     window = make_window()
@@ -71,7 +76,7 @@ def test_jobs_paused_at_quit_are_offered_with_resume_all(
 
 
 def test_paused_jobs_resume_by_themselves_when_settings_say_so(
-    qtbot, make_window, queue: JobQueue, workers: FakeWorkers
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
     workers.steps_per_poll = 0
     window = make_window()

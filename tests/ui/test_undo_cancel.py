@@ -6,9 +6,12 @@ history says what happened (held, then queued again or cancelled).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
+from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
@@ -27,7 +30,9 @@ TIMEOUT_MS = 5000
 
 
 @pytest.fixture
-def window(qtbot, make_window, workers: FakeWorkers) -> MainWindow:
+def window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> MainWindow:
     workers.claiming = False
     window = make_window()
     with qtbot.waitActive(window):
@@ -43,20 +48,25 @@ def events(queue: JobQueue, job_id: int) -> list[tuple[JobEvent, str]]:
     return [(JobEvent(t.event), t.message) for t in queue.timeline(job_id)]
 
 
-def test_undo_puts_a_cancelled_queued_job_back(qtbot, window: MainWindow, queue) -> None:
+def test_undo_puts_a_cancelled_queued_job_back(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
     qtbot.waitUntil(window.undo_banner.isVisible, timeout=TIMEOUT_MS)
     assert window.undo_banner.label.text() == "1 job will be cancelled in 6 s"
     assert queue.get(job_id).status == S.PAUSED  # held: no worker can take it meanwhile
+    wait_for(qtbot, window, job_id, S.PAUSED)  # else PENDING below could be the stale row
     qtbot.mouseClick(undo_button(window), Qt.MouseButton.LeftButton)
     wait_for(qtbot, window, job_id, S.PENDING)
     assert not window.undo_banner.isVisible()
     assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HELD_FOR_UNDO), (JobEvent.RESUME, "")]
 
 
-def test_without_undo_the_job_is_cancelled(qtbot, window, queue, monkeypatch) -> None:
+def test_without_undo_the_job_is_cancelled(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(window_module, "UNDO_MS", 200)
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
@@ -68,7 +78,9 @@ def test_without_undo_the_job_is_cancelled(qtbot, window, queue, monkeypatch) ->
     qtbot.waitUntil(lambda: not window.undo_banner.isVisible(), timeout=TIMEOUT_MS)
 
 
-def test_a_paused_job_cancelled_and_undone_stays_paused(qtbot, window, queue) -> None:
+def test_a_paused_job_cancelled_and_undone_stays_paused(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     job_id = job_in(queue, S.PAUSED)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
@@ -80,7 +92,7 @@ def test_a_paused_job_cancelled_and_undone_stays_paused(qtbot, window, queue) ->
 
 
 def test_cancelling_a_running_job_is_at_once_and_says_what_is_lost(
-    qtbot, window, queue, workers
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, workers: FakeWorkers
 ) -> None:
     job_id = job_in(queue, S.PROCESSING)
     queue.report_progress(job_id, "test-worker", 7, 20)
@@ -93,7 +105,9 @@ def test_cancelling_a_running_job_is_at_once_and_says_what_is_lost(
     )
 
 
-def test_quitting_during_the_undo_time_cancels(qtbot, window, queue) -> None:
+def test_quitting_during_the_undo_time_cancels(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QAbstractItemView, QSplitter
+from pytestqt.qtbot import QtBot
 
 from app.engine.generation.files import write_png
+from app.engine.messages import WorkerMessage
 from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
 from app.engine.states import JobEvent, JobStatus
 from app.ui.presenters.actions import Action
+from app.ui.presenters.rows import JobRow
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -25,16 +31,27 @@ S = JobStatus
 TIMEOUT_MS = 5000
 
 
+def shown_job(window: MainWindow, job_id: int) -> JobRow:
+    row = window.vm.jobs.job(job_id)
+    assert row is not None, f"job {job_id} is not in the list"
+    return row
+
+
+def scrolled_to_bottom(table: QAbstractItemView) -> bool:
+    table.scrollToBottom()
+    return True
+
+
 def status_of(window: MainWindow, job_id: int) -> JobStatus | None:
     row = window.vm.jobs.job(job_id)
     return None if row is None else row.status
 
 
-def wait_for(qtbot, window: MainWindow, job_id: int, status: JobStatus) -> None:
+def wait_for(qtbot: QtBot, window: MainWindow, job_id: int, status: JobStatus) -> None:
     qtbot.waitUntil(lambda: status_of(window, job_id) is status, timeout=TIMEOUT_MS)
 
 
-def type_and_generate(qtbot, window: MainWindow, prompt: str) -> int:
+def type_and_generate(qtbot: QtBot, window: MainWindow, prompt: str) -> int:
     with qtbot.waitActive(window):  # window shortcuts only fire in the active window
         window.activateWindow()
     qtbot.keyClicks(window.prompt.prompt, prompt)
@@ -43,13 +60,15 @@ def type_and_generate(qtbot, window: MainWindow, prompt: str) -> int:
     return window.vm.jobs.row_at(0).id
 
 
-def press(qtbot, window: MainWindow, action: Action) -> None:
+def press(qtbot: QtBot, window: MainWindow, action: Action) -> None:
     button = window.jobs.buttons[action]
     qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)  # buttons follow within a frame
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
 
 
-def test_ctrl_enter_queues_the_prompt(qtbot, make_window, workers: FakeWorkers) -> None:
+def test_ctrl_enter_queues_the_prompt(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> None:
     workers.claiming = False
     window = make_window()
     job_id = type_and_generate(qtbot, window, "a lighthouse at dusk")
@@ -60,17 +79,22 @@ def test_ctrl_enter_queues_the_prompt(qtbot, make_window, workers: FakeWorkers) 
     qtbot.waitUntil(lambda: window.timeline.model.job_id == job_id, timeout=TIMEOUT_MS)
 
 
-def test_a_job_runs_to_success_and_its_image_shows(qtbot, make_window) -> None:
+def test_a_job_runs_to_success_and_its_image_shows(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     window = make_window()
     job_id = type_and_generate(qtbot, window, "a red fox")
     wait_for(qtbot, window, job_id, S.SUCCESS)
     qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
-    assert Path(window.image.path).is_file() and window.image.canvas.image is not None
+    assert window.image.path is not None and Path(window.image.path).is_file()
+    assert window.image.canvas.image is not None
     assert window.notifier.sent[-1][0] == "Image ready"
     qtbot.waitUntil(lambda: window.gallery_model.rowCount() == 1, timeout=TIMEOUT_MS)
 
 
-def test_several_images_at_once_count_the_seed_up(qtbot, make_window, workers) -> None:
+def test_several_images_at_once_count_the_seed_up(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> None:
     workers.claiming = False
     window = make_window()
     window.prompt.count.setValue(3)
@@ -80,7 +104,9 @@ def test_several_images_at_once_count_the_seed_up(qtbot, make_window, workers) -
     assert sorted(r.params.seed for r in window.vm.jobs.rows()) == [100, 101, 102]
 
 
-def test_cancel_a_running_job(qtbot, make_window, workers: FakeWorkers) -> None:
+def test_cancel_a_running_job(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> None:
     workers.steps_per_poll = 0  # hold it mid-run
     window = make_window()
     job_id = type_and_generate(qtbot, window, "a storm at sea")
@@ -94,7 +120,9 @@ def test_cancel_a_running_job(qtbot, make_window, workers: FakeWorkers) -> None:
     assert not window.jobs.buttons[Action.CANCEL].isEnabled()
 
 
-def test_pause_then_resume_runs_to_success(qtbot, make_window, workers: FakeWorkers) -> None:
+def test_pause_then_resume_runs_to_success(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> None:
     workers.steps_per_poll = 0
     window = make_window()
     job_id = type_and_generate(qtbot, window, "a mountain lake")
@@ -109,7 +137,9 @@ def test_pause_then_resume_runs_to_success(qtbot, make_window, workers: FakeWork
     qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
 
 
-def test_retry_and_rerun(qtbot, make_window, queue, workers: FakeWorkers) -> None:
+def test_retry_and_rerun(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     workers.claiming = False
     failed = job_in(queue, S.FAILED, "a failed one")
     window = make_window()
@@ -117,7 +147,7 @@ def test_retry_and_rerun(qtbot, make_window, queue, workers: FakeWorkers) -> Non
     window.jobs.select_jobs([failed])
     press(qtbot, window, Action.RETRY)
     wait_for(qtbot, window, failed, S.PENDING)
-    assert window.vm.jobs.job(failed).attempt == 2
+    assert shown_job(window, failed).attempt == 2
     queue.cancel(failed)
     wait_for(qtbot, window, failed, S.CANCELLED)
     press(qtbot, window, Action.RERUN)
@@ -125,20 +155,24 @@ def test_retry_and_rerun(qtbot, make_window, queue, workers: FakeWorkers) -> Non
     assert window.vm.jobs.row_at(0).rerun_of == failed
 
 
-def test_move_up_raises_priority_of_pending_jobs(qtbot, make_window, queue, workers) -> None:
+def test_move_up_raises_priority_of_pending_jobs(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     workers.claiming = False
     job_id = job_in(queue, S.PENDING)
     window = make_window()
     qtbot.waitUntil(lambda: status_of(window, job_id) is S.PENDING, timeout=TIMEOUT_MS)
     window.jobs.select_jobs([job_id])
     press(qtbot, window, Action.UP)
-    qtbot.waitUntil(lambda: window.vm.jobs.job(job_id).priority == 1, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: shown_job(window, job_id).priority == 1, timeout=TIMEOUT_MS)
     press(qtbot, window, Action.DOWN)
     press(qtbot, window, Action.DOWN)
-    qtbot.waitUntil(lambda: window.vm.jobs.job(job_id).priority == -1, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: shown_job(window, job_id).priority == -1, timeout=TIMEOUT_MS)
 
 
-def test_filters_show_only_their_statuses(qtbot, make_window, queue, workers) -> None:
+def test_filters_show_only_their_statuses(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     workers.claiming = False
     done, failed, paused = (job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED))
     window = make_window()
@@ -146,12 +180,17 @@ def test_filters_show_only_their_statuses(qtbot, make_window, queue, workers) ->
                 "Failed": {failed}}  # fmt: skip
     for name, wanted in expected.items():
         window.set_filter(name)
-        qtbot.waitUntil(lambda w=wanted: {r.id for r in window.vm.jobs.rows()} == w,
-                        timeout=TIMEOUT_MS)  # fmt: skip
+
+        def shown(w: set[int] = wanted) -> bool:
+            return {r.id for r in window.vm.jobs.rows()} == w
+
+        qtbot.waitUntil(shown, timeout=TIMEOUT_MS)
     assert "1" in next(b.text() for b in window.jobs.filters.buttons() if "Failed" in b.text())
 
 
-def test_a_refused_request_is_a_readable_message(qtbot, make_window, queue, workers) -> None:
+def test_a_refused_request_is_a_readable_message(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     workers.claiming = False
     done = job_in(queue, S.SUCCESS)
     window = make_window()
@@ -161,14 +200,18 @@ def test_a_refused_request_is_a_readable_message(qtbot, make_window, queue, work
     assert f"job {done}" in text and "SUCCESS" in text and "Traceback" not in text
 
 
-def test_empty_prompt_is_refused_without_a_job(qtbot, make_window) -> None:
+def test_empty_prompt_is_refused_without_a_job(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     window = make_window()
     window.generate()
     assert window.error_banner.isVisible()
     assert "prompt" in window.error_banner.label.text().lower()
 
 
-def test_orphaned_job_shows_the_restore_banner(qtbot, make_window, queue, workers) -> None:
+def test_orphaned_job_shows_the_restore_banner(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     from app.ui.wiring import recover_at_launch
 
     workers.claiming = False
@@ -190,7 +233,9 @@ def test_orphaned_job_shows_the_restore_banner(qtbot, make_window, queue, worker
                     timeout=TIMEOUT_MS)  # fmt: skip
 
 
-def test_resume_paused_from_the_restore_banner(qtbot, make_window, queue, workers) -> None:
+def test_resume_paused_from_the_restore_banner(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     from app.ui.presenters.interfaces import RestoreSummary
 
     workers.claiming = False
@@ -204,8 +249,11 @@ def test_resume_paused_from_the_restore_banner(qtbot, make_window, queue, worker
 
 
 def test_quit_with_running_jobs_asks_then_shuts_the_workers_down(
-    qtbot, make_window, workers, quit_answers
-):
+    qtbot: QtBot,
+    make_window: Callable[..., MainWindow],
+    workers: FakeWorkers,
+    quit_answers: list[int],
+) -> None:
     """What the window does on quit: ask with the running count, then hand over to the pool.
 
     The pausing itself is the worker pool's job; with real worker processes it is checked by
@@ -221,10 +269,17 @@ def test_quit_with_running_jobs_asks_then_shuts_the_workers_down(
     assert not window.isVisible()
 
 
-def test_quit_can_be_called_off(qtbot, make_window, queue, workers) -> None:
+def test_quit_can_be_called_off(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     workers.steps_per_poll = 0
     asked: list[int] = []
-    window = make_window(confirm=lambda n: asked.append(n) or False)
+
+    def refuse(n: int) -> bool:
+        asked.append(n)
+        return False
+
+    window = make_window(confirm=refuse)
     job_id = type_and_generate(qtbot, window, "a night market")
     wait_for(qtbot, window, job_id, S.PROCESSING)
     window.close()
@@ -232,7 +287,7 @@ def test_quit_can_be_called_off(qtbot, make_window, queue, workers) -> None:
 
 
 def test_dropping_a_png_without_settings_is_an_error_in_the_banner(
-    qtbot, make_window, tmp_path: Path
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:
     from PIL import Image
 
@@ -250,7 +305,9 @@ def test_dropping_a_png_without_settings_is_an_error_in_the_banner(
     assert window.prompt.params() == before  # the form is untouched
 
 
-def test_dropping_an_easel_png_fills_the_form(qtbot, make_window, tmp_path: Path) -> None:
+def test_dropping_an_easel_png_fills_the_form(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
     from PIL import Image
 
     params = GenerationParams(prompt="a paper boat", negative_prompt="text", model="other-model",
@@ -270,7 +327,9 @@ def test_dropping_an_easel_png_fills_the_form(qtbot, make_window, tmp_path: Path
     assert window.prompt.size_preset.currentText() == "Custom"
 
 
-def test_reuse_settings_of_a_finished_job(qtbot, make_window, queue, workers) -> None:
+def test_reuse_settings_of_a_finished_job(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     workers.claiming = False
     done = job_in(queue, S.SUCCESS, "a lighthouse, seed kept")
     window = make_window()
@@ -282,7 +341,7 @@ def test_reuse_settings_of_a_finished_job(qtbot, make_window, queue, workers) ->
     assert params.seed == queue.get(done).seed and params.steps == 10
 
 
-def test_settings_are_saved(qtbot) -> None:
+def test_settings_are_saved(qtbot: QtBot) -> None:
     dialog = SettingsDialog(load_settings(), save_settings)
     qtbot.addWidget(dialog)
     dialog.workers.setValue(3)
@@ -291,38 +350,46 @@ def test_settings_are_saved(qtbot) -> None:
     assert (load_settings().workers, load_settings().max_attempts) == (3, 5)
 
 
-def test_window_geometry_is_remembered(qtbot, make_window) -> None:
+def test_window_geometry_is_remembered(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     window = make_window()
     # The offscreen screen is 800 px wide, so Qt clamps the width; the height and the
     # jobs/timeline split come back exactly.
     window.resize(window.width(), 611)
     right = window.jobs.parentWidget()
+    assert isinstance(right, QSplitter)
     right.setSizes([200, 300])
     sizes = right.sizes()
     window.close()
     again = make_window()
     assert again.height() == 611
-    assert again.jobs.parentWidget().sizes() == sizes
+    again_right = again.jobs.parentWidget()
+    assert isinstance(again_right, QSplitter) and again_right.sizes() == sizes
 
 
 class BrokenPool:
     def start(self) -> None:
         pass
 
-    def poll(self):
+    def poll(self) -> list[WorkerMessage]:
         raise BrokenPipeError("worker pipe closed")
 
     def shutdown(self, timeout: float) -> None:
         pass
 
 
-def test_a_broken_worker_pool_is_a_message_not_a_crash(qtbot, make_window) -> None:
+def test_a_broken_worker_pool_is_a_message_not_a_crash(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     window = make_window(pool=BrokenPool())
     qtbot.waitUntil(window.error_banner.isVisible, timeout=TIMEOUT_MS)
     assert "Lost contact with the workers" in window.error_banner.label.text()
 
 
-def test_a_failed_job_is_announced(qtbot, make_window, workers: FakeWorkers) -> None:
+def test_a_failed_job_is_announced(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> None:
     workers.steps_per_poll = 0
     window = make_window()
     job_id = type_and_generate(qtbot, window, "a doomed job")
@@ -337,7 +404,7 @@ def test_a_failed_job_is_announced(qtbot, make_window, workers: FakeWorkers) -> 
     )
 
 
-def test_worker_status_counts_ready_workers(qtbot) -> None:
+def test_worker_status_counts_ready_workers(qtbot: QtBot) -> None:
     from app.engine.messages import MessageKind, WorkerMessage
     from app.ui.qt.worker_feed import WorkerStatus
 
@@ -352,7 +419,9 @@ def test_worker_status_counts_ready_workers(qtbot) -> None:
     assert status.text() == "1 worker ready"
 
 
-def test_an_old_job_on_screen_stays_fresh(qtbot, make_window, queue, workers) -> None:
+def test_an_old_job_on_screen_stays_fresh(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
     """Below the first page only rows on screen are re-read: they must still update."""
     workers.claiming = False
     old = job_in(queue, S.PAUSED, "an old paused job")
@@ -362,7 +431,7 @@ def test_an_old_job_on_screen_stays_fresh(qtbot, make_window, queue, workers) ->
     qtbot.waitUntil(lambda: window.vm.jobs.rowCount() >= 60, timeout=TIMEOUT_MS)
     table = window.jobs.table
     qtbot.waitUntil(
-        lambda: (table.scrollToBottom(), window.vm.jobs.row_of(old) is not None)[1],
+        lambda: scrolled_to_bottom(table) and window.vm.jobs.row_of(old) is not None,
         timeout=TIMEOUT_MS,
     )
     table.scrollToBottom()
@@ -374,12 +443,14 @@ def test_the_quit_question_counts_jobs() -> None:
     from app.ui.widgets.quit_dialog import quit_question
 
     assert quit_question(1) == (
-        "Pause 1 running job and quit? They will continue from where they stopped next time."
+        "Pause 1 running job and quit? It will continue from where it stopped next time."
     )
     assert quit_question(3).startswith("Pause 3 running jobs and quit?")
 
 
-def test_garbage_is_collected_on_the_gui_thread_only(qtbot, make_window) -> None:
+def test_garbage_is_collected_on_the_gui_thread_only(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     import gc
 
     from app.ui.qt.gc_guard import collect_on_gui_thread
@@ -399,7 +470,9 @@ def test_garbage_is_collected_on_the_gui_thread_only(qtbot, make_window) -> None
         gc.set_threshold(*thresholds)
 
 
-def test_a_paused_job_shows_its_last_preview(qtbot, make_window, workers: FakeWorkers) -> None:
+def test_a_paused_job_shows_its_last_preview(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> None:
     workers.steps_per_poll = 1
     window = make_window()
     window.prompt.steps.setValue(150)

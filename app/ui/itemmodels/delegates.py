@@ -8,7 +8,8 @@ from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from app.engine.states import JobStatus
 from app.ui.itemmodels.job_list_model import DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
-from app.ui.presenters.rows import JobRow, format_duration
+from app.ui.presenters.i18n import translate
+from app.ui.presenters.rows import JobRow, format_duration, status_label
 from app.ui.qt.theme import ACCENT, MUTED, TEXT, status_colour
 
 Index = QModelIndex | QPersistentModelIndex
@@ -30,7 +31,7 @@ def paint_badge(
     painter: QPainter, rect: QRect, status: JobStatus, text: str = "", ratio: float = 1.0
 ) -> None:
     """A rounded, colour-coded status label; `ratio`: the device pixel ratio of the view."""
-    label = text or status.value.title()
+    label = text or status_label(status)
     metrics = painter.fontMetrics()
     width = min(rect.width() - 4, metrics.horizontalAdvance(label) + 16)
     height = min(rect.height() - 6, metrics.height() + 6)
@@ -102,7 +103,7 @@ class StatusDelegate(QStyledItemDelegate):
         _background(painter, option)
         if row is not None:
             # A failure that will not be retried automatically says so in its badge.
-            text = "Gave up" if row.given_up else row.status.value.title()
+            text = status_label(row.status, given_up=row.given_up)
             ratio = option.widget.devicePixelRatioF() if option.widget else 1.0
             paint_badge(painter, option.rect.adjusted(4, 0, -4, 0), row.status, text, ratio)
         painter.restore()
@@ -147,18 +148,28 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     """Where the job is, in words: a bare "step 0/20" says little about a queued job."""
     status = row.status
     if status is JobStatus.PENDING:
-        return f"queued · {total} steps" if step == 0 else f"queued · from step {step}/{total}"
+        if step == 0:
+            return translate("Progress", "queued · {total} steps").format(total=total)
+        return translate("Progress", "queued · from step {step}/{total}").format(
+            step=step, total=total
+        )
     if status is JobStatus.PROCESSING:
-        return f"step {step}/{total}" + (f" · ~{format_duration(eta)} left" if eta else "")
+        if eta:
+            return translate("Progress", "step {step}/{total} · ~{eta} left").format(
+                step=step, total=total, eta=format_duration(eta)
+            )
+        return translate("Progress", "step {step}/{total}").format(step=step, total=total)
     if status is JobStatus.SUCCESS:
-        return f"done · {total} steps"
-    verb = {
-        JobStatus.CANCELLING: "cancelling",
-        JobStatus.PAUSING: "pausing",
-        JobStatus.PAUSED: "paused",
-        JobStatus.CANCELLED: "cancelled",
-    }.get(status, "stopped")
-    return f"{verb} at {step}/{total}"
+        return translate("Progress", "done · {total} steps").format(total=total)
+    words = {
+        JobStatus.CANCELLING: translate("Progress", "cancelling at {step}/{total}"),
+        JobStatus.PAUSING: translate("Progress", "pausing at {step}/{total}"),
+        JobStatus.PAUSED: translate("Progress", "paused at {step}/{total}"),
+        JobStatus.CANCELLED: translate("Progress", "cancelled at {step}/{total}"),
+    }
+    return words.get(status, translate("Progress", "stopped at {step}/{total}")).format(
+        step=step, total=total
+    )
 
 
 _GLYPHS = {

@@ -30,6 +30,10 @@ class GalleryModel(QAbstractListModel):
         self._rows = rows
         self.endResetModel()
 
+    def paths(self) -> list[str]:
+        """The finished images shown, newest first (the viewer steps through these)."""
+        return [row.output_path for row in self._rows if row.output_path]
+
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
-from app.ui.presenters.rows import JobRow, eta_s, format_duration
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
+from app.ui.presenters.rows import JobRow, eta_s, format_duration, status_label
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
 
@@ -34,12 +35,12 @@ class Col(IntEnum):
 
 HEADERS = {
     Col.IMAGE: "",
-    Col.PROMPT: "Prompt",
-    Col.STATUS: "Status",
-    Col.PROGRESS: "Progress",
-    Col.ATTEMPT: "Attempt",
-    Col.CREATED: "Created",
-    Col.DURATION: "Duration",
+    Col.PROMPT: QT_TRANSLATE_NOOP("JobList", "Prompt"),
+    Col.STATUS: QT_TRANSLATE_NOOP("JobList", "Status"),
+    Col.PROGRESS: QT_TRANSLATE_NOOP("JobList", "Progress"),
+    Col.ATTEMPT: QT_TRANSLATE_NOOP("JobList", "Attempt"),
+    Col.CREATED: QT_TRANSLATE_NOOP("JobList", "Created"),
+    Col.DURATION: QT_TRANSLATE_NOOP("JobList", "Duration"),
 }
 
 _DISPLAY = int(Qt.ItemDataRole.DisplayRole)
@@ -81,7 +82,7 @@ class JobListModel(QAbstractTableModel):
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return HEADERS.get(Col(section)) if 0 <= section < len(Col) else None
+            return translate("JobList", HEADERS[Col(section)]) if 0 <= section < len(Col) else None
         return None
 
     def data(self, index: Index, role: int = _DISPLAY) -> Any:
@@ -229,7 +230,7 @@ class JobListModel(QAbstractTableModel):
         if col == Col.PROMPT:
             return row.prompt
         if col == Col.STATUS:
-            return row.status.value
+            return status_label(row.status, given_up=row.given_up)
         if col == Col.PROGRESS:
             step, total, _eta = self._progress(row)
             return f"{step}/{total}"
@@ -266,11 +267,12 @@ _ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGR
 
 def detail_line(row: JobRow) -> str:
     p = row.params
-    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", f"seed {p.seed}"]
+    seed = translate("JobList", "seed {seed}").format(seed=p.seed)
+    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", seed]
     if row.priority:
-        parts.append(f"priority {row.priority:+d}")
+        parts.append(translate("JobList", "priority {n}").format(n=f"{row.priority:+d}"))
     if row.rerun_of:
-        parts.append(f"re-run of #{row.rerun_of}")
+        parts.append(translate("JobList", "re-run of #{id}").format(id=row.rerun_of))
     if row.error and not row.status.is_terminal:
         parts.append(row.error)
     return " · ".join(parts)
@@ -278,14 +280,19 @@ def detail_line(row: JobRow) -> str:
 
 def _tooltip(row: JobRow) -> str:
     p = row.params
+    settings = translate(
+        "JobList", "{model} · {sampler} · {steps} steps · CFG {cfg} · seed {seed} · {size}"
+    )
     lines = [
-        f"Job {row.id}: {row.status.value}",
+        translate("JobList", "Job {id}: {status}").format(
+            id=row.id, status=status_label(row.status, given_up=row.given_up)
+        ),
         p.prompt,
-        f"{p.model} · {p.scheduler} · {p.steps} steps · CFG {p.cfg:g} · seed {p.seed} · "
-        f"{p.width}×{p.height}",
-    ]
+        settings.format(model=p.model, sampler=p.scheduler, steps=p.steps, cfg=f"{p.cfg:g}",
+                        seed=p.seed, size=f"{p.width}×{p.height}"),
+    ]  # fmt: skip
     if row.error:
-        lines.append(f"Error: {row.error}")
+        lines.append(translate("JobList", "Error: {error}").format(error=row.error))
     if row.rerun_of:
-        lines.append(f"Re-run of job {row.rerun_of}")
+        lines.append(translate("JobList", "Re-run of job {id}").format(id=row.rerun_of))
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import TransitionRow, format_duration
 from app.ui.presenters.timeline_words import plain_words, technical
 from app.ui.qt.theme import status_colour
@@ -24,7 +25,11 @@ class TCol(IntEnum):
     AFTER = 2
 
 
-HEADERS = ("Time", "What happened", "After")
+HEADERS = (
+    QT_TRANSLATE_NOOP("Timeline", "Time"),
+    QT_TRANSLATE_NOOP("Timeline", "What happened"),
+    QT_TRANSLATE_NOOP("Timeline", "After"),
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ class TimelineModel(QAbstractItemModel):
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return HEADERS[section] if 0 <= section < len(HEADERS) else None
+            return translate("Timeline", HEADERS[section]) if 0 <= section < len(HEADERS) else None
         return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -113,9 +118,14 @@ class TimelineModel(QAbstractItemModel):
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         if col is TCol.TIME:
-            return f"Attempt {attempt.number}"
+            return translate("Timeline", "Attempt {n}").format(n=attempt.number)
         if col is TCol.WHAT:
-            return f"{len(attempt.rows)} change{'s' * (len(attempt.rows) != 1)}"
+            n = len(attempt.rows)
+            one = n == 1
+            text = (
+                translate("Timeline", "1 change") if one else translate("Timeline", "{n} changes")
+            )
+            return text.format(n=n)
         if col is TCol.AFTER:
             return format_duration(attempt.span_s)
         return None

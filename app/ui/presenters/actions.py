@@ -7,17 +7,31 @@ from dataclasses import dataclass
 from enum import Enum
 
 from app.engine.states import JobEvent, JobStatus
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import JobRow
 
 
 class Action(Enum):
-    CANCEL = "Cancel"
-    PAUSE = "Pause"
-    RESUME = "Resume"
-    RETRY = "Retry"
-    RERUN = "Re-run"
-    UP = "Move up"
-    DOWN = "Move down"
+    CANCEL = QT_TRANSLATE_NOOP("Action", "Cancel")
+    PAUSE = QT_TRANSLATE_NOOP("Action", "Pause")
+    RESUME = QT_TRANSLATE_NOOP("Action", "Resume")
+    RETRY = QT_TRANSLATE_NOOP("Action", "Retry")
+    RERUN = QT_TRANSLATE_NOOP("Action", "Re-run")
+    UP = QT_TRANSLATE_NOOP("Action", "Move up")
+    DOWN = QT_TRANSLATE_NOOP("Action", "Move down")
+
+    @property
+    def label(self) -> str:
+        """The action's name in the window's language (menus)."""
+        return translate("Action", self.value)
+
+    @property
+    def tip(self) -> str:
+        return translate("Action", TIPS[self])
+
+    @property
+    def button_text(self) -> str:
+        return SHORT.get(self) or self.label
 
 
 EVENTS = {
@@ -31,13 +45,17 @@ EVENTS = {
 SHORT = {Action.UP: "↑", Action.DOWN: "↓"}
 
 TIPS = {
-    Action.CANCEL: "Stop the selected jobs for good",
-    Action.PAUSE: "Hold the selected jobs; running ones keep their progress",
-    Action.RESUME: "Queue paused jobs again, continuing where they stopped",
-    Action.RETRY: "Try failed or timed-out jobs again",
-    Action.RERUN: "Queue a new job with the same settings and seed",
-    Action.UP: "Raise priority: runs sooner",
-    Action.DOWN: "Lower priority: runs later",
+    Action.CANCEL: QT_TRANSLATE_NOOP("Action", "Stop the selected jobs for good"),
+    Action.PAUSE: QT_TRANSLATE_NOOP(
+        "Action", "Hold the selected jobs; running ones keep their progress"
+    ),
+    Action.RESUME: QT_TRANSLATE_NOOP(
+        "Action", "Queue paused jobs again, continuing where they stopped"
+    ),
+    Action.RETRY: QT_TRANSLATE_NOOP("Action", "Try failed or timed-out jobs again"),
+    Action.RERUN: QT_TRANSLATE_NOOP("Action", "Queue a new job with the same settings and seed"),
+    Action.UP: QT_TRANSLATE_NOOP("Action", "Raise priority: runs sooner"),
+    Action.DOWN: QT_TRANSLATE_NOOP("Action", "Lower priority: runs later"),
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.engine.messages import WorkerMessage
+from app.ui.presenters.i18n import translate
 
 
 class WorkerPool(Protocol):
@@ -60,16 +61,22 @@ class RestoreSummary:
 
     def describe(self) -> str:
         parts = [
-            f"{len(ids)} {label}"
+            label.format(n=len(ids))
             for ids, label in (
-                (self.requeued, "requeued"),
-                (self.paused, "paused"),
-                (self.cancelled, "cancelled"),
-                (self.given_up, "given up"),
+                (self.requeued, translate("RestoreSummary", "{n} requeued")),
+                (self.paused, translate("RestoreSummary", "{n} paused")),
+                (self.cancelled, translate("RestoreSummary", "{n} cancelled")),
+                (self.given_up, translate("RestoreSummary", "{n} given up")),
             )
             if ids
         ]
-        text = "Restored jobs from the last session: " + ", ".join(parts) if parts else ""
+        text = (
+            translate("RestoreSummary", "Restored jobs from the last session: {jobs}").format(
+                jobs=translate("RestoreSummary", ", ").join(parts)
+            )
+            if parts
+            else ""
+        )
         if self.problems:
             text = "; ".join(filter(None, [text, *self.problems]))
         return text

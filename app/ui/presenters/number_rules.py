@@ -20,6 +20,7 @@ from app.engine.params import (
     MIN_STEPS,
     SIZE_MULTIPLE,
 )
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 MAX_IMAGES = 16  # one click queues at most this many jobs
 _WHOLE = re.compile(r"[-+]?[0-9]+")
@@ -52,6 +53,15 @@ class NumberRule:
     multiple: int = 1
     blank: str | None = None  # what an empty field means, if it may be empty
 
+    @property
+    def label(self) -> str:
+        """The field's name in the window's language (`name` stays the English key)."""
+        return translate("NumberRule", self.name)
+
+    @property
+    def blank_text(self) -> str:
+        return translate("NumberRule", self.blank) if self.blank else ""
+
     def range_text(self) -> str:
         text = f"{format_number(self.low)}–{format_number(self.high)}"
         if self.multiple > 1:
@@ -63,27 +73,36 @@ class NumberRule:
         if not text:
             if self.blank is not None:
                 return Reading()
-            return self._refuse(f"{self.name} is empty: type a number from {self._span()}", "empty")
+            return self._refuse(
+                translate("NumberRule", "{name} is empty: type a number from {low} to {high}"),
+                translate("NumberRule", "empty"),
+            )
         value = self.parse(text)
         if value is None:
-            kind = "a whole number" if self.decimals == 0 else "a number"
-            return self._refuse(f"{self.name} must be {kind}, not {text!r}", "not a number")
+            if self.decimals == 0:
+                problem = translate("NumberRule", "{name} must be a whole number, not {text}")
+            else:
+                problem = translate("NumberRule", "{name} must be a number, not {text}")
+            return self._refuse(problem, translate("NumberRule", "not a number"), text=repr(text))
         if not self.low <= value <= self.high:
             return self._refuse(
-                f"{self.name} must be between {self._span(' and ')}, not {format_number(value)}",
-                f"max {format_number(self.high)}"
+                translate("NumberRule", "{name} must be between {low} and {high}, not {value}"),
+                translate("NumberRule", "max {high}")
                 if value > self.high
-                else f"min {format_number(self.low)}",
+                else translate("NumberRule", "min {low}"),
+                value=format_number(value),
             )
         if round(value, self.decimals) != value:
             return self._refuse(
-                f"{self.name} takes at most {self.decimals} decimals, not {text}",
-                f"{self.decimals} decimals max",
+                translate("NumberRule", "{name} takes at most {decimals} decimals, not {text}"),
+                translate("NumberRule", "{decimals} decimals max"),
+                text=text,
             )
         if self.multiple > 1 and value % self.multiple:
             return self._refuse(
-                f"{self.name} must be a multiple of {self.multiple}, not {format_number(value)}",
-                f"×{self.multiple} only",
+                translate("NumberRule", "{name} must be a multiple of {multiple}, not {value}"),
+                translate("NumberRule", "×{multiple} only"),
+                value=format_number(value),
             )
         return Reading(value=value)
 
@@ -101,20 +120,28 @@ class NumberRule:
             value = max(self.low, value - value % self.multiple)
         return round(value, self.decimals) if self.decimals else int(value)
 
-    def _span(self, joiner: str = " to ") -> str:
-        return f"{format_number(self.low)}{joiner}{format_number(self.high)}"
-
-    def _refuse(self, problem: str, short: str) -> Reading:
-        return Reading(problem=problem, short=short)
+    def _refuse(self, problem: str, short: str, **values: str) -> Reading:
+        """`problem` and `short` are templates filled with the rule's figures and `values`."""
+        figures = {"name": self.label, "low": format_number(self.low),
+                   "high": format_number(self.high), "decimals": str(self.decimals),
+                   "multiple": str(self.multiple), **values}  # fmt: skip
+        return Reading(problem=problem.format(**figures), short=short.format(**figures))
 
 
 def format_number(value: int | float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-STEPS = NumberRule("Steps", MIN_STEPS, MAX_STEPS)
+STEPS = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Steps"), MIN_STEPS, MAX_STEPS)
 CFG = NumberRule("CFG", MIN_CFG, MAX_CFG, decimals=2)
-WIDTH = NumberRule("Width", MIN_SIZE, MAX_SIZE, multiple=SIZE_MULTIPLE)
-HEIGHT = NumberRule("Height", MIN_SIZE, MAX_SIZE, multiple=SIZE_MULTIPLE)
-IMAGES = NumberRule("Images", 1, MAX_IMAGES)
-SEED = NumberRule("Seed", 0, MAX_SEED, blank="random")
+WIDTH = NumberRule(
+    QT_TRANSLATE_NOOP("NumberRule", "Width"), MIN_SIZE, MAX_SIZE, multiple=SIZE_MULTIPLE
+)
+HEIGHT = NumberRule(
+    QT_TRANSLATE_NOOP("NumberRule", "Height"), MIN_SIZE, MAX_SIZE, multiple=SIZE_MULTIPLE
+)
+IMAGES = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Images"), 1, MAX_IMAGES)
+SEED = NumberRule(
+    QT_TRANSLATE_NOOP("NumberRule", "Seed"), 0, MAX_SEED,
+    blank=QT_TRANSLATE_NOOP("NumberRule", "random"),
+)  # fmt: skip

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.params import SCHEDULERS, GenerationParams
+from app.ui.presenters.i18n import translate
 
 EASEL_KEY = "easel"
 A1111_KEY = "parameters"
@@ -42,34 +43,52 @@ def read_png_params(path: Path) -> ParsedParams:
         with Image.open(path) as image:
             text = {str(k): str(v) for k, v in image.info.items() if isinstance(v, str)}
     except (OSError, UnidentifiedImageError) as error:
-        raise NoParameters(f"{path.name} is not a readable image: {error}") from error
+        raise NoParameters(
+            translate("PngParams", "{name} is not a readable image: {error}").format(
+                name=path.name, error=error
+            )
+        ) from error
     return params_from_text_chunks(text, name=path.name)
 
 
-def params_from_text_chunks(chunks: dict[str, str], *, name: str = "the image") -> ParsedParams:
+def params_from_text_chunks(chunks: dict[str, str], *, name: str = "") -> ParsedParams:
     """Prefer Easel's exact JSON; fall back to the A1111 text other tools also write."""
     if EASEL_KEY in chunks:
         return parse_easel(chunks[EASEL_KEY])
     if A1111_KEY in chunks:
         return parse_a1111(chunks[A1111_KEY])
-    raise NoParameters(f"{name} has no generation parameters (not made by Easel or A1111)")
+    name = name or translate("PngParams", "the image")
+    raise NoParameters(
+        translate(
+            "PngParams", "{name} has no generation parameters (not made by Easel or A1111)"
+        ).format(name=name)
+    )
 
 
 def parse_easel(text: str) -> ParsedParams:
     try:
         raw = json.loads(text)
     except ValueError as error:
-        raise NoParameters(f"the easel parameters are not valid JSON: {error}") from error
+        raise NoParameters(
+            translate("PngParams", "the easel parameters are not valid JSON: {error}").format(
+                error=error
+            )
+        ) from error
     if not isinstance(raw, dict):
-        raise NoParameters("the easel parameters are not a JSON object")
+        raise NoParameters(translate("PngParams", "the easel parameters are not a JSON object"))
     known = {f.name for f in fields(GenerationParams)}
     unknown = sorted(set(raw) - known)
-    warnings = [f"ignored unknown field(s): {', '.join(unknown)}"] if unknown else []
+    ignored = translate("PngParams", "ignored unknown field(s): {names}")
+    warnings = [ignored.format(names=", ".join(unknown))] if unknown else []
     values = {k: v for k, v in raw.items() if k in known}
     try:
         return ParsedParams(GenerationParams(**_coerced(values)), warnings)
     except (TypeError, ValueError) as error:
-        raise NoParameters(f"the easel parameters are incomplete: {error}") from error
+        raise NoParameters(
+            translate("PngParams", "the easel parameters are incomplete: {error}").format(
+                error=error
+            )
+        ) from error
 
 
 def _coerced(values: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +105,7 @@ def parse_a1111(text: str) -> ParsedParams:
     """`prompt\\nNegative prompt: ...\\nSteps: 20, Sampler: Euler a, ...` -> parameters."""
     lines = text.strip().splitlines()
     if not lines:
-        raise NoParameters("the parameters text is empty")
+        raise NoParameters(translate("PngParams", "the parameters text is empty"))
     settings_line = lines[-1] if lines[-1].lstrip().startswith("Steps:") else ""
     body = lines[:-1] if settings_line else lines
     prompt_lines: list[str] = []
@@ -115,13 +134,19 @@ def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, 
             try:
                 values[name] = convert(settings[key])
             except ValueError:
-                warnings.append(f"ignored {key} {settings[key]!r} (not a number)")
+                warnings.append(
+                    translate("PngParams", "ignored {key} {value} (not a number)").format(
+                        key=key, value=repr(settings[key])
+                    )
+                )
     if "Size" in settings:
         size = settings["Size"].lower().split("x")
         if len(size) == 2 and all(part.isdigit() for part in size):
             values["width"], values["height"] = int(size[0]), int(size[1])
         else:
-            warnings.append(f"ignored Size {settings['Size']!r}")
+            warnings.append(
+                translate("PngParams", "ignored Size {value}").format(value=repr(settings["Size"]))
+            )
     if settings.get("Model"):
         values["model"] = settings["Model"]
     if "Sampler" in settings:
@@ -129,7 +154,11 @@ def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, 
         if scheduler:
             values["scheduler"] = scheduler
         else:
-            warnings.append(f"sampler {settings['Sampler']!r} is not available; kept the default")
+            warnings.append(
+                translate("PngParams", "sampler {name} is not available; kept the default").format(
+                    name=repr(settings["Sampler"])
+                )
+            )
     return values
 
 

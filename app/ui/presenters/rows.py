@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus, allowed_events
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 if TYPE_CHECKING:  # the database stack loads after the window shows (see app.ui.main)
     from app.models.tables import Job, JobTransition
@@ -25,10 +26,36 @@ FAILED = frozenset({JobStatus.FAILED, JobStatus.TIMEOUT})
 
 # Filter name -> statuses shown (None: all). Order is the order of the filter buttons.
 FILTERS: dict[str, frozenset[JobStatus] | None] = {
-    "All": None,
-    "Active": ACTIVE,
-    "Done": DONE,
-    "Failed": FAILED,
+    QT_TRANSLATE_NOOP("Filter", "All"): None,
+    QT_TRANSLATE_NOOP("Filter", "Active"): ACTIVE,
+    QT_TRANSLATE_NOOP("Filter", "Done"): DONE,
+    QT_TRANSLATE_NOOP("Filter", "Failed"): FAILED,
+}
+
+
+def filter_label(name: str) -> str:
+    """A filter's name on its button (the English name stays its key)."""
+    return translate("Filter", name)
+
+
+def status_label(status: JobStatus, *, given_up: bool = False) -> str:
+    """A status as the badge and tooltips name it ("Gave up": no automatic retry comes)."""
+    if given_up:
+        return translate("Status", "Gave up")
+    return translate("Status", STATUS_NAMES[status])
+
+
+STATUS_NAMES = {
+    JobStatus.BLOCKED: QT_TRANSLATE_NOOP("Status", "Blocked"),
+    JobStatus.PENDING: QT_TRANSLATE_NOOP("Status", "Pending"),
+    JobStatus.PROCESSING: QT_TRANSLATE_NOOP("Status", "Processing"),
+    JobStatus.CANCELLING: QT_TRANSLATE_NOOP("Status", "Cancelling"),
+    JobStatus.PAUSING: QT_TRANSLATE_NOOP("Status", "Pausing"),
+    JobStatus.PAUSED: QT_TRANSLATE_NOOP("Status", "Paused"),
+    JobStatus.SUCCESS: QT_TRANSLATE_NOOP("Status", "Success"),
+    JobStatus.FAILED: QT_TRANSLATE_NOOP("Status", "Failed"),
+    JobStatus.TIMEOUT: QT_TRANSLATE_NOOP("Status", "Timeout"),
+    JobStatus.CANCELLED: QT_TRANSLATE_NOOP("Status", "Cancelled"),
 }
 
 
@@ -121,15 +148,14 @@ class TransitionRow:
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
     if seconds < 60:
-        return f"{seconds:.0f} s"
+        shown = f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+        return translate("Duration", "{n} s").format(n=shown)
     minutes, secs = divmod(int(seconds), 60)
     if minutes < 60:
-        return f"{minutes}:{secs:02d} min"
+        return translate("Duration", "{n} min").format(n=f"{minutes}:{secs:02d}")
     hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d} h"
+    return translate("Duration", "{n} h").format(n=f"{hours}:{minutes:02d}")
 
 
 def format_clock(at: float, now: float | None = None) -> str:
@@ -138,7 +164,8 @@ def format_clock(at: float, now: float | None = None) -> str:
     today = datetime.fromtimestamp(now or time.time()).date()
     if moment.date() == today:
         return moment.strftime("%H:%M:%S")
-    return moment.strftime("%b %d %H:%M")
+    # Translators: a strftime format; %b is an English month name whatever the language.
+    return moment.strftime(translate("Clock", "%b %d %H:%M"))
 
 
 def eta_s(step: int, total: int, elapsed_s: float) -> float | None:

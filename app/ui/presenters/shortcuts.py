@@ -8,27 +8,58 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
+
 
 @dataclass(frozen=True)
 class Shortcut:
     keys: tuple[str, ...]
     what: str
-    where: str = "Anywhere"
+    where: str = QT_TRANSLATE_NOOP("Shortcuts", "Anywhere")
 
     @property
     def shown(self) -> str:
-        return " or ".join(self.keys)
+        return translate("Shortcuts", " or ").join(self.keys)
+
+    @property
+    def what_text(self) -> str:
+        return translate("Shortcuts", self.what)
+
+    @property
+    def where_text(self) -> str:
+        return translate("Shortcuts", self.where)
 
 
-GENERATE = Shortcut(("Ctrl+Return", "Ctrl+Enter"), "Queue the prompt")
-CANCEL = Shortcut(("Delete",), "Cancel the selected jobs (queued ones can be undone)", "Job list")
-PAUSE_OR_RESUME = Shortcut(("Space",), "Pause or resume the selected jobs", "Job list")
-OPEN_IMAGE = Shortcut(("Return", "Enter"), "Open the selected job's image", "Job list")
-MENU = Shortcut(("Shift+F10", "Menu"), "Actions for the selected jobs", "Job list")
-STEP = Shortcut(("Up", "Down"), "Step the number by one (Page Up/Down: by ten)", "Number fields")
-NEXT_PANE = Shortcut(("F6",), "Go to the next area: prompt, job list, timeline")
-SETTINGS = Shortcut(("Ctrl+,",), "Settings")
-HELP = Shortcut(("F1",), "This list of shortcuts")
-QUIT = Shortcut(("Ctrl+Q",), "Quit (running jobs pause and continue next time)")
+_LIST = QT_TRANSLATE_NOOP("Shortcuts", "Job list")
+GENERATE = Shortcut(
+    ("Ctrl+Return", "Ctrl+Enter"), QT_TRANSLATE_NOOP("Shortcuts", "Queue the prompt")
+)
+CANCEL = Shortcut(
+    ("Delete",),
+    QT_TRANSLATE_NOOP("Shortcuts", "Cancel the selected jobs (queued ones can be undone)"),
+    _LIST,
+)
+PAUSE_OR_RESUME = Shortcut(
+    ("Space",), QT_TRANSLATE_NOOP("Shortcuts", "Pause or resume the selected jobs"), _LIST
+)
+OPEN_IMAGE = Shortcut(
+    ("Return", "Enter"), QT_TRANSLATE_NOOP("Shortcuts", "View the selected job's image"), _LIST
+)
+MENU = Shortcut(
+    ("Shift+F10", "Menu"), QT_TRANSLATE_NOOP("Shortcuts", "Actions for the selected jobs"), _LIST
+)
+STEP = Shortcut(
+    ("Up", "Down"),
+    QT_TRANSLATE_NOOP("Shortcuts", "Step the number by one (Page Up/Down: by ten)"),
+    QT_TRANSLATE_NOOP("Shortcuts", "Number fields"),
+)
+NEXT_PANE = Shortcut(
+    ("F6",), QT_TRANSLATE_NOOP("Shortcuts", "Go to the next area: prompt, job list, timeline")
+)
+SETTINGS = Shortcut(("Ctrl+,",), QT_TRANSLATE_NOOP("Shortcuts", "Settings"))
+HELP = Shortcut(("F1",), QT_TRANSLATE_NOOP("Shortcuts", "This list of shortcuts"))
+QUIT = Shortcut(
+    ("Ctrl+Q",), QT_TRANSLATE_NOOP("Shortcuts", "Quit (running jobs pause and continue next time)")
+)
 
 ALL = (GENERATE, NEXT_PANE, CANCEL, PAUSE_OR_RESUME, OPEN_IMAGE, MENU, STEP, SETTINGS, HELP, QUIT)

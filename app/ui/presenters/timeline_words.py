@@ -9,72 +9,110 @@ from __future__ import annotations
 
 from app.engine.liveness import WorkerIdentity, this_host
 from app.engine.states import JobEvent, JobStatus
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.queue_service import HELD_FOR_UNDO
-from app.ui.presenters.rows import TransitionRow
+from app.ui.presenters.rows import TransitionRow, status_label
 
 E, S = JobEvent, JobStatus
 
 # Who sent an event, as the sentence names them ("... by you", "... automatically").
 BY = {
-    "user": "by you",
-    "cli": "from the command line",
-    "shutdown": "because Easel was closing",
-    "supervisor": "by Easel",
-    "retry-policy": "automatically",
-    "watchdog": "by the watchdog",
-    "recovery": "when Easel started",
+    "user": QT_TRANSLATE_NOOP("Timeline", "by you"),
+    "cli": QT_TRANSLATE_NOOP("Timeline", "from the command line"),
+    "shutdown": QT_TRANSLATE_NOOP("Timeline", "because Easel was closing"),
+    "supervisor": QT_TRANSLATE_NOOP("Timeline", "by Easel"),
+    "retry-policy": QT_TRANSLATE_NOOP("Timeline", "automatically"),
+    "watchdog": QT_TRANSLATE_NOOP("Timeline", "by the watchdog"),
+    "recovery": QT_TRANSLATE_NOOP("Timeline", "when Easel started"),
 }
 
 
 def plain_words(row: TransitionRow, host: str | None = None) -> str:
     """One sentence for the timeline. `host`: this computer's name (default: looked up)."""
-    by = BY.get(row.source, f"by {row.source}")
+    source = BY.get(row.source)
+    by = (
+        translate("Timeline", source)
+        if source
+        else translate("Timeline", "by {who}").format(who=row.source)
+    )
     event, to = row.event, row.to_status
     if event is E.START:
-        return " ".join(filter(None, ["Picked up by a worker", _where(row.message, host)]))
+        return _picked_up(row.message, host)
     if event is E.PAUSE and row.message == HELD_FOR_UNDO:
-        return "Cancelled by you; held a few seconds in case you undo"
+        return translate("Timeline", "Cancelled by you; held a few seconds in case you undo")
     if event in (E.PAUSE, E.CANCEL) and to in (S.PAUSING, S.CANCELLING):
-        verb = "Pause" if event is E.PAUSE else "Cancel"
-        return f"{verb} asked {by}; the worker stops after its current step"
+        if event is E.PAUSE:
+            asked = translate(
+                "Timeline", "Pause asked {by}; the worker stops after its current step"
+            )
+        else:
+            asked = translate(
+                "Timeline", "Cancel asked {by}; the worker stops after its current step"
+            )
+        return asked.format(by=by)
     if event is E.STOPPED:
-        return "Paused; it continues from here" if to is S.PAUSED else "Stopped: cancelled"
+        return (
+            translate("Timeline", "Paused; it continues from here")
+            if to is S.PAUSED
+            else translate("Timeline", "Stopped: cancelled")
+        )
     if event is E.TIMEOUT:
         return _timeout_words(row, to)
     if event is E.FAIL:
-        return f"Failed: {row.message}" if row.message else "Failed"
+        return (
+            translate("Timeline", "Failed: {why}").format(why=row.message)
+            if row.message
+            else translate("Timeline", "Failed")
+        )
     if event is E.RETRY and row.source == "retry-policy":
-        return "Trying again automatically"
-    return FIXED.get(event, lambda b: f"{to.value.capitalize()} {b}")(by)
+        return translate("Timeline", "Trying again automatically")
+    if event is E.SUBMIT and row.source == "user":
+        return translate("Timeline", "Queued")
+    return _fixed(event).format(by=by, status=status_label(to))
 
 
-FIXED = {
-    E.SUBMIT: lambda by: "Queued" if by == BY["user"] else f"Queued {by}",
-    E.COMPLETE: lambda _by: "Finished: the image is saved",
-    E.PAUSE: lambda by: f"Paused {by}",
-    E.RESUME: lambda by: f"Resumed {by}",
-    E.CANCEL: lambda by: f"Cancelled {by}",
-    E.RETRY: lambda by: f"Tried again {by}",
-}
+def _fixed(event: JobEvent) -> str:
+    """The sentence of an event that needs nothing but who sent it ({by})."""
+    if event is E.SUBMIT:
+        return translate("Timeline", "Queued {by}")
+    if event is E.SUBMIT_AFTER:
+        return translate("Timeline", "Queued {by}; waits for the jobs it builds on")
+    if event is E.UNBLOCK:
+        return translate("Timeline", "The jobs it builds on are done; now queued")
+    if event is E.COMPLETE:
+        return translate("Timeline", "Finished: the image is saved")
+    if event is E.PAUSE:
+        return translate("Timeline", "Paused {by}")
+    if event is E.RESUME:
+        return translate("Timeline", "Resumed {by}")
+    if event is E.CANCEL:
+        return translate("Timeline", "Cancelled {by}")
+    if event is E.RETRY:
+        return translate("Timeline", "Tried again {by}")
+    return translate("Timeline", "{status} {by}")
 
 
 def _timeout_words(row: TransitionRow, to: JobStatus) -> str:
-    why = (
-        "the worker was gone when Easel started"
-        if row.source == "recovery"
-        else "the worker stopped answering"
-    )
-    then = {S.PAUSED: "; kept paused", S.CANCELLED: "; the cancel stands"}.get(to, "")
-    return f"{why[0].upper()}{why[1:]}{then}"
+    if row.source == "recovery":
+        why = translate("Timeline", "The worker was gone when Easel started")
+    else:
+        why = translate("Timeline", "The worker stopped answering")
+    if to is S.PAUSED:
+        return translate("Timeline", "{why}; kept paused").format(why=why)
+    if to is S.CANCELLED:
+        return translate("Timeline", "{why}; the cancel stands").format(why=why)
+    return why
 
 
-def _where(claim_message: str, host: str | None) -> str:
-    """ "claimed by host:pid:token" -> "on this computer" or "on <host>"."""
+def _picked_up(claim_message: str, host: str | None) -> str:
+    """ "claimed by host:pid:token" -> "... on this computer" or "... on <host>"."""
     worker = WorkerIdentity.parse(claim_message.removeprefix("claimed by "))
     if worker is None:
-        return ""
+        return translate("Timeline", "Picked up by a worker")
     here = host if host is not None else this_host()
-    return "on this computer" if worker.host == here else f"on {worker.host}"
+    if worker.host == here:
+        return translate("Timeline", "Picked up by a worker on this computer")
+    return translate("Timeline", "Picked up by a worker on {host}").format(host=worker.host)
 
 
 def technical(row: TransitionRow) -> str:

@@ -60,7 +60,9 @@ class WorkerFeed(QObject):
             batch = list(self._pool().poll())
         except Exception as error:  # a broken pipe to a worker must not end the feed
             log.exception("polling workers failed")
-            self._inbox.put(("failed", f"Lost contact with the workers: {error}"))
+            self._inbox.put(
+                ("failed", self.tr("Lost contact with the workers: {error}").format(error=error))
+            )
             return
         if batch:
             self._inbox.put(("messages", batch))
@@ -84,7 +86,12 @@ class WorkerFeed(QObject):
                 self._pool().start()
             except Exception as error:
                 log.exception("cannot start the workers")
-                self._inbox.put(("failed", f"Image generation could not start: {error}"))
+                self._inbox.put(
+                    (
+                        "failed",
+                        self.tr("Image generation could not start: {error}").format(error=error),
+                    )
+                )
                 return
         while not self._stop.wait(POLL_S):
             self.poll_once()
@@ -103,14 +110,15 @@ class WorkerStatus(QLabel):
     """The status bar's word on the workers: a queue that never moves must say why."""
 
     def __init__(self) -> None:
-        super().__init__("Workers: not started")
+        super().__init__()
+        self.setText(self.tr("Workers: not started"))
         self._ready: set[str] = set()
         self.device: str | None = None  # as the last ready worker reported it
         self.setObjectName("workerStatus")
 
     def starting(self) -> None:
         self._ready.clear()
-        self.setText("Workers: starting (loading the model)…")
+        self.setText(self.tr("Workers: starting (loading the model)…"))
 
     def handle(self, message: WorkerMessage) -> None:
         if message.kind is MessageKind.READY:
@@ -121,4 +129,9 @@ class WorkerStatus(QLabel):
         else:
             return
         n = len(self._ready)
-        self.setText(f"{n} worker{'s' * (n != 1)} ready" if n else "Workers: restarting…")
+        if n == 0:
+            self.setText(self.tr("Workers: restarting…"))
+        elif n == 1:
+            self.setText(self.tr("1 worker ready"))
+        else:
+            self.setText(self.tr("{n} workers ready").format(n=n))

@@ -130,7 +130,7 @@ class JobsViewModel(QObject):
     def _failed_refresh(self, message: str) -> None:
         self._in_flight = False
         if self.service.is_open:  # a store that never opened was already reported once
-            self.error.emit(f"Could not read the job list: {message}")
+            self.error.emit(self.tr("Could not read the job list: {error}").format(error=message))
 
     def _note_settled(self, rows: Sequence[JobRow]) -> None:
         # Only jobs we saw earlier in another status: no notifications for old news at launch.
@@ -159,7 +159,7 @@ class JobsViewModel(QObject):
 
     def _failed_page(self, message: str) -> None:
         self.jobs.fetching = False
-        self.error.emit(f"Could not read more jobs: {message}")
+        self.error.emit(self.tr("Could not read more jobs: {error}").format(error=message))
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -181,7 +181,7 @@ class JobsViewModel(QObject):
             self.refresh()
 
         def failed(message: str) -> None:
-            self.error.emit(f"Request failed: {message}")
+            self.error.emit(self.tr("Request failed: {error}").format(error=message))
 
         self.runner.run(lambda: self.service.cancel_undoably(ids), done, failed)
 
@@ -225,4 +225,10 @@ class JobsViewModel(QObject):
                 on_ids(outcome.job_ids)
             self.refresh()
 
-        self.runner.run(call, done, lambda message: self.error.emit(f"Request failed: {message}"))
+        self.runner.run(
+            call,
+            done,
+            lambda message: self.error.emit(
+                self.tr("Request failed: {error}").format(error=message)
+            ),
+        )

@@ -22,7 +22,7 @@ class Banner(QFrame):
         self._buttons: list[QPushButton] = []
         close = QToolButton()
         close.setText("✕")
-        close.setToolTip("Dismiss")
+        close.setToolTip(self.tr("Dismiss"))
         close.clicked.connect(self.hide)
         self._close = close
         self._layout.addWidget(close)

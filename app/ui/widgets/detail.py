@@ -8,7 +8,8 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
 from app.engine.states import JobStatus
-from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.presenters.i18n import translate
+from app.ui.presenters.rows import JobRow, TransitionRow, status_label
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.thumbnails import load_image
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
@@ -43,7 +44,7 @@ class DetailController(QObject):
         self.image.reuse.setEnabled(row is not None)
         if row is None:
             self.timeline.show_job(None, ())
-            self.image.show_nothing("Select a job, or type a prompt and press Ctrl+Enter")
+            self.image.show_nothing(self.tr("Select a job, or type a prompt and press Ctrl+Enter"))
             self._shown = ()
             return
         self._load_timeline(row.id)
@@ -76,7 +77,9 @@ class DetailController(QObject):
             self._images.run(
                 lambda: load_image(path, MAX_IMAGE_SIDE),
                 lambda image: self._loaded(row, path, image),
-                lambda error: self.image.show_nothing(f"Could not open the image: {error}"),
+                lambda error: self.image.show_nothing(
+                    self.tr("Could not open the image: {error}").format(error=error)
+                ),
             )
             return
         live = self.vm.live.get(row.id)
@@ -86,7 +89,7 @@ class DetailController(QObject):
         elif last is not None and row.status is not JobStatus.PENDING:
             # Paused, cancelled, failed: show how far it got, with the reason as the caption.
             caption = _waiting_text(row).replace("\n", " ")
-            self.image.show_image(last, f"{caption} · last preview")
+            self.image.show_image(last, self.tr("{caption} · last preview").format(caption=caption))
         else:
             self.image.show_nothing(_waiting_text(row))
 
@@ -94,7 +97,9 @@ class DetailController(QObject):
         if self.row is None or self.row.id != row.id:
             return
         if image.isNull():
-            self.image.show_nothing(f"The image file is missing or unreadable:\n{path}")
+            self.image.show_nothing(
+                self.tr("The image file is missing or unreadable:\n{path}").format(path=path)
+            )
             return
         self.image.show_image(image, _caption(row), path)
 
@@ -102,23 +107,39 @@ class DetailController(QObject):
         if self.row is None or self.row.id != job_id or self.row.output_path:
             return
         live = self.vm.live.get(job_id)
-        step = f" · step {live.step}/{live.total}" if live else ""
-        self.image.show_image(image, f"Job {job_id} · preview{step}")
+        if live:
+            caption = self.tr("Job {id} · preview · step {step}/{total}").format(
+                id=job_id, step=live.step, total=live.total
+            )
+        else:
+            caption = self.tr("Job {id} · preview").format(id=job_id)
+        self.image.show_image(image, caption)
 
 
 def _caption(row: JobRow) -> str:
     p = row.params
-    return f"{p.prompt}  —  {p.width}×{p.height} · seed {p.seed} · {p.scheduler} · {p.steps} steps"
+    return translate(
+        "DetailController", "{prompt}  —  {size} · seed {seed} · {sampler} · {steps} steps"
+    ).format(
+        prompt=p.prompt, size=f"{p.width}×{p.height}", seed=p.seed, sampler=p.scheduler,
+        steps=p.steps,
+    )  # fmt: skip
 
 
 def _waiting_text(row: JobRow) -> str:
+    status = status_label(row.status, given_up=row.given_up)
     step = f"{row.progress_step}/{row.progress_total}"
+    values = {"id": row.id, "step": step, "status": status, "error": row.error}
     if row.error:
-        return f"Job {row.id} {row.status.value.lower()}:\n{row.error}"
-    if row.status is JobStatus.PAUSED:
-        return f"Job {row.id} is paused at step {step}.\nResume continues from there."
-    if row.status is JobStatus.PENDING:
-        return f"Job {row.id} is waiting for a worker"
-    if row.status is JobStatus.CANCELLED:
-        return f"Job {row.id} was cancelled at step {step}"
-    return f"Job {row.id} is {row.status.value.lower()}"
+        text = translate("DetailController", "Job {id}: {status}\n{error}")
+    elif row.status is JobStatus.PAUSED:
+        text = translate(
+            "DetailController", "Job {id} is paused at step {step}.\nResume continues from there."
+        )
+    elif row.status is JobStatus.PENDING:
+        text = translate("DetailController", "Job {id} is waiting for a worker")
+    elif row.status is JobStatus.CANCELLED:
+        text = translate("DetailController", "Job {id} was cancelled at step {step}")
+    else:
+        text = translate("DetailController", "Job {id}: {status}")
+    return text.format(**values)

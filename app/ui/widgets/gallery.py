@@ -6,13 +6,14 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QAbstractItemView, QListView
 
 from app.ui.itemmodels.delegates import ThumbnailDelegate
+from app.ui.presenters.i18n import translate
 from app.ui.qt.thumbnails import THUMB_SIDE
 from app.ui.widgets.empty_views import EmptyListView
 
 
 class GalleryView(EmptyListView):
     def __init__(self) -> None:
-        super().__init__("Finished images collect here")
+        super().__init__(translate("GalleryView", "Finished images collect here"))
         self.setObjectName("gallery")
         self.setViewMode(QListView.ViewMode.IconMode)
         self.setFlow(QListView.Flow.LeftToRight)

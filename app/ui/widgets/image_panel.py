@@ -11,6 +11,7 @@ from PySide6.QtGui import (
     QDesktopServices,
     QGuiApplication,
     QImage,
+    QMouseEvent,
     QPainter,
     QPaintEvent,
     QPixmap,
@@ -41,12 +42,15 @@ def scale_for_display(image: QImage, size: QSize, mode: Scaling) -> QImage:
 
 
 class ImageCanvas(QWidget):
+    double_clicked = Signal()  # open the larger viewer
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setToolTip(self.tr("Double-click to open the viewer (zoom, previous/next)"))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumSize(240, 240)
         self.image: QImage | None = None
-        self.placeholder = "Your images will appear here"
+        self.placeholder = self.tr("Your images will appear here")
         self.mode = Scaling.SMOOTH
         self._scaled: QPixmap | None = None
 
@@ -56,6 +60,11 @@ class ImageCanvas(QWidget):
             self.placeholder = placeholder
         self._scaled = None
         self.update()
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        if self.image is not None:
+            self.double_clicked.emit()
+        event.accept()
 
     def set_mode(self, mode: Scaling) -> None:
         self.mode = mode
@@ -121,14 +130,14 @@ class ImagePanel(QWidget):
         self.caption = ElidedLabel()
         self.caption.setObjectName("caption")
         self.path: str | None = None
-        self.open_folder = QPushButton("Open folder")
-        self.copy = QPushButton("Copy")
-        self.reuse = QPushButton("Reuse settings")
-        self.reuse.setToolTip("Put this job's prompt and settings into the form")
+        self.open_folder = QPushButton(self.tr("Open folder"))
+        self.copy = QPushButton(self.tr("Copy"))
+        self.reuse = QPushButton(self.tr("Reuse settings"))
+        self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
         self.reuse.setEnabled(False)  # until a job is selected
-        self.scaling = QPushButton("Pixels")
+        self.scaling = QPushButton(self.tr("Pixels"))
         self.scaling.setCheckable(True)
-        self.scaling.setToolTip("Enlarge small images pixel by pixel instead of smoothly")
+        self.scaling.setToolTip(self.tr("Enlarge small images pixel by pixel instead of smoothly"))
         self.open_folder.clicked.connect(self._open_folder)
         self.copy.clicked.connect(self._copy)
         self.scaling.toggled.connect(self.set_pixels)
@@ -166,12 +175,14 @@ class ImagePanel(QWidget):
         if self.path and not QDesktopServices.openUrl(
             QUrl.fromLocalFile(str(Path(self.path).parent))
         ):
-            self.problem.emit(f"Could not open the folder {Path(self.path).parent}")
+            self.problem.emit(
+                self.tr("Could not open the folder {path}").format(path=Path(self.path).parent)
+            )
 
     def _copy(self) -> None:
         if self.canvas.image is not None:
             QGuiApplication.clipboard().setImage(self.canvas.image)
-            self.message.emit("Image copied")
+            self.message.emit(self.tr("Image copied"))
 
     def set_pixels(self, pixels: bool) -> None:
         self.canvas.set_mode(Scaling.PIXELS if pixels else Scaling.SMOOTH)

@@ -24,8 +24,8 @@ from app.ui.itemmodels.delegates import (
 )
 from app.ui.itemmodels.job_list_model import ROW_ROLE, Col
 from app.ui.presenters import shortcuts
-from app.ui.presenters.actions import EVENTS, SHORT, TIPS, Action, applicable
-from app.ui.presenters.rows import FILTERS, JobRow
+from app.ui.presenters.actions import EVENTS, Action, applicable
+from app.ui.presenters.rows import FILTERS, JobRow, filter_label
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.empty_views import EmptyTableView
 
@@ -106,7 +106,7 @@ class JobsPanel(QWidget):
         group = QButtonGroup(self)
         group.setExclusive(True)
         for name in FILTERS:
-            button = QPushButton(name)
+            button = QPushButton(filter_label(name))
             button.setCheckable(True)
             button.setObjectName("filter")
             button.setProperty("filter", name)
@@ -116,14 +116,14 @@ class JobsPanel(QWidget):
         return group
 
     def _action_button(self, action: Action) -> QPushButton:
-        button = QPushButton(SHORT.get(action, action.value))
-        button.setToolTip(TIPS[action])
+        button = QPushButton(action.button_text)
+        button.setToolTip(action.tip)
         button.setObjectName("action")
         button.clicked.connect(lambda: self.trigger(action))
         return button
 
     def _table(self) -> EmptyTableView:
-        table = EmptyTableView("No jobs here yet. Type a prompt and press Ctrl+Enter.")
+        table = EmptyTableView(self.tr("No jobs here yet. Type a prompt and press Ctrl+Enter."))
         table.setModel(self.vm.jobs)
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
@@ -232,7 +232,8 @@ class JobsPanel(QWidget):
             return
         menu = QMenu(self)
         for action in Action:
-            item = QAction(action.value, menu)
+            item = QAction(action.label, menu)
+            item.setToolTip(action.tip)
             item.setEnabled(bool(applicable(action, rows)))
             item.triggered.connect(lambda _=False, a=action: self.trigger(a))
             menu.addAction(item)
@@ -251,4 +252,4 @@ class JobsPanel(QWidget):
                 if statuses is None
                 else sum(counts.get(s, 0) for s in statuses)
             )
-            button.setText(f"{name}  {n}")
+            button.setText(f"{filter_label(name)}  {n}")

@@ -12,7 +12,7 @@ from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.engine.states import JobStatus
-from app.ui.presenters.rows import TransitionRow, format_duration
+from app.ui.presenters.rows import TransitionRow, format_duration, status_label
 from app.ui.qt.theme import MUTED, status_colour
 
 LANE_HEIGHT = 20
@@ -72,7 +72,9 @@ class LaneView(QWidget):
         if not self._rows:
             painter.setPen(QColor(MUTED))
             painter.drawText(
-                self.rect(), Qt.AlignmentFlag.AlignCenter, "Select a job to see its timeline"
+                self.rect(),
+                Qt.AlignmentFlag.AlignCenter,
+                self.tr("Select a job to see its timeline"),
             )
             return
         items = spans(self._rows, time.time())
@@ -136,7 +138,7 @@ class LaneView(QWidget):
             painter.drawText(
                 QRectF(6, y, LABEL_WIDTH - 10, LANE_HEIGHT),
                 Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                status.value.title(),
+                status_label(status),
             )
 
     def _paint_attempt_marks(
@@ -152,6 +154,6 @@ class LaneView(QWidget):
         y = 4 + lanes * LANE_HEIGHT + 4
         painter.setPen(QColor(MUTED))
         left = QRectF(LABEL_WIDTH, y, 120, 16)
-        painter.drawText(left, Qt.AlignmentFlag.AlignLeft, "0 s")
+        painter.drawText(left, Qt.AlignmentFlag.AlignLeft, format_duration(0))
         right = QRectF(self.width() - 132 - OPEN_STUB, y, 120, 16)
         painter.drawText(right, Qt.AlignmentFlag.AlignRight, format_duration(total_s))

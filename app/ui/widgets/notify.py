@@ -8,7 +8,8 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QSystemTrayIcon, QWidget
 
 from app.engine.states import JobStatus
-from app.ui.presenters.rows import JobRow
+from app.ui.presenters.i18n import translate
+from app.ui.presenters.rows import JobRow, status_label
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,11 @@ def describe(row: JobRow) -> tuple[str, str]:
     """Title and text for a settled job; empty title for news not worth a notification."""
     prompt = row.prompt if len(row.prompt) <= 60 else row.prompt[:57] + "…"
     if row.status is JobStatus.SUCCESS:
-        return "Image ready", prompt
+        return translate("Notifier", "Image ready"), prompt
     if row.status in (JobStatus.FAILED, JobStatus.TIMEOUT):
-        reason = row.error or row.status.value.lower()
-        return f"Job {row.id} {row.status.value.lower()}", f"{prompt}\n{reason}"
+        if row.status is JobStatus.FAILED:
+            title = translate("Notifier", "Job {id} failed")
+        else:
+            title = translate("Notifier", "Job {id} timed out")
+        return title.format(id=row.id), f"{prompt}\n{row.error or status_label(row.status)}"
     return "", ""

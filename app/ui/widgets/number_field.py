@@ -26,10 +26,10 @@ class NumberEdit(QLineEdit):
         super().__init__(parent)
         self.rule = rule
         self.step = max(step, rule.multiple)
-        self.setAccessibleName(rule.name)
+        self.setAccessibleName(rule.label)
         self.setAlignment(Qt.AlignmentFlag.AlignRight)
         if rule.blank:
-            self.setPlaceholderText(rule.blank)
+            self.setPlaceholderText(rule.blank_text)
         self.textChanged.connect(self._show_state)
 
     def reading(self) -> Reading:
@@ -63,7 +63,7 @@ class NumberEdit(QLineEdit):
     def _show_state(self) -> None:
         reading = self.reading()
         _set_invalid(self, not reading.ok)
-        self.setToolTip(reading.problem or f"{self.rule.name}: {self.rule.range_text()}")
+        self.setToolTip(reading.problem or f"{self.rule.label}: {self.rule.range_text()}")
         self.setAccessibleDescription(reading.problem or self.rule.range_text())
 
 

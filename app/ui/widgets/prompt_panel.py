@@ -29,20 +29,21 @@ from app.engine.params import (
     InvalidParameters,
 )
 from app.ui.presenters import number_rules as rules
+from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.png_params import NoParameters, read_png_params
 from app.ui.qt.icons import dice_icon
 from app.ui.widgets.number_field import FieldNote, NumberEdit
 
 SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
-    ("64 × 64 · tiny model", 64, 64),
+    (QT_TRANSLATE_NOOP("PromptPanel", "64 × 64 · tiny model"), 64, 64),
     ("256 × 256", 256, 256),
     ("512 × 512", 512, 512),
-    ("512 × 768 · portrait", 512, 768),
-    ("768 × 512 · landscape", 768, 512),
+    (QT_TRANSLATE_NOOP("PromptPanel", "512 × 768 · portrait"), 512, 768),
+    (QT_TRANSLATE_NOOP("PromptPanel", "768 × 512 · landscape"), 768, 512),
     ("768 × 768", 768, 768),
     ("1024 × 1024", 1024, 1024),
 )
-CUSTOM = "Custom"
+CUSTOM = QT_TRANSLATE_NOOP("PromptPanel", "Custom")
 
 
 class PromptPanel(QWidget):
@@ -63,10 +64,10 @@ class PromptPanel(QWidget):
 
     def _build(self) -> None:
         self.prompt = QPlainTextEdit()
-        self.prompt.setPlaceholderText("Describe the picture… (Ctrl+Enter to generate)")
+        self.prompt.setPlaceholderText(self.tr("Describe the picture… (Ctrl+Enter to generate)"))
         self.prompt.setTabChangesFocus(True)
         self.negative = QPlainTextEdit()
-        self.negative.setPlaceholderText("What to keep out of it")
+        self.negative.setPlaceholderText(self.tr("What to keep out of it"))
         self.negative.setTabChangesFocus(True)
         self.negative.setMaximumHeight(64)
         self.model = QComboBox()
@@ -78,18 +79,19 @@ class PromptPanel(QWidget):
         self.seed = NumberEdit(rules.SEED)
         self.dice = QToolButton()
         self.dice.setIcon(dice_icon())
-        self.dice.setToolTip("Pick a random seed (empty: a new one for every image)")
+        self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))
         self.dice.clicked.connect(self.roll_seed)
         self.size_preset = QComboBox()
-        self.size_preset.addItems([name for name, _w, _h in SIZE_PRESETS] + [CUSTOM])
+        names = [name for name, _w, _h in SIZE_PRESETS] + [CUSTOM]
+        self.size_preset.addItems([translate("PromptPanel", name) for name in names])
         self.size_preset.currentIndexChanged.connect(self._preset_chosen)
         self.width_box = NumberEdit(rules.WIDTH)
         self.height_box = NumberEdit(rules.HEIGHT)
         for box in (self.width_box, self.height_box):
             box.textChanged.connect(self._size_edited)
-        self.generate = QPushButton("Generate")
+        self.generate = QPushButton(self.tr("Generate"))
         self.generate.setObjectName("primary")
-        self.generate.setToolTip("Queue the image(s) — Ctrl+Enter")
+        self.generate.setToolTip(self.tr("Queue the image(s) — Ctrl+Enter"))
         self.generate.clicked.connect(self.generate_requested)
         self.count = NumberEdit(rules.IMAGES)
         self.count.textChanged.connect(self._label_generate)
@@ -99,15 +101,15 @@ class PromptPanel(QWidget):
     def _lay_out(self) -> None:
         # Label | field | its range, or what is wrong with it (in red)
         rows: list[tuple[str, QWidget, QWidget | None]] = [
-            ("Model", self.model, None),
-            ("Sampler", self.scheduler, None),
-            ("Steps", self.steps, FieldNote(self.steps)),
+            (self.tr("Model"), self.model, None),
+            (self.tr("Sampler"), self.scheduler, None),
+            (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
-            ("Seed", _row(self.seed, self.dice), FieldNote(self.seed)),
-            ("Size", self.size_preset, None),
+            (self.tr("Seed"), _row(self.seed, self.dice), FieldNote(self.seed)),
+            (self.tr("Size"), self.size_preset, None),
             ("", _row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
-            ("Images", self.count, FieldNote(self.count)),
+            (self.tr("Images"), self.count, FieldNote(self.count)),
         ]  # fmt: skip
         form = QGridLayout()
         form.setHorizontalSpacing(10)
@@ -121,14 +123,14 @@ class PromptPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 14, 14, 14)
         layout.setSpacing(8)
-        layout.addWidget(_title("Prompt"))
+        layout.addWidget(_title(self.tr("Prompt")))
         layout.addWidget(self.prompt, 3)
-        layout.addWidget(_title("Negative prompt"))
+        layout.addWidget(_title(self.tr("Negative prompt")))
         layout.addWidget(self.negative)
         layout.addSpacing(6)
         layout.addLayout(form)
         layout.addStretch(1)
-        hint = QLabel("Drop an Easel or A1111 PNG here to reuse its settings")
+        hint = QLabel(self.tr("Drop an Easel or A1111 PNG here to reuse its settings"))
         hint.setObjectName("hint")
         hint.setWordWrap(True)
         layout.addWidget(hint)
@@ -226,7 +228,9 @@ class PromptPanel(QWidget):
     def _label_generate(self) -> None:
         count = self.count.reading().value
         many = count is not None and count > 1
-        self.generate.setText(f"Generate {count} images" if many else "Generate")
+        self.generate.setText(
+            self.tr("Generate {n} images").format(n=count) if many else self.tr("Generate")
+        )
 
     def roll_seed(self) -> None:
         self.seed.setText(str(random.randint(0, MAX_SEED)))
@@ -267,7 +271,7 @@ class PromptPanel(QWidget):
             self.problem.emit(str(error))
             return False
         self.set_params(parsed.params)
-        note = f"Settings from {path.name}"
+        note = self.tr("Settings from {name}").format(name=path.name)
         self.message.emit("; ".join([note, *parsed.warnings]))
         return True
 
@@ -282,7 +286,9 @@ def _dropped_png(urls: Sequence[QUrl]) -> Path | None:
 def _number(edit: NumberEdit) -> int | float:
     value = edit.reading().value
     if value is None:  # only a field that may be blank reads as None; these may not
-        raise InvalidParameters(f"{edit.rule.name} is empty")
+        raise InvalidParameters(
+            translate("NumberRule", "{name} is empty").format(name=edit.rule.label)
+        )
     return value
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.engine import paths
 from app.engine.settings import InvalidSettings, Settings
+from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language
 
 UI_SETTINGS_FILE = "window.ini"
 RESUME_ON_LAUNCH = "jobs/resume_on_launch"
@@ -52,11 +54,14 @@ class SettingsDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self._store = store
-        self.resume = QCheckBox("Resume paused jobs when Easel starts")
-        self.resume.setToolTip("Jobs paused by quitting continue by themselves at the next launch")
+        self.resume = QCheckBox(self.tr("Resume paused jobs when Easel starts"))
+        self.resume.setToolTip(
+            self.tr("Jobs paused by quitting continue by themselves at the next launch")
+        )
         self.resume.setChecked(store is not None and resume_on_launch(store))
         self.resume.setVisible(store is not None)
-        self.setWindowTitle("Settings")
+        self.language = self._language_box(store)
+        self.setWindowTitle(self.tr("Settings"))
         self.setMinimumWidth(520)
         self._save = save
         self.saved: Settings | None = None
@@ -66,7 +71,7 @@ class SettingsDialog(QDialog):
         self.max_attempts = _spin(1, 20, settings.max_attempts)
         self.heartbeat = QDoubleSpinBox()
         self.heartbeat.setRange(2, 3600)
-        self.heartbeat.setSuffix(" s")
+        self.heartbeat.setSuffix(self.tr(" s"))
         self.heartbeat.setDecimals(1)
         self.heartbeat.setValue(settings.heartbeat_timeout_s)
         self._settings = settings
@@ -77,13 +82,17 @@ class SettingsDialog(QDialog):
 
     def _lay_out(self) -> None:
         form = QFormLayout()
-        form.addRow("Models folder", self.models)
-        form.addRow("Output folder", self.outputs)
-        form.addRow("Workers", self.workers)
-        form.addRow("Max attempts", self.max_attempts)
-        form.addRow("Heartbeat timeout", self.heartbeat)
+        form.addRow(self.tr("Models folder"), self.models)
+        form.addRow(self.tr("Output folder"), self.outputs)
+        form.addRow(self.tr("Workers"), self.workers)
+        form.addRow(self.tr("Max attempts"), self.max_attempts)
+        form.addRow(self.tr("Heartbeat timeout"), self.heartbeat)
         form.addRow("", self.resume)
-        note = QLabel("Workers and timeouts take effect the next time Easel starts.")
+        if self._store is not None:
+            form.addRow(self.tr("Language"), self.language)
+        note = QLabel(
+            self.tr("Workers, timeouts and the language take effect the next time Easel starts.")
+        )
         note.setObjectName("hint")
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
@@ -108,13 +117,24 @@ class SettingsDialog(QDialog):
             chosen = self.chosen()
             self._save(chosen)
         except (InvalidSettings, OSError) as error:
-            self.error.setText(f"Not saved: {error}")
+            self.error.setText(self.tr("Not saved: {error}").format(error=error))
             return
         self.saved = chosen
         if self._store is not None:
             self._store.setValue(RESUME_ON_LAUNCH, self.resume.isChecked())
+            self._store.setValue(LANGUAGE_KEY, self.language.currentData())
             self._store.sync()
         super().accept()
+
+    def _language_box(self, store: QSettings | None) -> QComboBox:
+        """System / English / 简体中文: each language in its own words, the system's in ours."""
+        box = QComboBox()
+        box.addItem(self.tr("System"), Language.SYSTEM.value)
+        for language, name in LANGUAGE_NAMES.items():
+            box.addItem(name, language.value)
+        if store is not None:
+            box.setCurrentIndex(max(0, box.findData(chosen_language(store).value)))
+        return box
 
 
 class _FolderField(QWidget):
@@ -122,7 +142,7 @@ class _FolderField(QWidget):
         super().__init__()
         self.edit = QLineEdit(value)
         self.edit.setPlaceholderText(default)
-        browse = QPushButton("Browse…")
+        browse = QPushButton(self.tr("Browse…"))
         browse.clicked.connect(self._browse)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -137,7 +157,7 @@ class _FolderField(QWidget):
 
     def _browse(self) -> None:
         start = self.edit.text() or self.edit.placeholderText()
-        chosen = QFileDialog.getExistingDirectory(self, "Choose a folder", start)
+        chosen = QFileDialog.getExistingDirectory(self, self.tr("Choose a folder"), start)
         if chosen:
             self.edit.setText(str(Path(chosen)))
 

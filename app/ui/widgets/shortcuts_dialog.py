@@ -13,7 +13,7 @@ from app.ui.presenters import shortcuts
 class ShortcutsDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Keyboard shortcuts")
+        self.setWindowTitle(self.tr("Keyboard shortcuts"))
         self.table = QLabel(shortcuts_html())
         self.table.setTextFormat(Qt.TextFormat.RichText)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
@@ -26,8 +26,8 @@ class ShortcutsDialog(QDialog):
 def shortcuts_html() -> str:
     rows = "".join(
         f"<tr><td><b>{html.escape(s.shown)}</b>&nbsp;&nbsp;</td>"
-        f"<td>{html.escape(s.what)}</td><td style='color:#9aa1ab'>&nbsp;&nbsp;"
-        f"{html.escape(s.where)}</td></tr>"
+        f"<td>{html.escape(s.what_text)}</td><td style='color:#9aa1ab'>&nbsp;&nbsp;"
+        f"{html.escape(s.where_text)}</td></tr>"
         for s in shortcuts.ALL
     )
     return f"<table cellpadding='3'>{rows}</table>"

@@ -15,7 +15,7 @@ class TimelinePanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = TimelineModel(self)
-        self.title = QLabel("Timeline")
+        self.title = QLabel(self.tr("Timeline"))
         self.title.setObjectName("sectionTitle")
         self.lanes = LaneView()
         self.tree = QTreeView()
@@ -41,7 +41,11 @@ class TimelinePanel(QWidget):
         changed = job_id != self.model.job_id or len(rows) != len(self.model.transitions())
         self.model.set_rows(job_id, rows)
         self.lanes.set_rows(rows)
-        self.title.setText(f"Timeline · job {job_id}" if job_id is not None else "Timeline")
+        self.title.setText(
+            self.tr("Timeline · job {id}").format(id=job_id)
+            if job_id is not None
+            else self.tr("Timeline")
+        )
         if changed:
             self.tree.expandAll()
 

@@ -29,6 +29,7 @@ from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
+from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.queue_service import CancelOutcome, QueueService
 from app.ui.presenters.rows import JobRow
@@ -43,6 +44,7 @@ from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
+from app.ui.widgets.image_viewer import ImageViewer
 from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel
@@ -102,6 +104,7 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self._gallery_successes = -1
         self.shortcuts_dialog: ShortcutsDialog | None = None
+        self.viewer: ImageViewer | None = None
         self._build()
         self._connect()
         self._restore_geometry()
@@ -159,21 +162,21 @@ class MainWindow(QMainWindow):
         self._menus()
 
     def _menus(self) -> None:
-        menu = self.menuBar().addMenu("&Easel")
-        settings = QAction("&Settings…", self)
+        menu = self.menuBar().addMenu("&Easel")  # the name of the app: the same in every language
+        settings = QAction(self.tr("&Settings…"), self)
         settings.setShortcuts(_keys(shortcuts.SETTINGS))
         settings.triggered.connect(self.open_settings)
-        quit_action = QAction("&Quit", self)
+        quit_action = QAction(self.tr("&Quit"), self)
         quit_action.setShortcuts(_keys(shortcuts.QUIT))
         quit_action.triggered.connect(self.close)
-        about = QAction("&About Easel", self)
+        about = QAction(self.tr("&About Easel"), self)
         about.triggered.connect(self.show_about)
         menu.addAction(settings)
         menu.addAction(about)
         menu.addSeparator()
         menu.addAction(quit_action)
-        help_menu = self.menuBar().addMenu("&Help")
-        keys = QAction("&Keyboard shortcuts", self)
+        help_menu = self.menuBar().addMenu(self.tr("&Help"))
+        keys = QAction(self.tr("&Keyboard shortcuts"), self)
         keys.setShortcuts(_keys(shortcuts.HELP))
         keys.triggered.connect(self.show_shortcuts)
         help_menu.addAction(keys)
@@ -185,7 +188,7 @@ class MainWindow(QMainWindow):
         self.shortcuts_dialog.raise_()
 
     def show_about(self) -> None:
-        QMessageBox.about(self, "About Easel", about_text(self.worker_status.device))
+        QMessageBox.about(self, self.tr("About Easel"), about_text(self.worker_status.device))
 
     def _connect(self) -> None:
         for keys in _keys(shortcuts.GENERATE):
@@ -212,6 +215,7 @@ class MainWindow(QMainWindow):
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self._gallery_clicked)
         self.image.reuse.clicked.connect(self.reuse_settings)
+        self.image.canvas.double_clicked.connect(self._view_shown_image)
 
     def _start_timers(self) -> None:
         self.timers = []
@@ -227,11 +231,11 @@ class MainWindow(QMainWindow):
         try:
             params = self.prompt.params()
         except InvalidParameters as error:  # a number on screen cannot be used: say which
-            self.show_error(f"Not queued: {error}")
+            self.show_error(self.tr("Not queued: {error}").format(error=error))
             self.prompt.focus_first_problem()
             return
         if not params.prompt.strip():
-            self.show_error("Type a prompt first")
+            self.show_error(self.tr("Type a prompt first"))
             self.prompt.prompt.setFocus()
             return
         filter_statuses = {"Done", "Failed"}
@@ -260,7 +264,7 @@ class MainWindow(QMainWindow):
         self.feed.stop()
         self.deps.workers = workers
         if isinstance(workers, NoWorkers):
-            self.worker_status.setText("No workers: images cannot be generated")
+            self.worker_status.setText(self.tr("No workers: images cannot be generated"))
         else:
             self.worker_status.starting()
         self.feed.start(start_pool=True)
@@ -279,7 +283,9 @@ class MainWindow(QMainWindow):
         queued = counts.get(JobStatus.PENDING, 0)
         total = sum(counts.values())
         self.counts_label.setText(
-            f"{running} running · {queued} queued · {total} job{'s' * (total != 1)}"
+            self.tr("{running} running · {queued} queued · {jobs}").format(
+                running=running, queued=queued, jobs=_jobs(total)
+            )
         )
         successes = counts.get(JobStatus.SUCCESS, 0)
         if successes != self._gallery_successes:
@@ -296,16 +302,28 @@ class MainWindow(QMainWindow):
         panes[(here + 1) % len(panes)].setFocus(Qt.FocusReason.TabFocusReason)
 
     def open_image(self, row: JobRow) -> None:
-        """Enter in the job list: the finished image in the system's viewer."""
-        if row.output_path and Path(row.output_path).is_file():
-            open_path(Path(row.output_path))
-        else:
-            self.show_note(f"Job {row.id} has no image yet")
+        """Enter in the job list: the finished image in the viewer, among the others."""
+        if not row.output_path:
+            self.show_note(self.tr("Job {id} has no image yet").format(id=row.id))
+            return
+        paths = self.gallery_model.paths()
+        if row.output_path not in paths:
+            paths = [row.output_path]
+        self.viewer = ImageViewer(paths, paths.index(row.output_path), self)
+        self.viewer.problem.connect(self.show_error)
+        self.viewer.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.viewer.show()
+
+    def _view_shown_image(self) -> None:
+        if self.detail.row is not None and self.image.path is not None:
+            self.open_image(self.detail.row)
 
     def reuse_settings(self) -> None:
         if self.detail.row is not None:
             self.prompt.set_params(self.detail.row.params)
-            self.show_note(f"Settings of job {self.detail.row.id} are in the form")
+            self.show_note(
+                self.tr("Settings of job {id} are in the form").format(id=self.detail.row.id)
+            )
 
     def _gallery_clicked(self, index: QModelIndex) -> None:
         row = index.data(ROW_ROLE)
@@ -322,19 +340,22 @@ class MainWindow(QMainWindow):
         """Say what a cancel did; queued jobs get an Undo for UNDO_MS, then are cancelled."""
         self._finish_cancel()  # an earlier undo chance ends: one at a time
         lost = [
-            f"job {row.id} stopped at step {row.progress_step} of {row.progress_total}, "
-            "that progress is discarded"
+            self.tr(
+                "job {id} stopped at step {step} of {total}, that progress is discarded"
+            ).format(id=row.id, step=row.progress_step, total=row.progress_total)
             for row in outcome.stopped
         ]
         if not outcome.held:
             if lost:
-                self.show_note("Cancelled " + "; ".join(lost))
+                self.show_note(self.tr("Cancelled {jobs}").format(jobs="; ".join(lost)))
             return
         self._held = outcome
         seconds = UNDO_MS // 1000
-        text = f"{_jobs(len(outcome.held))} will be cancelled in {seconds} s"
+        text = self.tr("{jobs} will be cancelled in {n} s").format(
+            jobs=_jobs(len(outcome.held)), n=seconds
+        )
         self.undo_banner.clear_actions()
-        self.undo_banner.add_action("Undo", self.undo_cancel)
+        self.undo_banner.add_action(self.tr("Undo"), self.undo_cancel)
         self.undo_banner.show_text("; ".join([text, *lost]), hide_after_ms=UNDO_MS)
         self._undo_timer.start(UNDO_MS)
 
@@ -344,7 +365,7 @@ class MainWindow(QMainWindow):
         self.undo_banner.hide()
         if held is not None:
             self.vm.undo_cancel(held.requeue_on_undo)
-            self.show_note(f"Kept {_jobs(len(held.held))}")
+            self.show_note(self.tr("Kept {jobs}").format(jobs=_jobs(len(held.held))))
 
     def _finish_cancel(self) -> None:
         held, self._held = self._held, None
@@ -370,24 +391,32 @@ class MainWindow(QMainWindow):
         paused = (*(restore.paused if restore else ()), *self._paused_at_quit)
         if paused and resume_on_launch(self.store):
             self._resume_all(paused)
-            self.show_note(f"Resumed {_jobs(len(paused))} paused when Easel last closed")
+            self.show_note(
+                self.tr("Resumed {jobs} paused when Easel last closed").format(
+                    jobs=_jobs(len(paused))
+                )
+            )
             paused = ()
         if not restore and unclean is None and not paused:
             return
         banner = self.restore_banner
         banner.clear_actions()
         if paused:
-            banner.add_action("Resume all", lambda: self._resume_all(paused))
+            banner.add_action(self.tr("Resume all"), lambda: self._resume_all(paused))
         if restore and restore.job_ids:
-            banner.add_action("Show", lambda: self._show_restored(restore))
+            banner.add_action(self.tr("Show"), lambda: self._show_restored(restore))
         text = restore.describe() if restore else ""
         if self._paused_at_quit:
-            waiting = f"{_jobs(len(self._paused_at_quit))} paused when Easel closed"
-            text = "; ".join(filter(None, [text, f"{waiting}: they continue when you resume"]))
+            waiting = self.tr(
+                "{jobs} paused when Easel closed: they continue when you resume"
+            ).format(jobs=_jobs(len(self._paused_at_quit)))
+            text = "; ".join(filter(None, [text, waiting]))
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
-            banner.add_action("Open log", lambda: open_path(log_file))
-            text = f"{describe_unclean_exit(unclean)} {text or 'No jobs needed restoring.'}"
+            banner.add_action(self.tr("Open log"), lambda: _open_path(log_file))
+            text = (
+                f"{describe_unclean_exit(unclean)} {text or self.tr('No jobs needed restoring.')}"
+            )
         banner.show_text(text)
 
     def _resume_all(self, job_ids: tuple[int, ...]) -> None:
@@ -427,7 +456,7 @@ class MainWindow(QMainWindow):
             self.deps.settings = dialog.saved
             self.deps.queue.max_attempts = dialog.saved.max_attempts
             self.runner.run(self.deps.list_models, self.prompt.set_models)
-            self.show_note("Settings saved")
+            self.show_note(self.tr("Settings saved"))
 
     def _restore_geometry(self) -> None:
         geometry = self.store.value("window/geometry")
@@ -511,7 +540,7 @@ class MainWindow(QMainWindow):
             timer.stop()
         self._finish_cancel_now()
         self.feed.stop()
-        self.statusBar().showMessage("Pausing running jobs…")
+        self.statusBar().showMessage(self.tr("Pausing running jobs…"))
         self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
         try:
             self.deps.workers.shutdown(self.deps.shutdown_timeout_s)
@@ -534,32 +563,42 @@ def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
 
 
 def _jobs(n: int) -> str:
-    return f"{n} job{'s' * (n != 1)}"
+    if n == 1:
+        return translate("MainWindow", "1 job")
+    return translate("MainWindow", "{n} jobs").format(n=n)
 
 
 def describe_unclean_exit(unclean: UncleanExit) -> str:
-    how = "it crashed" if unclean.crash_log else "it was killed or the computer stopped"
-    return f"Easel did not close cleanly last time ({how})."
+    if unclean.crash_log:
+        return translate("MainWindow", "Easel did not close cleanly last time (it crashed).")
+    return translate(
+        "MainWindow",
+        "Easel did not close cleanly last time (it was killed or the computer stopped).",
+    )
 
 
 def _keys(shortcut: Shortcut) -> list[QKeySequence]:
     return [QKeySequence(keys) for keys in shortcut.keys]
 
 
-def open_path(path: Path) -> None:
+def _open_path(path: Path) -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
 
 def about_text(device: str | None) -> str:
     rows = [
-        ("Version", __version__),
-        ("Data folder", str(data_dir())),
-        ("Database", str(database_path())),
-        ("Device", device or "known once a worker is ready"),
-        ("Logs", str(logs_dir())),
+        (translate("MainWindow", "Version"), __version__),
+        (translate("MainWindow", "Data folder"), str(data_dir())),
+        (translate("MainWindow", "Database"), str(database_path())),
+        (
+            translate("MainWindow", "Device"),
+            device or translate("MainWindow", "known once a worker is ready"),
+        ),
+        (translate("MainWindow", "Logs"), str(logs_dir())),
     ]
     cells = "".join(
         f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{html.escape(v)}</td></tr>" for k, v in rows
     )
-    intro = "<h3>Easel</h3><p>Local image generation where no job ever vanishes.</p>"
+    tagline = translate("MainWindow", "Local image generation where no job ever vanishes.")
+    intro = f"<h3>Easel</h3><p>{html.escape(tagline)}</p>"
     return f"{intro}<table>{cells}</table>"

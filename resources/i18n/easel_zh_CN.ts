@@ -1,0 +1,1212 @@
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
+<TS version="2.1" language="zh_CN">
+<context>
+    <name>Action</name>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Pause</source>
+        <translation>暂停</translation>
+    </message>
+    <message>
+        <source>Resume</source>
+        <translation>继续</translation>
+    </message>
+    <message>
+        <source>Retry</source>
+        <translation>重试</translation>
+    </message>
+    <message>
+        <source>Re-run</source>
+        <translation>重新生成</translation>
+    </message>
+    <message>
+        <source>Move up</source>
+        <translation>上移</translation>
+    </message>
+    <message>
+        <source>Move down</source>
+        <translation>下移</translation>
+    </message>
+    <message>
+        <source>Stop the selected jobs for good</source>
+        <translation>彻底停止所选任务</translation>
+    </message>
+    <message>
+        <source>Hold the selected jobs; running ones keep their progress</source>
+        <translation>暂停所选任务；运行中的任务保留进度</translation>
+    </message>
+    <message>
+        <source>Queue paused jobs again, continuing where they stopped</source>
+        <translation>将暂停的任务重新排队，从停下的地方继续</translation>
+    </message>
+    <message>
+        <source>Try failed or timed-out jobs again</source>
+        <translation>重试失败或超时的任务</translation>
+    </message>
+    <message>
+        <source>Queue a new job with the same settings and seed</source>
+        <translation>用相同的设置和种子新建一个任务</translation>
+    </message>
+    <message>
+        <source>Raise priority: runs sooner</source>
+        <translation>提高优先级：更早运行</translation>
+    </message>
+    <message>
+        <source>Lower priority: runs later</source>
+        <translation>降低优先级：稍后运行</translation>
+    </message>
+</context>
+<context>
+    <name>Banner</name>
+    <message>
+        <source>Dismiss</source>
+        <translation>关闭</translation>
+    </message>
+</context>
+<context>
+    <name>Clock</name>
+    <message>
+        <source>%b %d %H:%M</source>
+        <translation>%m月%d日 %H:%M</translation>
+    </message>
+</context>
+<context>
+    <name>DetailController</name>
+    <message>
+        <source>Select a job, or type a prompt and press Ctrl+Enter</source>
+        <translation>选择一个任务，或输入提示词后按 Ctrl+Enter</translation>
+    </message>
+    <message>
+        <source>Could not open the image: {error}</source>
+        <translation>无法打开图像：{error}</translation>
+    </message>
+    <message>
+        <source>{caption} · last preview</source>
+        <translation>{caption} · 最后一次预览</translation>
+    </message>
+    <message>
+        <source>The image file is missing or unreadable:
+{path}</source>
+        <translation>图像文件丢失或无法读取：
+{path}</translation>
+    </message>
+    <message>
+        <source>Job {id} · preview · step {step}/{total}</source>
+        <translation>任务 {id} · 预览 · 第 {step}/{total} 步</translation>
+    </message>
+    <message>
+        <source>Job {id} · preview</source>
+        <translation>任务 {id} · 预览</translation>
+    </message>
+    <message>
+        <source>{prompt}  —  {size} · seed {seed} · {sampler} · {steps} steps</source>
+        <translation>{prompt}  —  {size} · 种子 {seed} · {sampler} · {steps} 步</translation>
+    </message>
+    <message>
+        <source>Job {id}: {status}
+{error}</source>
+        <translation>任务 {id}：{status}
+{error}</translation>
+    </message>
+    <message>
+        <source>Job {id} is paused at step {step}.
+Resume continues from there.</source>
+        <translation>任务 {id} 暂停于第 {step} 步。
+点击继续即可从这里接着生成。</translation>
+    </message>
+    <message>
+        <source>Job {id} is waiting for a worker</source>
+        <translation>任务 {id} 正在等待工作进程</translation>
+    </message>
+    <message>
+        <source>Job {id} was cancelled at step {step}</source>
+        <translation>任务 {id} 在第 {step} 步被取消</translation>
+    </message>
+    <message>
+        <source>Job {id}: {status}</source>
+        <translation>任务 {id}：{status}</translation>
+    </message>
+</context>
+<context>
+    <name>Duration</name>
+    <message>
+        <source>{n} s</source>
+        <translation>{n} 秒</translation>
+    </message>
+    <message>
+        <source>{n} min</source>
+        <translation>{n} 分钟</translation>
+    </message>
+    <message>
+        <source>{n} h</source>
+        <translation>{n} 小时</translation>
+    </message>
+</context>
+<context>
+    <name>Filter</name>
+    <message>
+        <source>All</source>
+        <translation>全部</translation>
+    </message>
+    <message>
+        <source>Active</source>
+        <translation>进行中</translation>
+    </message>
+    <message>
+        <source>Done</source>
+        <translation>已完成</translation>
+    </message>
+    <message>
+        <source>Failed</source>
+        <translation>失败</translation>
+    </message>
+</context>
+<context>
+    <name>GalleryView</name>
+    <message>
+        <source>Finished images collect here</source>
+        <translation>完成的图像会汇集在这里</translation>
+    </message>
+</context>
+<context>
+    <name>ImageCanvas</name>
+    <message>
+        <source>Double-click to open the viewer (zoom, previous/next)</source>
+        <translation>双击打开查看器（缩放、上一张/下一张）</translation>
+    </message>
+    <message>
+        <source>Your images will appear here</source>
+        <translation>生成的图像将显示在这里</translation>
+    </message>
+</context>
+<context>
+    <name>ImagePanel</name>
+    <message>
+        <source>Open folder</source>
+        <translation>打开文件夹</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+    <message>
+        <source>Reuse settings</source>
+        <translation>复用设置</translation>
+    </message>
+    <message>
+        <source>Put this job&apos;s prompt and settings into the form</source>
+        <translation>把此任务的提示词和设置填入表单</translation>
+    </message>
+    <message>
+        <source>Pixels</source>
+        <translation>像素</translation>
+    </message>
+    <message>
+        <source>Enlarge small images pixel by pixel instead of smoothly</source>
+        <translation>按像素放大小图，而不是平滑缩放</translation>
+    </message>
+    <message>
+        <source>Could not open the folder {path}</source>
+        <translation>无法打开文件夹 {path}</translation>
+    </message>
+    <message>
+        <source>Image copied</source>
+        <translation>图像已复制</translation>
+    </message>
+</context>
+<context>
+    <name>ImageViewer</name>
+    <message>
+        <source>Image</source>
+        <translation>图像</translation>
+    </message>
+    <message>
+        <source>‹ Previous</source>
+        <translation>‹ 上一张</translation>
+    </message>
+    <message>
+        <source>Next ›</source>
+        <translation>下一张 ›</translation>
+    </message>
+    <message>
+        <source>Fit</source>
+        <translation>适应窗口</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+    <message>
+        <source>Open folder</source>
+        <translation>打开文件夹</translation>
+    </message>
+    <message>
+        <source>Open file</source>
+        <translation>打开文件</translation>
+    </message>
+    <message>
+        <source>The image file is missing or unreadable:
+{path}</source>
+        <translation>图像文件丢失或无法读取：
+{path}</translation>
+    </message>
+    <message>
+        <source>fit {zoom}</source>
+        <translation>适应窗口 {zoom}</translation>
+    </message>
+    <message>
+        <source>zoom {zoom}</source>
+        <translation>缩放 {zoom}</translation>
+    </message>
+    <message>
+        <source>{n} of {count}</source>
+        <translation>第 {n} 张，共 {count} 张</translation>
+    </message>
+    <message>
+        <source>Could not open {path}</source>
+        <translation>无法打开 {path}</translation>
+    </message>
+</context>
+<context>
+    <name>JobList</name>
+    <message>
+        <source>Prompt</source>
+        <translation>提示词</translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation>状态</translation>
+    </message>
+    <message>
+        <source>Progress</source>
+        <translation>进度</translation>
+    </message>
+    <message>
+        <source>Attempt</source>
+        <translation>尝试</translation>
+    </message>
+    <message>
+        <source>Created</source>
+        <translation>创建时间</translation>
+    </message>
+    <message>
+        <source>Duration</source>
+        <translation>用时</translation>
+    </message>
+    <message>
+        <source>seed {seed}</source>
+        <translation>种子 {seed}</translation>
+    </message>
+    <message>
+        <source>priority {n}</source>
+        <translation>优先级 {n}</translation>
+    </message>
+    <message>
+        <source>re-run of #{id}</source>
+        <translation>重新生成自 #{id}</translation>
+    </message>
+    <message>
+        <source>{model} · {sampler} · {steps} steps · CFG {cfg} · seed {seed} · {size}</source>
+        <translation>{model} · {sampler} · {steps} 步 · CFG {cfg} · 种子 {seed} · {size}</translation>
+    </message>
+    <message>
+        <source>Job {id}: {status}</source>
+        <translation>任务 {id}：{status}</translation>
+    </message>
+    <message>
+        <source>Error: {error}</source>
+        <translation>错误：{error}</translation>
+    </message>
+    <message>
+        <source>Re-run of job {id}</source>
+        <translation>重新生成自任务 {id}</translation>
+    </message>
+</context>
+<context>
+    <name>JobsPanel</name>
+    <message>
+        <source>No jobs here yet. Type a prompt and press Ctrl+Enter.</source>
+        <translation>这里还没有任务。输入提示词后按 Ctrl+Enter。</translation>
+    </message>
+</context>
+<context>
+    <name>JobsViewModel</name>
+    <message>
+        <source>Could not read the job list: {error}</source>
+        <translation>无法读取任务列表：{error}</translation>
+    </message>
+    <message>
+        <source>Could not read more jobs: {error}</source>
+        <translation>无法读取更多任务：{error}</translation>
+    </message>
+    <message>
+        <source>Request failed: {error}</source>
+        <translation>请求失败：{error}</translation>
+    </message>
+</context>
+<context>
+    <name>LaneView</name>
+    <message>
+        <source>Select a job to see its timeline</source>
+        <translation>选择一个任务以查看其时间线</translation>
+    </message>
+</context>
+<context>
+    <name>Launch</name>
+    <message>
+        <source>Easel could not open its job store: {error}</source>
+        <translation>Easel 无法打开任务库：{error}</translation>
+    </message>
+    <message>
+        <source>Something went wrong: {error}. Details are in {log}</source>
+        <translation>出错了：{error}。详情见 {log}</translation>
+    </message>
+    <message>
+        <source>Could not check the last session&apos;s jobs: {error}</source>
+        <translation>无法检查上次会话的任务：{error}</translation>
+    </message>
+</context>
+<context>
+    <name>MainWindow</name>
+    <message>
+        <source>&amp;Settings…</source>
+        <translation>设置(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>&amp;Quit</source>
+        <translation>退出(&amp;Q)</translation>
+    </message>
+    <message>
+        <source>&amp;About Easel</source>
+        <translation>关于 Easel(&amp;A)</translation>
+    </message>
+    <message>
+        <source>&amp;Help</source>
+        <translation>帮助(&amp;H)</translation>
+    </message>
+    <message>
+        <source>&amp;Keyboard shortcuts</source>
+        <translation>键盘快捷键(&amp;K)</translation>
+    </message>
+    <message>
+        <source>About Easel</source>
+        <translation>关于 Easel</translation>
+    </message>
+    <message>
+        <source>Not queued: {error}</source>
+        <translation>未加入队列：{error}</translation>
+    </message>
+    <message>
+        <source>Type a prompt first</source>
+        <translation>请先输入提示词</translation>
+    </message>
+    <message>
+        <source>No workers: images cannot be generated</source>
+        <translation>没有工作进程：无法生成图像</translation>
+    </message>
+    <message>
+        <source>{running} running · {queued} queued · {jobs}</source>
+        <translation>运行中 {running} · 排队中 {queued} · 共 {jobs}</translation>
+    </message>
+    <message>
+        <source>Job {id} has no image yet</source>
+        <translation>任务 {id} 还没有图像</translation>
+    </message>
+    <message>
+        <source>Settings of job {id} are in the form</source>
+        <translation>任务 {id} 的设置已填入表单</translation>
+    </message>
+    <message>
+        <source>job {id} stopped at step {step} of {total}, that progress is discarded</source>
+        <translation>任务 {id} 停在第 {step}/{total} 步，该进度已丢弃</translation>
+    </message>
+    <message>
+        <source>Cancelled {jobs}</source>
+        <translation>已取消：{jobs}</translation>
+    </message>
+    <message>
+        <source>{jobs} will be cancelled in {n} s</source>
+        <translation>{jobs}将在 {n} 秒后取消</translation>
+    </message>
+    <message>
+        <source>Undo</source>
+        <translation>撤销</translation>
+    </message>
+    <message>
+        <source>Kept {jobs}</source>
+        <translation>已保留 {jobs}</translation>
+    </message>
+    <message>
+        <source>Resumed {jobs} paused when Easel last closed</source>
+        <translation>已继续上次关闭 Easel 时暂停的 {jobs}</translation>
+    </message>
+    <message>
+        <source>Resume all</source>
+        <translation>全部继续</translation>
+    </message>
+    <message>
+        <source>Show</source>
+        <translation>查看</translation>
+    </message>
+    <message>
+        <source>{jobs} paused when Easel closed: they continue when you resume</source>
+        <translation>关闭 Easel 时暂停了 {jobs}：继续后会从停下的地方接着生成</translation>
+    </message>
+    <message>
+        <source>Open log</source>
+        <translation>打开日志</translation>
+    </message>
+    <message>
+        <source>Settings saved</source>
+        <translation>设置已保存</translation>
+    </message>
+    <message>
+        <source>Pausing running jobs…</source>
+        <translation>正在暂停运行中的任务…</translation>
+    </message>
+    <message>
+        <source>1 job</source>
+        <translation>1 个任务</translation>
+    </message>
+    <message>
+        <source>{n} jobs</source>
+        <translation>{n} 个任务</translation>
+    </message>
+    <message>
+        <source>Easel did not close cleanly last time (it crashed).</source>
+        <translation>Easel 上次没有正常关闭（程序崩溃）。</translation>
+    </message>
+    <message>
+        <source>Easel did not close cleanly last time (it was killed or the computer stopped).</source>
+        <translation>Easel 上次没有正常关闭（被强行结束或电脑意外停止）。</translation>
+    </message>
+    <message>
+        <source>Version</source>
+        <translation>版本</translation>
+    </message>
+    <message>
+        <source>Data folder</source>
+        <translation>数据文件夹</translation>
+    </message>
+    <message>
+        <source>Database</source>
+        <translation>数据库</translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <source>known once a worker is ready</source>
+        <translation>工作进程就绪后显示</translation>
+    </message>
+    <message>
+        <source>Logs</source>
+        <translation>日志</translation>
+    </message>
+    <message>
+        <source>Local image generation where no job ever vanishes.</source>
+        <translation>本地图像生成，任务永不丢失。</translation>
+    </message>
+</context>
+<context>
+    <name>Notifier</name>
+    <message>
+        <source>Image ready</source>
+        <translation>图像已完成</translation>
+    </message>
+    <message>
+        <source>Job {id} failed</source>
+        <translation>任务 {id} 失败</translation>
+    </message>
+    <message>
+        <source>Job {id} timed out</source>
+        <translation>任务 {id} 超时</translation>
+    </message>
+</context>
+<context>
+    <name>NumberRule</name>
+    <message>
+        <source>{name} is empty: type a number from {low} to {high}</source>
+        <translation>{name}为空：请输入 {low} 到 {high} 之间的数</translation>
+    </message>
+    <message>
+        <source>empty</source>
+        <translation>为空</translation>
+    </message>
+    <message>
+        <source>{name} must be a whole number, not {text}</source>
+        <translation>{name}必须是整数，不能是 {text}</translation>
+    </message>
+    <message>
+        <source>{name} must be a number, not {text}</source>
+        <translation>{name}必须是数字，不能是 {text}</translation>
+    </message>
+    <message>
+        <source>not a number</source>
+        <translation>不是数字</translation>
+    </message>
+    <message>
+        <source>{name} must be between {low} and {high}, not {value}</source>
+        <translation>{name}必须在 {low} 到 {high} 之间，不能是 {value}</translation>
+    </message>
+    <message>
+        <source>max {high}</source>
+        <translation>最大 {high}</translation>
+    </message>
+    <message>
+        <source>min {low}</source>
+        <translation>最小 {low}</translation>
+    </message>
+    <message>
+        <source>{name} takes at most {decimals} decimals, not {text}</source>
+        <translation>{name}最多 {decimals} 位小数，不能是 {text}</translation>
+    </message>
+    <message>
+        <source>{decimals} decimals max</source>
+        <translation>最多 {decimals} 位小数</translation>
+    </message>
+    <message>
+        <source>{name} must be a multiple of {multiple}, not {value}</source>
+        <translation>{name}必须是 {multiple} 的倍数，不能是 {value}</translation>
+    </message>
+    <message>
+        <source>×{multiple} only</source>
+        <translation>须为 {multiple} 的倍数</translation>
+    </message>
+    <message>
+        <source>Steps</source>
+        <translation>步数</translation>
+    </message>
+    <message>
+        <source>Width</source>
+        <translation>宽度</translation>
+    </message>
+    <message>
+        <source>Height</source>
+        <translation>高度</translation>
+    </message>
+    <message>
+        <source>Images</source>
+        <translation>数量</translation>
+    </message>
+    <message>
+        <source>Seed</source>
+        <translation>种子</translation>
+    </message>
+    <message>
+        <source>random</source>
+        <translation>随机</translation>
+    </message>
+    <message>
+        <source>{name} is empty</source>
+        <translation>{name}为空</translation>
+    </message>
+</context>
+<context>
+    <name>PngParams</name>
+    <message>
+        <source>{name} is not a readable image: {error}</source>
+        <translation>{name} 不是可读取的图像：{error}</translation>
+    </message>
+    <message>
+        <source>the image</source>
+        <translation>该图像</translation>
+    </message>
+    <message>
+        <source>{name} has no generation parameters (not made by Easel or A1111)</source>
+        <translation>{name} 不含生成参数（不是由 Easel 或 A1111 生成的）</translation>
+    </message>
+    <message>
+        <source>the easel parameters are not valid JSON: {error}</source>
+        <translation>easel 参数不是有效的 JSON：{error}</translation>
+    </message>
+    <message>
+        <source>the easel parameters are not a JSON object</source>
+        <translation>easel 参数不是 JSON 对象</translation>
+    </message>
+    <message>
+        <source>ignored unknown field(s): {names}</source>
+        <translation>已忽略未知字段：{names}</translation>
+    </message>
+    <message>
+        <source>the easel parameters are incomplete: {error}</source>
+        <translation>easel 参数不完整：{error}</translation>
+    </message>
+    <message>
+        <source>the parameters text is empty</source>
+        <translation>参数文本为空</translation>
+    </message>
+    <message>
+        <source>ignored {key} {value} (not a number)</source>
+        <translation>已忽略 {key} {value}（不是数字）</translation>
+    </message>
+    <message>
+        <source>ignored Size {value}</source>
+        <translation>已忽略尺寸 {value}</translation>
+    </message>
+    <message>
+        <source>sampler {name} is not available; kept the default</source>
+        <translation>采样器 {name} 不可用，已保留默认值</translation>
+    </message>
+</context>
+<context>
+    <name>Progress</name>
+    <message>
+        <source>queued · {total} steps</source>
+        <translation>排队中 · {total} 步</translation>
+    </message>
+    <message>
+        <source>queued · from step {step}/{total}</source>
+        <translation>排队中 · 从第 {step}/{total} 步起</translation>
+    </message>
+    <message>
+        <source>step {step}/{total} · ~{eta} left</source>
+        <translation>第 {step}/{total} 步 · 约剩 {eta}</translation>
+    </message>
+    <message>
+        <source>step {step}/{total}</source>
+        <translation>第 {step}/{total} 步</translation>
+    </message>
+    <message>
+        <source>done · {total} steps</source>
+        <translation>完成 · {total} 步</translation>
+    </message>
+    <message>
+        <source>cancelling at {step}/{total}</source>
+        <translation>正在取消 · {step}/{total}</translation>
+    </message>
+    <message>
+        <source>pausing at {step}/{total}</source>
+        <translation>正在暂停 · {step}/{total}</translation>
+    </message>
+    <message>
+        <source>paused at {step}/{total}</source>
+        <translation>已暂停 · {step}/{total}</translation>
+    </message>
+    <message>
+        <source>cancelled at {step}/{total}</source>
+        <translation>已取消 · {step}/{total}</translation>
+    </message>
+    <message>
+        <source>stopped at {step}/{total}</source>
+        <translation>已停止 · {step}/{total}</translation>
+    </message>
+</context>
+<context>
+    <name>PromptPanel</name>
+    <message>
+        <source>64 × 64 · tiny model</source>
+        <translation>64 × 64 · 微型模型</translation>
+    </message>
+    <message>
+        <source>512 × 768 · portrait</source>
+        <translation>512 × 768 · 竖幅</translation>
+    </message>
+    <message>
+        <source>768 × 512 · landscape</source>
+        <translation>768 × 512 · 横幅</translation>
+    </message>
+    <message>
+        <source>Custom</source>
+        <translation>自定义</translation>
+    </message>
+    <message>
+        <source>Describe the picture… (Ctrl+Enter to generate)</source>
+        <translation>描述你想要的画面…（Ctrl+Enter 生成）</translation>
+    </message>
+    <message>
+        <source>What to keep out of it</source>
+        <translation>不希望出现在画面中的内容</translation>
+    </message>
+    <message>
+        <source>Pick a random seed (empty: a new one for every image)</source>
+        <translation>随机选一个种子（留空：每张图像各用新种子）</translation>
+    </message>
+    <message>
+        <source>Generate</source>
+        <translation>生成</translation>
+    </message>
+    <message>
+        <source>Queue the image(s) — Ctrl+Enter</source>
+        <translation>将图像加入队列 — Ctrl+Enter</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Sampler</source>
+        <translation>采样器</translation>
+    </message>
+    <message>
+        <source>Steps</source>
+        <translation>步数</translation>
+    </message>
+    <message>
+        <source>Seed</source>
+        <translation>种子</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>尺寸</translation>
+    </message>
+    <message>
+        <source>Images</source>
+        <translation>数量</translation>
+    </message>
+    <message>
+        <source>Prompt</source>
+        <translation>提示词</translation>
+    </message>
+    <message>
+        <source>Negative prompt</source>
+        <translation>反向提示词</translation>
+    </message>
+    <message>
+        <source>Drop an Easel or A1111 PNG here to reuse its settings</source>
+        <translation>把 Easel 或 A1111 生成的 PNG 拖到这里，即可复用其设置</translation>
+    </message>
+    <message>
+        <source>Generate {n} images</source>
+        <translation>生成 {n} 张图像</translation>
+    </message>
+    <message>
+        <source>Settings from {name}</source>
+        <translation>已读取 {name} 的设置</translation>
+    </message>
+</context>
+<context>
+    <name>QuitDialog</name>
+    <message>
+        <source>Pause 1 running job and quit? It will continue from where it stopped next time.</source>
+        <translation>暂停 1 个运行中的任务并退出？下次启动时会从停下的地方继续。</translation>
+    </message>
+    <message>
+        <source>Pause {n} running jobs and quit? They will continue from where they stopped next time.</source>
+        <translation>暂停 {n} 个运行中的任务并退出？下次启动时会从停下的地方继续。</translation>
+    </message>
+    <message>
+        <source>Quit Easel</source>
+        <translation>退出 Easel</translation>
+    </message>
+    <message>
+        <source>Pause and quit</source>
+        <translation>暂停并退出</translation>
+    </message>
+</context>
+<context>
+    <name>RestoreSummary</name>
+    <message>
+        <source>{n} requeued</source>
+        <translation>{n} 个重新排队</translation>
+    </message>
+    <message>
+        <source>{n} paused</source>
+        <translation>{n} 个已暂停</translation>
+    </message>
+    <message>
+        <source>{n} cancelled</source>
+        <translation>{n} 个已取消</translation>
+    </message>
+    <message>
+        <source>{n} given up</source>
+        <translation>{n} 个已放弃</translation>
+    </message>
+    <message>
+        <source>Restored jobs from the last session: {jobs}</source>
+        <translation>已恢复上次会话的任务：{jobs}</translation>
+    </message>
+    <message>
+        <source>, </source>
+        <translation>，</translation>
+    </message>
+</context>
+<context>
+    <name>SettingsDialog</name>
+    <message>
+        <source>Resume paused jobs when Easel starts</source>
+        <translation>Easel 启动时继续已暂停的任务</translation>
+    </message>
+    <message>
+        <source>Jobs paused by quitting continue by themselves at the next launch</source>
+        <translation>因退出而暂停的任务会在下次启动时自动继续</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>设置</translation>
+    </message>
+    <message>
+        <source> s</source>
+        <translation> 秒</translation>
+    </message>
+    <message>
+        <source>Models folder</source>
+        <translation>模型文件夹</translation>
+    </message>
+    <message>
+        <source>Output folder</source>
+        <translation>输出文件夹</translation>
+    </message>
+    <message>
+        <source>Workers</source>
+        <translation>工作进程数</translation>
+    </message>
+    <message>
+        <source>Max attempts</source>
+        <translation>最多尝试次数</translation>
+    </message>
+    <message>
+        <source>Heartbeat timeout</source>
+        <translation>心跳超时</translation>
+    </message>
+    <message>
+        <source>Language</source>
+        <translation>语言</translation>
+    </message>
+    <message>
+        <source>Workers, timeouts and the language take effect the next time Easel starts.</source>
+        <translation>工作进程数、超时和语言将在下次启动 Easel 时生效。</translation>
+    </message>
+    <message>
+        <source>Not saved: {error}</source>
+        <translation>未保存：{error}</translation>
+    </message>
+    <message>
+        <source>System</source>
+        <translation>跟随系统</translation>
+    </message>
+</context>
+<context>
+    <name>Shortcuts</name>
+    <message>
+        <source>Anywhere</source>
+        <translation>任意位置</translation>
+    </message>
+    <message>
+        <source> or </source>
+        <translation> 或 </translation>
+    </message>
+    <message>
+        <source>Job list</source>
+        <translation>任务列表</translation>
+    </message>
+    <message>
+        <source>Queue the prompt</source>
+        <translation>将提示词加入队列</translation>
+    </message>
+    <message>
+        <source>Cancel the selected jobs (queued ones can be undone)</source>
+        <translation>取消所选任务（排队中的可撤销）</translation>
+    </message>
+    <message>
+        <source>Pause or resume the selected jobs</source>
+        <translation>暂停或继续所选任务</translation>
+    </message>
+    <message>
+        <source>View the selected job&apos;s image</source>
+        <translation>查看所选任务的图像</translation>
+    </message>
+    <message>
+        <source>Actions for the selected jobs</source>
+        <translation>所选任务的操作菜单</translation>
+    </message>
+    <message>
+        <source>Step the number by one (Page Up/Down: by ten)</source>
+        <translation>数值加减 1（Page Up/Down：加减 10）</translation>
+    </message>
+    <message>
+        <source>Number fields</source>
+        <translation>数字输入框</translation>
+    </message>
+    <message>
+        <source>Go to the next area: prompt, job list, timeline</source>
+        <translation>切换到下一区域：提示词、任务列表、时间线</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>设置</translation>
+    </message>
+    <message>
+        <source>This list of shortcuts</source>
+        <translation>本快捷键列表</translation>
+    </message>
+    <message>
+        <source>Quit (running jobs pause and continue next time)</source>
+        <translation>退出（运行中的任务会暂停，下次继续）</translation>
+    </message>
+</context>
+<context>
+    <name>ShortcutsDialog</name>
+    <message>
+        <source>Keyboard shortcuts</source>
+        <translation>键盘快捷键</translation>
+    </message>
+</context>
+<context>
+    <name>Status</name>
+    <message>
+        <source>Gave up</source>
+        <translation>已放弃</translation>
+    </message>
+    <message>
+        <source>Blocked</source>
+        <translation>等待前置</translation>
+    </message>
+    <message>
+        <source>Pending</source>
+        <translation>排队中</translation>
+    </message>
+    <message>
+        <source>Processing</source>
+        <translation>生成中</translation>
+    </message>
+    <message>
+        <source>Cancelling</source>
+        <translation>取消中</translation>
+    </message>
+    <message>
+        <source>Pausing</source>
+        <translation>暂停中</translation>
+    </message>
+    <message>
+        <source>Paused</source>
+        <translation>已暂停</translation>
+    </message>
+    <message>
+        <source>Success</source>
+        <translation>已完成</translation>
+    </message>
+    <message>
+        <source>Failed</source>
+        <translation>失败</translation>
+    </message>
+    <message>
+        <source>Timeout</source>
+        <translation>超时</translation>
+    </message>
+    <message>
+        <source>Cancelled</source>
+        <translation>已取消</translation>
+    </message>
+</context>
+<context>
+    <name>Timeline</name>
+    <message>
+        <source>Time</source>
+        <translation>时间</translation>
+    </message>
+    <message>
+        <source>What happened</source>
+        <translation>经过</translation>
+    </message>
+    <message>
+        <source>After</source>
+        <translation>间隔</translation>
+    </message>
+    <message>
+        <source>Attempt {n}</source>
+        <translation>第 {n} 次尝试</translation>
+    </message>
+    <message>
+        <source>1 change</source>
+        <translation>1 次变化</translation>
+    </message>
+    <message>
+        <source>{n} changes</source>
+        <translation>{n} 次变化</translation>
+    </message>
+    <message>
+        <source>by you</source>
+        <translation>由你</translation>
+    </message>
+    <message>
+        <source>from the command line</source>
+        <translation>通过命令行</translation>
+    </message>
+    <message>
+        <source>because Easel was closing</source>
+        <translation>在 Easel 关闭时</translation>
+    </message>
+    <message>
+        <source>by Easel</source>
+        <translation>由 Easel</translation>
+    </message>
+    <message>
+        <source>automatically</source>
+        <translation>自动</translation>
+    </message>
+    <message>
+        <source>by the watchdog</source>
+        <translation>由看门狗</translation>
+    </message>
+    <message>
+        <source>when Easel started</source>
+        <translation>在 Easel 启动时</translation>
+    </message>
+    <message>
+        <source>by {who}</source>
+        <translation>由 {who}</translation>
+    </message>
+    <message>
+        <source>Cancelled by you; held a few seconds in case you undo</source>
+        <translation>已被你取消；保留几秒以便撤销</translation>
+    </message>
+    <message>
+        <source>Pause asked {by}; the worker stops after its current step</source>
+        <translation>{by}请求暂停；工作进程会在当前步骤完成后停下</translation>
+    </message>
+    <message>
+        <source>Cancel asked {by}; the worker stops after its current step</source>
+        <translation>{by}请求取消；工作进程会在当前步骤完成后停下</translation>
+    </message>
+    <message>
+        <source>Paused; it continues from here</source>
+        <translation>已暂停；之后从这里继续</translation>
+    </message>
+    <message>
+        <source>Stopped: cancelled</source>
+        <translation>已停止：已取消</translation>
+    </message>
+    <message>
+        <source>Failed: {why}</source>
+        <translation>失败：{why}</translation>
+    </message>
+    <message>
+        <source>Failed</source>
+        <translation>失败</translation>
+    </message>
+    <message>
+        <source>Trying again automatically</source>
+        <translation>正在自动重试</translation>
+    </message>
+    <message>
+        <source>Queued</source>
+        <translation>已加入队列</translation>
+    </message>
+    <message>
+        <source>Queued {by}</source>
+        <translation>{by}加入队列</translation>
+    </message>
+    <message>
+        <source>Queued {by}; waits for the jobs it builds on</source>
+        <translation>{by}加入队列；等待所依赖的任务完成</translation>
+    </message>
+    <message>
+        <source>The jobs it builds on are done; now queued</source>
+        <translation>所依赖的任务已完成；现已排队</translation>
+    </message>
+    <message>
+        <source>Finished: the image is saved</source>
+        <translation>完成：图像已保存</translation>
+    </message>
+    <message>
+        <source>Paused {by}</source>
+        <translation>{by}暂停</translation>
+    </message>
+    <message>
+        <source>Resumed {by}</source>
+        <translation>{by}继续</translation>
+    </message>
+    <message>
+        <source>Cancelled {by}</source>
+        <translation>{by}取消</translation>
+    </message>
+    <message>
+        <source>Tried again {by}</source>
+        <translation>{by}重试</translation>
+    </message>
+    <message>
+        <source>{status} {by}</source>
+        <translation>{by}：{status}</translation>
+    </message>
+    <message>
+        <source>The worker was gone when Easel started</source>
+        <translation>Easel 启动时工作进程已不在</translation>
+    </message>
+    <message>
+        <source>The worker stopped answering</source>
+        <translation>工作进程停止响应</translation>
+    </message>
+    <message>
+        <source>{why}; kept paused</source>
+        <translation>{why}；保持暂停</translation>
+    </message>
+    <message>
+        <source>{why}; the cancel stands</source>
+        <translation>{why}；取消仍然有效</translation>
+    </message>
+    <message>
+        <source>Picked up by a worker</source>
+        <translation>已由工作进程接手</translation>
+    </message>
+    <message>
+        <source>Picked up by a worker on this computer</source>
+        <translation>已由本机的工作进程接手</translation>
+    </message>
+    <message>
+        <source>Picked up by a worker on {host}</source>
+        <translation>已由 {host} 上的工作进程接手</translation>
+    </message>
+</context>
+<context>
+    <name>TimelinePanel</name>
+    <message>
+        <source>Timeline</source>
+        <translation>时间线</translation>
+    </message>
+    <message>
+        <source>Timeline · job {id}</source>
+        <translation>时间线 · 任务 {id}</translation>
+    </message>
+</context>
+<context>
+    <name>WorkerFeed</name>
+    <message>
+        <source>Lost contact with the workers: {error}</source>
+        <translation>与工作进程失去联系：{error}</translation>
+    </message>
+    <message>
+        <source>Image generation could not start: {error}</source>
+        <translation>图像生成无法启动：{error}</translation>
+    </message>
+</context>
+<context>
+    <name>WorkerStatus</name>
+    <message>
+        <source>Workers: not started</source>
+        <translation>工作进程：未启动</translation>
+    </message>
+    <message>
+        <source>Workers: starting (loading the model)…</source>
+        <translation>工作进程：正在启动（加载模型）…</translation>
+    </message>
+    <message>
+        <source>Workers: restarting…</source>
+        <translation>工作进程：正在重启…</translation>
+    </message>
+    <message>
+        <source>1 worker ready</source>
+        <translation>1 个工作进程就绪</translation>
+    </message>
+    <message>
+        <source>{n} workers ready</source>
+        <translation>{n} 个工作进程就绪</translation>
+    </message>
+</context>
+<context>
+    <name>_FolderField</name>
+    <message>
+        <source>Browse…</source>
+        <translation>浏览…</translation>
+    </message>
+    <message>
+        <source>Choose a folder</source>
+        <translation>选择文件夹</translation>
+    </message>
+</context>
+</TS>
