@@ -102,17 +102,23 @@ class Stats:
         }  # fmt: skip
 
     def lines(self) -> list[str]:
-        data = self.as_dict()
-        out = [f"{self.jobs} jobs: " + ", ".join(f"{n} {s}" for s, n in data["per_status"].items())]
-        for title, key in (("wait", "wait_s"), ("run", "run_s")):
-            for group, spread in data[key].items():
-                p50, p95 = _s(spread["p50"]), _s(spread["p95"])
-                out.append(f"{title:<5} {group:<28} p50 {p50}  p95 {p95}  ({spread['n']})")
-        out.append(f"paused {_s(self.paused_s)} in all; {self.steps_saved} steps saved by resume")
-        for cause, rate in sorted(data["failure_rate"].items()):
-            out.append(f"{cause:<15} {rate:.1%} of {self.jobs} jobs ({self.attempts} attempts)")
-        out.append(f"throughput {data['throughput_per_hour']:.1f} images an hour")
-        return out
+        return lines_of(self.as_dict())
+
+
+def lines_of(data: dict[str, Any]) -> list[str]:
+    """`Stats.as_dict()` for people: the command line's `stats` and the stats panel."""
+    per_status = ", ".join(f"{n} {s}" for s, n in data["per_status"].items())
+    out = [f"{data['jobs']} jobs: {per_status}"]
+    for title, key in (("wait", "wait_s"), ("run", "run_s")):
+        for group, spread in data[key].items():
+            p50, p95 = _s(spread["p50"]), _s(spread["p95"])
+            out.append(f"{title:<5} {group:<28} p50 {p50}  p95 {p95}  ({spread['n']})")
+    saved = data["steps_saved_by_resume"]
+    out.append(f"paused {_s(data['paused_s'])} in all; {saved} steps saved by resume")
+    for cause, rate in sorted(data["failure_rate"].items()):
+        out.append(f"{cause:<15} {rate:.1%} of {data['jobs']} jobs ({data['attempts']} attempts)")
+    out.append(f"throughput {data['throughput_per_hour']:.1f} images an hour")
+    return out
 
 
 def _s(seconds: float | None) -> str:
