@@ -26,9 +26,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np
-import torch
-from PIL import Image
 
 from app.engine.generation import denoise
 from app.engine.generation.architecture import Architecture
@@ -39,6 +36,7 @@ from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
 from app.engine.params import SCHEDULERS, GenerationParams
+from app.testing.images import max_diff, pixels, stock_image
 
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
 CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
@@ -80,8 +78,8 @@ def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> 
         resumed = folder / "job.png"
         _run(runner, job, resumed, _pause)
         _run(runner, job, resumed, _go)
-        pause_diffs.append(_max_diff(_pixels(reference), _pixels(resumed)))
-        stock_diffs.append(_max_diff(_pixels(reference), _stock(pipe, job)))
+        pause_diffs.append(max_diff(pixels(reference), pixels(resumed)))
+        stock_diffs.append(max_diff(pixels(reference), stock_image(pipe, job)))
     report(f"pause_resume_max_diff[{label}]", max(pause_diffs))
     report(f"same_as_diffusers_max_diff[{label}]", max(stock_diffs))
     shutil.rmtree(folder)
@@ -108,39 +106,12 @@ def _run(runner: Runner, params: GenerationParams, out: Path, on_step: Any) -> P
     return out
 
 
-def _stock(pipe: Any, params: GenerationParams) -> np.ndarray:
-    original = pipe.scheduler
-    pipe.scheduler = denoise.make_scheduler(pipe, params.scheduler)
-    try:
-        image = pipe(
-            params.prompt,
-            negative_prompt=params.negative_prompt,
-            num_inference_steps=params.steps,
-            guidance_scale=params.cfg,
-            width=params.width,
-            height=params.height,
-            generator=torch.Generator().manual_seed(params.seed),
-        ).images[0]
-    finally:
-        pipe.scheduler = original
-    return np.asarray(image.convert("RGB"), np.int16)
-
-
 def _go(_: StepProgress) -> StepDecision:
     return StepDecision.CONTINUE
 
 
 def _pause(progress: StepProgress) -> StepDecision:
     return StepDecision.PAUSE if progress.step == PAUSE_AT else StepDecision.CONTINUE
-
-
-def _pixels(path: Path) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"), np.int16)
-
-
-def _max_diff(a: np.ndarray, b: np.ndarray) -> int:
-    return int(np.abs(a - b).max())
 
 
 if __name__ == "__main__":

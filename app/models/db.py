@@ -505,6 +505,7 @@ def _v4_to_v5(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_created ON job (created_at)")
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_finished ON job (finished_at)")
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_transition_at ON job_transition (at)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_rerun_of ON job (rerun_of)")
     create_search_index(conn)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Connection,
     TextualSelect,
@@ -106,6 +107,6 @@ def _tsquery_clause(terms: list[Term]) -> ColumnElement[bool]:
         column = JOB.c.negative_prompt if term.negative_prompt else JOB.c.prompt
         words = [*term.words[:-1], term.words[-1] + (":*" if term.prefix else "")]
         query = func.to_tsquery("simple", " <-> ".join(words))
-        found = func.to_tsvector("simple", column).op("@@")(query)
+        found = func.to_tsvector("simple", column).op("@@", return_type=Boolean)(query)
         clauses.append(not_(found) if term.excluded else found)
     return and_(*clauses)

@@ -7,7 +7,7 @@ Statuses and events are stored as their enum values.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, String, false
+from sqlalchemy import BigInteger, Boolean, Column, Float, Index, String, false, text
 from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
@@ -25,6 +25,8 @@ class Job(SQLModel, table=True):
         # History: searches by date, retention by age.
         Index("ix_job_created", "created_at"),
         Index("ix_job_finished", "finished_at"),
+        # Removing a job checks for re-runs pointing at it: without this, a scan per job.
+        Index("ix_job_rerun_of", "rerun_of"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -39,8 +41,11 @@ class Job(SQLModel, table=True):
     # Seeds go up to 2**32 - 1: past PostgreSQL's INTEGER (SQLite's INTEGER holds any size).
     seed: int = Field(sa_column=Column(BigInteger, nullable=False))
     # img2img: "" (none), "job:<id>" (a parent's output) or "upload:<sha256>" (a job_input row).
-    init_image: str = ""
-    strength: float = 1.0
+    # Server defaults, so writers that do not know img2img (raw inserts, copies) still insert.
+    init_image: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    strength: float = Field(
+        default=1.0, sa_column=Column(Float, nullable=False, server_default=text("1.0"))
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

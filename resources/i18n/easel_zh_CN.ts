@@ -829,6 +829,13 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>SearchBox</name>
+    <message>
+        <source>Search prompts: red circle, &quot;a phrase&quot;, -left-out, cat*</source>
+        <translation>搜索提示词：red circle、&quot;整个短语&quot;、-排除、cat*</translation>
+    </message>
+</context>
+<context>
     <name>SettingsDialog</name>
     <message>
         <source>Resume paused jobs when Easel starts</source>
@@ -947,6 +954,21 @@ Resume continues from there.</source>
     <message>
         <source>Keyboard shortcuts</source>
         <translation>键盘快捷键</translation>
+    </message>
+</context>
+<context>
+    <name>StatsDialog</name>
+    <message>
+        <source>Statistics</source>
+        <translation>统计</translation>
+    </message>
+    <message>
+        <source>Jobs per status</source>
+        <translation>各状态的任务数</translation>
+    </message>
+    <message>
+        <source>Run time per model and size: p50 and p95 (seconds)</source>
+        <translation>各模型和尺寸的运行时间：p50 与 p95（秒）</translation>
     </message>
 </context>
 <context>

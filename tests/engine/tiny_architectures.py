@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -23,6 +22,9 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.params import GenerationParams
+from app.testing.images import max_diff, pixels, stock_image
+
+__all__ = ["max_diff", "pixels", "stock_image"]  # the tests import them from here too
 
 STEPS = 4
 PAUSE_AT = 2
@@ -78,38 +80,3 @@ def generate(runner: Runner, params: GenerationParams, folder: Path, name: str) 
     )
     assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
     return pixels(out.image_path)
-
-
-def pixels(image: Path | Image.Image) -> np.ndarray:
-    if isinstance(image, Path):
-        with Image.open(image) as opened:
-            return np.asarray(opened.convert("RGB")).astype(np.int16)
-    return np.asarray(image.convert("RGB")).astype(np.int16)
-
-
-def max_diff(a: np.ndarray, b: np.ndarray) -> int:
-    return int(np.abs(a - b).max())
-
-
-def stock_image(pipe: Any, params: GenerationParams, **extra: Any) -> np.ndarray:
-    """The stock diffusers pipeline's image for `params` (same seed, same scheduler)."""
-    import torch
-
-    from app.engine.generation import denoise
-
-    original = pipe.scheduler
-    pipe.scheduler = denoise.make_scheduler(pipe, params.scheduler)
-    try:
-        image = pipe(
-            params.prompt,
-            negative_prompt=params.negative_prompt,
-            num_inference_steps=params.steps,
-            guidance_scale=params.cfg,
-            width=params.width,
-            height=params.height,
-            generator=torch.Generator().manual_seed(params.seed),
-            **extra,
-        ).images[0]
-    finally:
-        pipe.scheduler = original
-    return pixels(image)

@@ -14,15 +14,26 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from app.engine.generation.checkpoint_files import Claim, earlier_files
 from app.engine.queue import JobQueue
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.models.db import compact
-from app.models.tables import JOB, TRANSITION
+from app.models.tables import JOB, JOB_INPUT, JOB_PARENT, TRANSITION
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +165,9 @@ def _remove_batch(
             )
         }
         report.skipped += [f"job {i} changed while pruning; kept" for i in ids if i not in still]
+        for parent, child in conn.execute(_children_staying(list(still))):
+            if still.pop(parent, None) is not None:  # its child still needs its image
+                report.skipped.append(f"job {parent} is a parent of job {child}; kept")
         gone = sorted(still)
         if not gone:
             return still
@@ -165,9 +179,18 @@ def _remove_batch(
             report.history_rows += conn.execute(history).rowcount
             # A re-run keeps its parameters; only its pointer to the removed original goes.
             conn.execute(update(JOB).where(JOB.c.rerun_of.in_(gone)).values(rerun_of=None))
+            conn.execute(delete(JOB_PARENT).where(JOB_PARENT.c.job_id.in_(gone)))
+            conn.execute(delete(JOB_INPUT).where(JOB_INPUT.c.job_id.in_(gone)))
             conn.execute(delete(JOB).where(JOB.c.id.in_(gone)))
         report.removed += gone
     return still
+
+
+def _children_staying(ids: list[int]) -> Select[Any]:
+    """(parent, child) edges from `ids` to jobs outside them: those parents stay."""
+    return select(JOB_PARENT.c.parent_id, JOB_PARENT.c.job_id).where(
+        JOB_PARENT.c.parent_id.in_(ids), JOB_PARENT.c.job_id.not_in(ids)
+    )
 
 
 def _files(

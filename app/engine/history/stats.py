@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, case, or_, select
 
 from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.states import JobEvent
+from app.models.db import HotTransaction
 from app.models.tables import JOB, TRANSITION
 
 _RESUMED = re.compile(r"resumed from step (\d+)")
@@ -101,17 +102,23 @@ class Stats:
         }  # fmt: skip
 
     def lines(self) -> list[str]:
-        data = self.as_dict()
-        out = [f"{self.jobs} jobs: " + ", ".join(f"{n} {s}" for s, n in data["per_status"].items())]
-        for title, key in (("wait", "wait_s"), ("run", "run_s")):
-            for group, spread in data[key].items():
-                p50, p95 = _s(spread["p50"]), _s(spread["p95"])
-                out.append(f"{title:<5} {group:<28} p50 {p50}  p95 {p95}  ({spread['n']})")
-        out.append(f"paused {_s(self.paused_s)} in all; {self.steps_saved} steps saved by resume")
-        for cause, rate in sorted(data["failure_rate"].items()):
-            out.append(f"{cause:<15} {rate:.1%} of {self.jobs} jobs ({self.attempts} attempts)")
-        out.append(f"throughput {data['throughput_per_hour']:.1f} images an hour")
-        return out
+        return lines_of(self.as_dict())
+
+
+def lines_of(data: dict[str, Any]) -> list[str]:
+    """`Stats.as_dict()` for people: the command line's `stats` and the stats panel."""
+    per_status = ", ".join(f"{n} {s}" for s, n in data["per_status"].items())
+    out = [f"{data['jobs']} jobs: {per_status}"]
+    for title, key in (("wait", "wait_s"), ("run", "run_s")):
+        for group, spread in data[key].items():
+            p50, p95 = _s(spread["p50"]), _s(spread["p95"])
+            out.append(f"{title:<5} {group:<28} p50 {p50}  p95 {p95}  ({spread['n']})")
+    saved = data["steps_saved_by_resume"]
+    out.append(f"paused {_s(data['paused_s'])} in all; {saved} steps saved by resume")
+    for cause, rate in sorted(data["failure_rate"].items()):
+        out.append(f"{cause:<15} {rate:.1%} of {data['jobs']} jobs ({data['attempts']} attempts)")
+    out.append(f"throughput {data['throughput_per_hour']:.1f} images an hour")
+    return out
 
 
 def _s(seconds: float | None) -> str:
@@ -124,62 +131,74 @@ def group_of(model: str, width: int, height: int) -> str:
 
 def history_stats(queue: JobQueue, since: float, until: float) -> Stats:
     submitted = select(TRANSITION.c.job_id).where(
-        TRANSITION.c.at >= since, TRANSITION.c.at < until,
+        TRANSITION.c.at >= bindparam("since"), TRANSITION.c.at < bindparam("until"),
         TRANSITION.c.event == JobEvent.SUBMIT.value,
     )  # fmt: skip
-    query = (
+    # Messages only where they tell something (a cause, a resume): most rows have none, and
+    # reading a month of them is a third of the time.
+    # OR of equalities, not IN: IN's expanding parameter needs Core's execution.
+    tells = or_(*(TRANSITION.c.event == event for event in _TELLING))
+    telling = case((tells, TRANSITION.c.message), else_="")
+    timelines = (
         select(
             TRANSITION.c.job_id,
             TRANSITION.c.event,
             TRANSITION.c.to_status,
             TRANSITION.c.at,
-            TRANSITION.c.message,
-            JOB.c.model,
-            JOB.c.width,
-            JOB.c.height,
+            telling,
         )
-        .join(JOB, JOB.c.id == TRANSITION.c.job_id)
         .where(TRANSITION.c.job_id.in_(submitted))
         .order_by(TRANSITION.c.job_id, TRANSITION.c.id)
     )
+    jobs = select(JOB.c.id, JOB.c.model, JOB.c.width, JOB.c.height).where(JOB.c.id.in_(submitted))
+    bounds = {"since": since, "until": until}
     with queue.db.read() as conn:
-        rows = conn.execute(query).all()
+        # Straight on the driver's cursor: SQLAlchemy's row objects cost more than SQLite's
+        # reading for a month of history (see benchmarks/history.py, stats_ms).
+        driver: Any = conn.connection.driver_connection
+        cursor = HotTransaction(driver.cursor())
+        found = cursor.execute(queue.db.prepare(jobs), bounds).fetchall()
+        groups = {job_id: group_of(model, width, height) for job_id, model, width, height in found}
+        rows = cursor.execute(queue.db.prepare(timelines), bounds).fetchall()
     stats = Stats(since, until)
     start = 0
     for end in range(1, len(rows) + 1):
         if end == len(rows) or rows[end][0] != rows[start][0]:
-            _add_timeline(stats, rows[start:end])
+            _add_timeline(stats, groups[rows[start][0]], rows[start:end])
             start = end
     return stats
 
 
-def _add_timeline(stats: Stats, timeline: Sequence[Any]) -> None:
-    """One job's transitions, oldest first: (job, event, to_status, at, message, model, w, h)."""
-    _, _, _, submitted_at, _, model, width, height = timeline[0]
-    group = group_of(model, width, height)
+# Plain strings: comparing them is several times cheaper than comparing StrEnum members.
+_START, _PROCESSING, _PAUSED, _SUCCESS = "START", "PROCESSING", "PAUSED", "SUCCESS"
+_TELLING = ("FAIL", "COMPLETE", "STOPPED")
+_ENDING_BADLY = frozenset({"FAIL", "TIMEOUT", "CANCEL"})
+
+
+def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
+    """One job's transitions, oldest first: (job, event, to_status, at, message)."""
+    submitted_at = timeline[0][3]
     stats.jobs += 1
     stats.per_status[timeline[-1][2]] += 1
     waited = False
     ran = 0.0
-    for (_, event, status, at, message, *_), after in zip(
-        timeline, [*timeline[1:], None], strict=True
-    ):
-        if event == JobEvent.START:
+    for (_, event, status, at, message), after in zip(timeline, [*timeline[1:], None], strict=True):
+        if event == _START:
             stats.attempts += 1
             if not waited:
                 stats.wait_s[group].append(at - submitted_at)
                 waited = True
-        if after is not None and status == JobStatus.PROCESSING:
-            ran += after[3] - at
-        if after is not None and status == JobStatus.PAUSED:
-            stats.paused_s += after[3] - at
-        cause = cause_of(event, message)
-        if cause is not None:
-            stats.causes[cause] += 1
-        resumed = _RESUMED.search(message)
-        if resumed:
-            stats.steps_saved += int(resumed.group(1))
-        if status == JobStatus.SUCCESS:
+        elif status == _SUCCESS:
             stats.succeeded += 1
+        if after is not None and status == _PROCESSING:
+            ran += after[3] - at
+        elif after is not None and status == _PAUSED:
+            stats.paused_s += after[3] - at
+        if event in _ENDING_BADLY:
+            stats.causes[cause_of(event, message) or Cause.OTHER_ERROR] += 1
+        if message:
+            resumed = _RESUMED.search(message)
+            if resumed:
+                stats.steps_saved += int(resumed.group(1))
     if ran > 0:
         stats.run_s[group].append(ran)  # a job's time in a worker, over all its attempts

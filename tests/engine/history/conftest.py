@@ -56,8 +56,8 @@ def insert_jobs(db: Database, specs: list[JobSpec]) -> list[int]:
                 "INSERT INTO job (prompt, negative_prompt, model, scheduler, steps, cfg, width,"
                 " height, seed, status, version, attempt, max_attempts, given_up, priority,"
                 " progress_step, progress_total, created_at, updated_at, starred, finished_at,"
-                " worker_id) VALUES"
-                " (?, ?, ?, 'Euler', 20, 5.0, ?, ?, 1, ?, 0, 1, 3, ?, 0, 0, 20, ?, ?, ?, ?, ?)",
+                " worker_id, init_image, strength) VALUES (?, ?, ?, 'Euler', 20, 5.0, ?, ?, 1,"
+                " ?, 0, 1, 3, ?, 0, 0, 20, ?, ?, ?, ?, ?, '', 1.0)",
                 (spec.prompt, spec.negative, spec.model, *spec.size, spec.status.value,
                  spec.given_up, spec.created_at, spec.created_at, spec.starred,
                  spec.finished_at, "host:1:t" if spec.status.is_running else None),

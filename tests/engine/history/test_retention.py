@@ -125,3 +125,25 @@ def test_the_database_gets_smaller_after_a_large_prune(tmp_path: Path) -> None:
     assert len(report.removed) == 400
     assert report.db_bytes_after < report.db_bytes_before / 2
     db.dispose()
+
+
+def test_a_parent_whose_child_stays_is_kept_and_a_pruned_child_takes_its_edges(
+    tmp_path: Path,
+) -> None:
+    db = open_database(tmp_path / "easel.db")
+    queue = JobQueue(db)
+    parent = queue.submit(GenerationParams("a castle"))
+    child = queue.submit(GenerationParams("a castle, upscaled"), parents=[parent])
+    queue.cancel(parent)
+    queue.cancel(child)
+    with db.write() as conn:  # fixture: the child is a favourite, so it stays
+        conn.exec_driver_sql("UPDATE job SET starred = 1 WHERE id = ?", (child,))
+    report = prune(queue, RetentionRule(keep=0))
+    assert report.removed == []
+    assert f"job {parent} is a parent of job {child}; kept" in report.skipped
+    with db.write() as conn:
+        conn.exec_driver_sql("UPDATE job SET starred = 0 WHERE id = ?", (child,))
+    assert prune(queue, RetentionRule(keep=0)).removed == [parent, child]
+    with db.read() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM job_parent").scalar_one() == 0
+    db.dispose()

@@ -16,6 +16,7 @@ from app.engine.states import TRANSITIONS, JobEvent, JobStatus
 from app.models.db import open_database
 
 MESSAGES = ("CUDA out of memory", "could not load model sd15", "ValueError: bad", "")
+FAIL_CAUSES = {"CUDA out of memory": "out of memory", "could not load model sd15": "model load"}
 WALK = st.lists(st.tuples(st.integers(0, 20), st.floats(0.5, 50.0), st.sampled_from(MESSAGES)),
                 max_size=8)  # fmt: skip
 
@@ -69,8 +70,7 @@ def recount(queue: JobQueue, ids: list[int], since: float, until: float) -> dict
         for t in timeline:
             cause = {"TIMEOUT": "worker lost", "CANCEL": "user cancelled"}.get(t.event)
             if t.event == "FAIL":
-                cause = {"CUDA out of memory": "out of memory",
-                         "could not load model sd15": "model load"}.get(t.message, "other error")  # fmt: skip
+                cause = FAIL_CAUSES.get(t.message, "other error")
             if cause:
                 causes[cause] = causes.get(cause, 0) + 1
             if t.event == "COMPLETE" and t.message.startswith("resumed from step "):
