@@ -1,4 +1,5 @@
-"""Screenshots of the window with finished, running, paused and failed jobs.
+"""Screenshots of the window with finished, running, paused and failed jobs, in English
+and (main-zh_CN.png) in Chinese.
 
     xvfb-run -a .venv/bin/python packaging/screenshots.py [--out docs/screenshots] [--real]
 
@@ -38,10 +39,11 @@ from app.engine.settings import load_settings, save_settings  # noqa: E402
 from app.engine.states import JobEvent  # noqa: E402
 from app.ui.presenters.interfaces import RestoreSummary  # noqa: E402
 from app.ui.presenters.queue_service import QueueService  # noqa: E402
+from app.ui.qt.language import Language, use_language  # noqa: E402
 from app.ui.qt.theme import apply_theme  # noqa: E402
 from app.ui.widgets.quit_dialog import quit_box  # noqa: E402
-from app.ui.widgets.settings_dialog import SettingsDialog  # noqa: E402
-from app.ui.widgets.window import Dependencies, MainWindow  # noqa: E402
+from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings  # noqa: E402
+from app.ui.widgets.window import PAUSED_AT_QUIT, Dependencies, MainWindow  # noqa: E402
 
 PALETTE = {
     "red": (220, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 220),
@@ -254,6 +256,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     app = QApplication(sys.argv)
+    app.setQuitOnLastWindowClosed(False)  # two windows in turn: English, then Chinese
     apply_theme(app)
     queue = open_queue()
     outputs = load_settings().outputs_path()
@@ -263,18 +266,8 @@ def main() -> int:
     clock.now = time.time() - 40
     running = start_running(queue, clock)
     queue.clock = time.time
-    deps = Dependencies(
-        queue=QueueService(queue), workers=PreviewWorkers(running), settings=load_settings(),
-        save_settings=save_settings, list_models=lambda: ["easel-tiny"],
-        restore=RestoreSummary(requeued=(list(running)[1],), paused=(ids["paused"],)),
-        confirm_quit=lambda _n: True,
-    )  # fmt: skip
-    window = MainWindow(deps)
-    window.resize(1600, 960)
-    window.prompt.set_params(
-        GenerationParams(prompt="a red circle on a blue background", seed=1006)
-    )
-    window.show()
+    restore = RestoreSummary(requeued=(list(running)[1],), paused=(ids["paused"],))
+    window = show_window(queue, running, restore)
     finished: list[int] = ids["finished"]  # type: ignore[assignment]
     steps = [
         (1500, lambda: window.jobs.select_jobs([finished[5]])),
@@ -291,11 +284,51 @@ def main() -> int:
         (100, lambda: _settings_shot(window, args.out / "settings.png")),
         (700, lambda: _quit_shot(window, args.out / "quit.png")),
         (900, lambda: window.close()),
+        (300, lambda: _chinese_shot(queue, running, restore, finished[5], args.out)),
     ]
     _run_steps(steps)
     code = app.exec()
     shutil.rmtree(os.environ["EASEL_HOME"], ignore_errors=True)
     return code
+
+
+def show_window(
+    queue: JobQueue, running: dict[int, tuple[Image.Image, int]], restore: RestoreSummary
+) -> MainWindow:
+    deps = Dependencies(
+        queue=QueueService(queue), workers=PreviewWorkers(running), settings=load_settings(),
+        save_settings=save_settings, list_models=lambda: ["easel-tiny"], restore=restore,
+        confirm_quit=lambda _n: True,
+    )  # fmt: skip
+    window = MainWindow(deps)
+    window.resize(1600, 960)
+    window.prompt.set_params(
+        GenerationParams(prompt="a red circle on a blue background", seed=1006)
+    )
+    window.prompt.count.setValue(1)  # not the refused 20 an earlier shot left in the form
+    window.show()
+    return window
+
+
+def _chinese_shot(
+    queue: JobQueue,
+    running: dict[int, tuple[Image.Image, int]],
+    restore: RestoreSummary,
+    selected: int,
+    out: Path,
+) -> None:
+    """The main window again, in Chinese (texts are set when widgets are made: a new one)."""
+    use_language(Language.CHINESE)
+    ui_settings().remove(PAUSED_AT_QUIT)  # the English window's quit is not news here
+    window = show_window(queue, running, restore)
+    steps = [
+        (1500, lambda: window.jobs.select_jobs([selected])),
+        (1200, lambda: save(window, out / "main-zh_CN.png")),
+        (100, lambda: _settings_shot(window, out / "settings-zh_CN.png")),
+        (900, lambda: window.close()),
+        (300, QApplication.quit),
+    ]
+    _run_steps(steps)
 
 
 def _refused_numbers(window: MainWindow) -> None:
@@ -312,16 +345,23 @@ def _quit_shot(window: MainWindow, path: Path) -> None:
 
 
 def _settings_shot(window: MainWindow, path: Path) -> None:
-    dialog = SettingsDialog(window.deps.settings, lambda _s: None, window)
+    dialog = SettingsDialog(window.deps.settings, lambda _s: None, window, store=window.store)
     dialog.show()
     QTimer.singleShot(300, lambda: (save(dialog, path), dialog.close()))
 
 
 def _run_steps(steps: list) -> None:
-    at = 0
-    for delay, step in steps:
-        at += delay
-        QTimer.singleShot(at, step)
+    """Each step `delay` ms after the previous one ran: on a busy machine timers set for
+    fixed times fire late and together, and a shot could show the next step's selection."""
+    if not steps:
+        return
+    (delay, step), rest = steps[0], steps[1:]
+
+    def run() -> None:
+        step()
+        _run_steps(rest)
+
+    QTimer.singleShot(delay, run)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ class Banner(QFrame):
 
 
 class BannerStack(QWidget):
-    """Banners floating over the top of `host`: showing one never moves the panels below.
+    """Banners floating over the top of `host`: showing one never moves the panels around.
 
     The stack is a child of `host` outside its layout, kept across its width and as tall as
     the banners showing (zero when none is, so it never takes a click meant for below).

@@ -153,8 +153,10 @@ class MainWindow(QMainWindow):
         layout.setSpacing(8)
         layout.addWidget(self.splitter, 1)
         self.setCentralWidget(body)
-        # Over the panels, not above them: a banner coming or going never moves the layout.
-        self.banners = BannerStack(body, [self.error_banner, self.restore_banner, self.undo_banner])
+        # Over the image area, not above the panels: a banner coming or going never moves the
+        # layout, and never hides the form, the filters or the job list.
+        banners = [self.error_banner, self.restore_banner, self.undo_banner]
+        self.banners = BannerStack(center, banners)
         self.counts_label = QLabel()
         self.statusBar().addWidget(self.counts_label, 1)  # hidden while a note shows
         self.statusBar().addPermanentWidget(self.worker_status)
