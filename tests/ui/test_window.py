@@ -520,3 +520,15 @@ def test_an_image_that_will_not_open_is_an_error_in_the_banner(
     qtbot.waitUntil(window.error_banner.isVisible, timeout=TIMEOUT_MS)
     assert str(path) in window.error_banner.label.text()
     assert window.image.canvas.image is None
+
+
+def test_a_long_error_wraps_inside_its_banner(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    window = make_window()
+    qtbot.waitExposed(window)
+    window.show_error("Not queued: " + "Steps must be between 1 and 150, not 999; " * 4)
+    label = window.error_banner.label
+    qtbot.waitUntil(lambda: label.height() >= label.heightForWidth(label.width()) > 0,
+                    timeout=TIMEOUT_MS)  # fmt: skip
+    assert window.banners.height() >= label.height()

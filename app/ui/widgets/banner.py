@@ -11,7 +11,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QToolButton,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -68,32 +67,47 @@ class BannerStack(QWidget):
     """
 
     MARGIN = 10
+    SPACING = 6
 
     def __init__(self, host: QWidget, banners: Sequence[Banner]) -> None:
         super().__init__(host)
         self.setObjectName("bannerStack")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
-        for banner in banners:
-            layout.addWidget(banner)
+        # Placed by hand, not by a layout: a layout here resized the banners a turn of the
+        # event loop late, and their buttons and text sat in a zero-height strip meanwhile.
+        self._banners = list(banners)
+        for banner in self._banners:
+            banner.setParent(self)
             banner.installEventFilter(self)
         host.installEventFilter(self)
         self._host = host
         self.place()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.Show, QEvent.Type.Hide, QEvent.Type.Resize):
+        # The host's width, a banner coming or going, or one showing a new text (LayoutRequest).
+        watched_events = _HOST_EVENTS if watched is self._host else _BANNER_EVENTS
+        if event.type() in watched_events:
             self.place()
         return False
 
     def place(self) -> None:
+        """Each banner showing as tall as its wrapped text needs, one under the other."""
         width = max(0, self._host.width() - 2 * self.MARGIN)
-        layout = self.layout()
-        assert layout is not None
-        showing = any(banner.isVisibleTo(self) for banner in self.findChildren(Banner))
-        height = layout.heightForWidth(width) if showing else 0
-        if height < 0:
-            height = layout.sizeHint().height()
-        self.setGeometry(self.MARGIN, self.MARGIN // 2, width, height)
+        y = 0
+        for banner in self._banners:
+            if banner.isVisibleTo(self):
+                height = _height_for(banner, width)
+                banner.setGeometry(0, y, width, height)
+                y += height + self.SPACING
+        self.setGeometry(self.MARGIN, self.MARGIN // 2, width, max(0, y - self.SPACING))
         self.raise_()
+
+
+_HOST_EVENTS = frozenset({QEvent.Type.Resize})
+_BANNER_EVENTS = frozenset({QEvent.Type.Show, QEvent.Type.Hide, QEvent.Type.LayoutRequest})
+
+
+def _height_for(widget: QWidget, width: int) -> int:
+    layout = widget.layout()
+    if layout is not None and layout.hasHeightForWidth():
+        return max(layout.heightForWidth(width), layout.minimumSize().height())
+    return widget.sizeHint().height()
