@@ -89,10 +89,12 @@
         <translation>{caption} · 最后一次预览</translation>
     </message>
     <message>
-        <source>The image file is missing or unreadable:
-{path}</source>
-        <translation>图像文件丢失或无法读取：
-{path}</translation>
+        <source>The image file is missing or unreadable: {path}</source>
+        <translation>图像文件丢失或无法读取：{path}</translation>
+    </message>
+    <message>
+        <source>No image to show</source>
+        <translation>没有可显示的图像</translation>
     </message>
     <message>
         <source>Job {id} · preview · step {step}/{total}</source>

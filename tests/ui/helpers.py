@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from PySide6.QtWidgets import QPushButton
+from pytestqt.qtbot import QtBot
+
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
+from app.ui.widgets.banner import Banner
 
 WORKER = "test-worker"
 
@@ -38,3 +42,11 @@ def job_in(
         queue.fire(job_id, event, source="test", worker_id=holder)
     assert queue.get(job_id).status == status
     return job_id
+
+
+def banner_button(qtbot: QtBot, banner: Banner, text: str) -> QPushButton:
+    """The banner's button named `text`, once laid out: the floating banners place their
+    buttons in the next turns of the event loop, before any person could click one."""
+    button = next(b for b in banner._buttons if b.text() == text)
+    qtbot.waitUntil(lambda: not button.rect().isEmpty(), timeout=5000)
+    return button

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
+from app.engine.states import JobEvent, JobStatus
+from app.models.db import Database
 from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.rows import running_time
+
+S = JobStatus
 
 
 def test_count_queues_several_jobs_with_seeds_counting_up(queue: JobQueue) -> None:
@@ -37,3 +42,52 @@ def test_what_a_worker_would_refuse_is_refused_at_submit(queue: JobQueue) -> Non
     assert "512x512 is too large for a model trained at 64x64" in outcome.errors[0]
     assert queue.jobs() == []
     assert len(service.submit(GenerationParams("a red circle")).job_ids) == 1
+
+
+class Clock:
+    """The queue's clock, moved by hand: the history's times are exactly what we set."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_duration_is_the_running_time_over_every_attempt(db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(db, clock=clock)
+    service = QueueService(opener=lambda: queue)
+    job_id = queue.submit(GenerationParams("a red circle"))
+    clock.now += 30  # waiting in the queue is not running time
+    assert queue.claim("w1") is not None
+    clock.now += 40
+    queue.pause(job_id)  # PROCESSING -> PAUSING: the first stretch ends here
+    clock.now += 2
+    queue.fire(job_id, JobEvent.STOPPED, source="test")
+    clock.now += 300  # paused for five minutes: not running time either
+    queue.resume(job_id)
+    assert queue.claim("w2") is not None
+    clock.now += 15
+    running = service.job(job_id)
+    assert running is not None and running.duration_s(now=clock.now + 5) == 60.0  # 40 + 20
+    queue.fire(job_id, JobEvent.COMPLETE, source="test", worker_id="w2")
+    done = service.job(job_id)
+    assert done is not None and done.duration_s(now=clock.now + 500) == 55.0  # 40 + 15
+    page = service.snapshot(None, 10, watch=[job_id])
+    assert page.rows[0].duration_s() == 55.0 and page.updates[job_id] == done
+
+
+def test_a_job_that_never_ran_has_no_duration(queue: JobQueue) -> None:
+    service = QueueService(opener=lambda: queue)
+    job_id = queue.submit(GenerationParams("a red circle"))
+    row = service.job(job_id)
+    assert row is not None and row.duration_s() is None
+
+
+def test_running_time_adds_the_processing_stretches() -> None:
+    history = [(S.PENDING, 0.0), (S.PROCESSING, 10.0), (S.TIMEOUT, 25.0), (S.PENDING, 26.0),
+               (S.PROCESSING, 30.0), (S.SUCCESS, 34.5)]  # fmt: skip
+    assert running_time(history) == (19.5, None)
+    assert running_time(history[:-1]) == (15.0, 30.0)  # still running since 30
+    assert running_time([]) == (0.0, None)

@@ -18,6 +18,7 @@ from app.engine.states import JobStatus
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
+from tests.ui.helpers import banner_button
 from tests.ui.test_number_fields import retype
 from tests.ui.test_window import type_and_generate, wait_for
 
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.timeout(60)
 TIMEOUT_MS = 5000
 
 
-def banner_button(window: MainWindow, text: str) -> QPushButton:
-    return next(b for b in window.restore_banner._buttons if b.text() == text)
+def restore_button(qtbot: QtBot, window: MainWindow, text: str) -> QPushButton:
+    return banner_button(qtbot, window.restore_banner, text)
 
 
 def test_the_prompt_settings_come_back_after_a_restart(
@@ -68,7 +69,7 @@ def test_jobs_paused_at_quit_are_offered_with_resume_all(
     again = make_window()
     assert again.restore_banner.isVisible()
     assert "1 job paused when Easel closed" in again.restore_banner.label.text()
-    qtbot.mouseClick(banner_button(again, "Resume all"), Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(restore_button(qtbot, again, "Resume all"), Qt.MouseButton.LeftButton)
     wait_for(qtbot, again, job_id, JobStatus.PENDING)
     assert not again.restore_banner.isVisible()
     again.close()

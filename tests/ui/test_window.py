@@ -22,7 +22,7 @@ from app.ui.presenters.rows import JobRow
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
-from tests.ui.helpers import job_in
+from tests.ui.helpers import banner_button, job_in
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
 pytestmark = pytest.mark.timeout(60)
@@ -227,7 +227,7 @@ def test_orphaned_job_shows_the_restore_banner(
     window = make_window(restore=restore)
     assert window.restore_banner.isVisible()
     assert "1 requeued" in window.restore_banner.label.text()
-    show = next(b for b in window.restore_banner._buttons if b.text() == "Show")
+    show = banner_button(qtbot, window.restore_banner, "Show")
     qtbot.mouseClick(show, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: [r.id for r in window.jobs.selected_rows()] == [job_id],
                     timeout=TIMEOUT_MS)  # fmt: skip
@@ -242,7 +242,7 @@ def test_resume_paused_from_the_restore_banner(
     paused = job_in(queue, S.PAUSED)
     window = make_window(restore=RestoreSummary(paused=(paused,)))
     assert "1 paused" in window.restore_banner.label.text()
-    resume = next(b for b in window.restore_banner._buttons if b.text() == "Resume all")
+    resume = banner_button(qtbot, window.restore_banner, "Resume all")
     qtbot.mouseClick(resume, Qt.MouseButton.LeftButton)
     wait_for(qtbot, window, paused, S.PENDING)
     assert not window.restore_banner.isVisible()
@@ -484,3 +484,39 @@ def test_a_paused_job_shows_its_last_preview(
     qtbot.waitUntil(lambda: "last preview" in window.image.caption.text(), timeout=TIMEOUT_MS)
     assert window.image.canvas.image is not None
     assert window.image.caption.text().startswith(f"Job {job_id} is paused at step")
+
+
+def test_banners_float_over_the_panels_without_moving_them(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    window = make_window()
+    qtbot.waitExposed(window)
+    before = window.splitter.geometry()
+    window.show_error("The disk is full: 0 bytes left on /data")
+    qtbot.waitUntil(window.error_banner.isVisible, timeout=TIMEOUT_MS)
+    window.undo_banner.show_text("2 jobs will be cancelled in 6 s")
+    assert window.splitter.geometry() == before  # nothing below moved
+    stack = window.banners
+    assert stack.height() >= window.error_banner.height() + window.undo_banner.height()
+    top = stack.mapTo(window, stack.rect().topLeft())
+    hit = window.childAt(top.x() + 20, top.y() + 10)
+    assert hit is not None and stack.isAncestorOf(hit)  # on top of the panels
+    window.error_banner.hide()
+    window.undo_banner.hide()
+    assert stack.height() == 0 and window.splitter.geometry() == before
+
+
+def test_an_image_that_will_not_open_is_an_error_in_the_banner(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a red fox")
+    wait_for(qtbot, window, job_id, S.SUCCESS)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
+    path = Path(shown_job(window, job_id).output_path or "")
+    path.write_bytes(b"not a png")
+    window.jobs.select_jobs([])
+    window.jobs.select_jobs([job_id])
+    qtbot.waitUntil(window.error_banner.isVisible, timeout=TIMEOUT_MS)
+    assert str(path) in window.error_banner.label.text()
+    assert window.image.canvas.image is None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from app.engine.params import MAX_SEED, GenerationParams
 from app.engine.states import JobEvent, JobStatus
 from app.errors import UserError
-from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.presenters.rows import JobRow, TransitionRow, running_time
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -135,9 +135,10 @@ class QueueService:
         wanted = None if statuses is None else frozenset(statuses)
         rows = self._rows(self.queue.jobs(wanted, limit=limit))
         updates: dict[int, JobRow | None] = {}
+        for row in self._rows(self._jobs(watch)):
+            updates[row.id] = row if _matches(row, wanted) else None
         for job_id in watch:
-            row = self.job(job_id)
-            updates[job_id] = row if row is not None and _matches(row, wanted) else None
+            updates.setdefault(job_id, None)  # gone from the store
         return Snapshot(rows, updates, self.queue.count_by_status())
 
     def page(
@@ -150,12 +151,19 @@ class QueueService:
         return self._rows(self.queue.jobs([JobStatus.SUCCESS], limit=limit))
 
     def job(self, job_id: int) -> JobRow | None:
+        rows = self._rows(self._jobs([job_id]))
+        return rows[0] if rows else None
+
+    def _jobs(self, job_ids: Iterable[int]) -> list[Any]:
         from app.engine.queue import JobNotFound
 
-        try:
-            return JobRow.from_job(self.queue.get(job_id))
-        except JobNotFound:
-            return None
+        jobs = []
+        for job_id in job_ids:
+            try:
+                jobs.append(self.queue.get(job_id))
+            except JobNotFound:
+                continue
+        return jobs
 
     def timeline(self, job_id: int) -> tuple[TransitionRow, ...]:
         from app.engine.queue import JobNotFound
@@ -170,9 +178,30 @@ class QueueService:
             return ()
         return tuple(job.id for job in self._queue.running_jobs() if job.id is not None)
 
-    @staticmethod
-    def _rows(jobs: Iterable[Any]) -> tuple[JobRow, ...]:
-        return tuple(JobRow.from_job(job) for job in jobs)
+    def _rows(self, jobs: Iterable[Any]) -> tuple[JobRow, ...]:
+        jobs = list(jobs)
+        ran = self._running_times([job.id for job in jobs])
+        return tuple(JobRow.from_job(job, ran.get(job.id, (0.0, None))) for job in jobs)
+
+    def _running_times(self, job_ids: Sequence[int]) -> dict[int, tuple[float, float | None]]:
+        """The Duration column: each job's time in PROCESSING over all attempts, from its
+        history (one indexed read for the page; see `running_time`)."""
+        if not job_ids:
+            return {}
+        from sqlalchemy import select
+
+        from app.models.tables import TRANSITION
+
+        query = (
+            select(TRANSITION.c.job_id, TRANSITION.c.to_status, TRANSITION.c.at)
+            .where(TRANSITION.c.job_id.in_(job_ids))
+            .order_by(TRANSITION.c.job_id, TRANSITION.c.id)
+        )
+        history: dict[int, list[tuple[JobStatus, float]]] = {}
+        with self.queue.db.read() as conn:
+            for job_id, status, at in conn.execute(query):
+                history.setdefault(job_id, []).append((JobStatus(status), at))
+        return {job_id: running_time(rows) for job_id, rows in history.items()}
 
     # --- requests (database thread) -----------------------------------------------------------
 

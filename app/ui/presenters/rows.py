@@ -6,6 +6,7 @@ Qt-free: built on the database thread from `Job` / `JobTransition`, read on the 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -78,9 +79,13 @@ class JobRow:
     rerun_of: int | None
     version: int
     created_label: str = ""  # formatted off the GUI thread: strftime per paint adds up
+    # Time in PROCESSING over every attempt, from the history (see `running_time`):
+    # the finished stretches, and when the current one began if the job is in one now.
+    ran_s: float = 0.0
+    running_since: float | None = None
 
     @classmethod
-    def from_job(cls, job: Job) -> JobRow:
+    def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:
         assert job.id is not None
         params = GenerationParams(
             prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
@@ -93,7 +98,8 @@ class JobRow:
             progress_step=job.progress_step, progress_total=job.progress_total,
             created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
             output_path=job.output_path, error=job.error, rerun_of=job.rerun_of,
-            version=job.version, created_label=format_clock(job.created_at),
+            version=job.version, created_label=format_clock(job.created_at), ran_s=ran[0],
+            running_since=ran[1],
         )  # fmt: skip
 
     @property
@@ -114,13 +120,11 @@ class JobRow:
         return self.status.is_terminal
 
     def duration_s(self, now: float | None = None) -> float | None:
-        """Time of the current (or last) run; None before it started."""
-        if self.started_at is None:
-            return None
-        end = self.finished_at if self.finished_at is not None else (now or time.time())
-        if not self.status.is_running and self.finished_at is None:
-            return None  # paused or pending again: no meaningful running time
-        return max(0.0, end - self.started_at)
+        """Total running time over every attempt, the current stretch included; None if the
+        job never ran."""
+        if self.running_since is None:
+            return self.ran_s if self.ran_s > 0 else None
+        return self.ran_s + max(0.0, (now or time.time()) - self.running_since)
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,18 @@ class TransitionRow:
             to_status=JobStatus(t.to_status), event=JobEvent(t.event), source=t.source,
             message=t.message, at=t.at,
         )  # fmt: skip
+
+
+def running_time(history: Sequence[tuple[JobStatus, float]]) -> tuple[float, float | None]:
+    """(seconds spent in PROCESSING, start of the stretch still open) from a job's history
+    as (status entered, time), oldest first. Every attempt counts: a job that ran 40 s,
+    was paused and ran 20 s more has run 60 s (like the stats of app.engine.history)."""
+    total, since = 0.0, None
+    for status, at in history:
+        if since is not None:
+            total += max(0.0, at - since)
+        since = at if status is JobStatus.PROCESSING else None
+    return total, since
 
 
 def format_duration(seconds: float | None) -> str:

@@ -1,11 +1,19 @@
-"""A thin, non-blocking strip at the top of the window: restore news, errors, notes."""
+"""Thin strips over the top of the window: restore news, undo, errors (every error, in red)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 class Banner(QFrame):
@@ -50,3 +58,42 @@ class Banner(QFrame):
             self._timer.start(hide_after_ms)
         else:
             self._timer.stop()
+
+
+class BannerStack(QWidget):
+    """Banners floating over the top of `host`: showing one never moves the panels below.
+
+    The stack is a child of `host` outside its layout, kept across its width and as tall as
+    the banners showing (zero when none is, so it never takes a click meant for below).
+    """
+
+    MARGIN = 10
+
+    def __init__(self, host: QWidget, banners: Sequence[Banner]) -> None:
+        super().__init__(host)
+        self.setObjectName("bannerStack")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        for banner in banners:
+            layout.addWidget(banner)
+            banner.installEventFilter(self)
+        host.installEventFilter(self)
+        self._host = host
+        self.place()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.Show, QEvent.Type.Hide, QEvent.Type.Resize):
+            self.place()
+        return False
+
+    def place(self) -> None:
+        width = max(0, self._host.width() - 2 * self.MARGIN)
+        layout = self.layout()
+        assert layout is not None
+        showing = any(banner.isVisibleTo(self) for banner in self.findChildren(Banner))
+        height = layout.heightForWidth(width) if showing else 0
+        if height < 0:
+            height = layout.sizeHint().height()
+        self.setGeometry(self.MARGIN, self.MARGIN // 2, width, height)
+        self.raise_()

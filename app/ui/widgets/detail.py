@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
 from app.engine.states import JobStatus
@@ -20,6 +20,8 @@ MAX_IMAGE_SIDE = 4096
 
 
 class DetailController(QObject):
+    problem = Signal(str)  # an image that will not open: the red banner, like every error
+
     def __init__(
         self,
         vm: JobsViewModel,
@@ -77,7 +79,7 @@ class DetailController(QObject):
             self._images.run(
                 lambda: load_image(path, MAX_IMAGE_SIDE),
                 lambda image: self._loaded(row, path, image),
-                lambda error: self.image.show_nothing(
+                lambda error: self._unreadable(
                     self.tr("Could not open the image: {error}").format(error=error)
                 ),
             )
@@ -97,11 +99,15 @@ class DetailController(QObject):
         if self.row is None or self.row.id != row.id:
             return
         if image.isNull():
-            self.image.show_nothing(
-                self.tr("The image file is missing or unreadable:\n{path}").format(path=path)
+            self._unreadable(
+                self.tr("The image file is missing or unreadable: {path}").format(path=path)
             )
             return
         self.image.show_image(image, _caption(row), path)
+
+    def _unreadable(self, problem: str) -> None:
+        self.image.show_nothing(self.tr("No image to show"))
+        self.problem.emit(problem)
 
     def _preview(self, job_id: int, image: QImage) -> None:
         if self.row is None or self.row.id != job_id or self.row.output_path:

@@ -40,7 +40,7 @@ from app.ui.qt.icons import app_icon
 from app.ui.qt.thumbnails import ThumbnailCache
 from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
-from app.ui.widgets.banner import Banner
+from app.ui.widgets.banner import Banner, BannerStack
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
@@ -151,11 +151,10 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(body)
         layout.setContentsMargins(10, 8, 10, 8)
         layout.setSpacing(8)
-        layout.addWidget(self.restore_banner)
-        layout.addWidget(self.undo_banner)
-        layout.addWidget(self.error_banner)
         layout.addWidget(self.splitter, 1)
         self.setCentralWidget(body)
+        # Over the panels, not above them: a banner coming or going never moves the layout.
+        self.banners = BannerStack(body, [self.error_banner, self.restore_banner, self.undo_banner])
         self.counts_label = QLabel()
         self.statusBar().addWidget(self.counts_label, 1)  # hidden while a note shows
         self.statusBar().addPermanentWidget(self.worker_status)
@@ -204,6 +203,7 @@ class MainWindow(QMainWindow):
         self.image.message.connect(self.show_note)
         self.prompt.problem.connect(self.show_error)
         self.image.problem.connect(self.show_error)
+        self.detail.problem.connect(self.show_error)
         self.vm.error.connect(self.show_error)
         self.vm.submitted.connect(self._submitted)
         self.vm.refreshed.connect(self._refreshed)
