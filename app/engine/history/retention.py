@@ -22,7 +22,7 @@ from app.engine.queue import JobQueue
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.models.db import compact
-from app.models.tables import JOB, TRANSITION
+from app.models.tables import JOB, JOB_FILE, TRANSITION
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,7 @@ def _remove_batch(
             report.history_rows += conn.execute(history).rowcount
             # A re-run keeps its parameters; only its pointer to the removed original goes.
             conn.execute(update(JOB).where(JOB.c.rerun_of.in_(gone)).values(rerun_of=None))
+            conn.execute(delete(JOB_FILE).where(JOB_FILE.c.job_id.in_(gone)))
             conn.execute(delete(JOB).where(JOB.c.id.in_(gone)))
         report.removed += gone
     return still
