@@ -160,6 +160,40 @@ def remove_files(db: Database, job_id: int, kind: FileKind) -> int:
         return int(conn.execute(where).rowcount)
 
 
+def copy_local_files(source: Database, target: Database) -> int:
+    """After `db copy`: store this machine's images of finished jobs and checkpoints of
+    paused ones in `target`, so the other machines can show and resume them. Files that
+    are gone or over the limit are skipped (said in the log). How many were stored."""
+    wanted = select(JOB.c.id, JOB.c.status, JOB.c.attempt, JOB.c.output_path, JOB.c.checkpoint_path)
+    with source.read() as conn:
+        rows = conn.execute(
+            wanted.where(JOB.c.status.in_([JobStatus.SUCCESS.value, JobStatus.PAUSED.value]))
+        ).all()
+    stored = 0
+    for job_id, status, attempt, image, checkpoint in rows:
+        kind = FileKind.IMAGE if status == JobStatus.SUCCESS.value else FileKind.CHECKPOINT
+        local = image if kind is FileKind.IMAGE else checkpoint
+        if not local:
+            continue
+        path = Path(local)
+        try:
+            data = path.read_bytes()
+            check_size(path, len(data))
+        except (OSError, FileTooLarge) as error:
+            log.warning("job %s: %s not copied: %s", job_id, path.name, error)
+            continue
+        with target.write() as conn:
+            conn.execute(
+                insert(JOB_FILE).values(
+                    job_id=job_id, kind=kind.value, name=path.name, attempt=attempt,
+                    claim=claim_of(path), sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data), data=data, created_at=time.time(),
+                )
+            )  # fmt: skip
+        stored += 1
+    return stored
+
+
 def image_file(db: Database, job: Job, outputs_dir: Path) -> Path | None:
     """Where this machine can read the job's image: its own file if it is here, else a copy
     from the database written under `outputs_dir/fetched`; None if there is no image.

@@ -214,3 +214,28 @@ def test_a_job_paused_on_worker_a_resumes_on_worker_b_with_no_shared_folder_to_t
     message = pg_queue.timeline(job_id)[-1].message
     assert "came from the database" in message and "resumed from step" in message
     assert max_pixel_diff(pixels(job.output_path), reference_pixels) == 0
+
+
+def test_db_copy_takes_this_machines_images_and_pause_checkpoints_along(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local = open_queue()  # this machine's SQLite queue
+    done = local.submit(fake_params(steps=2))
+    JobRun(context(local, tmp_path, Sent()), claim(local)).run()
+    paused = local.submit(fake_params(steps=6))
+    sent = Sent(at_step={2: lambda: local.pause(paused)})
+    JobRun(context(local, tmp_path, sent), claim(local)).run()
+    checkpoint = Path(local.get(paused).checkpoint_path or "")
+    local.db.dispose()
+    with pg.fresh_schema() as url:
+        assert main(["db", "copy", "--to", url]) == 0
+        assert "and 2 images and checkpoints" in capsys.readouterr().out
+        shared = open_queue(url)
+        try:
+            image = latest_file(shared.db, done, FileKind.IMAGE)
+            saved = latest_file(shared.db, paused, FileKind.CHECKPOINT)
+        finally:
+            shared.db.dispose()
+    assert image is not None and image.data == fake_image(fake_params(steps=2))
+    assert saved is not None and saved.data == checkpoint.read_bytes() and saved.intact
+    assert saved.claim == 1  # the claim named in the file: a later claim finds it newer
