@@ -315,7 +315,7 @@ class SharedProgress:
 
     def share_checkpoint(self) -> str | None:
         """Copy this claim's checkpoint file in if it changed since the last copy; a note if
-        it is too large for the database (said once per file)."""
+        it is too large for the database (said once per run)."""
         if not self.db.shares_files:
             return None
         with self._lock:
@@ -330,9 +330,10 @@ class SharedProgress:
             except FileNotFoundError:
                 return None  # removed meanwhile (the run finished or was cancelled)
             except FileTooLarge as error:
+                said = self._refused is not None  # each rolling save would say it again
                 self._refused = signature
                 log.warning("job %s: %s", self.claim.job_id, error)
-                return f"the saved progress can resume only on this machine: {error}"
+                return None if said else f"the saved progress can resume only here: {error}"
             if held:
                 self._copied = signature
             return None

@@ -125,6 +125,19 @@ def test_an_image_over_the_limit_is_refused_with_a_message_and_the_job_keeps_its
     assert latest_file(pg_queue.db, job_id, FileKind.IMAGE) is None
 
 
+def test_a_checkpoint_over_the_limit_stays_here_and_the_pause_says_so(
+    pg_queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LIMIT_ENV, "0.000001")  # 1 byte
+    job_id = pg_queue.submit(fake_params(steps=6))
+    sent = Sent(at_step={2: lambda: pg_queue.pause(job_id)})
+    JobRun(context(pg_queue, tmp_path, sent), claim(pg_queue)).run()
+    job = pg_queue.get(job_id)
+    assert job.status == S.PAUSED and Path(job.checkpoint_path or "").is_file()
+    assert "the saved progress can resume only here" in pg_queue.timeline(job_id)[-1].message
+    assert latest_file(pg_queue.db, job_id, FileKind.CHECKPOINT) is None
+
+
 def test_a_worker_that_no_longer_holds_the_job_writes_no_file(
     pg_queue: JobQueue, tmp_path: Path
 ) -> None:
