@@ -103,6 +103,7 @@ SERVER_DOWN_S = (1.0, 4.0)  # how long the PostgreSQL server stays stopped, at r
 MACHINES_FOLDER = "machines"  # --db: one data folder per machine, under the driver's
 RETRY_POLICY = RetryPolicy(base_delay_s=0.2, max_delay_s=2.0)
 CANCELLABLE = [S.PENDING, S.PROCESSING, S.PAUSED, S.BLOCKED]
+EXIT_SERVER_AWAY = 3  # --db: a machine could not reach the server at its start
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -130,13 +131,20 @@ def supervise(runner: str, workers: int) -> None:
     supervisor.shutdown(timeout=20)
 
 
-def machine(runner: str, name: str, workers_on_host: int) -> None:
+def machine(runner: str, name: str, workers_on_host: int) -> int:
     """One headless worker of a fleet on PostgreSQL (`--db`): `python -m app worker --name`,
-    with the chaos settings and the ledger runner. SIGTERM pauses its job and ends it."""
+    with the chaos settings and the ledger runner. SIGTERM pauses its job and ends it.
+
+    Started while the server is down, it says so in one line and exits with
+    `EXIT_SERVER_AWAY`, as the worker command does; the driver starts it again."""
     from app.engine.fleet import Maintenance
     from app.engine.worker import run_worker, threads_per_worker
 
-    queue = open_queue()
+    try:
+        queue = open_queue()
+    except DatabaseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_SERVER_AWAY
     settings = Settings(heartbeat_timeout_s=3.0, cancel_grace_s=2.0)
     config = worker_config(
         settings, queue.db.location, runner, name=name,
@@ -144,6 +152,7 @@ def machine(runner: str, name: str, workers_on_host: int) -> None:
     )  # fmt: skip
     with Maintenance(queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RETRY_POLICY):
         run_worker(config)
+    return 0
 
 
 def worker_config(
@@ -171,7 +180,8 @@ class Counts:
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    # supervisor_crashes, machine_crashes, driver_refused, server_down_errors
+    # supervisor_crashes, machine_crashes, machine_starts_refused, driver_refused,
+    # server_down_errors
     extra: Counter[str] = field(default_factory=Counter)
 
 
@@ -252,13 +262,16 @@ class Chaos:
 
     def revive_workers(self) -> None:
         """A supervisor that died of a fault (not of our kill) is started again, and counted;
-        a machine whose worker died (our kill, or a crash: counted) is started again."""
+        a machine whose worker ended (our kill; counted: a crash, or the server away when it
+        started) is started again."""
         if self.supervisor is not None and self.supervisor.poll() is not None:
             self.counts.extra["supervisor_crashes"] += 1
             self.start_supervisor()
         for name, process in list(self.machines.items()):
             if process.poll() is not None:
-                if process.returncode != -signal.SIGKILL:
+                if process.returncode == EXIT_SERVER_AWAY:
+                    self.counts.extra["machine_starts_refused"] += 1
+                elif process.returncode != -signal.SIGKILL:
                     self.counts.extra["machine_crashes"] += 1
                 self.start_machine(name)
 
@@ -545,8 +558,7 @@ def main() -> int:
         supervise(args.runner, args.workers)
         return 0
     if args.machine:
-        machine(args.runner, args.machine, args.workers)
-        return 0
+        return machine(args.runner, args.machine, args.workers)
     if args.db and args.faults:
         print("chaos: --faults works on the SQLite store only, not with --db", file=sys.stderr)
         return 2
@@ -599,6 +611,7 @@ def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
         results |= {
             "machines": args.machines, "server_restarts": counts.server_restarts,
             "machine_crashes": counts.extra["machine_crashes"],
+            "machine_starts_refused": counts.extra["machine_starts_refused"],
             "server_down_errors": counts.extra["server_down_errors"],
         }  # fmt: skip
     for name, value in results.items():
