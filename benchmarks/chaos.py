@@ -1,12 +1,21 @@
 """Chaos: jobs, workers, random SIGKILLs of workers and of the app, cancels and pauses.
 
 A supervising process (as the GUI would be) runs the workers; this driver submits the
-jobs, SIGKILLs workers that hold a job, SIGKILLs the supervising process and starts a new
-one (which runs recovery first), and cancels, pauses and resumes jobs at random. At the
-end it resumes what is paused, lets the queue drain, and checks every job against its
-timeline and against a ledger the workers keep of every step they run
-(`benchmarks/chaos_checks.py` says what counts as lost, double_runs, illegal_paths, stuck
-and unrecorded).
+jobs (a third of them chained after an earlier job, so they wait BLOCKED for it), SIGKILLs
+workers that hold a job, SIGKILLs the supervising process and starts a new one (which runs
+recovery first), and cancels, pauses and resumes jobs at random. At the end it resumes
+what is paused, lets the queue drain, and checks every job against its timeline and
+against a ledger the workers keep of every step they run (`benchmarks/chaos_checks.py`
+says what counts as lost, double_runs, illegal_paths, stuck and unrecorded;
+`orphaned_children` is `app.engine.graph.orphaned_children`).
+
+With `--db URL` (a PostgreSQL server that `scripts/pg_test_server.sh` runs) the queue is a
+fresh schema on that server, and there is no supervising process: `--machines` headless
+workers, each a process of its own with its own data folder and name, as separate machines
+would be, claim from the server and run the watchdog and retry policy themselves (as
+`python -m app worker` does). A killed worker is started again, as a service manager
+would; instead of the supervisor, the PostgreSQL server is restarted `--server-restarts`
+times (`scripts/pg_test_server.sh stop`, then `start`).
 
 Prints `name: value` lines; exits 1 if any of those is not 0, a kill target was missed,
 or the ledger is empty (then it says so instead of printing figures nobody checked).
@@ -14,6 +23,8 @@ or the ledger is empty (then it says so instead of printing figures nobody check
     .venv/bin/python benchmarks/chaos.py [--jobs 200] [--worker-kills 20]
         [--supervisor-kills 5] [--runner tiny|fake] [--seed 1]
         [--faults disk,lock,stop,ckpt] [--lock-seconds 20] [--disk-seconds 4]
+    .venv/bin/python benchmarks/chaos.py --db "$(scripts/pg_test_server.sh start)" \
+        [--machines 4] [--server-restarts 3]
 
 `--faults` adds the faults of `benchmarks/chaos_faults.py` to the random actions. `disk`
 fills the data folder's disk, so it needs `--home` on a small filesystem of its own:
@@ -46,6 +57,7 @@ sys.path.insert(0, str(REPO))
 # Light imports only: spawned workers re-import the main module before they start.
 from app.engine import paths  # noqa: E402
 from app.engine.generation.outcome import StepDecision, StepProgress  # noqa: E402
+from app.engine.graph import orphaned_children  # noqa: E402
 from app.engine.liveness import (  # noqa: E402
     WorkerIdentity,
     is_alive,
@@ -53,13 +65,18 @@ from app.engine.liveness import (  # noqa: E402
 )
 from app.engine.params import GenerationParams  # noqa: E402
 from app.engine.queue import JobNotFound, JobQueue, open_queue, params_of  # noqa: E402
+from app.engine.retry import RetryPolicy  # noqa: E402
+from app.engine.settings import DB_ENV, Settings  # noqa: E402
 from app.engine.states import JobStatus, TransitionNotAllowed  # noqa: E402
-from app.engine.worker import RunnerLike  # noqa: E402
+from app.engine.worker import LIVENESS_FOLDER, RunnerLike, WorkerConfig  # noqa: E402
+from app.errors import DatabaseError  # noqa: E402
+from app.models.postgres import scratch_schema  # noqa: E402
 from app.models.tables import Job  # noqa: E402
 from app.testing.ledger import LEDGER_ENV, LEDGER_FILE, ledger_path, read_ledger  # noqa: E402
 from benchmarks.chaos_checks import (  # noqa: E402
     FAULT_FIGURES,
     EmptyLedger,
+    Parents,
     Reference,
     figures,
     is_stuck,
@@ -80,38 +97,76 @@ FAULT_SHARE = 0.3  # of the random actions, when --faults is given
 # While the disk is full or another process holds the lock, the driver's own cancel or
 # pause may fail like any client's; that is the fault, not a bug of the driver.
 DRIVER_BLOCKING_FAULTS = frozenset({FaultKind.DISK, FaultKind.LOCK})
+CHAINED_SHARE = 1 / 3  # of the jobs, submitted after an earlier job (issue 13)
+PG_SERVER = REPO / "scripts" / "pg_test_server.sh"
+SERVER_DOWN_S = (1.0, 4.0)  # how long the PostgreSQL server stays stopped, at random
+MACHINES_FOLDER = "machines"  # --db: one data folder per machine, under the driver's
+RETRY_POLICY = RetryPolicy(base_delay_s=0.2, max_delay_s=2.0)
+CANCELLABLE = [S.PENDING, S.PROCESSING, S.PAUSED, S.BLOCKED]
+EXIT_SERVER_AWAY = 3  # --db: a machine could not reach the server at its start
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
 
 
 def supervise(runner: str, workers: int) -> None:
-    from app.engine.retry import RetryPolicy
-    from app.engine.settings import Settings
     from app.engine.supervisor import Supervisor
-    from app.engine.worker import WorkerConfig, database_file, threads_per_worker
-    from app.testing.ledger import real_ledger_runner, scripted_ledger_runner
+    from app.engine.worker import database_file, threads_per_worker
 
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
     queue = open_queue()
     settings = Settings(workers=workers, heartbeat_timeout_s=3.0, cancel_grace_s=2.0)
-    config = WorkerConfig.from_settings(
-        settings, database_file(queue), heartbeat_interval_s=0.5, idle_poll_s=0.1,
-        torch_threads=threads_per_worker(workers),  # as Supervisor.for_app does
-        warm_model=TINY_MODEL if runner == "tiny" else None,
-        runner_factory=real_ledger_runner if runner == "tiny" else scripted_ledger_runner,
-    )  # fmt: skip
+    config = worker_config(
+        settings, database_file(queue), runner, torch_threads=threads_per_worker(workers)
+    )
     supervisor = Supervisor(
-        queue, config, settings, policy=RetryPolicy(base_delay_s=0.2, max_delay_s=2.0),
-        maintenance_interval_s=0.5,
-    )  # fmt: skip
+        queue, config, settings, policy=RETRY_POLICY, maintenance_interval_s=0.5
+    )
     report = supervisor.start()
     print(json.dumps({"recovery": report.lines()}), flush=True)
     while not stop:
         supervisor.poll()
         time.sleep(0.05)
     supervisor.shutdown(timeout=20)
+
+
+def machine(runner: str, name: str, workers_on_host: int) -> int:
+    """One headless worker of a fleet on PostgreSQL (`--db`): `python -m app worker --name`,
+    with the chaos settings and the ledger runner. SIGTERM pauses its job and ends it.
+
+    Started while the server is down, it says so in one line and exits with
+    `EXIT_SERVER_AWAY`, as the worker command does; the driver starts it again."""
+    from app.engine.fleet import Maintenance
+    from app.engine.worker import run_worker, threads_per_worker
+
+    try:
+        queue = open_queue()
+    except DatabaseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_SERVER_AWAY
+    settings = Settings(heartbeat_timeout_s=3.0, cancel_grace_s=2.0)
+    config = worker_config(
+        settings, queue.db.location, runner, name=name,
+        torch_threads=threads_per_worker(workers_on_host),  # the "machines" share our cores
+    )  # fmt: skip
+    with Maintenance(queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RETRY_POLICY):
+        run_worker(config)
+    return 0
+
+
+def worker_config(
+    settings: Settings, db_location: str, runner: str, **overrides: Any
+) -> WorkerConfig:
+    """The workers' configuration in a chaos run: quick heartbeats, the ledger runner."""
+    from app.testing.ledger import real_ledger_runner, scripted_ledger_runner
+
+    return WorkerConfig.from_settings(
+        settings, db_location, heartbeat_interval_s=0.5, idle_poll_s=0.1,
+        warm_model=TINY_MODEL if runner == "tiny" else None,
+        runner_factory=real_ledger_runner if runner == "tiny" else scripted_ledger_runner,
+        **overrides,
+    )  # fmt: skip
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -121,10 +176,13 @@ def supervise(runner: str, workers: int) -> None:
 class Counts:
     worker_kills: int = 0
     supervisor_kills: int = 0
+    server_restarts: int = 0
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    extra: Counter[str] = field(default_factory=Counter)  # supervisor_crashes, driver_refused
+    # supervisor_crashes, machine_crashes, machine_starts_refused, driver_refused,
+    # server_down_errors
+    extra: Counter[str] = field(default_factory=Counter)
 
 
 class Chaos:
@@ -134,7 +192,9 @@ class Chaos:
         self.rng = random.Random(args.seed)
         self.queue = open_queue()
         self.counts = Counts()
+        self.parents: dict[int, list[int]] = {}  # filled by `submit_jobs`
         self.supervisor: subprocess.Popen[str] | None = None
+        self.machines: dict[str, subprocess.Popen[str]] = {}  # --db: name -> its worker
         self.logs = home / "supervisor.log"
         self._chosen: dict[int, WorkerIdentity] = {}  # pid -> the worker it was, when chosen
         self.faults = FaultDriver(
@@ -142,13 +202,40 @@ class Chaos:
             still_alive=self._is_our_worker, lock_s=args.lock_seconds, disk_s=args.disk_seconds,
         )  # fmt: skip
 
-    # supervisor processes
+    @property
+    def on_server(self) -> bool:
+        return bool(self.args.db)
+
+    # supervisor processes (SQLite) or machines (--db)
+
+    def start_workers(self) -> None:
+        if self.on_server:
+            for number in range(self.args.machines):
+                self.start_machine(f"machine-{number + 1}")
+        else:
+            self.start_supervisor()
 
     def start_supervisor(self) -> None:
         command = [sys.executable, __file__, "--supervise", "--runner", self.args.runner,
                    "--workers", str(self.args.workers)]  # fmt: skip
         with open(self.logs, "a", encoding="utf-8") as log:
             self.supervisor = subprocess.Popen(command, stdout=log, stderr=log, text=True)
+
+    def start_machine(self, name: str) -> None:
+        """A headless worker named `name`, with a data folder of its own (no shared disk)."""
+        machine_home = self.home / MACHINES_FOLDER / name
+        machine_home.mkdir(parents=True, exist_ok=True)
+        model = machine_home / paths.models_dir().relative_to(self.home) / TINY_MODEL
+        if self.args.runner == "tiny" and not model.exists():  # each machine has the model
+            model.parent.mkdir(parents=True, exist_ok=True)
+            model.symlink_to(paths.models_dir() / TINY_MODEL)
+        command = [sys.executable, __file__, "--machine", name, "--runner", self.args.runner,
+                   "--workers", str(self.args.machines)]  # fmt: skip
+        environment = os.environ | {paths.HOME_ENV: str(machine_home)}
+        with open(machine_home / "worker.out", "a", encoding="utf-8") as log:
+            self.machines[name] = subprocess.Popen(
+                command, stdout=log, stderr=log, text=True, env=environment
+            )
 
     def kill_supervisor(self) -> None:
         assert self.supervisor is not None
@@ -157,38 +244,69 @@ class Chaos:
         self.counts.supervisor_kills += 1
         self.start_supervisor()  # it recovers before starting its workers
 
-    def stop_supervisor(self) -> None:
-        assert self.supervisor is not None
-        self.supervisor.send_signal(signal.SIGTERM)
-        self.supervisor.wait(timeout=120)
+    def restart_server(self) -> None:
+        """Stop the PostgreSQL server, leave it down a moment, start it again."""
+        subprocess.run([str(PG_SERVER), "stop"], check=True, capture_output=True)
+        time.sleep(self.rng.uniform(*SERVER_DOWN_S))
+        subprocess.run([str(PG_SERVER), "start"], check=True, capture_output=True)
+        self.counts.server_restarts += 1
 
-    def revive_supervisor(self) -> None:
-        """A supervisor that died of a fault (not of our kill) is started again, and counted."""
+    def stop_workers(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.send_signal(signal.SIGTERM)
+            self.supervisor.wait(timeout=120)
+        for process in self.machines.values():
+            process.send_signal(signal.SIGTERM)  # as `python -m app worker`: pause, then exit
+        for process in self.machines.values():
+            process.wait(timeout=120)
+
+    def revive_workers(self) -> None:
+        """A supervisor that died of a fault (not of our kill) is started again, and counted;
+        a machine whose worker ended (our kill; counted: a crash, or the server away when it
+        started) is started again."""
         if self.supervisor is not None and self.supervisor.poll() is not None:
             self.counts.extra["supervisor_crashes"] += 1
             self.start_supervisor()
+        for name, process in list(self.machines.items()):
+            if process.poll() is not None:
+                if process.returncode == EXIT_SERVER_AWAY:
+                    self.counts.extra["machine_starts_refused"] += 1
+                elif process.returncode != -signal.SIGKILL:
+                    self.counts.extra["machine_crashes"] += 1
+                self.start_machine(name)
 
     # the chaos
 
     def run(self) -> None:
-        self.start_supervisor()
-        goal_w, goal_s = self.args.worker_kills, self.args.supervisor_kills
+        self.start_workers()
+        goal_w = self.args.worker_kills
+        goal_big = self.args.server_restarts if self.on_server else self.args.supervisor_kills
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while self.counts.worker_kills < goal_w or self.counts.supervisor_kills < goal_s:
-            if self._all_settled() or time.monotonic() > deadline:
-                break  # the queue drained before the kill targets: reported as missed
+        while self.counts.worker_kills < goal_w or self.big_kills() < goal_big:
+            if time.monotonic() > deadline:
+                break  # reported as missed
             time.sleep(self.args.interval * self.rng.uniform(0.5, 1.5))
             self.faults.undo_due()
-            self.revive_supervisor()
-            if self._warming_up():
-                continue  # acting now would only cancel jobs no worker has touched yet
-            due = goal_w and self.counts.worker_kills >= (self.counts.supervisor_kills + 1) * (
-                goal_w // max(1, goal_s)
+            self.revive_workers()
+            try:
+                if self._all_settled():
+                    break  # the queue drained before the kill targets: reported as missed
+                if self._warming_up():
+                    continue  # acting now would only cancel jobs no worker has touched yet
+            except DatabaseError:
+                self.counts.extra["server_down_errors"] += 1
+                continue
+            due = goal_w and self.counts.worker_kills >= (self.big_kills() + 1) * (
+                goal_w // max(1, goal_big)
             )
-            if self.counts.supervisor_kills < goal_s and (due or not goal_w):
-                self.kill_supervisor()
+            if self.big_kills() < goal_big and (due or not goal_w):
+                self.restart_server() if self.on_server else self.kill_supervisor()
             else:
                 self._random_action()
+
+    def big_kills(self) -> int:
+        """The supervisor's kills, or (--db) the server's restarts."""
+        return self.counts.server_restarts if self.on_server else self.counts.supervisor_kills
 
     def _random_action(self) -> None:
         if self.faults.kinds and self.rng.random() < FAULT_SHARE:
@@ -199,16 +317,17 @@ class Chaos:
             if roll < 0.55:
                 self._kill_a_worker()
             elif roll < 0.7:
-                self._act(self.queue.cancel, [S.PENDING, S.PROCESSING, S.PAUSED], "cancels")
+                self._act(self.queue.cancel, CANCELLABLE, "cancels")
             elif roll < 0.85:
                 self._act(self.queue.pause, [S.PENDING, S.PROCESSING], "pauses")
             else:
                 self._act(self.queue.resume, [S.PAUSED], "resumes")
         except (TransitionNotAllowed, JobNotFound):
             pass  # the job moved on meanwhile: exactly the races this is here to provoke
-        except Exception:
-            if not self.faults.active() & DRIVER_BLOCKING_FAULTS:
+        except DatabaseError:
+            if not (self.on_server or self.faults.active() & DRIVER_BLOCKING_FAULTS):
                 raise
+            # The fault (or the server coming back up) refused our request as any client's.
             self.counts.extra["driver_refused"] += 1
 
     def _kill_a_worker(self) -> None:
@@ -228,7 +347,7 @@ class Chaos:
         for worker_id in self.rng.sample(holders, len(holders)):
             identity = WorkerIdentity.parse(worker_id)
             # Identity, not bare pid: never shoot a process that merely reuses a dead pid.
-            if identity and is_alive(identity, self.home / "workers"):
+            if identity and is_alive(identity, self._liveness_dir(identity)):
                 self._chosen[identity.pid] = identity
                 return identity.pid
         return None
@@ -236,7 +355,18 @@ class Chaos:
     def _is_our_worker(self, pid: int) -> bool:
         """`pid` is still the worker `_busy_worker_pid` chose (its liveness lock is held)."""
         identity = self._chosen.get(pid)
-        return identity is not None and is_alive(identity, self.home / "workers")
+        return identity is not None and is_alive(identity, self._liveness_dir(identity))
+
+    def _liveness_dir(self, identity: WorkerIdentity) -> Path:
+        """Where the worker keeps its liveness lock: the data folder of its machine."""
+        if self.on_server:  # a machine's workers are named after it
+            return self.home / MACHINES_FOLDER / identity.host / LIVENESS_FOLDER
+        return self.home / LIVENESS_FOLDER
+
+    def liveness_dirs(self) -> list[Path]:
+        if self.on_server:
+            return [self.home / MACHINES_FOLDER / name / LIVENESS_FOLDER for name in self.machines]
+        return [self.home / LIVENESS_FOLDER]
 
     def _act(self, action: Callable[..., Any], statuses: list[JobStatus], name: str) -> None:
         jobs = self.queue.jobs(statuses, limit=1000)
@@ -250,12 +380,15 @@ class Chaos:
         self.faults.undo_all()
         started = time.monotonic()
         while time.monotonic() - started < SETTLE_TIMEOUT_S:
-            self.revive_supervisor()
-            for job in self.queue.jobs([S.PAUSED], limit=1000):
-                with contextlib.suppress(TransitionNotAllowed):
-                    self.queue.resume(job.id or 0, source="chaos")
-            if self._all_settled():
-                break
+            self.revive_workers()
+            try:
+                for job in self.queue.jobs([S.PAUSED], limit=1000):
+                    with contextlib.suppress(TransitionNotAllowed):
+                        self.queue.resume(job.id or 0, source="chaos")
+                if self._all_settled():
+                    break
+            except DatabaseError:
+                self.counts.extra["server_down_errors"] += 1
             time.sleep(0.5)
         return time.monotonic() - started
 
@@ -270,11 +403,12 @@ class Chaos:
         )
 
     def _all_settled(self) -> bool:
-        return not unsettled(self.queue)
+        return not unsettled(self.queue, self.parents)
 
 
-def unsettled(queue: JobQueue) -> list[int]:
-    return [job.id or 0 for job in all_jobs(queue) if is_stuck(job)]
+def unsettled(queue: JobQueue, parents: Parents) -> list[int]:
+    jobs = {job.id or 0: job for job in all_jobs(queue)}
+    return [job_id for job_id, job in jobs.items() if is_stuck(job, jobs, parents)]
 
 
 def all_jobs(queue: JobQueue) -> list[Job]:
@@ -285,12 +419,13 @@ def all_jobs(queue: JobQueue) -> list[Job]:
 
 
 def check(
-    queue: JobQueue, submitted: list[int], ledger: Path, reference: Reference
+    queue: JobQueue, submitted: list[int], ledger: Path, reference: Reference, parents: Parents
 ) -> dict[str, int]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
-    return figures(submitted, jobs, timelines, read_ledger(ledger), ledger, reference)
+    results = figures(submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents)
+    return results | {"orphaned_children": orphaned_children(queue.db)}
 
 
 class References:
@@ -324,17 +459,18 @@ def _continue(progress: StepProgress) -> StepDecision:
     return StepDecision.CONTINUE
 
 
-def leftover_workers(home: Path, wait_s: float = ORPHAN_EXIT_S) -> int:
+def leftover_workers(folders: list[Path], wait_s: float = ORPHAN_EXIT_S) -> int:
     """Worker processes still alive after the end, once orphans had `wait_s` to exit.
 
     Orphans of killed supervisors finish their step, see their parent gone and exit; on a
     busy machine that takes a while, so this waits for it rather than counting too early.
     """
-    folder = home / "workers"
     deadline = time.monotonic() + wait_s
     while True:
-        remove_stale_locks(folder, min_age_s=0)  # what is left is held by a live worker
-        alive = len(list(folder.glob("*.lock"))) if folder.exists() else 0
+        alive = 0
+        for folder in folders:
+            remove_stale_locks(folder, min_age_s=0)  # what is left is held by a live worker
+            alive += len(list(folder.glob("*.lock"))) if folder.exists() else 0
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
@@ -343,8 +479,11 @@ def leftover_workers(home: Path, wait_s: float = ORPHAN_EXIT_S) -> int:
 # --- main ------------------------------------------------------------------------------------
 
 
-def submit_jobs(queue: JobQueue, count: int, runner: str, rng: random.Random) -> list[int]:
-    ids = []
+def submit_jobs(
+    queue: JobQueue, count: int, runner: str, rng: random.Random, parents: dict[int, list[int]]
+) -> list[int]:
+    """The jobs, a third of them chained after an earlier one (recorded in `parents`)."""
+    ids: list[int] = []
     for _ in range(count):
         if runner == "tiny":
             params = GenerationParams(
@@ -357,7 +496,10 @@ def submit_jobs(queue: JobQueue, count: int, runner: str, rng: random.Random) ->
             )
         else:
             params = GenerationParams("a cat step=0.05", model="fake", steps=rng.randint(4, 10))
-        ids.append(queue.submit(params, source="chaos"))
+        after = [rng.choice(ids)] if ids and rng.random() < CHAINED_SHARE else []
+        ids.append(queue.submit(params, source="chaos", parents=after))
+        if after:
+            parents[ids[-1]] = after
     return ids
 
 
@@ -395,7 +537,15 @@ def parse_args() -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--lock-seconds", type=float, default=20.0)
     parser.add_argument("--disk-seconds", type=float, default=4.0)
+    parser.add_argument(
+        "--db", help="a PostgreSQL URL (scripts/pg_test_server.sh start): run on that server"
+    )
+    parser.add_argument("--machines", type=int, default=4, help="--db: worker processes")
+    parser.add_argument(
+        "--server-restarts", type=int, default=3, help="--db: restarts of the server"
+    )
     parser.add_argument("--supervise", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--machine", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.interval is None:
         args.interval = 1.5 if args.runner == "tiny" else 0.3
@@ -407,44 +557,71 @@ def main() -> int:
     if args.supervise:
         supervise(args.runner, args.workers)
         return 0
+    if args.machine:
+        return machine(args.runner, args.machine, args.workers)
+    if args.db and args.faults:
+        print("chaos: --faults works on the SQLite store only, not with --db", file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
         home = prepare_home(args)
     except FaultRefused as refused:
         print(f"chaos: {refused}", file=sys.stderr)
         return 2
+    if not args.db:
+        return run_chaos(args, home, started)
+    try:
+        with scratch_schema(args.db) as url:
+            os.environ[DB_ENV] = url  # for this driver and every machine it starts
+            return run_chaos(args, home, started)
+    except DatabaseError as error:
+        print(f"chaos: {error}", file=sys.stderr)
+        return 2
+
+
+def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
     chaos = Chaos(args, home)
-    submitted = submit_jobs(chaos.queue, args.jobs, args.runner, chaos.rng)
+    submitted = submit_jobs(chaos.queue, args.jobs, args.runner, chaos.rng, chaos.parents)
     try:
         chaos.run()
     finally:
         chaos.faults.undo_all()  # never leave a frozen worker, a full disk or a lock behind
     drain_s = chaos.drain()
-    chaos.stop_supervisor()
-    leftover = leftover_workers(home)  # first: orphans may still write their last step
+    chaos.stop_workers()
+    # First: orphans may still write their last step.
+    leftover = leftover_workers(chaos.liveness_dirs())
     references = References(args.runner, Path(tempfile.mkdtemp(prefix="easel-chaos-ref-")))
     try:
-        results = check(chaos.queue, submitted, ledger_path(), references)
+        results = check(chaos.queue, submitted, ledger_path(), references, chaos.parents)
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)
         return 1
+    finally:
+        chaos.queue.db.dispose()
     counts = chaos.counts
     results |= {
+        "chained_jobs": len(chaos.parents),
         "worker_kills": counts.worker_kills, "supervisor_kills": counts.supervisor_kills,
         "cancels": counts.cancels, "pauses": counts.pauses, "resumes": counts.resumes,
         "leftover_workers": leftover, "supervisor_crashes": counts.extra["supervisor_crashes"],
         "driver_refused": counts.extra["driver_refused"],
         **{f"faults_{kind.value}": chaos.faults.injected[kind] for kind in sorted(args.faults)},
     }  # fmt: skip
+    if args.db:
+        results |= {
+            "machines": args.machines, "server_restarts": counts.server_restarts,
+            "machine_crashes": counts.extra["machine_crashes"],
+            "machine_starts_refused": counts.extra["machine_starts_refused"],
+            "server_down_errors": counts.extra["server_down_errors"],
+        }  # fmt: skip
     for name, value in results.items():
         print(f"{name}: {value}")
     print(f"drain_s: {drain_s:.1f}")
     print(f"total_s: {time.monotonic() - started:.1f}")
     print(f"home: {home}")
     broken = any(results[name] for name in FAULT_FIGURES)
-    missed = (
-        counts.worker_kills < args.worker_kills or counts.supervisor_kills < args.supervisor_kills
-    )
+    big_goal = args.server_restarts if args.db else args.supervisor_kills
+    missed = counts.worker_kills < args.worker_kills or chaos.big_kills() < big_goal
     return 1 if broken or missed or results["jobs"] != args.jobs else 0
 
 

@@ -7,7 +7,8 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
     double_runs   a job two workers were running at the same time (from the ledger), or
                   completed twice (from its timeline)
     illegal_paths a timeline that is not a chain of transitions the table allows
-    stuck         a job that is not finished, cancelled or given up after the drain
+    stuck         a job that is not finished, cancelled or given up after the drain (a
+                  BLOCKED child of a given-up parent is settled: it waits for a user)
     unrecorded    a SUCCESS job with no completed run in the ledger: the ledger missed work,
                   so `double_runs` could not have seen it either
     garbage_images  a SUCCESS image all one colour, or (after an interruption) not the
@@ -36,8 +37,12 @@ from app.testing.ledger import LedgerEntry, Mark
 # The figures that must all be 0 for a chaos run to pass.
 FAULT_FIGURES = (
     "lost", "double_runs", "illegal_paths", "stuck", "unrecorded", "garbage_images",
-    "resumed_after_crash_max_diff",
+    "resumed_after_crash_max_diff", "orphaned_children",
 )  # fmt: skip
+# How a job's history may begin: on its own, or after parent jobs (BLOCKED).
+FIRST_EVENTS = frozenset({JobEvent.SUBMIT, JobEvent.SUBMIT_AFTER})
+
+Parents = Mapping[int, Sequence[int]]  # job id -> the ids of its parent jobs
 
 
 Reference = Callable[[Job], Path]  # the image of an uninterrupted run of the same job
@@ -54,8 +59,13 @@ class EmptyLedger(Exception):
 
 
 def legal(timeline: Sequence[JobTransition]) -> bool:
-    """The timeline starts with SUBMIT and every row is a transition the table allows."""
-    if not timeline or (timeline[0].from_status, timeline[0].event) != (None, JobEvent.SUBMIT):
+    """The timeline starts with SUBMIT (or SUBMIT_AFTER) and every row is a transition the
+    table allows."""
+    if not timeline or timeline[0].from_status is not None:
+        return False
+    if timeline[0].event not in FIRST_EVENTS:
+        return False
+    if TRANSITIONS.get((None, JobEvent(timeline[0].event))) != timeline[0].to_status:
         return False
     for previous, row in pairwise(timeline):
         source = JobStatus(row.from_status) if row.from_status else None
@@ -73,9 +83,27 @@ def is_lost(job: Job | None, timeline: Sequence[JobTransition]) -> bool:
     return job.status == JobStatus.SUCCESS and not Path(job.output_path or "").is_file()
 
 
-def is_stuck(job: Job) -> bool:
-    """Something would still happen to it: it is neither finished, cancelled nor given up."""
+def is_stuck(job: Job, jobs: Mapping[int, Job], parents: Parents) -> bool:
+    """Something would still happen to it: it is neither finished, cancelled nor given up.
+
+    A BLOCKED child waits for its parents: it is settled when one of them will never
+    succeed unless a user acts (given up, or itself such a child), as the graph leaves it
+    BLOCKED with a reason by design. A cancelled parent does not settle it: the graph
+    cancels the child (at once, or by reconciliation), so until then it is stuck.
+    """
+    if job.status == JobStatus.BLOCKED:
+        return not any(
+            _waits_for_a_user(jobs[parent], jobs, parents)
+            for parent in parents.get(job.id or 0, ())
+            if parent in jobs
+        )
     return not is_settled(job)
+
+
+def _waits_for_a_user(parent: Job, jobs: Mapping[int, Job], parents: Parents) -> bool:
+    if parent.status == JobStatus.BLOCKED:
+        return not is_stuck(parent, jobs, parents)
+    return parent.status in (JobStatus.FAILED, JobStatus.TIMEOUT) and is_settled(parent)
 
 
 def completed_twice(timeline: Sequence[JobTransition]) -> bool:
@@ -109,8 +137,12 @@ def figures(
     ledger: Sequence[LedgerEntry],
     ledger_path: Path,
     reference: Reference,
+    parents: Parents,
 ) -> dict[str, int]:
-    """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against."""
+    """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against.
+
+    `orphaned_children` is the graph's own count (`app.engine.graph.orphaned_children`),
+    read from the database by the caller."""
     if not ledger:
         raise EmptyLedger(ledger_path)
     lost = illegal = 0
@@ -128,7 +160,8 @@ def figures(
         "lost": lost,
         "double_runs": len(overlapping_runs(ledger) | twice),
         "illegal_paths": illegal,
-        "stuck": sum(is_stuck(job) for job in jobs.values()),
+        "stuck": sum(is_stuck(job, jobs, parents) for job in jobs.values()),
+        "blocked": statuses.count(JobStatus.BLOCKED),
         "unrecorded": len(unrecorded_successes(jobs.values(), ledger)),
         "success": statuses.count(JobStatus.SUCCESS),
         "cancelled": statuses.count(JobStatus.CANCELLED),

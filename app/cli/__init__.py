@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import db, graph, history, jobs, worker
+from app.cli import db, export, graph, history, jobs, worker
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
 from app.engine.settings import DB_ENV
@@ -24,6 +24,7 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     db.add_commands,
     graph.add_commands,  # after jobs: it extends `submit`
     history.add_commands,
+    export.add_commands,
 ]
 EXIT_BUG = 1
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE (128 + 13)

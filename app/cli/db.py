@@ -10,6 +10,7 @@ from pathlib import Path
 from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
 from app.engine import paths
 from app.engine.queue import JobQueue, OpenFor
+from app.engine.shared_files import copy_local_files
 from app.errors import DatabaseError
 from app.models.db import back_up, list_backups, open_database, restore_backup
 from app.models.postgres import copy_store, is_database_url, safe_url
@@ -79,13 +80,17 @@ def _copy(args: argparse.Namespace) -> int:
             shared = open_database(args.to)
             try:
                 jobs, rows = copy_store(local, shared)
+                files = copy_local_files(local, shared)
             finally:
                 shared.dispose()
         finally:
             local.dispose()
     except DatabaseError as error:
         return _refuse(str(error), EXIT_STORE)
-    print(f"copied {jobs} jobs and {rows} history rows from {source} to {safe_url(args.to)}")
+    print(
+        f"copied {jobs} jobs, {rows} history rows and {files} images and checkpoints "
+        f"from {source} to {safe_url(args.to)}"
+    )
     return 0
 
 

@@ -1,10 +1,10 @@
 """What every worker runs beside its jobs, so a fleet with no window still recovers its jobs.
 
-A headless worker (`python -m app worker`, on any machine) runs the watchdog and the retry
-policy every few seconds, as the app's supervisor does. Concurrent watchdogs on several
-machines are safe: each TIMEOUT is a conditional update on (status, version, worker), so a
-job is settled once, whoever sees it first. A job whose worker still heartbeats is never
-touched, wherever that worker runs.
+A headless worker (`python -m app worker`, on any machine) runs the watchdog, the retry
+policy and the graph's reconciliation every few seconds, as the app's supervisor does.
+Concurrent watchdogs on several machines are safe: each TIMEOUT is a conditional update on
+(status, version, worker), so a job is settled once, whoever sees it first. A job whose
+worker still heartbeats is never touched, wherever that worker runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from app.engine.graph import reconcile
 from app.engine.queue import JobQueue
 from app.engine.retry import RetryPolicy, apply_retry_policy
 from app.engine.watchdog import time_out_stale_jobs
@@ -54,6 +55,9 @@ class Maintenance:
             ):
                 log.info("job %s: %s", timed_out.record.job_id, timed_out.record.message)
             apply_retry_policy(self.queue, self.policy, now=now)
+            # Children stranded by a worker that died between its parent's commit and the
+            # UNBLOCK (or cascade cancel): no launch recovery or supervisor runs in a fleet.
+            reconcile(self.queue, source=SOURCE)
         except DatabaseError as error:  # the server is away: the next pass tries again
             log.warning("watchdog pass skipped: %s", error)
 

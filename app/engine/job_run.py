@@ -36,6 +36,7 @@ from app.engine.messages import MessageKind
 from app.engine.params import GenerationParams
 from app.engine.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.retry import describe_error, failure_changes
+from app.engine.shared_files import SharedProgress
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.models.tables import Job
 
@@ -135,6 +136,7 @@ class JobRun:
         self.output_path = outputs / f"{self.job_id:06d}-{job.seed}.png"  # where asked, if it was
         self.claim = Claim(context.checkpoints_dir, self.job_id, job.attempt, job.version)
         self.checkpoint_path = self.claim.file
+        self.shared = SharedProgress(self.queue.db, job, self.claim, context.worker_id)
         self.notes: list[str] = []  # for the timeline, in the settling transition's message
         self.lost = False
         self._latest: StepProgress | None = None  # set by the step loop ...
@@ -161,7 +163,9 @@ class JobRun:
         self._settle(outcome)
 
     def _tick(self) -> None:
-        """On the heartbeat thread: write new progress (which also beats), else beat when due."""
+        """On the heartbeat thread: copy a rolling checkpoint saved since the last tick into
+        the database; write new progress (which also beats), else beat when due."""
+        self._note(self.shared.share_checkpoint())
         if self._latest is not self._written:
             self._write_progress()
             return
@@ -188,6 +192,7 @@ class JobRun:
     def _take_over_progress(self) -> None:
         """Adopt the newest checkpoint an earlier claim left (we hold the job now)."""
         recorded = Path(self.job.checkpoint_path) if self.job.checkpoint_path else None
+        self._note(self.shared.fetch(recorded))  # paused or lost on another machine
         if not adopt_earlier(self.claim, also=recorded) and recorded is not None:
             self.notes.append(
                 f"the saved progress ({recorded.name}) was missing; started over from step 0"
@@ -199,6 +204,7 @@ class JobRun:
         except CheckpointError as error:
             # Same seed, same image: starting over costs time but never changes the result.
             log.warning("job %s: setting its checkpoint aside: %s", self.job_id, error)
+            self.shared.set_aside_copy_of(self.checkpoint_path)
             self.notes.append(_unusable_note(error, set_aside(self.checkpoint_path)))
             outcome = self._run_runner()
         if outcome.resumed_from is not None:
@@ -289,6 +295,7 @@ class JobRun:
                 "error": None,
                 "progress_step": self.params.denoising_steps,
             }
+            self._note(self.shared.share_image(Path(path)))
             message = self._with_notes(f"wrote {path}")
             if self._fire(JobEvent.COMPLETE, message=message, changes=done):
                 remove_earlier(self.claim)  # a late writer's leftovers, if any
@@ -296,6 +303,7 @@ class JobRun:
             return
         changes: dict[str, Any] = {}
         if outcome.kind is OutcomeKind.PAUSED:
+            self._note(self.shared.share_checkpoint())  # resumable on any machine
             saved = outcome.checkpoint_path
             changes["checkpoint_path"] = str(saved) if saved is not None else None
             if outcome.unsaved_reason is not None:
@@ -306,6 +314,10 @@ class JobRun:
         message = self._with_notes("")
         if self._fire(JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING):
             self.context.send(MessageKind.FINISHED, self.job_id)
+
+    def _note(self, note: str | None) -> None:
+        if note is not None:
+            self.notes.append(note)
 
     def _with_notes(self, message: str) -> str:
         return "; ".join([*self.notes, message] if message else self.notes)

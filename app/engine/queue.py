@@ -26,6 +26,7 @@ from app.engine.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.params import GenerationParams
 from app.engine.queue_sql import QueueStatements, job_from_cursor
 from app.engine.settings import database_location
+from app.engine.shared_files import FileKind, remove_files
 from app.engine.states import (
     JobEvent,
     JobStatus,
@@ -603,7 +604,8 @@ def _back_up(db: Database) -> None:
 
 
 def _checkpoint_cleaner(queue: JobQueue) -> TransitionListener:
-    """Remove a job's pause checkpoint once the job can never resume from it."""
+    """Remove a job's pause checkpoint once the job can never resume from it (its file
+    here, and its copy in a shared database)."""
 
     def clean(record: TransitionRecord) -> None:
         if not (record.changed and record.to_status.is_terminal):
@@ -611,5 +613,7 @@ def _checkpoint_cleaner(queue: JobQueue) -> TransitionListener:
         checkpoint = queue.get(record.job_id).checkpoint_path
         if checkpoint:
             Path(checkpoint).unlink(missing_ok=True)
+        if queue.db.shares_files:
+            remove_files(queue.db, record.job_id, FileKind.CHECKPOINT)
 
     return clean

@@ -36,13 +36,13 @@ from app.errors import (
     free_megabytes,
 )
 from app.models.search_index import create_search_index
-from app.models.tables import JOB_INPUT, JOB_PARENT, SchemaInfo
+from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, SchemaInfo
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
@@ -95,6 +95,12 @@ class Database:
     @property
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
+
+    @property
+    def shares_files(self) -> bool:
+        """Images and checkpoints also go into the database (`job_file`): machines share no
+        disk. SQLite is one machine's store, where the local folders are enough."""
+        return not self.is_sqlite
 
     @property
     def location(self) -> str:
@@ -509,11 +515,17 @@ def _v4_to_v5(conn: Connection) -> None:
     create_search_index(conn)
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    # Version 6 stores images and checkpoints in the database (job_file): no shared disk.
+    SQLModel.metadata.create_all(conn, tables=[JOB_FILE])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 

@@ -7,7 +7,17 @@ Statuses and events are stored as their enum values.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, Index, String, false, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    LargeBinary,
+    String,
+    false,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
@@ -117,6 +127,26 @@ class JobInput(SQLModel, table=True):
     png: bytes
 
 
+class JobFile(SQLModel, table=True):
+    """A job's finished image or its saved denoising progress, as bytes: no machine needs
+    another's disk (see app/engine/shared_files.py). Local files stay a cache beside it."""
+
+    __tablename__ = "job_file"
+    __table_args__ = (Index("ix_job_file_job", "job_id", "kind"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="job.id")
+    kind: str = Field(sa_column=Column(String(16), nullable=False))  # FileKind
+    name: str  # the file's name where it was made (job-5-a1-c3.ckpt, 000005-7.png)
+    attempt: int
+    claim: int  # the job's version right after the claim that wrote it (see checkpoint_files)
+    sha256: str = Field(sa_column=Column(String(64), nullable=False))
+    size: int
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: float
+    set_aside_at: float | None = None  # found damaged: kept as evidence, never read again
+
+
 class SchemaInfo(SQLModel, table=True):
     """One row: the schema version this database is at (portable, unlike PRAGMA user_version)."""
 
@@ -130,3 +160,4 @@ JOB = Job.__table__  # type: ignore[attr-defined]
 TRANSITION = JobTransition.__table__  # type: ignore[attr-defined]
 JOB_PARENT = JobParent.__table__  # type: ignore[attr-defined]
 JOB_INPUT = JobInput.__table__  # type: ignore[attr-defined]
+JOB_FILE = JobFile.__table__  # type: ignore[attr-defined]

@@ -99,14 +99,23 @@ def launch(
 
 
 def _open_queue() -> JobQueue:
+    """The queue for the window; on a data folder it cannot write, the same jobs read-only
+    (browsing them still works: the window then starts no workers and changes nothing)."""
     from app.engine.queue import OpenFor, open_queue
+    from app.errors import DatabaseReadOnly
 
-    return open_queue(purpose=OpenFor.LAUNCH)
+    try:
+        return open_queue(purpose=OpenFor.LAUNCH)
+    except DatabaseReadOnly:
+        log.warning("the data folder is read-only; the window shows the jobs without changes")
+        return open_queue(purpose=OpenFor.READING)
 
 
 def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
     from app.ui.wiring import recover_at_launch
 
+    if service.queue.db.read_only:
+        return RestoreSummary()  # settling jobs would write; the next writable launch does it
     return recover_at_launch(service.queue, settings)
 
 
@@ -127,6 +136,15 @@ def _ready(
     from app.ui import wiring
 
     window.show_restore(restore, previous_run)
+    if service.queue.db.read_only:
+        folder = service.queue.db.path.parent if service.queue.db.path else "?"
+        message = translate(
+            "Launch",
+            "The data folder {folder} is read-only: your jobs are shown, but nothing can be "
+            "queued or changed, and no worker runs.",
+        )
+        window.show_error(message.format(folder=folder), sticky=True)
+        return
     workers, problem = (make_workers or wiring.make_workers)(service.queue, settings)
     if problem:
         window.show_error(problem)

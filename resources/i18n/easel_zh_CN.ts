@@ -364,6 +364,10 @@ Resume continues from there.</source>
         <translation>Easel 无法打开任务库：{error}</translation>
     </message>
     <message>
+        <source>The data folder {folder} is read-only: your jobs are shown, but nothing can be queued or changed, and no worker runs.</source>
+        <translation>数据文件夹 {folder} 是只读的：可以查看任务，但不能排队或更改任何内容，也不会运行工作进程。</translation>
+    </message>
+    <message>
         <source>Something went wrong: {error}. Details are in {log}</source>
         <translation>出错了：{error}。详情见 {log}</translation>
     </message>

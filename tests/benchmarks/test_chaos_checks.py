@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from app.engine.graph import parents_of
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
@@ -94,6 +95,19 @@ def test_a_timeline_must_start_with_submit(queue: JobQueue, tmp_path: Path) -> N
     assert not legal([])
 
 
+def test_a_chained_job_starts_blocked_and_its_timeline_is_legal(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    parent = finished_job(queue, tmp_path)
+    child = queue.submit(GenerationParams("b", model="fake"), source="test", parents=[parent])
+    queue.fire(child, E.UNBLOCK, source="graph")
+    timeline = queue.timeline(child)
+    assert [t.event for t in timeline] == [E.SUBMIT_AFTER, E.UNBLOCK]
+    assert legal(timeline)
+    # SUBMIT_AFTER leads to BLOCKED, never straight to PENDING.
+    assert not legal(row(timeline, 0, to_status=S.PENDING))
+
+
 # --- lost --------------------------------------------------------------------------------------
 
 
@@ -132,7 +146,7 @@ def test_running_pending_and_retryable_jobs_are_stuck(queue: JobQueue) -> None:
     queue.claim("w1", job_id=running)
     queue.claim("w1", job_id=failed)
     queue.fire(failed, E.FAIL, source="worker")
-    assert [is_stuck(queue.get(job)) for job in (pending, running, failed)] == [True] * 3
+    assert [stuck(queue, job) for job in (pending, running, failed)] == [True] * 3
 
 
 def test_finished_cancelled_and_given_up_jobs_are_not_stuck(
@@ -145,7 +159,57 @@ def test_finished_cancelled_and_given_up_jobs_are_not_stuck(
     queue.claim("w1", job_id=given_up)
     queue.fire(given_up, E.FAIL, source="worker")
     queue.mark_given_up(given_up, "test")
-    assert [is_stuck(queue.get(job)) for job in (done, cancelled, given_up)] == [False] * 3
+    assert [stuck(queue, job) for job in (done, cancelled, given_up)] == [False] * 3
+
+
+def stuck(queue: JobQueue, job_id: int) -> bool:
+    """`is_stuck` on the queue as it is now, with the parents the database holds."""
+    jobs = {job.id or 0: job for job in queue.jobs()}
+    return is_stuck(jobs[job_id], jobs, {job: parents_of(queue, job) for job in jobs})
+
+
+def given_up_job(queue: JobQueue) -> int:
+    job_id = queue.submit(GenerationParams("given up", model="fake"), source="test")
+    queue.claim("w1", job_id=job_id)
+    queue.fire(job_id, E.FAIL, source="worker")
+    queue.mark_given_up(job_id, "test")
+    return job_id
+
+
+def after(queue: JobQueue, *parents: int) -> int:
+    return queue.submit(GenerationParams("child", model="fake"), source="test", parents=parents)
+
+
+def test_a_child_waiting_for_a_parent_that_will_still_run_is_stuck(queue: JobQueue) -> None:
+    pending = queue.submit(GenerationParams("a", model="fake"), source="test")
+    failed = queue.submit(GenerationParams("b", model="fake"), source="test")
+    queue.claim("w1", job_id=failed)
+    queue.fire(failed, E.FAIL, source="worker")  # not given up: the policy will retry it
+    assert stuck(queue, after(queue, pending))
+    assert stuck(queue, after(queue, failed))
+
+
+def test_children_of_a_given_up_parent_are_settled_down_the_chain(queue: JobQueue) -> None:
+    # The graph leaves them BLOCKED with a reason (DESIGN.md): only a user's retry helps.
+    child = after(queue, given_up_job(queue))
+    grandchild = after(queue, child)
+    assert [stuck(queue, job) for job in (child, grandchild)] == [False, False]
+    assert queue.get(grandchild).status == S.BLOCKED
+
+
+def test_a_child_is_settled_when_any_of_its_parents_was_given_up(queue: JobQueue) -> None:
+    pending = queue.submit(GenerationParams("a", model="fake"), source="test")
+    assert not stuck(queue, after(queue, pending, given_up_job(queue)))
+
+
+def test_a_blocked_child_of_a_cancelled_parent_is_stuck(queue: JobQueue) -> None:
+    # This bare queue has no graph listener, so the cascade cancel never came: the child
+    # is stranded, and the drain must wait for reconciliation rather than call it settled.
+    parent = queue.submit(GenerationParams("a", model="fake"), source="test")
+    child = after(queue, parent)
+    queue.cancel(parent)
+    assert queue.get(child).status == S.BLOCKED
+    assert stuck(queue, child)
 
 
 # --- double runs -------------------------------------------------------------------------------
@@ -207,7 +271,7 @@ def test_figures_count_each_fault_once(queue: JobQueue, tmp_path: Path) -> None:
     ledger += [entry(overlapped, "late", Mark.START, 0.0), entry(overlapped, "late", Mark.STEP, 9)]
 
     submitted = [good, overlapped, tampered, missing]
-    result = figures(submitted, jobs, timelines, ledger, tmp_path, reference=no_reference)
+    result = figures(submitted, jobs, timelines, ledger, tmp_path, no_reference, parents={})
 
     assert {name: result[name] for name in ("lost", "double_runs", "illegal_paths")} == {
         "lost": 1, "double_runs": 1, "illegal_paths": 2,  # the tampered one and the missing one
@@ -226,7 +290,7 @@ def test_an_empty_ledger_fails_instead_of_reading_as_no_double_runs(
     jobs = {job_id: queue.get(job_id)}
     with pytest.raises(EmptyLedger, match="recorded no runs"):
         timelines = {job_id: queue.timeline(job_id)}
-        figures([job_id], jobs, timelines, [], tmp_path / "ledger.jsonl", no_reference)
+        figures([job_id], jobs, timelines, [], tmp_path / "ledger.jsonl", no_reference, {})
 
 
 def test_a_ledger_entry_survives_its_line() -> None:
@@ -239,7 +303,7 @@ def test_a_chaos_run_whose_workers_wrote_no_ledger_fails(queue: JobQueue, tmp_pa
 
     job_id = finished_job(queue, tmp_path)
     with pytest.raises(EmptyLedger, match="recorded no runs"):
-        check(queue, [job_id], tmp_path / "ledger.jsonl", no_reference)  # never written
+        check(queue, [job_id], tmp_path / "ledger.jsonl", no_reference, {})  # never written
 
 
 # --- steps lost and images (issues 10 and 11) --------------------------------------------------
@@ -340,3 +404,21 @@ def test_garbage_images_are_one_colour_or_unlike_an_uninterrupted_run(
 
     assert garbage_images(jobs, timelines, reference) == {black, drifted}
     assert sorted(resumed_after_crash_diffs(jobs, timelines, reference)) == [0, 3, 6]
+
+
+def test_a_chaos_run_counts_a_child_stranded_after_its_parent_succeeded(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    from benchmarks.chaos import check
+
+    parent = finished_job(queue, tmp_path)
+    # This bare queue has no graph listener: the UNBLOCK after the parent's commit never
+    # came, as if the process died between the two commits and nothing reconciled.
+    child = after(queue, parent)
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text(entry(parent, "a", Mark.COMPLETED, 1.0).line())
+
+    result = check(queue, [parent, child], ledger, no_reference, {child: [parent]})
+
+    assert (result["orphaned_children"], result["stuck"], result["blocked"]) == (1, 1, 1)
+    assert (result["illegal_paths"], result["lost"]) == (0, 0)

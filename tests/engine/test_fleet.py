@@ -18,7 +18,7 @@ from app.engine.generation.device import DEVICE_ENV
 from app.engine.queue import JobQueue
 from app.engine.recovery import recover
 from app.engine.retry import RetryPolicy
-from app.engine.states import JobStatus
+from app.engine.states import JobEvent, JobStatus
 from app.engine.worker import Outbox, Worker
 from app.errors import DatabaseUnreachable
 from app.models.db import Database, open_database
@@ -73,6 +73,27 @@ def test_every_worker_runs_the_watchdog_and_two_at_once_settle_a_job_once(
     assert events == ["SUBMIT", "START", "TIMEOUT", "RETRY"]  # one TIMEOUT, one RETRY
     assert queue.get(lost).status == S.PENDING and queue.get(lost).attempt == 2
     assert queue.get(alive).status == S.PROCESSING  # a live remote worker keeps its job
+
+
+@pytest.mark.both_backends
+def test_every_worker_reconciles_children_stranded_between_two_commits(db: Database) -> None:
+    # A bare queue has no graph listener: as if the process that settled the parents died
+    # right after their commit, before it unblocked or cancelled the children. A headless
+    # fleet has no launch recovery and no supervisor, so its watchdog pass must do it.
+    queue = JobQueue(db)
+    succeeded = queue.submit(fake_params())
+    queue.claim("gpu-box:77:cafe", job_id=succeeded)
+    queue.fire(succeeded, JobEvent.COMPLETE, source="worker")
+    cancelled = queue.submit(fake_params())
+    unblocked = queue.submit(fake_params(), parents=[succeeded])
+    cascaded = queue.submit(fake_params(), parents=[cancelled])
+    queue.cancel(cancelled)
+    assert {queue.get(unblocked).status, queue.get(cascaded).status} == {S.BLOCKED}
+
+    Maintenance(queue, heartbeat_timeout_s=TIMEOUT_S, policy=POLICY).run_once()
+
+    assert queue.get(unblocked).status == S.PENDING
+    assert queue.get(cascaded).status == S.CANCELLED
 
 
 @pytest.mark.both_backends

@@ -148,3 +148,27 @@ def test_about_names_version_folders_and_the_workers_device(
     window.worker_status.handle(WorkerMessage(MessageKind.READY, "w1", device="cpu/float32"))
     text = about_text(window.worker_status.device)
     assert __version__ in text and str(database_path()) in text and "cpu/float32" in text
+
+
+def test_a_read_only_data_folder_shows_the_jobs_and_changes_nothing(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_process_state: None
+) -> None:
+    from app.engine.params import GenerationParams
+    from tests.faults import read_only_view
+    from tests.ui.test_window import status_of
+
+    home = tmp_path / "home"
+    queue = open_queue(home / "easel.db")
+    [job_id] = queue.submit_many([GenerationParams("a lighthouse")])
+    queue.db.dispose()
+    with read_only_view(home, tmp_path / "ro") as view:
+        monkeypatch.setenv("EASEL_HOME", str(view))
+        _app, window = launch([], make_workers=lambda q, s: pytest.fail("no workers read-only"))
+        qtbot.addWidget(window)
+        try:
+            qtbot.waitUntil(window.error_banner.isVisible, timeout=WAIT_MS)
+            text = window.error_banner.label.text()
+            assert text.startswith(f"The data folder {view} is read-only")
+            qtbot.waitUntil(lambda: status_of(window, job_id) is JobStatus.PENDING, timeout=WAIT_MS)
+        finally:
+            window.close()

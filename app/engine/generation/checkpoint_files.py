@@ -46,10 +46,16 @@ def earlier_files(claim: Claim) -> list[Path]:
     for path in folder.glob(f"job-{claim.job_id}*{SUFFIX}") if folder.is_dir() else []:
         match = _CLAIM_FILE.fullmatch(path.name)
         if match and int(match.group(1)) == claim.job_id:
-            version = int(match.group(2) or -1)
+            version = claim_of(path)
             if version < claim.version:
                 found.append((version, path))
     return [path for _, path in sorted(found, reverse=True)]
+
+
+def claim_of(path: Path) -> int:
+    """The claim (job version) a checkpoint file belongs to; -1 for the old unnamed kind."""
+    match = _CLAIM_FILE.fullmatch(path.name)
+    return int(match.group(2)) if match and match.group(2) else -1
 
 
 def adopt_earlier(claim: Claim, also: Path | None = None) -> bool:

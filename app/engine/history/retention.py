@@ -33,7 +33,7 @@ from app.engine.queue import JobQueue
 from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.models.db import compact
-from app.models.tables import JOB, JOB_INPUT, JOB_PARENT, TRANSITION
+from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_PARENT, TRANSITION
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,7 @@ def _remove_batch(
             conn.execute(update(JOB).where(JOB.c.rerun_of.in_(gone)).values(rerun_of=None))
             conn.execute(delete(JOB_PARENT).where(JOB_PARENT.c.job_id.in_(gone)))
             conn.execute(delete(JOB_INPUT).where(JOB_INPUT.c.job_id.in_(gone)))
+            conn.execute(delete(JOB_FILE).where(JOB_FILE.c.job_id.in_(gone)))
             conn.execute(delete(JOB).where(JOB.c.id.in_(gone)))
         report.removed += gone
     return still

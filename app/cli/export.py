@@ -1,0 +1,36 @@
+"""`python -m app export N [--out DIR]`: a job's image into a folder on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from app.cli.jobs import EXIT_REFUSED, with_queue
+from app.engine.queue import JobQueue, OpenFor
+from app.engine.shared_files import export_image
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    exporting = commands.add_parser(
+        "export",
+        help="write a job's image (with its PNG metadata) into a folder here, from this "
+        "machine's file or the job database; prints its path",
+    )
+    exporting.add_argument("job_id", type=int, metavar="ID")
+    exporting.add_argument(
+        "--out", type=Path, metavar="DIR", help="folder (default: the current one)"
+    )
+    exporting.set_defaults(run=with_queue(_export, OpenFor.READING))
+
+
+def _export(args: argparse.Namespace, queue: JobQueue) -> int:
+    folder: Path = args.out or Path.cwd()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = export_image(queue.db, queue.get(args.job_id), folder)
+    except OSError as error:
+        print(f"error: cannot write into {folder}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_REFUSED
+    print(path)
+    return 0
