@@ -514,6 +514,25 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>ModelChoice</name>
+    <message>
+        <source>unsupported</source>
+        <translation>不支持</translation>
+    </message>
+    <message>
+        <source>{kind}, {size} px</source>
+        <translation>{kind}，{size} 像素</translation>
+    </message>
+    <message>
+        <source>{size} · native</source>
+        <translation>{size} · 原生</translation>
+    </message>
+    <message>
+        <source>unknown model type</source>
+        <translation>未知的模型类型</translation>
+    </message>
+</context>
+<context>
     <name>Notifier</name>
     <message>
         <source>Image ready</source>
@@ -700,18 +719,6 @@ Resume continues from there.</source>
 <context>
     <name>PromptPanel</name>
     <message>
-        <source>64 × 64 · tiny model</source>
-        <translation>64 × 64 · 微型模型</translation>
-    </message>
-    <message>
-        <source>512 × 768 · portrait</source>
-        <translation>512 × 768 · 竖幅</translation>
-    </message>
-    <message>
-        <source>768 × 512 · landscape</source>
-        <translation>768 × 512 · 横幅</translation>
-    </message>
-    <message>
         <source>Custom</source>
         <translation>自定义</translation>
     </message>
@@ -722,6 +729,10 @@ Resume continues from there.</source>
     <message>
         <source>What to keep out of it</source>
         <translation>不希望出现在画面中的内容</translation>
+    </message>
+    <message>
+        <source>Insert a LoRA from the models folder&apos;s lora/ subfolder at the cursor</source>
+        <translation>在光标处插入模型文件夹 lora/ 子文件夹中的 LoRA</translation>
     </message>
     <message>
         <source>Pick a random seed (empty: a new one for every image)</source>
@@ -738,6 +749,10 @@ Resume continues from there.</source>
     <message>
         <source>Model</source>
         <translation>模型</translation>
+    </message>
+    <message>
+        <source>LoRA</source>
+        <translation>LoRA</translation>
     </message>
     <message>
         <source>Sampler</source>
@@ -770,6 +785,14 @@ Resume continues from there.</source>
     <message>
         <source>Drop an Easel or A1111 PNG here to reuse its settings</source>
         <translation>把 Easel 或 A1111 生成的 PNG 拖到这里，即可复用其设置</translation>
+    </message>
+    <message>
+        <source>Add a LoRA…</source>
+        <translation>添加 LoRA…</translation>
+    </message>
+    <message>
+        <source>No LoRA files in the models folder</source>
+        <translation>模型文件夹中没有 LoRA 文件</translation>
     </message>
     <message>
         <source>Generate {n} images</source>

@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
 from app.ui.presenters.interfaces import RestoreSummary, WorkerPool
+from app.ui.presenters.model_choices import ModelChoice
 from app.ui.presenters.queue_service import QueueService
 from app.ui.widgets.window import Dependencies, MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -36,6 +37,16 @@ def quit_answers() -> list[int]:
     return []
 
 
+def fake_models() -> list[ModelChoice]:
+    """What the picker gets from the model scan: the tiny bundled model, an SDXL, a bad file."""
+    return [
+        ModelChoice("easel-tiny", "SD 1.x v-prediction", 64,
+                    ((64, 64), (72, 56), (56, 72)), max_side=256),
+        ModelChoice("other-model", "SDXL", 1024, ((1024, 1024), (1152, 896)), max_side=4096),
+        ModelChoice("refiner", unsupported_reason="an SDXL refiner cannot generate on its own"),
+    ]  # fmt: skip
+
+
 @pytest.fixture
 def make_window(
     qtbot: QtBot, queue: JobQueue, workers: FakeWorkers, tmp_path: Path, quit_answers: list[int]
@@ -54,7 +65,8 @@ def make_window(
 
         deps = Dependencies(
             queue=QueueService(queue), workers=pool or workers, settings=load_settings(),
-            save_settings=save_settings, list_models=lambda: ["easel-tiny", "other-model"],
+            save_settings=save_settings, list_models=fake_models,
+            list_loras=lambda: ["ink_style", "watercolor"],
             restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=shutdown_timeout_s,
         )  # fmt: skip
         store = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)

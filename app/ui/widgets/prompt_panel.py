@@ -30,19 +30,11 @@ from app.engine.params import (
 )
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
+from app.ui.presenters.model_choices import ModelChoice, unknown_model
 from app.ui.presenters.png_params import NoParameters, read_png_params
 from app.ui.qt.icons import dice_icon
 from app.ui.widgets.number_field import FieldNote, NumberEdit
 
-SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
-    (QT_TRANSLATE_NOOP("PromptPanel", "64 × 64 · tiny model"), 64, 64),
-    ("256 × 256", 256, 256),
-    ("512 × 512", 512, 512),
-    (QT_TRANSLATE_NOOP("PromptPanel", "512 × 768 · portrait"), 512, 768),
-    (QT_TRANSLATE_NOOP("PromptPanel", "768 × 512 · landscape"), 768, 512),
-    ("768 × 768", 768, 768),
-    ("1024 × 1024", 1024, 1024),
-)
 CUSTOM = QT_TRANSLATE_NOOP("PromptPanel", "Custom")
 
 
@@ -57,6 +49,7 @@ class PromptPanel(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)  # paint the QSS panel colour
         self.setAcceptDrops(True)
         self._choosing_preset = False
+        self._choices: dict[str, ModelChoice] = {}
         self._build()
         self.set_params(GenerationParams(prompt=""))
 
@@ -72,6 +65,16 @@ class PromptPanel(QWidget):
         self.negative.setMaximumHeight(64)
         self.model = QComboBox()
         self.model.setEditable(False)
+        self.model.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model.currentIndexChanged.connect(self._model_changed)
+        self.model.activated.connect(self._model_picked)
+        self.lora = QComboBox()
+        self.lora.setToolTip(self.tr("Insert a LoRA from the models folder's lora/ subfolder "
+                                     "at the cursor"))  # fmt: skip
+        self.lora.activated.connect(self._lora_picked)
+        self.set_loras([])
         self.scheduler = QComboBox()
         self.scheduler.addItems(SCHEDULERS)
         self.steps = NumberEdit(rules.STEPS)
@@ -82,8 +85,6 @@ class PromptPanel(QWidget):
         self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))
         self.dice.clicked.connect(self.roll_seed)
         self.size_preset = QComboBox()
-        names = [name for name, _w, _h in SIZE_PRESETS] + [CUSTOM]
-        self.size_preset.addItems([translate("PromptPanel", name) for name in names])
         self.size_preset.currentIndexChanged.connect(self._preset_chosen)
         self.width_box = NumberEdit(rules.WIDTH)
         self.height_box = NumberEdit(rules.HEIGHT)
@@ -102,6 +103,7 @@ class PromptPanel(QWidget):
         # Label | field | its range, or what is wrong with it (in red)
         rows: list[tuple[str, QWidget, QWidget | None]] = [
             (self.tr("Model"), self.model, None),
+            (self.tr("LoRA"), self.lora, None),
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
@@ -138,18 +140,81 @@ class PromptPanel(QWidget):
 
     # --- reading and filling the form ---------------------------------------------------------
 
-    def set_models(self, names: list[str]) -> None:
-        current = self.model.currentText() or DEFAULT_MODEL
+    def set_models(self, choices: list[ModelChoice]) -> None:
+        """Fill the picker: each model with its architecture and native size; unsupported
+        ones are listed but cannot be chosen, their reason in the tooltip."""
+        current = self.model_name() or DEFAULT_MODEL
+        self._choices = {choice.name: choice for choice in choices}
         self.model.blockSignals(True)
         self.model.clear()
-        self.model.addItems(list(dict.fromkeys([DEFAULT_MODEL, *names])))
-        self._select_model(current)
+        for choice in choices:
+            self._add_model(choice)
         self.model.blockSignals(False)
+        self._select_model(current)
+        self._model_changed()
+        if self.model_choice().too_large(*self._size()):  # e.g. a size remembered for SDXL
+            self.size_preset.setCurrentIndex(0)
+
+    def _add_model(self, choice: ModelChoice) -> None:
+        self.model.addItem(choice.label(), choice.name)
+        index = self.model.count() - 1
+        if not choice.supported:
+            item = self.model.model().item(index)  # type: ignore[attr-defined]
+            item.setEnabled(False)
+            self.model.setItemData(index, choice.unsupported_reason, Qt.ItemDataRole.ToolTipRole)
+
+    def model_name(self) -> str:
+        return str(self.model.currentData() or "")
+
+    def model_choice(self) -> ModelChoice:
+        name = self.model_name()
+        return self._choices.get(name) or unknown_model(name)
 
     def _select_model(self, name: str) -> None:
-        if self.model.findText(name) < 0:
-            self.model.addItem(name)  # keep a dropped image's model even if it's not installed
-        self.model.setCurrentText(name)
+        index = self.model.findData(name)
+        if index < 0:  # keep a dropped image's model even if it's not installed
+            self._add_model(unknown_model(name))
+            index = self.model.count() - 1
+        self.model.setCurrentIndex(index)
+
+    def _model_changed(self) -> None:
+        """The size presets follow the model: its native square first, then its buckets."""
+        choice = self.model_choice()
+        self._choosing_preset = True  # listing presets must not change the size
+        self.size_preset.blockSignals(True)
+        self.size_preset.clear()
+        count = len(choice.presets)
+        self.size_preset.addItems([choice.preset_label(i) for i in range(count)])
+        self.size_preset.addItem(translate("PromptPanel", CUSTOM))
+        self.size_preset.blockSignals(False)
+        self._choosing_preset = False
+        self._size_edited()
+
+    def _model_picked(self) -> None:
+        """Chosen by the user: a size the model offers stays; any other becomes its native one."""
+        if self.model_choice().presets and self._size() not in self.model_choice().presets:
+            self.size_preset.setCurrentIndex(0)
+
+    def _size(self) -> tuple[int | None, int | None]:
+        width, height = self.width_box.reading().value, self.height_box.reading().value
+        return (None if width is None else int(width), None if height is None else int(height))
+
+    def set_loras(self, names: list[str]) -> None:
+        self.lora.clear()
+        if names:
+            self.lora.addItem(self.tr("Add a LoRA…"), "")
+            for name in names:
+                self.lora.addItem(name, name)
+        else:
+            self.lora.addItem(self.tr("No LoRA files in the models folder"), "")
+        self.lora.setEnabled(bool(names))
+
+    def _lora_picked(self, index: int) -> None:
+        name = self.lora.itemData(index)
+        self.lora.setCurrentIndex(0)
+        if name:
+            self.prompt.textCursor().insertText(lora_tag(name))
+            self.prompt.setFocus()
 
     def number_fields(self) -> tuple[NumberEdit, ...]:
         return (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
@@ -171,7 +236,7 @@ class PromptPanel(QWidget):
         seed = self.seed.reading().value
         return GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
-            model=self.model.currentText() or DEFAULT_MODEL,
+            model=self.model_name() or DEFAULT_MODEL,
             scheduler=self.scheduler.currentText(), steps=int(_number(self.steps)),
             cfg=float(_number(self.cfg)), width=int(_number(self.width_box)),
             height=int(_number(self.height_box)),
@@ -208,7 +273,7 @@ class PromptPanel(QWidget):
     def remembered(self) -> dict[str, str]:
         """The settings to offer again next time (not the prompt or the seed), as shown."""
         fields = {name: edit.text() for name, edit in self._remembered_numbers().items()}
-        return {"model": self.model.currentText(), "sampler": self.scheduler.currentText(),
+        return {"model": self.model_name(), "sampler": self.scheduler.currentText(),
                 **fields}  # fmt: skip
 
     def recall(self, saved: dict[str, str]) -> None:
@@ -236,8 +301,9 @@ class PromptPanel(QWidget):
         self.seed.setText(str(random.randint(0, MAX_SEED)))
 
     def _preset_chosen(self, index: int) -> None:
-        if 0 <= index < len(SIZE_PRESETS):
-            _name, width, height = SIZE_PRESETS[index]
+        presets = self.model_choice().presets
+        if 0 <= index < len(presets):
+            width, height = presets[index]
             self._choosing_preset = True  # not blockSignals: the notes must follow
             self.width_box.setValue(width)
             self.height_box.setValue(height)
@@ -246,10 +312,9 @@ class PromptPanel(QWidget):
     def _size_edited(self) -> None:
         if self._choosing_preset:
             return
-        size = (self.width_box.reading().value, self.height_box.reading().value)
-        match = [i for i, (_n, w, h) in enumerate(SIZE_PRESETS) if (w, h) == size]
+        presets, size = self.model_choice().presets, self._size()
         self.size_preset.blockSignals(True)
-        self.size_preset.setCurrentIndex(match[0] if match else len(SIZE_PRESETS))
+        self.size_preset.setCurrentIndex(presets.index(size) if size in presets else len(presets))
         self.size_preset.blockSignals(False)
 
     # --- dropping a PNG -----------------------------------------------------------------------
@@ -274,6 +339,11 @@ class PromptPanel(QWidget):
         note = self.tr("Settings from {name}").format(name=path.name)
         self.message.emit("; ".join([note, *parsed.warnings]))
         return True
+
+
+def lora_tag(name: str) -> str:
+    """A1111's syntax for a LoRA at full weight; the user edits the weight in the prompt."""
+    return f"<lora:{name}:1>"
 
 
 def _dropped_png(urls: Sequence[QUrl]) -> Path | None:

@@ -30,7 +30,14 @@ from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.interfaces import (
+    ListLoras,
+    ListModels,
+    NoWorkers,
+    RestoreSummary,
+    WorkerPool,
+    no_loras,
+)
 from app.ui.presenters.queue_service import CancelOutcome, QueueService
 from app.ui.presenters.rows import JobRow
 from app.ui.presenters.shortcuts import Shortcut
@@ -71,6 +78,7 @@ class Dependencies:
     settings: Settings
     save_settings: Callable[[Settings], None]
     list_models: ListModels
+    list_loras: ListLoras = no_loras
     restore: RestoreSummary | None = None
     # None: ask with a dialog. Tests answer with a function.
     confirm_quit: Callable[[int], bool] | None = None
@@ -113,7 +121,7 @@ class MainWindow(QMainWindow):
         self._paused_at_quit = self._take_paused_at_quit()
         self.show_restore(deps.restore)
         self.vm.refresh()
-        self.runner.run(deps.list_models, self.prompt.set_models)
+        self._list_models()
 
     # --- building -----------------------------------------------------------------------------
 
@@ -455,8 +463,13 @@ class MainWindow(QMainWindow):
         if dialog.exec() and dialog.saved is not None:
             self.deps.settings = dialog.saved
             self.deps.queue.max_attempts = dialog.saved.max_attempts
-            self.runner.run(self.deps.list_models, self.prompt.set_models)
+            self._list_models()
             self.show_note(self.tr("Settings saved"))
+
+    def _list_models(self) -> None:
+        """Models and LoRAs for the prompt panel: a folder scan, so on the store thread."""
+        self.runner.run(self.deps.list_models, self.prompt.set_models)
+        self.runner.run(self.deps.list_loras, self.prompt.set_loras)
 
     def _restore_geometry(self) -> None:
         geometry = self.store.value("window/geometry")
