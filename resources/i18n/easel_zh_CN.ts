@@ -32,6 +32,18 @@
         <translation>下移</translation>
     </message>
     <message>
+        <source>Upscale ×2</source>
+        <translation>放大 ×2</translation>
+    </message>
+    <message>
+        <source>Variations…</source>
+        <translation>变体…</translation>
+    </message>
+    <message>
+        <source>Use as init image</source>
+        <translation>用作初始图像</translation>
+    </message>
+    <message>
         <source>Stop the selected jobs for good</source>
         <translation>彻底停止所选任务</translation>
     </message>
@@ -59,12 +71,47 @@
         <source>Lower priority: runs later</source>
         <translation>降低优先级：稍后运行</translation>
     </message>
+    <message>
+        <source>Queue a job that enlarges the image twice and redraws its details</source>
+        <translation>排队一个任务：把图像放大两倍并重绘细节</translation>
+    </message>
+    <message>
+        <source>Queue images close to this one, with new seeds</source>
+        <translation>用新的种子排队与此图相近的图像</translation>
+    </message>
+    <message>
+        <source>Start a new picture from this image (image to image)</source>
+        <translation>以这张图像为起点生成新图（图生图）</translation>
+    </message>
 </context>
 <context>
     <name>Banner</name>
     <message>
         <source>Dismiss</source>
         <translation>关闭</translation>
+    </message>
+</context>
+<context>
+    <name>Cause</name>
+    <message>
+        <source>out of memory</source>
+        <translation>内存不足</translation>
+    </message>
+    <message>
+        <source>model load</source>
+        <translation>模型加载</translation>
+    </message>
+    <message>
+        <source>other error</source>
+        <translation>其他错误</translation>
+    </message>
+    <message>
+        <source>worker lost</source>
+        <translation>工作进程丢失</translation>
+    </message>
+    <message>
+        <source>user cancelled</source>
+        <translation>用户取消</translation>
     </message>
 </context>
 <context>
@@ -121,6 +168,12 @@ Resume continues from there.</source>
     <message>
         <source>Job {id} is waiting for a worker</source>
         <translation>任务 {id} 正在等待工作进程</translation>
+    </message>
+    <message>
+        <source>Job {id} builds on another job&apos;s image:
+{why}</source>
+        <translation>任务 {id} 基于另一个任务的图像：
+{why}</translation>
     </message>
     <message>
         <source>Job {id} was cancelled at step {step}</source>
@@ -310,6 +363,10 @@ Resume continues from there.</source>
         <translation>重新生成自 #{id}</translation>
     </message>
     <message>
+        <source>after #{id}</source>
+        <translation>接在 #{id} 之后</translation>
+    </message>
+    <message>
         <source>{model} · {sampler} · {steps} steps · CFG {cfg} · seed {seed} · {size}</source>
         <translation>{model} · {sampler} · {steps} 步 · CFG {cfg} · 种子 {seed} · {size}</translation>
     </message>
@@ -325,9 +382,17 @@ Resume continues from there.</source>
         <source>Re-run of job {id}</source>
         <translation>重新生成自任务 {id}</translation>
     </message>
+    <message>
+        <source>Built on the image of job {id}</source>
+        <translation>基于任务 {id} 的图像</translation>
+    </message>
 </context>
 <context>
     <name>JobsPanel</name>
+    <message>
+        <source>Search prompts (Ctrl+F): red circle, -blue, cat*</source>
+        <translation>搜索提示词（Ctrl+F）：红 圆、-蓝、猫*</translation>
+    </message>
     <message>
         <source>No jobs here yet. Type a prompt and press Ctrl+Enter.</source>
         <translation>这里还没有任务。输入提示词后按 Ctrl+Enter。</translation>
@@ -385,6 +450,18 @@ Resume continues from there.</source>
         <translation>关于 Easel(&amp;A)</translation>
     </message>
     <message>
+        <source>&amp;View</source>
+        <translation>视图(&amp;V)</translation>
+    </message>
+    <message>
+        <source>&amp;Search jobs</source>
+        <translation>搜索任务(&amp;S)</translation>
+    </message>
+    <message>
+        <source>S&amp;tatistics…</source>
+        <translation>统计(&amp;T)…</translation>
+    </message>
+    <message>
         <source>&amp;Help</source>
         <translation>帮助(&amp;H)</translation>
     </message>
@@ -405,12 +482,40 @@ Resume continues from there.</source>
         <translation>请先输入提示词</translation>
     </message>
     <message>
+        <source>Variations of job {id}</source>
+        <translation>任务 {id} 的变体</translation>
+    </message>
+    <message>
+        <source>How many images close to job {id}?</source>
+        <translation>要生成几张与任务 {id} 相近的图像？</translation>
+    </message>
+    <message>
+        <source>Queue</source>
+        <translation>加入队列</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Cannot start from {name}: {error}</source>
+        <translation>无法以 {name} 为起点：{error}</translation>
+    </message>
+    <message>
         <source>No workers: images cannot be generated</source>
         <translation>没有工作进程：无法生成图像</translation>
     </message>
     <message>
-        <source>{running} running · {queued} queued · {jobs}</source>
-        <translation>运行中 {running} · 排队中 {queued} · 共 {jobs}</translation>
+        <source>{queued} queued, about {eta}</source>
+        <translation>排队中 {queued}，约需 {eta}</translation>
+    </message>
+    <message>
+        <source>{queued} queued</source>
+        <translation>排队中 {queued}</translation>
+    </message>
+    <message>
+        <source>{running} running · {waiting} · {jobs}</source>
+        <translation>运行中 {running} · {waiting} · 共 {jobs}</translation>
     </message>
     <message>
         <source>Job {id} has no image yet</source>
@@ -622,6 +727,10 @@ Resume continues from there.</source>
         <translation>随机</translation>
     </message>
     <message>
+        <source>Strength</source>
+        <translation>重绘强度</translation>
+    </message>
+    <message>
         <source>{name} is empty</source>
         <translation>{name}为空</translation>
     </message>
@@ -696,6 +805,14 @@ Resume continues from there.</source>
         <translation>完成 · {total} 步</translation>
     </message>
     <message>
+        <source>waits for #{id}</source>
+        <translation>等待 #{id}</translation>
+    </message>
+    <message>
+        <source>waits for its parent jobs</source>
+        <translation>等待其上游任务</translation>
+    </message>
+    <message>
         <source>cancelling at {step}/{total}</source>
         <translation>正在取消 · {step}/{total}</translation>
     </message>
@@ -747,6 +864,14 @@ Resume continues from there.</source>
         <translation>将图像加入队列 — Ctrl+Enter</translation>
     </message>
     <message>
+        <source>Generate + upscale ×2</source>
+        <translation>生成并放大 ×2</translation>
+    </message>
+    <message>
+        <source>Queue the image(s) and, waiting for each, its upscale ×2</source>
+        <translation>将图像加入队列，并为每张图排队等待中的放大 ×2</translation>
+    </message>
+    <message>
         <source>Model</source>
         <translation>模型</translation>
     </message>
@@ -775,6 +900,10 @@ Resume continues from there.</source>
         <translation>数量</translation>
     </message>
     <message>
+        <source>Strength</source>
+        <translation>重绘强度</translation>
+    </message>
+    <message>
         <source>Prompt</source>
         <translation>提示词</translation>
     </message>
@@ -783,8 +912,28 @@ Resume continues from there.</source>
         <translation>反向提示词</translation>
     </message>
     <message>
-        <source>Drop an Easel or A1111 PNG here to reuse its settings</source>
-        <translation>把 Easel 或 A1111 生成的 PNG 拖到这里，即可复用其设置</translation>
+        <source>Drop an Easel or A1111 PNG here to reuse its settings; drop or paste any other image to start from it</source>
+        <translation>把 Easel 或 A1111 生成的 PNG 拖到这里可复用其设置；拖入或粘贴其他图像则以它为起点</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>Generate from noise again, without this image</source>
+        <translation>不用这张图像，重新从噪声生成</translation>
+    </message>
+    <message>
+        <source>Starts from {source} ({w} × {h})</source>
+        <translation>以 {source} 为起点（{w} × {h}）</translation>
+    </message>
+    <message>
+        <source>Init image from {source}</source>
+        <translation>初始图像来自 {source}</translation>
+    </message>
+    <message>
+        <source>the clipboard</source>
+        <translation>剪贴板</translation>
     </message>
     <message>
         <source>Add a LoRA…</source>
@@ -801,6 +950,17 @@ Resume continues from there.</source>
     <message>
         <source>Settings from {name}</source>
         <translation>已读取 {name} 的设置</translation>
+    </message>
+</context>
+<context>
+    <name>QueueService</name>
+    <message>
+        <source>Job {id} has no image</source>
+        <translation>任务 {id} 没有图像</translation>
+    </message>
+    <message>
+        <source>Cannot read {path}: {error}</source>
+        <translation>无法读取 {path}：{error}</translation>
     </message>
 </context>
 <context>
@@ -951,6 +1111,10 @@ Resume continues from there.</source>
         <translation>切换到下一区域：提示词、任务列表、时间线</translation>
     </message>
     <message>
+        <source>Search the jobs by prompt</source>
+        <translation>按提示词搜索任务</translation>
+    </message>
+    <message>
         <source>Settings</source>
         <translation>设置</translation>
     </message>
@@ -968,6 +1132,65 @@ Resume continues from there.</source>
     <message>
         <source>Keyboard shortcuts</source>
         <translation>键盘快捷键</translation>
+    </message>
+</context>
+<context>
+    <name>StatsDialog</name>
+    <message>
+        <source>Last 24 hours</source>
+        <translation>最近 24 小时</translation>
+    </message>
+    <message>
+        <source>Last 7 days</source>
+        <translation>最近 7 天</translation>
+    </message>
+    <message>
+        <source>Last 30 days</source>
+        <translation>最近 30 天</translation>
+    </message>
+    <message>
+        <source>All time</source>
+        <translation>全部时间</translation>
+    </message>
+    <message>
+        <source>nothing in this period</source>
+        <translation>此期间没有数据</translation>
+    </message>
+    <message>
+        <source>Statistics</source>
+        <translation>统计</translation>
+    </message>
+    <message>
+        <source>Jobs per status</source>
+        <translation>各状态的任务数</translation>
+    </message>
+    <message>
+        <source>Run time, median (p95) per model and size</source>
+        <translation>运行时间：按模型和尺寸的中位数（p95）</translation>
+    </message>
+    <message>
+        <source>Wait before running, median (p95)</source>
+        <translation>开始前的等待：中位数（p95）</translation>
+    </message>
+    <message>
+        <source>Endings that were not a success, per 100 jobs</source>
+        <translation>未成功结束的次数（每 100 个任务）</translation>
+    </message>
+    <message>
+        <source>Period</source>
+        <translation>时间段</translation>
+    </message>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Reading the history…</source>
+        <translation>正在读取历史…</translation>
+    </message>
+    <message>
+        <source>{jobs} jobs · {rate:.1f} images an hour · paused {paused} in all · {saved} steps saved by resuming</source>
+        <translation>{jobs} 个任务 · 每小时 {rate:.1f} 张图像 · 共暂停 {paused} · 继续生成节省了 {saved} 步</translation>
     </message>
 </context>
 <context>

@@ -10,8 +10,10 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
+from app.engine.graph import graph_listener
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
+from app.models.db import Database
 from app.ui.presenters.interfaces import RestoreSummary, WorkerPool
 from app.ui.presenters.model_choices import ModelChoice
 from app.ui.presenters.queue_service import QueueService
@@ -24,6 +26,14 @@ def collect_between_tests() -> Iterator[None]:
     """The window turns automatic GC off (see app.ui.qt.gc_guard): collect here, on this thread."""
     yield
     gc.collect()
+
+
+@pytest.fixture
+def queue(db: Database) -> JobQueue:
+    """As the app opens it (`open_queue`): dependent jobs unblock after their parent's commit."""
+    queue = JobQueue(db)
+    queue.listeners.append(graph_listener(queue))
+    return queue
 
 
 @pytest.fixture

@@ -161,6 +161,10 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
         return translate("Progress", "step {step}/{total}").format(step=step, total=total)
     if status is JobStatus.SUCCESS:
         return translate("Progress", "done · {total} steps").format(total=total)
+    if status is JobStatus.BLOCKED and row.after is not None:
+        return translate("Progress", "waits for #{id}").format(id=row.after)
+    if status is JobStatus.BLOCKED:
+        return translate("Progress", "waits for its parent jobs")
     words = {
         JobStatus.CANCELLING: translate("Progress", "cancelling at {step}/{total}"),
         JobStatus.PAUSING: translate("Progress", "pausing at {step}/{total}"),

@@ -268,11 +268,16 @@ _ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGR
 def detail_line(row: JobRow) -> str:
     p = row.params
     seed = translate("JobList", "seed {seed}").format(seed=p.seed)
-    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", seed]
+    parts = [f"#{row.id}"]
+    if row.after is not None:  # lineage first: it is what tells a chain apart in a narrow list
+        parts.append(translate("JobList", "after #{id}").format(id=row.after))
+    parts += [p.model, f"{p.width}×{p.height}", seed]
     if row.priority:
         parts.append(translate("JobList", "priority {n}").format(n=f"{row.priority:+d}"))
     if row.rerun_of:
         parts.append(translate("JobList", "re-run of #{id}").format(id=row.rerun_of))
+    if row.waiting:
+        parts.append(row.waiting)
     if row.error and not row.status.is_terminal:
         parts.append(row.error)
     return " · ".join(parts)
@@ -295,4 +300,8 @@ def _tooltip(row: JobRow) -> str:
         lines.append(translate("JobList", "Error: {error}").format(error=row.error))
     if row.rerun_of:
         lines.append(translate("JobList", "Re-run of job {id}").format(id=row.rerun_of))
+    if row.after is not None:
+        lines.append(translate("JobList", "Built on the image of job {id}").format(id=row.after))
+    if row.waiting:
+        lines.append(row.waiting)
     return "\n".join(lines)

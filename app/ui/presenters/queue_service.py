@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.engine.params import MAX_SEED, GenerationParams
 from app.engine.states import JobEvent, JobStatus
-from app.errors import UserError
+from app.errors import BadInput, UserError
+from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow
 
 if TYPE_CHECKING:
@@ -63,6 +65,23 @@ class Snapshot:
     rows: tuple[JobRow, ...]
     updates: dict[int, JobRow | None]  # job id -> its row now (None: gone)
     counts: dict[JobStatus, int]
+    search_problem: str = ""  # the search text cannot be understood: why (rows are empty)
+
+
+class InitImageProblem(BadInput):
+    """An image that cannot be an init image; the message is one sentence for the banner."""
+
+
+@dataclass(frozen=True)
+class InitImage:
+    """An init image as the engine will use it (RGB PNG, sides fitted to the model limits)."""
+
+    png: bytes
+    width: int
+    height: int
+    notes: tuple[str, ...] = ()  # conversions made, to tell the user
+    params: GenerationParams | None = None  # the settings of the job it came from
+    source: str = ""  # where it came from: "#12", a file name, "the clipboard"
 
 
 class QueueService:
@@ -125,7 +144,11 @@ class QueueService:
     # --- reads (database thread) --------------------------------------------------------------
 
     def snapshot(
-        self, statuses: Iterable[JobStatus] | None, limit: int, watch: Sequence[int] = ()
+        self,
+        statuses: Iterable[JobStatus] | None,
+        limit: int,
+        watch: Sequence[int] = (),
+        search: str = "",
     ) -> Snapshot:
         """The newest `limit` jobs, plus fresh rows for `watch` (loaded jobs that may change).
 
@@ -133,12 +156,25 @@ class QueueService:
         watches only the unfinished ones it shows, a handful of single-row reads.
         """
         wanted = None if statuses is None else frozenset(statuses)
+        if search.strip():
+            return self._search(wanted, limit, search)
         rows = self._rows(self.queue.jobs(wanted, limit=limit))
         updates: dict[int, JobRow | None] = {}
         for job_id in watch:
             row = self.job(job_id)
             updates[job_id] = row if row is not None and _matches(row, wanted) else None
         return Snapshot(rows, updates, self.queue.count_by_status())
+
+    def _search(self, statuses: frozenset[JobStatus] | None, limit: int, text: str) -> Snapshot:
+        """The newest `limit` jobs whose prompt matches `text` (the history's word search)."""
+        from app.engine.history.search import BadSearch, JobFilter, search
+
+        counts = self.queue.count_by_status()
+        try:
+            jobs = search(self.queue, JobFilter(text, frozenset(statuses or ())), limit=limit)
+        except BadSearch as error:
+            return Snapshot((), {}, counts, search_problem=_readable(error))
+        return Snapshot(self._rows(jobs), {}, counts)
 
     def page(
         self, statuses: Iterable[JobStatus] | None, before_id: int, limit: int = PAGE_SIZE
@@ -153,7 +189,7 @@ class QueueService:
         from app.engine.queue import JobNotFound
 
         try:
-            return JobRow.from_job(self.queue.get(job_id))
+            return self._with_reason(JobRow.from_job(self.queue.get(job_id)))
         except JobNotFound:
             return None
 
@@ -165,29 +201,119 @@ class QueueService:
         except JobNotFound:
             return ()
 
+    def queue_eta_s(self, workers: int) -> float | None:
+        """Seconds until the queued and running jobs are done, learned from the history of
+        finished jobs (None before any job finished: nothing to learn from)."""
+        from app.engine.history.eta import learned, queue_estimate
+
+        waiting = [*self.queue.running_jobs(), *self.queue.jobs([JobStatus.PENDING], limit=None)]
+        return queue_estimate(learned(self.queue), waiting, workers=max(1, workers)).seconds
+
+    def stats(self, days: float | None) -> dict[str, Any]:
+        """The history's figures for the last `days` (None: all of it), as plain data."""
+        import time
+
+        from app.engine.history.stats import history_stats
+
+        until = time.time() + 1
+        since = 0.0 if days is None else until - days * 86400
+        return history_stats(self.queue, since, until).as_dict()
+
     def running_ids(self) -> tuple[int, ...]:
         if self._queue is None:
             return ()
         return tuple(job.id for job in self._queue.running_jobs() if job.id is not None)
 
-    @staticmethod
-    def _rows(jobs: Iterable[Any]) -> tuple[JobRow, ...]:
-        return tuple(JobRow.from_job(job) for job in jobs)
+    def _rows(self, jobs: Iterable[Any]) -> tuple[JobRow, ...]:
+        return tuple(self._with_reason(JobRow.from_job(job)) for job in jobs)
+
+    def _with_reason(self, row: JobRow) -> JobRow:
+        """A BLOCKED row gets the reason it waits (a read of its parents: they are few)."""
+        if row.status is not JobStatus.BLOCKED:
+            return row
+        from app.engine.graph import waiting_reason
+
+        return replace(row, waiting=waiting_reason(self.queue, row.id))
 
     # --- requests (database thread) -----------------------------------------------------------
 
-    def submit(self, params: GenerationParams, count: int = 1) -> Outcome:
+    def submit(
+        self,
+        params: GenerationParams,
+        count: int = 1,
+        *,
+        init_png: bytes | None = None,
+        upscale: bool = False,
+    ) -> Outcome:
         """Queue `count` jobs in one transaction; with a random seed each gets its own,
-        else seeds count up."""
+        else seeds count up. `init_png`: an image prepared by `prepare_init` (img2img).
+        `upscale`: each job also gets its upscale child, queued BLOCKED at once, so the
+        chain survives closing the app between the two."""
         try:
+            if init_png is not None:
+                from app.engine.graph_sql import digest
+
+                params = replace(params, init_image=digest(init_png))
             params = params.validated()
             if self._check is not None:
                 self._check(params)
             batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
-            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts)
+            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts, init_png=init_png)
         except UserError as error:
             return Outcome((), (_readable(error),))
-        return Outcome(tuple(ids))
+        if not upscale:
+            return Outcome(tuple(ids))
+        children = self.upscale(ids)
+        return Outcome((*ids, *children.job_ids), children.errors)
+
+    def upscale(self, job_ids: Sequence[int]) -> Outcome:
+        """An upscale x2 child of each job (it waits BLOCKED while its parent is unfinished)."""
+        from app.engine.graph import submit_upscale
+
+        new_ids: list[int] = []
+        outcome = self._each(job_ids, lambda i: new_ids.append(submit_upscale(self.queue, i)))
+        return Outcome(tuple(new_ids), outcome.errors)
+
+    def variations(self, job_id: int, count: int) -> Outcome:
+        """`count` img2img children of the job's image, at low strength with new seeds."""
+        from app.engine.graph import submit_variations
+
+        new_ids: list[int] = []
+        outcome = self._each(
+            [job_id], lambda i: new_ids.extend(submit_variations(self.queue, i, count=count))
+        )
+        return Outcome(tuple(new_ids), outcome.errors)
+
+    def init_from_job(self, job_id: int) -> InitImage:
+        """A finished job's image, ready to be an init image, with its settings."""
+        row = self.job(job_id)
+        if row is None or not row.output_path:
+            raise InitImageProblem(translate("QueueService", "Job {id} has no image").format(
+                id=job_id))  # fmt: skip
+        try:
+            data = Path(row.output_path).read_bytes()
+        except OSError as error:
+            raise InitImageProblem(
+                translate("QueueService", "Cannot read {path}: {error}").format(
+                    path=row.output_path, error=error.strerror or error
+                )
+            ) from error
+        # Its own settings, but not its init image: the new job starts from this image.
+        params = replace(row.params, init_image="", strength=1.0)
+        return replace(self.prepare_init(data), params=params, source=f"#{job_id}")
+
+    @staticmethod
+    def prepare_init(data: bytes | Path, source: str = "") -> InitImage:
+        """An image (its bytes, or a file) checked and converted for img2img, or
+        `InitImageProblem` saying why not. Reads the file: call it off the GUI thread."""
+        from app.engine.init_image import prepare_init_image, read_init_image
+
+        try:
+            prepared = prepare_init_image(read_init_image(data) if isinstance(data, Path) else data)
+        except UserError as error:
+            raise InitImageProblem(_readable(error)) from error
+        return InitImage(prepared.png, prepared.width, prepared.height, tuple(prepared.notes),
+                         source=source)  # fmt: skip
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> Outcome:
         from app.engine.queue import JobQueue

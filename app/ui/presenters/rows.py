@@ -78,6 +78,7 @@ class JobRow:
     rerun_of: int | None
     version: int
     created_label: str = ""  # formatted off the GUI thread: strftime per paint adds up
+    waiting: str = ""  # why a BLOCKED job still waits ("waiting for #12, which failed: ...")
 
     @classmethod
     def from_job(cls, job: Job) -> JobRow:
@@ -85,7 +86,7 @@ class JobRow:
         params = GenerationParams(
             prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
             scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
-            height=job.height, seed=job.seed,
+            height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
         )  # fmt: skip
         return cls(
             id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,
@@ -99,6 +100,11 @@ class JobRow:
     @property
     def prompt(self) -> str:
         return self.params.prompt
+
+    @property
+    def after(self) -> int | None:
+        """The job whose image this one builds on (upscale, variation), if any."""
+        return self.params.init_parent
 
     def allows(self, event: JobEvent) -> bool:
         return event in allowed_events(self.status)

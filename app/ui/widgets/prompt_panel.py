@@ -6,8 +6,8 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -31,15 +31,39 @@ from app.engine.params import (
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.model_choices import ModelChoice, unknown_model
-from app.ui.presenters.png_params import NoParameters, read_png_params
+from app.ui.presenters.png_params import NoParameters, ParsedParams, read_png_params
+from app.ui.presenters.queue_service import InitImage
 from app.ui.qt.icons import dice_icon
 from app.ui.widgets.number_field import FieldNote, NumberEdit
 
 CUSTOM = QT_TRANSLATE_NOOP("PromptPanel", "Custom")
 
 
+# Where img2img starts when an image is given here (AUTOMATIC1111's img2img default, as the CLI)
+DEFAULT_STRENGTH = 0.75
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+INIT_THUMB = 56  # px
+
+
+class PromptEdit(QPlainTextEdit):
+    """The prompt box; an image pasted or dropped on it goes to the panel, not into the text."""
+
+    image_given = Signal(object)  # the QMimeData holding it
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return _has_image(source) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if _has_image(source):
+            self.image_given.emit(source)
+        else:
+            super().insertFromMimeData(source)
+
+
 class PromptPanel(QWidget):
     generate_requested = Signal()
+    generate_upscale_requested = Signal()  # Generate, each image followed by its upscale
+    init_requested = Signal(object, str)  # (a file Path or PNG bytes, where it came from)
     message = Signal(str)  # a note for the status bar
     problem = Signal(str)  # something went wrong: the red banner, like every error
 
@@ -56,7 +80,8 @@ class PromptPanel(QWidget):
     # --- building -----------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.prompt = QPlainTextEdit()
+        self.prompt = PromptEdit()
+        self.prompt.image_given.connect(self.take_image)
         self.prompt.setPlaceholderText(self.tr("Describe the picture… (Ctrl+Enter to generate)"))
         self.prompt.setTabChangesFocus(True)
         self.negative = QPlainTextEdit()
@@ -94,6 +119,12 @@ class PromptPanel(QWidget):
         self.generate.setObjectName("primary")
         self.generate.setToolTip(self.tr("Queue the image(s) — Ctrl+Enter"))
         self.generate.clicked.connect(self.generate_requested)
+        self.generate_upscale = QPushButton(self.tr("Generate + upscale ×2"))
+        self.generate_upscale.setToolTip(
+            self.tr("Queue the image(s) and, waiting for each, its upscale ×2")
+        )
+        self.generate_upscale.clicked.connect(self.generate_upscale_requested)
+        self._build_init()
         self.count = NumberEdit(rules.IMAGES)
         self.count.textChanged.connect(self._label_generate)
         self.count.setValue(1)
@@ -112,13 +143,17 @@ class PromptPanel(QWidget):
             ("", _row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
             (self.tr("Images"), self.count, FieldNote(self.count)),
+            (self.tr("Strength"), self.strength, FieldNote(self.strength)),
         ]  # fmt: skip
         form = QGridLayout()
         form.setHorizontalSpacing(10)
         form.setVerticalSpacing(8)
         form.setColumnStretch(1, 1)
         for line, (label, field, note) in enumerate(rows):
-            form.addWidget(QLabel(label), line, 0)
+            caption = QLabel(label)
+            if field is self.strength:  # shown only with an init image
+                self._strength_row = (caption, field, note)
+            form.addWidget(caption, line, 0)
             form.addWidget(field, line, 1, 1, 1 if note else 2)
             if note is not None:
                 form.addWidget(note, line, 2)
@@ -129,14 +164,99 @@ class PromptPanel(QWidget):
         layout.addWidget(self.prompt, 3)
         layout.addWidget(_title(self.tr("Negative prompt")))
         layout.addWidget(self.negative)
+        layout.addWidget(self.init_box)
         layout.addSpacing(6)
         layout.addLayout(form)
         layout.addStretch(1)
-        hint = QLabel(self.tr("Drop an Easel or A1111 PNG here to reuse its settings"))
+        hint = QLabel(
+            self.tr("Drop an Easel or A1111 PNG here to reuse its settings; drop or paste "
+                    "any other image to start from it")
+        )  # fmt: skip
         hint.setObjectName("hint")
         hint.setWordWrap(True)
         layout.addWidget(hint)
         layout.addWidget(self.generate)
+        layout.addWidget(self.generate_upscale)
+        self._show_init()
+
+    def _build_init(self) -> None:
+        """The init image row (img2img): its thumbnail, where it came from, a way to drop it."""
+        self.init: InitImage | None = None
+        self.strength = NumberEdit(rules.STRENGTH, step=0.05)
+        self.strength.setValue(DEFAULT_STRENGTH)
+        self.init_box = QWidget()
+        self.init_thumb = QLabel()
+        self.init_thumb.setFixedSize(INIT_THUMB, INIT_THUMB)
+        self.init_thumb.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.init_caption = QLabel()
+        self.init_caption.setWordWrap(True)
+        self.init_clear = QToolButton()
+        self.init_clear.setText(self.tr("Remove"))
+        self.init_clear.setToolTip(self.tr("Generate from noise again, without this image"))
+        self.init_clear.clicked.connect(self.clear_init)
+        row = QHBoxLayout(self.init_box)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.init_thumb)
+        row.addWidget(self.init_caption, 1)
+        row.addWidget(self.init_clear)
+
+    def set_init(self, init: InitImage) -> None:
+        """Start from this image: its settings (when it came from a job) and its size."""
+        if init.params is not None:
+            self.set_params(init.params)
+        self.init = init
+        self.width_box.setValue(init.width)
+        self.height_box.setValue(init.height)
+        thumb = QImage.fromData(init.png)
+        self.init_thumb.setPixmap(
+            QPixmap.fromImage(thumb).scaled(
+                INIT_THUMB, INIT_THUMB, Qt.AspectRatioMode.KeepAspectRatio,
+                Qt.TransformationMode.SmoothTransformation,
+            )
+        )  # fmt: skip
+        self.init_caption.setText(
+            self.tr("Starts from {source} ({w} × {h})").format(
+                source=init.source, w=init.width, h=init.height
+            )
+        )
+        self._show_init()
+        note = self.tr("Init image from {source}").format(source=init.source)
+        self.message.emit("; ".join([note, *init.notes]))
+
+    def clear_init(self) -> None:
+        self.init = None
+        self._show_init()
+
+    def init_png(self) -> bytes | None:
+        return None if self.init is None else self.init.png
+
+    def _show_init(self) -> None:
+        shown = self.init is not None
+        self.init_box.setVisible(shown)
+        for widget in getattr(self, "_strength_row", ()):
+            if widget is not None:
+                widget.setVisible(shown)
+
+    def take_image(self, mime: QMimeData) -> None:
+        """An image dropped or pasted: a file goes by path, clipboard pixels as PNG bytes."""
+        path = _dropped_image(mime.urls())
+        if path is not None:
+            self._image_file(path)
+        elif mime.hasImage():
+            self.init_requested.emit(_png_bytes(QImage(mime.imageData())),
+                                     self.tr("the clipboard"))  # fmt: skip
+
+    def _image_file(self, path: Path) -> None:
+        """An Easel or A1111 PNG gives its settings; any other image becomes the init image."""
+        if path.suffix.lower() == ".png":
+            try:
+                parsed = read_png_params(path)
+            except NoParameters:
+                pass  # no settings in it (or not an image: preparing it will say so)
+            else:
+                self._use_parsed(path, parsed)
+                return
+        self.init_requested.emit(path, path.name)
 
     # --- reading and filling the form ---------------------------------------------------------
 
@@ -217,7 +337,8 @@ class PromptPanel(QWidget):
             self.prompt.setFocus()
 
     def number_fields(self) -> tuple[NumberEdit, ...]:
-        return (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+        fields = (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+        return fields if self.init is None else (*fields, self.strength)
 
     def problems(self) -> list[tuple[NumberEdit, str]]:
         """Each number field whose text cannot be used, with the sentence saying why."""
@@ -234,13 +355,14 @@ class PromptPanel(QWidget):
         if problems:
             raise InvalidParameters("; ".join(problem for _edit, problem in problems))
         seed = self.seed.reading().value
+        strength = 1.0 if self.init is None else float(_number(self.strength))
         return GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
             model=self.model_name() or DEFAULT_MODEL,
             scheduler=self.scheduler.currentText(), steps=int(_number(self.steps)),
             cfg=float(_number(self.cfg)), width=int(_number(self.width_box)),
             height=int(_number(self.height_box)),
-            seed=RANDOM_SEED if seed is None else int(seed),
+            seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
         )  # fmt: skip
 
     def image_count(self) -> int:
@@ -320,14 +442,13 @@ class PromptPanel(QWidget):
     # --- dropping a PNG -----------------------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if _dropped_png(event.mimeData().urls()) is not None:
+        if _has_image(event.mimeData()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        path = _dropped_png(event.mimeData().urls())
-        if path is not None:
+        if _has_image(event.mimeData()):
             event.acceptProposedAction()
-            self.load_png(path)
+            self.take_image(event.mimeData())
 
     def load_png(self, path: Path) -> bool:
         try:
@@ -335,10 +456,13 @@ class PromptPanel(QWidget):
         except NoParameters as error:
             self.problem.emit(str(error))
             return False
+        self._use_parsed(path, parsed)
+        return True
+
+    def _use_parsed(self, path: Path, parsed: ParsedParams) -> None:
         self.set_params(parsed.params)
         note = self.tr("Settings from {name}").format(name=path.name)
         self.message.emit("; ".join([note, *parsed.warnings]))
-        return True
 
 
 def lora_tag(name: str) -> str:
@@ -346,11 +470,23 @@ def lora_tag(name: str) -> str:
     return f"<lora:{name}:1>"
 
 
-def _dropped_png(urls: Sequence[QUrl]) -> Path | None:
+def _dropped_image(urls: Sequence[QUrl]) -> Path | None:
     for url in urls:
-        if url.isLocalFile() and url.toLocalFile().lower().endswith(".png"):
+        if url.isLocalFile() and url.toLocalFile().lower().endswith(IMAGE_SUFFIXES):
             return Path(url.toLocalFile())
     return None
+
+
+def _has_image(mime: QMimeData) -> bool:
+    return mime.hasImage() or _dropped_image(mime.urls()) is not None
+
+
+def _png_bytes(image: QImage) -> bytes:
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    # The stubs ask for bytes; PySide itself refuses them and takes the str.
+    image.save(buffer, "PNG")  # type: ignore[call-overload]
+    return bytes(buffer.data().data())
 
 
 def _number(edit: NumberEdit) -> int | float:

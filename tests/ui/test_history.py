@@ -1,0 +1,125 @@
+"""The history in the window (issue 15): a search box above the job list, Ctrl+F to reach it.
+
+Real key events; the search runs the engine's word search on the store thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QMenu
+from pytestqt.qtbot import QtBot
+
+from app.engine.queue import JobQueue
+from app.engine.states import JobStatus
+from app.ui.widgets.window import MainWindow
+from tests.ui.fakes import FakeWorkers
+from tests.ui.helpers import job_in
+
+pytestmark = pytest.mark.timeout(60)
+
+TIMEOUT_MS = 5000
+
+
+@pytest.fixture
+def window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> MainWindow:
+    workers.claiming = False
+    window = make_window()
+    with qtbot.waitActive(window):
+        window.activateWindow()
+    return window
+
+
+def listed(window: MainWindow) -> set[int]:
+    return {row.id for row in window.vm.jobs.rows()}
+
+
+def test_typing_a_search_shows_only_matching_prompts(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    red = job_in(queue, JobStatus.PENDING, "a red circle on blue")
+    blue = job_in(queue, JobStatus.PENDING, "a blue square")
+    qtbot.waitUntil(lambda: listed(window) == {red, blue}, timeout=TIMEOUT_MS)
+    qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.focusWidget() is window.jobs.search
+    qtbot.keyClicks(window.jobs.search, "circ*")
+    qtbot.waitUntil(lambda: listed(window) == {red}, timeout=TIMEOUT_MS)
+    window.jobs.search.clear()
+    qtbot.keyClicks(window.jobs.search, "blue -circle")
+    qtbot.waitUntil(lambda: listed(window) == {blue}, timeout=TIMEOUT_MS)
+    window.jobs.search.clear()  # back to every job
+    qtbot.waitUntil(lambda: listed(window) == {red, blue}, timeout=TIMEOUT_MS)
+
+
+def test_a_search_that_cannot_be_read_says_why_beside_the_box(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    job_in(queue, JobStatus.PENDING, "a red circle")
+    qtbot.keyClicks(window.jobs.search, '"red')
+    qtbot.waitUntil(window.jobs.search_note.isVisible, timeout=TIMEOUT_MS)
+    assert "never closed" in window.jobs.search_note.text()
+    assert not window.error_banner.isVisible()  # half-typed text is no error to shout about
+    qtbot.keyClicks(window.jobs.search, '"')
+    qtbot.waitUntil(lambda: not window.jobs.search_note.isVisible(), timeout=TIMEOUT_MS)
+    assert len(listed(window)) == 1
+
+
+def test_a_search_waits_for_typing_to_pause(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    job_in(queue, JobStatus.PENDING, "a red circle")
+    searches: list[str] = []
+    real = window.vm.set_search
+
+    def counted(text: str) -> None:
+        searches.append(text)
+        real(text)
+
+    window.vm.set_search = counted  # type: ignore[method-assign]
+    qtbot.keyClicks(window.jobs.search, "lighthouse")
+    qtbot.waitUntil(lambda: searches == ["lighthouse"], timeout=TIMEOUT_MS)
+    qtbot.wait(400)
+    assert searches == ["lighthouse"]  # one search for ten keys
+
+
+def test_the_status_bar_says_how_long_the_queue_will_take(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
+    from app.engine.states import JobEvent
+
+    workers.claiming = False
+    now = [1_000_000.0]
+    queue.clock = lambda: now[0]
+    done = job_in(queue, JobStatus.PENDING, "a finished one")
+    queue.claim("w")
+    now[0] += 30  # it ran for 30 s: the history learns from it
+    queue.fire(done, JobEvent.COMPLETE, source="worker", worker_id="w")
+    for _ in range(2):
+        job_in(queue, JobStatus.PENDING, "queued")
+    window = make_window()
+    assert window.deps.settings.workers == 1
+    qtbot.waitUntil(lambda: "2 queued, about 1:00 min" in window.counts_label.text(),
+                    timeout=TIMEOUT_MS)  # fmt: skip
+
+
+def test_view_statistics_charts_the_history(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    for _ in range(2):
+        job_in(queue, JobStatus.PENDING, "waiting")
+    queue.cancel(job_in(queue, JobStatus.PENDING, "dropped"))
+    view = next(m for m in window.menuBar().actions() if m.text() == "&View").menu()
+    assert isinstance(view, QMenu)
+    [statistics] = [a for a in view.actions() if a.text() == "S&tatistics…"]
+    statistics.trigger()
+    dialog = window.stats_dialog
+    assert dialog is not None
+    qtbot.waitUntil(lambda: bool(dialog.statuses.bars), timeout=TIMEOUT_MS)
+    bars = {label: value for label, value, _shown in dialog.statuses.bars}
+    assert bars == {"Cancelled": 1.0, "Pending": 2.0}
+    assert dialog.summary.text().startswith("3 jobs")
+    assert [label for label, _v, _s in dialog.causes.bars] == ["user cancelled"]
+    dialog.grab()  # paints without error
