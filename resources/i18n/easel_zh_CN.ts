@@ -32,6 +32,18 @@
         <translation>下移</translation>
     </message>
     <message>
+        <source>Move to top</source>
+        <translation>移到最前</translation>
+    </message>
+    <message>
+        <source>Move to bottom</source>
+        <translation>移到最后</translation>
+    </message>
+    <message>
+        <source>Star</source>
+        <translation>收藏</translation>
+    </message>
+    <message>
         <source>Upscale ×2</source>
         <translation>放大 ×2</translation>
     </message>
@@ -70,6 +82,18 @@
     <message>
         <source>Lower priority: runs later</source>
         <translation>降低优先级：稍后运行</translation>
+    </message>
+    <message>
+        <source>Run next: before every other queued job</source>
+        <translation>下一个运行：排在所有排队任务之前</translation>
+    </message>
+    <message>
+        <source>Run last: after every other queued job</source>
+        <translation>最后运行：排在所有排队任务之后</translation>
+    </message>
+    <message>
+        <source>Mark as a favourite (or unmark); favourites are never pruned</source>
+        <translation>收藏（或取消收藏）；收藏的任务永远不会被清理</translation>
     </message>
     <message>
         <source>Queue a job that enlarges the image twice and redraws its details</source>
@@ -396,6 +420,10 @@ Resume continues from there.</source>
     <message>
         <source>No jobs here yet. Type a prompt and press Ctrl+Enter.</source>
         <translation>这里还没有任务。输入提示词后按 Ctrl+Enter。</translation>
+    </message>
+    <message>
+        <source>Remove the star</source>
+        <translation>取消收藏</translation>
     </message>
 </context>
 <context>

@@ -5,6 +5,7 @@ Real key events; the search runs the engine's word search on the store thread.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
@@ -123,3 +124,48 @@ def test_view_statistics_charts_the_history(
     assert dialog.summary.text().startswith("3 jobs")
     assert [label for label, _v, _s in dialog.causes.bars] == ["user cancelled"]
     dialog.grab()  # paints without error
+
+
+def test_star_from_the_image_panel_marks_the_job_and_its_image(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    from app.engine.history.favourites import png_is_starred
+    from app.ui.presenters.actions import Action
+    from tests.ui.test_keyboard import finished_job, list_with
+
+    job_id = finished_job(queue, tmp_path / "done.png")
+    list_with(qtbot, window, job_id)
+    star = window.image.follow_ups[Action.STAR]
+    qtbot.waitUntil(star.isEnabled, timeout=TIMEOUT_MS)
+    assert star.text() == "☆"
+    qtbot.mouseClick(star, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: queue.get(job_id).starred, timeout=TIMEOUT_MS)
+    assert png_is_starred(tmp_path / "done.png")  # recorded in the PNG too
+    qtbot.waitUntil(lambda: star.text() == "★", timeout=TIMEOUT_MS)
+    row = window.vm.jobs.row_of(job_id)
+    assert row is not None and window.vm.jobs.rows()[row].starred
+    qtbot.mouseClick(star, Qt.MouseButton.LeftButton)  # and off again
+    qtbot.waitUntil(lambda: not queue.get(job_id).starred, timeout=TIMEOUT_MS)
+
+
+def test_move_to_top_from_the_menu_changes_the_claim_order(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    from app.ui.presenters.actions import Action
+    from tests.ui.test_keyboard import list_with
+
+    first = job_in(queue, JobStatus.PENDING, "first")
+    job_in(queue, JobStatus.PENDING, "second")
+    last = job_in(queue, JobStatus.PENDING, "last")
+    list_with(qtbot, window, last)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_F10, Qt.KeyboardModifier.ShiftModifier)
+    menu = window.jobs.menu
+    assert isinstance(menu, QMenu)
+    qtbot.waitUntil(menu.isVisible, timeout=TIMEOUT_MS)
+    while menu.activeAction().text() != Action.TOP.label:
+        qtbot.keyClick(menu, Qt.Key.Key_Down)
+    qtbot.keyClick(menu, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: queue.get(last).priority > queue.get(first).priority,
+                    timeout=TIMEOUT_MS)  # fmt: skip
+    claimed = queue.claim("w")
+    assert claimed is not None and claimed.id == last

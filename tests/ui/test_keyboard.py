@@ -149,7 +149,8 @@ def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
     assert isinstance(menu, QMenu)
     qtbot.waitUntil(menu.isVisible, timeout=TIMEOUT_MS)
     enabled = [a.text() for a in menu.actions() if a.isEnabled() and not a.isSeparator()]
-    assert enabled == ["Cancel", "Pause", "Move up", "Move down", "Upscale ×2", "Variations…"]
+    assert enabled == ["Cancel", "Pause", "Move up", "Move down", "Move to top", "Move to bottom",
+                       "Star", "Upscale ×2", "Variations…"]  # fmt: skip
     assert menu.activeAction().text() == "Cancel"
     qtbot.keyClick(menu, Qt.Key.Key_Down)  # to Pause
     qtbot.keyClick(menu, Qt.Key.Key_Return)

@@ -176,6 +176,8 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     )
 
 
+STAR_COLOUR = QColor("#facc15")
+
 _GLYPHS = {
     JobStatus.PENDING: "…",
     JobStatus.PROCESSING: "…",
@@ -215,6 +217,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
             painter.setPen(status_colour(row.status))
             glyph = _GLYPHS.get(row.status, "")
             painter.drawText(box, Qt.AlignmentFlag.AlignCenter, glyph)
+        row = index.data(ROW_ROLE)
+        if row is not None and row.starred:  # a favourite: a star in the corner
+            painter.setPen(STAR_COLOUR)
+            corner = Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight
+            painter.drawText(box.adjusted(0, -2, -2, 0), corner, "★")
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:

@@ -378,6 +378,20 @@ class QueueService:
 
         return self._each(job_ids, shift)
 
+    def move_to(self, job_ids: Sequence[int], top: bool) -> Outcome:
+        """To the top (runs next) or bottom of the pending jobs; their order is kept."""
+        from app.engine.queue import Placement
+
+        ordered = list(reversed(job_ids)) if top else list(job_ids)  # the first ends up first
+        place = Placement.TOP if top else Placement.BOTTOM
+        return self._each(ordered, lambda job_id: self.queue.move(job_id, to=place))
+
+    def star(self, job_ids: Sequence[int], on: bool) -> Outcome:
+        """Star or unstar (also recorded in the image file, when there is one)."""
+        from app.engine.history.favourites import star
+
+        return self._each(job_ids, lambda job_id: star(self.queue, job_id, on=on))
+
     def _each(self, job_ids: Sequence[int], do: Callable[[int], object]) -> Outcome:
         done, errors = [], []
         for job_id in job_ids:

@@ -78,6 +78,7 @@ class JobRow:
     rerun_of: int | None
     version: int
     created_label: str = ""  # formatted off the GUI thread: strftime per paint adds up
+    starred: bool = False  # a favourite: kept by pruning, marked in the list and gallery
     waiting: str = ""  # why a BLOCKED job still waits ("waiting for #12, which failed: ...")
 
     @classmethod
@@ -95,6 +96,7 @@ class JobRow:
             created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
             output_path=job.output_path, error=job.error, rerun_of=job.rerun_of,
             version=job.version, created_label=format_clock(job.created_at),
+            starred=job.starred,
         )  # fmt: skip
 
     @property

@@ -238,6 +238,14 @@ class JobsViewModel(QObject):
         ids = tuple(job_ids)
         self._request(lambda: self.service.move(ids, delta))
 
+    def move_to(self, job_ids: Sequence[int], top: bool) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.move_to(ids, top))
+
+    def star(self, job_ids: Sequence[int], on: bool) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.star(ids, on))
+
     def resume_all(self, job_ids: Sequence[int]) -> None:
         """Resume those of `job_ids` that are paused (the restore banner's action)."""
         ids = tuple(job_ids)

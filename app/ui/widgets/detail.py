@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
 from app.engine.states import JobStatus
-from app.ui.presenters.actions import applies
+from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, status_label
 from app.ui.qt.dbthread import Runner
@@ -45,6 +45,9 @@ class DetailController(QObject):
         self.image.reuse.setEnabled(row is not None)
         for action, button in self.image.follow_ups.items():
             button.setEnabled(row is not None and applies(action, row))
+        star = self.image.follow_ups[Action.STAR]
+        star.setChecked(row is not None and row.starred)
+        star.setText("★" if star.isChecked() else "☆")
         if row is None:
             self.timeline.show_job(None, ())
             self.image.show_nothing(self.tr("Select a job, or type a prompt and press Ctrl+Enter"))

@@ -19,7 +19,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from app.ui.presenters.actions import FOLLOW_UPS
+from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.theme import CANVAS, MUTED
 
 
@@ -124,7 +124,7 @@ class ImagePanel(QWidget):
 
     message = Signal(str)  # a note for the status bar
     problem = Signal(str)  # something went wrong: the red banner
-    follow_up = Signal(object)  # an Action of FOLLOW_UPS on the shown job
+    follow_up = Signal(object)  # an Action of IMAGE_ACTIONS on the shown job
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -138,7 +138,8 @@ class ImagePanel(QWidget):
         self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
         self.reuse.setEnabled(False)  # until a job is selected
         # Follow-up jobs on the shown job (the window carries them out)
-        self.follow_ups = {action: QPushButton(action.label) for action in FOLLOW_UPS}
+        self.follow_ups = {action: QPushButton(action.label) for action in IMAGE_ACTIONS}
+        self.follow_ups[Action.STAR].setCheckable(True)  # checked: the shown job is starred
         for action, button in self.follow_ups.items():
             button.setToolTip(action.tip)
             button.setEnabled(False)

@@ -238,6 +238,11 @@ class JobsPanel(QWidget):
             self.vm.cancel(targets.job_ids)
         elif action is Action.RERUN:
             self.vm.rerun(targets.job_ids)
+        elif action is Action.STAR:
+            rows = self.selected_rows()
+            self.vm.star(targets.job_ids, on=not all(row.starred for row in rows))
+        elif action in (Action.TOP, Action.BOTTOM):
+            self.vm.move_to(targets.job_ids, top=action is Action.TOP)
         elif action in (Action.UP, Action.DOWN):
             self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)
         else:
@@ -278,7 +283,10 @@ class JobsPanel(QWidget):
         for action in Action:
             if action is FOLLOW_UPS[0]:
                 menu.addSeparator()
-            item = QAction(action.label, menu)
+            label = action.label
+            if action is Action.STAR and all(row.starred for row in rows):
+                label = self.tr("Remove the star")
+            item = QAction(label, menu)
             item.setToolTip(action.tip)
             item.setEnabled(bool(applicable(action, rows)))
             item.triggered.connect(lambda _=False, a=action: self.trigger(a))

@@ -295,7 +295,9 @@ class MainWindow(QMainWindow):
         """Upscale, variations or "use as init image" on jobs of the list or the shown one."""
         if not rows:
             return
-        if action is Action.UPSCALE:
+        if action is Action.STAR:
+            self.vm.star([row.id for row in rows], on=not all(row.starred for row in rows))
+        elif action is Action.UPSCALE:
             self.vm.upscale([row.id for row in rows])
         elif action is Action.VARY:
             self.ask_variations(rows[0])
