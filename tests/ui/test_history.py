@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
 
@@ -169,3 +169,37 @@ def test_move_to_top_from_the_menu_changes_the_claim_order(
                     timeout=TIMEOUT_MS)  # fmt: skip
     claimed = queue.claim("w")
     assert claimed is not None and claimed.id == last
+
+
+def test_dropping_a_queued_job_on_another_runs_it_just_before(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    done = job_in(queue, JobStatus.SUCCESS, "finished")
+    first = job_in(queue, JobStatus.PENDING, "first")
+    second = job_in(queue, JobStatus.PENDING, "second")
+    last = job_in(queue, JobStatus.PENDING, "last")
+    model = window.vm.jobs
+    qtbot.waitUntil(lambda: model.row_of(done) is not None, timeout=TIMEOUT_MS)
+
+    def index(job_id: int) -> QModelIndex:
+        row = model.row_of(job_id)
+        assert row is not None
+        return model.index(row, 1)
+
+    # What the view does on a drop (a real QDrag blocks in its own event loop offscreen):
+    # the dragged rows' data, dropped on a row.
+    assert not model.flags(index(done)) & Qt.ItemFlag.ItemIsDragEnabled  # finished: stays
+    dragged = model.mimeData([index(last)])
+    assert not model.dropMimeData(dragged, Qt.DropAction.MoveAction, -1, -1, index(done))
+    assert model.flags(index(last)) & Qt.ItemFlag.ItemIsDragEnabled
+    assert not model.dropMimeData(dragged, Qt.DropAction.MoveAction, -1, -1, index(second))
+    order: list[int] = []
+
+    def claimed_all() -> bool:
+        while (job := queue.claim("w")) is not None:
+            order.append(job.id or 0)
+        return len(order) == 3
+
+    qtbot.waitUntil(lambda: queue.get(last).priority > queue.get(second).priority,
+                    timeout=TIMEOUT_MS)  # fmt: skip
+    assert claimed_all() and order == [first, last, second]

@@ -386,6 +386,10 @@ class QueueService:
         place = Placement.TOP if top else Placement.BOTTOM
         return self._each(ordered, lambda job_id: self.queue.move(job_id, to=place))
 
+    def move_before(self, job_ids: Sequence[int], before: int) -> Outcome:
+        """Queued jobs dragged onto another queued job: they go just before it, in order."""
+        return self._each(job_ids, lambda job_id: self.queue.move(job_id, before=before))
+
     def star(self, job_ids: Sequence[int], on: bool) -> Outcome:
         """Star or unstar (also recorded in the image file, when there is one)."""
         from app.engine.history.favourites import star

@@ -72,6 +72,7 @@ class JobsViewModel(QObject):
         # The rows on screen (first, last); the job list view sets this.
         self.visible_rows: Callable[[], tuple[int, int]] = lambda: (0, PAGE_SIZE)
         self.live.settled.connect(lambda _job_id: self.refresh())
+        self.jobs.reorder_requested.connect(self.move_before)
 
     # --- freshness ----------------------------------------------------------------------------
 
@@ -241,6 +242,10 @@ class JobsViewModel(QObject):
     def move_to(self, job_ids: Sequence[int], top: bool) -> None:
         ids = tuple(job_ids)
         self._request(lambda: self.service.move_to(ids, top))
+
+    def move_before(self, job_ids: Sequence[int], before: int) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.move_before(ids, before))
 
     def star(self, job_ids: Sequence[int], on: bool) -> None:
         ids = tuple(job_ids)

@@ -169,6 +169,12 @@ class JobsPanel(QWidget):
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         table.setShowGrid(False)
+        # Queued jobs can be dragged onto another queued job to run just before it.
+        table.setDragEnabled(True)
+        table.setAcceptDrops(True)
+        table.setDropIndicatorShown(True)
+        table.setDragDropMode(QAbstractItemView.DragDropMode.DragDrop)
+        table.setDefaultDropAction(Qt.DropAction.MoveAction)
         table.setWordWrap(False)
         table.setAlternatingRowColors(True)
         table.verticalHeader().hide()
