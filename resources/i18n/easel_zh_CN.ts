@@ -813,6 +813,10 @@ Resume continues from there.</source>
 <context>
     <name>Progress</name>
     <message>
+        <source>queued · {total} steps · about {eta}</source>
+        <translation>排队中 · {total} 步 · 约需 {eta}</translation>
+    </message>
+    <message>
         <source>queued · {total} steps</source>
         <translation>排队中 · {total} 步</translation>
     </message>

@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
+from app.ui.itemmodels.delegates import progress_text
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
@@ -104,6 +105,12 @@ def test_the_status_bar_says_how_long_the_queue_will_take(
     assert window.deps.settings.workers == 1
     qtbot.waitUntil(lambda: "2 queued, about 1:00 min" in window.counts_label.text(),
                     timeout=TIMEOUT_MS)  # fmt: skip
+    # and each queued job says what it is expected to take
+    model = window.vm.jobs
+    queued = [r for r in model.rows() if r.status is JobStatus.PENDING]
+    assert [r.expected_s for r in queued] == [30.0, 30.0]
+    text = progress_text(queued[0], 0, queued[0].params.steps, None)  # what the list paints
+    assert text == "queued · 10 steps · about 30 s"
 
 
 def test_view_statistics_charts_the_history(
@@ -140,7 +147,8 @@ def test_star_from_the_image_panel_marks_the_job_and_its_image(
     assert star.text() == "☆"
     qtbot.mouseClick(star, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: queue.get(job_id).starred, timeout=TIMEOUT_MS)
-    assert png_is_starred(tmp_path / "done.png")  # recorded in the PNG too
+    # recorded in the PNG too, just after the commit
+    qtbot.waitUntil(lambda: png_is_starred(tmp_path / "done.png"), timeout=TIMEOUT_MS)
     qtbot.waitUntil(lambda: star.text() == "★", timeout=TIMEOUT_MS)
     row = window.vm.jobs.row_of(job_id)
     assert row is not None and window.vm.jobs.rows()[row].starred

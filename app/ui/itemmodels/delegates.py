@@ -148,6 +148,10 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     """Where the job is, in words: a bare "step 0/20" says little about a queued job."""
     status = row.status
     if status is JobStatus.PENDING:
+        if step == 0 and row.expected_s is not None:
+            return translate("Progress", "queued · {total} steps · about {eta}").format(
+                total=total, eta=format_duration(row.expected_s)
+            )
         if step == 0:
             return translate("Progress", "queued · {total} steps").format(total=total)
         return translate("Progress", "queued · from step {step}/{total}").format(

@@ -11,6 +11,7 @@ The store may be opened late (`opener`): the window shows first, and the databas
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,11 +26,13 @@ from app.ui.presenters.rows import JobRow, TransitionRow
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from app.engine.history.eta import Estimator
     from app.engine.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
+RELEARN_S = 30.0  # how often queued jobs' run times are learned again from the history
 HELD_FOR_UNDO = "cancel asked: held a few seconds so it can be undone"
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
@@ -102,6 +105,8 @@ class QueueService:
         self.max_attempts = max_attempts
         self._check = check
         self._watch: Connection | None = None
+        self._estimator: Estimator | None = None
+        self._learned_at = 0.0
         self._open_error: Exception | None = None
 
     @property
@@ -211,8 +216,6 @@ class QueueService:
 
     def stats(self, days: float | None) -> dict[str, Any]:
         """The history's figures for the last `days` (None: all of it), as plain data."""
-        import time
-
         from app.engine.history.stats import history_stats
 
         until = time.time() + 1
@@ -225,7 +228,20 @@ class QueueService:
         return tuple(job.id for job in self._queue.running_jobs() if job.id is not None)
 
     def _rows(self, jobs: Iterable[Any]) -> tuple[JobRow, ...]:
-        return tuple(self._with_reason(JobRow.from_job(job)) for job in jobs)
+        return tuple(self._with_estimate(job, self._with_reason(JobRow.from_job(job)))
+                     for job in jobs)  # fmt: skip
+
+    def _with_estimate(self, job: Any, row: JobRow) -> JobRow:
+        """A queued row gets its learned run time (the history's ETA, re-learned now and
+        then: finished jobs change it slowly, and a refresh must stay cheap)."""
+        if row.status is not JobStatus.PENDING:
+            return row
+        from app.engine.history.eta import job_estimate, learned
+
+        now = time.monotonic()
+        if self._estimator is None or now - self._learned_at > RELEARN_S:
+            self._estimator, self._learned_at = learned(self.queue), now
+        return replace(row, expected_s=job_estimate(self._estimator, job))
 
     def _with_reason(self, row: JobRow) -> JobRow:
         """A BLOCKED row gets the reason it waits (a read of its parents: they are few)."""

@@ -78,6 +78,7 @@ class JobRow:
     rerun_of: int | None
     version: int
     created_label: str = ""  # formatted off the GUI thread: strftime per paint adds up
+    expected_s: float | None = None  # a queued job's learned run time (None: nothing to go on)
     starred: bool = False  # a favourite: kept by pruning, marked in the list and gallery
     waiting: str = ""  # why a BLOCKED job still waits ("waiting for #12, which failed: ...")
 
