@@ -32,6 +32,7 @@ from PIL import Image, ImageDraw, ImageFilter  # noqa: E402
 from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
+from app.engine.graph import submit_upscale  # noqa: E402
 from app.engine.messages import MessageKind, WorkerMessage  # noqa: E402
 from app.engine.params import GenerationParams  # noqa: E402
 from app.engine.queue import JobQueue, open_queue  # noqa: E402
@@ -44,6 +45,7 @@ from app.ui.qt.theme import apply_theme  # noqa: E402
 from app.ui.widgets.quit_dialog import quit_box  # noqa: E402
 from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings  # noqa: E402
 from app.ui.widgets.window import PAUSED_AT_QUIT, Dependencies, MainWindow  # noqa: E402
+from app.ui.wiring import model_choices  # noqa: E402
 
 PALETTE = {
     "red": (220, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 220),
@@ -177,7 +179,27 @@ def fill_queue(queue: JobQueue, clock: Clock, outputs: Path, real: bool) -> dict
             ids["cancelled"] = _cancelled_job(queue, clock)
     ids["finished"] = finished
     ids["paused"] = _paused_job(queue, clock)
+    ids["upscaled"] = _upscale_chain(queue, clock, finished[1], outputs)
+    ids["waiting"] = submit_upscale(queue, ids["failed"])  # type: ignore[arg-type]
     return ids
+
+
+def _upscale_chain(queue: JobQueue, clock: Clock, parent: int, outputs: Path) -> int:
+    """An upscale x2 queued while its parent ran: BLOCKED, UNBLOCK at the parent's success,
+    then run like any job (the parent already succeeded here, so it unblocks at once)."""
+    child = submit_upscale(queue, parent)
+    clock.wait(0.5)
+    queue.claim(WORKER)
+    clock.wait(14.0)
+    path = outputs / f"{child:05d}.png"
+    Image.open(queue.get(parent).output_path or "").resize(
+        (128, 128), Image.Resampling.LANCZOS
+    ).save(path)
+    queue.report_progress(child, WORKER, 7, 7)
+    queue.fire(child, JobEvent.COMPLETE, source="worker", worker_id=WORKER,
+               changes={"output_path": str(path)})  # fmt: skip
+    clock.wait(5)
+    return child
 
 
 def _failed_job(queue: JobQueue, clock: Clock) -> int:
@@ -281,7 +303,17 @@ def main() -> int:
         (1000, lambda: save(window, args.out / "paused.png")),
         (100, lambda: _refused_numbers(window)),
         (800, lambda: save(window, args.out / "refused.png")),
-        (100, lambda: _settings_shot(window, args.out / "settings.png")),
+        (100, lambda: window.error_banner.hide()),
+        (100, lambda: window.jobs.select_jobs([ids["upscaled"]])),  # type: ignore[list-item]
+        (1000, lambda: save(window, args.out / "chain.png")),
+        (100, lambda: window.jobs.select_jobs([ids["waiting"]])),  # type: ignore[list-item]
+        (1000, lambda: save(window, args.out / "chain-blocked.png")),
+        (100, lambda: window.jobs.search.setText("circle")),
+        (600, lambda: window.jobs.select_jobs([finished[0]])),
+        (1200, lambda: save(window, args.out / "search.png")),
+        (100, lambda: window.jobs.search.clear()),
+        (100, lambda: _stats_shot(window, args.out / "stats.png")),
+        (1200, lambda: _settings_shot(window, args.out / "settings.png")),
         (700, lambda: _quit_shot(window, args.out / "quit.png")),
         (900, lambda: window.close()),
         (300, lambda: _chinese_shot(queue, running, restore, finished[5], args.out)),
@@ -297,7 +329,8 @@ def show_window(
 ) -> MainWindow:
     deps = Dependencies(
         queue=QueueService(queue), workers=PreviewWorkers(running), settings=load_settings(),
-        save_settings=save_settings, list_models=lambda: ["easel-tiny"], restore=restore,
+        save_settings=save_settings, list_models=lambda: model_choices(load_settings()),
+        restore=restore,
         confirm_quit=lambda _n: True,
     )  # fmt: skip
     window = MainWindow(deps)
@@ -342,6 +375,13 @@ def _quit_shot(window: MainWindow, path: Path) -> None:
     box, _pause = quit_box(window, 2)
     box.show()
     QTimer.singleShot(300, lambda: (save(box, path), box.close()))
+
+
+def _stats_shot(window: MainWindow, path: Path) -> None:
+    window.show_stats()
+    dialog = window.stats_dialog
+    assert dialog is not None
+    QTimer.singleShot(900, lambda: (save(dialog, path), dialog.close()))
 
 
 def _settings_shot(window: MainWindow, path: Path) -> None:

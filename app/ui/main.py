@@ -24,6 +24,7 @@ from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings, save_settings
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.model_choices import ModelChoice
 from app.ui.presenters.queue_service import QueueService
 from app.ui.qt.dbthread import ThreadRunner
 from app.ui.qt.language import chosen_language, use_language
@@ -79,7 +80,8 @@ def launch(
     )
     deps = Dependencies(
         queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,
-        list_models=lambda: _model_names(deps.settings),  # the folder may change
+        list_models=lambda: _model_choices(deps.settings),  # the folder may change
+        list_loras=lambda: _lora_names(deps.settings),
     )  # fmt: skip
     # Queued before the window exists, so it is the first call on the database thread.
     runner.run(
@@ -119,10 +121,16 @@ def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
     return recover_at_launch(service.queue, settings)
 
 
-def _model_names(settings: Settings) -> list[str]:
-    from app.ui.wiring import model_names
+def _model_choices(settings: Settings) -> list[ModelChoice]:
+    from app.ui.wiring import model_choices
 
-    return model_names(settings)
+    return model_choices(settings)
+
+
+def _lora_names(settings: Settings) -> list[str]:
+    from app.ui.wiring import lora_names
+
+    return lora_names(settings)
 
 
 def _ready(

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from app.engine.settings import Settings
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.model_choices import ModelChoice
 
 if TYPE_CHECKING:
+    from app.engine.generation.sources import ModelInfo
     from app.engine.queue import JobQueue
     from app.engine.recovery import RecoveryReport
 
@@ -46,15 +48,35 @@ def summary_of(report: RecoveryReport) -> RestoreSummary:
     )  # fmt: skip
 
 
-def model_names(settings: Settings) -> list[str]:
+def model_choices(settings: Settings) -> list[ModelChoice]:
     """Installed models for the picker (a filesystem scan, run off the GUI thread)."""
-    from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs, list_models
-    from app.engine.paths import bundled_models_dir
+    from app.engine.generation.architecture import MAX_SIDE_PER_NATIVE
+    from app.engine.generation.sources import list_models
 
-    search = ModelSearchPath(
-        bundled=(bundled_models_dir(),), user=(settings.models_path(),), hf_caches=hf_cache_dirs()
-    )
-    return [model.name for model in list_models(search)]
+    return [
+        ModelChoice(
+            name=model.name,
+            kind=_kind(model) if model.supported else "",
+            native_size=model.native_size,
+            presets=model.size_presets or ModelChoice(model.name).presets,
+            unsupported_reason=model.unsupported_reason
+            or ("" if model.supported else translate("ModelChoice", "unknown model type")),
+            max_side=MAX_SIDE_PER_NATIVE * model.native_size,
+        )
+        for model in list_models(settings.model_search_path())
+    ]
+
+
+def _kind(model: ModelInfo) -> str:
+    """The architecture part of `ModelInfo.label` ("SDXL, 1024 px" -> "SDXL")."""
+    return model.label.rsplit(", ", 1)[0]
+
+
+def lora_names(settings: Settings) -> list[str]:
+    """LoRA files in the models folder's lora/ subfolder, by name (off the GUI thread)."""
+    from app.engine.generation.lora import available_loras, lora_folders
+
+    return sorted(available_loras(lora_folders(settings.model_search_path())), key=str.lower)
 
 
 def make_workers(queue: JobQueue, settings: Settings) -> tuple[WorkerPool, str | None]:

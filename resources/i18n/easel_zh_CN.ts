@@ -59,12 +59,83 @@
         <source>Lower priority: runs later</source>
         <translation>降低优先级：稍后运行</translation>
     </message>
+    <message>
+        <source>Move to top</source>
+        <translation>移到最前</translation>
+    </message>
+    <message>
+        <source>Move to bottom</source>
+        <translation>移到最后</translation>
+    </message>
+    <message>
+        <source>Star</source>
+        <translation>收藏</translation>
+    </message>
+    <message>
+        <source>Upscale ×2</source>
+        <translation>放大 ×2</translation>
+    </message>
+    <message>
+        <source>Variations…</source>
+        <translation>变体…</translation>
+    </message>
+    <message>
+        <source>Use as init image</source>
+        <translation>用作初始图像</translation>
+    </message>
+    <message>
+        <source>Run next: before every other queued job</source>
+        <translation>下一个运行：排在所有排队任务之前</translation>
+    </message>
+    <message>
+        <source>Run last: after every other queued job</source>
+        <translation>最后运行：排在所有排队任务之后</translation>
+    </message>
+    <message>
+        <source>Mark as a favourite (or unmark); favourites are never pruned</source>
+        <translation>收藏（或取消收藏）；收藏的任务永远不会被清理</translation>
+    </message>
+    <message>
+        <source>Queue a job that enlarges the image twice and redraws its details</source>
+        <translation>排队一个任务：把图像放大两倍并重绘细节</translation>
+    </message>
+    <message>
+        <source>Queue images close to this one, with new seeds</source>
+        <translation>用新的种子排队与此图相近的图像</translation>
+    </message>
+    <message>
+        <source>Start a new picture from this image (image to image)</source>
+        <translation>以这张图像为起点生成新图（图生图）</translation>
+    </message>
 </context>
 <context>
     <name>Banner</name>
     <message>
         <source>Dismiss</source>
         <translation>关闭</translation>
+    </message>
+</context>
+<context>
+    <name>Cause</name>
+    <message>
+        <source>out of memory</source>
+        <translation>内存不足</translation>
+    </message>
+    <message>
+        <source>model load</source>
+        <translation>模型加载</translation>
+    </message>
+    <message>
+        <source>other error</source>
+        <translation>其他错误</translation>
+    </message>
+    <message>
+        <source>worker lost</source>
+        <translation>工作进程丢失</translation>
+    </message>
+    <message>
+        <source>user cancelled</source>
+        <translation>用户取消</translation>
     </message>
 </context>
 <context>
@@ -131,6 +202,12 @@ Resume continues from there.</source>
     <message>
         <source>Job {id}: {status}</source>
         <translation>任务 {id}：{status}</translation>
+    </message>
+    <message>
+        <source>Job {id} builds on another job&apos;s image:
+{why}</source>
+        <translation>任务 {id} 基于另一个任务的图像：
+{why}</translation>
     </message>
 </context>
 <context>
@@ -327,12 +404,28 @@ Resume continues from there.</source>
         <source>Re-run of job {id}</source>
         <translation>重新生成自任务 {id}</translation>
     </message>
+    <message>
+        <source>after #{id}</source>
+        <translation>接在 #{id} 之后</translation>
+    </message>
+    <message>
+        <source>Built on the image of job {id}</source>
+        <translation>基于任务 {id} 的图像</translation>
+    </message>
 </context>
 <context>
     <name>JobsPanel</name>
     <message>
         <source>No jobs here yet. Type a prompt and press Ctrl+Enter.</source>
         <translation>这里还没有任务。输入提示词后按 Ctrl+Enter。</translation>
+    </message>
+    <message>
+        <source>Search prompts (Ctrl+F): red circle, -blue, cat*</source>
+        <translation>搜索提示词（Ctrl+F）：红 圆、-蓝、猫*</translation>
+    </message>
+    <message>
+        <source>Remove the star</source>
+        <translation>取消收藏</translation>
     </message>
 </context>
 <context>
@@ -413,10 +506,6 @@ Resume continues from there.</source>
     <message>
         <source>No workers: images cannot be generated</source>
         <translation>没有工作进程：无法生成图像</translation>
-    </message>
-    <message>
-        <source>{running} running · {queued} queued · {jobs}</source>
-        <translation>运行中 {running} · 排队中 {queued} · 共 {jobs}</translation>
     </message>
     <message>
         <source>Job {id} has no image yet</source>
@@ -518,6 +607,69 @@ Resume continues from there.</source>
         <source>Local image generation where no job ever vanishes.</source>
         <translation>本地图像生成，任务永不丢失。</translation>
     </message>
+    <message>
+        <source>&amp;View</source>
+        <translation>视图(&amp;V)</translation>
+    </message>
+    <message>
+        <source>&amp;Search jobs</source>
+        <translation>搜索任务(&amp;S)</translation>
+    </message>
+    <message>
+        <source>S&amp;tatistics…</source>
+        <translation>统计(&amp;T)…</translation>
+    </message>
+    <message>
+        <source>Variations of job {id}</source>
+        <translation>任务 {id} 的变体</translation>
+    </message>
+    <message>
+        <source>How many images close to job {id}?</source>
+        <translation>要生成几张与任务 {id} 相近的图像？</translation>
+    </message>
+    <message>
+        <source>Queue</source>
+        <translation>加入队列</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Cannot start from {name}: {error}</source>
+        <translation>无法以 {name} 为起点：{error}</translation>
+    </message>
+    <message>
+        <source>{queued} queued, about {eta}</source>
+        <translation>排队中 {queued}，约需 {eta}</translation>
+    </message>
+    <message>
+        <source>{queued} queued</source>
+        <translation>排队中 {queued}</translation>
+    </message>
+    <message>
+        <source>{running} running · {waiting} · {jobs}</source>
+        <translation>运行中 {running} · {waiting} · 共 {jobs}</translation>
+    </message>
+</context>
+<context>
+    <name>ModelChoice</name>
+    <message>
+        <source>unsupported</source>
+        <translation>不支持</translation>
+    </message>
+    <message>
+        <source>{kind}, {size} px</source>
+        <translation>{kind}，{size} 像素</translation>
+    </message>
+    <message>
+        <source>{size} · native</source>
+        <translation>{size} · 原生</translation>
+    </message>
+    <message>
+        <source>unknown model type</source>
+        <translation>未知的模型类型</translation>
+    </message>
 </context>
 <context>
     <name>Notifier</name>
@@ -612,6 +764,10 @@ Resume continues from there.</source>
         <source>{name} is empty</source>
         <translation>{name}为空</translation>
     </message>
+    <message>
+        <source>Strength</source>
+        <translation>重绘强度</translation>
+    </message>
 </context>
 <context>
     <name>PngParams</name>
@@ -702,21 +858,21 @@ Resume continues from there.</source>
         <source>stopped at {step}/{total}</source>
         <translation>已停止 · {step}/{total}</translation>
     </message>
+    <message>
+        <source>queued · {total} steps · about {eta}</source>
+        <translation>排队中 · {total} 步 · 约需 {eta}</translation>
+    </message>
+    <message>
+        <source>waits for #{id}</source>
+        <translation>等待 #{id}</translation>
+    </message>
+    <message>
+        <source>waits for its parent jobs</source>
+        <translation>等待其上游任务</translation>
+    </message>
 </context>
 <context>
     <name>PromptPanel</name>
-    <message>
-        <source>64 × 64 · tiny model</source>
-        <translation>64 × 64 · 微型模型</translation>
-    </message>
-    <message>
-        <source>512 × 768 · portrait</source>
-        <translation>512 × 768 · 竖幅</translation>
-    </message>
-    <message>
-        <source>768 × 512 · landscape</source>
-        <translation>768 × 512 · 横幅</translation>
-    </message>
     <message>
         <source>Custom</source>
         <translation>自定义</translation>
@@ -774,16 +930,75 @@ Resume continues from there.</source>
         <translation>反向提示词</translation>
     </message>
     <message>
-        <source>Drop an Easel or A1111 PNG here to reuse its settings</source>
-        <translation>把 Easel 或 A1111 生成的 PNG 拖到这里，即可复用其设置</translation>
-    </message>
-    <message>
         <source>Generate {n} images</source>
         <translation>生成 {n} 张图像</translation>
     </message>
     <message>
         <source>Settings from {name}</source>
         <translation>已读取 {name} 的设置</translation>
+    </message>
+    <message>
+        <source>Insert a LoRA from the models folder&apos;s lora/ subfolder at the cursor</source>
+        <translation>在光标处插入模型文件夹 lora/ 子文件夹中的 LoRA</translation>
+    </message>
+    <message>
+        <source>Generate + upscale ×2</source>
+        <translation>生成并放大 ×2</translation>
+    </message>
+    <message>
+        <source>Queue the image(s) and, waiting for each, its upscale ×2</source>
+        <translation>将图像加入队列，并为每张图排队等待中的放大 ×2</translation>
+    </message>
+    <message>
+        <source>LoRA</source>
+        <translation>LoRA</translation>
+    </message>
+    <message>
+        <source>Strength</source>
+        <translation>重绘强度</translation>
+    </message>
+    <message>
+        <source>Drop an Easel or A1111 PNG here to reuse its settings; drop or paste any other image to start from it</source>
+        <translation>把 Easel 或 A1111 生成的 PNG 拖到这里可复用其设置；拖入或粘贴其他图像则以它为起点</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>Generate from noise again, without this image</source>
+        <translation>不用这张图像，重新从噪声生成</translation>
+    </message>
+    <message>
+        <source>Starts from {source} ({w} × {h})</source>
+        <translation>以 {source} 为起点（{w} × {h}）</translation>
+    </message>
+    <message>
+        <source>Init image from {source}</source>
+        <translation>初始图像来自 {source}</translation>
+    </message>
+    <message>
+        <source>the clipboard</source>
+        <translation>剪贴板</translation>
+    </message>
+    <message>
+        <source>Add a LoRA…</source>
+        <translation>添加 LoRA…</translation>
+    </message>
+    <message>
+        <source>No LoRA files in the models folder</source>
+        <translation>模型文件夹中没有 LoRA 文件</translation>
+    </message>
+</context>
+<context>
+    <name>QueueService</name>
+    <message>
+        <source>Job {id} has no image</source>
+        <translation>任务 {id} 没有图像</translation>
+    </message>
+    <message>
+        <source>Cannot read {path}: {error}</source>
+        <translation>无法读取 {path}：{error}</translation>
     </message>
 </context>
 <context>
@@ -830,13 +1045,6 @@ Resume continues from there.</source>
     <message>
         <source>, </source>
         <translation>，</translation>
-    </message>
-</context>
-<context>
-    <name>SearchBox</name>
-    <message>
-        <source>Search prompts: red circle, &quot;a phrase&quot;, -left-out, cat*</source>
-        <translation>搜索提示词：red circle、&quot;整个短语&quot;、-排除、cat*</translation>
     </message>
 </context>
 <context>
@@ -952,6 +1160,10 @@ Resume continues from there.</source>
         <source>Quit (running jobs pause and continue next time)</source>
         <translation>退出（运行中的任务会暂停，下次继续）</translation>
     </message>
+    <message>
+        <source>Search the jobs by prompt</source>
+        <translation>按提示词搜索任务</translation>
+    </message>
 </context>
 <context>
     <name>ShortcutsDialog</name>
@@ -971,8 +1183,52 @@ Resume continues from there.</source>
         <translation>各状态的任务数</translation>
     </message>
     <message>
-        <source>Run time per model and size: p50 and p95 (seconds)</source>
-        <translation>各模型和尺寸的运行时间：p50 与 p95（秒）</translation>
+        <source>Last 24 hours</source>
+        <translation>最近 24 小时</translation>
+    </message>
+    <message>
+        <source>Last 7 days</source>
+        <translation>最近 7 天</translation>
+    </message>
+    <message>
+        <source>Last 30 days</source>
+        <translation>最近 30 天</translation>
+    </message>
+    <message>
+        <source>All time</source>
+        <translation>全部时间</translation>
+    </message>
+    <message>
+        <source>nothing in this period</source>
+        <translation>此期间没有数据</translation>
+    </message>
+    <message>
+        <source>Run time, median (p95) per model and size</source>
+        <translation>运行时间：按模型和尺寸的中位数（p95）</translation>
+    </message>
+    <message>
+        <source>Wait before running, median (p95)</source>
+        <translation>开始前的等待：中位数（p95）</translation>
+    </message>
+    <message>
+        <source>Endings that were not a success, per 100 jobs</source>
+        <translation>未成功结束的次数（每 100 个任务）</translation>
+    </message>
+    <message>
+        <source>Period</source>
+        <translation>时间段</translation>
+    </message>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Reading the history…</source>
+        <translation>正在读取历史…</translation>
+    </message>
+    <message>
+        <source>{jobs} jobs · {rate:.1f} images an hour · paused {paused} in all · {saved} steps saved by resuming</source>
+        <translation>{jobs} 个任务 · 每小时 {rate:.1f} 张图像 · 共暂停 {paused} · 继续生成节省了 {saved} 步</translation>
     </message>
 </context>
 <context>

@@ -10,9 +10,12 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
+from app.engine.graph import graph_listener
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
+from app.models.db import Database
 from app.ui.presenters.interfaces import RestoreSummary, WorkerPool
+from app.ui.presenters.model_choices import ModelChoice
 from app.ui.presenters.queue_service import QueueService
 from app.ui.widgets.window import Dependencies, MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -26,6 +29,14 @@ def collect_between_tests() -> Iterator[None]:
 
 
 @pytest.fixture
+def queue(db: Database) -> JobQueue:
+    """As the app opens it (`open_queue`): dependent jobs unblock after their parent's commit."""
+    queue = JobQueue(db)
+    queue.listeners.append(graph_listener(queue))
+    return queue
+
+
+@pytest.fixture
 def workers(queue: JobQueue, tmp_path: Path) -> FakeWorkers:
     return FakeWorkers(queue, tmp_path / "outputs")
 
@@ -34,6 +45,16 @@ def workers(queue: JobQueue, tmp_path: Path) -> FakeWorkers:
 def quit_answers() -> list[int]:
     """Running-job counts the quit question was asked with (the fake always says yes)."""
     return []
+
+
+def fake_models() -> list[ModelChoice]:
+    """What the picker gets from the model scan: the tiny bundled model, an SDXL, a bad file."""
+    return [
+        ModelChoice("easel-tiny", "SD 1.x v-prediction", 64,
+                    ((64, 64), (72, 56), (56, 72)), max_side=256),
+        ModelChoice("other-model", "SDXL", 1024, ((1024, 1024), (1152, 896)), max_side=4096),
+        ModelChoice("refiner", unsupported_reason="an SDXL refiner cannot generate on its own"),
+    ]  # fmt: skip
 
 
 @pytest.fixture
@@ -54,7 +75,8 @@ def make_window(
 
         deps = Dependencies(
             queue=QueueService(queue), workers=pool or workers, settings=load_settings(),
-            save_settings=save_settings, list_models=lambda: ["easel-tiny", "other-model"],
+            save_settings=save_settings, list_models=fake_models,
+            list_loras=lambda: ["ink_style", "watercolor"],
             restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=shutdown_timeout_s,
         )  # fmt: skip
         store = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)

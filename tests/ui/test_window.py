@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -286,13 +287,13 @@ def test_quit_can_be_called_off(
     assert asked == [1] and window.isVisible() and workers.shutdown_timeout is None
 
 
-def test_dropping_a_png_without_settings_is_an_error_in_the_banner(
+def test_dropping_a_png_without_settings_starts_from_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:
     from PIL import Image
 
     png = tmp_path / "plain.png"
-    Image.new("RGB", (8, 8)).save(png)
+    Image.new("RGB", (64, 64)).save(png)
     window = make_window()
     before = window.prompt.params()
     mime = QMimeData()
@@ -300,8 +301,10 @@ def test_dropping_a_png_without_settings_is_an_error_in_the_banner(
     drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
     window.prompt.dropEvent(drop)
-    assert window.error_banner.isVisible()  # shown like every other error
-    assert "no generation parameters" in window.error_banner.label.text()
+    # no settings to reuse: it becomes the init image (issue 13.1), the settings stay
+    qtbot.waitUntil(lambda: window.prompt.init is not None, timeout=TIMEOUT_MS)
+    assert not window.error_banner.isVisible()
+    before = replace(before, width=64, height=64, strength=0.75)
     assert window.prompt.params() == before  # the form is untouched
 
 
@@ -356,14 +359,14 @@ def test_window_geometry_is_remembered(
     window = make_window()
     # The offscreen screen is 800 px wide, so Qt clamps the width; the height and the
     # jobs/timeline split come back exactly.
-    window.resize(window.width(), 611)
+    window.resize(window.width(), 711)
     right = window.jobs.parentWidget()
     assert isinstance(right, QSplitter)
     right.setSizes([200, 300])
     sizes = right.sizes()
     window.close()
     again = make_window()
-    assert again.height() == 611
+    assert again.height() == 711
     again_right = again.jobs.parentWidget()
     assert isinstance(again_right, QSplitter) and again_right.sizes() == sizes
 

@@ -148,6 +148,10 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     """Where the job is, in words: a bare "step 0/20" says little about a queued job."""
     status = row.status
     if status is JobStatus.PENDING:
+        if step == 0 and row.expected_s is not None:
+            return translate("Progress", "queued · {total} steps · about {eta}").format(
+                total=total, eta=format_duration(row.expected_s)
+            )
         if step == 0:
             return translate("Progress", "queued · {total} steps").format(total=total)
         return translate("Progress", "queued · from step {step}/{total}").format(
@@ -161,6 +165,10 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
         return translate("Progress", "step {step}/{total}").format(step=step, total=total)
     if status is JobStatus.SUCCESS:
         return translate("Progress", "done · {total} steps").format(total=total)
+    if status is JobStatus.BLOCKED and row.after is not None:
+        return translate("Progress", "waits for #{id}").format(id=row.after)
+    if status is JobStatus.BLOCKED:
+        return translate("Progress", "waits for its parent jobs")
     words = {
         JobStatus.CANCELLING: translate("Progress", "cancelling at {step}/{total}"),
         JobStatus.PAUSING: translate("Progress", "pausing at {step}/{total}"),
@@ -171,6 +179,8 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
         step=step, total=total
     )
 
+
+STAR_COLOUR = QColor("#facc15")
 
 _GLYPHS = {
     JobStatus.PENDING: "…",
@@ -211,6 +221,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
             painter.setPen(status_colour(row.status))
             glyph = _GLYPHS.get(row.status, "")
             painter.drawText(box, Qt.AlignmentFlag.AlignCenter, glyph)
+        row = index.data(ROW_ROLE)
+        if row is not None and row.starred:  # a favourite: a star in the corner
+            painter.setPen(STAR_COLOUR)
+            corner = Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight
+            painter.drawText(box.adjusted(0, -2, -2, 0), corner, "★")
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:

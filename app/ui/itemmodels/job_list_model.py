@@ -11,8 +11,17 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QByteArray,
+    QMimeData,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    Signal,
+)
 
+from app.engine.states import JobStatus
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import JobRow, eta_s, format_duration, status_label
 from app.ui.qt.live import LiveProgress
@@ -51,9 +60,14 @@ _ALIGN_CENTRE = int(Qt.AlignmentFlag.AlignCenter)
 ROW_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the JobRow
 DETAIL_ROLE = int(Qt.ItemDataRole.UserRole) + 3  # the muted second line under the prompt
 PROGRESS_ROLE = int(Qt.ItemDataRole.UserRole) + 2  # (step, total, eta seconds or None)
+JOB_IDS_MIME = "application/x-easel-job-ids"  # queued jobs dragged within the list
 
 
 class JobListModel(QAbstractTableModel):
+    # Queued jobs dropped on another queued job: (moved ids, the job they go before). The
+    # store decides the order; the list follows at the next refresh (no rows move here).
+    reorder_requested = Signal(object, int)
+
     def __init__(
         self,
         live: LiveProgress,
@@ -73,6 +87,43 @@ class JobListModel(QAbstractTableModel):
         thumbs.loaded.connect(self._thumb_loaded)
 
     # --- Qt model interface -------------------------------------------------------------------
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        flags = super().flags(index)
+        row = self.job_at(index)
+        if row is not None and row.status is JobStatus.PENDING:  # only queued jobs reorder
+            flags |= Qt.ItemFlag.ItemIsDragEnabled | Qt.ItemFlag.ItemIsDropEnabled
+        return flags
+
+    def supportedDropActions(self) -> Qt.DropAction:
+        return Qt.DropAction.MoveAction
+
+    def mimeTypes(self) -> list[str]:
+        return [JOB_IDS_MIME]
+
+    def mimeData(self, indexes: Sequence[QModelIndex]) -> QMimeData:
+        rows = dict.fromkeys(r for i in indexes if (r := self.job_at(i)) is not None)
+        ids = [str(row.id) for row in rows if row.status is JobStatus.PENDING]
+        data = QMimeData()
+        data.setData(JOB_IDS_MIME, QByteArray(",".join(ids).encode()))
+        return data
+
+    def dropMimeData(
+        self, data: QMimeData, action: Qt.DropAction, row: int, column: int, parent: Index
+    ) -> bool:
+        """Asks the store to move the dragged jobs before the one dropped on. Returns False:
+        the view must not remove rows itself (the next refresh shows the new order)."""
+        target = self.job_at(parent) if parent.isValid() else self.job_at(self.index(row, 0))
+        ids = [int(i) for i in bytes(data.data(JOB_IDS_MIME).data()).decode().split(",") if i]
+        moved = [i for i in ids if target is None or i != target.id]
+        if target is not None and target.status is JobStatus.PENDING and moved:
+            self.reorder_requested.emit(moved, target.id)
+        return False
+
+    def job_at(self, index: Index) -> JobRow | None:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        return self._rows[index.row()]
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)
@@ -268,11 +319,16 @@ _ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGR
 def detail_line(row: JobRow) -> str:
     p = row.params
     seed = translate("JobList", "seed {seed}").format(seed=p.seed)
-    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", seed]
+    parts = [f"#{row.id}"]
+    if row.after is not None:  # lineage first: it is what tells a chain apart in a narrow list
+        parts.append(translate("JobList", "after #{id}").format(id=row.after))
+    parts += [p.model, f"{p.width}×{p.height}", seed]
     if row.priority:
         parts.append(translate("JobList", "priority {n}").format(n=f"{row.priority:+d}"))
     if row.rerun_of:
         parts.append(translate("JobList", "re-run of #{id}").format(id=row.rerun_of))
+    if row.waiting:
+        parts.append(row.waiting)
     if row.error and not row.status.is_terminal:
         parts.append(row.error)
     return " · ".join(parts)
@@ -295,4 +351,8 @@ def _tooltip(row: JobRow) -> str:
         lines.append(translate("JobList", "Error: {error}").format(error=row.error))
     if row.rerun_of:
         lines.append(translate("JobList", "Re-run of job {id}").format(id=row.rerun_of))
+    if row.after is not None:
+        lines.append(translate("JobList", "Built on the image of job {id}").format(id=row.after))
+    if row.waiting:
+        lines.append(row.waiting)
     return "\n".join(lines)

@@ -19,6 +19,12 @@ class Action(Enum):
     RERUN = QT_TRANSLATE_NOOP("Action", "Re-run")
     UP = QT_TRANSLATE_NOOP("Action", "Move up")
     DOWN = QT_TRANSLATE_NOOP("Action", "Move down")
+    TOP = QT_TRANSLATE_NOOP("Action", "Move to top")
+    BOTTOM = QT_TRANSLATE_NOOP("Action", "Move to bottom")
+    STAR = QT_TRANSLATE_NOOP("Action", "Star")
+    UPSCALE = QT_TRANSLATE_NOOP("Action", "Upscale ×2")
+    VARY = QT_TRANSLATE_NOOP("Action", "Variations…")
+    USE_AS_INIT = QT_TRANSLATE_NOOP("Action", "Use as init image")
 
     @property
     def label(self) -> str:
@@ -56,7 +62,25 @@ TIPS = {
     Action.RERUN: QT_TRANSLATE_NOOP("Action", "Queue a new job with the same settings and seed"),
     Action.UP: QT_TRANSLATE_NOOP("Action", "Raise priority: runs sooner"),
     Action.DOWN: QT_TRANSLATE_NOOP("Action", "Lower priority: runs later"),
+    Action.TOP: QT_TRANSLATE_NOOP("Action", "Run next: before every other queued job"),
+    Action.BOTTOM: QT_TRANSLATE_NOOP("Action", "Run last: after every other queued job"),
+    Action.STAR: QT_TRANSLATE_NOOP(
+        "Action", "Mark as a favourite (or unmark); favourites are never pruned"
+    ),
+    Action.UPSCALE: QT_TRANSLATE_NOOP(
+        "Action", "Queue a job that enlarges the image twice and redraws its details"
+    ),
+    Action.VARY: QT_TRANSLATE_NOOP("Action", "Queue images close to this one, with new seeds"),
+    Action.USE_AS_INIT: QT_TRANSLATE_NOOP(
+        "Action", "Start a new picture from this image (image to image)"
+    ),
 }
+
+# The job list's button bar; the follow-up actions live in its menu and under the image.
+ROW_BUTTONS = (Action.CANCEL, Action.PAUSE, Action.RESUME, Action.RETRY, Action.RERUN,
+               Action.UP, Action.DOWN)  # fmt: skip
+FOLLOW_UPS = (Action.UPSCALE, Action.VARY, Action.USE_AS_INIT)
+IMAGE_ACTIONS = (Action.STAR, *FOLLOW_UPS)  # the buttons under the shown image
 
 
 @dataclass(frozen=True)
@@ -78,5 +102,13 @@ def applies(action: Action, row: JobRow) -> bool:
         return row.allows(EVENTS[action])
     if action is Action.RERUN:
         return row.can_rerun
+    if action is Action.STAR:
+        return True
+    if action is Action.USE_AS_INIT:
+        return row.status is JobStatus.SUCCESS and bool(row.output_path)
+    if action in (Action.UPSCALE, Action.VARY):
+        # A parent still queued or running is fine (the child waits), and so is a failed
+        # one (retrying it carries the chain on); a cancelled one will never have an image.
+        return row.status not in (JobStatus.CANCELLED, JobStatus.CANCELLING)
     # Priority only matters while the job still waits for a worker.
     return row.status is JobStatus.PENDING

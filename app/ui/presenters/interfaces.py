@@ -12,6 +12,7 @@ from typing import Protocol
 
 from app.engine.messages import WorkerMessage
 from app.ui.presenters.i18n import translate
+from app.ui.presenters.model_choices import ModelChoice
 
 
 class WorkerPool(Protocol):
@@ -82,4 +83,9 @@ class RestoreSummary:
         return text
 
 
-ListModels = Callable[[], list[str]]
+ListModels = Callable[[], list[ModelChoice]]
+ListLoras = Callable[[], list[str]]
+
+
+def no_loras() -> list[str]:
+    return []

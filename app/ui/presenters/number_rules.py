@@ -145,3 +145,4 @@ SEED = NumberRule(
     QT_TRANSLATE_NOOP("NumberRule", "Seed"), 0, MAX_SEED,
     blank=QT_TRANSLATE_NOOP("NumberRule", "random"),
 )  # fmt: skip
+STRENGTH = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Strength"), 0.01, 1.0, decimals=2)

@@ -11,23 +11,28 @@ The store may be opened late (`opener`): the window shows first, and the databas
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.engine.params import MAX_SEED, GenerationParams
 from app.engine.states import JobEvent, JobStatus
-from app.errors import UserError
+from app.errors import BadInput, UserError
+from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, running_time
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from app.engine.history.eta import Estimator
     from app.engine.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
+RELEARN_S = 30.0  # how often queued jobs' run times are learned again from the history
 HELD_FOR_UNDO = "cancel asked: held a few seconds so it can be undone"
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
@@ -63,6 +68,23 @@ class Snapshot:
     rows: tuple[JobRow, ...]
     updates: dict[int, JobRow | None]  # job id -> its row now (None: gone)
     counts: dict[JobStatus, int]
+    search_problem: str = ""  # the search text cannot be understood: why (rows are empty)
+
+
+class InitImageProblem(BadInput):
+    """An image that cannot be an init image; the message is one sentence for the banner."""
+
+
+@dataclass(frozen=True)
+class InitImage:
+    """An init image as the engine will use it (RGB PNG, sides fitted to the model limits)."""
+
+    png: bytes
+    width: int
+    height: int
+    notes: tuple[str, ...] = ()  # conversions made, to tell the user
+    params: GenerationParams | None = None  # the settings of the job it came from
+    source: str = ""  # where it came from: "#12", a file name, "the clipboard"
 
 
 class QueueService:
@@ -83,6 +105,8 @@ class QueueService:
         self.max_attempts = max_attempts
         self._check = check
         self._watch: Connection | None = None
+        self._estimator: Estimator | None = None
+        self._learned_at = 0.0
         self._open_error: Exception | None = None
 
     @property
@@ -125,7 +149,11 @@ class QueueService:
     # --- reads (database thread) --------------------------------------------------------------
 
     def snapshot(
-        self, statuses: Iterable[JobStatus] | None, limit: int, watch: Sequence[int] = ()
+        self,
+        statuses: Iterable[JobStatus] | None,
+        limit: int,
+        watch: Sequence[int] = (),
+        search: str = "",
     ) -> Snapshot:
         """The newest `limit` jobs, plus fresh rows for `watch` (loaded jobs that may change).
 
@@ -133,6 +161,8 @@ class QueueService:
         watches only the unfinished ones it shows, a handful of single-row reads.
         """
         wanted = None if statuses is None else frozenset(statuses)
+        if search.strip():
+            return self._search(wanted, limit, search)
         rows = self._rows(self.queue.jobs(wanted, limit=limit))
         updates: dict[int, JobRow | None] = {}
         for row in self._rows(self._jobs(watch)):
@@ -140,6 +170,17 @@ class QueueService:
         for job_id in watch:
             updates.setdefault(job_id, None)  # gone from the store
         return Snapshot(rows, updates, self.queue.count_by_status())
+
+    def _search(self, statuses: frozenset[JobStatus] | None, limit: int, text: str) -> Snapshot:
+        """The newest `limit` jobs whose prompt matches `text` (the history's word search)."""
+        from app.engine.history.search import BadSearch, JobFilter, search
+
+        counts = self.queue.count_by_status()
+        try:
+            jobs = search(self.queue, JobFilter(text, frozenset(statuses or ())), limit=limit)
+        except BadSearch as error:
+            return Snapshot((), {}, counts, search_problem=_readable(error))
+        return Snapshot(self._rows(jobs), {}, counts)
 
     def page(
         self, statuses: Iterable[JobStatus] | None, before_id: int, limit: int = PAGE_SIZE
@@ -173,6 +214,22 @@ class QueueService:
         except JobNotFound:
             return ()
 
+    def queue_eta_s(self, workers: int) -> float | None:
+        """Seconds until the queued and running jobs are done, learned from the history of
+        finished jobs (None before any job finished: nothing to learn from)."""
+        from app.engine.history.eta import learned, queue_estimate
+
+        waiting = [*self.queue.running_jobs(), *self.queue.jobs([JobStatus.PENDING], limit=None)]
+        return queue_estimate(learned(self.queue), waiting, workers=max(1, workers)).seconds
+
+    def stats(self, days: float | None) -> dict[str, Any]:
+        """The history's figures for the last `days` (None: all of it), as plain data."""
+        from app.engine.history.stats import history_stats
+
+        until = time.time() + 1
+        since = 0.0 if days is None else until - days * 86400
+        return history_stats(self.queue, since, until).as_dict()
+
     def running_ids(self) -> tuple[int, ...]:
         if self._queue is None:
             return ()
@@ -181,7 +238,10 @@ class QueueService:
     def _rows(self, jobs: Iterable[Any]) -> tuple[JobRow, ...]:
         jobs = list(jobs)
         ran = self._running_times([job.id for job in jobs])
-        return tuple(JobRow.from_job(job, ran.get(job.id, (0.0, None))) for job in jobs)
+        return tuple(
+            self._with_estimate(job, self._with_reason(JobRow.from_job(job, ran.get(job.id, (0.0, None)))))
+            for job in jobs
+        )
 
     def _running_times(self, job_ids: Sequence[int]) -> dict[int, tuple[float, float | None]]:
         """The Duration column: each job's time in PROCESSING over all attempts, from its
@@ -203,20 +263,105 @@ class QueueService:
                 history.setdefault(job_id, []).append((JobStatus(status), at))
         return {job_id: running_time(rows) for job_id, rows in history.items()}
 
+    def _with_estimate(self, job: Any, row: JobRow) -> JobRow:
+        """A queued row gets its learned run time (the history's ETA, re-learned now and
+        then: finished jobs change it slowly, and a refresh must stay cheap)."""
+        if row.status is not JobStatus.PENDING:
+            return row
+        from app.engine.history.eta import job_estimate, learned
+
+        now = time.monotonic()
+        if self._estimator is None or now - self._learned_at > RELEARN_S:
+            self._estimator, self._learned_at = learned(self.queue), now
+        return replace(row, expected_s=job_estimate(self._estimator, job))
+
+    def _with_reason(self, row: JobRow) -> JobRow:
+        """A BLOCKED row gets the reason it waits (a read of its parents: they are few)."""
+        if row.status is not JobStatus.BLOCKED:
+            return row
+        from app.engine.graph import waiting_reason
+
+        return replace(row, waiting=waiting_reason(self.queue, row.id))
+
     # --- requests (database thread) -----------------------------------------------------------
 
-    def submit(self, params: GenerationParams, count: int = 1) -> Outcome:
+    def submit(
+        self,
+        params: GenerationParams,
+        count: int = 1,
+        *,
+        init_png: bytes | None = None,
+        upscale: bool = False,
+    ) -> Outcome:
         """Queue `count` jobs in one transaction; with a random seed each gets its own,
-        else seeds count up."""
+        else seeds count up. `init_png`: an image prepared by `prepare_init` (img2img).
+        `upscale`: each job also gets its upscale child, queued BLOCKED at once, so the
+        chain survives closing the app between the two."""
         try:
+            if init_png is not None:
+                from app.engine.graph_sql import digest
+
+                params = replace(params, init_image=digest(init_png))
             params = params.validated()
             if self._check is not None:
                 self._check(params)
             batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
-            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts)
+            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts, init_png=init_png)
         except UserError as error:
             return Outcome((), (_readable(error),))
-        return Outcome(tuple(ids))
+        if not upscale:
+            return Outcome(tuple(ids))
+        children = self.upscale(ids)
+        return Outcome((*ids, *children.job_ids), children.errors)
+
+    def upscale(self, job_ids: Sequence[int]) -> Outcome:
+        """An upscale x2 child of each job (it waits BLOCKED while its parent is unfinished)."""
+        from app.engine.graph import submit_upscale
+
+        new_ids: list[int] = []
+        outcome = self._each(job_ids, lambda i: new_ids.append(submit_upscale(self.queue, i)))
+        return Outcome(tuple(new_ids), outcome.errors)
+
+    def variations(self, job_id: int, count: int) -> Outcome:
+        """`count` img2img children of the job's image, at low strength with new seeds."""
+        from app.engine.graph import submit_variations
+
+        new_ids: list[int] = []
+        outcome = self._each(
+            [job_id], lambda i: new_ids.extend(submit_variations(self.queue, i, count=count))
+        )
+        return Outcome(tuple(new_ids), outcome.errors)
+
+    def init_from_job(self, job_id: int) -> InitImage:
+        """A finished job's image, ready to be an init image, with its settings."""
+        row = self.job(job_id)
+        if row is None or not row.output_path:
+            raise InitImageProblem(translate("QueueService", "Job {id} has no image").format(
+                id=job_id))  # fmt: skip
+        try:
+            data = Path(row.output_path).read_bytes()
+        except OSError as error:
+            raise InitImageProblem(
+                translate("QueueService", "Cannot read {path}: {error}").format(
+                    path=row.output_path, error=error.strerror or error
+                )
+            ) from error
+        # Its own settings, but not its init image: the new job starts from this image.
+        params = replace(row.params, init_image="", strength=1.0)
+        return replace(self.prepare_init(data), params=params, source=f"#{job_id}")
+
+    @staticmethod
+    def prepare_init(data: bytes | Path, source: str = "") -> InitImage:
+        """An image (its bytes, or a file) checked and converted for img2img, or
+        `InitImageProblem` saying why not. Reads the file: call it off the GUI thread."""
+        from app.engine.init_image import prepare_init_image, read_init_image
+
+        try:
+            prepared = prepare_init_image(read_init_image(data) if isinstance(data, Path) else data)
+        except UserError as error:
+            raise InitImageProblem(_readable(error)) from error
+        return InitImage(prepared.png, prepared.width, prepared.height, tuple(prepared.notes),
+                         source=source)  # fmt: skip
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> Outcome:
         from app.engine.queue import JobQueue
@@ -280,6 +425,24 @@ class QueueService:
             self.queue.set_priority(job_id, self.queue.get(job_id).priority + delta)
 
         return self._each(job_ids, shift)
+
+    def move_to(self, job_ids: Sequence[int], top: bool) -> Outcome:
+        """To the top (runs next) or bottom of the pending jobs; their order is kept."""
+        from app.engine.queue import Placement
+
+        ordered = list(reversed(job_ids)) if top else list(job_ids)  # the first ends up first
+        place = Placement.TOP if top else Placement.BOTTOM
+        return self._each(ordered, lambda job_id: self.queue.move(job_id, to=place))
+
+    def move_before(self, job_ids: Sequence[int], before: int) -> Outcome:
+        """Queued jobs dragged onto another queued job: they go just before it, in order."""
+        return self._each(job_ids, lambda job_id: self.queue.move(job_id, before=before))
+
+    def star(self, job_ids: Sequence[int], on: bool) -> Outcome:
+        """Star or unstar (also recorded in the image file, when there is one)."""
+        from app.engine.history.favourites import star
+
+        return self._each(job_ids, lambda job_id: star(self.queue, job_id, on=on))
 
     def _each(self, job_ids: Sequence[int], do: Callable[[int], object]) -> Outcome:
         done, errors = [], []

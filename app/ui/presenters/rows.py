@@ -83,6 +83,9 @@ class JobRow:
     # the finished stretches, and when the current one began if the job is in one now.
     ran_s: float = 0.0
     running_since: float | None = None
+    expected_s: float | None = None  # a queued job's learned run time (None: nothing to go on)
+    starred: bool = False  # a favourite: kept by pruning, marked in the list and gallery
+    waiting: str = ""  # why a BLOCKED job still waits ("waiting for #12, which failed: ...")
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:
@@ -90,7 +93,7 @@ class JobRow:
         params = GenerationParams(
             prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
             scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
-            height=job.height, seed=job.seed,
+            height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
         )  # fmt: skip
         return cls(
             id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,
@@ -99,12 +102,17 @@ class JobRow:
             created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
             output_path=job.output_path, error=job.error, rerun_of=job.rerun_of,
             version=job.version, created_label=format_clock(job.created_at), ran_s=ran[0],
-            running_since=ran[1],
+            running_since=ran[1], starred=job.starred,
         )  # fmt: skip
 
     @property
     def prompt(self) -> str:
         return self.params.prompt
+
+    @property
+    def after(self) -> int | None:
+        """The job whose image this one builds on (upscale, variation), if any."""
+        return self.params.init_parent
 
     def allows(self, event: JobEvent) -> bool:
         return event in allowed_events(self.status)

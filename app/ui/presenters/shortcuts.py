@@ -56,10 +56,12 @@ STEP = Shortcut(
 NEXT_PANE = Shortcut(
     ("F6",), QT_TRANSLATE_NOOP("Shortcuts", "Go to the next area: prompt, job list, timeline")
 )
+SEARCH = Shortcut(("Ctrl+F",), QT_TRANSLATE_NOOP("Shortcuts", "Search the jobs by prompt"))
 SETTINGS = Shortcut(("Ctrl+,",), QT_TRANSLATE_NOOP("Shortcuts", "Settings"))
 HELP = Shortcut(("F1",), QT_TRANSLATE_NOOP("Shortcuts", "This list of shortcuts"))
 QUIT = Shortcut(
     ("Ctrl+Q",), QT_TRANSLATE_NOOP("Shortcuts", "Quit (running jobs pause and continue next time)")
 )
 
-ALL = (GENERATE, NEXT_PANE, CANCEL, PAUSE_OR_RESUME, OPEN_IMAGE, MENU, STEP, SETTINGS, HELP, QUIT)
+ALL = (GENERATE, NEXT_PANE, SEARCH, CANCEL, PAUSE_OR_RESUME, OPEN_IMAGE, MENU, STEP, SETTINGS,
+       HELP, QUIT)  # fmt: skip

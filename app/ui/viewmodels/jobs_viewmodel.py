@@ -31,6 +31,7 @@ from app.ui.qt.thumbnails import ThumbnailCache
 log = logging.getLogger(__name__)
 
 BUSY_REFRESH_S = 1.0
+SEARCH_LIMIT = 500  # matches shown for a search, newest first (its own page: no paging)
 
 SETTLED = frozenset({JobStatus.SUCCESS, JobStatus.FAILED, JobStatus.TIMEOUT, JobStatus.CANCELLED})
 
@@ -42,6 +43,7 @@ class JobsViewModel(QObject):
     error = Signal(str)
     settled = Signal(object)  # a JobRow that just reached SUCCESS, FAILED, TIMEOUT or CANCELLED
     cancel_held = Signal(object)  # a CancelOutcome: queued jobs held for an undo
+    search_checked = Signal(str)  # "" or why the search text cannot be understood
 
     def __init__(
         self,
@@ -56,6 +58,7 @@ class JobsViewModel(QObject):
         self.live = LiveProgress(self)
         self.jobs = JobListModel(self.live, thumbs, self._fetch_page, self)
         self.filter_name = "All"
+        self.search_text = ""  # words the prompts must contain ("": every job)
         self.counts: dict[JobStatus, int] = {}
         self._version: int | None = None
         self._in_flight = False
@@ -63,11 +66,13 @@ class JobsViewModel(QObject):
         self._generation = 0  # bumped by a filter change: late pages of the old filter are dropped
         self._known: dict[int, JobStatus] = {}
         self._stale = False
+        self.search_problem = ""
         self._counted = False  # the filter buttons show counts from the first refresh on
         self._refreshed_at = 0.0
         # The rows on screen (first, last); the job list view sets this.
         self.visible_rows: Callable[[], tuple[int, int]] = lambda: (0, PAGE_SIZE)
         self.live.settled.connect(lambda _job_id: self.refresh())
+        self.jobs.reorder_requested.connect(self.move_before)
 
     # --- freshness ----------------------------------------------------------------------------
 
@@ -98,14 +103,15 @@ class JobsViewModel(QObject):
             self._again = True  # coalesce: one more read after the current one
             return
         self._in_flight = True
-        statuses, limit, generation = FILTERS[self.filter_name], PAGE_SIZE, self._generation
+        statuses, generation, text = FILTERS[self.filter_name], self._generation, self.search_text
+        limit = SEARCH_LIMIT if text else PAGE_SIZE
         # Below the first page, only unfinished rows on screen are re-read; the rest are
         # re-read when scrolled into view (`JobsPanel` asks for a refresh on scroll).
         first, last = self.visible_rows()
         shown = self.jobs.rows()[max(limit, first) : last + 1]
         watch = [row.id for row in shown if row.may_change]
         self.runner.run(
-            lambda: self.service.snapshot(statuses, limit, watch),
+            lambda: self.service.snapshot(statuses, limit, watch, text),
             lambda snap: self._apply(snap, limit, generation),
             self._failed_refresh,
         )
@@ -115,7 +121,12 @@ class JobsViewModel(QObject):
         if generation == self._generation:
             self._note_settled(snap.rows)
             self._note_settled([row for row in snap.updates.values() if row is not None])
-            self.jobs.replace_head(snap.rows, len(snap.rows) < limit, snap.updates)
+            # A search shows its newest SEARCH_LIMIT matches at once: no further pages.
+            done = len(snap.rows) < limit or bool(self.search_text)
+            self.jobs.replace_head(snap.rows, done, snap.updates)
+            if snap.search_problem != self.search_problem:
+                self.search_problem = snap.search_problem
+                self.search_checked.emit(snap.search_problem)
             for row in snap.rows:
                 if not row.status.is_running:
                     self.live.forget(row.id)
@@ -140,6 +151,16 @@ class JobsViewModel(QObject):
                 self.settled.emit(row)
             self._known[row.id] = row.status
 
+    def set_search(self, text: str) -> None:
+        """Show only jobs whose prompt has these words (read on the store thread)."""
+        text = text.strip()
+        if text == self.search_text:
+            return
+        self.search_text = text
+        self._generation += 1
+        self.jobs.clear()
+        self.refresh()
+
     def set_filter(self, name: str) -> None:
         if name == self.filter_name:
             return
@@ -163,8 +184,25 @@ class JobsViewModel(QObject):
 
     # --- requests -----------------------------------------------------------------------------
 
-    def submit(self, params: GenerationParams, count: int = 1) -> None:
-        self._request(lambda: self.service.submit(params, count), self.submitted.emit)
+    def submit(
+        self,
+        params: GenerationParams,
+        count: int = 1,
+        *,
+        init_png: bytes | None = None,
+        upscale: bool = False,
+    ) -> None:
+        self._request(
+            lambda: self.service.submit(params, count, init_png=init_png, upscale=upscale),
+            self.submitted.emit,
+        )
+
+    def upscale(self, job_ids: Sequence[int]) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.upscale(ids), self.submitted.emit)
+
+    def variations(self, job_id: int, count: int) -> None:
+        self._request(lambda: self.service.variations(job_id, count), self.submitted.emit)
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)
@@ -200,6 +238,18 @@ class JobsViewModel(QObject):
     def move(self, job_ids: Sequence[int], delta: int) -> None:
         ids = tuple(job_ids)
         self._request(lambda: self.service.move(ids, delta))
+
+    def move_to(self, job_ids: Sequence[int], top: bool) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.move_to(ids, top))
+
+    def move_before(self, job_ids: Sequence[int], before: int) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.move_before(ids, before))
+
+    def star(self, job_ids: Sequence[int], on: bool) -> None:
+        ids = tuple(job_ids)
+        self._request(lambda: self.service.star(ids, on))
 
     def resume_all(self, job_ids: Sequence[int]) -> None:
         """Resume those of `job_ids` that are paused (the restore banner's action)."""

@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
 from app.engine.states import JobStatus
+from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, status_label
 from app.ui.qt.dbthread import Runner
@@ -44,6 +45,11 @@ class DetailController(QObject):
         changed = row is None or self.row is None or row.id != self.row.id
         self.row = row
         self.image.reuse.setEnabled(row is not None)
+        for action, button in self.image.follow_ups.items():
+            button.setEnabled(row is not None and applies(action, row))
+        star = self.image.follow_ups[Action.STAR]
+        star.setChecked(row is not None and row.starred)
+        star.setText("★" if star.isChecked() else "☆")
         if row is None:
             self.timeline.show_job(None, ())
             self.image.show_nothing(self.tr("Select a job, or type a prompt and press Ctrl+Enter"))
@@ -144,6 +150,10 @@ def _waiting_text(row: JobRow) -> str:
         )
     elif row.status is JobStatus.PENDING:
         text = translate("DetailController", "Job {id} is waiting for a worker")
+    elif row.status is JobStatus.BLOCKED:
+        # The reason is the engine's sentence ("waiting for #12, which failed: ...")
+        text = translate("DetailController", "Job {id} builds on another job's image:\n{why}")
+        values["why"] = row.waiting
     elif row.status is JobStatus.CANCELLED:
         text = translate("DetailController", "Job {id} was cancelled at step {step}")
     else:

@@ -19,6 +19,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.theme import CANVAS, MUTED
 
 
@@ -123,6 +124,7 @@ class ImagePanel(QWidget):
 
     message = Signal(str)  # a note for the status bar
     problem = Signal(str)  # something went wrong: the red banner
+    follow_up = Signal(object)  # an Action of IMAGE_ACTIONS on the shown job
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -135,6 +137,13 @@ class ImagePanel(QWidget):
         self.reuse = QPushButton(self.tr("Reuse settings"))
         self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
         self.reuse.setEnabled(False)  # until a job is selected
+        # Follow-up jobs on the shown job (the window carries them out)
+        self.follow_ups = {action: QPushButton(action.label) for action in IMAGE_ACTIONS}
+        self.follow_ups[Action.STAR].setCheckable(True)  # checked: the shown job is starred
+        for action, button in self.follow_ups.items():
+            button.setToolTip(action.tip)
+            button.setEnabled(False)
+            button.clicked.connect(lambda _=False, a=action: self.follow_up.emit(a))
         self.scaling = QPushButton(self.tr("Pixels"))
         self.scaling.setCheckable(True)
         self.scaling.setToolTip(self.tr("Enlarge small images pixel by pixel instead of smoothly"))
@@ -145,7 +154,7 @@ class ImagePanel(QWidget):
         bar.setSpacing(6)
         bar.addWidget(self.scaling)
         bar.addStretch(1)
-        for button in (self.reuse, self.copy, self.open_folder):
+        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.open_folder):
             bar.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -9,6 +9,8 @@ from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
     QHeaderView,
+    QLabel,
+    QLineEdit,
     QMenu,
     QPushButton,
     QVBoxLayout,
@@ -24,7 +26,7 @@ from app.ui.itemmodels.delegates import (
 )
 from app.ui.itemmodels.job_list_model import ROW_ROLE, Col
 from app.ui.presenters import shortcuts
-from app.ui.presenters.actions import EVENTS, Action, applicable
+from app.ui.presenters.actions import EVENTS, FOLLOW_UPS, ROW_BUTTONS, Action, applicable
 from app.ui.presenters.rows import FILTERS, JobRow, filter_label
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.empty_views import EmptyTableView
@@ -40,16 +42,21 @@ COLUMN_WIDTHS = {
 }
 
 
+SEARCH_DEBOUNCE_MS = 250  # a search runs when typing pauses this long, not on every key
+
+
 class JobsPanel(QWidget):
     selection_changed = Signal(object)  # the current JobRow or None
     open_requested = Signal(object)  # the JobRow whose image to open (Enter)
+    follow_up = Signal(object, object)  # (Action, [JobRow]): upscale, variations, init image
 
     def __init__(self, vm: JobsViewModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.vm = vm
         self.filters = self._filter_buttons()
-        self.buttons = {action: self._action_button(action) for action in Action}
+        self.buttons = {action: self._action_button(action) for action in ROW_BUTTONS}
         self.table = self._table()
+        self._build_search()
         top = QHBoxLayout()
         top.setSpacing(4)
         for button in self.filters.buttons():
@@ -65,6 +72,8 @@ class JobsPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
         layout.addLayout(top)
+        layout.addWidget(self.search)
+        layout.addWidget(self.search_note)
         layout.addWidget(self.table, 1)
         layout.addLayout(actions)
         vm.counts_changed.connect(self._show_counts)
@@ -102,6 +111,38 @@ class JobsPanel(QWidget):
 
     # --- building -----------------------------------------------------------------------------
 
+    def _build_search(self) -> None:
+        """Type-ahead over the history: the store is asked once typing pauses, on its thread."""
+        self.search = QLineEdit()
+        self.search.setObjectName("search")
+        self.search.setPlaceholderText(self.tr("Search prompts (Ctrl+F): red circle, -blue, cat*"))
+        self.search.setClearButtonEnabled(True)
+        self.search_note = QLabel()
+        self.search_note.setObjectName("fieldNote")
+        self.search_note.setProperty("invalid", True)  # shown only to say what is wrong
+        self.search_note.setWordWrap(True)
+        self.search_note.hide()
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DEBOUNCE_MS)
+        self._search_timer.timeout.connect(lambda: self.vm.set_search(self.search.text()))
+        self.search.textChanged.connect(self._search_timer.start)
+        self.search.returnPressed.connect(self._search_now)
+        self.vm.search_checked.connect(self._show_search_problem)
+
+    def _search_now(self) -> None:
+        self._search_timer.stop()
+        self.vm.set_search(self.search.text())
+        self.table.setFocus()
+
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def _show_search_problem(self, problem: str) -> None:
+        self.search_note.setText(problem)
+        self.search_note.setVisible(bool(problem))
+
     def _filter_buttons(self) -> QButtonGroup:
         group = QButtonGroup(self)
         group.setExclusive(True)
@@ -128,6 +169,12 @@ class JobsPanel(QWidget):
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         table.setShowGrid(False)
+        # Queued jobs can be dragged onto another queued job to run just before it.
+        table.setDragEnabled(True)
+        table.setAcceptDrops(True)
+        table.setDropIndicatorShown(True)
+        table.setDragDropMode(QAbstractItemView.DragDropMode.DragDrop)
+        table.setDefaultDropAction(Qt.DropAction.MoveAction)
         table.setWordWrap(False)
         table.setAlternatingRowColors(True)
         table.verticalHeader().hide()
@@ -190,10 +237,18 @@ class JobsPanel(QWidget):
         targets = applicable(action, self.selected_rows())
         if not targets:
             return
-        if action is Action.CANCEL:
+        if action in FOLLOW_UPS:
+            rows = [row for row in self.selected_rows() if row.id in targets.job_ids]
+            self.follow_up.emit(action, rows)
+        elif action is Action.CANCEL:
             self.vm.cancel(targets.job_ids)
         elif action is Action.RERUN:
             self.vm.rerun(targets.job_ids)
+        elif action is Action.STAR:
+            rows = self.selected_rows()
+            self.vm.star(targets.job_ids, on=not all(row.starred for row in rows))
+        elif action in (Action.TOP, Action.BOTTOM):
+            self.vm.move_to(targets.job_ids, top=action is Action.TOP)
         elif action in (Action.UP, Action.DOWN):
             self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)
         else:
@@ -232,7 +287,12 @@ class JobsPanel(QWidget):
             return
         menu = QMenu(self)
         for action in Action:
-            item = QAction(action.label, menu)
+            if action is FOLLOW_UPS[0]:
+                menu.addSeparator()
+            label = action.label
+            if action is Action.STAR and all(row.starred for row in rows):
+                label = self.tr("Remove the star")
+            item = QAction(label, menu)
             item.setToolTip(action.tip)
             item.setEnabled(bool(applicable(action, rows)))
             item.triggered.connect(lambda _=False, a=action: self.trigger(a))

@@ -6,8 +6,8 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -30,24 +30,40 @@ from app.engine.params import (
 )
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.png_params import NoParameters, read_png_params
+from app.ui.presenters.model_choices import ModelChoice, unknown_model
+from app.ui.presenters.png_params import NoParameters, ParsedParams, read_png_params
+from app.ui.presenters.queue_service import InitImage
 from app.ui.qt.icons import dice_icon
 from app.ui.widgets.number_field import FieldNote, NumberEdit
 
-SIZE_PRESETS: tuple[tuple[str, int, int], ...] = (
-    (QT_TRANSLATE_NOOP("PromptPanel", "64 × 64 · tiny model"), 64, 64),
-    ("256 × 256", 256, 256),
-    ("512 × 512", 512, 512),
-    (QT_TRANSLATE_NOOP("PromptPanel", "512 × 768 · portrait"), 512, 768),
-    (QT_TRANSLATE_NOOP("PromptPanel", "768 × 512 · landscape"), 768, 512),
-    ("768 × 768", 768, 768),
-    ("1024 × 1024", 1024, 1024),
-)
 CUSTOM = QT_TRANSLATE_NOOP("PromptPanel", "Custom")
+
+
+# Where img2img starts when an image is given here (AUTOMATIC1111's img2img default, as the CLI)
+DEFAULT_STRENGTH = 0.75
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+INIT_THUMB = 56  # px
+
+
+class PromptEdit(QPlainTextEdit):
+    """The prompt box; an image pasted or dropped on it goes to the panel, not into the text."""
+
+    image_given = Signal(object)  # the QMimeData holding it
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return _has_image(source) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if _has_image(source):
+            self.image_given.emit(source)
+        else:
+            super().insertFromMimeData(source)
 
 
 class PromptPanel(QWidget):
     generate_requested = Signal()
+    generate_upscale_requested = Signal()  # Generate, each image followed by its upscale
+    init_requested = Signal(object, str)  # (a file Path or PNG bytes, where it came from)
     message = Signal(str)  # a note for the status bar
     problem = Signal(str)  # something went wrong: the red banner, like every error
 
@@ -57,13 +73,15 @@ class PromptPanel(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)  # paint the QSS panel colour
         self.setAcceptDrops(True)
         self._choosing_preset = False
+        self._choices: dict[str, ModelChoice] = {}
         self._build()
         self.set_params(GenerationParams(prompt=""))
 
     # --- building -----------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.prompt = QPlainTextEdit()
+        self.prompt = PromptEdit()
+        self.prompt.image_given.connect(self.take_image)
         self.prompt.setPlaceholderText(self.tr("Describe the picture… (Ctrl+Enter to generate)"))
         self.prompt.setTabChangesFocus(True)
         self.negative = QPlainTextEdit()
@@ -72,6 +90,16 @@ class PromptPanel(QWidget):
         self.negative.setMaximumHeight(64)
         self.model = QComboBox()
         self.model.setEditable(False)
+        self.model.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model.currentIndexChanged.connect(self._model_changed)
+        self.model.activated.connect(self._model_picked)
+        self.lora = QComboBox()
+        self.lora.setToolTip(self.tr("Insert a LoRA from the models folder's lora/ subfolder "
+                                     "at the cursor"))  # fmt: skip
+        self.lora.activated.connect(self._lora_picked)
+        self.set_loras([])
         self.scheduler = QComboBox()
         self.scheduler.addItems(SCHEDULERS)
         self.steps = NumberEdit(rules.STEPS)
@@ -82,8 +110,6 @@ class PromptPanel(QWidget):
         self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))
         self.dice.clicked.connect(self.roll_seed)
         self.size_preset = QComboBox()
-        names = [name for name, _w, _h in SIZE_PRESETS] + [CUSTOM]
-        self.size_preset.addItems([translate("PromptPanel", name) for name in names])
         self.size_preset.currentIndexChanged.connect(self._preset_chosen)
         self.width_box = NumberEdit(rules.WIDTH)
         self.height_box = NumberEdit(rules.HEIGHT)
@@ -93,6 +119,12 @@ class PromptPanel(QWidget):
         self.generate.setObjectName("primary")
         self.generate.setToolTip(self.tr("Queue the image(s) — Ctrl+Enter"))
         self.generate.clicked.connect(self.generate_requested)
+        self.generate_upscale = QPushButton(self.tr("Generate + upscale ×2"))
+        self.generate_upscale.setToolTip(
+            self.tr("Queue the image(s) and, waiting for each, its upscale ×2")
+        )
+        self.generate_upscale.clicked.connect(self.generate_upscale_requested)
+        self._build_init()
         self.count = NumberEdit(rules.IMAGES)
         self.count.textChanged.connect(self._label_generate)
         self.count.setValue(1)
@@ -102,6 +134,7 @@ class PromptPanel(QWidget):
         # Label | field | its range, or what is wrong with it (in red)
         rows: list[tuple[str, QWidget, QWidget | None]] = [
             (self.tr("Model"), self.model, None),
+            (self.tr("LoRA"), self.lora, None),
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
@@ -110,13 +143,17 @@ class PromptPanel(QWidget):
             ("", _row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
             (self.tr("Images"), self.count, FieldNote(self.count)),
+            (self.tr("Strength"), self.strength, FieldNote(self.strength)),
         ]  # fmt: skip
         form = QGridLayout()
         form.setHorizontalSpacing(10)
         form.setVerticalSpacing(8)
         form.setColumnStretch(1, 1)
         for line, (label, field, note) in enumerate(rows):
-            form.addWidget(QLabel(label), line, 0)
+            caption = QLabel(label)
+            if field is self.strength:  # shown only with an init image
+                self._strength_row = (caption, field, note)
+            form.addWidget(caption, line, 0)
             form.addWidget(field, line, 1, 1, 1 if note else 2)
             if note is not None:
                 form.addWidget(note, line, 2)
@@ -127,32 +164,181 @@ class PromptPanel(QWidget):
         layout.addWidget(self.prompt, 3)
         layout.addWidget(_title(self.tr("Negative prompt")))
         layout.addWidget(self.negative)
+        layout.addWidget(self.init_box)
         layout.addSpacing(6)
         layout.addLayout(form)
         layout.addStretch(1)
-        hint = QLabel(self.tr("Drop an Easel or A1111 PNG here to reuse its settings"))
+        hint = QLabel(
+            self.tr("Drop an Easel or A1111 PNG here to reuse its settings; drop or paste "
+                    "any other image to start from it")
+        )  # fmt: skip
         hint.setObjectName("hint")
         hint.setWordWrap(True)
         layout.addWidget(hint)
         layout.addWidget(self.generate)
+        layout.addWidget(self.generate_upscale)
+        self._show_init()
+
+    def _build_init(self) -> None:
+        """The init image row (img2img): its thumbnail, where it came from, a way to drop it."""
+        self.init: InitImage | None = None
+        self.strength = NumberEdit(rules.STRENGTH, step=0.05)
+        self.strength.setValue(DEFAULT_STRENGTH)
+        self.init_box = QWidget()
+        self.init_thumb = QLabel()
+        self.init_thumb.setFixedSize(INIT_THUMB, INIT_THUMB)
+        self.init_thumb.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.init_caption = QLabel()
+        self.init_caption.setWordWrap(True)
+        self.init_clear = QToolButton()
+        self.init_clear.setText(self.tr("Remove"))
+        self.init_clear.setToolTip(self.tr("Generate from noise again, without this image"))
+        self.init_clear.clicked.connect(self.clear_init)
+        row = QHBoxLayout(self.init_box)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.init_thumb)
+        row.addWidget(self.init_caption, 1)
+        row.addWidget(self.init_clear)
+
+    def set_init(self, init: InitImage) -> None:
+        """Start from this image: its settings (when it came from a job) and its size."""
+        if init.params is not None:
+            self.set_params(init.params)
+        self.init = init
+        self.width_box.setValue(init.width)
+        self.height_box.setValue(init.height)
+        thumb = QImage.fromData(init.png)
+        self.init_thumb.setPixmap(
+            QPixmap.fromImage(thumb).scaled(
+                INIT_THUMB, INIT_THUMB, Qt.AspectRatioMode.KeepAspectRatio,
+                Qt.TransformationMode.SmoothTransformation,
+            )
+        )  # fmt: skip
+        self.init_caption.setText(
+            self.tr("Starts from {source} ({w} × {h})").format(
+                source=init.source, w=init.width, h=init.height
+            )
+        )
+        self._show_init()
+        note = self.tr("Init image from {source}").format(source=init.source)
+        self.message.emit("; ".join([note, *init.notes]))
+
+    def clear_init(self) -> None:
+        self.init = None
+        self._show_init()
+
+    def init_png(self) -> bytes | None:
+        return None if self.init is None else self.init.png
+
+    def _show_init(self) -> None:
+        shown = self.init is not None
+        self.init_box.setVisible(shown)
+        for widget in getattr(self, "_strength_row", ()):
+            if widget is not None:
+                widget.setVisible(shown)
+
+    def take_image(self, mime: QMimeData) -> None:
+        """An image dropped or pasted: a file goes by path, clipboard pixels as PNG bytes."""
+        path = _dropped_image(mime.urls())
+        if path is not None:
+            self._image_file(path)
+        elif mime.hasImage():
+            self.init_requested.emit(_png_bytes(QImage(mime.imageData())),
+                                     self.tr("the clipboard"))  # fmt: skip
+
+    def _image_file(self, path: Path) -> None:
+        """An Easel or A1111 PNG gives its settings; any other image becomes the init image."""
+        if path.suffix.lower() == ".png":
+            try:
+                parsed = read_png_params(path)
+            except NoParameters:
+                pass  # no settings in it (or not an image: preparing it will say so)
+            else:
+                self._use_parsed(path, parsed)
+                return
+        self.init_requested.emit(path, path.name)
 
     # --- reading and filling the form ---------------------------------------------------------
 
-    def set_models(self, names: list[str]) -> None:
-        current = self.model.currentText() or DEFAULT_MODEL
+    def set_models(self, choices: list[ModelChoice]) -> None:
+        """Fill the picker: each model with its architecture and native size; unsupported
+        ones are listed but cannot be chosen, their reason in the tooltip."""
+        current = self.model_name() or DEFAULT_MODEL
+        self._choices = {choice.name: choice for choice in choices}
         self.model.blockSignals(True)
         self.model.clear()
-        self.model.addItems(list(dict.fromkeys([DEFAULT_MODEL, *names])))
-        self._select_model(current)
+        for choice in choices:
+            self._add_model(choice)
         self.model.blockSignals(False)
+        self._select_model(current)
+        self._model_changed()
+        if self.model_choice().too_large(*self._size()):  # e.g. a size remembered for SDXL
+            self.size_preset.setCurrentIndex(0)
+
+    def _add_model(self, choice: ModelChoice) -> None:
+        self.model.addItem(choice.label(), choice.name)
+        index = self.model.count() - 1
+        if not choice.supported:
+            item = self.model.model().item(index)  # type: ignore[attr-defined]
+            item.setEnabled(False)
+            self.model.setItemData(index, choice.unsupported_reason, Qt.ItemDataRole.ToolTipRole)
+
+    def model_name(self) -> str:
+        return str(self.model.currentData() or "")
+
+    def model_choice(self) -> ModelChoice:
+        name = self.model_name()
+        return self._choices.get(name) or unknown_model(name)
 
     def _select_model(self, name: str) -> None:
-        if self.model.findText(name) < 0:
-            self.model.addItem(name)  # keep a dropped image's model even if it's not installed
-        self.model.setCurrentText(name)
+        index = self.model.findData(name)
+        if index < 0:  # keep a dropped image's model even if it's not installed
+            self._add_model(unknown_model(name))
+            index = self.model.count() - 1
+        self.model.setCurrentIndex(index)
+
+    def _model_changed(self) -> None:
+        """The size presets follow the model: its native square first, then its buckets."""
+        choice = self.model_choice()
+        self._choosing_preset = True  # listing presets must not change the size
+        self.size_preset.blockSignals(True)
+        self.size_preset.clear()
+        count = len(choice.presets)
+        self.size_preset.addItems([choice.preset_label(i) for i in range(count)])
+        self.size_preset.addItem(translate("PromptPanel", CUSTOM))
+        self.size_preset.blockSignals(False)
+        self._choosing_preset = False
+        self._size_edited()
+
+    def _model_picked(self) -> None:
+        """Chosen by the user: a size the model offers stays; any other becomes its native one."""
+        if self.model_choice().presets and self._size() not in self.model_choice().presets:
+            self.size_preset.setCurrentIndex(0)
+
+    def _size(self) -> tuple[int | None, int | None]:
+        width, height = self.width_box.reading().value, self.height_box.reading().value
+        return (None if width is None else int(width), None if height is None else int(height))
+
+    def set_loras(self, names: list[str]) -> None:
+        self.lora.clear()
+        if names:
+            self.lora.addItem(self.tr("Add a LoRA…"), "")
+            for name in names:
+                self.lora.addItem(name, name)
+        else:
+            self.lora.addItem(self.tr("No LoRA files in the models folder"), "")
+        self.lora.setEnabled(bool(names))
+
+    def _lora_picked(self, index: int) -> None:
+        name = self.lora.itemData(index)
+        self.lora.setCurrentIndex(0)
+        if name:
+            self.prompt.textCursor().insertText(lora_tag(name))
+            self.prompt.setFocus()
 
     def number_fields(self) -> tuple[NumberEdit, ...]:
-        return (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+        fields = (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+        return fields if self.init is None else (*fields, self.strength)
 
     def problems(self) -> list[tuple[NumberEdit, str]]:
         """Each number field whose text cannot be used, with the sentence saying why."""
@@ -169,13 +355,14 @@ class PromptPanel(QWidget):
         if problems:
             raise InvalidParameters("; ".join(problem for _edit, problem in problems))
         seed = self.seed.reading().value
+        strength = 1.0 if self.init is None else float(_number(self.strength))
         return GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
-            model=self.model.currentText() or DEFAULT_MODEL,
+            model=self.model_name() or DEFAULT_MODEL,
             scheduler=self.scheduler.currentText(), steps=int(_number(self.steps)),
             cfg=float(_number(self.cfg)), width=int(_number(self.width_box)),
             height=int(_number(self.height_box)),
-            seed=RANDOM_SEED if seed is None else int(seed),
+            seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
         )  # fmt: skip
 
     def image_count(self) -> int:
@@ -208,7 +395,7 @@ class PromptPanel(QWidget):
     def remembered(self) -> dict[str, str]:
         """The settings to offer again next time (not the prompt or the seed), as shown."""
         fields = {name: edit.text() for name, edit in self._remembered_numbers().items()}
-        return {"model": self.model.currentText(), "sampler": self.scheduler.currentText(),
+        return {"model": self.model_name(), "sampler": self.scheduler.currentText(),
                 **fields}  # fmt: skip
 
     def recall(self, saved: dict[str, str]) -> None:
@@ -236,8 +423,9 @@ class PromptPanel(QWidget):
         self.seed.setText(str(random.randint(0, MAX_SEED)))
 
     def _preset_chosen(self, index: int) -> None:
-        if 0 <= index < len(SIZE_PRESETS):
-            _name, width, height = SIZE_PRESETS[index]
+        presets = self.model_choice().presets
+        if 0 <= index < len(presets):
+            width, height = presets[index]
             self._choosing_preset = True  # not blockSignals: the notes must follow
             self.width_box.setValue(width)
             self.height_box.setValue(height)
@@ -246,23 +434,21 @@ class PromptPanel(QWidget):
     def _size_edited(self) -> None:
         if self._choosing_preset:
             return
-        size = (self.width_box.reading().value, self.height_box.reading().value)
-        match = [i for i, (_n, w, h) in enumerate(SIZE_PRESETS) if (w, h) == size]
+        presets, size = self.model_choice().presets, self._size()
         self.size_preset.blockSignals(True)
-        self.size_preset.setCurrentIndex(match[0] if match else len(SIZE_PRESETS))
+        self.size_preset.setCurrentIndex(presets.index(size) if size in presets else len(presets))
         self.size_preset.blockSignals(False)
 
     # --- dropping a PNG -----------------------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if _dropped_png(event.mimeData().urls()) is not None:
+        if _has_image(event.mimeData()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        path = _dropped_png(event.mimeData().urls())
-        if path is not None:
+        if _has_image(event.mimeData()):
             event.acceptProposedAction()
-            self.load_png(path)
+            self.take_image(event.mimeData())
 
     def load_png(self, path: Path) -> bool:
         try:
@@ -270,17 +456,37 @@ class PromptPanel(QWidget):
         except NoParameters as error:
             self.problem.emit(str(error))
             return False
+        self._use_parsed(path, parsed)
+        return True
+
+    def _use_parsed(self, path: Path, parsed: ParsedParams) -> None:
         self.set_params(parsed.params)
         note = self.tr("Settings from {name}").format(name=path.name)
         self.message.emit("; ".join([note, *parsed.warnings]))
-        return True
 
 
-def _dropped_png(urls: Sequence[QUrl]) -> Path | None:
+def lora_tag(name: str) -> str:
+    """A1111's syntax for a LoRA at full weight; the user edits the weight in the prompt."""
+    return f"<lora:{name}:1>"
+
+
+def _dropped_image(urls: Sequence[QUrl]) -> Path | None:
     for url in urls:
-        if url.isLocalFile() and url.toLocalFile().lower().endswith(".png"):
+        if url.isLocalFile() and url.toLocalFile().lower().endswith(IMAGE_SUFFIXES):
             return Path(url.toLocalFile())
     return None
+
+
+def _has_image(mime: QMimeData) -> bool:
+    return mime.hasImage() or _dropped_image(mime.urls()) is not None
+
+
+def _png_bytes(image: QImage) -> bytes:
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    # The stubs ask for bytes; PySide itself refuses them and takes the str.
+    image.save(buffer, "PNG")  # type: ignore[call-overload]
+    return bytes(buffer.data().data())
 
 
 def _number(edit: NumberEdit) -> int | float:

@@ -7,11 +7,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -29,10 +31,18 @@ from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
+from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.interfaces import ListModels, NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.interfaces import (
+    ListLoras,
+    ListModels,
+    NoWorkers,
+    RestoreSummary,
+    WorkerPool,
+    no_loras,
+)
 from app.ui.presenters.queue_service import CancelOutcome, QueueService
-from app.ui.presenters.rows import JobRow
+from app.ui.presenters.rows import JobRow, format_duration
 from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.gc_guard import collect_on_gui_thread
@@ -51,6 +61,7 @@ from app.ui.widgets.prompt_panel import PromptPanel
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
 from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
 from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
+from app.ui.widgets.stats_dialog import StatsDialog
 from app.ui.widgets.timeline_panel import TimelinePanel
 
 log = logging.getLogger(__name__)
@@ -58,6 +69,8 @@ log = logging.getLogger(__name__)
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
 FORM_GROUP = "form"  # the prompt settings offered again at the next launch
+MAX_VARIATIONS = 16
+DEFAULT_VARIATIONS = 4  # as the engine's `submit_variations`
 UNDO_MS = 6000  # how long a cancel of queued jobs can be undone
 PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
 
@@ -71,6 +84,7 @@ class Dependencies:
     settings: Settings
     save_settings: Callable[[Settings], None]
     list_models: ListModels
+    list_loras: ListLoras = no_loras
     restore: RestoreSummary | None = None
     # None: ask with a dialog. Tests answer with a function.
     confirm_quit: Callable[[int], bool] | None = None
@@ -100,11 +114,15 @@ class MainWindow(QMainWindow):
         self.feed = WorkerFeed(lambda: self.deps.workers, self)
         self.worker_status = WorkerStatus()
         self._follow: int | None = None
+        self._counts: dict[JobStatus, int] = {}
+        self._eta_s: float | None = None  # learned from the history; None: nothing to go on
         self._quitting = False
         self._shut_down = False
         self._gallery_successes = -1
         self.shortcuts_dialog: ShortcutsDialog | None = None
+        self.stats_dialog: StatsDialog | None = None
         self.viewer: ImageViewer | None = None
+        self.variations_dialog: QInputDialog | None = None
         self._build()
         self._connect()
         self._restore_geometry()
@@ -113,7 +131,7 @@ class MainWindow(QMainWindow):
         self._paused_at_quit = self._take_paused_at_quit()
         self.show_restore(deps.restore)
         self.vm.refresh()
-        self.runner.run(deps.list_models, self.prompt.set_models)
+        self._list_models()
 
     # --- building -----------------------------------------------------------------------------
 
@@ -176,11 +194,31 @@ class MainWindow(QMainWindow):
         menu.addAction(about)
         menu.addSeparator()
         menu.addAction(quit_action)
+        view = self.menuBar().addMenu(self.tr("&View"))
+        find = QAction(self.tr("&Search jobs"), self)
+        find.setShortcuts(_keys(shortcuts.SEARCH))
+        find.triggered.connect(self.jobs.focus_search)
+        view.addAction(find)
+        statistics = QAction(self.tr("S&tatistics…"), self)
+        statistics.triggered.connect(self.show_stats)
+        view.addAction(statistics)
         help_menu = self.menuBar().addMenu(self.tr("&Help"))
         keys = QAction(self.tr("&Keyboard shortcuts"), self)
         keys.setShortcuts(_keys(shortcuts.HELP))
         keys.triggered.connect(self.show_shortcuts)
         help_menu.addAction(keys)
+
+    def show_stats(self) -> None:
+        if self.stats_dialog is None:
+            self.stats_dialog = StatsDialog(self._load_stats, self)
+        else:
+            self.stats_dialog.reload()
+        self.stats_dialog.show()
+        self.stats_dialog.raise_()
+
+    def _load_stats(self, days: float | None, show: Callable[[dict[str, Any]], None]) -> None:
+        """A scan of the period's history: on the store thread, never the GUI's."""
+        self.runner.run(lambda: self.deps.queue.stats(days), show, self.show_error)
 
     def show_shortcuts(self) -> None:
         if self.shortcuts_dialog is None:
@@ -217,6 +255,10 @@ class MainWindow(QMainWindow):
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self._gallery_clicked)
         self.image.reuse.clicked.connect(self.reuse_settings)
+        self.image.follow_up.connect(self._follow_up_shown)
+        self.jobs.follow_up.connect(self.follow_up)
+        self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
+        self.prompt.init_requested.connect(self._prepare_init)
         self.image.canvas.double_clicked.connect(self._view_shown_image)
 
     def _start_timers(self) -> None:
@@ -229,7 +271,8 @@ class MainWindow(QMainWindow):
 
     # --- generating ---------------------------------------------------------------------------
 
-    def generate(self) -> None:
+    def generate(self, *, upscale: bool = False) -> None:
+        """Queue the form as it is on screen; `upscale`: each image with its upscale child."""
         try:
             params = self.prompt.params()
         except InvalidParameters as error:  # a number on screen cannot be used: say which
@@ -243,8 +286,61 @@ class MainWindow(QMainWindow):
         filter_statuses = {"Done", "Failed"}
         if self.vm.filter_name in filter_statuses:  # new jobs would be invisible there
             self.set_filter("All")
-        self.vm.submit(params, self.prompt.image_count())
+        self.vm.submit(
+            params, self.prompt.image_count(), init_png=self.prompt.init_png(), upscale=upscale
+        )
         self._save_form()  # now, not only at quit: a crash must not forget them
+
+    # --- jobs that build on jobs ---------------------------------------------------------------
+
+    def follow_up(self, action: Action, rows: list[JobRow]) -> None:
+        """Upscale, variations or "use as init image" on jobs of the list or the shown one."""
+        if not rows:
+            return
+        if action is Action.STAR:
+            self.vm.star([row.id for row in rows], on=not all(row.starred for row in rows))
+        elif action is Action.UPSCALE:
+            self.vm.upscale([row.id for row in rows])
+        elif action is Action.VARY:
+            self.ask_variations(rows[0])
+        elif action is Action.USE_AS_INIT:
+            self.use_as_init(rows[0].id)
+
+    def _follow_up_shown(self, action: Action) -> None:
+        if self.detail.row is not None and applies(action, self.detail.row):
+            self.follow_up(action, [self.detail.row])
+
+    def ask_variations(self, row: JobRow) -> None:
+        """How many variations: a small window-modal question (Enter takes the default)."""
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle(self.tr("Variations of job {id}").format(id=row.id))
+        dialog.setLabelText(self.tr("How many images close to job {id}?").format(id=row.id))
+        dialog.setInputMode(QInputDialog.InputMode.IntInput)
+        dialog.setIntRange(1, MAX_VARIATIONS)
+        dialog.setIntValue(DEFAULT_VARIATIONS)
+        dialog.setOkButtonText(self.tr("Queue"))
+        dialog.setCancelButtonText(self.tr("Cancel"))
+        dialog.intValueSelected.connect(lambda count: self.vm.variations(row.id, count))
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.variations_dialog = dialog
+        dialog.open()
+
+    def use_as_init(self, job_id: int) -> None:
+        """Fill the form from a finished job, starting from its image (read off the GUI thread)."""
+        self.runner.run(
+            lambda: self.deps.queue.init_from_job(job_id), self.prompt.set_init, self.show_error
+        )
+
+    def _prepare_init(self, source: object, name: str) -> None:
+        """A dropped or pasted image as init image; one that cannot be used: the red banner."""
+        assert isinstance(source, bytes | Path)
+        self.runner.run(
+            lambda: self.deps.queue.prepare_init(source, name),
+            self.prompt.set_init,
+            lambda message: self.show_error(
+                self.tr("Cannot start from {name}: {error}").format(name=name, error=message)
+            ),
+        )
 
     def _submitted(self, job_ids: tuple[int, ...]) -> None:
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
@@ -280,15 +376,39 @@ class MainWindow(QMainWindow):
         self.vm.jobs.tick()
         self.timeline.tick()
 
-    def _counts_changed(self, counts: dict[JobStatus, int]) -> None:
+    @staticmethod
+    def _busy(counts: dict[JobStatus, int]) -> bool:
+        return any(counts.get(s, 0) for s in JobStatus if s.is_running or s is JobStatus.PENDING)
+
+    def _show_eta(self, seconds: float | None) -> None:
+        self._eta_s = seconds if self._busy(self._counts) else None
+        self._show_counts()
+
+    def _show_counts(self) -> None:
+        """ "2 running · 12 queued, about 3 min · 40 jobs" (the estimate: learned, see ETA)."""
+        counts = self._counts
         running = sum(counts.get(s, 0) for s in JobStatus if s.is_running)
         queued = counts.get(JobStatus.PENDING, 0)
-        total = sum(counts.values())
+        if self._eta_s is not None:
+            waiting = self.tr("{queued} queued, about {eta}").format(
+                queued=queued, eta=format_duration(self._eta_s)
+            )
+        else:
+            waiting = self.tr("{queued} queued").format(queued=queued)
         self.counts_label.setText(
-            self.tr("{running} running · {queued} queued · {jobs}").format(
-                running=running, queued=queued, jobs=_jobs(total)
+            self.tr("{running} running · {waiting} · {jobs}").format(
+                running=running, waiting=waiting, jobs=_jobs(sum(counts.values()))
             )
         )
+
+    def _counts_changed(self, counts: dict[JobStatus, int]) -> None:
+        self._counts = counts
+        self._show_counts()
+        if self._busy(counts):  # a read of the history: on the store thread, per change
+            workers = self.deps.settings.workers
+            self.runner.run(lambda: self.deps.queue.queue_eta_s(workers), self._show_eta)
+        else:
+            self._show_eta(None)
         successes = counts.get(JobStatus.SUCCESS, 0)
         if successes != self._gallery_successes:
             self._gallery_successes = successes
@@ -457,8 +577,13 @@ class MainWindow(QMainWindow):
         if dialog.exec() and dialog.saved is not None:
             self.deps.settings = dialog.saved
             self.deps.queue.max_attempts = dialog.saved.max_attempts
-            self.runner.run(self.deps.list_models, self.prompt.set_models)
+            self._list_models()
             self.show_note(self.tr("Settings saved"))
+
+    def _list_models(self) -> None:
+        """Models and LoRAs for the prompt panel: a folder scan, so on the store thread."""
+        self.runner.run(self.deps.list_models, self.prompt.set_models)
+        self.runner.run(self.deps.list_loras, self.prompt.set_loras)
 
     def _restore_geometry(self) -> None:
         geometry = self.store.value("window/geometry")

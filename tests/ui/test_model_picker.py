@@ -1,0 +1,140 @@
+"""The model picker follows the model and the LoRA picker writes A1111 tags (issue 12.2, 12.4).
+
+Driven with real key events on the window's own combo boxes; the submitted job is read back
+from the real SQLite queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import QComboBox
+from pytestqt.qtbot import QtBot
+
+from app.engine.queue import JobQueue
+from app.engine.settings import Settings
+from app.ui.widgets.window import MainWindow
+from app.ui.wiring import lora_names, model_choices
+
+pytestmark = pytest.mark.timeout(60)
+
+TIMEOUT_MS = 5000
+CTRL = Qt.KeyboardModifier.ControlModifier
+
+
+def window_with_models(make_window: Callable[..., MainWindow], qtbot: QtBot) -> MainWindow:
+    window = make_window()
+    qtbot.waitUntil(lambda: window.prompt.model.count() == 3, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.prompt.lora.count() == 3, timeout=TIMEOUT_MS)
+    return window
+
+
+def pick_next(qtbot: QtBot, window: MainWindow, combo: QComboBox) -> None:
+    """Down arrow on a focused combo box: what a keyboard user does to choose the next item."""
+    window.activateWindow()
+    combo.setFocus()
+    qtbot.keyClick(combo, Qt.Key.Key_Down)
+
+
+def presets(window: MainWindow) -> list[str]:
+    box = window.prompt.size_preset
+    return [box.itemText(i) for i in range(box.count())]
+
+
+def test_each_model_shows_its_architecture_and_native_size(
+    make_window: Callable[..., MainWindow], qtbot: QtBot
+) -> None:
+    window = window_with_models(make_window, qtbot)
+    picker = window.prompt.model
+    labels = [picker.itemText(i) for i in range(picker.count())]
+    assert labels == ["easel-tiny · SD 1.x v-prediction, 64 px", "other-model · SDXL, 1024 px",
+                      "refiner · unsupported"]  # fmt: skip
+    items = picker.model()
+    assert isinstance(items, QStandardItemModel)
+    assert [items.item(i).isEnabled() for i in range(3)] == [True, True, False]
+    tooltip = picker.itemData(2, Qt.ItemDataRole.ToolTipRole)
+    assert tooltip == "an SDXL refiner cannot generate on its own"
+
+
+def test_size_presets_follow_the_chosen_model(
+    make_window: Callable[..., MainWindow], qtbot: QtBot, queue: JobQueue
+) -> None:
+    window = window_with_models(make_window, qtbot)
+    assert presets(window) == ["64 × 64 · native", "72 × 56", "56 × 72", "Custom"]
+    pick_next(qtbot, window, window.prompt.model)
+    assert window.prompt.model_name() == "other-model"
+    assert presets(window) == ["1024 × 1024 · native", "1152 × 896", "Custom"]
+    # 64 x 64 is not an SDXL size: choosing the model moved the size to its native square
+    assert (window.prompt.width_box.text(), window.prompt.height_box.text()) == ("1024", "1024")
+    pick_next(qtbot, window, window.prompt.model)  # the unsupported refiner cannot be chosen
+    assert window.prompt.model_name() == "other-model"
+    qtbot.keyClick(window.prompt.model, Qt.Key.Key_Up)
+    assert window.prompt.model_name() == "easel-tiny"
+    assert (window.prompt.width_box.text(), window.prompt.height_box.text()) == ("64", "64")
+    window.prompt.prompt.setFocus()
+    qtbot.keyClicks(window.prompt.prompt, "a red kite")
+    qtbot.keyClick(window.prompt.prompt, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(queue.jobs()) == 1, timeout=TIMEOUT_MS)
+    job = queue.jobs()[0]
+    assert (job.model, job.width, job.height) == ("easel-tiny", 64, 64)
+
+
+def test_a_remembered_size_too_large_for_the_model_becomes_its_native_one(
+    make_window: Callable[..., MainWindow], qtbot: QtBot
+) -> None:
+    window = make_window()
+    window.prompt.width_box.setText("1024")
+    window.prompt.height_box.setText("1024")
+    qtbot.waitUntil(lambda: window.prompt.model.count() == 3, timeout=TIMEOUT_MS)
+    assert (window.prompt.width_box.text(), window.prompt.height_box.text()) == ("64", "64")
+
+
+def test_a_dropped_image_keeps_a_model_that_is_not_installed(
+    make_window: Callable[..., MainWindow], qtbot: QtBot
+) -> None:
+    from app.engine.params import GenerationParams
+
+    window = window_with_models(make_window, qtbot)
+    window.prompt.set_params(GenerationParams(prompt="x", model="dreamshaper_8", width=512,
+                                              height=768))  # fmt: skip
+    assert window.prompt.model_name() == "dreamshaper_8"
+    assert window.prompt.size_preset.currentText() == "512 × 768"
+
+
+def test_the_lora_picker_inserts_a_tag_at_the_cursor(
+    make_window: Callable[..., MainWindow], qtbot: QtBot
+) -> None:
+    window = window_with_models(make_window, qtbot)
+    prompt = window.prompt.prompt
+    prompt.setFocus()
+    qtbot.keyClicks(prompt, "a cat, by the sea")
+    for _ in range(len(", by the sea")):
+        qtbot.keyClick(prompt, Qt.Key.Key_Left)
+    pick_next(qtbot, window, window.prompt.lora)
+    assert prompt.toPlainText() == "a cat<lora:ink_style:1>, by the sea"
+    assert window.prompt.lora.currentIndex() == 0  # ready for the next one
+    assert prompt.hasFocus()  # back to typing
+
+
+def test_no_lora_files_says_so(make_window: Callable[..., MainWindow], qtbot: QtBot) -> None:
+    window = make_window()
+    window.prompt.set_loras([])
+    assert not window.prompt.lora.isEnabled()
+    assert window.prompt.lora.currentText() == "No LoRA files in the models folder"
+
+
+def test_the_scan_describes_the_bundled_model_and_finds_lora_files(tmp_path: Path) -> None:
+    (tmp_path / "lora").mkdir()
+    for name in ("Watercolor", "ink_style"):
+        (tmp_path / "lora" / f"{name}.safetensors").write_bytes(b"")
+    (tmp_path / "lora" / "notes.txt").write_text("not a LoRA")
+    settings = Settings(models_dir=str(tmp_path))
+    tiny = next(c for c in model_choices(settings) if c.name == "easel-tiny")
+    assert (tiny.kind, tiny.native_size, tiny.presets[0], tiny.max_side) == (
+        "SD 1.x v-prediction", 64, (64, 64), 256)  # fmt: skip
+    assert tiny.label() == "easel-tiny · SD 1.x v-prediction, 64 px"
+    assert lora_names(settings) == ["ink_style", "Watercolor"]
