@@ -239,7 +239,9 @@ class QueueService:
         jobs = list(jobs)
         ran = self._running_times([job.id for job in jobs])
         return tuple(
-            self._with_estimate(job, self._with_reason(JobRow.from_job(job, ran.get(job.id, (0.0, None)))))
+            self._with_estimate(
+                job, self._with_reason(JobRow.from_job(job, ran.get(job.id, (0.0, None))))
+            )
             for job in jobs
         )
 
