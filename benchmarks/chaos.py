@@ -68,7 +68,12 @@ from app.engine.queue import JobNotFound, JobQueue, open_queue, params_of  # noq
 from app.engine.retry import RetryPolicy  # noqa: E402
 from app.engine.settings import DB_ENV, Settings  # noqa: E402
 from app.engine.states import JobStatus, TransitionNotAllowed  # noqa: E402
-from app.engine.worker import LIVENESS_FOLDER, RunnerLike, WorkerConfig  # noqa: E402
+from app.engine.worker import (  # noqa: E402
+    LIVENESS_FOLDER,
+    RunnerLike,
+    WorkerConfig,
+    threads_per_worker,
+)
 from app.errors import DatabaseError  # noqa: E402
 from app.models.postgres import scratch_schema  # noqa: E402
 from app.models.tables import Job  # noqa: E402
@@ -103,7 +108,13 @@ SERVER_DOWN_S = (1.0, 4.0)  # how long the PostgreSQL server stays stopped, at r
 MACHINES_FOLDER = "machines"  # --db: one data folder per machine, under the driver's
 RETRY_POLICY = RetryPolicy(base_delay_s=0.2, max_delay_s=2.0)
 CANCELLABLE = [S.PENDING, S.PROCESSING, S.PAUSED, S.BLOCKED]
-EXIT_SERVER_AWAY = 3  # --db: a machine could not reach the server at its start
+# Quick heartbeats; a rolling checkpoint every second (the least allowed), so that a killed
+# job resumes from one (jobs last seconds: with the default 10 s, each kill restarted its
+# job from step 0 and the resume path went untested).
+CHAOS_SETTINGS: dict[str, Any] = {
+    "heartbeat_timeout_s": 3.0, "cancel_grace_s": 2.0, "checkpoint_interval_s": 1.0,
+}  # fmt: skip
+EXIT_SERVER_AWAY = 3  # --db: a machine's worker ended as the server could not be reached
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -111,12 +122,12 @@ EXIT_SERVER_AWAY = 3  # --db: a machine could not reach the server at its start
 
 def supervise(runner: str, workers: int) -> None:
     from app.engine.supervisor import Supervisor
-    from app.engine.worker import database_file, threads_per_worker
+    from app.engine.worker import database_file
 
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
     queue = open_queue()
-    settings = Settings(workers=workers, heartbeat_timeout_s=3.0, cancel_grace_s=2.0)
+    settings = Settings(workers=workers, **CHAOS_SETTINGS)
     config = worker_config(
         settings, database_file(queue), runner, torch_threads=threads_per_worker(workers)
     )
@@ -135,24 +146,29 @@ def machine(runner: str, name: str, workers_on_host: int) -> int:
     """One headless worker of a fleet on PostgreSQL (`--db`): `python -m app worker --name`,
     with the chaos settings and the ledger runner. SIGTERM pauses its job and ends it.
 
-    Started while the server is down, it says so in one line and exits with
-    `EXIT_SERVER_AWAY`, as the worker command does; the driver starts it again."""
-    from app.engine.fleet import Maintenance
-    from app.engine.worker import run_worker, threads_per_worker
-
+    A database error that reaches this far (in practice: the server was down while it
+    opened its connections) ends it with one line and `EXIT_SERVER_AWAY`, as the worker
+    command's `with_queue` does; the driver starts it again. Anything else is a crash."""
     try:
-        queue = open_queue()
+        run_machine(runner, name, workers_on_host)
     except DatabaseError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_SERVER_AWAY
-    settings = Settings(heartbeat_timeout_s=3.0, cancel_grace_s=2.0)
+    return 0
+
+
+def run_machine(runner: str, name: str, workers_on_host: int) -> None:
+    from app.engine.fleet import Maintenance
+    from app.engine.worker import run_worker
+
+    queue = open_queue()
+    settings = Settings(**CHAOS_SETTINGS)
     config = worker_config(
         settings, queue.db.location, runner, name=name,
         torch_threads=threads_per_worker(workers_on_host),  # the "machines" share our cores
     )  # fmt: skip
     with Maintenance(queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RETRY_POLICY):
         run_worker(config)
-    return 0
 
 
 def worker_config(
@@ -180,7 +196,7 @@ class Counts:
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    # supervisor_crashes, machine_crashes, machine_starts_refused, driver_refused,
+    # supervisor_crashes, machine_crashes, machine_db_exits, driver_refused,
     # server_down_errors
     extra: Counter[str] = field(default_factory=Counter)
 
@@ -262,15 +278,15 @@ class Chaos:
 
     def revive_workers(self) -> None:
         """A supervisor that died of a fault (not of our kill) is started again, and counted;
-        a machine whose worker ended (our kill; counted: a crash, or the server away when it
-        started) is started again."""
+        a machine whose worker ended (our kill; counted: a crash, or a database error as
+        the server was away) is started again."""
         if self.supervisor is not None and self.supervisor.poll() is not None:
             self.counts.extra["supervisor_crashes"] += 1
             self.start_supervisor()
         for name, process in list(self.machines.items()):
             if process.poll() is not None:
                 if process.returncode == EXIT_SERVER_AWAY:
-                    self.counts.extra["machine_starts_refused"] += 1
+                    self.counts.extra["machine_db_exits"] += 1
                 elif process.returncode != -signal.SIGKILL:
                     self.counts.extra["machine_crashes"] += 1
                 self.start_machine(name)
@@ -429,11 +445,15 @@ def check(
 
 
 class References:
-    """Images of uninterrupted runs, made on demand in this process, one per job."""
+    """Images of uninterrupted runs, made on demand in this process, one per job.
 
-    def __init__(self, runner: str, folder: Path) -> None:
+    With the workers' torch thread count: on CPU, another count sums in another order,
+    and 2 of 8 images of one run differed by 1 for that reason alone."""
+
+    def __init__(self, runner: str, folder: Path, torch_threads: int) -> None:
         self.runner_kind = runner
         self.folder = folder
+        self.torch_threads = torch_threads
         self._runner: RunnerLike | None = None
 
     def __call__(self, job: Job) -> Path:
@@ -451,6 +471,10 @@ class References:
             from app.engine.worker import default_runner
             from app.testing.scripted_runner import ScriptedRunner
 
+            if self.runner_kind == "tiny":
+                import torch  # only for the real runner: the scripted one has no threads
+
+                torch.set_num_threads(self.torch_threads)
             self._runner = default_runner() if self.runner_kind == "tiny" else ScriptedRunner()
         return self._runner
 
@@ -590,7 +614,10 @@ def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
     chaos.stop_workers()
     # First: orphans may still write their last step.
     leftover = leftover_workers(chaos.liveness_dirs())
-    references = References(args.runner, Path(tempfile.mkdtemp(prefix="easel-chaos-ref-")))
+    references = References(
+        args.runner, Path(tempfile.mkdtemp(prefix="easel-chaos-ref-")),
+        threads_per_worker(args.machines if args.db else args.workers),
+    )  # fmt: skip
     try:
         results = check(chaos.queue, submitted, ledger_path(), references, chaos.parents)
     except EmptyLedger as empty:
@@ -611,7 +638,7 @@ def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
         results |= {
             "machines": args.machines, "server_restarts": counts.server_restarts,
             "machine_crashes": counts.extra["machine_crashes"],
-            "machine_starts_refused": counts.extra["machine_starts_refused"],
+            "machine_db_exits": counts.extra["machine_db_exits"],
             "server_down_errors": counts.extra["server_down_errors"],
         }  # fmt: skip
     for name, value in results.items():
