@@ -44,6 +44,7 @@ from app.engine.worker import (
     threads_per_worker,
     worker_process_main,
 )
+from app.errors import EaselError
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -126,10 +127,18 @@ class Supervisor:
         """Everything that needs doing now, without blocking; returns the workers' messages."""
         messages = self._drain()
         now = self.clock()
-        self._reap(now)
-        self._enforce_grace(now)
-        if now >= self._next_maintenance:
-            self._maintain(now)
+        try:
+            self._reap(now)
+            self._enforce_grace(now)
+            if now >= self._next_maintenance:
+                self._maintain(now)
+        except EaselError as error:
+            if not error.transient:
+                raise
+            # A lock held elsewhere or a full disk: nothing was settled half way (each
+            # settle is one transaction, and a reaped slot is forgotten only after it), so
+            # the next poll simply tries again.
+            log.warning("supervisor: %s; trying again at the next poll", error)
         if not self._stopping:
             self._start_due_workers(now)
         return messages
