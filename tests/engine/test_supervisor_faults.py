@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import time
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
