@@ -36,6 +36,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/model_quality.py
 	xvfb-run -a $(PY) benchmarks/gui.py
 	$(PY) benchmarks/chaos.py
+	$(PY) benchmarks/integrity.py
+	$(PY) -m benchmarks.history
 
 # The window's Chinese: collect the strings of app/ui into the .ts (translations are kept),
 # then compile the .qm the app loads. Both files are committed, so `make run` needs neither tool.
