@@ -91,3 +91,16 @@ def make_window(
         if not window._quitting:
             window.deps.confirm_quit = lambda _n: True
             window.close()
+
+
+@pytest.fixture
+def window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
+) -> MainWindow:
+    """The window, active (shortcuts only fire in the active window), over workers that
+    leave jobs PENDING with the parameters they were submitted with."""
+    workers.claiming = False
+    window = make_window()
+    with qtbot.waitActive(window):
+        window.activateWindow()
+    return window

@@ -3,7 +3,6 @@ SQLite queue; the engine's graph decides BLOCKED and UNBLOCK."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,17 +29,6 @@ pytestmark = pytest.mark.timeout(60)
 S = JobStatus
 TIMEOUT_MS = 5000
 CTRL = Qt.KeyboardModifier.ControlModifier
-
-
-@pytest.fixture
-def window(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
-) -> MainWindow:
-    workers.claiming = False
-    window = make_window()
-    with qtbot.waitActive(window):
-        window.activateWindow()
-    return window
 
 
 def children(queue: JobQueue, parent: int) -> list[Job]:

@@ -24,17 +24,6 @@ pytestmark = pytest.mark.timeout(60)
 TIMEOUT_MS = 5000
 
 
-@pytest.fixture
-def window(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
-) -> MainWindow:
-    workers.claiming = False
-    window = make_window()
-    with qtbot.waitActive(window):
-        window.activateWindow()
-    return window
-
-
 def listed(window: MainWindow) -> set[int]:
     return {row.id for row in window.vm.jobs.rows()}
 

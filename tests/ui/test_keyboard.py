@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
 from app.ui.presenters import shortcuts
 from app.ui.widgets.window import MainWindow
-from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in
 from tests.ui.test_window import wait_for
 
@@ -23,17 +21,6 @@ pytestmark = pytest.mark.timeout(60)
 
 S = JobStatus
 TIMEOUT_MS = 5000
-
-
-@pytest.fixture
-def window(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
-) -> MainWindow:
-    workers.claiming = False
-    window = make_window()
-    with qtbot.waitActive(window):  # shortcuts only fire in the active window
-        window.activateWindow()
-    return window
 
 
 def focused() -> object:

@@ -6,8 +6,6 @@ history says what happened (held, then queued again or cancelled).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
@@ -27,17 +25,6 @@ pytestmark = pytest.mark.timeout(60)
 
 S = JobStatus
 TIMEOUT_MS = 5000
-
-
-@pytest.fixture
-def window(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], workers: FakeWorkers
-) -> MainWindow:
-    workers.claiming = False
-    window = make_window()
-    with qtbot.waitActive(window):
-        window.activateWindow()
-    return window
 
 
 def undo_button(qtbot: QtBot, window: MainWindow) -> QPushButton:
