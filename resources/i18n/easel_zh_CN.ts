@@ -1066,6 +1066,34 @@ Resume continues from there.</source>
         <translation> 秒</translation>
     </message>
     <message>
+        <source>off</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>A running job saves its progress this often, so a crash costs at most this</source>
+        <translation>运行中的任务按此间隔保存进度，崩溃最多损失这么久的进度</translation>
+    </message>
+    <message>
+        <source>Low graphics memory (slower: model offload, tiling)</source>
+        <translation>低显存模式（较慢：模型卸载、分块解码）</translation>
+    </message>
+    <message>
+        <source> days</source>
+        <translation> 天</translation>
+    </message>
+    <message>
+        <source>forever</source>
+        <translation>永久</translation>
+    </message>
+    <message>
+        <source>no limit</source>
+        <translation>不限</translation>
+    </message>
+    <message>
+        <source>What `python -m app prune` removes; starred jobs are always kept</source>
+        <translation>`python -m app prune` 按此清理；已加星标的任务始终保留</translation>
+    </message>
+    <message>
         <source>Models folder</source>
         <translation>模型文件夹</translation>
     </message>
@@ -1084,6 +1112,18 @@ Resume continues from there.</source>
     <message>
         <source>Heartbeat timeout</source>
         <translation>心跳超时</translation>
+    </message>
+    <message>
+        <source>Save progress every</source>
+        <translation>进度保存间隔</translation>
+    </message>
+    <message>
+        <source>Keep finished jobs for</source>
+        <translation>已完成任务保留</translation>
+    </message>
+    <message>
+        <source>Keep at most</source>
+        <translation>最多保留</translation>
     </message>
     <message>
         <source>Language</source>

@@ -96,3 +96,20 @@ def test_paused_jobs_resume_by_themselves_when_settings_say_so(
     wait_for(qtbot, again, job_id, JobStatus.PENDING)
     assert not again.restore_banner.isVisible()
     assert "Resumed 1 job" in again.statusBar().currentMessage()
+
+
+def test_progress_memory_and_retention_are_set_in_the_settings_window(qtbot: QtBot) -> None:
+    dialog = SettingsDialog(load_settings(), save_settings)
+    qtbot.addWidget(dialog)
+    for box, typed in (
+        (dialog.checkpoint, "30"),
+        (dialog.keep_days, "90"),
+        (dialog.keep_jobs, "500"),
+    ):
+        box.selectAll()
+        qtbot.keyClicks(box, typed)
+    qtbot.mouseClick(dialog.low_vram, Qt.MouseButton.LeftButton)
+    dialog.accept()
+    saved = load_settings()
+    assert saved.checkpoint_interval_s == 30 and saved.low_vram
+    assert (saved.keep_finished_days, saved.keep_finished_jobs) == (90, 500)

@@ -74,6 +74,23 @@ class SettingsDialog(QDialog):
         self.heartbeat.setSuffix(self.tr(" s"))
         self.heartbeat.setDecimals(1)
         self.heartbeat.setValue(settings.heartbeat_timeout_s)
+        self.checkpoint = _spin(0, 3600, round(settings.checkpoint_interval_s))
+        self.checkpoint.setSuffix(self.tr(" s"))
+        self.checkpoint.setSpecialValueText(self.tr("off"))
+        self.checkpoint.setToolTip(
+            self.tr("A running job saves its progress this often, so a crash costs at most this")
+        )
+        self.low_vram = QCheckBox(self.tr("Low graphics memory (slower: model offload, tiling)"))
+        self.low_vram.setChecked(settings.low_vram)
+        self.keep_days = _spin(0, 36500, settings.keep_finished_days)
+        self.keep_days.setSuffix(self.tr(" days"))
+        self.keep_days.setSpecialValueText(self.tr("forever"))
+        self.keep_jobs = _spin(0, 10_000_000, settings.keep_finished_jobs)
+        self.keep_jobs.setSpecialValueText(self.tr("no limit"))
+        for box in (self.keep_days, self.keep_jobs):
+            box.setToolTip(
+                self.tr("What `python -m app prune` removes; starred jobs are always kept")
+            )
         self._settings = settings
         self.error = QLabel()
         self.error.setObjectName("error")
@@ -87,6 +104,10 @@ class SettingsDialog(QDialog):
         form.addRow(self.tr("Workers"), self.workers)
         form.addRow(self.tr("Max attempts"), self.max_attempts)
         form.addRow(self.tr("Heartbeat timeout"), self.heartbeat)
+        form.addRow(self.tr("Save progress every"), self.checkpoint)
+        form.addRow("", self.low_vram)
+        form.addRow(self.tr("Keep finished jobs for"), self.keep_days)
+        form.addRow(self.tr("Keep at most"), self.keep_jobs)
         form.addRow("", self.resume)
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
@@ -110,6 +131,10 @@ class SettingsDialog(QDialog):
             models_dir=self.models.text().strip(), outputs_dir=self.outputs.text().strip(),
             workers=self.workers.value(), max_attempts=self.max_attempts.value(),
             heartbeat_timeout_s=self.heartbeat.value(),
+            checkpoint_interval_s=float(self.checkpoint.value()),
+            low_vram=self.low_vram.isChecked(),
+            keep_finished_days=self.keep_days.value(),
+            keep_finished_jobs=self.keep_jobs.value(),
         )  # fmt: skip
 
     def accept(self) -> None:
