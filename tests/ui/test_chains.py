@@ -69,7 +69,9 @@ def test_upscale_from_the_job_menu_queues_a_child_after_its_parent(
     qtbot.keyClick(menu, Qt.Key.Key_Return)
     [child] = wait_children(qtbot, queue, parent, 1)
     assert child.init_image == f"job:{parent}" and (child.width, child.height) == (128, 128)
-    assert child.status == S.PENDING  # its parent had already succeeded: unblocked at once
+    # Its parent had already succeeded: the UNBLOCK follows the child's own commit at once
+    # (the list may read the child in between, still BLOCKED).
+    qtbot.waitUntil(lambda: queue.get(child.id or 0).status == S.PENDING, timeout=TIMEOUT_MS)
     qtbot.waitUntil(lambda: window.vm.jobs.row_of(child.id or 0) is not None, timeout=TIMEOUT_MS)
     assert f"after #{parent}" in row_text(window, child.id or 0, DETAIL_ROLE)
 
