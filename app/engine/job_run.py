@@ -92,6 +92,7 @@ class RunContext:
     progress_interval_s: float = 0.25
     checkpoint_interval_s: float = 0.0  # rolling checkpoints this often; 0: none
     checkpoint_every_steps: int = 0  # and/or every this many steps; 0: none
+    watched: bool = True  # someone reads this worker's messages (else no previews are made)
 
 
 MIN_TICK_S = 0.02  # the row-writing thread never spins, even when told "as often as possible"
@@ -264,14 +265,7 @@ class JobRun:
 
     def _current_status(self) -> JobStatus | None:
         """The job's status if this worker still holds it, else None."""
-        try:
-            job = self.queue.get(self.job_id)
-        except JobNotFound:
-            return None
-        status = JobStatus(job.status)
-        if job.worker_id != self.context.worker_id or not status.is_running:
-            return None
-        return status
+        return self.queue.status_if_held(self.job_id, self.context.worker_id)
 
     def _pause_for_shutdown(self) -> JobStatus:
         record = self._fire(JobEvent.PAUSE, message="the worker is stopping")
@@ -279,9 +273,10 @@ class JobRun:
 
     def _report(self, progress: StepProgress) -> None:
         """Tell the app now (a message); the row follows from the heartbeat thread."""
+        preview = progress.preview_png if self.context.watched else None
         self.context.send(
             MessageKind.PROGRESS, self.job_id, step=progress.step, total=progress.total,
-            elapsed_s=progress.elapsed_s, preview_png=progress.preview_png,
+            elapsed_s=progress.elapsed_s, preview_png=preview,
         )  # fmt: skip
         self._latest = progress
 

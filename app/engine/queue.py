@@ -442,6 +442,18 @@ class JobQueue:
 
     # --- reading -----------------------------------------------------------------------------
 
+    def status_if_held(self, job_id: int, worker_id: str) -> JobStatus | None:
+        """The job's status while `worker_id` holds it and it runs; None once it does not
+        (gone, settled, or claimed by another worker). The worker's per-step read: two
+        columns on the driver cursor, a fraction of `get`."""
+        with self.db.hot_read() as tx:
+            row = tx.execute(self._sql.snapshot, {"job_id": job_id}).fetchone()
+        if row is None:
+            return None
+        status, _version, _attempt, holder = row
+        running = JobStatus(status)
+        return running if holder == worker_id and running.is_running else None
+
     def get(self, job_id: int) -> Job:
         with self.db.read() as conn:
             row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()

@@ -140,8 +140,13 @@ class Outbox:
         if sink is not None:
             self._thread.start()
 
+    @property
+    def connected(self) -> bool:
+        """Whether messages reach anyone (a headless worker has no app to tell)."""
+        return self._sink is not None and not self._broken
+
     def send(self, message: WorkerMessage, *, droppable: bool = False) -> None:
-        if self._sink is None or self._broken:
+        if not self.connected:
             return
         try:
             self._pending.put(message, block=not droppable, timeout=1.0)
@@ -255,6 +260,7 @@ class Worker:
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
             checkpoint_interval_s=config.checkpoint_interval_s,
             checkpoint_every_steps=config.checkpoint_every_steps,
+            watched=self.outbox.connected,
         )  # fmt: skip
 
     def _warm_up(self) -> None:

@@ -158,6 +158,22 @@ class Database:
                 self._drop_if_broken(raw)
                 raise
 
+    @contextmanager
+    def hot_read(self) -> Iterator[HotTransaction]:
+        """A quick read on this thread's driver connection, without the write lock: what a
+        worker asks once per denoising step, where Core's per-call cost would show."""
+        with self.translated_errors():
+            raw = self._hot_connection()
+            try:
+                yield HotTransaction(raw.cursor())
+            except BaseException:
+                self._drop_if_broken(raw)
+                raise
+            finally:
+                # Ends PostgreSQL's implicit transaction (a snapshot held open would keep the
+                # next read from seeing new commits); on SQLite nothing is open.
+                _rollback_quietly(raw)
+
     def _drop_if_broken(self, raw: Any) -> None:
         """A connection the server closed (PostgreSQL restart, network) is dropped, so this
         thread's next hot write connects afresh."""

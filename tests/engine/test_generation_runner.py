@@ -152,6 +152,32 @@ def test_on_step_sees_every_step_with_throttled_previews(
     assert seen[0].preview_png is not None and seen[-1].preview_png is not None
 
 
+def test_a_preview_is_made_only_when_the_step_callback_reads_it(
+    tiny_runner: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = params_for()
+    previewer = tiny_runner.load(params.model).previewer
+    made: list[int] = []
+    real_png = previewer.png
+
+    def counting_png(latents: torch.Tensor, size: tuple[int, int]) -> bytes:
+        made.append(1)
+        return real_png(latents, size)
+
+    monkeypatch.setattr(previewer, "png", counting_png)
+    (tmp_path / "unwatched").mkdir()
+    generate_with(tiny_runner, params, tmp_path / "unwatched", go_on)
+    assert made == []  # nobody looked: no decode, no PNG
+
+    def reading(progress: StepProgress) -> StepDecision:
+        assert progress.preview_png is None or progress.preview_png.startswith(b"\x89PNG")
+        return StepDecision.CONTINUE
+
+    (tmp_path / "watched").mkdir()
+    generate_with(tiny_runner, params, tmp_path / "watched", reading)
+    assert len(made) >= 2  # the first and the last step at least
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_previews_show_the_image_to_come(
     tiny_model: ModelInfo, tmp_path: Path, scheduler: str

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.job_run import JobRun, RunContext, RunnerLike
 from app.engine.messages import MessageKind
+from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue, params_of
 from app.engine.states import JobEvent, JobStatus
 from app.models.tables import Job
@@ -52,11 +54,13 @@ def context(
     runner: RunnerLike | None = None,
     pause_requested: Callable[[], bool] = lambda: False,
     worker_id: str = WORKER,
+    watched: bool = True,
 ) -> RunContext:
     return RunContext(
         queue=queue, worker_id=worker_id, runner=runner or ScriptedRunner(),
         outputs_dir=home / "outputs", checkpoints_dir=home / "checkpoints", send=sent,
         pause_requested=pause_requested, heartbeat_interval_s=0.1, progress_interval_s=0.0,
+        watched=watched,
     )  # fmt: skip
 
 
@@ -166,3 +170,46 @@ def test_the_step_loop_never_writes_progress_itself(
     loop_thread = threading.current_thread().name
     assert writers.count(loop_thread) <= 1  # at most the flush before settling
     assert "heartbeat" in writers
+
+
+class OffersPreviews(ScriptedRunner):
+    """The scripted runner, offering a preview at every step and counting those made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made = 0
+
+    def run(
+        self,
+        params: GenerationParams,
+        *,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
+    ) -> GenerationOutcome:
+        def with_preview(progress: StepProgress) -> StepDecision:
+            decision: StepDecision = on_step(replace(progress, render_preview=self._render))
+            return decision
+
+        return super().run(
+            params, output_path=output_path, checkpoint_path=checkpoint_path,
+            on_step=with_preview, init_image=init_image,
+        )  # fmt: skip
+
+    def _render(self) -> bytes:
+        self.made += 1
+        return b"preview"
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_previews_are_made_only_for_a_worker_someone_watches(
+    queue: JobQueue, tmp_path: Path, watched: bool
+) -> None:
+    sent, runner = Sent(), OffersPreviews()
+    queue.submit(fake_params(steps=3))
+    job = run_job(context(queue, tmp_path, sent, runner=runner, watched=watched))
+    assert job.status == S.SUCCESS
+    previews = [f["preview_png"] for kind, _, f in sent.messages if kind is MessageKind.PROGRESS]
+    assert previews == ([b"preview"] * 3 if watched else [None] * 3)
+    assert runner.made == (3 if watched else 0)

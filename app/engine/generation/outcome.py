@@ -1,12 +1,15 @@
 """What the runner tells its caller: per-step progress, the step decision, the outcome.
 
-Pure data (no torch) so the worker can forward it to the app as it is.
+No torch imports: the worker forwards the values to the app (a step's preview is made on
+request, in the worker, as PNG bytes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 
 
@@ -28,7 +31,14 @@ class StepProgress:
     step: int  # 1..total, counted in scheduler steps (not UNet calls)
     total: int
     elapsed_s: float  # denoising time so far, including runs before a pause
-    preview_png: bytes | None
+    # Makes this step's preview (None: no preview at this step). Called at most once, only
+    # if someone reads `preview_png` during the step callback: a worker nobody watches
+    # never pays for the decode and the PNG.
+    render_preview: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def preview_png(self) -> bytes | None:
+        return self.render_preview() if self.render_preview is not None else None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -58,8 +59,8 @@ class Runner:
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
-        Previews are made at most every `preview_interval_s` (always on the first and last
-        step); other steps report `preview_png=None`."""
+        Previews are offered at most every `preview_interval_s` (always on the first and last
+        step) and made only if the step callback reads them; other steps have none."""
         if threads is not None:
             _set_cpu_threads(threads)
         self._device = device or pick_device()
@@ -235,12 +236,14 @@ class _Job:
     def _progress(
         self, state: denoise.DenoiseState, elapsed: float, with_preview: bool
     ) -> StepProgress:
-        png = None
+        render = None
         if with_preview:
             # The x0 estimate shows the picture to come; raw latents are mostly noise early on.
             latents = state.denoised if state.denoised is not None else state.latents
-            png = self.loaded.previewer.png(latents, (self.params.width, self.params.height))
-        return StepProgress(state.steps_done, state.total_steps, elapsed, png)
+            render = partial(
+                self.loaded.previewer.png, latents.clone(), (self.params.width, self.params.height)
+            )
+        return StepProgress(state.steps_done, state.total_steps, elapsed, render)
 
 
 def _empty_gpu_cache() -> None:
