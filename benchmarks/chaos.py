@@ -440,7 +440,10 @@ def check(
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
-    results = figures(submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents)
+    results = figures(
+        submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents,
+        checkpoint_interval_s=CHAOS_SETTINGS["checkpoint_interval_s"],
+    )  # fmt: skip
     return results | {"orphaned_children": orphaned_children(queue.db)}
 
 

@@ -14,6 +14,8 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
     garbage_images  a SUCCESS image all one colour, or (after an interruption) not the
                   image of an uninterrupted run of the same job
     steps_lost_p95  steps done again after a worker was killed (95th percentile)
+    steps_per_checkpoint_interval  the steps one rolling-checkpoint interval holds at the
+                  run's pace (median step time): steps_lost_p95's goal is at most this
     resumed_after_crash_max_diff  the largest pixel difference between a job that lost its
                   worker and then succeeded and an uninterrupted run of it (goal 0)
 """
@@ -21,6 +23,7 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import pairwise
@@ -138,6 +141,7 @@ def figures(
     ledger_path: Path,
     reference: Reference,
     parents: Parents,
+    checkpoint_interval_s: float = 1.0,
 ) -> dict[str, int]:
     """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against.
 
@@ -169,6 +173,7 @@ def figures(
         "ledger_runs": len({(entry.job, entry.run) for entry in ledger}),
         "garbage_images": len(garbage_images(jobs.values(), timelines, reference)),
         "steps_lost_p95": round(percentile(steps_lost_per_kill(ledger), 95)),
+        "steps_per_checkpoint_interval": steps_per_interval(ledger, checkpoint_interval_s),
         "resumed_after_crash_max_diff": max(diffs, default=0),
         "resumed_after_crash_jobs": len(diffs),
     }
@@ -202,6 +207,19 @@ def steps_lost_per_kill(ledger: Iterable[LedgerEntry]) -> list[int]:
             if done and redone and not ended:
                 lost.append(max(0, max(done) - (min(redone) - 1)))
     return lost
+
+
+def steps_per_interval(ledger: Iterable[LedgerEntry], interval_s: float) -> int:
+    """The steps one checkpoint interval holds: `interval_s` over the median time between
+    two consecutive steps of one run (0 when no run did two steps)."""
+    steps: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for entry in ledger:
+        if entry.what is Mark.STEP:
+            steps[(entry.job, entry.run)].append(entry.at)
+    gaps = [
+        later - earlier for times in steps.values() for earlier, later in pairwise(sorted(times))
+    ]
+    return round(interval_s / statistics.median(gaps)) if gaps else 0
 
 
 def rgb_extrema(image: Image.Image) -> tuple[tuple[int, int], ...]:

@@ -31,6 +31,7 @@ from benchmarks.chaos_checks import (
     percentile,
     resumed_after_crash_diffs,
     steps_lost_per_kill,
+    steps_per_interval,
     unrecorded_successes,
 )
 
@@ -334,6 +335,15 @@ def test_paused_runs_and_runs_killed_before_a_step_lose_nothing() -> None:
     unstarted = [entry(4, "c", Mark.START, 0.0)]
     retried = steps(4, "d", range(1, 3), 5.0)
     assert steps_lost_per_kill(paused + resumed + unstarted + retried) == []
+
+
+def test_steps_per_interval_is_the_interval_over_the_median_step_time() -> None:
+    one_second_steps = steps(1, "a", range(1, 6), 0.0)  # a step every second
+    quick = [LedgerEntry(2, "b", Mark.STEP, 100 + 0.25 * n, n) for n in range(1, 12)]
+    assert steps_per_interval(one_second_steps, 10.0) == 10
+    assert steps_per_interval(quick, 10.0) == 40  # ten gaps of 0.25 s outnumber four of 1 s
+    assert steps_per_interval(quick + one_second_steps, 10.0) == 40
+    assert steps_per_interval([entry(3, "c", Mark.START, 0.0)], 10.0) == 0
 
 
 def test_percentile_is_nearest_rank() -> None:
