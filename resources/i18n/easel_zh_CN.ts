@@ -1495,6 +1495,10 @@ Resume continues from there.</source>
         <translation>与工作进程失去联系：{error}</translation>
     </message>
     <message>
+        <source>Image generation waits for the job database: {error}</source>
+        <translation>图像生成正在等待任务数据库：{error}</translation>
+    </message>
+    <message>
         <source>Image generation could not start: {error}</source>
         <translation>图像生成无法启动：{error}</translation>
     </message>

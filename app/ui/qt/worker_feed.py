@@ -16,12 +16,14 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QLabel
 
 from app.engine.messages import MessageKind, WorkerMessage
+from app.errors import EaselError
 from app.ui.presenters.interfaces import WorkerPool
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # progress and previews feel live at 10 Hz
 DRAIN_MS = 50
+START_RETRY_FIRST_S, START_RETRY_MAX_S = 0.5, 10.0  # while the database is locked elsewhere
 
 
 class WorkerFeed(QObject):
@@ -81,20 +83,38 @@ class WorkerFeed(QObject):
                 self.failed.emit(payload)
 
     def _run(self, start_pool: bool) -> None:
-        if start_pool:
-            try:
-                self._pool().start()
-            except Exception as error:
-                log.exception("cannot start the workers")
-                self._inbox.put(
-                    (
-                        "failed",
-                        self.tr("Image generation could not start: {error}").format(error=error),
-                    )
-                )
-                return
+        if start_pool and not self._start_pool():
+            return
         while not self._stop.wait(POLL_S):
             self.poll_once()
+
+    def _start_pool(self) -> bool:
+        """Start the pool (launch recovery, then the workers); False if it did not start.
+
+        A lock another program holds on the database, or a full disk, is waited out with
+        backoff: the window says so once and generation starts by itself when it can."""
+        delay_s = START_RETRY_FIRST_S
+        while True:
+            try:
+                self._pool().start()
+                return True
+            except EaselError as error:
+                if not error.transient:
+                    return self._start_failed(error)
+                log.warning("workers not started yet: %s; trying again in %.0f s", error, delay_s)
+                text = self.tr("Image generation waits for the job database: {error}")
+                self._inbox.put(("failed", text.format(error=error)))
+            except Exception as error:
+                return self._start_failed(error)
+            if self._stop.wait(delay_s):
+                return False
+            delay_s = min(delay_s * 2, START_RETRY_MAX_S)
+
+    def _start_failed(self, error: Exception) -> bool:
+        log.exception("cannot start the workers")
+        text = self.tr("Image generation could not start: {error}")
+        self._inbox.put(("failed", text.format(error=error)))
+        return False
 
     def stop(self) -> None:
         """Stop polling and wait for the current round, so the pool can be shut down."""
