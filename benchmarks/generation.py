@@ -14,6 +14,8 @@ with; each ratio is measured in the same run:
   cancel_latency_steps_p95   steps run after a cancel request (>= 20, at random steps)
   pause_latency_steps_p95    the same for pause
   resume_time_ratio          paused-and-resumed run time / uninterrupted
+  cancel_while_loading_s     a request to the settled job while a worker process loads the
+  (pause_, _decoding_s)      model or decodes the image (no step checkpoint: the grace kill)
 """
 
 from __future__ import annotations
@@ -45,9 +47,13 @@ from app.engine.generation.tiny_model import write_tiny_pipeline
 from app.engine.liveness import WorkerIdentity, new_token, this_host
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import SCHEDULERS, GenerationParams
+from app.engine.paths import HOME_ENV
 from app.engine.queue import JobQueue, open_queue
+from app.engine.settings import Settings
 from app.engine.states import JobStatus
-from app.engine.worker import Outbox, Worker, WorkerConfig
+from app.engine.supervisor import Supervisor
+from app.engine.worker import Outbox, RunnerFactory, Worker, WorkerConfig
+from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from benchmarks.architectures import run_architectures
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
@@ -155,6 +161,79 @@ def _queue_figures(runner: Runner, base: GenerationParams, work: Path, jobs: int
     report("cancel_latency_steps_p95", _latency_p95(runner, params, work, JobQueue.cancel))
     report("pause_latency_steps_p95", _latency_p95(runner, params, work, JobQueue.pause))
     report("resume_time_ratio", f"{_resume_time_ratio(runner, params, work):.3f}")
+    _long_phase_figures(work)
+
+
+# --- cancel and pause where no step checkpoint is reached (issue 11, item 3) -------------------
+
+PHASES: dict[str, tuple[RunnerFactory, int]] = {
+    # the runner that never leaves the phase, and the progress step that shows it is in it
+    "loading": (slow_loading_runner, 0),
+    "decoding": (slow_decoding_runner, STEPS),
+}
+ASKS = {
+    "cancel": (JobQueue.cancel, JobStatus.CANCELLED),
+    "pause": (JobQueue.pause, JobStatus.PAUSED),
+}
+
+
+def _long_phase_figures(work: Path) -> None:
+    """Seconds from a request to the settled job while a real worker process loads the
+    model or decodes the image (phases made endless here): the supervisor's grace kill
+    ends them, with the default grace period."""
+    settings = Settings()
+    # The spawned workers read their settings and write their logs under this home.
+    os.environ.setdefault(HOME_ENV, str(work / "home"))
+    report("cancel_grace_s", settings.cancel_grace_s)
+    for phase, (factory, at_step) in PHASES.items():
+        for kind, (ask, wanted) in ASKS.items():
+            seconds = _request_in_phase_s(work, settings, factory, at_step, ask, wanted)
+            report(f"{kind}_while_{phase}_s", f"{seconds:.2f}")
+
+
+def _request_in_phase_s(
+    work: Path,
+    settings: Settings,
+    factory: RunnerFactory,
+    at_step: int,
+    ask: Callable[[JobQueue, int], object],
+    wanted: JobStatus,
+) -> float:
+    folder = work / f"phase-{new_token()}"
+    queue = open_queue(folder / "easel.db")
+    config = WorkerConfig(
+        db_path=str(folder / "easel.db"), outputs_dir=str(folder / "outputs"),
+        checkpoints_dir=str(folder / "checkpoints"), liveness_dir=str(folder / "workers"),
+        warm_model=None, runner_factory=factory, torch_threads=1,
+    )  # fmt: skip
+    supervisor = Supervisor(queue, config, settings, workers=1)
+    supervisor.start()
+    try:
+        job_id = queue.submit(GenerationParams("a red circle", steps=STEPS, width=64, height=64))
+
+        def in_phase() -> bool:
+            job = queue.get(job_id)
+            return job.status == JobStatus.PROCESSING and job.progress_step >= at_step
+
+        _poll_until(supervisor, in_phase)
+        asked = time.perf_counter()
+        ask(queue, job_id)
+        _poll_until(supervisor, lambda: queue.get(job_id).status == wanted)
+        return time.perf_counter() - asked
+    finally:
+        supervisor.shutdown(timeout=5)
+        queue.db.dispose()
+
+
+def _poll_until(
+    supervisor: Supervisor, condition: Callable[[], bool], limit_s: float = 120
+) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the job never got there; see the worker logs")
+        supervisor.poll()
+        time.sleep(0.05)
 
 
 def _median_ratio(baseline: Callable[[], float], other: Callable[[], float]) -> float:

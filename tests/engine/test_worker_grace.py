@@ -18,14 +18,13 @@ from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
 from app.engine.worker import RunnerFactory
+from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from tests.engine.conftest import TINY_MODEL
 from tests.engine.worker_fixtures import (
     FAST_SETTINGS,
     Harness,
     harness,
     link_model,
-    slow_decoding_tiny_runner,
-    slow_loading_tiny_runner,
     statuses,
     worker_config,
 )
@@ -45,8 +44,8 @@ def h(queue: JobQueue, tmp_path: Path, tiny_model_dir: Path, easel_home: Path) -
 
 PHASES: dict[str, tuple[RunnerFactory, int]] = {
     # runner, and the progress step at which the job is inside that phase
-    "loading": (slow_loading_tiny_runner, 0),
-    "decoding": (slow_decoding_tiny_runner, STEPS),
+    "loading": (slow_loading_runner, 0),
+    "decoding": (slow_decoding_runner, STEPS),
 }
 REQUESTS = {"cancel": (JobQueue.cancel, S.CANCELLED), "pause": (JobQueue.pause, S.PAUSED)}
 

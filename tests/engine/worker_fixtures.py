@@ -169,36 +169,3 @@ def link_model(model_dir: Path, home: Path) -> None:
 def broken_runner() -> RunnerLike:
     """A runner factory that fails like a broken install (the worker dies while starting)."""
     raise ImportError("scripted: torch is not installed")
-
-
-# --- a real runner stuck outside the step loop (loading a model, decoding the image) ----------
-
-STUCK_S = 600.0  # far longer than any test waits: only the supervisor's kill ends it
-
-
-def slow_loading_tiny_runner() -> RunnerLike:
-    """The real runner, whose model load (inside the job) takes "forever", as a big model's."""
-    from app.engine.generation.loader import PipelineCache
-
-    original = PipelineCache.get
-
-    def stuck_get(self: PipelineCache, *args: Any, **kwargs: Any) -> Any:
-        time.sleep(STUCK_S)
-        return original(self, *args, **kwargs)
-
-    PipelineCache.get = stuck_get  # type: ignore[method-assign]  # this worker process only
-    return default_runner()
-
-
-def slow_decoding_tiny_runner() -> RunnerLike:
-    """The real runner, whose VAE decode (after the last step) takes "forever"."""
-    from app.engine.generation import denoise
-
-    original = denoise.decode
-
-    def stuck_decode(pipe: Any, state: Any) -> Any:
-        time.sleep(STUCK_S)
-        return original(pipe, state)
-
-    denoise.decode = stuck_decode  # this worker process only
-    return default_runner()
