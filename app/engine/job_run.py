@@ -1,11 +1,13 @@
 """One claimed job inside a worker: heartbeat, generate with a step checkpoint, settle.
 
 The step checkpoint is where the app's requests take effect: it reads the job's status
-(one small SELECT per step, cheap next to a denoising step) and stops on CANCELLING or
-PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling checkpoint.
-Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's id so a
-worker that lost its job (timed out, re-claimed elsewhere) can never settle it; such a
-worker stops at its next step checkpoint without writing or deleting anything.
+(a two-column SELECT at every step on SQLite; on PostgreSQL at the step after a
+notification names the job, else once a second: `wakeup.JobWatch`) and stops on
+CANCELLING or PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling
+checkpoint. Settling is one transition: COMPLETE, FAIL or STOPPED, always with this
+worker's id so a worker that lost its job (timed out, re-claimed elsewhere) can never
+settle it; such a worker stops at the next step checkpoint that reads the row, without
+writing or deleting anything.
 
 Checkpoint files belong to one claim (see `checkpoint_files`); a run first adopts the
 newest earlier one. What happened to the saved progress (resumed from step k, damaged and
@@ -18,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +41,7 @@ from app.engine.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.retry import describe_error, failure_changes
 from app.engine.shared_files import SharedProgress
 from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.wakeup import EveryStep, StepReads
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,10 @@ class Send(Protocol):
     def __call__(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None: ...
 
 
+def _every_step(_job_id: int) -> AbstractContextManager[StepReads]:
+    return nullcontext(EveryStep())
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a job run needs from the worker that runs it, and nothing more."""
@@ -93,6 +101,8 @@ class RunContext:
     checkpoint_interval_s: float = 0.0  # rolling checkpoints this often; 0: none
     checkpoint_every_steps: int = 0  # and/or every this many steps; 0: none
     watched: bool = True  # someone reads this worker's messages (else no previews are made)
+    # When the step checkpoint reads the job's row (see `wakeup`): every step by default.
+    watch: Callable[[int], AbstractContextManager[StepReads]] = _every_step
 
 
 MIN_TICK_S = 0.02  # the row-writing thread never spins, even when told "as often as possible"
@@ -144,12 +154,14 @@ class JobRun:
         self._written: StepProgress | None = None  # ... written to the row by the ticker
         self._last_beat = 0.0
         self._last_sign_of_life = self._last_checkpoint = time.monotonic()
+        self._reads: StepReads = EveryStep()  # the run's own, from `context.watch`
+        self._status: JobStatus | None = JobStatus.PROCESSING  # as last read at a step
 
     def run(self) -> None:
         self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
         context = self.context
         tick_s = max(MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s))
-        with Heartbeat(self._tick, tick_s):
+        with Heartbeat(self._tick, tick_s), context.watch(self.job_id) as self._reads:
             try:
                 self._take_over_progress()
                 outcome = self._generate()
@@ -239,7 +251,9 @@ class JobRun:
     def on_step(self, progress: StepProgress) -> StepDecision:
         self._last_sign_of_life = time.monotonic()
         self._report(progress)
-        status = self._current_status()
+        if self._reads.due():
+            self._status = self._current_status()
+        status = self._status
         if status is None:
             self.lost = True
             raise LostJob(self.job_id)  # someone else owns the job now: touch nothing

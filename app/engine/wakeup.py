@@ -1,19 +1,42 @@
-"""How an idle worker waits for work: woken by the database when it can (PostgreSQL
+"""How a worker hears of changes: woken by the database when it can (PostgreSQL
 LISTEN/NOTIFY), by a poll otherwise.
 
-A wake-up is only a hint to look again; the job table stays the truth. So the poll never
-goes away: with wake-ups it just slows down to a fallback that catches a notification lost
-while the server restarted.
+Two uses: an idle worker waits for work, and a running job's step checkpoint learns of a
+cancel or pause. A wake-up is only a hint to look again; the job table stays the truth. So
+the poll never goes away: with wake-ups it just slows down to a fallback that catches a
+notification lost while the server restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from app.models.db import Database
 
 SLOW_POLL_S = 5.0  # with wake-ups, the fallback poll (claims are cheap, but not free)
+# With wake-ups, a running job's row is still read at least this often: a notification lost
+# to a server restart delays a cancel by at most this, and a worker that lost its job (which
+# writes nothing) notices within it.
+FALLBACK_READ_S = 1.0
+LISTEN_TICK_S = 0.5  # how long the watching thread blocks on the server before looking up
+
+
+class StepReads(Protocol):
+    def due(self) -> bool:
+        """Whether the step checkpoint should read the job's row now."""
+        ...
+
+
+class EveryStep:
+    """SQLite: the row is a few microseconds away (measured 8 µs): read it at every step."""
+
+    def due(self) -> bool:
+        return True
 
 
 class Wakeup(Protocol):
@@ -23,6 +46,10 @@ class Wakeup(Protocol):
 
     def wait(self, timeout_s: float) -> bool:
         """Block up to `timeout_s`; True when woken (something may be there to do)."""
+        ...
+
+    def watching(self, job_id: int) -> AbstractContextManager[StepReads]:
+        """While `job_id` runs here: when its step checkpoint should read its row."""
         ...
 
     def close(self) -> None: ...
@@ -38,6 +65,9 @@ class Sleeper:
         time.sleep(timeout_s)
         return False
 
+    def watching(self, job_id: int) -> AbstractContextManager[StepReads]:
+        return contextlib.nullcontext(EveryStep())
+
     def close(self) -> None:
         pass
 
@@ -49,6 +79,10 @@ class DatabaseWakeup:
         from app.models.postgres import JobListener
 
         self._listener = JobListener(db)
+        # Running jobs listen on a connection and thread of their own, started with the
+        # first job, so the idle wait above and the step loop never share a connection.
+        self._job_listener = JobListener(db)
+        self._job_watch: JobWatch | None = None
 
     def poll_s(self, idle_poll_s: float) -> float:
         return max(idle_poll_s, SLOW_POLL_S)
@@ -56,8 +90,68 @@ class DatabaseWakeup:
     def wait(self, timeout_s: float) -> bool:
         return bool(self._listener.wait(timeout_s))
 
+    @contextlib.contextmanager
+    def watching(self, job_id: int) -> Iterator[StepReads]:
+        if self._job_watch is None:
+            self._job_watch = JobWatch(self._job_listener.wait)
+        with self._job_watch.watching(job_id) as reads:
+            yield reads
+
     def close(self) -> None:
+        if self._job_watch is not None:
+            self._job_watch.close()
         self._listener.close()
+        self._job_listener.close()
+
+
+class JobWatch:
+    """A thread that hears the notifications naming the running job (a cancel, a pause, a
+    watchdog's retry): its step checkpoint then reads the row at the next step, and
+    otherwise only every `FALLBACK_READ_S`, so most steps make no round trip to the server
+    (measured 0.8 ms per read on loopback, against a few ms for a whole 64x64 step)."""
+
+    def __init__(
+        self,
+        listen: Callable[[float], list[str]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._listen = listen
+        self._clock = clock
+        self._job_prefix: str | None = None  # payloads are "<job id> <status>"
+        self._named = threading.Event()
+        self._closed = threading.Event()
+        self._last_read = -float("inf")
+        self._thread = threading.Thread(target=self._hear, name="job-watch", daemon=True)
+        self._thread.start()
+
+    @contextlib.contextmanager
+    def watching(self, job_id: int) -> Iterator[StepReads]:
+        self._job_prefix, self._last_read = f"{job_id} ", -float("inf")
+        self._named.clear()
+        try:
+            yield self
+        finally:
+            self._job_prefix = None
+
+    def due(self) -> bool:
+        now = self._clock()
+        if not self._named.is_set() and now - self._last_read < FALLBACK_READ_S:
+            return False
+        # Cleared before the read: a notification arriving meanwhile asks for another one.
+        self._named.clear()
+        self._last_read = now
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(LISTEN_TICK_S + 1.0)
+
+    def _hear(self) -> None:
+        while not self._closed.is_set():
+            payloads = self._listen(LISTEN_TICK_S)
+            prefix = self._job_prefix
+            if prefix is not None and any(p.startswith(prefix) for p in payloads):
+                self._named.set()
 
 
 def wakeup_for(db: Database) -> Wakeup:

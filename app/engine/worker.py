@@ -260,7 +260,7 @@ class Worker:
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
             checkpoint_interval_s=config.checkpoint_interval_s,
             checkpoint_every_steps=config.checkpoint_every_steps,
-            watched=self.outbox.connected,
+            watched=self.outbox.connected, watch=self.wakeup.watching,
         )  # fmt: skip
 
     def _warm_up(self) -> None:

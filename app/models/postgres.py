@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import psycopg.sql
 from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -36,9 +37,11 @@ DRIVER = "postgresql+psycopg"
 CONNECT_TIMEOUT_S = 10
 # Any fixed number: every Easel on every machine takes this lock around schema set-up.
 SCHEMA_LOCK_KEY = 0x45A5E1
-# Workers LISTEN here; a transition that gives them something to do NOTIFYs "<job id> <status>".
-CHANNEL = "easel_jobs"
-NOTIFY_SQL = f"SELECT pg_notify('{CHANNEL}', %s)"
+# Workers LISTEN on "easel_jobs_<schema>"; a transition that gives them something to do
+# NOTIFYs "<job id> <status>" there. Channels belong to the whole database, so the schema
+# in the name keeps queues that share a database (one schema each) from waking each other.
+CHANNEL_PREFIX = "easel_jobs_"
+NOTIFY_SQL = f"SELECT pg_notify('{CHANNEL_PREFIX}' || current_schema(), %s)"
 
 # SQLSTATE -> what the user can do about it.
 _SQLSTATE_MESSAGES = {
@@ -222,7 +225,9 @@ class JobListener:
             raw.detach()  # ours for good: a pooled connection would stop listening when returned
             driver: Any = raw.dbapi_connection
             driver.autocommit = True
-            driver.execute(f"LISTEN {CHANNEL}")
+            schema = driver.execute("SELECT current_schema()").fetchone()[0]
+            channel = psycopg.sql.Identifier(f"{CHANNEL_PREFIX}{schema}")
+            driver.execute(psycopg.sql.SQL("LISTEN {}").format(channel))
             self._raw = raw
         return self._raw.dbapi_connection
 
