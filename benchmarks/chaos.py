@@ -436,7 +436,7 @@ def all_jobs(queue: JobQueue) -> list[Job]:
 
 def check(
     queue: JobQueue, submitted: list[int], ledger: Path, reference: Reference, parents: Parents
-) -> dict[str, int]:
+) -> dict[str, float]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
@@ -444,7 +444,8 @@ def check(
         submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents,
         checkpoint_interval_s=CHAOS_SETTINGS["checkpoint_interval_s"],
     )  # fmt: skip
-    return results | {"orphaned_children": orphaned_children(queue.db)}
+    interval = {"checkpoint_interval_s": CHAOS_SETTINGS["checkpoint_interval_s"]}
+    return results | interval | {"orphaned_children": orphaned_children(queue.db)}
 
 
 class References:

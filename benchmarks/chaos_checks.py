@@ -16,6 +16,8 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
     steps_lost_p95  steps done again after a worker was killed (95th percentile)
     steps_per_checkpoint_interval  the steps one rolling-checkpoint interval holds at the
                   run's pace (median step time): steps_lost_p95's goal is at most this
+    seconds_lost_p95  the work lost per kill in seconds (goal: at most the interval), which
+                  does not depend on how fast the steps ran when the worker was killed
     resumed_after_crash_max_diff  the largest pixel difference between a job that lost its
                   worker and then succeeded and an uninterrupted run of it (goal 0)
 """
@@ -142,7 +144,7 @@ def figures(
     reference: Reference,
     parents: Parents,
     checkpoint_interval_s: float = 1.0,
-) -> dict[str, int]:
+) -> dict[str, float]:
     """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against.
 
     `orphaned_children` is the graph's own count (`app.engine.graph.orphaned_children`),
@@ -174,6 +176,7 @@ def figures(
         "garbage_images": len(garbage_images(jobs.values(), timelines, reference)),
         "steps_lost_p95": round(percentile(steps_lost_per_kill(ledger), 95)),
         "steps_per_checkpoint_interval": steps_per_interval(ledger, checkpoint_interval_s),
+        "seconds_lost_p95": round(percentile(seconds_lost_per_kill(ledger), 95), 2),
         "resumed_after_crash_max_diff": max(diffs, default=0),
         "resumed_after_crash_jobs": len(diffs),
     }
@@ -194,6 +197,22 @@ def percentile(values: Sequence[float], percent: float) -> float:
 def steps_lost_per_kill(ledger: Iterable[LedgerEntry]) -> list[int]:
     """For each run that ended without an end mark (killed) and was run again: the steps
     the next run did again, i.e. how far the killed run got past where the next one began."""
+    return [len(again) for again, _ in _work_lost_per_kill(ledger)]
+
+
+def seconds_lost_per_kill(ledger: Iterable[LedgerEntry]) -> list[float]:
+    """The same kills in time: from the killed run's step the next run resumed after (or
+    from the killed run's start, when it began there) to the killed run's last step."""
+    return [
+        again[-1].at - since.at if again else 0.0 for again, since in _work_lost_per_kill(ledger)
+    ]
+
+
+def _work_lost_per_kill(
+    ledger: Iterable[LedgerEntry],
+) -> list[tuple[list[LedgerEntry], LedgerEntry]]:
+    """Per kill: the killed run's steps that the next run did again, and the mark the lost
+    work began at (the step the next run resumed after, else the killed run's first mark)."""
     runs: dict[int, dict[str, list[LedgerEntry]]] = defaultdict(lambda: defaultdict(list))
     for entry in ledger:
         runs[entry.job][entry.run].append(entry)
@@ -201,11 +220,15 @@ def steps_lost_per_kill(ledger: Iterable[LedgerEntry]) -> list[int]:
     for by_run in runs.values():
         ordered = sorted(by_run.values(), key=lambda entries: min(e.at for e in entries))
         for killed, following in pairwise(ordered):
-            done = [e.step for e in killed if e.what is Mark.STEP]
+            done = [e for e in killed if e.what is Mark.STEP]
             redone = [e.step for e in following if e.what is Mark.STEP]
             ended = any(e.what not in (Mark.START, Mark.STEP) for e in killed)
             if done and redone and not ended:
-                lost.append(max(0, max(done) - (min(redone) - 1)))
+                resumed_after = min(redone) - 1
+                again = sorted((e for e in done if e.step > resumed_after), key=lambda e: e.at)
+                saved = [e for e in done if e.step == resumed_after]
+                since = saved[0] if saved else min(killed, key=lambda e: e.at)
+                lost.append((again, since))
     return lost
 
 

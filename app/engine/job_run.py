@@ -265,13 +265,17 @@ class JobRun:
         return decision
 
     def _checkpoint_due(self, progress: StepProgress) -> bool:
-        if progress.step >= progress.total:
-            return False  # the image comes next; nothing left to save time on
+        if progress.step >= progress.total or progress.saving:
+            return False  # the image comes next; or the last save is still being written
         every = self.context.checkpoint_every_steps
         interval = self.context.checkpoint_interval_s
         now = time.monotonic()
+        # Asked a save's length early, so the newest state on disk is never older than the
+        # interval (the state of the previous save stays the newest until this one is in);
+        # saves slower than half the interval cannot keep that promise and get no more lead.
+        lead_s = min(progress.last_save_s, interval / 2)
         due = (every > 0 and progress.step % every == 0) or (
-            interval > 0 and now - self._last_checkpoint >= interval
+            interval > 0 and now - self._last_checkpoint >= interval - lead_s
         )
         if due:
             self._last_checkpoint = now

@@ -30,6 +30,7 @@ from benchmarks.chaos_checks import (
     overlapping_runs,
     percentile,
     resumed_after_crash_diffs,
+    seconds_lost_per_kill,
     steps_lost_per_kill,
     steps_per_interval,
     unrecorded_successes,
@@ -327,6 +328,15 @@ def test_a_restart_from_scratch_loses_every_step_done() -> None:
     killed = steps(2, "a", range(1, 5), 0.0)
     again = steps(2, "b", range(1, 9), 10.0)
     assert steps_lost_per_kill(again + killed) == [4]  # order in the file does not matter
+
+
+def test_seconds_lost_run_from_the_step_resumed_after_or_the_start() -> None:
+    killed = steps(1, "a", range(1, 8), 0.0)  # start at 0 s, step n at n s
+    resumed = steps(1, "b", range(5, 11), 20.0)  # resumed after step 4
+    scratch = steps(2, "c", range(1, 5), 0.0)
+    again = steps(2, "d", range(1, 9), 10.0)  # from the start again
+    assert seconds_lost_per_kill(killed + resumed) == [3.0]  # step 4 (4 s) to step 7 (7 s)
+    assert seconds_lost_per_kill(scratch + again) == [4.0]  # start (0 s) to step 4 (4 s)
 
 
 def test_paused_runs_and_runs_killed_before_a_step_lose_nothing() -> None:

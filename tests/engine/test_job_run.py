@@ -11,10 +11,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from app.engine import job_run
 from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.job_run import JobRun, RunContext, RunnerLike
 from app.engine.messages import MessageKind
@@ -213,3 +215,27 @@ def test_previews_are_made_only_for_a_worker_someone_watches(
     previews = [f["preview_png"] for kind, _, f in sent.messages if kind is MessageKind.PROGRESS]
     assert previews == ([b"preview"] * 3 if watched else [None] * 3)
     assert runner.made == (3 if watched else 0)
+
+
+def test_rolling_checkpoints_are_asked_a_save_early_and_never_while_one_is_written(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue.submit(fake_params(steps=10))
+    ctx = replace(context(queue, tmp_path, Sent()), checkpoint_interval_s=10.0)
+    now = [1000.0]
+    monkeypatch.setattr(job_run, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    run = JobRun(ctx, claim(queue))
+
+    def decision(step: int, **save: Any) -> StepDecision:
+        return run.on_step(StepProgress(step, 10, float(step), **save))
+
+    now[0] += 8.5
+    assert decision(1) is StepDecision.CONTINUE  # 8.5 s of a 10 s interval
+    assert decision(2, last_save_s=2.0) is StepDecision.CHECKPOINT  # done by 10 s, not 10 + 2
+    now[0] += 9.0
+    assert decision(3, last_save_s=2.0, saving=True) is StepDecision.CONTINUE  # in flight
+    assert decision(4, last_save_s=2.0) is StepDecision.CHECKPOINT
+    now[0] += 5.5
+    assert decision(5, last_save_s=30.0) is StepDecision.CHECKPOINT  # lead at most half
+    now[0] += 10.0
+    assert decision(10) is StepDecision.CONTINUE  # the last step: the image comes next

@@ -35,6 +35,10 @@ class StepProgress:
     # if someone reads `preview_png` during the step callback: a worker nobody watches
     # never pays for the decode and the PNG.
     render_preview: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
+    # Rolling checkpoints: how long the last save took, and whether one is being written
+    # now (a checkpoint asked for meanwhile would be skipped).
+    last_save_s: float = 0.0
+    saving: bool = False
 
     @cached_property
     def preview_png(self) -> bytes | None:

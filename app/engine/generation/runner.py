@@ -149,6 +149,11 @@ class _RollingSaver:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._thread: threading.Thread | None = None
+        self.last_save_s = 0.0  # how long the last save took, copy to rename
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def __enter__(self) -> _RollingSaver:
         return self
@@ -157,11 +162,12 @@ class _RollingSaver:
         self.wait()
 
     def save_soon(self, checkpoint: Checkpoint) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        if self.busy:
             return
+        started = time.monotonic()
         copy = detached_copy(checkpoint)
         self._thread = threading.Thread(
-            target=self._save, args=(copy,), name="rolling-checkpoint", daemon=True
+            target=self._save, args=(copy, started), name="rolling-checkpoint", daemon=True
         )
         self._thread.start()
 
@@ -169,11 +175,13 @@ class _RollingSaver:
         if self._thread is not None:
             self._thread.join()
 
-    def _save(self, checkpoint: Checkpoint) -> None:
+    def _save(self, checkpoint: Checkpoint, started: float) -> None:
         try:
             save_checkpoint(self._path, checkpoint)
         except (OSError, RuntimeError) as error:  # a full disk costs progress, never the job
             log.warning("rolling checkpoint %s not saved: %s", self._path, error)
+            return
+        self.last_save_s = time.monotonic() - started
 
 
 @dataclass
@@ -207,7 +215,10 @@ class _Job:
             now = time.monotonic()
             with_preview = state.finished or now - last_preview >= preview_interval_s
             last_preview = now if with_preview else last_preview
-            decision = self.on_step(self._progress(state, now - started, with_preview))
+            progress = self._progress(state, now - started, with_preview)
+            decision = self.on_step(
+                replace(progress, last_save_s=saver.last_save_s, saving=saver.busy)
+            )
             if decision is StepDecision.CHECKPOINT:
                 saver.save_soon(denoise.snapshot(state, self.params, now - started))
             elif decision is StepDecision.CANCEL:
