@@ -672,6 +672,49 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>NewJobsSection</name>
+    <message>
+        <source>New jobs</source>
+        <translation>新任务</translation>
+    </message>
+    <message>
+        <source>the values I used last</source>
+        <translation>我上次使用的值</translation>
+    </message>
+    <message>
+        <source>these defaults</source>
+        <translation>以下默认值</translation>
+    </message>
+    <message>
+        <source>What the prompt panel shows when Easel starts; “Reset to defaults” there always uses these</source>
+        <translation>Easel 启动时提示词面板显示的值；那里的“恢复默认值”始终使用这些默认值</translation>
+    </message>
+    <message>
+        <source>Start with</source>
+        <translation>开始时使用</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Sampler</source>
+        <translation>采样器</translation>
+    </message>
+    <message>
+        <source>Steps</source>
+        <translation>步数</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>尺寸</translation>
+    </message>
+    <message>
+        <source>Images</source>
+        <translation>数量</translation>
+    </message>
+</context>
+<context>
     <name>Notifier</name>
     <message>
         <source>Image ready</source>
@@ -898,6 +941,14 @@ Resume continues from there.</source>
         <translation>将图像加入队列 — Ctrl+Enter</translation>
     </message>
     <message>
+        <source>Reset to defaults</source>
+        <translation>恢复默认值</translation>
+    </message>
+    <message>
+        <source>Model, sampler, steps, CFG, size and images as set in Settings &gt; New jobs</source>
+        <translation>模型、采样器、步数、CFG、尺寸和数量恢复为 设置 &gt; 新任务 中的值</translation>
+    </message>
+    <message>
         <source>Model</source>
         <translation>模型</translation>
     </message>
@@ -928,6 +979,10 @@ Resume continues from there.</source>
     <message>
         <source>Negative prompt</source>
         <translation>反向提示词</translation>
+    </message>
+    <message>
+        <source>The defaults of Settings &gt; New jobs are in the form</source>
+        <translation>设置 &gt; 新任务 中的默认值已填入表单</translation>
     </message>
     <message>
         <source>Generate {n} images</source>

@@ -26,7 +26,7 @@ from app import __version__
 from app.engine.crash import UncleanExit
 from app.engine.params import InvalidParameters
 from app.engine.paths import data_dir, database_path, logs_dir
-from app.engine.settings import Settings
+from app.engine.settings import NewJobValues, Settings
 from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
@@ -57,7 +57,7 @@ from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewer import ImageViewer
 from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.notify import Notifier
-from app.ui.widgets.prompt_panel import PromptPanel
+from app.ui.widgets.prompt_panel import PromptPanel, defaults_form
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
 from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
 from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
 
     def _build(self) -> None:
         self.prompt = PromptPanel()
+        self.prompt.defaults = self.deps.settings.new_job_defaults
         self.image = ImagePanel()
         self.gallery_model = GalleryModel(self.thumbs, self)
         self.gallery = GalleryView()
@@ -573,9 +574,13 @@ class MainWindow(QMainWindow):
     # --- settings and geometry ----------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self, store=self.store)
+        dialog = SettingsDialog(
+            self.deps.settings, self.deps.save_settings, self, store=self.store,
+            models=self.prompt.model_choices(),
+        )  # fmt: skip
         if dialog.exec() and dialog.saved is not None:
             self.deps.settings = dialog.saved
+            self.prompt.defaults = dialog.saved.new_job_defaults
             self.deps.queue.max_attempts = dialog.saved.max_attempts
             self._list_models()
             self.show_note(self.tr("Settings saved"))
@@ -601,9 +606,16 @@ class MainWindow(QMainWindow):
             if state is not None:
                 splitter.restoreState(state)
         self.image.set_pixels(bool(self.store.value("view/pixels", False, type=bool)))
+        self.prompt.recall(self._first_form())
+
+    def _first_form(self) -> dict[str, str]:
+        """What the form starts with: Settings' defaults for new jobs, or the last used."""
+        if self.deps.settings.new_jobs_start_with is NewJobValues.DEFAULTS:
+            return defaults_form(self.deps.settings.new_job_defaults)
         self.store.beginGroup(FORM_GROUP)
-        self.prompt.recall({key: str(self.store.value(key)) for key in self.store.childKeys()})
+        last_used = {key: str(self.store.value(key)) for key in self.store.childKeys()}
         self.store.endGroup()
+        return last_used
 
     def _save_form(self) -> None:
         self.store.beginGroup(FORM_GROUP)
