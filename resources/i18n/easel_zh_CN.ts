@@ -32,6 +32,10 @@
         <translation>下移</translation>
     </message>
     <message>
+        <source>Show in folder</source>
+        <translation>在文件夹中显示</translation>
+    </message>
+    <message>
         <source>Stop the selected jobs for good</source>
         <translation>彻底停止所选任务</translation>
     </message>
@@ -58,6 +62,10 @@
     <message>
         <source>Lower priority: runs later</source>
         <translation>降低优先级：稍后运行</translation>
+    </message>
+    <message>
+        <source>Open the folder of the image file with the file selected</source>
+        <translation>打开图像文件所在的文件夹并选中该文件</translation>
     </message>
     <message>
         <source>Move to top</source>
@@ -320,8 +328,8 @@ Resume continues from there.</source>
         <translation>复制</translation>
     </message>
     <message>
-        <source>Open folder</source>
-        <translation>打开文件夹</translation>
+        <source>Show in folder</source>
+        <translation>在文件夹中显示</translation>
     </message>
     <message>
         <source>Open file</source>
@@ -1100,6 +1108,13 @@ Resume continues from there.</source>
     <message>
         <source>, </source>
         <translation>，</translation>
+    </message>
+</context>
+<context>
+    <name>Reveal</name>
+    <message>
+        <source>Could not open the folder {path}</source>
+        <translation>无法打开文件夹 {path}</translation>
     </message>
 </context>
 <context>

@@ -45,6 +45,7 @@ from app.ui.presenters.queue_service import CancelOutcome, QueueService
 from app.ui.presenters.rows import JobRow, format_duration
 from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
+from app.ui.qt.file_manager import FileManager
 from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
 from app.ui.qt.thumbnails import ThumbnailCache
@@ -111,6 +112,7 @@ class MainWindow(QMainWindow):
         self.thumbs = ThumbnailCache(self.image_runner, self)
         self.vm = JobsViewModel(deps.queue, self.runner, self.thumbs, self)
         self.notifier = Notifier(app_icon(), self)
+        self.file_manager = FileManager(self)
         self.feed = WorkerFeed(lambda: self.deps.workers, self)
         self.worker_status = WorkerStatus()
         self._follow: int | None = None
@@ -244,6 +246,7 @@ class MainWindow(QMainWindow):
         self.image.message.connect(self.show_note)
         self.prompt.problem.connect(self.show_error)
         self.image.problem.connect(self.show_error)
+        self.file_manager.problem.connect(self.show_error)
         self.detail.problem.connect(self.show_error)
         self.vm.error.connect(self.show_error)
         self.vm.submitted.connect(self._submitted)
@@ -295,7 +298,8 @@ class MainWindow(QMainWindow):
     # --- jobs that build on jobs ---------------------------------------------------------------
 
     def follow_up(self, action: Action, rows: list[JobRow]) -> None:
-        """Upscale, variations or "use as init image" on jobs of the list or the shown one."""
+        """Upscale, variations, "use as init image" or "show in folder" on jobs of the list or
+        the shown one."""
         if not rows:
             return
         if action is Action.STAR:
@@ -306,6 +310,8 @@ class MainWindow(QMainWindow):
             self.ask_variations(rows[0])
         elif action is Action.USE_AS_INIT:
             self.use_as_init(rows[0].id)
+        elif action is Action.SHOW_IN_FOLDER and rows[0].output_path:
+            self.file_manager.show_in_folder(rows[0].output_path)
 
     def _follow_up_shown(self, action: Action) -> None:
         if self.detail.row is not None and applies(action, self.detail.row):
