@@ -273,10 +273,6 @@ Resume continues from there.</source>
 <context>
     <name>ImagePanel</name>
     <message>
-        <source>Open folder</source>
-        <translation>打开文件夹</translation>
-    </message>
-    <message>
         <source>Copy</source>
         <translation>复制</translation>
     </message>
@@ -295,10 +291,6 @@ Resume continues from there.</source>
     <message>
         <source>Enlarge small images pixel by pixel instead of smoothly</source>
         <translation>按像素放大小图，而不是平滑缩放</translation>
-    </message>
-    <message>
-        <source>Could not open the folder {path}</source>
-        <translation>无法打开文件夹 {path}</translation>
     </message>
     <message>
         <source>Image copied</source>

@@ -274,3 +274,15 @@ def test_the_job_menu_shows_a_finished_image_in_the_folder(
         qtbot.keyClick(menu, Qt.Key.Key_Down)
     qtbot.keyClick(menu, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: service.shown == [[image.as_uri()]], timeout=TIMEOUT_MS)
+
+
+def test_the_shown_image_goes_to_its_folder_from_the_image_panel(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, bus: Bus, image: Path, opened: OpenedUrls
+) -> None:
+    service = bus.with_file_manager()
+    window.image.file_manager.bus = bus.connect()
+    list_with(qtbot, window, finished_job(queue, image))
+    button = window.image.show_in_folder
+    qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: service.shown == [[image.as_uri()]], timeout=TIMEOUT_MS)
