@@ -164,7 +164,8 @@ class PromptPanel(QWidget):
         form.setHorizontalSpacing(10)
         form.setVerticalSpacing(8)
         captions = add_field_rows(form, rows)
-        strength = len(rows) - 1  # shown only with an init image
+        strength = next(i for i, row in enumerate(rows) if row[1] is self.strength)
+        # shown only with an init image
         self._strength_row = (captions[strength], self.strength, rows[strength][2])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 14, 14, 14)
