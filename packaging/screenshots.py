@@ -385,7 +385,10 @@ def _stats_shot(window: MainWindow, path: Path) -> None:
 
 
 def _settings_shot(window: MainWindow, path: Path) -> None:
-    dialog = SettingsDialog(window.deps.settings, lambda _s: None, window, store=window.store)
+    dialog = SettingsDialog(
+        window.deps.settings, lambda _s: None, window, store=window.store,
+        models=window.prompt.model_choices(),
+    )  # fmt: skip
     dialog.show()
     QTimer.singleShot(300, lambda: (save(dialog, path), dialog.close()))
 

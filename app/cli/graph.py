@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli.jobs import params_from_args, with_queue
+from app.cli.jobs import check_model, params_from_args, with_queue
 from app.engine.graph import (
     DEFAULT_UPSCALE,
     DEFAULT_UPSCALE_STRENGTH,
@@ -95,16 +95,18 @@ def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
 
 def _upscale(args: argparse.Namespace, queue: JobQueue) -> int:
     job_id = submit_upscale(
-        queue, args.job_id, scale=args.scale, strength=args.strength, source="cli"
-    )
+        queue, args.job_id, scale=args.scale, strength=args.strength, source="cli",
+        check=check_model,
+    )  # fmt: skip
     print(job_id)
     return 0
 
 
 def _vary(args: argparse.Namespace, queue: JobQueue) -> int:
     for job_id in submit_variations(
-        queue, args.job_id, count=args.count, strength=args.strength, source="cli"
-    ):
+        queue, args.job_id, count=args.count, strength=args.strength, source="cli",
+        check=check_model,
+    ):  # fmt: skip
         print(job_id)
     return 0
 

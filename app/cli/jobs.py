@@ -89,8 +89,13 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         scheduler=args.scheduler, steps=args.steps, cfg=args.cfg,
         width=width, height=height, seed=args.seed,
     ).validated()  # fmt: skip
-    check_runnable(params, load_settings().model_search_path())
+    check_model(params)
     return params
+
+
+def check_model(params: GenerationParams) -> None:
+    """What a worker would refuse (model, size, LoRAs), as a UserError: files only, no torch."""
+    check_runnable(params, load_settings().model_search_path())
 
 
 Handler = Callable[[argparse.Namespace], int]

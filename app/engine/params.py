@@ -23,6 +23,7 @@ MIN_STEPS, MAX_STEPS = 1, 150
 MIN_CFG, MAX_CFG = 0.0, 30.0
 MAX_SEED = 2**32 - 1
 RANDOM_SEED = -1
+MAX_IMAGES = 16  # one request of the window queues at most this many jobs
 MAX_PROMPT_CHARS = 2000
 # img2img's init image: a parent job's output, or an image stored with the job (job_input).
 INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"

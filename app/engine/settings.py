@@ -8,13 +8,21 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from app.engine import paths
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
+from app.engine.params import (
+    DEFAULT_MODEL,
+    DEFAULT_SCHEDULER,
+    MAX_IMAGES,
+    GenerationParams,
+    InvalidParameters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +32,49 @@ DB_ENV = "EASEL_DB"  # a PostgreSQL URL (or a SQLite file); the CLI's --db sets 
 
 class InvalidSettings(ValueError):
     pass
+
+
+class NewJobValues(StrEnum):
+    """What the prompt panel shows at launch: the values last used, or the saved defaults."""
+
+    LAST_USED = "last_used"
+    DEFAULTS = "defaults"
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """The settings a new job starts with when Settings say so (and on "Reset to defaults")."""
+
+    model: str = DEFAULT_MODEL
+    sampler: str = DEFAULT_SCHEDULER
+    steps: int = GenerationParams.steps
+    cfg: float = GenerationParams.cfg
+    width: int = GenerationParams.width
+    height: int = GenerationParams.height
+    images: int = 1
+
+    def problems(self) -> list[str]:
+        """The same bounds a submitted job is held to (GenerationParams), and the batch size."""
+        problems = []
+        try:
+            GenerationParams(
+                prompt="-",  # only the settings are defaults; the prompt is never one
+                model=self.model, scheduler=self.sampler, steps=self.steps, cfg=self.cfg,
+                width=self.width, height=self.height,
+            ).validated()  # fmt: skip
+        except InvalidParameters as error:
+            problems.append(str(error))
+        if not 1 <= self.images <= MAX_IMAGES:
+            problems.append(f"images must be between 1 and {MAX_IMAGES}, not {self.images}")
+        return problems
+
+    @classmethod
+    def from_json(cls, raw: object) -> JobDefaults:
+        """From settings.json: missing or unknown keys are left at their defaults."""
+        if not isinstance(raw, dict):
+            raise InvalidSettings(f"new-job defaults must be a JSON object, not {raw!r}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -42,6 +93,8 @@ class Settings:
     low_vram: bool = False
     keep_finished_days: int = 0  # prune finished jobs older than this; 0: keep them all
     keep_finished_jobs: int = 0  # prune finished jobs beyond the newest this many; 0: no limit
+    new_jobs_start_with: NewJobValues = NewJobValues.LAST_USED
+    new_job_defaults: JobDefaults = field(default_factory=JobDefaults)
 
     def validated(self) -> Settings:
         problems = []
@@ -58,6 +111,7 @@ class Settings:
             problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
         if self.keep_finished_days < 0 or self.keep_finished_jobs < 0:
             problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
+        problems += [f"new-job defaults: {p}" for p in self.new_job_defaults.problems()]
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self
@@ -114,12 +168,22 @@ def load_settings(path: Path | None = None) -> Settings:
     except (OSError, ValueError) as error:
         log.warning("ignoring unreadable settings file %s: %s", path, error)
         return Settings()
-    known = {f.name for f in fields(Settings)}
     try:
-        return Settings(**{k: v for k, v in raw.items() if k in known}).validated()
-    except (TypeError, InvalidSettings) as error:
+        return _from_json(raw).validated()
+    except (TypeError, ValueError, AttributeError) as error:
         log.warning("ignoring invalid settings in %s: %s", path, error)
         return Settings()
+
+
+def _from_json(raw: dict[str, Any]) -> Settings:
+    """Settings from the file's object; keys of older or newer versions are skipped."""
+    known = {f.name for f in fields(Settings)}
+    values = {k: v for k, v in raw.items() if k in known}
+    if "new_jobs_start_with" in values:
+        values["new_jobs_start_with"] = NewJobValues(values["new_jobs_start_with"])
+    if "new_job_defaults" in values:
+        values["new_job_defaults"] = JobDefaults.from_json(values["new_job_defaults"])
+    return Settings(**values)
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> None:

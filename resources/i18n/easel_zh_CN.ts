@@ -32,6 +32,10 @@
         <translation>下移</translation>
     </message>
     <message>
+        <source>Show in folder</source>
+        <translation>在文件夹中显示</translation>
+    </message>
+    <message>
         <source>Stop the selected jobs for good</source>
         <translation>彻底停止所选任务</translation>
     </message>
@@ -58,6 +62,10 @@
     <message>
         <source>Lower priority: runs later</source>
         <translation>降低优先级：稍后运行</translation>
+    </message>
+    <message>
+        <source>Open the folder of the image file with the file selected</source>
+        <translation>打开图像文件所在的文件夹并选中该文件</translation>
     </message>
     <message>
         <source>Move to top</source>
@@ -265,10 +273,6 @@ Resume continues from there.</source>
 <context>
     <name>ImagePanel</name>
     <message>
-        <source>Open folder</source>
-        <translation>打开文件夹</translation>
-    </message>
-    <message>
         <source>Copy</source>
         <translation>复制</translation>
     </message>
@@ -287,10 +291,6 @@ Resume continues from there.</source>
     <message>
         <source>Enlarge small images pixel by pixel instead of smoothly</source>
         <translation>按像素放大小图，而不是平滑缩放</translation>
-    </message>
-    <message>
-        <source>Could not open the folder {path}</source>
-        <translation>无法打开文件夹 {path}</translation>
     </message>
     <message>
         <source>Image copied</source>
@@ -320,8 +320,8 @@ Resume continues from there.</source>
         <translation>复制</translation>
     </message>
     <message>
-        <source>Open folder</source>
-        <translation>打开文件夹</translation>
+        <source>Show in folder</source>
+        <translation>在文件夹中显示</translation>
     </message>
     <message>
         <source>Open file</source>
@@ -672,6 +672,49 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>NewJobsSection</name>
+    <message>
+        <source>New jobs</source>
+        <translation>新任务</translation>
+    </message>
+    <message>
+        <source>the values I used last</source>
+        <translation>我上次使用的值</translation>
+    </message>
+    <message>
+        <source>these defaults</source>
+        <translation>以下默认值</translation>
+    </message>
+    <message>
+        <source>What the prompt panel shows when Easel starts; “Reset to defaults” there always uses these</source>
+        <translation>Easel 启动时提示词面板显示的值；那里的“恢复默认值”始终使用这些默认值</translation>
+    </message>
+    <message>
+        <source>Start with</source>
+        <translation>开始时使用</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Sampler</source>
+        <translation>采样器</translation>
+    </message>
+    <message>
+        <source>Steps</source>
+        <translation>步数</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>尺寸</translation>
+    </message>
+    <message>
+        <source>Images</source>
+        <translation>数量</translation>
+    </message>
+</context>
+<context>
     <name>Notifier</name>
     <message>
         <source>Image ready</source>
@@ -898,6 +941,14 @@ Resume continues from there.</source>
         <translation>将图像加入队列 — Ctrl+Enter</translation>
     </message>
     <message>
+        <source>Reset to defaults</source>
+        <translation>恢复默认值</translation>
+    </message>
+    <message>
+        <source>Model, sampler, steps, CFG, size and images as set in Settings &gt; New jobs</source>
+        <translation>模型、采样器、步数、CFG、尺寸和数量恢复为 设置 &gt; 新任务 中的值</translation>
+    </message>
+    <message>
         <source>Model</source>
         <translation>模型</translation>
     </message>
@@ -928,6 +979,10 @@ Resume continues from there.</source>
     <message>
         <source>Negative prompt</source>
         <translation>反向提示词</translation>
+    </message>
+    <message>
+        <source>The defaults of Settings &gt; New jobs are in the form</source>
+        <translation>设置 &gt; 新任务 中的默认值已填入表单</translation>
     </message>
     <message>
         <source>Generate {n} images</source>
@@ -1045,6 +1100,13 @@ Resume continues from there.</source>
     <message>
         <source>, </source>
         <translation>，</translation>
+    </message>
+</context>
+<context>
+    <name>Reveal</name>
+    <message>
+        <source>Could not open the folder {path}</source>
+        <translation>无法打开文件夹 {path}</translation>
     </message>
 </context>
 <context>

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.engine import paths
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.tiny_model import write_tiny_lora
-from app.engine.params import GenerationParams
+from app.engine.params import DEFAULT_MODEL, GenerationParams
 from app.engine.settings import load_settings
 from app.errors import BadInput
 
@@ -51,3 +52,39 @@ def test_a_known_lora_passes_the_check(easel_home: Path) -> None:
             GenerationParams(prompt="x", width=1024, height=1024).validated(),
             load_settings().model_search_path(),
         )
+
+
+def stored_ids(capsys: pytest.CaptureFixture[str]) -> list[int]:
+    assert main(["jobs", "--all", "--json"]) == 0
+    return sorted(job["id"] for job in json.loads(capsys.readouterr().out))
+
+
+def submitted(capsys: pytest.CaptureFixture[str], *argv: str) -> int:
+    assert main(list(argv)) == 0
+    return int(capsys.readouterr().out.strip())
+
+
+def test_an_upscale_beyond_the_models_limit_is_refused_at_submit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parent = submitted(capsys, "submit", "a red circle", "--size", "256x256")  # the most: 4x
+    err = refused(capsys, "upscale", str(parent))
+    assert err == (
+        "error: 512x512 is too large for a model trained at 64x64 (at most 256 pixels per side)\n"
+    )
+    assert stored_ids(capsys) == [parent]  # nothing queued
+    child = submitted(capsys, "upscale", str(parent), "--scale", "1")  # within the limit: queued
+    assert stored_ids(capsys) == [parent, child]
+
+
+def test_variations_of_a_job_whose_model_is_gone_are_refused_at_submit(
+    capsys: pytest.CaptureFixture[str], easel_home: Path
+) -> None:
+    sketchy = easel_home / "models" / "sketchy"  # the bundled model under another name
+    sketchy.parent.mkdir(parents=True)
+    sketchy.symlink_to(paths.bundled_models_dir() / DEFAULT_MODEL, target_is_directory=True)
+    parent = submitted(capsys, "submit", "a red circle", "--model", "sketchy")
+    sketchy.unlink()  # removed (or the models folder changed) since
+    err = refused(capsys, "vary", str(parent), "--count", "3")
+    assert err.startswith("error: model 'sketchy' was not found; looked in: ")
+    assert stored_ids(capsys) == [parent]

@@ -11,6 +11,7 @@ from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
 from app.engine.graph import graph_listener
+from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
 from app.models.db import Database
@@ -68,13 +69,15 @@ def make_window(
         pool: WorkerPool | None = None,
         confirm: Callable[[int], bool] | None = None,
         shutdown_timeout_s: float = 1.0,
+        check: Callable[[GenerationParams], object] | None = None,
     ) -> MainWindow:
         def yes(n: int) -> bool:
             quit_answers.append(n)
             return True
 
         deps = Dependencies(
-            queue=QueueService(queue), workers=pool or workers, settings=load_settings(),
+            queue=QueueService(queue, check=check), workers=pool or workers,
+            settings=load_settings(),
             save_settings=save_settings, list_models=fake_models,
             list_loras=lambda: ["ink_style", "watercolor"],
             restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=shutdown_timeout_s,

@@ -25,6 +25,7 @@ class Action(Enum):
     UPSCALE = QT_TRANSLATE_NOOP("Action", "Upscale ×2")
     VARY = QT_TRANSLATE_NOOP("Action", "Variations…")
     USE_AS_INIT = QT_TRANSLATE_NOOP("Action", "Use as init image")
+    SHOW_IN_FOLDER = QT_TRANSLATE_NOOP("Action", "Show in folder")
 
     @property
     def label(self) -> str:
@@ -74,12 +75,17 @@ TIPS = {
     Action.USE_AS_INIT: QT_TRANSLATE_NOOP(
         "Action", "Start a new picture from this image (image to image)"
     ),
+    Action.SHOW_IN_FOLDER: QT_TRANSLATE_NOOP(
+        "Action", "Open the folder of the image file with the file selected"
+    ),
 }
 
 # The job list's button bar; the follow-up actions live in its menu and under the image.
 ROW_BUTTONS = (Action.CANCEL, Action.PAUSE, Action.RESUME, Action.RETRY, Action.RERUN,
                Action.UP, Action.DOWN)  # fmt: skip
 FOLLOW_UPS = (Action.UPSCALE, Action.VARY, Action.USE_AS_INIT)
+# Actions on one job that the window carries out (the list only says which rows).
+FOR_THE_WINDOW = (*FOLLOW_UPS, Action.SHOW_IN_FOLDER)
 IMAGE_ACTIONS = (Action.STAR, *FOLLOW_UPS)  # the buttons under the shown image
 
 
@@ -104,7 +110,7 @@ def applies(action: Action, row: JobRow) -> bool:
         return row.can_rerun
     if action is Action.STAR:
         return True
-    if action is Action.USE_AS_INIT:
+    if action in (Action.USE_AS_INIT, Action.SHOW_IN_FOLDER):
         return row.status is JobStatus.SUCCESS and bool(row.output_path)
     if action in (Action.UPSCALE, Action.VARY):
         # A parent still queued or running is fine (the child waits), and so is a failed

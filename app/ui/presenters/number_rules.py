@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from app.engine.params import (
     MAX_CFG,
+    MAX_IMAGES,
     MAX_SEED,
     MAX_SIZE,
     MAX_STEPS,
@@ -22,7 +23,6 @@ from app.engine.params import (
 )
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
-MAX_IMAGES = 16  # one click queues at most this many jobs
 _WHOLE = re.compile(r"[-+]?[0-9]+")
 _DECIMAL = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)")
 

@@ -305,8 +305,11 @@ class QueueService:
 
                 params = replace(params, init_image=digest(init_png))
             params = params.validated()
-            if self._check is not None:
-                self._check(params)
+            # Each child is checked too, so a refused upscale queues nothing, parents included.
+            checked = [params, _upscaled(params).validated()] if upscale else [params]
+            for one in checked:
+                if self._check is not None:
+                    self._check(one)
             batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
             ids = self.queue.submit_many(batch, max_attempts=self.max_attempts, init_png=init_png)
         except UserError as error:
@@ -321,7 +324,9 @@ class QueueService:
         from app.engine.graph import submit_upscale
 
         new_ids: list[int] = []
-        outcome = self._each(job_ids, lambda i: new_ids.append(submit_upscale(self.queue, i)))
+        outcome = self._each(
+            job_ids, lambda i: new_ids.append(submit_upscale(self.queue, i, check=self._check))
+        )
         return Outcome(tuple(new_ids), outcome.errors)
 
     def variations(self, job_id: int, count: int) -> Outcome:
@@ -330,7 +335,10 @@ class QueueService:
 
         new_ids: list[int] = []
         outcome = self._each(
-            [job_id], lambda i: new_ids.extend(submit_variations(self.queue, i, count=count))
+            [job_id],
+            lambda i: new_ids.extend(
+                submit_variations(self.queue, i, count=count, check=self._check)
+            ),
         )
         return Outcome(tuple(new_ids), outcome.errors)
 
@@ -459,6 +467,13 @@ class QueueService:
 
 def _matches(row: JobRow, statuses: frozenset[JobStatus] | None) -> bool:
     return statuses is None or row.status in statuses
+
+
+def _upscaled(params: GenerationParams) -> GenerationParams:
+    """What `upscale` will queue for a job of these settings (its number is not known yet)."""
+    from app.engine.graph import DEFAULT_UPSCALE, DEFAULT_UPSCALE_STRENGTH, upscale_params
+
+    return upscale_params(params, 0, scale=DEFAULT_UPSCALE, strength=DEFAULT_UPSCALE_STRENGTH)
 
 
 def _seed_plus(params: GenerationParams, index: int) -> GenerationParams:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 
-from PySide6.QtCore import QRect, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
-    QDesktopServices,
     QGuiApplication,
     QImage,
     QMouseEvent,
@@ -20,6 +18,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui.presenters.actions import IMAGE_ACTIONS, Action
+from app.ui.qt.file_manager import FileManager
 from app.ui.qt.theme import CANVAS, MUTED
 
 
@@ -132,7 +131,10 @@ class ImagePanel(QWidget):
         self.caption = ElidedLabel()
         self.caption.setObjectName("caption")
         self.path: str | None = None
-        self.open_folder = QPushButton(self.tr("Open folder"))
+        self.show_in_folder = QPushButton(Action.SHOW_IN_FOLDER.label)
+        self.show_in_folder.setToolTip(Action.SHOW_IN_FOLDER.tip)
+        self.file_manager = FileManager(self)
+        self.file_manager.problem.connect(self.problem)
         self.copy = QPushButton(self.tr("Copy"))
         self.reuse = QPushButton(self.tr("Reuse settings"))
         self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
@@ -147,14 +149,14 @@ class ImagePanel(QWidget):
         self.scaling = QPushButton(self.tr("Pixels"))
         self.scaling.setCheckable(True)
         self.scaling.setToolTip(self.tr("Enlarge small images pixel by pixel instead of smoothly"))
-        self.open_folder.clicked.connect(self._open_folder)
+        self.show_in_folder.clicked.connect(self._show_in_folder)
         self.copy.clicked.connect(self._copy)
         self.scaling.toggled.connect(self.set_pixels)
         bar = QHBoxLayout()
         bar.setSpacing(6)
         bar.addWidget(self.scaling)
         bar.addStretch(1)
-        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.open_folder):
+        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.show_in_folder):
             bar.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -178,15 +180,11 @@ class ImagePanel(QWidget):
 
     def _enable(self) -> None:
         self.copy.setEnabled(self.canvas.image is not None)
-        self.open_folder.setEnabled(self.path is not None)
+        self.show_in_folder.setEnabled(self.path is not None)
 
-    def _open_folder(self) -> None:
-        if self.path and not QDesktopServices.openUrl(
-            QUrl.fromLocalFile(str(Path(self.path).parent))
-        ):
-            self.problem.emit(
-                self.tr("Could not open the folder {path}").format(path=Path(self.path).parent)
-            )
+    def _show_in_folder(self) -> None:
+        if self.path:
+            self.file_manager.show_in_folder(self.path)
 
     def _copy(self) -> None:
         if self.canvas.image is not None:

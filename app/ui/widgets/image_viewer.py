@@ -1,4 +1,4 @@
-"""A larger viewer for finished images: fit or zoom, previous/next, copy, open the folder.
+"""A larger viewer for finished images: fit or zoom, previous/next, copy, show in the folder.
 
 Opened with Enter in the job list or a double click on the image; the images it steps
 through are the finished ones, newest first (the gallery's order).
@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.qt.file_manager import FileManager
+
 ZOOM_STEP = 1.25
 MAX_ZOOM = 16.0
 
@@ -51,6 +53,8 @@ class ImageViewer(QDialog):
         self.area.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.caption = QLabel()
         self.caption.setObjectName("caption")
+        self.file_manager = FileManager(self)
+        self.file_manager.problem.connect(self.problem)
         self._build_buttons()
         self.show_index(index)
 
@@ -65,7 +69,7 @@ class ImageViewer(QDialog):
             ("−", "−", "Ctrl+-", lambda: self.set_zoom(self._zoom_now() / ZOOM_STEP)),
             ("+", "+", "Ctrl+=", lambda: self.set_zoom(self._zoom_now() * ZOOM_STEP)),
             ("Copy", self.tr("Copy"), "Ctrl+C", self.copy),
-            ("Open folder", self.tr("Open folder"), "Ctrl+Shift+O", self.open_folder),
+            ("Show in folder", self.tr("Show in folder"), "Ctrl+Shift+O", self.show_in_folder),
             ("Open file", self.tr("Open file"), "Ctrl+O", self.open_file),
         )
         self.buttons: dict[str, QPushButton] = {}
@@ -143,8 +147,9 @@ class ImageViewer(QDialog):
         if not self.image.isNull():
             QGuiApplication.clipboard().setImage(self.image)
 
-    def open_folder(self) -> None:
-        self._open(Path(self.path).parent)
+    def show_in_folder(self) -> None:
+        """The file selected in the file manager (or at least its folder opened)."""
+        self.file_manager.show_in_folder(self.path)
 
     def open_file(self) -> None:
         self._open(Path(self.path))

@@ -26,7 +26,14 @@ from app.ui.itemmodels.delegates import (
 )
 from app.ui.itemmodels.job_list_model import ROW_ROLE, Col
 from app.ui.presenters import shortcuts
-from app.ui.presenters.actions import EVENTS, FOLLOW_UPS, ROW_BUTTONS, Action, applicable
+from app.ui.presenters.actions import (
+    EVENTS,
+    FOLLOW_UPS,
+    FOR_THE_WINDOW,
+    ROW_BUTTONS,
+    Action,
+    applicable,
+)
 from app.ui.presenters.rows import FILTERS, JobRow, filter_label
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.empty_views import EmptyTableView
@@ -48,7 +55,7 @@ SEARCH_DEBOUNCE_MS = 250  # a search runs when typing pauses this long, not on e
 class JobsPanel(QWidget):
     selection_changed = Signal(object)  # the current JobRow or None
     open_requested = Signal(object)  # the JobRow whose image to open (Enter)
-    follow_up = Signal(object, object)  # (Action, [JobRow]): upscale, variations, init image
+    follow_up = Signal(object, object)  # (Action, [JobRow]): one of FOR_THE_WINDOW
 
     def __init__(self, vm: JobsViewModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -237,7 +244,7 @@ class JobsPanel(QWidget):
         targets = applicable(action, self.selected_rows())
         if not targets:
             return
-        if action in FOLLOW_UPS:
+        if action in FOR_THE_WINDOW:
             rows = [row for row in self.selected_rows() if row.id in targets.job_ids]
             self.follow_up.emit(action, rows)
         elif action is Action.CANCEL:
@@ -287,7 +294,7 @@ class JobsPanel(QWidget):
             return
         menu = QMenu(self)
         for action in Action:
-            if action is FOLLOW_UPS[0]:
+            if action in (FOLLOW_UPS[0], Action.SHOW_IN_FOLDER):
                 menu.addSeparator()
             label = action.label
             if action is Action.STAR and all(row.starred for row in rows):

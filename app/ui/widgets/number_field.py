@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent, QWheelEvent
-from PySide6.QtWidgets import QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
+from app.engine.params import InvalidParameters
+from app.ui.presenters.i18n import translate
 from app.ui.presenters.number_rules import NumberRule, Reading, format_number
 
 PAGE = 10  # Page Up / Page Down move this many steps
@@ -92,3 +94,40 @@ def _set_invalid(widget: QWidget, invalid: bool) -> None:
     widget.setProperty("invalid", invalid)
     widget.style().unpolish(widget)
     widget.style().polish(widget)
+
+
+def number_in(edit: NumberEdit) -> int | float:
+    """The number in a field already read as usable (see `NumberEdit.reading`)."""
+    value = edit.reading().value
+    if value is None:  # only a field that may be blank reads as None; these may not
+        raise InvalidParameters(
+            translate("NumberRule", "{name} is empty").format(name=edit.rule.label)
+        )
+    return value
+
+
+def add_field_rows(
+    grid: QGridLayout, rows: list[tuple[str, QWidget, QWidget | None]]
+) -> list[QLabel]:
+    """Label | field | its note (range or problem), one line each; returns the labels."""
+    grid.setColumnStretch(1, 1)
+    captions = []
+    for line, (label, field, note) in enumerate(rows):
+        caption = QLabel(label)
+        captions.append(caption)
+        grid.addWidget(caption, line, 0)
+        grid.addWidget(field, line, 1, 1, 1 if note else 2)
+        if note is not None:
+            grid.addWidget(note, line, 2)
+    return captions
+
+
+def field_row(*widgets: QWidget) -> QWidget:
+    """Several widgets in one field's place (width × height, the seed and its dice)."""
+    holder = QWidget()
+    layout = QHBoxLayout(holder)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(6)
+    for widget in widgets:
+        layout.addWidget(widget, 0 if isinstance(widget, QLabel | QToolButton) else 1)
+    return holder

@@ -28,13 +28,21 @@ from app.engine.params import (
     GenerationParams,
     InvalidParameters,
 )
+from app.engine.settings import JobDefaults
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.model_choices import ModelChoice, unknown_model
+from app.ui.presenters.number_rules import format_number
 from app.ui.presenters.png_params import NoParameters, ParsedParams, read_png_params
 from app.ui.presenters.queue_service import InitImage
 from app.ui.qt.icons import dice_icon
-from app.ui.widgets.number_field import FieldNote, NumberEdit
+from app.ui.widgets.number_field import (
+    FieldNote,
+    NumberEdit,
+    add_field_rows,
+    field_row,
+    number_in,
+)
 
 CUSTOM = QT_TRANSLATE_NOOP("PromptPanel", "Custom")
 
@@ -128,6 +136,13 @@ class PromptPanel(QWidget):
         self.count = NumberEdit(rules.IMAGES)
         self.count.textChanged.connect(self._label_generate)
         self.count.setValue(1)
+        self.defaults = JobDefaults()
+        self.reset = QToolButton()
+        self.reset.setText(self.tr("Reset to defaults"))
+        self.reset.setToolTip(
+            self.tr("Model, sampler, steps, CFG, size and images as set in Settings > New jobs")
+        )
+        self.reset.clicked.connect(self.reset_to_defaults)
         self._lay_out()
 
     def _lay_out(self) -> None:
@@ -138,9 +153,9 @@ class PromptPanel(QWidget):
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
-            (self.tr("Seed"), _row(self.seed, self.dice), FieldNote(self.seed)),
+            (self.tr("Seed"), field_row(self.seed, self.dice), FieldNote(self.seed)),
             (self.tr("Size"), self.size_preset, None),
-            ("", _row(self.width_box, QLabel("×"), self.height_box),
+            ("", field_row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
             (self.tr("Images"), self.count, FieldNote(self.count)),
             (self.tr("Strength"), self.strength, FieldNote(self.strength)),
@@ -148,15 +163,10 @@ class PromptPanel(QWidget):
         form = QGridLayout()
         form.setHorizontalSpacing(10)
         form.setVerticalSpacing(8)
-        form.setColumnStretch(1, 1)
-        for line, (label, field, note) in enumerate(rows):
-            caption = QLabel(label)
-            if field is self.strength:  # shown only with an init image
-                self._strength_row = (caption, field, note)
-            form.addWidget(caption, line, 0)
-            form.addWidget(field, line, 1, 1, 1 if note else 2)
-            if note is not None:
-                form.addWidget(note, line, 2)
+        captions = add_field_rows(form, rows)
+        strength = next(i for i, row in enumerate(rows) if row[1] is self.strength)
+        # shown only with an init image
+        self._strength_row = (captions[strength], self.strength, rows[strength][2])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 14, 14, 14)
         layout.setSpacing(8)
@@ -167,6 +177,7 @@ class PromptPanel(QWidget):
         layout.addWidget(self.init_box)
         layout.addSpacing(6)
         layout.addLayout(form)
+        layout.addWidget(self.reset, 0, Qt.AlignmentFlag.AlignRight)
         layout.addStretch(1)
         hint = QLabel(
             self.tr("Drop an Easel or A1111 PNG here to reuse its settings; drop or paste "
@@ -268,20 +279,16 @@ class PromptPanel(QWidget):
         self.model.blockSignals(True)
         self.model.clear()
         for choice in choices:
-            self._add_model(choice)
+            add_model_item(self.model, choice)
         self.model.blockSignals(False)
         self._select_model(current)
         self._model_changed()
         if self.model_choice().too_large(*self._size()):  # e.g. a size remembered for SDXL
             self.size_preset.setCurrentIndex(0)
 
-    def _add_model(self, choice: ModelChoice) -> None:
-        self.model.addItem(choice.label(), choice.name)
-        index = self.model.count() - 1
-        if not choice.supported:
-            item = self.model.model().item(index)  # type: ignore[attr-defined]
-            item.setEnabled(False)
-            self.model.setItemData(index, choice.unsupported_reason, Qt.ItemDataRole.ToolTipRole)
+    def model_choices(self) -> list[ModelChoice]:
+        """The models the picker was last given (the model scan's answer)."""
+        return list(self._choices.values())
 
     def model_name(self) -> str:
         return str(self.model.currentData() or "")
@@ -293,7 +300,7 @@ class PromptPanel(QWidget):
     def _select_model(self, name: str) -> None:
         index = self.model.findData(name)
         if index < 0:  # keep a dropped image's model even if it's not installed
-            self._add_model(unknown_model(name))
+            add_model_item(self.model, unknown_model(name))
             index = self.model.count() - 1
         self.model.setCurrentIndex(index)
 
@@ -355,19 +362,19 @@ class PromptPanel(QWidget):
         if problems:
             raise InvalidParameters("; ".join(problem for _edit, problem in problems))
         seed = self.seed.reading().value
-        strength = 1.0 if self.init is None else float(_number(self.strength))
+        strength = 1.0 if self.init is None else float(number_in(self.strength))
         return GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
             model=self.model_name() or DEFAULT_MODEL,
-            scheduler=self.scheduler.currentText(), steps=int(_number(self.steps)),
-            cfg=float(_number(self.cfg)), width=int(_number(self.width_box)),
-            height=int(_number(self.height_box)),
+            scheduler=self.scheduler.currentText(), steps=int(number_in(self.steps)),
+            cfg=float(number_in(self.cfg)), width=int(number_in(self.width_box)),
+            height=int(number_in(self.height_box)),
             seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
         )  # fmt: skip
 
     def image_count(self) -> int:
         """How many images Generate queues (call `params()` first: it checks this field too)."""
-        return int(_number(self.count))
+        return int(number_in(self.count))
 
     def focus_first_problem(self) -> bool:
         """Put the cursor in the first unusable number field; False if there is none."""
@@ -407,6 +414,10 @@ class PromptPanel(QWidget):
         for name, edit in self._remembered_numbers().items():
             if name in saved:
                 edit.setText(saved[name])  # shown as saved; a bad value is flagged, not fixed
+
+    def reset_to_defaults(self) -> None:
+        self.recall(defaults_form(self.defaults))
+        self.message.emit(self.tr("The defaults of Settings > New jobs are in the form"))
 
     def _remembered_numbers(self) -> dict[str, NumberEdit]:
         return {"steps": self.steps, "cfg": self.cfg, "width": self.width_box,
@@ -465,6 +476,24 @@ class PromptPanel(QWidget):
         self.message.emit("; ".join([note, *parsed.warnings]))
 
 
+def defaults_form(defaults: JobDefaults) -> dict[str, str]:
+    """The defaults as `PromptPanel.recall` takes them: the texts of the fields."""
+    numbers = {"steps": defaults.steps, "cfg": defaults.cfg, "width": defaults.width,
+               "height": defaults.height, "images": defaults.images}  # fmt: skip
+    return {"model": defaults.model, "sampler": defaults.sampler,
+            **{name: format_number(value) for name, value in numbers.items()}}  # fmt: skip
+
+
+def add_model_item(box: QComboBox, choice: ModelChoice) -> None:
+    """A model in a picker; an unsupported one is listed but disabled, its reason the tooltip."""
+    box.addItem(choice.label(), choice.name)
+    index = box.count() - 1
+    if not choice.supported:
+        item = box.model().item(index)  # type: ignore[attr-defined]
+        item.setEnabled(False)
+        box.setItemData(index, choice.unsupported_reason, Qt.ItemDataRole.ToolTipRole)
+
+
 def lora_tag(name: str) -> str:
     """A1111's syntax for a LoRA at full weight; the user edits the weight in the prompt."""
     return f"<lora:{name}:1>"
@@ -487,25 +516,6 @@ def _png_bytes(image: QImage) -> bytes:
     # The stubs ask for bytes; PySide itself refuses them and takes the str.
     image.save(buffer, "PNG")  # type: ignore[call-overload]
     return bytes(buffer.data().data())
-
-
-def _number(edit: NumberEdit) -> int | float:
-    value = edit.reading().value
-    if value is None:  # only a field that may be blank reads as None; these may not
-        raise InvalidParameters(
-            translate("NumberRule", "{name} is empty").format(name=edit.rule.label)
-        )
-    return value
-
-
-def _row(*widgets: QWidget) -> QWidget:
-    holder = QWidget()
-    layout = QHBoxLayout(holder)
-    layout.setContentsMargins(0, 0, 0, 0)
-    layout.setSpacing(6)
-    for widget in widgets:
-        layout.addWidget(widget, 0 if isinstance(widget, QLabel | QToolButton) else 1)
-    return holder
 
 
 def _title(text: str) -> QLabel:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
@@ -25,7 +25,9 @@ from PySide6.QtWidgets import (
 
 from app.engine import paths
 from app.engine.settings import InvalidSettings, Settings
+from app.ui.presenters.model_choices import ModelChoice
 from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language
+from app.ui.widgets.new_jobs_section import NewJobsSection
 
 UI_SETTINGS_FILE = "window.ini"
 RESUME_ON_LAUNCH = "jobs/resume_on_launch"
@@ -42,7 +44,10 @@ def resume_on_launch(store: QSettings) -> bool:
 
 
 class SettingsDialog(QDialog):
-    """Engine settings, and with `store` the window's own preferences (QSettings)."""
+    """Engine settings, and with `store` the window's own preferences (QSettings).
+
+    `models`: the installed models, offered as the default model of new jobs.
+    """
 
     def __init__(
         self,
@@ -51,9 +56,13 @@ class SettingsDialog(QDialog):
         parent: QWidget | None = None,
         *,
         store: QSettings | None = None,
+        models: Sequence[ModelChoice] = (),
     ) -> None:
         super().__init__(parent)
         self._store = store
+        self.new_jobs = NewJobsSection(
+            settings.new_jobs_start_with, settings.new_job_defaults, models
+        )
         self.resume = QCheckBox(self.tr("Resume paused jobs when Easel starts"))
         self.resume.setToolTip(
             self.tr("Jobs paused by quitting continue by themselves at the next launch")
@@ -122,6 +131,7 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.new_jobs)
         layout.addWidget(note)
         layout.addWidget(self.error)
         layout.addWidget(buttons)
@@ -135,6 +145,8 @@ class SettingsDialog(QDialog):
             low_vram=self.low_vram.isChecked(),
             keep_finished_days=self.keep_days.value(),
             keep_finished_jobs=self.keep_jobs.value(),
+            new_jobs_start_with=self.new_jobs.chosen_start(),
+            new_job_defaults=self.new_jobs.defaults(),
         )  # fmt: skip
 
     def accept(self) -> None:
@@ -143,6 +155,7 @@ class SettingsDialog(QDialog):
             self._save(chosen)
         except (InvalidSettings, OSError) as error:
             self.error.setText(self.tr("Not saved: {error}").format(error=error))
+            self.new_jobs.focus_first_problem()
             return
         self.saved = chosen
         if self._store is not None:

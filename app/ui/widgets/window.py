@@ -26,7 +26,7 @@ from app import __version__
 from app.engine.crash import UncleanExit
 from app.engine.params import InvalidParameters
 from app.engine.paths import data_dir, database_path, logs_dir
-from app.engine.settings import Settings
+from app.engine.settings import NewJobValues, Settings
 from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
@@ -45,6 +45,7 @@ from app.ui.presenters.queue_service import CancelOutcome, QueueService
 from app.ui.presenters.rows import JobRow, format_duration
 from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
+from app.ui.qt.file_manager import FileManager
 from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
 from app.ui.qt.thumbnails import ThumbnailCache
@@ -57,7 +58,7 @@ from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewer import ImageViewer
 from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.notify import Notifier
-from app.ui.widgets.prompt_panel import PromptPanel
+from app.ui.widgets.prompt_panel import PromptPanel, defaults_form
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
 from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
 from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
@@ -111,6 +112,7 @@ class MainWindow(QMainWindow):
         self.thumbs = ThumbnailCache(self.image_runner, self)
         self.vm = JobsViewModel(deps.queue, self.runner, self.thumbs, self)
         self.notifier = Notifier(app_icon(), self)
+        self.file_manager = FileManager(self)
         self.feed = WorkerFeed(lambda: self.deps.workers, self)
         self.worker_status = WorkerStatus()
         self._follow: int | None = None
@@ -137,6 +139,7 @@ class MainWindow(QMainWindow):
 
     def _build(self) -> None:
         self.prompt = PromptPanel()
+        self.prompt.defaults = self.deps.settings.new_job_defaults
         self.image = ImagePanel()
         self.gallery_model = GalleryModel(self.thumbs, self)
         self.gallery = GalleryView()
@@ -243,6 +246,7 @@ class MainWindow(QMainWindow):
         self.image.message.connect(self.show_note)
         self.prompt.problem.connect(self.show_error)
         self.image.problem.connect(self.show_error)
+        self.file_manager.problem.connect(self.show_error)
         self.detail.problem.connect(self.show_error)
         self.vm.error.connect(self.show_error)
         self.vm.submitted.connect(self._submitted)
@@ -294,7 +298,8 @@ class MainWindow(QMainWindow):
     # --- jobs that build on jobs ---------------------------------------------------------------
 
     def follow_up(self, action: Action, rows: list[JobRow]) -> None:
-        """Upscale, variations or "use as init image" on jobs of the list or the shown one."""
+        """Upscale, variations, "use as init image" or "show in folder" on jobs of the list or
+        the shown one."""
         if not rows:
             return
         if action is Action.STAR:
@@ -305,6 +310,8 @@ class MainWindow(QMainWindow):
             self.ask_variations(rows[0])
         elif action is Action.USE_AS_INIT:
             self.use_as_init(rows[0].id)
+        elif action is Action.SHOW_IN_FOLDER and rows[0].output_path:
+            self.file_manager.show_in_folder(rows[0].output_path)
 
     def _follow_up_shown(self, action: Action) -> None:
         if self.detail.row is not None and applies(action, self.detail.row):
@@ -573,9 +580,13 @@ class MainWindow(QMainWindow):
     # --- settings and geometry ----------------------------------------------------------------
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.deps.settings, self.deps.save_settings, self, store=self.store)
+        dialog = SettingsDialog(
+            self.deps.settings, self.deps.save_settings, self, store=self.store,
+            models=self.prompt.model_choices(),
+        )  # fmt: skip
         if dialog.exec() and dialog.saved is not None:
             self.deps.settings = dialog.saved
+            self.prompt.defaults = dialog.saved.new_job_defaults
             self.deps.queue.max_attempts = dialog.saved.max_attempts
             self._list_models()
             self.show_note(self.tr("Settings saved"))
@@ -601,9 +612,16 @@ class MainWindow(QMainWindow):
             if state is not None:
                 splitter.restoreState(state)
         self.image.set_pixels(bool(self.store.value("view/pixels", False, type=bool)))
+        self.prompt.recall(self._first_form())
+
+    def _first_form(self) -> dict[str, str]:
+        """What the form starts with: Settings' defaults for new jobs, or the last used."""
+        if self.deps.settings.new_jobs_start_with is NewJobValues.DEFAULTS:
+            return defaults_form(self.deps.settings.new_job_defaults)
         self.store.beginGroup(FORM_GROUP)
-        self.prompt.recall({key: str(self.store.value(key)) for key in self.store.childKeys()})
+        last_used = {key: str(self.store.value(key)) for key in self.store.childKeys()}
         self.store.endGroup()
+        return last_used
 
     def _save_form(self) -> None:
         self.store.beginGroup(FORM_GROUP)
