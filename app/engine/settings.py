@@ -42,6 +42,7 @@ class Settings:
     low_vram: bool = False
     keep_finished_days: int = 0  # prune finished jobs older than this; 0: keep them all
     keep_finished_jobs: int = 0  # prune finished jobs beyond the newest this many; 0: no limit
+    prune_images: bool = False  # a prune also deletes the removed jobs' images (never unasked)
 
     def validated(self) -> Settings:
         problems = []

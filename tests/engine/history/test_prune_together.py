@@ -13,8 +13,8 @@ from sqlalchemy import Connection
 from app.engine.history.retention import PruneReport, RetentionRule, prune
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
-from app.engine.states import JobEvent
 from app.models.db import open_database
+from tests.engine.history.conftest import KEPT, old_and_kept_jobs
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(120)]
 
@@ -25,22 +25,10 @@ JOBS = 1_300  # three batches each: the two prunes' transactions interleave
 
 
 def old_jobs(location: str) -> tuple[list[int], dict[str, int]]:
-    """Finished jobs from long ago, and one of each kind a prune must keep."""
     db = open_database(location)
-    queue = JobQueue(db, clock=lambda: LONG_AGO)
-    ids = queue.submit_many([GenerationParams(f"old {n}") for n in range(JOBS)])
-    for job_id in ids:
-        queue.cancel(job_id)
-    starred, paused, failed = queue.submit_many([GenerationParams(p) for p in "spf"])
-    for job_id in (starred, failed):
-        queue.claim("host:1:t", job_id=job_id)
-    queue.fire(starred, JobEvent.COMPLETE, source="worker")
-    queue.fire(failed, JobEvent.FAIL, source="worker", message="may be retried")
-    queue.pause(paused)
-    with db.write() as conn:
-        conn.exec_driver_sql(f"UPDATE job SET starred = true WHERE id = {starred}")
+    made = old_and_kept_jobs(JobQueue(db, clock=lambda: LONG_AGO), JOBS)
     db.dispose()
-    return ids, {"starred": starred, "paused": paused, "failed": failed}
+    return made
 
 
 def at_once(location: str, runs: int, work: Callable[[JobQueue], PruneReport]) -> list[object]:
@@ -78,11 +66,7 @@ def test_two_prunes_at_once_remove_each_old_job_once_and_keep_the_rest(
     db = open_database(db_location)
     left = {job.id: job.status for job in JobQueue(db).jobs(limit=None)}
     db.dispose()
-    assert left == {
-        keepers["starred"]: "SUCCESS",
-        keepers["paused"]: "PAUSED",
-        keepers["failed"]: "FAILED",
-    }
+    assert left == {keepers[kind]: status for kind, status in KEPT.items()}
 
 
 def test_a_star_that_commits_while_the_prune_waits_keeps_the_job(
