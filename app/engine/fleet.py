@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 
 from app.engine.graph import reconcile
-from app.engine.history.auto_prune import PRUNE_EVERY_S, PruneSchedule, prune_by_settings
+from app.engine.history.auto_prune import PruneSchedule, prune_by_settings
 from app.engine.queue import JobQueue
 from app.engine.retry import RetryPolicy, apply_retry_policy
-from app.engine.settings import Settings
+from app.engine.settings import PRUNE_EVERY_S, Settings
 from app.engine.watchdog import time_out_stale_jobs
 from app.errors import DatabaseError
 

@@ -19,6 +19,7 @@ from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "settings.json"
+PRUNE_EVERY_S = 3600.0  # how often Easel applies "keep finished jobs" by itself (window, fleet)
 DB_ENV = "EASEL_DB"  # a PostgreSQL URL (or a SQLite file); the CLI's --db sets it
 
 

@@ -16,11 +16,9 @@ from pathlib import Path
 from app.engine import paths
 from app.engine.history.retention import prune, rule_from_settings
 from app.engine.queue import JobQueue
-from app.engine.settings import Settings
+from app.engine.settings import PRUNE_EVERY_S, Settings
 
 log = logging.getLogger(__name__)
-
-PRUNE_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True)

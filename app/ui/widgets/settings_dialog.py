@@ -87,9 +87,14 @@ class SettingsDialog(QDialog):
         self.keep_days.setSpecialValueText(self.tr("forever"))
         self.keep_jobs = _spin(0, 10_000_000, settings.keep_finished_jobs)
         self.keep_jobs.setSpecialValueText(self.tr("no limit"))
-        for box in (self.keep_days, self.keep_jobs):
+        self.prune_images = QCheckBox(self.tr("Also delete their images"))
+        self.prune_images.setChecked(settings.prune_images)
+        for box in (self.keep_days, self.keep_jobs, self.prune_images):
             box.setToolTip(
-                self.tr("What `python -m app prune` removes; starred jobs are always kept")
+                self.tr(
+                    "Easel removes older finished jobs by itself, at launch and every hour; "
+                    "starred, paused and unfinished jobs are always kept"
+                )
             )
         self._settings = settings
         self.error = QLabel()
@@ -108,6 +113,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.low_vram)
         form.addRow(self.tr("Keep finished jobs for"), self.keep_days)
         form.addRow(self.tr("Keep at most"), self.keep_jobs)
+        form.addRow("", self.prune_images)
         form.addRow("", self.resume)
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
@@ -135,6 +141,7 @@ class SettingsDialog(QDialog):
             low_vram=self.low_vram.isChecked(),
             keep_finished_days=self.keep_days.value(),
             keep_finished_jobs=self.keep_jobs.value(),
+            prune_images=self.prune_images.isChecked(),
         )  # fmt: skip
 
     def accept(self) -> None:

@@ -3,6 +3,7 @@ pass and then periodically, reading the settings again each time; both stores.""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,7 +58,9 @@ def test_a_headless_worker_prunes_periodically_as_the_settings_now_say(db: Datab
     assert queue.get(keepers["failed"]).status == "PENDING"  # retried by the policy, not pruned
 
 
-def test_prune_by_settings_keeps_images_unless_asked(tmp_path: Path, db: Database) -> None:
+def test_prune_by_settings_keeps_images_unless_asked_and_logs_what_went(
+    tmp_path: Path, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
     old = JobQueue(db, clock=lambda: LONG_AGO)
     images = []
     for name in ("a", "b"):
@@ -74,10 +77,12 @@ def test_prune_by_settings_keeps_images_unless_asked(tmp_path: Path, db: Databas
     assert pruned == Pruned(removed=1, freed_bytes=pruned.freed_bytes if pruned else -1,
                             days=0, keep=1)  # fmt: skip
     assert images[0].exists()  # its job is gone, its image stays: nobody asked
+    caplog.set_level(logging.INFO, logger="app.engine.history.auto_prune")
     pruned = prune_by_settings(JobQueue(db), Settings(keep_finished_days=1, prune_images=True))
     assert pruned is not None and pruned.removed == 1 and pruned.freed_bytes >= 2_000_000
     assert not images[1].exists() and images[0].exists()
     assert pruned.line().startswith("Removed 1 finished job older than 1 day; freed ")
+    assert f"automatic prune: {pruned.line()}" in caplog.messages
 
 
 def test_the_schedule_is_due_at_once_then_after_each_interval() -> None:
