@@ -6,8 +6,8 @@ Concurrent watchdogs on several machines are safe: each TIMEOUT is a conditional
 (status, version, worker), so a job is settled once, whoever sees it first. A job whose
 worker still heartbeats is never touched, wherever that worker runs.
 
-It also prunes old finished jobs as the settings ask (at the first pass, then hourly), so a
-fleet with no window stays pruned; the settings file is read again for each prune.
+It also prunes old finished jobs as the settings ask (on its thread's first pass, then
+hourly), so a fleet with no window stays pruned; the settings file is read for each prune.
 """
 
 from __future__ import annotations

@@ -84,9 +84,10 @@ class Stats:
     def working_s(self) -> float:
         """How long at least one of these jobs was held by a worker (the union of `held`)."""
         total, reach = 0.0, -math.inf
-        for start, end in sorted(self.held):
+        self.held.sort()
+        for start, end in self.held:
             if end > reach:
-                total += end - max(start, reach)
+                total += end - (start if start > reach else reach)
                 reach = end
         return total
 
@@ -199,13 +200,27 @@ _ENDING_BADLY = frozenset({"FAIL", "TIMEOUT", "CANCEL"})
 
 
 def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
-    """One job's transitions, oldest first: (job, event, to_status, at, message)."""
+    """One job's transitions, oldest first: (job, event, to_status, at, message).
+
+    Each row closes the stretch the row before it opened (in PROCESSING, PAUSED, ...)."""
     submitted_at = timeline[0][3]
     stats.jobs += 1
     stats.per_status[timeline[-1][2]] += 1
     waited = False
     ran = 0.0
-    for (_, event, status, at, message), after in zip(timeline, [*timeline[1:], None], strict=True):
+    before, since = "", 0.0  # the status the previous row moved to, and when
+    held_since: float | None = None  # a worker holds the job from then (one stretch)
+    for _, event, status, at, message in timeline:
+        if before == _PROCESSING:
+            ran += at - since
+        elif before == _PAUSED:
+            stats.paused_s += at - since
+        if status in _HELD:
+            if held_since is None:
+                held_since = at
+        elif held_since is not None:
+            stats.held.append((held_since, at))
+            held_since = None
         if event == _START:
             stats.attempts += 1
             if not waited:
@@ -213,17 +228,14 @@ def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
                 waited = True
         elif status == _SUCCESS:
             stats.succeeded += 1
-        if after is not None and status in _HELD:
-            stats.held.append((at, after[3]))
-            if status == _PROCESSING:
-                ran += after[3] - at
-        elif after is not None and status == _PAUSED:
-            stats.paused_s += after[3] - at
         if event in _ENDING_BADLY:
             stats.causes[cause_of(event, message) or Cause.OTHER_ERROR] += 1
         if message:
             resumed = _RESUMED.search(message)
             if resumed:
                 stats.steps_saved += int(resumed.group(1))
+        before, since = status, at
+    if held_since is not None and since > held_since:  # still held: up to its last change
+        stats.held.append((held_since, since))
     if ran > 0:
         stats.run_s[group].append(ran)  # a job's time in a worker, over all its attempts
