@@ -7,7 +7,6 @@ and the job list must not wait for it (nor the window: nothing here runs on the 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -15,12 +14,10 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.engine.settings import Settings
 from app.ui.qt.dbthread import ThreadRunner
 
-log = logging.getLogger(__name__)
-
 Prune = Callable[[Settings], str]  # one pass by these settings -> the note ("": none)
 
 
-def retention_of(settings: Settings) -> tuple[int, int, bool]:
+def _retention(settings: Settings) -> tuple[int, int, bool]:
     return settings.keep_finished_days, settings.keep_finished_jobs, settings.prune_images
 
 
@@ -71,7 +68,8 @@ class AutoPruner(QObject):
         self._runner.run(lambda: prune(settings), self._done, self._failed)
 
     def settings_changed(self, before: Settings, after: Settings) -> None:
-        if retention_of(before) != retention_of(after):
+        """Saved in the Settings window: a new retention applies now, not at the next hour."""
+        if _retention(before) != _retention(after):
             self.prune_now()
 
     def stop(self) -> None:
