@@ -8,7 +8,9 @@ spread over a year, then prints:
     stats_ms           `history_stats` for the last month
     recovery_scan_ms   `recovery.recover` at launch after a clean exit (nothing to settle);
                        recovery_settling_20_lost_ms: the same with 20 jobs of dead workers
-    prune_s            pruning 50,000 finished jobs (history, then compaction)
+    prune_s            pruning 50,000 finished jobs (history, then compaction), as the
+                       window's automatic prune runs it (Settings "keep at most N")
+    prune_gui_max_stall_ms   the event loop's longest gap meanwhile (the prune's own thread)
     db_mb_before/db_mb_after   the file around that prune
     eta_error_p50      |estimate - actual| / actual, replaying the successes in order
     gui_max_stall_ms   the longest the event loop went unserved while typing searches into
@@ -26,19 +28,21 @@ import random
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from app.engine.history.auto_prune import prune_by_settings
 from app.engine.history.eta import Estimator, Sample
-from app.engine.history.retention import RetentionRule, prune
 from app.engine.history.search import JobFilter, search
 from app.engine.history.stats import history_stats
 from app.engine.queue import JobQueue
 from app.engine.recovery import recover
 from app.engine.retry import RetryPolicy
+from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.models.db import SCHEMA_VERSION, open_database
 
@@ -215,6 +219,65 @@ def gui_max_stall_ms(queue: JobQueue, rng: random.Random) -> float:
     return max(gaps[10:]) * 1000 - 1
 
 
+def pruned_in_the_window(queue: JobQueue, keep: int, checkpoints: Path) -> tuple[float, int, float]:
+    """The window's automatic prune ("keep at most `keep`" in Settings), on its own thread as
+    the window runs it: (seconds until it reported, jobs removed, the event loop's longest
+    gap meanwhile, as in `gui_max_stall_ms`)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QEventLoop, QObject, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.main import GIL_SWITCH_S
+    from app.ui.qt.gc_guard import collect_on_gui_thread
+    from app.ui.qt.pruning import AutoPruner
+
+    app = QApplication.instance() or QApplication([])
+    removed: list[int] = []
+
+    def prune(settings: Settings) -> str:
+        # This run's own folder: never the user's checkpoints of jobs with the same ids.
+        pruned = prune_by_settings(queue, settings, checkpoints_dir=checkpoints)
+        removed.append(pruned.removed if pruned else 0)
+        return pruned.line() if pruned else ""
+
+    owner = QObject()
+    pruner = AutoPruner(prune, lambda: Settings(keep_finished_jobs=keep), 3600, owner)
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(1)
+    timer.timeout.connect(tick)
+    # The window's event loop (`exec` lets other threads run while it waits; QTest.qWait,
+    # a Python-side wait, would hold them up), its GIL switch interval, and its garbage
+    # collection on the GUI thread (else a collection the prune's allocations start on its
+    # thread holds the GIL for tens of milliseconds).
+    collector = collect_on_gui_thread()
+    loop = QEventLoop()
+    finished = QTimer()
+    finished.setInterval(5)
+    finished.timeout.connect(lambda: loop.quit() if removed else None)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_S)
+    timer.start()
+    finished.start()
+    start = time.perf_counter()
+    pruner.start()
+    loop.exec()  # until the pass returned, on the prune thread
+    seconds = time.perf_counter() - start
+    sys.setswitchinterval(switch)
+    collector.uninstall()  # the search measurement below runs as it did before
+    timer.stop()
+    pruner.stop()
+    assert app is not None and removed
+    return seconds, removed[0], max(gaps[10:]) * 1000 - 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -258,11 +321,11 @@ def measure(path: Path, folder: Path) -> None:
         finished = conn.exec_driver_sql(
             "SELECT count(*) FROM job WHERE status = 'SUCCESS' AND NOT starred"
         ).scalar_one()
-    start = time.perf_counter()
     keep = finished - PRUNED if finished > PRUNED else finished // 2  # --jobs below 100,000
-    report = prune(queue, RetentionRule(keep=keep))
-    print(f"prune_s: {time.perf_counter() - start:.1f}")
-    print(f"pruned_jobs: {len(report.removed)}")
+    seconds, removed, stall_ms = pruned_in_the_window(queue, keep, folder / "checkpoints")
+    print(f"prune_s: {seconds:.1f}")
+    print(f"pruned_jobs: {removed}")
+    print(f"prune_gui_max_stall_ms: {stall_ms:.0f}")
     print(f"db_mb_after: {path.stat().st_size / 1e6:.1f}")
     print(f"gui_max_stall_ms: {gui_max_stall_ms(queue, rng):.0f}")
     queue.db.dispose()

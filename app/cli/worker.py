@@ -71,7 +71,10 @@ def _worker(args: argparse.Namespace, queue: JobQueue) -> int:
     config = WorkerConfig.from_settings(
         settings, database_file(queue), until_idle=args.until_idle, name=args.name
     )
-    with Maintenance(queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy()):
+    with Maintenance(
+        queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
+        settings=load_settings,
+    ):  # fmt: skip
         run_worker(config, sink=_print_finished, stop_on_sigint=True)
     return 0
 

@@ -27,6 +27,7 @@ from app.engine.params import (
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "settings.json"
+PRUNE_EVERY_S = 3600.0  # how often Easel applies "keep finished jobs" by itself (window, fleet)
 DB_ENV = "EASEL_DB"  # a PostgreSQL URL (or a SQLite file); the CLI's --db sets it
 
 
@@ -95,6 +96,7 @@ class Settings:
     keep_finished_jobs: int = 0  # prune finished jobs beyond the newest this many; 0: no limit
     new_jobs_start_with: NewJobValues = NewJobValues.LAST_USED
     new_job_defaults: JobDefaults = field(default_factory=JobDefaults)
+    prune_images: bool = False  # a prune also deletes the removed jobs' images (never unasked)
 
     def validated(self) -> Settings:
         problems = []

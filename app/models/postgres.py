@@ -298,3 +298,17 @@ def _advance_id_sequence(conn: Connection, table: Table) -> None:
             f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
         )
     )
+
+
+# Any fixed number, like the schema lock's: prunes on every machine take it, one batch at a time.
+PRUNE_LOCK_KEY = 0x45A5E2
+
+
+def serialise_prunes(conn: Connection) -> None:
+    """Until this transaction ends, no other machine's prune batch runs (they wait).
+
+    Two prunes that interleave their batches would each delete, and report, the same jobs;
+    waiting on each other's row locks in different orders, they could deadlock. A batch is
+    a few hundred rows, so the wait is short, and it never holds up claims or transitions.
+    """
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PRUNE_LOCK_KEY})

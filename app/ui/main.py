@@ -3,7 +3,8 @@
 Order matters. The window shows first, before the database stack is even imported (a
 second on a busy machine). The store opens and recovery runs as the first call on the
 database thread, so every read the window queued comes after it, and the workers start
-only once recovery has settled the last session's jobs.
+only once recovery has settled the last session's jobs. Pruning by the settings starts
+then too, on a thread of its own.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def launch(
         queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,
         list_models=lambda: _model_choices(deps.settings),  # the folder may change
         list_loras=lambda: _lora_names(deps.settings),
+        prune=lambda chosen: _prune(service, chosen),
     )  # fmt: skip
     # Queued before the window exists, so it is the first call on the database thread.
     runner.run(
@@ -121,6 +123,12 @@ def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
     return recover_at_launch(service.queue, settings)
 
 
+def _prune(service: QueueService, settings: Settings) -> str:
+    from app.ui.wiring import prune_by_settings
+
+    return prune_by_settings(service.queue, settings)
+
+
 def _model_choices(settings: Settings) -> list[ModelChoice]:
     from app.ui.wiring import model_choices
 
@@ -153,6 +161,7 @@ def _ready(
         )
         window.show_error(message.format(folder=folder), sticky=True)
         return
+    window.start_pruning()  # after recovery: it settled the jobs a prune must judge
     workers, problem = (make_workers or wiring.make_workers)(service.queue, settings)
     if problem:
         window.show_error(problem)

@@ -15,6 +15,7 @@ from app.ui.presenters.model_choices import ModelChoice
 
 if TYPE_CHECKING:
     from app.engine.generation.sources import ModelInfo
+    from app.engine.history.auto_prune import Pruned
     from app.engine.queue import JobQueue
     from app.engine.recovery import RecoveryReport
 
@@ -46,6 +47,37 @@ def summary_of(report: RecoveryReport) -> RestoreSummary:
         requeued=tuple(report.requeued), paused=tuple(report.paused),
         cancelled=tuple(report.cancelled), given_up=tuple(report.given_up),
     )  # fmt: skip
+
+
+def prune_by_settings(queue: JobQueue, settings: Settings) -> str:
+    """One automatic prune by the settings (off the GUI thread); what to tell, "" if nothing
+    went. The log has its own line (`auto_prune`)."""
+    from app.engine.history.auto_prune import prune_by_settings as prune
+
+    pruned = prune(queue, settings)
+    return prune_note(pruned) if pruned is not None and pruned.removed else ""
+
+
+def prune_note(pruned: Pruned) -> str:
+    """ "Removed 120 finished jobs older than 30 days; freed 12 MB" in the window's language."""
+    from app.engine.history.auto_prune import megabytes
+
+    if pruned.removed == 1:
+        jobs = translate("Prune", "1 finished job")
+    else:
+        jobs = translate("Prune", "{n} finished jobs").format(n=pruned.removed)
+    if pruned.days == 1:
+        older = translate("Prune", "older than a day")
+    else:
+        older = translate("Prune", "older than {days} days").format(days=pruned.days)
+    beyond = translate("Prune", "beyond the newest {keep}").format(keep=pruned.keep)
+    if pruned.days and pruned.keep:
+        why = translate("Prune", "{older} or {beyond}").format(older=older, beyond=beyond)
+    else:
+        why = older if pruned.days else beyond
+    return translate("Prune", "Removed {jobs} {why}; freed {size}").format(
+        jobs=jobs, why=why, size=megabytes(pruned.freed_bytes)
+    )
 
 
 def model_choices(settings: Settings) -> list[ModelChoice]:

@@ -496,6 +496,10 @@ Resume continues from there.</source>
         <translation>关于 Easel</translation>
     </message>
     <message>
+        <source>Could not remove old finished jobs: {error}</source>
+        <translation>无法删除旧的已完成任务：{error}</translation>
+    </message>
+    <message>
         <source>Not queued: {error}</source>
         <translation>未加入队列：{error}</translation>
     </message>
@@ -1046,6 +1050,37 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>Prune</name>
+    <message>
+        <source>1 finished job</source>
+        <translation>1 个已完成的任务</translation>
+    </message>
+    <message>
+        <source>{n} finished jobs</source>
+        <translation>{n} 个已完成的任务</translation>
+    </message>
+    <message>
+        <source>older than a day</source>
+        <translation>超过 1 天</translation>
+    </message>
+    <message>
+        <source>older than {days} days</source>
+        <translation>超过 {days} 天</translation>
+    </message>
+    <message>
+        <source>beyond the newest {keep}</source>
+        <translation>最新 {keep} 个之外</translation>
+    </message>
+    <message>
+        <source>{older} or {beyond}</source>
+        <translation>{older}或{beyond}</translation>
+    </message>
+    <message>
+        <source>Removed {jobs} {why}; freed {size}</source>
+        <translation>已删除{why}的 {jobs}；释放了 {size}</translation>
+    </message>
+</context>
+<context>
     <name>QueueService</name>
     <message>
         <source>Job {id} has no image</source>
@@ -1152,8 +1187,12 @@ Resume continues from there.</source>
         <translation>不限</translation>
     </message>
     <message>
-        <source>What `python -m app prune` removes; starred jobs are always kept</source>
-        <translation>`python -m app prune` 按此清理；已加星标的任务始终保留</translation>
+        <source>Also delete their images</source>
+        <translation>同时删除其图像</translation>
+    </message>
+    <message>
+        <source>Easel removes older finished jobs by itself, at launch and every hour; starred, paused and unfinished jobs are always kept</source>
+        <translation>Easel 会在启动时和每小时自动删除较旧的已完成任务；已加星标、已暂停和未完成的任务始终保留</translation>
     </message>
     <message>
         <source>Models folder</source>
@@ -1305,6 +1344,10 @@ Resume continues from there.</source>
         <translation>此期间没有数据</translation>
     </message>
     <message>
+        <source>Images an hour of work: per hour in which at least one of these jobs was running (the union of their running stretches), not per hour of the period</source>
+        <translation>每工作小时的图像数：按至少有一个任务在运行的时间（各任务运行时段的并集）计算，而不是按整个时间段</translation>
+    </message>
+    <message>
         <source>Run time, median (p95) per model and size</source>
         <translation>运行时间：按模型和尺寸的中位数（p95）</translation>
     </message>
@@ -1329,8 +1372,8 @@ Resume continues from there.</source>
         <translation>正在读取历史…</translation>
     </message>
     <message>
-        <source>{jobs} jobs · {rate:.1f} images an hour · paused {paused} in all · {saved} steps saved by resuming</source>
-        <translation>{jobs} 个任务 · 每小时 {rate:.1f} 张图像 · 共暂停 {paused} · 继续生成节省了 {saved} 步</translation>
+        <source>{jobs} jobs · {rate} images an hour of work ({working} working) · paused {paused} in all · {saved} steps saved by resuming</source>
+        <translation>{jobs} 个任务 · 每工作小时 {rate} 张图像（工作 {working}）· 共暂停 {paused} · 继续生成节省了 {saved} 步</translation>
     </message>
 </context>
 <context>

@@ -79,6 +79,12 @@ def test_stats_and_eta_print_for_people_and_scripts(capsys: pytest.CaptureFixtur
     run_cli(capsys, "cancel", "1")
     code, out, _ = run_cli(capsys, "stats", "--since", "1d", "--json")
     assert code == 0
-    assert json.loads(out)["per_status"] == {"CANCELLED": 1, "PENDING": 1}
+    data = json.loads(out)
+    assert data["per_status"] == {"CANCELLED": 1, "PENDING": 1}
+    assert (data["working_s"], data["images_per_working_hour"]) == (0, None)  # nothing ran
+    code, out, _ = run_cli(capsys, "stats", "--since", "1d")
+    assert out.splitlines()[-1] == (
+        "throughput - images an hour of work (0.0 s with at least one job running)"
+    )
     code, out, _ = run_cli(capsys, "eta")
     assert code == 0 and out.splitlines()[-1] == "1 queued (no finished job yet to estimate from)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import QSettings
@@ -70,6 +71,7 @@ def make_window(
         confirm: Callable[[int], bool] | None = None,
         shutdown_timeout_s: float = 1.0,
         check: Callable[[GenerationParams], object] | None = None,
+        **more: Any,  # other `Dependencies` fields (e.g. prune)
     ) -> MainWindow:
         def yes(n: int) -> bool:
             quit_answers.append(n)
@@ -81,6 +83,7 @@ def make_window(
             save_settings=save_settings, list_models=fake_models,
             list_loras=lambda: ["ink_style", "watercolor"],
             restore=restore, confirm_quit=confirm or yes, shutdown_timeout_s=shutdown_timeout_s,
+            **more,
         )  # fmt: skip
         store = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
         window = MainWindow(deps, settings_store=store)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QPushButton
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QMainWindow, QPushButton
 from pytestqt.qtbot import QtBot
 
 from app.engine.params import GenerationParams
@@ -50,3 +52,8 @@ def banner_button(qtbot: QtBot, banner: Banner, text: str) -> QPushButton:
     button = next(b for b in banner._buttons if b.text() == text)
     qtbot.waitUntil(lambda: not button.rect().isEmpty(), timeout=5000)
     return button
+
+
+def noting(window: QMainWindow, start: str) -> Callable[[], bool]:
+    """For `qtbot.waitUntil`: the status bar shows a note that begins with `start`."""
+    return lambda: window.statusBar().currentMessage().startswith(start)

@@ -17,7 +17,7 @@ from app.engine.states import JobStatus
 from app.ui.main import launch
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
-from tests.ui.helpers import job_in
+from tests.ui.helpers import job_in, noting
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
 pytestmark = pytest.mark.timeout(60)
@@ -172,3 +172,27 @@ def test_a_read_only_data_folder_shows_the_jobs_and_changes_nothing(
             qtbot.waitUntil(lambda: status_of(window, job_id) is JobStatus.PENDING, timeout=WAIT_MS)
         finally:
             window.close()
+
+
+def test_a_launch_prunes_as_the_settings_say_and_keeps_what_must_stay(
+    qtbot: QtBot, tmp_path: Path, restore_process_state: None
+) -> None:
+    from app.engine.settings import save_settings
+    from tests.engine.history.conftest import old_and_kept_jobs
+
+    save_settings(Settings(keep_finished_days=30))
+    store = open_queue()
+    old, keepers = old_and_kept_jobs(JobQueue(store.db, clock=lambda: 1_000.0), 4)
+    store.db.dispose()
+    _app, window = launch([], make_workers=lambda q, s: (FakeWorkers(q, tmp_path), None))
+    qtbot.addWidget(window)
+    try:
+        qtbot.waitUntil(
+            noting(window, "Removed 4 finished jobs older than 30 days; freed "), timeout=WAIT_MS
+        )
+        left = {job.id for job in window.deps.queue.queue.jobs(limit=None)}
+        # Starred, paused, failed (recovery retried it; the fake worker may have run it since).
+        assert left == set(keepers.values()) and not left & set(old)
+    finally:
+        window.deps.confirm_quit = lambda _n: True
+        window.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
@@ -109,7 +109,10 @@ def test_progress_memory_and_retention_are_set_in_the_settings_window(qtbot: QtB
         box.selectAll()
         qtbot.keyClicks(box, typed)
     qtbot.mouseClick(dialog.low_vram, Qt.MouseButton.LeftButton)
+    on_the_box = QPoint(8, dialog.prune_images.height() // 2)  # short text: not the middle
+    qtbot.mouseClick(dialog.prune_images, Qt.MouseButton.LeftButton, pos=on_the_box)
     dialog.accept()
     saved = load_settings()
     assert saved.checkpoint_interval_s == 30 and saved.low_vram
     assert (saved.keep_finished_days, saved.keep_finished_jobs) == (90, 500)
+    assert saved.prune_images  # off unless asked

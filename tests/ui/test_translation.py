@@ -202,6 +202,16 @@ def test_presenters_speak_chinese_through_the_hook(chinese: None) -> None:
     assert plain_words(row) == "由你请求暂停；工作进程会在当前步骤完成后停下"
 
 
+def test_the_automatic_prune_speaks_chinese(chinese: None) -> None:
+    from app.engine.history.auto_prune import Pruned
+    from app.ui.wiring import prune_note
+
+    note = prune_note(Pruned(removed=120, freed_bytes=12_000_000, days=30, keep=500))
+    assert note == "已删除超过 30 天或最新 500 个之外的 120 个已完成的任务；释放了 12 MB"
+    one = prune_note(Pruned(removed=1, freed_bytes=400_000, days=1, keep=0))
+    assert one == "已删除超过 1 天的 1 个已完成的任务；释放了 0.4 MB"
+
+
 def test_settings_offer_the_language(qtbot: QtBot, tmp_path: Path) -> None:
     from app.engine.settings import load_settings
 

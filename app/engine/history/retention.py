@@ -4,6 +4,8 @@ Never removed: starred jobs, and every job that may still run or be resumed (pen
 running, paused, blocked, or failed and not given up). A job is looked at again inside
 the transaction that removes it, so one that moved meanwhile (a retry by hand) is kept.
 The database gives the freed space back to the disk afterwards (`models.db.compact`).
+Two prunes at once (several machines on PostgreSQL) take turns batch by batch, so each job
+is removed, and reported, once.
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ def prune(
     if dry_run:
         report.db_bytes_after = _estimated_after(queue, report)
     else:
-        compact(queue.db)
+        if report.removed:  # the hourly pass mostly finds nothing: then nothing to give back
+            compact(queue.db)
         report.db_bytes_after = database_bytes(queue)
     return report
 
@@ -156,15 +159,18 @@ def _remove_batch(
     queue: JobQueue, ids: Sequence[int], report: PruneReport, dry_run: bool
 ) -> dict[int, tuple[str | None, str | None]]:
     """Remove the jobs of `ids` that are still prunable; returns their files' paths."""
-    files = select(JOB.c.id, JOB.c.output_path, JOB.c.checkpoint_path)
     with queue.db.read() if dry_run else queue.db.write() as conn:
-        still = {
-            job_id: (image, checkpoint)
-            for job_id, image, checkpoint in conn.execute(
-                files.where(JOB.c.id.in_(ids), prunable())
-            )
-        }
-        report.skipped += [f"job {i} changed while pruning; kept" for i in ids if i not in still]
+        if not (dry_run or queue.db.is_sqlite):  # SQLite: BEGIN IMMEDIATE serialises already
+            from app.models.postgres import serialise_prunes
+
+            serialise_prunes(conn)
+        # Locked (PostgreSQL): a star or a retry by hand that commits meanwhile is read
+        # before the delete, not overwritten by it.
+        rows = conn.execute(_still_there(ids, locked=not dry_run)).all()
+        still = {job_id: (image, checkpoint) for job_id, image, checkpoint, ok in rows if ok}
+        changed = sorted(job_id for job_id, _, _, ok in rows if not ok)
+        # Jobs no longer there went with another prune (another machine): its report has them.
+        report.skipped += [f"job {i} changed while pruning; kept" for i in changed]
         for parent, child in conn.execute(_children_staying(list(still))):
             if still.pop(parent, None) is not None:  # its child still needs its image
                 report.skipped.append(f"job {parent} is a parent of job {child}; kept")
@@ -185,6 +191,14 @@ def _remove_batch(
             conn.execute(delete(JOB).where(JOB.c.id.in_(gone)))
         report.removed += gone
     return still
+
+
+def _still_there(ids: Sequence[int], *, locked: bool) -> Select[Any]:
+    """Each job of `ids` that still exists: its files, and whether it may still go."""
+    query = select(JOB.c.id, JOB.c.output_path, JOB.c.checkpoint_path, prunable()).where(
+        JOB.c.id.in_(ids)
+    )
+    return query.with_for_update(of=JOB) if locked else query
 
 
 def _children_staying(ids: list[int]) -> Select[Any]:

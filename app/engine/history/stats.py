@@ -2,8 +2,14 @@
 
 One pass over the timelines of the jobs submitted in [since, until) (seed 001, section 6:
 counts, durations and failure rates per transition show where time and jobs go).
-Times are measured between transitions: waiting is SUBMIT to the first START, running
-is every stretch in PROCESSING, paused is every finished stretch in PAUSED.
+Every job submitted in the period counts, whether with SUBMIT or, as a job that waits for
+its parents, SUBMIT_AFTER. Times are measured between transitions: waiting is submission to
+the first START (for a dependent job, its parents' time included), running is every
+stretch in PROCESSING, paused is every finished stretch in PAUSED.
+
+Throughput is per hour of work, not per hour of the period: the working time is the union
+of the stretches in which a worker held one of these jobs (PROCESSING, CANCELLING or
+PAUSING), so a queue that worked one hour of a month made its images in that hour.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, or_, select
 
 from app.engine.queue import JobQueue
-from app.engine.states import JobEvent
+from app.engine.states import JobEvent, JobStatus
 from app.models.db import HotTransaction
 from app.models.tables import JOB, TRANSITION
 
@@ -72,10 +78,21 @@ class Stats:
     causes: Counter[Cause] = field(default_factory=Counter)
     steps_saved: int = 0
     succeeded: int = 0
+    held: list[tuple[float, float]] = field(default_factory=list)  # [start, end) in a worker
 
     @property
-    def hours(self) -> float:
-        return max(self.until - self.since, 1e-9) / 3600
+    def working_s(self) -> float:
+        """How long at least one of these jobs was held by a worker (the union of `held`)."""
+        total, reach = 0.0, -math.inf
+        self.held.sort()
+        for start, end in self.held:
+            if end > reach:
+                total += end - (start if start > reach else reach)
+                reach = end
+        return total
+
+    def per_working_hour(self, working_s: float) -> float | None:
+        return self.succeeded / (working_s / 3600) if working_s > 0 else None
 
     def failure_rates(self) -> dict[str, float]:
         """Endings of each cause per job submitted (a job that failed twice counts twice)."""
@@ -92,13 +109,14 @@ class Stats:
                 for key, values in sorted(groups.items())
             }
 
+        working_s = self.working_s
         return {
             "since": self.since, "until": self.until, "jobs": self.jobs,
             "per_status": dict(sorted(self.per_status.items())),
             "wait_s": spread(self.wait_s), "run_s": spread(self.run_s),
             "paused_s": self.paused_s, "attempts": self.attempts,
             "failure_rate": self.failure_rates(), "steps_saved_by_resume": self.steps_saved,
-            "throughput_per_hour": self.succeeded / self.hours,
+            "working_s": working_s, "images_per_working_hour": self.per_working_hour(working_s),
         }  # fmt: skip
 
     def lines(self) -> list[str]:
@@ -117,7 +135,11 @@ def lines_of(data: dict[str, Any]) -> list[str]:
     out.append(f"paused {_s(data['paused_s'])} in all; {saved} steps saved by resume")
     for cause, rate in sorted(data["failure_rate"].items()):
         out.append(f"{cause:<15} {rate:.1%} of {data['jobs']} jobs ({data['attempts']} attempts)")
-    out.append(f"throughput {data['throughput_per_hour']:.1f} images an hour")
+    rate = data["images_per_working_hour"]
+    out.append(
+        f"throughput {'-' if rate is None else f'{rate:.1f}'} images an hour of work "
+        f"({_s(data['working_s'])} with at least one job running)"
+    )
     return out
 
 
@@ -132,7 +154,7 @@ def group_of(model: str, width: int, height: int) -> str:
 def history_stats(queue: JobQueue, since: float, until: float) -> Stats:
     submitted = select(TRANSITION.c.job_id).where(
         TRANSITION.c.at >= bindparam("since"), TRANSITION.c.at < bindparam("until"),
-        TRANSITION.c.event == JobEvent.SUBMIT.value,
+        or_(*(TRANSITION.c.event == event for event in _SUBMISSIONS)),
     )  # fmt: skip
     # Messages only where they tell something (a cause, a resume): most rows have none, and
     # reading a month of them is a third of the time.
@@ -172,17 +194,33 @@ def history_stats(queue: JobQueue, since: float, until: float) -> Stats:
 # Plain strings: comparing them is several times cheaper than comparing StrEnum members.
 _START, _PROCESSING, _PAUSED, _SUCCESS = "START", "PROCESSING", "PAUSED", "SUCCESS"
 _TELLING = ("FAIL", "COMPLETE", "STOPPED")
+_SUBMISSIONS = (JobEvent.SUBMIT.value, JobEvent.SUBMIT_AFTER.value)
+_HELD = frozenset(status.value for status in JobStatus if status.is_running)  # by a worker
 _ENDING_BADLY = frozenset({"FAIL", "TIMEOUT", "CANCEL"})
 
 
 def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
-    """One job's transitions, oldest first: (job, event, to_status, at, message)."""
+    """One job's transitions, oldest first: (job, event, to_status, at, message).
+
+    Each row closes the stretch the row before it opened (in PROCESSING, PAUSED, ...)."""
     submitted_at = timeline[0][3]
     stats.jobs += 1
     stats.per_status[timeline[-1][2]] += 1
     waited = False
     ran = 0.0
-    for (_, event, status, at, message), after in zip(timeline, [*timeline[1:], None], strict=True):
+    before, since = "", 0.0  # the status the previous row moved to, and when
+    held_since: float | None = None  # a worker holds the job from then (one stretch)
+    for _, event, status, at, message in timeline:
+        if before == _PROCESSING:
+            ran += at - since
+        elif before == _PAUSED:
+            stats.paused_s += at - since
+        if status in _HELD:
+            if held_since is None:
+                held_since = at
+        elif held_since is not None:
+            stats.held.append((held_since, at))
+            held_since = None
         if event == _START:
             stats.attempts += 1
             if not waited:
@@ -190,15 +228,14 @@ def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
                 waited = True
         elif status == _SUCCESS:
             stats.succeeded += 1
-        if after is not None and status == _PROCESSING:
-            ran += after[3] - at
-        elif after is not None and status == _PAUSED:
-            stats.paused_s += after[3] - at
         if event in _ENDING_BADLY:
             stats.causes[cause_of(event, message) or Cause.OTHER_ERROR] += 1
         if message:
             resumed = _RESUMED.search(message)
             if resumed:
                 stats.steps_saved += int(resumed.group(1))
+        before, since = status, at
+    if held_since is not None and since > held_since:  # still held: up to its last change
+        stats.held.append((held_since, since))
     if ran > 0:
         stats.run_s[group].append(ran)  # a job's time in a worker, over all its attempts

@@ -96,9 +96,14 @@ class SettingsDialog(QDialog):
         self.keep_days.setSpecialValueText(self.tr("forever"))
         self.keep_jobs = _spin(0, 10_000_000, settings.keep_finished_jobs)
         self.keep_jobs.setSpecialValueText(self.tr("no limit"))
-        for box in (self.keep_days, self.keep_jobs):
+        self.prune_images = QCheckBox(self.tr("Also delete their images"))
+        self.prune_images.setChecked(settings.prune_images)
+        for box in (self.keep_days, self.keep_jobs, self.prune_images):
             box.setToolTip(
-                self.tr("What `python -m app prune` removes; starred jobs are always kept")
+                self.tr(
+                    "Easel removes older finished jobs by itself, at launch and every hour; "
+                    "starred, paused and unfinished jobs are always kept"
+                )
             )
         self._settings = settings
         self.error = QLabel()
@@ -117,6 +122,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.low_vram)
         form.addRow(self.tr("Keep finished jobs for"), self.keep_days)
         form.addRow(self.tr("Keep at most"), self.keep_jobs)
+        form.addRow("", self.prune_images)
         form.addRow("", self.resume)
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
@@ -147,6 +153,7 @@ class SettingsDialog(QDialog):
             keep_finished_jobs=self.keep_jobs.value(),
             new_jobs_start_with=self.new_jobs.chosen_start(),
             new_job_defaults=self.new_jobs.defaults(),
+            prune_images=self.prune_images.isChecked(),
         )  # fmt: skip
 
     def accept(self) -> None:

@@ -106,6 +106,12 @@ class StatsDialog(QDialog):
         self.period.currentIndexChanged.connect(self.reload)
         self.summary = QLabel()
         self.summary.setWordWrap(True)
+        self.summary.setToolTip(
+            self.tr(
+                "Images an hour of work: per hour in which at least one of these jobs was "
+                "running (the union of their running stretches), not per hour of the period"
+            )
+        )
         self.statuses = BarChart(self.tr("Jobs per status"))
         self.run_times = BarChart(self.tr("Run time, median (p95) per model and size"))
         self.wait_times = BarChart(self.tr("Wait before running, median (p95)"))
@@ -136,10 +142,12 @@ class StatsDialog(QDialog):
         self._load(days, self.show_stats)
 
     def show_stats(self, data: dict[str, Any]) -> None:
+        rate = data["images_per_working_hour"]  # None: no job ran in the period
         self.summary.setText(
-            self.tr("{jobs} jobs · {rate:.1f} images an hour · paused {paused} in all · "
-                    "{saved} steps saved by resuming").format(
-                jobs=data["jobs"], rate=data["throughput_per_hour"],
+            self.tr("{jobs} jobs · {rate} images an hour of work ({working} working) · "
+                    "paused {paused} in all · {saved} steps saved by resuming").format(
+                jobs=data["jobs"], rate="-" if rate is None else f"{rate:.1f}",
+                working=format_duration(data["working_s"]),
                 paused=format_duration(data["paused_s"]), saved=data["steps_saved_by_resume"],
             )
         )  # fmt: skip

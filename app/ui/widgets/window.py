@@ -26,7 +26,7 @@ from app import __version__
 from app.engine.crash import UncleanExit
 from app.engine.params import InvalidParameters
 from app.engine.paths import data_dir, database_path, logs_dir
-from app.engine.settings import NewJobValues, Settings
+from app.engine.settings import PRUNE_EVERY_S, NewJobValues, Settings
 from app.engine.states import JobStatus
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
@@ -48,6 +48,7 @@ from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
+from app.ui.qt.pruning import AutoPruner, Prune
 from app.ui.qt.thumbnails import ThumbnailCache
 from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
@@ -90,6 +91,9 @@ class Dependencies:
     # None: ask with a dialog. Tests answer with a function.
     confirm_quit: Callable[[int], bool] | None = None
     shutdown_timeout_s: float = 15.0
+    # One prune by the settings (None: the window never prunes), and how often it runs.
+    prune: Prune | None = None
+    prune_every_s: float = PRUNE_EVERY_S
 
 
 class MainWindow(QMainWindow):
@@ -114,6 +118,7 @@ class MainWindow(QMainWindow):
         self.notifier = Notifier(app_icon(), self)
         self.file_manager = FileManager(self)
         self.feed = WorkerFeed(lambda: self.deps.workers, self)
+        self.pruner = AutoPruner(deps.prune, lambda: self.deps.settings, deps.prune_every_s, self)
         self.worker_status = WorkerStatus()
         self._follow: int | None = None
         self._counts: dict[JobStatus, int] = {}
@@ -255,6 +260,12 @@ class MainWindow(QMainWindow):
         self.vm.settled.connect(self.notifier.job_settled)
         self.vm.cancel_held.connect(self._cancel_held)
         self.feed.messages.connect(self._worker_messages)
+        self.pruner.pruned.connect(self.show_note)
+        self.pruner.failed.connect(
+            lambda error: self.show_error(
+                self.tr("Could not remove old finished jobs: {error}").format(error=error)
+            )
+        )
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self._gallery_clicked)
@@ -579,14 +590,19 @@ class MainWindow(QMainWindow):
 
     # --- settings and geometry ----------------------------------------------------------------
 
+    def start_pruning(self) -> None:
+        """Apply "keep finished jobs" now and every hour: once the store is open and recovered."""
+        self.pruner.start()
+
     def open_settings(self) -> None:
         dialog = SettingsDialog(
             self.deps.settings, self.deps.save_settings, self, store=self.store,
             models=self.prompt.model_choices(),
         )  # fmt: skip
         if dialog.exec() and dialog.saved is not None:
-            self.deps.settings = dialog.saved
+            before, self.deps.settings = self.deps.settings, dialog.saved
             self.prompt.defaults = dialog.saved.new_job_defaults
+            self.pruner.settings_changed(before, dialog.saved)  # now, not at the next hour
             self.deps.queue.max_attempts = dialog.saved.max_attempts
             self._list_models()
             self.show_note(self.tr("Settings saved"))
@@ -685,6 +701,7 @@ class MainWindow(QMainWindow):
             timer.stop()
         self._finish_cancel_now()
         self.feed.stop()
+        self.pruner.stop()
         self.statusBar().showMessage(self.tr("Pausing running jobs…"))
         self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
         try:

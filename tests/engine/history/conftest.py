@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from app.engine.states import JobStatus
+from app.engine.params import GenerationParams
+from app.engine.queue import JobQueue
+from app.engine.states import JobEvent, JobStatus
 from app.models.db import Database
 
 VOCABULARY = ("red", "circle", "blue", "square", "cat", "car", "cart", "night")
@@ -71,3 +73,24 @@ def insert_jobs(db: Database, specs: list[JobSpec]) -> list[int]:
                 )
             ids.append(job_id)
     return ids
+
+
+def old_and_kept_jobs(queue: JobQueue, count: int) -> tuple[list[int], dict[str, int]]:
+    """`count` cancelled jobs, and one of each kind a prune must keep (starred, paused,
+    failed and not given up: the retry policy requeues it), all at `queue`'s clock time."""
+    ids = queue.submit_many([GenerationParams(f"old {n}") for n in range(count)])
+    for job_id in ids:
+        queue.cancel(job_id)
+    starred, paused, failed = queue.submit_many([GenerationParams(p) for p in "spf"])
+    for job_id in (starred, failed):
+        queue.claim("host:1:t", job_id=job_id)
+    queue.fire(starred, JobEvent.COMPLETE, source="worker")
+    queue.fire(failed, JobEvent.FAIL, source="worker", message="may be retried")
+    queue.pause(paused)
+    with queue.db.write() as conn:  # fixture: a favourite, and a failure worth retrying
+        conn.exec_driver_sql(f"UPDATE job SET starred = true WHERE id = {starred}")
+        conn.exec_driver_sql(f"UPDATE job SET error_transient = true WHERE id = {failed}")
+    return ids, {"starred": starred, "paused": paused, "failed": failed}
+
+
+KEPT = {"starred": "SUCCESS", "paused": "PAUSED", "failed": "FAILED"}  # their statuses
