@@ -135,28 +135,30 @@ def test_our_loop_matches_the_stock_pipeline(
     assert int(np.abs(ours - np.asarray(stock).astype(np.int16)).max()) == 0
 
 
-def test_on_step_sees_every_step_with_throttled_previews(
-    tiny_runner: Runner, tmp_path: Path
+def test_on_step_sees_every_step_with_previews_throttled_across_runs(
+    tiny_model: ModelInfo, tmp_path: Path
 ) -> None:
+    runner = Runner(device=CPU, resolve=lambda _name: tiny_model, threads=1, preview_interval_s=60)
     seen: list[StepProgress] = []
-    tiny_runner.run(
-        params_for(),
-        output_path=tmp_path / "a.png",
-        checkpoint_path=tmp_path / "a.ckpt",
-        on_step=recording(seen),
-    )
+    (tmp_path / "a").mkdir()
+    generate_with(runner, params_for(), tmp_path / "a", recording(seen))
     assert [p.step for p in seen] == list(range(1, STEPS + 1))
     assert {p.total for p in seen} == {STEPS}
     assert all(a.elapsed_s <= b.elapsed_s for a, b in itertools.pairwise(seen))
-    # The tiny model's steps are far quicker than the preview interval.
-    assert seen[0].preview_png is not None and seen[-1].preview_png is not None
+    # The first step offers one; then none for a minute, not even in the next run.
+    assert [p.preview_png is not None for p in seen] == [True] + [False] * (STEPS - 1)
+    again: list[StepProgress] = []
+    (tmp_path / "b").mkdir()
+    generate_with(runner, params_for(), tmp_path / "b", recording(again))
+    assert all(p.preview_png is None for p in again)
 
 
 def test_a_preview_is_made_only_when_the_step_callback_reads_it(
-    tiny_runner: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model: ModelInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    runner = Runner(device=CPU, resolve=lambda _name: tiny_model, threads=1, preview_interval_s=0)
     params = params_for()
-    previewer = tiny_runner.load(params.model).previewer
+    previewer = runner.load(params.model).previewer
     made: list[int] = []
     real_png = previewer.png
 
@@ -166,16 +168,16 @@ def test_a_preview_is_made_only_when_the_step_callback_reads_it(
 
     monkeypatch.setattr(previewer, "png", counting_png)
     (tmp_path / "unwatched").mkdir()
-    generate_with(tiny_runner, params, tmp_path / "unwatched", go_on)
-    assert made == []  # nobody looked: no decode, no PNG
+    generate_with(runner, params, tmp_path / "unwatched", go_on)
+    assert made == []  # every step offered one; nobody looked: no decode, no PNG
 
     def reading(progress: StepProgress) -> StepDecision:
-        assert progress.preview_png is None or progress.preview_png.startswith(b"\x89PNG")
+        assert progress.preview_png is not None and progress.preview_png.startswith(b"\x89PNG")
         return StepDecision.CONTINUE
 
     (tmp_path / "watched").mkdir()
-    generate_with(tiny_runner, params, tmp_path / "watched", reading)
-    assert len(made) >= 2  # the first and the last step at least
+    generate_with(runner, params, tmp_path / "watched", reading)
+    assert len(made) == STEPS
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)

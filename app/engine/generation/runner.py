@@ -59,14 +59,14 @@ class Runner:
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
-        Previews are offered at most every `preview_interval_s` (always on the first and last
-        step) and made only if the step callback reads them; other steps have none."""
+        Previews are offered at most every `preview_interval_s`, counted across runs (see
+        `PreviewThrottle`), and made only if the step callback reads them."""
         if threads is not None:
             _set_cpu_threads(threads)
         self._device = device or pick_device()
         self._resolve = resolve
         self._cache = cache or PipelineCache()
-        self._preview_interval_s = preview_interval_s
+        self._previews = PreviewThrottle(preview_interval_s)
 
     @property
     def device(self) -> DeviceChoice:
@@ -127,7 +127,7 @@ class Runner:
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         with _RollingSaver(checkpoint_path) as saver:
-            stopped = job.run_steps(state, elapsed_before, self._preview_interval_s, saver)
+            stopped = job.run_steps(state, elapsed_before, self._previews, saver)
         if stopped is not None:
             return replace(stopped, resumed_from=resumed)
         write_png(denoise.decode(job.loaded.pipe, state), output_path, params)
@@ -135,6 +135,24 @@ class Runner:
         return GenerationOutcome(
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
         )
+
+
+class PreviewThrottle:
+    """When a step offers a preview: at most every `interval_s`, counted across runs.
+
+    Not per run: short jobs back to back (or a pause and its resume) would each pay for a
+    preview at their first step, which on a tiny model is a tenth of the job. The last
+    step offers none either: the image itself comes right after it."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._last = -float("inf")
+
+    def due(self, now: float) -> bool:
+        if now - self._last < self._interval_s:
+            return False
+        self._last = now
+        return True
 
 
 class _RollingSaver:
@@ -201,21 +219,18 @@ class _Job:
         self,
         state: denoise.DenoiseState,
         elapsed_before: float,
-        preview_interval_s: float,
+        previews: PreviewThrottle,
         saver: _RollingSaver,
     ) -> GenerationOutcome | None:
         """Run the remaining steps; an outcome if `on_step` stopped us, None when all ran."""
         started = time.monotonic() - elapsed_before
-        last_preview = -float("inf")
         while not state.finished:
             advanced = denoise.advance(self.loaded.pipe, state)
             _check_finite(state, state.steps_done if advanced else state.steps_done + 1)
             if not advanced:
                 continue  # mid-way through a 2nd-order step: not a safe point to stop
             now = time.monotonic()
-            with_preview = state.finished or now - last_preview >= preview_interval_s
-            last_preview = now if with_preview else last_preview
-            progress = self._progress(state, now - started, with_preview)
+            progress = self._progress(state, now - started, previews.due(now))
             decision = self.on_step(
                 replace(progress, last_save_s=saver.last_save_s, saving=saver.busy)
             )
