@@ -67,6 +67,7 @@ class _Slot:
     stop: Event | None = None
     ready: bool = False
     failed_starts: int = 0  # deaths before READY in a row: a broken install, back off
+    retired: bool = False  # its worker left when asked to (Workers panel: drain, stop)
     start_at: float = 0.0
 
     @property
@@ -193,7 +194,7 @@ class Supervisor:
 
     def _start_due_workers(self, now: float) -> None:
         for slot in self._slots:
-            if slot.process is None and now >= slot.start_at:
+            if slot.process is None and now >= slot.start_at and not slot.retired:
                 self._spawn(slot)
 
     def _spawn(self, slot: _Slot) -> None:
@@ -229,6 +230,8 @@ class Supervisor:
             slot = self._slot_of(message.worker_id)
             if message.kind is MessageKind.READY and slot is not None:
                 slot.ready, slot.failed_starts = True, 0
+            if message.kind is MessageKind.EXITING and message.retire and slot is not None:
+                slot.retired = True  # someone asked this worker to go: start none in its place
             messages.append(message)
 
     def _reap(self, now: float) -> None:
