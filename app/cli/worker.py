@@ -16,13 +16,7 @@ from types import FrameType
 
 from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
 from app.engine.fleet import Maintenance
-from app.engine.fleet_status import (
-    FROM_COMMAND_LINE,
-    WorkerRequest,
-    WorkerSummary,
-    list_workers,
-    request_workers,
-)
+from app.engine.fleet_status import list_workers, request_workers
 from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.logs import configure_logging, log_path
 from app.engine.messages import MessageKind, WorkerMessage
@@ -33,6 +27,7 @@ from app.engine.settings import load_settings
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
+from app.engine.worker_states import FROM_COMMAND_LINE, WorkerRequest, WorkerSummary
 from app.errors import BadInput
 from app.models.tables import Job
 

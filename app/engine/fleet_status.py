@@ -14,55 +14,17 @@ then exit) or stop (pause it, then exit). The worker reads it with its presence 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from enum import StrEnum
 
 from sqlalchemy import or_, select, update
 
 from app.engine.liveness import WorkerIdentity
 from app.engine.queue import JobQueue
 from app.engine.states import JobStatus
+from app.engine.worker_states import WorkerRequest, WorkerState, WorkerSummary
 from app.errors import BadInput
 from app.models.tables import JOB, WORKER
 
 _RUNNING = [status.value for status in JobStatus if status.is_running]
-
-
-class WorkerState(StrEnum):
-    STARTING = "starting"  # loading its model
-    IDLE = "idle"
-    BUSY = "busy"
-    DRAINING = "draining"  # asked to drain: finishes the job in hand, then exits
-    STOPPING = "stopping"  # asked to stop: pauses the job in hand, then exits
-    EXITED = "exited"
-    LOST = "lost"  # never stored: not heard from for the liveness timeout
-
-    @property
-    def is_gone(self) -> bool:
-        return self in (WorkerState.EXITED, WorkerState.LOST)
-
-
-class WorkerRequest(StrEnum):
-    DRAIN = "drain"
-    STOP = "stop"
-
-
-# Who asked, as the paused job's timeline names it ("stop requested from the Workers panel").
-FROM_PANEL = "the Workers panel"
-FROM_COMMAND_LINE = "the command line"
-
-
-@dataclass(frozen=True)
-class WorkerSummary:
-    worker_id: str
-    machine: str  # --name or the host name
-    state: WorkerState
-    current_job: int | None  # the job it holds now (PROCESSING, CANCELLING or PAUSING)
-    last_heard_s: float | None  # seconds since its last sign of life
-    jobs_done: int  # images it finished
-    device: str | None = None
-    model: str | None = None
-    request: WorkerRequest | None = None  # asked but not yet taken up
 
 
 def list_workers(
@@ -152,12 +114,17 @@ def request_workers(
     ids = [w.worker_id for w in live]
     stronger_kept = or_(WORKER.c.request.is_(None), WORKER.c.request != WorkerRequest.STOP.value)
     with queue.db.write() as conn:
+        rows = conn.execute(select(WORKER.c.id).where(WORKER.c.id.in_(ids))).scalars().all()
+        if not rows:  # listed from its job only: it keeps no row to read a request from
+            raise BadInput(
+                f"worker {target!r} runs an older Easel that cannot be asked to drain or stop"
+            )
         conn.execute(
             update(WORKER)
             .where(WORKER.c.id.in_(ids), stronger_kept)
             .values(request=request.value, requested_by=requested_by)
         )
-    return live
+    return [w for w in live if w.worker_id in rows]
 
 
 def _named(worker: WorkerSummary, target: str) -> bool:

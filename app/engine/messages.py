@@ -31,4 +31,3 @@ class WorkerMessage:
     image_path: str | None = None
     error: str | None = None
     device: str | None = None  # READY: where this worker generates, e.g. "cuda/float16"
-    retire: bool = False  # EXITING: it was asked to (drain, stop): start none in its place

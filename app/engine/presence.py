@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, update
 
-from app.engine.fleet_status import WorkerRequest, WorkerState
+from app.engine.worker_states import WorkerRequest, WorkerState
 from app.errors import EaselError
 from app.models.db import Database
 from app.models.tables import WORKER

@@ -39,6 +39,7 @@ from app.engine.settings import Settings
 from app.engine.states import JobStatus, TransitionNotAllowed
 from app.engine.watchdog import settle_lost_job, time_out_stale_jobs
 from app.engine.worker import (
+    EXIT_LEFT_ON_REQUEST,
     WorkerConfig,
     database_file,
     threads_per_worker,
@@ -210,7 +211,9 @@ class Supervisor:
         slot.process.start()
         writer.close()  # the child holds its own end: a dead child then reads as EOF
         # Known without asking the worker, so a worker that dies at once is still accounted.
-        slot.worker_id = str(WorkerIdentity(this_host(), slot.process.pid or 0, slot.token))
+        # As the worker names itself (see `worker.run_worker`): --name, if given, is its host.
+        host = self.config.name or this_host()
+        slot.worker_id = str(WorkerIdentity(host, slot.process.pid or 0, slot.token))
         slot.ready = False
         # One pipe per worker, not a shared multiprocessing.Queue: a worker SIGKILLed while
         # holding a shared queue's lock would wedge every other worker's messages. A thread
@@ -230,8 +233,6 @@ class Supervisor:
             slot = self._slot_of(message.worker_id)
             if message.kind is MessageKind.READY and slot is not None:
                 slot.ready, slot.failed_starts = True, 0
-            if message.kind is MessageKind.EXITING and message.retire and slot is not None:
-                slot.retired = True  # someone asked this worker to go: start none in its place
             messages.append(message)
 
     def _reap(self, now: float) -> None:
@@ -239,7 +240,11 @@ class Supervisor:
             if slot.process is None or slot.process.is_alive():
                 continue
             worker_id, code = slot.worker_id, slot.process.exitcode
-            if not self._stopping:
+            # Drained or stopped from the Workers panel or `workers`: start none in its place.
+            slot.retired = code == EXIT_LEFT_ON_REQUEST
+            if slot.retired:
+                log.info("worker %s left when asked to", worker_id)
+            elif not self._stopping:
                 log.warning("worker %s exited with code %s", worker_id, code)
             self._settle_jobs_of(worker_id, f"worker {worker_id} exited (code {code})")
             lock_path(Path(self.config.liveness_dir), slot.token).unlink(missing_ok=True)

@@ -13,6 +13,7 @@ import logging
 import os
 import queue as stdlib_queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,6 @@ from types import FrameType
 from typing import Any, Protocol
 
 from app.engine import paths
-from app.engine.fleet_status import WorkerRequest, WorkerState
 from app.engine.job_run import Heartbeat, JobRun, RunContext
 from app.engine.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
@@ -35,6 +35,7 @@ from app.engine.queue import JobQueue, OpenFor, open_queue
 from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
 from app.engine.wakeup import Sleeper, Wakeup, wakeup_for
+from app.engine.worker_states import WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable
 from app.models.tables import Job
 
@@ -45,6 +46,7 @@ STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
 RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 SHUTDOWN_REASON = "the worker is stopping"  # SIGTERM, Ctrl+C
+EXIT_LEFT_ON_REQUEST = 3  # a worker process's exit code after a drain or stop on its row
 
 
 RunnerFactory = Callable[[], RunnerLike]
@@ -248,7 +250,7 @@ class Worker:
             self.send(MessageKind.READY, device=_device_label(self.runner))
             self._work()
         self.presence.update(WorkerState.EXITED, current_job=None)
-        self.send(MessageKind.EXITING, retire=self.asked_to_leave)
+        self.send(MessageKind.EXITING)
 
     @property
     def state(self) -> WorkerState:
@@ -363,8 +365,9 @@ def run_worker(
     stop_event: EventLike | None = None,
     parent_alive: Callable[[], bool] = lambda: True,
     stop_on_sigint: bool = False,
-) -> None:
-    """Be a worker in this process until stopped (or idle, with `until_idle`)."""
+) -> bool:
+    """Be a worker in this process until stopped (or idle, with `until_idle`). True: it left
+    because it was asked to (drain, stop on its row)."""
     token = token or new_token()
     worker_id = str(WorkerIdentity(config.name or this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
@@ -381,6 +384,7 @@ def run_worker(
         }
         try:
             worker.run()
+            return worker.asked_to_leave
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -401,10 +405,12 @@ def worker_process_main(
     role = multiprocessing.current_process().name.removeprefix("easel-")
     configure_logging(role, level=config.log_level)
     parent = multiprocessing.parent_process()
-    run_worker(
+    left_on_request = run_worker(
         config, token=token, sink=conn.send, stop_event=stop_event,
         parent_alive=parent.is_alive if parent is not None else lambda: True,
     )  # fmt: skip
+    if left_on_request:
+        sys.exit(EXIT_LEFT_ON_REQUEST)  # the supervisor starts none in its place
 
 
 def threads_per_worker(workers: int) -> int:

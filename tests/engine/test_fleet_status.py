@@ -6,17 +6,11 @@ import time
 
 import pytest
 
-from app.engine.fleet_status import (
-    FROM_PANEL,
-    WorkerRequest,
-    WorkerState,
-    WorkerSummary,
-    list_workers,
-    request_workers,
-)
+from app.engine.fleet_status import list_workers, request_workers
 from app.engine.presence import FORGET_AFTER_S, Presence
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent
+from app.engine.worker_states import FROM_PANEL, WorkerRequest, WorkerState, WorkerSummary
 from app.errors import BadInput
 from app.models.db import Database
 from tests.engine.worker_fixtures import fake_params
@@ -158,3 +152,12 @@ def test_a_bad_name_or_a_gone_worker_is_refused_in_one_sentence(
 
 def test_no_workers(queue: JobQueue) -> None:
     assert list_workers(queue, timeout_s=TIMEOUT_S) == []
+
+
+def test_a_worker_known_only_from_its_job_cannot_be_asked(queue: JobQueue) -> None:
+    job_id = queue.submit(fake_params())
+    assert queue.claim(LAPTOP, job_id=job_id) is not None
+    with pytest.raises(BadInput, match=r"older Easel that cannot be asked to drain or stop"):
+        request_workers(
+            queue, "laptop", WorkerRequest.DRAIN, requested_by=FROM_PANEL, timeout_s=TIMEOUT_S
+        )

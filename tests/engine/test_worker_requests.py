@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -9,19 +10,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.engine.fleet_status import (
-    FROM_PANEL,
-    WorkerRequest,
-    WorkerState,
-    WorkerSummary,
-    list_workers,
-    request_workers,
-)
+from app.engine.fleet_status import list_workers, request_workers
 from app.engine.liveness import WorkerIdentity
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
 from app.engine.states import JobEvent, JobStatus
 from app.engine.supervisor import Supervisor
+from app.engine.worker_states import FROM_PANEL, WorkerRequest, WorkerState, WorkerSummary
 from tests.engine.conftest import TINY_MODEL
 from tests.engine.worker_fixtures import (
     FAST_SETTINGS,
@@ -65,6 +60,16 @@ def wait_worker(h: Harness, name: str, state: WorkerState) -> WorkerSummary:
     return workers(h)[name]
 
 
+def left_for_good(h: Harness, supervisor: Supervisor, name: str) -> None:
+    """The worker exited and, polled for a while, its supervisor started none in its place."""
+    h.wait_for(lambda: not supervisor.worker_ids(), what=f"{name}'s process to end")
+    deadline = time.monotonic() + 2.0
+    h.wait_for(lambda: time.monotonic() > deadline)  # the supervisors are polled meanwhile
+    assert not supervisor.worker_ids()
+    rows = list_workers(h.queue, timeout_s=FAST_SETTINGS.heartbeat_timeout_s)
+    assert [w.state for w in rows if w.machine == name] == [WorkerState.EXITED]
+
+
 def pixels(path: str | None) -> bytes:
     with Image.open(path or "") as image:
         return image.tobytes()
@@ -88,8 +93,7 @@ def test_stop_pauses_the_job_which_resumes_on_another_worker_to_the_same_image(
     assert pause.message == "stop requested from the Workers panel"
     assert paused.progress_step < PARAMS.steps
     wait_worker(h, "machine-a", WorkerState.EXITED)
-    h.wait_for(lambda: not a.worker_ids(), what="machine-a's process to end")
-    assert not a.worker_ids()  # left on request: the supervisor started none in its place
+    left_for_good(h, a, "machine-a")
 
     machine(h, "machine-b")
     queue.resume(job_id)
@@ -112,5 +116,5 @@ def test_drain_finishes_the_job_in_hand_then_the_worker_exits(h: Harness, queue:
     assert h.wait_settled(job_id, timeout=120).status == S.SUCCESS
     gone = wait_worker(h, "machine-a", WorkerState.EXITED)
     assert gone.jobs_done == 1
-    h.wait_for(lambda: not a.worker_ids(), what="machine-a's process to end")
+    left_for_good(h, a, "machine-a")
     assert queue.get(next_job).status == S.PENDING  # drained: it claimed nothing more

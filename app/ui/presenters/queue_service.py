@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.params import MAX_SEED, GenerationParams
 from app.engine.states import JobEvent, JobStatus
+from app.engine.worker_states import WorkerRequest, WorkerSummary
 from app.errors import BadInput, UserError
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, running_time
@@ -229,6 +230,26 @@ class QueueService:
         until = time.time() + 1
         since = 0.0 if days is None else until - days * 86400
         return history_stats(self.queue, since, until).as_dict()
+
+    def workers(self, timeout_s: float) -> tuple[WorkerSummary, ...]:
+        """Every worker of every machine (the Workers panel); `timeout_s`: the liveness
+        timeout after which a silent worker shows as lost."""
+        from app.engine.fleet_status import list_workers
+
+        return tuple(list_workers(self.queue, timeout_s=timeout_s))
+
+    def ask_worker(self, worker_id: str, request: WorkerRequest, timeout_s: float) -> Outcome:
+        """Drain or stop one worker; a worker gone meanwhile comes back as a message."""
+        from app.engine.fleet_status import request_workers
+        from app.engine.worker_states import FROM_PANEL
+
+        try:
+            request_workers(
+                self.queue, worker_id, request, requested_by=FROM_PANEL, timeout_s=timeout_s
+            )
+        except UserError as error:
+            return Outcome(errors=(_readable(error),))
+        return Outcome()
 
     def running_ids(self) -> tuple[int, ...]:
         if self._queue is None:
