@@ -30,6 +30,7 @@ from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.workers import WorkerLine, worker_lines
 
 REFRESH_MS = 3000
+ADD_A_MACHINE = "python -m app worker --db URL --name NAME"  # a command: never translated
 HEADERS = (
     QT_TRANSLATE_NOOP("WorkersPanel", "Machine"),
     QT_TRANSLATE_NOOP("WorkersPanel", "Device"),
@@ -67,6 +68,9 @@ class WorkersPanel(QDialog):
         self.table.itemSelectionChanged.connect(self._enable_buttons)
         self.note = QLabel()
         self.note.setWordWrap(True)
+        self.command = QLabel(ADD_A_MACHINE)
+        self.command.setObjectName("command")
+        self.command.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.drain = QPushButton(self.tr("&Drain"))
         self.drain.setToolTip(self.tr("Finish the job in hand, then exit"))
         self.drain.clicked.connect(lambda: self.ask_selected(WorkerRequest.DRAIN))
@@ -85,6 +89,7 @@ class WorkersPanel(QDialog):
         buttons.addWidget(close)
         layout = QVBoxLayout(self)
         layout.addWidget(self.note)
+        layout.addWidget(self.command)
         layout.addWidget(self.table, 1)
         layout.addLayout(buttons)
         self.timer = QTimer(self)
@@ -122,10 +127,10 @@ class WorkersPanel(QDialog):
         if chosen is None and self.lines:
             self.table.selectRow(0)
         self.note.setText(
-            self.tr("Every worker of every machine on this queue. Start one on another machine "
-                    "with: python -m app worker --db URL --name NAME")
+            self.tr("Every worker of every machine on this queue. To add a machine, run this "
+                    "there:")
             if self.lines
-            else self.tr("No worker has started yet.")
+            else self.tr("No worker has started yet. To add a machine, run this there:")
         )  # fmt: skip
         self._enable_buttons()
 
