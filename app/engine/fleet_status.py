@@ -127,6 +127,13 @@ def request_workers(
     return [w for w in live if w.worker_id in rows]
 
 
+_AS_WORDS = {
+    WorkerState.EXITED: "has exited",
+    WorkerState.LOST: "is lost (not heard from)",
+    WorkerState.STOPPING: "is already stopping",
+}
+
+
 def _named(worker: WorkerSummary, target: str) -> bool:
     identity = WorkerIdentity.parse(worker.worker_id)
     token = identity.token if identity is not None else None
@@ -135,8 +142,8 @@ def _named(worker: WorkerSummary, target: str) -> bool:
 
 def _nobody_called(target: str, chosen: list[WorkerSummary]) -> str:
     if chosen:
-        states = sorted({w.state.value for w in chosen})
-        return f"worker {target!r} is {' / '.join(states)}: there is nothing to ask of it"
+        states = " / ".join(sorted({_AS_WORDS.get(w.state, w.state.value) for w in chosen}))
+        return f"worker {target!r} {states}: there is nothing to ask of it"
     return (
         f"no worker is called {target!r}; `python -m app workers` lists them "
         "(give a machine name or a worker id)"

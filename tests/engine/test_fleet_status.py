@@ -143,7 +143,7 @@ def test_a_bad_name_or_a_gone_worker_is_refused_in_one_sentence(
         request_workers(
             queue, "nobody", WorkerRequest.STOP, requested_by=FROM_PANEL, timeout_s=TIMEOUT_S
         )
-    with pytest.raises(BadInput, match=r"^worker 'gpu-box' is exited"):
+    with pytest.raises(BadInput, match=r"^worker 'gpu-box' has exited: there is nothing"):
         request_workers(
             queue, "gpu-box", WorkerRequest.STOP, requested_by=FROM_PANEL, timeout_s=TIMEOUT_S,
             now=clock.now,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtGui import QHideEvent, QShowEvent
+from PySide6.QtGui import QFontDatabase, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -70,6 +70,7 @@ class WorkersPanel(QDialog):
         self.note.setWordWrap(True)
         self.command = QLabel(ADD_A_MACHINE)
         self.command.setObjectName("command")
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.command.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.drain = QPushButton(self.tr("&Drain"))
         self.drain.setToolTip(self.tr("Finish the job in hand, then exit"))
