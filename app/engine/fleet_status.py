@@ -14,8 +14,9 @@ then exit) or stop (pause it, then exit). The worker reads it with its presence 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Row, or_, select, update
 
 from app.engine.liveness import WorkerIdentity
 from app.engine.queue import JobQueue
@@ -50,9 +51,9 @@ def list_workers(
 
 
 def _from_row(
-    row: object, holding: dict[str, tuple[int, float | None]], timeout_s: float, now: float
+    row: Row[Any], holding: dict[str, tuple[int, float | None]], timeout_s: float, now: float
 ) -> WorkerSummary:
-    values = row._mapping  # type: ignore[attr-defined]
+    values = row._mapping
     state = WorkerState(values["state"])
     heard = float(values["last_seen_at"])
     job_id, beat = holding.get(values["id"], (None, None))

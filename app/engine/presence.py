@@ -44,15 +44,13 @@ class Presence:
         self.machine = machine
         self._clock = clock
         self._failing = False
+        self._device: str | None = None
 
     def register(self, *, device: str | None) -> None:
         """The row for this process (state STARTING); rows gone for a week are forgotten."""
+        self._device = device
         now = self._clock()
-        row = {
-            "id": self.worker_id, "machine": self.machine, "device": device,
-            "state": WorkerState.STARTING.value, "started_at": now, "last_seen_at": now,
-            "jobs_done": 0,
-        }  # fmt: skip
+        row = self._row(WorkerState.STARTING)
         with self._quietly("register"), self.db.write() as conn:
             conn.execute(delete(WORKER).where(WORKER.c.last_seen_at < now - FORGET_AFTER_S))
             conn.execute(insert(WORKER).values(**row))
@@ -74,9 +72,18 @@ class Presence:
         )
         with self._quietly("beat"), self.db.write() as conn:
             found = conn.execute(statement).first()
-            if found is not None and found.request:
+            if found is None:  # never written (the server was away at start), or forgotten
+                conn.execute(insert(WORKER).values(**self._row(state)))
+            elif found.request:
                 return WorkerRequest(found.request), found.requested_by or "another program"
         return None
+
+    def _row(self, state: WorkerState) -> dict[str, Any]:
+        now = self._clock()
+        return {
+            "id": self.worker_id, "machine": self.machine, "device": self._device,
+            "state": state.value, "started_at": now, "last_seen_at": now, "jobs_done": 0,
+        }  # fmt: skip
 
     @contextmanager
     def _quietly(self, what: str) -> Iterator[None]:

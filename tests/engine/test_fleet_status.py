@@ -161,3 +161,12 @@ def test_a_worker_known_only_from_its_job_cannot_be_asked(queue: JobQueue) -> No
         request_workers(
             queue, "laptop", WorkerRequest.DRAIN, requested_by=FROM_PANEL, timeout_s=TIMEOUT_S
         )
+
+
+def test_a_worker_whose_row_was_never_written_writes_it_at_its_next_beat(
+    db: Database, queue: JobQueue
+) -> None:
+    clock = Clock()
+    gpu = presence(db, GPU, "gpu-box", clock)  # its register failed: the server was away
+    assert gpu.beat(WorkerState.BUSY) is None
+    assert listed(queue, clock)[GPU].state is WorkerState.BUSY
