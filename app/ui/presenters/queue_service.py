@@ -279,7 +279,7 @@ class QueueService:
     def _with_local_image(self, job: Any, row: JobRow) -> JobRow:
         """A finished image made on another machine (no file here) gets a local copy, fetched
         from the database on this thread into the outputs folder's `fetched` cache: the image
-        area, the thumbnails, the viewer and Save then read it like any other file."""
+        area, the thumbnails, the viewer, Copy and Open folder then read it like any other file."""
         if row.status is not JobStatus.SUCCESS or not self.queue.db.shares_files:
             return row
         if row.output_path and Path(row.output_path).is_file():
