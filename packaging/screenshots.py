@@ -33,11 +33,14 @@ from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.engine.graph import submit_upscale  # noqa: E402
+from app.engine.liveness import this_host  # noqa: E402
 from app.engine.messages import MessageKind, WorkerMessage  # noqa: E402
 from app.engine.params import GenerationParams  # noqa: E402
+from app.engine.presence import Presence  # noqa: E402
 from app.engine.queue import JobQueue, open_queue  # noqa: E402
 from app.engine.settings import load_settings, save_settings  # noqa: E402
 from app.engine.states import JobEvent  # noqa: E402
+from app.engine.worker_states import WorkerState  # noqa: E402
 from app.ui.presenters.interfaces import RestoreSummary  # noqa: E402
 from app.ui.presenters.queue_service import QueueService  # noqa: E402
 from app.ui.qt.language import Language, use_language  # noqa: E402
@@ -64,7 +67,16 @@ FINISHED = [
 ]
 RUNNING = [("a yellow circle on a blue background", "yellow", "circle", "blue"),
            ("a red square on a white background", "red", "square", "white")]  # fmt: skip
-WORKER = "studio:4242:screens"
+WORKER = f"{this_host()}:4242:screens"  # this computer: its jobs name no machine
+GPU_BOX = "gpu-box:977:a1c3e5"  # another machine on the same queue
+# The Workers panel: (id, machine, device, state, jobs done, seconds since last heard).
+FLEET = [
+    (WORKER, this_host(), "cuda/float16", WorkerState.BUSY, 6, 1.0),
+    (GPU_BOX, "gpu-box", "cuda:1/float16", WorkerState.BUSY, 9, 2.0),
+    ("gpu-box:978:b2d4f6", "gpu-box", "cuda:0/float16", WorkerState.IDLE, 7, 3.0),
+    ("rented-a100:31:c3e5a7", "rented-a100", "cuda/bfloat16", WorkerState.EXITED, 40, 3000.0),
+    ("old-laptop:12:d4f6b8", "old-laptop", "mps/float16", WorkerState.IDLE, 2, 200.0),
+]
 
 
 class Clock:
@@ -249,11 +261,14 @@ def _paused_job(queue: JobQueue, clock: Clock) -> int:
 
 def start_running(queue: JobQueue, clock: Clock) -> dict[int, tuple[Image.Image, int]]:
     running = {}
-    for (prompt, colour, shape, background), step in zip(RUNNING, (14, 5), strict=True):
+    workers = (WORKER, GPU_BOX)
+    for (prompt, colour, shape, background), step, worker in zip(
+        RUNNING, (14, 5), workers, strict=True
+    ):
         job_id = queue.submit(GenerationParams(prompt=prompt, seed=300 + step))
         clock.wait(0.5)
-        queue.claim(WORKER)
-        queue.report_progress(job_id, WORKER, step, 20)
+        queue.claim(worker)
+        queue.report_progress(job_id, worker, step, 20)
         running[job_id] = (draw_image(colour, shape, background, job_id), step)
         clock.wait(3.0)
     for prompt in (
@@ -262,6 +277,15 @@ def start_running(queue: JobQueue, clock: Clock) -> dict[int, tuple[Image.Image,
     ):
         queue.submit(GenerationParams(prompt=prompt))
     return running
+
+
+def add_fleet(queue: JobQueue) -> None:
+    """The worker rows the Workers panel lists, as those workers would have written them."""
+    now = time.time()
+    for worker_id, machine, device, state, done, heard_s in FLEET:
+        presence = Presence(queue.db, worker_id, machine, clock=lambda t=now - heard_s: t)
+        presence.register(device=device)
+        presence.update(state, model="easel-tiny", jobs_done=done)
 
 
 def save(widget: QWidget, path: Path) -> None:
@@ -288,12 +312,14 @@ def main() -> int:
     clock.now = time.time() - 40
     running = start_running(queue, clock)
     queue.clock = time.time
+    add_fleet(queue)
     restore = RestoreSummary(requeued=(list(running)[1],), paused=(ids["paused"],))
     window = show_window(queue, running, restore)
     finished: list[int] = ids["finished"]  # type: ignore[assignment]
     steps = [
         (1500, lambda: window.jobs.select_jobs([finished[5]])),
         (1200, lambda: save(window, args.out / "main.png")),
+        (100, lambda: _workers_shot(window, args.out / "workers.png")),
         (100, lambda: window.jobs.select_jobs([next(iter(running))])),
         (1200, lambda: save(window, args.out / "running.png")),
         (100, lambda: window.restore_banner.hide()),
@@ -382,6 +408,14 @@ def _stats_shot(window: MainWindow, path: Path) -> None:
     dialog = window.stats_dialog
     assert dialog is not None
     QTimer.singleShot(900, lambda: (save(dialog, path), dialog.close()))
+
+
+def _workers_shot(window: MainWindow, path: Path) -> None:
+    window.show_workers()
+    panel = window.workers_panel
+    assert panel is not None
+    panel.resize(980, 300)
+    QTimer.singleShot(900, lambda: (save(panel, path), panel.close()))
 
 
 def _settings_shot(window: MainWindow, path: Path) -> None:

@@ -1,18 +1,22 @@
-"""Worker commands: worker (headless), generate (one image now), recover."""
+"""Worker commands: worker (headless), workers (list, drain, stop), generate, recover."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 
 from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
 from app.engine.fleet import Maintenance
+from app.engine.fleet_status import list_workers, request_workers
 from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.logs import configure_logging, log_path
 from app.engine.messages import MessageKind, WorkerMessage
@@ -23,6 +27,7 @@ from app.engine.settings import load_settings
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
+from app.engine.worker_states import FROM_COMMAND_LINE, WorkerRequest, WorkerSummary
 from app.errors import BadInput
 from app.models.tables import Job
 
@@ -47,6 +52,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_generation_arguments(generate)
     generate.add_argument("--out", metavar="DIR", help="folder for the image")
     generate.set_defaults(run=with_queue(_generate))
+
+    workers = commands.add_parser(
+        "workers", help="list the worker processes of every machine; drain or stop one"
+    )
+    workers.add_argument("--json", action="store_true", help="print JSON")
+    workers.set_defaults(run=with_queue(_workers, OpenFor.READING))
+    asks = workers.add_subparsers(dest="ask", metavar="ACTION")
+    for request, what in (
+        (WorkerRequest.DRAIN, "finish its job in hand, then exit"),
+        (WorkerRequest.STOP, "pause its job in hand (it resumes later), then exit"),
+    ):
+        ask = asks.add_parser(request.value, help=f"ask a worker to {what}")
+        ask.add_argument(
+            "target", metavar="NAME|ID", help="a machine name (all its workers) or a worker id"
+        )
+        ask.set_defaults(run=with_queue(_ask(request)), request=request)
 
     recovery = commands.add_parser(
         "recover", help="settle jobs left running by workers that are gone; print what was done"
@@ -83,6 +104,45 @@ def _print_finished(message: WorkerMessage) -> None:
     if message.kind is MessageKind.FINISHED:
         outcome = message.image_path or message.error or "stopped"
         print(f"job {message.job_id}: {outcome}", flush=True)
+
+
+# --- workers ------------------------------------------------------------------------------
+
+
+def _workers(args: argparse.Namespace, queue: JobQueue) -> int:
+    found = list_workers(queue, timeout_s=load_settings().heartbeat_timeout_s)
+    if args.json:
+        print(json.dumps([asdict(worker) for worker in found], indent=1))
+        return 0
+    if not found:
+        print("no workers yet: `python -m app worker` starts one", file=sys.stderr)
+    for worker in found:
+        print(worker_line(worker))
+    return 0
+
+
+def worker_line(worker: WorkerSummary) -> str:
+    job = f"job {worker.current_job}" if worker.current_job is not None else "-"
+    heard = f"{worker.last_heard_s:.0f} s ago" if worker.last_heard_s is not None else "-"
+    asked = f" ({worker.request.value} asked)" if worker.request is not None else ""
+    return (
+        f"{worker.machine:<16} {worker.state.value + asked:<18} {job:<10} {heard:>10}  "
+        f"{worker.jobs_done:>4} done  {worker.device or '-'}  {worker.model or '-'}  "
+        f"{worker.worker_id}"
+    )
+
+
+def _ask(request: WorkerRequest) -> Callable[[argparse.Namespace, JobQueue], int]:
+    def run(args: argparse.Namespace, queue: JobQueue) -> int:
+        asked = request_workers(
+            queue, args.target, request, requested_by=FROM_COMMAND_LINE,
+            timeout_s=load_settings().heartbeat_timeout_s,
+        )  # fmt: skip
+        for worker in asked:
+            print(f"{worker.worker_id}: {request.value} asked")
+        return 0
+
+    return run
 
 
 # --- generate -------------------------------------------------------------------------------

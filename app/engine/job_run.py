@@ -94,7 +94,8 @@ class RunContext:
     outputs_dir: Path
     checkpoints_dir: Path
     send: Send
-    pause_requested: Callable[[], bool]  # the worker is stopping: pause the job in hand
+    # The worker is stopping: pause the job in hand, for this reason (None: carry on).
+    pause_requested: Callable[[], str | None]
     heartbeat_interval_s: float = 3.0
     stall_limit_s: float = 600.0
     progress_interval_s: float = 0.25
@@ -150,6 +151,7 @@ class JobRun:
         self.shared = SharedProgress(self.queue.db, job, self.claim, context.worker_id)
         self.notes: list[str] = []  # for the timeline, in the settling transition's message
         self.lost = False
+        self.completed = False  # its image was written and the job is SUCCESS
         self._latest: StepProgress | None = None  # set by the step loop ...
         self._written: StepProgress | None = None  # ... written to the row by the ticker
         self._last_beat = 0.0
@@ -257,8 +259,8 @@ class JobRun:
         if status is None:
             self.lost = True
             raise LostJob(self.job_id)  # someone else owns the job now: touch nothing
-        if status is JobStatus.PROCESSING and self.context.pause_requested():
-            status = self._pause_for_shutdown()
+        if status is JobStatus.PROCESSING and (reason := self.context.pause_requested()):
+            status = self._pause_for_shutdown(reason)
         decision = DECISIONS.get(status, StepDecision.CONTINUE)
         if decision is StepDecision.CONTINUE and self._checkpoint_due(progress):
             return StepDecision.CHECKPOINT
@@ -285,8 +287,8 @@ class JobRun:
         """The job's status if this worker still holds it, else None."""
         return self.queue.status_if_held(self.job_id, self.context.worker_id)
 
-    def _pause_for_shutdown(self) -> JobStatus:
-        record = self._fire(JobEvent.PAUSE, message="the worker is stopping")
+    def _pause_for_shutdown(self, reason: str) -> JobStatus:
+        record = self._fire(JobEvent.PAUSE, message=reason)
         return record if record is not None else JobStatus.PROCESSING
 
     def _report(self, progress: StepProgress) -> None:
@@ -311,6 +313,7 @@ class JobRun:
             self._note(self.shared.share_image(Path(path)))
             message = self._with_notes(f"wrote {path}")
             if self._fire(JobEvent.COMPLETE, message=message, changes=done):
+                self.completed = True
                 remove_earlier(self.claim)  # a late writer's leftovers, if any
                 self.context.send(MessageKind.FINISHED, self.job_id, image_path=path)
             return

@@ -39,6 +39,7 @@ from app.engine.settings import Settings
 from app.engine.states import JobStatus, TransitionNotAllowed
 from app.engine.watchdog import settle_lost_job, time_out_stale_jobs
 from app.engine.worker import (
+    EXIT_LEFT_ON_REQUEST,
     WorkerConfig,
     database_file,
     threads_per_worker,
@@ -67,6 +68,7 @@ class _Slot:
     stop: Event | None = None
     ready: bool = False
     failed_starts: int = 0  # deaths before READY in a row: a broken install, back off
+    retired: bool = False  # its worker left when asked to (Workers panel: drain, stop)
     start_at: float = 0.0
 
     @property
@@ -193,7 +195,7 @@ class Supervisor:
 
     def _start_due_workers(self, now: float) -> None:
         for slot in self._slots:
-            if slot.process is None and now >= slot.start_at:
+            if slot.process is None and now >= slot.start_at and not slot.retired:
                 self._spawn(slot)
 
     def _spawn(self, slot: _Slot) -> None:
@@ -209,7 +211,9 @@ class Supervisor:
         slot.process.start()
         writer.close()  # the child holds its own end: a dead child then reads as EOF
         # Known without asking the worker, so a worker that dies at once is still accounted.
-        slot.worker_id = str(WorkerIdentity(this_host(), slot.process.pid or 0, slot.token))
+        # As the worker names itself (see `worker.run_worker`): --name, if given, is its host.
+        host = self.config.name or this_host()
+        slot.worker_id = str(WorkerIdentity(host, slot.process.pid or 0, slot.token))
         slot.ready = False
         # One pipe per worker, not a shared multiprocessing.Queue: a worker SIGKILLed while
         # holding a shared queue's lock would wedge every other worker's messages. A thread
@@ -236,7 +240,11 @@ class Supervisor:
             if slot.process is None or slot.process.is_alive():
                 continue
             worker_id, code = slot.worker_id, slot.process.exitcode
-            if not self._stopping:
+            # Drained or stopped from the Workers panel or `workers`: start none in its place.
+            slot.retired = code == EXIT_LEFT_ON_REQUEST
+            if slot.retired:
+                log.info("worker %s left when asked to", worker_id)
+            elif not self._stopping:
                 log.warning("worker %s exited with code %s", worker_id, code)
             self._settle_jobs_of(worker_id, f"worker {worker_id} exited (code {code})")
             lock_path(Path(self.config.liveness_dir), slot.token).unlink(missing_ok=True)

@@ -13,6 +13,7 @@ import logging
 import os
 import queue as stdlib_queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,17 +24,20 @@ from types import FrameType
 from typing import Any, Protocol
 
 from app.engine import paths
-from app.engine.job_run import JobRun, RunContext
+from app.engine.job_run import Heartbeat, JobRun, RunContext
 from app.engine.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.liveness import LivenessLock, WorkerIdentity, new_token, this_host
 from app.engine.logs import configure_logging
 from app.engine.messages import MessageKind, WorkerMessage
 from app.engine.params import DEFAULT_MODEL
+from app.engine.presence import BEAT_MAX_S, Presence
 from app.engine.queue import JobQueue, OpenFor, open_queue
 from app.engine.settings import Settings, database_location
 from app.engine.states import JobStatus
 from app.engine.wakeup import Sleeper, Wakeup, wakeup_for
+from app.engine.worker_states import WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable
+from app.models.tables import Job
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,8 @@ LIVENESS_FOLDER = "workers"
 STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
 RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
+SHUTDOWN_REASON = "the worker is stopping"  # SIGTERM, Ctrl+C
+EXIT_LEFT_ON_REQUEST = 3  # a worker process's exit code after a drain or stop on its row
 
 
 RunnerFactory = Callable[[], RunnerLike]
@@ -98,18 +104,22 @@ class WorkerConfig:
     # torch's CPU threads; 0: its default (every core). Workers must share the cores:
     # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
     torch_threads: int = 0
+    # The worker row's beat (see `presence`), also while idle; it reads drain/stop requests.
+    presence_interval_s: float = BEAT_MAX_S
 
     @classmethod
     def from_settings(
         cls, settings: Settings, db_path: Path | str | None = None, **overrides: Any
     ) -> WorkerConfig:
+        heartbeat_interval_s = settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT
         config = cls(
             db_path=str(db_path or database_location()),
             outputs_dir=str(settings.outputs_path()),
             checkpoints_dir=str(paths.checkpoints_dir()),
             liveness_dir=str(default_liveness_dir()),
-            heartbeat_interval_s=settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT,
+            heartbeat_interval_s=heartbeat_interval_s,
             checkpoint_interval_s=settings.checkpoint_interval_s,
+            presence_interval_s=min(BEAT_MAX_S, heartbeat_interval_s),
         )
         return replace(config, **overrides)
 
@@ -195,21 +205,36 @@ class Worker:
         self.wakeup: Wakeup = wakeup or Sleeper()
         self._reconnect_delay_s = RECONNECT_FIRST_S
         self._pause_and_exit = False  # a plain bool: set from a signal handler
+        # Asked on our row (drain, stop), seen by the presence beat's thread.
+        self._draining = False
+        self._stop_reason: str | None = None
+        identity = WorkerIdentity.parse(worker_id)
+        machine = config.name or (identity.host if identity is not None else worker_id)
+        self.presence = Presence(queue.db, worker_id, machine)
+        self._ready = False
+        self._job_id: int | None = None
+        self._jobs_done = 0
 
     def request_stop(self) -> None:
         """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
         self._pause_and_exit = True
 
     @property
-    def pause_requested(self) -> bool:
-        return self._pause_and_exit
+    def pause_requested(self) -> str | None:
+        """Why the job in hand is to be paused now, or None."""
+        return SHUTDOWN_REASON if self._pause_and_exit else self._stop_reason
+
+    @property
+    def asked_to_leave(self) -> bool:
+        """Drain or stop was requested on our row: exit, and let nobody take our place."""
+        return self._draining or self._stop_reason is not None
 
     @property
     def stopping(self) -> bool:
         """Claim no more jobs. The app's stop event alone lets the job in hand finish: the
         app pauses jobs itself, through the table, when it wants them paused."""
         stop_event = self._stop_event is not None and self._stop_event.is_set()
-        return self._pause_and_exit or stop_event
+        return self._pause_and_exit or stop_event or self.asked_to_leave
 
     @property
     def orphaned(self) -> bool:
@@ -222,13 +247,60 @@ class Worker:
         self.outbox.send(message, droppable=kind is MessageKind.PROGRESS)
 
     def run(self) -> None:
-        self._warm_up()
-        self.send(MessageKind.READY, device=_device_label(self.runner))
+        self.presence.register(device=_device_label(self.runner))
+        with Heartbeat(self._beat, self.config.presence_interval_s):
+            self._warm_up()
+            self._ready = True
+            self.presence.update(self.state)
+            self.send(MessageKind.READY, device=_device_label(self.runner))
+            self._work()
+        self.presence.update(WorkerState.EXITED, current_job=None)
+        self.send(MessageKind.EXITING)
+
+    @property
+    def state(self) -> WorkerState:
+        """What the worker row says, from this process's own flags."""
+        if self._pause_and_exit or self._stop_reason is not None:
+            return WorkerState.STOPPING
+        if self._draining:
+            return WorkerState.DRAINING
+        if not self._ready:
+            return WorkerState.STARTING
+        return WorkerState.BUSY if self._job_id is not None else WorkerState.IDLE
+
+    def _beat(self) -> None:
+        """On the presence thread: we are alive (and in this state); take up a request."""
+        asked = self.presence.beat(self.state)
+        if asked is None:
+            return
+        request, by = asked
+        if request is WorkerRequest.STOP and self._stop_reason is None:
+            self._stop_reason = f"stop requested from {by}"
+        elif request is WorkerRequest.DRAIN and not self._draining:
+            self._draining = True
+        else:
+            return
+        log.info("%s requested from %s: %s", request.value, by, self.worker_id)
+        self.presence.update(self.state)
+
+    def _run_job(self, job: Job) -> None:
+        self._job_id = job.id
+        self.presence.update(self.state, current_job=job.id, model=job.model)
+        run = JobRun(self._run_context(), job)
+        try:
+            run.run()
+        finally:
+            self._job_id = None
+            if run.completed:
+                self._jobs_done += 1
+            self.presence.update(self.state, current_job=None, jobs_done=self._jobs_done)
+
+    def _work(self) -> None:
         while not (self.stopping or self.orphaned):
             try:
                 job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
                 if job is not None:
-                    JobRun(self._run_context(), job).run()
+                    self._run_job(job)
             except DatabaseUnreachable as error:
                 # The server is away: keep our place, retry with backoff. A job we held is
                 # settled by a watchdog meanwhile; our reports on it are refused (worker_id).
@@ -240,7 +312,6 @@ class Worker:
             if self.config.until_idle and not self._anything_pending():
                 break
             self._idle()
-        self.send(MessageKind.EXITING)
 
     def _wait_for_database(self, error: DatabaseUnreachable) -> None:
         delay = self._reconnect_delay_s
@@ -268,6 +339,7 @@ class Worker:
             return
         try:
             self.runner.load(self.config.warm_model)
+            self.presence.update(self.state, model=self.config.warm_model)
         except Exception as error:
             # Not fatal: the model may be installed later; each job then fails with the reason.
             log.warning("could not load %s while warming up: %s", self.config.warm_model, error)
@@ -299,8 +371,9 @@ def run_worker(
     stop_event: EventLike | None = None,
     parent_alive: Callable[[], bool] = lambda: True,
     stop_on_sigint: bool = False,
-) -> None:
-    """Be a worker in this process until stopped (or idle, with `until_idle`)."""
+) -> bool:
+    """Be a worker in this process until stopped (or idle, with `until_idle`). True: it left
+    because it was asked to (drain, stop on its row)."""
     token = token or new_token()
     worker_id = str(WorkerIdentity(config.name or this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
@@ -317,6 +390,7 @@ def run_worker(
         }
         try:
             worker.run()
+            return worker.asked_to_leave
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -337,10 +411,12 @@ def worker_process_main(
     role = multiprocessing.current_process().name.removeprefix("easel-")
     configure_logging(role, level=config.log_level)
     parent = multiprocessing.parent_process()
-    run_worker(
+    left_on_request = run_worker(
         config, token=token, sink=conn.send, stop_event=stop_event,
         parent_alive=parent.is_alive if parent is not None else lambda: True,
     )  # fmt: skip
+    if left_on_request:
+        sys.exit(EXIT_LEFT_ON_REQUEST)  # the supervisor starts none in its place
 
 
 def threads_per_worker(workers: int) -> int:

@@ -36,13 +36,13 @@ from app.errors import (
     free_megabytes,
 )
 from app.models.search_index import create_search_index
-from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, SchemaInfo
+from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
@@ -540,12 +540,19 @@ def _v5_to_v6(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[JOB_FILE])
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    # Version 7 lists the worker processes of every machine (worker), for the Workers panel
+    # and per-worker drain and stop.
+    SQLModel.metadata.create_all(conn, tables=[WORKER])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

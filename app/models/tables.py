@@ -147,6 +147,29 @@ class JobFile(SQLModel, table=True):
     set_aside_at: float | None = None  # found damaged: kept as evidence, never read again
 
 
+class WorkerRow(SQLModel, table=True):
+    """One worker process, local or on another machine: what it is and what it does now.
+
+    Each worker writes its own row (see app/engine/presence.py); the app only writes
+    `request` (drain or stop). "Lost" is never stored: it is a row not heard from for the
+    liveness timeout, decided when the row is read (app/engine/fleet_status.py)."""
+
+    __tablename__ = "worker"
+    __table_args__ = (Index("ix_worker_last_seen", "last_seen_at"),)
+
+    id: str = Field(primary_key=True)  # host:pid:token, as on the jobs it claims
+    machine: str  # --name, or the host name
+    device: str | None = None  # "cuda/float16", "cpu/float32"; None until known
+    model: str | None = None  # the model it loaded last
+    state: str = Field(sa_column=Column(String(16), nullable=False))  # WorkerState
+    current_job: int | None = None  # no foreign key: a pruned job must not block the row
+    started_at: float
+    last_seen_at: float
+    jobs_done: int = 0
+    request: str | None = Field(default=None, sa_column=Column(String(16), nullable=True))
+    requested_by: str | None = None  # who asked, for the paused job's timeline
+
+
 class SchemaInfo(SQLModel, table=True):
     """One row: the schema version this database is at (portable, unlike PRAGMA user_version)."""
 
@@ -161,3 +184,4 @@ TRANSITION = JobTransition.__table__  # type: ignore[attr-defined]
 JOB_PARENT = JobParent.__table__  # type: ignore[attr-defined]
 JOB_INPUT = JobInput.__table__  # type: ignore[attr-defined]
 JOB_FILE = JobFile.__table__  # type: ignore[attr-defined]
+WORKER = WorkerRow.__table__  # type: ignore[attr-defined]

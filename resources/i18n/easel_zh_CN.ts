@@ -381,6 +381,10 @@ Resume continues from there.</source>
         <translation>种子 {seed}</translation>
     </message>
     <message>
+        <source>on {machine}</source>
+        <translation>在 {machine}</translation>
+    </message>
+    <message>
         <source>priority {n}</source>
         <translation>优先级 {n}</translation>
     </message>
@@ -395,6 +399,14 @@ Resume continues from there.</source>
     <message>
         <source>Job {id}: {status}</source>
         <translation>任务 {id}：{status}</translation>
+    </message>
+    <message>
+        <source>Last run on {machine}</source>
+        <translation>上次在 {machine} 上运行</translation>
+    </message>
+    <message>
+        <source>Last run on this computer ({machine})</source>
+        <translation>上次在本机（{machine}）上运行</translation>
     </message>
     <message>
         <source>Error: {error}</source>
@@ -482,6 +494,10 @@ Resume continues from there.</source>
     <message>
         <source>&amp;About Easel</source>
         <translation>关于 Easel(&amp;A)</translation>
+    </message>
+    <message>
+        <source>&amp;Workers…</source>
+        <translation>工作进程(&amp;W)…</translation>
     </message>
     <message>
         <source>&amp;Help</source>
@@ -1629,6 +1645,124 @@ Resume continues from there.</source>
     <message>
         <source>{n} workers ready</source>
         <translation>{n} 个工作进程就绪</translation>
+    </message>
+</context>
+<context>
+    <name>Workers</name>
+    <message>
+        <source>Starting</source>
+        <translation>正在启动</translation>
+    </message>
+    <message>
+        <source>Idle</source>
+        <translation>空闲</translation>
+    </message>
+    <message>
+        <source>Busy</source>
+        <translation>忙碌</translation>
+    </message>
+    <message>
+        <source>Draining: exits after this job</source>
+        <translation>收尾中：完成当前任务后退出</translation>
+    </message>
+    <message>
+        <source>Stopping: pauses its job, then exits</source>
+        <translation>停止中：暂停当前任务后退出</translation>
+    </message>
+    <message>
+        <source>Exited</source>
+        <translation>已退出</translation>
+    </message>
+    <message>
+        <source>Lost: not heard from</source>
+        <translation>失联：没有心跳</translation>
+    </message>
+    <message>
+        <source>drain asked</source>
+        <translation>已请求收尾</translation>
+    </message>
+    <message>
+        <source>stop asked</source>
+        <translation>已请求停止</translation>
+    </message>
+    <message>
+        <source>{n} s ago</source>
+        <translation>{n} 秒前</translation>
+    </message>
+    <message>
+        <source>{n} min ago</source>
+        <translation>{n} 分钟前</translation>
+    </message>
+    <message>
+        <source>{n} h ago</source>
+        <translation>{n} 小时前</translation>
+    </message>
+    <message>
+        <source>{n} days ago</source>
+        <translation>{n} 天前</translation>
+    </message>
+</context>
+<context>
+    <name>WorkersPanel</name>
+    <message>
+        <source>Machine</source>
+        <translation>机器</translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <source>Model loaded</source>
+        <translation>已加载的模型</translation>
+    </message>
+    <message>
+        <source>Current job</source>
+        <translation>当前任务</translation>
+    </message>
+    <message>
+        <source>Last heartbeat</source>
+        <translation>上次心跳</translation>
+    </message>
+    <message>
+        <source>Jobs done</source>
+        <translation>已完成任务</translation>
+    </message>
+    <message>
+        <source>State</source>
+        <translation>状态</translation>
+    </message>
+    <message>
+        <source>Workers</source>
+        <translation>工作进程</translation>
+    </message>
+    <message>
+        <source>&amp;Drain</source>
+        <translation>收尾(&amp;D)</translation>
+    </message>
+    <message>
+        <source>Finish the job in hand, then exit</source>
+        <translation>完成手头的任务，然后退出</translation>
+    </message>
+    <message>
+        <source>&amp;Stop</source>
+        <translation>停止(&amp;S)</translation>
+    </message>
+    <message>
+        <source>Pause the job in hand (it continues later from the same step), then exit</source>
+        <translation>暂停手头的任务（之后从同一步继续），然后退出</translation>
+    </message>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Every worker of every machine on this queue. To add a machine, run this there:</source>
+        <translation>这个队列上所有机器的所有工作进程。要加入一台机器，在那台机器上运行：</translation>
+    </message>
+    <message>
+        <source>No worker has started yet. To add a machine, run this there:</source>
+        <translation>还没有工作进程启动。要加入一台机器，在那台机器上运行：</translation>
     </message>
 </context>
 <context>

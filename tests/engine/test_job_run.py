@@ -54,7 +54,7 @@ def context(
     sent: Sent,
     *,
     runner: RunnerLike | None = None,
-    pause_requested: Callable[[], bool] = lambda: False,
+    pause_requested: Callable[[], str | None] = lambda: None,
     worker_id: str = WORKER,
     watched: bool = True,
 ) -> RunContext:
@@ -119,7 +119,7 @@ def test_a_paused_job_resumes_where_it_stopped(queue: JobQueue, tmp_path: Path) 
 def test_a_stopping_worker_pauses_the_job_in_hand(queue: JobQueue, tmp_path: Path) -> None:
     sent = Sent()
     job_id = queue.submit(fake_params(steps=5))
-    job = run_job(context(queue, tmp_path, sent, pause_requested=lambda: True))
+    job = run_job(context(queue, tmp_path, sent, pause_requested=lambda: "the worker is stopping"))
     assert job.status == S.PAUSED
     assert sent.steps() == [1]
     assert queue.timeline(job_id)[2].message == "the worker is stopping"

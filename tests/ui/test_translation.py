@@ -31,6 +31,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue
+from app.engine.worker_states import WorkerRequest, WorkerState, WorkerSummary
 from app.ui.presenters import i18n
 from app.ui.presenters.timeline_words import plain_words
 from app.ui.qt.language import (
@@ -44,6 +45,7 @@ from app.ui.qt.language import (
 from app.ui.widgets.empty_views import EmptyListView, EmptyTableView
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow
+from app.ui.widgets.workers_panel import WorkersPanel
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -224,3 +226,29 @@ def test_settings_offer_the_language(qtbot: QtBot, tmp_path: Path) -> None:
     dialog.accept()
     assert store.value(LANGUAGE_KEY) == "zh_CN"
     assert chosen_language(store) is Language.CHINESE
+
+
+def test_the_chinese_workers_panel_shows_no_english(chinese: None, qtbot: QtBot) -> None:
+    """Every worker state and the "ago" words, in the panel as it shows them."""
+    states = [state for state in WorkerState if state is not WorkerState.LOST]
+    drain = WorkerRequest.DRAIN
+    workers = [
+        WorkerSummary(f"box-{i}:1:t{i}", f"box-{i}", state, None, 4.0 * 60**i, i, request=drain)
+        for i, state in enumerate(states)
+    ]
+    workers.append(WorkerSummary("box-9:1:t9", "box-9", WorkerState.LOST, 7, 2 * 86400.0, 0))
+    panel = WorkersPanel(lambda show: show(workers), lambda _id, _request: None)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.table.rowCount() == len(workers), timeout=5000)
+    texts = [("title", panel.windowTitle()), ("note", panel.note.text())]
+    for widget in panel.findChildren(QAbstractButton):
+        texts += [("button", widget.text()), ("button tooltip", widget.toolTip())]
+    headers = [panel.table.model().headerData(c, Qt.Orientation.Horizontal) for c in range(7)]
+    texts += [("header", str(header)) for header in headers]
+    for row in range(panel.table.rowCount()):
+        items = [panel.table.item(row, col) for col in (3, 4, 6)]  # job, heard, state
+        texts += [("cell", item.text()) for item in items if item is not None]
+    assert len(texts) > 3 * len(workers) and "工作进程" in panel.windowTitle()
+    left = [(where, text) for where, text in texts if english_left(text)]
+    assert not left, left

@@ -323,6 +323,8 @@ def detail_line(row: JobRow) -> str:
     if row.after is not None:  # lineage first: it is what tells a chain apart in a narrow list
         parts.append(translate("JobList", "after #{id}").format(id=row.after))
     parts += [p.model, f"{p.width}×{p.height}", seed]
+    if row.ran_elsewhere:  # on one computer, naming it on every row would be noise
+        parts.append(translate("JobList", "on {machine}").format(machine=row.machine))
     if row.priority:
         parts.append(translate("JobList", "priority {n}").format(n=f"{row.priority:+d}"))
     if row.rerun_of:
@@ -347,6 +349,13 @@ def _tooltip(row: JobRow) -> str:
         settings.format(model=p.model, sampler=p.scheduler, steps=p.steps, cfg=f"{p.cfg:g}",
                         seed=p.seed, size=f"{p.width}×{p.height}"),
     ]  # fmt: skip
+    if row.machine:
+        ran = (
+            translate("JobList", "Last run on {machine}")
+            if row.ran_elsewhere
+            else translate("JobList", "Last run on this computer ({machine})")
+        )
+        lines.append(ran.format(machine=row.machine))
     if row.error:
         lines.append(translate("JobList", "Error: {error}").format(error=row.error))
     if row.rerun_of:

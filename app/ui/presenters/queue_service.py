@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.params import MAX_SEED, GenerationParams
 from app.engine.states import JobEvent, JobStatus
+from app.engine.worker_states import WorkerRequest, WorkerSummary
 from app.errors import BadInput, UserError
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, running_time
@@ -95,9 +96,12 @@ class QueueService:
         opener: Callable[[], JobQueue] | None = None,
         max_attempts: int = 3,
         check: Callable[[GenerationParams], object] | None = None,
+        outputs_dir: Callable[[], Path] | None = None,
     ) -> None:
         """`check`: what a worker would refuse, raised as a `UserError` before anything is
-        stored (the app hands in the model-file check; tests may leave it out)."""
+        stored (the app hands in the model-file check; tests may leave it out).
+        `outputs_dir`: this machine's outputs folder, whose `fetched` folder caches images
+        made on other machines (default: the one in the saved settings)."""
         if queue is None and opener is None:
             raise ValueError("give a queue or a way to open one")
         self._queue = queue
@@ -108,6 +112,10 @@ class QueueService:
         self._estimator: Estimator | None = None
         self._learned_at = 0.0
         self._open_error: Exception | None = None
+        self._outputs_dir = outputs_dir or _saved_outputs_dir
+        # Images made on another machine, fetched here once: job id -> local copy (None:
+        # the database holds none; asked once, a finished job's image never arrives later).
+        self._fetched: dict[int, Path | None] = {}
 
     @property
     def queue(self) -> JobQueue:
@@ -230,6 +238,26 @@ class QueueService:
         since = 0.0 if days is None else until - days * 86400
         return history_stats(self.queue, since, until).as_dict()
 
+    def workers(self, timeout_s: float) -> tuple[WorkerSummary, ...]:
+        """Every worker of every machine (the Workers panel); `timeout_s`: the liveness
+        timeout after which a silent worker shows as lost."""
+        from app.engine.fleet_status import list_workers
+
+        return tuple(list_workers(self.queue, timeout_s=timeout_s))
+
+    def ask_worker(self, worker_id: str, request: WorkerRequest, timeout_s: float) -> Outcome:
+        """Drain or stop one worker; a worker gone meanwhile comes back as a message."""
+        from app.engine.fleet_status import request_workers
+        from app.engine.worker_states import FROM_PANEL
+
+        try:
+            request_workers(
+                self.queue, worker_id, request, requested_by=FROM_PANEL, timeout_s=timeout_s
+            )
+        except UserError as error:
+            return Outcome(errors=(_readable(error),))
+        return Outcome()
+
     def running_ids(self) -> tuple[int, ...]:
         if self._queue is None:
             return ()
@@ -240,10 +268,37 @@ class QueueService:
         ran = self._running_times([job.id for job in jobs])
         return tuple(
             self._with_estimate(
-                job, self._with_reason(JobRow.from_job(job, ran.get(job.id, (0.0, None))))
+                job,
+                self._with_reason(
+                    self._with_local_image(job, JobRow.from_job(job, ran.get(job.id, (0.0, None))))
+                ),
             )
             for job in jobs
         )
+
+    def _with_local_image(self, job: Any, row: JobRow) -> JobRow:
+        """A finished image made on another machine (no file here) gets a local copy, fetched
+        from the database on this thread into the outputs folder's `fetched` cache: the image
+        area, the thumbnails, the viewer, Copy and Open folder then read it like any other file."""
+        if row.status is not JobStatus.SUCCESS or not self.queue.db.shares_files:
+            return row
+        if row.output_path and Path(row.output_path).is_file():
+            return row
+        local = self._fetched.get(row.id)
+        if row.id not in self._fetched or (local is not None and not local.is_file()):
+            local = self._fetch_image(job)  # never asked, or the copy was deleted since
+        return replace(row, output_path=str(local)) if local is not None else row
+
+    def _fetch_image(self, job: Any) -> Path | None:
+        from app.engine.shared_files import image_file
+
+        try:
+            local = image_file(self.queue.db, job, self._outputs_dir())
+        except OSError as error:  # no room or no right to write here: try again next time
+            log.warning("job %s: could not copy its image here: %s", job.id, error)
+            return None
+        self._fetched[job.id] = local
+        return local
 
     def _running_times(self, job_ids: Sequence[int]) -> dict[int, tuple[float, float | None]]:
         """The Duration column: each job's time in PROCESSING over all attempts, from its
@@ -463,6 +518,12 @@ class QueueService:
             except UserError as error:
                 errors.append(_readable(error))
         return Outcome(tuple(done), tuple(errors))
+
+
+def _saved_outputs_dir() -> Path:
+    from app.engine.settings import load_settings
+
+    return load_settings().outputs_path()
 
 
 def _matches(row: JobRow, statuses: frozenset[JobStatus] | None) -> bool:

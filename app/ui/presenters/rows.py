@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from app.engine.liveness import WorkerIdentity, this_host
 from app.engine.params import GenerationParams
 from app.engine.states import JobEvent, JobStatus, allowed_events
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
@@ -86,10 +87,16 @@ class JobRow:
     expected_s: float | None = None  # a queued job's learned run time (None: nothing to go on)
     starred: bool = False  # a favourite: kept by pruning, marked in the list and gallery
     waiting: str = ""  # why a BLOCKED job still waits ("waiting for #12, which failed: ...")
+    # The machine of its latest attempt ("": never picked up; every attempt's is in the
+    # timeline), and whether that is another computer than this one.
+    machine: str = ""
+    ran_elsewhere: bool = False
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:
         assert job.id is not None
+        identity = WorkerIdentity.parse(job.worker_id)
+        machine = identity.host if identity is not None else (job.worker_id or "")
         params = GenerationParams(
             prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
             scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
@@ -102,7 +109,8 @@ class JobRow:
             created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
             output_path=job.output_path, error=job.error, rerun_of=job.rerun_of,
             version=job.version, created_label=format_clock(job.created_at), ran_s=ran[0],
-            running_since=ran[1], starred=job.starred,
+            running_since=ran[1], starred=job.starred, machine=machine,
+            ran_elsewhere=bool(machine) and machine != this_host(),
         )  # fmt: skip
 
     @property

@@ -28,6 +28,7 @@ from app.engine.params import InvalidParameters
 from app.engine.paths import data_dir, database_path, logs_dir
 from app.engine.settings import PRUNE_EVERY_S, NewJobValues, Settings
 from app.engine.states import JobStatus
+from app.engine.worker_states import WorkerRequest
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
@@ -41,7 +42,7 @@ from app.ui.presenters.interfaces import (
     WorkerPool,
     no_loras,
 )
-from app.ui.presenters.queue_service import CancelOutcome, QueueService
+from app.ui.presenters.queue_service import CancelOutcome, Outcome, QueueService
 from app.ui.presenters.rows import JobRow, format_duration
 from app.ui.presenters.shortcuts import Shortcut
 from app.ui.qt.dbthread import Runner, ThreadRunner
@@ -65,6 +66,7 @@ from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_
 from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
 from app.ui.widgets.stats_dialog import StatsDialog
 from app.ui.widgets.timeline_panel import TimelinePanel
+from app.ui.widgets.workers_panel import Show, WorkersPanel
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +130,7 @@ class MainWindow(QMainWindow):
         self._gallery_successes = -1
         self.shortcuts_dialog: ShortcutsDialog | None = None
         self.stats_dialog: StatsDialog | None = None
+        self.workers_panel: WorkersPanel | None = None
         self.viewer: ImageViewer | None = None
         self.variations_dialog: QInputDialog | None = None
         self._build()
@@ -210,6 +213,9 @@ class MainWindow(QMainWindow):
         statistics = QAction(self.tr("S&tatistics…"), self)
         statistics.triggered.connect(self.show_stats)
         view.addAction(statistics)
+        workers = QAction(self.tr("&Workers…"), self)
+        workers.triggered.connect(self.show_workers)
+        view.addAction(workers)
         help_menu = self.menuBar().addMenu(self.tr("&Help"))
         keys = QAction(self.tr("&Keyboard shortcuts"), self)
         keys.setShortcuts(_keys(shortcuts.HELP))
@@ -227,6 +233,37 @@ class MainWindow(QMainWindow):
     def _load_stats(self, days: float | None, show: Callable[[dict[str, Any]], None]) -> None:
         """A scan of the period's history: on the store thread, never the GUI's."""
         self.runner.run(lambda: self.deps.queue.stats(days), show, self.show_error)
+
+    def show_workers(self) -> None:
+        if self.workers_panel is None:
+            self.workers_panel = WorkersPanel(self._load_workers, self._ask_worker, self)
+        self.workers_panel.show()  # reads the workers at once, then every few seconds
+        self.workers_panel.raise_()
+
+    def _load_workers(self, show: Show) -> None:
+        timeout_s = self.deps.settings.heartbeat_timeout_s
+
+        def failed(text: str) -> None:
+            if self.workers_panel is not None:
+                self.workers_panel.load_failed()
+            self.show_error(text)
+
+        self.runner.run(lambda: self.deps.queue.workers(timeout_s), show, failed)
+
+    def _ask_worker(self, worker_id: str, request: WorkerRequest) -> None:
+        """Drain or stop one worker: a request on its row, read by the worker's own beat."""
+        timeout_s = self.deps.settings.heartbeat_timeout_s
+
+        def asked(outcome: Outcome) -> None:
+            if outcome.errors:
+                self.show_error(" ".join(outcome.errors))
+            if self.workers_panel is not None:
+                self.workers_panel.reload()
+
+        self.runner.run(
+            lambda: self.deps.queue.ask_worker(worker_id, request, timeout_s), asked,
+            self.show_error,
+        )  # fmt: skip
 
     def show_shortcuts(self) -> None:
         if self.shortcuts_dialog is None:
