@@ -172,6 +172,35 @@ def eta_error_p50(queue: JobQueue) -> float:
     return statistics.median(errors)
 
 
+class LoopGaps:
+    """Times a 1 ms timer's ticks on the GUI thread: a gap beyond 1 ms is the event loop
+    stalled (the first ten ticks, while the loop settles, are left out)."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import QTimer
+
+        self.gaps: list[float] = []
+        self._last = time.perf_counter()
+        self._timer = QTimer()
+        self._timer.setInterval(1)
+        self._timer.timeout.connect(self._tick)
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def max_stall_ms(self) -> float:
+        return max(self.gaps[10:]) * 1000 - 1
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.gaps.append(now - self._last)
+        self._last = now
+
+
 def gui_max_stall_ms(queue: JobQueue, rng: random.Random) -> float:
     """Type searches like a person (60-250 ms a key, so some pauses trigger a search)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -195,28 +224,18 @@ def gui_max_stall_ms(queue: JobQueue, rng: random.Random) -> float:
         lambda: searched.append(pool.submit(search, queue, JobFilter(text=box.text())))
     )
     box.textChanged.connect(debounce.start)
-    gaps: list[float] = []
-    last = [time.perf_counter()]
-
-    def tick() -> None:
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    timer = QTimer()
-    timer.setInterval(1)
-    timer.timeout.connect(tick)
-    timer.start()
+    meter = LoopGaps()
+    meter.start()
     for _ in range(6):
         box.clear()
         for char in " ".join(rng.sample(WORDS, 3)):
             QTest.keyClicks(box, char)
             QTest.qWait(rng.randint(60, 250))
     QTest.qWait(300)
-    timer.stop()
+    meter.stop()
     pool.shutdown()
     assert searched and app is not None
-    return max(gaps[10:]) * 1000 - 1
+    return meter.max_stall_ms()
 
 
 def pruned_in_the_window(queue: JobQueue, keep: int, checkpoints: Path) -> tuple[float, int, float]:
@@ -242,17 +261,7 @@ def pruned_in_the_window(queue: JobQueue, keep: int, checkpoints: Path) -> tuple
 
     owner = QObject()
     pruner = AutoPruner(prune, lambda: Settings(keep_finished_jobs=keep), 3600, owner)
-    gaps: list[float] = []
-    last = [time.perf_counter()]
-
-    def tick() -> None:
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    timer = QTimer()
-    timer.setInterval(1)
-    timer.timeout.connect(tick)
+    meter = LoopGaps()
     # The window's event loop (`exec` lets other threads run while it waits; QTest.qWait,
     # a Python-side wait, would hold them up), its GIL switch interval, and its garbage
     # collection on the GUI thread (else a collection the prune's allocations start on its
@@ -264,7 +273,7 @@ def pruned_in_the_window(queue: JobQueue, keep: int, checkpoints: Path) -> tuple
     finished.timeout.connect(lambda: loop.quit() if removed else None)
     switch = sys.getswitchinterval()
     sys.setswitchinterval(GIL_SWITCH_S)
-    timer.start()
+    meter.start()
     finished.start()
     start = time.perf_counter()
     pruner.start()
@@ -272,10 +281,10 @@ def pruned_in_the_window(queue: JobQueue, keep: int, checkpoints: Path) -> tuple
     seconds = time.perf_counter() - start
     sys.setswitchinterval(switch)
     collector.uninstall()  # the search measurement below runs as it did before
-    timer.stop()
+    meter.stop()
     pruner.stop()
     assert app is not None and removed
-    return seconds, removed[0], max(gaps[10:]) * 1000 - 1
+    return seconds, removed[0], meter.max_stall_ms()
 
 
 def main() -> None:
