@@ -99,6 +99,7 @@ TINY_MODEL = "tiny-test"
 SETTLE_TIMEOUT_S = 900.0
 ORPHAN_EXIT_S = 30.0
 FAULT_SHARE = 0.3  # of the random actions, when --faults is given
+OPEN_JOBS_PER_OWED_KILL = 3  # kept from the user's cancels and pauses for each kill owed
 # While the disk is full or another process holds the lock, the driver's own cancel or
 # pause may fail like any client's; that is the fault, not a bug of the driver.
 DRIVER_BLOCKING_FAULTS = frozenset({FaultKind.DISK, FaultKind.LOCK})
@@ -305,7 +306,8 @@ class Chaos:
             self.faults.undo_due()
             self.revive_workers()
             try:
-                if self._all_settled():
+                open_jobs = len(unsettled(self.queue, self.parents))
+                if not open_jobs:
                     break  # the queue drained before the kill targets: reported as missed
                 if self._warming_up():
                     continue  # acting now would only cancel jobs no worker has touched yet
@@ -318,13 +320,20 @@ class Chaos:
             if self.big_kills() < goal_big and (due or not goal_w):
                 self.restart_server() if self.on_server else self.kill_supervisor()
             else:
-                self._random_action()
+                owed = goal_w - self.counts.worker_kills + goal_big - self.big_kills()
+                self._random_action(spare_jobs=open_jobs > OPEN_JOBS_PER_OWED_KILL * owed)
 
     def big_kills(self) -> int:
         """The supervisor's kills, or (--db) the server's restarts."""
         return self.counts.server_restarts if self.on_server else self.counts.supervisor_kills
 
-    def _random_action(self) -> None:
+    def _random_action(self, spare_jobs: bool) -> None:
+        """A fault, a kill, or a user's cancel, pause or resume.
+
+        Without `spare_jobs` only kills and resumes: cancels and pauses would take away the
+        jobs the kill targets still need, and a fast machine would drain the queue before
+        they were met.
+        """
         if self.faults.kinds and self.rng.random() < FAULT_SHARE:
             self.faults.inject_one()
             return
@@ -332,6 +341,8 @@ class Chaos:
         try:
             if roll < 0.55:
                 self._kill_a_worker()
+            elif not spare_jobs:
+                self._act(self.queue.resume, [S.PAUSED], "resumes")
             elif roll < 0.7:
                 self._act(self.queue.cancel, CANCELLABLE, "cancels")
             elif roll < 0.85:
@@ -523,7 +534,9 @@ def submit_jobs(
                 height=64,
             )
         else:
-            params = GenerationParams("a cat step=0.05", model="fake", steps=rng.randint(4, 10))
+            # 0.3-0.8 s: longer than a worker's progress writes are apart (0.25 s), so the
+            # driver sees jobs mid-way, the only ones it kills.
+            params = GenerationParams("a cat step=0.05", model="fake", steps=rng.randint(6, 16))
         after = [rng.choice(ids)] if ids and rng.random() < CHAINED_SHARE else []
         ids.append(queue.submit(params, source="chaos", parents=after))
         if after:
