@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from app.models.db import DatabaseError
 from app.models.postgres import scratch_schema
@@ -52,6 +53,12 @@ def location(backend: str, sqlite_file: str) -> Iterator[str]:
     else:
         with fresh_schema() as url:
             yield url
+
+
+def without_password(location: str) -> tuple[str, str]:
+    """(`location` without its password, the password): for tests of where libpq finds it."""
+    url = make_url(location)
+    return url._replace(password=None).render_as_string(hide_password=False), url.password or ""
 
 
 def _unavailable(reason: str) -> None:

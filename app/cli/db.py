@@ -1,16 +1,20 @@
-"""Database commands: `db check`, `db backup`, `db restore [FILE]`, and `db copy --to URL`,
-which moves this machine's queue into a PostgreSQL database shared by several machines."""
+"""Database commands: `db check`, `db backup`, `db restore [FILE]`, `db copy --to URL`,
+which moves this machine's queue into a PostgreSQL database shared by several machines,
+and `db password`, which keeps that database's password where libpq finds it."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 from pathlib import Path
 
 from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
 from app.engine import paths
 from app.engine.queue import JobQueue, OpenFor
+from app.engine.settings import database_location
 from app.engine.shared_files import copy_local_files
+from app.engine.shared_queue import probe_queue, save_password
 from app.errors import DatabaseError
 from app.models.db import back_up, list_backups, open_database, restore_backup
 from app.models.postgres import copy_store, is_database_url, safe_url
@@ -41,6 +45,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="the SQLite file (default: the data folder's)",
     )  # fmt: skip
     copy.set_defaults(run=_copy)
+    password = actions.add_parser(
+        "password",
+        help="try a password for the shared database (--db), then keep it in libpq's "
+        "password file (asked for, or one line on stdin)",
+    )
+    password.set_defaults(run=_password)
 
 
 def _check(_args: argparse.Namespace, queue: JobQueue) -> int:
@@ -92,6 +102,29 @@ def _copy(args: argparse.Namespace) -> int:
         f"from {source} to {safe_url(args.to)}"
     )
     return 0
+
+
+def _password(_args: argparse.Namespace) -> int:
+    url = database_location()
+    if not is_database_url(url):
+        return _refuse("no shared database is set: give --db postgresql://…", EXIT_REFUSED)
+    password = _read_password(f"Password for {safe_url(url)}: ")
+    if not password:
+        return _refuse("no password given; nothing saved", EXIT_REFUSED)
+    try:
+        found = probe_queue(url, password)  # a wrong password is never saved
+        path = save_password(url, password)
+    except DatabaseError as error:
+        return _refuse(str(error), EXIT_STORE)
+    print(f"saved in {path}; {found.where} holds {found.jobs} jobs")
+    return 0
+
+
+def _read_password(prompt: str) -> str:
+    """Asked without echo at a terminal; else the first line of stdin (for scripts)."""
+    if sys.stdin.isatty():
+        return getpass.getpass(prompt)
+    return sys.stdin.readline().rstrip("\r\n")
 
 
 def _refuse(message: str, code: int) -> int:

@@ -62,7 +62,7 @@ def parse_url(location: str) -> URL:
     """The URL with Easel's driver; libpq parameters (sslmode, ...) pass through the query."""
     try:
         url = make_url(location)
-    except ArgumentError as error:
+    except (ArgumentError, ValueError) as error:  # ValueError: a port that is not a number
         raise DatabaseError(f"{safe_url(location)} is not a database URL: {error}") from None
     if not url.database:
         raise DatabaseError(f"{safe_url(location)} names no database (…/DATABASE at the end)")
@@ -73,7 +73,7 @@ def safe_url(location: str | URL) -> str:
     """The URL as it may be shown or logged: never with its password."""
     try:
         url = location if isinstance(location, URL) else make_url(location)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         return "the database URL"
     return url.set(drivername=url.drivername.split("+")[0]).render_as_string(hide_password=True)
 

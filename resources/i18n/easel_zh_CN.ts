@@ -1247,8 +1247,8 @@ Resume continues from there.</source>
         <translation>语言</translation>
     </message>
     <message>
-        <source>Workers, timeouts and the language take effect the next time Easel starts.</source>
-        <translation>工作进程数、超时和语言将在下次启动 Easel 时生效。</translation>
+        <source>Workers, timeouts, the shared queue and the language take effect the next time Easel starts.</source>
+        <translation>工作进程数、超时、共享队列和语言将在下次启动 Easel 时生效。</translation>
     </message>
     <message>
         <source>Not saved: {error}</source>
@@ -1257,6 +1257,57 @@ Resume continues from there.</source>
     <message>
         <source>System</source>
         <translation>跟随系统</translation>
+    </message>
+</context>
+<context>
+    <name>SharedQueueSection</name>
+    <message>
+        <source>Shared queue</source>
+        <translation>共享队列</translation>
+    </message>
+    <message>
+        <source>none: jobs stay on this computer</source>
+        <translation>无：任务只在这台电脑上</translation>
+    </message>
+    <message>
+        <source>A PostgreSQL database that several computers take jobs from, e.g. postgresql://easel@studio-server/easel?sslmode=require</source>
+        <translation>多台电脑从中领取任务的 PostgreSQL 数据库，例如 postgresql://easel@studio-server/easel?sslmode=require</translation>
+    </message>
+    <message>
+        <source>Test connection</source>
+        <translation>测试连接</translation>
+    </message>
+    <message>
+        <source>Database</source>
+        <translation>数据库</translation>
+    </message>
+    <message>
+        <source>Password</source>
+        <translation>密码</translation>
+    </message>
+    <message>
+        <source>Jobs stay on this computer: nothing to test.</source>
+        <translation>任务只在这台电脑上：无需测试。</translation>
+    </message>
+    <message>
+        <source>Connecting…</source>
+        <translation>正在连接…</translation>
+    </message>
+    <message>
+        <source>Connected to {where}: {jobs} jobs, {waiting} waiting or running.</source>
+        <translation>已连接到 {where}：共 {jobs} 个任务，{waiting} 个在等待或运行。</translation>
+    </message>
+    <message>
+        <source>not needed</source>
+        <translation>不需要</translation>
+    </message>
+    <message>
+        <source>saved on this computer (leave empty to keep it)</source>
+        <translation>已保存在这台电脑上（留空则保持不变）</translation>
+    </message>
+    <message>
+        <source>none saved; type it to keep it in PostgreSQL&apos;s password file</source>
+        <translation>尚未保存；输入后将保存在 PostgreSQL 的密码文件中</translation>
     </message>
 </context>
 <context>

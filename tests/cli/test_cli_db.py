@@ -3,7 +3,9 @@ server cannot be used."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,13 +13,14 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.cli import main
-from app.cli.jobs import EXIT_STORE
+from app.cli.jobs import EXIT_REFUSED, EXIT_STORE
 from app.engine.params import GenerationParams
 from app.engine.paths import database_path
 from app.engine.queue import JobQueue, open_queue
 from app.engine.settings import InvalidSettings, Settings
 from app.engine.states import JobEvent
 from app.models.db import SCHEMA_VERSION, SchemaTooNew, open_database
+from app.models.pgpass import PASSFILE_ENV
 from tests import pg
 
 
@@ -111,6 +114,22 @@ def test_a_database_that_cannot_be_used_is_one_clear_line(
     assert "wrong" not in err and "easel-test" not in err  # passwords are never shown
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://easel:secret@studio:port/easel", "is not a database URL"),
+        ("postgresql://easel:secret@studio:5432", "names no database"),
+    ],
+)
+def test_a_malformed_url_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], url: str, expected: str
+) -> None:
+    code, _, err = run_cli(capsys, "--db", url, "jobs")
+    assert code == EXIT_STORE
+    assert err.count("\n") == 1 and expected in err, err
+    assert "secret" not in err
+
+
 def test_a_database_of_a_newer_easel_is_refused_and_left_alone(
     capsys: pytest.CaptureFixture[str], pg_url: str
 ) -> None:
@@ -129,3 +148,28 @@ def test_settings_never_hold_a_database_password() -> None:
     with pytest.raises(InvalidSettings, match="PGPASSWORD"):
         Settings(database_url="postgresql://easel:secret@db.local/easel").validated()
     assert Settings(database_url="postgresql://easel@db.local/easel").validated()
+
+
+def test_db_password_keeps_a_password_that_works_and_refuses_one_that_does_not(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    pg_url: str,
+) -> None:
+    passfile = tmp_path / "pgpass"
+    monkeypatch.setenv(PASSFILE_ENV, str(passfile))
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    bare, password = pg.without_password(pg_url)
+    monkeypatch.setattr("sys.stdin", io.StringIO("wrong\n"))
+    code, _, err = run_cli(capsys, "--db", bare, "db", "password")
+    assert code == EXIT_STORE and "refused" in err and not passfile.exists()
+    monkeypatch.setattr("sys.stdin", io.StringIO(password + "\n"))
+    code, out, _ = run_cli(capsys, "--db", bare, "db", "password")
+    assert code == 0 and str(passfile) in out and password not in out
+    code, out, _ = run_cli(capsys, "--db", bare, "jobs")  # libpq now finds it by itself
+    assert code == 0
+
+
+def test_db_password_needs_a_shared_database(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "db", "password")
+    assert code == EXIT_REFUSED and "--db" in err

@@ -25,9 +25,11 @@ from PySide6.QtWidgets import (
 
 from app.engine import paths
 from app.engine.settings import InvalidSettings, Settings
+from app.errors import DatabaseError
 from app.ui.presenters.model_choices import ModelChoice
 from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language
 from app.ui.widgets.new_jobs_section import NewJobsSection
+from app.ui.widgets.shared_queue_section import SharedQueueSection
 
 UI_SETTINGS_FILE = "window.ini"
 RESUME_ON_LAUNCH = "jobs/resume_on_launch"
@@ -47,6 +49,8 @@ class SettingsDialog(QDialog):
     """Engine settings, and with `store` the window's own preferences (QSettings).
 
     `models`: the installed models, offered as the default model of new jobs.
+    `shared_queue`: the Shared queue section (default: one trying real connections).
+    `save_password`: keeps a typed database password (default: in libpq's password file).
     """
 
     def __init__(
@@ -57,9 +61,13 @@ class SettingsDialog(QDialog):
         *,
         store: QSettings | None = None,
         models: Sequence[ModelChoice] = (),
+        shared_queue: SharedQueueSection | None = None,
+        save_password: Callable[[str, str], object] | None = None,
     ) -> None:
         super().__init__(parent)
         self._store = store
+        self.shared_queue = shared_queue or SharedQueueSection(settings.database_url)
+        self._save_password = save_password or _save_password
         self.new_jobs = NewJobsSection(
             settings.new_jobs_start_with, settings.new_job_defaults, models
         )
@@ -127,7 +135,10 @@ class SettingsDialog(QDialog):
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
         note = QLabel(
-            self.tr("Workers, timeouts and the language take effect the next time Easel starts.")
+            self.tr(
+                "Workers, timeouts, the shared queue and the language take effect the next "
+                "time Easel starts."
+            )
         )
         note.setObjectName("hint")
         buttons = QDialogButtonBox(
@@ -138,6 +149,7 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.new_jobs)
+        layout.addWidget(self.shared_queue)
         layout.addWidget(note)
         layout.addWidget(self.error)
         layout.addWidget(buttons)
@@ -154,13 +166,17 @@ class SettingsDialog(QDialog):
             new_jobs_start_with=self.new_jobs.chosen_start(),
             new_job_defaults=self.new_jobs.defaults(),
             prune_images=self.prune_images.isChecked(),
+            database_url=self.shared_queue.chosen_url(),
         )  # fmt: skip
 
     def accept(self) -> None:
         try:
             chosen = self.chosen()
+            # The password first: settings naming a server Easel cannot log in to are useless.
+            if chosen.database_url and self.shared_queue.typed_password():
+                self._save_password(chosen.database_url, self.shared_queue.typed_password())
             self._save(chosen)
-        except (InvalidSettings, OSError) as error:
+        except (InvalidSettings, DatabaseError, OSError) as error:
             self.error.setText(self.tr("Not saved: {error}").format(error=error))
             self.new_jobs.focus_first_problem()
             return
@@ -170,6 +186,10 @@ class SettingsDialog(QDialog):
             self._store.setValue(LANGUAGE_KEY, self.language.currentData())
             self._store.sync()
         super().accept()
+
+    def done(self, result: int) -> None:
+        self.shared_queue.close_thread()
+        super().done(result)
 
     def _language_box(self, store: QSettings | None) -> QComboBox:
         """System / English / 简体中文: each language in its own words, the system's in ours."""
@@ -205,6 +225,12 @@ class _FolderField(QWidget):
         chosen = QFileDialog.getExistingDirectory(self, self.tr("Choose a folder"), start)
         if chosen:
             self.edit.setText(str(Path(chosen)))
+
+
+def _save_password(url: str, password: str) -> object:
+    from app.engine.shared_queue import save_password  # the database layer: only when asked
+
+    return save_password(url, password)
 
 
 def _folder_field(value: str, default: str) -> _FolderField:

@@ -1,0 +1,146 @@
+"""Settings > Shared queue: the PostgreSQL database several machines take jobs from.
+
+The URL is saved in the settings; the password never is. Typed here, it goes to libpq's
+own password file, where the window, headless workers and psql all find it. "Test
+connection" tries what is typed (password included, without saving anything) on a thread
+of its own, so a server that does not answer never freezes the dialog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QWidget,
+)
+
+from app.ui.qt.dbthread import Runner, ThreadRunner
+
+Probe = Callable[[str, str], Any]  # (url, password) -> QueueProbe, or raises
+PasswordSaved = Callable[[str], bool]
+
+
+def _probe_queue(url: str, password: str) -> Any:
+    from app.engine.shared_queue import probe_queue  # opens a database: only when asked
+
+    return probe_queue(url, password)
+
+
+def _password_saved(url: str) -> bool:
+    from app.engine.shared_queue import password_saved
+
+    return password_saved(url)
+
+
+class SharedQueueSection(QGroupBox):
+    def __init__(
+        self,
+        url: str,
+        parent: QWidget | None = None,
+        *,
+        probe: Probe = _probe_queue,
+        saved: PasswordSaved = _password_saved,
+        runner: Runner | None = None,
+    ) -> None:
+        """`runner`: where tries run (default: a thread of this section's own)."""
+        super().__init__(parent)
+        self.setTitle(self.tr("Shared queue"))
+        self._probe, self._saved = probe, saved
+        self._runner = runner
+        self._own_thread: ThreadRunner | None = None
+        self._probing = 0  # answers to older tries are dropped: only the latest one shows
+        self.url = QLineEdit(url)
+        self.url.setPlaceholderText(self.tr("none: jobs stay on this computer"))
+        self.url.setToolTip(
+            self.tr("A PostgreSQL database that several computers take jobs from, e.g. "
+                    "postgresql://easel@studio-server/easel?sslmode=require")
+        )  # fmt: skip
+        self.password = QLineEdit()
+        self.password.setEchoMode(QLineEdit.EchoMode.Password)
+        self.test = QPushButton(self.tr("Test connection"))
+        self.test.clicked.connect(self.try_connection)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.url.textChanged.connect(self._url_changed)
+        self._url_changed()
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        address = QHBoxLayout()
+        address.addWidget(self.url, 1)
+        address.addWidget(self.test)
+        form = QFormLayout(self)
+        form.addRow(self.tr("Database"), address)
+        form.addRow(self.tr("Password"), self.password)
+        form.addRow("", self.status)
+
+    def chosen_url(self) -> str:
+        return self.url.text().strip()
+
+    def typed_password(self) -> str:
+        return self.password.text()
+
+    def try_connection(self) -> None:
+        url = self.chosen_url()
+        if not url:
+            self._show(self.tr("Jobs stay on this computer: nothing to test."), error=False)
+            return
+        self._probing += 1
+        attempt = self._probing
+        self.test.setEnabled(False)
+        self._show(self.tr("Connecting…"), error=False)
+        password = self.typed_password()
+        self._thread().run(
+            lambda: self._probe(url, password),
+            lambda found: self._answered(attempt, found, None),
+            lambda message: self._answered(attempt, None, message),
+        )
+
+    def close_thread(self) -> None:
+        """Let go of a try still waiting on a server (the dialog is closing)."""
+        if self._own_thread is not None:
+            self._own_thread.close(timeout=0)
+
+    def _answered(self, attempt: int, found: Any, error: str | None) -> None:
+        if attempt != self._probing:
+            return
+        self.test.setEnabled(True)
+        if error is not None:
+            self._show(error, error=True)
+            return
+        self._show(
+            self.tr("Connected to {where}: {jobs} jobs, {waiting} waiting or running.").format(
+                where=found.where, jobs=found.jobs, waiting=found.waiting
+            ),
+            error=False,
+        )
+
+    def _url_changed(self) -> None:
+        url = self.chosen_url()
+        self.password.setEnabled(bool(url))
+        if not url:
+            hint = self.tr("not needed")
+        elif self._saved(url):
+            hint = self.tr("saved on this computer (leave empty to keep it)")
+        else:
+            hint = self.tr("none saved; type it to keep it in PostgreSQL's password file")
+        self.password.setPlaceholderText(hint)
+        self.status.clear()
+
+    def _show(self, text: str, *, error: bool) -> None:
+        self.status.setObjectName("error" if error else "hint")
+        self.status.style().unpolish(self.status)  # the theme styles by object name
+        self.status.style().polish(self.status)
+        self.status.setText(text)
+
+    def _thread(self) -> Runner:
+        if self._runner is None:
+            self._own_thread = self._runner = ThreadRunner("easel-db-test")
+        return self._runner

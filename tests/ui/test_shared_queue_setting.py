@@ -1,0 +1,116 @@
+"""Settings > Shared queue (issue 14.1, 14.6): a PostgreSQL URL typed, tried and saved with
+real keys and clicks, against the real test server; the password never reaches
+settings.json, only libpq's password file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialogButtonBox
+from pytestqt.qtbot import QtBot
+
+from app.engine.settings import load_settings, save_settings, settings_path
+from app.engine.shared_queue import probe_queue
+from app.models.pgpass import PASSFILE_ENV
+from app.ui.widgets.settings_dialog import SettingsDialog
+from tests import pg
+
+pytestmark = pytest.mark.timeout(60)
+
+TIMEOUT_MS = 15_000
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """(the URL of a fresh schema without its password, the password); a private passfile."""
+    monkeypatch.setenv(PASSFILE_ENV, str(tmp_path / "pgpass"))
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with pg.fresh_schema() as location:
+        yield pg.without_password(location)
+
+
+def open_dialog(qtbot: QtBot) -> SettingsDialog:
+    dialog = SettingsDialog(load_settings(), save_settings)
+    qtbot.addWidget(dialog)
+    with qtbot.waitExposed(dialog):
+        dialog.show()
+    return dialog
+
+
+def type_into(qtbot: QtBot, dialog: SettingsDialog, url: str, password: str) -> None:
+    section = dialog.shared_queue
+    qtbot.keyClicks(section.url, url)
+    qtbot.keyClicks(section.password, password)
+
+
+def try_connection(qtbot: QtBot, dialog: SettingsDialog) -> str:
+    """Click Test connection and wait for its answer; returns what the section says."""
+    section = dialog.shared_queue
+    qtbot.mouseClick(section.test, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: section.test.isEnabled(), timeout=TIMEOUT_MS)
+    return section.status.text()
+
+
+def click_save(qtbot: QtBot, dialog: SettingsDialog) -> None:
+    buttons = dialog.findChild(QDialogButtonBox)
+    assert buttons is not None
+    qtbot.mouseClick(
+        buttons.button(QDialogButtonBox.StandardButton.Save), Qt.MouseButton.LeftButton
+    )
+
+
+def test_a_typed_password_is_tried_and_a_wrong_one_is_named(
+    qtbot: QtBot, server: tuple[str, str]
+) -> None:
+    url, password = server
+    dialog = open_dialog(qtbot)
+    type_into(qtbot, dialog, url, "not-" + password)
+    assert "password" in try_connection(qtbot, dialog)
+    assert dialog.shared_queue.status.objectName() == "error"
+    dialog.shared_queue.password.clear()
+    qtbot.keyClicks(dialog.shared_queue.password, password)
+    said = try_connection(qtbot, dialog)
+    assert said.startswith("Connected to ") and "0 jobs" in said
+    assert password not in said
+    assert dialog.shared_queue.status.objectName() == "hint"
+
+
+def test_saving_keeps_the_url_in_settings_and_the_password_for_libpq(
+    qtbot: QtBot, server: tuple[str, str], tmp_path: Path
+) -> None:
+    url, password = server
+    dialog = open_dialog(qtbot)
+    type_into(qtbot, dialog, url, password)
+    click_save(qtbot, dialog)
+    assert dialog.result() == SettingsDialog.DialogCode.Accepted
+    assert load_settings().database_url == url
+    assert password not in settings_path().read_text()
+    assert password in (tmp_path / "pgpass").read_text()
+    # Without a password anywhere but libpq's file, the saved URL opens.
+    assert probe_queue(load_settings().database_url).jobs == 0
+    again = open_dialog(qtbot)
+    assert "saved on this computer" in again.shared_queue.password.placeholderText()
+
+
+def test_a_url_that_is_not_postgresql_is_refused_and_nothing_is_saved(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PASSFILE_ENV, str(tmp_path / "pgpass"))
+    dialog = open_dialog(qtbot)
+    type_into(qtbot, dialog, "mysql://ana@studio/easel", "pw")
+    click_save(qtbot, dialog)
+    assert dialog.isVisible()
+    assert "postgresql://" in dialog.error.text()
+    assert load_settings().database_url == ""
+    assert not (tmp_path / "pgpass").exists()
+
+
+def test_an_unreachable_server_is_said_without_freezing_the_dialog(qtbot: QtBot) -> None:
+    dialog = open_dialog(qtbot)
+    type_into(qtbot, dialog, "postgresql://ana@127.0.0.1:9/easel", "pw")  # discard port
+    said = try_connection(qtbot, dialog)
+    assert "cannot be reached" in said
+    assert dialog.shared_queue.status.objectName() == "error"
