@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QComboBox, QDialogButtonBox
+from PySide6.QtWidgets import QApplication, QComboBox, QDialogButtonBox, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.engine.queue import JobQueue, params_of
@@ -172,3 +172,26 @@ def test_a_default_out_of_range_is_refused_inline_and_not_saved(
     )
     assert QApplication.focusWidget() is steps
     assert load_settings().new_job_defaults == JobDefaults()  # nothing written
+
+
+def test_on_a_small_screen_the_dialog_fits_and_scrolls_to_a_refused_default(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    window = make_window()
+    dialog = open_settings(qtbot, window)
+    assert dialog.height() <= dialog.screen().availableGeometry().height()
+    dialog.resize(dialog.width(), 400)  # a laptop's screen, less the panel and the title
+    area = dialog.findChild(QScrollArea)
+    assert area is not None
+    steps = dialog.new_jobs.steps
+    retype(qtbot, steps, "999")
+    area.verticalScrollBar().setValue(0)  # as if the artist scrolled back up, then saved
+    assert not in_view(area, steps)
+    save(qtbot, dialog)
+    assert QApplication.focusWidget() is steps
+    assert in_view(area, steps)
+
+
+def in_view(area: QScrollArea, widget: QWidget) -> bool:
+    top_left = widget.mapTo(area.viewport(), widget.rect().topLeft())
+    return area.viewport().rect().contains(top_left)

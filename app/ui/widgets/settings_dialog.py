@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -14,10 +14,12 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -33,6 +35,8 @@ from app.ui.widgets.shared_queue_section import SharedQueueSection
 
 UI_SETTINGS_FILE = "window.ini"
 RESUME_ON_LAUNCH = "jobs/resume_on_launch"
+SCREEN_SHARE = 0.85  # the most of the screen's height the dialog takes when it opens
+SCROLL_ALLOWANCE_PX = 160  # the note, the error line, the buttons, margins, a status line
 
 
 def ui_settings() -> QSettings:
@@ -146,13 +150,27 @@ class SettingsDialog(QDialog):
         )
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        sections = QWidget()
+        inner = QVBoxLayout(sections)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addLayout(form)
+        inner.addWidget(self.new_jobs)
+        inner.addWidget(self.shared_queue)
+        inner.addStretch(1)  # spare height below the sections, not between their rows
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.new_jobs)
-        layout.addWidget(self.shared_queue)
+        self._area = _scrolling(sections)
+        layout.addWidget(self._area, 1)
         layout.addWidget(note)
         layout.addWidget(self.error)
         layout.addWidget(buttons)
+        self._fit_screen(sections)
+
+    def _fit_screen(self, sections: QWidget) -> None:
+        """All of it where the screen allows; on a laptop's 768 pixels, scroll the sections
+        (the note, the error and the buttons always stay in view)."""
+        wanted = sections.sizeHint().height() + SCROLL_ALLOWANCE_PX
+        room = int(self.screen().availableGeometry().height() * SCREEN_SHARE)
+        self.resize(max(self.minimumWidth(), sections.sizeHint().width() + 40), min(wanted, room))
 
     def chosen(self) -> Settings:
         return self._settings.with_changes(
@@ -179,6 +197,8 @@ class SettingsDialog(QDialog):
         except (InvalidSettings, DatabaseError, OSError) as error:
             self.error.setText(self.tr("Not saved: {error}").format(error=error))
             self.new_jobs.focus_first_problem()
+            if (focused := self.focusWidget()) is not None:
+                self._area.ensureWidgetVisible(focused)  # on a small screen it may be below
             return
         self.saved = chosen
         if self._store is not None:
@@ -225,6 +245,15 @@ class _FolderField(QWidget):
         chosen = QFileDialog.getExistingDirectory(self, self.tr("Choose a folder"), start)
         if chosen:
             self.edit.setText(str(Path(chosen)))
+
+
+def _scrolling(content: QWidget) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidget(content)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return area
 
 
 def _save_password(url: str, password: str) -> object:
