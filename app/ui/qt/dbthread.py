@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QTimer
 
 from app.engine.logs import log_path
-from app.errors import user_message
+from app.errors import is_user_error, user_message
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,12 @@ def _settle(
     if error is None:
         done(future.result())
         return
-    # Bugs are logged with their traceback; the user sees one readable line.
-    log.error("store call failed", exc_info=error)
+    # Bugs are logged with their traceback; the user sees one readable line (and so does the
+    # log for what the user can act on: a refused password is no bug).
+    if is_user_error(error):
+        log.warning("store call refused: %s", error)
+    else:
+        log.error("store call failed", exc_info=error)
     if failed is not None:
         failed(describe_error(error))
 
