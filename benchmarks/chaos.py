@@ -99,7 +99,9 @@ TINY_MODEL = "tiny-test"
 SETTLE_TIMEOUT_S = 900.0
 ORPHAN_EXIT_S = 30.0
 FAULT_SHARE = 0.3  # of the random actions, when --faults is given
-OPEN_JOBS_PER_OWED_KILL = 3  # kept from the user's cancels and pauses for each kill owed
+# Worker kills keep pace with the queue, to be all done by this share of it: paced by the
+# clock alone, a fast machine drained the queue before the kill target was met.
+KILLS_DONE_BY = 0.75
 # While the disk is full or another process holds the lock, the driver's own cancel or
 # pause may fail like any client's; that is the fault, not a bug of the driver.
 DRIVER_BLOCKING_FAULTS = frozenset({FaultKind.DISK, FaultKind.LOCK})
@@ -319,36 +321,39 @@ class Chaos:
             )
             if self.big_kills() < goal_big and (due or not goal_w):
                 self.restart_server() if self.on_server else self.kill_supervisor()
+            elif self._kills_behind(goal_w, open_jobs):
+                self._as_a_client(self._kill_a_worker)
             else:
-                owed = goal_w - self.counts.worker_kills + goal_big - self.big_kills()
-                self._random_action(spare_jobs=open_jobs > OPEN_JOBS_PER_OWED_KILL * owed)
+                self._random_action()
 
     def big_kills(self) -> int:
         """The supervisor's kills, or (--db) the server's restarts."""
         return self.counts.server_restarts if self.on_server else self.counts.supervisor_kills
 
-    def _random_action(self, spare_jobs: bool) -> None:
-        """A fault, a kill, or a user's cancel, pause or resume.
+    def _kills_behind(self, goal: int, open_jobs: int) -> bool:
+        """Fewer worker kills than the share of the queue already settled calls for."""
+        settled_share = 1 - open_jobs / max(1, self.args.jobs)
+        return self.counts.worker_kills < goal * min(1.0, settled_share / KILLS_DONE_BY)
 
-        Without `spare_jobs` only kills and resumes: cancels and pauses would take away the
-        jobs the kill targets still need, and a fast machine would drain the queue before
-        they were met.
-        """
+    def _random_action(self) -> None:
+        """A fault, a kill, or a user's cancel, pause or resume."""
         if self.faults.kinds and self.rng.random() < FAULT_SHARE:
             self.faults.inject_one()
             return
         roll = self.rng.random()
+        if roll < 0.55:
+            self._as_a_client(self._kill_a_worker)
+        elif roll < 0.7:
+            self._as_a_client(self._act, self.queue.cancel, CANCELLABLE, "cancels")
+        elif roll < 0.85:
+            self._as_a_client(self._act, self.queue.pause, [S.PENDING, S.PROCESSING], "pauses")
+        else:
+            self._as_a_client(self._act, self.queue.resume, [S.PAUSED], "resumes")
+
+    def _as_a_client(self, action: Callable[..., None], *arguments: Any) -> None:
+        """`action`, whose requests may be refused as any client's would be."""
         try:
-            if roll < 0.55:
-                self._kill_a_worker()
-            elif not spare_jobs:
-                self._act(self.queue.resume, [S.PAUSED], "resumes")
-            elif roll < 0.7:
-                self._act(self.queue.cancel, CANCELLABLE, "cancels")
-            elif roll < 0.85:
-                self._act(self.queue.pause, [S.PENDING, S.PROCESSING], "pauses")
-            else:
-                self._act(self.queue.resume, [S.PAUSED], "resumes")
+            action(*arguments)
         except (TransitionNotAllowed, JobNotFound):
             pass  # the job moved on meanwhile: exactly the races this is here to provoke
         except DatabaseError:

@@ -158,11 +158,14 @@ class JobRun:
         self._last_sign_of_life = self._last_checkpoint = time.monotonic()
         self._reads: StepReads = EveryStep()  # the run's own, from `context.watch`
         self._status: JobStatus | None = JobStatus.PROCESSING  # as last read at a step
+        self._tick_s = max(
+            MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s)
+        )
 
     def run(self) -> None:
         self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
         context = self.context
-        tick_s = max(MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s))
+        tick_s = self._tick_s
         with Heartbeat(self._tick, tick_s), context.watch(self.job_id) as self._reads:
             try:
                 self._take_over_progress()
@@ -275,13 +278,20 @@ class JobRun:
         # Asked a save's length early, so the newest state on disk is never older than the
         # interval (the state of the previous save stays the newest until this one is in);
         # saves slower than half the interval cannot keep that promise and get no more lead.
-        lead_s = min(progress.last_save_s, interval / 2)
+        lead_s = min(progress.last_save_s + self._copy_lag_s(), interval / 2)
         due = (every > 0 and progress.step % every == 0) or (
             interval > 0 and now - self._last_checkpoint >= interval - lead_s
         )
         if due:
             self._last_checkpoint = now
         return due
+
+    def _copy_lag_s(self) -> float:
+        """On a database other machines share, a save is "in" once copied there: the
+        heartbeat thread's next tick, then the copy itself."""
+        if not self.queue.db.shares_files:
+            return 0.0
+        return self._tick_s + self.shared.last_copy_s
 
     def _current_status(self) -> JobStatus | None:
         """The job's status if this worker still holds it, else None."""

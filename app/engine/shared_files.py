@@ -290,6 +290,7 @@ class SharedProgress:
         self._lock = threading.Lock()
         self._copied: tuple[int, int] | None = None  # (mtime_ns, size) of the file copied last
         self._refused: tuple[int, int] | None = None  # ... of the file found too large
+        self.last_copy_s = 0.0  # how long copying the last checkpoint in took
 
     def fetch(self, recorded: Path | None) -> str | None:
         """Write the database's checkpoint to this claim's file if it is newer than any
@@ -322,11 +323,13 @@ class SharedProgress:
             signature = _signature(self.claim.file)
             if signature is None or signature in (self._copied, self._refused):
                 return None
+            started = time.monotonic()
             try:
                 held = store_file(
                     self.db, self.job, FileKind.CHECKPOINT, self.claim.file,
                     worker_id=self.worker_id, claim=self.claim.version,
                 )  # fmt: skip
+                self.last_copy_s = time.monotonic() - started
             except FileNotFoundError:
                 return None  # removed meanwhile (the run finished or was cancelled)
             except FileTooLarge as error:

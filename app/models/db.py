@@ -187,8 +187,10 @@ class Database:
         with self._lock:
             if raw in self._hot_connections:
                 self._hot_connections.remove(raw)
+        # The driver's connection, not `raw.close()`: that hands it to the pool's reset,
+        # whose rollback fails on the dead socket and logs a traceback.
         with contextlib.suppress(Exception):
-            raw.close()
+            raw.dbapi_connection.close()
 
     @property
     def patient(self) -> bool:

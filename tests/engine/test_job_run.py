@@ -23,8 +23,10 @@ from app.engine.messages import MessageKind
 from app.engine.params import GenerationParams
 from app.engine.queue import JobQueue, params_of
 from app.engine.states import JobEvent, JobStatus
+from app.models.db import open_database
 from app.models.tables import Job
 from app.testing.scripted_runner import ScriptedRunner, fake_image
+from tests import pg
 from tests.engine.worker_fixtures import events, fake_params
 
 S = JobStatus
@@ -239,3 +241,29 @@ def test_rolling_checkpoints_are_asked_a_save_early_and_never_while_one_is_writt
     assert decision(5, last_save_s=30.0) is StepDecision.CHECKPOINT  # lead at most half
     now[0] += 10.0
     assert decision(10) is StepDecision.CONTINUE  # the last step: the image comes next
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["sqlite", "postgresql"])
+def test_on_a_shared_database_a_save_is_asked_early_by_its_copy_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: bool
+) -> None:
+    """There the newest state is the one copied into the database (what another machine
+    resumes from): 0.5 s to save, up to 0.25 s until the heartbeat thread copies it, 1 s
+    to copy: asked 1.75 s early, not 0.5 s."""
+    with pg.location("postgresql" if shared else "sqlite", str(tmp_path / "jobs.db")) as where:
+        queue = JobQueue(open_database(where))
+        try:
+            queue.submit(fake_params(steps=10))
+            ctx = replace(
+                context(queue, tmp_path, Sent()), checkpoint_interval_s=10.0,
+                heartbeat_interval_s=0.25, progress_interval_s=0.25,
+            )  # fmt: skip
+            now = [1000.0]
+            monkeypatch.setattr(job_run, "time", SimpleNamespace(monotonic=lambda: now[0]))
+            run = JobRun(ctx, claim(queue))
+            run.shared.last_copy_s = 1.0
+            now[0] += 8.5
+            decision = run.on_step(StepProgress(1, 10, 1.0, last_save_s=0.5))
+            assert decision is (StepDecision.CHECKPOINT if shared else StepDecision.CONTINUE)
+        finally:
+            queue.db.dispose()
