@@ -156,6 +156,12 @@ def database_location() -> str:
     return os.environ.get(DB_ENV) or load_settings().database_url or str(paths.database_path())
 
 
+def shared_queue_from_settings() -> bool:
+    """Whether the job database is the settings' shared queue (not --db, $EASEL_DB or the
+    local file): then Settings is where a wrong one is put right."""
+    return not os.environ.get(DB_ENV) and bool(load_settings().database_url)
+
+
 def settings_path() -> Path:
     return paths.data_dir() / SETTINGS_FILE
 

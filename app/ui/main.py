@@ -22,7 +22,12 @@ from PySide6.QtWidgets import QApplication
 from app.engine.crash import SessionGuard, UncleanExit
 from app.engine.generation.request_checks import check_runnable
 from app.engine.logs import configure_logging, log_path
-from app.engine.settings import Settings, load_settings, save_settings
+from app.engine.settings import (
+    Settings,
+    load_settings,
+    save_settings,
+    shared_queue_from_settings,
+)
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.model_choices import ModelChoice
@@ -89,17 +94,21 @@ def launch(
     runner.run(
         lambda: _recover(service, settings),
         lambda restore: _ready(window, service, settings, restore, make_workers, previous_run),
-        lambda message: window.show_error(
-            translate("Launch", "Easel could not open its job store: {error}").format(
-                error=message
-            ),
-            sticky=True,
-        ),
+        lambda message: window.show_error(_store_failure(message), sticky=True),
     )
     window = MainWindow(deps, runner=runner)
     _show_errors_in(window)
     window.show()
     return app, window
+
+
+def _store_failure(message: str) -> str:
+    text = translate("Launch", "Easel could not open its job store: {error}").format(error=message)
+    if shared_queue_from_settings():
+        text += " " + translate(
+            "Launch", "Change or clear the shared queue in Settings, then restart Easel."
+        )
+    return text
 
 
 def _open_queue() -> JobQueue:

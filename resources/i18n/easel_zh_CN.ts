@@ -469,6 +469,10 @@ Resume continues from there.</source>
         <translation>Easel 无法打开任务库：{error}</translation>
     </message>
     <message>
+        <source>Change or clear the shared queue in Settings, then restart Easel.</source>
+        <translation>请在“设置”中修改或清空共享队列，然后重新启动 Easel。</translation>
+    </message>
+    <message>
         <source>The data folder {folder} is read-only: your jobs are shown, but nothing can be queued or changed, and no worker runs.</source>
         <translation>数据文件夹 {folder} 是只读的：可以查看任务，但不能排队或更改任何内容，也不会运行工作进程。</translation>
     </message>

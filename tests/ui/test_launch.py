@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.liveness import this_host
 from app.engine.queue import JobQueue, open_queue
-from app.engine.settings import Settings
+from app.engine.settings import DB_ENV, Settings, save_settings
 from app.engine.states import JobStatus
 from app.ui.main import launch
 from app.ui.widgets.window import MainWindow
@@ -97,6 +97,27 @@ def test_an_unreadable_store_is_a_message_and_the_window_stays(
         assert text.startswith("Easel could not open its job store: The job database")
         assert "is damaged (file is not a database)" in text and "db restore" in text
         assert "Traceback" not in text and window.isVisible()
+    finally:
+        window.close()
+
+
+@pytest.mark.parametrize("from_settings", [True, False], ids=["settings", "EASEL_DB"])
+def test_a_shared_queue_out_of_reach_says_where_to_change_it(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, restore_process_state: None,
+    from_settings: bool,
+) -> None:  # fmt: skip
+    unreachable = "postgresql://easel@127.0.0.1:9/easel"  # the discard port: nobody answers
+    if from_settings:
+        save_settings(Settings(database_url=unreachable))
+    else:
+        monkeypatch.setenv(DB_ENV, unreachable)
+    _app, window = launch([], make_workers=lambda q, s: pytest.fail("no workers without a store"))
+    qtbot.addWidget(window)
+    try:
+        qtbot.waitUntil(window.error_banner.isVisible, timeout=WAIT_MS)
+        text = window.error_banner.label.text()
+        assert "the server at 127.0.0.1:9 cannot be reached" in text
+        assert ("shared queue in Settings" in text) is from_settings  # --db: not Settings'
     finally:
         window.close()
 
