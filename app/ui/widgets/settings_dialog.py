@@ -35,6 +35,7 @@ from app.ui.widgets.shared_queue_section import SharedQueueSection
 
 UI_SETTINGS_FILE = "window.ini"
 RESUME_ON_LAUNCH = "jobs/resume_on_launch"
+COLUMN_GAP_PX = 16
 SCREEN_SHARE = 0.85  # the most of the screen's height the dialog takes when it opens
 SCROLL_ALLOWANCE_PX = 160  # the note, the error line, the buttons, margins, a status line
 
@@ -150,13 +151,20 @@ class SettingsDialog(QDialog):
         )
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        # Two columns: one above the other, the sections were taller than a laptop's screen.
+        general = QVBoxLayout()
+        general.addLayout(form)
+        general.addStretch(1)  # spare height below the rows, not between them
+        grouped = QVBoxLayout()
+        grouped.addWidget(self.new_jobs)
+        grouped.addWidget(self.shared_queue)
+        grouped.addStretch(1)
         sections = QWidget()
-        inner = QVBoxLayout(sections)
-        inner.setContentsMargins(0, 0, 0, 0)
-        inner.addLayout(form)
-        inner.addWidget(self.new_jobs)
-        inner.addWidget(self.shared_queue)
-        inner.addStretch(1)  # spare height below the sections, not between their rows
+        columns = QHBoxLayout(sections)
+        columns.setContentsMargins(0, 0, 0, 0)
+        columns.addLayout(general, 1)
+        columns.addSpacing(COLUMN_GAP_PX)
+        columns.addLayout(grouped, 1)
         layout = QVBoxLayout(self)
         self._area = _scrolling(sections)
         layout.addWidget(self._area, 1)
