@@ -156,6 +156,16 @@ def database_location() -> str:
     return os.environ.get(DB_ENV) or load_settings().database_url or str(paths.database_path())
 
 
+def database_override() -> str | None:
+    """The database --db or $EASEL_DB chose over the settings' (passwords hidden), or None."""
+    chosen = os.environ.get(DB_ENV)
+    if not chosen:
+        return None
+    from app.models.postgres import is_database_url, safe_url
+
+    return safe_url(chosen) if is_database_url(chosen) else chosen
+
+
 def shared_queue_from_settings() -> bool:
     """Whether the job database is the settings' shared queue (not --db, $EASEL_DB or the
     local file): then Settings is where a wrong one is put right."""

@@ -1282,6 +1282,10 @@ Resume continues from there.</source>
         <translation>测试连接</translation>
     </message>
     <message>
+        <source>Easel now runs on {database}, given by --db or EASEL_DB; this setting applies when neither is given.</source>
+        <translation>Easel 当前使用由 --db 或 EASEL_DB 指定的 {database}；未指定两者时才使用此设置。</translation>
+    </message>
+    <message>
         <source>Database</source>
         <translation>数据库</translation>
     </message>

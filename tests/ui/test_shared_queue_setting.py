@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
 
-from app.engine.settings import load_settings, save_settings, settings_path
+from app.engine.settings import DB_ENV, load_settings, save_settings, settings_path
 from app.engine.shared_queue import probe_queue
 from app.models.pgpass import PASSFILE_ENV
 from app.ui.widgets.settings_dialog import SettingsDialog
@@ -114,3 +114,15 @@ def test_an_unreachable_server_is_said_without_freezing_the_dialog(qtbot: QtBot)
     said = try_connection(qtbot, dialog)
     assert "cannot be reached" in said
     assert dialog.shared_queue.status.objectName() == "error"
+
+
+def test_a_database_given_by_easel_db_is_named_above_the_setting(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DB_ENV, "postgresql://ana:secret@studio/easel")
+    dialog = open_dialog(qtbot)
+    note = dialog.shared_queue.override
+    assert note.isVisible() and "postgresql://ana:***@studio/easel" in note.text()
+    assert "secret" not in note.text()
+    monkeypatch.delenv(DB_ENV)
+    assert not open_dialog(qtbot).shared_queue.override.isVisible()

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.settings import database_override
 from app.ui.qt.dbthread import Runner, ThreadRunner
 
 Probe = Callable[[str, str], Any]  # (url, password) -> QueueProbe, or raises
@@ -68,6 +69,15 @@ class SharedQueueSection(QGroupBox):
         self.test.clicked.connect(self.try_connection)
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.override = QLabel()
+        self.override.setObjectName("hint")
+        self.override.setWordWrap(True)
+        if (chosen := database_override()) is not None:
+            self.override.setText(
+                self.tr("Easel now runs on {database}, given by --db or EASEL_DB; this "
+                        "setting applies when neither is given.").format(database=chosen)
+            )  # fmt: skip
+        self.override.setVisible(chosen is not None)
         self.url.textChanged.connect(self._url_changed)
         self._url_changed()
         self._lay_out()
@@ -77,6 +87,7 @@ class SharedQueueSection(QGroupBox):
         address.addWidget(self.url, 1)
         address.addWidget(self.test)
         form = QFormLayout(self)
+        form.addRow(self.override)
         form.addRow(self.tr("Database"), address)
         form.addRow(self.tr("Password"), self.password)
         form.addRow("", self.status)
