@@ -14,6 +14,7 @@ with; each ratio is measured in the same run:
   cancel_latency_steps_p95   steps run after a cancel request (>= 20, at random steps)
   pause_latency_steps_p95    the same for pause
   resume_time_ratio          paused-and-resumed run time / uninterrupted (median of 5)
+  cancel_latency_steps_p95_postgresql  with --db URL: the same on PostgreSQL (and pause_)
   cancel_while_loading_s     a request to the settled job while a worker process loads the
   (pause_, _decoding_s)      model or decodes the image (no step checkpoint: the grace kill)
 """
@@ -53,6 +54,7 @@ from app.engine.settings import Settings
 from app.engine.states import JobStatus
 from app.engine.supervisor import Supervisor
 from app.engine.worker import Outbox, RunnerFactory, Worker, WorkerConfig
+from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from benchmarks.architectures import run_architectures
 
@@ -66,6 +68,11 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=None, help="a diffusers pipeline folder")
     parser.add_argument("--jobs", type=int, default=12, help="jobs per queue/direct figure")
     parser.add_argument("--skip-queue", action="store_true", help="only the model figures")
+    parser.add_argument(
+        "--db", metavar="URL",
+        help="also measure cancel and pause latency on this PostgreSQL server (a scratch "
+        "schema): a worker there learns of requests by LISTEN, not by reading its row",
+    )  # fmt: skip
     args = parser.parse_args()
     _quiet_progress_bars()
     with tempfile.TemporaryDirectory() as temp:
@@ -98,6 +105,8 @@ def main() -> None:
         report("pause_resume_max_diff", diff)
         if not args.skip_queue:
             _queue_figures(runner, params, work, args.jobs)
+            if args.db:
+                _postgresql_latency_figures(runner, params, work, args.db)
         run_architectures()  # per architecture on tiny random models: name[arch]: value
 
 
@@ -121,12 +130,14 @@ class _Bench:
     checkpoint_interval_s: float = 0.0
     queue: JobQueue = field(init=False)
     on_message: Callable[[WorkerMessage], object] | None = None
+    location: str | None = None  # a PostgreSQL URL instead of a new SQLite file
 
     def __post_init__(self) -> None:
         folder = self.work / f"queue-{new_token()}"
-        self.queue = open_queue(folder / "easel.db")
+        location = self.location or str(folder / "easel.db")
+        self.queue = open_queue(location)
         self.config = WorkerConfig(
-            db_path=str(folder / "easel.db"), outputs_dir=str(folder / "outputs"),
+            db_path=location, outputs_dir=str(folder / "outputs"),
             checkpoints_dir=str(folder / "checkpoints"), liveness_dir=str(folder / "workers"),
             warm_model=None, until_idle=True, checkpoint_interval_s=self.checkpoint_interval_s,
         )  # fmt: skip
@@ -281,22 +292,41 @@ def _queued_s(
     return elapsed
 
 
+def _postgresql_latency_figures(
+    runner: Runner, params: GenerationParams, work: Path, server: str
+) -> None:
+    params = GenerationParams(**{**params.to_dict(), "width": 64, "height": 64, "steps": 30})
+    with scratch_schema(server) as url:
+        for name, ask in (("cancel", JobQueue.cancel), ("pause", JobQueue.pause)):
+            lag = _latency_p95(runner, params, work, ask, location=url)
+            report(f"{name}_latency_steps_p95_postgresql", lag)
+
+
 def _latency_p95(
-    runner: Runner, params: GenerationParams, work: Path, ask: Callable[..., object]
+    runner: Runner,
+    params: GenerationParams,
+    work: Path,
+    ask: Callable[..., object],
+    location: str | None = None,
 ) -> int:
     """Steps reported after the request, the way the app asks (from another thread)."""
     rng = random.Random(7)
     lags = [
-        _steps_after_request(runner, params, work, ask, rng.randint(2, params.steps - 5))
+        _steps_after_request(runner, params, work, ask, rng.randint(2, params.steps - 5), location)
         for _ in range(LATENCY_REQUESTS)
     ]
     return int(np.percentile(lags, 95, method="higher"))
 
 
 def _steps_after_request(
-    runner: Runner, params: GenerationParams, work: Path, ask: Callable[..., object], at: int
+    runner: Runner,
+    params: GenerationParams,
+    work: Path,
+    ask: Callable[..., object],
+    at: int,
+    location: str | None = None,
 ) -> int:
-    bench = _Bench(runner, work)
+    bench = _Bench(runner, work, location=location)
     job_id = bench.queue.submit(params)
     steps: list[int] = []
 
