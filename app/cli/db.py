@@ -14,7 +14,7 @@ from app.engine import paths
 from app.engine.queue import JobQueue, OpenFor
 from app.engine.settings import database_location
 from app.engine.shared_files import copy_local_files
-from app.engine.shared_queue import probe_queue, save_password
+from app.engine.shared_queue import Found, probe_queue, save_password
 from app.errors import DatabaseError
 from app.models.db import back_up, list_backups, open_database, restore_backup
 from app.models.postgres import copy_store, is_database_url, safe_url
@@ -116,7 +116,8 @@ def _password(_args: argparse.Namespace) -> int:
         path = save_password(url, password)
     except DatabaseError as error:
         return _refuse(str(error), EXIT_STORE)
-    print(f"saved in {path}; {found.where} holds {found.jobs} jobs")
+    holds = {Found.EMPTY: "no Easel jobs yet", Found.OLDER: "an older Easel's jobs"}
+    print(f"saved in {path}; {found.where} holds {holds.get(found.found, f'{found.jobs} jobs')}")
     return 0
 
 

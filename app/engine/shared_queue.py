@@ -4,6 +4,7 @@ its password where libpq finds it (never in the settings, see `app.models.pgpass
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from sqlalchemy.engine import URL
@@ -11,10 +12,19 @@ from sqlalchemy.engine import URL
 from app.engine.queue import OpenFor, open_queue
 from app.engine.states import JobStatus
 from app.errors import DatabaseError
+from app.models.db import SCHEMA_VERSION, SchemaTooNew
 from app.models.pgpass import PasswordRefused, has_password, remember_password
-from app.models.postgres import is_database_url, parse_url, safe_url
+from app.models.postgres import is_database_url, parse_url, safe_url, schema_version_at
 
 WAITING = (JobStatus.PENDING, JobStatus.PROCESSING)
+
+
+class Found(StrEnum):
+    """What a connection test found in the database."""
+
+    QUEUE = "queue"  # Easel's tables, as this version writes them: `jobs` and `waiting` tell
+    EMPTY = "empty"  # no Easel tables yet: created at the next start
+    OLDER = "older"  # an older Easel's tables: updated at the next start
 
 
 @dataclass(frozen=True)
@@ -22,27 +32,37 @@ class QueueProbe:
     """What a successful connection found."""
 
     where: str  # the URL without its password
-    jobs: int
-    waiting: int  # pending or running
+    found: Found
+    jobs: int = 0
+    waiting: int = 0  # pending or running
 
 
 def probe_queue(url: str, password: str = "") -> QueueProbe:
-    """Connect to the queue at `url` as the window would, and count its jobs.
+    """Connect to the queue at `url` as the window would, and say what is there.
 
     `password`: used for this connection only; empty lets libpq find one (PGPASSWORD, its
-    password file). Creates Easel's tables on an empty database, as the first launch on it
-    would. Raises `DatabaseError` with one sentence saying what is wrong.
+    password file). Creates and migrates nothing. Raises `DatabaseError` with one sentence
+    saying what is wrong (unreachable, refused, missing, written by a newer Easel).
     """
-    queue = open_queue(_with_password(url, password), OpenFor.READING)
+    location = _with_password(url, password)
+    version = schema_version_at(location)
+    where = safe_url(url)
+    if version is None:
+        return QueueProbe(where, Found.EMPTY)
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"{where} was written by a newer Easel (schema {version}; this version "
+            f"understands up to {SCHEMA_VERSION}): update Easel on this machine first."
+        )
+    if version < SCHEMA_VERSION:
+        return QueueProbe(where, Found.OLDER)
+    queue = open_queue(location, OpenFor.READING)  # up to date: opening changes nothing
     try:
         counts = queue.count_by_status()
     finally:
         queue.db.dispose()
-    return QueueProbe(
-        where=safe_url(url),
-        jobs=sum(counts.values()),
-        waiting=sum(counts.get(status, 0) for status in WAITING),
-    )
+    waiting = sum(counts.get(status, 0) for status in WAITING)
+    return QueueProbe(where, Found.QUEUE, jobs=sum(counts.values()), waiting=waiting)
 
 
 def save_password(url: str, password: str) -> Path:

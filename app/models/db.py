@@ -566,7 +566,7 @@ def ensure_schema(db: Database) -> int:
     if _read_version(db) == SCHEMA_VERSION:
         return SCHEMA_VERSION
     with db.write() as conn:
-        version = _stored_version(conn)
+        version = stored_version(conn)
         if version is None:
             SQLModel.metadata.create_all(conn)
             create_search_index(conn)
@@ -598,10 +598,11 @@ def _refuse_newer(version: int) -> None:
 
 def stored_schema_version(db: Database) -> int | None:
     with db.read() as conn:
-        return _stored_version(conn)
+        return stored_version(conn)
 
 
-def _stored_version(conn: Connection) -> int | None:
+def stored_version(conn: Connection) -> int | None:
+    """The schema version on `conn`'s database; None when it holds no Easel tables."""
     if not inspect(conn).has_table(SchemaInfo.__tablename__):
         return None
     return conn.execute(text("SELECT version FROM schema_info WHERE id = 1")).scalar_one_or_none()

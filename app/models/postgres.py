@@ -27,7 +27,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 
 from app.errors import DatabaseUnreachable
-from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema
+from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema, stored_version
 from app.models.tables import JOB, TRANSITION
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,21 @@ def open_postgres(location: str) -> Database:
         db.dispose()
         raise
     return db
+
+
+def schema_version_at(location: str) -> int | None:
+    """The Easel schema version of the database at `location`, None if it holds no Easel
+    tables; creates and migrates nothing (a connection test must not change a database
+    that may not be meant for Easel)."""
+    url = parse_url(location)
+    engine = postgres_engine(url)
+    try:
+        with engine.connect() as conn:
+            return stored_version(conn)
+    except SQLAlchemyDBAPIError as error:
+        raise connection_error(error, url) from None
+    finally:
+        engine.dispose()
 
 
 @contextmanager

@@ -1302,6 +1302,14 @@ Resume continues from there.</source>
         <translation>正在连接…</translation>
     </message>
     <message>
+        <source>Connected to {where}. It holds no jobs yet: Easel sets it up when it next starts.</source>
+        <translation>已连接到 {where}。其中还没有任务：Easel 下次启动时会完成设置。</translation>
+    </message>
+    <message>
+        <source>Connected to {where}. Its jobs come from an older Easel: their tables are updated when Easel next starts.</source>
+        <translation>已连接到 {where}。其中的任务来自旧版 Easel：下次启动 Easel 时会更新其数据表。</translation>
+    </message>
+    <message>
         <source>Connected to {where}: {jobs} jobs, {waiting} waiting or running.</source>
         <translation>已连接到 {where}：共 {jobs} 个任务，{waiting} 个在等待或运行。</translation>
     </message>

@@ -11,10 +11,16 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
+from app.engine.params import GenerationParams
+from app.engine.queue import open_queue
 from app.engine.settings import DB_ENV, load_settings, save_settings, settings_path
-from app.engine.shared_queue import probe_queue
+from app.engine.shared_queue import Found, probe_queue
+from app.models.db import SCHEMA_VERSION
 from app.models.pgpass import PASSFILE_ENV
+from app.models.postgres import schema_version_at
 from app.ui.widgets.settings_dialog import SettingsDialog
 from tests import pg
 
@@ -73,9 +79,37 @@ def test_a_typed_password_is_tried_and_a_wrong_one_is_named(
     dialog.shared_queue.password.clear()
     qtbot.keyClicks(dialog.shared_queue.password, password)
     said = try_connection(qtbot, dialog)
-    assert said.startswith("Connected to ") and "0 jobs" in said
+    assert said.startswith("Connected to ") and "holds no jobs yet" in said
     assert password not in said
     assert dialog.shared_queue.status.objectName() == "hint"
+
+
+def test_trying_a_connection_creates_and_changes_nothing(
+    qtbot: QtBot, server: tuple[str, str]
+) -> None:
+    url, password = server
+    dialog = open_dialog(qtbot)
+    type_into(qtbot, dialog, url, password)
+    try_connection(qtbot, dialog)
+    assert schema_version_at(located(url, password)) is None  # no table was created
+    queue = open_queue(located(url, password))
+    queue.submit(GenerationParams("a red circle", steps=3))
+    with queue.db.write() as conn:  # as an older Easel left it
+        conn.execute(text("UPDATE schema_info SET version = :v"), {"v": SCHEMA_VERSION - 1})
+    assert "tables are updated when Easel next starts" in try_connection(qtbot, dialog)
+    assert schema_version_at(located(url, password)) == SCHEMA_VERSION - 1  # not migrated
+    with queue.db.write() as conn:
+        conn.execute(text("UPDATE schema_info SET version = :v"), {"v": SCHEMA_VERSION})
+    assert ": 1 jobs, 1 waiting or running." in try_connection(qtbot, dialog)
+    with queue.db.write() as conn:
+        conn.execute(text("UPDATE schema_info SET version = :v"), {"v": SCHEMA_VERSION + 1})
+    assert "newer Easel" in try_connection(qtbot, dialog)
+    assert dialog.shared_queue.status.objectName() == "error"
+    queue.db.dispose()
+
+
+def located(url: str, password: str) -> str:
+    return make_url(url).set(password=password).render_as_string(hide_password=False)
 
 
 def test_saving_keeps_the_url_in_settings_and_the_password_for_libpq(
@@ -90,7 +124,7 @@ def test_saving_keeps_the_url_in_settings_and_the_password_for_libpq(
     assert password not in settings_path().read_text()
     assert password in (tmp_path / "pgpass").read_text()
     # Without a password anywhere but libpq's file, the saved URL opens.
-    assert probe_queue(load_settings().database_url).jobs == 0
+    assert probe_queue(load_settings().database_url).found is Found.EMPTY
     again = open_dialog(qtbot)
     assert "saved on this computer" in again.shared_queue.password.placeholderText()
 

@@ -9,7 +9,6 @@ of its own, so a server that does not answer never freezes the dialog.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtWidgets import (
     QFormLayout,
@@ -22,22 +21,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.settings import database_override
+from app.engine.shared_queue import Found, QueueProbe, password_saved, probe_queue
 from app.ui.qt.dbthread import Runner, ThreadRunner
 
-Probe = Callable[[str, str], Any]  # (url, password) -> QueueProbe, or raises
+Probe = Callable[[str, str], QueueProbe]  # (url, password) -> what is there, or raises
 PasswordSaved = Callable[[str], bool]
-
-
-def _probe_queue(url: str, password: str) -> Any:
-    from app.engine.shared_queue import probe_queue  # opens a database: only when asked
-
-    return probe_queue(url, password)
-
-
-def _password_saved(url: str) -> bool:
-    from app.engine.shared_queue import password_saved
-
-    return password_saved(url)
 
 
 class SharedQueueSection(QGroupBox):
@@ -46,8 +34,8 @@ class SharedQueueSection(QGroupBox):
         url: str,
         parent: QWidget | None = None,
         *,
-        probe: Probe = _probe_queue,
-        saved: PasswordSaved = _password_saved,
+        probe: Probe = probe_queue,
+        saved: PasswordSaved = password_saved,
         runner: Runner | None = None,
     ) -> None:
         """`runner`: where tries run (default: a thread of this section's own)."""
@@ -119,19 +107,25 @@ class SharedQueueSection(QGroupBox):
         if self._own_thread is not None:
             self._own_thread.close(timeout=0)
 
-    def _answered(self, attempt: int, found: Any, error: str | None) -> None:
+    def _answered(self, attempt: int, found: QueueProbe | None, error: str | None) -> None:
         if attempt != self._probing:
             return
         self.test.setEnabled(True)
-        if error is not None:
-            self._show(error, error=True)
+        if found is None:
+            self._show(error or "", error=True)
             return
-        self._show(
-            self.tr("Connected to {where}: {jobs} jobs, {waiting} waiting or running.").format(
-                where=found.where, jobs=found.jobs, waiting=found.waiting
-            ),
-            error=False,
-        )
+        self._show(self._found_words(found), error=False)
+
+    def _found_words(self, found: QueueProbe) -> str:
+        if found.found is Found.EMPTY:
+            text = self.tr("Connected to {where}. It holds no jobs yet: Easel sets it up when "
+                           "it next starts.")  # fmt: skip
+        elif found.found is Found.OLDER:
+            text = self.tr("Connected to {where}. Its jobs come from an older Easel: their "
+                           "tables are updated when Easel next starts.")  # fmt: skip
+        else:
+            text = self.tr("Connected to {where}: {jobs} jobs, {waiting} waiting or running.")
+        return text.format(where=found.where, jobs=found.jobs, waiting=found.waiting)
 
     def _url_changed(self) -> None:
         url = self.chosen_url()
