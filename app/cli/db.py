@@ -13,11 +13,10 @@ from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
 from app.engine import paths
 from app.engine.queue import JobQueue, OpenFor
 from app.engine.settings import database_location
-from app.engine.shared_files import copy_local_files
-from app.engine.shared_queue import Found, probe_queue, save_password
+from app.engine.shared_queue import Found, copy_local_queue, probe_queue, save_password
 from app.errors import DatabaseError
-from app.models.db import back_up, list_backups, open_database, restore_backup
-from app.models.postgres import copy_store, is_database_url, safe_url
+from app.models.db import back_up, list_backups, restore_backup
+from app.models.postgres import is_database_url, safe_url
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -79,27 +78,18 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace) -> int:
-    source: Path = args.source or paths.database_path()
     if not is_database_url(args.to):
         return _refuse(f"--to needs a postgresql:// URL, not {args.to!r}", EXIT_REFUSED)
+    source: Path = args.source or paths.database_path()
     if not source.is_file():
         return _refuse(f"there is no job database at {source}", EXIT_REFUSED)
     try:
-        local = open_database(source, read_only=True)
-        try:
-            shared = open_database(args.to)
-            try:
-                jobs, rows = copy_store(local, shared)
-                files = copy_local_files(local, shared)
-            finally:
-                shared.dispose()
-        finally:
-            local.dispose()
+        copied = copy_local_queue(args.to, source=source)
     except DatabaseError as error:
         return _refuse(str(error), EXIT_STORE)
     print(
-        f"copied {jobs} jobs, {rows} history rows and {files} images and checkpoints "
-        f"from {source} to {safe_url(args.to)}"
+        f"copied {copied.jobs} jobs, {copied.history_rows} history rows and {copied.files} "
+        f"images and checkpoints from {source} to {copied.where}"
     )
     return 0
 

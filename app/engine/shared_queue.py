@@ -9,12 +9,20 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL
 
+from app.engine import paths
 from app.engine.queue import OpenFor, open_queue
+from app.engine.shared_files import copy_local_files
 from app.engine.states import JobStatus
 from app.errors import DatabaseError
-from app.models.db import SCHEMA_VERSION, SchemaTooNew
+from app.models.db import SCHEMA_VERSION, SchemaTooNew, open_database
 from app.models.pgpass import PasswordRefused, has_password, remember_password
-from app.models.postgres import is_database_url, parse_url, safe_url, schema_version_at
+from app.models.postgres import (
+    copy_store,
+    is_database_url,
+    parse_url,
+    safe_url,
+    schema_version_at,
+)
 
 WAITING = (JobStatus.PENDING, JobStatus.PROCESSING)
 
@@ -63,6 +71,39 @@ def probe_queue(url: str, password: str = "") -> QueueProbe:
         queue.db.dispose()
     waiting = sum(counts.get(status, 0) for status in WAITING)
     return QueueProbe(where, Found.QUEUE, jobs=sum(counts.values()), waiting=waiting)
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What `copy_local_queue` moved into the shared database."""
+
+    where: str  # the URL without its password
+    jobs: int
+    history_rows: int
+    files: int  # images of finished jobs, checkpoints of paused ones
+
+
+def copy_local_queue(url: str, password: str = "", source: Path | None = None) -> Copied:
+    """Copy this machine's SQLite queue (`source`, default the data folder's), history,
+    ids, images and pause checkpoints included, into the empty database at `url`.
+
+    All jobs and history rows or none; a database that already holds jobs is refused.
+    Raises `DatabaseError` with one sentence saying what is wrong.
+    """
+    source = source or paths.database_path()
+    if not source.is_file():
+        raise DatabaseError(f"There is no job database at {source} to copy.")
+    local = open_database(source, read_only=True)
+    try:
+        shared = open_database(_with_password(url, password))
+        try:
+            jobs, rows = copy_store(local, shared)
+            files = copy_local_files(local, shared)
+        finally:
+            shared.dispose()
+    finally:
+        local.dispose()
+    return Copied(safe_url(url), jobs, rows, files)
 
 
 def save_password(url: str, password: str) -> Path:

@@ -1282,6 +1282,14 @@ Resume continues from there.</source>
         <translation>测试连接</translation>
     </message>
     <message>
+        <source>Copy this computer&apos;s jobs there</source>
+        <translation>把这台电脑上的任务复制过去</translation>
+    </message>
+    <message>
+        <source>Into an empty database only: every job with its timeline, images and paused progress. The jobs here stay as they are.</source>
+        <translation>只能复制到空数据库：每个任务连同其时间线、图像和暂停时保存的进度。这里的任务保持不变。</translation>
+    </message>
+    <message>
         <source>Easel now runs on {database}, given by --db or EASEL_DB; this setting applies when neither is given.</source>
         <translation>Easel 当前使用由 --db 或 EASEL_DB 指定的 {database}；未指定两者时才使用此设置。</translation>
     </message>
@@ -1302,6 +1310,10 @@ Resume continues from there.</source>
         <translation>正在连接…</translation>
     </message>
     <message>
+        <source>Copying this computer&apos;s jobs…</source>
+        <translation>正在复制这台电脑上的任务…</translation>
+    </message>
+    <message>
         <source>Connected to {where}. It holds no jobs yet: Easel sets it up when it next starts.</source>
         <translation>已连接到 {where}。其中还没有任务：Easel 下次启动时会完成设置。</translation>
     </message>
@@ -1312,6 +1324,10 @@ Resume continues from there.</source>
     <message>
         <source>Connected to {where}: {jobs} jobs, {waiting} waiting or running.</source>
         <translation>已连接到 {where}：共 {jobs} 个任务，{waiting} 个在等待或运行。</translation>
+    </message>
+    <message>
+        <source>Copied {jobs} jobs, {rows} timeline rows and {files} images and saved progress to {where}. Save, then restart Easel to work on it.</source>
+        <translation>已将 {jobs} 个任务、{rows} 条时间线记录和 {files} 个图像及已保存进度复制到 {where}。请保存，然后重新启动 Easel 以使用它。</translation>
     </message>
     <message>
         <source>not needed</source>

@@ -160,3 +160,35 @@ def test_a_database_given_by_easel_db_is_named_above_the_setting(
     assert "secret" not in note.text()
     monkeypatch.delenv(DB_ENV)
     assert not open_dialog(qtbot).shared_queue.override.isVisible()
+
+
+def test_this_computers_jobs_are_copied_into_an_empty_shared_queue_once(
+    qtbot: QtBot, server: tuple[str, str]
+) -> None:
+    url, password = server
+    local = open_queue()  # this computer's queue, in the test's data folder
+    first = local.submit(GenerationParams("a red circle", steps=3))
+    local.submit(GenerationParams("a blue square", steps=3))
+    local.cancel(first)
+    local.db.dispose()
+    dialog = open_dialog(qtbot)
+    assert not dialog.shared_queue.copy.isEnabled()  # no URL yet
+    type_into(qtbot, dialog, url, password)
+    said = copy_and_wait(qtbot, dialog)
+    assert said.startswith("Copied 2 jobs, 3 timeline rows and 0 images"), said
+    shared = open_queue(located(url, password))
+    assert [job.prompt for job in shared.jobs()] == ["a blue square", "a red circle"]
+    assert [row.event for row in shared.timeline(first)] == ["SUBMIT", "CANCEL"]
+    shared.db.dispose()
+    assert "already holds jobs" in copy_and_wait(qtbot, dialog)  # never merged twice
+    assert dialog.shared_queue.status.objectName() == "error"
+    local = open_queue()
+    assert len(local.jobs()) == 2  # the jobs here stay as they were
+    local.db.dispose()
+
+
+def copy_and_wait(qtbot: QtBot, dialog: SettingsDialog) -> str:
+    section = dialog.shared_queue
+    qtbot.mouseClick(section.copy, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: section.test.isEnabled(), timeout=TIMEOUT_MS)
+    return section.status.text()

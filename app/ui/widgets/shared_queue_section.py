@@ -3,12 +3,14 @@
 The URL is saved in the settings; the password never is. Typed here, it goes to libpq's
 own password file, where the window, headless workers and psql all find it. "Test
 connection" tries what is typed (password included, without saving anything) on a thread
-of its own, so a server that does not answer never freezes the dialog.
+of its own, so a server that does not answer never freezes the dialog; so does "Copy this
+computer's jobs there", which copies the local queue into an empty shared one (`db copy`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from PySide6.QtWidgets import (
     QFormLayout,
@@ -21,10 +23,19 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.settings import database_override
-from app.engine.shared_queue import Found, QueueProbe, password_saved, probe_queue
+from app.engine.shared_queue import (
+    Copied,
+    Found,
+    QueueProbe,
+    copy_local_queue,
+    password_saved,
+    probe_queue,
+)
 from app.ui.qt.dbthread import Runner, ThreadRunner
 
+T = TypeVar("T")
 Probe = Callable[[str, str], QueueProbe]  # (url, password) -> what is there, or raises
+Copy = Callable[[str, str], Copied]  # (url, password) -> what was copied, or raises
 PasswordSaved = Callable[[str], bool]
 
 
@@ -35,16 +46,17 @@ class SharedQueueSection(QGroupBox):
         parent: QWidget | None = None,
         *,
         probe: Probe = probe_queue,
+        copy: Copy = copy_local_queue,
         saved: PasswordSaved = password_saved,
         runner: Runner | None = None,
     ) -> None:
-        """`runner`: where tries run (default: a thread of this section's own)."""
+        """`runner`: where requests run (default: a thread of this section's own)."""
         super().__init__(parent)
         self.setTitle(self.tr("Shared queue"))
-        self._probe, self._saved = probe, saved
+        self._probe, self._copy, self._saved = probe, copy, saved
         self._runner = runner
         self._own_thread: ThreadRunner | None = None
-        self._probing = 0  # answers to older tries are dropped: only the latest one shows
+        self._asked = 0  # answers to older requests are dropped: only the latest one shows
         self.url = QLineEdit(url)
         self.url.setPlaceholderText(self.tr("none: jobs stay on this computer"))
         self.url.setToolTip(
@@ -55,6 +67,12 @@ class SharedQueueSection(QGroupBox):
         self.password.setEchoMode(QLineEdit.EchoMode.Password)
         self.test = QPushButton(self.tr("Test connection"))
         self.test.clicked.connect(self.try_connection)
+        self.copy = QPushButton(self.tr("Copy this computer's jobs there"))
+        self.copy.setToolTip(
+            self.tr("Into an empty database only: every job with its timeline, images and "
+                    "paused progress. The jobs here stay as they are.")
+        )  # fmt: skip
+        self.copy.clicked.connect(self.copy_jobs)
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.override = QLabel()
@@ -78,6 +96,10 @@ class SharedQueueSection(QGroupBox):
         form.addRow(self.override)
         form.addRow(self.tr("Database"), address)
         form.addRow(self.tr("Password"), self.password)
+        copying = QHBoxLayout()
+        copying.addWidget(self.copy)
+        copying.addStretch(1)
+        form.addRow("", copying)
         form.addRow("", self.status)
 
     def chosen_url(self) -> str:
@@ -87,34 +109,41 @@ class SharedQueueSection(QGroupBox):
         return self.password.text()
 
     def try_connection(self) -> None:
-        url = self.chosen_url()
-        if not url:
+        if not self.chosen_url():
             self._show(self.tr("Jobs stay on this computer: nothing to test."), error=False)
             return
-        self._probing += 1
-        attempt = self._probing
-        self.test.setEnabled(False)
-        self._show(self.tr("Connecting…"), error=False)
-        password = self.typed_password()
-        self._thread().run(
-            lambda: self._probe(url, password),
-            lambda found: self._answered(attempt, found, None),
-            lambda message: self._answered(attempt, None, message),
-        )
+        self._ask(self._probe, self.tr("Connecting…"), self._found_words)
+
+    def copy_jobs(self) -> None:
+        self._ask(self._copy, self.tr("Copying this computer's jobs…"), self._copied_words)
 
     def close_thread(self) -> None:
-        """Let go of a try still waiting on a server (the dialog is closing)."""
+        """Let go of a request still waiting on a server (the dialog is closing)."""
         if self._own_thread is not None:
             self._own_thread.close(timeout=0)
 
-    def _answered(self, attempt: int, found: QueueProbe | None, error: str | None) -> None:
-        if attempt != self._probing:
-            return
-        self.test.setEnabled(True)
-        if found is None:
-            self._show(error or "", error=True)
-            return
-        self._show(self._found_words(found), error=False)
+    def _ask(self, request: Callable[[str, str], T], doing: str, words: Callable[[T], str]) -> None:
+        """`request(url, password)` on the thread; its answer in `words`, or its error."""
+        self._asked += 1
+        asked = self._asked
+        url, password = self.chosen_url(), self.typed_password()
+        self._busy(True)
+        self._show(doing, error=False)
+
+        def answered(text: str, error: bool) -> None:
+            if asked == self._asked:
+                self._busy(False)
+                self._show(text, error=error)
+
+        self._thread().run(
+            lambda: request(url, password),
+            lambda result: answered(words(result), False),
+            lambda message: answered(message, True),
+        )
+
+    def _busy(self, busy: bool) -> None:
+        self.test.setEnabled(not busy)
+        self.copy.setEnabled(not busy and bool(self.chosen_url()))
 
     def _found_words(self, found: QueueProbe) -> str:
         if found.found is Found.EMPTY:
@@ -127,6 +156,13 @@ class SharedQueueSection(QGroupBox):
             text = self.tr("Connected to {where}: {jobs} jobs, {waiting} waiting or running.")
         return text.format(where=found.where, jobs=found.jobs, waiting=found.waiting)
 
+    def _copied_words(self, copied: Copied) -> str:
+        return self.tr(
+            "Copied {jobs} jobs, {rows} timeline rows and {files} images and saved progress "
+            "to {where}. Save, then restart Easel to work on it."
+        ).format(jobs=copied.jobs, rows=copied.history_rows, files=copied.files,
+                 where=copied.where)  # fmt: skip
+
     def _url_changed(self) -> None:
         url = self.chosen_url()
         self.password.setEnabled(bool(url))
@@ -137,6 +173,7 @@ class SharedQueueSection(QGroupBox):
         else:
             hint = self.tr("none saved; type it to keep it in PostgreSQL's password file")
         self.password.setPlaceholderText(hint)
+        self.copy.setEnabled(bool(url) and self.test.isEnabled())
         self.status.clear()
 
     def _show(self, text: str, *, error: bool) -> None:
