@@ -1,6 +1,6 @@
 """Render resources/icons/easel.svg to the PNG sizes desktops ask for.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python packaging/make_icons.py
+QT_QPA_PLATFORM=offscreen .venv/bin/python packaging/make_icons.py
 """
 
 from __future__ import annotations
