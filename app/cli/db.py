@@ -1,5 +1,5 @@
 """Database commands: `db check`, `db backup`, `db restore [FILE]`, `db copy --to URL`,
-which moves this machine's queue into a PostgreSQL database shared by several machines,
+which copies this machine's queue into a PostgreSQL database shared by several machines,
 and `db password`, which keeps that database's password where libpq finds it."""
 
 from __future__ import annotations

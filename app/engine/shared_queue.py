@@ -75,7 +75,7 @@ def probe_queue(url: str, password: str = "") -> QueueProbe:
 
 @dataclass(frozen=True)
 class Copied:
-    """What `copy_local_queue` moved into the shared database."""
+    """What `copy_local_queue` copied into the shared database."""
 
     where: str  # the URL without its password
     jobs: int

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.engine import paths
 from app.engine.settings import InvalidSettings, Settings
+from app.engine.shared_queue import save_password as keep_password
 from app.errors import DatabaseError
 from app.ui.presenters.model_choices import ModelChoice
 from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language
@@ -72,7 +73,7 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self._store = store
         self.shared_queue = shared_queue or SharedQueueSection(settings.database_url)
-        self._save_password = save_password or _save_password
+        self._save_password = save_password or keep_password
         self.new_jobs = NewJobsSection(
             settings.new_jobs_start_with, settings.new_job_defaults, models
         )
@@ -199,8 +200,8 @@ class SettingsDialog(QDialog):
         try:
             chosen = self.chosen()
             # The password first: settings naming a server Easel cannot log in to are useless.
-            if chosen.database_url and self.shared_queue.typed_password():
-                self._save_password(chosen.database_url, self.shared_queue.typed_password())
+            if chosen.database_url and (password := self.shared_queue.typed_password()):
+                self._save_password(chosen.database_url, password)
             self._save(chosen)
         except (InvalidSettings, DatabaseError, OSError) as error:
             self.error.setText(self.tr("Not saved: {error}").format(error=error))
@@ -262,12 +263,6 @@ def _scrolling(content: QWidget) -> QScrollArea:
     area.setFrameShape(QFrame.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     return area
-
-
-def _save_password(url: str, password: str) -> object:
-    from app.engine.shared_queue import save_password  # the database layer: only when asked
-
-    return save_password(url, password)
 
 
 def _folder_field(value: str, default: str) -> _FolderField:
