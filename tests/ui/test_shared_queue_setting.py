@@ -57,7 +57,7 @@ def try_connection(qtbot: QtBot, dialog: SettingsDialog) -> str:
     section = dialog.shared_queue
     qtbot.mouseClick(section.test, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: section.test.isEnabled(), timeout=TIMEOUT_MS)
-    return section.status.text()
+    return section.answer.text()
 
 
 def click_save(qtbot: QtBot, dialog: SettingsDialog) -> None:
@@ -75,13 +75,13 @@ def test_a_typed_password_is_tried_and_a_wrong_one_is_named(
     dialog = open_dialog(qtbot)
     type_into(qtbot, dialog, url, "not-" + password)
     assert "password" in try_connection(qtbot, dialog)
-    assert dialog.shared_queue.status.objectName() == "error"
+    assert dialog.shared_queue.answer.objectName() == "error"
     dialog.shared_queue.password.clear()
     qtbot.keyClicks(dialog.shared_queue.password, password)
     said = try_connection(qtbot, dialog)
     assert said.startswith("Connected to ") and "holds no jobs yet" in said
     assert password not in said
-    assert dialog.shared_queue.status.objectName() == "hint"
+    assert dialog.shared_queue.answer.objectName() == "hint"
 
 
 def test_trying_a_connection_creates_and_changes_nothing(
@@ -104,7 +104,7 @@ def test_trying_a_connection_creates_and_changes_nothing(
     with queue.db.write() as conn:
         conn.execute(text("UPDATE schema_info SET version = :v"), {"v": SCHEMA_VERSION + 1})
     assert "newer Easel" in try_connection(qtbot, dialog)
-    assert dialog.shared_queue.status.objectName() == "error"
+    assert dialog.shared_queue.answer.objectName() == "error"
     queue.db.dispose()
 
 
@@ -147,7 +147,7 @@ def test_an_unreachable_server_is_said_without_freezing_the_dialog(qtbot: QtBot)
     type_into(qtbot, dialog, "postgresql://ana@127.0.0.1:9/easel", "pw")  # discard port
     said = try_connection(qtbot, dialog)
     assert "cannot be reached" in said
-    assert dialog.shared_queue.status.objectName() == "error"
+    assert dialog.shared_queue.answer.objectName() == "error"
 
 
 def test_a_database_given_by_easel_db_is_named_above_the_setting(
@@ -181,7 +181,7 @@ def test_this_computers_jobs_are_copied_into_an_empty_shared_queue_once(
     assert [row.event for row in shared.timeline(first)] == ["SUBMIT", "CANCEL"]
     shared.db.dispose()
     assert "already holds jobs" in copy_and_wait(qtbot, dialog)  # never merged twice
-    assert dialog.shared_queue.status.objectName() == "error"
+    assert dialog.shared_queue.answer.objectName() == "error"
     local = open_queue()
     assert len(local.jobs()) == 2  # the jobs here stay as they were
     local.db.dispose()
@@ -191,4 +191,4 @@ def copy_and_wait(qtbot: QtBot, dialog: SettingsDialog) -> str:
     section = dialog.shared_queue
     qtbot.mouseClick(section.copy, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: section.test.isEnabled(), timeout=TIMEOUT_MS)
-    return section.status.text()
+    return section.answer.text()

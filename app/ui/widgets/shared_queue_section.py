@@ -73,8 +73,8 @@ class SharedQueueSection(QGroupBox):
                     "paused progress. The jobs here stay as they are.")
         )  # fmt: skip
         self.copy.clicked.connect(self.copy_jobs)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
+        self.answer = QLabel()  # what the last test or copy found, or why it failed
+        self.answer.setWordWrap(True)
         self.override = QLabel()
         self.override.setObjectName("hint")
         self.override.setWordWrap(True)
@@ -100,7 +100,7 @@ class SharedQueueSection(QGroupBox):
         copying.addWidget(self.copy)
         copying.addStretch(1)
         form.addRow("", copying)
-        form.addRow("", self.status)
+        form.addRow("", self.answer)
 
     def chosen_url(self) -> str:
         return self.url.text().strip()
@@ -174,13 +174,13 @@ class SharedQueueSection(QGroupBox):
             hint = self.tr("none saved; type it to keep it in PostgreSQL's password file")
         self.password.setPlaceholderText(hint)
         self.copy.setEnabled(bool(url) and self.test.isEnabled())
-        self.status.clear()
+        self.answer.clear()
 
     def _show(self, text: str, *, error: bool) -> None:
-        self.status.setObjectName("error" if error else "hint")
-        self.status.style().unpolish(self.status)  # the theme styles by object name
-        self.status.style().polish(self.status)
-        self.status.setText(text)
+        self.answer.setObjectName("error" if error else "hint")
+        self.answer.style().unpolish(self.answer)  # the theme styles by object name
+        self.answer.style().polish(self.answer)
+        self.answer.setText(text)
 
     def _thread(self) -> Runner:
         if self._runner is None:
