@@ -35,7 +35,7 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
-from app.engine.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.testing.images import max_diff, pixels, stock_image
 
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10

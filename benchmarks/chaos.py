@@ -7,7 +7,7 @@ recovery first), and cancels, pauses and resumes jobs at random. At the end it r
 what is paused, lets the queue drain, and checks every job against its timeline and
 against a ledger the workers keep of every step they run (`benchmarks/chaos_checks.py`
 says what counts as lost, double_runs, illegal_paths, stuck and unrecorded;
-`orphaned_children` is `app.engine.graph.orphaned_children`).
+`orphaned_children` is `app.engine.jobs.graph.orphaned_children`).
 
 With `--db URL` (a PostgreSQL server that `scripts/pg_test_server.sh` runs) the queue is a
 fresh schema on that server, and there is no supervising process: `--machines` headless
@@ -57,18 +57,19 @@ sys.path.insert(0, str(REPO))
 # Light imports only: spawned workers re-import the main module before they start.
 from app.engine import paths  # noqa: E402
 from app.engine.generation.outcome import StepDecision, StepProgress  # noqa: E402
-from app.engine.graph import orphaned_children  # noqa: E402
-from app.engine.liveness import (  # noqa: E402
+from app.engine.jobs.graph import orphaned_children  # noqa: E402
+from app.engine.jobs.params import GenerationParams  # noqa: E402
+from app.engine.jobs.queue import JobNotFound, JobQueue, params_of  # noqa: E402
+from app.engine.jobs.retry import RetryPolicy  # noqa: E402
+from app.engine.jobs.states import JobStatus, TransitionNotAllowed  # noqa: E402
+from app.engine.settings import DB_ENV, Settings  # noqa: E402
+from app.engine.store.opening import open_queue  # noqa: E402
+from app.engine.workers.liveness import (  # noqa: E402
     WorkerIdentity,
     is_alive,
     remove_stale_locks,
 )
-from app.engine.params import GenerationParams  # noqa: E402
-from app.engine.queue import JobNotFound, JobQueue, open_queue, params_of  # noqa: E402
-from app.engine.retry import RetryPolicy  # noqa: E402
-from app.engine.settings import DB_ENV, Settings  # noqa: E402
-from app.engine.states import JobStatus, TransitionNotAllowed  # noqa: E402
-from app.engine.worker import (  # noqa: E402
+from app.engine.workers.worker import (  # noqa: E402
     LIVENESS_FOLDER,
     RunnerLike,
     WorkerConfig,
@@ -124,8 +125,8 @@ EXIT_SERVER_AWAY = 3  # --db: a machine's worker ended as the server could not b
 
 
 def supervise(runner: str, workers: int) -> None:
-    from app.engine.supervisor import Supervisor
-    from app.engine.worker import database_file
+    from app.engine.workers.supervisor import Supervisor
+    from app.engine.workers.worker import database_file
 
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
@@ -161,8 +162,8 @@ def machine(runner: str, name: str, workers_on_host: int) -> int:
 
 
 def run_machine(runner: str, name: str, workers_on_host: int) -> None:
-    from app.engine.fleet import Maintenance
-    from app.engine.worker import run_worker
+    from app.engine.workers.maintenance import Maintenance
+    from app.engine.workers.worker import run_worker
 
     queue = open_queue()
     settings = Settings(**CHAOS_SETTINGS)
@@ -488,7 +489,7 @@ class References:
     @property
     def runner(self) -> RunnerLike:
         if self._runner is None:
-            from app.engine.worker import default_runner
+            from app.engine.workers.worker import default_runner
             from app.testing.scripted_runner import ScriptedRunner
 
             if self.runner_kind == "tiny":

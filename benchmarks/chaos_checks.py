@@ -34,8 +34,8 @@ from typing import cast
 
 from PIL import Image, ImageChops, UnidentifiedImageError
 
-from app.engine.retry import is_settled
-from app.engine.states import TRANSITIONS, JobEvent, JobStatus
+from app.engine.jobs.retry import is_settled
+from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus
 from app.models.tables import Job, JobTransition
 from app.testing.ledger import LedgerEntry, Mark
 
@@ -147,7 +147,7 @@ def figures(
 ) -> dict[str, float]:
     """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against.
 
-    `orphaned_children` is the graph's own count (`app.engine.graph.orphaned_children`),
+    `orphaned_children` is the graph's own count (`app.engine.jobs.graph.orphaned_children`),
     read from the database by the caller."""
     if not ledger:
         raise EmptyLedger(ledger_path)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.models.db import open_database
 from app.models.postgres import scratch_schema
 from app.models.tables import TRANSITION

@@ -45,15 +45,16 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource
 from app.engine.generation.tiny_model import write_tiny_pipeline
-from app.engine.liveness import WorkerIdentity, new_token, this_host
-from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.engine.paths import HOME_ENV
-from app.engine.queue import JobQueue, open_queue
 from app.engine.settings import Settings
-from app.engine.states import JobStatus
-from app.engine.supervisor import Supervisor
-from app.engine.worker import Outbox, RunnerFactory, Worker, WorkerConfig
+from app.engine.store.opening import open_queue
+from app.engine.workers.liveness import WorkerIdentity, new_token, this_host
+from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.engine.workers.supervisor import Supervisor
+from app.engine.workers.worker import Outbox, RunnerFactory, Worker, WorkerConfig
 from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from benchmarks.architectures import run_architectures

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.engine.queue import JobQueue
+    from app.engine.jobs.queue import JobQueue
     from app.engine.settings import Settings
-    from app.engine.supervisor import Supervisor
+    from app.engine.workers.supervisor import Supervisor
     from app.testing.scripted_runner import ScriptedRunner
     from app.ui.widgets.window import MainWindow
 
@@ -52,8 +52,8 @@ def seed(home: Path, jobs: int) -> None:
     """`jobs` settled jobs with their history rows, inserted in bulk (set-up, not measured)."""
     from sqlalchemy import insert
 
-    from app.engine.params import GenerationParams
-    from app.engine.states import JobStatus
+    from app.engine.jobs.params import GenerationParams
+    from app.engine.jobs.states import JobStatus
     from app.models.db import open_database
     from app.models.tables import JOB, TRANSITION
 
@@ -93,9 +93,9 @@ def seed(home: Path, jobs: int) -> None:
 
 def fake_workers(home: str, seconds: float) -> None:
     """Two jobs always running: progress every 0.1 s each, a new job when one finishes."""
-    from app.engine.params import GenerationParams
-    from app.engine.queue import JobQueue
-    from app.engine.states import JobEvent
+    from app.engine.jobs.params import GenerationParams
+    from app.engine.jobs.queue import JobQueue
+    from app.engine.jobs.states import JobEvent
     from app.models.db import open_database
 
     queue = JobQueue(open_database(Path(home) / "easel.db"))
@@ -151,7 +151,7 @@ def baseline(seconds: float) -> None:
 def child(started_at: float, seconds: float, real_workers: bool) -> None:
     from PySide6.QtCore import QElapsedTimer, QEvent, QObject, Qt, QTimer
 
-    from app.engine.params import GenerationParams
+    from app.engine.jobs.params import GenerationParams
     from app.ui.main import launch
     from app.ui.presenters.interfaces import NoWorkers
 
@@ -234,7 +234,7 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
 
 
 def _scripted_workers(queue: JobQueue, settings: Settings) -> tuple[Supervisor, None]:
-    from app.engine.supervisor import Supervisor
+    from app.engine.workers.supervisor import Supervisor
     from app.testing.scripted_runner import ScriptedRunner
 
     factory = niced_scripted_runner if os.environ.get("EASEL_BENCH_NICE") else ScriptedRunner

@@ -39,11 +39,11 @@ from app.engine.history.auto_prune import prune_by_settings
 from app.engine.history.eta import Estimator, Sample
 from app.engine.history.search import JobFilter, search
 from app.engine.history.stats import history_stats
-from app.engine.queue import JobQueue
-from app.engine.recovery import recover
-from app.engine.retry import RetryPolicy
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.retry import RetryPolicy
+from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
-from app.engine.states import JobStatus
+from app.engine.workers.recovery import recover
 from app.models.db import SCHEMA_VERSION, open_database
 
 YEAR_S = 365 * 86400

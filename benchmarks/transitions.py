@@ -23,9 +23,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
 from app.models.db import BUSY_TIMEOUT_MS, open_database
 from app.models.postgres import parse_url, scratch_schema
 

@@ -32,15 +32,15 @@ from PIL import Image, ImageDraw, ImageFilter  # noqa: E402
 from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
-from app.engine.graph import submit_upscale  # noqa: E402
-from app.engine.liveness import this_host  # noqa: E402
-from app.engine.messages import MessageKind, WorkerMessage  # noqa: E402
-from app.engine.params import GenerationParams  # noqa: E402
-from app.engine.presence import Presence  # noqa: E402
-from app.engine.queue import JobQueue, open_queue  # noqa: E402
+from app.engine.jobs.graph import submit_upscale  # noqa: E402
+from app.engine.jobs.params import GenerationParams  # noqa: E402
+from app.engine.jobs.queue import JobQueue, open_queue  # noqa: E402
+from app.engine.jobs.states import JobEvent  # noqa: E402
 from app.engine.settings import load_settings, save_settings  # noqa: E402
-from app.engine.states import JobEvent  # noqa: E402
-from app.engine.worker_states import WorkerState  # noqa: E402
+from app.engine.workers.liveness import this_host  # noqa: E402
+from app.engine.workers.messages import MessageKind, WorkerMessage  # noqa: E402
+from app.engine.workers.presence import Presence  # noqa: E402
+from app.engine.workers.worker_states import WorkerState  # noqa: E402
 from app.ui.presenters.interfaces import RestoreSummary  # noqa: E402
 from app.ui.presenters.queue_service import QueueService  # noqa: E402
 from app.ui.qt.language import Language, use_language  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 # Qt must never look for a display in tests; set before any Qt import.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app.engine.queue import JobQueue
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import DB_ENV
 from app.models.db import Database, open_database
 from tests import pg

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Set
 from pathlib import Path
 
-from app.engine.states import ALREADY_SATISFIED, TRANSITIONS, JobEvent, JobStatus
+from app.engine.jobs.states import ALREADY_SATISFIED, TRANSITIONS, JobEvent, JobStatus
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 NEW = "(new)"  # the page's name for "a job that does not exist yet" (None in the table)

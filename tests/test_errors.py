@@ -12,9 +12,9 @@ import pytest
 from app.cli import main
 from app.engine.generation.errors import CheckpointCorrupt, UnsupportedModel
 from app.engine.generation.sources import ModelNotFound
-from app.engine.params import InvalidParameters
-from app.engine.queue import JobNotFound, JobQueue, NotHoldingJob, RequestRefused
-from app.engine.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.jobs.params import InvalidParameters
+from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, RequestRefused
+from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.errors import (
     BadInput,
     DatabaseCorrupt,

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
 from app.engine import paths
-from app.engine.queue import JobQueue, OpenFor
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import database_location
-from app.engine.shared_queue import Found, copy_local_queue, probe_queue, save_password
+from app.engine.store.opening import OpenFor
+from app.engine.store.shared_queue import Found, copy_local_queue, probe_queue, save_password
 from app.errors import DatabaseError
 from app.models.db import back_up, list_backups, restore_backup
 from app.models.postgres import is_database_url, safe_url

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from app.cli.jobs import EXIT_REFUSED, with_queue
-from app.engine.queue import JobQueue, OpenFor
-from app.engine.shared_files import export_image
+from app.engine.jobs.queue import JobQueue
+from app.engine.store.db_files import export_image
+from app.engine.store.opening import OpenFor
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from app.engine.history.search import JobFilter, parse_duration
-from app.engine.params import parse_size
+from app.engine.jobs.params import parse_size
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:

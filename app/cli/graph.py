@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.cli.jobs import check_model, params_from_args, with_queue
-from app.engine.graph import (
+from app.engine.jobs.graph import (
     DEFAULT_UPSCALE,
     DEFAULT_UPSCALE_STRENGTH,
     DEFAULT_VARIATION_STRENGTH,
@@ -19,10 +19,10 @@ from app.engine.graph import (
     submit_variations,
     waiting_reason,
 )
-from app.engine.graph_sql import digest
-from app.engine.init_image import prepare_init_image, read_init_image
-from app.engine.params import GenerationParams, InvalidParameters, parse_size
-from app.engine.queue import JobQueue
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.init_image import prepare_init_image, read_init_image
+from app.engine.jobs.params import GenerationParams, InvalidParameters, parse_size
+from app.engine.jobs.queue import JobQueue
 
 DEFAULT_IMG2IMG_STRENGTH = 0.75  # what AUTOMATIC1111 starts its img2img tab with
 DEFAULT_SIZE = f"{GenerationParams.width}x{GenerationParams.height}"

@@ -13,9 +13,10 @@ from app.engine.history.favourites import star
 from app.engine.history.retention import RetentionRule, prune, rule_from_settings
 from app.engine.history.search import parse_duration
 from app.engine.history.stats import history_stats
-from app.engine.queue import JobQueue, OpenFor, Placement
+from app.engine.jobs.queue import JobQueue, Placement
+from app.engine.jobs.states import JobStatus
 from app.engine.settings import load_settings
-from app.engine.states import JobStatus
+from app.engine.store.opening import OpenFor
 
 RUNNING = [status for status in JobStatus if status.is_running]
 

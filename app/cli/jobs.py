@@ -12,16 +12,17 @@ from typing import Any
 from app.cli.filters import add_filter_arguments, filter_from_args
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
-from app.engine.params import (
+from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     SCHEDULERS,
     GenerationParams,
     parse_size,
 )
-from app.engine.queue import JobQueue, OpenFor, open_queue
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.engine.settings import load_settings
-from app.engine.states import JobStatus
+from app.engine.store.opening import OpenFor, open_queue
 from app.errors import DatabaseError, UserError
 from app.models.tables import Job, JobTransition
 

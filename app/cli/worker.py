@@ -15,19 +15,20 @@ from pathlib import Path
 from types import FrameType
 
 from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
-from app.engine.fleet import Maintenance
-from app.engine.fleet_status import list_workers, request_workers
 from app.engine.generation.device import DEVICE_ENV, device_choice
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.retry import RetryPolicy, is_settled
+from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
-from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.queue import JobQueue, OpenFor
-from app.engine.recovery import recover
-from app.engine.retry import RetryPolicy, is_settled
 from app.engine.settings import load_settings
-from app.engine.states import JobStatus
-from app.engine.supervisor import Supervisor
-from app.engine.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
-from app.engine.worker_states import FROM_COMMAND_LINE, WorkerRequest, WorkerSummary
+from app.engine.store.opening import OpenFor
+from app.engine.workers.maintenance import Maintenance
+from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.engine.workers.recovery import recover
+from app.engine.workers.roster import list_workers, request_workers
+from app.engine.workers.supervisor import Supervisor
+from app.engine.workers.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
+from app.engine.workers.worker_states import FROM_COMMAND_LINE, WorkerRequest, WorkerSummary
 from app.errors import BadInput
 from app.models.tables import Job
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from app.engine import paths
-from app.engine.liveness import pid_exists
+from app.engine.workers.liveness import pid_exists
 
 log = logging.getLogger(__name__)
 

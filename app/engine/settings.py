@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from app.engine import paths
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
-from app.engine.params import (
+from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     MAX_IMAGES,

@@ -129,7 +129,7 @@ class JobInput(SQLModel, table=True):
 
 class JobFile(SQLModel, table=True):
     """A job's finished image or its saved denoising progress, as bytes: no machine needs
-    another's disk (see app/engine/shared_files.py). Local files stay a cache beside it."""
+    another's disk (see app/engine/store/db_files.py). Local files stay a cache beside it."""
 
     __tablename__ = "job_file"
     __table_args__ = (Index("ix_job_file_job", "job_id", "kind"),)
@@ -150,9 +150,9 @@ class JobFile(SQLModel, table=True):
 class WorkerRow(SQLModel, table=True):
     """One worker process, local or on another machine: what it is and what it does now.
 
-    Each worker writes its own row (see app/engine/presence.py); the app only writes
+    Each worker writes its own row (see app/engine/workers/presence.py); the app only writes
     `request` (drain or stop). "Lost" is never stored: it is a row not heard from for the
-    liveness timeout, decided when the row is read (app/engine/fleet_status.py)."""
+    liveness timeout, decided when the row is read (app/engine/workers/roster.py)."""
 
     __tablename__ = "worker"
     __table_args__ = (Index("ix_worker_last_seen", "last_seen_at"),)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from app.engine.params import GenerationParams
+from app.engine.jobs.params import GenerationParams
 
 
 def pixels(image: Path | Image.Image) -> np.ndarray:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from app.engine import paths
 from app.engine.generation.outcome import GenerationOutcome, OutcomeKind, StepProgress
-from app.engine.params import GenerationParams
-from app.engine.worker import RunnerLike, default_runner
+from app.engine.jobs.params import GenerationParams
+from app.engine.workers.worker import RunnerLike, default_runner
 from app.testing.scripted_runner import ScriptedRunner
 from app.testing.step_hooks import StepHookRunner
 

@@ -31,7 +31,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.params import GenerationParams
+from app.engine.jobs.params import GenerationParams
 
 DEFAULT_STEP_S = 0.01
 HANG_S = 3600.0
@@ -45,7 +45,7 @@ class ScriptedRunner:
         self.loaded.append(model_name)
         return model_name
 
-    # Intentional copy: the signature of `RunnerLike.run` (app.engine.worker), which every
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.worker), which every
     # runner repeats so type checkers can match it to the protocol.
     def run(
         self,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.engine.job_run import RunnerLike
-from app.engine.worker import default_runner
+from app.engine.workers.job_run import RunnerLike
+from app.engine.workers.worker import default_runner
 
 STUCK_S = 600.0  # far longer than anyone waits: only the supervisor's kill ends it
 

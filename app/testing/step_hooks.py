@@ -18,8 +18,8 @@ from app.engine.generation.outcome import (
     OutcomeKind,
     StepProgress,
 )
-from app.engine.params import GenerationParams
-from app.engine.worker import RunnerLike
+from app.engine.jobs.params import GenerationParams
+from app.engine.workers.worker import RunnerLike
 from app.testing.scripted_runner import ScriptedRunner
 
 
@@ -32,7 +32,7 @@ class StepHookRunner:
     def load(self, model_name: str) -> object:
         return self.inner.load(model_name)
 
-    # Intentional copy: the signature of `RunnerLike.run` (app.engine.worker), which every
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.worker), which every
     # runner repeats so type checkers can match it to the protocol.
     def run(
         self,

@@ -39,7 +39,7 @@ from app.ui.widgets.settings_dialog import ui_settings
 from app.ui.widgets.window import Dependencies, MainWindow
 
 if TYPE_CHECKING:
-    from app.engine.queue import JobQueue
+    from app.engine.jobs.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _store_failure(message: str) -> str:
 def _open_queue() -> JobQueue:
     """The queue for the window; on a data folder it cannot write, the same jobs read-only
     (browsing them still works: the window then starts no workers and changes nothing)."""
-    from app.engine.queue import OpenFor, open_queue
+    from app.engine.store.opening import OpenFor, open_queue
     from app.errors import DatabaseReadOnly
 
     try:

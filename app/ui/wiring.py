@@ -16,17 +16,17 @@ from app.ui.presenters.model_choices import ModelChoice
 if TYPE_CHECKING:
     from app.engine.generation.sources import ModelInfo
     from app.engine.history.auto_prune import Pruned
-    from app.engine.queue import JobQueue
-    from app.engine.recovery import RecoveryReport
+    from app.engine.jobs.queue import JobQueue
+    from app.engine.workers.recovery import RecoveryReport
 
 log = logging.getLogger(__name__)
 
 
 def recover_at_launch(queue: JobQueue, settings: Settings) -> RestoreSummary:
     """Settle jobs an earlier run left running; must run before any worker starts."""
-    from app.engine.recovery import recover
-    from app.engine.retry import RetryPolicy
-    from app.engine.worker import default_liveness_dir
+    from app.engine.jobs.retry import RetryPolicy
+    from app.engine.workers.recovery import recover
+    from app.engine.workers.worker import default_liveness_dir
 
     try:
         report = recover(
@@ -117,7 +117,7 @@ def make_workers(queue: JobQueue, settings: Settings) -> tuple[WorkerPool, str |
     Importing the supervisor never imports torch: workers are spawned processes.
     """
     try:
-        from app.engine.supervisor import Supervisor
+        from app.engine.workers.supervisor import Supervisor
 
         return Supervisor.for_app(queue, settings), None
     except Exception as error:  # a broken install must still show the queue

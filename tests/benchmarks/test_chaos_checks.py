@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.engine.graph import parents_of
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.graph import parents_of
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.tables import Job, JobTransition
 from app.testing.ledger import LedgerEntry, Mark
 from benchmarks.chaos_checks import (

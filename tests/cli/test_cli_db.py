@@ -14,11 +14,12 @@ from sqlalchemy.engine import make_url
 
 from app.cli import main
 from app.cli.jobs import EXIT_REFUSED, EXIT_STORE
-from app.engine.params import GenerationParams
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
 from app.engine.paths import database_path
-from app.engine.queue import JobQueue, open_queue
 from app.engine.settings import InvalidSettings, Settings
-from app.engine.states import JobEvent
+from app.engine.store.opening import open_queue
 from app.models.db import SCHEMA_VERSION, SchemaTooNew, open_database
 from app.models.pgpass import PASSFILE_ENV
 from tests import pg

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.engine import queue as queue_module
-from app.engine.params import GenerationParams, InvalidParameters
-from app.engine.queue import JobQueue, OpenFor, open_queue
+from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.queue import JobQueue
+from app.engine.store import opening
+from app.engine.store.opening import OpenFor, open_queue
 from app.models.db import list_backups
 from tests.faults import (
     damage,
@@ -72,7 +73,7 @@ def test_reading_commands_work_during_a_lock_and_writes_say_so_in_one_line(
         assert listing.returncode == 0 and listing.stderr == ""
         assert [line.split()[0] for line in listing.stdout.splitlines()] == ["3", "2", "1"]
         assert main(["show", "2"]) == 0
-        monkeypatch.setattr(queue_module, "LOCK_TIMEOUT_S", 0.5)  # not 10 s in a test
+        monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)  # not 10 s in a test
         assert main(["submit", "a cat"]) == 1
         assert main(["cancel", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from app.cli import main
-from app.engine.graph import init_image_of
-from app.engine.queue import open_queue
+from app.engine.jobs.graph import init_image_of
+from app.engine.store.opening import open_queue
 
 from .test_cli_jobs import run_cli
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from app.engine.queue import JobQueue, open_queue
+from app.engine.jobs.queue import JobQueue
+from app.engine.store.opening import open_queue
 from tests.cli.test_cli_jobs import run_cli
 
 

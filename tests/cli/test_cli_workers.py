@@ -7,9 +7,9 @@ import json
 import pytest
 
 from app.cli import main
-from app.engine.presence import Presence
-from app.engine.queue import OpenFor, open_queue
-from app.engine.worker_states import WorkerRequest, WorkerState
+from app.engine.store.opening import OpenFor, open_queue
+from app.engine.workers.presence import Presence
+from app.engine.workers.worker_states import WorkerRequest, WorkerState
 
 GPU = "gpu-box:77:cafe"
 

@@ -11,7 +11,7 @@ from app.cli import main
 from app.engine import paths
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.tiny_model import write_tiny_lora
-from app.engine.params import DEFAULT_MODEL, GenerationParams
+from app.engine.jobs.params import DEFAULT_MODEL, GenerationParams
 from app.engine.settings import load_settings
 from app.errors import BadInput
 

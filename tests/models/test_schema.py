@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.errors import DatabaseCorrupt
 from app.models.db import (
     SCHEMA_VERSION,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.graph import init_image_of, parents_of
-from app.engine.graph_sql import digest
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.graph import init_image_of, parents_of
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.models.db import SCHEMA_VERSION, open_database, stored_schema_version
 
 from .test_schema import V1_SCHEMA, write_sqlite

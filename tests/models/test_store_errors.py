@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.errors import (
     DatabaseCorrupt,
     DatabaseLocked,

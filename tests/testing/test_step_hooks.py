@@ -9,7 +9,7 @@ from PIL import Image
 
 from app.engine.generation.errors import CheckpointCorrupt
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
-from app.engine.params import GenerationParams
+from app.engine.jobs.params import GenerationParams
 from app.testing.ledger import LedgerRunner, Mark, read_ledger
 from app.testing.scripted_runner import ScriptedRunner, fake_image
 from app.testing.step_hooks import PngRunner, StepHookRunner

@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
-from app.engine.graph import graph_listener
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.graph import graph_listener
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings, save_settings
 from app.models.db import Database
 from app.ui.presenters.interfaces import RestoreSummary, WorkerPool

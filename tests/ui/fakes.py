@@ -13,9 +13,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from app.engine.messages import MessageKind, WorkerMessage
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.workers.messages import MessageKind, WorkerMessage
 
 WORKER = "fake-worker"
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QMainWindow, QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.widgets.banner import Banner
 
 WORKER = "test-worker"

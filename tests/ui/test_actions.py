@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus, allowed_events
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus, allowed_events
 from app.ui.presenters.actions import EVENTS, Action, applicable
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers

@@ -10,8 +10,8 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings, load_settings
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow

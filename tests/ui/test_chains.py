@@ -12,10 +12,10 @@ from PySide6.QtGui import QDropEvent, QGuiApplication, QImage
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
-from app.engine.graph import parents_of
-from app.engine.params import INIT_UPLOADED
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.graph import parents_of
+from app.engine.jobs.params import INIT_UPLOADED
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.tables import Job
 from app.ui.itemmodels.job_list_model import DETAIL_ROLE
 from app.ui.presenters.actions import Action

@@ -13,10 +13,10 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine.generation.request_checks import check_runnable
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
 from app.engine.settings import load_settings
-from app.engine.states import JobEvent
 from app.ui.presenters.actions import Action
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers

@@ -12,8 +12,8 @@ from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobStatus
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.ui.itemmodels.delegates import progress_text
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -79,7 +79,7 @@ def test_a_search_waits_for_typing_to_pause(
 def test_the_status_bar_says_how_long_the_queue_will_take(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
-    from app.engine.states import JobEvent
+    from app.engine.jobs.states import JobEvent
 
     workers.claiming = False
     now = [1_000_000.0]

@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt
 from pytestqt.modeltest import ModelTester
 from pytestqt.qtbot import QtBot
 
-from app.engine.params import GenerationParams
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.itemmodels.job_list_model import PROGRESS_ROLE, ROW_ROLE, Col, JobListModel
 from app.ui.itemmodels.timeline_model import TCol, TimelineModel, group_by_attempt
 from app.ui.presenters.rows import JobRow, TransitionRow
@@ -100,7 +100,7 @@ def test_fetch_more_asks_for_the_page_before_the_last_row(model: JobListModel) -
 
 
 def test_live_progress_overrides_the_stored_step(model: JobListModel) -> None:
-    from app.engine.messages import MessageKind, WorkerMessage
+    from app.engine.workers.messages import MessageKind, WorkerMessage
 
     model.replace_head([row(1, S.PROCESSING, progress_step=2, started_at=time.time())], True)
     model._live.handle(WorkerMessage(MessageKind.PROGRESS, "w", 1, step=10, total=20, elapsed_s=5))

@@ -10,8 +10,8 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.presenters import shortcuts
 from app.ui.widgets.window import MainWindow
 from tests.ui.helpers import job_in

@@ -10,10 +10,11 @@ import pytest
 from PySide6.QtWidgets import QApplication, QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.engine.liveness import this_host
-from app.engine.queue import JobQueue, open_queue
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.engine.settings import DB_ENV, Settings, save_settings
-from app.engine.states import JobStatus
+from app.engine.store.opening import open_queue
+from app.engine.workers.liveness import this_host
 from app.ui.main import launch
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -160,8 +161,8 @@ def test_about_names_version_folders_and_the_workers_device(
     make_window: Callable[..., MainWindow],
 ) -> None:
     from app import __version__
-    from app.engine.messages import MessageKind, WorkerMessage
     from app.engine.paths import database_path
+    from app.engine.workers.messages import MessageKind, WorkerMessage
     from app.ui.widgets.window import about_text
 
     window = make_window()
@@ -174,7 +175,7 @@ def test_about_names_version_folders_and_the_workers_device(
 def test_a_read_only_data_folder_shows_the_jobs_and_changes_nothing(
     qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_process_state: None
 ) -> None:
-    from app.engine.params import GenerationParams
+    from app.engine.jobs.params import GenerationParams
     from tests.faults import read_only_view
     from tests.ui.test_window import status_of
 

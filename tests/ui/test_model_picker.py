@@ -15,7 +15,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
 from app.ui.widgets.window import MainWindow
 from app.ui.wiring import lora_names, model_choices
@@ -96,7 +96,7 @@ def test_a_remembered_size_too_large_for_the_model_becomes_its_native_one(
 def test_a_dropped_image_keeps_a_model_that_is_not_installed(
     make_window: Callable[..., MainWindow], qtbot: QtBot
 ) -> None:
-    from app.engine.params import GenerationParams
+    from app.engine.jobs.params import GenerationParams
 
     window = window_with_models(make_window, qtbot)
     window.prompt.set_params(GenerationParams(prompt="x", model="dreamshaper_8", width=512,

@@ -13,9 +13,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QComboBox, QDialogButtonBox, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue, params_of
+from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.jobs.states import JobStatus
 from app.engine.settings import JobDefaults, NewJobValues, load_settings, save_settings
-from app.engine.states import JobStatus
 from app.ui.widgets.number_field import FieldNote
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow

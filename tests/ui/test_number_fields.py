@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
+from app.engine.jobs.queue import JobQueue
 from app.ui.presenters import number_rules as rules
 from app.ui.widgets.number_field import FieldNote, NumberEdit
 from app.ui.widgets.window import MainWindow

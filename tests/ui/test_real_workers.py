@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobStatus
-from app.engine.supervisor import Supervisor
-from app.engine.worker import default_runner
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
+from app.engine.workers.supervisor import Supervisor
+from app.engine.workers.worker import default_runner
 from app.testing.step_hooks import png_runner
 from app.ui.presenters.actions import Action
 from app.ui.widgets.window import MainWindow
-from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
+from tests.engine.workers.worker_fixtures import FAST_POLICY, FAST_SETTINGS, worker_config
 from tests.ui.test_window import press, status_of, type_and_generate
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).

@@ -11,11 +11,11 @@ import pytest
 from PIL import Image
 from pytestqt.qtbot import QtBot
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
 from app.engine.settings import load_settings
-from app.engine.shared_files import FETCHED_FOLDER, FileKind, store_file
-from app.engine.states import JobEvent
+from app.engine.store.db_files import FETCHED_FOLDER, FileKind, store_file
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 

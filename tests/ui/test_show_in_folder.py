@@ -23,7 +23,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
+from app.engine.jobs.queue import JobQueue
 from app.ui.presenters.reveal import RevealCommand, reveal_command, show_in_folder
 from app.ui.qt.file_manager import FileManager
 from app.ui.widgets.image_viewer import ImageViewer

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.liveness import WorkerIdentity
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.workers.liveness import WorkerIdentity
 from app.ui.presenters.queue_service import HELD_FOR_UNDO
 from app.ui.presenters.rows import TransitionRow
 from app.ui.presenters.timeline_words import plain_words, technical

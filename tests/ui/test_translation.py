@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.worker_states import WorkerRequest, WorkerState, WorkerSummary
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.workers.worker_states import WorkerRequest, WorkerState, WorkerSummary
 from app.ui.presenters import i18n
 from app.ui.presenters.timeline_words import plain_words
 from app.ui.qt.language import (
@@ -196,7 +196,7 @@ def test_english_is_back_after_switching(qapp: object) -> None:
 
 
 def test_presenters_speak_chinese_through_the_hook(chinese: None) -> None:
-    from app.engine.states import JobEvent, JobStatus
+    from app.engine.jobs.states import JobEvent, JobStatus
     from app.ui.presenters.rows import TransitionRow
 
     row = TransitionRow(1, 1, JobStatus.PROCESSING, JobStatus.PAUSING, JobEvent.PAUSE, "user",

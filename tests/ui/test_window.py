@@ -13,11 +13,11 @@ from PySide6.QtWidgets import QAbstractItemView, QSplitter
 from pytestqt.qtbot import QtBot
 
 from app.engine.generation.files import write_png
-from app.engine.messages import WorkerMessage
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.settings import load_settings, save_settings
-from app.engine.states import JobEvent, JobStatus
+from app.engine.workers.messages import WorkerMessage
 from app.ui.presenters.actions import Action
 from app.ui.presenters.rows import JobRow
 from app.ui.widgets.settings_dialog import SettingsDialog
@@ -216,7 +216,7 @@ def test_orphaned_job_shows_the_restore_banner(
     from app.ui.wiring import recover_at_launch
 
     workers.claiming = False
-    from app.engine.liveness import this_host
+    from app.engine.workers.liveness import this_host
 
     # A worker of this machine whose process is gone (nobody holds its liveness lock).
     job_id = job_in(queue, S.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
@@ -408,7 +408,7 @@ def test_a_failed_job_is_announced(
 
 
 def test_worker_status_counts_ready_workers(qtbot: QtBot) -> None:
-    from app.engine.messages import MessageKind, WorkerMessage
+    from app.engine.workers.messages import MessageKind, WorkerMessage
     from app.ui.qt.worker_feed import WorkerStatus
 
     status = WorkerStatus()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobStatus
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.models.db import open_database
 from app.ui.qt.worker_feed import WorkerFeed
-from tests.engine.worker_fixtures import fake_params, harness
+from tests.engine.workers.worker_fixtures import fake_params, harness
 from tests.faults import release, write_lock_held
 
 GHOST = "ghost-host:1:dead"  # a worker of another machine that stopped heartbeating long ago

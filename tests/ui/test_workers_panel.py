@@ -13,13 +13,18 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
-from app.engine.liveness import WorkerIdentity
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
-from app.engine.supervisor import Supervisor
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.workers.liveness import WorkerIdentity
+from app.engine.workers.supervisor import Supervisor
 from app.ui.widgets.window import MainWindow
 from app.ui.widgets.workers_panel import WorkersPanel
-from tests.engine.worker_fixtures import FAST_POLICY, FAST_SETTINGS, fake_params, worker_config
+from tests.engine.workers.worker_fixtures import (
+    FAST_POLICY,
+    FAST_SETTINGS,
+    fake_params,
+    worker_config,
+)
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -28,7 +28,7 @@ import torch
 
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.files import atomic_write
-from app.engine.params import GenerationParams
+from app.engine.jobs.params import GenerationParams
 
 MAGIC = b"EASEL-CHECKPOINT\n"
 VERSION = 2

@@ -31,7 +31,7 @@ from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.lora import prompt_text
 from app.engine.generation.prompt_weights import encode_weighted, needs_a1111_encoding
-from app.engine.params import GenerationParams, InvalidParameters
+from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
     "Euler": EulerDiscreteScheduler,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from app.engine.params import GenerationParams
+from app.engine.jobs.params import GenerationParams
 
 if TYPE_CHECKING:
     from PIL import Image

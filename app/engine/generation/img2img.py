@@ -17,8 +17,8 @@ from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img impo
 )
 from diffusers.utils.torch_utils import randn_tensor
 
-from app.engine.init_image import fit_to, open_rgb
-from app.engine.params import GenerationParams
+from app.engine.jobs.init_image import fit_to, open_rgb
+from app.engine.jobs.params import GenerationParams
 
 
 def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:

@@ -37,7 +37,7 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.generation.sources import ModelInfo, resolve_model
-from app.engine.params import RANDOM_SEED, GenerationParams, InvalidParameters
+from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters
 
 log = logging.getLogger(__name__)
 

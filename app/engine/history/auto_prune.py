@@ -15,7 +15,7 @@ from pathlib import Path
 
 from app.engine import paths
 from app.engine.history.retention import prune, rule_from_settings
-from app.engine.queue import JobQueue
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import PRUNE_EVERY_S, Settings
 
 log = logging.getLogger(__name__)

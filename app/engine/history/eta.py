@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import and_, exists, select
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.tables import JOB, TRANSITION, Job
 
 MIN_SAMPLES = 3

@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlalchemy import update
 
 from app.engine.generation.files import atomic_write
-from app.engine.queue import JobNotFound, JobQueue
+from app.engine.jobs.queue import JobNotFound, JobQueue
 from app.models.tables import JOB
 
 log = logging.getLogger(__name__)

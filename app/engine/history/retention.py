@@ -31,9 +31,9 @@ from sqlalchemy import (
 )
 
 from app.engine.generation.checkpoint_files import Claim, earlier_files
-from app.engine.queue import JobQueue
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
-from app.engine.states import JobStatus
 from app.models.db import compact
 from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_PARENT, TRANSITION
 

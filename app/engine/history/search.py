@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import ColumnElement, Select, select
 
-from app.engine.queue import DEFAULT_PAGE_SIZE, JobQueue
-from app.engine.states import JobStatus
+from app.engine.jobs.queue import DEFAULT_PAGE_SIZE, JobQueue
+from app.engine.jobs.states import JobStatus
 from app.errors import UserError
 from app.models.search_index import Term, prompt_matches
 from app.models.tables import JOB, Job

@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, case, or_, select
 
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.db import HotTransaction
 from app.models.tables import JOB, TRANSITION
 

@@ -6,7 +6,7 @@ from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QRect, Q
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.itemmodels.job_list_model import DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, format_duration, status_label

@@ -21,7 +21,7 @@ from PySide6.QtCore import (
     Signal,
 )
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import JobRow, eta_s, format_duration, status_label
 from app.ui.qt.live import LiveProgress

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import JobRow
 

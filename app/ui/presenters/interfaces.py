@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.engine.messages import WorkerMessage
+from app.engine.workers.messages import WorkerMessage
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.model_choices import ModelChoice
 
 
 class WorkerPool(Protocol):
-    """The worker processes (`app.engine.supervisor.Supervisor` fits as it is).
+    """The worker processes (`app.engine.workers.supervisor.Supervisor` fits as it is).
 
     `poll` must never block: the GUI calls it from a timer. Return values are ignored.
     """

@@ -2,7 +2,7 @@
 
 The form reads the text on screen through these rules, so a job is submitted with exactly
 what the artist sees or refused with the reason; nothing is clamped or reverted quietly.
-The bounds are the engine's (`app.engine.params`), which the queue checks again at submit.
+The bounds are the engine's (`app.engine.jobs.params`), which the queue checks again at submit.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.engine.params import (
+from app.engine.jobs.params import (
     MAX_CFG,
     MAX_IMAGES,
     MAX_SEED,

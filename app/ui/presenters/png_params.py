@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from app.engine.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.ui.presenters.i18n import translate
 
 EASEL_KEY = "easel"

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.engine.params import MAX_SEED, GenerationParams
-from app.engine.states import JobEvent, JobStatus
-from app.engine.worker_states import WorkerRequest, WorkerSummary
+from app.engine.jobs.params import MAX_SEED, GenerationParams
+from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.workers.worker_states import WorkerRequest, WorkerSummary
 from app.errors import BadInput, UserError
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, running_time
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from app.engine.history.eta import Estimator
-    from app.engine.queue import JobQueue
+    from app.engine.jobs.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class QueueService:
         return rows[0] if rows else None
 
     def _jobs(self, job_ids: Iterable[int]) -> list[Any]:
-        from app.engine.queue import JobNotFound
+        from app.engine.jobs.queue import JobNotFound
 
         jobs = []
         for job_id in job_ids:
@@ -215,7 +215,7 @@ class QueueService:
         return jobs
 
     def timeline(self, job_id: int) -> tuple[TransitionRow, ...]:
-        from app.engine.queue import JobNotFound
+        from app.engine.jobs.queue import JobNotFound
 
         try:
             return tuple(TransitionRow.from_transition(t) for t in self.queue.timeline(job_id))
@@ -241,14 +241,14 @@ class QueueService:
     def workers(self, timeout_s: float) -> tuple[WorkerSummary, ...]:
         """Every worker of every machine (the Workers panel); `timeout_s`: the liveness
         timeout after which a silent worker shows as lost."""
-        from app.engine.fleet_status import list_workers
+        from app.engine.workers.roster import list_workers
 
         return tuple(list_workers(self.queue, timeout_s=timeout_s))
 
     def ask_worker(self, worker_id: str, request: WorkerRequest, timeout_s: float) -> Outcome:
         """Drain or stop one worker; a worker gone meanwhile comes back as a message."""
-        from app.engine.fleet_status import request_workers
-        from app.engine.worker_states import FROM_PANEL
+        from app.engine.workers.roster import request_workers
+        from app.engine.workers.worker_states import FROM_PANEL
 
         try:
             request_workers(
@@ -290,7 +290,7 @@ class QueueService:
         return replace(row, output_path=str(local)) if local is not None else row
 
     def _fetch_image(self, job: Any) -> Path | None:
-        from app.engine.shared_files import image_file
+        from app.engine.store.db_files import image_file
 
         try:
             local = image_file(self.queue.db, job, self._outputs_dir())
@@ -336,7 +336,7 @@ class QueueService:
         """A BLOCKED row gets the reason it waits (a read of its parents: they are few)."""
         if row.status is not JobStatus.BLOCKED:
             return row
-        from app.engine.graph import waiting_reason
+        from app.engine.jobs.graph import waiting_reason
 
         return replace(row, waiting=waiting_reason(self.queue, row.id))
 
@@ -356,7 +356,7 @@ class QueueService:
         chain survives closing the app between the two."""
         try:
             if init_png is not None:
-                from app.engine.graph_sql import digest
+                from app.engine.jobs.graph_sql import digest
 
                 params = replace(params, init_image=digest(init_png))
             params = params.validated()
@@ -376,7 +376,7 @@ class QueueService:
 
     def upscale(self, job_ids: Sequence[int]) -> Outcome:
         """An upscale x2 child of each job (it waits BLOCKED while its parent is unfinished)."""
-        from app.engine.graph import submit_upscale
+        from app.engine.jobs.graph import submit_upscale
 
         new_ids: list[int] = []
         outcome = self._each(
@@ -386,7 +386,7 @@ class QueueService:
 
     def variations(self, job_id: int, count: int) -> Outcome:
         """`count` img2img children of the job's image, at low strength with new seeds."""
-        from app.engine.graph import submit_variations
+        from app.engine.jobs.graph import submit_variations
 
         new_ids: list[int] = []
         outcome = self._each(
@@ -419,7 +419,7 @@ class QueueService:
     def prepare_init(data: bytes | Path, source: str = "") -> InitImage:
         """An image (its bytes, or a file) checked and converted for img2img, or
         `InitImageProblem` saying why not. Reads the file: call it off the GUI thread."""
-        from app.engine.init_image import prepare_init_image, read_init_image
+        from app.engine.jobs.init_image import prepare_init_image, read_init_image
 
         try:
             prepared = prepare_init_image(read_init_image(data) if isinstance(data, Path) else data)
@@ -429,7 +429,7 @@ class QueueService:
                          source=source)  # fmt: skip
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> Outcome:
-        from app.engine.queue import JobQueue
+        from app.engine.jobs.queue import JobQueue
 
         action = {
             JobEvent.CANCEL: JobQueue.cancel,
@@ -493,7 +493,7 @@ class QueueService:
 
     def move_to(self, job_ids: Sequence[int], top: bool) -> Outcome:
         """To the top (runs next) or bottom of the pending jobs; their order is kept."""
-        from app.engine.queue import Placement
+        from app.engine.jobs.queue import Placement
 
         ordered = list(reversed(job_ids)) if top else list(job_ids)  # the first ends up first
         place = Placement.TOP if top else Placement.BOTTOM
@@ -532,7 +532,7 @@ def _matches(row: JobRow, statuses: frozenset[JobStatus] | None) -> bool:
 
 def _upscaled(params: GenerationParams) -> GenerationParams:
     """What `upscale` will queue for a job of these settings (its number is not known yet)."""
-    from app.engine.graph import DEFAULT_UPSCALE, DEFAULT_UPSCALE_STRENGTH, upscale_params
+    from app.engine.jobs.graph import DEFAULT_UPSCALE, DEFAULT_UPSCALE_STRENGTH, upscale_params
 
     return upscale_params(params, 0, scale=DEFAULT_UPSCALE, strength=DEFAULT_UPSCALE_STRENGTH)
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from app.engine.liveness import WorkerIdentity, this_host
-from app.engine.params import GenerationParams
-from app.engine.states import JobEvent, JobStatus, allowed_events
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.states import JobEvent, JobStatus, allowed_events
+from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 if TYPE_CHECKING:  # the database stack loads after the window shows (see app.ui.main)

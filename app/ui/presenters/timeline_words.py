@@ -7,8 +7,8 @@ message), shown as the tooltip.
 
 from __future__ import annotations
 
-from app.engine.liveness import WorkerIdentity, this_host
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.queue_service import HELD_FOR_UNDO
 from app.ui.presenters.rows import TransitionRow, status_label

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.engine.worker_states import WorkerRequest, WorkerState, WorkerSummary
+from app.engine.workers.worker_states import WorkerRequest, WorkerState, WorkerSummary
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 STATES = {

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
-from app.engine.messages import MessageKind, WorkerMessage
+from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.ui.presenters.rows import eta_s
 
 KEPT_PREVIEWS = 64  # last previews of stopped jobs (paused, cancelled) kept for the viewer

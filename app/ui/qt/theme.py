@@ -8,8 +8,8 @@ from pathlib import Path
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
+from app.engine.jobs.states import JobStatus
 from app.engine.paths import resources_dir
-from app.engine.states import JobStatus
 
 # Hues chosen to read at a glance on a dark background and to stay apart for common
 # colour-vision deficiencies: running is blue, done green, trouble red/orange, held amber.

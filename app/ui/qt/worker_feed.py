@@ -15,7 +15,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QLabel
 
-from app.engine.messages import MessageKind, WorkerMessage
+from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.errors import EaselError
 from app.ui.presenters.interfaces import WorkerPool
 

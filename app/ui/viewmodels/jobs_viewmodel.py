@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, Signal
 
-from app.engine.params import GenerationParams
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.itemmodels.job_list_model import JobListModel
 from app.ui.presenters.queue_service import (
     PAGE_SIZE,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, TransitionRow, status_label

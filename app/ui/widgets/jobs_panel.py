@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.itemmodels.delegates import (
     ProgressDelegate,
     PromptDelegate,

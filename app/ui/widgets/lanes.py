@@ -11,7 +11,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.presenters.rows import TransitionRow, format_duration, status_label
 from app.ui.qt.theme import MUTED, status_colour
 

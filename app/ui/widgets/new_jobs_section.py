@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QWidget
 
-from app.engine.params import SCHEDULERS
+from app.engine.jobs.params import SCHEDULERS
 from app.engine.settings import InvalidSettings, JobDefaults, NewJobValues
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.model_choices import ModelChoice, unknown_model

@@ -7,7 +7,7 @@ import logging
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QSystemTrayIcon, QWidget
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, status_label
 

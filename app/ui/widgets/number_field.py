@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent, QWheelEvent
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
-from app.engine.params import InvalidParameters
+from app.engine.jobs.params import InvalidParameters
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.number_rules import NumberRule, Reading, format_number
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.params import (
+from app.engine.jobs.params import (
     DEFAULT_MODEL,
     MAX_SEED,
     RANDOM_SEED,

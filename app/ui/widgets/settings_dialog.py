@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.engine import paths
 from app.engine.settings import InvalidSettings, Settings
-from app.engine.shared_queue import save_password as keep_password
+from app.engine.store.shared_queue import save_password as keep_password
 from app.errors import DatabaseError
 from app.ui.presenters.model_choices import ModelChoice
 from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language

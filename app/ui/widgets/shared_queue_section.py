@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.settings import database_override
-from app.engine.shared_queue import (
+from app.engine.store.shared_queue import (
     Copied,
     Found,
     QueueProbe,

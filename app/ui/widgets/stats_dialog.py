@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.states import JobStatus
+from app.engine.jobs.states import JobStatus
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import format_duration, status_label
 from app.ui.qt.theme import MUTED, status_colour

@@ -24,11 +24,11 @@ from PySide6.QtWidgets import (
 
 from app import __version__
 from app.engine.crash import UncleanExit
-from app.engine.params import InvalidParameters
+from app.engine.jobs.params import InvalidParameters
+from app.engine.jobs.states import JobStatus
 from app.engine.paths import data_dir, database_path, logs_dir
 from app.engine.settings import PRUNE_EVERY_S, NewJobValues, Settings
-from app.engine.states import JobStatus
-from app.engine.worker_states import WorkerRequest
+from app.engine.workers.worker_states import WorkerRequest
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts

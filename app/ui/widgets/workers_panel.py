@@ -1,6 +1,6 @@
 """View > Workers: every worker process of every machine, with Drain and Stop for one.
 
-The rows come from `app.engine.fleet_status` on the store thread (the window hands in
+The rows come from `app.engine.workers.roster` on the store thread (the window hands in
 `load` and `ask`); the panel re-reads them every few seconds while it is open.
 """
 
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.worker_states import WorkerRequest, WorkerSummary
+from app.engine.workers.worker_states import WorkerRequest, WorkerSummary
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.workers import WorkerLine, worker_lines
 

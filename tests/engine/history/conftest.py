@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent, JobStatus
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.db import Database
 
 VOCABULARY = ("red", "circle", "blue", "square", "cat", "car", "cart", "night")

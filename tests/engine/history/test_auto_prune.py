@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.fleet import Maintenance
 from app.engine.history.auto_prune import Pruned, PruneSchedule, prune_by_settings
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.retry import RetryPolicy
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.retry import RetryPolicy
 from app.engine.settings import Settings
+from app.engine.workers.maintenance import Maintenance
 from app.models.db import Database
 from tests.engine.history.conftest import old_and_kept_jobs
 

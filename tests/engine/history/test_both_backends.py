@@ -6,9 +6,9 @@ import pytest
 
 from app.engine.history.retention import RetentionRule, prune
 from app.engine.history.search import JobFilter, search
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue, Placement
-from app.engine.states import JobEvent
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue, Placement
+from app.engine.jobs.states import JobEvent
 
 pytestmark = pytest.mark.both_backends
 

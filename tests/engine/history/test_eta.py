@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.engine.history.eta import Estimator, Sample, learned, queue_estimate
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import JobEvent
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
 from app.models.db import open_database
 
 

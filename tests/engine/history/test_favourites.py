@@ -9,8 +9,8 @@ from PIL import Image
 
 from app.engine.generation.files import read_png_params, write_png
 from app.engine.history.favourites import png_is_starred, set_png_star, star
-from app.engine.params import GenerationParams
-from app.engine.queue import JobNotFound, JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobNotFound, JobQueue
 from app.models.db import open_database
 
 

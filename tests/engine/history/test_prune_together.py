@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import Connection
 
 from app.engine.history.retention import PruneReport, RetentionRule, prune
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.models.db import open_database
 from tests.engine.history.conftest import KEPT, old_and_kept_jobs
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue, Placement, RequestRefused
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue, Placement, RequestRefused
 from app.models.db import open_database
 
 

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.engine.history.retention import RetentionRule, prune
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import JobStatus
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.models.db import open_database
 from tests.engine.history.conftest import JOB_SPECS, JobSpec, insert_jobs
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.engine.history.stats import history_stats, percentile
-from app.engine.params import GenerationParams
-from app.engine.queue import JobQueue
-from app.engine.states import TRANSITIONS, JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus, TransitionNotAllowed
 from app.models.db import open_database
 
 MESSAGES = ("CUDA out of memory", "could not load model sd15", "ValueError: bad", "")

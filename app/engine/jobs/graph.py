@@ -1,0 +1,323 @@
+"""Dependent jobs: a child waits BLOCKED until every parent succeeded (DESIGN.md).
+
+Reactions run after the parent's commit, as a queue listener (`graph_listener`): a parent's
+SUCCESS unblocks the children whose parents are now all SUCCESS, a parent's CANCELLED
+cancels its BLOCKED children (each of them then cancels its own). Both are conditional
+(`only_from=BLOCKED`, and `JobQueue.fire` refuses UNBLOCK while a parent is not SUCCESS),
+so firing twice does nothing twice. `reconcile` does the same for every BLOCKED job, at
+launch and with the watchdog, so a crash between the two commits never strands a child
+(seed 004: reconcile, don't trust delivery). A parent that failed leaves its children
+BLOCKED; `waiting_reason` says why, and retrying the parent carries the chain on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sqlalchemy import select
+
+from app.engine.generation.errors import GenerationError
+from app.engine.jobs.params import (
+    INIT_FROM_JOB,
+    RANDOM_SEED,
+    SIZE_MULTIPLE,
+    GenerationParams,
+)
+from app.engine.jobs.queue import (
+    JobNotFound,
+    JobQueue,
+    TransitionListener,
+    TransitionRecord,
+    params_of,
+)
+from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.models.db import Database
+from app.models.tables import JOB, JOB_INPUT, JOB_PARENT, Job
+
+log = logging.getLogger(__name__)
+
+SOURCE = "graph"
+RECONCILE_SOURCE = "reconcile"
+DEFAULT_UPSCALE = 2.0
+DEFAULT_UPSCALE_STRENGTH = 0.35
+DEFAULT_VARIATIONS = 4
+DEFAULT_VARIATION_STRENGTH = 0.3
+
+S = JobStatus
+# What a worker would refuse, raised as a UserError before anything is stored: the CLI and
+# the window hand in `check_runnable` (request_checks), so a follow-up job is refused at
+# submit like any other, not FAILED later in the worker.
+Check = Callable[[GenerationParams], object]
+_PARENT = JOB.alias("parent")
+_CHILD = JOB.alias("child")
+
+
+class InputImageMissing(GenerationError):
+    """A job's init image is gone (its parent's output file was deleted or moved)."""
+
+
+# --- reading the graph ------------------------------------------------------------------------
+
+
+def parents_of(queue: JobQueue, job_id: int) -> list[int]:
+    query = select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == job_id)
+    with queue.db.read() as conn:
+        return sorted(conn.execute(query).scalars())
+
+
+def children_of(queue: JobQueue, job_id: int) -> list[int]:
+    query = select(JOB_PARENT.c.job_id).where(JOB_PARENT.c.parent_id == job_id)
+    with queue.db.read() as conn:
+        return sorted(conn.execute(query).scalars())
+
+
+def parent_jobs(queue: JobQueue, job_id: int) -> list[Job]:
+    query = (
+        select(JOB)
+        .join(JOB_PARENT, JOB_PARENT.c.parent_id == JOB.c.id)
+        .where(JOB_PARENT.c.job_id == job_id)
+        .order_by(JOB.c.id)
+    )
+    with queue.db.read() as conn:
+        return [Job.model_validate(row._mapping) for row in conn.execute(query)]
+
+
+def waiting_reason(queue: JobQueue, job_id: int) -> str:
+    """Why a BLOCKED job still waits ("waiting for #12, which failed: ..."); "" otherwise."""
+    if queue.get(job_id).status != S.BLOCKED:
+        return ""
+    waiting = [parent for parent in parent_jobs(queue, job_id) if parent.status != S.SUCCESS]
+    return "; ".join(_waiting_for(parent) for parent in waiting)
+
+
+def _waiting_for(parent: Job) -> str:
+    status, error = JobStatus(parent.status), parent.error or "no reason recorded"
+    if status in (S.FAILED, S.TIMEOUT) and parent.given_up:
+        return f"waiting for #{parent.id}, which was given up: {error}"
+    if status is S.FAILED:
+        return f"waiting for #{parent.id}, which failed: {error}"
+    if status is S.TIMEOUT:
+        return f"waiting for #{parent.id}, which timed out"
+    if status is S.CANCELLED:
+        return f"#{parent.id} was cancelled"
+    return f"waiting for #{parent.id} ({status.value.lower()})"
+
+
+# --- reacting to parents ----------------------------------------------------------------------
+
+
+def graph_listener(queue: JobQueue) -> TransitionListener:
+    """The queue listener that carries chains on right after a parent's commit."""
+
+    def react(record: TransitionRecord) -> None:
+        if not record.changed:
+            return
+        if record.to_status in (S.SUCCESS, S.CANCELLED):
+            for child in children_of(queue, record.job_id):
+                settle_blocked(queue, child, source=SOURCE)
+        elif record.event is JobEvent.SUBMIT_AFTER:
+            # Its parents may have finished while it was being submitted.
+            settle_blocked(queue, record.job_id, source=SOURCE)
+
+    return react
+
+
+def settle_blocked(queue: JobQueue, job_id: int, *, source: str) -> TransitionRecord | None:
+    """UNBLOCK a BLOCKED job whose parents all succeeded, CANCEL one with a cancelled parent.
+
+    Idempotent: None when there is nothing to do or the job moved on meanwhile.
+    """
+    parents = [(parent.id or 0, JobStatus(parent.status)) for parent in parent_jobs(queue, job_id)]
+    return _settle(queue, job_id, parents, source)
+
+
+def _settle(
+    queue: JobQueue, job_id: int, parents: Sequence[tuple[int, JobStatus]], source: str
+) -> TransitionRecord | None:
+    cancelled = [parent for parent, status in parents if status is S.CANCELLED]
+    if cancelled:
+        event, message = JobEvent.CANCEL, f"parent #{cancelled[0]} was cancelled"
+    elif parents and all(status is S.SUCCESS for _, status in parents):
+        ids = ", ".join(f"#{parent}" for parent, _ in parents)
+        event, message = JobEvent.UNBLOCK, f"every parent succeeded ({ids})"
+    else:
+        return None
+    try:
+        return queue.fire(job_id, event, source=source, message=message, only_from={S.BLOCKED})
+    except (TransitionNotAllowed, JobNotFound) as moved:
+        log.debug("job %s moved on before its %s: %s", job_id, event.value, moved)
+        return None
+
+
+@dataclass
+class ReconcileReport:
+    unblocked: list[int] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+
+
+def reconcile(queue: JobQueue, *, source: str = RECONCILE_SOURCE) -> ReconcileReport:
+    """Settle every BLOCKED job whose parents decided its fate (one read, then the fires)."""
+    report = ReconcileReport()
+    for job_id, parents in _blocked_with_parents(queue.db).items():
+        record = _settle(queue, job_id, parents, source)
+        if record is not None and record.to_status is S.PENDING:
+            report.unblocked.append(job_id)
+        elif record is not None:
+            report.cancelled.append(job_id)
+    if report.unblocked or report.cancelled:
+        log.info("reconciled blocked jobs: %s", report)
+    return report
+
+
+def _blocked_with_parents(db: Database) -> dict[int, list[tuple[int, JobStatus]]]:
+    query = (
+        select(JOB_PARENT.c.job_id, JOB_PARENT.c.parent_id, _PARENT.c.status)
+        .join(_CHILD, _CHILD.c.id == JOB_PARENT.c.job_id)
+        .join(_PARENT, _PARENT.c.id == JOB_PARENT.c.parent_id)
+        .where(_CHILD.c.status == S.BLOCKED.value)
+        .order_by(JOB_PARENT.c.job_id, JOB_PARENT.c.parent_id)
+    )
+    blocked: dict[int, list[tuple[int, JobStatus]]] = defaultdict(list)
+    with db.read() as conn:
+        for job_id, parent_id, status in conn.execute(query):
+            blocked[job_id].append((parent_id, JobStatus(status)))
+    return blocked
+
+
+def orphaned_children(db: Database) -> int:
+    """Children in a state the graph forbids (goal: 0, checked by the chaos benchmark).
+
+    BLOCKED although every parent succeeded or one was cancelled (stranded), or past
+    BLOCKED (runnable, running or done) although a parent is not SUCCESS.
+    """
+    query = (
+        select(JOB_PARENT.c.job_id, _CHILD.c.status, _PARENT.c.status)
+        .join(_CHILD, _CHILD.c.id == JOB_PARENT.c.job_id)
+        .join(_PARENT, _PARENT.c.id == JOB_PARENT.c.parent_id)
+    )
+    children: dict[int, tuple[str, list[str]]] = {}
+    with db.read() as conn:
+        for job_id, child_status, parent_status in conn.execute(query):
+            children.setdefault(job_id, (child_status, []))[1].append(parent_status)
+    return sum(1 for status, parents in children.values() if _is_orphaned(status, parents))
+
+
+def _is_orphaned(child_status: str, parent_statuses: Iterable[str]) -> bool:
+    statuses = list(parent_statuses)
+    if child_status == S.BLOCKED:
+        return all(s == S.SUCCESS for s in statuses) or S.CANCELLED in statuses
+    if child_status == S.CANCELLED:
+        return False
+    return any(s != S.SUCCESS for s in statuses)
+
+
+# --- what artists submit ----------------------------------------------------------------------
+
+
+def upscale_params(
+    parent: GenerationParams, parent_id: int, *, scale: float, strength: float
+) -> GenerationParams:
+    """Hires fix: the parent's image resized (Lanczos) by `scale`, then img2img on the same
+    model, prompt and seed."""
+    return replace(
+        parent,
+        width=_scaled(parent.width, scale),
+        height=_scaled(parent.height, scale),
+        init_image=f"{INIT_FROM_JOB}{parent_id}",
+        strength=strength,
+    )
+
+
+def variation_params(
+    parent: GenerationParams, parent_id: int, *, strength: float
+) -> GenerationParams:
+    """img2img of the parent's image at low strength with a new (random) seed."""
+    return replace(
+        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED
+    )
+
+
+def submit_upscale(
+    queue: JobQueue,
+    parent_id: int,
+    *,
+    scale: float = DEFAULT_UPSCALE,
+    strength: float = DEFAULT_UPSCALE_STRENGTH,
+    source: str = "user",
+    check: Check | None = None,
+) -> int:
+    """Queue an upscale of `parent_id` (which may still be running: the child waits)."""
+    parent = queue.get(parent_id)
+    params = upscale_params(params_of(parent), parent_id, scale=scale, strength=strength)
+    _checked(params, check)
+    return queue.submit(
+        params, priority=parent.priority, max_attempts=parent.max_attempts, source=source,
+        parents=[parent_id],
+    )  # fmt: skip
+
+
+def submit_variations(
+    queue: JobQueue,
+    parent_id: int,
+    *,
+    count: int = DEFAULT_VARIATIONS,
+    strength: float = DEFAULT_VARIATION_STRENGTH,
+    source: str = "user",
+    check: Check | None = None,
+) -> list[int]:
+    """Queue `count` variations of `parent_id`'s image, in one transaction."""
+    if count < 1:
+        raise ValueError(f"count must be at least 1, not {count}")
+    parent = queue.get(parent_id)
+    params = variation_params(params_of(parent), parent_id, strength=strength)
+    _checked(params, check)
+    return queue.submit_many(
+        [params] * count, priority=parent.priority, max_attempts=parent.max_attempts,
+        source=source, parents=[parent_id],
+    )  # fmt: skip
+
+
+def _checked(params: GenerationParams, check: Check | None) -> None:
+    """The queue's own checks first (so bounds read the same as on submit), then `check`."""
+    if check is not None:
+        check(params.validated())
+
+
+def _scaled(size: int, scale: float) -> int:
+    return round(size * scale / SIZE_MULTIPLE) * SIZE_MULTIPLE
+
+
+# --- the worker's side ------------------------------------------------------------------------
+
+
+def init_image_of(queue: JobQueue, job: Job) -> bytes | None:
+    """The PNG bytes of `job`'s init image (a parent's output, or stored with the job)."""
+    params = params_of(job)
+    if not params.init_image:
+        return None
+    parent_id = params.init_parent
+    if parent_id is not None:
+        return _parent_output(queue, job.id or 0, parent_id)
+    query = select(JOB_INPUT.c.png).where(JOB_INPUT.c.job_id == job.id)
+    with queue.db.read() as conn:
+        png = conn.execute(query).scalar_one_or_none()
+    if png is None:
+        raise InputImageMissing(f"job {job.id}'s init image is missing from the database")
+    return bytes(png)
+
+
+def _parent_output(queue: JobQueue, job_id: int, parent_id: int) -> bytes:
+    path = queue.get(parent_id).output_path
+    if not path:
+        raise InputImageMissing(f"job {job_id}'s init image: job {parent_id} has no output image")
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise InputImageMissing(
+            f"job {job_id}'s init image {path} (the output of job {parent_id}) cannot be "
+            f"read: {error.strerror or error}"
+        ) from error

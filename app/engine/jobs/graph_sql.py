@@ -1,0 +1,131 @@
+"""The job graph's writes at submit: parent edges and stored init images, checked first.
+
+They run inside `JobQueue.submit_many`'s transaction, so a job is stored with all its
+parents and its input, or (on bad input) not at all. Reactions to parents finishing
+(unblock, cascade cancel, reconciliation) are in `graph`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+
+from sqlalchemy import bindparam, insert, select
+
+from app.engine.jobs.params import INIT_UPLOADED, GenerationParams, InvalidParameters
+from app.engine.jobs.states import JobStatus
+from app.models.db import Database, HotTransaction
+from app.models.tables import JOB, JOB_INPUT, JOB_PARENT
+
+
+class InvalidDependency(InvalidParameters):
+    """A parent that does not exist or cannot be waited for, or a dependency cycle."""
+
+
+def digest(png: bytes) -> str:
+    """How `GenerationParams.init_image` names an uploaded image: `upload:<sha256>`."""
+    return INIT_UPLOADED + hashlib.sha256(png).hexdigest()
+
+
+class GraphStatements:
+    def __init__(self, db: Database) -> None:
+        self.status = db.prepare(select(JOB.c.status).where(JOB.c.id == bindparam("job_id")))
+        self.parents = db.prepare(
+            select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == bindparam("job_id"))
+        )
+        self.insert_parent = db.prepare(insert(JOB_PARENT), ("job_id", "parent_id"))
+        self.insert_input = db.prepare(insert(JOB_INPUT), ("job_id", "png"))
+        self.unfinished_parents = db.prepare(
+            select(JOB_PARENT.c.parent_id)
+            .join(JOB, JOB.c.id == JOB_PARENT.c.parent_id)
+            .where(
+                JOB_PARENT.c.job_id == bindparam("job_id"),
+                JOB.c.status != JobStatus.SUCCESS.value,
+            )
+            .order_by(JOB_PARENT.c.parent_id)
+        )
+
+    def waiting_for(self, tx: HotTransaction, job_id: int) -> list[int]:
+        """The parents of `job_id` that have not succeeded (UNBLOCK waits for none)."""
+        rows = tx.execute(self.unfinished_parents, {"job_id": job_id}).fetchall()
+        return [row[0] for row in rows]
+
+    def check_parents(self, tx: HotTransaction, parents: Sequence[int]) -> None:
+        """Every parent exists and may still succeed; refused with a reason otherwise."""
+        for parent in parents:
+            row = tx.execute(self.status, {"job_id": parent}).fetchone()
+            if row is None:
+                raise InvalidDependency(f"there is no job {parent} to wait for")
+            if row[0] == JobStatus.CANCELLED.value:
+                raise InvalidDependency(f"job {parent} was cancelled; nothing can wait for it")
+
+    def link(
+        self, tx: HotTransaction, job_id: int, parents: Sequence[int], init_png: bytes | None
+    ) -> None:
+        """Store the new job's edges and input, refusing an edge that would close a cycle."""
+        cycle = cycle_through(job_id, parents, lambda job: self._parents_of(tx, job))
+        if cycle:
+            path = " -> ".join(f"#{job}" for job in cycle)
+            raise InvalidDependency(f"job {job_id} would wait for itself ({path})")
+        for parent in parents:
+            tx.execute(self.insert_parent, {"job_id": job_id, "parent_id": parent})
+        if init_png is not None:
+            tx.execute(self.insert_input, {"job_id": job_id, "png": init_png})
+
+    def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
+        return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
+
+
+def stored_links(db: Database, job_id: int) -> tuple[list[int], bytes | None]:
+    """A stored job's parents and uploaded init image, to submit it again (re-run)."""
+    parents = select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == job_id)
+    init = select(JOB_INPUT.c.png).where(JOB_INPUT.c.job_id == job_id)
+    with db.read() as conn:
+        png = conn.execute(init).scalar_one_or_none()
+        return sorted(conn.execute(parents).scalars()), None if png is None else bytes(png)
+
+
+def check_inputs(params: GenerationParams, parents: Sequence[int], init_png: bytes | None) -> None:
+    """The init image the parameters name is the one given: a parent's, or these bytes."""
+    parent = params.init_parent
+    if parent is not None and parent not in parents:
+        raise InvalidDependency(
+            f"the init image is job {parent}'s output, but job {parent} is not a parent"
+        )
+    uploaded = params.init_image.startswith(INIT_UPLOADED)
+    if uploaded != (init_png is not None):
+        raise InvalidParameters(
+            "an uploaded init image needs its bytes, and bytes need init_image='upload:...'"
+        )
+    if init_png is not None and digest(init_png) != params.init_image:
+        raise InvalidParameters("the init image's bytes do not match its digest in init_image")
+
+
+def cycle_through(
+    job_id: int, parents: Iterable[int], parents_of: Callable[[int], Iterable[int]]
+) -> list[int]:
+    """A path job_id -> parent -> ... -> job_id if the edges would close a cycle, else []."""
+    trail: dict[int, int] = {}  # ancestor -> the job that named it
+    frontier = []
+    for parent in parents:
+        trail.setdefault(parent, job_id)
+        frontier.append(parent)
+    while frontier:
+        ancestor = frontier.pop()
+        if ancestor == job_id:
+            return _path(trail, job_id)
+        for grand in parents_of(ancestor):
+            if grand not in trail:
+                trail[grand] = ancestor
+                frontier.append(grand)
+    return []
+
+
+def _path(trail: dict[int, int], job_id: int) -> list[int]:
+    path = [job_id]
+    step = trail[job_id]
+    while step != job_id:
+        path.append(step)
+        step = trail[step]
+    path.append(job_id)
+    return path[::-1]

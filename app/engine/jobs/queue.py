@@ -1,0 +1,568 @@
+"""The job queue: the one writer of job status.
+
+Every status change goes through `JobQueue.fire`, which asks the transition table
+and then does one transaction: a conditional update of the job row (on status and
+version) plus one history row. Zero rows updated means somebody else moved the
+job first: re-read and decide again, never overwrite.
+
+Writes (submit, fire, claim, heartbeat) run statements written in SQLAlchemy Core and
+compiled once (`queue_sql`) straight on the driver: the ORM, and even Core's per-call
+execution, cost several times the per-transaction price of SQLite itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, func, or_, select, update
+
+from app.engine.jobs.graph_sql import GraphStatements, check_inputs, stored_links
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue_sql import QueueStatements, job_from_cursor
+from app.engine.jobs.states import (
+    JobEvent,
+    JobStatus,
+    TransitionNotAllowed,
+    is_already_satisfied,
+    next_status,
+)
+from app.errors import EaselError, UserError
+from app.models.db import (
+    Database,
+    HotTransaction,
+    Prepared,
+)
+from app.models.tables import JOB, TRANSITION, Job, JobTransition
+
+log = logging.getLogger(__name__)
+
+MAX_DECIDE_AGAIN = 20
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_PAGE_SIZE = 200
+
+Clock = Callable[[], float]
+# Statuses that give a worker something to do: a job to claim, a run to stop. Only these
+# wake listening workers (PostgreSQL NOTIFY); claims and progress, the busy paths, do not.
+WAKES_WORKERS = frozenset({JobStatus.PENDING, JobStatus.CANCELLING, JobStatus.PAUSING})
+
+
+class JobNotFound(UserError, LookupError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"There is no job {job_id}")
+        self.job_id = job_id
+
+
+class RequestRefused(UserError):
+    """A request that makes no sense for this job (e.g. re-running one still queued)."""
+
+
+class NotHoldingJob(EaselError):
+    """A worker reported on a job that is no longer its own (timed out and re-claimed)."""
+
+    def __init__(self, job_id: int, worker_id: str, holder: str | None) -> None:
+        super().__init__(f"Job {job_id} is held by {holder or 'no worker'}, not by {worker_id}")
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    """What `fire` did; `changed` is False for an already-satisfied request."""
+
+    job_id: int
+    from_status: JobStatus | None
+    to_status: JobStatus
+    event: JobEvent
+    source: str
+    message: str
+    attempt: int
+    at: float
+    changed: bool = True
+
+
+TransitionListener = Callable[[TransitionRecord], None]
+
+
+@dataclass
+class _Snapshot:
+    status: JobStatus
+    version: int
+    attempt: int
+    worker_id: str | None
+
+
+@dataclass
+class JobQueue:
+    db: Database
+    clock: Clock = time.time
+    listeners: list[TransitionListener] = field(default_factory=list)
+    _sql: QueueStatements = field(init=False, repr=False)
+    _graph: GraphStatements = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._sql = QueueStatements(self.db)
+        self._graph = GraphStatements(self.db)
+
+    # --- submitting --------------------------------------------------------------------------
+
+    def submit(
+        self,
+        params: GenerationParams,
+        *,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        source: str = "user",
+        rerun_of: int | None = None,
+        parents: Sequence[int] = (),
+        init_png: bytes | None = None,
+        output_dir: Path | None = None,
+    ) -> int:
+        """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
+
+        `output_dir`: the folder the image must go to, whichever worker runs the job."""
+        [job_id] = self.submit_many(
+            [params], priority=priority, max_attempts=max_attempts, source=source,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
+        )  # fmt: skip
+        return job_id
+
+    def submit_many(
+        self,
+        batch: Sequence[GenerationParams],
+        *,
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        source: str = "user",
+        rerun_of: int | None = None,
+        parents: Sequence[int] = (),
+        init_png: bytes | None = None,
+        output_dir: Path | None = None,
+    ) -> list[int]:
+        """Submit several jobs in one transaction: all are stored, or (on bad input) none.
+
+        `parents`: every job of the batch waits for these (SUBMIT_AFTER, BLOCKED) and is
+        unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
+        image the parameters name (`graph_sql.digest`), stored with each job.
+        """
+        checked = [params.validated().with_concrete_seed() for params in batch]
+        parents = list(dict.fromkeys(parents))
+        for params in checked:
+            check_inputs(params, parents, init_png)
+        if max_attempts < 1:
+            raise RequestRefused(f"max_attempts must be at least 1, not {max_attempts}")
+        event = JobEvent.SUBMIT_AFTER if parents else JobEvent.SUBMIT
+        status = next_status(None, None, event)
+        now = self.clock()
+        message = _submit_message(rerun_of, parents)
+        records = []
+        with self.db.hot_write() as tx:
+            self._graph.check_parents(tx, parents)
+            for params in checked:
+                values = {
+                    **params.to_dict(),
+                    "status": status.value, "version": 0, "attempt": 1,
+                    "max_attempts": max_attempts, "given_up": False, "priority": priority,
+                    "progress_step": 0, "progress_total": params.denoising_steps,
+                    "created_at": now, "updated_at": now, "rerun_of": rerun_of,
+                    "output_dir": str(output_dir) if output_dir is not None else None,
+                }  # fmt: skip
+                insert_job = self._sql.insert_job(frozenset(values))
+                job_id = int(tx.execute(insert_job, values).fetchone()[0])
+                self._graph.link(tx, job_id, parents, init_png)
+                record = TransitionRecord(job_id, None, status, event, source, message, 1, now)
+                self._insert_history(tx, record)
+                records.append(record)
+        for record in records:
+            self._notify(record)
+        return [record.job_id for record in records]
+
+    # --- the one writer of status ------------------------------------------------------------
+
+    def fire(
+        self,
+        job_id: int,
+        event: JobEvent,
+        *,
+        source: str,
+        message: str = "",
+        worker_id: str | None = None,
+        changes: Mapping[str, Any] | None = None,
+        only_from: Iterable[JobStatus] | None = None,
+    ) -> TransitionRecord:
+        """Move a job by `event` through the table, in one transaction with its history row.
+
+        `worker_id`: the event comes from this worker, which must still hold the job.
+        `changes`: extra columns set in the same update (output path, error, ...).
+        `only_from`: refuse unless the job is in one of these statuses (e.g. the watchdog
+        must not time out a job that moved on while it looked).
+        Raises `TransitionNotAllowed`, `JobNotFound` or `NotHoldingJob`.
+        """
+        if event is JobEvent.START:
+            # START is only ever the atomic claim; a second path could let two workers in.
+            raise TransitionNotAllowed(job_id, None, event, hint="jobs start only by claim()")
+        allowed_from = frozenset(only_from) if only_from is not None else None
+
+        def decide(tx: HotTransaction) -> TransitionRecord | None:
+            snap = self._snapshot(tx, job_id)
+            if worker_id is not None and snap.worker_id != worker_id:
+                raise NotHoldingJob(job_id, worker_id, snap.worker_id)
+            if allowed_from is not None and snap.status not in allowed_from:
+                raise TransitionNotAllowed(job_id, snap.status, event)
+            if is_already_satisfied(snap.status, event):
+                return TransitionRecord(
+                    job_id, snap.status, snap.status, event, source, message,
+                    snap.attempt, self.clock(), changed=False,
+                )  # fmt: skip
+            target = next_status(job_id, snap.status, event)
+            if event is JobEvent.UNBLOCK and (waiting := self._graph.waiting_for(tx, job_id)):
+                hint = "waiting for " + ", ".join(f"#{parent}" for parent in waiting)
+                raise TransitionNotAllowed(job_id, snap.status, event, hint=hint)
+            return self._apply(tx, job_id, snap, event, target, source, message, changes)
+
+        for _ in range(MAX_DECIDE_AGAIN):
+            record = self.db.in_hot_write(decide)
+            if record is not None:
+                if record.changed:
+                    self._notify(record)
+                return record
+            log.debug("job %s moved while %s was decided; deciding again", job_id, event)
+        raise RuntimeError(f"job {job_id} kept changing; gave up deciding {event.value}")
+
+    def _apply(
+        self,
+        tx: HotTransaction,
+        job_id: int,
+        snap: _Snapshot,
+        event: JobEvent,
+        target: JobStatus,
+        source: str,
+        message: str,
+        changes: Mapping[str, Any] | None,
+    ) -> TransitionRecord | None:
+        now = self.clock()
+        attempt = snap.attempt + 1 if event is JobEvent.RETRY else snap.attempt
+        values = {
+            **_event_effects(event, target, now),
+            **(changes or {}),
+            "status": target.value,
+            "version": snap.version + 1,
+            "attempt": attempt,
+            "updated_at": now,
+        }
+        guard = {
+            "job_id": job_id,
+            "expected_status": snap.status.value,
+            "expected_version": snap.version,
+        }
+        update_job = self._sql.conditional_update(frozenset(values))
+        if tx.execute(update_job, {**values, **guard}).rowcount == 0:
+            return None
+        record = TransitionRecord(job_id, snap.status, target, event, source, message, attempt, now)
+        self._insert_history(tx, record)
+        return record
+
+    def _snapshot(self, tx: HotTransaction, job_id: int) -> _Snapshot:
+        row = tx.execute(self._sql.snapshot, {"job_id": job_id}).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        status, version, attempt, worker_id = row
+        return _Snapshot(JobStatus(status), version, attempt, worker_id)
+
+    def _insert_history(self, tx: HotTransaction, record: TransitionRecord) -> None:
+        tx.execute(
+            self._sql.insert_history,
+            {
+                "job_id": record.job_id,
+                "attempt": record.attempt,
+                "from_status": record.from_status.value if record.from_status else None,
+                "to_status": record.to_status.value,
+                "event": record.event.value,
+                "source": record.source,
+                "message": record.message,
+                "at": record.at,
+            },
+        )
+        if record.to_status in WAKES_WORKERS:
+            tx.notify(f"{record.job_id} {record.to_status.value}")
+
+    def _notify(self, record: TransitionRecord) -> None:
+        # Side effects run after the commit; a failing listener never blocks a transition.
+        for listener in list(self.listeners):
+            try:
+                listener(record)
+            except Exception:
+                log.exception("transition listener %r failed for %s", listener, record)
+
+    # --- claiming ----------------------------------------------------------------------------
+
+    def claim(
+        self, worker_id: str, *, source: str = "worker", job_id: int | None = None
+    ) -> Job | None:
+        """START the next PENDING job for `worker_id`, atomically; None when nothing is due.
+
+        One UPDATE picks and takes the row, so two workers can never hold one job.
+        `job_id`: only that job (`python -m app generate` runs exactly the job it submitted).
+        """
+        now = self.clock()
+        target = next_status(None, JobStatus.PENDING, JobEvent.START)
+        params: dict[str, Any] = {"now": now, "worker_id": worker_id}
+        if job_id is not None:
+            params["job_id"] = job_id
+        statement = self._sql.claim_next if job_id is None else self._sql.claim_job
+
+        def take(tx: HotTransaction) -> tuple[Job, TransitionRecord] | None:
+            cursor = tx.execute(statement, params)
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            job = job_from_cursor(cursor, row)
+            assert job.id is not None and job.status == target.value
+            record = TransitionRecord(
+                job.id, JobStatus.PENDING, target, JobEvent.START, source,
+                f"claimed by {worker_id}", job.attempt, now,
+            )  # fmt: skip
+            self._insert_history(tx, record)
+            return job, record
+
+        taken = self.db.in_hot_write(take)
+        if taken is None:
+            self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
+            return None
+        self._notify(taken[1])
+        return taken[0]
+
+    # --- liveness and progress (not transitions) ---------------------------------------------
+
+    def heartbeat(self, job_id: int, worker_id: str) -> bool:
+        """Refresh the heartbeat; False when the worker no longer holds a running job."""
+        values = {"job_id": job_id, "worker_id": worker_id, "heartbeat_at": self.clock()}
+        return self._touch(self._sql.heartbeat, values)
+
+    def report_progress(self, job_id: int, worker_id: str, step: int, total: int) -> bool:
+        values = {
+            "job_id": job_id, "worker_id": worker_id, "heartbeat_at": self.clock(),
+            "progress_step": step, "progress_total": total,
+        }  # fmt: skip
+        return self._touch(self._sql.progress, values)
+
+    def _touch(self, statement: Prepared, values: dict[str, Any]) -> bool:
+        return self.db.in_hot_write(lambda tx: bool(tx.execute(statement, values).rowcount == 1))
+
+    # --- what the user asks for --------------------------------------------------------------
+
+    def cancel(self, job_id: int, *, source: str = "user", message: str = "") -> TransitionRecord:
+        return self.fire(job_id, JobEvent.CANCEL, source=source, message=message)
+
+    def pause(self, job_id: int, *, source: str = "user", message: str = "") -> TransitionRecord:
+        return self.fire(job_id, JobEvent.PAUSE, source=source, message=message)
+
+    def resume(self, job_id: int, *, source: str = "user", message: str = "") -> TransitionRecord:
+        return self.fire(job_id, JobEvent.RESUME, source=source, message=message)
+
+    def retry(
+        self,
+        job_id: int,
+        *,
+        source: str = "user",
+        message: str = "",
+        not_before: float | None = None,
+    ) -> TransitionRecord:
+        changes = {"not_before": not_before, "given_up": False}
+        return self.fire(job_id, JobEvent.RETRY, source=source, message=message, changes=changes)
+
+    def rerun(self, job_id: int, *, source: str = "user") -> int:
+        """A new job with the same parameters (and seed), pointing back to `job_id`."""
+        job = self.get(job_id)
+        if not JobStatus(job.status).is_terminal:
+            raise RequestRefused(
+                f"Job {job_id} is {job.status}; only finished or cancelled jobs can be re-run"
+            )
+        parents, init_png = stored_links(self.db, job_id)  # img2img: the same input again
+        return self.submit(
+            params_of(job), priority=job.priority, max_attempts=job.max_attempts,
+            source=source, rerun_of=job_id, parents=parents, init_png=init_png,
+        )  # fmt: skip
+
+    def set_priority(self, job_id: int, priority: int) -> None:
+        with self.db.write() as conn:
+            result = conn.execute(update(JOB).where(JOB.c.id == job_id).values(priority=priority))
+            if result.rowcount == 0:
+                raise JobNotFound(job_id)
+
+    def move(self, job_id: int, *, to: Placement | None = None, before: int | None = None) -> None:
+        """Move a PENDING job to the top or bottom of the queue, or just before job `before`.
+
+        Only the moved job's priority changes, to one between its new neighbours (the
+        claim order is priority, then age: `queue_sql._claim_statement`). When no whole
+        number fits between them, the shorter side of the queue is shifted by 2 in one
+        statement; the rest of the queue is never renumbered."""
+        if (to is None) == (before is None):
+            raise RequestRefused("Move a job either to the top or bottom, or before another job")
+        with self.db.write() as conn:
+            pending = [(int(i), int(p)) for i, p in conn.execute(_PENDING_IN_CLAIM_ORDER)]
+            order = [i for i, _ in pending]
+            for asked in (job_id, before):
+                if asked is not None and asked not in order:
+                    self.get(asked)  # JobNotFound for an unknown id
+                    raise RequestRefused(f"Job {asked} is not queued; only PENDING jobs move")
+            if before == job_id:
+                return
+            others = [(i, p) for i, p in pending if i != job_id]
+            if to is Placement.TOP:
+                index = 0
+            elif to is Placement.BOTTOM:
+                index = len(others)
+            else:
+                index = [i for i, _ in others].index(before or 0)
+            placed = _place(conn, job_id, others, index)
+            if placed is not None:
+                conn.execute(update(JOB).where(JOB.c.id == job_id).values(priority=placed))
+
+    def mark_given_up(self, job_id: int, reason: str, *, version: int | None = None) -> bool:
+        """Record that automatic retries stopped (the status stays FAILED or TIMEOUT).
+
+        `version`: only if the job has not moved since it was read (a user may retry it
+        meanwhile; that PENDING job must not be marked given up). False if it had moved.
+        """
+        query = update(JOB).where(JOB.c.id == job_id)
+        if version is not None:
+            query = query.where(JOB.c.version == version)
+        with self.db.write() as conn:
+            return conn.execute(query.values(given_up=True, error=reason)).rowcount == 1
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def status_if_held(self, job_id: int, worker_id: str) -> JobStatus | None:
+        """The job's status while `worker_id` holds it and it runs; None once it does not
+        (gone, settled, or claimed by another worker). The worker's per-step read: two
+        columns on the driver cursor, a fraction of `get`."""
+        with self.db.hot_read() as tx:
+            row = tx.execute(self._sql.snapshot, {"job_id": job_id}).fetchone()
+        if row is None:
+            return None
+        status, _version, _attempt, holder = row
+        running = JobStatus(status)
+        return running if holder == worker_id and running.is_running else None
+
+    def get(self, job_id: int) -> Job:
+        with self.db.read() as conn:
+            row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
+        if row is None:
+            raise JobNotFound(job_id)
+        return _job(row)
+
+    def jobs(
+        self,
+        statuses: Iterable[JobStatus] | None = None,
+        *,
+        limit: int | None = DEFAULT_PAGE_SIZE,
+        before_id: int | None = None,
+    ) -> list[Job]:
+        """A page of jobs, newest first; page on with `before_id` = the last id seen.
+
+        `limit=None`: every job (the command line's `jobs --all`)."""
+        query = select(JOB).order_by(JOB.c.id.desc()).limit(limit)
+        if statuses is not None:
+            query = query.where(JOB.c.status.in_([s.value for s in statuses]))
+        if before_id is not None:
+            query = query.where(JOB.c.id < before_id)
+        with self.db.read() as conn:
+            return [_job(row) for row in conn.execute(query)]
+
+    def count_by_status(self) -> dict[JobStatus, int]:
+        query = select(JOB.c.status, func.count()).group_by(JOB.c.status)
+        with self.db.read() as conn:
+            return {JobStatus(status): int(n) for status, n in conn.execute(query)}
+
+    def timeline(self, job_id: int) -> list[JobTransition]:
+        query = select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        if not rows:
+            self.get(job_id)  # raises JobNotFound for an unknown id
+        return [JobTransition.model_validate(row._mapping) for row in rows]
+
+    def running_jobs(self) -> list[Job]:
+        running = [s.value for s in JobStatus if s.is_running]
+        with self.db.read() as conn:
+            return [_job(row) for row in conn.execute(select(JOB).where(JOB.c.status.in_(running)))]
+
+
+class Placement(Enum):
+    TOP = "top"
+    BOTTOM = "bottom"
+
+
+# The claim's order (`queue_sql._claim_statement`): higher priority first, then older.
+_PENDING_IN_CLAIM_ORDER = (
+    select(JOB.c.id, JOB.c.priority)
+    .where(JOB.c.status == JobStatus.PENDING.value)
+    .order_by(JOB.c.priority.desc(), JOB.c.id)
+)
+
+
+def _place(conn: Connection, job_id: int, others: list[tuple[int, int]], index: int) -> int | None:
+    """The priority that puts `job_id` at `index` among `others` (already in claim order);
+    None if there is nobody else. May shift the shorter side of the queue to make room."""
+    above = others[index - 1] if index > 0 else None
+    below = others[index] if index < len(others) else None
+    if above is None and below is None:
+        return None
+    if above is None:
+        assert below is not None
+        return below[1] + 1
+    if below is None:
+        return above[1] - 1
+
+    def fits(priority: int) -> bool:
+        key = (-priority, job_id)
+        return (-above[1], above[0]) < key < (-below[1], below[0])
+
+    for candidate in ((above[1] + below[1]) // 2, above[1], below[1]):
+        if fits(candidate):
+            return candidate
+    pending_other = and_(JOB.c.status == JobStatus.PENDING.value, JOB.c.id != job_id)
+    if index <= len(others) - index:  # the part above is the shorter: raise it
+        head = or_(
+            JOB.c.priority > above[1], and_(JOB.c.priority == above[1], JOB.c.id <= above[0])
+        )
+        conn.execute(update(JOB).where(pending_other, head).values(priority=JOB.c.priority + 2))
+        return above[1] + 1
+    tail = or_(JOB.c.priority < below[1], and_(JOB.c.priority == below[1], JOB.c.id >= below[0]))
+    conn.execute(update(JOB).where(pending_other, tail).values(priority=JOB.c.priority - 2))
+    return below[1] - 1
+
+
+def params_of(job: Job) -> GenerationParams:
+    return GenerationParams(
+        prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
+        scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
+        height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
+    )  # fmt: skip
+
+
+def _submit_message(rerun_of: int | None, parents: Sequence[int]) -> str:
+    parts = [f"re-run of job {rerun_of}"] if rerun_of else []
+    if parents:
+        parts.append("waits for " + ", ".join(f"#{parent}" for parent in parents))
+    return "; ".join(parts)
+
+
+def _event_effects(event: JobEvent, target: JobStatus, now: float) -> dict[str, Any]:
+    """Columns an event sets besides the status itself."""
+    if target.is_terminal or target in (JobStatus.FAILED, JobStatus.TIMEOUT):
+        return {"finished_at": now}
+    if event is JobEvent.START:
+        return {"heartbeat_at": now, "started_at": now}
+    if event is JobEvent.RETRY:
+        # A resumed job keeps its progress (it continues from its checkpoint); a retry starts over.
+        return {"finished_at": None, "progress_step": 0}
+    return {}
+
+
+def _job(row: Row[Any]) -> Job:
+    return Job.model_validate(row._mapping)

@@ -1,0 +1,75 @@
+"""Opening the job queue: the database checks, the launch backup and the standard listeners.
+
+Every process opens its queue here (the window, the CLI, workers), so the queue module itself
+stays the one writer of status and knows nothing of settings, backups or the job graph.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+from pathlib import Path
+
+from app.engine.jobs.graph import graph_listener
+from app.engine.jobs.queue import JobQueue, TransitionListener, TransitionRecord
+from app.engine.settings import database_location
+from app.engine.store.db_files import FileKind, remove_files
+from app.errors import DatabaseError
+from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database, back_up, open_database
+
+log = logging.getLogger(__name__)
+
+
+class OpenFor(Enum):
+    """What a process opens the queue for; decides the checks and the lock patience."""
+
+    READING = "reading"  # `jobs`, `show`: read-only, works during a lock or on a read-only disk
+    REQUESTS = "requests"  # a command that writes
+    WORKING = "working"  # a worker: waits out a held lock or a full disk, never fails a job
+    LAUNCH = "launch"  # the window or a headless worker starting: checked, then backed up
+
+
+def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
+    """The queue on the user's database (or `location`: a SQLite file or a PostgreSQL URL),
+    with the standard side effects.
+
+    Except for READING, a damaged database raises `DatabaseCorrupt` (the file is left
+    untouched). At LAUNCH a rotating backup is taken once the check passed."""
+    path = location or database_location()
+    db = open_database(
+        path,
+        read_only=purpose is OpenFor.READING,
+        lock_timeout_s=PATIENT if purpose is OpenFor.WORKING else LOCK_TIMEOUT_S,
+        # Every writer checks first (tens of ms for 10,000 jobs): a damaged file is never
+        # written to. Readers need not: a damaged page they meet raises DatabaseCorrupt.
+        check_integrity=purpose is not OpenFor.READING,
+    )
+    if purpose is OpenFor.LAUNCH and db.is_sqlite:  # PostgreSQL: the server's own backups
+        _back_up(db)
+    queue = JobQueue(db)
+    queue.listeners.append(_checkpoint_cleaner(queue))
+    queue.listeners.append(graph_listener(queue))
+    return queue
+
+
+def _back_up(db: Database) -> None:
+    try:
+        log.info("backed up the job database to %s", back_up(db))
+    except (DatabaseError, OSError) as error:  # a missing backup must not stop the app
+        log.warning("could not back up the job database: %s", error)
+
+
+def _checkpoint_cleaner(queue: JobQueue) -> TransitionListener:
+    """Remove a job's pause checkpoint once the job can never resume from it (its file
+    here, and its copy in a shared database)."""
+
+    def clean(record: TransitionRecord) -> None:
+        if not (record.changed and record.to_status.is_terminal):
+            return
+        checkpoint = queue.get(record.job_id).checkpoint_path
+        if checkpoint:
+            Path(checkpoint).unlink(missing_ok=True)
+        if queue.db.shares_files:
+            remove_files(queue.db, record.job_id, FileKind.CHECKPOINT)
+
+    return clean

@@ -1,0 +1,384 @@
+"""One claimed job inside a worker: heartbeat, generate with a step checkpoint, settle.
+
+The step checkpoint is where the app's requests take effect: it reads the job's status
+(a two-column SELECT at every step on SQLite; on PostgreSQL at the step after a
+notification names the job, else once a second: `wakeup.JobWatch`) and stops on
+CANCELLING or PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling
+checkpoint. Settling is one transition: COMPLETE, FAIL or STOPPED, always with this
+worker's id so a worker that lost its job (timed out, re-claimed elsewhere) can never
+settle it; such a worker stops at the next step checkpoint that reads the row, without
+writing or deleting anything.
+
+Checkpoint files belong to one claim (see `checkpoint_files`); a run first adopts the
+newest earlier one. What happened to the saved progress (resumed from step k, damaged and
+set aside, missing) is said in the message of the run's settling transition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from app.engine.generation.checkpoint_files import Claim, adopt_earlier, remove_earlier, set_aside
+from app.engine.generation.errors import CheckpointError, CheckpointMismatch
+from app.engine.generation.outcome import (
+    GenerationOutcome,
+    OutcomeKind,
+    ResumedFrom,
+    StepDecision,
+    StepProgress,
+)
+from app.engine.jobs.graph import init_image_of
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
+from app.engine.jobs.retry import describe_error, failure_changes
+from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.store.db_files import SharedProgress
+from app.engine.workers.messages import MessageKind
+from app.engine.workers.wakeup import EveryStep, StepReads
+from app.models.tables import Job
+
+log = logging.getLogger(__name__)
+
+SOURCE = "worker"
+STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
+DECISIONS = {JobStatus.CANCELLING: StepDecision.CANCEL, JobStatus.PAUSING: StepDecision.PAUSE}
+# How the attempt before this one ended, as the "resumed from step k" note words it.
+ENDINGS = {JobStatus.TIMEOUT: "crash", JobStatus.FAILED: "failure"}
+
+
+class LostJob(Exception):
+    """Raised at a step checkpoint when this worker no longer holds its job: the runner
+    unwinds without writing or deleting anything, and nothing is settled."""
+
+
+class RunnerLike(Protocol):
+    """What a job run needs of `generation.runner.Runner` (fakes implement the same)."""
+
+    def load(self, model_name: str) -> object: ...
+
+    def run(
+        self,
+        params: GenerationParams,
+        *,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: Callable[[StepProgress], Any],
+        init_image: bytes | None = None,
+    ) -> GenerationOutcome: ...
+
+
+class Send(Protocol):
+    """Tell the app something (see `worker.Worker.send`); never blocks."""
+
+    def __call__(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None: ...
+
+
+def _every_step(_job_id: int) -> AbstractContextManager[StepReads]:
+    return nullcontext(EveryStep())
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a job run needs from the worker that runs it, and nothing more."""
+
+    queue: JobQueue
+    worker_id: str
+    runner: RunnerLike
+    outputs_dir: Path
+    checkpoints_dir: Path
+    send: Send
+    # The worker is stopping: pause the job in hand, for this reason (None: carry on).
+    pause_requested: Callable[[], str | None]
+    heartbeat_interval_s: float = 3.0
+    stall_limit_s: float = 600.0
+    progress_interval_s: float = 0.25
+    checkpoint_interval_s: float = 0.0  # rolling checkpoints this often; 0: none
+    checkpoint_every_steps: int = 0  # and/or every this many steps; 0: none
+    watched: bool = True  # someone reads this worker's messages (else no previews are made)
+    # When the step checkpoint reads the job's row (see `wakeup`): every step by default.
+    watch: Callable[[int], AbstractContextManager[StepReads]] = _every_step
+
+
+MIN_TICK_S = 0.02  # the row-writing thread never spins, even when told "as often as possible"
+
+
+class Heartbeat:
+    """Ticks from a thread while the job is held: the job's row gets its heartbeat and
+    progress from here, so a long step never looks like a dead worker and the step loop
+    itself never writes to the database."""
+
+    def __init__(self, beat: Callable[[], object], interval_s: float) -> None:
+        self._beat = beat
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self._interval_s + 1.0)
+
+    def _run(self) -> None:
+        # A lost job (the beat finds it no longer ours) is noticed at the next step checkpoint.
+        while not self._stop.wait(self._interval_s):
+            try:
+                self._beat()
+            except Exception:  # a locked database for a moment is not a reason to die
+                log.exception("heartbeat failed")
+
+
+class JobRun:
+    def __init__(self, context: RunContext, job: Job) -> None:
+        self.context = context
+        self.queue = context.queue
+        self.job = job
+        self.job_id = job.id or 0
+        self.params = params_of(job)
+        outputs = Path(job.output_dir) if job.output_dir else context.outputs_dir
+        self.output_path = outputs / f"{self.job_id:06d}-{job.seed}.png"  # where asked, if it was
+        self.claim = Claim(context.checkpoints_dir, self.job_id, job.attempt, job.version)
+        self.checkpoint_path = self.claim.file
+        self.shared = SharedProgress(self.queue.db, job, self.claim, context.worker_id)
+        self.notes: list[str] = []  # for the timeline, in the settling transition's message
+        self.lost = False
+        self.completed = False  # its image was written and the job is SUCCESS
+        self._latest: StepProgress | None = None  # set by the step loop ...
+        self._written: StepProgress | None = None  # ... written to the row by the ticker
+        self._last_beat = 0.0
+        self._last_sign_of_life = self._last_checkpoint = time.monotonic()
+        self._reads: StepReads = EveryStep()  # the run's own, from `context.watch`
+        self._status: JobStatus | None = JobStatus.PROCESSING  # as last read at a step
+        self._tick_s = max(
+            MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s)
+        )
+
+    def run(self) -> None:
+        self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
+        context = self.context
+        tick_s = self._tick_s
+        with Heartbeat(self._tick, tick_s), context.watch(self.job_id) as self._reads:
+            try:
+                self._take_over_progress()
+                outcome = self._generate()
+            except LostJob:
+                log.info("job %s was taken from this worker; dropped its run", self.job_id)
+                return
+            except Exception as error:
+                log.warning("job %s failed: %s", self.job_id, describe_error(error))
+                self._fail(error)
+                return
+        self._write_progress()  # the row shows the last step before the settling transition
+        self._settle(outcome)
+
+    def _tick(self) -> None:
+        """On the heartbeat thread: copy a rolling checkpoint saved since the last tick into
+        the database; write new progress (which also beats), else beat when due."""
+        self._note(self.shared.share_checkpoint())
+        if self._latest is not self._written:
+            self._write_progress()
+            return
+        now = time.monotonic()
+        if now - self._last_beat < self.context.heartbeat_interval_s:
+            return
+        self._last_beat = now
+        silent_s = now - self._last_sign_of_life
+        if silent_s > self.context.stall_limit_s:
+            # Hung outside the step loop: let the heartbeat go stale so the watchdog acts.
+            log.warning("job %s: no step for %.0fs; heartbeat withheld", self.job_id, silent_s)
+            return
+        self.queue.heartbeat(self.job_id, self.context.worker_id)
+
+    def _write_progress(self) -> None:
+        progress = self._latest  # one read: the step loop may set a newer one meanwhile
+        if progress is None or progress is self._written:
+            return
+        self._written, self._last_beat = progress, time.monotonic()
+        self.queue.report_progress(
+            self.job_id, self.context.worker_id, progress.step, progress.total
+        )
+
+    def _take_over_progress(self) -> None:
+        """Adopt the newest checkpoint an earlier claim left (we hold the job now)."""
+        recorded = Path(self.job.checkpoint_path) if self.job.checkpoint_path else None
+        self._note(self.shared.fetch(recorded))  # paused or lost on another machine
+        if not adopt_earlier(self.claim, also=recorded) and recorded is not None:
+            self.notes.append(
+                f"the saved progress ({recorded.name}) was missing; started over from step 0"
+            )
+
+    def _generate(self) -> GenerationOutcome:
+        try:
+            outcome = self._run_runner()
+        except CheckpointError as error:
+            # Same seed, same image: starting over costs time but never changes the result.
+            log.warning("job %s: setting its checkpoint aside: %s", self.job_id, error)
+            self.shared.set_aside_copy_of(self.checkpoint_path)
+            self.notes.append(_unusable_note(error, set_aside(self.checkpoint_path)))
+            outcome = self._run_runner()
+        if outcome.resumed_from is not None:
+            self.notes.insert(0, self._resumed_note(outcome.resumed_from))
+        if outcome.note:
+            self.notes.append(outcome.note)
+        return outcome
+
+    def _resumed_note(self, resumed: ResumedFrom) -> str:
+        ended = next(
+            (t for t in reversed(self.queue.timeline(self.job_id)) if t.to_status in ENDINGS),
+            None,
+        )
+        if ended is None or resumed.saved_at <= 0:
+            return f"resumed from step {resumed.step}"
+        before_s = max(0.0, ended.at - resumed.saved_at)
+        ending = ENDINGS[JobStatus(ended.to_status)]
+        return f"resumed from step {resumed.step} (saved {before_s:.0f} s before the {ending})"
+
+    def _run_runner(self) -> GenerationOutcome:
+        return self.context.runner.run(
+            self.params,
+            output_path=self.output_path,
+            checkpoint_path=self.checkpoint_path,
+            on_step=self.on_step,
+            init_image=init_image_of(self.queue, self.job),
+        )
+
+    # --- the step checkpoint -----------------------------------------------------------------
+
+    def on_step(self, progress: StepProgress) -> StepDecision:
+        self._last_sign_of_life = time.monotonic()
+        self._report(progress)
+        if self._reads.due():
+            self._status = self._current_status()
+        status = self._status
+        if status is None:
+            self.lost = True
+            raise LostJob(self.job_id)  # someone else owns the job now: touch nothing
+        if status is JobStatus.PROCESSING and (reason := self.context.pause_requested()):
+            status = self._pause_for_shutdown(reason)
+        decision = DECISIONS.get(status, StepDecision.CONTINUE)
+        if decision is StepDecision.CONTINUE and self._checkpoint_due(progress):
+            return StepDecision.CHECKPOINT
+        return decision
+
+    def _checkpoint_due(self, progress: StepProgress) -> bool:
+        if progress.step >= progress.total or progress.saving:
+            return False  # the image comes next; or the last save is still being written
+        every = self.context.checkpoint_every_steps
+        interval = self.context.checkpoint_interval_s
+        now = time.monotonic()
+        # Asked a save's length early, so the newest state on disk is never older than the
+        # interval (the state of the previous save stays the newest until this one is in);
+        # saves slower than half the interval cannot keep that promise and get no more lead.
+        lead_s = min(progress.last_save_s + self._copy_lag_s(), interval / 2)
+        due = (every > 0 and progress.step % every == 0) or (
+            interval > 0 and now - self._last_checkpoint >= interval - lead_s
+        )
+        if due:
+            self._last_checkpoint = now
+        return due
+
+    def _copy_lag_s(self) -> float:
+        """On a database other machines share, a save is "in" once copied there: the
+        heartbeat thread's next tick, then the copy itself."""
+        if not self.queue.db.shares_files:
+            return 0.0
+        return self._tick_s + self.shared.last_copy_s
+
+    def _current_status(self) -> JobStatus | None:
+        """The job's status if this worker still holds it, else None."""
+        return self.queue.status_if_held(self.job_id, self.context.worker_id)
+
+    def _pause_for_shutdown(self, reason: str) -> JobStatus:
+        record = self._fire(JobEvent.PAUSE, message=reason)
+        return record if record is not None else JobStatus.PROCESSING
+
+    def _report(self, progress: StepProgress) -> None:
+        """Tell the app now (a message); the row follows from the heartbeat thread."""
+        preview = progress.preview_png if self.context.watched else None
+        self.context.send(
+            MessageKind.PROGRESS, self.job_id, step=progress.step, total=progress.total,
+            elapsed_s=progress.elapsed_s, preview_png=preview,
+        )  # fmt: skip
+        self._latest = progress
+
+    # --- settling ----------------------------------------------------------------------------
+
+    def _settle(self, outcome: GenerationOutcome) -> None:
+        if outcome.kind is OutcomeKind.COMPLETED:
+            path = str(outcome.image_path or self.output_path)
+            done = {
+                "output_path": path,
+                "error": None,
+                "progress_step": self.params.denoising_steps,
+            }
+            self._note(self.shared.share_image(Path(path)))
+            message = self._with_notes(f"wrote {path}")
+            if self._fire(JobEvent.COMPLETE, message=message, changes=done):
+                self.completed = True
+                remove_earlier(self.claim)  # a late writer's leftovers, if any
+                self.context.send(MessageKind.FINISHED, self.job_id, image_path=path)
+            return
+        changes: dict[str, Any] = {}
+        if outcome.kind is OutcomeKind.PAUSED:
+            self._note(self.shared.share_checkpoint())  # resumable on any machine
+            saved = outcome.checkpoint_path
+            changes["checkpoint_path"] = str(saved) if saved is not None else None
+            if outcome.unsaved_reason is not None:
+                then = "resume from the last saved step" if saved else "start over from step 0"
+                self.notes.append(
+                    f"the progress could not be saved ({outcome.unsaved_reason}); it will {then}"
+                )
+        message = self._with_notes("")
+        if self._fire(JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING):
+            self.context.send(MessageKind.FINISHED, self.job_id)
+
+    def _note(self, note: str | None) -> None:
+        if note is not None:
+            self.notes.append(note)
+
+    def _with_notes(self, message: str) -> str:
+        return "; ".join([*self.notes, message] if message else self.notes)
+
+    def _fail(self, error: Exception) -> None:
+        failure = failure_changes(error)
+        if self._fire(JobEvent.FAIL, message=failure["error"], changes=failure):
+            self.context.send(MessageKind.FINISHED, self.job_id, error=describe_error(error))
+
+    def _fire(
+        self,
+        event: JobEvent,
+        *,
+        message: str = "",
+        changes: Mapping[str, Any] | None = None,
+        only_from: frozenset[JobStatus] | None = None,
+    ) -> JobStatus | None:
+        """Fire `event` as this worker; None if the job is no longer ours to settle."""
+        try:
+            record = self.queue.fire(
+                self.job_id, event, source=SOURCE, message=message,
+                worker_id=self.context.worker_id, changes=changes, only_from=only_from,
+            )  # fmt: skip
+        except (NotHoldingJob, TransitionNotAllowed, JobNotFound) as error:
+            log.info("job %s: %s not applied: %s", self.job_id, event.value, error)
+            self.lost = True
+            return None
+        return record.to_status
+
+
+def _unusable_note(error: CheckpointError, kept_as: Path | None) -> str:
+    what = (
+        "the saved progress was made for other parameters"
+        if isinstance(error, CheckpointMismatch)
+        else "the saved progress was damaged"
+    )
+    kept = f"; kept as {kept_as.name}" if kept_as is not None else ""
+    return f"{what}; started over from step 0 ({error}{kept})"

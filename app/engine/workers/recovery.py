@@ -1,0 +1,134 @@
+"""Recovery at launch: settle the jobs left running by workers that are gone.
+
+Runs before any worker starts. A job in PROCESSING, CANCELLING or PAUSING whose worker is
+not alive goes through the table with TIMEOUT (so a cancel still wins and a pause keeps its
+checkpoint), then the retry policy decides what to requeue. Liveness is checked by worker
+identity (see `liveness`), and by heartbeat age for workers on other hosts.
+
+A worker on this host that is alive (its lock is held) but whose heartbeat is stale is
+hung (stopped, stuck in a driver call): it is killed first, so it can never wake up and
+write, and its job is then settled like any other lost job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from app.engine.jobs.graph import reconcile
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
+from app.engine.jobs.states import JobStatus
+from app.engine.workers.liveness import WorkerIdentity, is_alive, remove_stale_locks
+from app.engine.workers.watchdog import settle_lost_job
+from app.models.tables import Job
+
+log = logging.getLogger(__name__)
+
+SOURCE = "recovery"
+# Windows has no SIGKILL; there SIGTERM is TerminateProcess, which cannot be ignored either.
+KILL = getattr(signal, "SIGKILL", signal.SIGTERM)
+
+
+class Holder(Enum):
+    ALIVE = "alive"
+    GONE = "gone"
+    HUNG = "hung"  # alive on this host, but silent for longer than the heartbeat timeout
+
+
+@dataclass
+class RecoveryReport:
+    """What recovery did, with job ids, for the GUI to show ("restored 3 jobs ...")."""
+
+    requeued: list[int] = field(default_factory=list)
+    paused: list[int] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    given_up: list[int] = field(default_factory=list)
+    quarantined: list[int] = field(default_factory=list)  # also in given_up
+    hung: list[int] = field(default_factory=list)  # their worker was hung and was killed
+    still_running: list[int] = field(default_factory=list)  # their worker is alive
+    unblocked: list[int] = field(default_factory=list)  # parents had succeeded before a crash
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.requeued or self.paused or self.cancelled or self.given_up or self.unblocked
+        )
+
+    def lines(self) -> list[str]:
+        """One human line per non-empty group."""
+        groups = [
+            ("requeued", self.requeued), ("paused", self.paused),
+            ("cancelled", self.cancelled), ("given up", self.given_up),
+            ("quarantined", self.quarantined), ("hung worker stopped", self.hung),
+            ("still running elsewhere", self.still_running), ("unblocked", self.unblocked),
+        ]  # fmt: skip
+        return [f"{label}: {_ids(ids)}" for label, ids in groups if ids]
+
+
+def recover(
+    queue: JobQueue,
+    *,
+    liveness_dir: Path,
+    heartbeat_timeout_s: float,
+    policy: RetryPolicy,
+    now: float | None = None,
+) -> RecoveryReport:
+    now = time.time() if now is None else now
+    report = RecoveryReport()
+    for job in queue.running_jobs():
+        holder = holder_state(job, liveness_dir, heartbeat_timeout_s, now)
+        if holder is Holder.ALIVE:
+            report.still_running.append(job.id or 0)
+            continue
+        message = f"worker {job.worker_id} is gone (found at launch)"
+        if holder is Holder.HUNG:
+            silent_s = now - (job.heartbeat_at or 0.0)
+            message = f"worker {job.worker_id} hung (no heartbeat for {silent_s:.0f}s); stopped it"
+            _kill_hung_worker(job)
+            report.hung.append(job.id or 0)
+        record = settle_lost_job(queue, job, source=SOURCE, message=message)
+        if record is not None and record.to_status is JobStatus.PAUSED:
+            report.paused.append(record.job_id)
+        elif record is not None and record.to_status is JobStatus.CANCELLED:
+            report.cancelled.append(record.job_id)
+    # Also decides failures left undecided by an app that died before its policy ran.
+    decisions = apply_retry_policy(queue, policy, now=now)
+    report.requeued, report.given_up = decisions.requeued, decisions.given_up
+    report.quarantined = decisions.quarantined
+    # Children whose parents finished while the app died between the two commits.
+    reconciled = reconcile(queue, source=SOURCE)
+    report.unblocked = reconciled.unblocked
+    report.cancelled += reconciled.cancelled
+    remove_stale_locks(liveness_dir)
+    return report
+
+
+def holder_state(job: Job, liveness_dir: Path, heartbeat_timeout_s: float, now: float) -> Holder:
+    fresh = now - (job.heartbeat_at or 0.0) <= heartbeat_timeout_s
+    identity = WorkerIdentity.parse(job.worker_id)
+    if identity is not None and identity.is_local:
+        if not is_alive(identity, liveness_dir):
+            return Holder.GONE
+        return Holder.ALIVE if fresh or identity.pid == os.getpid() else Holder.HUNG
+    # Another host (or an id we cannot check): trust a fresh heartbeat.
+    return Holder.ALIVE if fresh else Holder.GONE
+
+
+def _kill_hung_worker(job: Job) -> None:
+    identity = WorkerIdentity.parse(job.worker_id)
+    assert identity is not None  # only local identities are ever HUNG
+    try:
+        os.kill(identity.pid, KILL)  # its lock is held, so this pid is that worker
+    except ProcessLookupError:
+        return  # it died meanwhile: all the same
+    log.warning("killed hung worker %s (job %s)", job.worker_id, job.id)
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in ids)

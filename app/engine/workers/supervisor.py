@@ -1,0 +1,328 @@
+"""The supervisor: runs the worker processes and keeps every job's status honest.
+
+Used by the GUI (call `poll()` from a timer) and the CLI. No Qt, no torch: workers are
+spawned processes, so a crash or out-of-memory in the model never takes the app down.
+
+    supervisor = Supervisor.for_app(queue, settings)
+    report = supervisor.start()          # recovery first, then the workers
+    ...every 100-250 ms: messages = supervisor.poll()
+    supervisor.shutdown(timeout=30)      # pauses running jobs, then stops the workers
+
+`poll()` never blocks. It drains the workers' messages, restarts dead workers (settling
+the job a dead worker held through the table), kills a worker that does not stop within
+the cancel grace period after its job went CANCELLING or PAUSING, and now and then runs
+the watchdog and the retry policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue as stdlib_queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+from app.engine.jobs.graph import reconcile
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
+from app.engine.jobs.states import JobStatus, TransitionNotAllowed
+from app.engine.settings import Settings
+from app.engine.workers.liveness import WorkerIdentity, lock_path, new_token, this_host
+from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.engine.workers.recovery import RecoveryReport, recover
+from app.engine.workers.watchdog import settle_lost_job, time_out_stale_jobs
+from app.engine.workers.worker import (
+    EXIT_LEFT_ON_REQUEST,
+    WorkerConfig,
+    database_file,
+    threads_per_worker,
+    worker_process_main,
+)
+from app.errors import EaselError
+from app.models.tables import Job
+
+log = logging.getLogger(__name__)
+
+SOURCE = "supervisor"
+STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
+MAX_RESTART_DELAY_S = 30.0
+IDLE_WORKER_EXIT_S = 1.0  # in shutdown, a worker holding no job gets this long to exit itself
+KILL_JOIN_S = 5.0
+
+
+@dataclass
+class _Slot:
+    """One worker position; its process is replaced when it dies."""
+
+    index: int
+    token: str = ""
+    process: BaseProcess | None = None
+    worker_id: str | None = None  # the id it claims with (see `worker.run_worker`)
+    stop: Event | None = None
+    ready: bool = False
+    failed_starts: int = 0  # deaths before READY in a row: a broken install, back off
+    retired: bool = False  # its worker left when asked to (Workers panel: drain, stop)
+    start_at: float = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+
+@dataclass
+class Supervisor:
+    queue: JobQueue
+    config: WorkerConfig
+    settings: Settings
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    workers: int = 0  # 0: settings.workers
+    maintenance_interval_s: float = 1.0
+    clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        count = self.workers or self.settings.workers
+        self._slots = [_Slot(i) for i in range(count)]
+        self._context = multiprocessing.get_context("spawn")
+        self._inbox: stdlib_queue.SimpleQueue[WorkerMessage] = stdlib_queue.SimpleQueue()
+        self._next_maintenance = 0.0
+        self._started = False
+        self._stopping = False
+
+    @classmethod
+    def for_app(
+        cls, queue: JobQueue, settings: Settings, *, workers: int = 0, **config: Any
+    ) -> Supervisor:
+        """Workers on the queue's own database, configured from the user's settings.
+
+        `config`: `WorkerConfig` fields to override (e.g. `outputs_dir`, `only_job`).
+        """
+        config.setdefault("torch_threads", threads_per_worker(workers or settings.workers))
+        worker_config = WorkerConfig.from_settings(settings, database_file(queue), **config)
+        return cls(queue, worker_config, settings, workers=workers)
+
+    # --- the public API ----------------------------------------------------------------------
+
+    def start(self) -> RecoveryReport:
+        """Recover what the last run left behind, then start the workers."""
+        if self._started:
+            raise RuntimeError("the supervisor was already started")
+        report = recover(
+            self.queue, liveness_dir=Path(self.config.liveness_dir),
+            heartbeat_timeout_s=self.settings.heartbeat_timeout_s, policy=self.policy,
+        )  # fmt: skip
+        self._started = True
+        self._start_due_workers(self.clock())
+        return report
+
+    def poll(self) -> list[WorkerMessage]:
+        """Everything that needs doing now, without blocking; returns the workers' messages."""
+        messages = self._drain()
+        now = self.clock()
+        try:
+            self._reap(now)
+            self._enforce_grace(now)
+            if now >= self._next_maintenance:
+                self._maintain(now)
+        except EaselError as error:
+            if not error.transient:
+                raise
+            # A lock held elsewhere or a full disk: nothing was settled half way (each
+            # settle is one transaction, and a reaped slot is forgotten only after it), so
+            # the next poll simply tries again.
+            log.warning("supervisor: %s; trying again at the next poll", error)
+        if not self._stopping:
+            self._start_due_workers(now)
+        return messages
+
+    def shutdown(self, timeout: float = 30.0, *, pause_running: bool = True) -> list[int]:
+        """Pause running jobs (they resume at the next launch), stop workers; paused job ids.
+
+        Blocks for at most about `timeout` (+ the cancel grace period): a worker that does
+        not reach a checkpoint in time is killed and its job settled through the table.
+        """
+        self._stopping = True
+        for slot in self._slots:
+            if slot.stop is not None:
+                slot.stop.set()
+        paused = self._pause_own_jobs() if pause_running else []
+        deadline = time.monotonic() + timeout
+        begun = time.monotonic()
+        while any(slot.alive for slot in self._slots) and time.monotonic() < deadline:
+            self._drain()
+            now = self.clock()
+            self._enforce_grace(now)
+            if time.monotonic() - begun > IDLE_WORKER_EXIT_S:
+                self._kill_idle_workers()  # e.g. still importing torch: nothing to lose
+            self._reap(now)
+            time.sleep(0.05)
+        for slot in self._slots:
+            if slot.alive:
+                self._kill(slot)
+        self._drain()
+        self._reap(self.clock())
+        return paused
+
+    def worker_ids(self) -> list[str]:
+        return [wid for slot in self._slots if slot.alive and (wid := slot.worker_id)]
+
+    def worker_pids(self) -> list[int]:
+        return [pid for slot in self._slots if slot.alive and (pid := slot.pid)]
+
+    @property
+    def ready_workers(self) -> int:
+        return sum(1 for slot in self._slots if slot.alive and slot.ready)
+
+    # --- workers -----------------------------------------------------------------------------
+
+    @property
+    def start_failures(self) -> int:
+        """How many times in a row every worker died before it was ready (0: all is well).
+
+        Above a few, the install or the model is broken: restarting will not help, and the
+        app should say so instead of waiting."""
+        return min((slot.failed_starts for slot in self._slots), default=0)
+
+    def _start_due_workers(self, now: float) -> None:
+        for slot in self._slots:
+            if slot.process is None and now >= slot.start_at and not slot.retired:
+                self._spawn(slot)
+
+    def _spawn(self, slot: _Slot) -> None:
+        reader, writer = self._context.Pipe(duplex=False)
+        slot.token = new_token()
+        slot.stop = self._context.Event()
+        slot.process = self._context.Process(
+            target=worker_process_main,
+            args=(self.config, slot.token, writer, slot.stop),
+            name=f"easel-worker-{slot.index}",
+            daemon=True,
+        )
+        slot.process.start()
+        writer.close()  # the child holds its own end: a dead child then reads as EOF
+        # Known without asking the worker, so a worker that dies at once is still accounted.
+        # As the worker names itself (see `worker.run_worker`): --name, if given, is its host.
+        host = self.config.name or this_host()
+        slot.worker_id = str(WorkerIdentity(host, slot.process.pid or 0, slot.token))
+        slot.ready = False
+        # One pipe per worker, not a shared multiprocessing.Queue: a worker SIGKILLed while
+        # holding a shared queue's lock would wedge every other worker's messages. A thread
+        # per pipe, because recv() blocks on half a message from a frozen worker.
+        threading.Thread(
+            target=_forward_messages, args=(reader, self._inbox), name="worker-pipe", daemon=True
+        ).start()
+        log.info("started worker %s", slot.worker_id)
+
+    def _drain(self) -> list[WorkerMessage]:
+        messages: list[WorkerMessage] = []
+        while True:
+            try:
+                message = self._inbox.get_nowait()
+            except stdlib_queue.Empty:
+                return messages
+            slot = self._slot_of(message.worker_id)
+            if message.kind is MessageKind.READY and slot is not None:
+                slot.ready, slot.failed_starts = True, 0
+            messages.append(message)
+
+    def _reap(self, now: float) -> None:
+        for slot in self._slots:
+            if slot.process is None or slot.process.is_alive():
+                continue
+            worker_id, code = slot.worker_id, slot.process.exitcode
+            # Drained or stopped from the Workers panel or `workers`: start none in its place.
+            slot.retired = code == EXIT_LEFT_ON_REQUEST
+            if slot.retired:
+                log.info("worker %s left when asked to", worker_id)
+            elif not self._stopping:
+                log.warning("worker %s exited with code %s", worker_id, code)
+            self._settle_jobs_of(worker_id, f"worker {worker_id} exited (code {code})")
+            lock_path(Path(self.config.liveness_dir), slot.token).unlink(missing_ok=True)
+            self._forget(slot, now)
+            self._next_maintenance = now  # let the retry policy requeue its job right away
+
+    def _forget(self, slot: _Slot, now: float) -> None:
+        if slot.process is not None:
+            slot.process.close()
+        if not slot.ready:
+            slot.failed_starts += 1
+        delay = 0.0 if slot.ready else min(MAX_RESTART_DELAY_S, 0.5 * 2**slot.failed_starts)
+        slot.process, slot.worker_id, slot.stop, slot.ready = None, None, None, False
+        slot.start_at = now + delay
+
+    def _kill(self, slot: _Slot) -> None:
+        if slot.process is not None and slot.process.is_alive():
+            slot.process.kill()
+            slot.process.join(KILL_JOIN_S)
+
+    def _slot_of(self, worker_id: str | None) -> _Slot | None:
+        return next((s for s in self._slots if worker_id and s.worker_id == worker_id), None)
+
+    def _kill_idle_workers(self) -> None:
+        holders = {job.worker_id for job in self.queue.running_jobs()}
+        for slot in self._slots:
+            if slot.alive and slot.worker_id not in holders:
+                self._kill(slot)
+
+    # --- keeping statuses honest -------------------------------------------------------------
+
+    def _settle_jobs_of(self, worker_id: str | None, message: str) -> None:
+        for job in self.queue.running_jobs():
+            if worker_id and job.worker_id == worker_id:
+                settle_lost_job(self.queue, job, source=SOURCE, message=message)
+
+    def _enforce_grace(self, now: float) -> None:
+        """Kill a worker that did not reach a step checkpoint in time after cancel or pause."""
+        grace = self.settings.cancel_grace_s
+        for job in self.queue.running_jobs():
+            slot = self._slot_of(job.worker_id)
+            if job.status not in STOPPING or slot is None or now - job.updated_at <= grace:
+                continue
+            self._kill(slot)
+            message = f"worker did not stop within {grace:g}s of {job.status}; killed"
+            settle_lost_job(self.queue, job, source=SOURCE, message=message)
+
+    def _maintain(self, now: float) -> None:
+        timeout = self.settings.heartbeat_timeout_s
+        for timed_out in time_out_stale_jobs(self.queue, timeout, now=now):
+            # One of ours, alive but silent: frozen. Kill it; its replacement starts clean.
+            if (slot := self._slot_of(timed_out.job.worker_id)) is not None:
+                self._kill(slot)
+        apply_retry_policy(self.queue, self.policy, now=now)
+        reconcile(self.queue)  # a child stranded by a lost UNBLOCK waits at most one interval
+        self._next_maintenance = now + self.maintenance_interval_s
+
+    def _pause_own_jobs(self) -> list[int]:
+        paused = []
+        for job in self._own_running_jobs():
+            try:
+                record = self.queue.pause(job.id or 0, source=SOURCE, message="the app is closing")
+            except TransitionNotAllowed:
+                continue  # finished or settled meanwhile
+            if record.to_status in (JobStatus.PAUSING, JobStatus.PAUSED):
+                paused.append(record.job_id)
+        return paused
+
+    def _own_running_jobs(self) -> list[Job]:
+        ours = set(self.worker_ids())
+        return [job for job in self.queue.running_jobs() if job.worker_id in ours]
+
+
+def _forward_messages(conn: Connection, inbox: stdlib_queue.SimpleQueue[WorkerMessage]) -> None:
+    """Pass one worker's messages on until its pipe closes (it exited or was killed)."""
+    with conn:
+        try:
+            while True:
+                inbox.put(conn.recv())
+        except (EOFError, OSError):
+            return

@@ -1,0 +1,438 @@
+"""The worker: warm up, claim a job, run it with a step checkpoint, settle it; repeat.
+
+A worker is a process of its own (spawn start method, see `supervisor`), or the process of
+`python -m app worker`. torch is imported only through `WorkerConfig.runner_factory`,
+inside the worker; importing this module stays cheap so the app can configure workers.
+Status changes go through the queue's table; the app hears about progress through
+`WorkerMessage`s (see `Outbox`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as stdlib_queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+from app.engine import paths
+from app.engine.jobs.params import DEFAULT_MODEL
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
+from app.engine.logs import configure_logging
+from app.engine.settings import Settings, database_location
+from app.engine.store.opening import OpenFor, open_queue
+from app.engine.workers.job_run import Heartbeat, JobRun, RunContext
+from app.engine.workers.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
+from app.engine.workers.liveness import LivenessLock, WorkerIdentity, new_token, this_host
+from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.engine.workers.presence import BEAT_MAX_S, Presence
+from app.engine.workers.wakeup import Sleeper, Wakeup, wakeup_for
+from app.engine.workers.worker_states import WorkerRequest, WorkerState
+from app.errors import DatabaseUnreachable
+from app.models.tables import Job
+
+log = logging.getLogger(__name__)
+
+LIVENESS_FOLDER = "workers"
+STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
+RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
+HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
+SHUTDOWN_REASON = "the worker is stopping"  # SIGTERM, Ctrl+C
+EXIT_LEFT_ON_REQUEST = 3  # a worker process's exit code after a drain or stop on its row
+
+
+RunnerFactory = Callable[[], RunnerLike]
+
+
+def default_runner() -> RunnerLike:
+    """The real runner, finding models where the app's model picker looks for them."""
+    from functools import partial
+
+    from app.engine.generation.device import pick_device
+    from app.engine.generation.loader import PipelineCache
+    from app.engine.generation.lora import lora_folders
+    from app.engine.generation.runner import Runner  # torch: only ever inside a worker
+    from app.engine.generation.sources import resolve_model
+    from app.engine.settings import load_settings
+
+    settings = load_settings()
+    search = settings.model_search_path()
+    return Runner(
+        device=pick_device(low_vram=settings.low_vram),
+        resolve=partial(resolve_model, search=search),
+        cache=PipelineCache(lora_folders=lora_folders(search)),
+    )
+
+
+class EventLike(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker process needs; plain values, so it pickles into a spawned child."""
+
+    db_path: str  # a SQLite file or a PostgreSQL URL
+    outputs_dir: str
+    checkpoints_dir: str
+    liveness_dir: str
+    heartbeat_interval_s: float = 3.0
+    # The heartbeat comes from a thread, so it would outlive a hung main thread; it stops
+    # once no step checkpoint was reached for this long (generous: loading, decoding).
+    stall_limit_s: float = 600.0
+    progress_interval_s: float = 0.25  # progress row updates at most this often
+    checkpoint_interval_s: float = 10.0  # rolling checkpoints this often (0: none) ...
+    checkpoint_every_steps: int = 0  # ... and/or every this many steps (0: none)
+    idle_poll_s: float = 0.25
+    warm_model: str | None = DEFAULT_MODEL  # loaded before the first claim
+    runner_factory: RunnerFactory = default_runner  # a module-level callable (pickled by name)
+    until_idle: bool = False  # exit when no job is pending at all
+    only_job: int | None = None  # claim only this job
+    log_level: int = logging.INFO
+    # This machine's name in worker ids (default: the host name). Recovery checks workers of
+    # its own host by their lock file and all others by heartbeat age, so machines that share
+    # a host name (containers) need distinct names.
+    name: str | None = None
+    # torch's CPU threads; 0: its default (every core). Workers must share the cores:
+    # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
+    torch_threads: int = 0
+    # The worker row's beat (see `presence`), also while idle; it reads drain/stop requests.
+    presence_interval_s: float = BEAT_MAX_S
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, db_path: Path | str | None = None, **overrides: Any
+    ) -> WorkerConfig:
+        heartbeat_interval_s = settings.heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT
+        config = cls(
+            db_path=str(db_path or database_location()),
+            outputs_dir=str(settings.outputs_path()),
+            checkpoints_dir=str(paths.checkpoints_dir()),
+            liveness_dir=str(default_liveness_dir()),
+            heartbeat_interval_s=heartbeat_interval_s,
+            checkpoint_interval_s=settings.checkpoint_interval_s,
+            presence_interval_s=min(BEAT_MAX_S, heartbeat_interval_s),
+        )
+        return replace(config, **overrides)
+
+
+def database_file(queue: JobQueue) -> str:
+    """The queue's database (SQLite file or PostgreSQL URL), for workers to open their own
+    connection to."""
+    return queue.db.location
+
+
+def default_liveness_dir() -> Path:
+    return paths.data_dir() / LIVENESS_FOLDER
+
+
+class Outbox:
+    """Sends `WorkerMessage`s to the app from a thread of its own, never blocking the worker.
+
+    A slow or absent reader must not stall generation: progress messages are dropped when
+    the buffer is full; the others wait a little, then are dropped too (the database has
+    the truth; messages only make the app hear it sooner).
+    """
+
+    def __init__(self, sink: Callable[[WorkerMessage], object] | None, capacity: int = 256) -> None:
+        self._sink = sink
+        self._pending: stdlib_queue.Queue[WorkerMessage | None] = stdlib_queue.Queue(capacity)
+        self._broken = False
+        self._thread = threading.Thread(target=self._pump, name="outbox", daemon=True)
+        if sink is not None:
+            self._thread.start()
+
+    @property
+    def connected(self) -> bool:
+        """Whether messages reach anyone (a headless worker has no app to tell)."""
+        return self._sink is not None and not self._broken
+
+    def send(self, message: WorkerMessage, *, droppable: bool = False) -> None:
+        if not self.connected:
+            return
+        try:
+            self._pending.put(message, block=not droppable, timeout=1.0)
+        except stdlib_queue.Full:
+            log.debug("outbox full; dropped %s", message.kind)
+
+    def close(self, timeout: float = 2.0) -> None:
+        if self._sink is None or not self._thread.is_alive():
+            return
+        try:
+            self._pending.put(None, timeout=timeout)
+        except stdlib_queue.Full:
+            return
+        self._thread.join(timeout)
+
+    def _pump(self) -> None:
+        assert self._sink is not None
+        while (message := self._pending.get()) is not None:
+            try:
+                self._sink(message)
+            except (OSError, EOFError, ValueError):
+                self._broken = True  # the app is gone; keep working, stop talking
+                return
+
+
+class Worker:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        queue: JobQueue,
+        runner: RunnerLike,
+        worker_id: str,
+        outbox: Outbox,
+        *,
+        stop_event: EventLike | None = None,
+        parent_alive: Callable[[], bool] = lambda: True,
+        wakeup: Wakeup | None = None,
+    ) -> None:
+        self.config = config
+        self.queue = queue
+        self.runner = runner
+        self.worker_id = worker_id
+        self.outbox = outbox
+        self._stop_event = stop_event
+        self._parent_alive = parent_alive
+        self.wakeup: Wakeup = wakeup or Sleeper()
+        self._reconnect_delay_s = RECONNECT_FIRST_S
+        self._pause_and_exit = False  # a plain bool: set from a signal handler
+        # Asked on our row (drain, stop), seen by the presence beat's thread.
+        self._draining = False
+        self._stop_reason: str | None = None
+        identity = WorkerIdentity.parse(worker_id)
+        machine = config.name or (identity.host if identity is not None else worker_id)
+        self.presence = Presence(queue.db, worker_id, machine)
+        self._ready = False
+        self._job_id: int | None = None
+        self._jobs_done = 0
+
+    def request_stop(self) -> None:
+        """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
+        self._pause_and_exit = True
+
+    @property
+    def pause_requested(self) -> str | None:
+        """Why the job in hand is to be paused now, or None."""
+        return SHUTDOWN_REASON if self._pause_and_exit else self._stop_reason
+
+    @property
+    def asked_to_leave(self) -> bool:
+        """Drain or stop was requested on our row: exit, and let nobody take our place."""
+        return self._draining or self._stop_reason is not None
+
+    @property
+    def stopping(self) -> bool:
+        """Claim no more jobs. The app's stop event alone lets the job in hand finish: the
+        app pauses jobs itself, through the table, when it wants them paused."""
+        stop_event = self._stop_event is not None and self._stop_event.is_set()
+        return self._pause_and_exit or stop_event or self.asked_to_leave
+
+    @property
+    def orphaned(self) -> bool:
+        """The app that started us is gone: finish the job in hand, claim no more."""
+        return not self._parent_alive()
+
+    def send(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None:
+        message = WorkerMessage(kind, self.worker_id, job_id, **fields)
+        # A later PROGRESS supersedes an earlier one: those may be dropped, the others not.
+        self.outbox.send(message, droppable=kind is MessageKind.PROGRESS)
+
+    def run(self) -> None:
+        self.presence.register(device=_device_label(self.runner))
+        with Heartbeat(self._beat, self.config.presence_interval_s):
+            self._warm_up()
+            self._ready = True
+            self.presence.update(self.state)
+            self.send(MessageKind.READY, device=_device_label(self.runner))
+            self._work()
+        self.presence.update(WorkerState.EXITED, current_job=None)
+        self.send(MessageKind.EXITING)
+
+    @property
+    def state(self) -> WorkerState:
+        """What the worker row says, from this process's own flags."""
+        if self._pause_and_exit or self._stop_reason is not None:
+            return WorkerState.STOPPING
+        if self._draining:
+            return WorkerState.DRAINING
+        if not self._ready:
+            return WorkerState.STARTING
+        return WorkerState.BUSY if self._job_id is not None else WorkerState.IDLE
+
+    def _beat(self) -> None:
+        """On the presence thread: we are alive (and in this state); take up a request."""
+        asked = self.presence.beat(self.state)
+        if asked is None:
+            return
+        request, by = asked
+        if request is WorkerRequest.STOP and self._stop_reason is None:
+            self._stop_reason = f"stop requested from {by}"
+        elif request is WorkerRequest.DRAIN and not self._draining:
+            self._draining = True
+        else:
+            return
+        log.info("%s requested from %s: %s", request.value, by, self.worker_id)
+        self.presence.update(self.state)
+
+    def _run_job(self, job: Job) -> None:
+        self._job_id = job.id
+        self.presence.update(self.state, current_job=job.id, model=job.model)
+        run = JobRun(self._run_context(), job)
+        try:
+            run.run()
+        finally:
+            self._job_id = None
+            if run.completed:
+                self._jobs_done += 1
+            self.presence.update(self.state, current_job=None, jobs_done=self._jobs_done)
+
+    def _work(self) -> None:
+        while not (self.stopping or self.orphaned):
+            try:
+                job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+                if job is not None:
+                    self._run_job(job)
+            except DatabaseUnreachable as error:
+                # The server is away: keep our place, retry with backoff. A job we held is
+                # settled by a watchdog meanwhile; our reports on it are refused (worker_id).
+                self._wait_for_database(error)
+                continue
+            self._reconnect_delay_s = RECONNECT_FIRST_S
+            if job is not None:
+                continue
+            if self.config.until_idle and not self._anything_pending():
+                break
+            self._idle()
+
+    def _wait_for_database(self, error: DatabaseUnreachable) -> None:
+        delay = self._reconnect_delay_s
+        log.warning("%s Next try in %.1fs.", error, delay)
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and not self.stopping:
+            time.sleep(STOP_CHECK_S)
+        self._reconnect_delay_s = min(delay * 2, RECONNECT_MAX_S)
+
+    def _run_context(self) -> RunContext:
+        config = self.config
+        return RunContext(
+            queue=self.queue, worker_id=self.worker_id, runner=self.runner,
+            outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
+            send=self.send, pause_requested=lambda: self.pause_requested,
+            heartbeat_interval_s=config.heartbeat_interval_s,
+            stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+            checkpoint_interval_s=config.checkpoint_interval_s,
+            checkpoint_every_steps=config.checkpoint_every_steps,
+            watched=self.outbox.connected, watch=self.wakeup.watching,
+        )  # fmt: skip
+
+    def _warm_up(self) -> None:
+        if not self.config.warm_model:
+            return
+        try:
+            self.runner.load(self.config.warm_model)
+            self.presence.update(self.state, model=self.config.warm_model)
+        except Exception as error:
+            # Not fatal: the model may be installed later; each job then fails with the reason.
+            log.warning("could not load %s while warming up: %s", self.config.warm_model, error)
+
+    def _anything_pending(self) -> bool:
+        return self.queue.count_by_status().get(JobStatus.PENDING, 0) > 0
+
+    def _idle(self) -> None:
+        """Until the poll interval ends, the database wakes us (see `wakeup`) or we stop."""
+        deadline = time.monotonic() + self.wakeup.poll_s(self.config.idle_poll_s)
+        while (left := deadline - time.monotonic()) > 0 and not self.stopping:
+            if self.wakeup.wait(min(STOP_CHECK_S, left)):
+                return
+
+
+def _device_label(runner: RunnerLike) -> str | None:
+    """ "cuda/float16" and the like, for the app's About box; fakes have no device."""
+    device = getattr(runner, "device", None)
+    if device is None:
+        return None
+    return f"{device.device}/{device.dtype_name}"
+
+
+def run_worker(
+    config: WorkerConfig,
+    *,
+    token: str | None = None,
+    sink: Callable[[WorkerMessage], object] | None = None,
+    stop_event: EventLike | None = None,
+    parent_alive: Callable[[], bool] = lambda: True,
+    stop_on_sigint: bool = False,
+) -> bool:
+    """Be a worker in this process until stopped (or idle, with `until_idle`). True: it left
+    because it was asked to (drain, stop on its row)."""
+    token = token or new_token()
+    worker_id = str(WorkerIdentity(config.name or this_host(), os.getpid(), token))
+    signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
+    with LivenessLock(Path(config.liveness_dir), token):
+        queue = open_queue(config.db_path, OpenFor.WORKING)
+        outbox = Outbox(sink)
+        _limit_torch_threads(config.torch_threads)
+        worker = Worker(
+            config, queue, config.runner_factory(), worker_id, outbox,
+            stop_event=stop_event, parent_alive=parent_alive, wakeup=wakeup_for(queue.db),
+        )  # fmt: skip
+        previous = {
+            signum: signal.signal(signum, _handler(worker.request_stop)) for signum in signals
+        }
+        try:
+            worker.run()
+            return worker.asked_to_leave
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            outbox.close()
+            worker.wakeup.close()
+            queue.db.dispose()
+
+
+def worker_process_main(
+    config: WorkerConfig, token: str, conn: Connection, stop_event: EventLike
+) -> None:
+    """Entry point of a spawned worker process (see `supervisor.Supervisor`)."""
+    import multiprocessing
+
+    # Ctrl+C in a terminal reaches the whole process group; the app decides what it means.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # One log file per worker slot (worker-0.log, ...): rotation never races between processes.
+    role = multiprocessing.current_process().name.removeprefix("easel-")
+    configure_logging(role, level=config.log_level)
+    parent = multiprocessing.parent_process()
+    left_on_request = run_worker(
+        config, token=token, sink=conn.send, stop_event=stop_event,
+        parent_alive=parent.is_alive if parent is not None else lambda: True,
+    )  # fmt: skip
+    if left_on_request:
+        sys.exit(EXIT_LEFT_ON_REQUEST)  # the supervisor starts none in its place
+
+
+def threads_per_worker(workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def _limit_torch_threads(threads: int) -> None:
+    if threads > 0:
+        import torch  # inside the worker process only
+
+        torch.set_num_threads(threads)
+
+
+def _handler(action: Callable[[], None]) -> Callable[[int, FrameType | None], None]:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        action()
+
+    return handler

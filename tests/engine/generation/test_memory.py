@@ -1,0 +1,88 @@
+"""Low-VRAM mode and the one retry after running out of GPU memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from app.engine.generation import denoise
+from app.engine.generation.architecture import Architecture
+from app.engine.generation.device import CPU, DeviceChoice
+from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
+from tests.engine.generation.tiny_architectures import (
+    generate,
+    go_on,
+    max_diff,
+    model_info,
+    params_for,
+    pixels,
+    tiny_folders,
+)
+
+__all__ = ["tiny_folders"]
+
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
+def test_low_vram_mode_gives_the_same_image_at_native_size(
+    tiny_folders: dict[Architecture, Path], tmp_path: Path
+) -> None:
+    model = model_info(tiny_folders[Architecture.SDXL], "m")
+    normal = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    low = Runner(device=DeviceChoice("cpu", "float32", low_vram=True), resolve=lambda _n: model)
+    params = params_for("m")
+    assert low.load("m").pipe.vae.use_tiling
+    assert (
+        max_diff(generate(normal, params, tmp_path, "a"), generate(low, params, tmp_path, "b")) == 0
+    )
+
+
+def test_out_of_memory_is_retried_once_in_low_vram_mode(
+    tiny_folders: dict[Architecture, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = model_info(tiny_folders[Architecture.SD1], "m")
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    params = params_for("m")
+    reference = generate(runner, params, tmp_path, "reference")
+    real_advance = denoise.advance
+    failures: list[Any] = []
+
+    def out_of_memory_once(pipe: Any, state: Any) -> bool:
+        if not failures:
+            failures.append(pipe)
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_advance(pipe, state)
+
+    monkeypatch.setattr(denoise, "advance", out_of_memory_once)
+    out = runner.run(
+        params, output_path=tmp_path / "x.png", checkpoint_path=tmp_path / "x.ckpt", on_step=go_on
+    )
+    assert out.kind is OutcomeKind.COMPLETED and out.note == LOW_VRAM_NOTE
+    assert runner.device.low_vram and len(failures) == 1
+    assert max_diff(reference, pixels(tmp_path / "x.png")) == 0
+
+
+def test_out_of_memory_in_low_vram_mode_is_not_retried_again(
+    tiny_folders: dict[Architecture, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = model_info(tiny_folders[Architecture.SD1], "m")
+    runner = Runner(device=DeviceChoice("cpu", "float32", low_vram=True), resolve=lambda _n: model)
+    calls = []
+
+    def always_out_of_memory(pipe: Any, state: Any) -> bool:
+        calls.append(1)
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(denoise, "advance", always_out_of_memory)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        runner.run(
+            params_for("m"),
+            output_path=tmp_path / "x.png",
+            checkpoint_path=tmp_path / "x.ckpt",
+            on_step=go_on,
+        )
+    assert len(calls) == 1

@@ -1,0 +1,82 @@
+"""Tiny random models of each architecture, as folders, and helpers to compare images.
+
+Imported by the architecture tests (fixtures are session-scoped: each tiny model is written
+once). No hub: HF_HUB_OFFLINE is set before diffusers is imported by any of them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+from app.engine.generation.architecture import Architecture
+from app.engine.generation.device import CPU
+from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
+from app.engine.generation.runner import Runner
+from app.engine.generation.sources import ModelInfo, ModelSource, detected
+from app.engine.jobs.params import GenerationParams
+from app.testing.images import max_diff, pixels, stock_image
+
+__all__ = ["max_diff", "pixels", "stock_image"]  # the tests import them from here too
+
+STEPS = 4
+PAUSE_AT = 2
+
+
+@pytest.fixture(scope="session")
+def tiny_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture, Path]:
+    from app.engine.generation.tiny_model import write_tiny_pipeline
+
+    root = tmp_path_factory.mktemp("arch-models")
+    return {
+        arch: write_tiny_pipeline(root / arch.value, architecture=arch) for arch in Architecture
+    }
+
+
+def model_info(path: Path, name: str = "") -> ModelInfo:
+    return detected(ModelInfo(name or path.stem, path, ModelSource.USER))
+
+
+def runner_for(model: ModelInfo, **kwargs: Any) -> Runner:
+    return Runner(device=CPU, resolve=lambda _name: model, threads=1, **kwargs)
+
+
+def params_for(model: str, scheduler: str = "Euler", **changes: Any) -> GenerationParams:
+    base: dict[str, Any] = {
+        "prompt": "the cat",
+        "negative_prompt": "a dog",
+        "model": model,
+        "scheduler": scheduler,
+        "steps": STEPS,
+        "cfg": 7.0,
+        "width": 64,
+        "height": 64,
+        "seed": 1234,
+    }
+    return GenerationParams(**{**base, **changes})
+
+
+def go_on(_: StepProgress) -> StepDecision:
+    return StepDecision.CONTINUE
+
+
+def pause_at(step: int) -> Callable[[StepProgress], StepDecision]:
+    return lambda p: StepDecision.PAUSE if p.step == step else StepDecision.CONTINUE
+
+
+def generate(runner: Runner, params: GenerationParams, folder: Path, name: str) -> np.ndarray:
+    out = runner.run(
+        params,
+        output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt",
+        on_step=go_on,
+    )
+    assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
+    return pixels(out.image_path)

@@ -1,0 +1,105 @@
+"""Real worker processes under store faults (issue 10 items 3 and 4, issue 9 item 7).
+
+A lock held longer than any timeout, and a disk that fills up mid-job, must cost time only:
+the running job keeps its progress and ends SUCCESS on its first attempt, the worker process
+stays the same, and jobs already done are untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
+from app.engine.store.opening import open_queue
+from app.models.db import LOCK_TIMEOUT_S
+from tests.engine.workers.worker_fixtures import (
+    FAST_SETTINGS,
+    Harness,
+    events,
+    fake_params,
+    harness,
+)
+from tests.faults import file_digest, fill_disk, small_disk, write_lock_held
+
+S = JobStatus
+# The watchdog is not under test here: a heartbeat may be late while the store is blocked.
+PATIENT_SETTINGS = replace(FAST_SETTINGS, heartbeat_timeout_s=120.0, max_attempts=10)
+
+
+@pytest.fixture
+def h(queue: JobQueue, tmp_path: Path) -> Iterator[Harness]:
+    with harness(queue, tmp_path / "home") as h:
+        yield h
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_lock_held_past_the_timeout_never_fails_the_running_job(
+    h: Harness, queue: JobQueue
+) -> None:
+    supervisor = h.supervisor(settings=PATIENT_SETTINGS)
+    supervisor.start()
+    job_id = queue.submit(fake_params("step=0.1", steps=150))
+    h.wait_progress(job_id, 5)
+    [pid] = supervisor.worker_pids()
+    with write_lock_held(Path(str(queue.db.path))):
+        time.sleep(LOCK_TIMEOUT_S + 2)  # longer than any write used to wait before failing
+        stalled_at = queue.get(job_id).progress_step  # reads go on during the lock
+    job = h.wait_settled(job_id, timeout=120)
+    assert (job.status, job.attempt) == (S.SUCCESS, 1)
+    assert events(queue, job_id) == ["SUBMIT", "START", "COMPLETE"]  # no FAIL, no restart
+    assert 5 <= stalled_at < 150
+    assert supervisor.worker_pids() == [pid]
+
+
+def test_a_full_disk_pauses_the_worker_and_leaves_done_jobs_alone(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", "4m") as home:
+        queue = open_queue(home / "easel.db")
+        with harness(queue, home) as h:
+            supervisor = h.supervisor(settings=PATIENT_SETTINGS)
+            supervisor.start()
+            done = h.wait_settled(queue.submit(fake_params(steps=3)))
+            assert done.status == S.SUCCESS and done.output_path
+            image, history = file_digest(Path(done.output_path)), events(queue, done.id or 0)
+            running = queue.submit(fake_params("step=0.1", steps=150))
+            h.wait_progress(running, 5)
+            [pid] = supervisor.worker_pids()
+            filler = fill_disk(home)
+            time.sleep(3)  # the worker meets the full disk at its next progress write
+            assert alive(pid), "the worker died of a full disk"
+            filler.unlink()
+            job = h.wait_settled(running, timeout=120)
+            assert (job.status, job.attempt) == (S.SUCCESS, 1)
+            assert events(queue, running) == ["SUBMIT", "START", "COMPLETE"]
+            assert supervisor.worker_pids() == [pid]
+            assert file_digest(Path(done.output_path)) == image
+            assert events(queue, done.id or 0) == history
+            # Idle, the write-ahead log is folded back and cut to nothing.
+            wal = home / "easel.db-wal"
+            h.wait_for(lambda: wal.stat().st_size == 0, timeout=60, what="the WAL to be trimmed")
+        queue.db.dispose()
+
+
+def test_the_image_goes_where_the_submitter_asked_whichever_worker_runs_it(
+    h: Harness, queue: JobQueue, tmp_path: Path
+) -> None:
+    asked = tmp_path / "asked"
+    asked.mkdir()
+    h.supervisor().start()  # a GUI's worker: its own outputs folder is home/outputs
+    job = h.wait_settled(queue.submit(fake_params(steps=3), output_dir=asked))
+    assert job.status == S.SUCCESS and job.output_path
+    assert Path(job.output_path).parent == asked and Path(job.output_path).is_file()
+    assert not (h.home / "outputs").exists() or not any((h.home / "outputs").iterdir())
