@@ -9,6 +9,7 @@
     │       ├── DiskFull            no room left on the disk (transient)
     │       ├── DatabaseReadOnly    the data folder cannot be written
     │       ├── DatabaseCorrupt     the file is damaged: nothing more is written to it
+    │       ├── DatabaseUnreachable a shared queue's server cannot be reached (transient)
     │       └── DiskIOError         the disk failed a read or write
     └── (anything else)             a bug: logged with its traceback, shown as `internal_error`
 

@@ -192,7 +192,8 @@ def test_a_child_waiting_for_a_parent_that_will_still_run_is_stuck(queue: JobQue
 
 
 def test_children_of_a_given_up_parent_are_settled_down_the_chain(queue: JobQueue) -> None:
-    # The graph leaves them BLOCKED with a reason (DESIGN.md): only a user's retry helps.
+    # The graph leaves them BLOCKED with a reason (docs/architecture.md, *The job graph*):
+    # only a user's retry helps.
     child = after(queue, given_up_job(queue))
     grandchild = after(queue, child)
     assert [stuck(queue, job) for job in (child, grandchild)] == [False, False]

@@ -1,7 +1,7 @@
 """Statistics from the history alone: what happened to the jobs submitted in a period.
 
-One pass over the timelines of the jobs submitted in [since, until) (seed 001, section 6:
-counts, durations and failure rates per transition show where time and jobs go).
+One pass over the timelines of the jobs submitted in [since, until): counts, durations and
+failure rates per transition show where time and jobs go (docs/architecture.md, *History*).
 Every job submitted in the period counts, whether with SUBMIT or, as a job that waits for
 its parents, SUBMIT_AFTER. Times are measured between transitions: waiting is submission to
 the first START (for a dependent job, its parents' time included), running is every

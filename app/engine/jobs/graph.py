@@ -1,13 +1,16 @@
-"""Dependent jobs: a child waits BLOCKED until every parent succeeded (DESIGN.md).
+"""Dependent jobs: a child waits BLOCKED until every parent succeeded.
+
+See docs/architecture.md, *The job graph*.
 
 Reactions run after the parent's commit, as a queue listener (`graph_listener`): a parent's
 SUCCESS unblocks the children whose parents are now all SUCCESS, a parent's CANCELLED
 cancels its BLOCKED children (each of them then cancels its own). Both are conditional
 (`only_from=BLOCKED`, and `JobQueue.fire` refuses UNBLOCK while a parent is not SUCCESS),
 so firing twice does nothing twice. `reconcile` does the same for every BLOCKED job, at
-launch and with the watchdog, so a crash between the two commits never strands a child
-(seed 004: reconcile, don't trust delivery). A parent that failed leaves its children
-BLOCKED; `waiting_reason` says why, and retrying the parent carries the chain on.
+launch and with the watchdog, so a crash between the two commits never strands a child: the
+stored state is reconciled rather than trusting that a reaction was delivered. A parent that
+failed leaves its children BLOCKED; `waiting_reason` says why, and retrying the parent
+carries the chain on.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.engine.generation.errors import GenerationError
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
     RANDOM_SEED,
@@ -35,6 +37,7 @@ from app.engine.jobs.queue import (
     params_of,
 )
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.errors import EaselError
 from app.models.db import Database
 from app.models.tables import JOB, JOB_INPUT, JOB_PARENT, Job
 
@@ -56,7 +59,7 @@ _PARENT = JOB.alias("parent")
 _CHILD = JOB.alias("child")
 
 
-class InputImageMissing(GenerationError):
+class InputImageMissing(EaselError):
     """A job's init image is gone (its parent's output file was deleted or moved)."""
 
 
