@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from app import __version__
 from app.cli import db, export, graph, history, jobs, worker
+from app.engine import paths
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
 from app.engine.settings import DB_ENV
@@ -27,6 +28,7 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     export.add_commands,
 ]
 EXIT_BUG = 1
+EXIT_REFUSED = 2  # as argparse exits on a bad argument
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE (128 + 13)
 HOME_HELP = f"data folder (overrides ${HOME_ENV} and the default)"
 
@@ -65,10 +67,17 @@ def _accept_home_after_the_command(commands: argparse._SubParsersAction) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.home:
+    if args.home is not None:
+        if not args.home.strip():  # never fall back to the default folder behind the user's back
+            parser.error("--home needs a folder, not an empty name")
         os.environ[HOME_ENV] = os.path.abspath(args.home)
     if args.db:
         os.environ[DB_ENV] = args.db  # also reaches worker processes, which inherit it
+    try:
+        paths.data_dir()  # before the log file, which lives in it
+    except paths.DataFolderUnusable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_REFUSED
     if args.command is None:
         return _open_window()
     log_file = configure_logging("cli")

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.cli import arguments
 from app.cli.jobs import EXIT_REFUSED, with_queue
 from app.engine.jobs.queue import JobQueue
 from app.engine.store.db_files import export_image
@@ -18,7 +19,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="write a job's image (with its PNG metadata) into a folder here, from this "
         "machine's file or the job database; prints its path",
     )
-    exporting.add_argument("job_id", type=int, metavar="ID")
+    exporting.add_argument("job_id", type=arguments.job_id, metavar="ID")
     exporting.add_argument(
         "--out", type=Path, metavar="DIR", help="folder (default: the current one)"
     )

@@ -7,7 +7,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from app.cli import arguments
 from app.cli.jobs import check_model, params_from_args, with_queue
+from app.cli.terminal import printable
 from app.engine.jobs.graph import (
     DEFAULT_UPSCALE,
     DEFAULT_UPSCALE_STRENGTH,
@@ -34,7 +36,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     upscale = commands.add_parser(
         "upscale", help="queue a hires-fix upscale of a job's image (waits for the job)"
     )
-    upscale.add_argument("job_id", type=int, metavar="ID")
+    upscale.add_argument("job_id", type=arguments.job_id, metavar="ID")
     upscale.add_argument("--scale", type=float, default=DEFAULT_UPSCALE)
     upscale.add_argument("--strength", type=float, default=DEFAULT_UPSCALE_STRENGTH)
     upscale.set_defaults(run=with_queue(_upscale))
@@ -42,7 +44,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     vary = commands.add_parser(
         "vary", help="queue variations of a job's image: new seeds, low strength"
     )
-    vary.add_argument("job_id", type=int, metavar="ID")
+    vary.add_argument("job_id", type=arguments.job_id, metavar="ID")
     vary.add_argument("--count", type=_positive, default=DEFAULT_VARIATIONS)
     vary.add_argument("--strength", type=float, default=DEFAULT_VARIATION_STRENGTH)
     vary.set_defaults(run=with_queue(_vary))
@@ -50,7 +52,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     lineage = commands.add_parser(
         "lineage", help="a job's parents and children, and what a blocked job waits for"
     )
-    lineage.add_argument("job_id", type=int, metavar="ID")
+    lineage.add_argument("job_id", type=arguments.job_id, metavar="ID")
     lineage.set_defaults(run=with_queue(_lineage))
 
 
@@ -66,7 +68,7 @@ def _extend_submit(submit: argparse.ArgumentParser) -> None:
         f"above 0 up to 1 (default {DEFAULT_IMG2IMG_STRENGTH})",
     )  # fmt: skip
     group.add_argument(
-        "--after", type=int, action="append", default=[], metavar="ID",
+        "--after", type=arguments.job_id, action="append", default=[], metavar="ID",
         help="wait until job ID succeeded (may be given more than once)",
     )  # fmt: skip
     submit.set_defaults(run=with_queue(_submit), size=None)
@@ -117,7 +119,7 @@ def _lineage(args: argparse.Namespace, queue: JobQueue) -> int:
     print("parents:  " + (_ids(parents_of(queue, args.job_id)) or "none"))
     print("children: " + (_ids(children_of(queue, args.job_id)) or "none"))
     if reason := waiting_reason(queue, args.job_id):
-        print(f"blocked:  {reason}")
+        print(f"blocked:  {printable(reason)}")
     return 0
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 
+from app.cli import arguments
 from app.cli.jobs import job_line, with_queue
 from app.engine import paths
 from app.engine.history.eta import duration_words, job_estimate, learned, queue_estimate
@@ -23,7 +24,7 @@ RUNNING = [status for status in JobStatus if status.is_running]
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     starring = commands.add_parser("star", help="mark a job as a favourite (never pruned)")
-    starring.add_argument("job_id", type=int, metavar="ID")
+    starring.add_argument("job_id", type=arguments.job_id, metavar="ID")
     starring.add_argument("--off", action="store_true", help="remove the star")
     starring.set_defaults(run=with_queue(_star))
 
@@ -39,11 +40,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     moving = commands.add_parser(
         "move", help="move a queued job to the top, bottom or before another"
     )
-    moving.add_argument("job_id", type=int, metavar="ID")
+    moving.add_argument("job_id", type=arguments.job_id, metavar="ID")
     where = moving.add_mutually_exclusive_group(required=True)
     where.add_argument("--top", dest="to", action="store_const", const=Placement.TOP)
     where.add_argument("--bottom", dest="to", action="store_const", const=Placement.BOTTOM)
-    where.add_argument("--before", type=int, metavar="M", help="just before job M")
+    where.add_argument("--before", type=arguments.job_id, metavar="M", help="just before job M")
     moving.set_defaults(run=with_queue(_move))
 
     stats = commands.add_parser("stats", help="what happened to the jobs of a period")

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from app.cli import arguments
 from app.cli.filters import add_filter_arguments, filter_from_args
+from app.cli.terminal import printable
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.jobs.params import (
@@ -48,7 +50,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     listing.set_defaults(run=with_queue(_jobs, OpenFor.READING))
 
     show = commands.add_parser("show", help="a job and its timeline")
-    show.add_argument("job_id", type=int, metavar="ID")
+    show.add_argument("job_id", type=arguments.job_id, metavar="ID")
     show.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     show.set_defaults(run=with_queue(_show, OpenFor.READING))
 
@@ -59,11 +61,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         ("retry", JobQueue.retry),
     ):
         sub = commands.add_parser(name, help=f"{name} a job")
-        sub.add_argument("job_id", type=int, metavar="ID")
+        sub.add_argument("job_id", type=arguments.job_id, metavar="ID")
         sub.set_defaults(run=with_queue(_request(action)))
 
     rerun = commands.add_parser("rerun", help="queue a finished job again; prints the new id")
-    rerun.add_argument("job_id", type=int, metavar="ID")
+    rerun.add_argument("job_id", type=arguments.job_id, metavar="ID")
     rerun.set_defaults(run=with_queue(_rerun))
 
 
@@ -165,7 +167,7 @@ def _show(args: argparse.Namespace, queue: JobQueue) -> int:
         return 0
     print(job_line(job))
     for label, value in _job_details(job):
-        print(f"  {label:<11} {value}")
+        print(f"  {label:<11} {printable(value)}")
     print("timeline:")
     for transition in timeline:
         print("  " + transition_line(transition))
@@ -212,9 +214,8 @@ def _status(text: str) -> JobStatus:
 def job_line(job: Job) -> str:
     progress = f"{job.progress_step}/{job.progress_total}"
     star = "*" if job.starred else " "
-    return (
-        f"{job.id:>6}{star} {job.status:<10} {progress:>7}  {_clock(job.created_at)}  {job.prompt}"
-    )
+    created = _clock(job.created_at)
+    return f"{job.id:>6}{star} {job.status:<10} {progress:>7}  {created}  {printable(job.prompt)}"
 
 
 def _job_details(job: Job) -> list[tuple[str, object]]:
@@ -238,7 +239,7 @@ def transition_line(t: JobTransition) -> str:
     text = (
         f"{_clock(t.at)}  #{t.attempt}  {source:>10} -> {t.to_status:<10} {t.event:<8} {t.source}"
     )
-    return f"{text}  {t.message}" if t.message else text
+    return f"{text}  {printable(t.message)}" if t.message else text
 
 
 def _clock(at: float) -> str:

@@ -6,14 +6,22 @@ portable installs never touch the user's real data.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
 
 import platformdirs
 
+from app.errors import UserError
+
 APP_NAME = "Easel"
 HOME_ENV = "EASEL_HOME"
+_SHOWN_CHARS = 60  # of a name too long to show whole
+
+
+class DataFolderUnusable(UserError):
+    """The data folder cannot be made or used: a file is in its way, or its name is too long."""
 
 
 def data_dir() -> Path:
@@ -21,8 +29,28 @@ def data_dir() -> Path:
     base = (
         Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     )
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataFolderUnusable(_unusable(base, error)) from error
     return base
+
+
+def _unusable(folder: Path, error: OSError) -> str:
+    where = f"(set by --home or ${HOME_ENV})" if os.environ.get(HOME_ENV) else ""
+    if error.errno == errno.ENAMETOOLONG:
+        longest = max(folder.parts, key=len)
+        return (
+            f"The data folder's name is too long for the file system: one part has "
+            f"{len(longest)} characters ({longest[:_SHOWN_CHARS]}...) {where}".rstrip()
+        )
+    if isinstance(error, FileExistsError) or folder.is_file():
+        return f"The data folder {folder} is a file, not a folder {where}".rstrip()
+    if isinstance(error, NotADirectoryError):
+        blocking = next((p for p in folder.parents if p.is_file()), folder.parent)
+        return f"The data folder {folder} cannot be made: {blocking} is a file {where}".rstrip()
+    reason = (error.strerror or str(error)).lower()
+    return f"The data folder {folder} cannot be made: {reason} {where}".rstrip()
 
 
 def database_path() -> Path:

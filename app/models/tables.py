@@ -22,6 +22,9 @@ from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
 
+# job.id is an INTEGER: 64 bits on SQLite but 32 on PostgreSQL, so no job id is larger.
+MAX_JOB_ID = 2**31 - 1
+
 
 class Job(SQLModel, table=True):
     __tablename__ = "job"
@@ -39,7 +42,7 @@ class Job(SQLModel, table=True):
         Index("ix_job_rerun_of", "rerun_of"),
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)  # at most MAX_JOB_ID
     prompt: str
     negative_prompt: str = ""
     model: str
