@@ -10,10 +10,12 @@ import logging
 from enum import Enum
 from pathlib import Path
 
+from app.engine import paths
 from app.engine.jobs.graph import graph_listener
 from app.engine.jobs.queue import JobQueue, TransitionListener, TransitionRecord
-from app.engine.settings import database_location
-from app.engine.store.db_files import FileKind, remove_files
+from app.engine.settings import database_location, load_settings
+from app.engine.store.db_files import FETCHED_FOLDER, FileKind, remove_files
+from app.engine.store.leftovers import sweep_interrupted_writes
 from app.errors import DatabaseError
 from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database, back_up, open_database
 
@@ -34,7 +36,8 @@ def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.RE
     with the standard side effects.
 
     Except for READING, a damaged database raises `DatabaseCorrupt` (the file is left
-    untouched). At LAUNCH a rotating backup is taken once the check passed."""
+    untouched). At LAUNCH a rotating backup is taken once the check passed, and the temp
+    files of writes that a killed process never finished are swept."""
     path = location or database_location()
     db = open_database(
         path,
@@ -46,10 +49,18 @@ def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.RE
     )
     if purpose is OpenFor.LAUNCH and db.is_sqlite:  # PostgreSQL: the server's own backups
         _back_up(db)
+    if purpose is OpenFor.LAUNCH:
+        sweep_interrupted_writes(_written_folders())
     queue = JobQueue(db)
     queue.listeners.append(_checkpoint_cleaner(queue))
     queue.listeners.append(graph_listener(queue))
     return queue
+
+
+def _written_folders() -> list[Path]:
+    """Where images and checkpoints are written atomically (see `leftovers`)."""
+    outputs = load_settings().outputs_path()
+    return [outputs, outputs / FETCHED_FOLDER, paths.checkpoints_dir()]
 
 
 def _back_up(db: Database) -> None:
