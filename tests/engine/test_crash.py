@@ -52,3 +52,44 @@ def test_a_killed_run_without_a_traceback_is_still_reported(tmp_path: Path) -> N
     previous = SessionGuard(data_dir=tmp_path).open()
     assert previous is not None
     assert previous.crash_log is None and previous.crash_text == ""
+
+
+def test_two_runs_on_one_folder_keep_their_own_sessions_and_a_kill_is_told(
+    tmp_path: Path,
+) -> None:
+    """Issue 21 item 11: the second window's clean exit used to remove the one marker the
+    first had written, so a kill -9 of the first was never reported."""
+    first_run = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from app.engine.crash import SessionGuard
+        guard = SessionGuard(data_dir=Path({str(tmp_path)!r}))  # held: its lock lives with it
+        guard.open()
+        print("open", flush=True)
+        time.sleep(120)
+    """)
+    first = subprocess.Popen([sys.executable, "-c", first_run], stdout=subprocess.PIPE, text=True)
+    assert first.stdout is not None and first.stdout.readline().strip() == "open"
+    try:
+        second = SessionGuard(data_dir=tmp_path)
+        assert second.open() is None  # the first is alive: not a run that died
+        first.kill()
+        first.wait(timeout=30)
+        second.close()  # a clean exit of the second says nothing of the first
+    finally:
+        first.kill()
+
+    third = SessionGuard(data_dir=tmp_path)
+    previous = third.open()
+    assert previous is not None and previous.pid == first.pid
+    third.close()
+    assert SessionGuard(data_dir=tmp_path).open() is None  # told once
+
+
+def test_a_marker_of_the_version_before_sessions_is_still_read(tmp_path: Path) -> None:
+    (tmp_path / "gui-running.json").write_text('{"pid": 999999999, "started_at": 5.0}')
+
+    previous = SessionGuard(data_dir=tmp_path).open()
+
+    assert previous is not None and previous.started_at == 5.0
+    assert not (tmp_path / "gui-running.json").exists()

@@ -70,7 +70,7 @@ class LivenessLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Kept open for the worker's whole life: closing it would release the lock.
         handle = open(self.path, "a+b")
-        if not _try_lock(handle):
+        if not try_lock(handle):
             handle.close()
             raise RuntimeError(f"worker lock {self.path} is already held")
         self._handle = handle
@@ -91,7 +91,7 @@ def is_alive(identity: WorkerIdentity, folder: Path) -> bool:
     try:
         with open(lock_path(folder, identity.token), "rb+") as handle:
             # If we can take the lock, nobody holds it: the worker is gone (its pid reused).
-            return not _try_lock(handle)
+            return not try_lock(handle)
     except FileNotFoundError:
         return False
 
@@ -108,7 +108,7 @@ def remove_stale_locks(folder: Path, *, min_age_s: float = 60.0) -> int:
             if now - path.stat().st_mtime < min_age_s:
                 continue
             with open(path, "rb+") as handle:
-                if not _try_lock(handle):
+                if not try_lock(handle):
                     continue
             path.unlink()
             removed += 1
@@ -130,7 +130,7 @@ def pid_exists(pid: int) -> bool:
 if sys.platform == "win32":
     import msvcrt
 
-    def _try_lock(handle: IO[bytes]) -> bool:
+    def try_lock(handle: IO[bytes]) -> bool:
         try:
             msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
         except OSError:
@@ -140,7 +140,7 @@ if sys.platform == "win32":
 else:
     import fcntl
 
-    def _try_lock(handle: IO[bytes]) -> bool:
+    def try_lock(handle: IO[bytes]) -> bool:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
