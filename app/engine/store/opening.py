@@ -15,7 +15,9 @@ from app.engine.jobs.queue import JobQueue, TransitionListener, TransitionRecord
 from app.engine.settings import database_location
 from app.engine.store.db_files import FileKind, remove_files
 from app.errors import DatabaseError
-from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database, back_up, open_database
+from app.models.backups import back_up
+from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database
+from app.models.opening import open_database
 
 log = logging.getLogger(__name__)
 
