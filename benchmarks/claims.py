@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.models.db import open_database
+from app.models.opening import open_database
 from app.models.postgres import scratch_schema
 from app.models.tables import TRANSITION
 

@@ -54,7 +54,7 @@ def seed(home: Path, jobs: int) -> None:
 
     from app.engine.jobs.params import GenerationParams
     from app.engine.jobs.states import JobStatus
-    from app.models.db import open_database
+    from app.models.opening import open_database
     from app.models.tables import JOB, TRANSITION
 
     db = open_database(home / "easel.db")
@@ -96,7 +96,7 @@ def fake_workers(home: str, seconds: float) -> None:
     from app.engine.jobs.params import GenerationParams
     from app.engine.jobs.queue import JobQueue
     from app.engine.jobs.states import JobEvent
-    from app.models.db import open_database
+    from app.models.opening import open_database
 
     queue = JobQueue(open_database(Path(home) / "easel.db"))
     held: dict[int, int] = {}

@@ -44,7 +44,8 @@ from app.engine.jobs.retry import RetryPolicy
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
 from app.engine.workers.recovery import recover
-from app.models.db import SCHEMA_VERSION, open_database
+from app.models.migrations import SCHEMA_VERSION
+from app.models.opening import open_database
 
 YEAR_S = 365 * 86400
 MONTH_S = 30 * 86400

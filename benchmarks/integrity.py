@@ -20,7 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
-from app.models.db import back_up, check_database, open_database
+from app.models.backups import back_up
+from app.models.db import check_database
+from app.models.opening import open_database
 
 REPEATS = 5
 

@@ -26,7 +26,8 @@ from typing import Any
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
-from app.models.db import BUSY_TIMEOUT_MS, open_database
+from app.models.db import BUSY_TIMEOUT_MS
+from app.models.opening import open_database
 from app.models.postgres import parse_url, scratch_schema
 
 JOBS = 100

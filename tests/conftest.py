@@ -17,7 +17,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import DB_ENV
-from app.models.db import Database, open_database
+from app.models.db import Database
+from app.models.opening import open_database
 from tests import pg
 
 

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.models.db import DatabaseError
+from app.errors import DatabaseError
 from app.models.postgres import scratch_schema
 
 PG_URL_ENV = "EASEL_TEST_PG_URL"

@@ -29,7 +29,7 @@ from app.errors import (
     is_transient,
     user_message,
 )
-from app.models.db import SchemaTooNew
+from app.models.migrations import SchemaTooNew
 
 REPO = Path(__file__).resolve().parents[1]
 

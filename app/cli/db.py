@@ -16,7 +16,7 @@ from app.engine.settings import database_location
 from app.engine.store.opening import OpenFor
 from app.engine.store.shared_queue import Found, copy_local_queue, probe_queue, save_password
 from app.errors import DatabaseError
-from app.models.db import back_up, list_backups, restore_backup
+from app.models.backups import back_up, list_backups, restore_backup
 from app.models.postgres import is_database_url, safe_url
 
 

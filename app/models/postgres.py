@@ -26,8 +26,9 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 
-from app.errors import DatabaseUnreachable
-from app.models.db import Database, DatabaseError, SchemaTooNew, ensure_schema, stored_version
+from app.errors import DatabaseError, DatabaseUnreachable
+from app.models.db import Database
+from app.models.migrations import SchemaTooNew, ensure_schema, stored_version
 from app.models.tables import JOB, TRANSITION
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,7 @@ def postgres_engine(url: URL) -> Engine:
 def open_postgres(location: str) -> Database:
     """Connect, create or migrate the schema (one machine at a time), or say what is wrong."""
     url = parse_url(location)
-    db = Database(postgres_engine(url))
-    db.notify_sql = NOTIFY_SQL
+    db = Database(postgres_engine(url), PostgresDialect())
     try:
         with _schema_lock(db.engine):
             ensure_schema(db)
@@ -263,6 +263,41 @@ def translate_error(error: BaseException, url: URL) -> DatabaseError | None:
 def is_broken(driver_connection: Any) -> bool:
     """A psycopg connection that the server or the network closed (restart, timeout)."""
     return bool(getattr(driver_connection, "broken", False) or driver_connection.closed)
+
+
+class PostgresDialect:
+    """What a PostgreSQL server does its own way (see `Dialect`): the server looks after
+    its journal, its pages and their space, so those are nothing here."""
+
+    shares_files = True  # machines share no disk: images and checkpoints go in `job_file`
+    notify_sql = NOTIFY_SQL
+
+    def location(self, db: Database) -> str:
+        return db.engine.url.render_as_string(hide_password=False)
+
+    def set_up_hot_connection(self, raw: Any) -> None:
+        pass  # connections come ready from `postgres_engine`
+
+    def begin_hot_write(self, cursor: Any, lock_timeout_s: float | None) -> None:
+        pass  # psycopg opens the transaction at its first statement; row locks do the rest
+
+    def translate(self, error: BaseException, db: Database) -> DatabaseError | None:
+        return translate_error(error, db.engine.url)
+
+    def is_broken(self, driver_connection: Any) -> bool:
+        return is_broken(driver_connection)
+
+    def data_version(self, conn: Connection) -> int:
+        raise NotImplementedError("data_version is only available on SQLite")
+
+    def trim_journal(self, db: Database) -> None:
+        pass  # the server checkpoints and recycles its own write-ahead log
+
+    def check_integrity(self, db: Database) -> None:
+        pass  # the server checks its own pages
+
+    def compact(self, db: Database) -> None:
+        pass  # PostgreSQL's autovacuum does this on its own
 
 
 # --- copying a local queue in --------------------------------------------------------------

@@ -20,7 +20,8 @@ from app.engine.jobs.states import JobEvent
 from app.engine.paths import database_path
 from app.engine.settings import InvalidSettings, Settings
 from app.engine.store.opening import open_queue
-from app.models.db import SCHEMA_VERSION, SchemaTooNew, open_database
+from app.models.migrations import SCHEMA_VERSION, SchemaTooNew
+from app.models.opening import open_database
 from app.models.pgpass import PASSFILE_ENV
 from tests import pg
 

@@ -16,7 +16,7 @@ from app.engine.jobs.params import GenerationParams, InvalidParameters
 from app.engine.jobs.queue import JobQueue
 from app.engine.store import opening
 from app.engine.store.opening import OpenFor, open_queue
-from app.models.db import list_backups
+from app.models.backups import list_backups
 from tests.faults import (
     damage,
     file_digest,

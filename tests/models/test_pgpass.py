@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from app.errors import DatabaseError
-from app.models.db import open_database
+from app.models.opening import open_database
 from app.models.pgpass import PASSFILE_ENV, PasswordRefused, has_password, remember_password
 from tests import pg
 

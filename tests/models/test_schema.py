@@ -10,12 +10,8 @@ import pytest
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.errors import DatabaseCorrupt
-from app.models.db import (
-    SCHEMA_VERSION,
-    SchemaTooNew,
-    open_database,
-    stored_schema_version,
-)
+from app.models.migrations import SCHEMA_VERSION, SchemaTooNew, stored_schema_version
+from app.models.opening import open_database
 
 # The schema as version 1 shipped it: no given_up flag, no heartbeat index.
 V1_SCHEMA = """

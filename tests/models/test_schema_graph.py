@@ -8,7 +8,8 @@ from app.engine.jobs.graph import init_image_of, parents_of
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.models.db import SCHEMA_VERSION, open_database, stored_schema_version
+from app.models.migrations import SCHEMA_VERSION, stored_schema_version
+from app.models.opening import open_database
 
 from .test_schema import V1_SCHEMA, write_sqlite
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import inspect, text
 
-from app.models.db import SCHEMA_VERSION, open_database, stored_schema_version
+from app.models.migrations import SCHEMA_VERSION, stored_schema_version
+from app.models.opening import open_database
 
 
 @pytest.mark.both_backends

@@ -24,7 +24,9 @@ from app.errors import (
     UserError,
     is_transient,
 )
-from app.models.db import PATIENT, back_up, check_database, open_database, restore_backup
+from app.models.backups import back_up, restore_backup
+from app.models.db import PATIENT, check_database
+from app.models.opening import open_database
 from tests.faults import (
     damage,
     file_digest,

@@ -18,7 +18,7 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.settings import DB_ENV, load_settings, save_settings, settings_path
 from app.engine.store.opening import open_queue
 from app.engine.store.shared_queue import Found, probe_queue
-from app.models.db import SCHEMA_VERSION
+from app.models.migrations import SCHEMA_VERSION
 from app.models.pgpass import PASSFILE_ENV
 from app.models.postgres import schema_version_at
 from app.ui.widgets.settings_dialog import SettingsDialog

@@ -10,7 +10,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.models.db import open_database
+from app.models.opening import open_database
 from app.ui.qt.worker_feed import WorkerFeed
 from tests.engine.workers.worker_fixtures import fake_params, harness
 from tests.faults import release, write_lock_held

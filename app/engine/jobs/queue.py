@@ -33,11 +33,7 @@ from app.engine.jobs.states import (
     next_status,
 )
 from app.errors import EaselError, UserError
-from app.models.db import (
-    Database,
-    HotTransaction,
-    Prepared,
-)
+from app.models.db import Database, HotTransaction, Prepared
 from app.models.tables import JOB, TRANSITION, Job, JobTransition
 
 log = logging.getLogger(__name__)

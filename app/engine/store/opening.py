@@ -17,7 +17,9 @@ from app.engine.settings import database_location, load_settings
 from app.engine.store.db_files import FETCHED_FOLDER, FileKind, remove_files
 from app.engine.store.leftovers import sweep_interrupted_writes
 from app.errors import DatabaseError
-from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database, back_up, open_database
+from app.models.backups import back_up
+from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database
+from app.models.opening import open_database
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import copy_local_files
 from app.engine.store.opening import OpenFor, open_queue
 from app.errors import DatabaseError
-from app.models.db import SCHEMA_VERSION, SchemaTooNew, open_database
+from app.models.migrations import SCHEMA_VERSION, SchemaTooNew
+from app.models.opening import open_database
 from app.models.pgpass import PasswordRefused, has_password, remember_password
 from app.models.postgres import (
     copy_store,

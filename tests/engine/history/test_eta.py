@@ -8,7 +8,7 @@ from app.engine.history.eta import Estimator, Sample, learned, queue_estimate
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
-from app.models.db import open_database
+from app.models.opening import open_database
 
 
 def sample(seconds: float, steps: int = 20, size: int = 512, device: str = "a") -> Sample:

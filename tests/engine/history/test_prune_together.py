@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from app.engine.history.retention import PruneReport, RetentionRule, prune
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.models.db import open_database
+from app.models.opening import open_database
 from tests.engine.history.conftest import KEPT, old_and_kept_jobs
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(120)]

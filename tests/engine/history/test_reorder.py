@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue, Placement, RequestRefused
-from app.models.db import open_database
+from app.models.opening import open_database
 
 
 def claim_order(queue: JobQueue) -> list[int]:

@@ -12,7 +12,7 @@ from app.engine.history.retention import RetentionRule, prune
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.models.db import open_database
+from app.models.opening import open_database
 from tests.engine.history.conftest import JOB_SPECS, JobSpec, insert_jobs
 
 NOW = 200_000.0

@@ -14,7 +14,7 @@ from app.engine.history.search import BadSearch, JobFilter, parse_duration, sear
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.models.db import open_database
+from app.models.opening import open_database
 from tests.engine.history.conftest import JOB_SPECS, MODELS, SIZES, VOCABULARY, JobSpec, insert_jobs
 
 TERM = st.tuples(

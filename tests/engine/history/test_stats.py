@@ -14,7 +14,7 @@ from app.engine.history.stats import history_stats, percentile
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus, TransitionNotAllowed
-from app.models.db import open_database
+from app.models.opening import open_database
 
 MESSAGES = ("CUDA out of memory", "could not load model sd15", "ValueError: bad", "")
 FAIL_CAUSES = {"CUDA out of memory": "out of memory", "could not load model sd15": "model load"}

@@ -11,7 +11,8 @@ from sqlalchemy import select
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.models.db import Database, open_database
+from app.models.db import Database
+from app.models.opening import open_database
 from app.models.tables import JOB, TRANSITION
 
 pytestmark = pytest.mark.both_backends

@@ -34,7 +34,7 @@ from app.engine.jobs.states import (
     allowed_events,
     is_already_satisfied,
 )
-from app.models.db import open_database
+from app.models.opening import open_database
 from tests import pg
 
 WORKERS = ["w1", "w2", "w3"]

@@ -23,7 +23,7 @@ from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.workers import job_run
 from app.engine.workers.job_run import JobRun, RunContext, RunnerLike
 from app.engine.workers.messages import MessageKind
-from app.models.db import open_database
+from app.models.opening import open_database
 from app.models.tables import Job
 from app.testing.scripted_runner import ScriptedRunner, fake_image
 from tests import pg

@@ -22,7 +22,8 @@ from app.engine.workers.maintenance import Maintenance
 from app.engine.workers.recovery import recover
 from app.engine.workers.worker import Outbox, Worker
 from app.errors import DatabaseUnreachable
-from app.models.db import Database, open_database
+from app.models.db import Database
+from app.models.opening import open_database
 from app.models.postgres import parse_url
 from app.testing.scripted_runner import ScriptedRunner
 from tests import pg

@@ -15,7 +15,8 @@ from app.engine.jobs.states import JobStatus
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.wakeup import FALLBACK_READ_S, DatabaseWakeup, JobWatch, wakeup_for
 from app.engine.workers.worker import Outbox, Worker
-from app.models.db import Database, open_database
+from app.models.db import Database
+from app.models.opening import open_database
 from app.models.postgres import JobListener
 from app.testing.scripted_runner import ScriptedRunner
 from tests import pg

@@ -1,0 +1,148 @@
+"""The schema version: new databases are stamped, older ones migrated, newer ones refused.
+
+The same steps run on SQLite and PostgreSQL; `open_database` calls `ensure_schema` (on
+PostgreSQL under a lock that keeps two machines from migrating at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Connection, inspect, text
+from sqlmodel import SQLModel
+
+from app.errors import DatabaseError
+from app.models.db import Database
+from app.models.search_index import create_search_index
+from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
+
+SCHEMA_VERSION = 7
+
+
+class SchemaTooNew(DatabaseError):
+    pass
+
+
+# version -> the step that brings a database at that version to version + 1.
+Migration = Callable[[Connection], None]
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    # Version 2 added the retry policy's "given up" flag and the watchdog's index.
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN given_up BOOLEAN NOT NULL DEFAULT 0")
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_job_heartbeat ON job (status, heartbeat_at)"
+    )
+
+
+def _v2_to_v3(conn: Connection) -> None:
+    # Version 3 stores whether a failure is transient in its own column (it was a prefix in
+    # the message), and the folder a job's image was asked to go to (`generate --out`).
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN error_transient BOOLEAN")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN output_dir VARCHAR")
+    # Failures recorded before: the flag was the FAIL message's prefix. Read it one last
+    # time, so a failure still waiting for the retry policy is decided as it was meant.
+    conn.exec_driver_sql(
+        "UPDATE job SET error_transient = EXISTS (SELECT 1 FROM job_transition t"
+        " WHERE t.job_id = job.id AND t.attempt = job.attempt AND t.event = 'FAIL'"
+        " AND t.message LIKE 'transient error: %') WHERE status = 'FAILED'"
+    )
+
+
+def _v3_to_v4(conn: Connection) -> None:
+    # Version 4 added dependent jobs (job_parent) and img2img (job_input, two job columns).
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN init_image VARCHAR NOT NULL DEFAULT ''")
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN strength FLOAT NOT NULL DEFAULT 1.0")
+    SQLModel.metadata.create_all(conn, tables=[JOB_PARENT, JOB_INPUT])
+
+
+def _v4_to_v5(conn: Connection) -> None:
+    # Version 5 made the history usable: favourites, word search over prompts, and the
+    # indexes that searches by date, retention and stats over a period need.
+    conn.exec_driver_sql("ALTER TABLE job ADD COLUMN starred BOOLEAN NOT NULL DEFAULT FALSE")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_created ON job (created_at)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_finished ON job (finished_at)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_transition_at ON job_transition (at)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_rerun_of ON job (rerun_of)")
+    create_search_index(conn)
+
+
+def _v5_to_v6(conn: Connection) -> None:
+    # Version 6 stores images and checkpoints in the database (job_file): no shared disk.
+    SQLModel.metadata.create_all(conn, tables=[JOB_FILE])
+
+
+def _v6_to_v7(conn: Connection) -> None:
+    # Version 7 lists the worker processes of every machine (worker), for the Workers panel
+    # and per-worker drain and stop.
+    SQLModel.metadata.create_all(conn, tables=[WORKER])
+
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+    5: _v5_to_v6,
+    6: _v6_to_v7,
+}
+
+
+def ensure_schema(db: Database) -> int:
+    """Create a new schema, migrate an older one, refuse a newer one. Returns the version.
+
+    The version is read first without the write lock: an up-to-date database (nearly every
+    open) never waits for, nor takes, the lock just to be opened."""
+    if read_version(db) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    with db.write() as conn:
+        version = stored_version(conn)
+        if version is None:
+            SQLModel.metadata.create_all(conn)
+            create_search_index(conn)
+            _store_version(conn, SCHEMA_VERSION, insert=True)
+            return SCHEMA_VERSION
+        _refuse_newer(version)
+        while version < SCHEMA_VERSION:
+            MIGRATIONS[version](conn)
+            version += 1
+        _store_version(conn, version, insert=False)
+        return version
+
+
+def read_version(db: Database) -> int | None:
+    """The stored version, read without the write lock; a newer one is refused."""
+    version = stored_schema_version(db)
+    if version is not None:
+        _refuse_newer(version)
+    return version
+
+
+def _refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"The job database was written by a newer Easel (schema {version}; this "
+            f"version understands up to {SCHEMA_VERSION}). Update Easel, or point it at "
+            "another data folder with EASEL_HOME or --home."
+        )
+
+
+def stored_schema_version(db: Database) -> int | None:
+    with db.read() as conn:
+        return stored_version(conn)
+
+
+def stored_version(conn: Connection) -> int | None:
+    """The schema version on `conn`'s database; None when it holds no Easel tables."""
+    if not inspect(conn).has_table(SchemaInfo.__tablename__):
+        return None
+    return conn.execute(text("SELECT version FROM schema_info WHERE id = 1")).scalar_one_or_none()
+
+
+def _store_version(conn: Connection, version: int, *, insert: bool) -> None:
+    sql = (
+        "INSERT INTO schema_info (id, version) VALUES (1, :v)"
+        if insert
+        else "UPDATE schema_info SET version = :v WHERE id = 1"
+    )
+    conn.execute(text(sql), {"v": version})
