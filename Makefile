@@ -26,6 +26,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check app tests benchmarks packaging
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 check: lint test
 
