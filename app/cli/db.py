@@ -11,10 +11,13 @@ from pathlib import Path
 
 from app.cli.jobs import EXIT_REFUSED, EXIT_STORE, with_queue
 from app.engine import paths
+from app.engine.crash import live_sessions
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import database_location
 from app.engine.store.opening import OpenFor
 from app.engine.store.shared_queue import Found, copy_local_queue, probe_queue, save_password
+from app.engine.workers.liveness import held_locks
+from app.engine.workers.worker import LIVENESS_FOLDER
 from app.errors import DatabaseError
 from app.models.backups import back_up, list_backups, restore_backup
 from app.models.postgres import is_database_url, safe_url
@@ -69,6 +72,12 @@ def _restore(args: argparse.Namespace) -> int:
         for backup in list_backups(database):
             print(backup)
         return 0
+    if users := _users_of(database.parent):
+        return _refuse(
+            f"{database} is in use by {users}: close the window and stop the workers "
+            "(`python -m app workers stop`) first, then restore; nothing was changed",
+            EXIT_REFUSED,
+        )
     try:
         used, set_aside = restore_backup(database, args.file)
     except (DatabaseError, OSError) as error:
@@ -76,6 +85,16 @@ def _restore(args: argparse.Namespace) -> int:
         return EXIT_STORE
     print(f"restored {used}; the replaced database is kept as {set_aside}")
     return 0
+
+
+def _users_of(data_dir: Path) -> str:
+    """Who has the data folder's database open now, in words ("" when nobody does): a
+    restore under a live worker would leave it finishing jobs into the file set aside."""
+    windows = live_sessions(data_dir)
+    workers = len(held_locks(data_dir / LIVENESS_FOLDER))
+    found = [f"{count} {name}{'s' if count > 1 else ''}"
+             for count, name in ((windows, "window"), (workers, "worker")) if count]  # fmt: skip
+    return " and ".join(found)
 
 
 def _copy(args: argparse.Namespace) -> int:

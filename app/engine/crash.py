@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import IO
 
 from app.engine import paths
-from app.engine.workers.liveness import LivenessLock, new_token, pid_exists, try_lock
+from app.engine.workers.liveness import (
+    LivenessLock,
+    held_locks,
+    new_token,
+    pid_exists,
+    try_lock,
+)
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +127,11 @@ class SessionGuard:
             return None  # that older Easel still runs: its marker is its own
         self._legacy_marker.unlink(missing_ok=True)
         return UncleanExit(record.pid, record.started_at, crash_log=None, crash_text="")
+
+
+def live_sessions(data_dir: Path) -> int:
+    """How many runs of the app (windows) hold a session on `data_dir` now."""
+    return len(held_locks(data_dir / SESSIONS))
 
 
 @contextlib.contextmanager

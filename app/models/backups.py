@@ -14,6 +14,10 @@ from urllib.parse import quote
 
 from app.errors import DatabaseError
 from app.models.db import Database
+from app.models.migrations import SCHEMA_VERSION
+
+_DETAIL_CHARS = 120  # of SQLite's finding, in the one-line refusal
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 BACKUP_FOLDER = "backups"
 BACKUPS_KEPT = 3
@@ -33,12 +37,11 @@ def back_up(db: Database, *, keep: int = BACKUPS_KEPT, now: float | None = None)
     only the newest `keep` are kept. Take it after `check_database`: a damaged copy must
     never push out a good one."""
     assert db.path is not None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     folder = backups_dir(db.path)
-    target = folder / f"{db.path.stem}-{stamp}.db"
-    partial = target.with_suffix(".partial")
     with db.translated_errors():
         folder.mkdir(exist_ok=True)
+        target = _unused_name(folder, db.path.stem, time.time() if now is None else now)
+        partial = target.with_suffix(".partial")
         source = sqlite3.connect(f"file:{quote(str(db.path.resolve()))}?mode=ro", uri=True)
         copy = sqlite3.connect(partial)
         try:
@@ -52,17 +55,34 @@ def back_up(db: Database, *, keep: int = BACKUPS_KEPT, now: float | None = None)
     return target
 
 
+def _unused_name(folder: Path, stem: str, now: float) -> Path:
+    """`<stem>-<date>-<time>-<ms>.db`, never one that exists: backups taken in the same
+    second (or millisecond) must not overwrite each other. Names sort by time."""
+    millis = int(now * 1000)
+    while True:
+        seconds, ms = divmod(millis, 1000)
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(seconds))
+        target = folder / f"{stem}-{stamp}-{ms:03d}.db"
+        if not target.exists() and not target.with_suffix(".partial").exists():
+            return target
+        millis += 1
+
+
 def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Path]:
-    """Put `backup` (default: the newest) in place of the database; the file it replaces is
-    kept beside it as `<name>.damaged-<time>`. Returns (backup used, where the old file went).
-    Only while no Easel process has the database open."""
+    """Put `backup` (default: the newest) in place of the database, once it proved to be an
+    intact Easel job database. The file it replaces is kept beside it, as
+    `<name>.damaged-<time>` when its own check fails, else `<name>.replaced-<time>`. Returns
+    (backup used, where the old file went). Only while no Easel process has the database
+    open (the caller makes sure)."""
     backups = list_backups(db_path)
     chosen = backup or (backups[-1] if backups else None)
     if chosen is None or not chosen.is_file():
         where = chosen or backups_dir(db_path)
         raise DatabaseError(f"There is no backup to restore at {where}", db_path)
+    check_restorable(chosen)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    set_aside = db_path.with_name(f"{db_path.name}.damaged-{stamp}")
+    kind = "damaged" if db_path.exists() and _problem(db_path) else "replaced"
+    set_aside = db_path.with_name(f"{db_path.name}.{kind}-{stamp}")
     for suffix in ("", "-wal", "-shm"):
         current = Path(f"{db_path}{suffix}")
         if current.exists():
@@ -71,3 +91,53 @@ def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Pat
     shutil.copyfile(chosen, partial)
     os.replace(partial, db_path)
     return chosen, set_aside
+
+
+def check_restorable(candidate: Path) -> None:
+    """Refuse, before anything is swapped, a file that is not an intact Easel job database
+    of a schema this version can open: a PNG, a damaged copy, another program's database."""
+    problem = _problem(candidate)
+    if problem:
+        raise DatabaseError(f"{candidate} cannot be restored: {problem}; nothing was changed")
+
+
+def _problem(path: Path) -> str:
+    """Why `path` is not an intact Easel job database ("" when it is one)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or error})"
+    if header != SQLITE_HEADER:
+        return "it is not a SQLite database"
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        return f"it cannot be opened ({error})"
+    try:
+        return _integrity_problem(conn) or _schema_problem(conn)
+    except sqlite3.Error as error:
+        return f"it cannot be read as a database ({error})"
+    finally:
+        conn.close()
+
+
+def _integrity_problem(conn: sqlite3.Connection) -> str:
+    found = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    if found == ["ok"]:
+        return ""
+    first = " ".join(str(found[0]).split())  # SQLite's first finding may span lines
+    return f"it is damaged ({first[:_DETAIL_CHARS]}{'...' if len(first) > _DETAIL_CHARS else ''})"
+
+
+def _schema_problem(conn: sqlite3.Connection) -> str:
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"job", "job_transition", "schema_info"} <= tables:
+        return "it is not an Easel job database (it has no job tables)"
+    row = conn.execute("SELECT max(version) FROM schema_info").fetchone()
+    version = row[0] if row else None
+    if not isinstance(version, int):
+        return "it is not an Easel job database (it has no schema version)"
+    if version > SCHEMA_VERSION:
+        return f"a newer Easel wrote it (schema {version}; this one reads up to {SCHEMA_VERSION})"
+    return ""

@@ -192,11 +192,12 @@ def test_the_newest_backup_restores_a_damaged_database(tmp_path: Path) -> None:
     db.dispose()
     backups = sorted((tmp_path / "backups").iterdir())
     newest = [time.strftime("%Y%m%d-%H%M%S", time.localtime(1_800_000_000 + s)) for s in (2, 3, 4)]
-    assert [b.name for b in backups] == [f"easel-{stamp}.db" for stamp in newest]
+    assert [b.name for b in backups] == [f"easel-{stamp}-000.db" for stamp in newest]
     damage(path)
     used, set_aside = restore_backup(path)
     assert used == backups[-1]
     assert set_aside.exists() and file_digest(set_aside) != file_digest(path)
+    assert ".damaged-" in set_aside.name
     restored = open_database(path, check_integrity=True)
     check_database(restored)
     assert len(JobQueue(restored).jobs(limit=None)) == 500

@@ -117,6 +117,19 @@ def remove_stale_locks(folder: Path, *, min_age_s: float = 60.0) -> int:
     return removed
 
 
+def held_locks(folder: Path) -> list[Path]:
+    """The lock files in `folder` that a live process holds, one per live worker."""
+    held = []
+    for path in sorted(folder.glob(f"*{LOCK_SUFFIX}")) if folder.is_dir() else []:
+        try:
+            with open(path, "rb+") as handle:
+                if not try_lock(handle):
+                    held.append(path)
+        except OSError:  # removed meanwhile: its worker exited
+            continue
+    return held
+
+
 def pid_exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
