@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
-from app.ui.presenters.queue_service import HELD_FOR_UNDO
+from app.engine.jobs.undo import HOLD_MESSAGE
 from app.ui.widgets import window as window_module
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -48,7 +48,7 @@ def test_undo_puts_a_cancelled_queued_job_back(
     # The store, not the list: the list may still show the PENDING it had before the hold.
     qtbot.waitUntil(lambda: queue.get(job_id).status == S.PENDING, timeout=TIMEOUT_MS)
     assert not window.undo_banner.isVisible()
-    assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HELD_FOR_UNDO), (JobEvent.RESUME, "")]
+    assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HOLD_MESSAGE), (JobEvent.RESUME, "")]
 
 
 def test_without_undo_the_job_is_cancelled(

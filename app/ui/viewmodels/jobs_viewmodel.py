@@ -227,9 +227,8 @@ class JobsViewModel(QObject):
         ids = tuple(job_ids)
         self._request(lambda: self.service.finish_cancel(ids))
 
-    def undo_cancel(self, job_ids: Sequence[int]) -> None:
-        ids = tuple(job_ids)
-        self._request(lambda: self.service.undo_cancel(ids))
+    def undo_cancel(self, held: CancelOutcome) -> None:
+        self._request(lambda: self.service.undo_cancel(held))
 
     def rerun(self, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)

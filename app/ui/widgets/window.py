@@ -541,7 +541,7 @@ class MainWindow(QMainWindow):
         self._undo_timer.stop()
         self.undo_banner.hide()
         if held is not None:
-            self.vm.undo_cancel(held.requeue_on_undo)
+            self.vm.undo_cancel(held)
             self.show_note(self.tr("Kept {jobs}").format(jobs=_jobs(len(held.held))))
 
     def _finish_cancel(self) -> None:
