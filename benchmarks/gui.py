@@ -258,11 +258,13 @@ class Workload:
     def __init__(self, window: MainWindow) -> None:
         from PySide6.QtCore import QTimer
 
+        from app.ui.presenters.rows import ListFilter
+
         self.window = window
         self.actions = 0
         self.timer = QTimer()
         self.timer.timeout.connect(self.step)
-        self.filters = ["All", "Active", "Done", "Failed"]
+        self.filters = list(ListFilter)
 
     def start(self) -> None:
         self.timer.start(50)

@@ -45,9 +45,10 @@ from app.ui.presenters.interfaces import RestoreSummary  # noqa: E402
 from app.ui.presenters.queue_service import QueueService  # noqa: E402
 from app.ui.qt.language import Language, use_language  # noqa: E402
 from app.ui.qt.theme import apply_theme  # noqa: E402
+from app.ui.qt.window_state import PAUSED_AT_QUIT  # noqa: E402
 from app.ui.widgets.quit_dialog import quit_box  # noqa: E402
 from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings  # noqa: E402
-from app.ui.widgets.window import PAUSED_AT_QUIT, Dependencies, MainWindow  # noqa: E402
+from app.ui.widgets.window import Dependencies, MainWindow  # noqa: E402
 from app.ui.wiring import model_choices  # noqa: E402
 
 PALETTE = {
@@ -404,15 +405,15 @@ def _quit_shot(window: MainWindow, path: Path) -> None:
 
 
 def _stats_shot(window: MainWindow, path: Path) -> None:
-    window.show_stats()
-    dialog = window.stats_dialog
+    window.dialogs.show_stats()
+    dialog = window.dialogs.stats_dialog
     assert dialog is not None
     QTimer.singleShot(900, lambda: (save(dialog, path), dialog.close()))
 
 
 def _workers_shot(window: MainWindow, path: Path) -> None:
-    window.show_workers()
-    panel = window.workers_panel
+    window.dialogs.show_workers()
+    panel = window.dialogs.workers_panel
     assert panel is not None
     panel.resize(980, 300)
     QTimer.singleShot(900, lambda: (save(panel, path), panel.close()))

@@ -16,7 +16,7 @@ from app.models.db import Database
 from app.models.search_index import create_search_index
 from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class SchemaTooNew(DatabaseError):
@@ -78,6 +78,14 @@ def _v6_to_v7(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[WORKER])
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    # Version 8 stores a cancel that can still be undone (job.cancel_after), so a window
+    # that dies inside its undo time no longer leaves the job paused for ever. Only if it
+    # is missing: like create_all in the steps before, it can meet a newer table.
+    if "cancel_after" not in {column["name"] for column in inspect(conn).get_columns("job")}:
+        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN cancel_after FLOAT")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -85,6 +93,7 @@ MIGRATIONS: dict[int, Migration] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 

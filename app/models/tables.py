@@ -83,6 +83,10 @@ class Job(SQLModel, table=True):
     error: str | None = None
     error_transient: bool | None = None  # the failure may pass (retried); None: no failure
     checkpoint_path: str | None = None
+    # A cancel that can still be undone (the window's Undo): held PAUSED until this time,
+    # then cancelled, by the window or, if it died meanwhile, by recovery or maintenance
+    # (app/engine/jobs/undo.py). None: no cancel is pending. Schema 8.
+    cancel_after: float | None = None
     rerun_of: int | None = Field(default=None, foreign_key="job.id")
     # A favourite: never pruned. A server default, so writers that do not know it still insert.
     starred: bool = Field(

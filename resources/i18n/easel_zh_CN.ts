@@ -596,6 +596,10 @@ Resume continues from there.</source>
         <translation>{n} 个任务</translation>
     </message>
     <message>
+        <source>No jobs needed restoring.</source>
+        <translation>没有需要恢复的任务。</translation>
+    </message>
+    <message>
         <source>Easel did not close cleanly last time (it crashed).</source>
         <translation>Easel 上次没有正常关闭（程序崩溃）。</translation>
     </message>

@@ -110,7 +110,7 @@ def test_variations_from_the_image_panel_ask_how_many(
     button = window.image.follow_ups[Action.VARY]
     qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    dialog = window.variations_dialog
+    dialog = window.follow_ups.variations_dialog
     assert dialog is not None
     qtbot.waitUntil(dialog.isVisible, timeout=TIMEOUT_MS)
     spin = dialog.focusWidget()

@@ -95,7 +95,7 @@ def test_variations_of_a_model_that_is_gone_are_refused_at_once(
                     GenerationParams(prompt="a harbour", model="deleted-model"))  # fmt: skip
     list_with(qtbot, window, gone)
     click_follow_up(qtbot, window, Action.VARY)
-    dialog = window.variations_dialog
+    dialog = window.follow_ups.variations_dialog
     assert dialog is not None
     qtbot.waitUntil(dialog.isVisible, timeout=TIMEOUT_MS)
     spin = dialog.focusWidget()

@@ -112,7 +112,7 @@ def test_view_statistics_charts_the_history(
     assert isinstance(view, QMenu)
     [statistics] = [a for a in view.actions() if a.text() == "S&tatistics…"]
     statistics.trigger()
-    dialog = window.stats_dialog
+    dialog = window.dialogs.stats_dialog
     assert dialog is not None
     qtbot.waitUntil(lambda: bool(dialog.statuses.bars), timeout=TIMEOUT_MS)
     bars = {label: value for label, value, _shown in dialog.statuses.bars}

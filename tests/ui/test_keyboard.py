@@ -146,7 +146,7 @@ def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
 
 def test_f1_lists_every_shortcut(qtbot: QtBot, window: MainWindow) -> None:
     qtbot.keyClick(window, Qt.Key.Key_F1)
-    dialog = window.shortcuts_dialog
+    dialog = window.dialogs.shortcuts_dialog
     assert dialog is not None and dialog.isVisible()
     document = QTextDocument()
     document.setHtml(dialog.table.text())

@@ -163,7 +163,7 @@ def test_about_names_version_folders_and_the_workers_device(
     from app import __version__
     from app.engine.paths import database_path
     from app.engine.workers.messages import MessageKind, WorkerMessage
-    from app.ui.widgets.window import about_text
+    from app.ui.presenters.window_words import about_text
 
     window = make_window()
     assert "known once a worker is ready" in about_text(window.worker_status.device)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.jobs.undo import HOLD_MESSAGE, HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity
-from app.ui.presenters.queue_service import HELD_FOR_UNDO
 from app.ui.presenters.rows import TransitionRow
 from app.ui.presenters.timeline_words import plain_words, technical
 
@@ -35,8 +35,10 @@ def row(
          "Pause asked by you; the worker stops after its current step"),
         (row(S.PAUSING, S.PAUSED, E.STOPPED, "worker"), "Paused; it continues from here"),
         (row(S.PENDING, S.PAUSED, E.PAUSE, "user"), "Paused by you"),
-        (row(S.PENDING, S.PAUSED, E.PAUSE, "user", HELD_FOR_UNDO),
+        (row(S.PENDING, S.PAUSED, E.PAUSE, HOLD_SOURCE, HOLD_MESSAGE),
          "Cancelled by you; held a few seconds in case you undo"),
+        # Told by who fired it, not by its words: a pause quoting them is a pause.
+        (row(S.PENDING, S.PAUSED, E.PAUSE, "user", HOLD_MESSAGE), "Paused by you"),
         (row(S.PROCESSING, S.PAUSING, E.PAUSE, "supervisor", "the app is closing"),
          "Pause asked by Easel; the worker stops after its current step"),
         (row(S.PAUSED, S.PENDING, E.RESUME, "user"), "Resumed by you"),

@@ -13,8 +13,8 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
-from app.ui.presenters.queue_service import HELD_FOR_UNDO
-from app.ui.widgets import window as window_module
+from app.engine.jobs.undo import HOLD_MESSAGE
+from app.ui.viewmodels import jobs_viewmodel
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import banner_button, job_in
@@ -48,13 +48,13 @@ def test_undo_puts_a_cancelled_queued_job_back(
     # The store, not the list: the list may still show the PENDING it had before the hold.
     qtbot.waitUntil(lambda: queue.get(job_id).status == S.PENDING, timeout=TIMEOUT_MS)
     assert not window.undo_banner.isVisible()
-    assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HELD_FOR_UNDO), (JobEvent.RESUME, "")]
+    assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HOLD_MESSAGE), (JobEvent.RESUME, "")]
 
 
 def test_without_undo_the_job_is_cancelled(
     qtbot: QtBot, window: MainWindow, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(window_module, "UNDO_MS", 200)
+    monkeypatch.setattr(jobs_viewmodel, "UNDO_MS", 200)
     job_id = job_in(queue, S.PENDING)
     list_with(qtbot, window, job_id)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
@@ -101,3 +101,10 @@ def test_quitting_during_the_undo_time_cancels(
     qtbot.waitUntil(window.undo_banner.isVisible, timeout=TIMEOUT_MS)
     window.close()
     assert queue.get(job_id).status == S.CANCELLED
+
+
+def test_the_window_offers_undo_as_long_as_the_engine_holds_a_job() -> None:
+    from app.engine.jobs.undo import UNDO_DEADLINE_S, UNDO_WINDOW_S
+
+    assert jobs_viewmodel.UNDO_MS == UNDO_WINDOW_S * 1000
+    assert UNDO_DEADLINE_S > UNDO_WINDOW_S  # the stored time never cuts a live offer short

@@ -19,7 +19,7 @@ from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.settings import load_settings, save_settings
 from app.engine.workers.messages import WorkerMessage
 from app.ui.presenters.actions import Action
-from app.ui.presenters.rows import JobRow
+from app.ui.presenters.rows import JobRow, ListFilter
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -177,8 +177,8 @@ def test_filters_show_only_their_statuses(
     workers.claiming = False
     done, failed, paused = (job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED))
     window = make_window()
-    expected = {"All": {done, failed, paused}, "Active": {paused}, "Done": {done},
-                "Failed": {failed}}  # fmt: skip
+    expected = {ListFilter.ALL: {done, failed, paused}, ListFilter.ACTIVE: {paused},
+                ListFilter.DONE: {done}, ListFilter.FAILED: {failed}}  # fmt: skip
     for name, wanted in expected.items():
         window.set_filter(name)
 

@@ -50,8 +50,8 @@ def open_panel(window: MainWindow) -> WorkersPanel:
     assert isinstance(view, QMenu)
     [workers] = [a for a in view.actions() if a.text() == "&Workers…"]
     workers.trigger()
-    assert window.workers_panel is not None
-    return window.workers_panel
+    assert window.dialogs.workers_panel is not None
+    return window.dialogs.workers_panel
 
 
 def text_at(panel: WorkersPanel, row: int, column: int) -> str:

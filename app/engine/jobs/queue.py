@@ -242,6 +242,7 @@ class JobQueue:
         now = self.clock()
         attempt = snap.attempt + 1 if event is JobEvent.RETRY else snap.attempt
         values = {
+            **_leaving_effects(snap.status),
             **_event_effects(event, target, now),
             **(changes or {}),
             "status": target.value,
@@ -546,6 +547,12 @@ def _submit_message(rerun_of: int | None, parents: Sequence[int]) -> str:
     if parents:
         parts.append("waits for " + ", ".join(f"#{parent}" for parent in parents))
     return "; ".join(parts)
+
+
+def _leaving_effects(status: JobStatus) -> dict[str, Any]:
+    """Columns that belong to the status a job leaves: a pending undo-cancel is a mark on
+    the PAUSED its hold made (see `undo`), so any move away ends it, whoever fires it."""
+    return {"cancel_after": None} if status is JobStatus.PAUSED else {}
 
 
 def _event_effects(event: JobEvent, target: JobStatus, now: float) -> dict[str, Any]:

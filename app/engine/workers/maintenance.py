@@ -21,6 +21,7 @@ from app.engine.history.auto_prune import PruneSchedule, prune_by_settings
 from app.engine.jobs.graph import reconcile
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
+from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import PRUNE_EVERY_S, Settings
 from app.engine.workers.watchdog import time_out_stale_jobs
 from app.errors import DatabaseError
@@ -75,6 +76,7 @@ class Maintenance:
             # Children stranded by a worker that died between its parent's commit and the
             # UNBLOCK (or cascade cancel): no launch recovery or supervisor runs in a fleet.
             reconcile(self.queue, source=SOURCE)
+            complete_pending_cancels(self.queue, now, source=SOURCE)  # held by a window now gone
         except DatabaseError as error:  # the server is away: the next pass tries again
             log.warning("watchdog pass skipped: %s", error)
 

@@ -24,6 +24,7 @@ from app.engine.jobs.graph import reconcile
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.states import JobStatus
+from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.workers.liveness import WorkerIdentity, is_alive, remove_stale_locks
 from app.engine.workers.watchdog import settle_lost_job
 from app.models.tables import Job
@@ -105,6 +106,8 @@ def recover(
     reconciled = reconcile(queue, source=SOURCE)
     report.unblocked = reconciled.unblocked
     report.cancelled += reconciled.cancelled
+    # Cancels whose undo time ran out while the window that offered Undo was gone.
+    report.cancelled += complete_pending_cancels(queue, now, source=SOURCE)
     remove_stale_locks(liveness_dir)
     return report
 

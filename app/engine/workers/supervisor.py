@@ -33,6 +33,7 @@ from app.engine.jobs.graph import reconcile
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
+from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import Settings
 from app.engine.workers.liveness import WorkerIdentity, lock_path, new_token, this_host
 from app.engine.workers.messages import MessageKind, WorkerMessage
@@ -300,6 +301,7 @@ class Supervisor:
                 self._kill(slot)
         apply_retry_policy(self.queue, self.policy, now=now)
         reconcile(self.queue)  # a child stranded by a lost UNBLOCK waits at most one interval
+        complete_pending_cancels(self.queue, now, source=SOURCE)  # a held job whose window died
         self._next_maintenance = now + self.maintenance_interval_s
 
     def _pause_own_jobs(self) -> list[int]:

@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
 RELEARN_S = 30.0  # how often queued jobs' run times are learned again from the history
-HELD_FOR_UNDO = "cancel asked: held a few seconds so it can be undone"
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
 
@@ -50,7 +49,8 @@ class Outcome:
 class CancelOutcome:
     """A cancel that can be undone for queued jobs (`cancel_undoably`).
 
-    `held`: queued or paused jobs, held PAUSED (no worker takes them) until `finish_cancel`;
+    `held`: queued or paused jobs, held PAUSED (no worker takes them) until `finish_cancel`,
+    with the pending cancel stored (if the window dies first, the next launch finishes it);
     `requeue_on_undo`: those of them that were queued, which `undo_cancel` queues again;
     `stopped`: running jobs, cancelled at once: their progress is lost.
     """
@@ -440,21 +440,24 @@ class QueueService:
         return self._each(job_ids, lambda job_id: action(self.queue, job_id))
 
     def cancel_undoably(self, job_ids: Sequence[int]) -> CancelOutcome:
-        """Hold queued jobs (PAUSE) so the cancel can be undone; cancel the others now."""
+        """Hold queued and paused jobs (PAUSED, the pending cancel stored with them) so the
+        cancel can be undone; cancel the others now."""
+        from app.engine.jobs.undo import UNDO_DEADLINE_S, Hold, hold_for_undo
+
         held: list[int] = []
         requeue: list[int] = []
         stopped: list[JobRow] = []
         errors: list[str] = []
+        cancel_after = time.time() + UNDO_DEADLINE_S
         for job_id in job_ids:
             row = self.job(job_id)
             if row is None:  # deleted meanwhile: nothing to cancel
                 continue
             try:
-                if row.status is JobStatus.PAUSED:
+                hold = hold_for_undo(self.queue, job_id, cancel_after=cancel_after)
+                if hold is not None:
                     held.append(job_id)
-                elif row.status is JobStatus.PENDING and self._hold(job_id):
-                    held.append(job_id)
-                    requeue.append(job_id)
+                    requeue.extend([job_id] if hold is Hold.QUEUED else [])
                 else:  # running (or claimed just now), failed, blocked: no undo
                     self.queue.cancel(job_id)
                     stopped.extend([row] if row.status.is_running else [])
@@ -462,21 +465,20 @@ class QueueService:
                 errors.append(_readable(error))
         return CancelOutcome(tuple(held), tuple(requeue), tuple(stopped), tuple(errors))
 
-    def _hold(self, job_id: int) -> bool:
-        """PAUSE a queued job; False if a worker claimed it first (it is now PAUSING)."""
-        self.queue.pause(job_id, message=HELD_FOR_UNDO)
-        return self.queue.get(job_id).status == JobStatus.PAUSED
-
     def finish_cancel(self, job_ids: Sequence[int]) -> Outcome:
-        """Cancel the held jobs that are still paused (one resumed meanwhile stays queued)."""
-        return self.request(JobEvent.CANCEL, self._still_paused(job_ids))
+        """Cancel the held jobs whose cancel is still pending (one resumed meanwhile stays)."""
+        from app.engine.jobs.undo import finish
 
-    def undo_cancel(self, job_ids: Sequence[int]) -> Outcome:
-        """Queue the held jobs again (those `cancel_undoably` found queued)."""
-        return self.request(JobEvent.RESUME, self._still_paused(job_ids))
+        return self._each(job_ids, lambda job_id: finish(self.queue, job_id))
 
-    def _still_paused(self, job_ids: Sequence[int]) -> list[int]:
-        return [i for i in job_ids if (row := self.job(i)) and row.status is JobStatus.PAUSED]
+    def undo_cancel(self, held: CancelOutcome) -> Outcome:
+        """Take the cancel back: queued jobs are queued again, paused ones stay paused."""
+        from app.engine.jobs.undo import undo
+
+        requeue = set(held.requeue_on_undo)
+        return self._each(
+            held.held, lambda job_id: undo(self.queue, job_id, requeue=job_id in requeue)
+        )
 
     def rerun(self, job_ids: Sequence[int]) -> Outcome:
         new_ids: list[int] = []

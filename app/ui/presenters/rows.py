@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from app.engine.jobs.params import GenerationParams
@@ -26,18 +27,29 @@ ACTIVE = frozenset(
 DONE = frozenset({JobStatus.SUCCESS, JobStatus.CANCELLED})
 FAILED = frozenset({JobStatus.FAILED, JobStatus.TIMEOUT})
 
-# Filter name -> statuses shown (None: all). Order is the order of the filter buttons.
-FILTERS: dict[str, frozenset[JobStatus] | None] = {
-    QT_TRANSLATE_NOOP("Filter", "All"): None,
-    QT_TRANSLATE_NOOP("Filter", "Active"): ACTIVE,
-    QT_TRANSLATE_NOOP("Filter", "Done"): DONE,
-    QT_TRANSLATE_NOOP("Filter", "Failed"): FAILED,
+
+class ListFilter(StrEnum):
+    """The job list's status filters; the value is the English name, translated on the
+    button (`filter_label`). Order is the order of the filter buttons."""
+
+    ALL = QT_TRANSLATE_NOOP("Filter", "All")
+    ACTIVE = QT_TRANSLATE_NOOP("Filter", "Active")
+    DONE = QT_TRANSLATE_NOOP("Filter", "Done")
+    FAILED = QT_TRANSLATE_NOOP("Filter", "Failed")
+
+
+# Filter -> statuses shown (None: all).
+FILTERS: dict[ListFilter, frozenset[JobStatus] | None] = {
+    ListFilter.ALL: None,
+    ListFilter.ACTIVE: ACTIVE,
+    ListFilter.DONE: DONE,
+    ListFilter.FAILED: FAILED,
 }
 
 
-def filter_label(name: str) -> str:
+def filter_label(name: ListFilter) -> str:
     """A filter's name on its button (the English name stays its key)."""
-    return translate("Filter", name)
+    return translate("Filter", name.value)
 
 
 def status_label(status: JobStatus, *, given_up: bool = False) -> str:

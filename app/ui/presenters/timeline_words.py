@@ -8,9 +8,9 @@ message), shown as the tooltip.
 from __future__ import annotations
 
 from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.jobs.undo import HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.queue_service import HELD_FOR_UNDO
 from app.ui.presenters.rows import TransitionRow, status_label
 
 E, S = JobEvent, JobStatus
@@ -38,7 +38,7 @@ def plain_words(row: TransitionRow, host: str | None = None) -> str:
     event, to = row.event, row.to_status
     if event is E.START:
         return _picked_up(row.message, host)
-    if event is E.PAUSE and row.message == HELD_FOR_UNDO:
+    if event is E.PAUSE and row.source == HOLD_SOURCE:  # the window's cancel with Undo
         return translate("Timeline", "Cancelled by you; held a few seconds in case you undo")
     if event in (E.PAUSE, E.CANCEL) and to in (S.PAUSING, S.CANCELLING):
         if event is E.PAUSE:

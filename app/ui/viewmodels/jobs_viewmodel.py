@@ -3,6 +3,9 @@
 Freshness comes from polling the store's cheap change counter (`data_version`) on a
 timer, plus worker messages; each refresh reads one small page on the database thread.
 Every request runs there too, and its outcome comes back as signals.
+
+A cancel of queued jobs can be undone for `UNDO_MS`: the view-model holds the one offer,
+its timer, and finishes or takes it back; the window only shows the banner.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobEvent, JobStatus
@@ -23,7 +26,7 @@ from app.ui.presenters.queue_service import (
     QueueService,
     Snapshot,
 )
-from app.ui.presenters.rows import FILTERS, JobRow
+from app.ui.presenters.rows import FILTERS, JobRow, ListFilter
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
@@ -32,6 +35,9 @@ log = logging.getLogger(__name__)
 
 BUSY_REFRESH_S = 1.0
 SEARCH_LIMIT = 500  # matches shown for a search, newest first (its own page: no paging)
+# How long a cancel of queued jobs can be undone: the engine's UNDO_WINDOW_S (not imported:
+# the engine's store modules load late, on the database thread; a test keeps them equal).
+UNDO_MS = 6000
 
 SETTLED = frozenset({JobStatus.SUCCESS, JobStatus.FAILED, JobStatus.TIMEOUT, JobStatus.CANCELLED})
 
@@ -42,7 +48,8 @@ class JobsViewModel(QObject):
     submitted = Signal(tuple)  # new job ids
     error = Signal(str)
     settled = Signal(object)  # a JobRow that just reached SUCCESS, FAILED, TIMEOUT or CANCELLED
-    cancel_held = Signal(object)  # a CancelOutcome: queued jobs held for an undo
+    cancel_held = Signal(object)  # a CancelOutcome: what a cancel did, maybe with an undo
+    undo_closed = Signal()  # the undo offer ended: finished, taken back, or replaced
     search_checked = Signal(str)  # "" or why the search text cannot be understood
 
     def __init__(
@@ -57,7 +64,7 @@ class JobsViewModel(QObject):
         self.runner = runner
         self.live = LiveProgress(self)
         self.jobs = JobListModel(self.live, thumbs, self._fetch_page, self)
-        self.filter_name = "All"
+        self.filter_name = ListFilter.ALL
         self.search_text = ""  # words the prompts must contain ("": every job)
         self.counts: dict[JobStatus, int] = {}
         self._version: int | None = None
@@ -73,6 +80,10 @@ class JobsViewModel(QObject):
         self.visible_rows: Callable[[], tuple[int, int]] = lambda: (0, PAGE_SIZE)
         self.live.settled.connect(lambda _job_id: self.refresh())
         self.jobs.reorder_requested.connect(self.move_before)
+        self._held: CancelOutcome | None = None  # queued jobs held for an undo of their cancel
+        self._undo_timer = QTimer(self)
+        self._undo_timer.setSingleShot(True)
+        self._undo_timer.timeout.connect(self.finish_cancel)
 
     # --- freshness ----------------------------------------------------------------------------
 
@@ -161,7 +172,7 @@ class JobsViewModel(QObject):
         self.jobs.clear()
         self.refresh()
 
-    def set_filter(self, name: str) -> None:
+    def set_filter(self, name: ListFilter) -> None:
         if name == self.filter_name:
             return
         self.filter_name = name
@@ -208,14 +219,20 @@ class JobsViewModel(QObject):
         ids = tuple(job_ids)
         self._request(lambda: self.service.request(event, ids))
 
+    # --- cancelling, with undo for queued jobs -------------------------------------------------
+
+    @property
+    def undo_ms(self) -> int:
+        return UNDO_MS
+
     def cancel(self, job_ids: Sequence[int]) -> None:
-        """Cancel; queued jobs are only held until `finish_cancel`, so it can be undone."""
+        """Cancel; queued jobs are only held for `UNDO_MS`, so it can be undone."""
         ids = tuple(job_ids)
 
         def done(outcome: CancelOutcome) -> None:
             for message in outcome.errors:
                 self.error.emit(message)
-            self.cancel_held.emit(outcome)
+            self._offer_undo(outcome)
             self.refresh()
 
         def failed(message: str) -> None:
@@ -223,13 +240,41 @@ class JobsViewModel(QObject):
 
         self.runner.run(lambda: self.service.cancel_undoably(ids), done, failed)
 
-    def finish_cancel(self, job_ids: Sequence[int]) -> None:
-        ids = tuple(job_ids)
-        self._request(lambda: self.service.finish_cancel(ids))
+    def _offer_undo(self, outcome: CancelOutcome) -> None:
+        self.finish_cancel()  # an earlier undo chance ends: one at a time
+        if outcome.held:
+            self._held = outcome
+            self._undo_timer.start(UNDO_MS)
+        self.cancel_held.emit(outcome)
 
-    def undo_cancel(self, job_ids: Sequence[int]) -> None:
-        ids = tuple(job_ids)
-        self._request(lambda: self.service.undo_cancel(ids))
+    def finish_cancel(self) -> None:
+        """The undo time is over: cancel the held jobs (on the database thread)."""
+        held = self._take_held()
+        if held is not None:
+            self._request(lambda: self.service.finish_cancel(held.held))
+
+    def undo_cancel(self) -> CancelOutcome | None:
+        """Take the offered cancel back; what it held (None: no offer was open)."""
+        held = self._take_held()
+        if held is not None:
+            self._request(lambda: self.service.undo_cancel(held))
+        return held
+
+    def finish_cancel_now(self) -> None:
+        """At quit the undo chance is over: cancel held jobs here (the store thread stops)."""
+        held = self._take_held()
+        if held is not None:
+            try:
+                self.service.finish_cancel(held.held)
+            except Exception:  # they stay held; the next launch cancels them
+                log.exception("could not finish cancelling %s", held.held)
+
+    def _take_held(self) -> CancelOutcome | None:
+        held, self._held = self._held, None
+        self._undo_timer.stop()
+        if held is not None:
+            self.undo_closed.emit()
+        return held
 
     def rerun(self, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)

@@ -34,7 +34,7 @@ from app.ui.presenters.actions import (
     Action,
     applicable,
 )
-from app.ui.presenters.rows import FILTERS, JobRow, filter_label
+from app.ui.presenters.rows import FILTERS, JobRow, ListFilter, filter_label
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.empty_views import EmptyTableView
 
@@ -157,10 +157,10 @@ class JobsPanel(QWidget):
             button = QPushButton(filter_label(name))
             button.setCheckable(True)
             button.setObjectName("filter")
-            button.setProperty("filter", name)
+            button.setProperty("filter", name.value)
             button.setChecked(name == self.vm.filter_name)
             group.addButton(button)
-        group.buttonClicked.connect(lambda b: self.vm.set_filter(b.property("filter")))
+        group.buttonClicked.connect(lambda b: self.vm.set_filter(ListFilter(b.property("filter"))))
         return group
 
     def _action_button(self, action: Action) -> QPushButton:
@@ -312,7 +312,7 @@ class JobsPanel(QWidget):
 
     def _show_counts(self, counts: dict[JobStatus, int]) -> None:
         for button in self.filters.buttons():
-            name = button.property("filter")
+            name = ListFilter(button.property("filter"))
             statuses = FILTERS[name]
             n = (
                 sum(counts.values())

@@ -2,38 +2,32 @@
 
 from __future__ import annotations
 
-import html
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
-    QInputDialog,
     QLabel,
     QMainWindow,
-    QMessageBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from app import __version__
 from app.engine.crash import UncleanExit
 from app.engine.jobs.params import InvalidParameters
 from app.engine.jobs.states import JobStatus
-from app.engine.paths import data_dir, database_path, logs_dir
+from app.engine.paths import logs_dir
 from app.engine.settings import PRUNE_EVERY_S, NewJobValues, Settings
-from app.engine.workers.worker_states import WorkerRequest
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
 from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
+from app.ui.presenters import window_words as words
 from app.ui.presenters.actions import Action, applies
-from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import (
     ListLoras,
     ListModels,
@@ -42,9 +36,9 @@ from app.ui.presenters.interfaces import (
     WorkerPool,
     no_loras,
 )
-from app.ui.presenters.queue_service import CancelOutcome, Outcome, QueueService
-from app.ui.presenters.rows import JobRow, format_duration
-from app.ui.presenters.shortcuts import Shortcut
+from app.ui.presenters.queue_service import CancelOutcome, QueueService
+from app.ui.presenters.rows import JobRow, ListFilter
+from app.ui.qt import window_state
 from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.gc_guard import collect_on_gui_thread
@@ -55,28 +49,23 @@ from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.banner import Banner, BannerStack
 from app.ui.widgets.detail import DetailController
+from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewer import ImageViewer
 from app.ui.widgets.jobs_panel import JobsPanel
+from app.ui.widgets.menus import MenuSlots, build_menus, key_sequences
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel, defaults_form
 from app.ui.widgets.quit_dialog import ask_pause_and_quit
 from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
-from app.ui.widgets.shortcuts_dialog import ShortcutsDialog
-from app.ui.widgets.stats_dialog import StatsDialog
 from app.ui.widgets.timeline_panel import TimelinePanel
-from app.ui.widgets.workers_panel import Show, WorkersPanel
+from app.ui.widgets.window_dialogs import WindowDialogs
 
 log = logging.getLogger(__name__)
 
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
-FORM_GROUP = "form"  # the prompt settings offered again at the next launch
-MAX_VARIATIONS = 16
-DEFAULT_VARIATIONS = 4  # as the engine's `submit_variations`
-UNDO_MS = 6000  # how long a cancel of queued jobs can be undone
-PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
 
 
 @dataclass
@@ -128,17 +117,16 @@ class MainWindow(QMainWindow):
         self._quitting = False
         self._shut_down = False
         self._gallery_successes = -1
-        self.shortcuts_dialog: ShortcutsDialog | None = None
-        self.stats_dialog: StatsDialog | None = None
-        self.workers_panel: WorkersPanel | None = None
+        self.dialogs = WindowDialogs(
+            self, self.runner, deps.queue, lambda: self.deps.settings, self.show_error
+        )
         self.viewer: ImageViewer | None = None
-        self.variations_dialog: QInputDialog | None = None
         self._build()
         self._connect()
         self._restore_geometry()
         self._start_timers()
         self.feed.start()
-        self._paused_at_quit = self._take_paused_at_quit()
+        self._paused_at_quit = window_state.take_paused_at_quit(self.store)
         self.show_restore(deps.restore)
         self.vm.refresh()
         self._list_models()
@@ -155,12 +143,11 @@ class MainWindow(QMainWindow):
         self.jobs = JobsPanel(self.vm)
         self.timeline = TimelinePanel()
         self.detail = DetailController(self.vm, self.image_runner, self.timeline, self.image, self)
+        self.follow_ups = FollowUps(
+            self, self.vm, self.deps.queue, self.prompt, self.file_manager, self.show_error
+        )
         self.restore_banner = Banner("info")
         self.undo_banner = Banner("info")
-        self._held: CancelOutcome | None = None  # queued jobs held for an undo of their cancel
-        self._undo_timer = QTimer(self)
-        self._undo_timer.setSingleShot(True)
-        self._undo_timer.timeout.connect(self._finish_cancel)
         self.error_banner = Banner("error")
         center = QWidget()
         column = QVBoxLayout(center)
@@ -192,93 +179,19 @@ class MainWindow(QMainWindow):
         self._menus()
 
     def _menus(self) -> None:
-        menu = self.menuBar().addMenu("&Easel")  # the name of the app: the same in every language
-        settings = QAction(self.tr("&Settings…"), self)
-        settings.setShortcuts(_keys(shortcuts.SETTINGS))
-        settings.triggered.connect(self.open_settings)
-        quit_action = QAction(self.tr("&Quit"), self)
-        quit_action.setShortcuts(_keys(shortcuts.QUIT))
-        quit_action.triggered.connect(self.close)
-        about = QAction(self.tr("&About Easel"), self)
-        about.triggered.connect(self.show_about)
-        menu.addAction(settings)
-        menu.addAction(about)
-        menu.addSeparator()
-        menu.addAction(quit_action)
-        view = self.menuBar().addMenu(self.tr("&View"))
-        find = QAction(self.tr("&Search jobs"), self)
-        find.setShortcuts(_keys(shortcuts.SEARCH))
-        find.triggered.connect(self.jobs.focus_search)
-        view.addAction(find)
-        statistics = QAction(self.tr("S&tatistics…"), self)
-        statistics.triggered.connect(self.show_stats)
-        view.addAction(statistics)
-        workers = QAction(self.tr("&Workers…"), self)
-        workers.triggered.connect(self.show_workers)
-        view.addAction(workers)
-        help_menu = self.menuBar().addMenu(self.tr("&Help"))
-        keys = QAction(self.tr("&Keyboard shortcuts"), self)
-        keys.setShortcuts(_keys(shortcuts.HELP))
-        keys.triggered.connect(self.show_shortcuts)
-        help_menu.addAction(keys)
-
-    def show_stats(self) -> None:
-        if self.stats_dialog is None:
-            self.stats_dialog = StatsDialog(self._load_stats, self)
-        else:
-            self.stats_dialog.reload()
-        self.stats_dialog.show()
-        self.stats_dialog.raise_()
-
-    def _load_stats(self, days: float | None, show: Callable[[dict[str, Any]], None]) -> None:
-        """A scan of the period's history: on the store thread, never the GUI's."""
-        self.runner.run(lambda: self.deps.queue.stats(days), show, self.show_error)
-
-    def show_workers(self) -> None:
-        if self.workers_panel is None:
-            self.workers_panel = WorkersPanel(self._load_workers, self._ask_worker, self)
-        self.workers_panel.show()  # reads the workers at once, then every few seconds
-        self.workers_panel.raise_()
-
-    def _load_workers(self, show: Show) -> None:
-        timeout_s = self.deps.settings.heartbeat_timeout_s
-
-        def failed(text: str) -> None:
-            if self.workers_panel is not None:
-                self.workers_panel.load_failed()
-            self.show_error(text)
-
-        self.runner.run(lambda: self.deps.queue.workers(timeout_s), show, failed)
-
-    def _ask_worker(self, worker_id: str, request: WorkerRequest) -> None:
-        """Drain or stop one worker: a request on its row, read by the worker's own beat."""
-        timeout_s = self.deps.settings.heartbeat_timeout_s
-
-        def asked(outcome: Outcome) -> None:
-            if outcome.errors:
-                self.show_error(" ".join(outcome.errors))
-            if self.workers_panel is not None:
-                self.workers_panel.reload()
-
-        self.runner.run(
-            lambda: self.deps.queue.ask_worker(worker_id, request, timeout_s), asked,
-            self.show_error,
-        )  # fmt: skip
-
-    def show_shortcuts(self) -> None:
-        if self.shortcuts_dialog is None:
-            self.shortcuts_dialog = ShortcutsDialog(self)
-        self.shortcuts_dialog.show()
-        self.shortcuts_dialog.raise_()
-
-    def show_about(self) -> None:
-        QMessageBox.about(self, self.tr("About Easel"), about_text(self.worker_status.device))
+        dialogs = self.dialogs
+        build_menus(self.menuBar(), self, MenuSlots(
+            settings=self.open_settings, quit=self.close,
+            about=lambda: dialogs.show_about(self.worker_status.device),
+            search=self.jobs.focus_search, statistics=dialogs.show_stats,
+            workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
+        ))  # fmt: skip
 
     def _connect(self) -> None:
-        for keys in _keys(shortcuts.GENERATE):
+        for keys in key_sequences(shortcuts.GENERATE):
             QShortcut(keys, self, self.generate)
         self.jobs.open_requested.connect(self.open_image)
-        for keys in _keys(shortcuts.NEXT_PANE):
+        for keys in key_sequences(shortcuts.NEXT_PANE):
             QShortcut(keys, self, self.next_pane)
         # Generate -> the job list -> on: the list is one Tab away from the form, and its
         # cells are not a Tab trap (JobsPanel turns tab-key navigation off).
@@ -296,6 +209,7 @@ class MainWindow(QMainWindow):
         self.vm.counts_changed.connect(self._counts_changed)
         self.vm.settled.connect(self.notifier.job_settled)
         self.vm.cancel_held.connect(self._cancel_held)
+        self.vm.undo_closed.connect(self.undo_banner.hide)
         self.feed.messages.connect(self._worker_messages)
         self.pruner.pruned.connect(self.show_note)
         self.pruner.failed.connect(
@@ -308,9 +222,9 @@ class MainWindow(QMainWindow):
         self.gallery.clicked.connect(self._gallery_clicked)
         self.image.reuse.clicked.connect(self.reuse_settings)
         self.image.follow_up.connect(self._follow_up_shown)
-        self.jobs.follow_up.connect(self.follow_up)
+        self.jobs.follow_up.connect(self.follow_ups.run)
         self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
-        self.prompt.init_requested.connect(self._prepare_init)
+        self.prompt.init_requested.connect(self.follow_ups.prepare_init)
         self.image.canvas.double_clicked.connect(self._view_shown_image)
 
     def _start_timers(self) -> None:
@@ -335,9 +249,8 @@ class MainWindow(QMainWindow):
             self.show_error(self.tr("Type a prompt first"))
             self.prompt.prompt.setFocus()
             return
-        filter_statuses = {"Done", "Failed"}
-        if self.vm.filter_name in filter_statuses:  # new jobs would be invisible there
-            self.set_filter("All")
+        if self.vm.filter_name in (ListFilter.DONE, ListFilter.FAILED):  # new jobs hide there
+            self.set_filter(ListFilter.ALL)
         self.vm.submit(
             params, self.prompt.image_count(), init_png=self.prompt.init_png(), upscale=upscale
         )
@@ -345,57 +258,9 @@ class MainWindow(QMainWindow):
 
     # --- jobs that build on jobs ---------------------------------------------------------------
 
-    def follow_up(self, action: Action, rows: list[JobRow]) -> None:
-        """Upscale, variations, "use as init image" or "show in folder" on jobs of the list or
-        the shown one."""
-        if not rows:
-            return
-        if action is Action.STAR:
-            self.vm.star([row.id for row in rows], on=not all(row.starred for row in rows))
-        elif action is Action.UPSCALE:
-            self.vm.upscale([row.id for row in rows])
-        elif action is Action.VARY:
-            self.ask_variations(rows[0])
-        elif action is Action.USE_AS_INIT:
-            self.use_as_init(rows[0].id)
-        elif action is Action.SHOW_IN_FOLDER and rows[0].output_path:
-            self.file_manager.show_in_folder(rows[0].output_path)
-
     def _follow_up_shown(self, action: Action) -> None:
         if self.detail.row is not None and applies(action, self.detail.row):
-            self.follow_up(action, [self.detail.row])
-
-    def ask_variations(self, row: JobRow) -> None:
-        """How many variations: a small window-modal question (Enter takes the default)."""
-        dialog = QInputDialog(self)
-        dialog.setWindowTitle(self.tr("Variations of job {id}").format(id=row.id))
-        dialog.setLabelText(self.tr("How many images close to job {id}?").format(id=row.id))
-        dialog.setInputMode(QInputDialog.InputMode.IntInput)
-        dialog.setIntRange(1, MAX_VARIATIONS)
-        dialog.setIntValue(DEFAULT_VARIATIONS)
-        dialog.setOkButtonText(self.tr("Queue"))
-        dialog.setCancelButtonText(self.tr("Cancel"))
-        dialog.intValueSelected.connect(lambda count: self.vm.variations(row.id, count))
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        self.variations_dialog = dialog
-        dialog.open()
-
-    def use_as_init(self, job_id: int) -> None:
-        """Fill the form from a finished job, starting from its image (read off the GUI thread)."""
-        self.runner.run(
-            lambda: self.deps.queue.init_from_job(job_id), self.prompt.set_init, self.show_error
-        )
-
-    def _prepare_init(self, source: object, name: str) -> None:
-        """A dropped or pasted image as init image; one that cannot be used: the red banner."""
-        assert isinstance(source, bytes | Path)
-        self.runner.run(
-            lambda: self.deps.queue.prepare_init(source, name),
-            self.prompt.set_init,
-            lambda message: self.show_error(
-                self.tr("Cannot start from {name}: {error}").format(name=name, error=message)
-            ),
-        )
+            self.follow_ups.run(action, [self.detail.row])
 
     def _submitted(self, job_ids: tuple[int, ...]) -> None:
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
@@ -405,9 +270,9 @@ class MainWindow(QMainWindow):
             self.jobs.select_jobs([self._follow])
             self._follow = None
 
-    def set_filter(self, name: str) -> None:
+    def set_filter(self, name: ListFilter) -> None:
         for button in self.jobs.filters.buttons():
-            button.setChecked(button.property("filter") == name)
+            button.setChecked(button.property("filter") == name.value)
         self.vm.set_filter(name)
 
     # --- live updates -------------------------------------------------------------------------
@@ -431,35 +296,17 @@ class MainWindow(QMainWindow):
         self.vm.jobs.tick()
         self.timeline.tick()
 
-    @staticmethod
-    def _busy(counts: dict[JobStatus, int]) -> bool:
-        return any(counts.get(s, 0) for s in JobStatus if s.is_running or s is JobStatus.PENDING)
-
     def _show_eta(self, seconds: float | None) -> None:
-        self._eta_s = seconds if self._busy(self._counts) else None
+        self._eta_s = seconds if words.is_busy(self._counts) else None
         self._show_counts()
 
     def _show_counts(self) -> None:
-        """ "2 running · 12 queued, about 3 min · 40 jobs" (the estimate: learned, see ETA)."""
-        counts = self._counts
-        running = sum(counts.get(s, 0) for s in JobStatus if s.is_running)
-        queued = counts.get(JobStatus.PENDING, 0)
-        if self._eta_s is not None:
-            waiting = self.tr("{queued} queued, about {eta}").format(
-                queued=queued, eta=format_duration(self._eta_s)
-            )
-        else:
-            waiting = self.tr("{queued} queued").format(queued=queued)
-        self.counts_label.setText(
-            self.tr("{running} running · {waiting} · {jobs}").format(
-                running=running, waiting=waiting, jobs=_jobs(sum(counts.values()))
-            )
-        )
+        self.counts_label.setText(words.counts_text(self._counts, self._eta_s))
 
     def _counts_changed(self, counts: dict[JobStatus, int]) -> None:
         self._counts = counts
         self._show_counts()
-        if self._busy(counts):  # a read of the history: on the store thread, per change
+        if words.is_busy(counts):  # a read of the history: on the store thread, per change
             workers = self.deps.settings.workers
             self.runner.run(lambda: self.deps.queue.queue_eta_s(workers), self._show_eta)
         else:
@@ -514,42 +361,21 @@ class MainWindow(QMainWindow):
     # --- cancelling, with undo for queued jobs -------------------------------------------------
 
     def _cancel_held(self, outcome: CancelOutcome) -> None:
-        """Say what a cancel did; queued jobs get an Undo for UNDO_MS, then are cancelled."""
-        self._finish_cancel()  # an earlier undo chance ends: one at a time
-        lost = [
-            self.tr(
-                "job {id} stopped at step {step} of {total}, that progress is discarded"
-            ).format(id=row.id, step=row.progress_step, total=row.progress_total)
-            for row in outcome.stopped
-        ]
+        """Say what a cancel did; queued jobs get an Undo while the view-model holds them."""
         if not outcome.held:
-            if lost:
-                self.show_note(self.tr("Cancelled {jobs}").format(jobs="; ".join(lost)))
+            if note := words.cancelled_note(outcome):
+                self.show_note(note)
             return
-        self._held = outcome
-        seconds = UNDO_MS // 1000
-        text = self.tr("{jobs} will be cancelled in {n} s").format(
-            jobs=_jobs(len(outcome.held)), n=seconds
-        )
         self.undo_banner.clear_actions()
         self.undo_banner.add_action(self.tr("Undo"), self.undo_cancel)
-        self.undo_banner.show_text("; ".join([text, *lost]), hide_after_ms=UNDO_MS)
-        self._undo_timer.start(UNDO_MS)
+        text = words.undo_offer_text(outcome, self.vm.undo_ms)
+        self.undo_banner.show_text(text, hide_after_ms=self.vm.undo_ms)
 
     def undo_cancel(self) -> None:
-        held, self._held = self._held, None
-        self._undo_timer.stop()
+        held = self.vm.undo_cancel()
         self.undo_banner.hide()
         if held is not None:
-            self.vm.undo_cancel(held.requeue_on_undo)
-            self.show_note(self.tr("Kept {jobs}").format(jobs=_jobs(len(held.held))))
-
-    def _finish_cancel(self) -> None:
-        held, self._held = self._held, None
-        self._undo_timer.stop()
-        if held is not None:
-            self.undo_banner.hide()
-            self.vm.finish_cancel(held.held)
+            self.show_note(words.kept_note(held))
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -568,11 +394,7 @@ class MainWindow(QMainWindow):
         paused = (*(restore.paused if restore else ()), *self._paused_at_quit)
         if paused and resume_on_launch(self.store):
             self._resume_all(paused)
-            self.show_note(
-                self.tr("Resumed {jobs} paused when Easel last closed").format(
-                    jobs=_jobs(len(paused))
-                )
-            )
+            self.show_note(words.resumed_note(len(paused)))
             paused = ()
         if not restore and unclean is None and not paused:
             return
@@ -582,19 +404,10 @@ class MainWindow(QMainWindow):
             banner.add_action(self.tr("Resume all"), lambda: self._resume_all(paused))
         if restore and restore.job_ids:
             banner.add_action(self.tr("Show"), lambda: self._show_restored(restore))
-        text = restore.describe() if restore else ""
-        if self._paused_at_quit:
-            waiting = self.tr(
-                "{jobs} paused when Easel closed: they continue when you resume"
-            ).format(jobs=_jobs(len(self._paused_at_quit)))
-            text = "; ".join(filter(None, [text, waiting]))
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
             banner.add_action(self.tr("Open log"), lambda: _open_path(log_file))
-            text = (
-                f"{describe_unclean_exit(unclean)} {text or self.tr('No jobs needed restoring.')}"
-            )
-        banner.show_text(text)
+        banner.show_text(words.restore_text(restore, self._paused_at_quit, unclean))
 
     def _resume_all(self, job_ids: tuple[int, ...]) -> None:
         """Resume those still paused (the ids the launch offered), once."""
@@ -602,15 +415,8 @@ class MainWindow(QMainWindow):
         self._paused_at_quit = ()
         self.restore_banner.hide()
 
-    def _take_paused_at_quit(self) -> tuple[int, ...]:
-        """The jobs the last quit paused; forgotten once read, so they are offered once."""
-        saved = self.store.value(PAUSED_AT_QUIT, [])
-        self.store.remove(PAUSED_AT_QUIT)
-        items = saved if isinstance(saved, list) else [saved]  # one item reads as a string
-        return tuple(int(str(i)) for i in items if str(i).isdigit())
-
     def _show_restored(self, restore: RestoreSummary) -> None:
-        self.set_filter("All")
+        self.set_filter(ListFilter.ALL)
         ids = list(restore.job_ids)
         self._select_when_loaded(ids)
 
@@ -650,43 +456,22 @@ class MainWindow(QMainWindow):
         self.runner.run(self.deps.list_loras, self.prompt.set_loras)
 
     def _restore_geometry(self) -> None:
-        geometry = self.store.value("window/geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1480, 900)
-        # The job list needs room for its columns; the image takes what is left.
-        width = self.width()
-        self.splitter.setSizes(
-            [300, width - 300 - max(700, int(width * 0.46)), max(700, int(width * 0.46))]
-        )
-        for splitter in self.findChildren(QSplitter):
-            state = self.store.value(f"splitter/{splitter.objectName()}")
-            if state is not None:
-                splitter.restoreState(state)
-        self.image.set_pixels(bool(self.store.value("view/pixels", False, type=bool)))
+        window_state.restore_geometry(self, self.splitter, self.store)
+        self.image.set_pixels(window_state.pixels_view(self.store))
         self.prompt.recall(self._first_form())
 
     def _first_form(self) -> dict[str, str]:
         """What the form starts with: Settings' defaults for new jobs, or the last used."""
         if self.deps.settings.new_jobs_start_with is NewJobValues.DEFAULTS:
             return defaults_form(self.deps.settings.new_job_defaults)
-        self.store.beginGroup(FORM_GROUP)
-        last_used = {key: str(self.store.value(key)) for key in self.store.childKeys()}
-        self.store.endGroup()
-        return last_used
+        return window_state.last_form(self.store)
 
     def _save_form(self) -> None:
-        self.store.beginGroup(FORM_GROUP)
-        for key, value in self.prompt.remembered().items():
-            self.store.setValue(key, value)
-        self.store.endGroup()
+        window_state.save_form(self.store, self.prompt.remembered())
 
     def _save_geometry(self) -> None:
-        self.store.setValue("window/geometry", self.saveGeometry())
-        for splitter in self.findChildren(QSplitter):
-            self.store.setValue(f"splitter/{splitter.objectName()}", splitter.saveState())
-        self.store.setValue("view/pixels", self.image.scaling.isChecked())
+        window_state.save_geometry(self, self.store)
+        window_state.save_pixels_view(self.store, self.image.scaling.isChecked())
         self._save_form()
         self.store.sync()
 
@@ -702,7 +487,7 @@ class MainWindow(QMainWindow):
             return
         self._quitting = True
         if running:  # the quit question promised they continue next time: remember which
-            self.store.setValue(PAUSED_AT_QUIT, [str(i) for i in running])
+            window_state.remember_paused_at_quit(self.store, running)
         self._save_geometry()
         self.shut_down()
         event.accept()
@@ -713,16 +498,6 @@ class MainWindow(QMainWindow):
         except Exception:  # the store is unreadable: nothing we can pause anyway
             log.exception("could not count running jobs")
             return ()
-
-    def _finish_cancel_now(self) -> None:
-        """At quit the undo chance is over: cancel held jobs here (the store thread stops)."""
-        held, self._held = self._held, None
-        self._undo_timer.stop()
-        if held is not None:
-            try:
-                self.deps.queue.finish_cancel(held.held)
-            except Exception:  # they stay paused, which loses nothing
-                log.exception("could not finish cancelling %s", held.held)
 
     def _confirm_quit(self, running: int) -> bool:
         if self.deps.confirm_quit is not None:
@@ -736,7 +511,7 @@ class MainWindow(QMainWindow):
         self._shut_down = True
         for timer in self.timers:
             timer.stop()
-        self._finish_cancel_now()
+        self.vm.finish_cancel_now()
         self.feed.stop()
         self.pruner.stop()
         self.statusBar().showMessage(self.tr("Pausing running jobs…"))
@@ -761,43 +536,5 @@ def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
     return splitter
 
 
-def _jobs(n: int) -> str:
-    if n == 1:
-        return translate("MainWindow", "1 job")
-    return translate("MainWindow", "{n} jobs").format(n=n)
-
-
-def describe_unclean_exit(unclean: UncleanExit) -> str:
-    if unclean.crash_log:
-        return translate("MainWindow", "Easel did not close cleanly last time (it crashed).")
-    return translate(
-        "MainWindow",
-        "Easel did not close cleanly last time (it was killed or the computer stopped).",
-    )
-
-
-def _keys(shortcut: Shortcut) -> list[QKeySequence]:
-    return [QKeySequence(keys) for keys in shortcut.keys]
-
-
 def _open_path(path: Path) -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
-
-
-def about_text(device: str | None) -> str:
-    rows = [
-        (translate("MainWindow", "Version"), __version__),
-        (translate("MainWindow", "Data folder"), str(data_dir())),
-        (translate("MainWindow", "Database"), str(database_path())),
-        (
-            translate("MainWindow", "Device"),
-            device or translate("MainWindow", "known once a worker is ready"),
-        ),
-        (translate("MainWindow", "Logs"), str(logs_dir())),
-    ]
-    cells = "".join(
-        f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{html.escape(v)}</td></tr>" for k, v in rows
-    )
-    tagline = translate("MainWindow", "Local image generation where no job ever vanishes.")
-    intro = f"<h3>Easel</h3><p>{html.escape(tagline)}</p>"
-    return f"{intro}<table>{cells}</table>"

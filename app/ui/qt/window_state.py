@@ -1,0 +1,78 @@
+"""What the main window remembers between runs in its QSettings (`ui_settings`): size and
+splitters, the pixel view, the form as last used, and the jobs the quit question paused.
+
+The keys are named here once, so a key read at launch is the key written at quit.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMainWindow, QSplitter
+
+GEOMETRY = "window/geometry"
+SPLITTER = "splitter/{name}"  # one per splitter, by its object name
+PIXELS = "view/pixels"  # the image shown pixel for pixel, not fitted
+FORM_GROUP = "form"  # the prompt settings offered again at the next launch
+PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
+
+DEFAULT_SIZE = (1480, 900)
+PROMPT_WIDTH = 300
+# The job list needs room for its columns; the image takes what is left.
+MIN_RIGHT_WIDTH, RIGHT_SHARE = 700, 0.46
+
+
+def restore_geometry(window: QMainWindow, main: QSplitter, store: QSettings) -> None:
+    """The size and splitters the window had at its last quit (a first run: defaults)."""
+    geometry = store.value(GEOMETRY)
+    if geometry is not None:
+        window.restoreGeometry(geometry)
+    else:
+        window.resize(*DEFAULT_SIZE)
+    width = window.width()
+    right = max(MIN_RIGHT_WIDTH, int(width * RIGHT_SHARE))
+    main.setSizes([PROMPT_WIDTH, width - PROMPT_WIDTH - right, right])
+    for splitter in window.findChildren(QSplitter):
+        state = store.value(SPLITTER.format(name=splitter.objectName()))
+        if state is not None:
+            splitter.restoreState(state)
+
+
+def save_geometry(window: QMainWindow, store: QSettings) -> None:
+    store.setValue(GEOMETRY, window.saveGeometry())
+    for splitter in window.findChildren(QSplitter):
+        store.setValue(SPLITTER.format(name=splitter.objectName()), splitter.saveState())
+
+
+def pixels_view(store: QSettings) -> bool:
+    return bool(store.value(PIXELS, False, type=bool))
+
+
+def save_pixels_view(store: QSettings, on: bool) -> None:
+    store.setValue(PIXELS, on)
+
+
+def last_form(store: QSettings) -> dict[str, str]:
+    """The form's fields as last used (empty on a first run)."""
+    store.beginGroup(FORM_GROUP)
+    last_used = {key: str(store.value(key)) for key in store.childKeys()}
+    store.endGroup()
+    return last_used
+
+
+def save_form(store: QSettings, values: dict[str, str]) -> None:
+    store.beginGroup(FORM_GROUP)
+    for key, value in values.items():
+        store.setValue(key, value)
+    store.endGroup()
+
+
+def remember_paused_at_quit(store: QSettings, job_ids: tuple[int, ...]) -> None:
+    store.setValue(PAUSED_AT_QUIT, [str(i) for i in job_ids])
+
+
+def take_paused_at_quit(store: QSettings) -> tuple[int, ...]:
+    """The jobs the last quit paused; forgotten once read, so they are offered once."""
+    saved = store.value(PAUSED_AT_QUIT, [])
+    store.remove(PAUSED_AT_QUIT)
+    items = saved if isinstance(saved, list) else [saved]  # one item reads as a string
+    return tuple(int(str(i)) for i in items if str(i).isdigit())

@@ -1,0 +1,97 @@
+"""Actions on finished jobs, from the job list or the shown image: star, upscale,
+variations, "use as init image" and "show in folder", plus init images dropped or pasted
+on the form. Store reads run on the window's database thread.
+
+Words keep the "MainWindow" translation context they had inside the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QInputDialog, QWidget
+
+from app.ui.presenters.actions import Action
+from app.ui.presenters.i18n import translate
+from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.rows import JobRow
+from app.ui.qt.dbthread import Runner
+from app.ui.qt.file_manager import FileManager
+from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.prompt_panel import PromptPanel
+
+MAX_VARIATIONS = 16
+DEFAULT_VARIATIONS = 4  # as the engine's `submit_variations`
+
+
+class FollowUps:
+    def __init__(
+        self,
+        parent: QWidget,
+        vm: JobsViewModel,
+        queue: QueueService,
+        prompt: PromptPanel,
+        file_manager: FileManager,
+        show_error: Callable[[str], None],
+    ) -> None:
+        self.parent = parent
+        self.vm = vm
+        self.queue = queue
+        self.prompt = prompt
+        self.file_manager = file_manager
+        self.show_error = show_error
+        self.variations_dialog: QInputDialog | None = None
+
+    @property
+    def runner(self) -> Runner:
+        return self.vm.runner
+
+    def run(self, action: Action, rows: list[JobRow]) -> None:
+        """`action` on jobs of the list or the shown one."""
+        if not rows:
+            return
+        if action is Action.STAR:
+            self.vm.star([row.id for row in rows], on=not all(row.starred for row in rows))
+        elif action is Action.UPSCALE:
+            self.vm.upscale([row.id for row in rows])
+        elif action is Action.VARY:
+            self.ask_variations(rows[0])
+        elif action is Action.USE_AS_INIT:
+            self.use_as_init(rows[0].id)
+        elif action is Action.SHOW_IN_FOLDER and rows[0].output_path:
+            self.file_manager.show_in_folder(rows[0].output_path)
+
+    def ask_variations(self, row: JobRow) -> None:
+        """How many variations: a small window-modal question (Enter takes the default)."""
+        dialog = QInputDialog(self.parent)
+        title = translate("MainWindow", "Variations of job {id}")
+        dialog.setWindowTitle(title.format(id=row.id))
+        label = translate("MainWindow", "How many images close to job {id}?")
+        dialog.setLabelText(label.format(id=row.id))
+        dialog.setInputMode(QInputDialog.InputMode.IntInput)
+        dialog.setIntRange(1, MAX_VARIATIONS)
+        dialog.setIntValue(DEFAULT_VARIATIONS)
+        dialog.setOkButtonText(translate("MainWindow", "Queue"))
+        dialog.setCancelButtonText(translate("MainWindow", "Cancel"))
+        dialog.intValueSelected.connect(lambda count: self.vm.variations(row.id, count))
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.variations_dialog = dialog
+        dialog.open()
+
+    def use_as_init(self, job_id: int) -> None:
+        """Fill the form from a finished job, starting from its image (read off the GUI thread)."""
+        self.runner.run(
+            lambda: self.queue.init_from_job(job_id), self.prompt.set_init, self.show_error
+        )
+
+    def prepare_init(self, source: object, name: str) -> None:
+        """A dropped or pasted image as init image; one that cannot be used: the red banner."""
+        assert isinstance(source, bytes | Path)
+        problem = translate("MainWindow", "Cannot start from {name}: {error}")
+        self.runner.run(
+            lambda: self.queue.prepare_init(source, name),
+            self.prompt.set_init,
+            lambda message: self.show_error(problem.format(name=name, error=message)),
+        )

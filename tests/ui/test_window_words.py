@@ -1,0 +1,48 @@
+"""The main window's sentences, without a window (issue 20.7 moved them out of it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.engine.crash import UncleanExit
+from app.engine.jobs.states import JobStatus
+from app.ui.presenters.interfaces import RestoreSummary
+from app.ui.presenters.queue_service import CancelOutcome
+from app.ui.presenters.window_words import (
+    cancelled_note,
+    counts_text,
+    is_busy,
+    kept_note,
+    restore_text,
+    undo_offer_text,
+)
+
+
+def test_the_restore_banner_says_what_came_back_and_what_waits() -> None:
+    restore = RestoreSummary(requeued=(1, 2))
+    assert restore_text(restore, (), None) == "Restored jobs from the last session: 2 requeued"
+    assert restore_text(None, (7,), None) == (
+        "1 job paused when Easel closed: they continue when you resume"
+    )
+    killed = UncleanExit(pid=1, started_at=0.0, crash_log=None, crash_text="")
+    assert restore_text(None, (), killed) == (
+        "Easel did not close cleanly last time (it was killed or the computer stopped)."
+        " No jobs needed restoring."
+    )
+    crashed = UncleanExit(pid=1, started_at=0.0, crash_log=Path("crash.log"), crash_text="boom")
+    assert restore_text(restore, (), crashed).startswith(
+        "Easel did not close cleanly last time (it crashed). Restored"
+    )
+
+
+def test_the_undo_banner_counts_held_jobs_and_names_lost_progress() -> None:
+    held = CancelOutcome(held=(1, 2), requeue_on_undo=(1,))
+    assert undo_offer_text(held, 6000) == "2 jobs will be cancelled in 6 s"
+    assert kept_note(held) == "Kept 2 jobs"
+    assert cancelled_note(CancelOutcome()) == ""
+
+
+def test_the_status_bar_counts_running_and_queued_jobs() -> None:
+    counts = {JobStatus.PROCESSING: 1, JobStatus.PENDING: 3, JobStatus.SUCCESS: 6}
+    assert counts_text(counts, None) == "1 running · 3 queued · 10 jobs"
+    assert is_busy(counts) and not is_busy({JobStatus.SUCCESS: 6})
