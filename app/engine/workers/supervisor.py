@@ -51,7 +51,6 @@ from app.models.tables import Job
 log = logging.getLogger(__name__)
 
 SOURCE = "supervisor"
-STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
 MAX_RESTART_DELAY_S = 30.0
 IDLE_WORKER_EXIT_S = 1.0  # in shutdown, a worker holding no job gets this long to exit itself
 KILL_JOIN_S = 5.0
@@ -286,7 +285,8 @@ class Supervisor:
         grace = self.settings.cancel_grace_s
         for job in self.queue.running_jobs():
             slot = self._slot_of(job.worker_id)
-            if job.status not in STOPPING or slot is None or now - job.updated_at <= grace:
+            stopping = JobStatus(job.status).is_stopping
+            if not stopping or slot is None or now - job.updated_at <= grace:
                 continue
             self._kill(slot)
             message = f"worker did not stop within {grace:g}s of {job.status}; killed"
