@@ -11,7 +11,8 @@ spawned processes, so a crash or out-of-memory in the model never takes the app 
 `poll()` never blocks. It drains the workers' messages, restarts dead workers (settling
 the job a dead worker held through the table), kills a worker that does not stop within
 the cancel grace period after its job went CANCELLING or PAUSING, and now and then runs
-the watchdog and the retry policy.
+a maintenance pass (`maintenance.MaintenancePass`: the watchdog, the retry policy and the
+graph's reconciliation), killing its own worker when the watchdog finds that worker frozen.
 """
 
 from __future__ import annotations
@@ -29,15 +30,15 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
-from app.engine.jobs.graph import reconcile
 from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
+from app.engine.jobs.retry import RetryPolicy
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.settings import Settings
 from app.engine.workers.liveness import WorkerIdentity, lock_path, new_token, this_host
+from app.engine.workers.maintenance import MaintenancePass
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.recovery import RecoveryReport, recover
-from app.engine.workers.watchdog import settle_lost_job, time_out_stale_jobs
+from app.engine.workers.watchdog import TimedOut, settle_lost_job
 from app.engine.workers.worker import (
     EXIT_LEFT_ON_REQUEST,
     WorkerConfig,
@@ -94,6 +95,10 @@ class Supervisor:
         self._slots = [_Slot(i) for i in range(count)]
         self._context = multiprocessing.get_context("spawn")
         self._inbox: stdlib_queue.SimpleQueue[WorkerMessage] = stdlib_queue.SimpleQueue()
+        self._maintenance = MaintenancePass(
+            self.queue, self.settings.heartbeat_timeout_s, self.policy,
+            on_timed_out=self._kill_frozen_worker,
+        )  # fmt: skip
         self._next_maintenance = 0.0
         self._started = False
         self._stopping = False
@@ -293,14 +298,13 @@ class Supervisor:
             settle_lost_job(self.queue, job, source=SOURCE, message=message)
 
     def _maintain(self, now: float) -> None:
-        timeout = self.settings.heartbeat_timeout_s
-        for timed_out in time_out_stale_jobs(self.queue, timeout, now=now):
-            # One of ours, alive but silent: frozen. Kill it; its replacement starts clean.
-            if (slot := self._slot_of(timed_out.job.worker_id)) is not None:
-                self._kill(slot)
-        apply_retry_policy(self.queue, self.policy, now=now)
-        reconcile(self.queue)  # a child stranded by a lost UNBLOCK waits at most one interval
+        self._maintenance.run(now)  # skipped while the database is away: the next one tries
         self._next_maintenance = now + self.maintenance_interval_s
+
+    def _kill_frozen_worker(self, timed_out: TimedOut) -> None:
+        # One of ours, alive but silent: frozen. Kill it; its replacement starts clean.
+        if (slot := self._slot_of(timed_out.job.worker_id)) is not None:
+            self._kill(slot)
 
     def _pause_own_jobs(self) -> list[int]:
         paused = []
