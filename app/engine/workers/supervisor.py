@@ -4,7 +4,7 @@ Used by the GUI (call `poll()` from a timer) and the CLI. No Qt, no torch: worke
 spawned processes, so a crash or out-of-memory in the model never takes the app down.
 
     supervisor = Supervisor.for_app(queue, settings)
-    report = supervisor.start()          # recovery first, then the workers
+    report = supervisor.start()          # recovery first (unless told not to), then the workers
     ...every 100-250 ms: messages = supervisor.poll()
     supervisor.shutdown(timeout=30)      # pauses running jobs, then stops the workers
 
@@ -89,6 +89,8 @@ class Supervisor:
     workers: int = 0  # 0: settings.workers
     maintenance_interval_s: float = 1.0
     clock: Callable[[], float] = time.time
+    # False: the caller ran launch recovery itself (the window does, and shows its report).
+    recover_at_start: bool = True
 
     def __post_init__(self) -> None:
         count = self.workers or self.settings.workers
@@ -105,7 +107,13 @@ class Supervisor:
 
     @classmethod
     def for_app(
-        cls, queue: JobQueue, settings: Settings, *, workers: int = 0, **config: Any
+        cls,
+        queue: JobQueue,
+        settings: Settings,
+        *,
+        workers: int = 0,
+        recover_at_start: bool = True,
+        **config: Any,
     ) -> Supervisor:
         """Workers on the queue's own database, configured from the user's settings.
 
@@ -113,21 +121,29 @@ class Supervisor:
         """
         config.setdefault("torch_threads", threads_per_worker(workers or settings.workers))
         worker_config = WorkerConfig.from_settings(settings, database_file(queue), **config)
-        return cls(queue, worker_config, settings, workers=workers)
+        return cls(
+            queue, worker_config, settings, workers=workers, recover_at_start=recover_at_start
+        )
 
     # --- the public API ----------------------------------------------------------------------
 
     def start(self) -> RecoveryReport:
-        """Recover what the last run left behind, then start the workers."""
+        """Recover what the last run left behind, then start the workers; what recovery did.
+
+        With `recover_at_start` off, only the workers start and the report is empty: the
+        caller ran launch recovery itself, before this (as the window does)."""
         if self._started:
             raise RuntimeError("the supervisor was already started")
-        report = recover(
-            self.queue, liveness_dir=Path(self.config.liveness_dir),
-            heartbeat_timeout_s=self.settings.heartbeat_timeout_s, policy=self.policy,
-        )  # fmt: skip
+        report = self._recover() if self.recover_at_start else RecoveryReport()
         self._started = True
         self._start_due_workers(self.clock())
         return report
+
+    def _recover(self) -> RecoveryReport:
+        return recover(
+            self.queue, liveness_dir=Path(self.config.liveness_dir),
+            heartbeat_timeout_s=self.settings.heartbeat_timeout_s, policy=self.policy,
+        )  # fmt: skip
 
     def poll(self) -> list[WorkerMessage]:
         """Everything that needs doing now, without blocking; returns the workers' messages."""
