@@ -152,14 +152,15 @@ def _ask(request: WorkerRequest) -> Callable[[argparse.Namespace, JobQueue], int
 def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
     params = params_from_args(args)
     settings = load_settings()
-    overrides: dict[str, object] = {"warm_model": params.model}
     out = None
     if args.out:
         out = Path(args.out).expanduser().resolve()
         out.mkdir(parents=True, exist_ok=True)
     # The folder travels with the job: a GUI worker that claims it first writes there too.
     job_id = queue.submit(params, max_attempts=settings.max_attempts, source="cli", output_dir=out)
-    supervisor = Supervisor.for_app(queue, settings, workers=1, only_job=job_id, **overrides)
+    supervisor = Supervisor.for_app(
+        queue, settings, workers=1, only_job=job_id, warm_model=params.model
+    )
     try:
         job = _run_until_settled(supervisor, queue, job_id)
     except KeyboardInterrupt:

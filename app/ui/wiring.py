@@ -114,12 +114,13 @@ def lora_names(settings: Settings) -> list[str]:
 def make_workers(queue: JobQueue, settings: Settings) -> tuple[WorkerPool, str | None]:
     """The worker supervisor (not started yet), or no workers and a message saying why.
 
-    Importing the supervisor never imports torch: workers are spawned processes.
+    Importing the supervisor never imports torch: workers are spawned processes. It does not
+    recover at its start: `recover_at_launch` ran first, and the window shows that report.
     """
     try:
         from app.engine.workers.supervisor import Supervisor
 
-        return Supervisor.for_app(queue, settings), None
+        return Supervisor.for_app(queue, settings, recover_at_start=False), None
     except Exception as error:  # a broken install must still show the queue
         log.exception("cannot set up the workers")
         return NoWorkers(), f"Image generation is unavailable: {error}"

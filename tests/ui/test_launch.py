@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtWidgets import QApplication, QPushButton
@@ -14,8 +16,13 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import DB_ENV, Settings, save_settings
 from app.engine.store.opening import open_queue
+from app.engine.workers import recovery, supervisor
 from app.engine.workers.liveness import this_host
+from app.engine.workers.recovery import RecoveryReport
+from app.testing.step_hooks import png_runner
+from app.ui import wiring
 from app.ui.main import launch
+from app.ui.presenters.interfaces import WorkerPool
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 from tests.ui.helpers import job_in, noting
@@ -64,6 +71,48 @@ def test_orphaned_job_is_recovered_announced_and_run(
         )
         statuses = [t.to_status for t in window.deps.queue.timeline(orphan)]
         assert JobStatus.TIMEOUT in statuses  # settled through the table before the retry
+    finally:
+        window.deps.confirm_quit = lambda _n: True
+        window.close()
+
+
+def test_a_launch_recovers_once_and_shows_the_report_of_that_run(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, restore_process_state: None
+) -> None:
+    store = open_queue()
+    orphan = job_in(store, JobStatus.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
+    store.db.dispose()
+    runs: list[RecoveryReport] = []
+    real_recover = recovery.recover
+
+    def counted_recover(*args: Any, **kwargs: Any) -> RecoveryReport:
+        runs.append(real_recover(*args, **kwargs))
+        return runs[-1]
+
+    # Wherever recovery is called from: the launch (through wiring) or a supervisor's start.
+    monkeypatch.setattr(recovery, "recover", counted_recover)
+    monkeypatch.setattr(supervisor, "recover", counted_recover)
+
+    def the_apps_workers(queue: JobQueue, settings: Settings) -> tuple[WorkerPool, str | None]:
+        pool, problem = wiring.make_workers(queue, settings)  # the window's own supervisor
+        assert isinstance(pool, supervisor.Supervisor), problem
+        pool.config = replace(pool.config, runner_factory=png_runner)  # scripted, no torch
+        return pool, problem
+
+    _app, window = launch([], make_workers=the_apps_workers)
+    qtbot.addWidget(window)
+    try:
+        qtbot.waitUntil(
+            lambda: (
+                (row := window.vm.jobs.job(orphan)) is not None and row.status is JobStatus.SUCCESS
+            ),
+            timeout=WAIT_MS,
+        )  # the workers started and ran the job recovery requeued
+        assert len(runs) == 1
+        assert runs[0].requeued == [orphan]
+        assert "1 requeued" in window.restore_banner.label.text()
+        timeouts = [t for t in window.deps.queue.timeline(orphan) if t.event == "TIMEOUT"]
+        assert [t.source for t in timeouts] == ["recovery"]
     finally:
         window.deps.confirm_quit = lambda _n: True
         window.close()

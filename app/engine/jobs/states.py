@@ -32,6 +32,11 @@ class JobStatus(StrEnum):
         """A worker holds the job (it must heartbeat)."""
         return self in RUNNING_STATUSES
 
+    @property
+    def is_stopping(self) -> bool:
+        """Its worker was asked to stop (cancel or pause) and has not reached a checkpoint yet."""
+        return self in STOPPING_STATUSES
+
 
 class JobEvent(StrEnum):
     SUBMIT = "SUBMIT"
@@ -93,6 +98,8 @@ ALREADY_SATISFIED: frozenset[tuple[JobStatus, JobEvent]] = frozenset(
 
 TERMINAL_STATUSES: frozenset[JobStatus] = frozenset({S.SUCCESS, S.CANCELLED})
 RUNNING_STATUSES: frozenset[JobStatus] = frozenset({S.PROCESSING, S.CANCELLING, S.PAUSING})
+# Running, with a stop asked: the worker ends it at its next step checkpoint (STOPPED).
+STOPPING_STATUSES: frozenset[JobStatus] = frozenset({S.CANCELLING, S.PAUSING})
 
 
 class TransitionNotAllowed(UserError):

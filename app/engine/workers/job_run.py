@@ -38,7 +38,7 @@ from app.engine.jobs.graph import init_image_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
-from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import SharedProgress
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.wakeup import EveryStep, StepReads
@@ -47,7 +47,6 @@ from app.models.tables import Job
 log = logging.getLogger(__name__)
 
 SOURCE = "worker"
-STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
 DECISIONS = {JobStatus.CANCELLING: StepDecision.CANCEL, JobStatus.PAUSING: StepDecision.PAUSE}
 # How the attempt before this one ended, as the "resumed from step k" note words it.
 ENDINGS = {JobStatus.TIMEOUT: "crash", JobStatus.FAILED: "failure"}
@@ -338,7 +337,9 @@ class JobRun:
                     f"the progress could not be saved ({outcome.unsaved_reason}); it will {then}"
                 )
         message = self._with_notes("")
-        if self._fire(JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING):
+        if self._fire(
+            JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING_STATUSES
+        ):
             self.context.send(MessageKind.FINISHED, self.job_id)
 
     def _note(self, note: str | None) -> None:

@@ -1,13 +1,19 @@
-"""What every worker runs beside its jobs, so a fleet with no window still recovers its jobs.
+"""One maintenance pass, and the thread that runs it beside a headless worker.
 
-A headless worker (`python -m app worker`, on any machine) runs the watchdog, the retry
-policy and the graph's reconciliation every few seconds, as the app's supervisor does.
+A maintenance pass keeps every job's status honest while workers run: the watchdog (a
+stale heartbeat -> TIMEOUT), then the retry policy, then the graph's reconciliation. The
+app's supervisor runs one every second or so (`Supervisor.poll`); a headless worker
+(`python -m app worker`, on any machine) runs one every few seconds on a thread
+(`Maintenance`), so a fleet with no window still recovers its jobs. Both run the same
+`MaintenancePass`, with the same error handling.
+
 Concurrent watchdogs on several machines are safe: each TIMEOUT is a conditional update on
 (status, version, worker), so a job is settled once, whoever sees it first. A job whose
 worker still heartbeats is never touched, wherever that worker runs.
 
-It also prunes old finished jobs as the settings ask (on its thread's first pass, then
-hourly), so a fleet with no window stays pruned; the settings file is read for each prune.
+A headless worker also prunes old finished jobs as the settings ask (on its thread's first
+pass, then hourly), so a fleet with no window stays pruned; the settings file is read for
+each prune.
 """
 
 from __future__ import annotations
@@ -16,23 +22,86 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from app.engine.history.auto_prune import PruneSchedule, prune_by_settings
-from app.engine.jobs.graph import reconcile
+from app.engine.jobs.graph import RECONCILE_SOURCE, reconcile
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import PRUNE_EVERY_S, Settings
-from app.engine.workers.watchdog import time_out_stale_jobs
-from app.errors import DatabaseError
+from app.engine.workers.watchdog import SOURCE as WATCHDOG_SOURCE
+from app.engine.workers.watchdog import TimedOut, time_out_stale_jobs
+from app.errors import DatabaseError, EaselError
 
 log = logging.getLogger(__name__)
 
-SOURCE = "worker watchdog"
+SOURCE = "worker watchdog"  # a headless worker's pass, in the jobs' history
+
+
+def _leave_its_worker(_timed_out: TimedOut) -> None:
+    """A headless worker's pass: the lost worker is on some machine, out of its reach."""
+
+
+def skips_the_pass(error: EaselError) -> bool:
+    """A store that cannot be read or written now (a lock held elsewhere, a full disk, a
+    server away): the pass stops, and the next one tries again. Anything else is a bug."""
+    return isinstance(error, DatabaseError) or error.transient
+
+
+@dataclass(frozen=True)
+class MaintenancePass:
+    """The watchdog, the retry policy, the graph's reconciliation and the cancels whose undo
+    window closed with nobody left to decide, in that order.
+
+    A `DatabaseError` or another transient `EaselError` skips the rest of the pass with one
+    log line: every step settles each job in a transaction of its own, so nothing is left
+    half done, and the next pass starts over. Any other error is a bug, and is raised.
+    """
+
+    queue: JobQueue
+    heartbeat_timeout_s: float
+    policy: RetryPolicy
+    # Who its history rows name as the source of the TIMEOUT and of the reconciliation.
+    watchdog_source: str = WATCHDOG_SOURCE
+    reconcile_source: str = RECONCILE_SOURCE
+    # ... and of the cancel that completes a hold whose window is gone: the pass's owner.
+    undo_source: str = SOURCE
+    # Called for each job the watchdog timed out (the supervisor kills its frozen worker).
+    on_timed_out: Callable[[TimedOut], None] = _leave_its_worker
+
+    def run(self, now: float | None = None) -> bool:
+        """One pass; False if it was skipped (see the class)."""
+        now = time.time() if now is None else now
+        try:
+            self._steps(now)
+        except EaselError as error:
+            if not skips_the_pass(error):
+                raise
+            log.warning("maintenance pass skipped: %s; the next pass tries again", error)
+            return False
+        return True
+
+    def _steps(self, now: float) -> None:
+        self._time_out_stale_jobs(now)
+        apply_retry_policy(self.queue, self.policy, now=now)
+        # Children stranded by a process that died between its parent's commit and the
+        # UNBLOCK (or cascade cancel) wait at most one pass.
+        reconcile(self.queue, source=self.reconcile_source)
+        # Cancels held for undo by a window that died inside its undo time.
+        complete_pending_cancels(self.queue, now, source=self.undo_source)
+
+    def _time_out_stale_jobs(self, now: float) -> None:
+        timeout_s = self.heartbeat_timeout_s
+        for timed_out in time_out_stale_jobs(
+            self.queue, timeout_s, now=now, source=self.watchdog_source
+        ):
+            log.info("job %s: %s", timed_out.record.job_id, timed_out.record.message)
+            self.on_timed_out(timed_out)
 
 
 class Maintenance:
-    """The watchdog and the retry policy on a thread: `with Maintenance(...): run_worker(...)`."""
+    """A maintenance pass on a thread: `with Maintenance(...): run_worker(...)`."""
 
     def __init__(
         self,
@@ -49,6 +118,9 @@ class Maintenance:
         self.policy = policy
         self.settings = settings
         self.prunes = PruneSchedule(prune_every_s)
+        self.one_pass = MaintenancePass(
+            queue, heartbeat_timeout_s, policy, watchdog_source=SOURCE, reconcile_source=SOURCE
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="maintenance", daemon=True)
 
@@ -66,19 +138,7 @@ class Maintenance:
         return self.heartbeat_timeout_s / 2
 
     def run_once(self) -> None:
-        now = time.time()
-        try:
-            for timed_out in time_out_stale_jobs(
-                self.queue, self.heartbeat_timeout_s, now=now, source=SOURCE
-            ):
-                log.info("job %s: %s", timed_out.record.job_id, timed_out.record.message)
-            apply_retry_policy(self.queue, self.policy, now=now)
-            # Children stranded by a worker that died between its parent's commit and the
-            # UNBLOCK (or cascade cancel): no launch recovery or supervisor runs in a fleet.
-            reconcile(self.queue, source=SOURCE)
-            complete_pending_cancels(self.queue, now, source=SOURCE)  # held by a window now gone
-        except DatabaseError as error:  # the server is away: the next pass tries again
-            log.warning("watchdog pass skipped: %s", error)
+        self.one_pass.run()
 
     def prune_if_due(self) -> None:
         if self.settings is None or not self.prunes.due():

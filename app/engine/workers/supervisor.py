@@ -4,14 +4,15 @@ Used by the GUI (call `poll()` from a timer) and the CLI. No Qt, no torch: worke
 spawned processes, so a crash or out-of-memory in the model never takes the app down.
 
     supervisor = Supervisor.for_app(queue, settings)
-    report = supervisor.start()          # recovery first, then the workers
+    report = supervisor.start()          # recovery first (unless told not to), then the workers
     ...every 100-250 ms: messages = supervisor.poll()
     supervisor.shutdown(timeout=30)      # pauses running jobs, then stops the workers
 
 `poll()` never blocks. It drains the workers' messages, restarts dead workers (settling
 the job a dead worker held through the table), kills a worker that does not stop within
 the cancel grace period after its job went CANCELLING or PAUSING, and now and then runs
-the watchdog and the retry policy.
+a maintenance pass (`maintenance.MaintenancePass`: the watchdog, the retry policy and the
+graph's reconciliation), killing its own worker when the watchdog finds that worker frozen.
 """
 
 from __future__ import annotations
@@ -29,16 +30,15 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
-from app.engine.jobs.graph import reconcile
 from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
+from app.engine.jobs.retry import RetryPolicy
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
-from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import Settings
 from app.engine.workers.liveness import WorkerIdentity, lock_path, new_token, this_host
+from app.engine.workers.maintenance import MaintenancePass
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.recovery import RecoveryReport, recover
-from app.engine.workers.watchdog import settle_lost_job, time_out_stale_jobs
+from app.engine.workers.watchdog import TimedOut, settle_lost_job
 from app.engine.workers.worker import (
     EXIT_LEFT_ON_REQUEST,
     WorkerConfig,
@@ -52,7 +52,6 @@ from app.models.tables import Job
 log = logging.getLogger(__name__)
 
 SOURCE = "supervisor"
-STOPPING = frozenset({JobStatus.CANCELLING, JobStatus.PAUSING})
 MAX_RESTART_DELAY_S = 30.0
 IDLE_WORKER_EXIT_S = 1.0  # in shutdown, a worker holding no job gets this long to exit itself
 KILL_JOIN_S = 5.0
@@ -90,19 +89,31 @@ class Supervisor:
     workers: int = 0  # 0: settings.workers
     maintenance_interval_s: float = 1.0
     clock: Callable[[], float] = time.time
+    # False: the caller ran launch recovery itself (the window does, and shows its report).
+    recover_at_start: bool = True
 
     def __post_init__(self) -> None:
         count = self.workers or self.settings.workers
         self._slots = [_Slot(i) for i in range(count)]
         self._context = multiprocessing.get_context("spawn")
         self._inbox: stdlib_queue.SimpleQueue[WorkerMessage] = stdlib_queue.SimpleQueue()
+        self._maintenance = MaintenancePass(
+            self.queue, self.settings.heartbeat_timeout_s, self.policy,
+            undo_source=SOURCE, on_timed_out=self._kill_frozen_worker,
+        )  # fmt: skip
         self._next_maintenance = 0.0
         self._started = False
         self._stopping = False
 
     @classmethod
     def for_app(
-        cls, queue: JobQueue, settings: Settings, *, workers: int = 0, **config: Any
+        cls,
+        queue: JobQueue,
+        settings: Settings,
+        *,
+        workers: int = 0,
+        recover_at_start: bool = True,
+        **config: Any,
     ) -> Supervisor:
         """Workers on the queue's own database, configured from the user's settings.
 
@@ -110,21 +121,29 @@ class Supervisor:
         """
         config.setdefault("torch_threads", threads_per_worker(workers or settings.workers))
         worker_config = WorkerConfig.from_settings(settings, database_file(queue), **config)
-        return cls(queue, worker_config, settings, workers=workers)
+        return cls(
+            queue, worker_config, settings, workers=workers, recover_at_start=recover_at_start
+        )
 
     # --- the public API ----------------------------------------------------------------------
 
     def start(self) -> RecoveryReport:
-        """Recover what the last run left behind, then start the workers."""
+        """Recover what the last run left behind, then start the workers; what recovery did.
+
+        With `recover_at_start` off, only the workers start and the report is empty: the
+        caller ran launch recovery itself, before this (as the window does)."""
         if self._started:
             raise RuntimeError("the supervisor was already started")
-        report = recover(
-            self.queue, liveness_dir=Path(self.config.liveness_dir),
-            heartbeat_timeout_s=self.settings.heartbeat_timeout_s, policy=self.policy,
-        )  # fmt: skip
+        report = self._recover() if self.recover_at_start else RecoveryReport()
         self._started = True
         self._start_due_workers(self.clock())
         return report
+
+    def _recover(self) -> RecoveryReport:
+        return recover(
+            self.queue, liveness_dir=Path(self.config.liveness_dir),
+            heartbeat_timeout_s=self.settings.heartbeat_timeout_s, policy=self.policy,
+        )  # fmt: skip
 
     def poll(self) -> list[WorkerMessage]:
         """Everything that needs doing now, without blocking; returns the workers' messages."""
@@ -287,22 +306,21 @@ class Supervisor:
         grace = self.settings.cancel_grace_s
         for job in self.queue.running_jobs():
             slot = self._slot_of(job.worker_id)
-            if job.status not in STOPPING or slot is None or now - job.updated_at <= grace:
+            stopping = JobStatus(job.status).is_stopping
+            if not stopping or slot is None or now - job.updated_at <= grace:
                 continue
             self._kill(slot)
             message = f"worker did not stop within {grace:g}s of {job.status}; killed"
             settle_lost_job(self.queue, job, source=SOURCE, message=message)
 
     def _maintain(self, now: float) -> None:
-        timeout = self.settings.heartbeat_timeout_s
-        for timed_out in time_out_stale_jobs(self.queue, timeout, now=now):
-            # One of ours, alive but silent: frozen. Kill it; its replacement starts clean.
-            if (slot := self._slot_of(timed_out.job.worker_id)) is not None:
-                self._kill(slot)
-        apply_retry_policy(self.queue, self.policy, now=now)
-        reconcile(self.queue)  # a child stranded by a lost UNBLOCK waits at most one interval
-        complete_pending_cancels(self.queue, now, source=SOURCE)  # a held job whose window died
+        self._maintenance.run(now)  # skipped while the database is away: the next one tries
         self._next_maintenance = now + self.maintenance_interval_s
+
+    def _kill_frozen_worker(self, timed_out: TimedOut) -> None:
+        # One of ours, alive but silent: frozen. Kill it; its replacement starts clean.
+        if (slot := self._slot_of(timed_out.job.worker_id)) is not None:
+            self._kill(slot)
 
     def _pause_own_jobs(self) -> list[int]:
         paused = []

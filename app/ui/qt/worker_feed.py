@@ -89,7 +89,8 @@ class WorkerFeed(QObject):
             self.poll_once()
 
     def _start_pool(self) -> bool:
-        """Start the pool (launch recovery, then the workers); False if it did not start.
+        """Start the pool (its workers: the window ran launch recovery before); False if it
+        did not start.
 
         A lock another program holds on the database, or a full disk, is waited out with
         backoff: the window says so once and generation starts by itself when it can."""

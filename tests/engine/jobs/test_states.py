@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from app.engine.jobs.states import (
+    STOPPING_STATUSES,
     JobEvent,
     JobStatus,
     TransitionNotAllowed,
@@ -96,3 +97,10 @@ def test_allowed_events_is_what_the_ui_may_offer() -> None:
 
 def test_blocked_is_neither_terminal_nor_running() -> None:
     assert not S.BLOCKED.is_terminal and not S.BLOCKED.is_running
+
+
+def test_stopping_is_running_with_a_stop_asked_and_nothing_else() -> None:
+    # The worker's STOPPED (only_from) and the supervisor's grace kill both read this one set.
+    assert {status for status in S if status.is_stopping} == {S.CANCELLING, S.PAUSING}
+    assert all(status.is_running for status in STOPPING_STATUSES)
+    assert {status for status in S if E.STOPPED in allowed_events(status)} == STOPPING_STATUSES

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,17 +19,26 @@ from app.engine.generation.device import DEVICE_ENV
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy
 from app.engine.jobs.states import JobEvent, JobStatus
-from app.engine.workers.maintenance import Maintenance
+from app.engine.workers.maintenance import Maintenance, MaintenancePass
 from app.engine.workers.recovery import recover
+from app.engine.workers.watchdog import TimedOut
 from app.engine.workers.worker import Outbox, Worker
-from app.errors import DatabaseUnreachable
+from app.errors import BadInput, DatabaseUnreachable
 from app.models.db import Database
 from app.models.opening import open_database
 from app.models.postgres import parse_url
 from app.testing.scripted_runner import ScriptedRunner
 from tests import pg
 from tests.engine.conftest import TINY_MODEL
-from tests.engine.workers.worker_fixtures import WAIT_S, fake_params, link_model, worker_config
+from tests.engine.workers.worker_fixtures import (
+    WAIT_S,
+    events,
+    fake_params,
+    harness,
+    link_model,
+    worker_config,
+)
+from tests.faults import write_lock_held
 
 S = JobStatus
 TIMEOUT_S = 15.0
@@ -108,6 +118,67 @@ def test_recovery_at_launch_leaves_a_live_remote_workers_job_alone(
     report = recover(queue, liveness_dir=tmp_path, heartbeat_timeout_s=TIMEOUT_S, policy=POLICY)
     assert report.still_running == [alive] and report.requeued == [lost]
     assert [row.event for row in queue.timeline(alive)] == ["SUBMIT", "START"]
+
+
+# --- one pass, one error handling: the headless worker's and the app's supervisor's -----------
+
+SHORT_LOCK_S = 0.2  # how long the pass's writes wait for the lock (the default is seconds)
+GHOST = "ghost-box:4242:deadbeef"  # a worker on another machine that is gone
+OnePass = Callable[[], object]
+
+
+@contextmanager
+def headless_passes(queue: JobQueue, _home: Path) -> Iterator[OnePass]:
+    yield Maintenance(queue, heartbeat_timeout_s=TIMEOUT_S, policy=POLICY).run_once
+
+
+@contextmanager
+def supervisor_passes(queue: JobQueue, home: Path) -> Iterator[OnePass]:
+    """The app's supervisor, with a worker of its own; a poll runs a pass when one is due (a
+    pass that waited out the lock took longer than the supervisor's interval)."""
+    with harness(queue, home) as h:
+        supervisor = h.supervisor()
+        supervisor.start()  # its recovery runs before the stranded job exists
+        yield supervisor.poll
+
+
+@pytest.mark.parametrize("passes", [headless_passes, supervisor_passes])
+def test_a_locked_database_skips_one_pass_with_one_line_and_the_next_pass_settles(
+    queue: JobQueue,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    passes: Callable[[JobQueue, Path], AbstractContextManager[OnePass]],
+) -> None:
+    impatient = JobQueue(open_database(queue.db.location, lock_timeout_s=SHORT_LOCK_S))
+    try:
+        with passes(impatient, tmp_path / "home") as run_pass:
+            stranded = held_by(queue, GHOST, heartbeat_age_s=LONG_AGO)
+            caplog.clear()
+            with write_lock_held(Path(queue.db.location)):
+                run_pass()  # its TIMEOUT cannot be written: the pass stops there
+            assert queue.get(stranded).status == S.PROCESSING  # nothing half done
+            warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(warnings) == 1, warnings
+            assert warnings[0].startswith("maintenance pass skipped: The job database ")
+            assert "is locked by another program" in warnings[0]
+            run_pass()  # the lock is gone: the next pass does what the skipped one could not
+        assert events(queue, stranded)[:4] == ["SUBMIT", "START", "TIMEOUT", "RETRY"]
+        assert events(queue, stranded).count("TIMEOUT") == 1
+    finally:
+        impatient.db.dispose()
+
+
+@pytest.mark.parametrize("bug", [RuntimeError("a bug"), BadInput("not the store's fault")])
+def test_any_other_error_in_a_pass_is_raised(queue: JobQueue, bug: Exception) -> None:
+    stranded = held_by(queue, GHOST, heartbeat_age_s=LONG_AGO)
+
+    def broken_hook(_timed_out: TimedOut) -> None:
+        raise bug
+
+    broken = MaintenancePass(queue, TIMEOUT_S, POLICY, on_timed_out=broken_hook)
+    with pytest.raises(type(bug), match=str(bug)):
+        broken.run()
+    assert events(queue, stranded) == ["SUBMIT", "START", "TIMEOUT"]  # no retry, no reconcile
 
 
 # --- PostgreSQL: a server that goes away ----------------------------------------------------
