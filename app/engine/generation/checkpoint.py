@@ -186,8 +186,10 @@ def _from_version_2(state: dict[str, Any]) -> dict[str, Any]:
     upgraded["family"] = "sdxl" if "pooled_embeds" in conditioning else "sd"
     old_scheduler = state.get("scheduler_state")
     if isinstance(old_scheduler, dict):
-        public = {k: v for k, v in old_scheduler.items() if not k.startswith("_")}
-        upgraded["scheduler_state"] = {**public, "step_index": old_scheduler.get("_step_index")}
+        explicit = {k: v for k, v in old_scheduler.items() if not k.startswith("_")}
+        if "_step_index" in old_scheduler:  # absent, it stays missing: never guessed as None
+            explicit["step_index"] = old_scheduler["_step_index"]
+        upgraded["scheduler_state"] = explicit
     return upgraded
 
 
