@@ -8,7 +8,11 @@ from PIL import Image
 from app.engine.generation.families.base import Conditioning
 from app.engine.generation.families.unet import PROMPT_EMBEDS, UNetFamily
 from app.engine.generation.lora import prompt_text
-from app.engine.generation.prompt_weights import encode_weighted, needs_a1111_encoding
+from app.engine.generation.prompt_weights import (
+    ClipEncoders,
+    encode_weighted,
+    needs_a1111_encoding,
+)
 from app.engine.jobs.params import GenerationParams
 
 
@@ -24,10 +28,15 @@ class StableDiffusionFamily(UNetFamily):
         prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
         negative = params.negative_prompt
         if any(needs_a1111_encoding(text, pipe.tokenizer) for text in (prompt, negative)):
-            cond, uncond, _, _ = encode_weighted(pipe, prompt, negative, do_cfg)
+            cond, uncond, _, _ = encode_weighted(self.clip_encoders(), prompt, negative, do_cfg)
         else:
             cond, uncond = pipe.encode_prompt(prompt, pipe._execution_device, 1, do_cfg, negative)
         return {PROMPT_EMBEDS: torch.cat([uncond, cond]) if do_cfg else cond}
+
+    def clip_encoders(self) -> ClipEncoders:
+        pipe = self.pipe
+        pairs = ((pipe.tokenizer, pipe.text_encoder),)
+        return ClipEncoders(pairs, pipe._execution_device, pipe.text_encoder.dtype)
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         pipe = self.pipe

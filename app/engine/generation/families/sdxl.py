@@ -12,7 +12,11 @@ from PIL import Image
 from app.engine.generation.families.base import Conditioning
 from app.engine.generation.families.unet import PROMPT_EMBEDS, UNetFamily
 from app.engine.generation.lora import prompt_text
-from app.engine.generation.prompt_weights import encode_weighted, needs_a1111_encoding
+from app.engine.generation.prompt_weights import (
+    ClipEncoders,
+    encode_weighted,
+    needs_a1111_encoding,
+)
 from app.engine.jobs.params import GenerationParams
 
 POOLED_EMBEDS = "pooled_embeds"
@@ -38,7 +42,9 @@ class StableDiffusionXLFamily(UNetFamily):
         prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
         negative = params.negative_prompt
         if any(needs_a1111_encoding(text, pipe.tokenizer) for text in (prompt, negative)):
-            cond, uncond, pooled, uncond_pooled = encode_weighted(pipe, prompt, negative, do_cfg)
+            cond, uncond, pooled, uncond_pooled = encode_weighted(
+                self.clip_encoders(), prompt, negative, do_cfg
+            )
         else:
             cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
                 prompt=prompt,
@@ -56,6 +62,16 @@ class StableDiffusionXLFamily(UNetFamily):
             POOLED_EMBEDS: pooled.to(device),
             ADD_TIME_IDS: time_ids.to(device),
         }
+
+    def clip_encoders(self) -> ClipEncoders:
+        pipe = self.pipe
+        return ClipEncoders(
+            pairs=((pipe.tokenizer, pipe.text_encoder), (pipe.tokenizer_2, pipe.text_encoder_2)),
+            device=pipe._execution_device,
+            dtype=pipe.text_encoder.dtype,
+            penultimate_and_pooled=True,
+            zeros_for_empty_negative=pipe.config.force_zeros_for_empty_prompt,
+        )
 
     def _time_ids(self, params: GenerationParams, dtype: torch.dtype) -> torch.Tensor:
         size = (params.height, params.width)  # original = target size, no crop: stock default

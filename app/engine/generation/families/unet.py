@@ -14,6 +14,7 @@ from diffusers.utils.torch_utils import randn_tensor
 
 from app.engine.generation import img2img
 from app.engine.generation.families.base import Conditioning, Schedule
+from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
 from app.engine.jobs.params import GenerationParams
 
@@ -64,6 +65,10 @@ class UNetFamily:
         return conditioning
 
     def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        raise NotImplementedError
+
+    def clip_encoders(self) -> ClipEncoders:
+        """The text encoders, for prompts in A1111's syntax (`prompt_weights`)."""
         raise NotImplementedError
 
     def initial_latents(
