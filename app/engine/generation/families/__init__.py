@@ -2,11 +2,12 @@
 
 The denoise loop asks the family (chosen once per job) how to encode, start, step and
 decode; it never branches on the model. A new family is a module here with one class,
-and one line in `_FAMILIES`.
+and one line in `_pipeline_families`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from app.engine.generation.errors import UnsupportedModel
@@ -16,8 +17,11 @@ from app.engine.generation.families.sdxl import StableDiffusionXLFamily
 
 __all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of"]
 
+_LABELS = {family.name: family.label for family in (StableDiffusionFamily, StableDiffusionXLFamily)}
 
-def _pipeline_classes() -> list[tuple[tuple[type[Any], ...], type[Any]]]:
+
+def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
+    """(diffusers pipeline classes, the family that drives them)."""
     from diffusers import (
         StableDiffusionImg2ImgPipeline,
         StableDiffusionPipeline,
@@ -31,21 +35,14 @@ def _pipeline_classes() -> list[tuple[tuple[type[Any], ...], type[Any]]]:
     ]
 
 
-_FAMILIES: dict[str, type[Any]] = {
-    family.name: family for family in (StableDiffusionFamily, StableDiffusionXLFamily)
-}
-
-
 def family_of(pipe: Any) -> ModelFamily:
     """The family that drives `pipe`; `UnsupportedModel` for a pipeline of no family."""
-    for classes, family in _pipeline_classes():
+    for classes, family in _pipeline_families():
         if isinstance(pipe, classes):
-            found: ModelFamily = family(pipe)
-            return found
+            return family(pipe)
     raise UnsupportedModel(f"no model family drives a {type(pipe).__name__}")
 
 
 def family_label(name: str) -> str:
-    """The label of the family stored in checkpoints as `name` (for messages)."""
-    family = _FAMILIES.get(name)
-    return family.label if family is not None else f"unknown ({name!r})"
+    """What to call the family a checkpoint names (`ModelFamily.name`) in a message."""
+    return _LABELS.get(name, f"unknown ({name!r})")

@@ -21,7 +21,7 @@ class StableDiffusionFamily(UNetFamily):
 
     name = "sd"
     label = "SD 1.x/2.x"
-    checkpoint_tensors = (PROMPT_EMBEDS,)
+    checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
 
     def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
         pipe = self.pipe

@@ -28,7 +28,7 @@ class StableDiffusionXLFamily(UNetFamily):
 
     name = "sdxl"
     label = "SDXL"
-    checkpoint_tensors = (PROMPT_EMBEDS, POOLED_EMBEDS, ADD_TIME_IDS)
+    checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS, ADD_TIME_IDS)
 
     def scheduler(self, params: GenerationParams) -> Any:
         scheduler = super().scheduler(params)
