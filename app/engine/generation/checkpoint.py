@@ -175,9 +175,10 @@ _VERSION_2_TENSORS = ("prompt_embeds", "timestep_cond", "pooled_embeds", "add_ti
 def _from_version_2(state: dict[str, Any]) -> dict[str, Any]:
     """A version 2 payload as version 3: the same resume, from a file made before families.
 
-    Its tensors keep their names (the SD and SDXL families use the same ones); SDXL's
-    carried pooled embeddings. Its scheduler state was `vars(scheduler)`: the step index
-    is diffusers' private `_step_index` there, the multistep history public attributes.
+    Its tensors keep their names (the SD and SDXL families use the same ones); a file
+    with pooled embeddings was made by SDXL. Its scheduler state was `vars(scheduler)`:
+    the step index is diffusers' private `_step_index` there, the multistep history is
+    in public attributes.
     Anything missing is found when the scheduler state is loaded (`CheckpointMismatch`).
     """
     upgraded = {k: v for k, v in state.items() if k not in _VERSION_2_TENSORS}

@@ -7,10 +7,12 @@ conditioning and decoding.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
 from diffusers.utils.torch_utils import randn_tensor
+from PIL import Image
 
 from app.engine.generation import img2img
 from app.engine.generation.families.base import Conditioning, Schedule
@@ -22,7 +24,7 @@ PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
 TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
 
 
-class UNetFamily:
+class UNetFamily(ABC):
     """The common part; a family is a subclass with its encoder(s) and decoder."""
 
     name = ""
@@ -64,12 +66,16 @@ class UNetFamily:
             conditioning[TIMESTEP_COND] = timestep_cond
         return conditioning
 
+    @abstractmethod
     def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
-        raise NotImplementedError
+        """The prompt's embeddings (and the family's other text conditioning)."""
 
+    @abstractmethod
     def clip_encoders(self) -> ClipEncoders:
         """The text encoders, for prompts in A1111's syntax (`prompt_weights`)."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image: ...
 
     def initial_latents(
         self,
