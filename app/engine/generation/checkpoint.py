@@ -3,14 +3,19 @@
 A checkpoint file is a small container that vouches for itself:
 
     EASEL-CHECKPOINT\n
-    {"version": 2, "sha256": ..., "payload_bytes": ..., "params": {...}, ...}\n
+    {"version": 3, "sha256": ..., "payload_bytes": ..., "params": {...}, ...}\n
     <payload: torch.save of the state>
 
 The JSON header line carries the SHA-256 and length of the payload and the generation
 parameters the state belongs to, so damage (a flipped block, a truncated copy) and a
 mismatch are both found before torch reads a byte of the payload. The payload is loaded
-with `weights_only=True`, so it can only hold tensors and plain values, never code; the
-scheduler is stored as its attribute values and rebuilt from the model's config on resume.
+with `weights_only=True`, so it can only hold tensors and plain values, never code.
+
+Version 3 names everything itself: the model family and its conditioning tensors (see
+`families`), and the scheduler's state as `schedulers.scheduler_state` spells it; the
+scheduler is rebuilt from the model's config on resume. Version 2 (before model families)
+kept SD/SDXL tensors as fields and the scheduler as its attribute values (`vars`, private
+ones included); such files are still read, converted on loading (`_from_version_2`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from app.engine.generation.files import atomic_write
 from app.engine.jobs.params import GenerationParams
 
 MAGIC = b"EASEL-CHECKPOINT\n"
-VERSION = 2
+VERSION = 3
+READABLE_VERSIONS = (2, VERSION)
 _HEADER_LIMIT = 1 << 20  # a header line longer than this is damage, not parameters
 
 
@@ -42,14 +48,11 @@ class Checkpoint:
     index: int  # timesteps consumed; differs from steps_done for 2nd-order schedulers
     elapsed_s: float
     latents: torch.Tensor
-    prompt_embeds: torch.Tensor
-    timestep_cond: torch.Tensor | None
     generator_state: torch.Tensor
+    family: str  # the `ModelFamily.name` it was made by; it resumes only on that family
+    conditioning: dict[str, torch.Tensor]  # the family's, by name (`checkpoint_tensors`)
     scheduler_class: str
-    scheduler_state: dict[str, Any]
-    # SDXL only (None for SD 1.x/2.x): pooled text embeddings and size/crop time ids.
-    pooled_embeds: torch.Tensor | None = None
-    add_time_ids: torch.Tensor | None = None
+    scheduler_state: dict[str, Any]  # by our names (`schedulers.scheduler_state`)
 
     def check_matches(self, params: GenerationParams) -> None:
         """Raise `CheckpointMismatch` naming each field that differs from `params`."""
@@ -115,6 +118,8 @@ def load_checkpoint(path: Path, params: GenerationParams | None = None) -> Saved
         raise CheckpointCorrupt(f"checkpoint {path} is unreadable: {error}") from error
     if not isinstance(state, dict):
         raise CheckpointCorrupt(f"checkpoint {path} is damaged: its payload is not a mapping")
+    if header["version"] == 2:
+        state = _from_version_2(state)
     try:
         checkpoint = Checkpoint(**state)
     except TypeError as error:
@@ -135,9 +140,10 @@ def _verified_parts(path: Path, data: bytes) -> tuple[dict[str, Any], bytes]:
         header = None
     if not isinstance(header, dict) or not isinstance(header.get("params"), dict):
         raise CheckpointCorrupt(f"checkpoint {path} is damaged: unreadable header")
-    if header.get("version") != VERSION:
+    if header.get("version") not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise CheckpointCorrupt(
-            f"checkpoint {path} has version {header.get('version')!r}; this Easel reads {VERSION}"
+            f"checkpoint {path} has version {header.get('version')!r}; this Easel reads {readable}"
         )
     payload = data[end + 1 :]
     if len(payload) != header.get("payload_bytes"):
@@ -163,11 +169,43 @@ def detached_copy(checkpoint: Checkpoint) -> Checkpoint:
     return Checkpoint(**{k: _cpu(v, k, copy=True) for k, v in vars(checkpoint).items()})
 
 
+_VERSION_2_TENSORS = ("prompt_embeds", "timestep_cond", "pooled_embeds", "add_time_ids")
+
+
+def _from_version_2(state: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 payload as version 3: the same resume, from a file made before families.
+
+    Its tensors keep their names (the SD and SDXL families use the same ones); a file
+    with pooled embeddings was made by SDXL. Its scheduler state was `vars(scheduler)`:
+    the step index is diffusers' private `_step_index` there, the multistep history is
+    in public attributes.
+    Anything missing is found when the scheduler state is loaded (`CheckpointMismatch`).
+    """
+    upgraded = {k: v for k, v in state.items() if k not in _VERSION_2_TENSORS}
+    conditioning = {k: state[k] for k in _VERSION_2_TENSORS if state.get(k) is not None}
+    upgraded["conditioning"] = conditioning
+    upgraded["family"] = "sdxl" if "pooled_embeds" in conditioning else "sd"
+    old_scheduler = state.get("scheduler_state")
+    if isinstance(old_scheduler, dict):
+        explicit = {k: v for k, v in old_scheduler.items() if not k.startswith("_")}
+        if "_step_index" in old_scheduler:  # absent, it stays missing: never guessed as None
+            explicit["step_index"] = old_scheduler["_step_index"]
+        upgraded["scheduler_state"] = explicit
+    return upgraded
+
+
 def _check_types(path: Path, checkpoint: Checkpoint) -> None:
-    tensors = ("latents", "prompt_embeds", "generator_state")
+    tensors = ("latents", "generator_state")
     wrong = [name for name in tensors if not isinstance(getattr(checkpoint, name), torch.Tensor)]
     if not isinstance(checkpoint.params, dict) or not isinstance(checkpoint.scheduler_state, dict):
         wrong.append("params or scheduler_state")
+    if not isinstance(checkpoint.family, str):
+        wrong.append("family")
+    conditioning = checkpoint.conditioning
+    if not isinstance(conditioning, dict) or not all(
+        isinstance(v, torch.Tensor) for v in conditioning.values()
+    ):
+        wrong.append("conditioning")
     if wrong:
         raise CheckpointCorrupt(f"checkpoint {path} is damaged: bad {', '.join(wrong)}")
 

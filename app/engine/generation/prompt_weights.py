@@ -155,45 +155,56 @@ def chunks_for(prompt: str, tokenizer: Any) -> list[Chunk]:
     return done
 
 
-def encode_weighted(pipe: Any, prompt: str, negative: str, do_cfg: bool) -> tuple[Any, ...]:
-    """(cond, uncond, pooled, uncond_pooled) like `encode_prompt` (pooled None but for SDXL);
-    uncond is None without CFG. Both sides get the same number of chunks."""
+@dataclass(frozen=True)
+class ClipEncoders:
+    """The CLIP text encoders a model family conditions on, and how (its `clip_encoders`)."""
+
+    pairs: tuple[tuple[Any, Any], ...]  # (tokenizer, text encoder), in the family's order
+    device: Any  # where the embeddings go (the pipeline's execution device)
+    dtype: Any  # and in which dtype (the first text encoder's)
+    # SDXL's way: each encoder's last hidden layer but one, and the last encoder's pooled
+    # output (of the first chunk, as A1111); otherwise each encoder's last hidden layer.
+    penultimate_and_pooled: bool = False
+    zeros_for_empty_negative: bool = False  # SDXL's force_zeros_for_empty_prompt
+
+
+def encode_weighted(
+    encoders: ClipEncoders, prompt: str, negative: str, do_cfg: bool
+) -> tuple[Any, ...]:
+    """(cond, uncond, pooled, uncond_pooled) like `encode_prompt` (pooled None unless the
+    encoders pool); uncond is None without CFG. Both sides get the same number of chunks."""
     import torch
 
-    sdxl = hasattr(pipe, "text_encoder_2")
-    encoders = [(pipe.tokenizer, pipe.text_encoder)]
-    if sdxl:
-        encoders.append((pipe.tokenizer_2, pipe.text_encoder_2))
+    pooling = encoders.penultimate_and_pooled
     sides = [prompt, negative] if do_cfg else [prompt]
     per_side: list[list[Any]] = [[] for _ in sides]
     pooled: list[Any] = [None for _ in sides]
-    for tokenizer, encoder in encoders:
+    for tokenizer, encoder in encoders.pairs:
         chunk_lists = [chunks_for(text, tokenizer) for text in sides]
         longest = max(len(chunks) for chunks in chunk_lists)
         for index, chunks in enumerate(chunk_lists):
             chunks += chunks_for("", tokenizer) * (longest - len(chunks))
-            hidden, first_pooled = _encode_chunks(encoder, chunks, sdxl)
+            hidden, first_pooled = _encode_chunks(encoder, chunks, pooling)
             per_side[index].append(hidden)
             pooled[index] = first_pooled  # the last encoder's counts (SDXL's second)
     embeds = [torch.cat(parts, dim=-1) for parts in per_side]
-    if do_cfg and sdxl and not negative and pipe.config.force_zeros_for_empty_prompt:
+    if do_cfg and encoders.zeros_for_empty_negative and not negative:
         embeds[1], pooled[1] = torch.zeros_like(embeds[1]), torch.zeros_like(pooled[0])
-    device = pipe._execution_device
-    dtype = pipe.text_encoder.dtype
+    device, dtype = encoders.device, encoders.dtype
     out = [e.to(device=device, dtype=dtype) for e in embeds]
     pools = [None if p is None else p.to(device=device, dtype=dtype) for p in pooled]
     uncond = out[1] if do_cfg else None
     uncond_pooled = pools[1] if do_cfg else None
-    return out[0], uncond, pools[0] if sdxl else None, uncond_pooled if sdxl else None
+    return out[0], uncond, pools[0] if pooling else None, uncond_pooled if pooling else None
 
 
-def _encode_chunks(encoder: Any, chunks: list[Chunk], sdxl: bool) -> tuple[Any, Any]:
+def _encode_chunks(encoder: Any, chunks: list[Chunk], pooling: bool) -> tuple[Any, Any]:
     import torch
 
     hidden_states, pooled = [], None
     for chunk in chunks:
         ids = torch.tensor([chunk.tokens], device=encoder.device)
-        if sdxl:  # SDXL conditions on the penultimate layer of both encoders
+        if pooling:  # SDXL conditions on the penultimate layer of both encoders
             output = encoder(ids, output_hidden_states=True)
             z = output.hidden_states[-2]
             pooled = output[0] if pooled is None else pooled  # the first chunk's, as A1111

@@ -92,7 +92,7 @@ def test_pause_then_resume_equals_an_uninterrupted_run(
     paused = runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT))
     assert paused.kind is OutcomeKind.PAUSED
     saved = load_checkpoint(ckpt).checkpoint
-    assert (saved.pooled_embeds is not None) == (arch is Architecture.SDXL)
+    assert ("pooled_embeds" in saved.conditioning) == (arch is Architecture.SDXL)
     runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
     assert max_diff(reference, pixels(out)) == 0
 

@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from app.engine.generation.architecture import Architecture
+from app.engine.generation.families import family_of
+from app.engine.generation.families.unet import UNetFamily
 from app.engine.generation.prompt_weights import (
     CHUNK_TOKENS,
+    ClipEncoders,
     apply_weights,
     chunks_for,
     encode_weighted,
@@ -63,6 +66,13 @@ def pipes(tiny_folders: dict[Architecture, Path]) -> dict[Architecture, Any]:
     }
 
 
+def clip_encoders(pipe: Any) -> ClipEncoders:
+    """The text encoders as the pipeline's model family hands them to `encode_weighted`."""
+    family = family_of(pipe)
+    assert isinstance(family, UNetFamily)
+    return family.clip_encoders()
+
+
 def reference_embedding(pipe: Any, pieces: list[tuple[str, float]]) -> torch.Tensor:
     """Written out by hand: BOS + tokens + padding + EOS, per-token scale, mean restored."""
     tokenizer = pipe.tokenizer
@@ -83,7 +93,9 @@ def reference_embedding(pipe: Any, pieces: list[tuple[str, float]]) -> torch.Ten
 def test_a_weighted_prompt_equals_the_reference_embedding(pipes: dict[Architecture, Any]) -> None:
     pipe = pipes[Architecture.SD1]
     with torch.no_grad():
-        cond, uncond, pooled, _ = encode_weighted(pipe, "a (cat:1.5) [sky]", "dog", True)
+        cond, uncond, pooled, _ = encode_weighted(
+            clip_encoders(pipe), "a (cat:1.5) [sky]", "dog", True
+        )
     expected = reference_embedding(pipe, [("a ", 1.0), ("cat", 1.5), (" ", 1.0), ("sky", 1 / 1.1)])
     assert torch.equal(cond, expected)
     assert torch.equal(uncond, reference_embedding(pipe, [("dog", 1.0)]))
@@ -97,7 +109,7 @@ def test_weight_one_through_the_a1111_path_equals_the_stock_encoder(
 ) -> None:
     pipe = pipes[arch]
     with torch.no_grad():
-        ours = encode_weighted(pipe, "(the cat:1)", "(a dog:1)", True)
+        ours = encode_weighted(clip_encoders(pipe), "(the cat:1)", "(a dog:1)", True)
         kwargs = {"prompt": "the cat", "negative_prompt": "a dog", "device": torch.device("cpu")}
         stock = pipe.encode_prompt(
             num_images_per_prompt=1, do_classifier_free_guidance=True, **kwargs
@@ -124,7 +136,7 @@ def test_long_prompts_and_break_make_chunks_of_77(pipes: dict[Architecture, Any]
     comma = tokenizer(",", add_special_tokens=False).input_ids[0]
     assert first.tokens[71] == comma and second.tokens[1] == tokenizer("b").input_ids[1]
     with torch.no_grad():
-        cond, uncond, _, _ = encode_weighted(pipe, long_prompt, "short", True)
+        cond, uncond, _, _ = encode_weighted(clip_encoders(pipe), long_prompt, "short", True)
     assert cond.shape[1] == uncond.shape[1] == 2 * (CHUNK_TOKENS + 2)
 
 

@@ -1,0 +1,48 @@
+"""Model families behind one interface (`ModelFamily`); `family_of` picks a pipeline's.
+
+The denoise loop asks the family (chosen once per job) how to encode, start, step and
+decode; it never branches on the model. A new family is a module here with one class,
+and one line in `_pipeline_families`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.families.base import Conditioning, ModelFamily, Schedule
+from app.engine.generation.families.sd import StableDiffusionFamily
+from app.engine.generation.families.sdxl import StableDiffusionXLFamily
+
+__all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of"]
+
+_LABELS = {family.name: family.label for family in (StableDiffusionFamily, StableDiffusionXLFamily)}
+
+
+def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
+    """(diffusers pipeline classes, the family that drives them)."""
+    from diffusers import (
+        StableDiffusionImg2ImgPipeline,
+        StableDiffusionPipeline,
+        StableDiffusionXLImg2ImgPipeline,
+        StableDiffusionXLPipeline,
+    )
+
+    return [
+        ((StableDiffusionXLPipeline, StableDiffusionXLImg2ImgPipeline), StableDiffusionXLFamily),
+        ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
+    ]
+
+
+def family_of(pipe: Any) -> ModelFamily:
+    """The family that drives `pipe`; `UnsupportedModel` for a pipeline of no family."""
+    for classes, family in _pipeline_families():
+        if isinstance(pipe, classes):
+            return family(pipe)
+    raise UnsupportedModel(f"no model family drives a {type(pipe).__name__}")
+
+
+def family_label(name: str) -> str:
+    """What to call the family a checkpoint names (`ModelFamily.name`) in a message."""
+    return _LABELS.get(name, f"unknown ({name!r})")

@@ -1,0 +1,100 @@
+"""What the denoise loop asks of a model family, and nothing else.
+
+A family knows its pipeline's components and drives them as its stock diffusers pipeline
+does (same calls, same order, same arithmetic): that keeps our images bit-identical to
+the stock ones. The loop itself only holds the family, the scheduler, the latents and the
+family's named conditioning tensors, and asks the family at each point where models differ.
+
+Written with the next families in mind: SD 3.5 (flow matching, three text encoders with
+T5, a transformer instead of a UNet) brings its own scheduler setup and `predict`; Flux
+(packed latents, distilled guidance as a model input, no CFG) its own `latent_shape`,
+`initial_latents`, `uses_cfg`, `predict` and `decode`. Neither needs the loop to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from PIL import Image
+
+from app.engine.jobs.params import GenerationParams
+
+# What the model is conditioned on for the whole job (prompt embeddings and the like), by
+# name. A checkpoint stores these tensors as they are, so a resumed job is conditioned on
+# exactly what it started with.
+Conditioning = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Where a job's denoising starts: its timesteps, their scheduler steps, the latents."""
+
+    timesteps: torch.Tensor
+    total_steps: int
+    latents: torch.Tensor
+
+
+class ModelFamily(Protocol):
+    """One family of models (SD 1.x/2.x, SDXL, ...) behind the loop's one interface."""
+
+    name: str  # stored in checkpoints: a checkpoint resumes only on its own family
+    label: str  # for people: "SDXL"
+    checkpoint_tensors: tuple[str, ...]  # what a checkpoint's conditioning must carry
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The denoiser's dtype: restored tensors are cast to it."""
+        ...
+
+    def native_size(self) -> int:
+        """The image size (pixels per side) the model was trained at."""
+        ...
+
+    def latent_shape(self, params: GenerationParams) -> tuple[int, ...]: ...
+
+    def scheduler(self, params: GenerationParams) -> Any:
+        """A fresh scheduler of `params.scheduler`, its timesteps set as the stock loop's."""
+        ...
+
+    def uses_cfg(self, params: GenerationParams) -> bool:
+        """Whether each step runs the model twice (classifier-free guidance)."""
+        ...
+
+    def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        """The prompt (A1111 weights, BREAK and long prompts included) as conditioning."""
+        ...
+
+    def initial_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        init_image: bytes | None,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        """From noise, or (img2img) from the noised `init_image` part-way down the schedule."""
+        ...
+
+    def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        """(timesteps, total steps) of a job resumed from a checkpoint: as `initial_latents`
+        chose them, without drawing any noise."""
+        ...
+
+    def predict(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        t: torch.Tensor,
+        conditioning: Conditioning,
+        guidance: float,
+        do_cfg: bool,
+    ) -> torch.Tensor:
+        """The model's output at timestep `t`, guided: what `scheduler.step` takes."""
+        ...
+
+    def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image: ...

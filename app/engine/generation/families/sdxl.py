@@ -1,0 +1,110 @@
+"""SDXL: two CLIP text encoders, whose second adds a pooled embedding, and six "time ids"
+(original size, crop corner, target size) as extra UNet conditioning. Both are part of
+the conditioning a checkpoint carries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from PIL import Image
+
+from app.engine.generation.families.base import Conditioning
+from app.engine.generation.families.unet import PROMPT_EMBEDS, UNetFamily
+from app.engine.generation.lora import prompt_text
+from app.engine.generation.prompt_weights import (
+    ClipEncoders,
+    encode_weighted,
+    needs_a1111_encoding,
+)
+from app.engine.jobs.params import GenerationParams
+
+POOLED_EMBEDS = "pooled_embeds"
+ADD_TIME_IDS = "add_time_ids"
+
+
+class StableDiffusionXLFamily(UNetFamily):
+    """`StableDiffusionXLPipeline`'s models."""
+
+    name = "sdxl"
+    label = "SDXL"
+    checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS, ADD_TIME_IDS)
+
+    def scheduler(self, params: GenerationParams) -> Any:
+        scheduler = super().scheduler(params)
+        if hasattr(scheduler, "set_begin_index"):
+            scheduler.set_begin_index(0)  # as StableDiffusionXLPipeline does before its loop
+        return scheduler
+
+    def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        pipe = self.pipe
+        device = pipe._execution_device
+        prompt = prompt_text(params.prompt)  # without its <lora:...> tags, as A1111 does
+        negative = params.negative_prompt
+        if any(needs_a1111_encoding(text, pipe.tokenizer) for text in (prompt, negative)):
+            cond, uncond, pooled, uncond_pooled = encode_weighted(
+                self.clip_encoders(), prompt, negative, do_cfg
+            )
+        else:
+            cond, uncond, pooled, uncond_pooled = pipe.encode_prompt(
+                prompt=prompt,
+                device=device,
+                num_images_per_prompt=1,
+                do_classifier_free_guidance=do_cfg,
+                negative_prompt=negative,
+            )
+        time_ids = self._time_ids(params, cond.dtype)
+        if do_cfg:
+            cond, pooled = torch.cat([uncond, cond]), torch.cat([uncond_pooled, pooled])
+            time_ids = torch.cat([time_ids, time_ids])
+        return {
+            PROMPT_EMBEDS: cond.to(device),
+            POOLED_EMBEDS: pooled.to(device),
+            ADD_TIME_IDS: time_ids.to(device),
+        }
+
+    def clip_encoders(self) -> ClipEncoders:
+        pipe = self.pipe
+        return ClipEncoders(
+            pairs=((pipe.tokenizer, pipe.text_encoder), (pipe.tokenizer_2, pipe.text_encoder_2)),
+            device=pipe._execution_device,
+            dtype=pipe.text_encoder.dtype,
+            penultimate_and_pooled=True,
+            zeros_for_empty_negative=pipe.config.force_zeros_for_empty_prompt,
+        )
+
+    def _time_ids(self, params: GenerationParams, dtype: torch.dtype) -> torch.Tensor:
+        size = (params.height, params.width)  # original = target size, no crop: stock default
+        projection_dim = self.pipe.text_encoder_2.config.projection_dim
+        time_ids: torch.Tensor = self.pipe._get_add_time_ids(
+            size, (0, 0), size, dtype=dtype, text_encoder_projection_dim=projection_dim
+        )
+        return time_ids
+
+    def added_conditioning(self, conditioning: Conditioning) -> dict[str, torch.Tensor] | None:
+        return {"text_embeds": conditioning[POOLED_EMBEDS], "time_ids": conditioning[ADD_TIME_IDS]}
+
+    def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
+        vae = self.pipe.vae
+        # SDXL's VAE overflows to NaN (a black image) in float16; its config asks for float32.
+        upcast = vae.dtype == torch.float16 and vae.config.force_upcast
+        if upcast:
+            vae.to(dtype=torch.float32)
+            latents = latents.to(torch.float32)
+        try:
+            image = vae.decode(self._unscaled(latents), return_dict=False)[0]
+        finally:
+            if upcast:
+                vae.to(dtype=torch.float16)
+        pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
+        return pil
+
+    def _unscaled(self, latents: torch.Tensor) -> torch.Tensor:
+        config = self.pipe.vae.config
+        mean = getattr(config, "latents_mean", None)
+        std = getattr(config, "latents_std", None)
+        if mean is None or std is None:
+            return latents / config.scaling_factor
+        mean_t = torch.tensor(mean).view(1, 4, 1, 1).to(latents.device, latents.dtype)
+        std_t = torch.tensor(std).view(1, 4, 1, 1).to(latents.device, latents.dtype)
+        return latents * std_t / config.scaling_factor + mean_t

@@ -1,0 +1,139 @@
+"""What the UNet families (SD 1.x/2.x and SDXL) share: latents, scheduler, one step, img2img.
+
+Mirrors the shared parts of `StableDiffusionPipeline.__call__` and
+`StableDiffusionXLPipeline.__call__`; each family adds its prompt encoding, extra UNet
+conditioning and decoding.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from diffusers.utils.torch_utils import randn_tensor
+from PIL import Image
+
+from app.engine.generation import img2img
+from app.engine.generation.families.base import Conditioning, Schedule
+from app.engine.generation.prompt_weights import ClipEncoders
+from app.engine.generation.schedulers import make_scheduler
+from app.engine.jobs.params import GenerationParams
+
+PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
+TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
+
+
+class UNetFamily(ABC):
+    """The common part; a family is a subclass with its encoder(s) and decoder."""
+
+    name = ""
+    label = ""
+    checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+
+    @property
+    def device(self) -> torch.device:
+        return self.pipe._execution_device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.pipe.unet.dtype
+
+    def native_size(self) -> int:
+        return int(self.pipe.unet.config.sample_size) * int(self.pipe.vae_scale_factor)
+
+    def latent_shape(self, params: GenerationParams) -> tuple[int, ...]:
+        factor = self.pipe.vae_scale_factor
+        channels = self.pipe.unet.config.in_channels
+        return (1, channels, params.height // factor, params.width // factor)
+
+    def scheduler(self, params: GenerationParams) -> Any:
+        scheduler = make_scheduler(self.pipe, params.scheduler)
+        scheduler.set_timesteps(params.steps, device=self.pipe._execution_device)
+        return scheduler
+
+    def uses_cfg(self, params: GenerationParams) -> bool:
+        # As the stock pipeline: guidance-distilled UNets (time_cond_proj_dim) take CFG as input.
+        return params.cfg > 1 and self.pipe.unet.config.time_cond_proj_dim is None
+
+    def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        conditioning = self.encode_prompt(params, do_cfg)
+        timestep_cond = self._timestep_cond(params, conditioning[PROMPT_EMBEDS].dtype)
+        if timestep_cond is not None:
+            conditioning[TIMESTEP_COND] = timestep_cond
+        return conditioning
+
+    @abstractmethod
+    def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        """The prompt's embeddings (and the family's other text conditioning)."""
+
+    @abstractmethod
+    def clip_encoders(self) -> ClipEncoders:
+        """The text encoders, for prompts in A1111's syntax (`prompt_weights`)."""
+
+    @abstractmethod
+    def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image: ...
+
+    def initial_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        init_image: bytes | None,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        if init_image is not None:
+            timesteps, steps, latents = img2img.start_latents(
+                self.pipe, scheduler, params, init_image, generator, dtype
+            )
+            return Schedule(timesteps, steps, latents)
+        shape = self.latent_shape(params)
+        noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
+        return Schedule(scheduler.timesteps, params.steps, noise * scheduler.init_noise_sigma)
+
+    def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        if params.init_image:
+            return img2img.trim_schedule(scheduler, params)
+        return scheduler.timesteps, params.steps
+
+    def predict(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        t: torch.Tensor,
+        conditioning: Conditioning,
+        guidance: float,
+        do_cfg: bool,
+    ) -> torch.Tensor:
+        model_input = torch.cat([latents] * 2) if do_cfg else latents
+        if hasattr(scheduler, "scale_model_input"):
+            model_input = scheduler.scale_model_input(model_input, t)
+        noise_pred: torch.Tensor = self.pipe.unet(
+            model_input,
+            t,
+            encoder_hidden_states=conditioning[PROMPT_EMBEDS],
+            timestep_cond=conditioning.get(TIMESTEP_COND),
+            cross_attention_kwargs=None,
+            added_cond_kwargs=self.added_conditioning(conditioning),
+            return_dict=False,
+        )[0]
+        if do_cfg:
+            uncond, cond = noise_pred.chunk(2)
+            noise_pred = uncond + guidance * (cond - uncond)
+        return noise_pred
+
+    def added_conditioning(self, conditioning: Conditioning) -> dict[str, torch.Tensor] | None:
+        """The UNet's extra conditioning (SDXL's); none for SD 1.x/2.x."""
+        return None
+
+    def _timestep_cond(self, params: GenerationParams, dtype: torch.dtype) -> torch.Tensor | None:
+        dim = self.pipe.unet.config.time_cond_proj_dim
+        if dim is None:
+            return None
+        scale = torch.tensor(params.cfg - 1).repeat(1)
+        embedding = self.pipe.get_guidance_scale_embedding(scale, embedding_dim=dim)
+        return embedding.to(device=self.pipe._execution_device, dtype=dtype)

@@ -1,0 +1,123 @@
+"""The A1111 scheduler kinds, and the explicit state a checkpoint keeps of each.
+
+A scheduler rebuilt on resume (from the model's config, `set_timesteps` with the job's
+steps) equals the original in everything but what its steps changed: where it is in its
+schedule and, for multistep solvers, the history of earlier model outputs. That is all a
+checkpoint stores, under names of our own, so a diffusers release that renames or adds a
+private attribute cannot make an old checkpoint resume to a different image unnoticed:
+`tests/engine/generation/test_scheduler_state.py` replays every kind from its saved state.
+
+The step index is read with the public `step_index` property and restored with the public
+`set_begin_index`: a scheduler whose index is unset takes its begin index at its next step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from diffusers import (
+    DDIMScheduler,
+    DPMSolverMultistepScheduler,
+    EulerAncestralDiscreteScheduler,
+    EulerDiscreteScheduler,
+    HeunDiscreteScheduler,
+)
+
+from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
+
+SCHEDULER_CLASSES: dict[str, type[Any]] = {
+    "Euler": EulerDiscreteScheduler,
+    "Euler a": EulerAncestralDiscreteScheduler,
+    "DDIM": DDIMScheduler,
+    "DPM++ 2M": DPMSolverMultistepScheduler,
+}
+
+STEP_INDEX = "step_index"
+
+
+@dataclass(frozen=True)
+class SchedulerKind:
+    """What of a scheduler's state its steps change, beyond what `set_timesteps` rebuilds."""
+
+    indexed: bool = True  # keeps a step index (DDIM finds its place from the timestep alone)
+    history: tuple[str, ...] = ()  # public attributes carried from one step to the next
+
+
+KINDS: dict[type[Any], SchedulerKind] = {
+    EulerDiscreteScheduler: SchedulerKind(),
+    EulerAncestralDiscreteScheduler: SchedulerKind(),  # its noise comes from the job's generator
+    DDIMScheduler: SchedulerKind(indexed=False),
+    DPMSolverMultistepScheduler: SchedulerKind(history=("model_outputs", "lower_order_nums")),
+    # Not an A1111 kind here, but the shape of a 2nd-order one (the step-counting tests use it):
+    # its first half-step leaves the derivative and sample for the second.
+    HeunDiscreteScheduler: SchedulerKind(history=("prev_derivative", "dt", "sample")),
+}
+
+
+def make_scheduler(pipe: Any, name: str) -> Any:
+    """A fresh scheduler of the A1111 kind `name`, from the model's own scheduler config."""
+    try:
+        cls = SCHEDULER_CLASSES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown scheduler {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
+        ) from None
+    return cls.from_config(pipe.scheduler.config)
+
+
+def kind_of(scheduler: Any) -> SchedulerKind:
+    try:
+        return KINDS[type(scheduler)]
+    except KeyError:  # a bug: a scheduler was added without saying what a checkpoint keeps
+        raise TypeError(
+            f"no checkpoint state is declared for {type(scheduler).__name__} (see KINDS)"
+        ) from None
+
+
+def scheduler_state(scheduler: Any) -> dict[str, Any]:
+    """The state of `scheduler` a checkpoint needs, by our own names."""
+    kind = kind_of(scheduler)
+    state = {name: getattr(scheduler, name) for name in kind.history}
+    if kind.indexed:
+        state[STEP_INDEX] = scheduler.step_index
+    return state
+
+
+def load_scheduler_state(scheduler: Any, state: dict[str, Any], device: torch.device) -> None:
+    """Put `state` (from `scheduler_state`) into a scheduler fresh from `set_timesteps`.
+
+    Raises `CheckpointMismatch` when `state` lacks what this kind needs (made by another
+    Easel for another kind) and `CheckpointCorrupt` for a step index that is no number.
+    """
+    kind = kind_of(scheduler)
+    wanted = (*kind.history, STEP_INDEX) if kind.indexed else kind.history
+    missing = [name for name in wanted if name not in state]
+    if missing:
+        raise CheckpointMismatch(
+            f"checkpoint lacks the {type(scheduler).__name__} state {', '.join(missing)}"
+        )
+    for name in kind.history:
+        current = getattr(scheduler, name, None)
+        # Keep each tensor where the scheduler itself keeps it (e.g. Euler's sigmas on the CPU).
+        target = current.device if isinstance(current, torch.Tensor) else device
+        setattr(scheduler, name, _to_device(state[name], target))
+    if kind.indexed:
+        _load_step_index(scheduler, state[STEP_INDEX])
+
+
+def _load_step_index(scheduler: Any, index: Any) -> None:
+    if index is None:
+        return  # saved before its first step: it finds its place as a fresh one does
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise CheckpointCorrupt(f"checkpoint has a bad scheduler step index {index!r}")
+    scheduler.set_begin_index(index)
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list):
+        return [_to_device(item, device) for item in value]
+    return value
