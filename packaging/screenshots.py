@@ -32,7 +32,7 @@ from PIL import Image, ImageDraw, ImageFilter  # noqa: E402
 from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
-from app.engine.jobs.graph import submit_upscale  # noqa: E402
+from app.engine.jobs.follow_ups import submit_upscale  # noqa: E402
 from app.engine.jobs.params import GenerationParams  # noqa: E402
 from app.engine.jobs.queue import JobQueue, open_queue  # noqa: E402
 from app.engine.jobs.states import JobEvent  # noqa: E402

@@ -10,6 +10,13 @@ from pathlib import Path
 from app.cli import arguments
 from app.cli.jobs import check_model, params_from_args, with_queue
 from app.cli.terminal import printable
+from app.engine.jobs.follow_ups import (
+    FollowUps,
+    NewJob,
+    Upscale,
+    Variations,
+    submit_with_follow_ups,
+)
 from app.engine.jobs.graph import (
     DEFAULT_UPSCALE,
     DEFAULT_UPSCALE_STRENGTH,
@@ -17,11 +24,8 @@ from app.engine.jobs.graph import (
     DEFAULT_VARIATIONS,
     children_of,
     parents_of,
-    submit_upscale,
-    submit_variations,
     waiting_reason,
 )
-from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import prepare_init_image, read_init_image
 from app.engine.jobs.params import GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
@@ -77,39 +81,45 @@ def _extend_submit(submit: argparse.ArgumentParser) -> None:
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
     size_given = args.size is not None
     args.size = args.size or DEFAULT_SIZE
-    params = params_from_args(args)
+    params = params_from_args(args)  # checked against the model files here already
     if args.init_image is None:
         if args.strength is not None:
             raise InvalidParameters("--strength needs --init-image")
-        print(queue.submit(params, source="cli", parents=args.after))
-        return 0
+        return _submitted(queue, NewJob(params, parents=args.after))
     size = parse_size(args.size) if size_given else None
     prepared = prepare_init_image(read_init_image(args.init_image), size)
     for note in prepared.notes:
         print(f"note: the init image: {note}", file=sys.stderr)
     params = replace(
-        params, width=prepared.width, height=prepared.height, init_image=digest(prepared.png),
+        params, width=prepared.width, height=prepared.height,
         strength=DEFAULT_IMG2IMG_STRENGTH if args.strength is None else args.strength,
     )  # fmt: skip
-    print(queue.submit(params, source="cli", parents=args.after, init_png=prepared.png))
-    return 0
+    return _submitted(queue, NewJob(params, parents=args.after, init_png=prepared.png))
 
 
-def _upscale(args: argparse.Namespace, queue: JobQueue) -> int:
-    job_id = submit_upscale(
-        queue, args.job_id, scale=args.scale, strength=args.strength, source="cli",
-        check=check_model,
-    )  # fmt: skip
+def _submitted(queue: JobQueue, job: NewJob) -> int:
+    [job_id] = submit_with_follow_ups(queue, job, source="cli").jobs
     print(job_id)
     return 0
 
 
+def _upscale(args: argparse.Namespace, queue: JobQueue) -> int:
+    upscale = FollowUps(upscale=Upscale(args.scale, args.strength))
+    return _followed(queue, args.job_id, upscale)
+
+
 def _vary(args: argparse.Namespace, queue: JobQueue) -> int:
-    for job_id in submit_variations(
-        queue, args.job_id, count=args.count, strength=args.strength, source="cli",
-        check=check_model,
-    ):  # fmt: skip
-        print(job_id)
+    variations = FollowUps(variations=Variations(args.count, args.strength))
+    return _followed(queue, args.job_id, variations)
+
+
+def _followed(queue: JobQueue, job_id: int, follow_ups: FollowUps) -> int:
+    """The follow-ups of a stored job, checked as a worker would; prints their ids."""
+    submitted = submit_with_follow_ups(
+        queue, job_id, follow_ups, source="cli", check=check_model
+    )  # fmt: skip
+    for new_id in submitted.follow_ups:
+        print(new_id)
     return 0
 
 

@@ -14,6 +14,7 @@ from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
+from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
@@ -125,8 +126,9 @@ def with_queue(
 
 
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
-    params = params_from_args(args)
-    print(queue.submit(params, source="cli"))
+    params = params_from_args(args)  # checked against the model files here already
+    [job_id] = submit_with_follow_ups(queue, NewJob(params), source="cli").jobs
+    print(job_id)
     return 0
 
 

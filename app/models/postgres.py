@@ -362,3 +362,16 @@ def serialise_prunes(conn: Connection) -> None:
     a few hundred rows, so the wait is short, and it never holds up claims or transitions.
     """
     conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PRUNE_LOCK_KEY})
+
+
+# Moves on every machine take it, one at a time (see `JobQueue.move`).
+MOVE_LOCK_KEY = 0x45A5E3
+
+
+def serialise_moves(conn: Connection) -> None:
+    """Until this transaction ends, no other move or priority change runs (they wait).
+
+    A move places a job between the neighbours it read; under READ COMMITTED two moves into
+    one gap each see it empty and both land there, in an order neither chose. A move is a
+    read and one or two updates: the wait is short, and claims never take this lock."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MOVE_LOCK_KEY})

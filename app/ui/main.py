@@ -127,7 +127,7 @@ def _open_queue() -> JobQueue:
 def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
     from app.ui.wiring import recover_at_launch
 
-    if service.queue.db.read_only:
+    if service.queue.read_only:
         return RestoreSummary()  # settling jobs would write; the next writable launch does it
     return recover_at_launch(service.queue, settings)
 
@@ -161,8 +161,8 @@ def _ready(
     from app.ui import wiring
 
     window.show_restore(restore, previous_run)
-    if service.queue.db.read_only:
-        folder = service.queue.db.path.parent if service.queue.db.path else "?"
+    if service.queue.read_only:
+        folder = service.queue.folder or "?"
         message = translate(
             "Launch",
             "The data folder {folder} is read-only: your jobs are shown, but nothing can be "

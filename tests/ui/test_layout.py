@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +57,48 @@ def test_the_check_notices_a_module_that_imports_qt() -> None:
         text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert result.stdout.strip() == "Qt imported by app.ui.qt.theme"
+
+
+# The window reaches the store only through the engine: no SQL, no tables, no dialects.
+STORE_MODULES = ("sqlalchemy", "app.models")
+UI = ROOT / "app" / "ui"
+
+
+def store_imports(source: str) -> list[str]:
+    """The modules of the store stack that `source` imports (anywhere: type-only too)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [n for n in names if any(n == m or n.startswith(m + ".") for m in STORE_MODULES)]
+    return found
+
+
+def test_no_ui_module_imports_the_store_stack() -> None:
+    modules = sorted(UI.rglob("*.py"))
+    assert UI / "presenters" / "queue_service.py" in modules  # not vacuous after a move
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in modules
+        if (found := store_imports(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
+
+
+def test_no_ui_module_reaches_for_the_queues_database() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sorted(UI.rglob("*.py"))
+        if re.search(r"queue\.db\b", path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
+def test_the_store_check_notices_an_import() -> None:
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import sqlalchemy.orm\n"
+    source += "def f() -> None:\n    from app.models.tables import JOB\n"
+    assert store_imports(source) == ["sqlalchemy.orm", "app.models.tables"]
+    assert store_imports("import sqlalchemyish\nfrom app.modelsx import y\n") == []

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from app.engine.jobs.durations import running_time
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.db import Database
 from app.ui.presenters.queue_service import QueueService
-from app.ui.presenters.rows import running_time
 
 S = JobStatus
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -51,10 +51,6 @@ DEFAULT_VARIATIONS = 4
 DEFAULT_VARIATION_STRENGTH = 0.3
 
 S = JobStatus
-# What a worker would refuse, raised as a UserError before anything is stored: the CLI and
-# the window hand in `check_runnable` (request_checks), so a follow-up job is refused at
-# submit like any other, not FAILED later in the worker.
-Check = Callable[[GenerationParams], object]
 _PARENT = JOB.alias("parent")
 _CHILD = JOB.alias("child")
 
@@ -218,7 +214,7 @@ def _is_orphaned(child_status: str, parent_statuses: Iterable[str]) -> bool:
     return any(s != S.SUCCESS for s in statuses)
 
 
-# --- what artists submit ----------------------------------------------------------------------
+# --- what artists submit (stored by `follow_ups`) ----------------------------------------------
 
 
 def upscale_params(
@@ -242,52 +238,6 @@ def variation_params(
     return replace(
         parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED
     )
-
-
-def submit_upscale(
-    queue: JobQueue,
-    parent_id: int,
-    *,
-    scale: float = DEFAULT_UPSCALE,
-    strength: float = DEFAULT_UPSCALE_STRENGTH,
-    source: str = "user",
-    check: Check | None = None,
-) -> int:
-    """Queue an upscale of `parent_id` (which may still be running: the child waits)."""
-    parent = queue.get(parent_id)
-    params = upscale_params(params_of(parent), parent_id, scale=scale, strength=strength)
-    _checked(params, check)
-    return queue.submit(
-        params, priority=parent.priority, max_attempts=parent.max_attempts, source=source,
-        parents=[parent_id],
-    )  # fmt: skip
-
-
-def submit_variations(
-    queue: JobQueue,
-    parent_id: int,
-    *,
-    count: int = DEFAULT_VARIATIONS,
-    strength: float = DEFAULT_VARIATION_STRENGTH,
-    source: str = "user",
-    check: Check | None = None,
-) -> list[int]:
-    """Queue `count` variations of `parent_id`'s image, in one transaction."""
-    if count < 1:
-        raise ValueError(f"count must be at least 1, not {count}")
-    parent = queue.get(parent_id)
-    params = variation_params(params_of(parent), parent_id, strength=strength)
-    _checked(params, check)
-    return queue.submit_many(
-        [params] * count, priority=parent.priority, max_attempts=parent.max_attempts,
-        source=source, parents=[parent_id],
-    )  # fmt: skip
-
-
-def _checked(params: GenerationParams, check: Check | None) -> None:
-    """The queue's own checks first (so bounds read the same as on submit), then `check`."""
-    if check is not None:
-        check(params.validated())
 
 
 def _scaled(size: int, scale: float) -> int:

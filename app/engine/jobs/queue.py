@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, func, or_, select, update
+from sqlalchemy import Connection, Row, Update, and_, func, or_, select, update
 
+from app.engine.jobs.changes import ChangeWatcher
+from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue_sql import QueueStatements, job_from_cursor
@@ -83,6 +86,25 @@ class TransitionRecord:
 TransitionListener = Callable[[TransitionRecord], None]
 
 
+@dataclass(frozen=True)
+class NewJobs:
+    """Jobs stored together that share their parents, priority and attempts
+    (`JobQueue.submit_linked`). `init_png`: the uploaded init image the parameters name."""
+
+    batch: Sequence[GenerationParams]
+    parents: Sequence[int] = ()
+    init_png: bytes | None = None
+    priority: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    source: str = "user"
+    rerun_of: int | None = None
+    output_dir: Path | None = None
+
+
+# What waits for one job of a batch, from its id and stored settings (`submit_linked`).
+FollowUpsOf = Callable[[int, GenerationParams], Sequence[NewJobs]]
+
+
 @dataclass
 class _Snapshot:
     status: JobStatus
@@ -102,6 +124,27 @@ class JobQueue:
     def __post_init__(self) -> None:
         self._sql = QueueStatements(self.db)
         self._graph = GraphStatements(self.db)
+
+    # --- the store it lives in, as a window sees it -------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        """Opened on a data folder this process cannot write: reads work, writes are refused."""
+        return self.db.read_only
+
+    @property
+    def folder(self) -> Path | None:
+        """The data folder of a SQLite store; None for a database server."""
+        return self.db.path.parent if self.db.path is not None else None
+
+    @property
+    def shares_files(self) -> bool:
+        """Images live in the database too: other machines' images are fetched from it."""
+        return self.db.shares_files
+
+    def change_watcher(self) -> ChangeWatcher:
+        """A cheap "has anyone committed?" for polling; the caller closes it."""
+        return ChangeWatcher(self.db)
 
     # --- submitting --------------------------------------------------------------------------
 
@@ -144,37 +187,68 @@ class JobQueue:
         unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
         image the parameters name (`graph_sql.digest`), stored with each job.
         """
-        checked = [params.validated().with_concrete_seed() for params in batch]
-        parents = list(dict.fromkeys(parents))
-        for params in checked:
-            check_inputs(params, parents, init_png)
-        if max_attempts < 1:
-            raise RequestRefused(f"max_attempts must be at least 1, not {max_attempts}")
-        event = JobEvent.SUBMIT_AFTER if parents else JobEvent.SUBMIT
-        status = next_status(None, None, event)
+        jobs = NewJobs(
+            batch, priority=priority, max_attempts=max_attempts, source=source,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
+        )  # fmt: skip
+        ids, _follow_up_ids = self.submit_linked(jobs)
+        return ids
+
+    def submit_linked(
+        self, jobs: NewJobs, follow_ups: FollowUpsOf | None = None
+    ) -> tuple[list[int], list[int]]:
+        """`jobs`, and after them the jobs that wait for each of them, in one transaction:
+        all are stored, or none. `follow_ups(job_id, params)` names what waits for one job
+        of the batch, given its id and its stored settings (a random seed made concrete),
+        which are not known before the insert. Returns (the batch's ids, the follow-ups').
+        """
+        checked, parents = _checked_batch(jobs)  # bad input opens no transaction
         now = self.clock()
-        message = _submit_message(rerun_of, parents)
-        records = []
+        records: list[TransitionRecord] = []
+        follow_up_records: list[TransitionRecord] = []
         with self.db.hot_write() as tx:
             self._graph.check_parents(tx, parents)
-            for params in checked:
-                values = {
-                    **params.to_dict(),
-                    "status": status.value, "version": 0, "attempt": 1,
-                    "max_attempts": max_attempts, "given_up": False, "priority": priority,
-                    "progress_step": 0, "progress_total": params.denoising_steps,
-                    "created_at": now, "updated_at": now, "rerun_of": rerun_of,
-                    "output_dir": str(output_dir) if output_dir is not None else None,
-                }  # fmt: skip
-                insert_job = self._sql.insert_job(frozenset(values))
-                job_id = int(tx.execute(insert_job, values).fetchone()[0])
-                self._graph.link(tx, job_id, parents, init_png)
-                record = TransitionRecord(job_id, None, status, event, source, message, 1, now)
-                self._insert_history(tx, record)
-                records.append(record)
-        for record in records:
+            stored = self._insert_batch(tx, jobs, checked, parents, now)
+            records.extend(stored)
+            for record, params in zip(stored, checked, strict=True):
+                for follower in follow_ups(record.job_id, params) if follow_ups else ():
+                    follower_params, follower_parents = _checked_batch(follower)
+                    self._graph.check_parents(tx, follower_parents)
+                    follow_up_records.extend(
+                        self._insert_batch(tx, follower, follower_params, follower_parents, now)
+                    )
+        for record in [*records, *follow_up_records]:
             self._notify(record)
-        return [record.job_id for record in records]
+        return [r.job_id for r in records], [r.job_id for r in follow_up_records]
+
+    def _insert_batch(
+        self,
+        tx: HotTransaction,
+        jobs: NewJobs,
+        checked: Sequence[GenerationParams],
+        parents: Sequence[int],
+        now: float,
+    ) -> list[TransitionRecord]:
+        event = JobEvent.SUBMIT_AFTER if parents else JobEvent.SUBMIT
+        status = next_status(None, None, event)
+        message = _submit_message(jobs.rerun_of, parents)
+        records = []
+        for params in checked:
+            values = {
+                **params.to_dict(),
+                "status": status.value, "version": 0, "attempt": 1,
+                "max_attempts": jobs.max_attempts, "given_up": False, "priority": jobs.priority,
+                "progress_step": 0, "progress_total": params.denoising_steps,
+                "created_at": now, "updated_at": now, "rerun_of": jobs.rerun_of,
+                "output_dir": str(jobs.output_dir) if jobs.output_dir is not None else None,
+            }  # fmt: skip
+            insert_job = self._sql.insert_job(frozenset(values))
+            job_id = int(tx.execute(insert_job, values).fetchone()[0])
+            self._graph.link(tx, job_id, parents, jobs.init_png)
+            record = TransitionRecord(job_id, None, status, event, jobs.source, message, 1, now)
+            self._insert_history(tx, record)
+            records.append(record)
+        return records
 
     # --- the one writer of status ------------------------------------------------------------
 
@@ -385,9 +459,19 @@ class JobQueue:
         )  # fmt: skip
 
     def set_priority(self, job_id: int, priority: int) -> None:
-        with self.db.write() as conn:
+        with self._moving() as conn:
             result = conn.execute(update(JOB).where(JOB.c.id == job_id).values(priority=priority))
             if result.rowcount == 0:
+                raise JobNotFound(job_id)
+
+    def raise_priority(self, job_id: int, by: int) -> None:
+        """Raise the job's priority by `by` (lower it with a negative `by`): higher runs sooner.
+
+        One relative update, so two at once both count; it waits for a move in progress
+        (`_moving`), whose placement was computed from the priority it changes."""
+        with self._moving() as conn:
+            query = update(JOB).where(JOB.c.id == job_id).values(priority=JOB.c.priority + by)
+            if conn.execute(query).rowcount == 0:
                 raise JobNotFound(job_id)
 
     def move(self, job_id: int, *, to: Placement | None = None, before: int | None = None) -> None:
@@ -396,28 +480,68 @@ class JobQueue:
         Only the moved job's priority changes, to one between its new neighbours (the
         claim order is priority, then age: `queue_sql._claim_statement`). When no whole
         number fits between them, the shorter side of the queue is shifted by 2 in one
-        statement; the rest of the queue is never renumbered."""
+        statement; the rest of the queue is never renumbered.
+
+        One transaction reads the order and writes the new priority, guarded on the job
+        still being queued at the priority it was seen with; if it moved meanwhile (a
+        claim, a cancel), the transaction rolls back and the move is decided again on
+        fresh state, as `fire` does. Moves wait for each other (`_moving`), so a move is
+        always decided on the order the previous one left."""
         if (to is None) == (before is None):
             raise RequestRefused("Move a job either to the top or bottom, or before another job")
-        with self.db.write() as conn:
-            pending = [(int(i), int(p)) for i, p in conn.execute(_PENDING_IN_CLAIM_ORDER)]
-            order = [i for i, _ in pending]
-            for asked in (job_id, before):
-                if asked is not None and asked not in order:
-                    self.get(asked)  # JobNotFound for an unknown id
-                    raise RequestRefused(f"Job {asked} is not queued; only PENDING jobs move")
-            if before == job_id:
+        for _ in range(MAX_DECIDE_AGAIN):
+            try:
+                with self._moving() as conn:
+                    self._move_once(conn, job_id, to, before)
                 return
-            others = [(i, p) for i, p in pending if i != job_id]
-            if to is Placement.TOP:
-                index = 0
-            elif to is Placement.BOTTOM:
-                index = len(others)
-            else:
-                index = [i for i, _ in others].index(before or 0)
-            placed = _place(conn, job_id, others, index)
-            if placed is not None:
-                conn.execute(update(JOB).where(JOB.c.id == job_id).values(priority=placed))
+            except _MovedMeanwhile:
+                log.debug("job %s changed while its move was decided; deciding again", job_id)
+        raise RuntimeError(f"job {job_id} kept changing; gave up moving it")
+
+    @contextmanager
+    def _moving(self) -> Iterator[Connection]:
+        """A write transaction that no other priority change runs beside. SQLite: its write
+        lock, taken at BEGIN, already is one. PostgreSQL reads committed rows, so two moves
+        would both see the gap they fill as empty: they take a lock of their own."""
+        with self.db.write() as conn:
+            if not self.db.is_sqlite:
+                from app.models.postgres import serialise_moves
+
+                serialise_moves(conn)
+            yield conn
+
+    def _move_once(
+        self, conn: Connection, job_id: int, to: Placement | None, before: int | None
+    ) -> None:
+        pending = [(int(i), int(p)) for i, p in conn.execute(_PENDING_IN_CLAIM_ORDER)]
+        order = [i for i, _ in pending]
+        for asked in (job_id, before):
+            if asked is not None and asked not in order:
+                self.get(asked)  # JobNotFound for an unknown id
+                raise RequestRefused(f"Job {asked} is not queued; only PENDING jobs move")
+        if before == job_id:
+            return
+        seen = dict(pending)[job_id]
+        others = [(i, p) for i, p in pending if i != job_id]
+        if to is Placement.TOP:
+            index = 0
+        elif to is Placement.BOTTOM:
+            index = len(others)
+        else:
+            index = [i for i, _ in others].index(before or 0)
+        placement = _place(job_id, others, index)
+        if placement is None:
+            return
+        guarded = (
+            update(JOB)
+            .where(JOB.c.id == job_id, JOB.c.status == JobStatus.PENDING.value)
+            .where(JOB.c.priority == seen)
+            .values(priority=placement.priority)
+        )
+        if conn.execute(guarded).rowcount == 0:
+            raise _MovedMeanwhile(job_id)  # rolls the transaction back
+        if placement.make_room is not None:
+            conn.execute(placement.make_room)
 
     def mark_given_up(self, job_id: int, reason: str, *, version: int | None = None) -> bool:
         """Record that automatic retries stopped (the status stays FAILED or TIMEOUT).
@@ -483,6 +607,23 @@ class JobQueue:
             self.get(job_id)  # raises JobNotFound for an unknown id
         return [JobTransition.model_validate(row._mapping) for row in rows]
 
+    def running_times(self, job_ids: Sequence[int]) -> dict[int, RunningTime]:
+        """Each job's time in PROCESSING over all its attempts, from its history (one
+        indexed read for all of them; see `durations.running_time`). Jobs without history
+        are left out."""
+        if not job_ids:
+            return {}
+        query = (
+            select(TRANSITION.c.job_id, TRANSITION.c.to_status, TRANSITION.c.at)
+            .where(TRANSITION.c.job_id.in_(job_ids))
+            .order_by(TRANSITION.c.job_id, TRANSITION.c.id)
+        )
+        history: dict[int, list[tuple[JobStatus, float]]] = {}
+        with self.db.read() as conn:
+            for job_id, status, at in conn.execute(query):
+                history.setdefault(job_id, []).append((JobStatus(status), at))
+        return {job_id: running_time(rows) for job_id, rows in history.items()}
+
     def running_jobs(self) -> list[Job]:
         running = [s.value for s in JobStatus if s.is_running]
         with self.db.read() as conn:
@@ -502,7 +643,17 @@ _PENDING_IN_CLAIM_ORDER = (
 )
 
 
-def _place(conn: Connection, job_id: int, others: list[tuple[int, int]], index: int) -> int | None:
+class _MovedMeanwhile(Exception):
+    """The job moved between the read and the guarded write of a move: decide again."""
+
+
+@dataclass(frozen=True)
+class _Placement:
+    priority: int  # the moved job's new priority
+    make_room: Update | None = None  # shifts the shorter side of the queue first, if needed
+
+
+def _place(job_id: int, others: list[tuple[int, int]], index: int) -> _Placement | None:
     """The priority that puts `job_id` at `index` among `others` (already in claim order);
     None if there is nobody else. May shift the shorter side of the queue to make room."""
     above = others[index - 1] if index > 0 else None
@@ -511,9 +662,9 @@ def _place(conn: Connection, job_id: int, others: list[tuple[int, int]], index: 
         return None
     if above is None:
         assert below is not None
-        return below[1] + 1
+        return _Placement(below[1] + 1)
     if below is None:
-        return above[1] - 1
+        return _Placement(above[1] - 1)
 
     def fits(priority: int) -> bool:
         key = (-priority, job_id)
@@ -521,17 +672,29 @@ def _place(conn: Connection, job_id: int, others: list[tuple[int, int]], index: 
 
     for candidate in ((above[1] + below[1]) // 2, above[1], below[1]):
         if fits(candidate):
-            return candidate
+            return _Placement(candidate)
     pending_other = and_(JOB.c.status == JobStatus.PENDING.value, JOB.c.id != job_id)
     if index <= len(others) - index:  # the part above is the shorter: raise it
         head = or_(
             JOB.c.priority > above[1], and_(JOB.c.priority == above[1], JOB.c.id <= above[0])
         )
-        conn.execute(update(JOB).where(pending_other, head).values(priority=JOB.c.priority + 2))
-        return above[1] + 1
+        raise_head = update(JOB).where(pending_other, head).values(priority=JOB.c.priority + 2)
+        return _Placement(above[1] + 1, raise_head)
     tail = or_(JOB.c.priority < below[1], and_(JOB.c.priority == below[1], JOB.c.id >= below[0]))
-    conn.execute(update(JOB).where(pending_other, tail).values(priority=JOB.c.priority - 2))
-    return below[1] - 1
+    lower_tail = update(JOB).where(pending_other, tail).values(priority=JOB.c.priority - 2)
+    return _Placement(below[1] - 1, lower_tail)
+
+
+def _checked_batch(jobs: NewJobs) -> tuple[list[GenerationParams], list[int]]:
+    """The batch's settings validated, random seeds made concrete, and its parents once each;
+    raises on bad input before anything is written."""
+    checked = [params.validated().with_concrete_seed() for params in jobs.batch]
+    parents = list(dict.fromkeys(jobs.parents))
+    for params in checked:
+        check_inputs(params, parents, jobs.init_png)
+    if jobs.max_attempts < 1:
+        raise RequestRefused(f"max_attempts must be at least 1, not {jobs.max_attempts}")
+    return checked, parents
 
 
 def params_of(job: Job) -> GenerationParams:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, insert, select, update
 
@@ -32,6 +32,9 @@ from app.engine.jobs.states import JobStatus
 from app.errors import DatabaseError, UserError
 from app.models.db import Database
 from app.models.tables import JOB, JOB_FILE, Job
+
+if TYPE_CHECKING:
+    from app.engine.jobs.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +211,11 @@ def image_file(db: Database, job: Job, outputs_dir: Path) -> Path | None:
     if not (target.is_file() and _sha256(target) == stored.sha256):
         atomic_write(target, lambda handle: handle.write(stored.data))
     return target
+
+
+def queue_image_file(queue: JobQueue, job: Job, outputs_dir: Path) -> Path | None:
+    """`image_file` for callers that hold the queue, not its database (the window)."""
+    return image_file(queue.db, job, outputs_dir)
 
 
 def image_bytes(db: Database, job: Job) -> bytes | None:

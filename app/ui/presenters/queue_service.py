@@ -17,17 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.engine.jobs.params import MAX_SEED, GenerationParams
+from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.workers.worker_states import WorkerRequest, WorkerSummary
 from app.errors import BadInput, UserError
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.rows import JobRow, TransitionRow, running_time
+from app.ui.presenters.rows import JobRow, TransitionRow
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from app.engine.history.eta import Estimator
+    from app.engine.jobs.changes import ChangeWatcher
+    from app.engine.jobs.follow_ups import FollowUps, NewJob
     from app.engine.jobs.queue import JobQueue
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class QueueService:
         self._opener = opener
         self.max_attempts = max_attempts
         self._check = check
-        self._watch: Connection | None = None
+        self._watch: ChangeWatcher | None = None
         self._estimator: Estimator | None = None
         self._learned_at = 0.0
         self._open_error: Exception | None = None
@@ -140,14 +140,9 @@ class QueueService:
         """A counter that changes when anyone commits; None when the store can't tell."""
         if self._queue is None:
             return NOT_OPEN
-        db = self._queue.db
-        if not db.is_sqlite:
-            return None
         if self._watch is None:
-            # PRAGMA data_version only compares within one connection, so keep our own.
-            self._watch = db.read_only_connection()
-        with self._watch.begin():
-            return db.data_version(self._watch)
+            self._watch = self._queue.change_watcher()
+        return self._watch.version()
 
     def close(self) -> None:
         if self._watch is not None:
@@ -265,7 +260,7 @@ class QueueService:
 
     def _rows(self, jobs: Iterable[Any]) -> tuple[JobRow, ...]:
         jobs = list(jobs)
-        ran = self._running_times([job.id for job in jobs])
+        ran = self.queue.running_times([job.id for job in jobs])
         return tuple(
             self._with_estimate(
                 job,
@@ -280,7 +275,7 @@ class QueueService:
         """A finished image made on another machine (no file here) gets a local copy, fetched
         from the database on this thread into the outputs folder's `fetched` cache: the image
         area, the thumbnails, the viewer, Copy and Open folder then read it like any other file."""
-        if row.status is not JobStatus.SUCCESS or not self.queue.db.shares_files:
+        if row.status is not JobStatus.SUCCESS or not self.queue.shares_files:
             return row
         if row.output_path and Path(row.output_path).is_file():
             return row
@@ -290,35 +285,15 @@ class QueueService:
         return replace(row, output_path=str(local)) if local is not None else row
 
     def _fetch_image(self, job: Any) -> Path | None:
-        from app.engine.store.db_files import image_file
+        from app.engine.store.db_files import queue_image_file
 
         try:
-            local = image_file(self.queue.db, job, self._outputs_dir())
+            local = queue_image_file(self.queue, job, self._outputs_dir())
         except OSError as error:  # no room or no right to write here: try again next time
             log.warning("job %s: could not copy its image here: %s", job.id, error)
             return None
         self._fetched[job.id] = local
         return local
-
-    def _running_times(self, job_ids: Sequence[int]) -> dict[int, tuple[float, float | None]]:
-        """The Duration column: each job's time in PROCESSING over all attempts, from its
-        history (one indexed read for the page; see `running_time`)."""
-        if not job_ids:
-            return {}
-        from sqlalchemy import select
-
-        from app.models.tables import TRANSITION
-
-        query = (
-            select(TRANSITION.c.job_id, TRANSITION.c.to_status, TRANSITION.c.at)
-            .where(TRANSITION.c.job_id.in_(job_ids))
-            .order_by(TRANSITION.c.job_id, TRANSITION.c.id)
-        )
-        history: dict[int, list[tuple[JobStatus, float]]] = {}
-        with self.queue.db.read() as conn:
-            for job_id, status, at in conn.execute(query):
-                history.setdefault(job_id, []).append((JobStatus(status), at))
-        return {job_id: running_time(rows) for job_id, rows in history.items()}
 
     def _with_estimate(self, job: Any, row: JobRow) -> JobRow:
         """A queued row gets its learned run time (the history's ETA, re-learned now and
@@ -352,50 +327,47 @@ class QueueService:
     ) -> Outcome:
         """Queue `count` jobs in one transaction; with a random seed each gets its own,
         else seeds count up. `init_png`: an image prepared by `prepare_init` (img2img).
-        `upscale`: each job also gets its upscale child, queued BLOCKED at once, so the
-        chain survives closing the app between the two."""
-        try:
-            if init_png is not None:
-                from app.engine.jobs.graph_sql import digest
+        `upscale`: each job also gets its upscale child, queued BLOCKED in the same
+        transaction, so the chain survives closing the app between the two; a refused
+        child queues nothing, its parents included."""
+        from app.engine.jobs.follow_ups import FollowUps, NewJob, Upscale
 
-                params = replace(params, init_image=digest(init_png))
-            params = params.validated()
-            # Each child is checked too, so a refused upscale queues nothing, parents included.
-            checked = [params, _upscaled(params).validated()] if upscale else [params]
-            for one in checked:
-                if self._check is not None:
-                    self._check(one)
-            batch = [params if params.seed < 0 else _seed_plus(params, i) for i in range(count)]
-            ids = self.queue.submit_many(batch, max_attempts=self.max_attempts, init_png=init_png)
-        except UserError as error:
-            return Outcome((), (_readable(error),))
-        if not upscale:
-            return Outcome(tuple(ids))
-        children = self.upscale(ids)
-        return Outcome((*ids, *children.job_ids), children.errors)
+        job = NewJob(params, count, init_png=init_png, max_attempts=self.max_attempts)
+        follow_ups = FollowUps(upscale=Upscale() if upscale else None)
+        return self._submitted(job, follow_ups)
 
     def upscale(self, job_ids: Sequence[int]) -> Outcome:
         """An upscale x2 child of each job (it waits BLOCKED while its parent is unfinished)."""
-        from app.engine.jobs.graph import submit_upscale
+        from app.engine.jobs.follow_ups import FollowUps, Upscale
 
-        new_ids: list[int] = []
-        outcome = self._each(
-            job_ids, lambda i: new_ids.append(submit_upscale(self.queue, i, check=self._check))
-        )
-        return Outcome(tuple(new_ids), outcome.errors)
+        return self._follow_each(job_ids, FollowUps(upscale=Upscale()))
 
     def variations(self, job_id: int, count: int) -> Outcome:
         """`count` img2img children of the job's image, at low strength with new seeds."""
-        from app.engine.jobs.graph import submit_variations
+        from app.engine.jobs.follow_ups import FollowUps, Variations
 
+        return self._follow_each([job_id], FollowUps(variations=Variations(count)))
+
+    def _submitted(self, job: NewJob | int, follow_ups: FollowUps) -> Outcome:
+        """The new jobs and follow-ups (the engine's one way to submit), or why none."""
+        from app.engine.jobs.follow_ups import submit_with_follow_ups
+
+        try:
+            submitted = submit_with_follow_ups(self.queue, job, follow_ups, check=self._check)
+        except UserError as error:
+            return Outcome((), (_readable(error),))
+        return Outcome(submitted.all)
+
+    def _follow_each(self, job_ids: Sequence[int], follow_ups: FollowUps) -> Outcome:
+        """The follow-ups of each stored job, each on its own: one refused (a job deleted
+        meanwhile) leaves the others' queued, and says why."""
         new_ids: list[int] = []
-        outcome = self._each(
-            [job_id],
-            lambda i: new_ids.extend(
-                submit_variations(self.queue, i, count=count, check=self._check)
-            ),
-        )
-        return Outcome(tuple(new_ids), outcome.errors)
+        errors: list[str] = []
+        for job_id in job_ids:
+            outcome = self._submitted(job_id, follow_ups)
+            new_ids.extend(outcome.job_ids)
+            errors.extend(outcome.errors)
+        return Outcome(tuple(new_ids), tuple(errors))
 
     def init_from_job(self, job_id: int) -> InitImage:
         """A finished job's image, ready to be an init image, with its settings."""
@@ -487,11 +459,7 @@ class QueueService:
 
     def move(self, job_ids: Sequence[int], delta: int) -> Outcome:
         """Raise (delta > 0) or lower the priority: higher runs sooner."""
-
-        def shift(job_id: int) -> None:
-            self.queue.set_priority(job_id, self.queue.get(job_id).priority + delta)
-
-        return self._each(job_ids, shift)
+        return self._each(job_ids, lambda job_id: self.queue.raise_priority(job_id, by=delta))
 
     def move_to(self, job_ids: Sequence[int], top: bool) -> Outcome:
         """To the top (runs next) or bottom of the pending jobs; their order is kept."""
@@ -530,17 +498,6 @@ def _saved_outputs_dir() -> Path:
 
 def _matches(row: JobRow, statuses: frozenset[JobStatus] | None) -> bool:
     return statuses is None or row.status in statuses
-
-
-def _upscaled(params: GenerationParams) -> GenerationParams:
-    """What `upscale` will queue for a job of these settings (its number is not known yet)."""
-    from app.engine.jobs.graph import DEFAULT_UPSCALE, DEFAULT_UPSCALE_STRENGTH, upscale_params
-
-    return upscale_params(params, 0, scale=DEFAULT_UPSCALE, strength=DEFAULT_UPSCALE_STRENGTH)
-
-
-def _seed_plus(params: GenerationParams, index: int) -> GenerationParams:
-    return replace(params, seed=(params.seed + index) % (MAX_SEED + 1))
 
 
 def _readable(error: Exception) -> str:

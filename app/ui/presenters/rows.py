@@ -6,7 +6,6 @@ Qt-free: built on the database thread from `Job` / `JobTransition`, read on the 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -18,7 +17,7 @@ from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 if TYPE_CHECKING:  # the database stack loads after the window shows (see app.ui.main)
-    from app.models.tables import Job, JobTransition
+    from app.engine.jobs.queue import Job, JobTransition
 
 ACTIVE = frozenset(
     {JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.CANCELLING, JobStatus.PAUSING,
@@ -92,7 +91,7 @@ class JobRow:
     rerun_of: int | None
     version: int
     created_label: str = ""  # formatted off the GUI thread: strftime per paint adds up
-    # Time in PROCESSING over every attempt, from the history (see `running_time`):
+    # Time in PROCESSING over every attempt, from the history (`app.engine.jobs.durations`):
     # the finished stretches, and when the current one began if the job is in one now.
     ran_s: float = 0.0
     running_since: float | None = None
@@ -175,18 +174,6 @@ class TransitionRow:
             to_status=JobStatus(t.to_status), event=JobEvent(t.event), source=t.source,
             message=t.message, at=t.at,
         )  # fmt: skip
-
-
-def running_time(history: Sequence[tuple[JobStatus, float]]) -> tuple[float, float | None]:
-    """(seconds spent in PROCESSING, start of the stretch still open) from a job's history
-    as (status entered, time), oldest first. Every attempt counts: a job that ran 40 s,
-    was paused and ran 20 s more has run 60 s (like the stats of app.engine.history)."""
-    total, since = 0.0, None
-    for status, at in history:
-        if since is not None:
-            total += max(0.0, at - since)
-        since = at if status is JobStatus.PROCESSING else None
-    return total, since
 
 
 def format_duration(seconds: float | None) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.jobs.follow_ups import submit_upscale, submit_variations
 from app.engine.jobs.graph import (
     InputImageMissing,
     children_of,
@@ -14,8 +15,6 @@ from app.engine.jobs.graph import (
     orphaned_children,
     parents_of,
     reconcile,
-    submit_upscale,
-    submit_variations,
     waiting_reason,
 )
 from app.engine.jobs.graph_sql import InvalidDependency, cycle_through, digest

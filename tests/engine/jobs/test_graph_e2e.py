@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from app.engine.generation.files import read_png_params
-from app.engine.jobs.graph import submit_upscale, submit_variations
+from app.engine.jobs.follow_ups import submit_upscale, submit_variations
 from app.engine.jobs.params import DEFAULT_MODEL, GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
