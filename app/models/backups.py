@@ -116,8 +116,10 @@ def _problem(path: Path) -> str:
         return f"it cannot be opened ({error})"
     try:
         return _integrity_problem(conn) or _schema_problem(conn)
-    except sqlite3.Error as error:
+    except sqlite3.OperationalError as error:  # locked, unreadable: not known to be damaged
         return f"it cannot be read as a database ({error})"
+    except sqlite3.DatabaseError as error:  # a damaged page met before quick_check could say
+        return f"it is damaged ({error})"
     finally:
         conn.close()
 
