@@ -34,9 +34,10 @@ from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.engine.jobs.follow_ups import submit_upscale  # noqa: E402
 from app.engine.jobs.params import GenerationParams  # noqa: E402
-from app.engine.jobs.queue import JobQueue, open_queue  # noqa: E402
+from app.engine.jobs.queue import JobQueue  # noqa: E402
 from app.engine.jobs.states import JobEvent  # noqa: E402
 from app.engine.settings import load_settings, save_settings  # noqa: E402
+from app.engine.store.opening import open_queue  # noqa: E402
 from app.engine.workers.liveness import this_host  # noqa: E402
 from app.engine.workers.messages import MessageKind, WorkerMessage  # noqa: E402
 from app.engine.workers.presence import Presence  # noqa: E402
