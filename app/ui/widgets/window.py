@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -391,7 +391,8 @@ class MainWindow(QMainWindow):
     ) -> None:
         """What the launch restored, whether the last run ended without closing, and the
         jobs paused at quit: resumed now if Settings say so, else offered with "Resume all"."""
-        paused = (*(restore.paused if restore else ()), *self._paused_at_quit)
+        # One id once: a job paused at quit that recovery then settled is in both.
+        paused = tuple(dict.fromkeys((*(restore.paused if restore else ()), *self._paused_at_quit)))
         if paused and resume_on_launch(self.store):
             self._resume_all(paused)
             self.show_note(words.resumed_note(len(paused)))
@@ -486,15 +487,15 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self._quitting = True
-        if running:  # the quit question promised they continue next time: remember which
-            window_state.remember_paused_at_quit(self.store, running)
         self._save_geometry()
         self.shut_down()
         event.accept()
 
-    def _running_ids(self) -> tuple[int, ...]:
+    def _running_ids(self) -> Sequence[int]:
+        """The jobs this window's workers run: another window's or a headless worker's jobs
+        on the same queue are not this window's to pause, nor to ask about."""
         try:
-            return self.deps.queue.running_ids()
+            return self.deps.workers.own_running_ids()
         except Exception:  # the store is unreadable: nothing we can pause anyway
             log.exception("could not count running jobs")
             return ()
@@ -517,9 +518,12 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(self.tr("Pausing running jobs…"))
         self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
         try:
-            self.deps.workers.shutdown(self.deps.shutdown_timeout_s)
+            paused = self.deps.workers.shutdown(self.deps.shutdown_timeout_s)
         except Exception:
             log.exception("worker shutdown failed")
+            paused = ()
+        # The quit question promised they continue next time: remember exactly these.
+        window_state.remember_paused_at_quit(self.store, paused)
         self.notifier.hide()
         self.runner.close()
         self.image_runner.close()
