@@ -95,7 +95,7 @@ def make_window(
 
     yield make
     for window in windows:
-        if not window._quitting:
+        if not window.quitting.confirmed:
             window.deps.confirm_quit = lambda _n: True
             window.close()
 

@@ -108,7 +108,7 @@ def test_closing_a_second_window_asks_about_and_pauses_none_of_the_firsts_jobs(
     workers.claiming = False
     again = make_window()
     assert paused_at_quit_text(again).startswith("1 job paused when Easel closed")
-    assert again._paused_at_quit == (job_id,)
+    assert again.restore_offer.paused_at_quit == (job_id,)
 
 
 def test_each_window_records_the_jobs_it_paused_and_the_next_launch_offers_both(
@@ -139,7 +139,7 @@ def test_each_window_records_the_jobs_it_paused_and_the_next_launch_offers_both(
     workers.claiming = False
     again = make_window()
     assert paused_at_quit_text(again).startswith("2 jobs paused when Easel closed")
-    assert sorted(again._paused_at_quit) == sorted((first_job, second_job))
+    assert sorted(again.restore_offer.paused_at_quit) == sorted((first_job, second_job))
 
 
 def test_a_window_that_paused_nothing_forgets_nothing_another_window_paused(
@@ -157,4 +157,4 @@ def test_a_window_that_paused_nothing_forgets_nothing_another_window_paused(
 
     workers.claiming = False
     again = make_window()
-    assert again._paused_at_quit == (job_id,)
+    assert again.restore_offer.paused_at_quit == (job_id,)
