@@ -154,8 +154,11 @@ class PreviewWorkers:
     def start(self) -> None:
         pass
 
-    def shutdown(self, timeout: float) -> None:
-        pass
+    def own_running_ids(self) -> list[int]:
+        return list(self.running)
+
+    def shutdown(self, timeout: float) -> list[int]:
+        return []
 
     def poll(self) -> Sequence[WorkerMessage]:
         messages = [] if self.announced else [WorkerMessage(MessageKind.READY, WORKER)]

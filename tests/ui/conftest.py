@@ -71,6 +71,7 @@ def make_window(
         confirm: Callable[[int], bool] | None = None,
         shutdown_timeout_s: float = 1.0,
         check: Callable[[GenerationParams], object] | None = None,
+        service: QueueService | None = None,  # another window's, on its own connection
         **more: Any,  # other `Dependencies` fields (e.g. prune)
     ) -> MainWindow:
         def yes(n: int) -> bool:
@@ -78,7 +79,7 @@ def make_window(
             return True
 
         deps = Dependencies(
-            queue=QueueService(queue, check=check), workers=pool or workers,
+            queue=service or QueueService(queue, check=check), workers=pool or workers,
             settings=load_settings(),
             save_settings=save_settings, list_models=fake_models,
             list_loras=lambda: ["ink_style", "watercolor"],
@@ -94,7 +95,7 @@ def make_window(
 
     yield make
     for window in windows:
-        if not window._quitting:
+        if not window.quitting.confirmed:
             window.deps.confirm_quit = lambda _n: True
             window.close()
 

@@ -35,13 +35,19 @@ class FakeWorkers:
     def start(self) -> None:
         self.started = True
 
-    def shutdown(self, timeout: float) -> None:
-        # Like the real supervisor: running jobs are paused, keeping their progress.
+    def own_running_ids(self) -> list[int]:
+        return [i for i in self.steps if JobStatus(self.queue.get(i).status).is_running]
+
+    def shutdown(self, timeout: float) -> list[int]:
+        # Like the real supervisor: its own running jobs are paused, keeping their progress.
         self.shutdown_timeout = timeout
+        paused = []
         for job_id in list(self.steps):
             if self.queue.get(job_id).status == JobStatus.PROCESSING:
                 self.queue.pause(job_id, source="shutdown")
+                paused.append(job_id)
             self._settle_stop(job_id)
+        return paused
 
     def poll(self) -> Sequence[WorkerMessage]:
         messages: list[WorkerMessage] = []

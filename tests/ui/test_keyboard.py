@@ -106,7 +106,7 @@ def test_enter_opens_the_finished_image_in_the_viewer(
     qtbot.waitUntil(lambda: len(window.gallery_model.paths()) == 2, timeout=TIMEOUT_MS)
     list_with(qtbot, window, newer, older)
     qtbot.keyClick(window.jobs.table, Qt.Key.Key_Return)
-    viewer = window.viewer
+    viewer = window.viewing.viewer
     assert viewer is not None
     qtbot.waitUntil(viewer.isVisible, timeout=TIMEOUT_MS)
     viewer.activateWindow()  # a window manager does this for a new dialog; offscreen has none
@@ -162,5 +162,5 @@ def test_double_click_on_the_image_opens_the_viewer(
     list_with(qtbot, window, job_id)
     qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
     qtbot.mouseDClick(window.image.canvas, Qt.MouseButton.LeftButton)
-    assert window.viewer is not None and window.viewer.isVisible()
-    assert window.viewer.path == str(tmp_path / "done.png")
+    assert window.viewing.viewer is not None and window.viewing.viewer.isVisible()
+    assert window.viewing.viewer.path == str(tmp_path / "done.png")

@@ -70,8 +70,8 @@ def test_an_image_only_in_the_database_is_shown_in_the_gallery_and_viewer(
 
     row = window.vm.jobs.job(job_id)
     assert row is not None
-    window.open_image(row)
-    viewer = window.viewer
+    window.viewing.open_image(row)
+    viewer = window.viewing.viewer
     assert viewer is not None
     qtbot.waitUntil(viewer.isVisible, timeout=TIMEOUT_MS)
     assert viewer.paths[viewer.index] == str(fetched)

@@ -378,8 +378,11 @@ class BrokenPool:
     def poll(self) -> list[WorkerMessage]:
         raise BrokenPipeError("worker pipe closed")
 
-    def shutdown(self, timeout: float) -> None:
-        pass
+    def own_running_ids(self) -> list[int]:
+        return []
+
+    def shutdown(self, timeout: float) -> list[int]:
+        return []
 
 
 def test_a_broken_worker_pool_is_a_message_not_a_crash(

@@ -35,6 +35,15 @@ def test_the_restore_banner_says_what_came_back_and_what_waits() -> None:
     )
 
 
+def test_a_job_paused_at_quit_that_recovery_also_paused_is_counted_once() -> None:
+    recovered = RestoreSummary(paused=(7,))
+    assert restore_text(recovered, (7, 8), None) == (
+        "Restored jobs from the last session: 1 paused; "
+        "1 job paused when Easel closed: they continue when you resume"
+    )
+    assert "when Easel closed" not in restore_text(recovered, (7,), None)
+
+
 def test_the_undo_banner_counts_held_jobs_and_names_lost_progress() -> None:
     held = CancelOutcome(held=(1, 2), requeue_on_undo=(1,))
     assert undo_offer_text(held, 6000) == "2 jobs will be cancelled in 6 s"

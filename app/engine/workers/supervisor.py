@@ -196,6 +196,11 @@ class Supervisor:
     def worker_ids(self) -> list[str]:
         return [wid for slot in self._slots if slot.alive and (wid := slot.worker_id)]
 
+    def own_running_ids(self) -> list[int]:
+        """The running jobs this supervisor's workers hold; other programs' on the same queue
+        (a second window, a headless worker) are theirs to pause, not ours."""
+        return [job.id for job in self._own_running_jobs() if job.id is not None]
+
     def worker_pids(self) -> list[int]:
         return [pid for slot in self._slots if slot.alive and (pid := slot.pid)]
 

@@ -18,15 +18,22 @@ from app.ui.presenters.model_choices import ModelChoice
 class WorkerPool(Protocol):
     """The worker processes (`app.engine.workers.supervisor.Supervisor` fits as it is).
 
-    `poll` must never block: the GUI calls it from a timer. Return values are ignored.
+    `poll` must never block: the GUI calls it from a timer. `start` returns nothing used.
+    Other programs (a second window, a headless worker) may run jobs on the same queue:
+    the pool speaks only for the jobs its own workers hold.
     """
 
     def start(self) -> object: ...
 
     def poll(self) -> Sequence[WorkerMessage]: ...
 
-    def shutdown(self, timeout: float) -> object:
-        """Pause running jobs (they keep their checkpoints) and stop the workers."""
+    def own_running_ids(self) -> Sequence[int]:
+        """The running jobs this pool's workers hold: the ones a quit would pause."""
+        ...
+
+    def shutdown(self, timeout: float) -> Sequence[int]:
+        """Pause running jobs (they keep their checkpoints) and stop the workers; the ids of
+        the jobs it paused."""
         ...
 
 
@@ -39,8 +46,11 @@ class NoWorkers:
     def poll(self) -> Sequence[WorkerMessage]:
         return ()
 
-    def shutdown(self, timeout: float) -> None:
-        pass
+    def own_running_ids(self) -> Sequence[int]:
+        return ()
+
+    def shutdown(self, timeout: float) -> Sequence[int]:
+        return ()
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,12 @@ def restore_text(
     """What the launch restored, the jobs paused at quit, and whether the last run ended
     without closing ("" when there is nothing to say)."""
     text = restore.describe() if restore else ""
-    if paused_at_quit:
+    # A job the launch's recovery paused is already counted in its summary: not twice.
+    at_quit = [i for i in paused_at_quit if not restore or i not in restore.paused]
+    if at_quit:
         waiting = translate(
             "MainWindow", "{jobs} paused when Easel closed: they continue when you resume"
-        ).format(jobs=jobs_words(len(paused_at_quit)))
+        ).format(jobs=jobs_words(len(at_quit)))
         text = "; ".join(filter(None, [text, waiting]))
     if unclean is not None:
         nothing = translate("MainWindow", "No jobs needed restoring.")

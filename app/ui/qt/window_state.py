@@ -6,6 +6,8 @@ The keys are named here once, so a key read at launch is the key written at quit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
@@ -66,13 +68,25 @@ def save_form(store: QSettings, values: dict[str, str]) -> None:
     store.endGroup()
 
 
-def remember_paused_at_quit(store: QSettings, job_ids: tuple[int, ...]) -> None:
-    store.setValue(PAUSED_AT_QUIT, [str(i) for i in job_ids])
+def remember_paused_at_quit(store: QSettings, job_ids: Sequence[int]) -> None:
+    """Add the jobs this window's quit paused to those remembered: another window on the
+    same window.ini may have quit before it, and its jobs are offered at the next launch too.
+    Nothing paused writes nothing."""
+    if not job_ids:
+        return
+    store.sync()  # read what another Easel process wrote since this one opened the file
+    remembered = _paused_ids(store.value(PAUSED_AT_QUIT, []))
+    store.setValue(PAUSED_AT_QUIT, [str(i) for i in dict.fromkeys((*remembered, *job_ids))])
+    store.sync()
 
 
 def take_paused_at_quit(store: QSettings) -> tuple[int, ...]:
     """The jobs the last quit paused; forgotten once read, so they are offered once."""
     saved = store.value(PAUSED_AT_QUIT, [])
     store.remove(PAUSED_AT_QUIT)
+    return _paused_ids(saved)
+
+
+def _paused_ids(saved: object) -> tuple[int, ...]:
     items = saved if isinstance(saved, list) else [saved]  # one item reads as a string
     return tuple(int(str(i)) for i in items if str(i).isdigit())

@@ -2,89 +2,50 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-
-from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, QUrl
-from PySide6.QtGui import QCloseEvent, QDesktopServices, QShortcut
-from PySide6.QtWidgets import (
-    QApplication,
-    QLabel,
-    QMainWindow,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QShortcut
+from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QWidget
 
 from app.engine.crash import UncleanExit
 from app.engine.jobs.params import InvalidParameters
 from app.engine.jobs.states import JobStatus
-from app.engine.paths import logs_dir
-from app.engine.settings import PRUNE_EVERY_S, NewJobValues, Settings
+from app.engine.settings import NewJobValues
 from app.ui.itemmodels.gallery_model import GALLERY_PAGE, GalleryModel
-from app.ui.itemmodels.job_list_model import ROW_ROLE
 from app.ui.presenters import shortcuts
 from app.ui.presenters import window_words as words
 from app.ui.presenters.actions import Action, applies
-from app.ui.presenters.interfaces import (
-    ListLoras,
-    ListModels,
-    NoWorkers,
-    RestoreSummary,
-    WorkerPool,
-    no_loras,
-)
-from app.ui.presenters.queue_service import CancelOutcome, QueueService
-from app.ui.presenters.rows import JobRow, ListFilter
+from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.queue_service import CancelOutcome
+from app.ui.presenters.rows import ListFilter
 from app.ui.qt import window_state
 from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.gc_guard import collect_on_gui_thread
 from app.ui.qt.icons import app_icon
-from app.ui.qt.pruning import AutoPruner, Prune
+from app.ui.qt.pruning import AutoPruner
 from app.ui.qt.thumbnails import ThumbnailCache
 from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
-from app.ui.widgets.banner import Banner, BannerStack
+from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
-from app.ui.widgets.image_viewer import ImageViewer
+from app.ui.widgets.image_viewing import ImageViewing
 from app.ui.widgets.jobs_panel import JobsPanel
 from app.ui.widgets.menus import MenuSlots, build_menus, key_sequences
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel, defaults_form
-from app.ui.widgets.quit_dialog import ask_pause_and_quit
-from app.ui.widgets.settings_dialog import SettingsDialog, resume_on_launch, ui_settings
+from app.ui.widgets.quitting import Quitting
+from app.ui.widgets.restore_offer import RestoreOffer
+from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings
 from app.ui.widgets.timeline_panel import TimelinePanel
+from app.ui.widgets.window_dependencies import Dependencies as Dependencies  # re-exported
 from app.ui.widgets.window_dialogs import WindowDialogs
-
-log = logging.getLogger(__name__)
+from app.ui.widgets.window_layout import lay_out
 
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
-
-
-@dataclass
-class Dependencies:
-    """Everything the window needs from outside, handed in (tests pass fakes)."""
-
-    queue: QueueService
-    workers: WorkerPool
-    settings: Settings
-    save_settings: Callable[[Settings], None]
-    list_models: ListModels
-    list_loras: ListLoras = no_loras
-    restore: RestoreSummary | None = None
-    # None: ask with a dialog. Tests answer with a function.
-    confirm_quit: Callable[[int], bool] | None = None
-    shutdown_timeout_s: float = 15.0
-    # One prune by the settings (None: the window never prunes), and how often it runs.
-    prune: Prune | None = None
-    prune_every_s: float = PRUNE_EVERY_S
 
 
 class MainWindow(QMainWindow):
@@ -114,19 +75,25 @@ class MainWindow(QMainWindow):
         self._follow: int | None = None
         self._counts: dict[JobStatus, int] = {}
         self._eta_s: float | None = None  # learned from the history; None: nothing to go on
-        self._quitting = False
-        self._shut_down = False
         self._gallery_successes = -1
         self.dialogs = WindowDialogs(
             self, self.runner, deps.queue, lambda: self.deps.settings, self.show_error
         )
-        self.viewer: ImageViewer | None = None
         self._build()
         self._connect()
         self._restore_geometry()
         self._start_timers()
+        self.quitting = Quitting(
+            self, deps, self.store,
+            stop_first=[*(t.stop for t in self.timers), self.vm.finish_cancel_now,
+                        self.feed.stop, self.pruner.stop],
+            close_last=[self.notifier.hide, self.runner.close, self.image_runner.close,
+                        deps.queue.close],
+        )  # fmt: skip
         self.feed.start()
-        self._paused_at_quit = window_state.take_paused_at_quit(self.store)
+        self.restore_offer = RestoreOffer(
+            self.restore_banner, self.vm, self.jobs, self.store, self.set_filter, self.show_note
+        )
         self.show_restore(deps.restore)
         self.vm.refresh()
         self._list_models()
@@ -146,33 +113,17 @@ class MainWindow(QMainWindow):
         self.follow_ups = FollowUps(
             self, self.vm, self.deps.queue, self.prompt, self.file_manager, self.show_error
         )
+        self.viewing = ImageViewing(
+            self, self.vm, self.jobs, self.detail, self.gallery_model, self.prompt,
+            self.show_note, self.show_error,
+        )  # fmt: skip
         self.restore_banner = Banner("info")
         self.undo_banner = Banner("info")
         self.error_banner = Banner("error")
-        center = QWidget()
-        column = QVBoxLayout(center)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(8)
-        column.addWidget(self.image, 1)
-        column.addWidget(self.gallery)
-        right = _vsplit("right", self.jobs, self.timeline)
-        right.setSizes([520, 320])
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.setObjectName("main")
-        for widget in (self.prompt, center, right):
-            self.splitter.addWidget(widget)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setCollapsible(1, False)
-        body = QWidget()
-        layout = QVBoxLayout(body)
-        layout.setContentsMargins(10, 8, 10, 8)
-        layout.setSpacing(8)
-        layout.addWidget(self.splitter, 1)
-        self.setCentralWidget(body)
-        # Over the image area, not above the panels: a banner coming or going never moves the
-        # layout, and never hides the form, the filters or the job list.
-        banners = [self.error_banner, self.restore_banner, self.undo_banner]
-        self.banners = BannerStack(center, banners)
+        self.splitter, self.banners = lay_out(
+            self, self.prompt, [self.image, self.gallery], [self.jobs, self.timeline],
+            [self.error_banner, self.restore_banner, self.undo_banner],
+        )  # fmt: skip
         self.counts_label = QLabel()
         self.statusBar().addWidget(self.counts_label, 1)  # hidden while a note shows
         self.statusBar().addPermanentWidget(self.worker_status)
@@ -190,7 +141,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         for keys in key_sequences(shortcuts.GENERATE):
             QShortcut(keys, self, self.generate)
-        self.jobs.open_requested.connect(self.open_image)
+        self.jobs.open_requested.connect(self.viewing.open_image)
         for keys in key_sequences(shortcuts.NEXT_PANE):
             QShortcut(keys, self, self.next_pane)
         # Generate -> the job list -> on: the list is one Tab away from the form, and its
@@ -219,13 +170,13 @@ class MainWindow(QMainWindow):
         )
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
-        self.gallery.clicked.connect(self._gallery_clicked)
-        self.image.reuse.clicked.connect(self.reuse_settings)
+        self.gallery.clicked.connect(self.viewing.gallery_clicked)
+        self.image.reuse.clicked.connect(self.viewing.reuse_settings)
         self.image.follow_up.connect(self._follow_up_shown)
         self.jobs.follow_up.connect(self.follow_ups.run)
         self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
         self.prompt.init_requested.connect(self.follow_ups.prepare_init)
-        self.image.canvas.double_clicked.connect(self._view_shown_image)
+        self.image.canvas.double_clicked.connect(self.viewing.view_shown_image)
 
     def _start_timers(self) -> None:
         self.timers = []
@@ -325,39 +276,6 @@ class MainWindow(QMainWindow):
         here = next((i for i, pane in enumerate(panes) if pane is focused), -1)
         panes[(here + 1) % len(panes)].setFocus(Qt.FocusReason.TabFocusReason)
 
-    def open_image(self, row: JobRow) -> None:
-        """Enter in the job list: the finished image in the viewer, among the others."""
-        if not row.output_path:
-            self.show_note(self.tr("Job {id} has no image yet").format(id=row.id))
-            return
-        paths = self.gallery_model.paths()
-        if row.output_path not in paths:
-            paths = [row.output_path]
-        self.viewer = ImageViewer(paths, paths.index(row.output_path), self)
-        self.viewer.problem.connect(self.show_error)
-        self.viewer.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        self.viewer.show()
-
-    def _view_shown_image(self) -> None:
-        if self.detail.row is not None and self.image.path is not None:
-            self.open_image(self.detail.row)
-
-    def reuse_settings(self) -> None:
-        if self.detail.row is not None:
-            self.prompt.set_params(self.detail.row.params)
-            self.show_note(
-                self.tr("Settings of job {id} are in the form").format(id=self.detail.row.id)
-            )
-
-    def _gallery_clicked(self, index: QModelIndex) -> None:
-        row = index.data(ROW_ROLE)
-        if row is None:
-            return
-        if self.vm.jobs.row_of(row.id) is not None:
-            self.jobs.select_jobs([row.id])
-        else:
-            self.detail.show_finished(row)
-
     # --- cancelling, with undo for queued jobs -------------------------------------------------
 
     def _cancel_held(self, outcome: CancelOutcome) -> None:
@@ -389,47 +307,8 @@ class MainWindow(QMainWindow):
     def show_restore(
         self, restore: RestoreSummary | None, unclean: UncleanExit | None = None
     ) -> None:
-        """What the launch restored, whether the last run ended without closing, and the
-        jobs paused at quit: resumed now if Settings say so, else offered with "Resume all"."""
-        paused = (*(restore.paused if restore else ()), *self._paused_at_quit)
-        if paused and resume_on_launch(self.store):
-            self._resume_all(paused)
-            self.show_note(words.resumed_note(len(paused)))
-            paused = ()
-        if not restore and unclean is None and not paused:
-            return
-        banner = self.restore_banner
-        banner.clear_actions()
-        if paused:
-            banner.add_action(self.tr("Resume all"), lambda: self._resume_all(paused))
-        if restore and restore.job_ids:
-            banner.add_action(self.tr("Show"), lambda: self._show_restored(restore))
-        if unclean is not None:
-            log_file = unclean.crash_log or logs_dir()
-            banner.add_action(self.tr("Open log"), lambda: _open_path(log_file))
-        banner.show_text(words.restore_text(restore, self._paused_at_quit, unclean))
-
-    def _resume_all(self, job_ids: tuple[int, ...]) -> None:
-        """Resume those still paused (the ids the launch offered), once."""
-        self.vm.resume_all(job_ids)
-        self._paused_at_quit = ()
-        self.restore_banner.hide()
-
-    def _show_restored(self, restore: RestoreSummary) -> None:
-        self.set_filter(ListFilter.ALL)
-        ids = list(restore.job_ids)
-        self._select_when_loaded(ids)
-
-    def _select_when_loaded(self, ids: list[int]) -> None:
-        if any(self.vm.jobs.row_of(i) is not None for i in ids):
-            self.jobs.select_jobs(ids)
-            return
-
-        def once() -> None:
-            self.vm.refreshed.disconnect(once)
-            self.jobs.select_jobs(ids)
-
-        self.vm.refreshed.connect(once)
+        """The restore banner: what the launch restored and the jobs paused at quit."""
+        self.restore_offer.show(restore, unclean)
 
     # --- settings and geometry ----------------------------------------------------------------
 
@@ -478,63 +357,8 @@ class MainWindow(QMainWindow):
     # --- quitting -----------------------------------------------------------------------------
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self._quitting:
-            event.accept()
-            return
-        running = self._running_ids()
-        if running and not self._confirm_quit(len(running)):
-            event.ignore()
-            return
-        self._quitting = True
-        if running:  # the quit question promised they continue next time: remember which
-            window_state.remember_paused_at_quit(self.store, running)
-        self._save_geometry()
-        self.shut_down()
-        event.accept()
-
-    def _running_ids(self) -> tuple[int, ...]:
-        try:
-            return self.deps.queue.running_ids()
-        except Exception:  # the store is unreadable: nothing we can pause anyway
-            log.exception("could not count running jobs")
-            return ()
-
-    def _confirm_quit(self, running: int) -> bool:
-        if self.deps.confirm_quit is not None:
-            return self.deps.confirm_quit(running)
-        return ask_pause_and_quit(self, running)
+        self.quitting.close_event(event, self._save_geometry)
 
     def shut_down(self) -> None:
         """Stop timers, let the workers pause their jobs, and close the store threads (once)."""
-        if self._shut_down:
-            return
-        self._shut_down = True
-        for timer in self.timers:
-            timer.stop()
-        self.vm.finish_cancel_now()
-        self.feed.stop()
-        self.pruner.stop()
-        self.statusBar().showMessage(self.tr("Pausing running jobs…"))
-        self.statusBar().repaint()  # the shutdown below blocks; say what is happening first
-        try:
-            self.deps.workers.shutdown(self.deps.shutdown_timeout_s)
-        except Exception:
-            log.exception("worker shutdown failed")
-        self.notifier.hide()
-        self.runner.close()
-        self.image_runner.close()
-        self.deps.queue.close()
-
-
-def _vsplit(name: str, *widgets: QWidget) -> QSplitter:
-    splitter = QSplitter(Qt.Orientation.Vertical)
-    splitter.setObjectName(name)
-    for widget in widgets:
-        splitter.addWidget(widget)
-    splitter.setStretchFactor(0, 1)
-    splitter.setCollapsible(0, False)
-    return splitter
-
-
-def _open_path(path: Path) -> None:
-    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        self.quitting.shut_down()
