@@ -1,6 +1,7 @@
 """Errors of the generation side, in Easel's one hierarchy (`app.errors`).
 
-No torch import: the app classifies worker errors too (`is_transient`, from `app.errors`).
+No torch import: the app classifies worker errors too (`is_transient`, from `app.errors`),
+so torch's out-of-memory error is recognised by its name, not its class.
 """
 
 from __future__ import annotations
@@ -13,8 +14,26 @@ __all__ = [
     "CheckpointMismatch",
     "GenerationError",
     "UnsupportedModel",
+    "is_out_of_memory",
     "is_transient",
 ]
+
+# torch.OutOfMemoryError (torch.cuda.OutOfMemoryError is the same class), CUDA and MPS.
+_OOM_TYPE = "OutOfMemoryError"
+_OOM_MARKER = "out of memory"  # "CUDA error: out of memory", "MPS backend out of memory"
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True when the accelerator ran out of memory: what low-VRAM mode may cure.
+
+    Narrower than `is_transient`: a database away, a full disk or host RAM running out
+    are transient too, but offloading the model to the CPU cures none of them.
+    """
+    if isinstance(error, EaselError):
+        return False
+    if any(cls.__name__ == _OOM_TYPE for cls in type(error).__mro__):
+        return True
+    return isinstance(error, RuntimeError) and _OOM_MARKER in str(error).lower()
 
 
 class GenerationError(EaselError):
