@@ -13,6 +13,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointMismatch",
     "GenerationError",
+    "ModelLoadFailed",
     "UnsupportedModel",
     "is_out_of_memory",
     "is_transient",
@@ -42,6 +43,12 @@ class GenerationError(EaselError):
 
 class UnsupportedModel(GenerationError, MissingModel):
     """The folder is a diffusers pipeline, but not one the Stable Diffusion runner can drive."""
+
+
+class ModelLoadFailed(UnsupportedModel):
+    """A model that looked usable did not load (a damaged file, a fine-tune of another
+    layout): one sentence naming the file and what is wrong, never the loader's own text
+    (often a page of Python advice), which goes to the worker's log instead."""
 
 
 class CheckpointError(GenerationError):

@@ -142,3 +142,32 @@ def test_only_gpu_out_of_memory_counts_as_out_of_memory(error: Exception) -> Non
 @pytest.mark.parametrize("error", NOT_MEMORY)
 def test_other_errors_are_not_out_of_memory(error: Exception) -> None:
     assert not is_out_of_memory(error)
+
+
+def test_out_of_memory_while_loading_is_still_retried_in_low_vram_mode(
+    tiny_folders: dict[Architecture, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader words its failures in one sentence, but never memory: that stays the
+    runner's to retry."""
+    from app.engine.generation import loader
+
+    model = model_info(tiny_folders[Architecture.SD1], "m")
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    real_place = loader._place
+    placed: list[DeviceChoice] = []
+
+    def out_of_memory_at_first(pipe: Any, device: DeviceChoice) -> None:
+        placed.append(device)
+        if len(placed) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        real_place(pipe, device)
+
+    monkeypatch.setattr(loader, "_place", out_of_memory_at_first)
+    out = runner.run(
+        params_for("m"),
+        output_path=tmp_path / "x.png",
+        checkpoint_path=tmp_path / "x.ckpt",
+        on_step=go_on,
+    )
+    assert out.kind is OutcomeKind.COMPLETED and out.note == LOW_VRAM_NOTE
+    assert [device.low_vram for device in placed] == [False, True]
