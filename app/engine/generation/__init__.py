@@ -10,6 +10,7 @@ from app.engine.generation.errors import (
     CheckpointError,
     CheckpointMismatch,
     GenerationError,
+    ModelLoadFailed,
     UnsupportedModel,
     is_transient,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "GenerationOutcome",
     "LoraError",
     "ModelInfo",
+    "ModelLoadFailed",
     "ModelNotFound",
     "ModelSearchPath",
     "ModelSource",

@@ -3,8 +3,9 @@
 Pure filesystem and JSON (no torch): a diffusers folder is read through its config files,
 a `.safetensors` file through its header alone (the first 8 bytes give the length of a JSON
 table of tensor names and shapes), so the GUI can list many multi-GB files in milliseconds.
-Anything that is not SD 1.x, SD 2.x or SDXL gets an `unsupported_reason` instead of an
-architecture: the listing shows it and the loader refuses it, never a crash in the worker.
+Anything that is not SD 1.x, SD 2.x or SDXL, and a checkpoint file without one of its parts
+(UNet, VAE, text encoders), gets an `unsupported_reason` instead of an architecture: the
+listing shows it, `submit` refuses it and so does the loader, never a crash in the worker.
 """
 
 from __future__ import annotations
@@ -235,6 +236,25 @@ _LORA_MARKERS = ("lora_unet_", "lora_te", "lora_down", "lora_up", "lora_A", "lor
 _FLUX_MARKERS = ("double_blocks.", "single_blocks.")
 _SD3_MARKERS = ("joint_blocks.",)
 _UNET = "model.diffusion_model."
+_VAE = "first_stage_model."
+_SDXL_CLIP = "conditioner.embedders.0.transformer."  # CLIP ViT-L, as SD 1.x's
+_SDXL_OPEN_CLIP = "conditioner.embedders.1.model."  # OpenCLIP ViT-bigG
+_SD2_OPEN_CLIP = "cond_stage_model.model."  # OpenCLIP ViT-H
+_SD1_CLIP = "cond_stage_model.transformer."
+
+# What a single-file checkpoint of each kind holds: (the part, the prefix of its weights).
+# diffusers builds every part it lacks from the config folder, which has no weights, and
+# fails in the worker with a page of Python advice; the header shows the gap at once.
+_PARTS: dict[Architecture, tuple[tuple[str, str], ...]] = {
+    Architecture.SD1: (("UNet", _UNET), ("VAE", _VAE), ("text encoder", _SD1_CLIP)),
+    Architecture.SD2: (("UNet", _UNET), ("VAE", _VAE), ("text encoder", _SD2_OPEN_CLIP)),
+    Architecture.SDXL: (
+        ("UNet", _UNET),
+        ("VAE", _VAE),
+        ("first text encoder (CLIP ViT-L)", _SDXL_CLIP),
+        ("second text encoder (OpenCLIP ViT-bigG)", _SDXL_OPEN_CLIP),
+    ),
+}
 
 
 def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = None) -> Detected:
@@ -251,24 +271,64 @@ def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = N
     first_conv = shapes.get(_UNET + "input_blocks.0.0.weight", [])
     if len(first_conv) == 4 and first_conv[1] != 4:
         return unsupported(_in_channels_reason(first_conv[1]))
-    if _has_prefix(keys, "conditioner.embedders.1."):
+    architecture = _architecture(keys)
+    if architecture is None:
+        return unsupported(_no_architecture_reason(keys))
+    missing = _missing_parts(architecture, keys)
+    if missing:
+        return unsupported(_incomplete_reason(architecture, missing))
+    return _complete(architecture, keys, sidecar_yaml)
+
+
+def _missing_parts(architecture: Architecture, keys: list[str]) -> list[str]:
+    """The parts (UNet, VAE, text encoders) a checkpoint of `architecture` has no weights of."""
+    return [part for part, prefix in _PARTS[architecture] if not _has_prefix(keys, prefix)]
+
+
+def _complete(architecture: Architecture, keys: list[str], sidecar_yaml: str | None) -> Detected:
+    if architecture is Architecture.SDXL:
         return Detected(
             Architecture.SDXL, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 1024
         )
-    if _has_prefix(keys, "conditioner.embedders.0.model."):
-        return unsupported(
-            "an SDXL refiner (it has only the OpenCLIP text encoder); "
-            "refiner-only models cannot make an image from a prompt alone"
-        )
-    if _has_prefix(keys, "cond_stage_model.model."):
+    if architecture is Architecture.SD2:
         # SD 2.x ships two kinds: 512 epsilon (base) and 768 v-prediction (the common one).
         prediction = _prediction(keys, sidecar_yaml, Prediction.V)
         return Detected(Architecture.SD2, prediction, 768 if prediction is Prediction.V else 512)
-    if _has_prefix(keys, "cond_stage_model.transformer."):
-        return Detected(Architecture.SD1, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 512)
+    return Detected(Architecture.SD1, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 512)
+
+
+def _architecture(keys: list[str]) -> Architecture | None:
+    """Which kind of checkpoint the text encoder(s) make it, whatever else it lacks."""
+    if _has_prefix(keys, _SDXL_OPEN_CLIP) or _has_prefix(keys, _SDXL_CLIP):
+        return Architecture.SDXL
+    if _has_prefix(keys, _SD2_OPEN_CLIP):
+        return Architecture.SD2
+    if _has_prefix(keys, _SD1_CLIP):
+        return Architecture.SD1
+    return None
+
+
+def _no_architecture_reason(keys: list[str]) -> str:
+    if _has_prefix(keys, "conditioner.embedders.0.model."):
+        return (
+            "an SDXL refiner (it has only the OpenCLIP text encoder); "
+            "refiner-only models cannot make an image from a prompt alone"
+        )
     if _has_prefix(keys, _UNET):
-        return unsupported("the file has a UNet but no text encoder (an incomplete checkpoint)")
-    return unsupported("no Stable Diffusion UNet in it (not an SD 1.x, 2.x or SDXL checkpoint)")
+        return "the file has a UNet but no text encoder (an incomplete checkpoint)"
+    return "no Stable Diffusion UNet in it (not an SD 1.x, 2.x or SDXL checkpoint)"
+
+
+def _incomplete_reason(architecture: Architecture, missing: list[str]) -> str:
+    encoders = "text encoders" if architecture is Architecture.SDXL else "text encoder"
+    return (
+        f"an incomplete {architecture.label} checkpoint, without its {_listed(missing)}; "
+        f"Easel needs the UNet, the VAE and the {encoders} in the one file"
+    )
+
+
+def _listed(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def _family_reason(keys: list[str]) -> str:

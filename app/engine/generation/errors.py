@@ -1,6 +1,7 @@
 """Errors of the generation side, in Easel's one hierarchy (`app.errors`).
 
-No torch import: the app classifies worker errors too (`is_transient`, from `app.errors`).
+No torch import: the app classifies worker errors too (`is_transient`, from `app.errors`),
+so torch's out-of-memory error is recognised by its name, not its class.
 """
 
 from __future__ import annotations
@@ -12,9 +13,28 @@ __all__ = [
     "CheckpointError",
     "CheckpointMismatch",
     "GenerationError",
+    "ModelLoadFailed",
     "UnsupportedModel",
+    "is_out_of_memory",
     "is_transient",
 ]
+
+# torch.OutOfMemoryError (torch.cuda.OutOfMemoryError is the same class), CUDA and MPS.
+_OOM_TYPE = "OutOfMemoryError"
+_OOM_MARKER = "out of memory"  # "CUDA error: out of memory", "MPS backend out of memory"
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True when the accelerator ran out of memory: what low-VRAM mode may cure.
+
+    Narrower than `is_transient`: a database away, a full disk or host RAM running out
+    are transient too, but offloading the model to the CPU cures none of them.
+    """
+    if isinstance(error, EaselError):
+        return False
+    if any(cls.__name__ == _OOM_TYPE for cls in type(error).__mro__):
+        return True
+    return isinstance(error, RuntimeError) and _OOM_MARKER in str(error).lower()
 
 
 class GenerationError(EaselError):
@@ -23,6 +43,12 @@ class GenerationError(EaselError):
 
 class UnsupportedModel(GenerationError, MissingModel):
     """The folder is a diffusers pipeline, but not one the Stable Diffusion runner can drive."""
+
+
+class ModelLoadFailed(UnsupportedModel):
+    """A model that looked usable did not load (a damaged file, a fine-tune of another
+    layout): one sentence naming the file and what is wrong, never the loader's own text
+    (often a page of Python advice), which goes to the worker's log instead."""
 
 
 class CheckpointError(GenerationError):

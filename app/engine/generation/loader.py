@@ -9,16 +9,20 @@ A diffusers folder loads with `from_pretrained`; a single checkpoint file with d
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.engine.generation.architecture import Architecture, Prediction
 from app.engine.generation.device import DeviceChoice
-from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel, is_transient
+from app.engine.generation.load_failure import load_failure
 from app.engine.generation.lora import (
     LoraError,
     LoraRef,
@@ -29,6 +33,9 @@ from app.engine.generation.lora import (
 from app.engine.generation.preview import Previewer, previewer_for
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, detected
 from app.engine.paths import resources_dir
+from app.errors import EaselError
+
+log = logging.getLogger(__name__)
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 
@@ -147,11 +154,15 @@ def load_pipeline(
         options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
     if model.is_single_file:
         config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
-        pipe = _from_single_file(pipeline_class, model, config, options)
+        _check_configs(model, config)
+        load = partial(_from_single_file, pipeline_class, model, config, options)
     else:
         _check_layout(model)
-        pipe = pipeline_class.from_pretrained(model.path, low_cpu_mem_usage=True, **options)
-    _place(pipe, device)
+        options["low_cpu_mem_usage"] = True
+        load = partial(pipeline_class.from_pretrained, model.path, **options)
+    with _failure_in_one_sentence(model):
+        pipe = load()
+        _place(pipe, device)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
     return LoadedModel(model, device, pipe, previewer_for(pipe))
 
@@ -187,23 +198,40 @@ def _pipeline_class(architecture: Architecture) -> Any:
     return StableDiffusionPipeline
 
 
-def _from_single_file(
-    pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
-) -> Any:
+@contextmanager
+def _failure_in_one_sentence(model: ModelInfo) -> Iterator[None]:
+    """What the loaders raise for a model they cannot build (a fine-tune with an odd
+    layout, a file damaged after it was listed) becomes `ModelLoadFailed`: one sentence
+    for the job's error; their own text, with its traceback, goes to the log."""
+    from diffusers.loaders.single_file_utils import SingleFileComponentError
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (
+        OSError, ValueError, KeyError, RuntimeError, SingleFileComponentError, SafetensorError,
+    ) as error:  # fmt: skip
+        if isinstance(error, EaselError) or is_transient(error):
+            # Already one sentence; or worth a retry as it is (GPU memory: the runner's
+            # low-VRAM retry; host memory: the retry policy's), not a fault of the file.
+            raise
+        log.warning("model %r (%s) did not load", model.name, model.path, exc_info=True)
+        raise ModelLoadFailed(load_failure(model, error)) from error
+
+
+def _check_configs(model: ModelInfo, config: Path) -> None:
     if not (config / MODEL_INDEX).is_file():
         raise UnsupportedModel(
             f"model {model.name!r}: the {model.label} config files are missing from {config} "
             "(a damaged installation?)"
         )
+
+
+def _from_single_file(
+    pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
+) -> Any:
     options = {**options, **_tokenizers_from_shared_vocabulary(config)}
-    try:
-        return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
-    except (OSError, ValueError, KeyError, RuntimeError) as error:
-        # A fine-tune with an odd layout, or a file damaged after it was listed.
-        raise UnsupportedModel(
-            f"model {model.name!r} ({model.path.name}) could not be loaded as {model.label}: "
-            f"{error}"
-        ) from error
+    return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
 
 
 class PipelineCache:

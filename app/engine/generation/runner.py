@@ -25,7 +25,7 @@ from app.engine.generation.checkpoint import (
     save_checkpoint,
 )
 from app.engine.generation.device import DeviceChoice, pick_device
-from app.engine.generation.errors import NonFiniteLatents, is_transient
+from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
@@ -95,13 +95,16 @@ class Runner:
         (it is left in place: the caller decides), `NonFiniteLatents`, `InvalidParameters`,
         `ModelNotFound`, `UnsupportedModel`, whatever `on_step` raises (nothing is written
         or deleted then), and whatever the model raises (see `errors.is_transient`).
-        `LoraError` too. Running out of GPU memory is retried once with the low-VRAM mode
-        on (it then stays on for this runner) and the outcome's note says so.
+        `LoraError` too. Running out of GPU memory (`errors.is_out_of_memory`) is retried
+        once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
+        note says so; every other error, transient or not, goes up unchanged.
         """
         try:
             return self._run_once(params, output_path, checkpoint_path, on_step, init_image)
         except Exception as error:
-            if self._device.low_vram or not is_transient(error):
+            # Only memory is cured by offloading; a database away or a full disk is the
+            # retry policy's to decide, and must not cost the worker its speed for good.
+            if self._device.low_vram or not is_out_of_memory(error):
                 raise
             self._switch_to_low_vram()
         outcome = self._run_once(params, output_path, checkpoint_path, on_step, init_image)

@@ -26,38 +26,14 @@ from tests.engine.generation.tiny_architectures import (
     max_diff,
     model_info,
     params_for,
+    single_files,
+    tiny_configs,
     tiny_folders,
 )
 
-__all__ = ["tiny_folders"]
+__all__ = ["single_files", "tiny_configs", "tiny_folders"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
-
-CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
-
-
-@pytest.fixture(scope="module")
-def single_files(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture, Path]:
-    from app.engine.generation.tiny_model import write_tiny_single_file
-
-    folder = tmp_path_factory.mktemp("checkpoints")
-    return {
-        arch: write_tiny_single_file(folder / f"tiny-{arch.value}.safetensors", architecture=arch)
-        for arch in Architecture
-    }
-
-
-@pytest.fixture(scope="module")
-def tiny_configs(
-    tiny_folders: dict[Architecture, Path], tmp_path_factory: pytest.TempPathFactory
-) -> SingleFileConfigs:
-    """The tiny models' configs where the real ones are shipped (resources/model_configs)."""
-    root = tmp_path_factory.mktemp("model_configs")
-    for arch, folder in tiny_folders.items():
-        shutil.copytree(
-            folder, root / CONFIG_NAMES[arch], ignore=shutil.ignore_patterns("*.safetensors")
-        )
-    return SingleFileConfigs(root)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +122,7 @@ def _fake_checkpoint(path: Path, keys: dict[str, tuple[int, ...]]) -> Path:
 
 
 UNET_IN = "model.diffusion_model.input_blocks.0.0.weight"
+VAE_IN = "first_stage_model.encoder.conv_in.weight"
 CLIP = "cond_stage_model.transformer.text_model.embeddings.position_embedding.weight"
 
 
@@ -189,7 +166,11 @@ def test_files_that_are_not_checkpoints_are_listed_as_unsupported_with_the_reaso
 def test_sd2_prediction_comes_from_a_marker_or_the_sidecar_yaml(
     tmp_path: Path, extra: dict[str, tuple[int, ...]], yaml: str | None, expected: tuple[Any, int]
 ) -> None:
-    keys = {UNET_IN: (320, 4, 3, 3), "cond_stage_model.model.token_embedding.weight": (8, 4)}
+    keys = {
+        UNET_IN: (320, 4, 3, 3),
+        VAE_IN: (128, 3, 3, 3),  # complete: see test_incomplete_checkpoints
+        "cond_stage_model.model.token_embedding.weight": (8, 4),
+    }
     _fake_checkpoint(tmp_path / "sd2.safetensors", {**keys, **extra})
     if yaml is not None:
         (tmp_path / "sd2.yaml").write_text(yaml)

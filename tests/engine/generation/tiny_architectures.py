@@ -7,6 +7,7 @@ once). No hub: HF_HUB_OFFLINE is set before diffusers is imported by any of them
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
+from app.engine.generation.loader import SingleFileConfigs
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
@@ -38,6 +40,33 @@ def tiny_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture,
     return {
         arch: write_tiny_pipeline(root / arch.value, architecture=arch) for arch in Architecture
     }
+
+
+CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
+
+
+@pytest.fixture(scope="module")
+def single_files(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture, Path]:
+    from app.engine.generation.tiny_model import write_tiny_single_file
+
+    folder = tmp_path_factory.mktemp("checkpoints")
+    return {
+        arch: write_tiny_single_file(folder / f"tiny-{arch.value}.safetensors", architecture=arch)
+        for arch in Architecture
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_configs(
+    tiny_folders: dict[Architecture, Path], tmp_path_factory: pytest.TempPathFactory
+) -> SingleFileConfigs:
+    """The tiny models' configs where the real ones are shipped (resources/model_configs)."""
+    root = tmp_path_factory.mktemp("model_configs")
+    for arch, folder in tiny_folders.items():
+        shutil.copytree(
+            folder, root / CONFIG_NAMES[arch], ignore=shutil.ignore_patterns("*.safetensors")
+        )
+    return SingleFileConfigs(root)
 
 
 def model_info(path: Path, name: str = "") -> ModelInfo:

@@ -51,7 +51,7 @@ class StableDiffusionXLFamily(UNetFamily):
                 device=device,
                 num_images_per_prompt=1,
                 do_classifier_free_guidance=do_cfg,
-                negative_prompt=negative,
+                negative_prompt=_stock_negative(negative),
             )
         time_ids = self._time_ids(params, cond.dtype)
         if do_cfg:
@@ -65,6 +65,7 @@ class StableDiffusionXLFamily(UNetFamily):
 
     def clip_encoders(self) -> ClipEncoders:
         pipe = self.pipe
+        # The A1111 path (`encode_weighted`) zeroes an empty negative prompt itself.
         return ClipEncoders(
             pairs=((pipe.tokenizer, pipe.text_encoder), (pipe.tokenizer_2, pipe.text_encoder_2)),
             device=pipe._execution_device,
@@ -108,3 +109,13 @@ class StableDiffusionXLFamily(UNetFamily):
         mean_t = torch.tensor(mean).view(1, 4, 1, 1).to(latents.device, latents.dtype)
         std_t = torch.tensor(std).view(1, 4, 1, 1).to(latents.device, latents.dtype)
         return latents * std_t / config.scaling_factor + mean_t
+
+
+def _stock_negative(negative: str) -> str | None:
+    """What to pass `encode_prompt` for the negative prompt: None when it is empty.
+
+    The stock pipeline's default is None, and only None makes it follow the model's
+    `force_zeros_for_empty_prompt` (zero embeddings, pooled ones too, as Stability's
+    reference sampling); an empty string would be encoded as text whatever the config.
+    Without that flag None is encoded as the empty string: the same as passing ""."""
+    return negative or None
