@@ -9,9 +9,12 @@ worker does not answer must both be settled and the worker replaced.
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import pytest
@@ -19,12 +22,17 @@ import pytest
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import InvalidSettings, Settings
+from app.engine.store.opening import open_queue
+from app.engine.workers.headless import run_headless
 from app.engine.workers.stall import StallRule, StepTimer
 from app.engine.workers.worker import WorkerConfig
 from tests.engine.workers.worker_fixtures import (
+    FAST_POLICY,
     FAST_SETTINGS,
+    WAIT_S,
     Harness,
     fake_params,
+    worker_config,
 )
 
 S = JobStatus
@@ -154,3 +162,82 @@ def test_before_a_second_step_the_eta_judges_the_step(h: Harness, queue: JobQueu
     stuck = queue.submit(fake_params(f"step={STEP_S} hang@2", steps=10), max_attempts=1)
     h.wait_status(stuck, S.TIMEOUT, timeout=GOAL_S + 5)
     assert STUCK.match(queue.timeline(stuck)[-1].message)
+
+
+# --- the headless worker, a process of its own ----------------------------------------------
+
+
+def headless_main(location: str, config: WorkerConfig, settings: Settings) -> None:
+    """What `python -m app worker` runs, with the scripted runner: the test's process."""
+    queue = open_queue(location)
+    try:
+        run_headless(queue, config, settings, policy=FAST_POLICY)
+    finally:
+        queue.db.dispose()
+
+
+@pytest.fixture
+def headless(queue: JobQueue, tmp_path: Path) -> Iterator[BaseProcess]:
+    config = replace(worker_config(queue, tmp_path / "home"), idle_poll_s=0.05)
+    # Not a daemon: a daemon process may not start worker processes of its own.
+    process = multiprocessing.get_context("spawn").Process(
+        target=headless_main, args=(queue.db.location, config, FAST_SETTINGS)
+    )
+    process.start()
+    yield process
+    process.terminate()  # SIGTERM: the way a service manager stops it
+    process.join(WAIT_S)
+    if process.is_alive():
+        process.kill()
+        process.join(5)
+    assert process.exitcode == 0
+
+
+def wait_until(queue: JobQueue, job_id: int, *statuses: JobStatus, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while queue.get(job_id).status not in statuses:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} is {queue.get(job_id).status}, not {statuses}")
+        time.sleep(0.02)
+
+
+def holder(queue: JobQueue, job_id: int) -> str:
+    deadline = time.monotonic() + WAIT_S
+    while queue.get(job_id).progress_step < 2:
+        assert time.monotonic() < deadline, "the job never reached step 2"
+        time.sleep(0.02)
+    return queue.get(job_id).worker_id or ""
+
+
+def test_a_headless_worker_stuck_in_a_step_is_replaced(
+    queue: JobQueue, headless: BaseProcess
+) -> None:
+    stuck = queue.submit(fake_params(f"step={STEP_S} hang@4", steps=20), max_attempts=1)
+    behind = queue.submit(fake_params(steps=2))
+    stuck_worker = holder(queue, stuck)
+
+    wait_until(queue, stuck, S.TIMEOUT, timeout=GOAL_S + 5)
+    wait_until(queue, behind, S.SUCCESS)
+
+    assert STUCK.match(queue.timeline(stuck)[-1].message)
+    assert queue.get(behind).worker_id != stuck_worker  # a fresh worker took its place
+    assert headless.is_alive()
+
+
+def test_a_cancel_of_a_hung_headless_job_settles_within_the_grace_period(
+    queue: JobQueue, headless: BaseProcess
+) -> None:
+    # Slow steps: the cancel's grace period runs out before the stall rule would act.
+    hung = queue.submit(fake_params("step=0.5 hang@3", steps=20))
+    hung_worker = holder(queue, hung)
+    cancelled_at = time.monotonic()
+    queue.cancel(hung)
+
+    wait_until(queue, hung, S.CANCELLED, timeout=FAST_SETTINGS.cancel_grace_s + 5)
+    settled_s = time.monotonic() - cancelled_at
+
+    assert settled_s <= FAST_SETTINGS.cancel_grace_s + 1.5, f"settled after {settled_s:.1f}s"
+    assert [row.event for row in queue.timeline(hung)][-2:] == ["CANCEL", "TIMEOUT"]
+    after = queue.submit(fake_params(steps=2))
+    wait_until(queue, after, S.SUCCESS)
+    assert queue.get(after).worker_id != hung_worker  # the hung worker was replaced
