@@ -22,12 +22,13 @@ from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import load_settings
 from app.engine.store.opening import OpenFor
-from app.engine.workers.maintenance import Maintenance
+from app.engine.workers.headless import WorkerCannotStart as HeadlessCannotStart
+from app.engine.workers.headless import run_headless
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.recovery import recover
 from app.engine.workers.roster import list_workers, request_workers
 from app.engine.workers.supervisor import Supervisor
-from app.engine.workers.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
+from app.engine.workers.worker import WorkerConfig, database_file, default_liveness_dir
 from app.engine.workers.worker_states import FROM_COMMAND_LINE, WorkerRequest, WorkerSummary
 from app.errors import BadInput
 from app.models.tables import Job
@@ -93,11 +94,14 @@ def _worker(args: argparse.Namespace, queue: JobQueue) -> int:
     config = WorkerConfig.from_settings(
         settings, database_file(queue), until_idle=args.until_idle, name=args.name
     )
-    with Maintenance(
-        queue, heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
-        settings=load_settings,
-    ):  # fmt: skip
-        run_worker(config, sink=_print_finished, stop_on_sigint=True)
+    try:
+        # The worker runs in a child process, replaced when it gets stuck or dies.
+        run_headless(
+            queue, config, settings, on_message=_print_finished, prune_settings=load_settings
+        )
+    except HeadlessCannotStart as error:
+        print(f"error: {error} (see {log_path('worker-0')})", file=sys.stderr)
+        return EXIT_FAILED
     return 0
 
 

@@ -86,6 +86,9 @@ class Settings:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
+    # A running job is stuck once no step finished for 3 times a step's usual time; outside
+    # the step loop (loading a model, decoding) and before a step's time is known, after this.
+    stall_limit_s: float = 300.0
     # A PostgreSQL URL shared by several machines; empty: the SQLite file in the data folder.
     # Never with a password: libpq finds it in PGPASSWORD or ~/.pgpass.
     database_url: str = ""
@@ -108,6 +111,8 @@ class Settings:
             problems.append("heartbeat timeout must be between 2 and 3600 seconds")
         if not 0.5 <= self.cancel_grace_s <= 600:
             problems.append("cancel grace period must be between 0.5 and 600 seconds")
+        if not 10 <= self.stall_limit_s <= 3600:
+            problems.append("stall limit must be between 10 and 3600 seconds")
         problems += _database_url_problems(self.database_url)
         if not (self.checkpoint_interval_s == 0 or 1 <= self.checkpoint_interval_s <= 3600):
             problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")

@@ -7,6 +7,7 @@ processes through every path in milliseconds. Words in the prompt script it:
     crash@3         SIGKILL its own process on reaching step 3, on every attempt
     crash-once@3    the same, on the first attempt only (a marker file remembers)
     hang            sleep for an hour before the first step (outside the step loop)
+    hang@3          sleep for an hour in step 3 (a step stuck inside the loop)
     fail / oom      raise a plain error / an out-of-memory error at the first step
 
 Pause and resume work like the real runner's: the checkpoint holds the step reached, and
@@ -58,7 +59,7 @@ class ScriptedRunner:
     ) -> GenerationOutcome:
         # `init_image` is ignored: the fake "image" depends on the parameters alone.
         script = _script(params.prompt)
-        if "hang" in script:
+        if script.get("hang") == "":
             time.sleep(HANG_S)
         if "fail" in script:
             raise RuntimeError("scripted failure")
@@ -68,6 +69,8 @@ class ScriptedRunner:
         start = _read_checkpoint(checkpoint_path)
         for step in range(start + 1, params.steps + 1):
             time.sleep(step_s)
+            if script.get("hang") == str(step):
+                time.sleep(HANG_S)
             _maybe_crash(script, step, checkpoint_path)
             decision = on_step(StepProgress(step, params.steps, step * step_s, None))
             if decision is StepDecision.CANCEL:

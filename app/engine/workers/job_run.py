@@ -4,10 +4,14 @@ The step checkpoint is where the app's requests take effect: it reads the job's 
 (a two-column SELECT at every step on SQLite; on PostgreSQL at the step after a
 notification names the job, else once a second: `wakeup.JobWatch`) and stops on
 CANCELLING or PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling
-checkpoint. Settling is one transition: COMPLETE, FAIL or STOPPED, always with this
-worker's id so a worker that lost its job (timed out, re-claimed elsewhere) can never
-settle it; such a worker stops at the next step checkpoint that reads the row, without
-writing or deleting anything.
+checkpoint. A run whose step is stuck (judged by `stall.StallRule` against the time a step
+takes) is settled by its own heartbeat thread with TIMEOUT, saying so, and its worker then
+ends (`RunContext.on_stuck`) so that a fresh one takes its place.
+
+Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's id so a
+worker that lost its job (timed out, re-claimed elsewhere) can never settle it; such a
+worker stops at the next step checkpoint that reads the row, without writing or deleting
+anything.
 
 Checkpoint files belong to one claim (see `checkpoint_files`); a run first adopts the
 newest earlier one. What happened to the saved progress (resumed from step k, damaged and
@@ -41,6 +45,7 @@ from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import SharedProgress
 from app.engine.workers.messages import MessageKind
+from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
 from app.engine.workers.wakeup import EveryStep, StepReads
 from app.models.tables import Job
 
@@ -83,6 +88,10 @@ def _every_step(_job_id: int) -> AbstractContextManager[StepReads]:
     return nullcontext(EveryStep())
 
 
+def _keep_running() -> None:
+    """A run built by hand (tests) has no process to end when it is stuck."""
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a job run needs from the worker that runs it, and nothing more."""
@@ -96,7 +105,12 @@ class RunContext:
     # The worker is stopping: pause the job in hand, for this reason (None: carry on).
     pause_requested: Callable[[], str | None]
     heartbeat_interval_s: float = 3.0
-    stall_limit_s: float = 600.0
+    # Stuck outside the step loop for this long, or while a step's time is unknown (see
+    # `stall`); between steps, a few times the time a step takes (this run's, or the ETA's).
+    stall_limit_s: float = 300.0
+    expected_step_s: float | None = None  # from the ETA's learned run times; None: unknown
+    # Called once this run was settled as stuck: the worker ends, to be replaced.
+    on_stuck: Callable[[], None] = _keep_running
     progress_interval_s: float = 0.25
     checkpoint_interval_s: float = 0.0  # rolling checkpoints this often; 0: none
     checkpoint_every_steps: int = 0  # and/or every this many steps; 0: none
@@ -106,6 +120,9 @@ class RunContext:
 
 
 MIN_TICK_S = 0.02  # the row-writing thread never spins, even when told "as often as possible"
+# A step is never called stuck within two beats (half the heartbeat timeout), so a stuck
+# step is settled within 3 steps + the heartbeat timeout, and a late beat is no stall.
+MIN_STALL_BEATS = 2
 
 
 class Heartbeat:
@@ -154,7 +171,14 @@ class JobRun:
         self._latest: StepProgress | None = None  # set by the step loop ...
         self._written: StepProgress | None = None  # ... written to the row by the ticker
         self._last_beat = 0.0
-        self._last_sign_of_life = self._last_checkpoint = time.monotonic()
+        self._last_checkpoint = time.monotonic()
+        self._steps = StepTimer(self._last_checkpoint)
+        self._stall_rule = StallRule(
+            context.stall_limit_s,
+            floor_s=max(MIN_STALL_BEATS * context.heartbeat_interval_s, MIN_STALL_S),
+            expected_step_s=context.expected_step_s,
+        )
+        self._last_tick = self._last_checkpoint
         self._reads: StepReads = EveryStep()  # the run's own, from `context.watch`
         self._status: JobStatus | None = JobStatus.PROCESSING  # as last read at a step
         self._tick_s = max(
@@ -187,15 +211,32 @@ class JobRun:
             self._write_progress()
             return
         now = time.monotonic()
+        self._excuse_a_stopped_process(now)
         if now - self._last_beat < self.context.heartbeat_interval_s:
             return
         self._last_beat = now
-        silent_s = now - self._last_sign_of_life
-        if silent_s > self.context.stall_limit_s:
-            # Hung outside the step loop: let the heartbeat go stale so the watchdog acts.
-            log.warning("job %s: no step for %.0fs; heartbeat withheld", self.job_id, silent_s)
+        if (stuck := self._stall_rule.verdict(self._steps, now)) is not None:
+            self._settle_stuck_run(stuck)
             return
         self.queue.heartbeat(self.job_id, self.context.worker_id)
+
+    def _excuse_a_stopped_process(self, now: float) -> None:
+        """A tick far later than due means this whole process was stopped (SIGSTOP, a
+        suspended machine), the step loop with it: that is no stuck step."""
+        gap_s = now - self._last_tick - self._tick_s
+        self._last_tick = now
+        if gap_s > self._stall_rule.floor_s:
+            self._steps.excuse(gap_s)
+
+    def _settle_stuck_run(self, why: str) -> None:
+        """On the heartbeat thread: the step loop is stuck, so it cannot settle the job;
+        settle it here (TIMEOUT: a cancel still wins, a pause keeps its checkpoint), then let
+        the worker end so that a fresh one takes its place."""
+        log.error("job %s is stuck: %s; ending this worker", self.job_id, why)
+        try:
+            self._fire(JobEvent.TIMEOUT, message=f"stuck: {why}")
+        finally:
+            self.context.on_stuck()
 
     def _write_progress(self) -> None:
         progress = self._latest  # one read: the step loop may set a newer one meanwhile
@@ -253,7 +294,7 @@ class JobRun:
     # --- the step checkpoint -----------------------------------------------------------------
 
     def on_step(self, progress: StepProgress) -> StepDecision:
-        self._last_sign_of_life = time.monotonic()
+        self._steps.record(time.monotonic(), progress.step, progress.total)
         self._report(progress)
         if self._reads.due():
             self._status = self._current_status()

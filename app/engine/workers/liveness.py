@@ -5,19 +5,28 @@ the worker holds an OS lock on `<liveness dir>/<token>.lock`; the OS drops that 
 the process ends, however it ends (SIGKILL, OOM killer, power cut of the app). So "is
 worker X alive" is "is its lock still held", which a reused pid can never fake.
 Workers on other hosts cannot be checked this way; callers fall back to heartbeat age.
+
+A worker also holds a second lock on the same token in one folder per user on this machine
+(`machine_dir`), so its liveness does not depend on which data folder looks: on a shared
+queue, `recover` from data folder B sees that a worker started from folder A is alive.
+The data folder's own lock stays what `db restore` counts (workers on *this* database).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+log = logging.getLogger(__name__)
 
 LOCK_SUFFIX = ".lock"
 
@@ -59,24 +68,48 @@ def lock_path(folder: Path, token: str) -> Path:
     return folder / f"{token}{LOCK_SUFFIX}"
 
 
-class LivenessLock:
-    """Held by a worker for its whole life (`with LivenessLock(...)`)."""
+def machine_dir() -> Path:
+    """The worker locks of this user on this machine, whichever data folder started them.
 
-    def __init__(self, folder: Path, token: str) -> None:
-        self.path = lock_path(folder, token)
+    Per user (in the temp folder, which `TMPDIR` moves), so another user's workers are
+    never judged, and nobody else can plant a lock that would make a dead worker look alive.
+    """
+    user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return Path(tempfile.gettempdir()) / f"easel-workers-{user}"
+
+
+def _usable_machine_dir() -> Path | None:
+    """`machine_dir()`, created private; None where it cannot be ours (then only the data
+    folder's lock says a worker lives, as before)."""
+    folder = machine_dir()
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if hasattr(os, "getuid") and folder.stat().st_uid != os.getuid():
+            log.warning("%s belongs to another user; worker locks stay per data folder", folder)
+            return None
+    except OSError as error:
+        log.warning("no machine-wide worker locks (%s); they stay per data folder", error)
+        return None
+    return folder
+
+
+class _HeldFile:
+    """One lock file, held open (and so locked) until released."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self._handle: IO[bytes] | None = None
 
-    def __enter__(self) -> LivenessLock:
+    def take(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Kept open for the worker's whole life: closing it would release the lock.
-        handle = open(self.path, "a+b")
+        handle = open(self.path, "a+b")  # noqa: SIM115 (held open until `release`)
         if not try_lock(handle):
             handle.close()
             raise RuntimeError(f"worker lock {self.path} is already held")
         self._handle = handle
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def release(self) -> None:
         if self._handle is not None:
             self._handle.close()  # closing releases the lock
             self._handle = None
@@ -84,16 +117,58 @@ class LivenessLock:
             self.path.unlink()
 
 
+class LivenessLock:
+    """Held by a worker for its whole life (`with LivenessLock(...)`): in its data folder's
+    liveness folder, and in this machine's (`machine_dir`) where that one is usable."""
+
+    def __init__(self, folder: Path, token: str) -> None:
+        self.path = lock_path(folder, token)
+        machine = _usable_machine_dir()
+        self._files = [_HeldFile(self.path)]
+        if machine is not None and machine.resolve() != folder.resolve():
+            self._files.append(_HeldFile(lock_path(machine, token)))
+
+    def __enter__(self) -> LivenessLock:
+        try:
+            for held in self._files:
+                held.take()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for held in self._files:
+            held.release()
+
+
+def remove_lock(folder: Path, token: str) -> None:
+    """Delete a dead worker's lock files, here and machine-wide (its supervisor reaped it)."""
+    for path in (lock_path(folder, token), lock_path(machine_dir(), token)):
+        path.unlink(missing_ok=True)
+
+
 def is_alive(identity: WorkerIdentity, folder: Path) -> bool:
-    """True while the worker `identity` (on this host) is running."""
+    """True while the worker `identity` (on this host) is running, whichever data folder
+    it was started from: its lock in `folder` decides if it is there, else its machine-wide
+    lock (a worker of another data folder on the same shared queue)."""
     if sys.platform != "win32" and not pid_exists(identity.pid):
         return False  # fast path; on Windows os.kill(pid, 0) would terminate the process
+    for place in (folder, machine_dir()):
+        held = _lock_held(lock_path(place, identity.token))
+        if held is not None:
+            return held
+    return False
+
+
+def _lock_held(path: Path) -> bool | None:
+    """Whether a live process holds the lock at `path`; None if there is no such file."""
     try:
-        with open(lock_path(folder, identity.token), "rb+") as handle:
+        with open(path, "rb+") as handle:
             # If we can take the lock, nobody holds it: the worker is gone (its pid reused).
             return not try_lock(handle)
     except FileNotFoundError:
-        return False
+        return None
 
 
 def remove_stale_locks(folder: Path, *, min_age_s: float = 60.0) -> int:

@@ -3,7 +3,9 @@
 Runs before any worker starts. A job in PROCESSING, CANCELLING or PAUSING whose worker is
 not alive goes through the table with TIMEOUT (so a cancel still wins and a pause keeps its
 checkpoint), then the retry policy decides what to requeue. Liveness is checked by worker
-identity (see `liveness`), and by heartbeat age for workers on other hosts.
+identity (see `liveness`: a worker of this host is judged by its lock wherever its data
+folder is, so `recover` from one data folder of a shared queue never takes a live job of a
+worker started from another), and by heartbeat age for workers on other hosts.
 
 A worker on this host that is alive (its lock is held) but whose heartbeat is stale is
 hung (stopped, stuck in a driver call): it is killed first, so it can never wake up and
@@ -25,7 +27,12 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.states import JobStatus
 from app.engine.jobs.undo import complete_pending_cancels
-from app.engine.workers.liveness import WorkerIdentity, is_alive, remove_stale_locks
+from app.engine.workers.liveness import (
+    WorkerIdentity,
+    is_alive,
+    machine_dir,
+    remove_stale_locks,
+)
 from app.engine.workers.watchdog import settle_lost_job
 from app.models.tables import Job
 
@@ -108,7 +115,8 @@ def recover(
     report.cancelled += reconciled.cancelled
     # Cancels whose undo time ran out while the window that offered Undo was gone.
     report.cancelled += complete_pending_cancels(queue, now, source=SOURCE)
-    remove_stale_locks(liveness_dir)
+    for folder in (liveness_dir, machine_dir()):
+        remove_stale_locks(folder)
     return report
 
 

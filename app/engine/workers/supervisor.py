@@ -34,13 +34,14 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.settings import Settings
-from app.engine.workers.liveness import WorkerIdentity, lock_path, new_token, this_host
+from app.engine.workers.liveness import WorkerIdentity, new_token, remove_lock, this_host
 from app.engine.workers.maintenance import MaintenancePass
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.recovery import RecoveryReport, recover
 from app.engine.workers.watchdog import TimedOut, settle_lost_job
 from app.engine.workers.worker import (
     EXIT_LEFT_ON_REQUEST,
+    EXIT_STUCK,
     WorkerConfig,
     database_file,
     threads_per_worker,
@@ -68,7 +69,9 @@ class _Slot:
     stop: Event | None = None
     ready: bool = False
     failed_starts: int = 0  # deaths before READY in a row: a broken install, back off
-    retired: bool = False  # its worker left when asked to (Workers panel: drain, stop)
+    # Its worker left when asked to (Workers panel: drain, stop), or found no more work
+    # (`until_idle`): nobody takes its place.
+    retired: bool = False
     start_at: float = 0.0
 
     @property
@@ -205,6 +208,11 @@ class Supervisor:
         return [pid for slot in self._slots if slot.alive and (pid := slot.pid)]
 
     @property
+    def all_retired(self) -> bool:
+        """Every worker left for good (drained, stopped, or idle with `until_idle`)."""
+        return all(slot.retired for slot in self._slots)
+
+    @property
     def ready_workers(self) -> int:
         return sum(1 for slot in self._slots if slot.alive and slot.ready)
 
@@ -265,14 +273,17 @@ class Supervisor:
             if slot.process is None or slot.process.is_alive():
                 continue
             worker_id, code = slot.worker_id, slot.process.exitcode
-            # Drained or stopped from the Workers panel or `workers`: start none in its place.
-            slot.retired = code == EXIT_LEFT_ON_REQUEST
+            # Drained or stopped from the Workers panel or `workers`, or idle with
+            # `until_idle` (it exits 0 only then, or when we stop it): none in its place.
+            slot.retired = code == EXIT_LEFT_ON_REQUEST or (code == 0 and self.config.until_idle)
             if slot.retired:
-                log.info("worker %s left when asked to", worker_id)
+                log.info("worker %s left (code %s)", worker_id, code)
+            elif code == EXIT_STUCK:
+                log.warning("worker %s ended with its job stuck; starting another", worker_id)
             elif not self._stopping:
                 log.warning("worker %s exited with code %s", worker_id, code)
             self._settle_jobs_of(worker_id, f"worker {worker_id} exited (code {code})")
-            lock_path(Path(self.config.liveness_dir), slot.token).unlink(missing_ok=True)
+            remove_lock(Path(self.config.liveness_dir), slot.token)
             self._forget(slot, now)
             self._next_maintenance = now  # let the retry policy requeue its job right away
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from app.engine import paths
 from app.engine.jobs.params import DEFAULT_MODEL
-from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging
 from app.engine.settings import Settings, database_location
@@ -35,6 +35,7 @@ from app.engine.workers.job_run import RunnerLike as RunnerLike  # its home was 
 from app.engine.workers.liveness import LivenessLock, WorkerIdentity, new_token, this_host
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.presence import BEAT_MAX_S, Presence
+from app.engine.workers.stall import ExpectedStepTimes
 from app.engine.workers.wakeup import Sleeper, Wakeup, wakeup_for
 from app.engine.workers.worker_states import WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable
@@ -48,6 +49,7 @@ RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database ser
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 SHUTDOWN_REASON = "the worker is stopping"  # SIGTERM, Ctrl+C
 EXIT_LEFT_ON_REQUEST = 3  # a worker process's exit code after a drain or stop on its row
+EXIT_STUCK = 4  # ... after its job's step got stuck: its supervisor starts a fresh one
 
 
 RunnerFactory = Callable[[], RunnerLike]
@@ -86,9 +88,10 @@ class WorkerConfig:
     checkpoints_dir: str
     liveness_dir: str
     heartbeat_interval_s: float = 3.0
-    # The heartbeat comes from a thread, so it would outlive a hung main thread; it stops
-    # once no step checkpoint was reached for this long (generous: loading, decoding).
-    stall_limit_s: float = 600.0
+    # The heartbeat comes from a thread, so it would outlive a stuck main thread: a run is
+    # stuck once no step finished for a few times a step's time (see `stall`), or for this
+    # long outside the step loop (loading, decoding) and while a step's time is unknown.
+    stall_limit_s: float = 300.0
     progress_interval_s: float = 0.25  # progress row updates at most this often
     checkpoint_interval_s: float = 10.0  # rolling checkpoints this often (0: none) ...
     checkpoint_every_steps: int = 0  # ... and/or every this many steps (0: none)
@@ -121,6 +124,7 @@ class WorkerConfig:
             heartbeat_interval_s=heartbeat_interval_s,
             checkpoint_interval_s=settings.checkpoint_interval_s,
             presence_interval_s=min(BEAT_MAX_S, heartbeat_interval_s),
+            stall_limit_s=settings.stall_limit_s,
         )
         return replace(config, **overrides)
 
@@ -215,6 +219,7 @@ class Worker:
         self._ready = False
         self._job_id: int | None = None
         self._jobs_done = 0
+        self._step_times = ExpectedStepTimes(queue)
 
     def request_stop(self) -> None:
         """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
@@ -287,7 +292,7 @@ class Worker:
     def _run_job(self, job: Job) -> None:
         self._job_id = job.id
         self.presence.update(self.state, current_job=job.id, model=job.model)
-        run = JobRun(self._run_context(), job)
+        run = JobRun(self._run_context(job), job)
         try:
             run.run()
         finally:
@@ -322,18 +327,29 @@ class Worker:
             time.sleep(STOP_CHECK_S)
         self._reconnect_delay_s = min(delay * 2, RECONNECT_MAX_S)
 
-    def _run_context(self) -> RunContext:
+    def _run_context(self, job: Job) -> RunContext:
         config = self.config
+        steps = params_of(job).denoising_steps
         return RunContext(
             queue=self.queue, worker_id=self.worker_id, runner=self.runner,
             outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
             send=self.send, pause_requested=lambda: self.pause_requested,
             heartbeat_interval_s=config.heartbeat_interval_s,
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+            expected_step_s=self._step_times.for_job(job, self.worker_id, steps),
+            on_stuck=self._end_stuck_process,
             checkpoint_interval_s=config.checkpoint_interval_s,
             checkpoint_every_steps=config.checkpoint_every_steps,
             watched=self.outbox.connected, watch=self.wakeup.watching,
         )  # fmt: skip
+
+    def _end_stuck_process(self) -> None:
+        """Called from the heartbeat thread once the stuck job was settled: the main thread
+        is stuck in the runner and cannot be stopped from here, so the process ends (its
+        supervisor, the window's or `python -m app worker`'s, starts a fresh worker)."""
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(EXIT_STUCK)
 
     def _warm_up(self) -> None:
         if not self.config.warm_model:

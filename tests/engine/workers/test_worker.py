@@ -146,7 +146,7 @@ def test_cancel_while_the_worker_hangs_kills_it_within_the_grace_period(
     h.wait_for(lambda: len(supervisor.worker_pids()) == 1 and supervisor.worker_pids() != [pid])
 
 
-def test_a_worker_hung_outside_the_step_loop_is_timed_out_by_the_watchdog(
+def test_a_worker_hung_outside_the_step_loop_settles_its_job_and_is_replaced(
     h: Harness, queue: JobQueue
 ) -> None:
     supervisor = h.supervisor(stall_limit_s=0.5)  # its heartbeat thread alone would beat on
@@ -157,7 +157,10 @@ def test_a_worker_hung_outside_the_step_loop_is_timed_out_by_the_watchdog(
     job = h.wait_settled(job_id)
     assert (job.status, job.given_up) == (S.TIMEOUT, True)
     timeout_row = queue.timeline(job_id)[-1]
-    assert (timeout_row.event, timeout_row.source) == ("TIMEOUT", "watchdog")
+    # Its own heartbeat thread settles it, saying what happened (issue 21 item 2).
+    assert (timeout_row.event, timeout_row.source) == ("TIMEOUT", "worker")
+    assert "stuck: no step finished" in timeout_row.message
+    assert "after the claim (limit 0.5 s)" in timeout_row.message
     h.wait_for(lambda: len(supervisor.worker_pids()) == 1 and supervisor.worker_pids() != [pid])
 
 
