@@ -87,6 +87,11 @@ class Dialect(Protocol):
         """Give the space freed by large deletes back to the disk."""
         ...
 
+    def server_time(self, conn: Connection) -> float | None:
+        """The store's own clock (Unix seconds), which every machine on it shares; None
+        where the store is one machine's file and that machine's clock is the only one."""
+        ...
+
 
 class Database:
     """One engine plus the two kinds of unit of work: `write()` and `read()`.
@@ -294,6 +299,14 @@ class Database:
     def data_version(self, conn: Connection) -> int:
         """A number that changes whenever another connection commits (cheap to poll)."""
         return self.dialect.data_version(conn)
+
+    def server_time(self) -> float | None:
+        """The store's own clock, shared by every machine on it; None for a local file,
+        asked nothing (see `app.engine.jobs.clock.StoreClock`)."""
+        if self.is_sqlite:
+            return None
+        with self.read() as conn:
+            return self.dialect.server_time(conn)
 
     def trim_journal(self) -> None:
         """Give back the disk the journal took while busy (at idle; never an error)."""

@@ -43,6 +43,8 @@ SCHEMA_LOCK_KEY = 0x45A5E1
 # in the name keeps queues that share a database (one schema each) from waking each other.
 CHANNEL_PREFIX = "easel_jobs_"
 NOTIFY_SQL = f"SELECT pg_notify('{CHANNEL_PREFIX}' || current_schema(), %s)"
+# The server's clock: the one time every machine on the queue shares (see `StoreClock`).
+SERVER_TIME_SQL = text("SELECT extract(epoch from clock_timestamp())")
 
 # SQLSTATE -> what the user can do about it.
 _SQLSTATE_MESSAGES = {
@@ -298,6 +300,10 @@ class PostgresDialect:
 
     def compact(self, db: Database) -> None:
         pass  # PostgreSQL's autovacuum does this on its own
+
+    def server_time(self, conn: Connection) -> float | None:
+        # clock_timestamp(), not now(): now() is the start of the transaction.
+        return float(conn.execute(SERVER_TIME_SQL).scalar_one())
 
 
 # --- copying a local queue in --------------------------------------------------------------

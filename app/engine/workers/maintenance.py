@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,7 +71,7 @@ class MaintenancePass:
 
     def run(self, now: float | None = None) -> bool:
         """One pass; False if it was skipped (see the class)."""
-        now = time.time() if now is None else now
+        now = self.queue.clock() if now is None else now
         try:
             self._steps(now)
         except EaselError as error:

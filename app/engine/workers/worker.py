@@ -211,7 +211,7 @@ class Worker:
         self._stop_reason: str | None = None
         identity = WorkerIdentity.parse(worker_id)
         machine = config.name or (identity.host if identity is not None else worker_id)
-        self.presence = Presence(queue.db, worker_id, machine)
+        self.presence = Presence(queue.db, worker_id, machine, clock=queue.clock)
         self._ready = False
         self._job_id: int | None = None
         self._jobs_done = 0
