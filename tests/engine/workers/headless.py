@@ -68,7 +68,7 @@ def _start(
     home.mkdir(parents=True)
     save_settings(settings, home / "settings.json")
     env = {**os.environ, "EASEL_HOME": str(home), DB_ENV: db_location, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "app.testing.headless_worker", "--name", name]
+    command = [sys.executable, "-m", "tests.engine.workers.headless_main", "--name", name]
     if offset is not None:
         # The wall clock is off, as on a machine whose clock is wrong. The monotonic clock
         # is shifted by the same constant, which no duration sees: with

@@ -2,10 +2,11 @@
 process (its watchdog and retry policy included) for tests that need a worker of its own,
 e.g. one under libfaketime, or one whose database server is stopped under it.
 
-    python -m app.testing.headless_worker --name box-1 [other `worker` arguments]
+    python -m tests.engine.workers.headless_main --name box-1 [other `worker` arguments]
 
 Settings, the database (`EASEL_DB`, `--db`) and the data folder (`EASEL_HOME`, `--home`)
-are read as `python -m app worker` reads them.
+are read as `python -m app worker` reads them. It lives with the tests, not in `app.testing`:
+it goes through `app.cli`, whose window command imports Qt, which `app.testing` never may.
 """
 
 from __future__ import annotations
