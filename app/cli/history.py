@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 from app.cli import arguments
 from app.cli.jobs import job_line, with_queue
@@ -70,7 +69,7 @@ def _move(args: argparse.Namespace, queue: JobQueue) -> int:
 
 
 def _stats(args: argparse.Namespace, queue: JobQueue) -> int:
-    now = time.time()
+    now = queue.clock()
     report = history_stats(queue, now - parse_duration(args.since), now)
     if args.json:
         print(json.dumps(report.as_dict(), indent=1))

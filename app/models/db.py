@@ -22,7 +22,13 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import ClauseElement
 
-from app.errors import DatabaseCorrupt, DatabaseError, DatabaseReadOnly, DiskFull
+from app.errors import (
+    DatabaseCorrupt,
+    DatabaseError,
+    DatabaseReadOnly,
+    DatabaseUnreachable,
+    DiskFull,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +93,57 @@ class Dialect(Protocol):
         """Give the space freed by large deletes back to the disk."""
         ...
 
+    def server_time(self, conn: Connection) -> float | None:
+        """The store's own clock (Unix seconds), which every machine on it shares; None
+        where the store is one machine's file and that machine's clock is the only one."""
+        ...
+
+
+class Outage:
+    """Whether this process can reach the store, as it last found out: one warning when
+    the server goes away, one line when it is back, instead of a line (or a traceback)
+    per failed heartbeat, listen or poll. Every unit of work reports here (see
+    `Database.translated_errors`); `ended_at` tells a watchdog not to judge heartbeats
+    that nobody could write (see `app.engine.workers.watchdog`)."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._since: float | None = None  # when the outage in progress began (monotonic)
+        self.ended_at: float | None = None  # when the last one ended (monotonic), if any
+
+    @property
+    def ongoing(self) -> bool:
+        return self._since is not None
+
+    def began(self, error: DatabaseUnreachable) -> None:
+        with self._lock:
+            if self._since is not None:
+                return
+            self._since = self._monotonic()
+        log.warning("%s", error)  # once: `ended` says when it is back
+
+    def ended(self) -> None:
+        if self._since is None:  # the hot paths' case: no lock taken
+            return
+        with self._lock:
+            if self._since is None:
+                return
+            now = self._monotonic()
+            lasted_s, self._since, self.ended_at = now - self._since, None, now
+        log.info("the job database is reachable again (away for %.0f s)", lasted_s)
+
+
+_OUTAGES: dict[str, Outage] = {}
+_OUTAGES_LOCK = threading.Lock()
+
+
+def outage_of(store: str) -> Outage:
+    """One per store and process: a worker opens its database more than once (its own
+    connection, the command's for the watchdog), and says an outage once, not once each."""
+    with _OUTAGES_LOCK:
+        return _OUTAGES.setdefault(store, Outage())
+
 
 class Database:
     """One engine plus the two kinds of unit of work: `write()` and `read()`.
@@ -117,6 +174,7 @@ class Database:
         self._local = threading.local()
         self._hot_connections: list[Any] = []
         self._lock = threading.Lock()
+        self.outage = outage_of(str(engine.url))
 
     @property
     def is_sqlite(self) -> bool:
@@ -256,7 +314,11 @@ class Database:
                 raise  # not one a user can act on: a bug, reported with its traceback
             if isinstance(known, DatabaseCorrupt):
                 self.refusal = known
+            if isinstance(known, DatabaseUnreachable):
+                self.outage.began(known)
             raise known from error
+        else:
+            self.outage.ended()
 
     def _translate(self, error: BaseException) -> DatabaseError | None:
         driver_error = error.orig if isinstance(error, DBAPIError) else error
@@ -294,6 +356,14 @@ class Database:
     def data_version(self, conn: Connection) -> int:
         """A number that changes whenever another connection commits (cheap to poll)."""
         return self.dialect.data_version(conn)
+
+    def server_time(self) -> float | None:
+        """The store's own clock, shared by every machine on it; None for a local file,
+        asked nothing (see `app.engine.jobs.clock.StoreClock`)."""
+        if self.is_sqlite:
+            return None
+        with self.read() as conn:
+            return self.dialect.server_time(conn)
 
     def trim_journal(self) -> None:
         """Give back the disk the journal took while busy (at idle; never an error)."""

@@ -43,6 +43,8 @@ SCHEMA_LOCK_KEY = 0x45A5E1
 # in the name keeps queues that share a database (one schema each) from waking each other.
 CHANNEL_PREFIX = "easel_jobs_"
 NOTIFY_SQL = f"SELECT pg_notify('{CHANNEL_PREFIX}' || current_schema(), %s)"
+# The server's clock: the one time every machine on the queue shares (see `StoreClock`).
+SERVER_TIME_SQL = text("SELECT extract(epoch from clock_timestamp())")
 
 # SQLSTATE -> what the user can do about it.
 _SQLSTATE_MESSAGES = {
@@ -205,6 +207,12 @@ def _last_line(error: Any) -> str:
     return lines[-1].rstrip(".") if lines else type(error).__name__
 
 
+def _first_line(error: Any) -> str:
+    """What went wrong, as libpq says it first ("server closed the connection ...")."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[0].rstrip(".") if lines else type(error).__name__
+
+
 class JobListener:
     """LISTEN on the queue's channel from a connection of its own (autocommit).
 
@@ -220,17 +228,28 @@ class JobListener:
         """The payloads that arrived within `timeout_s` (empty: none, or the server is away)."""
         try:
             conn = self._connection()
-            return [note.payload for note in conn.notifies(timeout=timeout_s, stop_after=1)]
+            payloads = [note.payload for note in conn.notifies(timeout=timeout_s, stop_after=1)]
         except (psycopg.Error, SQLAlchemyDBAPIError) as error:
-            log.info("listening for new jobs failed (%s); polling until it works", error)
+            # Said once per outage (the listener retries every tick), by the database's log.
+            driver_error = error.orig if isinstance(error, SQLAlchemyDBAPIError) else error
+            self._db.outage.began(
+                DatabaseUnreachable(
+                    f"Lost the job database {safe_url(self._db.engine.url)}: "
+                    f"{_first_line(driver_error)}; listening again once it is back."
+                )
+            )
             self.close()
             time.sleep(timeout_s)
             return []
+        self._db.outage.ended()
+        return payloads
 
     def close(self) -> None:
         if self._raw is not None:
+            # The driver's connection, not the pool's wrapper: its reset would roll back on
+            # a dead socket and log a traceback (see `Database._drop_if_broken`).
             with contextlib.suppress(Exception):
-                self._raw.close()
+                self._raw.dbapi_connection.close()
             self._raw = None
 
     def _connection(self) -> Any:
@@ -298,6 +317,10 @@ class PostgresDialect:
 
     def compact(self, db: Database) -> None:
         pass  # PostgreSQL's autovacuum does this on its own
+
+    def server_time(self, conn: Connection) -> float | None:
+        # clock_timestamp(), not now(): now() is the start of the transaction.
+        return float(conn.execute(SERVER_TIME_SQL).scalar_one())
 
 
 # --- copying a local queue in --------------------------------------------------------------

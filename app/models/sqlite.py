@@ -101,6 +101,9 @@ class SqliteDialect:
             db.refusal = corrupt_database(db.path or Path("?"), detail)
             raise db.refusal
 
+    def server_time(self, conn: Connection) -> float | None:
+        return None  # one machine's file: its clock is the only one
+
     def compact(self, db: Database) -> None:
         """A database made with auto_vacuum=INCREMENTAL frees the pages cheaply; an older
         one is converted once by a full VACUUM (which needs as much free disk as the file)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +98,7 @@ def prune(
     dry_run: bool = False,
     now: float | None = None,
 ) -> PruneReport:
-    now = time.time() if now is None else now
+    now = queue.clock() if now is None else now
     report = PruneReport(dry_run=dry_run, db_bytes_before=database_bytes(queue))
     with queue.db.read() as conn:
         candidates = _candidates(conn, rule, now)

@@ -211,20 +211,22 @@ def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
     before, since = "", 0.0  # the status the previous row moved to, and when
     held_since: float | None = None  # a worker holds the job from then (one stretch)
     for _, event, status, at, message in timeline:
+        # Clamped at 0: rows written before the queue had one clock (`JobQueue.clock`) by
+        # machines whose clocks disagreed may run backwards; no duration shown is negative.
         if before == _PROCESSING:
-            ran += at - since
+            ran += max(0.0, at - since)
         elif before == _PAUSED:
-            stats.paused_s += at - since
+            stats.paused_s += max(0.0, at - since)
         if status in _HELD:
             if held_since is None:
                 held_since = at
         elif held_since is not None:
-            stats.held.append((held_since, at))
+            stats.held.append((held_since, max(held_since, at)))
             held_since = None
         if event == _START:
             stats.attempts += 1
             if not waited:
-                stats.wait_s[group].append(at - submitted_at)
+                stats.wait_s[group].append(max(0.0, at - submitted_at))
                 waited = True
         elif status == _SUCCESS:
             stats.succeeded += 1

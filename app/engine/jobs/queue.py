@@ -13,7 +13,6 @@ execution, cost several times the per-transaction price of SQLite itself.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, Update, and_, func, or_, select, update
 
 from app.engine.jobs.changes import ChangeWatcher
+from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.jobs.params import GenerationParams
@@ -113,15 +113,24 @@ class _Snapshot:
     worker_id: str | None
 
 
+def _the_store_clock() -> float:
+    raise AssertionError("replaced by the queue's StoreClock in JobQueue.__post_init__")
+
+
 @dataclass
 class JobQueue:
     db: Database
-    clock: Clock = time.time
+    # Every time written to or compared with the store: the store's own (see `clock`), so
+    # machines whose clocks disagree still agree on heartbeats, backoffs and timelines.
+    # Tests may give a clock of their own.
+    clock: Clock = _the_store_clock
     listeners: list[TransitionListener] = field(default_factory=list)
     _sql: QueueStatements = field(init=False, repr=False)
     _graph: GraphStatements = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.clock is _the_store_clock:
+            self.clock = StoreClock(self.db)
         self._sql = QueueStatements(self.db)
         self._graph = GraphStatements(self.db)
 

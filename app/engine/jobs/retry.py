@@ -11,7 +11,6 @@ field (`app.errors.is_transient`), never read back out of a message.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +65,7 @@ def apply_retry_policy(
     queue: JobQueue, policy: RetryPolicy, *, now: float | None = None
 ) -> RetryDecisions:
     """Decide every FAILED or TIMEOUT job that has not been decided yet."""
-    now = time.time() if now is None else now
+    now = queue.clock() if now is None else now  # not_before is compared by every claim
     decisions = RetryDecisions()
     for job in undecided_jobs(queue):
         try:

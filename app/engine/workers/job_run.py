@@ -47,6 +47,7 @@ from app.engine.store.db_files import SharedProgress
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
 from app.engine.workers.wakeup import EveryStep, StepReads
+from app.errors import DatabaseUnreachable
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ MIN_TICK_S = 0.02  # the row-writing thread never spins, even when told "as ofte
 # A step is never called stuck within two beats (half the heartbeat timeout), so a stuck
 # step is settled within 3 steps + the heartbeat timeout, and a late beat is no stall.
 MIN_STALL_BEATS = 2
+SETTLE_RETRY_S = 0.5  # a finished run tries to settle this often while the store is away
 
 
 class Heartbeat:
@@ -149,6 +151,8 @@ class Heartbeat:
         while not self._stop.wait(self._interval_s):
             try:
                 self._beat()
+            except DatabaseUnreachable:
+                pass  # said once by the database (`Outage`); the first beat after it writes
             except Exception:  # a locked database for a moment is not a reason to die
                 log.exception("heartbeat failed")
 
@@ -196,12 +200,26 @@ class JobRun:
             except LostJob:
                 log.info("job %s was taken from this worker; dropped its run", self.job_id)
                 return
+            except DatabaseUnreachable:
+                raise  # not the job's failure: the worker runs it again once the store is back
             except Exception as error:
                 log.warning("job %s failed: %s", self.job_id, describe_error(error))
                 self._fail(error)
                 return
-        self._write_progress()  # the row shows the last step before the settling transition
-        self._settle(outcome)
+        # The row shows the last step before the settling transition. A finished run waits
+        # out an outage to settle: its work is done and must not be run again.
+        self._patiently(self._write_progress)
+        self._patiently(lambda: self._settle(outcome))
+
+    def _patiently(self, work: Callable[[], None]) -> None:
+        while True:
+            try:
+                work()
+                return
+            except DatabaseUnreachable:
+                if self.context.pause_requested() is not None:
+                    raise  # stopping: left held, settled by recovery (the image is on disk)
+                time.sleep(SETTLE_RETRY_S)
 
     def _tick(self) -> None:
         """On the heartbeat thread: copy a rolling checkpoint saved since the last tick into
@@ -334,11 +352,18 @@ class JobRun:
         return self._tick_s + self.shared.last_copy_s
 
     def _current_status(self) -> JobStatus | None:
-        """The job's status if this worker still holds it, else None."""
-        return self.queue.status_if_held(self.job_id, self.context.worker_id)
+        """The job's status if this worker still holds it, else None. While the store is
+        away, the status last read: the job is still ours, and the run goes on."""
+        try:
+            return self.queue.status_if_held(self.job_id, self.context.worker_id)
+        except DatabaseUnreachable:
+            return self._status
 
     def _pause_for_shutdown(self, reason: str) -> JobStatus:
-        record = self._fire(JobEvent.PAUSE, message=reason)
+        try:
+            record = self._fire(JobEvent.PAUSE, message=reason)
+        except DatabaseUnreachable:
+            return JobStatus.PROCESSING  # asked again at the next step
         return record if record is not None else JobStatus.PROCESSING
 
     def _report(self, progress: StepProgress) -> None:

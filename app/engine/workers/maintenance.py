@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import PRUNE_EVERY_S, Settings
 from app.engine.workers.watchdog import SOURCE as WATCHDOG_SOURCE
 from app.engine.workers.watchdog import TimedOut, time_out_stale_jobs
-from app.errors import DatabaseError, EaselError
+from app.errors import DatabaseError, DatabaseUnreachable, EaselError
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +71,18 @@ class MaintenancePass:
 
     def run(self, now: float | None = None) -> bool:
         """One pass; False if it was skipped (see the class)."""
-        now = time.time() if now is None else now
+        now = self.queue.clock() if now is None else now
         try:
             self._steps(now)
         except EaselError as error:
             if not skips_the_pass(error):
                 raise
-            log.warning("maintenance pass skipped: %s; the next pass tries again", error)
+            # A server that is away was said once, by the database (`Outage`), not per pass.
+            quiet = isinstance(error, DatabaseUnreachable)
+            log.log(
+                logging.DEBUG if quiet else logging.WARNING,
+                "maintenance pass skipped: %s; the next pass tries again", error,
+            )  # fmt: skip
             return False
         return True
 

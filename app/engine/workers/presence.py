@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import delete, insert, update
 
 from app.engine.workers.worker_states import WorkerRequest, WorkerState
-from app.errors import EaselError
+from app.errors import DatabaseUnreachable, EaselError
 from app.models.db import Database
 from app.models.tables import WORKER
 
@@ -91,7 +91,8 @@ class Presence:
         try:
             yield
         except EaselError as error:
-            if not self._failing:
+            # A server that is away is said once by the database itself (`Outage`).
+            if not self._failing and not isinstance(error, DatabaseUnreachable):
                 log.warning("worker row not written (%s): %s", what, error)
             self._failing = True
         else:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -87,7 +86,7 @@ def recover(
     policy: RetryPolicy,
     now: float | None = None,
 ) -> RecoveryReport:
-    now = time.time() if now is None else now
+    now = queue.clock() if now is None else now
     report = RecoveryReport()
     for job in queue.running_jobs():
         holder = holder_state(job, liveness_dir, heartbeat_timeout_s, now)

@@ -13,7 +13,6 @@ then exit) or stop (pause it, then exit). The worker reads it with its presence 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import Row, or_, select, update
@@ -33,7 +32,7 @@ def list_workers(
 ) -> list[WorkerSummary]:
     """Every worker known, the live ones first (busy, then most recently heard), then the
     exited and lost ones. `timeout_s`: the liveness timeout (Settings' heartbeat timeout)."""
-    now = time.time() if now is None else now
+    now = queue.clock() if now is None else now
     holding_query = select(JOB.c.worker_id, JOB.c.id, JOB.c.heartbeat_at).where(
         JOB.c.status.in_(_RUNNING), JOB.c.worker_id.is_not(None)
     )

@@ -91,11 +91,13 @@ class Supervisor:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     workers: int = 0  # 0: settings.workers
     maintenance_interval_s: float = 1.0
-    clock: Callable[[], float] = time.time
+    # None: the queue's clock, the store's time, which heartbeats and `updated_at` are in.
+    clock: Callable[[], float] | None = None
     # False: the caller ran launch recovery itself (the window does, and shows its report).
     recover_at_start: bool = True
 
     def __post_init__(self) -> None:
+        self._now = self.clock or self.queue.clock
         count = self.workers or self.settings.workers
         self._slots = [_Slot(i) for i in range(count)]
         self._context = multiprocessing.get_context("spawn")
@@ -139,7 +141,7 @@ class Supervisor:
             raise RuntimeError("the supervisor was already started")
         report = self._recover() if self.recover_at_start else RecoveryReport()
         self._started = True
-        self._start_due_workers(self.clock())
+        self._start_due_workers(self._now())
         return report
 
     def _recover(self) -> RecoveryReport:
@@ -151,7 +153,7 @@ class Supervisor:
     def poll(self) -> list[WorkerMessage]:
         """Everything that needs doing now, without blocking; returns the workers' messages."""
         messages = self._drain()
-        now = self.clock()
+        now = self._now()
         try:
             self._reap(now)
             self._enforce_grace(now)
@@ -183,7 +185,7 @@ class Supervisor:
         begun = time.monotonic()
         while any(slot.alive for slot in self._slots) and time.monotonic() < deadline:
             self._drain()
-            now = self.clock()
+            now = self._now()
             self._enforce_grace(now)
             if time.monotonic() - begun > IDLE_WORKER_EXIT_S:
                 self._kill_idle_workers()  # e.g. still importing torch: nothing to lose
@@ -193,7 +195,7 @@ class Supervisor:
             if slot.alive:
                 self._kill(slot)
         self._drain()
-        self._reap(self.clock())
+        self._reap(self._now())
         return paused
 
     def worker_ids(self) -> list[str]:

@@ -215,7 +215,7 @@ class Worker:
         self._stop_reason: str | None = None
         identity = WorkerIdentity.parse(worker_id)
         machine = config.name or (identity.host if identity is not None else worker_id)
-        self.presence = Presence(queue.db, worker_id, machine)
+        self.presence = Presence(queue.db, worker_id, machine, clock=queue.clock)
         self._ready = False
         self._job_id: int | None = None
         self._jobs_done = 0
@@ -294,12 +294,33 @@ class Worker:
         self.presence.update(self.state, current_job=job.id, model=job.model)
         run = JobRun(self._run_context(job), job)
         try:
-            run.run()
+            while not self._ran_through(run):
+                run = JobRun(self._run_context(job), job)  # the same claim: resumes its checkpoint
         finally:
             self._job_id = None
             if run.completed:
                 self._jobs_done += 1
             self.presence.update(self.state, current_job=None, jobs_done=self._jobs_done)
+
+    def _ran_through(self, run: JobRun) -> bool:
+        """Run it; False when the store went away before the run could finish (while it
+        started, say) and, once it is back, the job is still ours: run it again. A job
+        kept through an outage is kept, not left for a watchdog to time out."""
+        try:
+            run.run()
+            return True
+        except DatabaseUnreachable:
+            pass
+        while True:
+            # No growing backoff: nothing beats for the job until it runs again, and once
+            # the store is back a watchdog waits only one heartbeat timeout.
+            self._sleep_unless_stopping(self.config.heartbeat_interval_s)
+            if self.stopping:
+                return True  # left held: recovery settles it like any lost job
+            try:
+                return self.queue.status_if_held(run.job_id, self.worker_id) is None
+            except DatabaseUnreachable:
+                continue
 
     def _work(self) -> None:
         while not (self.stopping or self.orphaned):
@@ -308,8 +329,8 @@ class Worker:
                 if job is not None:
                     self._run_job(job)
             except DatabaseUnreachable as error:
-                # The server is away: keep our place, retry with backoff. A job we held is
-                # settled by a watchdog meanwhile; our reports on it are refused (worker_id).
+                # The server is away: keep our place, retry with backoff. A run broken off by
+                # it was taken up again, or given up if we were stopping (`_ran_through`).
                 self._wait_for_database(error)
                 continue
             self._reconnect_delay_s = RECONNECT_FIRST_S
@@ -321,11 +342,15 @@ class Worker:
 
     def _wait_for_database(self, error: DatabaseUnreachable) -> None:
         delay = self._reconnect_delay_s
-        log.warning("%s Next try in %.1fs.", error, delay)
-        deadline = time.monotonic() + delay
+        # The outage itself is said once, by the database (`Outage`), not at every try.
+        log.debug("%s Next try in %.1fs.", error, delay)
+        self._sleep_unless_stopping(delay)
+        self._reconnect_delay_s = min(delay * 2, RECONNECT_MAX_S)
+
+    def _sleep_unless_stopping(self, delay_s: float) -> None:
+        deadline = time.monotonic() + delay_s
         while time.monotonic() < deadline and not self.stopping:
             time.sleep(STOP_CHECK_S)
-        self._reconnect_delay_s = min(delay * 2, RECONNECT_MAX_S)
 
     def _run_context(self, job: Job) -> RunContext:
         config = self.config

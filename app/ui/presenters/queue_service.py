@@ -229,7 +229,7 @@ class QueueService:
         """The history's figures for the last `days` (None: all of it), as plain data."""
         from app.engine.history.stats import history_stats
 
-        until = time.time() + 1
+        until = self.queue.clock() + 1  # the history is in the store's time
         since = 0.0 if days is None else until - days * 86400
         return history_stats(self.queue, since, until).as_dict()
 
@@ -420,7 +420,7 @@ class QueueService:
         requeue: list[int] = []
         stopped: list[JobRow] = []
         errors: list[str] = []
-        cancel_after = time.time() + UNDO_DEADLINE_S
+        cancel_after = self.queue.clock() + UNDO_DEADLINE_S  # compared by any process
         for job_id in job_ids:
             row = self.job(job_id)
             if row is None:  # deleted meanwhile: nothing to cancel
