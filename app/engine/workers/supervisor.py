@@ -47,7 +47,7 @@ from app.engine.workers.worker import (
     threads_per_worker,
     worker_process_main,
 )
-from app.errors import EaselError
+from app.errors import DatabaseUnreachable, EaselError
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -164,8 +164,12 @@ class Supervisor:
                 raise
             # A lock held elsewhere or a full disk: nothing was settled half way (each
             # settle is one transaction, and a reaped slot is forgotten only after it), so
-            # the next poll simply tries again.
-            log.warning("supervisor: %s; trying again at the next poll", error)
+            # the next poll simply tries again. A server away is said once per outage, by
+            # the database itself (`Outage`), not once per poll.
+            if isinstance(error, DatabaseUnreachable):
+                log.debug("supervisor: %s; trying again at the next poll", error)
+            else:
+                log.warning("supervisor: %s; trying again at the next poll", error)
         if not self._stopping:
             self._start_due_workers(now)
         return messages
