@@ -17,7 +17,7 @@ from app.engine.settings import database_location, load_settings
 from app.engine.store.db_files import FETCHED_FOLDER, FileKind, remove_files
 from app.engine.store.leftovers import sweep_interrupted_writes
 from app.errors import DatabaseError
-from app.models.backups import back_up
+from app.models.backups import NoRoomForBackup, back_up
 from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database
 from app.models.opening import open_database
 
@@ -68,6 +68,8 @@ def _written_folders() -> list[Path]:
 def _back_up(db: Database) -> None:
     try:
         log.info("backed up the job database to %s", back_up(db))
+    except NoRoomForBackup as error:  # the queue needs that space more than a backup
+        log.warning("skipped the launch backup. %s", error)
     except (DatabaseError, OSError) as error:  # a missing backup must not stop the app
         log.warning("could not back up the job database: %s", error)
 
