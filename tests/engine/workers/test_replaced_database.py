@@ -15,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
 from app.engine.store.opening import open_queue
 from app.engine.workers.db_file import DatabaseFileWatch
+from app.engine.workers.job_run import JobRun, RunContext
 from app.models.opening import open_database
+from app.testing.scripted_runner import ScriptedRunner, fake_image
 from tests.engine.workers.worker_fixtures import fake_params, harness
 
 
@@ -93,3 +97,39 @@ def test_the_watch_tells_a_moved_over_file_from_the_one_opened(tmp_path: Path) -
     path.unlink()
     problem = watch.problem()
     assert problem is not None and "was deleted" in str(problem)
+
+
+def run_first_job(database: Path, home: Path, params: GenerationParams) -> Path:
+    """Job 1 of a new database at `database`, run to its image in `home`/outputs."""
+    queue = open_queue(database)
+    try:
+        assert queue.submit(params) == 1  # ids start again in every new database
+        job = queue.claim("worker-a")
+        assert job is not None
+        context = RunContext(
+            queue=queue, worker_id="worker-a", runner=ScriptedRunner(),
+            outputs_dir=home / "outputs", checkpoints_dir=home / "checkpoints",
+            send=lambda *_args, **_fields: None, pause_requested=lambda: None,
+        )  # fmt: skip
+        JobRun(context, job).run()
+        done = queue.get(1)
+        assert done.status == JobStatus.SUCCESS
+        return Path(done.output_path or "")
+    finally:
+        queue.db.dispose()
+
+
+def test_a_new_database_never_writes_over_an_old_ones_images(tmp_path: Path) -> None:
+    """The issue's case: the database deleted, a new job 1 with the same seed."""
+    home = tmp_path / "home"
+    lighthouse, cat = fake_params("a lighthouse", seed=1), fake_params("a cat", seed=1)
+    first = run_first_job(tmp_path / "easel.db", home, lighthouse)
+    (tmp_path / "easel.db").unlink()
+    second = run_first_job(tmp_path / "easel.db", home, cat)
+    third = run_first_job(tmp_path / "other.db", home, cat)
+
+    assert [first.name, second.name, third.name] == [
+        "000001-1.png", "000001-1-2.png", "000001-1-3.png"
+    ]  # fmt: skip
+    assert first.read_bytes() == fake_image(lighthouse)  # the old job's image, untouched
+    assert second.read_bytes() == third.read_bytes() == fake_image(cat)
