@@ -108,8 +108,9 @@ def _copy(args: argparse.Namespace) -> int:
     except DatabaseError as error:
         return _refuse(str(error), EXIT_STORE)
     print(
-        f"copied {copied.jobs} jobs, {copied.history_rows} history rows and {copied.files} "
-        f"images and checkpoints from {source} to {copied.where}"
+        f"copied {copied.jobs} jobs, {copied.history_rows} history rows, "
+        f"{copied.parent_links} parent links, {copied.init_images} init images and "
+        f"{copied.files} images and checkpoints from {source} to {copied.where}"
     )
     return 0
 

@@ -57,8 +57,8 @@ def database_path() -> Path:
     return data_dir() / "easel.db"
 
 
-def outputs_dir() -> Path:
-    return _subdir("outputs")
+def outputs_dir(*, create: bool = True) -> Path:
+    return _subdir("outputs", create=create)
 
 
 def checkpoints_dir() -> Path:

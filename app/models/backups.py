@@ -21,6 +21,14 @@ SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite dat
 
 BACKUP_FOLDER = "backups"
 BACKUPS_KEPT = 3
+# Left free after a backup: the queue must go on working on that disk (the journal grows to
+# its 4 MiB limit between trims; images and checkpoints are written beside it). A backup that
+# would leave less is skipped: it must never take the last free space.
+BACKUP_HEADROOM_BYTES = 16 * 1024 * 1024
+
+
+class NoRoomForBackup(DatabaseError):
+    """The disk has no room for a backup and the headroom the queue needs after it."""
 
 
 def backups_dir(db_path: Path) -> Path:
@@ -35,24 +43,57 @@ def list_backups(db_path: Path) -> list[Path]:
 def back_up(db: Database, *, keep: int = BACKUPS_KEPT, now: float | None = None) -> Path:
     """A consistent copy with SQLite's online backup API, e.g. `backups/easel-20261130-193000.db`;
     only the newest `keep` are kept. Take it after `check_database`: a damaged copy must
-    never push out a good one."""
+    never push out a good one. Raises `NoRoomForBackup`, having written nothing, when the
+    copy would leave less than `BACKUP_HEADROOM_BYTES` free."""
     assert db.path is not None
     folder = backups_dir(db.path)
+    check_room_for_backup(db.path)
     with db.translated_errors():
         folder.mkdir(exist_ok=True)
         target = _unused_name(folder, db.path.stem, time.time() if now is None else now)
         partial = target.with_suffix(".partial")
-        source = sqlite3.connect(f"file:{quote(str(db.path.resolve()))}?mode=ro", uri=True)
-        copy = sqlite3.connect(partial)
         try:
-            source.backup(copy)
-        finally:
-            copy.close()
-            source.close()
+            _copy_database(db.path, partial)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # a half copy must not keep the space it took
+            raise
         os.replace(partial, target)
     for old in list_backups(db.path)[:-keep]:
         old.unlink(missing_ok=True)
     return target
+
+
+def check_room_for_backup(db_path: Path) -> None:
+    """Refuse (`NoRoomForBackup`) a backup that would leave the disk without headroom."""
+    needed = _database_bytes(db_path) + BACKUP_HEADROOM_BYTES
+    free = shutil.disk_usage(db_path.parent).free
+    if free < needed:
+        raise NoRoomForBackup(
+            f"No room for a backup: the disk holding {db_path.parent} has {_mb(free)} free, and a "
+            f"backup needs {_mb(needed)} (the database's size and {_mb(BACKUP_HEADROOM_BYTES)} "
+            "left for the queue to keep working); free some space",
+            db_path,
+        )
+
+
+def _database_bytes(db_path: Path) -> int:
+    """What a backup of the database may take: the file and its write-ahead log."""
+    sizes = (Path(f"{db_path}{suffix}") for suffix in ("", "-wal"))
+    return sum(path.stat().st_size for path in sizes if path.exists())
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def _copy_database(db_path: Path, copy_path: Path) -> None:
+    source = sqlite3.connect(f"file:{quote(str(db_path.resolve()))}?mode=ro", uri=True)
+    copy = sqlite3.connect(copy_path)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
 
 
 def _unused_name(folder: Path, stem: str, now: float) -> Path:

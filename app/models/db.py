@@ -41,6 +41,7 @@ PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it ta
 # write lock (the SQLite engine's "begin" listener reads it).
 READ_ONLY_OPTION = "easel_read_only"
 FULL_DISK_FIRST_WAIT_S, FULL_DISK_MAX_WAIT_S = 0.5, 10.0
+STOP_WAITING_CHECK_S = 0.05  # a wait for disk space notices `stop_waiting` this quickly
 
 
 class Dialect(Protocol):
@@ -169,6 +170,9 @@ class Database:
         self.read_only = read_only
         self.lock_timeout_s = lock_timeout_s
         self.refusal: DatabaseError | None = None  # set once the file is known to be damaged
+        # A patient database waits for disk space until this says to stop (a worker told to
+        # stop by SIGTERM must not sit in that wait for ever): the write then raises DiskFull.
+        self.stop_waiting: Callable[[], bool] = _never
         # One driver connection per thread for hot writes, kept open: a pool checkout and
         # check-in cost a third of a whole SQLite transaction.
         self._local = threading.local()
@@ -282,16 +286,27 @@ class Database:
                 with self.hot_write() as tx:
                     result = work(tx)
             except DiskFull as error:
-                if not self.patient:
+                if not self.patient or self.stop_waiting():
                     raise
                 if not delay_s:
                     log.warning("%s; waiting for space", error)
                 delay_s = min(max(delay_s * 2, FULL_DISK_FIRST_WAIT_S), FULL_DISK_MAX_WAIT_S)
-                time.sleep(delay_s)
+                if not self._wait_for_space(delay_s):
+                    log.warning("stopped waiting for disk space: %s", error)
+                    raise
                 continue
             if delay_s:
                 log.info("disk space is back; carrying on")
             return result
+
+    def _wait_for_space(self, delay_s: float) -> bool:
+        """Sleep `delay_s` in short naps; False as soon as `stop_waiting` says to stop."""
+        deadline = time.monotonic() + delay_s
+        while (left := deadline - time.monotonic()) > 0:
+            if self.stop_waiting():
+                return False
+            time.sleep(min(STOP_WAITING_CHECK_S, left))
+        return not self.stop_waiting()
 
     def check_writable(self) -> None:
         """Raise what refuses every write here: a damaged file, or a read-only open."""
@@ -419,6 +434,10 @@ def compact(db: Database) -> None:
     """Give the pages freed by large deletes (a prune) back to the disk (SQLite; PostgreSQL's
     autovacuum does this on its own)."""
     db.dialect.compact(db)
+
+
+def _never() -> bool:
+    return False
 
 
 def _rollback_quietly(raw: Any) -> None:

@@ -15,8 +15,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -29,7 +30,7 @@ from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 from app.errors import DatabaseError, DatabaseUnreachable
 from app.models.db import Database
 from app.models.migrations import SchemaTooNew, ensure_schema, stored_version
-from app.models.tables import JOB, TRANSITION
+from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_PARENT, TRANSITION, WORKER, SchemaInfo
 
 log = logging.getLogger(__name__)
 
@@ -332,30 +333,68 @@ class TargetNotEmpty(DatabaseError):
     pass
 
 
-def copy_store(source: Database, target: Database) -> tuple[int, int]:
-    """Copy every job and its whole history from `source` into the empty `target`, ids kept,
-    in one transaction (all or nothing). Returns (jobs, history rows).
+# Every table that holds the user's work, parents before the rows that point at them: jobs
+# (a re-run's rerun_of points at an earlier job), their history, the edges of the job graph
+# (a child left without them would stay BLOCKED for ever), uploaded init images, and the
+# images and checkpoints already stored as bytes.
+COPIED_TABLES: tuple[Table, ...] = (JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE)
+# Not the user's data: each database has its own schema version, and worker rows describe
+# processes of the source's machine, which will never beat on the target.
+NOT_COPIED = frozenset({WORKER.name, SchemaInfo.__tablename__})
+
+
+@dataclass(frozen=True)
+class StoreCopy:
+    """How many rows `copy_store` copied, per table."""
+
+    rows: Mapping[str, int]
+
+    @property
+    def jobs(self) -> int:
+        return self.rows[JOB.name]
+
+    @property
+    def history_rows(self) -> int:
+        return self.rows[TRANSITION.name]
+
+    @property
+    def parent_links(self) -> int:
+        return self.rows[JOB_PARENT.name]
+
+    @property
+    def init_images(self) -> int:
+        return self.rows[JOB_INPUT.name]
+
+    @property
+    def stored_files(self) -> int:
+        return self.rows[JOB_FILE.name]
+
+
+def copy_store(source: Database, target: Database) -> StoreCopy:
+    """Copy every job with all that belongs to it (`COPIED_TABLES`) from `source` into the
+    empty `target`, ids kept so every link stays right, in one transaction (all or nothing).
 
     Both are at the current schema (`open_database` migrated them). A target that already
     holds jobs is refused: merging two queues would renumber jobs and break their history.
+    On PostgreSQL the id sequences are moved past the copied ids, so the next job, history
+    row or stored file never takes an id that is already there.
     """
     with source.read() as reading, target.write() as writing:
         if writing.execute(select(func.count()).select_from(JOB)).scalar_one():
             raise TargetNotEmpty(
                 f"{safe_url(target.location)} already holds jobs; copy into an empty database"
             )
-        counts = [
-            _copy_table(reading, writing, table) for table in (JOB, TRANSITION)
-        ]  # jobs first: history rows point at them
+        rows = {table.name: _copy_table(reading, writing, table) for table in COPIED_TABLES}
         if not target.is_sqlite:
-            for table in (JOB, TRANSITION):
-                _advance_id_sequence(writing, table)
-    return counts[0], counts[1]
+            for table in COPIED_TABLES:
+                if "id" in table.c:  # job_parent and job_input are keyed by their job
+                    _advance_id_sequence(writing, table)
+    return StoreCopy(rows)
 
 
 def _copy_table(reading: Connection, writing: Connection, table: Table) -> int:
-    # In id order: a re-run's rerun_of points at an earlier job, already copied.
-    rows = reading.execute(select(table).order_by(table.c.id))
+    # In key order: a re-run's rerun_of points at an earlier job, already copied.
+    rows = reading.execute(select(table).order_by(*table.primary_key.columns))
     copied = 0
     while batch := rows.fetchmany(COPY_BATCH):
         writing.execute(insert(table), [dict(row._mapping) for row in batch])

@@ -11,18 +11,22 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlmodel import SQLModel
 
 from app.cli import main
 from app.cli.jobs import EXIT_REFUSED, EXIT_STORE
+from app.engine.jobs.graph import init_image_of, parents_of
+from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.states import JobEvent
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.paths import database_path
 from app.engine.settings import InvalidSettings, Settings
 from app.engine.store.opening import open_queue
 from app.models.migrations import SCHEMA_VERSION, SchemaTooNew
 from app.models.opening import open_database
 from app.models.pgpass import PASSFILE_ENV
+from app.models.postgres import COPIED_TABLES, NOT_COPIED
 from tests import pg
 
 
@@ -65,6 +69,41 @@ def test_db_copy_moves_jobs_and_history_and_new_ids_follow_on(
         assert shared.submit(GenerationParams("next", seed=5)) == rerun + 1
     finally:
         shared.db.dispose()
+
+
+def test_db_copy_keeps_a_chain_waiting_on_its_parent_and_an_init_image(
+    capsys: pytest.CaptureFixture[str], pg_url: str
+) -> None:
+    """Issue 21 item 6: parent links and stored init images travel with their jobs."""
+    local = open_queue()
+    parent = local.submit(GenerationParams("a red circle", seed=1, steps=3))
+    child = local.submit(GenerationParams("its upscale", seed=2, steps=3), parents=[parent])
+    png = b"\x89PNG an uploaded init image"
+    params = GenerationParams("a cat", init_image=digest(png), strength=0.5, steps=4, seed=3)
+    uploaded = local.submit(params, init_png=png)
+    local.db.dispose()
+
+    code, out, err = run_cli(capsys, "db", "copy", "--to", pg_url)
+
+    assert code == 0, err
+    assert "copied 3 jobs, 3 history rows, 1 parent links, 1 init images and " in out
+    shared = open_queue(pg_url)  # with the graph listener, as every process opens it
+    try:
+        assert init_image_of(shared, shared.get(uploaded)) == png
+        assert parents_of(shared, child) == [parent]
+        assert shared.get(child).status == JobStatus.BLOCKED
+        assert shared.claim("w1", job_id=parent) is not None
+        shared.fire(parent, JobEvent.COMPLETE, source="worker", worker_id="w1")
+        assert shared.get(child).status == JobStatus.PENDING  # unblocked, not waiting for ever
+        assert shared.submit(GenerationParams("next", seed=5), parents=[child]) == uploaded + 1
+    finally:
+        shared.db.dispose()
+
+
+def test_db_copy_names_every_table_it_leaves_behind() -> None:
+    """A table added later must be copied, or be named here as not the user's data."""
+    tables = {table.name for table in SQLModel.metadata.sorted_tables}
+    assert tables == {table.name for table in COPIED_TABLES} | NOT_COPIED
 
 
 def test_db_copy_refuses_a_database_that_already_holds_jobs(

@@ -7,6 +7,8 @@ overwritten in the middle.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -24,7 +26,8 @@ from app.errors import (
     UserError,
     is_transient,
 )
-from app.models.backups import back_up, restore_backup
+from app.models import backups
+from app.models.backups import NoRoomForBackup, back_up, restore_backup
 from app.models.db import PATIENT, check_database
 from app.models.opening import open_database
 from tests.faults import (
@@ -126,6 +129,42 @@ def test_a_full_disk_is_one_line_naming_the_folder_and_writes_nothing(tmp_path: 
         queue.submit(GenerationParams("after"))  # space is back: so is writing
         assert prompts(path)[-1] == "after"
         db.dispose()
+
+
+def test_a_backup_that_meets_a_full_disk_leaves_no_half_copy_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 item 9: the space a failed backup took is given back at once."""
+    with small_disk(tmp_path / "disk", "3m") as disk:
+        db = open_database(disk / "easel.db")
+        JobQueue(db).submit_many([GenerationParams(f"{i} {'x' * 300}") for i in range(1500)])
+        filler = fill_disk(disk)
+        os.truncate(filler, filler.stat().st_size - 400_000)
+        (disk / "backups").mkdir()
+        free = shutil.disk_usage(disk).free
+        # Another program takes the room after the check: the copy itself meets the full disk.
+        monkeypatch.setattr(backups, "check_room_for_backup", lambda _path: None)
+        with pytest.raises(DiskFull):
+            back_up(db)
+        assert list((disk / "backups").iterdir()) == []
+        assert shutil.disk_usage(disk).free == free
+        db.dispose()
+
+
+def test_a_backup_is_refused_in_one_sentence_when_it_would_leave_no_headroom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = open_database(tmp_path / "easel.db")
+    free = shutil.disk_usage(tmp_path).free
+    monkeypatch.setattr(backups, "BACKUP_HEADROOM_BYTES", free)  # a disk this full, anywhere
+    with pytest.raises(NoRoomForBackup) as refused:
+        back_up(db)
+    assert_one_sentence(refused.value)
+    assert str(refused.value).startswith(f"No room for a backup: the disk holding {tmp_path}")
+    assert not (tmp_path / "backups").exists()
+    monkeypatch.setattr(backups, "BACKUP_HEADROOM_BYTES", 0)
+    assert back_up(db).is_file()  # with room, the same call backs up
+    db.dispose()
 
 
 # --- read-only -----------------------------------------------------------------------------

@@ -17,11 +17,16 @@ from app.engine.settings import database_location, load_settings
 from app.engine.store.db_files import FETCHED_FOLDER, FileKind, remove_files
 from app.engine.store.leftovers import sweep_interrupted_writes
 from app.errors import DatabaseError
-from app.models.backups import back_up
+from app.models.backups import NoRoomForBackup, back_up, backups_dir, list_backups
 from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database
 from app.models.opening import open_database
+from app.models.postgres import is_database_url
 
 log = logging.getLogger(__name__)
+
+
+class DatabaseMissing(DatabaseError):
+    """The data folder was used before (backups, images) but its database file is gone."""
 
 
 class OpenFor(Enum):
@@ -39,8 +44,13 @@ def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.RE
 
     Except for READING, a damaged database raises `DatabaseCorrupt` (the file is left
     untouched). At LAUNCH a rotating backup is taken once the check passed, and the temp
-    files of writes that a killed process never finished are swept."""
+    files of writes that a killed process never finished are swept.
+
+    A SQLite file that is missing where the folder was used before raises `DatabaseMissing`
+    and creates nothing, except at LAUNCH (the window, a headless worker), which starts a
+    new queue as the first launch does, and logs that it did."""
     path = location or database_location()
+    _check_not_gone(path, purpose)
     db = open_database(
         path,
         read_only=purpose is OpenFor.READING,
@@ -59,6 +69,52 @@ def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.RE
     return queue
 
 
+def _check_not_gone(location: Path | str, purpose: OpenFor) -> None:
+    """Refuse to make a new, empty queue in place of one that was deleted or moved away:
+    `jobs` showed nothing (exit 0), and the next job 1 took the old job 1's name."""
+    if is_database_url(str(location)) or Path(location).exists():
+        return
+    path = Path(location)
+    used = _signs_of_use(path)
+    if not used:
+        return  # a first launch, or a file a test or script named: make it
+    if purpose is OpenFor.LAUNCH:
+        log.warning("made a new, empty job database at %s, though %s", path, used)
+        return
+    raise DatabaseMissing(
+        f"There is no job database at {path}, though {used}: `python -m app db restore` "
+        "puts the newest backup back (or open Easel to start a new, empty queue); nothing "
+        "was created",
+        path,
+    )
+
+
+def _signs_of_use(path: Path) -> str:
+    """What shows a database was there before (in words), or "" when nothing does."""
+    signs = []
+    if backups := list_backups(path):
+        signs.append(f"its backups are in {backups_dir(path)} (the newest: {backups[-1].name})")
+    if set_aside := sorted(path.parent.glob(f"{path.name}.*-*")):
+        signs.append(f"an earlier one was set aside as {set_aside[-1].name}")
+    outputs = _outputs_folder()
+    if path == paths.database_path() and _has_images(outputs):
+        signs.append(f"its images are in {outputs}")
+    return "; ".join(signs)
+
+
+def _outputs_folder() -> Path:
+    """Where images go, without making the folder (`Settings.outputs_path` makes it)."""
+    chosen = load_settings().outputs_dir
+    return Path(chosen) if chosen else paths.outputs_dir(create=False)
+
+
+def _has_images(folder: Path) -> bool:
+    try:
+        return any(folder.glob("*.png"))
+    except OSError:
+        return False
+
+
 def _written_folders() -> list[Path]:
     """Where images and checkpoints are written atomically (see `leftovers`)."""
     outputs = load_settings().outputs_path()
@@ -68,6 +124,8 @@ def _written_folders() -> list[Path]:
 def _back_up(db: Database) -> None:
     try:
         log.info("backed up the job database to %s", back_up(db))
+    except NoRoomForBackup as error:  # the queue needs that space more than a backup
+        log.warning("skipped the launch backup. %s", error)
     except (DatabaseError, OSError) as error:  # a missing backup must not stop the app
         log.warning("could not back up the job database: %s", error)
 

@@ -81,14 +81,17 @@ class Copied:
     where: str  # the URL without its password
     jobs: int
     history_rows: int
+    parent_links: int  # edges of the job graph: what BLOCKED jobs wait for
+    init_images: int  # uploaded init images of img2img jobs
     files: int  # images of finished jobs, checkpoints of paused ones
 
 
 def copy_local_queue(url: str, password: str = "", source: Path | None = None) -> Copied:
-    """Copy this machine's SQLite queue (`source`, default the data folder's), history,
-    ids, images and pause checkpoints included, into the empty database at `url`.
+    """Copy this machine's SQLite queue (`source`, default the data folder's) into the empty
+    database at `url`: every job with its id, history, parent links and uploaded init image
+    (`copy_store`), then the images and pause checkpoints on this machine's disk.
 
-    All jobs and history rows or none; a database that already holds jobs is refused.
+    All rows or none; a database that already holds jobs is refused.
     Raises `DatabaseError` with one sentence saying what is wrong.
     """
     source = source or paths.database_path()
@@ -98,13 +101,16 @@ def copy_local_queue(url: str, password: str = "", source: Path | None = None) -
     try:
         shared = open_database(_with_password(url, password))
         try:
-            jobs, rows = copy_store(local, shared)
+            rows = copy_store(local, shared)
             files = copy_local_files(local, shared)
         finally:
             shared.dispose()
     finally:
         local.dispose()
-    return Copied(safe_url(url), jobs, rows, files)
+    return Copied(
+        safe_url(url), rows.jobs, rows.history_rows, rows.parent_links, rows.init_images,
+        files + rows.stored_files,
+    )  # fmt: skip
 
 
 def save_password(url: str, password: str) -> Path:

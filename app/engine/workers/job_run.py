@@ -45,6 +45,7 @@ from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import SharedProgress
 from app.engine.workers.messages import MessageKind
+from app.engine.workers.output_names import image_path
 from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
 from app.engine.workers.wakeup import EveryStep, StepReads
 from app.errors import DatabaseUnreachable
@@ -165,7 +166,8 @@ class JobRun:
         self.job_id = job.id or 0
         self.params = params_of(job)
         outputs = Path(job.output_dir) if job.output_dir else context.outputs_dir
-        self.output_path = outputs / f"{self.job_id:06d}-{job.seed}.png"  # where asked, if it was
+        # Where asked, if it was; never over another job's image (ids restart in a new database).
+        self.output_path = image_path(outputs, self.job_id, job.seed)
         self.claim = Claim(context.checkpoints_dir, self.job_id, job.attempt, job.version)
         self.checkpoint_path = self.claim.file
         self.shared = SharedProgress(self.queue.db, job, self.claim, context.worker_id)

@@ -30,7 +30,8 @@ from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging
 from app.engine.settings import Settings, database_location
 from app.engine.store.opening import OpenFor, open_queue
-from app.engine.workers.job_run import Heartbeat, JobRun, RunContext
+from app.engine.workers.db_file import DatabaseFileReplaced, DatabaseFileWatch
+from app.engine.workers.job_run import Heartbeat, JobRun, LostJob, RunContext
 from app.engine.workers.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.workers.liveness import LivenessLock, WorkerIdentity, new_token, this_host
 from app.engine.workers.messages import MessageKind, WorkerMessage
@@ -38,7 +39,7 @@ from app.engine.workers.presence import BEAT_MAX_S, Presence
 from app.engine.workers.stall import ExpectedStepTimes
 from app.engine.workers.wakeup import Sleeper, Wakeup, wakeup_for
 from app.engine.workers.worker_states import WorkerRequest, WorkerState
-from app.errors import DatabaseUnreachable
+from app.errors import DatabaseUnreachable, DiskFull
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
 RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 SHUTDOWN_REASON = "the worker is stopping"  # SIGTERM, Ctrl+C
-EXIT_LEFT_ON_REQUEST = 3  # a worker process's exit code after a drain or stop on its row
+EXIT_LEFT_ON_REQUEST = 3  # exit code after a drain or stop on its row, or its file replaced
 EXIT_STUCK = 4  # ... after its job's step got stuck: its supervisor starts a fresh one
 
 
@@ -199,6 +200,7 @@ class Worker:
         stop_event: EventLike | None = None,
         parent_alive: Callable[[], bool] = lambda: True,
         wakeup: Wakeup | None = None,
+        db_file: DatabaseFileWatch | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -220,6 +222,11 @@ class Worker:
         self._job_id: int | None = None
         self._jobs_done = 0
         self._step_times = ExpectedStepTimes(queue)
+        # A SQLite file deleted or replaced under us (see `db_file`): once seen, we stop and
+        # write nothing more.
+        self._db_file = db_file
+        self.replaced: DatabaseFileReplaced | None = None
+        self._replaced_lock = threading.Lock()
 
     def request_stop(self) -> None:
         """Pause the running job at its next step checkpoint, then exit (SIGTERM, Ctrl+C)."""
@@ -236,11 +243,23 @@ class Worker:
         return self._draining or self._stop_reason is not None
 
     @property
+    def must_not_be_replaced(self) -> bool:
+        """Asked to leave, or our database file was replaced: a worker started in our place
+        by the same app would be no better off."""
+        return self.asked_to_leave or self.replaced is not None
+
+    @property
+    def gives_up_waiting(self) -> bool:
+        """Stop waiting for disk space (SIGTERM, Ctrl+C, a stop request, a replaced file):
+        the job in hand is left as it is, and settled once this worker is found gone."""
+        return self._pause_and_exit or self._stop_reason is not None or self.replaced is not None
+
+    @property
     def stopping(self) -> bool:
         """Claim no more jobs. The app's stop event alone lets the job in hand finish: the
         app pauses jobs itself, through the table, when it wants them paused."""
         stop_event = self._stop_event is not None and self._stop_event.is_set()
-        return self._pause_and_exit or stop_event or self.asked_to_leave
+        return self._pause_and_exit or stop_event or self.must_not_be_replaced
 
     @property
     def orphaned(self) -> bool:
@@ -257,11 +276,30 @@ class Worker:
         with Heartbeat(self._beat, self.config.presence_interval_s):
             self._warm_up()
             self._ready = True
-            self.presence.update(self.state)
+            self._update_row(self.state)
             self.send(MessageKind.READY, device=_device_label(self.runner))
             self._work()
-        self.presence.update(WorkerState.EXITED, current_job=None)
+        self._update_row(WorkerState.EXITED, current_job=None)
         self.send(MessageKind.EXITING)
+
+    def _update_row(self, state: WorkerState, **changes: Any) -> None:
+        if self.replaced is None:  # the row is in a file nobody looks at any more
+            self.presence.update(state, **changes)
+
+    def database_replaced(self) -> bool:
+        """Whether our SQLite file was deleted or replaced (checked now: one `stat`). The
+        first time, say so in one line and refuse every later write to the old file."""
+        if self.replaced is not None:
+            return True
+        problem = self._db_file.problem() if self._db_file is not None else None
+        if problem is None:
+            return False
+        with self._replaced_lock:  # both threads look: the line is said once
+            if self.replaced is None:
+                log.warning("%s", problem)
+                self.queue.db.refusal = problem  # a write under way is refused, not made
+                self.replaced = problem
+        return True
 
     @property
     def state(self) -> WorkerState:
@@ -275,7 +313,10 @@ class Worker:
         return WorkerState.BUSY if self._job_id is not None else WorkerState.IDLE
 
     def _beat(self) -> None:
-        """On the presence thread: we are alive (and in this state); take up a request."""
+        """On the presence thread: we are alive (and in this state); take up a request. Also
+        where a replaced database file is noticed, within one beat while a job runs."""
+        if self.database_replaced():
+            return
         asked = self.presence.beat(self.state)
         if asked is None:
             return
@@ -287,20 +328,39 @@ class Worker:
         else:
             return
         log.info("%s requested from %s: %s", request.value, by, self.worker_id)
-        self.presence.update(self.state)
+        self._update_row(self.state)
 
     def _run_job(self, job: Job) -> None:
         self._job_id = job.id
-        self.presence.update(self.state, current_job=job.id, model=job.model)
+        self._update_row(self.state, current_job=job.id, model=job.model)
         run = JobRun(self._run_context(job), job)
         try:
             while not self._ran_through(run):
                 run = JobRun(self._run_context(job), job)  # the same claim: resumes its checkpoint
+        except DatabaseFileReplaced:
+            pass  # said when it was noticed; the job stays as it was in the old file
+        except DiskFull as error:
+            if not self.gives_up_waiting:
+                raise
+            log.warning(
+                "job %s is left as it was: the worker stopped while waiting for disk space "
+                "(%s); it is retried once this worker is found gone", job.id, error,
+            )  # fmt: skip
         finally:
             self._job_id = None
             if run.completed:
                 self._jobs_done += 1
-            self.presence.update(self.state, current_job=None, jobs_done=self._jobs_done)
+            self._update_row(self.state, current_job=None, jobs_done=self._jobs_done)
+
+    def _step_request(self) -> str | None:
+        """Asked at each step of the job in hand while it runs: pause it, for this reason
+        (None: carry on). Once our database file was replaced, the run is dropped instead,
+        the way a lost job's is: the runner unwinds without writing anything."""
+        if self.replaced is not None:
+            log.info("job %s: dropped its run; its database file was deleted or replaced",
+                     self._job_id)  # fmt: skip
+            raise LostJob(self._job_id)
+        return self.pause_requested
 
     def _ran_through(self, run: JobRun) -> bool:
         """Run it; False when the store went away before the run could finish (while it
@@ -323,11 +383,18 @@ class Worker:
                 continue
 
     def _work(self) -> None:
-        while not (self.stopping or self.orphaned):
+        while not (self.stopping or self.orphaned or self.database_replaced()):
             try:
                 job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
                 if job is not None:
                     self._run_job(job)
+            except DatabaseFileReplaced:
+                break  # noticed between the check and the claim: said once, already
+            except DiskFull as error:
+                if not self.gives_up_waiting:
+                    raise
+                log.warning("the worker stopped while waiting for disk space: %s", error)
+                break
             except DatabaseUnreachable as error:
                 # The server is away: keep our place, retry with backoff. A run broken off by
                 # it was taken up again, or given up if we were stopping (`_ran_through`).
@@ -358,7 +425,7 @@ class Worker:
         return RunContext(
             queue=self.queue, worker_id=self.worker_id, runner=self.runner,
             outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
-            send=self.send, pause_requested=lambda: self.pause_requested,
+            send=self.send, pause_requested=self._step_request,
             heartbeat_interval_s=config.heartbeat_interval_s,
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
             expected_step_s=self._step_times.for_job(job, self.worker_id, steps),
@@ -414,25 +481,29 @@ def run_worker(
     parent_alive: Callable[[], bool] = lambda: True,
     stop_on_sigint: bool = False,
 ) -> bool:
-    """Be a worker in this process until stopped (or idle, with `until_idle`). True: it left
-    because it was asked to (drain, stop on its row)."""
+    """Be a worker in this process until stopped (or idle, with `until_idle`). True: nobody
+    should start a worker in its place (drain or stop on its row, its database file replaced)."""
     token = token or new_token()
     worker_id = str(WorkerIdentity(config.name or this_host(), os.getpid(), token))
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
     with LivenessLock(Path(config.liveness_dir), token):
         queue = open_queue(config.db_path, OpenFor.WORKING)
+        db_file = DatabaseFileWatch(queue.db.path) if queue.db.path is not None else None
         outbox = Outbox(sink)
         _limit_torch_threads(config.torch_threads)
         worker = Worker(
             config, queue, config.runner_factory(), worker_id, outbox,
             stop_event=stop_event, parent_alive=parent_alive, wakeup=wakeup_for(queue.db),
+            db_file=db_file,
         )  # fmt: skip
+        # SIGTERM must reach a worker waiting for disk space: it stops waiting and leaves.
+        queue.db.stop_waiting = lambda: worker.gives_up_waiting
         previous = {
             signum: signal.signal(signum, _handler(worker.request_stop)) for signum in signals
         }
         try:
             worker.run()
-            return worker.asked_to_leave
+            return worker.must_not_be_replaced
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

@@ -7,7 +7,10 @@ stays the same, and jobs already done are untouched.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -17,7 +20,7 @@ import pytest
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.engine.store.opening import open_queue
+from app.engine.store.opening import OpenFor, open_queue
 from app.models.db import LOCK_TIMEOUT_S
 from tests.engine.workers.worker_fixtures import (
     FAST_SETTINGS,
@@ -91,6 +94,69 @@ def test_a_full_disk_pauses_the_worker_and_leaves_done_jobs_alone(tmp_path: Path
             wal = home / "easel.db-wal"
             h.wait_for(lambda: wal.stat().st_size == 0, timeout=60, what="the WAL to be trimmed")
         queue.db.dispose()
+
+
+# --- issue 21 item 9: a full disk at a worker's start -----------------------------------------
+
+
+def worker_log(home: Path) -> str:
+    return "".join(log.read_text() for log in sorted((home / "logs").glob("worker*.log")))
+
+
+def test_the_launch_backup_never_takes_the_last_free_space(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with small_disk(tmp_path / "disk", "3m") as home:
+        database = home / "easel.db"
+        queue = open_queue(database)
+        queue.submit_many([fake_params(f"number {i} {'x' * 300}") for i in range(1500)])
+        queue.db.dispose()
+        filler = fill_disk(home)
+        os.truncate(filler, filler.stat().st_size - 400_000)  # 400 KB free, as in the issue
+        free = shutil.disk_usage(home).free
+        assert database.stat().st_size > free  # a backup would not even fit
+
+        with caplog.at_level(logging.WARNING):
+            launched = open_queue(database, OpenFor.LAUNCH)
+        try:
+            journal = sum(Path(f"{database}{end}").stat().st_size for end in ("-wal", "-shm"))
+            assert shutil.disk_usage(home).free + journal >= free  # only the open's journal
+            assert not (home / "backups").exists()
+            [warning] = [r.getMessage() for r in caplog.records if "launch backup" in r.message]
+            assert "skipped the launch backup. No room for a backup" in warning
+            assert f"the disk holding {home} has 0.4 MB free" in warning
+            launched.submit(fake_params("after the launch"))  # the queue still works
+        finally:
+            launched.db.dispose()
+
+
+def test_a_worker_waiting_for_disk_space_answers_sigterm_and_says_why_it_waits(
+    tmp_path: Path, easel_home: Path
+) -> None:
+    with small_disk(tmp_path / "disk", "4m") as home:
+        queue = open_queue(home / "easel.db")
+        with harness(queue, home) as h:
+            supervisor = h.supervisor(settings=PATIENT_SETTINGS)
+            supervisor.start()
+            job_id = queue.submit(fake_params("step=0.1", steps=150))
+            h.wait_progress(job_id, 5)
+            [pid] = supervisor.worker_pids()
+            filler = fill_disk(home)
+            h.wait_for(
+                lambda: "; waiting for space" in worker_log(easel_home), timeout=30,
+                what="the worker to say it waits for space",
+            )  # fmt: skip
+            os.kill(pid, signal.SIGTERM)
+            h.wait_for(
+                lambda: pid not in supervisor.worker_pids(), timeout=15,
+                what="the worker to answer SIGTERM while it waits for space",
+            )  # fmt: skip
+            filler.unlink()
+            job = h.wait_settled(job_id, timeout=120)
+            assert job.status == S.SUCCESS  # left as it was, then retried: not lost
+        queue.db.dispose()
+    said = worker_log(easel_home)
+    assert f"job {job_id} is left as it was: the worker stopped while waiting for disk" in said
 
 
 def test_the_image_goes_where_the_submitter_asked_whichever_worker_runs_it(
