@@ -14,7 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 
-from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
+from app.cli.graph import add_img2img_arguments, request_from_args
+from app.cli.jobs import add_generation_arguments, with_queue
 from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, is_settled
@@ -51,6 +52,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "generate", help="generate one image now; prints its path last (Ctrl+C cancels)"
     )
     add_generation_arguments(generate)
+    add_img2img_arguments(generate)  # as `submit` has them
     generate.add_argument("--out", metavar="DIR", help="folder for the image")
     generate.set_defaults(run=with_queue(_generate))
 
@@ -150,14 +152,17 @@ def _ask(request: WorkerRequest) -> Callable[[argparse.Namespace, JobQueue], int
 
 
 def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
-    params = params_from_args(args)
+    params, init_png = request_from_args(args)
     settings = load_settings()
     out = None
     if args.out:
         out = Path(args.out).expanduser().resolve()
         out.mkdir(parents=True, exist_ok=True)
     # The folder travels with the job: a GUI worker that claims it first writes there too.
-    job_id = queue.submit(params, max_attempts=settings.max_attempts, source="cli", output_dir=out)
+    job_id = queue.submit(
+        params, max_attempts=settings.max_attempts, source="cli", output_dir=out,
+        init_png=init_png,
+    )  # fmt: skip
     supervisor = Supervisor.for_app(
         queue, settings, workers=1, only_job=job_id, warm_model=params.model
     )
