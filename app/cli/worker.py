@@ -46,7 +46,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is pending")
     worker.add_argument("--name", help="this machine's name in the queue (default: the host name)")
     worker.add_argument("--device", help="cpu, mps, cuda or cuda:N (default: the fastest)")
-    worker.set_defaults(run=with_queue(_worker, OpenFor.LAUNCH))
+    worker.set_defaults(run=with_queue(_worker, OpenFor.HEADLESS))
 
     generate = commands.add_parser(
         "generate", help="generate one image now; prints its path last (Ctrl+C cancels)"
@@ -241,10 +241,19 @@ def _report(job: Job) -> int:
 
 def _recover(args: argparse.Namespace, queue: JobQueue) -> int:
     settings = load_settings()
-    report = recover(
-        queue, liveness_dir=default_liveness_dir(),
-        heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
-    )  # fmt: skip
+    try:
+        report = recover(
+            queue, liveness_dir=default_liveness_dir(),
+            heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
+            on_lock_wait=_say_it_waits,
+        )  # fmt: skip
+    except KeyboardInterrupt:  # while it waited for the lock: each job settled is settled
+        print("\nerror: interrupted; `recover` again settles the rest", file=sys.stderr)
+        return EXIT_INTERRUPTED
     for line in report.lines() or ["nothing to recover"]:
         print(line)
     return 0
+
+
+def _say_it_waits(why: str) -> None:
+    print(f"note: {why} (Ctrl+C stops waiting)", file=sys.stderr, flush=True)
