@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.lora import check_loras
-from app.engine.generation.prompt_weights import check_prompt_syntax
+from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
 from app.engine.jobs.params import GenerationParams
 from app.errors import BadInput

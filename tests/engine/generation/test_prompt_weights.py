@@ -14,16 +14,15 @@ from transformers import CLIPTextModel, CLIPTokenizer
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.families import family_of
 from app.engine.generation.families.unet import UNetFamily
+from app.engine.generation.prompt_syntax import UnreadableWeight, parse_attention
 from app.engine.generation.prompt_weights import (
     CHUNK_TOKENS,
     ClipEncoders,
-    UnreadableWeight,
     apply_weights,
     chunk_length,
     chunks_for,
     encode_weighted,
     needs_a1111_encoding,
-    parse_attention,
 )
 from app.engine.jobs.params import DEFAULT_MODEL
 from app.engine.paths import bundled_models_dir
