@@ -21,11 +21,11 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, is_settled
 from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
-from app.engine.settings import load_settings
+from app.engine.settings import Settings, load_settings
 from app.engine.store.opening import OpenFor
 from app.engine.workers.maintenance import Maintenance
 from app.engine.workers.messages import MessageKind, WorkerMessage
-from app.engine.workers.recovery import recover
+from app.engine.workers.recovery import RecoveryReport, recover_when_unlocked
 from app.engine.workers.roster import list_workers, request_workers
 from app.engine.workers.supervisor import Supervisor
 from app.engine.workers.worker import WorkerConfig, database_file, default_liveness_dir, run_worker
@@ -163,9 +163,15 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
         params, max_attempts=settings.max_attempts, source="cli", output_dir=out,
         init_png=init_png,
     )  # fmt: skip
+    try:
+        _recover_at_launch(queue, settings)  # before its worker starts, waiting out a lock
+    except KeyboardInterrupt:
+        print(f"\nerror: interrupted; job {job_id} stays queued", file=sys.stderr)
+        return EXIT_INTERRUPTED
     supervisor = Supervisor.for_app(
-        queue, settings, workers=1, only_job=job_id, warm_model=params.model
-    )
+        queue, settings, workers=1, only_job=job_id, warm_model=params.model,
+        recover_at_start=False,
+    )  # fmt: skip
     try:
         job = _run_until_settled(supervisor, queue, job_id)
     except KeyboardInterrupt:
@@ -240,19 +246,23 @@ def _report(job: Job) -> int:
 
 
 def _recover(args: argparse.Namespace, queue: JobQueue) -> int:
-    settings = load_settings()
     try:
-        report = recover(
-            queue, liveness_dir=default_liveness_dir(),
-            heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
-            on_lock_wait=_say_it_waits,
-        )  # fmt: skip
+        report = _recover_at_launch(queue, load_settings())
     except KeyboardInterrupt:  # while it waited for the lock: each job settled is settled
         print("\nerror: interrupted; `recover` again settles the rest", file=sys.stderr)
         return EXIT_INTERRUPTED
     for line in report.lines() or ["nothing to recover"]:
         print(line)
     return 0
+
+
+def _recover_at_launch(queue: JobQueue, settings: Settings) -> RecoveryReport:
+    """Launch recovery (`recover`, `generate`), waiting out a lock held by another program."""
+    return recover_when_unlocked(
+        queue, liveness_dir=default_liveness_dir(),
+        heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
+        on_lock_wait=_say_it_waits,
+    )  # fmt: skip
 
 
 def _say_it_waits(why: str) -> None:

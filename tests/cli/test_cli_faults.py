@@ -9,7 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,6 +146,34 @@ def test_a_headless_worker_launched_under_a_held_lock_recovers_first(
         queue.db.dispose()
     assert (job.status, job.attempt) == ("SUCCESS", 2)
     assert events == ["SUBMIT", "START", "TIMEOUT", "RETRY", "START", "COMPLETE"]
+
+
+@pytest.mark.slow
+def test_generate_waits_out_a_lock_taken_before_its_launch_recovery(
+    easel_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another program takes the write lock between generate's submit and its recovery;
+    # the recovery gave up ("locked", exit 1) and the new job stayed queued.
+    stranded = left_running_by_a_dead_worker(easel_home)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)
+    submit = JobQueue.submit
+    with ExitStack() as stack:
+
+        def submit_then_lock(queue: JobQueue, *args: Any, **kwargs: Any) -> int:
+            job_id = submit(queue, *args, **kwargs)
+            released_after(stack.enter_context(write_lock_held(easel_home / "easel.db")), 3.0)
+            return job_id
+
+        monkeypatch.setattr(JobQueue, "submit", submit_then_lock)
+        assert main(["generate", "a red circle", "--steps", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert Path(out.strip().splitlines()[-1]).is_file()
+    assert f"note: {WAITING_FOR_THE_LOCK} (Ctrl+C stops waiting)" in err.splitlines()
+    queue = open_queue(purpose=OpenFor.READING)
+    try:
+        assert queue.get(stranded).status == "PENDING"  # recovered: requeued, not run
+    finally:
+        queue.db.dispose()
 
 
 # --- 10.4: a full disk ---------------------------------------------------------------------

@@ -10,7 +10,9 @@ hung (stopped, stuck in a driver call): it is killed first, so it can never wake
 write, and its job is then settled like any other lost job.
 
 A write lock held by another program (a long `db` command, an sqlite3 shell) is waited
-out: the launch goes on once the lock is free, instead of failing with "locked".
+out by `recover_when_unlocked`: the launch goes on once the lock is free, instead of
+failing with "locked". `recover` makes one try, for callers that wait in their own way
+(the window's worker feed retries with backoff and says so in its banner).
 """
 
 from __future__ import annotations
@@ -88,21 +90,35 @@ def recover(
     heartbeat_timeout_s: float,
     policy: RetryPolicy,
     now: float | None = None,
+) -> RecoveryReport:
+    """Settle the jobs left running by workers that are gone; what was done. A write lock
+    held elsewhere for longer than the database's lock timeout raises `DatabaseLocked`
+    (each job settled so far stays settled); `recover_when_unlocked` waits it out."""
+    report = RecoveryReport()
+    now = time.time() if now is None else now
+    _recover_into(report, queue, liveness_dir, heartbeat_timeout_s, policy, now)
+    return report
+
+
+def recover_when_unlocked(
+    queue: JobQueue,
+    *,
+    liveness_dir: Path,
+    heartbeat_timeout_s: float,
+    policy: RetryPolicy,
     on_lock_wait: Callable[[str], None] | None = None,
 ) -> RecoveryReport:
-    """Settle the jobs left running by workers that are gone; what was done.
-
-    A write lock that another program holds is waited out, not a failed launch: each job
-    is settled in a transaction of its own, so a try that met the lock left nothing half
-    done, and the next try (every `LOCK_RETRY_S`, each waiting the database's own lock
-    timeout) goes on from what is still to do. `on_lock_wait` is told why it waits, once."""
+    """`recover`, waiting out a write lock that another program holds instead of failing
+    the launch: each job is settled in a transaction of its own, so a try that met the
+    lock left nothing half done, and the next try (every `LOCK_RETRY_S`, each waiting the
+    database's own lock timeout) goes on from what is still to do. `on_lock_wait` is told
+    why it waits, once."""
     report = RecoveryReport()
     waited = False
     while True:
         try:
             _recover_into(
-                report, queue, liveness_dir, heartbeat_timeout_s, policy,
-                time.time() if now is None else now,
+                report, queue, liveness_dir, heartbeat_timeout_s, policy, time.time()
             )  # fmt: skip
             return report
         except DatabaseLocked as error:
