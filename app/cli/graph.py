@@ -26,9 +26,11 @@ from app.engine.jobs.graph import (
     parents_of,
     waiting_reason,
 )
+from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import prepare_init_image, read_init_image
 from app.engine.jobs.params import GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
+from app.engine.settings import load_settings
 
 DEFAULT_IMG2IMG_STRENGTH = 0.75  # what AUTOMATIC1111 starts its img2img tab with
 DEFAULT_SIZE = f"{GenerationParams.width}x{GenerationParams.height}"
@@ -62,7 +64,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def _extend_submit(submit: argparse.ArgumentParser) -> None:
     """`submit` (defined in `jobs`) gains img2img and dependencies."""
-    group = submit.add_argument_group("building on images and jobs")
+    add_img2img_arguments(submit)
+    submit.add_argument(
+        "--after", type=arguments.job_id, action="append", default=[], metavar="ID",
+        help="wait until job ID succeeded (may be given more than once)",
+    )  # fmt: skip
+    submit.set_defaults(run=with_queue(_submit))
+
+
+def add_img2img_arguments(parser: argparse.ArgumentParser) -> None:
+    """--init-image and --strength, for every command that makes an image (`submit`,
+    `generate`); read them with `request_from_args`."""
+    group = parser.add_argument_group("img2img")
     group.add_argument(
         "--init-image", type=Path, metavar="PNG", help="img2img: start from this image "
         "(stored with the job; the job takes its size unless --size is given)",
@@ -71,30 +84,36 @@ def _extend_submit(submit: argparse.ArgumentParser) -> None:
         "--strength", type=float, help="img2img: how much of the image is redrawn, "
         f"above 0 up to 1 (default {DEFAULT_IMG2IMG_STRENGTH})",
     )  # fmt: skip
-    group.add_argument(
-        "--after", type=arguments.job_id, action="append", default=[], metavar="ID",
-        help="wait until job ID succeeded (may be given more than once)",
-    )  # fmt: skip
-    submit.set_defaults(run=with_queue(_submit), size=None)
+    parser.set_defaults(size=None)  # None: not given, so an init image gives the size
 
 
-def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
+def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes | None]:
+    """The image the command line asks for: its settings and its init image's PNG (None
+    for txt2img), checked as a worker would check them (the size an init image gives too)."""
     size_given = args.size is not None
     args.size = args.size or DEFAULT_SIZE
     params = params_from_args(args)  # checked against the model files here already
     if args.init_image is None:
         if args.strength is not None:
             raise InvalidParameters("--strength needs --init-image")
-        return _submitted(queue, NewJob(params, parents=args.after))
+        return params, None
     size = parse_size(args.size) if size_given else None
     prepared = prepare_init_image(read_init_image(args.init_image), size)
     for note in prepared.notes:
         print(f"note: the init image: {note}", file=sys.stderr)
     params = replace(
-        params, width=prepared.width, height=prepared.height,
+        params, width=prepared.width, height=prepared.height, init_image=digest(prepared.png),
         strength=DEFAULT_IMG2IMG_STRENGTH if args.strength is None else args.strength,
-    )  # fmt: skip
-    return _submitted(queue, NewJob(params, parents=args.after, init_png=prepared.png))
+    ).validated()  # fmt: skip
+    check_model(params)  # at the image's size now
+    return params, prepared.png
+
+
+def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
+    params, init_png = request_from_args(args)
+    attempts = load_settings().max_attempts  # the user's setting, as the window's submit
+    job = NewJob(params, parents=args.after, init_png=init_png, max_attempts=attempts)
+    return _submitted(queue, job)
 
 
 def _submitted(queue: JobQueue, job: NewJob) -> int:

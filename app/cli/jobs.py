@@ -14,7 +14,6 @@ from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
-from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
@@ -36,8 +35,7 @@ DEFAULT_LIMIT = 50
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     submit = commands.add_parser("submit", help="queue a generation; prints the new job id")
-    add_generation_arguments(submit)
-    submit.set_defaults(run=with_queue(_submit))
+    add_generation_arguments(submit)  # `graph` adds img2img and --after, and runs it
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
     listing.add_argument("--status", type=_status, action="append",
@@ -123,13 +121,6 @@ def with_queue(
             return EXIT_STORE if isinstance(error, DatabaseError) else EXIT_REFUSED
 
     return run
-
-
-def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
-    params = params_from_args(args)  # checked against the model files here already
-    [job_id] = submit_with_follow_ups(queue, NewJob(params), source="cli").jobs
-    print(job_id)
-    return 0
 
 
 def _jobs(args: argparse.Namespace, queue: JobQueue) -> int:

@@ -14,18 +14,19 @@ from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 
-from app.cli.jobs import add_generation_arguments, params_from_args, with_queue
+from app.cli.graph import add_img2img_arguments, request_from_args
+from app.cli.jobs import add_generation_arguments, with_queue
 from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, is_settled
 from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
-from app.engine.settings import load_settings
+from app.engine.settings import Settings, load_settings
 from app.engine.store.opening import OpenFor
 from app.engine.workers.headless import WorkerCannotStart as HeadlessCannotStart
 from app.engine.workers.headless import run_headless
 from app.engine.workers.messages import MessageKind, WorkerMessage
-from app.engine.workers.recovery import recover
+from app.engine.workers.recovery import RecoveryReport, recover_when_unlocked
 from app.engine.workers.roster import list_workers, request_workers
 from app.engine.workers.supervisor import Supervisor
 from app.engine.workers.worker import WorkerConfig, database_file, default_liveness_dir
@@ -46,12 +47,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     worker.add_argument("--until-idle", action="store_true", help="exit when no job is pending")
     worker.add_argument("--name", help="this machine's name in the queue (default: the host name)")
     worker.add_argument("--device", help="cpu, mps, cuda or cuda:N (default: the fastest)")
-    worker.set_defaults(run=with_queue(_worker, OpenFor.LAUNCH))
+    worker.set_defaults(run=with_queue(_worker, OpenFor.HEADLESS))
 
     generate = commands.add_parser(
         "generate", help="generate one image now; prints its path last (Ctrl+C cancels)"
     )
     add_generation_arguments(generate)
+    add_img2img_arguments(generate)  # as `submit` has them
     generate.add_argument("--out", metavar="DIR", help="folder for the image")
     generate.set_defaults(run=with_queue(_generate))
 
@@ -154,17 +156,26 @@ def _ask(request: WorkerRequest) -> Callable[[argparse.Namespace, JobQueue], int
 
 
 def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
-    params = params_from_args(args)
+    params, init_png = request_from_args(args)
     settings = load_settings()
     out = None
     if args.out:
         out = Path(args.out).expanduser().resolve()
         out.mkdir(parents=True, exist_ok=True)
     # The folder travels with the job: a GUI worker that claims it first writes there too.
-    job_id = queue.submit(params, max_attempts=settings.max_attempts, source="cli", output_dir=out)
+    job_id = queue.submit(
+        params, max_attempts=settings.max_attempts, source="cli", output_dir=out,
+        init_png=init_png,
+    )  # fmt: skip
+    try:
+        _recover_at_launch(queue, settings)  # before its worker starts, waiting out a lock
+    except KeyboardInterrupt:
+        print(f"\nerror: interrupted; job {job_id} stays queued", file=sys.stderr)
+        return EXIT_INTERRUPTED
     supervisor = Supervisor.for_app(
-        queue, settings, workers=1, only_job=job_id, warm_model=params.model
-    )
+        queue, settings, workers=1, only_job=job_id, warm_model=params.model,
+        recover_at_start=False,
+    )  # fmt: skip
     try:
         job = _run_until_settled(supervisor, queue, job_id)
     except KeyboardInterrupt:
@@ -239,11 +250,24 @@ def _report(job: Job) -> int:
 
 
 def _recover(args: argparse.Namespace, queue: JobQueue) -> int:
-    settings = load_settings()
-    report = recover(
-        queue, liveness_dir=default_liveness_dir(),
-        heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
-    )  # fmt: skip
+    try:
+        report = _recover_at_launch(queue, load_settings())
+    except KeyboardInterrupt:  # while it waited for the lock: each job settled is settled
+        print("\nerror: interrupted; `recover` again settles the rest", file=sys.stderr)
+        return EXIT_INTERRUPTED
     for line in report.lines() or ["nothing to recover"]:
         print(line)
     return 0
+
+
+def _recover_at_launch(queue: JobQueue, settings: Settings) -> RecoveryReport:
+    """Launch recovery (`recover`, `generate`), waiting out a lock held by another program."""
+    return recover_when_unlocked(
+        queue, liveness_dir=default_liveness_dir(),
+        heartbeat_timeout_s=settings.heartbeat_timeout_s, policy=RetryPolicy(),
+        on_lock_wait=_say_it_waits,
+    )  # fmt: skip
+
+
+def _say_it_waits(why: str) -> None:
+    print(f"note: {why} (Ctrl+C stops waiting)", file=sys.stderr, flush=True)

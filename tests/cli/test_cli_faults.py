@@ -7,7 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,12 +20,15 @@ from app.engine.jobs.params import GenerationParams, InvalidParameters
 from app.engine.jobs.queue import JobQueue
 from app.engine.store import opening
 from app.engine.store.opening import OpenFor, open_queue
+from app.engine.workers.recovery import WAITING_FOR_THE_LOCK
 from app.models.backups import list_backups
+from tests.engine.workers.worker_fixtures import dead_worker
 from tests.faults import (
     damage,
     file_digest,
     fill_disk,
     read_only_view,
+    release,
     small_disk,
     write_lock_held,
 )
@@ -82,6 +89,91 @@ def test_reading_commands_work_during_a_lock_and_writes_say_so_in_one_line(
     )
     assert stored_count(easel_home) == 3
     assert main(["show", "1"]) == 0 and " PENDING " in capsys.readouterr().out
+
+
+def left_running_by_a_dead_worker(home: Path) -> int:
+    """A job claimed ten minutes ago by a worker of this host that is gone."""
+    queue = open_queue(home / "easel.db")
+    stale = JobQueue(queue.db, clock=lambda: time.time() - 600)
+    job_id = stale.submit(GenerationParams("a lighthouse", steps=2))
+    stale.claim(dead_worker(), job_id=job_id)
+    queue.db.dispose()
+    return job_id
+
+
+def released_after(holder: subprocess.Popen[str], seconds: float) -> threading.Timer:
+    timer = threading.Timer(seconds, release, [holder])
+    timer.start()
+    return timer
+
+
+def test_recover_waits_out_a_lock_held_longer_than_the_write_timeout(
+    easel_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 21 item 16: launch recovery gave up with "locked" instead of waiting.
+    job_id = left_running_by_a_dead_worker(easel_home)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)  # each write gives up after 0.5 s
+    with write_lock_held(easel_home / "easel.db") as holder:
+        released_after(holder, 3.0)  # six times as long
+        assert main(["recover"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"requeued: #{job_id}"]
+    assert err.splitlines() == [f"note: {WAITING_FOR_THE_LOCK} (Ctrl+C stops waiting)"]
+    queue = open_queue(purpose=OpenFor.READING)
+    try:
+        assert [t.event for t in queue.timeline(job_id)] == ["SUBMIT", "START", "TIMEOUT", "RETRY"]
+    finally:
+        queue.db.dispose()
+
+
+@pytest.mark.slow
+def test_a_headless_worker_launched_under_a_held_lock_recovers_first(
+    easel_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its launch pass was skipped under the lock: the dead worker's job stayed PROCESSING,
+    # and with --until-idle the worker found nothing pending and left it so.
+    job_id = left_running_by_a_dead_worker(easel_home)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)
+    with write_lock_held(easel_home / "easel.db") as holder:
+        released_after(holder, 3.0)
+        assert main(["worker", "--until-idle"]) == 0
+    assert capsys.readouterr().out.startswith(f"job {job_id}: ")
+    queue = open_queue(purpose=OpenFor.READING)
+    try:
+        job = queue.get(job_id)
+        events = [t.event for t in queue.timeline(job_id)]
+    finally:
+        queue.db.dispose()
+    assert (job.status, job.attempt) == ("SUCCESS", 2)
+    assert events == ["SUBMIT", "START", "TIMEOUT", "RETRY", "START", "COMPLETE"]
+
+
+@pytest.mark.slow
+def test_generate_waits_out_a_lock_taken_before_its_launch_recovery(
+    easel_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another program takes the write lock between generate's submit and its recovery;
+    # the recovery gave up ("locked", exit 1) and the new job stayed queued.
+    stranded = left_running_by_a_dead_worker(easel_home)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)
+    submit = JobQueue.submit
+    with ExitStack() as stack:
+
+        def submit_then_lock(queue: JobQueue, *args: Any, **kwargs: Any) -> int:
+            job_id = submit(queue, *args, **kwargs)
+            released_after(stack.enter_context(write_lock_held(easel_home / "easel.db")), 3.0)
+            return job_id
+
+        monkeypatch.setattr(JobQueue, "submit", submit_then_lock)
+        assert main(["generate", "a red circle", "--steps", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert Path(out.strip().splitlines()[-1]).is_file()
+    assert f"note: {WAITING_FOR_THE_LOCK} (Ctrl+C stops waiting)" in err.splitlines()
+    queue = open_queue(purpose=OpenFor.READING)
+    try:
+        assert queue.get(stranded).status == "PENDING"  # recovered: requeued, not run
+    finally:
+        queue.db.dispose()
 
 
 # --- 10.4: a full disk ---------------------------------------------------------------------

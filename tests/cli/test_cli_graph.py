@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from app.cli import main
+from app.cli import build_parser, main
 from app.engine.jobs.graph import init_image_of
-from app.engine.store.opening import open_queue
+from app.engine.jobs.init_image import prepare_init_image, read_init_image
+from app.engine.store.opening import OpenFor, open_queue
 
+from .test_cli_faults import app_command
 from .test_cli_jobs import run_cli
 
 
@@ -114,3 +117,53 @@ def test_an_upscale_too_big_for_the_model_is_refused(capsys: pytest.CaptureFixtu
     main(["submit", "a cat", "--size", "64x64"])
     code, _, err = run_cli(capsys, "upscale", "1", "--scale", "64")
     assert code == 2 and "width must be between 32 and 2048, not 4096" in err
+
+
+def img2img_options(command: str) -> dict[str, str | None]:
+    """The img2img options a command's parser has: flag -> help text."""
+    commands = next(
+        action for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )  # fmt: skip
+    groups = commands.choices[command]._action_groups
+    [group] = [group for group in groups if group.title == "img2img"]
+    return {action.option_strings[0]: action.help for action in group._group_actions}
+
+
+def test_generate_has_the_img2img_options_of_submit() -> None:
+    assert img2img_options("generate") == img2img_options("submit")
+    assert set(img2img_options("generate")) == {"--init-image", "--strength"}
+
+
+@pytest.mark.slow
+def test_generate_from_an_init_image_on_the_bundled_model(tmp_path: Path) -> None:
+    # `generate` had no --init-image or --strength (issue 21 item 15): argparse refused them.
+    image = write_image(tmp_path / "in.png", (96, 64))
+    result = app_command(
+        tmp_path / "home", "generate", "a cat", "--init-image", str(image), "--strength", "0.5",
+        "--steps", "2", "--seed", "4", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    output = Path(result.stdout.strip().splitlines()[-1])
+    assert output.parent == tmp_path / "out"
+    with Image.open(output) as made:
+        assert made.size == (96, 64)  # the init image's size, as with `submit`
+    queue = open_queue(tmp_path / "home" / "easel.db", OpenFor.READING)
+    try:
+        [job] = queue.jobs()
+        assert (job.status, job.strength, job.width, job.height) == ("SUCCESS", 0.5, 96, 64)
+        assert init_image_of(queue, job) == image_png(image)
+    finally:
+        queue.db.dispose()
+
+
+def image_png(path: Path) -> bytes:
+    """What a job stores of an init image: the file as Easel prepares it (RGB, a PNG)."""
+    return prepare_init_image(read_init_image(path)).png
+
+
+def test_generate_refuses_a_strength_without_an_init_image(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_cli(capsys, "generate", "a cat", "--strength", "0.5")
+    assert (code, out, err) == (2, "", "error: --strength needs --init-image\n")

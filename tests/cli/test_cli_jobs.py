@@ -8,8 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from app.cli import main
+from app.engine import paths
+from app.engine.settings import Settings, save_settings
+from app.engine.store.opening import OpenFor, open_queue
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -100,3 +104,24 @@ def test_the_real_command_line_with_home(tmp_path: Path) -> None:
     refused = subprocess.run([*cmd, "retry", "1"], capture_output=True, text=True, env=env)
     assert refused.returncode != 0
     assert "Can't RETRY job 1 in PENDING" in refused.stderr
+
+
+def test_submit_gives_jobs_the_attempts_the_settings_ask_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # settings.json said 20; `submit` stored the queue's default of 3 (issue 21 item 10).
+    paths.data_dir().mkdir(parents=True, exist_ok=True)
+    save_settings(Settings(max_attempts=20))
+    Image.new("RGB", (64, 64), (10, 200, 30)).save(tmp_path / "in.png")
+    first = int(run_cli(capsys, "submit", "a cat")[1])
+    img2img = int(run_cli(capsys, "submit", "a dog", "--init-image", str(tmp_path / "in.png"))[1])
+    after = int(run_cli(capsys, "submit", "a bird", "--after", str(first))[1])
+    upscale = int(run_cli(capsys, "upscale", str(first))[1])  # a follow-up takes its parent's
+    queue = open_queue(purpose=OpenFor.READING)
+    try:
+        attempts = [queue.get(job_id).max_attempts for job_id in (first, img2img, after, upscale)]
+    finally:
+        queue.db.dispose()
+    assert attempts == [20, 20, 20, 20]
+    code, out, _ = run_cli(capsys, "show", str(first))
+    assert code == 0 and "attempt     1 of 20" in out

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from app.cli import main
 from app.engine import paths
@@ -88,3 +89,14 @@ def test_variations_of_a_job_whose_model_is_gone_are_refused_at_submit(
     err = refused(capsys, "vary", str(parent), "--count", "3")
     assert err.startswith("error: model 'sketchy' was not found; looked in: ")
     assert stored_ids(capsys) == [parent]
+
+
+@pytest.mark.parametrize("command", ["submit", "generate"])
+def test_an_init_image_too_large_for_the_model_is_refused_at_submit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    # The job takes the init image's size, which was never checked against the model.
+    Image.new("RGB", (512, 512), (10, 200, 30)).save(tmp_path / "big.png")
+    err = refused(capsys, command, "a red circle", "--init-image", str(tmp_path / "big.png"))
+    assert "512x512 is too large for a model trained at 64x64" in err
+    assert nothing_stored(capsys)

@@ -1,10 +1,10 @@
-"""AUTOMATIC1111's prompt syntax: attention weights, BREAK and prompts longer than 77 tokens.
+"""AUTOMATIC1111's prompt syntax encoded: attention weights, BREAK, prompts longer than a chunk.
 
-- `(word)` multiplies the attention on `word` by 1.1, `((word))` by 1.21, `[word]` divides
-  by 1.1, `(word:1.3)` sets 1.3 (nested brackets multiply); `\\(` is a literal bracket.
-- `BREAK` starts a new 75-token chunk; a longer prompt is cut into chunks of 75 tokens
-  (moving back to a comma within the last 20 tokens, as A1111 does), each encoded on its
-  own as BOS + 75 tokens + EOS, and the hidden states are concatenated (77 x chunks).
+- The prompt is parsed into (text, weight) pieces as A1111 parses it (`prompt_syntax`).
+- `BREAK` starts a new chunk; a longer prompt is cut into chunks of the text encoder's
+  length minus BOS and EOS (75 tokens for CLIP's 77 positions; a tiny test model has
+  fewer), moving back to a comma within the last 20 tokens as A1111 does; each chunk is
+  encoded on its own as BOS + tokens + EOS, and the hidden states are concatenated.
 - Each chunk's hidden states are scaled per token by its weight, then rescaled so their
   mean is unchanged ("Original" emphasis in A1111).
 
@@ -16,93 +16,35 @@ does not chunk with the comma backtrack; what artists paste from A1111 must mean
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-CHUNK_TOKENS = 75  # 77 minus BOS and EOS
-ROUND, SQUARE = 1.1, 1 / 1.1
+from app.engine.generation.prompt_syntax import is_break, parse_attention
+
+CHUNK_TOKENS = 75  # CLIP's 77 positions minus BOS and EOS: every released SD model's
 COMMA_BACKTRACK = 20
-BREAK = "BREAK"
-
-_PIECES = re.compile(
-    r"\\[()\[\]\\]"  # an escaped bracket or backslash: literal text
-    r"|:\s*([+-]?[.\d]+)\s*\)"  # ":1.3)" closes a weighted group
-    r"|[()\[\]]"  # a bracket
-    r"|[^\\()\[\]:]+|[\\:]"  # plain text (a lone ':' or '\' is text too)
-)
-_BREAK = re.compile(r"\s*\bBREAK\b\s*")
+# A tokenizer that was given no length says VERY_LARGE_INTEGER (1e30); no encoder has that.
+_MOST_POSITIONS = 1_000_000
 
 
-@dataclass
-class _Fragment:
-    text: str
-    weight: float
-    is_break: bool = False
-
-
-def parse_attention(prompt: str) -> list[tuple[str, float]]:
-    """[(text, weight), ...] with neighbours of equal weight merged; ("BREAK", -1) marks
-    a BREAK. Unclosed brackets apply to the end of the prompt, as in A1111."""
-    fragments: list[_Fragment] = []
-    open_round: list[int] = []
-    open_square: list[int] = []
-
-    def scale_from(start: int, factor: float) -> None:
-        for fragment in fragments[start:]:
-            if not fragment.is_break:
-                fragment.weight *= factor
-
-    for match in _PIECES.finditer(prompt):
-        piece, weight = match.group(0), match.group(1)
-        if piece.startswith("\\") and len(piece) == 2:
-            fragments.append(_Fragment(piece[1], 1.0))
-        elif piece == "(":
-            open_round.append(len(fragments))
-        elif piece == "[":
-            open_square.append(len(fragments))
-        elif weight is not None and open_round:
-            scale_from(open_round.pop(), float(weight))
-        elif piece == ")" and open_round:
-            scale_from(open_round.pop(), ROUND)
-        elif piece == "]" and open_square:
-            scale_from(open_square.pop(), SQUARE)
-        else:
-            fragments.extend(_split_breaks(piece))
-    for start in open_round:
-        scale_from(start, ROUND)
-    for start in open_square:
-        scale_from(start, SQUARE)
-    return _merged(fragments)
-
-
-def _split_breaks(text: str) -> list[_Fragment]:
-    parts = _BREAK.split(text)
-    out = [_Fragment(parts[0], 1.0)]
-    for part in parts[1:]:
-        out += [_Fragment(BREAK, -1.0, is_break=True), _Fragment(part, 1.0)]
-    return out
-
-
-def _merged(fragments: list[_Fragment]) -> list[tuple[str, float]]:
-    merged: list[_Fragment] = []
-    for fragment in fragments:
-        last = merged[-1] if merged else None
-        if last and not last.is_break and not fragment.is_break and last.weight == fragment.weight:
-            last.text += fragment.text
-        else:
-            merged.append(_Fragment(fragment.text, fragment.weight, fragment.is_break))
-    if not merged:
-        return [("", 1.0)]
-    return [(f.text, f.weight) for f in merged]
+def chunk_length(tokenizer: Any, text_encoder: Any = None) -> int:
+    """Tokens per chunk: the positions the tokenizer and its text encoder really have,
+    less BOS and EOS (75 for CLIP; a chunk longer than the encoder's positions fails)."""
+    positions = [getattr(tokenizer, "model_max_length", None)]
+    if text_encoder is not None:
+        positions.append(getattr(text_encoder.config, "max_position_embeddings", None))
+    known = [p for p in positions if isinstance(p, int) and 2 < p < _MOST_POSITIONS]
+    return min(known, default=CHUNK_TOKENS + 2) - 2
 
 
 def needs_a1111_encoding(prompt: str, tokenizer: Any) -> bool:
-    """True when the stock encoder would mean something else: weights, BREAK, > 75 tokens."""
+    """True when the stock encoder would mean something else: weights, BREAK, a dropped
+    backslash, more tokens than one chunk holds."""
     parsed = parse_attention(prompt)
     if len(parsed) > 1 or parsed[0][1] != 1.0 or parsed[0][0] != prompt:
         return True
-    return len(tokenizer(prompt, add_special_tokens=False).input_ids) > CHUNK_TOKENS
+    tokens = len(tokenizer(prompt, add_special_tokens=False).input_ids)
+    return tokens > chunk_length(tokenizer)
 
 
 @dataclass
@@ -111,8 +53,10 @@ class Chunk:
     weights: list[float] = field(default_factory=list)
 
 
-def chunks_for(prompt: str, tokenizer: Any) -> list[Chunk]:
-    """The prompt as A1111 feeds it to CLIP: chunks of BOS + 75 tokens + EOS with weights."""
+def chunks_for(prompt: str, tokenizer: Any, length: int | None = None) -> list[Chunk]:
+    """The prompt as A1111 feeds it to CLIP: chunks of BOS + `length` tokens + EOS with
+    weights (`length`: the tokenizer's own, see `chunk_length`; 75 for CLIP)."""
+    length = chunk_length(tokenizer) if length is None else length
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     comma = tokenizer(",", add_special_tokens=False).input_ids[0]
@@ -122,21 +66,21 @@ def chunks_for(prompt: str, tokenizer: Any) -> list[Chunk]:
 
     def close() -> None:
         nonlocal current, last_comma
-        missing = CHUNK_TOKENS - len(current.tokens)
+        missing = length - len(current.tokens)
         current.tokens = [bos, *current.tokens, *[pad] * missing, eos]
         current.weights = [1.0, *current.weights, *[1.0] * missing, 1.0]
         done.append(current)
         current, last_comma = Chunk(), -1
 
     for text, weight in parse_attention(prompt):
-        if weight == -1.0 and text == BREAK:
+        if is_break(text, weight):
             close()
             continue
         for token in tokenizer(text, add_special_tokens=False).input_ids:
             if token == comma:
                 last_comma = len(current.tokens)
             elif (
-                len(current.tokens) == CHUNK_TOKENS
+                len(current.tokens) == length
                 and last_comma != -1
                 and len(current.tokens) - last_comma <= COMMA_BACKTRACK
             ):
@@ -146,7 +90,7 @@ def chunks_for(prompt: str, tokenizer: Any) -> list[Chunk]:
                 current.tokens, current.weights = current.tokens[:cut], current.weights[:cut]
                 close()
                 current = moved
-            if len(current.tokens) == CHUNK_TOKENS:
+            if len(current.tokens) == length:
                 close()
             current.tokens.append(token)
             current.weights.append(weight)
@@ -179,11 +123,13 @@ def encode_weighted(
     sides = [prompt, negative] if do_cfg else [prompt]
     per_side: list[list[Any]] = [[] for _ in sides]
     pooled: list[Any] = [None for _ in sides]
+    # One length for every encoder: their hidden states are joined token by token.
+    length = min(chunk_length(tokenizer, encoder) for tokenizer, encoder in encoders.pairs)
     for tokenizer, encoder in encoders.pairs:
-        chunk_lists = [chunks_for(text, tokenizer) for text in sides]
+        chunk_lists = [chunks_for(text, tokenizer, length) for text in sides]
         longest = max(len(chunks) for chunks in chunk_lists)
         for index, chunks in enumerate(chunk_lists):
-            chunks += chunks_for("", tokenizer) * (longest - len(chunks))
+            chunks += chunks_for("", tokenizer, length) * (longest - len(chunks))
             hidden, first_pooled = _encode_chunks(encoder, chunks, pooling)
             per_side[index].append(hidden)
             pooled[index] = first_pooled  # the last encoder's counts (SDXL's second)

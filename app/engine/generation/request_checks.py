@@ -1,14 +1,15 @@
 """What a worker would refuse, found when the job is submitted (files only: no torch).
 
 The CLI and the window both call `check_runnable` next to `GenerationParams.validated()`,
-so an unknown model, an unsupported file, a size the model cannot draw or an unknown LoRA
-is one sentence at submit time, never a FAILED job later.
+so an unknown model, an unsupported file, a size the model cannot draw, an unknown LoRA or
+a prompt weight that is no number is one sentence at submit time, never a FAILED job later.
 """
 
 from __future__ import annotations
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.lora import check_loras
+from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
 from app.engine.jobs.params import GenerationParams
 from app.errors import BadInput
@@ -23,6 +24,8 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
     if problem:
         raise BadInput(problem)
     check_loras(params.prompt, search)
+    check_prompt_syntax(params.prompt)
+    check_prompt_syntax(params.negative_prompt)
     return info
 
 

@@ -35,7 +35,20 @@ class OpenFor(Enum):
     READING = "reading"  # `jobs`, `show`: read-only, works during a lock or on a read-only disk
     REQUESTS = "requests"  # a command that writes
     WORKING = "working"  # a worker: waits out a held lock or a full disk, never fails a job
-    LAUNCH = "launch"  # the window or a headless worker starting: checked, then backed up
+    LAUNCH = "launch"  # the window starting: checked, then backed up
+    # A headless worker starting (`python -m app worker`): checked and backed up as at LAUNCH,
+    # and as patient as WORKING, so its launch pass (and every watchdog pass after it) waits
+    # out a lock held elsewhere instead of being skipped, which left a dead worker's job
+    # running until the next pass, and for ever with --until-idle.
+    HEADLESS = "headless"
+
+    @property
+    def is_launch(self) -> bool:
+        return self in (OpenFor.LAUNCH, OpenFor.HEADLESS)
+
+    @property
+    def is_patient(self) -> bool:
+        return self in (OpenFor.WORKING, OpenFor.HEADLESS)
 
 
 def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.REQUESTS) -> JobQueue:
@@ -54,14 +67,14 @@ def open_queue(location: Path | str | None = None, purpose: OpenFor = OpenFor.RE
     db = open_database(
         path,
         read_only=purpose is OpenFor.READING,
-        lock_timeout_s=PATIENT if purpose is OpenFor.WORKING else LOCK_TIMEOUT_S,
+        lock_timeout_s=PATIENT if purpose.is_patient else LOCK_TIMEOUT_S,
         # Every writer checks first (tens of ms for 10,000 jobs): a damaged file is never
         # written to. Readers need not: a damaged page they meet raises DatabaseCorrupt.
         check_integrity=purpose is not OpenFor.READING,
     )
-    if purpose is OpenFor.LAUNCH and db.is_sqlite:  # PostgreSQL: the server's own backups
+    if purpose.is_launch and db.is_sqlite:  # PostgreSQL: the server's own backups
         _back_up(db)
-    if purpose is OpenFor.LAUNCH:
+    if purpose.is_launch:
         sweep_interrupted_writes(_written_folders())
     queue = JobQueue(db)
     queue.listeners.append(_checkpoint_cleaner(queue))

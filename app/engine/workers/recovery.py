@@ -10,6 +10,11 @@ worker started from another), and by heartbeat age for workers on other hosts.
 A worker on this host that is alive (its lock is held) but whose heartbeat is stale is
 hung (stopped, stuck in a driver call): it is killed first, so it can never wake up and
 write, and its job is then settled like any other lost job.
+
+A write lock held by another program (a long `db` command, an sqlite3 shell) is waited
+out by `recover_when_unlocked`: the launch goes on once the lock is free, instead of
+failing with "locked". `recover` makes one try, for callers that wait in their own way
+(the window's worker feed retries with backoff and says so in its banner).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -33,6 +40,7 @@ from app.engine.workers.liveness import (
     remove_stale_locks,
 )
 from app.engine.workers.watchdog import settle_lost_job
+from app.errors import DatabaseLocked
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -40,6 +48,10 @@ log = logging.getLogger(__name__)
 SOURCE = "recovery"
 # Windows has no SIGKILL; there SIGTERM is TerminateProcess, which cannot be ignored either.
 KILL = getattr(signal, "SIGKILL", signal.SIGTERM)
+LOCK_RETRY_S = 0.5  # between tries while another program holds the write lock
+WAITING_FOR_THE_LOCK = (
+    "another program holds the job database's write lock; recovery waits until it is free"
+)
 
 
 class Holder(Enum):
@@ -86,12 +98,59 @@ def recover(
     policy: RetryPolicy,
     now: float | None = None,
 ) -> RecoveryReport:
-    now = queue.clock() if now is None else now
+    """Settle the jobs left running by workers that are gone; what was done. A write lock
+    held elsewhere for longer than the database's lock timeout raises `DatabaseLocked`
+    (each job settled so far stays settled); `recover_when_unlocked` waits it out."""
     report = RecoveryReport()
+    now = queue.clock() if now is None else now
+    _recover_into(report, queue, liveness_dir, heartbeat_timeout_s, policy, now)
+    return report
+
+
+def recover_when_unlocked(
+    queue: JobQueue,
+    *,
+    liveness_dir: Path,
+    heartbeat_timeout_s: float,
+    policy: RetryPolicy,
+    on_lock_wait: Callable[[str], None] | None = None,
+) -> RecoveryReport:
+    """`recover`, waiting out a write lock that another program holds instead of failing
+    the launch: each job is settled in a transaction of its own, so a try that met the
+    lock left nothing half done, and the next try (every `LOCK_RETRY_S`, each waiting the
+    database's own lock timeout) goes on from what is still to do. `on_lock_wait` is told
+    why it waits, once."""
+    report = RecoveryReport()
+    waited = False
+    while True:
+        try:
+            _recover_into(
+                report, queue, liveness_dir, heartbeat_timeout_s, policy, queue.clock()
+            )  # fmt: skip
+            return report
+        except DatabaseLocked as error:
+            if not waited:
+                log.warning("%s (%s)", WAITING_FOR_THE_LOCK, error)
+                if on_lock_wait is not None:
+                    on_lock_wait(WAITING_FOR_THE_LOCK)
+                waited = True
+            time.sleep(LOCK_RETRY_S)
+
+
+def _recover_into(
+    report: RecoveryReport,
+    queue: JobQueue,
+    liveness_dir: Path,
+    heartbeat_timeout_s: float,
+    policy: RetryPolicy,
+    now: float,
+) -> None:
+    """One try; adds to `report` (so what an interrupted try did is still reported)."""
     for job in queue.running_jobs():
         holder = holder_state(job, liveness_dir, heartbeat_timeout_s, now)
         if holder is Holder.ALIVE:
-            report.still_running.append(job.id or 0)
+            if job.id not in report.still_running:
+                report.still_running.append(job.id or 0)
             continue
         message = f"worker {job.worker_id} is gone (found at launch)"
         if holder is Holder.HUNG:
@@ -106,17 +165,17 @@ def recover(
             report.cancelled.append(record.job_id)
     # Also decides failures left undecided by an app that died before its policy ran.
     decisions = apply_retry_policy(queue, policy, now=now)
-    report.requeued, report.given_up = decisions.requeued, decisions.given_up
-    report.quarantined = decisions.quarantined
+    report.requeued += decisions.requeued
+    report.given_up += decisions.given_up
+    report.quarantined += decisions.quarantined
     # Children whose parents finished while the app died between the two commits.
     reconciled = reconcile(queue, source=SOURCE)
-    report.unblocked = reconciled.unblocked
+    report.unblocked += reconciled.unblocked
     report.cancelled += reconciled.cancelled
     # Cancels whose undo time ran out while the window that offered Undo was gone.
     report.cancelled += complete_pending_cancels(queue, now, source=SOURCE)
     for folder in (liveness_dir, machine_dir()):
         remove_stale_locks(folder)
-    return report
 
 
 def holder_state(job: Job, liveness_dir: Path, heartbeat_timeout_s: float, now: float) -> Holder:

@@ -7,19 +7,26 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import CLIPTextModel, CLIPTokenizer
 
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.families import family_of
 from app.engine.generation.families.unet import UNetFamily
+from app.engine.generation.prompt_syntax import UnreadableWeight, parse_attention
 from app.engine.generation.prompt_weights import (
     CHUNK_TOKENS,
     ClipEncoders,
     apply_weights,
+    chunk_length,
     chunks_for,
     encode_weighted,
     needs_a1111_encoding,
-    parse_attention,
 )
+from app.engine.jobs.params import DEFAULT_MODEL
+from app.engine.paths import bundled_models_dir
+from tests.engine.generation import a1111_reference
 from tests.engine.generation.tiny_architectures import (
     PAUSE_AT,
     generate,
@@ -52,10 +59,58 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
         ("(unclosed", [("unclosed", pytest.approx(1.1))]),
         ("time: 5", [("time: 5", 1.0)]),
         ("", [("", 1.0)]),
+        # A1111 allows spaces around the number (its pattern is `:\s*([+-]?[.\d]+)\s*\)`).
+        ("(word: 1.2)", [("word", 1.2)]),
+        ("(word : 1.2 )", [("word ", 1.2)]),
+        (r"a\b \\ c", [("ab \\ c", 1.0)]),  # a backslash that escapes nothing is dropped
+        # A BREAK inside brackets is multiplied with them, and so is no BREAK any more.
+        ("(a BREAK b)", [("a", 1.1), ("BREAK", -1.1), ("b", 1.1)]),
     ],
 )
 def test_the_parser_follows_a1111(prompt: str, expected: list[tuple[str, Any]]) -> None:
     assert parse_attention(prompt) == expected
+
+
+# What A1111's syntax is made of, and what it must not trip over: brackets, escapes, weights
+# with and without spaces (and numbers that are none), colons, BREAK, Unicode digits and
+# spaces (A1111's `\d` and `\s` match them too), other scripts.
+A1111_PIECES = st.sampled_from([
+    "(", ")", "[", "]", "\\", "\\(", "\\)", "\\[", "\\]", "\\\\", ":", ": ", " ", "\t", "\n",
+    "\u00a0", "BREAK", " BREAK ", "BREAKfast", "a", "red cat", "é", "猫", "1.2", ".", "+", "-",
+    "\u0663", ":1.5)", ": 1.5 )", ":-1)", ":0)", ":1.2.3)", ":.)", "x\\y",
+])  # fmt: skip
+PROMPTS = (
+    st.lists(A1111_PIECES, max_size=16).map("".join)
+    | st.text(alphabet="()[]\\: .1BREAKa\u00a0", max_size=24)
+    | st.text(max_size=24)
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(PROMPTS)
+def test_the_parser_gives_what_a1111_gives_on_generated_prompts(prompt: str) -> None:
+    try:
+        expected = [
+            (text, weight) for text, weight in a1111_reference.parse_prompt_attention(prompt)
+        ]
+    except ValueError:  # A1111 fails the generation on a weight that is no number
+        with pytest.raises(UnreadableWeight, match="is not a number"):
+            parse_attention(prompt)
+        return
+    assert parse_attention(prompt) == expected  # exactly: the same products in the same order
+
+
+def test_the_reference_agrees_with_the_examples_upstream_documents() -> None:
+    # The doctests of `parse_prompt_attention` upstream: the oracle must pass them too.
+    parse = a1111_reference.parse_prompt_attention
+    assert parse("an (important) word") == [["an ", 1.0], ["important", 1.1], [" word", 1.0]]
+    assert parse("(unbalanced") == [["unbalanced", 1.1]]
+    assert parse("\\(literal\\]") == [["(literal]", 1.0]]
+    assert parse("(unnecessary)(parens)") == [["unnecessaryparens", 1.1]]
+    assert parse("a (((house:1.3)) [on] a (hill:0.5), sun, (((sky))).") == [
+        ["a ", 1.0], ["house", 1.5730000000000004], [" ", 1.1], ["on", 1.0], [" a ", 1.1],
+        ["hill", 0.55], [", sun, ", 1.1], ["sky", 1.4641000000000006], [".", 1.1],
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +217,37 @@ def test_weighting_a_chunk_whose_mean_is_zero_stays_finite() -> None:
     weighted = apply_weights(z, [1.0, 1.4, 1.0])
     assert torch.isfinite(weighted).all()
     assert torch.allclose(weighted[0, 1], torch.tensor([2.8, -2.8]))
+
+
+@pytest.fixture(scope="module")
+def bundled_encoder() -> tuple[Any, Any]:
+    """The bundled model's tokenizer and text encoder: 16 positions, not CLIP's 77."""
+    folder = bundled_models_dir() / DEFAULT_MODEL
+    tokenizer = CLIPTokenizer.from_pretrained(folder / "tokenizer")
+    encoder = CLIPTextModel.from_pretrained(folder / "text_encoder").eval()
+    return tokenizer, encoder
+
+
+def test_chunks_follow_the_bundled_text_encoders_real_length(
+    bundled_encoder: tuple[Any, Any],
+) -> None:
+    tokenizer, encoder = bundled_encoder
+    positions = encoder.config.max_position_embeddings
+    assert positions == tokenizer.model_max_length == 16
+    assert chunk_length(tokenizer, encoder) == positions - 2
+    for chunk in chunks_for("a red (circle) BREAK " + "sky, " * 20, tokenizer):
+        assert len(chunk.tokens) == positions
+    encoders = ClipEncoders(((tokenizer, encoder),), torch.device("cpu"), torch.float32)
+    for prompt in ("(red)", "[red]", "a BREAK b", "red " * 40):
+        assert needs_a1111_encoding(prompt, tokenizer)
+        with torch.no_grad():  # 77-token chunks failed here: max_position_embeddings (16)
+            cond, uncond, _, _ = encode_weighted(encoders, prompt, "", True)
+        assert cond.shape[1] == uncond.shape[1] and cond.shape[1] % positions == 0
+        assert torch.isfinite(cond).all()
+
+
+def test_a_tokenizer_without_a_length_chunks_as_clip_does() -> None:
+    class NoLength:
+        model_max_length = int(1e30)  # what transformers says when nobody set one
+
+    assert chunk_length(NoLength()) == CHUNK_TOKENS
