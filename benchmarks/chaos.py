@@ -245,6 +245,7 @@ class Chaos:
         self.supervisor: subprocess.Popen[str] | None = None
         self.machines: dict[str, subprocess.Popen[str]] = {}  # --db: name -> its worker
         self.skewed: set[str] = set()  # machines whose clock is off, running now
+        self.environments: dict[str, dict[str, str]] = {}  # a machine's own (its skew)
         self.logs = home / "supervisor.log"
         self._chosen: dict[int, WorkerIdentity] = {}  # pid -> the worker it was, when chosen
         hooks = DriverHooks(
@@ -300,7 +301,10 @@ class Chaos:
             model.symlink_to(paths.models_dir() / TINY_MODEL)
         command = [sys.executable, __file__, "--machine", name, "--runner", self.args.runner,
                    "--workers", str(self.args.machines)]  # fmt: skip
-        environment = os.environ | (environment or {}) | {paths.HOME_ENV: str(machine_home)}
+        if environment is not None:
+            self.environments[name] = environment  # kept when it is started again
+        own = self.environments.get(name, {})
+        environment = os.environ | own | {paths.HOME_ENV: str(machine_home)}
         with open(machine_home / "worker.out", "a", encoding="utf-8") as log:
             self.machines[name] = subprocess.Popen(
                 command, stdout=log, stderr=log, text=True, env=environment

@@ -25,12 +25,13 @@ Figures of issue 21 (clock skew, stalls, outages, replaced database files), from
 ledger's own marks: its times are the true clock in every worker, a run that found its job
 taken ends with `end-lost` (its worker was alive), a killed one ends silent.
 
-    healthy_jobs_timed_out  jobs taken from a steady run (no silence as long as the
-                  heartbeat timeout less one beat, outside store outages), not stalled,
-                  whose timeline has a TIMEOUT: the watchdog judged a healthy worker dead
-    attempts_burned_by_outage  such runs that ran through a store outage (the PostgreSQL
-                  server down, SQLite's write lock held, the disk full): an attempt spent
-                  on heartbeats that were stale only because nobody could write them
+    healthy_jobs_timed_out  jobs with more TIMEOUTs than their runs earned (a run earns
+                  one by going silent: killed; by a silence as long as the heartbeat
+                  timeout less one beat while the store was up: frozen; or by a stall):
+                  the watchdog judged a live, steady worker dead
+    attempts_burned_by_outage  such TIMEOUTs of jobs that ran through a store outage
+                  (the PostgreSQL server down, SQLite's write lock held, the disk full):
+                  attempts spent on heartbeats stale only because nobody could write them
     overwritten_images  output files completed by runs of two different jobs (jobs with
                   one id in two databases differ in the ledger's job key)
     stall_detected_s  the longest time from a stalled step to the job's first transition
@@ -52,10 +53,11 @@ from typing import cast
 
 from PIL import Image, ImageChops, UnidentifiedImageError
 
+from app.engine.jobs.queue import params_of
 from app.engine.jobs.retry import is_settled
 from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus
 from app.models.tables import Job, JobTransition
-from app.testing.ledger import LedgerEntry, Mark
+from app.testing.ledger import LedgerEntry, Mark, job_key
 
 # The figures that must all be 0 for a chaos run to pass.
 FAULT_FIGURES = (
@@ -207,7 +209,7 @@ def figures(
         "seconds_lost_p95": round(percentile(seconds_lost_per_kill(ledger), 95), 2),
         "resumed_after_crash_max_diff": max(diffs, default=0),
         "resumed_after_crash_jobs": len(diffs),
-    } | fault_figures(ledger, timelines, timing or Timing())
+    } | fault_figures(jobs, timelines, ledger, timing or Timing())
 
 
 # --- figures of issues 10 and 11: lost steps and images -------------------------------------
@@ -369,13 +371,16 @@ class Timing:
 
 
 def fault_figures(
-    ledger: Sequence[LedgerEntry], timelines: Mapping[int, Sequence[JobTransition]], timing: Timing
+    jobs: Mapping[int, Job],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Sequence[LedgerEntry],
+    timing: Timing,
 ) -> dict[str, float]:
-    taken = healthy_runs_taken(ledger, timelines, timing)
+    wrong = unearned_timeouts(jobs, timelines, ledger, timing)
     stalls = stall_detections(ledger, timelines, timing.heartbeat_timeout_s)
     return {
-        "healthy_jobs_timed_out": len({r.job for r in taken if not r.overlaps(timing.outages)}),
-        "attempts_burned_by_outage": sum(r.overlaps(timing.outages) for r in taken),
+        "healthy_jobs_timed_out": sum(not w.during_outage for w in wrong),
+        "attempts_burned_by_outage": sum(w.count for w in wrong if w.during_outage),
         "overwritten_images": len(overwritten_images(ledger)),
         "stall_detected_s": round(max((s.detected_s for s in stalls), default=0.0), 2),
         "stall_goal_s": round(min((s.goal_s for s in stalls), default=0.0), 2),
@@ -398,6 +403,10 @@ class Run:
     @property
     def image(self) -> str:
         return next((m.image for m in self.marks if m.what is Mark.START), "")
+
+    @property
+    def attempt(self) -> int:
+        return next((m.attempt for m in self.marks if m.what is Mark.START), 0)
 
     @property
     def end(self) -> Mark | None:
@@ -439,22 +448,75 @@ def runs_of(ledger: Iterable[LedgerEntry]) -> list[Run]:
     return [Run(job, sorted(m, key=lambda e: e.at)) for (job, _run), m in marks.items()]
 
 
-def healthy_runs_taken(
-    ledger: Iterable[LedgerEntry], timelines: Mapping[int, Sequence[JobTransition]], timing: Timing
-) -> list[Run]:
-    """Runs whose worker was alive and steady, yet found its job taken (`end-lost`) by a
-    TIMEOUT. Killed, frozen and stalled runs earned theirs; outage time is no silence."""
-    timed_out = {job for job, rows in timelines.items() if any(
-        row.event == JobEvent.TIMEOUT for row in rows
-    )}  # fmt: skip
-    return [
-        run
-        for run in runs_of(ledger)
-        if run.end is Mark.LOST
-        and run.job in timed_out
-        and run.stalled_at() is None
-        and run.longest_silence_s(timing.outages) < timing.silence_allowed_s
-    ]
+@dataclass(frozen=True)
+class UnearnedTimeout:
+    job: int
+    count: int  # TIMEOUTs more than its runs earned
+    during_outage: bool  # one of its runs ran while the store was out
+
+
+def unearned_timeouts(
+    jobs: Mapping[int, Job],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Iterable[LedgerEntry],
+    timing: Timing,
+) -> list[UnearnedTimeout]:
+    """Jobs with attempts timed out more often than their runs earned (`earned_timeout`):
+    the watchdog judged a worker gone that was alive and steady (a skewed clock, a store
+    outage, a liveness check that looked in the wrong place). An attempt with no run in
+    the ledger (its worker died between claim and start) is given the benefit of doubt."""
+    runs = runs_by_job(ledger, jobs)
+    unearned = []
+    for job_id, timeline in timelines.items():
+        its_runs = runs.get(job_id, [])
+        count = 0
+        for attempt, timeouts in _timeouts_by_attempt(timeline).items():
+            of_attempt = [run for run in its_runs if run.attempt in (0, attempt)]
+            earned = sum(earned_timeout(run, timing) for run in of_attempt)
+            count += max(0, len(timeouts) - earned) if of_attempt else 0
+        if count:
+            unearned.append(UnearnedTimeout(job_id, count, _during_outage(
+                its_runs, [row.at for row in timeline if row.event == JobEvent.TIMEOUT], timing
+            )))  # fmt: skip
+    return unearned
+
+
+def _timeouts_by_attempt(timeline: Sequence[JobTransition]) -> dict[int, list[JobTransition]]:
+    by_attempt: dict[int, list[JobTransition]] = defaultdict(list)
+    for row in timeline:
+        if row.event == JobEvent.TIMEOUT:
+            by_attempt[row.attempt].append(row)
+    return by_attempt
+
+
+def _during_outage(runs: Sequence[Run], timeouts_at: Sequence[float], timing: Timing) -> bool:
+    """One of the job's runs ran while the store was out, or it was timed out within a
+    heartbeat timeout or two after one (a claim made just before the store went away)."""
+    late_s = 2 * timing.heartbeat_timeout_s
+    return any(run.overlaps(timing.outages) for run in runs) or any(
+        start <= at <= end + late_s for at in timeouts_at for start, end in timing.outages
+    )
+
+
+def earned_timeout(run: Run, timing: Timing) -> bool:
+    """The run gave the watchdog reason to act: it went silent (killed), was silent longer
+    than a heartbeat timeout allows while the store was up (frozen), or stalled."""
+    return (
+        run.end is None
+        or run.stalled_at() is not None
+        or run.longest_silence_s(timing.outages) >= timing.silence_allowed_s
+    )
+
+
+def runs_by_job(ledger: Iterable[LedgerEntry], jobs: Mapping[int, Job]) -> dict[int, list[Run]]:
+    """Each job's runs: of its id and of its parameters (after a database was replaced,
+    another job's runs may carry the same id). Runs without a key match by id alone."""
+    keys = {job_id: job_key(params_of(job)) for job_id, job in jobs.items()}
+    runs: dict[int, list[Run]] = defaultdict(list)
+    for run in runs_of(ledger):
+        if run.job in keys and run.key in ("", keys[run.job]):
+            runs[run.job].append(run)
+    return runs
 
 
 def overwritten_images(ledger: Iterable[LedgerEntry]) -> set[str]:

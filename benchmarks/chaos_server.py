@@ -30,11 +30,12 @@ class NoServer(Exception):
 @dataclass
 class PrivateServer:
     port: int = PRIVATE_PORT
-    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="easel-chaos-pg-")))
+    folder: Path = field(init=False)
 
     def __post_init__(self) -> None:
         if self.port == SUITE_PORT:
             raise ValueError(f"port {SUITE_PORT} is the test suite's server: choose another")
+        self.folder = Path(tempfile.mkdtemp(prefix="easel-chaos-pg-"))
 
     @property
     def environment(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -69,9 +70,10 @@ class LedgerEntry:
     # after a database was replaced, another job may carry the same id.
     image: str = ""
     key: str = ""
+    attempt: int = 0  # START only: the attempt the run is for (0: not known)
 
     def line(self) -> str:
-        fields = {name: value for name, value in asdict(self).items() if value != ""}
+        fields = {name: value for name, value in asdict(self).items() if value not in ("", 0)}
         return json.dumps(fields) + "\n"
 
     @classmethod
@@ -81,6 +83,7 @@ class LedgerEntry:
         return cls(
             job, run, what, float(fields["at"]), int(fields.get("step", 0)),
             str(fields.get("image", "")), str(fields.get("key", "")),
+            int(fields.get("attempt", 0)),
         )  # fmt: skip
 
 
@@ -109,6 +112,13 @@ def job_key(params: GenerationParams) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def attempt_of_checkpoint(checkpoint_path: Path) -> int:
+    """The attempt, from the claim's checkpoint file name (`job-42-a2-c7.ckpt`); 0 if the
+    name does not say."""
+    match = re.search(r"-a(\d+)-c\d+", checkpoint_path.name)
+    return int(match.group(1)) if match else 0
+
+
 def true_time() -> float:
     """time.time(), less the skew the chaos benchmark gave this process (`SKEW_ENV`)."""
     return time.time() - float(os.environ.get(SKEW_ENV) or 0.0)
@@ -132,6 +142,7 @@ class LedgerRunner(StepHookRunner):
         self.ledger = ledger or ledger_path()
         self._job = 0
         self._run = ""
+        self._attempt = 0
 
     # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.worker).
     def run(
@@ -143,6 +154,7 @@ class LedgerRunner(StepHookRunner):
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
     ) -> GenerationOutcome:
+        self._attempt = attempt_of_checkpoint(checkpoint_path)
         try:
             return super().run(
                 params, output_path=output_path, checkpoint_path=checkpoint_path,
@@ -157,7 +169,7 @@ class LedgerRunner(StepHookRunner):
 
     def started(self, params: GenerationParams, output_path: Path) -> None:
         self._job, self._run = job_of_output(output_path), uuid.uuid4().hex
-        self._write(Mark.START, image=output_path.name, key=job_key(params))
+        self._write(Mark.START, image=output_path.name, key=job_key(params), attempt=self._attempt)
 
     def before_step(self, progress: StepProgress) -> None:
         self._write(Mark.STEP, progress.step)
@@ -183,8 +195,10 @@ class LedgerRunner(StepHookRunner):
         while taken.exists() and time.monotonic() < deadline:
             time.sleep(STALL_POLL_S)
 
-    def _write(self, what: Mark, step: int = 0, *, image: str = "", key: str = "") -> None:
-        entry = LedgerEntry(self._job, self._run, what, true_time(), step, image, key)
+    def _write(
+        self, what: Mark, step: int = 0, *, image: str = "", key: str = "", attempt: int = 0
+    ) -> None:
+        entry = LedgerEntry(self._job, self._run, what, true_time(), step, image, key, attempt)
         with open(self.ledger, "a", encoding="utf-8") as ledger:
             ledger.write(entry.line())
 
