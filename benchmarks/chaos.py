@@ -143,6 +143,9 @@ RESTORE_FORGETS = 3  # replace-db: jobs submitted after the backup, which the re
 # replace-db: the artist keeps one seed and varies the prompt (as in issue 21's report), so
 # that a new job given a forgotten job's id also gets its image's name.
 REPLACE_SEED = 1
+# ... and those jobs go first (claims take the highest priority), so that they run on the
+# old file before the restore, as the work a user is waiting for would.
+URGENT = 1
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -259,10 +262,10 @@ class Chaos:
             hooks=hooks,
         )  # fmt: skip
 
-    def submit(self, count: int) -> list[int]:
+    def submit(self, count: int, priority: int = 0) -> list[int]:
         ids = submit_jobs(
             self.queue, count, self.args.runner, self.rng, self.parents,
-            serial=self.numbered, seed=self.seed,
+            serial=self.numbered, seed=self.seed, priority=priority,
         )  # fmt: skip
         self.numbered += count
         self.submitted += ids
@@ -340,7 +343,7 @@ class Chaos:
 
     def _submit_forgettable(self) -> None:
         """replace-db, after its backup: work the user adds, which the restore will forget."""
-        ids = self.submit(RESTORE_FORGETS)
+        ids = self.submit(RESTORE_FORGETS, priority=URGENT)
         self.submitted = self.submitted[: -len(ids)]
         self.forgettable += ids
 
@@ -350,7 +353,7 @@ class Chaos:
         self.queue.db.dispose()
         self.counts.extra["forgotten_by_restore"] += len(self.forgettable)
         self.forgettable.clear()
-        self.submit(RESTORE_FORGETS)
+        self.submit(RESTORE_FORGETS, priority=URGENT)
 
     def kill_supervisor(self) -> None:
         assert self.supervisor is not None
@@ -564,14 +567,17 @@ def check(
     reference: Reference,
     parents: Parents,
     outages: list[tuple[float, float]] | None = None,
+    replaced_at: list[float] | None = None,
 ) -> dict[str, float]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing.
-    `outages`: when the store could not be written (the fault driver's record)."""
+    `outages`: when the store could not be written, `replaced_at`: when the database file
+    was replaced (the fault driver's record)."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
     timing = Timing(
-        CHAOS_SETTINGS["heartbeat_timeout_s"], HEARTBEAT_INTERVAL_S, outages=outages or []
-    )
+        CHAOS_SETTINGS["heartbeat_timeout_s"], HEARTBEAT_INTERVAL_S, outages=outages or [],
+        replaced_at=replaced_at or [],
+    )  # fmt: skip
     results = figures(
         submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents,
         checkpoint_interval_s=CHAOS_SETTINGS["checkpoint_interval_s"], timing=timing,
@@ -647,6 +653,7 @@ def submit_jobs(
     parents: dict[int, list[int]],
     serial: int = 0,
     seed: int | None = None,
+    priority: int = 0,
 ) -> list[int]:
     """The jobs, a third of them chained after an earlier one (recorded in `parents`).
 
@@ -672,7 +679,7 @@ def submit_jobs(
         if seed is not None:
             params = dataclasses.replace(params, seed=seed)
         after = [rng.choice(ids)] if ids and rng.random() < CHAINED_SHARE else []
-        ids.append(queue.submit(params, source="chaos", parents=after))
+        ids.append(queue.submit(params, source="chaos", parents=after, priority=priority))
         if after:
             parents[ids[-1]] = after
     return ids
@@ -802,7 +809,7 @@ def run_chaos(
     try:
         results = check(
             chaos.queue, chaos.submitted, ledger_path(), references, chaos.parents,
-            chaos.faults.outages,
+            chaos.faults.outages, chaos.faults.replaced_at,
         )  # fmt: skip
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)

@@ -362,6 +362,9 @@ class Timing:
     heartbeat_timeout_s: float = 3.0
     heartbeat_interval_s: float = 0.5
     outages: Sequence[Window] = ()
+    # When the database file was replaced: a run then in progress held its job in a file
+    # nobody sees any more, and the restored copy's TIMEOUT of it is right.
+    replaced_at: Sequence[float] = ()
 
     @property
     def silence_allowed_s(self) -> float:
@@ -418,8 +421,9 @@ class Run:
         return next((m.at for m in self.marks if m.what is Mark.STALLED), None)
 
     def overlaps(self, windows: Iterable[Window]) -> bool:
+        """It ran during one of `windows` (or at a moment: a window from and to it)."""
         first, last = self.marks[0].at, self.marks[-1].at
-        return any(start < last and first < end for start, end in windows)
+        return any(start <= last and first <= end for start, end in windows)
 
     def longest_silence_s(self, outages: Iterable[Window] = ()) -> float:
         """The longest time between two marks, less the part of it the store was out."""
@@ -500,11 +504,13 @@ def _during_outage(runs: Sequence[Run], timeouts_at: Sequence[float], timing: Ti
 
 def earned_timeout(run: Run, timing: Timing) -> bool:
     """The run gave the watchdog reason to act: it went silent (killed), was silent longer
-    than a heartbeat timeout allows while the store was up (frozen), or stalled."""
+    than a heartbeat timeout allows while the store was up (frozen), stalled, or its
+    database file was replaced under it."""
     return (
         run.end is None
         or run.stalled_at() is not None
         or run.longest_silence_s(timing.outages) >= timing.silence_allowed_s
+        or run.overlaps((at, at) for at in timing.replaced_at)
     )
 
 

@@ -359,6 +359,7 @@ class FaultDriver:
     restore_after_s: tuple[float, float] = (2.0, 4.0)  # the backup's age when restored
     wall_clock: Callable[[], float] = time.time
     outages: list[tuple[float, float]] = field(default_factory=list)
+    replaced_at: list[float] = field(default_factory=list)  # on the true clock
 
     def active(self) -> set[FaultKind]:
         return {undo.kind for undo in self.pending}
@@ -461,6 +462,7 @@ class FaultDriver:
 
         def restore() -> None:
             replace_database(db_path, backup)
+            self.replaced_at.append(self.wall_clock())
             self.hooks.replaced()
 
         self._later(self.rng.uniform(*self.restore_after_s), FaultKind.REPLACE_DB, restore)

@@ -640,3 +640,18 @@ def test_the_new_figures_reach_the_run_s_figures_and_fail_it(queue: JobQueue) ->
     assert result["healthy_jobs_timed_out"] == 1
     assert {"healthy_jobs_timed_out", "attempts_burned_by_outage", "overwritten_images",
             "stalls_late"} <= set(FAULT_FIGURES)  # fmt: skip
+
+
+def test_a_run_whose_database_was_replaced_under_it_earns_its_timeout(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(1.0, 10.0), Mark.PAUSED)  # went on in the old file
+    timeline = history(job_id, (E.TIMEOUT, "watchdog", 9.0))  # in the restored copy
+    replaced = Timing(3.0, 0.5, replaced_at=[5.0])
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, ledger, replaced)["healthy_jobs_timed_out"]
+        == 0
+    )
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, ledger, TIMING)["healthy_jobs_timed_out"]
+        == 1
+    )
