@@ -31,12 +31,24 @@ fills the data folder's disk, so it needs `--home` on a small filesystem of its 
 
     mount -t tmpfs -o size=300m tmpfs /tmp/chaos-home
     .venv/bin/python benchmarks/chaos.py --faults disk,lock,stop,ckpt --home /tmp/chaos-home
+
+The faults of issue 21 (`chaos_faults` says what each does) are measured by
+`healthy_jobs_timed_out`, `attempts_burned_by_outage`, `overwritten_images` and
+`stall_detected_s` (`chaos_checks`). `replace-db` runs on SQLite, `skew` and `db-outage`
+on PostgreSQL: without `--db` the benchmark starts a private server of its own
+(`chaos_server`), the only kind `db-outage` may stop; `stall` runs on either. Short runs:
+
+    .venv/bin/python benchmarks/chaos.py --runner fake --jobs 60 --worker-kills 2 \
+        --supervisor-kills 1 --faults replace-db,stall --settle-s 120
+    .venv/bin/python benchmarks/chaos.py --runner fake --jobs 60 --worker-kills 2 \
+        --machines 3 --server-restarts 0 --faults skew,db-outage --settle-s 120
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -84,16 +96,23 @@ from benchmarks.chaos_checks import (  # noqa: E402
     EmptyLedger,
     Parents,
     Reference,
+    Timing,
     figures,
     is_stuck,
 )
 from benchmarks.chaos_faults import (  # noqa: E402
+    SERVER_ONLY,
+    SQLITE_ONLY,
+    DriverHooks,
     FaultDriver,
     FaultKind,
     FaultRefused,
+    check_combination,
     check_fillable,
     parse_faults,
+    skewed_environment,
 )
+from benchmarks.chaos_server import NoServer, PrivateServer  # noqa: E402
 
 S = JobStatus
 TINY_MODEL = "tiny-test"
@@ -119,6 +138,14 @@ CHAOS_SETTINGS: dict[str, Any] = {
     "heartbeat_timeout_s": 3.0, "cancel_grace_s": 2.0, "checkpoint_interval_s": 1.0,
 }  # fmt: skip
 EXIT_SERVER_AWAY = 3  # --db: a machine's worker ended as the server could not be reached
+HEARTBEAT_INTERVAL_S = 0.5
+RESTORE_FORGETS = 3  # replace-db: jobs submitted after the backup, which the restore forgets
+# replace-db: the artist keeps one seed and varies the prompt (as in issue 21's report), so
+# that a new job given a forgotten job's id also gets its image's name.
+REPLACE_SEED = 1
+# ... and those jobs go first (claims take the highest priority), so that they run on the
+# old file before the restore, as the work a user is waiting for would.
+URGENT = 1
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -182,7 +209,7 @@ def worker_config(
     from app.testing.ledger import real_ledger_runner, scripted_ledger_runner
 
     return WorkerConfig.from_settings(
-        settings, db_location, heartbeat_interval_s=0.5, idle_poll_s=0.1,
+        settings, db_location, heartbeat_interval_s=HEARTBEAT_INTERVAL_S, idle_poll_s=0.1,
         warm_model=TINY_MODEL if runner == "tiny" else None,
         runner_factory=real_ledger_runner if runner == "tiny" else scripted_ledger_runner,
         **overrides,
@@ -206,21 +233,47 @@ class Counts:
 
 
 class Chaos:
-    def __init__(self, args: argparse.Namespace, home: Path) -> None:
+    def __init__(
+        self, args: argparse.Namespace, home: Path, server: PrivateServer | None = None
+    ) -> None:
         self.args = args
         self.home = home
         self.rng = random.Random(args.seed)
         self.queue = open_queue()
         self.counts = Counts()
         self.parents: dict[int, list[int]] = {}  # filled by `submit_jobs`
+        self.submitted: list[int] = []  # the jobs the checks hold the queue to
+        self.forgettable: list[int] = []  # replace-db: submitted after the backup
+        self.numbered = 0  # jobs submitted so far, forgotten ones too: no two prompts alike
         self.supervisor: subprocess.Popen[str] | None = None
         self.machines: dict[str, subprocess.Popen[str]] = {}  # --db: name -> its worker
+        self.skewed: set[str] = set()  # machines whose clock is off, running now
+        self.environments: dict[str, dict[str, str]] = {}  # a machine's own (its skew)
         self.logs = home / "supervisor.log"
         self._chosen: dict[int, WorkerIdentity] = {}  # pid -> the worker it was, when chosen
+        hooks = DriverHooks(
+            start_skewed=self.start_skewed_machine if self.on_server else None,
+            job_to_stall=self._job_to_stall, server=server, ledger=ledger_path(),
+            backed_up=self._submit_forgettable, replaced=self._after_replace,
+        )  # fmt: skip
         self.faults = FaultDriver(
             args.faults, self.rng, home, worker_pid=self._busy_worker_pid,
             still_alive=self._is_our_worker, lock_s=args.lock_seconds, disk_s=args.disk_seconds,
+            hooks=hooks,
         )  # fmt: skip
+
+    def submit(self, count: int, priority: int = 0) -> list[int]:
+        ids = submit_jobs(
+            self.queue, count, self.args.runner, self.rng, self.parents,
+            serial=self.numbered, seed=self.seed, priority=priority,
+        )  # fmt: skip
+        self.numbered += count
+        self.submitted += ids
+        return ids
+
+    @property
+    def seed(self) -> int | None:
+        return REPLACE_SEED if FaultKind.REPLACE_DB in self.args.faults else None
 
     @property
     def on_server(self) -> bool:
@@ -241,7 +294,7 @@ class Chaos:
         with open(self.logs, "a", encoding="utf-8") as log:
             self.supervisor = subprocess.Popen(command, stdout=log, stderr=log, text=True)
 
-    def start_machine(self, name: str) -> None:
+    def start_machine(self, name: str, environment: dict[str, str] | None = None) -> None:
         """A headless worker named `name`, with a data folder of its own (no shared disk)."""
         machine_home = self.home / MACHINES_FOLDER / name
         machine_home.mkdir(parents=True, exist_ok=True)
@@ -251,11 +304,56 @@ class Chaos:
             model.symlink_to(paths.models_dir() / TINY_MODEL)
         command = [sys.executable, __file__, "--machine", name, "--runner", self.args.runner,
                    "--workers", str(self.args.machines)]  # fmt: skip
-        environment = os.environ | {paths.HOME_ENV: str(machine_home)}
+        if environment is not None:
+            self.environments[name] = environment  # kept when it is started again
+        own = self.environments.get(name, {})
+        environment = os.environ | own | {paths.HOME_ENV: str(machine_home)}
         with open(machine_home / "worker.out", "a", encoding="utf-8") as log:
             self.machines[name] = subprocess.Popen(
                 command, stdout=log, stderr=log, text=True, env=environment
             )
+
+    def start_skewed_machine(self, offset_s: float) -> Callable[[], None]:
+        """The skew fault: one more machine, its clock `offset_s` off; returns its stop."""
+        name = f"skewed-{len(self.skewed) + self.faults.injected[FaultKind.SKEW] + 1}"
+        self.start_machine(name, skewed_environment(offset_s))
+        self.skewed.add(name)
+
+        def stop() -> None:
+            process = self.machines.pop(name)  # not revived: its time is up
+            self.skewed.discard(name)
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+        return stop
+
+    def _job_to_stall(self) -> int | None:
+        """A job mid-way on a worker whose clock is true, not stalled already."""
+        stalled = self.faults.stalled_jobs()
+        running = [
+            job for job in self.queue.jobs([S.PROCESSING])
+            if job.progress_step >= 1 and job.id not in stalled
+            and not any(job.worker_id and name in job.worker_id for name in self.skewed)
+        ]  # fmt: skip
+        return self.rng.choice(running).id if running else None
+
+    def _submit_forgettable(self) -> None:
+        """replace-db, after its backup: work the user adds, which the restore will forget."""
+        ids = self.submit(RESTORE_FORGETS, priority=URGENT)
+        self.submitted = self.submitted[: -len(ids)]
+        self.forgettable += ids
+
+    def _after_replace(self) -> None:
+        """replace-db, once restored: this driver reopens the file at the path, as a new
+        command would, and the user submits again, into ids the forgotten jobs had."""
+        self.queue.db.dispose()
+        self.counts.extra["forgotten_by_restore"] += len(self.forgettable)
+        self.forgettable.clear()
+        self.submit(RESTORE_FORGETS, priority=URGENT)
 
     def kill_supervisor(self) -> None:
         assert self.supervisor is not None
@@ -301,8 +399,12 @@ class Chaos:
         self.start_workers()
         goal_w = self.args.worker_kills
         goal_big = self.args.server_restarts if self.on_server else self.args.supervisor_kills
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while self.counts.worker_kills < goal_w or self.big_kills() < goal_big:
+        deadline = time.monotonic() + self.args.settle_s
+        while (
+            self.counts.worker_kills < goal_w
+            or self.big_kills() < goal_big
+            or self.faults.behind(self.args.each_fault)
+        ):
             if time.monotonic() > deadline:
                 break  # reported as missed
             time.sleep(self.args.interval * self.rng.uniform(0.5, 1.5))
@@ -320,7 +422,9 @@ class Chaos:
             due = goal_w and self.counts.worker_kills >= (self.big_kills() + 1) * (
                 goal_w // max(1, goal_big)
             )
-            if self.big_kills() < goal_big and (due or not goal_w):
+            if behind := self.faults.behind(self.args.each_fault) - self.faults.active():
+                self._as_a_client(self.faults.inject_one, behind)
+            elif self.big_kills() < goal_big and (due or not goal_w):
                 self.restart_server() if self.on_server else self.kill_supervisor()
             elif self._kills_behind(goal_w, open_jobs):
                 self._as_a_client(self._kill_a_worker)
@@ -351,7 +455,7 @@ class Chaos:
         else:
             self._as_a_client(self._act, self.queue.resume, [S.PAUSED], "resumes")
 
-    def _as_a_client(self, action: Callable[..., None], *arguments: Any) -> None:
+    def _as_a_client(self, action: Callable[..., object], *arguments: Any) -> None:
         """`action`, whose requests may be refused as any client's would be."""
         try:
             action(*arguments)
@@ -376,7 +480,11 @@ class Chaos:
         workers over and over would only measure torch's import time.
         """
         running = self.queue.jobs([S.PROCESSING])
-        holders = [j.worker_id for j in running if j.worker_id and j.progress_step >= 1]
+        stalled = self.faults.stalled_jobs()  # what ends a stall must be the engine
+        holders = [
+            j.worker_id for j in running
+            if j.worker_id and j.progress_step >= 1 and j.id not in stalled
+        ]  # fmt: skip
         for worker_id in self.rng.sample(holders, len(holders)):
             identity = WorkerIdentity.parse(worker_id)
             # Identity, not bare pid: never shoot a process that merely reuses a dead pid.
@@ -402,7 +510,8 @@ class Chaos:
         return [self.home / LIVENESS_FOLDER]
 
     def _act(self, action: Callable[..., Any], statuses: list[JobStatus], name: str) -> None:
-        jobs = self.queue.jobs(statuses, limit=1000)
+        stalled = self.faults.stalled_jobs()  # what ends a stall must be the engine
+        jobs = [job for job in self.queue.jobs(statuses, limit=1000) if job.id not in stalled]
         if jobs:
             action(self.rng.choice(jobs).id, source="chaos")
             setattr(self.counts, name, getattr(self.counts, name) + 1)
@@ -412,7 +521,7 @@ class Chaos:
     def drain(self) -> float:
         self.faults.undo_all()
         started = time.monotonic()
-        while time.monotonic() - started < SETTLE_TIMEOUT_S:
+        while time.monotonic() - started < self.args.settle_s:
             self.revive_workers()
             try:
                 for job in self.queue.jobs([S.PAUSED], limit=1000):
@@ -452,14 +561,26 @@ def all_jobs(queue: JobQueue) -> list[Job]:
 
 
 def check(
-    queue: JobQueue, submitted: list[int], ledger: Path, reference: Reference, parents: Parents
+    queue: JobQueue,
+    submitted: list[int],
+    ledger: Path,
+    reference: Reference,
+    parents: Parents,
+    outages: list[tuple[float, float]] | None = None,
+    replaced_at: list[float] | None = None,
 ) -> dict[str, float]:
-    """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing."""
+    """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing.
+    `outages`: when the store could not be written, `replaced_at`: when the database file
+    was replaced (the fault driver's record)."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
+    timing = Timing(
+        CHAOS_SETTINGS["heartbeat_timeout_s"], HEARTBEAT_INTERVAL_S, outages=outages or [],
+        replaced_at=replaced_at or [],
+    )  # fmt: skip
     results = figures(
         submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents,
-        checkpoint_interval_s=CHAOS_SETTINGS["checkpoint_interval_s"],
+        checkpoint_interval_s=CHAOS_SETTINGS["checkpoint_interval_s"], timing=timing,
     )  # fmt: skip
     interval = {"checkpoint_interval_s": CHAOS_SETTINGS["checkpoint_interval_s"]}
     return results | interval | {"orphaned_children": orphaned_children(queue.db)}
@@ -525,11 +646,21 @@ def leftover_workers(folders: list[Path], wait_s: float = ORPHAN_EXIT_S) -> int:
 
 
 def submit_jobs(
-    queue: JobQueue, count: int, runner: str, rng: random.Random, parents: dict[int, list[int]]
+    queue: JobQueue,
+    count: int,
+    runner: str,
+    rng: random.Random,
+    parents: dict[int, list[int]],
+    serial: int = 0,
+    seed: int | None = None,
+    priority: int = 0,
 ) -> list[int]:
-    """The jobs, a third of them chained after an earlier one (recorded in `parents`)."""
+    """The jobs, a third of them chained after an earlier one (recorded in `parents`).
+
+    Fake jobs carry their number (from `serial`) in the prompt, so no two are alike: the
+    ledger tells two jobs of one id apart by their parameters. `seed`: all the same."""
     ids: list[int] = []
-    for _ in range(count):
+    for number in range(serial + 1, serial + count + 1):
         if runner == "tiny":
             params = GenerationParams(
                 # Long enough (~1-2 s) that 200 jobs outlast the kills and the restarts.
@@ -542,9 +673,13 @@ def submit_jobs(
         else:
             # 0.3-0.8 s: longer than a worker's progress writes are apart (0.25 s), so the
             # driver sees jobs mid-way, the only ones it kills.
-            params = GenerationParams("a cat step=0.05", model="fake", steps=rng.randint(6, 16))
+            params = GenerationParams(
+                f"a cat step=0.05 number-{number}", model="fake", steps=rng.randint(6, 16)
+            )
+        if seed is not None:
+            params = dataclasses.replace(params, seed=seed)
         after = [rng.choice(ids)] if ids and rng.random() < CHAINED_SHARE else []
-        ids.append(queue.submit(params, source="chaos", parents=after))
+        ids.append(queue.submit(params, source="chaos", parents=after, priority=priority))
         if after:
             parents[ids[-1]] = after
     return ids
@@ -580,7 +715,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--home", help="data folder (default: a new temporary one)")
     parser.add_argument(
         "--faults", type=parse_faults, default=frozenset(),
-        help="fault kinds to add, comma-separated: disk, lock, stop, ckpt",
+        help="fault kinds to add, comma-separated: disk, lock, stop, ckpt, "
+        "skew, stall, db-outage, replace-db",
+    )  # fmt: skip
+    parser.add_argument(
+        "--each-fault", type=int, default=1,
+        help="the chaos goes on until each fault kind was put in place this many times",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settle-s", type=float, default=SETTLE_TIMEOUT_S,
+        help="the longest the chaos and then the drain may each last",
     )  # fmt: skip
     parser.add_argument("--lock-seconds", type=float, default=20.0)
     parser.add_argument("--disk-seconds", type=float, default=4.0)
@@ -606,29 +750,50 @@ def main() -> int:
         return 0
     if args.machine:
         return machine(args.runner, args.machine, args.workers)
-    if args.db and args.faults:
-        print("chaos: --faults works on the SQLite store only, not with --db", file=sys.stderr)
-        return 2
     started = time.monotonic()
+    server: PrivateServer | None = None
     try:
+        check_faults(args)
         home = prepare_home(args)
-    except FaultRefused as refused:
+        if args.faults & SERVER_ONLY and not args.db:
+            server = PrivateServer()
+            os.environ.update(server.environment)  # every restart reaches this server only
+            args.db = server.start()
+    except (FaultRefused, NoServer) as refused:
         print(f"chaos: {refused}", file=sys.stderr)
         return 2
-    if not args.db:
-        return run_chaos(args, home, started)
     try:
+        if not args.db:
+            return run_chaos(args, home, started)
         with scratch_schema(args.db) as url:
             os.environ[DB_ENV] = url  # for this driver and every machine it starts
-            return run_chaos(args, home, started)
+            return run_chaos(args, home, started, server)
     except DatabaseError as error:
         print(f"chaos: {error}", file=sys.stderr)
         return 2
+    finally:
+        if server is not None:
+            server.remove()
 
 
-def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
-    chaos = Chaos(args, home)
-    submitted = submit_jobs(chaos.queue, args.jobs, args.runner, chaos.rng, chaos.parents)
+def check_faults(args: argparse.Namespace) -> None:
+    """`FaultRefused` for faults this run's store cannot have."""
+    check_combination(args.faults)
+    if args.db and args.faults & SQLITE_ONLY:
+        names = ", ".join(sorted(args.faults & SQLITE_ONLY))
+        raise FaultRefused(f"{names} work on the SQLite store only, not with --db")
+    if args.db and FaultKind.DB_OUTAGE in args.faults:
+        # Another server may serve others (the test suite's does): only our own is stopped.
+        raise FaultRefused(
+            "db-outage stops the server: leave out --db, and the benchmark starts its own"
+        )
+
+
+def run_chaos(
+    args: argparse.Namespace, home: Path, started: float, server: PrivateServer | None = None
+) -> int:
+    chaos = Chaos(args, home, server)
+    chaos.submit(args.jobs)
     try:
         chaos.run()
     finally:
@@ -642,7 +807,10 @@ def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
         threads_per_worker(args.machines if args.db else args.workers),
     )  # fmt: skip
     try:
-        results = check(chaos.queue, submitted, ledger_path(), references, chaos.parents)
+        results = check(
+            chaos.queue, chaos.submitted, ledger_path(), references, chaos.parents,
+            chaos.faults.outages, chaos.faults.replaced_at,
+        )  # fmt: skip
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)
         return 1
@@ -656,6 +824,8 @@ def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
         "leftover_workers": leftover, "supervisor_crashes": counts.extra["supervisor_crashes"],
         "driver_refused": counts.extra["driver_refused"],
         **{f"faults_{kind.value}": chaos.faults.injected[kind] for kind in sorted(args.faults)},
+        "store_outages": len(chaos.faults.outages),
+        "forgotten_by_restore": counts.extra["forgotten_by_restore"],
     }  # fmt: skip
     if args.db:
         results |= {
@@ -672,7 +842,9 @@ def run_chaos(args: argparse.Namespace, home: Path, started: float) -> int:
     broken = any(results[name] for name in FAULT_FIGURES)
     big_goal = args.server_restarts if args.db else args.supervisor_kills
     missed = counts.worker_kills < args.worker_kills or chaos.big_kills() < big_goal
-    return 1 if broken or missed or results["jobs"] != args.jobs else 0
+    missed = missed or bool(chaos.faults.behind(args.each_fault))
+    expected_jobs = len(chaos.submitted)
+    return 1 if broken or missed or results["jobs"] != expected_jobs else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,24 @@ test can hand it a bad timeline or a bad ledger and see it count the fault.
                   does not depend on how fast the steps ran when the worker was killed
     resumed_after_crash_max_diff  the largest pixel difference between a job that lost its
                   worker and then succeeded and an uninterrupted run of it (goal 0)
+
+Figures of issue 21 (clock skew, stalls, outages, replaced database files), from the
+ledger's own marks: its times are the true clock in every worker, a run that found its job
+taken ends with `end-lost` (its worker was alive), a killed one ends silent.
+
+    healthy_jobs_timed_out  jobs with more TIMEOUTs than their runs earned (a run earns
+                  one by going silent: killed; by a silence as long as the heartbeat
+                  timeout less one beat while the store was up: frozen; or by a stall):
+                  the watchdog judged a live, steady worker dead
+    attempts_burned_by_outage  such TIMEOUTs of jobs that ran through a store outage
+                  (the PostgreSQL server down, SQLite's write lock held, the disk full):
+                  attempts spent on heartbeats stale only because nobody could write them
+    overwritten_images  output files completed by runs of two different jobs (jobs with
+                  one id in two databases differ in the ledger's job key)
+    stall_detected_s  the longest time from a stalled step to the job's first transition
+                  by anyone but its worker (a stall never noticed counts its whole length)
+    stalls_late   stalls noticed later than 3 x the run's step time + the heartbeat
+                  timeout, or never (goal 0)
 """
 
 from __future__ import annotations
@@ -28,26 +46,32 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import cast
 
 from PIL import Image, ImageChops, UnidentifiedImageError
 
+from app.engine.jobs.queue import params_of
 from app.engine.jobs.retry import is_settled
 from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus
 from app.models.tables import Job, JobTransition
-from app.testing.ledger import LedgerEntry, Mark
+from app.testing.ledger import LedgerEntry, Mark, job_key
 
 # The figures that must all be 0 for a chaos run to pass.
 FAULT_FIGURES = (
     "lost", "double_runs", "illegal_paths", "stuck", "unrecorded", "garbage_images",
-    "resumed_after_crash_max_diff", "orphaned_children",
+    "resumed_after_crash_max_diff", "orphaned_children", "healthy_jobs_timed_out",
+    "attempts_burned_by_outage", "overwritten_images", "stalls_late",
 )  # fmt: skip
+WORKER_SOURCE = "worker"  # the history's source of a worker's own transitions
+STALL_STEPS = 3  # a stall is noticed in time within this many step times + the timeout
 # How a job's history may begin: on its own, or after parent jobs (BLOCKED).
 FIRST_EVENTS = frozenset({JobEvent.SUBMIT, JobEvent.SUBMIT_AFTER})
 
 Parents = Mapping[int, Sequence[int]]  # job id -> the ids of its parent jobs
+Window = tuple[float, float]  # (from, to) on the true clock: a store outage
 
 
 Reference = Callable[[Job], Path]  # the image of an uninterrupted run of the same job
@@ -116,16 +140,21 @@ def completed_twice(timeline: Sequence[JobTransition]) -> bool:
 
 
 def overlapping_runs(ledger: Iterable[LedgerEntry]) -> set[int]:
-    """Jobs with two runs whose [first, last] ledger times overlap."""
+    """Jobs with two runs whose [first, last] ledger times overlap.
+
+    Runs of one id but different job keys are runs of two jobs (the database was replaced
+    and ids started again): that is `overwritten_images`' business, not a double run."""
+    entries = list(ledger)
+    keys = {(e.job, e.run): e.key for e in entries if e.what is Mark.START}
     spans: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for entry in ledger:
+    for entry in entries:
         spans[(entry.job, entry.run)].append(entry.at)
-    by_job: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for (job, _run), times in spans.items():
-        by_job[job].append((min(times), max(times)))
+    by_job: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    for (job, run), times in spans.items():
+        by_job[(job, keys.get((job, run), ""))].append((min(times), max(times)))
     return {
         job
-        for job, runs in by_job.items()
+        for (job, _key), runs in by_job.items()
         if any(earlier[1] > later[0] for earlier, later in pairwise(sorted(runs)))
     }
 
@@ -144,6 +173,7 @@ def figures(
     reference: Reference,
     parents: Parents,
     checkpoint_interval_s: float = 1.0,
+    timing: Timing | None = None,
 ) -> dict[str, float]:
     """The chaos run's figures; `EmptyLedger` when the ledger holds nothing to check against.
 
@@ -179,7 +209,7 @@ def figures(
         "seconds_lost_p95": round(percentile(seconds_lost_per_kill(ledger), 95), 2),
         "resumed_after_crash_max_diff": max(diffs, default=0),
         "resumed_after_crash_jobs": len(diffs),
-    }
+    } | fault_figures(jobs, timelines, ledger, timing or Timing())
 
 
 # --- figures of issues 10 and 11: lost steps and images -------------------------------------
@@ -319,3 +349,223 @@ def resumed_after_crash_diffs(
         and was_lost_and_resumed(timelines.get(job.id, []))
         and Path(job.output_path or "").is_file()
     ]
+
+
+# --- figures of issue 21: skewed clocks, stalls, outages, replaced databases -----------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What the issue 21 figures judge against: the run's heartbeat settings, and when the
+    store was out (windows on the true clock, as the fault driver recorded them)."""
+
+    heartbeat_timeout_s: float = 3.0
+    heartbeat_interval_s: float = 0.5
+    outages: Sequence[Window] = ()
+    # When the database file was replaced: a run then in progress held its job in a file
+    # nobody sees any more, and the restored copy's TIMEOUT of it is right.
+    replaced_at: Sequence[float] = ()
+
+    @property
+    def silence_allowed_s(self) -> float:
+        """A worker silent this long may be judged gone: its last beat, one interval before
+        its silence began, is then as old as the timeout."""
+        return self.heartbeat_timeout_s - self.heartbeat_interval_s
+
+
+def fault_figures(
+    jobs: Mapping[int, Job],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Sequence[LedgerEntry],
+    timing: Timing,
+) -> dict[str, float]:
+    wrong = unearned_timeouts(jobs, timelines, ledger, timing)
+    stalls = stall_detections(ledger, timelines, timing.heartbeat_timeout_s)
+    return {
+        "healthy_jobs_timed_out": sum(not w.during_outage for w in wrong),
+        "attempts_burned_by_outage": sum(w.count for w in wrong if w.during_outage),
+        "overwritten_images": len(overwritten_images(ledger)),
+        "stall_detected_s": round(max((s.detected_s for s in stalls), default=0.0), 2),
+        "stall_goal_s": round(min((s.goal_s for s in stalls), default=0.0), 2),
+        "stalls": len(stalls),
+        "stalls_late": sum(s.late for s in stalls),
+    }
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the ledger: its marks in time order."""
+
+    job: int
+    marks: Sequence[LedgerEntry]
+
+    @property
+    def key(self) -> str:
+        return next((m.key for m in self.marks if m.what is Mark.START), "")
+
+    @property
+    def image(self) -> str:
+        return next((m.image for m in self.marks if m.what is Mark.START), "")
+
+    @property
+    def attempt(self) -> int:
+        return next((m.attempt for m in self.marks if m.what is Mark.START), 0)
+
+    @property
+    def end(self) -> Mark | None:
+        """How it ended (None: it went silent, killed)."""
+        last = self.marks[-1].what
+        return None if last in (Mark.START, Mark.STEP, Mark.STALLED) else last
+
+    def stalled_at(self) -> float | None:
+        return next((m.at for m in self.marks if m.what is Mark.STALLED), None)
+
+    def overlaps(self, windows: Iterable[Window]) -> bool:
+        """It ran during one of `windows` (or at a moment: a window from and to it)."""
+        first, last = self.marks[0].at, self.marks[-1].at
+        return any(start <= last and first <= end for start, end in windows)
+
+    def longest_silence_s(self, outages: Iterable[Window] = ()) -> float:
+        """The longest time between two marks, less the part of it the store was out."""
+        windows = list(outages)
+        return max(
+            (later.at - earlier.at - _overlap(earlier.at, later.at, windows)
+             for earlier, later in pairwise(self.marks)),
+            default=0.0,
+        )  # fmt: skip
+
+    def step_time_s(self) -> float:
+        """The median time between two steps of this run (0 with fewer than two)."""
+        steps = [m.at for m in self.marks if m.what is Mark.STEP]
+        gaps = [later - earlier for earlier, later in pairwise(steps)]
+        return statistics.median(gaps) if gaps else 0.0
+
+
+def _overlap(start: float, end: float, windows: Iterable[Window]) -> float:
+    return sum(max(0.0, min(end, w_end) - max(start, w_start)) for w_start, w_end in windows)
+
+
+def runs_of(ledger: Iterable[LedgerEntry]) -> list[Run]:
+    marks: dict[tuple[int, str], list[LedgerEntry]] = defaultdict(list)
+    for entry in ledger:
+        marks[(entry.job, entry.run)].append(entry)
+    return [Run(job, sorted(m, key=lambda e: e.at)) for (job, _run), m in marks.items()]
+
+
+@dataclass(frozen=True)
+class UnearnedTimeout:
+    job: int
+    count: int  # TIMEOUTs more than its runs earned
+    during_outage: bool  # one of its runs ran while the store was out
+
+
+def unearned_timeouts(
+    jobs: Mapping[int, Job],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Iterable[LedgerEntry],
+    timing: Timing,
+) -> list[UnearnedTimeout]:
+    """Jobs with attempts timed out more often than their runs earned (`earned_timeout`):
+    the watchdog judged a worker gone that was alive and steady (a skewed clock, a store
+    outage, a liveness check that looked in the wrong place). An attempt with no run in
+    the ledger (its worker died between claim and start) is given the benefit of doubt."""
+    runs = runs_by_job(ledger, jobs)
+    unearned = []
+    for job_id, timeline in timelines.items():
+        its_runs = runs.get(job_id, [])
+        count = 0
+        for attempt, timeouts in _timeouts_by_attempt(timeline).items():
+            of_attempt = [run for run in its_runs if run.attempt in (0, attempt)]
+            earned = sum(earned_timeout(run, timing) for run in of_attempt)
+            count += max(0, len(timeouts) - earned) if of_attempt else 0
+        if count:
+            unearned.append(UnearnedTimeout(job_id, count, _during_outage(
+                its_runs, [row.at for row in timeline if row.event == JobEvent.TIMEOUT], timing
+            )))  # fmt: skip
+    return unearned
+
+
+def _timeouts_by_attempt(timeline: Sequence[JobTransition]) -> dict[int, list[JobTransition]]:
+    by_attempt: dict[int, list[JobTransition]] = defaultdict(list)
+    for row in timeline:
+        if row.event == JobEvent.TIMEOUT:
+            by_attempt[row.attempt].append(row)
+    return by_attempt
+
+
+def _during_outage(runs: Sequence[Run], timeouts_at: Sequence[float], timing: Timing) -> bool:
+    """One of the job's runs ran while the store was out, or it was timed out within a
+    heartbeat timeout or two after one (a claim made just before the store went away)."""
+    late_s = 2 * timing.heartbeat_timeout_s
+    return any(run.overlaps(timing.outages) for run in runs) or any(
+        start <= at <= end + late_s for at in timeouts_at for start, end in timing.outages
+    )
+
+
+def earned_timeout(run: Run, timing: Timing) -> bool:
+    """The run gave the watchdog reason to act: it went silent (killed), was silent longer
+    than a heartbeat timeout allows while the store was up (frozen), stalled, or its
+    database file was replaced under it."""
+    return (
+        run.end is None
+        or run.stalled_at() is not None
+        or run.longest_silence_s(timing.outages) >= timing.silence_allowed_s
+        or run.overlaps((at, at) for at in timing.replaced_at)
+    )
+
+
+def runs_by_job(ledger: Iterable[LedgerEntry], jobs: Mapping[int, Job]) -> dict[int, list[Run]]:
+    """Each job's runs: of its id and of its parameters (after a database was replaced,
+    another job's runs may carry the same id). Runs without a key match by id alone."""
+    keys = {job_id: job_key(params_of(job)) for job_id, job in jobs.items()}
+    runs: dict[int, list[Run]] = defaultdict(list)
+    for run in runs_of(ledger):
+        if run.job in keys and run.key in ("", keys[run.job]):
+            runs[run.job].append(run)
+    return runs
+
+
+def overwritten_images(ledger: Iterable[LedgerEntry]) -> set[str]:
+    """Output file names that runs of two different jobs (job keys) completed."""
+    writers: dict[str, set[str]] = defaultdict(set)
+    for run in runs_of(ledger):
+        if run.end is Mark.COMPLETED:
+            writers[run.image].add(run.key)
+    return {image for image, keys in writers.items() if len(keys) > 1}
+
+
+@dataclass(frozen=True)
+class StallDetection:
+    job: int
+    detected_s: float  # from the stalled step to the job's first transition not by its worker
+    goal_s: float  # STALL_STEPS x the run's step time + the heartbeat timeout
+    noticed: bool  # False: the stall ended (or the run did) before anybody acted
+
+    @property
+    def late(self) -> bool:
+        return not self.noticed or self.detected_s > self.goal_s
+
+
+def stall_detections(
+    ledger: Iterable[LedgerEntry],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    heartbeat_timeout_s: float,
+) -> list[StallDetection]:
+    """For each stalled run: how long until somebody other than its worker moved the job."""
+    detections = []
+    for run in runs_of(ledger):
+        stalled = run.stalled_at()
+        if stalled is None:
+            continue
+        goal = STALL_STEPS * run.step_time_s() + heartbeat_timeout_s
+        acted = [
+            row.at for row in timelines.get(run.job, [])
+            if row.at >= stalled and row.source != WORKER_SOURCE
+        ]  # fmt: skip
+        after = [m.at for m in run.marks if m.at > stalled]
+        if acted and (not after or min(acted) <= after[0]):
+            detections.append(StallDetection(run.job, min(acted) - stalled, goal, noticed=True))
+        else:  # lifted, or its worker went on, before anybody noticed
+            lasted = (after[0] if after else stalled) - stalled
+            detections.append(StallDetection(run.job, lasted, goal, noticed=False))
+    return detections

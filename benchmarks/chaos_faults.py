@@ -5,14 +5,27 @@
     stop   a worker is frozen with SIGSTOP, and thawed with SIGCONT later
     ckpt   a checkpoint file gets 4 KB of random bytes in its middle
 
+and of issue 21:
+
+    skew        a worker whose clock is minutes ahead or behind (libfaketime; monotonic
+                time is left true) runs beside the others for a while (PostgreSQL)
+    stall       a running job's step freezes while its worker's heartbeat thread goes on
+                (the ledger runner's stall file, `app.testing.ledger.stall_file`)
+    db-outage   the PostgreSQL server is stopped for longer than the heartbeat timeout
+                (only a private server the benchmark started: `PrivateServer`)
+    replace-db  the SQLite file is replaced under the running workers by a backup taken
+                a few seconds before, as `db restore` would, while jobs were submitted
+
 Each injector returns what undoes it, and `FaultDriver` schedules the undo, so that the
-chaos driver can, whatever happens, run every pending undo at the end.
+chaos driver can, whatever happens, run every pending undo at the end. The faults that need
+the chaos driver (a worker to start, jobs to submit) reach it through `DriverHooks`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import random
 import shutil
@@ -25,6 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
+
+from app.testing.ledger import SKEW_ENV, stall_file
 
 BALLAST = "chaos-ballast.bin"
 # Never fill a real disk: the disk fault runs only on a filesystem this small (a tmpfs).
@@ -38,6 +54,19 @@ class FaultKind(StrEnum):
     LOCK = "lock"
     STOP = "stop"
     CKPT = "ckpt"
+    SKEW = "skew"
+    STALL = "stall"
+    DB_OUTAGE = "db-outage"
+    REPLACE_DB = "replace-db"
+
+
+# Where each kind can run: a shared queue (PostgreSQL) has no file to fill, lock or replace,
+# and SQLite has no server to stop; one clock per machine makes skew a shared queue's fault.
+SQLITE_ONLY = frozenset({FaultKind.DISK, FaultKind.LOCK, FaultKind.CKPT, FaultKind.REPLACE_DB})
+SERVER_ONLY = frozenset({FaultKind.SKEW, FaultKind.DB_OUTAGE})
+# While these are in place nobody can write to the store: heartbeats stale only for that
+# are no sign of a dead worker (`chaos_checks.Timing.outages`).
+STORE_OUTAGES = frozenset({FaultKind.DISK, FaultKind.LOCK, FaultKind.DB_OUTAGE})
 
 
 class FaultRefused(Exception):
@@ -52,6 +81,19 @@ def parse_faults(text: str) -> frozenset[FaultKind]:
         known = ", ".join(kind.value for kind in FaultKind)
         raise ValueError(f"unknown fault kind(s) {', '.join(unknown)}; known: {known}")
     return frozenset(FaultKind(name) for name in names)
+
+
+def check_combination(kinds: frozenset[FaultKind]) -> None:
+    """`FaultRefused` for kinds that cannot run together (one store per run)."""
+    if kinds & SQLITE_ONLY and kinds & SERVER_ONLY:
+        raise FaultRefused(
+            f"{', '.join(sorted(kinds & SERVER_ONLY))} need a PostgreSQL queue and "
+            f"{', '.join(sorted(kinds & SQLITE_ONLY))} a SQLite one: run them apart."
+        )
+    if FaultKind.SKEW in kinds and FaultKind.STALL in kinds:
+        # A stall's detection is read off the history's times, which a skewed watchdog
+        # writes on its own clock until the queue has one clock.
+        raise FaultRefused("skew and stall cannot be measured together: run them apart.")
 
 
 # --- disk full -------------------------------------------------------------------------------
@@ -172,6 +214,79 @@ def damage_file(path: Path, rng: random.Random, size: int = DAMAGE_BYTES) -> boo
     return True
 
 
+# --- a skewed clock --------------------------------------------------------------------------
+
+FAKETIME_LIBRARIES = "/usr/lib/*/faketime/libfaketimeMT.so.1"  # the threads-safe one
+
+
+def faketime_library() -> Path:
+    """libfaketime (Debian: apt-get install -y faketime); `FaultRefused` without it."""
+    found = sorted(glob.glob(FAKETIME_LIBRARIES))
+    if not found:
+        raise FaultRefused("The skew fault needs libfaketime: apt-get install -y faketime")
+    return Path(found[0])
+
+
+def skewed_environment(offset_s: float) -> dict[str, str]:
+    """What a process needs in its environment to run with its clock `offset_s` off (true
+    monotonic time, so its waits and timeouts stay right), and to know it (the ledger)."""
+    return {
+        "LD_PRELOAD": str(faketime_library()),
+        "FAKETIME": f"{offset_s:+.0f}",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        SKEW_ENV: f"{offset_s:.0f}",
+    }
+
+
+# --- a stalled step --------------------------------------------------------------------------
+
+
+def stall(ledger: Path, job: int) -> Path:
+    """Freeze the next step of `job`'s run (`app.testing.ledger.LedgerRunner`)."""
+    path = stall_file(ledger, job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return path
+
+
+def lift_stall(path: Path) -> None:
+    """Let the stalled run go on (or, if none took it yet, never stall one)."""
+    for asked_or_taken in [path, *path.parent.glob(f"{path.name}.*")]:
+        asked_or_taken.unlink(missing_ok=True)
+
+
+# --- a replaced database file ----------------------------------------------------------------
+
+
+def back_up_database(db_path: Path, target: Path) -> Path:
+    """A consistent copy of the live database (SQLite's online backup), as `db backup`."""
+    import sqlite3
+
+    source = sqlite3.connect(db_path, timeout=60)
+    copy = sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+    return target
+
+
+def replace_database(db_path: Path, replacement: Path) -> Path:
+    """Put `replacement` where the database is, as `db restore` does (the live file and its
+    -wal/-shm set aside, the copy renamed into place); the open connections keep the old
+    file. Returns where the old one went."""
+    set_aside = db_path.with_name(f"{db_path.name}.replaced-{time.time_ns()}")
+    for suffix in ("", "-wal", "-shm"):
+        current = Path(f"{db_path}{suffix}")
+        if current.exists():
+            os.replace(current, Path(f"{set_aside}{suffix}"))
+    partial = db_path.with_suffix(".restoring")
+    shutil.copyfile(replacement, partial)
+    os.replace(partial, db_path)
+    return set_aside
+
+
 # --- the schedule ----------------------------------------------------------------------------
 
 
@@ -180,6 +295,40 @@ class Undo:
     due: float  # time.monotonic()
     kind: FaultKind
     run: Callable[[], None]
+    target: int = 0  # a stall: its job
+
+
+class Server(Protocol):
+    """A PostgreSQL server the benchmark may stop (`chaos_server.PrivateServer`)."""
+
+    def stop(self) -> None: ...
+
+    def start(self) -> object: ...
+
+
+def _nothing() -> None:
+    return None
+
+
+def _start(server: Server) -> None:
+    server.start()
+
+
+@dataclass
+class DriverHooks:
+    """What the faults of issue 21 need of the chaos driver; a missing one injects nothing.
+
+    `start_skewed(offset_s)` starts a worker whose clock is that far off and returns what
+    stops it; `job_to_stall()` is a running job (None: none); `server` is the PostgreSQL
+    server to stop; `backed_up()` runs after the replace fault's backup (the driver submits
+    jobs the restore will forget), `replaced()` after the file was replaced."""
+
+    start_skewed: Callable[[float], Callable[[], None]] | None = None
+    job_to_stall: Callable[[], int | None] = lambda: None
+    server: Server | None = None
+    ledger: Path | None = None
+    backed_up: Callable[[], None] = _nothing
+    replaced: Callable[[], None] = _nothing
 
 
 @dataclass
@@ -188,6 +337,7 @@ class FaultDriver:
 
     `worker_pid()`: a worker holding a job, now (None: none); `still_alive(pid)`: that pid is
     still that worker (never signal a process that merely reuses a dead worker's pid).
+    `outages` records, on the true clock (`wall_clock`), when the store could not be written.
     """
 
     kinds: frozenset[FaultKind]
@@ -201,13 +351,27 @@ class FaultDriver:
     clock: Callable[[], float] = time.monotonic
     injected: Counter[FaultKind] = field(default_factory=Counter)
     pending: list[Undo] = field(default_factory=list)
+    hooks: DriverHooks = field(default_factory=DriverHooks)
+    skew_minutes: tuple[float, float] = (2.0, 10.0)  # ahead or behind, at random
+    skew_s: tuple[float, float] = (15.0, 25.0)  # how long the skewed worker runs
+    stall_s: float = 15.0  # lifted then, noticed or not (the goal is a few seconds)
+    outage_s: tuple[float, float] = (6.0, 9.0)  # two to three heartbeat timeouts
+    restore_after_s: tuple[float, float] = (2.0, 4.0)  # the backup's age when restored
+    wall_clock: Callable[[], float] = time.time
+    outages: list[tuple[float, float]] = field(default_factory=list)
+    replaced_at: list[float] = field(default_factory=list)  # on the true clock
 
     def active(self) -> set[FaultKind]:
         return {undo.kind for undo in self.pending}
 
-    def inject_one(self) -> FaultKind | None:
-        """A fault of a random enabled kind not already in place; which one, if any."""
-        choices = sorted(self.kinds - self.active())
+    def behind(self, goal: int) -> frozenset[FaultKind]:
+        """The enabled kinds injected fewer than `goal` times so far."""
+        return frozenset(kind for kind in self.kinds if self.injected[kind] < goal)
+
+    def inject_one(self, among: frozenset[FaultKind] | None = None) -> FaultKind | None:
+        """A fault of a random enabled kind (of `among`, if given) not already in place;
+        which one, if any."""
+        choices = sorted((self.kinds if among is None else among & self.kinds) - self.active())
         if not choices:
             return None
         kind = self.rng.choice(choices)
@@ -216,6 +380,10 @@ class FaultDriver:
             FaultKind.LOCK: self._lock,
             FaultKind.STOP: self._stop,
             FaultKind.CKPT: self._ckpt,
+            FaultKind.SKEW: self._skew,
+            FaultKind.STALL: self._stall,
+            FaultKind.DB_OUTAGE: self._db_outage,
+            FaultKind.REPLACE_DB: self._replace_db,
         }[kind]()
         if done:
             self.injected[kind] += 1
@@ -231,8 +399,26 @@ class FaultDriver:
         while self.pending:
             self.pending.pop(0).run()
 
-    def _later(self, delay_s: float, kind: FaultKind, run: Callable[[], None]) -> None:
-        self.pending.append(Undo(self.clock() + delay_s, kind, run))
+    def stalled_jobs(self) -> set[int]:
+        """Jobs whose step is frozen now: the driver leaves them alone, so that what ends a
+        stall is the engine noticing it, never a kill, cancel or pause of ours."""
+        return {undo.target for undo in self.pending if undo.kind is FaultKind.STALL}
+
+    def _later(
+        self, delay_s: float, kind: FaultKind, run: Callable[[], None], target: int = 0
+    ) -> None:
+        if kind in STORE_OUTAGES:
+            run = self._recording_outage(run)
+        self.pending.append(Undo(self.clock() + delay_s, kind, run, target))
+
+    def _recording_outage(self, undo: Callable[[], None]) -> Callable[[], None]:
+        began = self.wall_clock()
+
+        def undo_and_record() -> None:
+            undo()
+            self.outages.append((began, self.wall_clock()))
+
+        return undo_and_record
 
     def _disk(self) -> bool:
         ballast = fill_disk(self.home)
@@ -242,6 +428,44 @@ class FaultDriver:
     def _lock(self) -> bool:
         holder = hold_write_lock(self.home / "easel.db", self.lock_s)
         self._later(self.lock_s + 1.0, FaultKind.LOCK, lambda: release_lock(holder))
+        return True
+
+    def _skew(self) -> bool:
+        if self.hooks.start_skewed is None:
+            return False
+        minutes = self.rng.uniform(*self.skew_minutes) * self.rng.choice((1, -1))
+        stop = self.hooks.start_skewed(minutes * 60)
+        self._later(self.rng.uniform(*self.skew_s), FaultKind.SKEW, stop)
+        return True
+
+    def _stall(self) -> bool:
+        job = self.hooks.job_to_stall()
+        if job is None or self.hooks.ledger is None:
+            return False
+        path = stall(self.hooks.ledger, job)
+        self._later(self.stall_s, FaultKind.STALL, lambda: lift_stall(path), target=job)
+        return True
+
+    def _db_outage(self) -> bool:
+        server = self.hooks.server
+        if server is None:
+            return False
+        server.stop()
+        self._later(self.rng.uniform(*self.outage_s), FaultKind.DB_OUTAGE, lambda: _start(server))
+        return True
+
+    def _replace_db(self) -> bool:
+        """Back up now, let the driver submit jobs, restore the backup a little later."""
+        db_path = self.home / "easel.db"
+        backup = back_up_database(db_path, self.home / f"chaos-backup-{time.time_ns()}.db")
+        self.hooks.backed_up()
+
+        def restore() -> None:
+            replace_database(db_path, backup)
+            self.replaced_at.append(self.wall_clock())
+            self.hooks.replaced()
+
+        self._later(self.rng.uniform(*self.restore_after_s), FaultKind.REPLACE_DB, restore)
         return True
 
     def _stop(self) -> bool:

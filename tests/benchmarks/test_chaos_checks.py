@@ -13,13 +13,16 @@ from PIL import Image
 
 from app.engine.jobs.graph import parents_of
 from app.engine.jobs.params import GenerationParams
-from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.tables import Job, JobTransition
-from app.testing.ledger import LedgerEntry, Mark
+from app.testing.ledger import LedgerEntry, Mark, job_key
 from benchmarks.chaos_checks import (
+    FAULT_FIGURES,
     EmptyLedger,
+    Timing,
     completed_twice,
+    fault_figures,
     figures,
     garbage_images,
     image_difference,
@@ -28,9 +31,11 @@ from benchmarks.chaos_checks import (
     is_stuck,
     legal,
     overlapping_runs,
+    overwritten_images,
     percentile,
     resumed_after_crash_diffs,
     seconds_lost_per_kill,
+    stall_detections,
     steps_lost_per_kill,
     steps_per_interval,
     unrecorded_successes,
@@ -443,3 +448,210 @@ def test_a_chaos_run_counts_a_child_stranded_after_its_parent_succeeded(
 
     assert (result["orphaned_children"], result["stuck"], result["blocked"]) == (1, 1, 1)
     assert (result["illegal_paths"], result["lost"]) == (0, 0)
+
+
+# --- skewed clocks, stalls, outages, replaced databases (issue 21) -----------------------------
+
+TIMING = Timing(heartbeat_timeout_s=3.0, heartbeat_interval_s=0.5)
+
+
+def job_of(queue: JobQueue, prompt: str = "a cat") -> tuple[int, Job]:
+    job_id = queue.submit(GenerationParams(prompt, model="fake", steps=40), source="test")
+    return job_id, queue.get(job_id)
+
+
+def keyed_run(
+    job: Job, run: str, times: list[float], end: Mark | None, *, attempt: int = 1
+) -> list[LedgerEntry]:
+    """A run of `job` (its real key and image name) with a step at each of `times`."""
+    start = LedgerEntry(
+        job.id or 0, run, Mark.START, times[0] - 0.1, image=f"{job.id:06d}-{job.seed}.png",
+        key=job_key(params_of(job)), attempt=attempt,
+    )  # fmt: skip
+    marks = [start] + [
+        LedgerEntry(job.id or 0, run, Mark.STEP, at, n) for n, at in enumerate(times, 1)
+    ]
+    return marks + ([LedgerEntry(job.id or 0, run, end, times[-1] + 0.05)] if end else [])
+
+
+def history(
+    job_id: int, *rows: tuple[JobEvent, str, float], attempt: int = 1
+) -> list[JobTransition]:
+    """A hand-made timeline: SUBMIT, START, then `rows` of (event, source, at)."""
+    made = [
+        JobTransition(job_id=job_id, attempt=attempt, from_status=None, to_status=S.PENDING,
+                      event=E.SUBMIT, source="test", at=0.0),
+        JobTransition(job_id=job_id, attempt=attempt, from_status=S.PENDING,
+                      to_status=S.PROCESSING, event=E.START, source="worker", at=0.5),
+    ]  # fmt: skip
+    for event, source, at in rows:
+        made.append(JobTransition(
+            job_id=job_id, attempt=attempt, from_status=S.PROCESSING, to_status=S.TIMEOUT,
+            event=event, source=source, at=at,
+        ))  # fmt: skip
+    return made
+
+
+def steady(start: float, end: float, every: float = 0.2) -> list[float]:
+    return [round(start + every * n, 3) for n in range(int((end - start) / every) + 1)]
+
+
+def test_a_steady_run_that_lost_its_job_to_a_timeout_is_a_healthy_job_timed_out(
+    queue: JobQueue,
+) -> None:
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(1.0, 20.0), Mark.LOST)
+    timeline = history(job_id, (E.TIMEOUT, "worker watchdog", 19.9))
+    result = fault_figures({job_id: job}, {job_id: timeline}, ledger, TIMING)
+    assert (result["healthy_jobs_timed_out"], result["attempts_burned_by_outage"]) == (1, 0)
+    # A run that finished its steps, its COMPLETE then refused, was just as healthy.
+    finished = keyed_run(job, "a", steady(1.0, 20.0), Mark.COMPLETED)
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, finished, TIMING)["healthy_jobs_timed_out"]
+        == 1
+    )
+
+
+def test_killed_frozen_and_stalled_runs_earn_their_timeout(queue: JobQueue) -> None:
+    jobs = dict(job_of(queue, prompt) for prompt in ("killed", "frozen", "stalled", "paused"))
+    killed, frozen, stalled, paused = jobs
+    ledger = [
+        *keyed_run(jobs[killed], "k", steady(1.0, 5.0), None),  # silent from 5 s: SIGKILL
+        *keyed_run(jobs[frozen], "f", [*steady(1.0, 5.0), 9.0, 9.2], Mark.LOST),  # 4 s frozen
+        *keyed_run(jobs[stalled], "s", steady(1.0, 5.0), None),
+        LedgerEntry(stalled, "s", Mark.STALLED, 5.01),
+        LedgerEntry(stalled, "s", Mark.LOST, 5.5),  # noticed at once: earned all the same
+        *keyed_run(jobs[paused], "p", steady(1.0, 5.0), Mark.PAUSED),  # never timed out
+    ]
+    timelines = {job_id: history(job_id, (E.TIMEOUT, "watchdog", 8.5)) for job_id in jobs}
+    timelines[paused] = history(paused)
+    result = fault_figures(jobs, timelines, ledger, TIMING)
+    assert (result["healthy_jobs_timed_out"], result["attempts_burned_by_outage"]) == (0, 0)
+
+
+def test_each_attempt_earns_its_own_timeout(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 5.0), None, attempt=1),  # killed: earned
+        *keyed_run(job, "b", steady(10.0, 14.0), Mark.LOST, attempt=2),  # healthy: not
+    ]
+    timeline = [
+        *history(job_id, (E.TIMEOUT, "watchdog", 8.5)),
+        *history(job_id, (E.TIMEOUT, "watchdog", 14.0), attempt=2)[1:],
+    ]
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, ledger, TIMING)["healthy_jobs_timed_out"]
+        == 1
+    )
+    # An attempt the ledger never saw start (its worker died before) is not judged.
+    bare = history(job_id, (E.TIMEOUT, "watchdog", 3.0), attempt=3)
+    assert (
+        fault_figures({job_id: job}, {job_id: bare}, ledger, TIMING)["healthy_jobs_timed_out"] == 0
+    )
+
+
+def test_a_job_timed_out_after_running_through_an_outage_burned_an_attempt(
+    queue: JobQueue,
+) -> None:
+    job_id, job = job_of(queue)
+    # Steps until the server went down at 5 s, none while it was down, on again at 13 s.
+    ledger = keyed_run(job, "a", [*steady(1.0, 5.0), *steady(13.0, 15.0)], Mark.LOST)
+    timeline = history(job_id, (E.TIMEOUT, "worker watchdog", 14.5))
+    outage = Timing(3.0, 0.5, outages=[(5.0, 13.0)])
+    result = fault_figures({job_id: job}, {job_id: timeline}, ledger, outage)
+    assert (result["attempts_burned_by_outage"], result["healthy_jobs_timed_out"]) == (1, 0)
+    # Without the outage on record, the same 8 s of silence would have earned the timeout.
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, ledger, TIMING)[
+            "attempts_burned_by_outage"
+        ]
+        == 0
+    )
+
+
+def test_a_claim_timed_out_just_after_an_outage_counts_as_burned_by_it(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(20.0, 21.0), Mark.LOST)  # ran after, then taken
+    timeline = history(job_id, (E.TIMEOUT, "worker watchdog", 21.0))
+    outage = Timing(3.0, 0.5, outages=[(5.0, 17.0)])
+    result = fault_figures({job_id: job}, {job_id: timeline}, ledger, outage)
+    assert (result["attempts_burned_by_outage"], result["healthy_jobs_timed_out"]) == (1, 0)
+
+
+def test_an_image_completed_by_two_different_jobs_is_overwritten(queue: JobQueue) -> None:
+    _, old = job_of(queue, "the old job 1")
+    _, new = job_of(queue, "the new job 1")
+    new = new.model_copy(update={"id": old.id, "seed": old.seed})  # a restored database
+    same_name = [
+        *keyed_run(old, "a", steady(1.0, 2.0), Mark.COMPLETED),
+        *keyed_run(new, "b", steady(5.0, 6.0), Mark.COMPLETED),
+    ]
+    assert overwritten_images(same_name) == {f"{old.id:06d}-{old.seed}.png"}
+    rerun = [*keyed_run(old, "a", steady(1.0, 2.0), Mark.COMPLETED),
+             *keyed_run(old, "c", steady(5.0, 6.0), Mark.COMPLETED)]  # fmt: skip
+    assert overwritten_images(rerun) == set()  # the same job again writes the same image
+    unfinished = [*keyed_run(old, "a", steady(1.0, 2.0), Mark.COMPLETED),
+                  *keyed_run(new, "b", steady(5.0, 6.0), None)]  # fmt: skip
+    assert overwritten_images(unfinished) == set()
+    # Two jobs of one id at the same time are two jobs, not a double run.
+    at_once = [*keyed_run(old, "a", steady(1.0, 4.0), Mark.COMPLETED),
+               *keyed_run(new, "b", steady(2.0, 5.0), Mark.COMPLETED)]  # fmt: skip
+    assert overlapping_runs(at_once) == set()
+    assert overlapping_runs([*at_once, *keyed_run(old, "c", steady(3.0, 4.0), None)]) == {old.id}
+
+
+def test_a_stall_is_timed_from_its_step_to_the_first_move_not_by_its_worker(
+    queue: JobQueue,
+) -> None:
+    job_id, job = job_of(queue)
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 10.0, every=0.5), None),
+        LedgerEntry(job_id, "a", Mark.STALLED, 10.0),
+        LedgerEntry(job_id, "a", Mark.STEP, 40.0, 20),  # lifted at 40 s: found the job taken
+        LedgerEntry(job_id, "a", Mark.LOST, 40.0),
+    ]
+    # The worker's own rows after the stall began are no detection (here: a made-up one).
+    progress = JobTransition(
+        job_id=job_id, attempt=1, from_status=S.PROCESSING, to_status=S.PROCESSING,
+        event=E.START, source="worker", at=11.0,
+    )  # fmt: skip
+    noticed = [*history(job_id, (E.TIMEOUT, "worker watchdog", 14.0)), progress]
+    result = fault_figures({job_id: job}, {job_id: noticed}, ledger, TIMING)
+    # goal: 3 steps of 0.5 s + the 3 s timeout
+    assert (result["stall_detected_s"], result["stall_goal_s"]) == (4.0, 4.5)
+    assert (result["stalls"], result["stalls_late"], result["healthy_jobs_timed_out"]) == (1, 0, 0)
+
+    late = history(job_id, (E.TIMEOUT, "worker watchdog", 16.0))
+    assert fault_figures({job_id: job}, {job_id: late}, ledger, TIMING)["stalls_late"] == 1
+
+    never = history(job_id)  # lifted at 40 s with nobody having acted: 30 s, late
+    result = fault_figures({job_id: job}, {job_id: never}, ledger, TIMING)
+    assert (result["stall_detected_s"], result["stalls_late"]) == (30.0, 1)
+    [detection] = stall_detections(ledger, {job_id: never}, 3.0)
+    assert not detection.noticed
+
+
+def test_the_new_figures_reach_the_run_s_figures_and_fail_it(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(1.0, 20.0), Mark.LOST)
+    timeline = history(job_id, (E.TIMEOUT, "worker watchdog", 19.9))
+    result = figures([job_id], {job_id: job}, {job_id: timeline}, ledger, Path("l"),
+                     no_reference, {}, timing=TIMING)  # fmt: skip
+    assert result["healthy_jobs_timed_out"] == 1
+    assert {"healthy_jobs_timed_out", "attempts_burned_by_outage", "overwritten_images",
+            "stalls_late"} <= set(FAULT_FIGURES)  # fmt: skip
+
+
+def test_a_run_whose_database_was_replaced_under_it_earns_its_timeout(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(1.0, 10.0), Mark.PAUSED)  # went on in the old file
+    timeline = history(job_id, (E.TIMEOUT, "watchdog", 9.0))  # in the restored copy
+    replaced = Timing(3.0, 0.5, replaced_at=[5.0])
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, ledger, replaced)["healthy_jobs_timed_out"]
+        == 0
+    )
+    assert (
+        fault_figures({job_id: job}, {job_id: timeline}, ledger, TIMING)["healthy_jobs_timed_out"]
+        == 1
+    )

@@ -3,20 +3,34 @@ process holding SQLite's lock, SIGSTOP/SIGCONT of a real process, bytes in a rea
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
+import os
 import random
 import sqlite3
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
+from app.engine.generation.outcome import StepDecision, StepProgress
+from app.engine.jobs.params import GenerationParams
+from app.engine.workers.job_run import LostJob
+from app.testing.ledger import LedgerRunner, Mark, read_ledger
+from app.testing.scripted_runner import ScriptedRunner
 from benchmarks.chaos_faults import (
+    DriverHooks,
     FaultDriver,
     FaultKind,
     FaultRefused,
+    back_up_database,
+    check_combination,
     check_fillable,
     checkpoint_files,
     damage_file,
@@ -25,10 +39,17 @@ from benchmarks.chaos_faults import (
     freeze,
     hold_write_lock,
     is_frozen,
+    lift_stall,
     parse_faults,
     release_lock,
+    replace_database,
+    skewed_environment,
+    stall,
     thaw,
 )
+from benchmarks.chaos_server import SUITE_PORT, NoServer, PrivateServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 WAIT_S = 30.0
 
@@ -222,3 +243,170 @@ def test_undo_all_releases_a_lock_at_once(tmp_path: Path) -> None:
     assert not try_write(tmp_path / "easel.db")
     driver.undo_all()
     assert try_write(tmp_path / "easel.db")
+
+
+# --- the faults of issue 21 ------------------------------------------------------------------
+
+
+def ledger_run(
+    runner: LedgerRunner, tmp_path: Path, on_step: Callable[[StepProgress], StepDecision]
+) -> None:
+    params = GenerationParams("a cat step=0.02", model="fake", steps=30, seed=3)
+    runner.run(
+        params, output_path=tmp_path / "000007-3.png",
+        checkpoint_path=tmp_path / "job-7-a2-c5.ckpt", on_step=on_step,
+    )  # fmt: skip
+
+
+def go_on(progress: StepProgress) -> StepDecision:
+    return StepDecision.CONTINUE
+
+
+def test_a_stall_freezes_the_step_of_the_run_that_takes_it_until_lifted(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    asked = stall(ledger, 7)
+    runner = LedgerRunner(ScriptedRunner(), ledger)
+    thread = threading.Thread(target=ledger_run, args=(runner, tmp_path, go_on))
+    thread.start()
+    wait_until(lambda: Mark.STALLED in [e.what for e in read_ledger(ledger)], "the stall")
+    frozen_at = len(read_ledger(ledger))
+    assert not asked.exists()  # taken by this run: a retry of the job would not freeze
+    time.sleep(0.3)  # fifteen steps' time
+    assert len(read_ledger(ledger)) == frozen_at and thread.is_alive()
+
+    lift_stall(asked)
+    thread.join(WAIT_S)
+    first = read_ledger(ledger)
+    assert first[-1].what is Mark.COMPLETED and [e.step for e in first if e.step][-1] == 30
+    assert (first[0].attempt, first[0].image) == (2, "000007-3.png")
+    # The stall was that run's: the next run of the job is not frozen by it.
+    (tmp_path / "000007-3.png").unlink()
+    ledger_run(runner, tmp_path, go_on)
+    assert [e.what for e in read_ledger(ledger)].count(Mark.STALLED) == 1
+
+
+def test_a_run_that_finds_its_job_taken_ends_lost_and_one_that_raises_says_so(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    runner = LedgerRunner(ScriptedRunner(), ledger)
+
+    def taken(progress: StepProgress) -> StepDecision:
+        raise LostJob(7)
+
+    def broken(progress: StepProgress) -> StepDecision:
+        raise RuntimeError("the database went away")
+
+    with pytest.raises(LostJob):
+        ledger_run(runner, tmp_path, taken)
+    with pytest.raises(RuntimeError):
+        ledger_run(runner, tmp_path, broken)
+    ends = [e.what for e in read_ledger(ledger) if e.what not in (Mark.START, Mark.STEP)]
+    assert ends == [Mark.LOST, Mark.RAISED]
+
+
+def test_a_skewed_process_has_its_clock_off_its_monotonic_time_and_ledger_true() -> None:
+    probe = (
+        "import json, time; from app.testing.ledger import true_time;"
+        "print(json.dumps([time.time(), time.monotonic(), true_time()]))"
+    )
+    before_wall, before_mono = time.time(), time.monotonic()
+    child = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+        env=os.environ | skewed_environment(-600.0) | {"PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    wall, mono, true = json.loads(child.stdout)
+    assert wall == pytest.approx(before_wall - 600, abs=30)
+    assert mono == pytest.approx(before_mono, abs=30)  # waits and timeouts stay right
+    assert true == pytest.approx(before_wall, abs=30)
+
+
+def test_a_replaced_database_is_the_backup_for_new_connections_only(tmp_path: Path) -> None:
+    db_path = tmp_path / "easel.db"
+    live = sqlite3.connect(db_path, isolation_level=None)
+    live.execute("PRAGMA journal_mode=WAL")
+    live.execute("CREATE TABLE job (id INTEGER PRIMARY KEY)")
+    live.execute("INSERT INTO job VALUES (1)")
+    backup = back_up_database(db_path, tmp_path / "backup.db")
+    live.execute("INSERT INTO job VALUES (2)")
+
+    set_aside = replace_database(db_path, backup)
+
+    live.execute("INSERT INTO job VALUES (3)")  # a running worker: on the old file still
+    assert live.execute("SELECT count(*) FROM job").fetchone() == (3,)
+    with contextlib.closing(sqlite3.connect(db_path)) as fresh:  # a new command
+        assert fresh.execute("SELECT id FROM job").fetchall() == [(1,)]
+    assert set_aside.exists() and set_aside.name.startswith("easel.db.replaced-")
+    live.close()
+
+
+def test_faults_for_another_store_or_measured_together_wrongly_are_refused() -> None:
+    check_combination(frozenset({FaultKind.SKEW, FaultKind.DB_OUTAGE, FaultKind.STOP}))
+    check_combination(frozenset({FaultKind.REPLACE_DB, FaultKind.STALL, FaultKind.DISK}))
+    with pytest.raises(FaultRefused, match="need a PostgreSQL queue"):
+        check_combination(frozenset({FaultKind.DB_OUTAGE, FaultKind.REPLACE_DB}))
+    with pytest.raises(FaultRefused, match="skew and stall"):
+        check_combination(frozenset({FaultKind.SKEW, FaultKind.STALL}))
+    assert parse_faults("skew,stall,db-outage,replace-db") == {
+        FaultKind.SKEW, FaultKind.STALL, FaultKind.DB_OUTAGE, FaultKind.REPLACE_DB,
+    }  # fmt: skip
+
+
+def test_the_driver_records_when_the_store_was_out(tmp_path: Path) -> None:
+    server = FakeServer()
+    now, wall = [0.0], [1000.0]
+    driver = FaultDriver(
+        frozenset({FaultKind.DB_OUTAGE}), random.Random(2), tmp_path,
+        worker_pid=lambda: None, still_alive=lambda pid: False, clock=lambda: now[0],
+        wall_clock=lambda: wall[0], hooks=DriverHooks(server=server), outage_s=(6.0, 6.0),
+    )  # fmt: skip
+    assert driver.inject_one() is FaultKind.DB_OUTAGE
+    assert server.calls == ["stop"] and driver.outages == []
+    now[0], wall[0] = 6.5, 1006.5
+    driver.undo_due()
+    assert server.calls == ["stop", "start"]
+    assert driver.outages == [(1000.0, 1006.5)]
+
+
+class FakeServer:
+    """Stands in for the server in the schedule's own test (the real one is tested below)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def start(self) -> str:
+        self.calls.append("start")
+        return "postgresql+psycopg://"
+
+
+def test_the_private_server_stops_and_starts_and_is_never_the_suite_s() -> None:
+    with pytest.raises(ValueError, match="test suite's server"):
+        PrivateServer(port=SUITE_PORT)
+    server = PrivateServer(port=54349)
+    try:
+        url = server.start()
+    except NoServer as missing:
+        if "not installed" in str(missing):
+            pytest.skip(str(missing))
+        raise
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        assert can_query(engine)
+        server.stop()
+        assert not can_query(engine)
+        server.start()
+        assert can_query(engine)
+    finally:
+        server.remove()
+    assert not server.folder.exists()
+
+
+def can_query(engine: sqlalchemy.Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sqlalchemy.text("SELECT 1")).scalar() == 1
+    except sqlalchemy.exc.OperationalError:
+        return False
