@@ -82,6 +82,7 @@ from app.engine.workers.liveness import (  # noqa: E402
     remove_stale_locks,
 )
 from app.engine.workers.worker import (  # noqa: E402
+    EXIT_STUCK,
     LIVENESS_FOLDER,
     RunnerLike,
     WorkerConfig,
@@ -227,7 +228,7 @@ class Counts:
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    # supervisor_crashes, machine_crashes, machine_db_exits, driver_refused,
+    # supervisor_crashes, machine_crashes, machine_db_exits, machine_stuck_exits, driver_refused,
     # server_down_errors
     extra: Counter[str] = field(default_factory=Counter)
 
@@ -389,6 +390,8 @@ class Chaos:
             if process.poll() is not None:
                 if process.returncode == EXIT_SERVER_AWAY:
                     self.counts.extra["machine_db_exits"] += 1
+                elif process.returncode == EXIT_STUCK:  # its step got stuck: it says so, exits
+                    self.counts.extra["machine_stuck_exits"] += 1
                 elif process.returncode != -signal.SIGKILL:
                     self.counts.extra["machine_crashes"] += 1
                 self.start_machine(name)
@@ -832,6 +835,7 @@ def run_chaos(
             "machines": args.machines, "server_restarts": counts.server_restarts,
             "machine_crashes": counts.extra["machine_crashes"],
             "machine_db_exits": counts.extra["machine_db_exits"],
+            "machine_stuck_exits": counts.extra["machine_stuck_exits"],
             "server_down_errors": counts.extra["server_down_errors"],
         }  # fmt: skip
     for name, value in results.items():
