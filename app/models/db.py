@@ -99,6 +99,16 @@ class Dialect(Protocol):
         where the store is one machine's file and that machine's clock is the only one."""
         ...
 
+    @property
+    def has_clock(self) -> bool:
+        """Whether `server_time` answers: a server's clock, shared by every machine on it."""
+        ...
+
+    def serialise(self, conn: Connection, key: int) -> None:
+        """Until `conn`'s transaction ends, no other transaction that asks for `key` runs
+        (they wait): for a read-then-write that two machines must not interleave."""
+        ...
+
 
 class Outage:
     """Whether this process can reach the store, as it last found out: one warning when
@@ -205,6 +215,15 @@ class Database:
         """
         self.check_writable()
         with self.translated_errors(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def serialised_write(self, key: int) -> Iterator[Connection]:
+        """`write`, that no other `serialised_write(key)` on any machine runs beside: SQLite's
+        write lock, taken at BEGIN, already is one; PostgreSQL reads committed rows, so two
+        of them would both see what the other is about to change, and take a lock."""
+        with self.write() as conn:
+            self.dialect.serialise(conn, key)
             yield conn
 
     @contextmanager
@@ -375,7 +394,7 @@ class Database:
     def server_time(self) -> float | None:
         """The store's own clock, shared by every machine on it; None for a local file,
         asked nothing (see `app.engine.jobs.clock.StoreClock`)."""
-        if self.is_sqlite:
+        if not self.dialect.has_clock:
             return None
         with self.read() as conn:
             return self.dialect.server_time(conn)

@@ -291,6 +291,7 @@ class PostgresDialect:
 
     shares_files = True  # machines share no disk: images and checkpoints go in `job_file`
     notify_sql = NOTIFY_SQL
+    has_clock = True  # the server's: one clock for every machine on the queue
 
     def location(self, db: Database) -> str:
         return db.engine.url.render_as_string(hide_password=False)
@@ -322,6 +323,10 @@ class PostgresDialect:
     def server_time(self, conn: Connection) -> float | None:
         # clock_timestamp(), not now(): now() is the start of the transaction.
         return float(conn.execute(SERVER_TIME_SQL).scalar_one())
+
+    def serialise(self, conn: Connection, key: int) -> None:
+        """An advisory lock held until the transaction ends (claims never take one)."""
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 # --- copying a local queue in --------------------------------------------------------------
@@ -410,30 +415,3 @@ def _advance_id_sequence(conn: Connection, table: Table) -> None:
             f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
         )
     )
-
-
-# Any fixed number, like the schema lock's: prunes on every machine take it, one batch at a time.
-PRUNE_LOCK_KEY = 0x45A5E2
-
-
-def serialise_prunes(conn: Connection) -> None:
-    """Until this transaction ends, no other machine's prune batch runs (they wait).
-
-    Two prunes that interleave their batches would each delete, and report, the same jobs;
-    waiting on each other's row locks in different orders, they could deadlock. A batch is
-    a few hundred rows, so the wait is short, and it never holds up claims or transitions.
-    """
-    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PRUNE_LOCK_KEY})
-
-
-# Moves on every machine take it, one at a time (see `JobQueue.move`).
-MOVE_LOCK_KEY = 0x45A5E3
-
-
-def serialise_moves(conn: Connection) -> None:
-    """Until this transaction ends, no other move or priority change runs (they wait).
-
-    A move places a job between the neighbours it read; under READ COMMITTED two moves into
-    one gap each see it empty and both land there, in an order neither chose. A move is a
-    read and one or two updates: the wait is short, and claims never take this lock."""
-    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MOVE_LOCK_KEY})

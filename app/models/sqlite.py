@@ -51,6 +51,7 @@ class SqliteDialect:
 
     shares_files = False  # one machine's store: the local folders hold images and checkpoints
     notify_sql = None  # everyone polls the one file (`data_version`)
+    has_clock = False  # one machine's file: that machine's clock is the only one
 
     def __init__(self) -> None:
         self._last_trim = 0.0
@@ -103,6 +104,9 @@ class SqliteDialect:
 
     def server_time(self, conn: Connection) -> float | None:
         return None  # one machine's file: its clock is the only one
+
+    def serialise(self, conn: Connection, key: int) -> None:
+        """Nothing to take: BEGIN IMMEDIATE already holds the one write lock."""
 
     def compact(self, db: Database) -> None:
         """A database made with auto_vacuum=INCREMENTAL frees the pages cheaply; an older

@@ -38,6 +38,7 @@ from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_PARENT, TRANSITION
 
 log = logging.getLogger(__name__)
 
+PRUNES_KEY = 0x45A5E2  # prunes on every machine take it, one batch at a time; any fixed number
 BATCH = 500  # jobs removed per transaction: short write locks, so workers keep claiming
 DONE = (JobStatus.SUCCESS.value, JobStatus.CANCELLED.value)
 GIVEN_UP_POSSIBLE = (JobStatus.FAILED.value, JobStatus.TIMEOUT.value)
@@ -158,11 +159,10 @@ def _remove_batch(
     queue: JobQueue, ids: Sequence[int], report: PruneReport, dry_run: bool
 ) -> dict[int, tuple[str | None, str | None]]:
     """Remove the jobs of `ids` that are still prunable; returns their files' paths."""
-    with queue.db.read() if dry_run else queue.db.write() as conn:
-        if not (dry_run or queue.db.is_sqlite):  # SQLite: BEGIN IMMEDIATE serialises already
-            from app.models.postgres import serialise_prunes
-
-            serialise_prunes(conn)
+    # Two prunes that interleave their batches would each delete, and report, the same
+    # jobs, and waiting on each other's row locks in different orders could deadlock: one
+    # batch at a time on every machine (a few hundred rows: the wait is short).
+    with queue.db.read() if dry_run else queue.db.serialised_write(PRUNES_KEY) as conn:
         # Locked (PostgreSQL): a star or a retry by hand that commits meanwhile is read
         # before the delete, not overwritten by it.
         rows = conn.execute(_still_there(ids, locked=not dry_run)).all()

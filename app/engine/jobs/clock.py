@@ -38,7 +38,7 @@ class StoreClock:
         self._db = db
         self._refresh_s = refresh_s
         self._monotonic = monotonic
-        self._local_only = db.is_sqlite  # decided once: the store has no clock of its own
+        self._local_only = not db.dialect.has_clock  # decided once: the store has no clock
         self._anchor: tuple[float, float] | None = None  # (server time, monotonic then)
         self._next_refresh = -float("inf")
         self._said = -float("inf")  # the latest time handed out

@@ -41,6 +41,9 @@ from app.models.tables import JOB, TRANSITION, Job, JobTransition
 
 log = logging.getLogger(__name__)
 
+# Moves on every machine take it, one at a time (see `_moving`); any fixed number.
+MOVES_KEY = 0x45A5E3
+
 MAX_DECIDE_AGAIN = 20
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_PAGE_SIZE = 200
@@ -512,11 +515,7 @@ class JobQueue:
         """A write transaction that no other priority change runs beside. SQLite: its write
         lock, taken at BEGIN, already is one. PostgreSQL reads committed rows, so two moves
         would both see the gap they fill as empty: they take a lock of their own."""
-        with self.db.write() as conn:
-            if not self.db.is_sqlite:
-                from app.models.postgres import serialise_moves
-
-                serialise_moves(conn)
+        with self.db.serialised_write(MOVES_KEY) as conn:
             yield conn
 
     def _move_once(

@@ -155,4 +155,5 @@ class JobWatch:
 
 
 def wakeup_for(db: Database) -> Wakeup:
-    return Sleeper() if db.is_sqlite else DatabaseWakeup(db)
+    """Woken by the store when it can say (LISTEN/NOTIFY), else polling."""
+    return Sleeper() if db.dialect.notify_sql is None else DatabaseWakeup(db)
