@@ -139,6 +139,7 @@ CHAOS_SETTINGS: dict[str, Any] = {
     "heartbeat_timeout_s": 3.0, "cancel_grace_s": 2.0, "checkpoint_interval_s": 1.0,
 }  # fmt: skip
 EXIT_SERVER_AWAY = 3  # --db: a machine's worker ended as the server could not be reached
+EXIT_WORKERS_LEFT = 5  # the supervising process: every worker left (replaced database file)
 HEARTBEAT_INTERVAL_S = 0.5
 RESTORE_FORGETS = 3  # replace-db: jobs submitted after the backup, which the restore forgets
 # replace-db: the artist keeps one seed and varies the prompt (as in issue 21's report), so
@@ -168,10 +169,12 @@ def supervise(runner: str, workers: int) -> None:
     )
     report = supervisor.start()
     print(json.dumps({"recovery": report.lines()}), flush=True)
-    while not stop:
+    while not stop and not supervisor.all_retired:
         supervisor.poll()
         time.sleep(0.05)
     supervisor.shutdown(timeout=20)
+    if not stop:  # every worker left for good: its database file was replaced under it
+        sys.exit(EXIT_WORKERS_LEFT)
 
 
 def machine(runner: str, name: str, workers_on_host: int) -> int:
@@ -228,8 +231,8 @@ class Counts:
     cancels: int = 0
     pauses: int = 0
     resumes: int = 0
-    # supervisor_crashes, machine_crashes, machine_db_exits, machine_stuck_exits, driver_refused,
-    # server_down_errors
+    # supervisor_crashes, machine_crashes, machine_db_exits, machine_stuck_exits,
+    # restarted_after_replace, driver_refused, server_down_errors
     extra: Counter[str] = field(default_factory=Counter)
 
 
@@ -384,7 +387,10 @@ class Chaos:
         a machine whose worker ended (our kill; counted: a crash, or a database error as
         the server was away) is started again."""
         if self.supervisor is not None and self.supervisor.poll() is not None:
-            self.counts.extra["supervisor_crashes"] += 1
+            # Workers stop on a database file replaced under them, as Easel's do; the user
+            # starts Easel again, on the file now at the path. Anything else is a crash.
+            left = self.supervisor.returncode == EXIT_WORKERS_LEFT
+            self.counts.extra["restarted_after_replace" if left else "supervisor_crashes"] += 1
             self.start_supervisor()
         for name, process in list(self.machines.items()):
             if process.poll() is not None:
@@ -836,6 +842,7 @@ def run_chaos(
             "machine_crashes": counts.extra["machine_crashes"],
             "machine_db_exits": counts.extra["machine_db_exits"],
             "machine_stuck_exits": counts.extra["machine_stuck_exits"],
+            "restarted_after_replace": counts.extra["restarted_after_replace"],
             "server_down_errors": counts.extra["server_down_errors"],
         }  # fmt: skip
     for name, value in results.items():
