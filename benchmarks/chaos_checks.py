@@ -476,13 +476,26 @@ def unearned_timeouts(
         count = 0
         for attempt, timeouts in _timeouts_by_attempt(timeline).items():
             of_attempt = [run for run in its_runs if run.attempt in (0, attempt)]
-            earned = sum(earned_timeout(run, timing) for run in of_attempt)
+            earned = sum(
+                earned_timeout(run, timing) or _silent_since_its_end(run, timeouts, timing)
+                for run in of_attempt
+            )
             count += max(0, len(timeouts) - earned) if of_attempt else 0
         if count:
             unearned.append(UnearnedTimeout(job_id, count, _during_outage(
                 its_runs, [row.at for row in timeline if row.event == JobEvent.TIMEOUT], timing
             )))  # fmt: skip
     return unearned
+
+
+def _silent_since_its_end(run: Run, timeouts: Sequence[JobTransition], timing: Timing) -> bool:
+    """The run ended (its image written, say) and its worker was killed before it settled:
+    nothing was heard of the job for a heartbeat timeout before the TIMEOUT. A steady run
+    whose job was taken while it still ran is not this (its end comes after the TIMEOUT)."""
+    if run.end is None:
+        return False
+    ended_at = run.marks[-1].at
+    return any(row.at - ended_at >= timing.silence_allowed_s for row in timeouts)
 
 
 def _timeouts_by_attempt(timeline: Sequence[JobTransition]) -> dict[int, list[JobTransition]]:

@@ -512,6 +512,20 @@ def test_a_steady_run_that_lost_its_job_to_a_timeout_is_a_healthy_job_timed_out(
     )
 
 
+def test_a_worker_killed_between_its_image_and_its_settle_earns_the_timeout(
+    queue: JobQueue,
+) -> None:
+    """Seen in CI: the run's last mark is its end (the image written), then the worker died
+    before its COMPLETE, and the watchdog timed the job out a heartbeat timeout later."""
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(1.0, 5.0), Mark.COMPLETED)  # ends at 5.05
+    late = history(job_id, (E.TIMEOUT, "watchdog", 5.05 + TIMING.silence_allowed_s + 0.5))
+    result = fault_figures({job_id: job}, {job_id: late}, ledger, TIMING)
+    assert result["healthy_jobs_timed_out"] == 0
+    soon = history(job_id, (E.TIMEOUT, "watchdog", 5.2))  # no time to settle: not earned
+    assert fault_figures({job_id: job}, {job_id: soon}, ledger, TIMING)["healthy_jobs_timed_out"]
+
+
 def test_killed_frozen_and_stalled_runs_earn_their_timeout(queue: JobQueue) -> None:
     jobs = dict(job_of(queue, prompt) for prompt in ("killed", "frozen", "stalled", "paused"))
     killed, frozen, stalled, paused = jobs
