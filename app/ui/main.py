@@ -90,16 +90,37 @@ def launch(
         list_loras=lambda: _lora_names(deps.settings),
         prune=lambda chosen: _prune(service, chosen),
     )  # fmt: skip
+
+    def recovered(restore: RestoreSummary | None) -> None:
+        if restore is not None:
+            _ready(window, service, settings, restore, make_workers, previous_run)
+            return
+        # Another program holds the write lock: say so, and wait for it on the database
+        # thread (the window stays usable); the workers start only after recovery.
+        window.show_error(_lock_wait_text(), sticky=True)
+        runner.run(lambda: _recover(service, settings, wait_for_lock=True), lock_free, failed)
+
+    def lock_free(restore: RestoreSummary | None) -> None:
+        window.error_banner.hide()
+        recovered(restore or RestoreSummary())
+
+    def failed(message: str) -> None:
+        window.show_error(_store_failure(message), sticky=True)
+
     # Queued before the window exists, so it is the first call on the database thread.
-    runner.run(
-        lambda: _recover(service, settings),
-        lambda restore: _ready(window, service, settings, restore, make_workers, previous_run),
-        lambda message: window.show_error(_store_failure(message), sticky=True),
-    )
+    runner.run(lambda: _recover(service, settings), recovered, failed)
     window = MainWindow(deps, runner=runner)
     _show_errors_in(window)
     window.show()
     return app, window
+
+
+def _lock_wait_text() -> str:
+    return translate(
+        "Launch",
+        "Another program holds the job database's write lock. Easel settles the last "
+        "session's jobs and starts its workers as soon as it is free.",
+    )
 
 
 def _store_failure(message: str) -> str:
@@ -124,12 +145,14 @@ def _open_queue() -> JobQueue:
         return open_queue(purpose=OpenFor.READING)
 
 
-def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
+def _recover(
+    service: QueueService, settings: Settings, *, wait_for_lock: bool = False
+) -> RestoreSummary | None:
     from app.ui.wiring import recover_at_launch
 
     if service.queue.read_only:
         return RestoreSummary()  # settling jobs would write; the next writable launch does it
-    return recover_at_launch(service.queue, settings)
+    return recover_at_launch(service.queue, settings, wait_for_lock=wait_for_lock)
 
 
 def _prune(service: QueueService, settings: Settings) -> str:

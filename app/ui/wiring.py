@@ -22,19 +22,37 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def recover_at_launch(queue: JobQueue, settings: Settings) -> RestoreSummary:
-    """Settle jobs an earlier run left running; must run before any worker starts."""
+def recover_at_launch(
+    queue: JobQueue, settings: Settings, *, wait_for_lock: bool = False
+) -> RestoreSummary | None:
+    """Settle jobs an earlier run left running; must run before any worker starts.
+
+    None when another program holds the write lock: recovery left nothing half done (each
+    job is settled in a transaction of its own), and the window says so before it calls
+    again with `wait_for_lock`, which waits until the lock is free."""
     from app.engine.jobs.retry import RetryPolicy
-    from app.engine.workers.recovery import recover
+    from app.engine.workers.recovery import recover, recover_when_unlocked
     from app.engine.workers.worker import default_liveness_dir
+    from app.errors import DatabaseLocked
 
     try:
-        report = recover(
-            queue,
-            liveness_dir=default_liveness_dir(),
-            heartbeat_timeout_s=settings.heartbeat_timeout_s,
-            policy=RetryPolicy(),
-        )
+        if wait_for_lock:
+            report = recover_when_unlocked(
+                queue,
+                liveness_dir=default_liveness_dir(),
+                heartbeat_timeout_s=settings.heartbeat_timeout_s,
+                policy=RetryPolicy(),
+            )
+        else:
+            report = recover(
+                queue,
+                liveness_dir=default_liveness_dir(),
+                heartbeat_timeout_s=settings.heartbeat_timeout_s,
+                policy=RetryPolicy(),
+            )
+    except DatabaseLocked:
+        log.warning("the job database's write lock is held elsewhere; recovery waits for it")
+        return None
     except Exception as error:  # recovery must never keep the window from opening
         log.exception("recovery at launch failed")
         text = translate("Launch", "Could not check the last session's jobs: {error}")

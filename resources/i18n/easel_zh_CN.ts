@@ -465,6 +465,10 @@ Resume continues from there.</source>
 <context>
     <name>Launch</name>
     <message>
+        <source>Another program holds the job database&apos;s write lock. Easel settles the last session&apos;s jobs and starts its workers as soon as it is free.</source>
+        <translation>另一个程序占用着任务数据库的写锁。锁一释放，Easel 就会处理上次会话留下的任务并启动工作进程。</translation>
+    </message>
+    <message>
         <source>Easel could not open its job store: {error}</source>
         <translation>Easel 无法打开任务库：{error}</translation>
     </message>

@@ -267,3 +267,44 @@ def test_a_launch_prunes_as_the_settings_say_and_keeps_what_must_stay(
     finally:
         window.deps.confirm_quit = lambda _n: True
         window.close()
+
+
+def test_a_launch_under_a_write_lock_held_elsewhere_says_so_then_recovers(
+    qtbot: QtBot, easel_home: Path, monkeypatch: pytest.MonkeyPatch, restore_process_state: None
+) -> None:
+    import threading
+
+    from app.engine.paths import database_path
+    from app.engine.store import opening
+    from tests.faults import release, write_lock_held
+
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)  # find the lock fast, not in 10 s
+
+    store = open_queue()
+    orphan = job_in(store, JobStatus.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
+    store.db.dispose()
+    pools: list[FakeWorkers] = []
+
+    def workers(queue: JobQueue, settings: Settings) -> tuple[FakeWorkers, None]:
+        pools.append(FakeWorkers(queue, easel_home / "outputs"))
+        return pools[-1], None
+
+    with write_lock_held(database_path()) as holder:
+        _app, window = launch([], make_workers=workers)
+        qtbot.addWidget(window)
+        try:
+            qtbot.waitUntil(window.error_banner.isVisible, timeout=WAIT_MS * 2)
+            text = window.error_banner.label.text()
+            assert "Another program holds the job database's write lock" in text
+            assert not pools  # no worker runs beside jobs nobody has settled yet
+            assert not window.restore_banner.isVisible()
+            threading.Timer(0.5, release, [holder]).start()
+            qtbot.waitUntil(window.restore_banner.isVisible, timeout=WAIT_MS * 2)
+            assert "1 requeued" in window.restore_banner.label.text()
+            assert not window.error_banner.isVisible()  # the wait is over: its line goes
+            qtbot.waitUntil(lambda: bool(pools) and pools[0].started, timeout=WAIT_MS)
+            statuses = [t.to_status for t in window.deps.queue.timeline(orphan)]
+            assert JobStatus.TIMEOUT in statuses
+        finally:
+            window.deps.confirm_quit = lambda _n: True
+            window.close()

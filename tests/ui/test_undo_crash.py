@@ -90,6 +90,6 @@ def test_a_window_killed_in_its_undo_time_has_the_cancel_finished_at_the_next_la
         assert (last.event, last.source, last.message) == (
             JobEvent.CANCEL.value, "recovery", WINDOW_GONE
         )  # fmt: skip
-        assert restored.cancelled == (job_id,)
+        assert restored is not None and restored.cancelled == (job_id,)
     finally:
         db.dispose()

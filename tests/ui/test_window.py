@@ -224,7 +224,7 @@ def test_orphaned_job_shows_the_restore_banner(
     assert queue_job.status == S.PROCESSING
     settings = load_settings()
     restore = recover_at_launch(queue, settings)
-    assert restore.job_ids == (job_id,), restore
+    assert restore is not None and restore.job_ids == (job_id,), restore
     window = make_window(restore=restore)
     assert window.restore_banner.isVisible()
     assert "1 requeued" in window.restore_banner.label.text()
