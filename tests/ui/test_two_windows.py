@@ -120,12 +120,15 @@ def test_each_window_records_the_jobs_it_paused_and_the_next_launch_offers_both(
     workers: FakeWorkers,
     quit_answers: list[int],
 ) -> None:
-    first_workers, second_workers = supervisors(queue), supervisors(other_queue)
+    first_workers = supervisors(queue)
     first = make_window(pool=first_workers, shutdown_timeout_s=10.0)
+    first_job = run_one_job(qtbot, queue, first_workers)
+    # Only now the second window and its worker: started together, either worker could
+    # claim the first job (it did, on a busy machine), and the test would wait in vain.
+    second_workers = supervisors(other_queue)
     second = make_window(
         pool=second_workers, service=QueueService(other_queue), shutdown_timeout_s=10.0
     )
-    first_job = run_one_job(qtbot, queue, first_workers)
     second_job = run_one_job(qtbot, other_queue, second_workers)
 
     first.close()  # pauses its job only, and remembers it
