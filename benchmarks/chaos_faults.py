@@ -7,7 +7,7 @@
 
 and of issue 21:
 
-    skew        a worker whose clock is minutes ahead or behind (libfaketime; monotonic
+    skew        a worker whose clock is minutes ahead or behind (skewed_clock/; monotonic
                 time is left true) runs beside the others for a while (PostgreSQL)
     stall       a running job's step freezes while its worker's heartbeat thread goes on
                 (the ledger runner's stall file, `app.testing.ledger.stall_file`)
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import os
 import random
 import shutil
@@ -216,26 +215,16 @@ def damage_file(path: Path, rng: random.Random, size: int = DAMAGE_BYTES) -> boo
 
 # --- a skewed clock --------------------------------------------------------------------------
 
-FAKETIME_LIBRARIES = "/usr/lib/*/faketime/libfaketimeMT.so.1"  # the threads-safe one
-
-
-def faketime_library() -> Path:
-    """libfaketime (Debian: apt-get install -y faketime); `FaultRefused` without it."""
-    found = sorted(glob.glob(FAKETIME_LIBRARIES))
-    if not found:
-        raise FaultRefused("The skew fault needs libfaketime: apt-get install -y faketime")
-    return Path(found[0])
+SKEWED_CLOCK_SITE = Path(__file__).parent / "skewed_clock"  # its sitecustomize skews a process
 
 
 def skewed_environment(offset_s: float) -> dict[str, str]:
-    """What a process needs in its environment to run with its clock `offset_s` off (true
-    monotonic time, so its waits and timeouts stay right), and to know it (the ledger)."""
-    return {
-        "LD_PRELOAD": str(faketime_library()),
-        "FAKETIME": f"{offset_s:+.0f}",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        SKEW_ENV: f"{offset_s:.0f}",
-    }
+    """What a process needs in its environment to run with its wall clock `offset_s` off
+    (monotonic time stays true, so its waits and timeouts stay right), and to know it (the
+    ledger): `skewed_clock/sitecustomize.py`, on PYTHONPATH so the workers it spawns run
+    skewed too."""
+    path = os.pathsep.join(p for p in (str(SKEWED_CLOCK_SITE), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path, SKEW_ENV: f"{offset_s:.0f}"}
 
 
 # --- a stalled step --------------------------------------------------------------------------

@@ -305,20 +305,41 @@ def test_a_run_that_finds_its_job_taken_ends_lost_and_one_that_raises_says_so(
     assert ends == [Mark.LOST, Mark.RAISED]
 
 
-def test_a_skewed_process_has_its_clock_off_its_monotonic_time_and_ledger_true() -> None:
-    probe = (
-        "import json, time; from app.testing.ledger import true_time;"
-        "print(json.dumps([time.time(), time.monotonic(), true_time()]))"
-    )
+SKEW_PROBE = """
+import json, multiprocessing, threading, time
+from app.testing.ledger import true_time
+
+def clocks(results):
+    results.put([time.time(), time.monotonic(), true_time()])
+
+if __name__ == "__main__":
+    time.sleep(0.01)  # both failed under libfaketime: EINVAL, and a wait as long as the skew
+    threading.Event().wait(0.01)
+    results = multiprocessing.get_context("spawn").Queue()
+    child = multiprocessing.get_context("spawn").Process(target=clocks, args=(results,))
+    child.start()
+    clocks(results)
+    print(json.dumps([results.get(timeout=60), results.get(timeout=60)]))
+    child.join()
+"""
+
+
+def test_a_skewed_process_and_its_workers_have_the_clock_off_monotonic_and_ledger_true(
+    tmp_path: Path,
+) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(SKEW_PROBE)
+    environment = os.environ | skewed_environment(-600.0)
+    environment["PYTHONPATH"] += os.pathsep + str(REPO)
     before_wall, before_mono = time.time(), time.monotonic()
     child = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-        env=os.environ | skewed_environment(-600.0) | {"PYTHONPATH": str(REPO)},
+        [sys.executable, str(probe)], capture_output=True, text=True, check=True,
+        env=environment, timeout=120,
     )  # fmt: skip
-    wall, mono, true = json.loads(child.stdout)
-    assert wall == pytest.approx(before_wall - 600, abs=30)
-    assert mono == pytest.approx(before_mono, abs=30)  # waits and timeouts stay right
-    assert true == pytest.approx(before_wall, abs=30)
+    for wall, mono, true in json.loads(child.stdout):  # the process, and a worker it spawned
+        assert wall == pytest.approx(before_wall - 600, abs=30)
+        assert mono == pytest.approx(before_mono, abs=30)  # waits and timeouts stay right
+        assert true == pytest.approx(before_wall, abs=30)
 
 
 def test_a_replaced_database_is_the_backup_for_new_connections_only(tmp_path: Path) -> None:
