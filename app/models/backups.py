@@ -121,9 +121,8 @@ def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Pat
         where = chosen or backups_dir(db_path)
         raise DatabaseError(f"There is no backup to restore at {where}", db_path)
     check_restorable(chosen)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     kind = "damaged" if db_path.exists() and _problem(db_path) else "replaced"
-    set_aside = db_path.with_name(f"{db_path.name}.{kind}-{stamp}")
+    set_aside = _set_aside_name(db_path, kind, time.time())
     for suffix in ("", "-wal", "-shm"):
         current = Path(f"{db_path}{suffix}")
         if current.exists():
@@ -132,6 +131,19 @@ def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Pat
     shutil.copyfile(chosen, partial)
     os.replace(partial, db_path)
     return chosen, set_aside
+
+
+def _set_aside_name(db_path: Path, kind: str, now: float) -> Path:
+    """`<name>.<kind>-<date>-<time>-<ms>`, never one in use: two restores in one second must
+    not put the second set-aside file over the first."""
+    millis = int(now * 1000)
+    while True:
+        seconds, ms = divmod(millis, 1000)
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(seconds))
+        target = db_path.with_name(f"{db_path.name}.{kind}-{stamp}-{ms:03d}")
+        if not any(Path(f"{target}{suffix}").exists() for suffix in ("", "-wal", "-shm")):
+            return target
+        millis += 1
 
 
 def check_restorable(candidate: Path) -> None:

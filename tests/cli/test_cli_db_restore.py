@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.models.backups import back_up, list_backups
+from app.models.backups import back_up, list_backups, restore_backup
 from app.models.opening import open_database
 from tests.cli.test_cli_faults import app_command, assert_one_line_error, jobs_in, stored_count
 from tests.faults import damage, file_digest
@@ -137,3 +137,20 @@ def test_backups_taken_in_the_same_second_are_all_kept(tmp_path: Path) -> None:
 
     assert len(set(taken)) == 3
     assert list_backups(path) == taken  # in the order they were taken
+
+
+def test_restores_in_the_same_second_keep_every_file_they_set_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.models.backups as backups
+
+    path = tmp_path / "easel.db"
+    db = open_database(path)
+    backup = back_up(db, now=1_800_000_000.5)
+    db.dispose()
+    monkeypatch.setattr(backups.time, "time", lambda: 1_800_000_000.5)  # one instant, twice
+
+    set_aside = [restore_backup(path, backup)[1] for _ in range(2)]
+
+    assert len(set(set_aside)) == 2 and all(kept.exists() for kept in set_aside)
+    assert all(".replaced-" in kept.name for kept in set_aside)
