@@ -256,14 +256,16 @@ def progress(request: Request, skip_current_image: bool = False) -> dict[str, An
 
 @router.post("/interrupt")
 def interrupt(request: Request) -> dict[str, Any]:
-    """Cancel the A1111 jobs not finished yet: a running one stops at its next step."""
+    """Cancel the A1111 jobs not finished yet: a running one stops at its next step.
+    Answers which, and the step each had reported when its cancel was committed."""
     state = state_of(request)
     source = source_for(client_name(request))
-    cancelled = []
+    cancelled, at_step = [], {}
     for job_id in state.records.unsettled(A1111_API):
         record = state.queue.cancel(job_id, source=source, message="interrupt (A1111 API)")
         cancelled.append(record.job_id)
-    return {"cancelled": cancelled}
+        at_step[str(job_id)] = state.live_step(job_id)
+    return {"cancelled": cancelled, "at_step": at_step}
 
 
 @router.post("/skip")

@@ -21,6 +21,7 @@ MAX_IN_FLIGHT = 64  # requests served at once (event streams apart); more get 50
 MAX_STREAMS = 64  # event streams open at once
 ESTIMATE_FOR_S = 30.0  # learned run times are read again after this long
 MODELS_FOR_S = 10.0
+KEEP_STEPS = 1000  # jobs whose last reported step is kept
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ServerState:
     records: Records = field(init=False)
     sd_model: str = DEFAULT_MODEL  # A1111's sd_model_checkpoint: the model its clients get
     _previews: dict[int, bytes] = field(default_factory=dict)
+    _steps: dict[int, int] = field(default_factory=dict)  # the newest step each job reported
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _estimator: tuple[float, Estimator] | None = None
     _models: tuple[float, list[ModelInfo]] | None = None
@@ -53,10 +55,20 @@ class ServerState:
         if message.job_id is None:
             return
         with self._lock:
-            if message.kind is MessageKind.PROGRESS and message.preview_png:
-                self._previews[message.job_id] = message.preview_png
+            if message.kind is MessageKind.PROGRESS:
+                self._steps[message.job_id] = message.step
+                if len(self._steps) > KEEP_STEPS:
+                    del self._steps[next(iter(self._steps))]
+                if message.preview_png:
+                    self._previews[message.job_id] = message.preview_png
             elif message.kind is MessageKind.FINISHED:
                 self._previews.pop(message.job_id, None)
+
+    def live_step(self, job_id: int) -> int | None:
+        """The newest step a worker of this server reported for the job (every step, sooner
+        than the job row, which is written a few times a second); None if none did."""
+        with self._lock:
+            return self._steps.get(job_id)
 
     def preview(self, job_id: int) -> bytes | None:
         with self._lock:
