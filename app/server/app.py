@@ -83,10 +83,6 @@ def _add_error_handlers(app: FastAPI, state: ServerState) -> None:
     async def http_error(_request: Request, failure: StarletteHTTPException) -> JSONResponse:
         return error(failure.status_code, _sentence(str(failure.detail)), failure.headers)
 
-    @app.exception_handler(BodyTooLarge)
-    async def too_large(_request: Request, failure: BodyTooLarge) -> JSONResponse:
-        return error(413, str(failure))
-
     @app.exception_handler(Exception)
     async def bug(request: Request, failure: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
@@ -145,7 +141,13 @@ class Guard:
         else:
             self.in_flight += 1
         try:
-            await self.app(scope, self._limited(receive), send)
+            if "content-length" not in headers and scope["method"] in ("POST", "PUT", "PATCH"):
+                buffered = await self._read_limited(receive)
+                if buffered is None:
+                    await _too_large(self.state.limits.max_body_bytes)(scope, receive, send)
+                    return
+                receive = _replay(buffered, receive)
+            await self.app(scope, receive, send)
         finally:
             if stream:
                 self.streams -= 1
@@ -169,31 +171,41 @@ class Guard:
                 return _too_large(self.state.limits.max_body_bytes)
         return None
 
-    def _limited(self, receive: Receive) -> Receive:
-        """A body without a length (chunked) is counted as it comes, and cut off past the
-        limit: the handler then fails to parse it and nothing is stored."""
-        seen = 0
+    async def _read_limited(self, receive: Receive) -> bytes | None:
+        """A body sent without a length (chunked), read as it comes; None past the limit
+        (the rest is left unread: the handler never sees it, nothing is stored)."""
         limit = self.state.limits.max_body_bytes
-
-        async def counted() -> Message:
-            nonlocal seen
+        parts: list[bytes] = []
+        seen = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge(limit)
-            return message
+            if message["type"] != "http.request":
+                return b"".join(parts)
+            body = message.get("body", b"")
+            seen += len(body)
+            if seen > limit:
+                return None
+            parts.append(body)
+            if not message.get("more_body", False):
+                return b"".join(parts)
 
-        return counted
 
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
 
-class BodyTooLarge(Exception):
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"The request body is larger than the limit of {limit // 2**20} MB.")
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 def _too_large(limit: int) -> JSONResponse:
-    return error(413, f"The request body is larger than the limit of {limit // 2**20} MB.")
+    size = f"{limit // 2**20} MB" if limit >= 2**20 else f"{limit} bytes"
+    return error(413, f"The request body is larger than the limit of {size}.")
 
 
 def json_line(payload: Any) -> str:
