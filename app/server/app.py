@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -52,7 +52,7 @@ def create_app(state: ServerState) -> FastAPI:
     return app
 
 
-def error(status: int, sentence: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error(status: int, sentence: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": sentence}, status_code=status, headers=headers)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -84,10 +85,10 @@ def stop(process: subprocess.Popen[str]) -> None:
 
 def wait_for(
     client: httpx.Client, job_id: int, statuses: Sequence[str], timeout_s: float = 60
-) -> dict[str, object]:
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
-        job: dict[str, object] = client.get(f"/api/v1/jobs/{job_id}").json()
+        job: dict[str, Any] = client.get(f"/api/v1/jobs/{job_id}").json()
         if job["status"] in statuses:
             return job
         if time.monotonic() > deadline:
