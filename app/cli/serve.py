@@ -13,6 +13,7 @@ from app.engine.store.opening import OpenFor, open_queue
 from app.engine.workers.headless import WorkerCannotStart
 from app.engine.workers.worker import WorkerConfig, database_file
 from app.errors import BadInput
+from app.server.state import MAX_IN_FLIGHT, Limits
 
 EXIT_FAILED = 1
 
@@ -40,6 +41,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="let browser pages from ORIGIN call the API (default: none)",
     )
     serve.add_argument(
+        "--max-in-flight", type=int, default=MAX_IN_FLIGHT, metavar="N",
+        help=f"requests served at once; more get 503 (default {MAX_IN_FLIGHT})",
+    )  # fmt: skip
+    serve.add_argument(
         "--no-workers",
         action="store_true",
         help="run no worker here (other processes or machines run the jobs)",
@@ -60,7 +65,10 @@ def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
         print(f"new token stored in {token_path()}: {given}", file=sys.stderr)
     token = token_for(args.host, given)
     settings = load_settings()
-    options = ServeOptions(args.host, args.port, token, tuple(args.cors))
+    if args.max_in_flight < 1:
+        raise BadInput(f"--max-in-flight must be at least 1, not {args.max_in_flight}")
+    limits = Limits(max_in_flight=args.max_in_flight)
+    options = ServeOptions(args.host, args.port, token, tuple(args.cors), limits)
     workers = None
     if not args.no_workers:
         worker_queue = open_queue(purpose=OpenFor.HEADLESS)

@@ -98,9 +98,8 @@ def submit_job(
 def get_job(job_id: int, request: Request) -> dict[str, Any]:
     """A job: status, progress, ETA, error, its whole timeline and links to its image."""
     state = state_of(request)
-    job = state.queue.get(job_id)
-    return job_json(state, job, timeline=state.queue.timeline(job_id),
-                    record=state.records.get(job_id))  # fmt: skip
+    job, timeline, record = state.records.job_view(state.queue, job_id)
+    return job_json(state, job, timeline=timeline, record=record)
 
 
 @router.get("/jobs")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
+from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -31,10 +34,21 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 STREAM_PATHS = ("/api/v1/events",)
+HANDLER_THREADS = int(os.environ.get("EASEL_SERVER_THREADS", "8"))
+
+
+@asynccontextmanager
+async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    # Few threads for the handlers: each holds the GIL for most of its few milliseconds, so
+    # more threads only queue inside the interpreter, unfairly (the slowest poll waited
+    # seconds); the rest wait their turn in the limiter, first come first served.
+    to_thread.current_default_thread_limiter().total_tokens = HANDLER_THREADS
+    yield
 
 
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(
+        lifespan=_lifespan,
         title="Easel", version=__version__,
         description="Easel's job queue over HTTP: durable jobs, the same transition table as "
         "the window and the command line. `/sdapi/v1` speaks AUTOMATIC1111's API.",

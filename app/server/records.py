@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, bindparam, insert, or_, select, update
 
-from app.engine.jobs.queue import StoredHook
+from app.engine.jobs.queue import JobNotFound, JobQueue, StoredHook
 from app.models.db import Database, HotTransaction
-from app.models.tables import API_JOB, JOB
+from app.models.tables import API_JOB, JOB, TRANSITION, Job, JobTransition
 
 EASEL_API, A1111_API = "easel", "sdapi"
 
@@ -57,6 +57,21 @@ class Records:
         with self.db.read() as conn:
             row = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
         return None if row is None else _record(row)
+
+    def job_view(
+        self, queue: JobQueue, job_id: int
+    ) -> tuple[Job, list[JobTransition], ApiRecord | None]:
+        """A job, its timeline and its record, in one read (what a status poll asks)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
+            if row is None:
+                raise JobNotFound(job_id)
+            history = conn.execute(
+                select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
+            ).all()
+            api = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
+        timeline = [JobTransition.model_validate(t._mapping) for t in history]
+        return Job.model_validate(row._mapping), timeline, None if api is None else _record(api)
 
     def unsettled(self, api: str) -> list[int]:
         """Jobs submitted through `api` that are not finished (A1111's interrupt)."""

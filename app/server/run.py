@@ -39,7 +39,7 @@ def make_server(queue: JobQueue, settings: Settings, options: ServeOptions,
     )  # fmt: skip
     config = uvicorn.Config(
         create_app(state), host=options.host, port=options.port, log_level="warning",
-        access_log=False, timeout_graceful_shutdown=2, lifespan="off",
+        access_log=False, timeout_graceful_shutdown=2, lifespan="on",
     )  # fmt: skip
     return uvicorn.Server(config), state
 
