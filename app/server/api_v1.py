@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from app.engine.history.eta import job_estimate
+from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.params import (
@@ -34,6 +34,7 @@ PREFIX = "/api/v1"
 router = APIRouter(prefix=PREFIX, tags=["easel"])
 router.include_router(events_router)
 MAX_PAGE = 500
+RUNNING = [status for status in JobStatus if status.is_running]
 
 
 def state_of(request: Request) -> ServerState:
@@ -212,12 +213,17 @@ def loras(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/queue")
 def queue_stats(request: Request) -> dict[str, Any]:
-    """Jobs by status and the workers of every machine."""
+    """Jobs by status, the time the queued and running ones need (learned run times over
+    the live workers; null before any job finished) and the workers of every machine."""
     state = state_of(request)
     counts = state.queue.count_by_status()
     workers = list_workers(state.queue, timeout_s=state.settings.heartbeat_timeout_s)
+    waiting = state.queue.jobs([JobStatus.PENDING, *RUNNING], limit=MAX_PAGE)
+    live = sum(1 for w in workers if not w.state.is_gone)
+    estimate = queue_estimate(state.estimator(), waiting, workers=max(1, live))
     return {
         "counts": {status.value: counts.get(status, 0) for status in JobStatus},
+        "eta_s": None if estimate.seconds is None else round(estimate.seconds, 1),
         "workers": [
             {
                 "id": w.worker_id,

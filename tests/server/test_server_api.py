@@ -35,8 +35,10 @@ class Running:
 
 
 @contextmanager
-def running(queue: JobQueue, limits: Limits | None = None) -> Iterator[Running]:
-    options = ServeOptions(port=free_port(), limits=limits or Limits())
+def running(
+    queue: JobQueue, limits: Limits | None = None, cors: tuple[str, ...] = ()
+) -> Iterator[Running]:
+    options = ServeOptions(port=free_port(), limits=limits or Limits(), cors_origins=cors)
     server, _state = make_server(queue, Settings(), options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -205,3 +207,19 @@ def test_a1111_names_and_png_info(api: Running) -> None:
         "/sdapi/v1/png-info", json={"image": base64.b64encode(buffer.getvalue()).decode()}
     )
     assert answer.json()["info"] == text and answer.json()["parameters"]["Seed"] == "7"
+
+
+def test_browsers_are_let_in_only_from_the_origins_configured(queue: JobQueue) -> None:
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    with running(queue) as closed:
+        answer = closed.client.options("/api/v1/jobs", headers=preflight)
+        assert "access-control-allow-origin" not in answer.headers
+        plain = closed.client.get("/api/v1/queue", headers={"Origin": "https://app.example"})
+        assert "access-control-allow-origin" not in plain.headers
+    with running(queue, cors=("https://app.example",)) as opened:
+        answer = opened.client.options("/api/v1/jobs", headers=preflight)
+        assert answer.headers["access-control-allow-origin"] == "https://app.example"
+        other = opened.client.options(
+            "/api/v1/jobs", headers={**preflight, "Origin": "https://evil.example"}
+        )  # fmt: skip
+        assert "access-control-allow-origin" not in other.headers

@@ -76,6 +76,24 @@ def test_webuiapi_txt2img_is_pixel_equal_to_generate_and_a_job_with_a_timeline(
     assert timeline[0].source.startswith("api:python-requests")
 
 
+def test_webuiapi_img2img_is_a_job_with_its_init_image_and_png_info_reads_it_back(
+    served: Served, store: JobQueue
+) -> None:
+    api = a1111(served)
+    start = Image.new("RGB", (64, 64), (30, 160, 220))
+    result = api.img2img(images=[start], prompt="a boat", seed=11, width=64, height=64,
+                         denoising_strength=0.5, cfg_scale=4, steps=4)  # fmt: skip
+    [image] = result.images
+    assert image.size == (64, 64)
+    [job_id] = result.info["easel_job_ids"]
+    job = store.get(job_id)
+    assert job.status == "SUCCESS" and job.strength == 0.5 and job.progress_step == 2
+    assert job.init_image.startswith("upload:")
+    info = api.png_info(image)
+    assert info.info.startswith("a boat\n") and "Denoising strength: 0.5" in info.info
+    assert info.parameters["Seed"] == "11"
+
+
 def test_interrupt_cancels_the_running_job_at_its_next_step(served: Served) -> None:
     api = a1111(served)
     answer: list[Any] = []
