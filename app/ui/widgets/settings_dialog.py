@@ -123,7 +123,7 @@ class SettingsDialog(QDialog):
         self.api_port.setSpecialValueText(self.tr("off"))
         self.api_port.setToolTip(
             self.tr("While the window is open, other programs (A1111 clients too) can queue "
-                    "jobs at http://127.0.0.1:<port>")
+                    "jobs at http://127.0.0.1:<port>; from the next start of Easel")
         )  # fmt: skip
         self._settings = settings
         self.error = QLabel()
@@ -149,8 +149,8 @@ class SettingsDialog(QDialog):
             form.addRow(self.tr("Language"), self.language)
         note = QLabel(
             self.tr(
-                "Workers, timeouts, the shared queue, the API port and the language take effect "
-                "the next time Easel starts."
+                "Workers, timeouts, the shared queue and the language take effect the next "
+                "time Easel starts."
             )
         )
         note.setObjectName("hint")
