@@ -49,8 +49,8 @@ class SubmitBody(BaseModel):
     scheduler: str = DEFAULT_SCHEDULER
     steps: int = GenerationParams.steps
     cfg: float = GenerationParams.cfg
-    width: int = GenerationParams.width
-    height: int = GenerationParams.height
+    width: int | None = Field(None, description="default: the init image's, else 64")
+    height: int | None = Field(None, description="default: the init image's, else 64")
     seed: int = GenerationParams.seed
     count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
     parents: list[int] = Field(default_factory=list, max_length=64)
@@ -78,11 +78,13 @@ def submit_job(
     init = decode_image(body.init_image) if body.init_image is not None else None
     params = GenerationParams(
         prompt=body.prompt, negative_prompt=body.negative_prompt, model=body.model,
-        scheduler=body.scheduler, steps=body.steps, cfg=body.cfg, width=body.width,
-        height=body.height, seed=body.seed, strength=body.strength if init else 1.0,
+        scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
+        width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
+        seed=body.seed, strength=body.strength if init else 1.0,
     )  # fmt: skip
+    sized = body.width is not None or body.height is not None
     job = JobRequest(
-        params, count=body.count, parents=body.parents, init_image=init,
+        params, count=body.count, parents=body.parents, init_image=init, init_sized=sized,
         priority=body.priority, max_attempts=body.max_attempts, callback_url=body.callback_url,
     )  # fmt: skip
     submitted = submit(

@@ -54,6 +54,7 @@ class JobRequest:
     count: int = 1
     parents: Sequence[int] = ()
     init_image: bytes | None = None
+    init_sized: bool = True  # the request gave the size; else the init image gives it
     priority: int = 0
     max_attempts: int | None = None
     callback_url: str | None = None
@@ -73,13 +74,13 @@ def submit(
     params = job.params
     init_png = None
     if job.init_image is not None:
-        size_given = (params.width, params.height)
-        prepared = prepare_init_image(job.init_image, size_given)
+        size = (params.width, params.height) if job.init_sized else None
+        prepared = prepare_init_image(job.init_image, size)
         init_png = prepared.png
+        params = replace(params, width=prepared.width, height=prepared.height)
     if job.callback_url is not None:
         check_callback_url(job.callback_url)
-    params = params.validated()
-    check_runnable(params, state.settings.model_search_path())
+    params = params.validated()  # checked as a worker would by `submit_with_follow_ups`
     request_key = None
     if key is not None:
         content = {"params": params.to_dict(), "count": job.count, "parents": list(job.parents),
@@ -89,7 +90,7 @@ def submit(
         request_key = RequestKey(key, fingerprint_of(content))
     attempts = job.max_attempts or state.settings.max_attempts
     new = NewJob(
-        replace(params), count=job.count, parents=tuple(job.parents), init_png=init_png,
+        params, count=job.count, parents=tuple(job.parents), init_png=init_png,
         max_attempts=attempts, priority=job.priority,
     )  # fmt: skip
     return submit_with_follow_ups(

@@ -149,7 +149,7 @@ def test_too_many_requests_in_flight_are_refused_until_one_ends(queue: JobQueue)
 
 def test_an_init_image_is_stored_with_its_job(api: Running) -> None:
     buffer = io.BytesIO()
-    Image.new("RGB", (64, 64), (200, 10, 10)).save(buffer, format="PNG")
+    Image.new("RGB", (96, 80), (200, 10, 10)).save(buffer, format="PNG")
     body = {"prompt": "a cat", "init_image": base64.b64encode(buffer.getvalue()).decode(),
             "strength": 0.5, "count": 2}  # fmt: skip
     answer = api.client.post("/api/v1/jobs", json=body)
@@ -157,6 +157,10 @@ def test_an_init_image_is_stored_with_its_job(api: Running) -> None:
     jobs = answer.json()["jobs"]
     assert len(jobs) == 2 and all(j["init_image"].startswith("upload:") for j in jobs)
     assert [j["strength"] for j in jobs] == [0.5, 0.5]
+    assert (jobs[0]["width"], jobs[0]["height"]) == (96, 80)  # no size asked: the image's
+    body["width"] = body["height"] = 64
+    resized = api.client.post("/api/v1/jobs", json=body).json()["jobs"][0]
+    assert (resized["width"], resized["height"]) == (64, 64)
 
 
 def test_listing_searching_starring_and_stats(api: Running) -> None:
