@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import db, export, graph, history, jobs, worker
+from app.cli import db, export, graph, history, jobs, serve, worker
 from app.engine import paths
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
@@ -26,6 +26,7 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     graph.add_commands,  # after jobs: it extends `submit`
     history.add_commands,
     export.add_commands,
+    serve.add_commands,
 ]
 EXIT_BUG = 1
 EXIT_REFUSED = 2  # as argparse exits on a bad argument

@@ -100,6 +100,9 @@ class Settings:
     new_jobs_start_with: NewJobValues = NewJobValues.LAST_USED
     new_job_defaults: JobDefaults = field(default_factory=JobDefaults)
     prune_images: bool = False  # a prune also deletes the removed jobs' images (never unasked)
+    # The HTTP API (`python -m app serve`) on 127.0.0.1 at this port while the window is
+    # open (app/ui/qt/api_server.py); 0: off.
+    api_port: int = 0
 
     def validated(self) -> Settings:
         problems = []
@@ -118,6 +121,8 @@ class Settings:
             problems.append("checkpoint interval must be 0 (off) or between 1 and 3600 seconds")
         if self.keep_finished_days < 0 or self.keep_finished_jobs < 0:
             problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
+        if not (self.api_port == 0 or 1024 <= self.api_port <= 65535):
+            problems.append("the API port must be 0 (off) or between 1024 and 65535")
         problems += [f"new-job defaults: {p}" for p in self.new_job_defaults.problems()]
         if problems:
             raise InvalidSettings("; ".join(problems))

@@ -14,9 +14,17 @@ from sqlmodel import SQLModel
 from app.errors import DatabaseError
 from app.models.db import Database
 from app.models.search_index import create_search_index
-from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
+from app.models.tables import (
+    API_JOB,
+    JOB_FILE,
+    JOB_INPUT,
+    JOB_PARENT,
+    REQUEST_KEY,
+    WORKER,
+    SchemaInfo,
+)
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class SchemaTooNew(DatabaseError):
@@ -86,6 +94,13 @@ def _v7_to_v8(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN cancel_after FLOAT")
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    # Version 9 serves the queue over HTTP (issue 22): clients' Idempotency-Keys
+    # (request_key) and what a client asked of each job it submitted (api_job: its name,
+    # the callback URL told of the final status, how that delivery went).
+    SQLModel.metadata.create_all(conn, tables=[REQUEST_KEY, API_JOB])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -94,6 +109,7 @@ MIGRATIONS: dict[int, Migration] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

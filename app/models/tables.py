@@ -177,6 +177,38 @@ class WorkerRow(SQLModel, table=True):
     requested_by: str | None = None  # who asked, for the paused job's timeline
 
 
+class RequestKey(SQLModel, table=True):
+    """A client's `Idempotency-Key` and the jobs its first request made (schema 9): the same
+    key sent again (a retried POST) answers with those jobs and stores nothing new. The key
+    row is written first in the submit's own transaction, so two requests racing with one
+    key make one set of jobs on either store (app/engine/jobs/request_keys.py)."""
+
+    __tablename__ = "request_key"
+    __table_args__ = (Index("ix_request_key_created", "created_at"),)
+
+    key: str = Field(sa_column=Column(String(200), primary_key=True))
+    fingerprint: str  # a digest of the request: the key reused for another request is refused
+    job_ids: str = ""  # JSON {"jobs": [...], "follow_ups": [...]}; no foreign key (prune)
+    created_at: float
+
+
+class ApiJob(SQLModel, table=True):
+    """What an HTTP client asked for a job beyond its settings (schema 9): who asked, through
+    which API, and the callback URL told of its final status (app/server/callbacks.py)."""
+
+    __tablename__ = "api_job"
+    __table_args__ = (Index("ix_api_job_callback", "callback_done_at", "job_id"),)
+
+    job_id: int = Field(primary_key=True)  # no foreign key: a pruned job must not block it
+    api: str = Field(sa_column=Column(String(16), nullable=False))  # "easel" or "sdapi"
+    client: str = ""
+    callback_url: str | None = None
+    callback_attempts: int = 0
+    callback_next_at: float | None = None  # not before this time (backoff)
+    callback_done_at: float | None = None  # delivered (2xx) or given up
+    callback_result: str = ""  # "delivered: 200", "gave up after 8 attempts: ..."
+
+
 class SchemaInfo(SQLModel, table=True):
     """One row: the schema version this database is at (portable, unlike PRAGMA user_version)."""
 
@@ -192,3 +224,5 @@ JOB_PARENT = JobParent.__table__  # type: ignore[attr-defined]
 JOB_INPUT = JobInput.__table__  # type: ignore[attr-defined]
 JOB_FILE = JobFile.__table__  # type: ignore[attr-defined]
 WORKER = WorkerRow.__table__  # type: ignore[attr-defined]
+REQUEST_KEY = RequestKey.__table__  # type: ignore[attr-defined]
+API_JOB = ApiJob.__table__  # type: ignore[attr-defined]

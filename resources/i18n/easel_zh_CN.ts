@@ -117,6 +117,25 @@
     </message>
 </context>
 <context>
+    <name>ApiServer</name>
+    <message>
+        <source>API: starting on port {port}</source>
+        <translation>API：正在端口 {port} 上启动</translation>
+    </message>
+    <message>
+        <source>API: {address}</source>
+        <translation>API：{address}</translation>
+    </message>
+    <message>
+        <source>Other programs can queue jobs here; see /docs</source>
+        <translation>其他程序可以在这里排队任务；见 /docs</translation>
+    </message>
+    <message>
+        <source>API stopped (exit {code}; see logs/server.log)</source>
+        <translation>API 已停止（退出码 {code}；见 logs/server.log）</translation>
+    </message>
+</context>
+<context>
     <name>Banner</name>
     <message>
         <source>Dismiss</source>
@@ -1223,6 +1242,10 @@ Resume continues from there.</source>
         <translation>Easel 会在启动时和每小时自动删除较旧的已完成任务；已加星标、已暂停和未完成的任务始终保留</translation>
     </message>
     <message>
+        <source>While the window is open, other programs (A1111 clients too) can queue jobs at http://127.0.0.1:&lt;port&gt;; from the next start of Easel</source>
+        <translation>窗口打开时，其他程序（包括 A1111 客户端）可以在 http://127.0.0.1:&lt;端口&gt; 排队任务；下次启动 Easel 时生效</translation>
+    </message>
+    <message>
         <source>Models folder</source>
         <translation>模型文件夹</translation>
     </message>
@@ -1253,6 +1276,10 @@ Resume continues from there.</source>
     <message>
         <source>Keep at most</source>
         <translation>最多保留</translation>
+    </message>
+    <message>
+        <source>HTTP API port</source>
+        <translation>HTTP API 端口</translation>
     </message>
     <message>
         <source>Language</source>

@@ -29,7 +29,7 @@ def test_a_database_from_before_a_table_gains_it(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 8
+        assert stored_schema_version(db) == SCHEMA_VERSION == 9
         with db.read() as conn:
             assert inspect(conn).has_table(table)
             assert columns <= {column["name"] for column in inspect(conn).get_columns(table)}
@@ -49,10 +49,39 @@ def test_a_version_7_database_gains_the_pending_cancel_and_keeps_its_jobs(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 8
+        assert stored_schema_version(db) == SCHEMA_VERSION == 9
         queue = JobQueue(db)
         assert queue.get(job_id).cancel_after is None  # nothing was pending before
         assert hold_for_undo(queue, job_id, cancel_after=123.0) is Hold.QUEUED
         assert queue.get(job_id).cancel_after == 123.0
+    finally:
+        db.dispose()
+
+
+@pytest.mark.both_backends
+def test_a_version_8_database_gains_the_server_tables_and_keeps_its_jobs(
+    db_location: str,
+) -> None:
+    from app.engine.jobs.queue import NewJobs
+    from app.engine.jobs.request_keys import RequestKey
+
+    db = open_database(db_location)
+    job_id = JobQueue(db).submit(GenerationParams("an old cat"))
+    with db.write() as conn:
+        conn.execute(text("DROP TABLE request_key"))
+        conn.execute(text("DROP TABLE api_job"))
+        conn.execute(text("UPDATE schema_info SET version = 8"))
+    db.dispose()
+    db = open_database(db_location)
+    try:
+        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        with db.read() as conn:
+            assert {"request_key", "api_job"} <= set(inspect(conn).get_table_names())
+        queue = JobQueue(db)
+        assert queue.get(job_id).prompt == "an old cat"
+        key = RequestKey("k-1", "f")
+        first = queue.submit_keyed(NewJobs([GenerationParams("a new cat")]), key=key)
+        again = queue.submit_keyed(NewJobs([GenerationParams("a new cat")]), key=key)
+        assert again.replayed and again.jobs == first.jobs != [job_id]
     finally:
         db.dispose()

@@ -24,7 +24,14 @@ from app.engine.jobs.graph import (
 )
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import MAX_SEED, GenerationParams
-from app.engine.jobs.queue import DEFAULT_MAX_ATTEMPTS, JobQueue, NewJobs, params_of
+from app.engine.jobs.queue import (
+    DEFAULT_MAX_ATTEMPTS,
+    JobQueue,
+    NewJobs,
+    StoredHook,
+    params_of,
+)
+from app.engine.jobs.request_keys import RequestKey
 
 # What a worker would refuse, raised as a UserError before anything is stored: the CLI and
 # the window hand in `check_runnable` (request_checks), so a follow-up job is refused at
@@ -78,6 +85,7 @@ class NewJob:
 class Submitted:
     jobs: tuple[int, ...] = ()  # the new jobs (none when the follow-ups are for a stored job)
     follow_ups: tuple[int, ...] = field(default=())  # in the order of the jobs they follow
+    replayed: bool = False  # the request's key was seen before: these are the first one's
 
     @property
     def all(self) -> tuple[int, ...]:
@@ -91,11 +99,15 @@ def submit_with_follow_ups(
     *,
     source: str = "user",
     check: Check | None = None,
+    key: RequestKey | None = None,
+    with_jobs: StoredHook | None = None,
 ) -> Submitted:
     """Submit `job` (or take the stored job of that id) and the `follow_ups` of each of its
     jobs, in one transaction. Everything is validated and `check`ed before anything is
     stored; follow-ups get their parent's priority and attempts. Raises `UserError` (bad
-    settings, no such job, what `check` refuses) having stored nothing."""
+    settings, no such job, what `check` refuses) having stored nothing. `key`: an
+    Idempotency-Key, `with_jobs`: rows stored with the jobs (see `JobQueue.submit_keyed`);
+    for a new job only."""
     if follow_ups.variations is not None and follow_ups.variations.count < 1:
         raise ValueError(f"count must be at least 1, not {follow_ups.variations.count}")
     if isinstance(job, int):
@@ -109,8 +121,10 @@ def submit_with_follow_ups(
         seed_batch(params, job.count), parents=job.parents, init_png=job.init_png,
         priority=job.priority, max_attempts=job.max_attempts, source=source,
     )  # fmt: skip
-    jobs, followers = queue.submit_linked(batch, _followers(follow_ups, batch))
-    return Submitted(tuple(jobs), tuple(followers))
+    stored = queue.submit_keyed(
+        batch, _followers(follow_ups, batch), key=key, with_jobs=with_jobs
+    )  # fmt: skip
+    return Submitted(tuple(stored.jobs), tuple(stored.follow_ups), stored.replayed)
 
 
 def _follow_stored(

@@ -28,6 +28,7 @@ from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, stored_links
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue_sql import QueueStatements, job_from_cursor
+from app.engine.jobs.request_keys import KeyStatements, RequestKey
 from app.engine.jobs.states import (
     JobEvent,
     JobStatus,
@@ -106,6 +107,17 @@ class NewJobs:
 
 # What waits for one job of a batch, from its id and stored settings (`submit_linked`).
 FollowUpsOf = Callable[[int, GenerationParams], Sequence[NewJobs]]
+# More rows that belong with new jobs, written in their submit's transaction (`submit_keyed`).
+StoredHook = Callable[[HotTransaction, list[int]], None]
+
+
+@dataclass(frozen=True)
+class StoredJobs:
+    """What `submit_keyed` stored, or (`replayed`) what the first request with its key did."""
+
+    jobs: list[int]
+    follow_ups: list[int]
+    replayed: bool = False
 
 
 @dataclass
@@ -130,12 +142,14 @@ class JobQueue:
     listeners: list[TransitionListener] = field(default_factory=list)
     _sql: QueueStatements = field(init=False, repr=False)
     _graph: GraphStatements = field(init=False, repr=False)
+    _keys: KeyStatements = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clock is _the_store_clock:
             self.clock = StoreClock(self.db)
         self._sql = QueueStatements(self.db)
         self._graph = GraphStatements(self.db)
+        self._keys = KeyStatements(self.db)
 
     # --- the store it lives in, as a window sees it -------------------------------------------
 
@@ -214,11 +228,28 @@ class JobQueue:
         of the batch, given its id and its stored settings (a random seed made concrete),
         which are not known before the insert. Returns (the batch's ids, the follow-ups').
         """
+        stored = self.submit_keyed(jobs, follow_ups)
+        return stored.jobs, stored.follow_ups
+
+    def submit_keyed(
+        self,
+        jobs: NewJobs,
+        follow_ups: FollowUpsOf | None = None,
+        *,
+        key: RequestKey | None = None,
+        with_jobs: StoredHook | None = None,
+    ) -> StoredJobs:
+        """`submit_linked`, once per `key`: a request whose key was seen before stores
+        nothing and answers with the jobs the first one made (`replayed`), even when the two
+        race (see `request_keys`). `with_jobs(tx, ids)`: rows that belong with the new jobs,
+        written in the same transaction (the HTTP server's record of who asked)."""
         checked, parents = _checked_batch(jobs)  # bad input opens no transaction
         now = self.clock()
         records: list[TransitionRecord] = []
         follow_up_records: list[TransitionRecord] = []
         with self.db.hot_write() as tx:
+            if key is not None and (earlier := self._keys.claim(tx, key, now)) is not None:
+                return StoredJobs(earlier.jobs, earlier.follow_ups, replayed=True)
             self._graph.check_parents(tx, parents)
             stored = self._insert_batch(tx, jobs, checked, parents, now)
             records.extend(stored)
@@ -229,9 +260,15 @@ class JobQueue:
                     follow_up_records.extend(
                         self._insert_batch(tx, follower, follower_params, follower_parents, now)
                     )
+            ids = [r.job_id for r in records]
+            follow_up_ids = [r.job_id for r in follow_up_records]
+            if key is not None:
+                self._keys.record(tx, key, ids, follow_up_ids)
+            if with_jobs is not None:
+                with_jobs(tx, [*ids, *follow_up_ids])
         for record in [*records, *follow_up_records]:
             self._notify(record)
-        return [r.job_id for r in records], [r.job_id for r in follow_up_records]
+        return StoredJobs(ids, follow_up_ids)
 
     def _insert_batch(
         self,

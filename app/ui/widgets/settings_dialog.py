@@ -119,6 +119,12 @@ class SettingsDialog(QDialog):
                     "starred, paused and unfinished jobs are always kept"
                 )
             )
+        self.api_port = _spin(0, 65535, settings.api_port)
+        self.api_port.setSpecialValueText(self.tr("off"))
+        self.api_port.setToolTip(
+            self.tr("While the window is open, other programs (A1111 clients too) can queue "
+                    "jobs at http://127.0.0.1:<port>; from the next start of Easel")
+        )  # fmt: skip
         self._settings = settings
         self.error = QLabel()
         self.error.setObjectName("error")
@@ -137,6 +143,7 @@ class SettingsDialog(QDialog):
         form.addRow(self.tr("Keep finished jobs for"), self.keep_days)
         form.addRow(self.tr("Keep at most"), self.keep_jobs)
         form.addRow("", self.prune_images)
+        form.addRow(self.tr("HTTP API port"), self.api_port)
         form.addRow("", self.resume)
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
@@ -194,6 +201,7 @@ class SettingsDialog(QDialog):
             new_job_defaults=self.new_jobs.defaults(),
             prune_images=self.prune_images.isChecked(),
             database_url=self.shared_queue.chosen_url(),
+            api_port=self.api_port.value(),
         )  # fmt: skip
 
     def accept(self) -> None:

@@ -18,6 +18,7 @@ from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.queue_service import CancelOutcome
 from app.ui.presenters.rows import ListFilter
 from app.ui.qt import window_state
+from app.ui.qt.api_server import start_api_server
 from app.ui.qt.dbthread import Runner, ThreadRunner
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.gc_guard import collect_on_gui_thread
@@ -83,10 +84,12 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_geometry()
         self._start_timers()
+        self.api_server = start_api_server(self, deps.settings.api_port)  # off: None
         self.quitting = Quitting(
             self, deps, self.store,
             stop_first=[*(t.stop for t in self.timers), self.vm.finish_cancel_now,
-                        self.feed.stop, self.pruner.stop],
+                        self.feed.stop, self.pruner.stop,
+                        *([self.api_server.stop] if self.api_server else [])],
             close_last=[self.notifier.hide, self.runner.close, self.image_runner.close,
                         deps.queue.close],
         )  # fmt: skip

@@ -1,0 +1,104 @@
+"""Idempotency keys: a client that retries a submit after a timeout gets the jobs its first
+request made, never a second set (schema 9, the `request_key` table).
+
+The key row is inserted first, inside the submit's own transaction, with `ON CONFLICT DO
+NOTHING`: on SQLite the transaction holds the write lock from BEGIN, so a second request
+with the key waits and then finds the row; on PostgreSQL the second insert waits for the
+first transaction's commit (a unique key being written) and then inserts nothing. Either
+way one transaction stores the jobs and the other returns them. A request that fails
+rolls its key back with it, so a retry after a refused request is decided afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from app.engine.jobs.params import InvalidParameters
+from app.errors import UserError
+from app.models.db import Database, HotTransaction
+from app.models.tables import REQUEST_KEY
+
+MAX_KEY_CHARS = 200
+
+
+class KeyReused(UserError):
+    """The key was used before for a request with other settings."""
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    key: str
+    fingerprint: str  # `fingerprint_of` the request: the same key for another request is refused
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.key) <= MAX_KEY_CHARS or not self.key.isprintable():
+            raise InvalidParameters(
+                f"the Idempotency-Key must be 1 to {MAX_KEY_CHARS} printable characters"
+            )
+
+
+def fingerprint_of(request: Any) -> str:
+    """A digest of a request's JSON-able content, the same for the same request."""
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What the first request with a key made."""
+
+    jobs: list[int]
+    follow_ups: list[int]
+
+
+class KeyStatements:
+    def __init__(self, db: Database) -> None:
+        dialect = postgresql if db.engine.dialect.name == "postgresql" else sqlite
+        claim = (
+            dialect.insert(REQUEST_KEY)
+            .values(
+                key=bindparam("key"),
+                fingerprint=bindparam("fingerprint"),
+                job_ids="",
+                created_at=bindparam("now"),
+            )
+            .on_conflict_do_nothing(index_elements=["key"])
+            .returning(REQUEST_KEY.c.key)
+        )
+        self._claim = db.prepare(claim)
+        self._read = db.prepare(
+            select(REQUEST_KEY.c.fingerprint, REQUEST_KEY.c.job_ids).where(
+                REQUEST_KEY.c.key == bindparam("key")
+            )
+        )
+        self._record = db.prepare(
+            update(REQUEST_KEY)
+            .where(REQUEST_KEY.c.key == bindparam("key"))
+            .values(job_ids=bindparam("job_ids"))
+        )
+
+    def claim(self, tx: HotTransaction, key: RequestKey, now: float) -> Earlier | None:
+        """Take `key` for this transaction (None), or what the request that took it made."""
+        values = {"key": key.key, "fingerprint": key.fingerprint, "now": now}
+        if tx.execute(self._claim, values).fetchone() is not None:
+            return None
+        row = tx.execute(self._read, {"key": key.key}).fetchone()
+        fingerprint, job_ids = row
+        if fingerprint != key.fingerprint:
+            raise KeyReused(
+                f"the Idempotency-Key {key.key!r} was already used for a different request"
+            )
+        stored = json.loads(job_ids)
+        return Earlier(list(stored["jobs"]), list(stored["follow_ups"]))
+
+    def record(
+        self, tx: HotTransaction, key: RequestKey, jobs: list[int], follow_ups: list[int]
+    ) -> None:
+        job_ids = json.dumps({"jobs": jobs, "follow_ups": follow_ups})
+        tx.execute(self._record, {"key": key.key, "job_ids": job_ids})

@@ -1,0 +1,372 @@
+"""`/sdapi/v1`: the part of AUTOMATIC1111's API that existing clients speak.
+
+Each image asked for is a normal durable Easel job (batch_size x n_iter of them), visible
+in the window with its timeline; the request waits for them and answers as A1111 does:
+base64 images and the `info` JSON (seed, all_seeds, infotexts, ...). A client that goes
+away does not take its jobs with it: they run, and stay in the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import random
+import time
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from app import __version__
+from app.engine.generation.files import a1111_parameters
+from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
+from app.engine.jobs.queue import params_of
+from app.engine.jobs.retry import is_settled
+from app.engine.jobs.states import JobStatus
+from app.engine.store.db_files import image_bytes
+from app.errors import BadInput
+from app.models.tables import Job
+from app.server.records import A1111_API
+from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
+from app.server.state import ServerState
+
+router = APIRouter(prefix="/sdapi/v1", tags=["automatic1111"])
+WAIT_POLL_S = 0.05
+
+# A1111's sampler names (and the old k-diffusion aliases) -> Easel's schedulers, which are
+# named as A1111 names them (app/engine/jobs/params.py SCHEDULERS; the worker maps each to
+# its diffusers scheduler in app/engine/generation/schedulers.py).
+SAMPLER_ALIASES: dict[str, tuple[str, ...]] = {
+    "Euler": ("k_euler",),
+    "Euler a": ("k_euler_a", "k_euler_ancestral"),
+    "DDIM": ("ddim",),
+    "DPM++ 2M": ("k_dpmpp_2m",),
+}
+_BY_NAME = {
+    name.lower(): easel for easel, aliases in SAMPLER_ALIASES.items() for name in (easel, *aliases)
+}
+# A1111 1.9+ sends the noise schedule apart; Easel's schedulers use the model's own.
+SCHEDULES_ACCEPTED = {"", "automatic", "normal", "uniform"}
+
+
+class UnsupportedRequest(BadInput):
+    """An A1111 feature Easel does not have: refused, never silently ignored."""
+
+
+class Txt2Img(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    prompt: str = Field("", max_length=20_000)
+    negative_prompt: str = Field("", max_length=20_000)
+    seed: int = -1
+    sampler_name: str | None = None
+    sampler_index: str | None = None
+    scheduler: str | None = None
+    batch_size: int = Field(1, ge=1, le=MAX_IMAGES)
+    n_iter: int = Field(1, ge=1, le=MAX_IMAGES)
+    steps: int = 20
+    cfg_scale: float = 7.0
+    width: int = 512
+    height: int = 512
+    enable_hr: bool = False
+    restore_faces: bool | None = False
+    tiling: bool | None = False
+    subseed_strength: float = 0.0
+    override_settings: dict[str, Any] | None = None
+    alwayson_scripts: dict[str, Any] | None = None
+    script_name: str | None = None
+    send_images: bool = True
+
+
+class Img2Img(Txt2Img):
+    init_images: list[str] = Field(default_factory=list, max_length=1)
+    denoising_strength: float = 0.75
+    mask: str | None = None
+    resize_mode: int = 0
+
+
+class PngInfoBody(BaseModel):
+    image: str
+
+
+def state_of(request: Request) -> ServerState:
+    state: ServerState = request.app.state.easel
+    return state
+
+
+@router.post("/txt2img")
+async def txt2img(body: Txt2Img, request: Request) -> dict[str, Any]:
+    return await _generate(body, request, init=None)
+
+
+@router.post("/img2img")
+async def img2img(body: Img2Img, request: Request) -> dict[str, Any]:
+    if len(body.init_images) != 1:
+        raise UnsupportedRequest("img2img needs exactly one image in init_images")
+    if body.mask:
+        raise UnsupportedRequest("inpainting (a mask) is not supported by Easel yet")
+    if body.resize_mode != 0:
+        raise UnsupportedRequest("only resize_mode 0 (just resize) is supported")
+    return await _generate(body, request, init=decode_image(body.init_images[0]))
+
+
+async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict[str, Any]:
+    state = state_of(request)
+    _refuse_unsupported(body)
+    model = (body.override_settings or {}).get("sd_model_checkpoint") or state.sd_model
+    seed = body.seed if body.seed != -1 else random.SystemRandom().randint(0, MAX_SEED)
+    strength = body.denoising_strength if isinstance(body, Img2Img) else 1.0
+    params = GenerationParams(
+        prompt=body.prompt, negative_prompt=body.negative_prompt, model=model_name(str(model)),
+        scheduler=easel_scheduler(body.sampler_name or body.sampler_index, body.scheduler),
+        steps=body.steps, cfg=body.cfg_scale, width=body.width, height=body.height,
+        seed=seed, strength=strength,
+    )  # fmt: skip
+    count = body.batch_size * body.n_iter
+    if count > MAX_IMAGES:
+        raise BadInput(f"batch_size x n_iter is {count}; at most {MAX_IMAGES} images a request")
+    job = JobRequest(params, count=count, init_image=init)
+    client = client_name(request)
+    key = request.headers.get("idempotency-key")
+    submitted = await run_in_threadpool(
+        lambda: submit(state, job, api=A1111_API, client=client, key=key)
+    )
+    jobs = await _wait(request, state, list(submitted.jobs))
+    return _response(body, jobs, state)
+
+
+async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> list[Job]:
+    while True:
+        jobs = await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
+        if all(_done(job) for job in jobs):
+            return jobs
+        if await request.is_disconnected():
+            return jobs  # nobody to answer; the jobs carry on, durable as any other
+        await asyncio.sleep(WAIT_POLL_S)
+
+
+def _done(job: Job) -> bool:
+    return is_settled(job) or (job.status == JobStatus.FAILED and not job.error_transient)
+
+
+def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, Any]:
+    failed = [job for job in jobs if job.status in (JobStatus.FAILED, JobStatus.TIMEOUT)]
+    done = [job for job in jobs if job.status == JobStatus.SUCCESS]
+    if failed and not done:
+        first = failed[0]
+        raise HTTPException(500, f"Job {first.id} {first.status}: {first.error or 'no reason'}")
+    images = []
+    for job in done if body.send_images else []:
+        data = image_bytes(state.queue.db, job)
+        if data is not None:
+            images.append(base64.b64encode(data).decode("ascii"))
+    shown = done or jobs
+    first = shown[0]
+    infotexts = [a1111_parameters(params_of(job)) for job in shown]
+    info = {
+        "prompt": first.prompt, "all_prompts": [j.prompt for j in shown],
+        "negative_prompt": first.negative_prompt,
+        "all_negative_prompts": [j.negative_prompt for j in shown],
+        "seed": first.seed, "all_seeds": [j.seed for j in shown],
+        "subseed": -1, "all_subseeds": [-1 for _ in shown], "subseed_strength": 0,
+        "width": first.width, "height": first.height, "sampler_name": first.scheduler,
+        "cfg_scale": first.cfg, "steps": first.steps, "batch_size": body.batch_size,
+        "restore_faces": False, "face_restoration_model": None, "sd_model_name": first.model,
+        "sd_model_hash": None, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
+        "denoising_strength": first.strength if first.init_image else None,
+        "extra_generation_params": {}, "index_of_first_image": 0, "infotexts": infotexts,
+        "styles": [], "job_timestamp": time.strftime("%Y%m%d%H%M%S"), "clip_skip": 1,
+        "is_using_inpainting_conditioning": False, "version": f"easel-{__version__}",
+        "easel_job_ids": [j.id for j in jobs],
+        "easel_statuses": {str(j.id): j.status for j in jobs},
+    }  # fmt: skip
+    parameters = body.model_dump(exclude={"init_images", "mask"})
+    return {"images": images, "parameters": parameters, "info": json.dumps(info)}
+
+
+def _refuse_unsupported(body: Txt2Img) -> None:
+    unsupported = [
+        ("enable_hr", body.enable_hr, "hires fix (enable_hr); queue an upscale of the job"),
+        ("restore_faces", body.restore_faces, "face restoration (restore_faces)"),
+        ("tiling", body.tiling, "tiling"),
+        ("subseed_strength", body.subseed_strength, "variation seeds (subseed_strength)"),
+        ("script_name", body.script_name, f"scripts ({body.script_name})"),
+        ("alwayson_scripts", body.alwayson_scripts, "always-on scripts (extensions)"),
+    ]
+    for _name, value, what in unsupported:
+        if value:
+            raise UnsupportedRequest(f"Easel does not support {what}")
+
+
+def easel_scheduler(sampler: str | None, schedule: str | None) -> str:
+    """The Easel scheduler for A1111's sampler name (and its 1.9+ schedule type)."""
+    name = (sampler or "Euler a").strip()
+    easel = _BY_NAME.get(name.lower())
+    if easel is None:
+        known = ", ".join(SAMPLER_ALIASES)
+        raise UnsupportedRequest(f"unknown sampler {name!r} (Easel has: {known})")
+    if (schedule or "").strip().lower() not in SCHEDULES_ACCEPTED:
+        raise UnsupportedRequest(
+            f"the schedule type {schedule!r} is not supported (Easel uses the model's own)"
+        )
+    return easel
+
+
+def model_name(title: str) -> str:
+    """A1111 titles carry a hash: `name [abc123]` -> `name`."""
+    text = title.strip()
+    if text.endswith("]") and " [" in text:
+        text = text.rsplit(" [", 1)[0]
+    return text
+
+
+@router.get("/progress")
+def progress(request: Request, skip_current_image: bool = False) -> dict[str, Any]:
+    state = state_of(request)
+    jobs = [state.queue.get(job_id) for job_id in state.records.unsettled(A1111_API)]
+    running = [job for job in jobs if JobStatus(job.status).is_running]
+    current = running[0] if running else None
+    fraction = 0.0
+    if jobs:
+        done = sum(job.progress_step / job.progress_total if job.progress_total else 0.0
+                   for job in jobs)  # fmt: skip
+        fraction = min(1.0, done / len(jobs))
+    eta = 0.0
+    estimator = state.estimator()
+    if jobs:
+        from app.engine.history.eta import job_estimate
+
+        eta = sum(job_estimate(estimator, job) or 0.0 for job in jobs)
+    image = None
+    if current is not None and not skip_current_image and current.id is not None:
+        preview = state.preview(current.id)
+        image = base64.b64encode(preview).decode("ascii") if preview else None
+    return {
+        "progress": round(fraction, 4), "eta_relative": round(eta, 2),
+        "state": {"skipped": False, "interrupted": False, "job": f"job {current.id}"
+                  if current else "", "job_count": len(jobs), "job_timestamp": "0",
+                  "job_no": 0, "sampling_step": current.progress_step if current else 0,
+                  "sampling_steps": current.progress_total if current else 0},
+        "current_image": image, "textinfo": None,
+    }  # fmt: skip
+
+
+@router.post("/interrupt")
+def interrupt(request: Request) -> dict[str, Any]:
+    """Cancel the A1111 jobs not finished yet: a running one stops at its next step.
+    Answers which, and the step each had reported when its cancel was committed."""
+    state = state_of(request)
+    source = source_for(client_name(request))
+    cancelled, at_step = [], {}
+    for job_id in state.records.unsettled(A1111_API):
+        record = state.queue.cancel(job_id, source=source, message="interrupt (A1111 API)")
+        cancelled.append(record.job_id)
+        at_step[str(job_id)] = state.live_step(job_id)
+    return {"cancelled": cancelled, "at_step": at_step}
+
+
+@router.post("/skip")
+def skip(request: Request) -> dict[str, Any]:
+    return interrupt(request)
+
+
+@router.get("/sd-models")
+def sd_models(request: Request) -> list[dict[str, Any]]:
+    return [
+        {
+            "title": m.name,
+            "model_name": m.name,
+            "hash": None,
+            "sha256": None,
+            "filename": m.name,
+            "config": None,
+        }
+        for m in state_of(request).models()
+        if m.supported
+    ]
+
+
+@router.get("/loras")
+def loras(request: Request) -> list[dict[str, Any]]:
+    from app.engine.generation.lora import available_loras, lora_folders
+
+    search_path = state_of(request).settings.model_search_path()
+    return [{"name": name, "alias": name, "path": path.name, "metadata": {}}
+            for name, path in available_loras(lora_folders(search_path)).items()]  # fmt: skip
+
+
+@router.get("/samplers")
+def samplers() -> list[dict[str, Any]]:
+    return [{"name": name, "aliases": list(SAMPLER_ALIASES.get(name, ())), "options": {}}
+            for name in SCHEDULERS]  # fmt: skip
+
+
+@router.get("/schedulers")
+def schedulers() -> list[dict[str, Any]]:
+    return [{"name": "automatic", "label": "Automatic", "aliases": None,
+             "default_rho": -1, "need_inner_model": False}]  # fmt: skip
+
+
+@router.get("/scripts")
+def scripts() -> dict[str, list[str]]:
+    return {"txt2img": [], "img2img": []}
+
+
+@router.get("/options")
+def get_options(request: Request) -> dict[str, Any]:
+    state = state_of(request)
+    return {"sd_model_checkpoint": state.sd_model, "sd_checkpoint_hash": None,
+            "samples_format": "png"}  # fmt: skip
+
+
+@router.post("/options")
+def set_options(options: dict[str, Any], request: Request) -> None:
+    """Only `sd_model_checkpoint` is taken (the model A1111 requests get); others are kept
+    by the clients' own A1111 and mean nothing here."""
+    state = state_of(request)
+    wanted = options.get("sd_model_checkpoint")
+    if wanted is None:
+        return
+    name = model_name(str(wanted))
+    found = {m.name: m for m in state.models()}
+    if name not in found or not found[name].supported:
+        known = ", ".join(sorted(n for n, m in found.items() if m.supported))
+        raise BadInput(f"there is no usable model {name!r} (models: {known})")
+    state.sd_model = name
+
+
+@router.post("/png-info")
+def png_info(body: PngInfoBody) -> dict[str, Any]:
+    from PIL import Image, UnidentifiedImageError
+
+    data = decode_image(body.image, "image")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            texts = {k: v for k, v in image.info.items() if isinstance(v, str)}
+    except (UnidentifiedImageError, OSError) as error:
+        raise BadInput(f"the image cannot be read ({error})") from error
+    info = texts.pop("parameters", "")
+    return {"info": info, "items": texts, "parameters": parse_parameters(info)}
+
+
+def parse_parameters(text: str) -> dict[str, Any]:
+    """A1111's `parameters` text as fields: Prompt, Negative prompt, Steps, Sampler, ..."""
+    if not text:
+        return {}
+    lines = text.split("\n")
+    fields: dict[str, Any] = {}
+    settings = lines[-1] if len(lines) > 1 and ": " in lines[-1] else ""
+    body = lines[:-1] if settings else lines
+    prompt = [line for line in body if not line.startswith("Negative prompt: ")]
+    negative = [line.removeprefix("Negative prompt: ") for line in body
+                if line.startswith("Negative prompt: ")]  # fmt: skip
+    fields["Prompt"] = "\n".join(prompt)
+    fields["Negative prompt"] = "\n".join(negative)
+    for part in settings.split(", "):
+        key, sep, value = part.partition(": ")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return fields

@@ -1,0 +1,284 @@
+"""Easel's own API, `/api/v1`: jobs in and out, their timelines, images and the queue.
+
+Handlers are plain functions: FastAPI runs them on its thread pool, where the queue's
+blocking calls belong. Requests the transition table refuses answer 409 with its reason;
+repeated cancels and pauses are harmless (ALREADY_SATISFIED: `changed` is false)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from app.engine.history.eta import job_estimate, queue_estimate
+from app.engine.history.favourites import star
+from app.engine.history.search import JobFilter, search
+from app.engine.jobs.params import (
+    DEFAULT_MODEL,
+    DEFAULT_SCHEDULER,
+    MAX_IMAGES,
+    GenerationParams,
+)
+from app.engine.jobs.queue import JobQueue, TransitionRecord
+from app.engine.jobs.states import JobStatus
+from app.engine.store.db_files import image_bytes
+from app.engine.workers.roster import list_workers
+from app.models.tables import Job, JobTransition
+from app.server.events import router as events_router
+from app.server.records import EASEL_API, ApiRecord
+from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
+from app.server.state import ServerState
+
+PREFIX = "/api/v1"
+router = APIRouter(prefix=PREFIX, tags=["easel"])
+router.include_router(events_router)
+MAX_PAGE = 500
+RUNNING = [status for status in JobStatus if status.is_running]
+
+
+def state_of(request: Request) -> ServerState:
+    state: ServerState = request.app.state.easel
+    return state
+
+
+class SubmitBody(BaseModel):
+    prompt: str = Field(max_length=20_000)
+    negative_prompt: str = Field("", max_length=20_000)
+    model: str = DEFAULT_MODEL
+    scheduler: str = DEFAULT_SCHEDULER
+    steps: int = GenerationParams.steps
+    cfg: float = GenerationParams.cfg
+    width: int | None = Field(None, description="default: the init image's, else 64")
+    height: int | None = Field(None, description="default: the init image's, else 64")
+    seed: int = GenerationParams.seed
+    count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
+    parents: list[int] = Field(default_factory=list, max_length=64)
+    init_image: str | None = Field(None, description="img2img: a base64 PNG or JPEG")
+    strength: float = Field(0.75, description="img2img: share of the schedule redrawn")
+    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
+    max_attempts: int | None = Field(None, ge=1, le=20)
+    callback_url: str | None = Field(None, description="POSTed the job's final status")
+
+
+class StarBody(BaseModel):
+    starred: bool = True
+
+
+@router.post("/jobs", status_code=201)
+def submit_job(
+    body: SubmitBody,
+    request: Request,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    """Queue a job (or `count` of them). Send `Idempotency-Key` to make a retried request
+    safe: the same key answers with the first request's jobs (200), never new ones."""
+    state = state_of(request)
+    init = decode_image(body.init_image) if body.init_image is not None else None
+    params = GenerationParams(
+        prompt=body.prompt, negative_prompt=body.negative_prompt, model=body.model,
+        scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
+        width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
+        seed=body.seed, strength=body.strength if init else 1.0,
+    )  # fmt: skip
+    sized = body.width is not None or body.height is not None
+    job = JobRequest(
+        params, count=body.count, parents=body.parents, init_image=init, init_sized=sized,
+        priority=body.priority, max_attempts=body.max_attempts, callback_url=body.callback_url,
+    )  # fmt: skip
+    submitted = submit(
+        state, job, api=EASEL_API, client=client_name(request), key=idempotency_key
+    )  # fmt: skip
+    if submitted.replayed:
+        response.status_code = 200
+    response.headers["Location"] = f"{PREFIX}/jobs/{submitted.jobs[0]}"
+    jobs = [job_json(state, state.queue.get(job_id)) for job_id in submitted.jobs]
+    return {"ids": list(submitted.jobs), "replayed": submitted.replayed, "jobs": jobs}
+
+
+@router.get("/jobs/{job_id}")
+def get_job(job_id: int, request: Request) -> dict[str, Any]:
+    """A job: status, progress, ETA, error, its whole timeline and links to its image."""
+    state = state_of(request)
+    job, timeline, record = state.records.job_view(state.queue, job_id)
+    return job_json(state, job, timeline=timeline, record=record)
+
+
+@router.get("/jobs")
+def list_jobs(
+    request: Request,
+    status: Annotated[list[JobStatus] | None, Query()] = None,
+    q: Annotated[str, Query(max_length=500, description="words in the prompt")] = "",
+    model: str | None = None,
+    starred: bool | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    before: Annotated[int | None, Query(description="page on: the last id seen")] = None,
+) -> dict[str, Any]:
+    """Jobs newest first, filtered like the window's history search."""
+    state = state_of(request)
+    job_filter = JobFilter(text=q, statuses=frozenset(status or ()), model=model,
+                           starred=starred)  # fmt: skip
+    if job_filter.is_everything:
+        jobs = state.queue.jobs(None, limit=limit, before_id=before)
+    else:
+        jobs = _searched(state.queue, job_filter, limit, before)
+    next_before = jobs[-1].id if len(jobs) == limit else None
+    return {"jobs": [job_json(state, job) for job in jobs], "next_before": next_before}
+
+
+def _searched(queue: JobQueue, job_filter: JobFilter, limit: int, before: int | None) -> list[Job]:
+    if before is None:
+        return search(queue, job_filter, limit=limit)
+    found = search(queue, job_filter, limit=None)  # a search pages by id on the result
+    return [job for job in found if (job.id or 0) < before][:limit]
+
+
+def _request(name: str) -> Any:
+    def act(job_id: int, request: Request) -> dict[str, Any]:
+        state = state_of(request)
+        source = source_for(client_name(request))
+        action = getattr(state.queue, name)
+        record: TransitionRecord = action(job_id, source=source)
+        return {"changed": record.changed, "job": job_json(state, state.queue.get(job_id))}
+
+    act.__name__ = f"{name}_job"
+    act.__doc__ = (
+        f"{name.capitalize()} the job through the transition table: 409 with the reason "
+        "when the table refuses; a request already satisfied changes nothing (changed: false)."
+    )
+    return act
+
+
+for _name in ("cancel", "pause", "resume", "retry"):
+    router.add_api_route(f"/jobs/{{job_id}}/{_name}", _request(_name), methods=["POST"])
+
+
+@router.post("/jobs/{job_id}/star")
+def star_job(job_id: int, request: Request, body: StarBody | None = None) -> dict[str, Any]:
+    """Star (or with `{"starred": false}` unstar) a job: never pruned."""
+    state = state_of(request)
+    star(state.queue, job_id, on=True if body is None else body.starred)
+    return job_json(state, state.queue.get(job_id))
+
+
+@router.get("/jobs/{job_id}/image", response_class=Response,
+            responses={200: {"content": {"image/png": {}}}})  # fmt: skip
+def job_image(job_id: int, request: Request) -> Response:
+    """The finished PNG, with its `parameters` (A1111) and `easel` text chunks."""
+    state = state_of(request)
+    job = state.queue.get(job_id)
+    data = image_bytes(state.queue.db, job) if job.status == JobStatus.SUCCESS else None
+    if data is None:
+        from fastapi import HTTPException
+
+        raise HTTPException(404, f"Job {job_id} has no image ({job.status})")
+    return Response(data, media_type="image/png")
+
+
+@router.get("/jobs/{job_id}/preview", response_class=Response,
+            responses={200: {"content": {"image/png": {}}}})  # fmt: skip
+def job_preview(job_id: int, request: Request) -> Response:
+    """The newest preview of a running job (one this server's workers run)."""
+    state = state_of(request)
+    state.queue.get(job_id)  # 404 for an unknown job
+    data = state.preview(job_id)
+    if data is None:
+        from fastapi import HTTPException
+
+        raise HTTPException(404, f"Job {job_id} has no preview here")
+    return Response(data, media_type="image/png", headers={"Cache-Control": "no-store"})
+
+
+@router.get("/models")
+def models(request: Request) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": m.name,
+            "source": m.source.value,
+            "architecture": str(m.architecture or ""),
+            "supported": m.supported,
+            "why_not": m.unsupported_reason,
+        }
+        for m in state_of(request).models()
+    ]
+
+
+@router.get("/loras")
+def loras(request: Request) -> list[dict[str, Any]]:
+    from app.engine.generation.lora import available_loras, lora_folders
+
+    search_path = state_of(request).settings.model_search_path()
+    return [{"name": name, "prompt": f"<lora:{name}:1>"}
+            for name in available_loras(lora_folders(search_path))]  # fmt: skip
+
+
+@router.get("/queue")
+def queue_stats(request: Request) -> dict[str, Any]:
+    """Jobs by status, the time the queued and running ones need (learned run times over
+    the live workers; null before any job finished) and the workers of every machine."""
+    state = state_of(request)
+    counts = state.queue.count_by_status()
+    workers = list_workers(state.queue, timeout_s=state.settings.heartbeat_timeout_s)
+    waiting = state.queue.jobs([JobStatus.PENDING, *RUNNING], limit=MAX_PAGE)
+    live = sum(1 for w in workers if not w.state.is_gone)
+    estimate = queue_estimate(state.estimator(), waiting, workers=max(1, live))
+    return {
+        "counts": {status.value: counts.get(status, 0) for status in JobStatus},
+        "eta_s": None if estimate.seconds is None else round(estimate.seconds, 1),
+        "workers": [
+            {
+                "id": w.worker_id,
+                "machine": w.machine,
+                "state": w.state.value,
+                "job": w.current_job,
+                "device": w.device,
+                "model": w.model,
+            }
+            for w in workers
+        ],
+    }
+
+
+def job_json(
+    state: ServerState,
+    job: Job,
+    *,
+    timeline: list[JobTransition] | None = None,
+    record: ApiRecord | None = None,
+) -> dict[str, Any]:
+    status = JobStatus(job.status)
+    eta = None
+    if status is JobStatus.PENDING or status.is_running:
+        eta = job_estimate(state.estimator(), job)
+    base = f"{PREFIX}/jobs/{job.id}"
+    out: dict[str, Any] = {
+        "id": job.id, "status": job.status, "terminal": status.is_terminal,
+        "prompt": job.prompt, "negative_prompt": job.negative_prompt, "model": job.model,
+        "scheduler": job.scheduler, "steps": job.steps, "cfg": job.cfg, "width": job.width,
+        "height": job.height, "seed": job.seed, "strength": job.strength,
+        "init_image": job.init_image, "priority": job.priority, "attempt": job.attempt,
+        "max_attempts": job.max_attempts, "given_up": job.given_up, "starred": job.starred,
+        "progress": {"step": job.progress_step, "total": job.progress_total,
+                     "live_step": state.live_step(job.id or 0)},
+        "eta_s": None if eta is None else round(eta, 2), "error": job.error,
+        "rerun_of": job.rerun_of, "created_at": job.created_at, "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "links": {"self": base, "image": f"{base}/image" if status is JobStatus.SUCCESS else None,
+                  "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
+    }  # fmt: skip
+    if timeline is not None:
+        out["timeline"] = [transition_json(t) for t in timeline]
+    if record is not None:
+        out["client"] = {"api": record.api, "name": record.client}
+        if record.callback_url:
+            out["callback"] = {"url": record.callback_url, "attempts": record.callback_attempts,
+                               "done_at": record.callback_done_at,
+                               "result": record.callback_result}  # fmt: skip
+    return out
+
+
+def transition_json(t: JobTransition) -> dict[str, Any]:
+    return {"id": t.id, "job_id": t.job_id, "attempt": t.attempt, "from": t.from_status,
+            "to": t.to_status, "event": t.event, "source": t.source, "message": t.message,
+            "at": t.at}  # fmt: skip

@@ -1,0 +1,226 @@
+"""The ASGI application: the routers, the guard in front of them, errors as one sentence."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app import __version__
+from app.engine.jobs.queue import JobNotFound, RequestRefused
+from app.engine.jobs.request_keys import KeyReused
+from app.engine.jobs.states import TransitionNotAllowed
+from app.errors import DatabaseError, MissingModel, UserError, internal_error
+from app.server import a1111, api_v1
+from app.server.security import presented_token, token_matches
+from app.server.state import ServerState
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+STREAM_PATHS = ("/api/v1/events",)
+HANDLER_THREADS = int(os.environ.get("EASEL_SERVER_THREADS", "8"))
+
+
+@asynccontextmanager
+async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    # Few threads for the handlers: each holds the GIL for most of its few milliseconds, so
+    # more threads only queue inside the interpreter, unfairly (the slowest poll waited
+    # seconds); the rest wait their turn in the limiter, first come first served.
+    to_thread.current_default_thread_limiter().total_tokens = HANDLER_THREADS
+    yield
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI(
+        lifespan=_lifespan,
+        title="Easel", version=__version__,
+        description="Easel's job queue over HTTP: durable jobs, the same transition table as "
+        "the window and the command line. `/sdapi/v1` speaks AUTOMATIC1111's API.",
+    )  # fmt: skip
+    app.state.easel = state
+    app.include_router(api_v1.router)
+    app.include_router(a1111.router)
+    _add_error_handlers(app, state)
+    if state.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(state.cors_origins), allow_methods=["*"],
+            allow_headers=["*"], expose_headers=["Location"],
+        )  # fmt: skip
+    app.add_middleware(Guard, state=state)  # outermost: before CORS, routing and bodies
+    return app
+
+
+def error(status: int, sentence: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": sentence}, status_code=status, headers=headers)
+
+
+def status_of(failure: UserError) -> int:
+    if isinstance(failure, JobNotFound):
+        return 404
+    if isinstance(failure, TransitionNotAllowed | RequestRefused | KeyReused):
+        return 409
+    if isinstance(failure, MissingModel):
+        return 422
+    if isinstance(failure, DatabaseError):
+        return 503
+    return 422
+
+
+def _add_error_handlers(app: FastAPI, state: ServerState) -> None:
+    @app.exception_handler(UserError)
+    async def user_error(_request: Request, failure: UserError) -> JSONResponse:
+        status = status_of(failure)
+        headers = {"Retry-After": "1"} if status == 503 else None
+        return error(status, _sentence(str(failure)), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, failure: RequestValidationError) -> JSONResponse:
+        return error(422, _sentence(validation_sentence(failure.errors())))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, failure: StarletteHTTPException) -> JSONResponse:
+        return error(failure.status_code, _sentence(str(failure.detail)), failure.headers)
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, failure: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error(500, _sentence(internal_error(failure, state.log_file)))
+
+
+def validation_sentence(errors: Any) -> str:
+    """FastAPI's list of problems as one sentence: the first, with where it is."""
+    errors = list(errors)
+    if not errors:
+        return "The request is not valid"
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        return f"The body is not valid JSON ({first.get('ctx', {}).get('error', 'unreadable')})"
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    message = str(first.get("msg", "is not valid"))
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{where or 'the request'}: {message}{more}"
+
+
+def _sentence(text: str) -> str:
+    line = " ".join(text.split())
+    return line if line.endswith((".", "?", "!")) else f"{line}."
+
+
+class Guard:
+    """In front of everything: the token, the body size and the requests in flight.
+
+    Pure ASGI, so a refused request never reaches a router, reads no body and stores
+    nothing. Event streams count against their own limit, not the in-flight one."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+        self.in_flight = 0
+        self.streams = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        stream = scope["path"] in STREAM_PATHS
+        limit = self.state.limits.max_streams if stream else self.state.limits.max_in_flight
+        if (self.streams if stream else self.in_flight) >= limit:
+            what = "event streams are open" if stream else "requests are in flight"
+            sentence = f"Too many {what} ({limit}); try again shortly."
+            await error(503, sentence, {"Retry-After": "1"})(scope, receive, send)
+            return
+        if stream:
+            self.streams += 1
+        else:
+            self.in_flight += 1
+        try:
+            if "content-length" not in headers and scope["method"] in ("POST", "PUT", "PATCH"):
+                buffered = await self._read_limited(receive)
+                if buffered is None:
+                    await _too_large(self.state.limits.max_body_bytes)(scope, receive, send)
+                    return
+                receive = _replay(buffered, receive)
+            await self.app(scope, receive, send)
+        finally:
+            if stream:
+                self.streams -= 1
+            else:
+                self.in_flight -= 1
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> JSONResponse | None:
+        token = self.state.token
+        if token is not None and scope["method"] != "OPTIONS":
+            presented = presented_token(headers.get("authorization"), headers.get("x-easel-token"))
+            if not token_matches(token, presented):
+                return error(
+                    401, "This server needs a token: send it as `Authorization: Bearer <token>`.",
+                    {"WWW-Authenticate": 'Bearer realm="easel", Basic realm="easel"'},
+                )  # fmt: skip
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                return error(400, "The Content-Length header is not a number.")
+            if int(length) > self.state.limits.max_body_bytes:
+                return _too_large(self.state.limits.max_body_bytes)
+        return None
+
+    async def _read_limited(self, receive: Receive) -> bytes | None:
+        """A body sent without a length (chunked), read as it comes; None past the limit
+        (the rest is left unread: the handler never sees it, nothing is stored)."""
+        limit = self.state.limits.max_body_bytes
+        parts: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(parts)
+            body = message.get("body", b"")
+            seen += len(body)
+            if seen > limit:
+                return None
+            parts.append(body)
+            if not message.get("more_body", False):
+                return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _too_large(limit: int) -> JSONResponse:
+    size = f"{limit // 2**20} MB" if limit >= 2**20 else f"{limit} bytes"
+    return error(413, f"The request body is larger than the limit of {size}.")
+
+
+def json_line(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"))

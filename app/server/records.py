@@ -1,0 +1,131 @@
+"""What the server keeps about the jobs HTTP clients submitted (`api_job`, schema 9): which
+API and client asked, and the callback told of the job's final status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import and_, bindparam, insert, or_, select, update
+
+from app.engine.jobs.queue import JobNotFound, JobQueue, StoredHook
+from app.models.db import Database, HotTransaction
+from app.models.tables import API_JOB, JOB, TRANSITION, Job, JobTransition
+
+EASEL_API, A1111_API = "easel", "sdapi"
+
+
+@dataclass(frozen=True)
+class ApiRecord:
+    job_id: int
+    api: str
+    client: str
+    callback_url: str | None
+    callback_attempts: int
+    callback_done_at: float | None
+    callback_result: str
+
+
+class Records:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._insert = db.prepare(
+            insert(API_JOB).values(
+                job_id=bindparam("job_id"),
+                api=bindparam("api"),
+                client=bindparam("client"),
+                callback_url=bindparam("callback_url"),
+                callback_attempts=0,
+                callback_next_at=None,
+                callback_done_at=None,
+                callback_result="",
+            )
+        )
+
+    def hook(self, api: str, client: str, callback_url: str | None) -> StoredHook:
+        """Rows for new jobs, written in their submit's transaction (`submit_keyed`)."""
+
+        def write(tx: HotTransaction, job_ids: list[int]) -> None:
+            for job_id in job_ids:
+                values = {"job_id": job_id, "api": api, "client": client,
+                          "callback_url": callback_url}  # fmt: skip
+                tx.execute(self._insert, values)
+
+        return write
+
+    def get(self, job_id: int) -> ApiRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
+        return None if row is None else _record(row)
+
+    def job_view(
+        self, queue: JobQueue, job_id: int
+    ) -> tuple[Job, list[JobTransition], ApiRecord | None]:
+        """A job, its timeline and its record, in one read (what a status poll asks)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
+            if row is None:
+                raise JobNotFound(job_id)
+            history = conn.execute(
+                select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
+            ).all()
+            api = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
+        timeline = [JobTransition.model_validate(t._mapping) for t in history]
+        return Job.model_validate(row._mapping), timeline, None if api is None else _record(api)
+
+    def unsettled(self, api: str) -> list[int]:
+        """Jobs submitted through `api` that are not finished (A1111's interrupt)."""
+        open_statuses = ("PENDING", "PROCESSING", "PAUSING", "BLOCKED", "PAUSED")
+        query = (
+            select(API_JOB.c.job_id)
+            .join(JOB, JOB.c.id == API_JOB.c.job_id)
+            .where(API_JOB.c.api == api, JOB.c.status.in_(open_statuses))
+            .order_by(API_JOB.c.job_id)
+        )
+        with self.db.read() as conn:
+            return [int(job_id) for (job_id,) in conn.execute(query)]
+
+    def callbacks_due(self, now: float, limit: int = 50) -> list[tuple[ApiRecord, str]]:
+        """Callbacks not yet delivered whose job is settled (finished, cancelled or given up),
+        with its status, due now."""
+        query = (
+            select(API_JOB, JOB.c.status)
+            .join(JOB, JOB.c.id == API_JOB.c.job_id)
+            .where(
+                API_JOB.c.callback_url.is_not(None),
+                API_JOB.c.callback_done_at.is_(None),
+                or_(
+                    JOB.c.status.in_(("SUCCESS", "CANCELLED")),
+                    and_(JOB.c.status.in_(("FAILED", "TIMEOUT")), JOB.c.given_up),
+                ),
+                (API_JOB.c.callback_next_at.is_(None)) | (API_JOB.c.callback_next_at <= now),
+            )
+            .order_by(API_JOB.c.job_id)
+            .limit(limit)
+        )
+        with self.db.read() as conn:
+            return [(_record(row), str(row.status)) for row in conn.execute(query)]
+
+    def callback_tried(
+        self, job_id: int, *, attempts: int, next_at: float | None, done_at: float | None,
+        result: str,
+    ) -> None:  # fmt: skip
+        values = {"callback_attempts": attempts, "callback_next_at": next_at,
+                  "callback_done_at": done_at, "callback_result": result}  # fmt: skip
+        with self.db.write() as conn:
+            conn.execute(update(API_JOB).where(API_JOB.c.job_id == job_id).values(**values))
+
+    def clients(self, job_ids: Sequence[int]) -> dict[int, ApiRecord]:
+        if not job_ids:
+            return {}
+        query = select(API_JOB).where(API_JOB.c.job_id.in_(list(job_ids)))
+        with self.db.read() as conn:
+            return {int(row.job_id): _record(row) for row in conn.execute(query)}
+
+
+def _record(row: object) -> ApiRecord:
+    m = row._mapping  # type: ignore[attr-defined]
+    return ApiRecord(
+        int(m["job_id"]), m["api"], m["client"], m["callback_url"], int(m["callback_attempts"]),
+        m["callback_done_at"], m["callback_result"],
+    )  # fmt: skip

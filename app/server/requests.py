@@ -1,0 +1,105 @@
+"""Turning an HTTP request into jobs: the same checks and the same one transaction as the
+window and the command line (`submit_with_follow_ups`), plus who asked and its key."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from fastapi import Request
+
+from app.engine.generation.request_checks import check_runnable
+from app.engine.jobs.follow_ups import NewJob, Submitted, submit_with_follow_ups
+from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image
+from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.request_keys import RequestKey, fingerprint_of
+from app.server.state import ServerState
+
+SOURCE = "api"
+CLIENT_HEADER = "x-easel-client"
+KEY_HEADER = "idempotency-key"
+_CLIENT_CHARS = re.compile(r"[^A-Za-z0-9._/+-]")
+MAX_CLIENT_CHARS = 40
+
+
+def client_name(request: Request) -> str:
+    """The client's name: `X-Easel-Client`, else the User-Agent's first word; "" if none."""
+    given = request.headers.get(CLIENT_HEADER) or request.headers.get("user-agent", "")
+    first = given.strip().split(" ")[0] if given.strip() else ""
+    return _CLIENT_CHARS.sub("", first)[:MAX_CLIENT_CHARS]
+
+
+def source_for(client: str) -> str:
+    """The timeline's source: `api`, or `api:<client>` when the client names itself."""
+    return f"{SOURCE}:{client}" if client else SOURCE
+
+
+def decode_image(data: str, what: str = "init image") -> bytes:
+    """A base64 image (a `data:image/png;base64,` prefix allowed), or `InvalidInitImage`."""
+    text = data.strip()
+    if text.startswith("data:"):
+        text = text.partition(",")[2]
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInitImage(f"the {what} is not valid base64") from None
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    params: GenerationParams
+    count: int = 1
+    parents: Sequence[int] = ()
+    init_image: bytes | None = None
+    init_sized: bool = True  # the request gave the size; else the init image gives it
+    priority: int = 0
+    max_attempts: int | None = None
+    callback_url: str | None = None
+
+
+def submit(
+    state: ServerState,
+    job: JobRequest,
+    *,
+    api: str,
+    client: str,
+    key: str | None,
+    fingerprint_extra: object = None,
+) -> Submitted:
+    """Check `job` as a worker would, then store it (its `count` jobs) in one transaction
+    with its record; with `key`, at most once (a replay returns the first jobs)."""
+    params = job.params
+    init_png = None
+    if job.init_image is not None:
+        size = (params.width, params.height) if job.init_sized else None
+        prepared = prepare_init_image(job.init_image, size)
+        init_png = prepared.png
+        params = replace(params, width=prepared.width, height=prepared.height)
+    if job.callback_url is not None:
+        check_callback_url(job.callback_url)
+    params = params.validated()  # checked as a worker would by `submit_with_follow_ups`
+    request_key = None
+    if key is not None:
+        content = {"params": params.to_dict(), "count": job.count, "parents": list(job.parents),
+                   "init": fingerprint_of(init_png.hex()) if init_png else None,
+                   "priority": job.priority, "callback": job.callback_url, "api": api,
+                   "extra": fingerprint_extra}  # fmt: skip
+        request_key = RequestKey(key, fingerprint_of(content))
+    attempts = job.max_attempts or state.settings.max_attempts
+    new = NewJob(
+        params, count=job.count, parents=tuple(job.parents), init_png=init_png,
+        max_attempts=attempts, priority=job.priority,
+    )  # fmt: skip
+    return submit_with_follow_ups(
+        state.queue, new, source=source_for(client),
+        check=lambda p: check_runnable(p, state.settings.model_search_path()),
+        key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
+    )  # fmt: skip
+
+
+def check_callback_url(url: str) -> None:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url) or len(url) > 2000:
+        raise InvalidParameters(f"the callback URL {url[:80]!r} is not an http:// or https:// URL")

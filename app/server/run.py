@@ -1,0 +1,90 @@
+"""Running the server: uvicorn on a thread, the workers supervised as `python -m app worker`
+supervises its own (`run_headless`, on the main thread, where its signal handlers live)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import uvicorn
+
+from app.engine.jobs.queue import JobQueue
+from app.engine.settings import Settings
+from app.engine.workers.headless import run_headless
+from app.engine.workers.messages import WorkerMessage
+from app.engine.workers.worker import WorkerConfig
+from app.server.app import create_app
+from app.server.callbacks import CallbackSender
+from app.server.state import Limits, ServerState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 7860
+    token: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+
+def make_server(queue: JobQueue, settings: Settings, options: ServeOptions,
+                log_file: str = "the log") -> tuple[uvicorn.Server, ServerState]:  # fmt: skip
+    state = ServerState(
+        queue, settings, token=options.token, limits=options.limits,
+        cors_origins=options.cors_origins, log_file=log_file,
+    )  # fmt: skip
+    config = uvicorn.Config(
+        create_app(state), host=options.host, port=options.port, log_level="warning",
+        access_log=False, timeout_graceful_shutdown=2, lifespan="on",
+    )  # fmt: skip
+    return uvicorn.Server(config), state
+
+
+def serve(
+    queue: JobQueue,
+    settings: Settings,
+    options: ServeOptions,
+    *,
+    workers: tuple[JobQueue, WorkerConfig] | None,
+    on_ready: Callable[[str], object] = lambda _address: None,
+    log_file: str = "the log",
+) -> None:
+    """Serve until SIGTERM or Ctrl+C. `workers`: the patient queue and config of the worker
+    to supervise (None: `--no-workers`, some other process runs the jobs)."""
+    server, state = make_server(queue, settings, options, log_file)
+    callbacks = CallbackSender(queue, state.records)
+    callbacks.start()
+    try:
+        if workers is None:
+            on_ready(address(options))
+            server.run()  # its own signal handlers: Ctrl+C and SIGTERM stop it
+            return
+        thread = threading.Thread(target=server.run, name="http", daemon=True)
+        thread.start()
+        _wait_started(server, thread)
+        on_ready(address(options))
+        worker_queue, config = workers
+        on_message: Callable[[WorkerMessage], object] = state.on_worker_message
+        try:
+            run_headless(worker_queue, config, settings, on_message=on_message)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
+    finally:
+        callbacks.stop()
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+    while not server.started:
+        if not thread.is_alive():
+            raise OSError("the HTTP server did not start (is the port taken?)")
+        thread.join(timeout=0.05)
+
+
+def address(options: ServeOptions) -> str:
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    return f"http://{host}:{options.port}"

@@ -1,0 +1,97 @@
+"""What one server process keeps beside the database: its queue, limits, the latest preview
+of each job its own workers run, and the model A1111 clients picked."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.engine.generation.sources import ModelInfo, list_models
+from app.engine.history.eta import Estimator, learned
+from app.engine.jobs.params import DEFAULT_MODEL
+from app.engine.jobs.queue import JobQueue
+from app.engine.settings import Settings
+from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.server.records import Records
+
+MAX_BODY_BYTES = 16 * 2**20  # a base64 init image of the largest accepted size fits
+MAX_IN_FLIGHT = 64  # requests served at once (event streams apart); more get 503
+MAX_STREAMS = 64  # event streams open at once
+ESTIMATE_FOR_S = 30.0  # learned run times are read again after this long
+MODELS_FOR_S = 10.0
+KEEP_STEPS = 1000  # jobs whose last reported step is kept
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_in_flight: int = MAX_IN_FLIGHT
+    max_streams: int = MAX_STREAMS
+
+
+@dataclass
+class ServerState:
+    queue: JobQueue
+    settings: Settings
+    token: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    cors_origins: tuple[str, ...] = ()
+    log_file: Path | str = "the log"
+    records: Records = field(init=False)
+    sd_model: str = DEFAULT_MODEL  # A1111's sd_model_checkpoint: the model its clients get
+    _previews: dict[int, bytes] = field(default_factory=dict)
+    _steps: dict[int, int] = field(default_factory=dict)  # the newest step each job reported
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _estimator: tuple[float, Estimator] | None = None
+    _models: tuple[float, list[ModelInfo]] | None = None
+
+    def __post_init__(self) -> None:
+        self.records = Records(self.queue.db)
+
+    def on_worker_message(self, message: WorkerMessage) -> None:
+        """From the supervisor of this server's workers: keep each job's newest preview."""
+        if message.job_id is None:
+            return
+        with self._lock:
+            if message.kind is MessageKind.PROGRESS:
+                self._steps[message.job_id] = message.step
+                if len(self._steps) > KEEP_STEPS:
+                    del self._steps[next(iter(self._steps))]
+                if message.preview_png:
+                    self._previews[message.job_id] = message.preview_png
+            elif message.kind is MessageKind.FINISHED:
+                self._previews.pop(message.job_id, None)
+
+    def live_step(self, job_id: int) -> int | None:
+        """The newest step a worker of this server reported for the job (every step, sooner
+        than the job row, which is written a few times a second); None if none did."""
+        with self._lock:
+            return self._steps.get(job_id)
+
+    def preview(self, job_id: int) -> bytes | None:
+        with self._lock:
+            return self._previews.get(job_id)
+
+    def estimator(self) -> Estimator:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._estimator
+        if cached is not None and now - cached[0] < ESTIMATE_FOR_S:
+            return cached[1]
+        estimator = learned(self.queue)
+        with self._lock:
+            self._estimator = (now, estimator)
+        return estimator
+
+    def models(self) -> list[ModelInfo]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._models
+        if cached is not None and now - cached[0] < MODELS_FOR_S:
+            return cached[1]
+        found = list_models(self.settings.model_search_path())
+        with self._lock:
+            self._models = (now, found)
+        return found

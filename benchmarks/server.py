@@ -1,0 +1,372 @@
+"""The HTTP server under load and faults (issue 22).
+
+    .venv/bin/python benchmarks/server.py [--jobs 100000] [--pollers 100] [--quick]
+
+Prints, each measured against a real `python -m app serve` on a loopback port:
+- submit_p99_ms: POST /api/v1/jobs, 8 clients at once (no worker: the queue only grows)
+- status_p99_ms: GET /api/v1/jobs/<id> from 100 concurrent pollers over 100,000 jobs
+- events_lag_p99_ms: a transition's commit (fired by another process's queue) to its event
+  received on /api/v1/events
+- duplicate_jobs: jobs beyond one per Idempotency-Key, when every submit is sent several
+  times (at once, and again after a client timeout cut it off)
+- lost_jobs: submits the server acknowledged that are not in the store after it was killed
+  with SIGKILL again and again mid-traffic (and restarted)
+- server_overhead_ratio: jobs per second of one worker when its jobs come through the API
+  (`serve` with its worker) over the same when they come from the command line
+  (`python -m app submit`, then `python -m app worker --until-idle`), from the timelines;
+  the median of three alternated rounds each way
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from sqlalchemy import func, insert, select
+
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.models.opening import open_database
+from app.models.tables import JOB, REQUEST_KEY, TRANSITION
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = {"steps": 4, "width": 64, "height": 64, "seed": 1}
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(home: Path, port: int, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "EASEL_HOME": str(home)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--port", str(port), *args],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return process
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited with {process.returncode}") from None
+            time.sleep(0.05)
+    raise RuntimeError("the server did not start")
+
+
+@contextmanager
+def server(home: Path, *args: str) -> Iterator[str]:
+    port = free_port()
+    process = start_server(home, port, *args)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def store(home: Path) -> JobQueue:
+    return JobQueue(open_database(str(home / "easel.db")))
+
+
+# --- submit and status ------------------------------------------------------------------------
+
+
+def submit_latencies(url: str, count: int, clients: int = 8) -> list[float]:
+    latencies: list[float] = []
+
+    def client(n: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for i in range(n):
+                began = time.perf_counter()
+                answer = http.post("/api/v1/jobs", json={"prompt": f"bench {i}", **TINY})
+                latencies.append((time.perf_counter() - began) * 1000)
+                answer.raise_for_status()
+
+    threads = [threading.Thread(target=client, args=(count // clients,)) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies
+
+
+def bulk_jobs(home: Path, total: int) -> None:
+    """`total` stored jobs, fast: one multi-row insert per 5000, as a long history looks."""
+    queue = store(home)
+    queue.submit(GenerationParams("seed the schema"))
+    now = time.time()
+    row = {**GenerationParams("a lighthouse, oil", seed=3).to_dict(), "status": "SUCCESS",
+           "version": 3, "attempt": 1, "max_attempts": 3, "given_up": False, "priority": 0,
+           "progress_step": 20, "progress_total": 20, "created_at": now, "updated_at": now,
+           "starred": False}  # fmt: skip
+    with queue.db.write() as conn:
+        for start in range(0, total, 5000):
+            conn.execute(insert(JOB), [row] * min(5000, total - start))
+    queue.db.dispose()
+
+
+def status_latencies(url: str, ids: int, pollers: int, duration_s: float) -> list[float]:
+    """`pollers` clients in processes of 10 each: one asyncio client with 100 connections
+    measures its own connection pool more than the server."""
+    processes = max(1, pollers // 10)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes) as pool:
+        parts = pool.starmap(
+            _poll_in_process, [(url, ids, pollers // processes, duration_s)] * processes
+        )
+    return [latency for part in parts for latency in part]
+
+
+def _poll_in_process(url: str, ids: int, pollers: int, duration_s: float) -> list[float]:
+    return asyncio.run(_poll(url, ids, pollers, duration_s))
+
+
+async def _poll(url: str, ids: int, pollers: int, duration_s: float) -> list[float]:
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=pollers)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        deadline = time.perf_counter() + duration_s
+
+        async def poll() -> None:
+            while time.perf_counter() < deadline:
+                began = time.perf_counter()
+                answer = await http.get(f"/api/v1/jobs/{random.randint(2, ids)}")
+                latencies.append((time.perf_counter() - began) * 1000)
+                answer.raise_for_status()
+
+        await asyncio.gather(*(poll() for _ in range(pollers)))
+    return latencies
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+def event_lags(url: str, home: Path, count: int) -> list[float]:
+    queue = store(home)
+    ids = queue.submit_many([GenerationParams(f"evented {n}") for n in range(count)])
+    start = max(t.id or 0 for t in queue.timeline(ids[-1]))
+    committed: dict[int, float] = {}
+    received: dict[int, float] = {}
+    ready = threading.Event()
+
+    def read() -> None:
+        import json
+
+        with (
+            httpx.Client(base_url=url, timeout=None) as http,
+            http.stream("GET", "/api/v1/events", params={"after": str(start)}) as stream,
+        ):
+            ready.set()
+            for line in stream.iter_lines():
+                if line.startswith("data: ") and '"to"' in line:
+                    received[json.loads(line[6:])["job_id"]] = time.perf_counter()
+                    if len(received) >= count:
+                        return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ready.wait(30)
+    time.sleep(0.3)
+    for job_id in ids:
+        queue.pause(job_id, source="bench")
+        committed[job_id] = time.perf_counter()
+        time.sleep(random.uniform(0.005, 0.03))
+    reader.join(timeout=30)
+    queue.db.dispose()
+    return [(received[i] - committed[i]) * 1000 for i in ids if i in received]
+
+
+# --- retried submits and kills ---------------------------------------------------------------
+
+
+def duplicates(url: str, home: Path, requests: int) -> int:
+    """Each request sent three times: twice at once, then once more after a client that
+    gave up after 5 ms (its request may or may not have landed)."""
+
+    def send(key: str, timeout: float) -> None:
+        try:
+            with httpx.Client(base_url=url, timeout=timeout) as http:
+                http.post("/api/v1/jobs", json={"prompt": f"retried {key}", **TINY},
+                          headers={"Idempotency-Key": key})  # fmt: skip
+        except httpx.HTTPError:
+            pass
+
+    for n in range(requests):
+        key = f"dup-{n}"
+        impatient = threading.Thread(target=send, args=(key, 0.005))
+        twins = [threading.Thread(target=send, args=(key, 30)) for _ in range(2)]
+        for thread in [impatient, *twins]:
+            thread.start()
+        for thread in [impatient, *twins]:
+            thread.join()
+        send(key, 30)
+    return count_duplicates(home, "retried ")
+
+
+def count_duplicates(home: Path, prefix: str) -> int:
+    queue = store(home)
+    query = select(JOB.c.prompt, func.count()).where(JOB.c.prompt.like(f"{prefix}%"))
+    with queue.db.read() as conn:
+        counts = [n for _prompt, n in conn.execute(query.group_by(JOB.c.prompt))]
+    queue.db.dispose()
+    return sum(n - 1 for n in counts)
+
+
+def lost_after_kills(home: Path, requests: int, kills: int) -> tuple[int, int]:
+    """Clients submit with keys and retry until answered while the server is SIGKILLed
+    and restarted `kills` times. Returns (lost acknowledged jobs, duplicates)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = start_server(home, port, "--no-workers")
+    acknowledged: dict[str, list[int]] = {}
+    stop = threading.Event()
+
+    def client(first: int) -> None:
+        with httpx.Client(base_url=url, timeout=5) as http:
+            for n in range(first, requests, 4):
+                key = f"kill-{n}"
+                while not stop.is_set():
+                    try:
+                        answer = http.post(
+                            "/api/v1/jobs", json={"prompt": f"survives {n}", **TINY},
+                            headers={"Idempotency-Key": key},
+                        )  # fmt: skip
+                        if answer.status_code in (200, 201):
+                            acknowledged[key] = answer.json()["ids"]
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    time.sleep(0.02)
+
+    clients = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for thread in clients:
+        thread.start()
+    try:
+        for _ in range(kills):
+            time.sleep(random.uniform(0.3, 1.0))
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            process = start_server(home, port, "--no-workers")
+        for thread in clients:
+            thread.join(timeout=120)
+    finally:
+        stop.set()
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    queue = store(home)
+    with queue.db.read() as conn:
+        stored = {int(i) for (i,) in conn.execute(select(JOB.c.id))}
+        keys = int(conn.execute(select(func.count()).select_from(REQUEST_KEY)).scalar_one())
+    queue.db.dispose()
+    lost = sum(1 for ids in acknowledged.values() for i in ids if i not in stored)
+    lost += requests - len(acknowledged)  # never answered, even after the restarts
+    assert keys >= len(acknowledged)
+    return lost, count_duplicates(home, "survives ")
+
+
+# --- throughput: API vs command line ----------------------------------------------------------
+
+
+def worker_rate(home: Path) -> float:
+    """Jobs per second of the worker, from its first COMPLETE to its last (the first job
+    also pays for loading the model, whichever way it came)."""
+    queue = store(home)
+    with queue.db.read() as conn:
+        row = conn.execute(
+            select(func.min(TRANSITION.c.at), func.max(TRANSITION.c.at), func.count()).where(
+                TRANSITION.c.event == "COMPLETE"
+            )
+        ).one()
+    queue.db.dispose()
+    first, last, count = row
+    return float(count - 1) / (last - first)
+
+
+def cli_rate(home: Path, jobs: int) -> float:
+    env = {**os.environ, "EASEL_HOME": str(home)}
+    for n in range(jobs):
+        subprocess.run(
+            [sys.executable, "-m", "app", "submit", f"through the cli {n}", "--steps", "4",
+             "--size", "64x64", "--seed", str(n)],
+            cwd=REPO, env=env, check=True, capture_output=True,
+        )  # fmt: skip
+    subprocess.run([sys.executable, "-m", "app", "worker", "--until-idle"], cwd=REPO, env=env,
+                   check=True, capture_output=True)  # fmt: skip
+    return worker_rate(home)
+
+
+def api_rate(home: Path, jobs: int) -> float:
+    with server(home) as url, httpx.Client(base_url=url, timeout=60) as http:
+        ids = [http.post("/api/v1/jobs", json={"prompt": f"through the api {n}", **TINY,
+                                               "seed": n}).json()["ids"][0]
+               for n in range(jobs)]  # fmt: skip
+        deadline = time.monotonic() + 600
+        while http.get(f"/api/v1/jobs/{ids[-1]}").json()["status"] != "SUCCESS":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the API's jobs did not finish")
+            time.sleep(0.2)
+    return worker_rate(home)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100_000, help="jobs the pollers read")
+    parser.add_argument("--pollers", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
+    args = parser.parse_args()
+    quick = args.quick
+    with tempfile.TemporaryDirectory(prefix="easel-bench-server-") as tmp:
+        root = Path(tmp)
+        home = root / "load"
+        bulk_jobs(home, 1000 if quick else args.jobs)
+        with server(home, "--no-workers", "--max-in-flight", str(2 * args.pollers)) as url:
+            submits = submit_latencies(url, 80 if quick else 800)
+            print(f"submit_p99_ms: {p99(submits):.1f}", flush=True)
+            ids = 1000 if quick else args.jobs
+            duration = 3.0 if quick else 15.0
+            polls = status_latencies(url, ids, args.pollers, duration)
+            print(f"status_p99_ms: {p99(polls):.1f}", flush=True)
+            lags = event_lags(url, home, 40 if quick else 300)
+            print(f"events_lag_p99_ms: {p99(lags):.1f}", flush=True)
+            print(f"duplicate_jobs: {duplicates(url, home, 10 if quick else 100)}", flush=True)
+        lost, doubled = lost_after_kills(root / "kills", 40 if quick else 300, 3 if quick else 10)
+        print(f"lost_jobs: {lost}", flush=True)
+        print(f"duplicate_jobs_after_kills: {doubled}", flush=True)
+        count = 6 if quick else 12
+        api, cli = [], []
+        for round_ in range(1 if quick else 3):  # alternated: the load of the machine drifts
+            api.append(api_rate(root / f"api-{round_}", count))
+            cli.append(cli_rate(root / f"cli-{round_}", count))
+        ratio = statistics.median(api) / statistics.median(cli)
+        print(f"server_overhead_ratio: {ratio:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""The API's rules on the real uvicorn server (in a thread, on a free loopback port) over a
+real store, with no worker: refusals, limits, errors as one sentence, and an
+Idempotency-Key raced by many clients, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+import io
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from PIL import Image
+
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobStatus
+from app.engine.settings import Settings
+from app.server.a1111 import easel_scheduler, parse_parameters
+from app.server.run import ServeOptions, make_server
+from app.server.state import Limits
+from tests.server.serving import free_port
+
+pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(120)]
+
+
+@dataclass
+class Running:
+    client: httpx.Client
+    queue: JobQueue
+    url: str
+
+
+@contextmanager
+def running(
+    queue: JobQueue, limits: Limits | None = None, cors: tuple[str, ...] = ()
+) -> Iterator[Running]:
+    options = ServeOptions(port=free_port(), limits=limits or Limits(), cors_origins=cors)
+    server, _state = make_server(queue, Settings(), options)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    url = f"http://127.0.0.1:{options.port}"
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            yield Running(client, queue, url)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def api(queue: JobQueue) -> Iterator[Running]:
+    with running(queue) as served:
+        yield served
+
+
+def test_racing_posts_with_one_idempotency_key_make_one_job(api: Running) -> None:
+    start = threading.Barrier(8)
+    answers: list[httpx.Response] = []
+
+    def post() -> None:
+        with httpx.Client(base_url=api.url, timeout=30) as client:
+            start.wait()
+            answers.append(client.post("/api/v1/jobs", json={"prompt": "one cat"},
+                                       headers={"Idempotency-Key": "race-1"}))  # fmt: skip
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(a.status_code for a in answers) == [200] * 7 + [201]
+    assert len({tuple(a.json()["ids"]) for a in answers}) == 1
+    assert len(api.queue.jobs()) == 1
+
+
+def test_refused_transitions_are_409_and_repeats_are_harmless(api: Running) -> None:
+    [job_id] = api.client.post("/api/v1/jobs", json={"prompt": "a cat"}).json()["ids"]
+    refused = api.client.post(f"/api/v1/jobs/{job_id}/resume")
+    assert refused.status_code == 409
+    assert refused.json() == {"error": f"Can't RESUME job {job_id} in PENDING."}
+    first = api.client.post(f"/api/v1/jobs/{job_id}/pause", headers={"X-Easel-Client": "krita"})
+    again = api.client.post(f"/api/v1/jobs/{job_id}/pause")
+    assert (first.status_code, first.json()["changed"]) == (200, True)
+    assert (again.status_code, again.json()["changed"]) == (200, False)
+    assert api.client.post(f"/api/v1/jobs/{job_id}/cancel").json()["changed"]
+    assert not api.client.post(f"/api/v1/jobs/{job_id}/cancel").json()["changed"]
+    timeline = api.client.get(f"/api/v1/jobs/{job_id}").json()["timeline"]
+    assert [t["event"] for t in timeline] == ["SUBMIT", "PAUSE", "CANCEL"]
+    sources = [t["source"] for t in timeline]
+    assert sources[0].startswith("api:python-httpx/") and sources[1] == "api:krita"
+    assert api.client.post("/api/v1/jobs/999/cancel").json() == {"error": "There is no job 999."}
+
+
+def test_bad_requests_are_one_sentence_and_store_nothing(queue: JobQueue) -> None:
+    limits = Limits(max_body_bytes=4096)
+    with running(queue, limits) as api:
+        cases = [
+            ({"prompt": "x" * 5000}, 413, "larger than the limit"),
+            ({"prompt": "y" * 2001}, 422, "longer than 2000 characters"),
+            ({"prompt": "a cat", "width": 4096, "height": 4096}, 422, "width must be between"),
+            ({"prompt": "a cat", "steps": "many"}, 422, "steps:"),
+            ({"prompt": "a cat", "model": "nope"}, 422, "nope"),
+            ({"prompt": "a cat", "callback_url": "file:///etc/passwd"}, 422, "not an http"),
+            ({"prompt": "a cat", "init_image": "%%%"}, 422, "not valid base64"),
+            ({"prompt": "a cat", "parents": [12345]}, 422, "12345"),
+        ]
+        for body, status, words in cases:
+            answer = api.client.post("/api/v1/jobs", json=body)
+            assert answer.status_code == status, (body, answer.text)
+            [sentence] = answer.json().values()
+            assert words in sentence and sentence.endswith(".") and "\n" not in sentence
+            assert "Traceback" not in answer.text
+        chunked = api.client.post(
+            "/api/v1/jobs", content=iter([b'{"prompt": "', b"z" * 5000, b'"}']),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        assert chunked.status_code == 413
+        assert api.client.get("/nowhere").json() == {"error": "Not Found."}
+    assert queue.jobs() == []
+
+
+def test_too_many_requests_in_flight_are_refused_until_one_ends(queue: JobQueue) -> None:
+    with running(queue, Limits(max_in_flight=1)) as api:
+        waiting: list[httpx.Response] = []
+        body = {"prompt": "a slow cat", "width": 64, "height": 64, "steps": 2,
+                "sampler_name": "Euler"}  # fmt: skip
+        # No worker runs here: the A1111 request waits for its job, holding its slot.
+        thread = threading.Thread(target=lambda: waiting.append(
+            httpx.post(f"{api.url}/sdapi/v1/txt2img", json=body, timeout=60)))  # fmt: skip
+        thread.start()
+        while not queue.jobs():
+            time.sleep(0.01)
+        busy = api.client.get("/api/v1/queue")
+        assert busy.status_code == 503 and "in flight" in busy.json()["error"]
+        assert busy.headers["Retry-After"] == "1"
+        [job] = queue.jobs()
+        queue.cancel(job.id or 0, source="test")
+        thread.join(timeout=30)
+        assert waiting[0].status_code == 200 and waiting[0].json()["images"] == []
+        assert api.client.get("/api/v1/queue").status_code == 200
+
+
+def test_an_init_image_is_stored_with_its_job(api: Running) -> None:
+    buffer = io.BytesIO()
+    Image.new("RGB", (96, 80), (200, 10, 10)).save(buffer, format="PNG")
+    body = {"prompt": "a cat", "init_image": base64.b64encode(buffer.getvalue()).decode(),
+            "strength": 0.5, "count": 2}  # fmt: skip
+    answer = api.client.post("/api/v1/jobs", json=body)
+    assert answer.status_code == 201, answer.text
+    jobs = answer.json()["jobs"]
+    assert len(jobs) == 2 and all(j["init_image"].startswith("upload:") for j in jobs)
+    assert [j["strength"] for j in jobs] == [0.5, 0.5]
+    assert (jobs[0]["width"], jobs[0]["height"]) == (96, 80)  # no size asked: the image's
+    body["width"] = body["height"] = 64
+    resized = api.client.post("/api/v1/jobs", json=body).json()["jobs"][0]
+    assert (resized["width"], resized["height"]) == (64, 64)
+
+
+def test_listing_searching_starring_and_stats(api: Running) -> None:
+    for prompt in ("a red fox", "a blue whale", "a red barn"):
+        api.client.post("/api/v1/jobs", json={"prompt": prompt})
+    found = api.client.get("/api/v1/jobs", params={"q": "red"}).json()["jobs"]
+    assert [j["prompt"] for j in found] == ["a red barn", "a red fox"]
+    page = api.client.get("/api/v1/jobs", params={"limit": 2}).json()
+    rest = api.client.get("/api/v1/jobs", params={"before": page["next_before"]}).json()
+    assert len(page["jobs"]) == 2 and len(rest["jobs"]) == 1
+    fox = found[1]["id"]
+    assert api.client.post(f"/api/v1/jobs/{fox}/star").json()["starred"]
+    starred = api.client.get("/api/v1/jobs", params={"starred": "true"}).json()["jobs"]
+    assert [j["id"] for j in starred] == [fox]
+    stats = api.client.get("/api/v1/queue").json()
+    assert stats["counts"][JobStatus.PENDING.value] == 3
+    no_image = api.client.get(f"/api/v1/jobs/{fox}/image")
+    assert no_image.status_code == 404 and "has no image" in no_image.json()["error"]
+    schema = api.client.get("/openapi.json").json()
+    assert {"/api/v1/jobs", "/api/v1/events", "/sdapi/v1/txt2img"} <= set(schema["paths"])
+
+
+def test_a1111_names_and_png_info(api: Running) -> None:
+    assert easel_scheduler("Euler a", "Automatic") == "Euler a"
+    assert easel_scheduler("k_dpmpp_2m", None) == "DPM++ 2M"
+    refused = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "sampler_name": "LMS"})
+    assert refused.status_code == 422 and "unknown sampler 'LMS'" in refused.json()["error"]
+    hires = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "enable_hr": True})
+    assert hires.status_code == 422 and "hires fix" in hires.json()["error"]
+    assert api.queue.jobs() == []
+    assert api.client.post("/sdapi/v1/options", json={"sd_model_checkpoint": "nope"}
+                           ).status_code == 422  # fmt: skip
+    assert api.client.post("/sdapi/v1/options", json={"sd_model_checkpoint": "easel-tiny"}
+                           ).status_code == 200  # fmt: skip
+    assert api.client.get("/sdapi/v1/options").json()["sd_model_checkpoint"] == "easel-tiny"
+    text = "a cat\nNegative prompt: dogs\nSteps: 3, Sampler: Euler, CFG scale: 4, Seed: 7"
+    assert parse_parameters(text) == {
+        "Prompt": "a cat", "Negative prompt": "dogs", "Steps": "3", "Sampler": "Euler",
+        "CFG scale": "4", "Seed": "7",
+    }  # fmt: skip
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("parameters", text)
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buffer, format="PNG", pnginfo=info)
+    answer = api.client.post(
+        "/sdapi/v1/png-info", json={"image": base64.b64encode(buffer.getvalue()).decode()}
+    )
+    assert answer.json()["info"] == text and answer.json()["parameters"]["Seed"] == "7"
+
+
+def test_browsers_are_let_in_only_from_the_origins_configured(queue: JobQueue) -> None:
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    with running(queue) as closed:
+        answer = closed.client.options("/api/v1/jobs", headers=preflight)
+        assert "access-control-allow-origin" not in answer.headers
+        plain = closed.client.get("/api/v1/queue", headers={"Origin": "https://app.example"})
+        assert "access-control-allow-origin" not in plain.headers
+    with running(queue, cors=("https://app.example",)) as opened:
+        answer = opened.client.options("/api/v1/jobs", headers=preflight)
+        assert answer.headers["access-control-allow-origin"] == "https://app.example"
+        other = opened.client.options(
+            "/api/v1/jobs", headers={**preflight, "Origin": "https://evil.example"}
+        )  # fmt: skip
+        assert "access-control-allow-origin" not in other.headers

@@ -1,0 +1,225 @@
+"""The real server (`python -m app serve` on a loopback port, its spawned worker running the
+bundled model), spoken to as its users speak to it: the `webuiapi` client, plain HTTP, an
+event stream, a callback receiver."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import webuiapi
+from PIL import Image
+
+from app.engine.history.search import JobFilter, search
+from app.engine.jobs.queue import JobQueue
+from app.models.opening import open_database
+from tests.server.serving import REPO, Served, serving, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+PROMPT = "a red circle on a blue square"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("served")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def store(served: Served) -> Iterator[JobQueue]:
+    """The served database, read as the window reads it."""
+    db = open_database(str(served.home / "easel.db"))
+    yield JobQueue(db)
+    db.dispose()
+
+
+def a1111(served: Served) -> webuiapi.WebUIApi:
+    port = int(served.url.rsplit(":", 1)[1])
+    return webuiapi.WebUIApi(host="127.0.0.1", port=port, sampler="Euler", steps=3)
+
+
+def test_webuiapi_txt2img_is_pixel_equal_to_generate_and_a_job_with_a_timeline(
+    served: Served, store: JobQueue, tmp_path: Path
+) -> None:
+    reference = subprocess.Popen(
+        [sys.executable, "-m", "app", "--home", str(tmp_path / "cli-home"), "generate", PROMPT,
+         "--steps", "3", "--seed", "7", "--size", "64x64", "--cfg", "4", "--scheduler", "Euler",
+         "--out", str(tmp_path / "out")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    result = a1111(served).txt2img(
+        prompt=PROMPT, seed=7, width=64, height=64, cfg_scale=4, steps=3, sampler_name="Euler"
+    )  # fmt: skip
+    out, err = reference.communicate(timeout=180)
+    assert reference.returncode == 0, err
+    [image] = result.images
+    with Image.open(out.strip().splitlines()[-1]) as expected:
+        assert image.size == expected.size == (64, 64)
+        assert image.convert("RGB").tobytes() == expected.convert("RGB").tobytes()
+    assert result.info["seed"] == 7 and result.info["all_seeds"] == [7]
+    assert "Steps: 3, Sampler: Euler, CFG scale: 4, Seed: 7" in result.info["infotexts"][0]
+    [job_id] = result.info["easel_job_ids"]
+    # In the history, as the window finds it, with its whole timeline.
+    assert job_id in [job.id for job in search(store, JobFilter(text="red circle"))]
+    timeline = store.timeline(job_id)
+    assert [t.event for t in timeline] == ["SUBMIT", "START", "COMPLETE"]
+    assert timeline[0].source.startswith("api:python-requests")
+
+
+def test_webuiapi_img2img_is_a_job_with_its_init_image_and_png_info_reads_it_back(
+    served: Served, store: JobQueue
+) -> None:
+    api = a1111(served)
+    start = Image.new("RGB", (64, 64), (30, 160, 220))
+    result = api.img2img(images=[start], prompt="a boat", seed=11, width=64, height=64,
+                         denoising_strength=0.5, cfg_scale=4, steps=4)  # fmt: skip
+    [image] = result.images
+    assert image.size == (64, 64)
+    [job_id] = result.info["easel_job_ids"]
+    job = store.get(job_id)
+    assert job.status == "SUCCESS" and job.strength == 0.5 and job.progress_step == 2
+    assert job.init_image.startswith("upload:")
+    info = api.png_info(image)
+    assert info.info.startswith("a boat\n") and "Denoising strength: 0.5" in info.info
+    assert info.parameters["Seed"] == "11"
+
+
+def test_interrupt_cancels_the_running_job_at_its_next_step(served: Served) -> None:
+    api = a1111(served)
+    answer: list[Any] = []
+    request = threading.Thread(
+        target=lambda: answer.append(api.txt2img(prompt="a long one", seed=1, width=128,
+                                                 height=128, steps=150)),
+    )  # fmt: skip
+    request.start()
+    with served.client() as client:
+        deadline = time.monotonic() + 60
+        while api.get_progress()["state"]["sampling_step"] < 2:
+            assert time.monotonic() < deadline, "the job never got going"
+            time.sleep(0.05)
+        interrupted = client.post("/sdapi/v1/interrupt").json()
+        [job_id] = interrupted["cancelled"]
+        request.join(timeout=60)
+        job: dict[str, Any] = wait_for(client, job_id, ["CANCELLED"])
+    step_at_cancel = interrupted["at_step"][str(job_id)]
+    assert job["progress"]["live_step"] <= step_at_cancel + 1
+    events = [(t["event"], t["to"], t["source"]) for t in job["timeline"]]
+    assert events[-2][:2] == ("CANCEL", "CANCELLING") and events[-2][2].startswith("api:")
+    assert events[-1][:3] == ("STOPPED", "CANCELLED", "worker")  # the worker stopped itself
+    [result] = answer
+    assert result.images == [] and result.info["easel_statuses"] == {str(job_id): "CANCELLED"}
+
+
+def test_a_post_retried_with_its_idempotency_key_makes_one_job(served: Served) -> None:
+    body = {"prompt": "once only", "steps": 1}
+    with served.client() as client:
+        before = client.get("/api/v1/jobs", params={"q": "once only"}).json()["jobs"]
+        headers = {"Idempotency-Key": "retry-me"}
+        first = client.post("/api/v1/jobs", json=body, headers=headers)
+        again = client.post("/api/v1/jobs", json=body, headers=headers)
+        assert (first.status_code, again.status_code) == (201, 200)
+        assert first.json()["ids"] == again.json()["ids"] and again.json()["replayed"]
+        other = client.post("/api/v1/jobs", json={**body, "steps": 2}, headers=headers)
+        assert other.status_code == 409 and "different request" in other.json()["error"]
+        after = client.get("/api/v1/jobs", params={"q": "once only"}).json()["jobs"]
+    assert len(after) == len(before) + 1
+
+
+def test_an_event_stream_resumed_with_last_event_id_gets_every_transition_once(
+    served: Served, store: JobQueue
+) -> None:
+    start = max((t.id or 0) for job in store.jobs(limit=1) for t in store.timeline(job.id or 0))
+    with served.client() as client:
+        ids = [client.post("/api/v1/jobs", json={"prompt": f"streamed {n}", "steps": 2}).json()
+               ["ids"][0] for n in range(2)]  # fmt: skip
+        first = read_events(client, {"after": str(start)}, {}, stop_after=3)
+        resumed = read_events(
+            client, {}, {"Last-Event-ID": str(first[-1]["id"])}, until_success_of=set(ids)
+        )  # fmt: skip
+    received = [e["id"] for e in first + resumed]
+    assert len(received) == len(set(received))  # nothing twice
+    stored = [t.id or 0 for job_id in ids for t in store.timeline(job_id)]
+    mine = [i for i in received if i in set(stored)]
+    assert sorted(mine) == sorted(stored)  # nothing missed
+    assert received == sorted(received)  # in commit order
+
+
+def read_events(
+    client: httpx.Client,
+    params: dict[str, str],
+    headers: dict[str, str],
+    *,
+    stop_after: int | None = None,
+    until_success_of: set[int] | None = None,
+) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    succeeded: set[int] = set()
+    kind = ""
+    with client.stream("GET", "/api/v1/events", params=params, headers=headers) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: ") and kind == "transition":
+                event = json.loads(line.removeprefix("data: "))
+                got.append(event)
+                if event["to"] == "SUCCESS":
+                    succeeded.add(event["job_id"])
+                if stop_after is not None and len(got) >= stop_after:
+                    break
+                if until_success_of is not None and until_success_of <= succeeded:
+                    break
+    return got
+
+
+def test_a_callback_url_receives_the_final_status_once(served: Served) -> None:
+    received: list[dict[str, Any]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            received.append({**json.loads(self.rfile.read(length)),
+                             "delivery": self.headers["X-Easel-Delivery"]})  # fmt: skip
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{receiver.server_address[1]}/done"
+    try:
+        with served.client() as client:
+            body = {"prompt": "call me back", "steps": 2, "callback_url": url}
+            [job_id] = client.post("/api/v1/jobs", json=body).json()["ids"]
+            wait_for(client, job_id, ["SUCCESS"])
+            deadline = time.monotonic() + 20
+            while not received and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # several more passes of the sender: no second delivery
+            job = client.get(f"/api/v1/jobs/{job_id}").json()
+    finally:
+        receiver.shutdown()
+    assert [(r["job_id"], r["status"], r["delivery"]) for r in received] == [
+        (job_id, "SUCCESS", f"job-{job_id}")
+    ]
+    assert job["callback"]["attempts"] == 1 and job["callback"]["result"].startswith("delivered")
+
+
+def test_the_serving_process_never_loads_torch_while_its_worker_does(served: Served) -> None:
+    """Last in the module: its worker has generated by now. A loaded torch maps its C
+    libraries into the process; the worker's process shows that the check can see it."""
+    pid = served.process.pid
+    assert "torch" not in Path(f"/proc/{pid}/maps").read_text()
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert any("torch" in Path(f"/proc/{child}/maps").read_text() for child in children)
