@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from app.engine import paths
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
+from app.engine.jobs.affinity import AffinityBound
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
@@ -100,6 +101,12 @@ class Settings:
     new_jobs_start_with: NewJobValues = NewJobValues.LAST_USED
     new_job_defaults: JobDefaults = field(default_factory=JobDefaults)
     prune_images: bool = False  # a prune also deletes the removed jobs' images (never unasked)
+    # Model-aware claims: a worker prefers jobs for the models it holds, but never delays a
+    # job by more than this long or this many jobs because of it (app/engine/jobs/affinity.py).
+    affinity_max_wait_s: float = 60.0
+    affinity_max_skips: int = 8
+    # Memory loaded models may take, in GiB (VRAM first, then RAM); 0: from the machine's.
+    memory_budget_gb: float = 0.0
 
     def validated(self) -> Settings:
         problems = []
@@ -119,6 +126,9 @@ class Settings:
         if self.keep_finished_days < 0 or self.keep_finished_jobs < 0:
             problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
         problems += [f"new-job defaults: {p}" for p in self.new_job_defaults.problems()]
+        problems += AffinityBound(self.affinity_max_wait_s, self.affinity_max_skips).problems()
+        if not 0 <= self.memory_budget_gb <= 4096:
+            problems.append("the memory budget must be 0 (automatic) or up to 4096 GiB")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self

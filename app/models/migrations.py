@@ -16,7 +16,7 @@ from app.models.db import Database
 from app.models.search_index import create_search_index
 from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class SchemaTooNew(DatabaseError):
@@ -86,6 +86,25 @@ def _v7_to_v8(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN cancel_after FLOAT")
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    # Version 9 makes claims model-aware (app/engine/jobs/affinity.py): each job counts how
+    # often a claim passed it over for another model and since when (the fairness bound),
+    # and each worker row lists the models that worker holds. Only what is missing: the
+    # worker table may have been created by an earlier step of this same upgrade.
+    def missing(table: str, names: tuple[str, ...]) -> list[str]:
+        have = {column["name"] for column in inspect(conn).get_columns(table)}
+        return [name for name in names if name not in have]
+
+    added = {
+        "passed_over": "INTEGER NOT NULL DEFAULT 0",
+        "passed_over_at": "FLOAT",
+    }
+    for name in missing("job", tuple(added)):
+        conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {added[name]}")
+    if missing("worker", ("models",)):
+        conn.exec_driver_sql("ALTER TABLE worker ADD COLUMN models VARCHAR")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -94,6 +113,7 @@ MIGRATIONS: dict[int, Migration] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

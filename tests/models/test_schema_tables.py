@@ -1,6 +1,6 @@
 """A database from before a table or column existed gains it when opened, on both backends:
 the file table (schema 5 -> 6), the worker table (6 -> 7) and the job's pending cancel
-(7 -> 8)."""
+(7 -> 8), the affinity counts and worker models (8 -> 9)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_a_database_from_before_a_table_gains_it(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 8
+        assert stored_schema_version(db) == SCHEMA_VERSION == 9
         with db.read() as conn:
             assert inspect(conn).has_table(table)
             assert columns <= {column["name"] for column in inspect(conn).get_columns(table)}
@@ -49,10 +49,40 @@ def test_a_version_7_database_gains_the_pending_cancel_and_keeps_its_jobs(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 8
+        assert stored_schema_version(db) == SCHEMA_VERSION == 9
         queue = JobQueue(db)
         assert queue.get(job_id).cancel_after is None  # nothing was pending before
         assert hold_for_undo(queue, job_id, cancel_after=123.0) is Hold.QUEUED
         assert queue.get(job_id).cancel_after == 123.0
+    finally:
+        db.dispose()
+
+
+@pytest.mark.both_backends
+def test_a_version_8_database_gains_the_affinity_counts_and_worker_models_and_keeps_its_jobs(
+    db_location: str,
+) -> None:
+    db = open_database(db_location)
+    queue = JobQueue(db)
+    older = queue.submit(GenerationParams("an old cat", model="B"))
+    newer = queue.submit(GenerationParams("an old dog", model="A"))
+    with db.write() as conn:
+        for table, column in [
+            ("job", "passed_over"),
+            ("job", "passed_over_at"),
+            ("worker", "models"),
+        ]:
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(text("UPDATE schema_info SET version = 8"))
+    db.dispose()
+    db = open_database(db_location)
+    try:
+        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        queue = JobQueue(db)
+        assert (queue.get(older).passed_over, queue.get(older).passed_over_at) == (0, None)
+        job = queue.claim("w", models=["A"])  # the affinity claim runs on the upgraded table
+        assert job is not None and job.id == newer and queue.get(older).passed_over == 1
+        with db.read() as conn:
+            assert "models" in {column["name"] for column in inspect(conn).get_columns("worker")}
     finally:
         db.dispose()
