@@ -11,10 +11,12 @@ statement on both stores:
    bound: no claim may pass it, so the chosen job is never younger than the oldest job at
    its bound. That is the fairness bound: affinity delays no job by more than `max_skips`
    jobs, nor for longer than `max_wait_s` (plus the job that ran when the time ran out).
-3. Among the jobs a claim may take: the oldest one for a model the worker holds; else a
-   model no other live worker holds before one that another does (that worker will take
-   its own); then the model under the most pressure, where each of its candidates counts
-   1 plus its waiting time in units of `max_wait_s` (count and waiting time); then age.
+3. A job for a model that another live worker holds (the worker table) is left to that
+   worker, though passed over all the same, until it has waited `max_wait_s` (that worker
+   may be busy for long) or reached its bound; then anyone may take it.
+4. Among the jobs a claim may take: the oldest one for a model the worker holds; else the
+   model under the most pressure, where each of its candidates counts 1 plus its waiting
+   time in units of `max_wait_s` (count and waiting time); then age.
 
 A claim resets the taken job's counters; a job back in PENDING (retry, resume) starts over.
 """

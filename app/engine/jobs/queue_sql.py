@@ -136,8 +136,8 @@ def _claim_statement(*, only_job: bool) -> Any:
 def affinity_claim_statement() -> Any:
     """START the due PENDING job a worker holding some models should take, in one statement
     (the rule: `app.engine.jobs.affinity`): among the candidates (the highest priority) up to
-    the oldest one at its fairness bound, the oldest for a held model, else by whether
-    another worker holds the model, the model's pressure, and age.
+    the oldest one at its fairness bound, less those left to another worker, the oldest for
+    a held model, else the model under the most pressure, then age.
 
     The same UPDATE takes the chosen job and counts one more pass on every older candidate,
     so the bound is kept by the statement that passes a job over. It returns all of these
@@ -150,50 +150,57 @@ def affinity_claim_statement() -> Any:
     now: BindParameter[float] = bindparam("now")
     max_wait: BindParameter[float] = bindparam("max_wait_s")
     max_skips: BindParameter[int] = bindparam("max_skips")
-    held = [bindparam(f"held_{index}") for index in range(MAX_HELD)]
-    peers = [bindparam(f"peer_{index}") for index in range(MAX_PEERS)]
+    held: list[BindParameter[str]] = [bindparam(f"held_{i}") for i in range(MAX_HELD)]
+    peers: list[BindParameter[str]] = [bindparam(f"peer_{i}") for i in range(MAX_PEERS)]
     due = and_(JOB.c.status == pending, or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now))
     top = select(func.max(JOB.c.priority)).where(due).scalar_subquery()
     # NULL padding never matches: `model IN ('a', NULL)` is NULL, not true, for 'b'.
     mine = case((JOB.c.model.in_(held), 1), else_=0)
-    theirs = case((JOB.c.model.in_(peers), 1), else_=0)
     waited = now - func.coalesce(JOB.c.not_before, JOB.c.updated_at)
+    at_bound = or_(
+        JOB.c.passed_over >= max_skips,
+        and_(JOB.c.passed_over_at.is_not(None), now - JOB.c.passed_over_at >= max_wait),
+    )
+    # A model another live worker holds is left to it (it is passed over all the same),
+    # until its job waited out the bound or reached it: then anyone may take it.
+    left_to_peer = and_(JOB.c.model.in_(peers), waited < max_wait, ~at_bound)
     candidates = (
-        select(JOB.c.id, JOB.c.model, JOB.c.passed_over, JOB.c.passed_over_at)
-        .add_columns(mine.label("mine"), theirs.label("theirs"), waited.label("waited"))
+        select(JOB.c.id, JOB.c.model)
+        .add_columns(
+            mine.label("mine"),
+            waited.label("waited"),
+            case((at_bound, 1), else_=0).label("at_bound"),
+            case((left_to_peer, 1), else_=0).label("left_to_peer"),
+        )
         .where(due, JOB.c.priority == top)
         .cte("candidates")
     )
-    at_bound = or_(
-        candidates.c.passed_over >= max_skips,
-        and_(
-            candidates.c.passed_over_at.is_not(None),
-            now - candidates.c.passed_over_at >= max_wait,
-        ),
+    first_at_bound = (
+        select(func.min(candidates.c.id)).where(candidates.c.at_bound == 1).scalar_subquery()
     )
-    first_at_bound = select(func.min(candidates.c.id)).where(at_bound).scalar_subquery()
+    # Nobody younger than a job at its bound may go before it.
     allowed = (
         select(candidates)
         .where(or_(first_at_bound.is_(None), candidates.c.id <= first_at_bound))
         .cte("allowed")
     )
+    takeable = select(allowed).where(allowed.c.left_to_peer == 0).cte("takeable")
     pressure = (
         select(
-            allowed.c.model,
-            (func.count() + func.sum(allowed.c.waited) / max_wait).label("pressure"),
+            takeable.c.model,
+            (func.count() + func.sum(takeable.c.waited) / max_wait).label("pressure"),
         )
-        .group_by(allowed.c.model)
+        .group_by(takeable.c.model)
         .cte("pressure")
     )
-    held_first = allowed.c.mine == 1
+    held_first = takeable.c.mine == 1
     chosen = (
-        select(allowed.c.id)
-        .join(pressure, pressure.c.model == allowed.c.model)
+        select(takeable.c.id)
+        .join(pressure, pressure.c.model == takeable.c.model)
         .order_by(
-            allowed.c.mine.desc(),
-            case((held_first, 0), else_=allowed.c.theirs),
+            takeable.c.mine.desc(),
             case((held_first, literal(0.0)), else_=pressure.c.pressure).desc(),
-            allowed.c.id,
+            takeable.c.id,
         )
         .limit(1)
         .cte("chosen")

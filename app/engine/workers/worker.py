@@ -74,7 +74,10 @@ def default_runner() -> RunnerLike:
     return Runner(
         device=pick_device(low_vram=settings.low_vram),
         resolve=partial(resolve_model, search=search),
-        cache=PipelineCache(lora_folders=lora_folders(search)),
+        cache=PipelineCache(
+            lora_folders=lora_folders(search),
+            budget_bytes=int(settings.memory_budget_gb * 2**30),  # 0: from RAM and VRAM
+        ),
     )
 
 
@@ -117,15 +120,16 @@ class WorkerConfig:
     # (see `app.engine.jobs.affinity`; the settings' affinity_max_wait_s, _max_skips).
     affinity_max_wait_s: float = 60.0
     affinity_max_skips: int = 8
-    # How much memory loaded models may take (bytes; 0: from the machine's RAM and VRAM).
-    memory_budget_bytes: int = 0
 
     @property
     def affinity(self) -> AffinityBound:
         return AffinityBound(
             max_wait_s=self.affinity_max_wait_s,
             max_skips=self.affinity_max_skips,
-            peers_seen_within_s=self.heartbeat_interval_s * HEARTBEATS_PER_TIMEOUT,
+            # A live worker's row is never older than two of its beats.
+            peers_seen_within_s=max(
+                self.heartbeat_interval_s * HEARTBEATS_PER_TIMEOUT, 2 * self.presence_interval_s
+            ),
         )
 
     @classmethod
@@ -144,7 +148,6 @@ class WorkerConfig:
             stall_limit_s=settings.stall_limit_s,
             affinity_max_wait_s=settings.affinity_max_wait_s,
             affinity_max_skips=settings.affinity_max_skips,
-            memory_budget_bytes=int(settings.memory_budget_gb * 2**30),
         )
         return replace(config, **overrides)
 
