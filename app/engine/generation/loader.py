@@ -239,8 +239,10 @@ def _check_configs(model: ModelInfo, config: Path) -> None:
 def _from_single_file(
     pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
 ) -> Any:
-    options = {**options, **_tokenizers_from_shared_vocabulary(config)}
-    return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
+    from app.engine.generation.fast_load import fast_single_file
+
+    options = {**options, **_tokenizers_from_shared_vocabulary(config), "config": str(config)}
+    return fast_single_file(pipeline_class, Path(model.path), options)
 
 
 class Tier(Enum):
