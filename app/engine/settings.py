@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from app.engine import paths
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
+from app.engine.jobs.affinity import AffinityBound
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
@@ -103,6 +104,12 @@ class Settings:
     # The HTTP API (`python -m app serve`) on 127.0.0.1 at this port while the window is
     # open (app/ui/qt/api_server.py); 0: off.
     api_port: int = 0
+    # Model-aware claims: a worker prefers jobs for the models it holds, but never delays a
+    # job by more than this long or this many jobs because of it (app/engine/jobs/affinity.py).
+    affinity_max_wait_s: float = 60.0
+    affinity_max_skips: int = 8
+    # Memory loaded models may take, in GiB (VRAM first, then RAM); 0: from the machine's.
+    memory_budget_gb: float = 0.0
 
     def validated(self) -> Settings:
         problems = []
@@ -124,6 +131,9 @@ class Settings:
         if not (self.api_port == 0 or 1024 <= self.api_port <= 65535):
             problems.append("the API port must be 0 (off) or between 1024 and 65535")
         problems += [f"new-job defaults: {p}" for p in self.new_job_defaults.problems()]
+        problems += AffinityBound(self.affinity_max_wait_s, self.affinity_max_skips).problems()
+        if not 0 <= self.memory_budget_gb <= 4096:
+            problems.append("the memory budget must be 0 (automatic) or up to 4096 GiB")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self

@@ -58,6 +58,13 @@ class Dialect(Protocol):
     @property
     def notify_sql(self) -> str | None: ...
 
+    @property
+    def serialise_sql(self) -> str | None:
+        """`serialise` for a hot transaction: the statement (one `%s`/`?` for the key) that
+        holds other hot transactions asking for the same key back until this one ends; None
+        where the write lock taken at BEGIN already does."""
+        ...
+
     def location(self, db: Database) -> str:
         """What `open_database` takes to open `db` again (e.g. in a worker process)."""
         ...
@@ -251,7 +258,7 @@ class Database:
             cursor = raw.cursor()
             self.dialect.begin_hot_write(cursor, self.lock_timeout_s)
             try:
-                yield HotTransaction(cursor, self.dialect.notify_sql)
+                yield HotTransaction(cursor, self.dialect.notify_sql, self.dialect.serialise_sql)
                 raw.commit()
             except BaseException:
                 _rollback_quietly(raw)
@@ -420,9 +427,18 @@ class Prepared:
 
 
 class HotTransaction:
-    def __init__(self, cursor: Any, notify_sql: str | None = None) -> None:
+    def __init__(
+        self, cursor: Any, notify_sql: str | None = None, serialise_sql: str | None = None
+    ) -> None:
         self._cursor = cursor
         self._notify_sql = notify_sql
+        self._serialise_sql = serialise_sql
+
+    def serialise(self, key: int) -> None:
+        """Until this transaction ends, no other that asks for `key` runs (they wait), on
+        any machine: SQLite's write lock, taken at BEGIN, already is one."""
+        if self._serialise_sql is not None:
+            self._cursor.execute(self._serialise_sql, (key,))
 
     def notify(self, payload: str) -> None:
         """Wake listening workers on any machine once this transaction commits (PostgreSQL's

@@ -24,7 +24,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class SchemaTooNew(DatabaseError):
@@ -101,6 +101,25 @@ def _v8_to_v9(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[REQUEST_KEY, API_JOB])
 
 
+def _v9_to_v10(conn: Connection) -> None:
+    # Version 10 makes claims model-aware (app/engine/jobs/affinity.py): each job counts how
+    # often a claim passed it over for another model and since when (the fairness bound),
+    # and each worker row lists the models that worker holds. Only what is missing: the
+    # worker table may have been created by an earlier step of this same upgrade.
+    def missing(table: str, names: tuple[str, ...]) -> list[str]:
+        have = {column["name"] for column in inspect(conn).get_columns(table)}
+        return [name for name in names if name not in have]
+
+    added = {
+        "passed_over": "INTEGER NOT NULL DEFAULT 0",
+        "passed_over_at": "FLOAT",
+    }
+    for name in missing("job", tuple(added)):
+        conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {added[name]}")
+    if missing("worker", ("models",)):
+        conn.exec_driver_sql("ALTER TABLE worker ADD COLUMN models VARCHAR")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -110,6 +129,7 @@ MIGRATIONS: dict[int, Migration] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 

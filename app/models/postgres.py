@@ -301,6 +301,7 @@ class PostgresDialect:
 
     shares_files = True  # machines share no disk: images and checkpoints go in `job_file`
     notify_sql = NOTIFY_SQL
+    serialise_sql = "SELECT pg_advisory_xact_lock(%s)"
     has_clock = True  # the server's: one clock for every machine on the queue
 
     def location(self, db: Database) -> str:
@@ -335,7 +336,7 @@ class PostgresDialect:
         return float(conn.execute(SERVER_TIME_SQL).scalar_one())
 
     def serialise(self, conn: Connection, key: int) -> None:
-        """An advisory lock held until the transaction ends (claims never take one)."""
+        """An advisory lock held until the transaction ends (claims take one of their own)."""
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 

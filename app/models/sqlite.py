@@ -51,6 +51,7 @@ class SqliteDialect:
 
     shares_files = False  # one machine's store: the local folders hold images and checkpoints
     notify_sql = None  # everyone polls the one file (`data_version`)
+    serialise_sql = None  # BEGIN IMMEDIATE holds the one write lock
     has_clock = False  # one machine's file: that machine's clock is the only one
 
     def __init__(self) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     Float,
     Index,
+    Integer,
     LargeBinary,
     String,
     false,
@@ -92,6 +93,13 @@ class Job(SQLModel, table=True):
     starred: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
+    # Model-aware claims (app/engine/jobs/affinity.py): how often a claim took a younger job
+    # for its model while this one waited, and when it first did; reset when it is claimed.
+    # The claim refuses to pass it once either reaches its bound. Schema 9.
+    passed_over: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default=text("0"))
+    )
+    passed_over_at: float | None = None
 
 
 class JobTransition(SQLModel, table=True):
@@ -168,6 +176,9 @@ class WorkerRow(SQLModel, table=True):
     machine: str  # --name, or the host name
     device: str | None = None  # "cuda/float16", "cpu/float32"; None until known
     model: str | None = None  # the model it loaded last
+    # The models it holds in memory now, most recently used first, as a JSON list of the
+    # names jobs give (schema 10): claims of other workers leave these models to it.
+    models: str | None = None
     state: str = Field(sa_column=Column(String(16), nullable=False))  # WorkerState
     current_job: int | None = None  # no foreign key: a pruned job must not block the row
     started_at: float

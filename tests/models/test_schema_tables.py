@@ -29,7 +29,7 @@ def test_a_database_from_before_a_table_gains_it(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        assert stored_schema_version(db) == SCHEMA_VERSION
         with db.read() as conn:
             assert inspect(conn).has_table(table)
             assert columns <= {column["name"] for column in inspect(conn).get_columns(table)}
@@ -49,7 +49,7 @@ def test_a_version_7_database_gains_the_pending_cancel_and_keeps_its_jobs(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        assert stored_schema_version(db) == SCHEMA_VERSION
         queue = JobQueue(db)
         assert queue.get(job_id).cancel_after is None  # nothing was pending before
         assert hold_for_undo(queue, job_id, cancel_after=123.0) is Hold.QUEUED
@@ -74,7 +74,7 @@ def test_a_version_8_database_gains_the_server_tables_and_keeps_its_jobs(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        assert stored_schema_version(db) == SCHEMA_VERSION
         with db.read() as conn:
             assert {"request_key", "api_job"} <= set(inspect(conn).get_table_names())
         queue = JobQueue(db)
@@ -83,5 +83,35 @@ def test_a_version_8_database_gains_the_server_tables_and_keeps_its_jobs(
         first = queue.submit_keyed(NewJobs([GenerationParams("a new cat")]), key=key)
         again = queue.submit_keyed(NewJobs([GenerationParams("a new cat")]), key=key)
         assert again.replayed and again.jobs == first.jobs != [job_id]
+    finally:
+        db.dispose()
+
+
+@pytest.mark.both_backends
+def test_a_version_9_database_gains_the_affinity_counts_and_worker_models_and_keeps_its_jobs(
+    db_location: str,
+) -> None:
+    db = open_database(db_location)
+    queue = JobQueue(db)
+    older = queue.submit(GenerationParams("an old cat", model="B"))
+    newer = queue.submit(GenerationParams("an old dog", model="A"))
+    with db.write() as conn:
+        for table, column in [
+            ("job", "passed_over"),
+            ("job", "passed_over_at"),
+            ("worker", "models"),
+        ]:
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(text("UPDATE schema_info SET version = 9"))
+    db.dispose()
+    db = open_database(db_location)
+    try:
+        assert stored_schema_version(db) == SCHEMA_VERSION
+        queue = JobQueue(db)
+        assert (queue.get(older).passed_over, queue.get(older).passed_over_at) == (0, None)
+        job = queue.claim("w", models=["A"])  # the affinity claim runs on the upgraded table
+        assert job is not None and job.id == newer and queue.get(older).passed_over == 1
+        with db.read() as conn:
+            assert "models" in {column["name"] for column in inspect(conn).get_columns("worker")}
     finally:
         db.dispose()

@@ -8,13 +8,16 @@ A diffusers folder loads with `from_pretrained`; a single checkpoint file with d
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,12 @@ from app.engine.generation.lora import (
     ResolvedLora,
     lora_folders,
     resolve_loras,
+)
+from app.engine.generation.memory import (
+    MemoryBudget,
+    default_budget,
+    pipeline_bytes,
+    weight_file_bytes,
 )
 from app.engine.generation.preview import Previewer, previewer_for
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, detected
@@ -230,54 +239,175 @@ def _check_configs(model: ModelInfo, config: Path) -> None:
 def _from_single_file(
     pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
 ) -> Any:
-    options = {**options, **_tokenizers_from_shared_vocabulary(config)}
-    return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
+    from app.engine.generation.fast_load import fast_single_file
+
+    options = {**options, **_tokenizers_from_shared_vocabulary(config), "config": str(config)}
+    return fast_single_file(pipeline_class, Path(model.path), options)
+
+
+class Tier(Enum):
+    """Where a loaded pipeline is: on its device, ready; or standing by in system RAM."""
+
+    DEVICE = "device"
+    STANDBY = "standby"
+
+
+@dataclass
+class _Entry:
+    loaded: LoadedModel
+    size_bytes: int
+    tier: Tier = Tier.DEVICE
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """How `PipelineCache.get` found its pipeline: already loaded, copied back from the RAM
+    standby, or loaded from disk, and how long that took (for the job's timeline)."""
+
+    how: str  # "loaded", "copied", "held"
+    seconds: float = 0.0
+
+    @property
+    def note(self) -> str:
+        if self.how == "held":
+            return "model already loaded"
+        if self.how == "copied":
+            return f"model copied back from RAM in {self.seconds:.1f} s"
+        return f"model loaded in {self.seconds:.1f} s"
 
 
 class PipelineCache:
-    """Loaded pipelines keyed by (model path, device, dtype); the least recently used goes first.
+    """Loaded pipelines keyed by (model path, device, dtype), within a memory budget.
 
-    One model by default: a second SD model in memory would double the RAM/VRAM in use.
+    As many pipelines as fit `budget.device_bytes` stay on their device; the least recently
+    used goes first, to system RAM while `budget.standby_bytes` has room (an accelerator's
+    standby: a switch back is a copy, not a load), else it is dropped. Room is made before a
+    load, from the size of the files to read, so two models never overfill memory at once.
+    `max_models` caps the count as well (None: the budget alone decides).
     """
 
     def __init__(
         self,
-        max_models: int = 1,
+        max_models: int | None = None,
         configs: SingleFileConfigs | None = None,
         lora_folders: Sequence[Path] | None = None,
+        budget: MemoryBudget | None = None,
+        budget_bytes: int = 0,
     ) -> None:
-        self._max_models = max(1, max_models)
+        self._max_models = max(1, max_models) if max_models is not None else None
         self._configs = configs
         self._lora_folders = lora_folders
-        self._loaded: OrderedDict[CacheKey, LoadedModel] = OrderedDict()
+        self._budget = budget
+        self._budget_bytes = budget_bytes  # the user's setting (0: the machine's default)
+        self._entries: OrderedDict[CacheKey, _Entry] = OrderedDict()  # most recent last
+        self.last_fetch = Fetched("held")
+        self.loads = 0  # pipelines read from disk, for benchmarks and tests
 
     def get(
         self, model: ModelInfo, device: DeviceChoice, loras: Sequence[LoraRef] = ()
     ) -> LoadedModel:
         """The pipeline for `model` with exactly `loras` applied: a LoRA of the previous job
-        is removed first, so it can never leak into this one."""
+        is removed first, so it can never leak into this one (a LoRA switch keeps the base
+        model: only the adapter layers are unloaded and loaded)."""
         # Resolved first: an unknown LoRA name fails before a slow model load.
         resolved = resolve_loras(loras, self._lora_search()) if loras else []
         loaded = self._pipeline(model, device)
         loaded.use_loras(resolved)
         return loaded
 
+    def budget_for(self, device: DeviceChoice) -> MemoryBudget:
+        if self._budget is None:
+            self._budget = (
+                MemoryBudget.total(self._budget_bytes, device.device)
+                if self._budget_bytes
+                else default_budget(device.device)
+            )
+        return self._budget
+
+    def held(self) -> list[tuple[ModelInfo, Tier]]:
+        """The models held, on the device first, most recently used first."""
+        entries = list(reversed(self._entries.values()))
+        ordered = [e for e in entries if e.tier is Tier.DEVICE]
+        ordered += [e for e in entries if e.tier is Tier.STANDBY]
+        return [(e.loaded.model, e.tier) for e in ordered]
+
     def _lora_search(self) -> Sequence[Path]:
         return lora_folders() if self._lora_folders is None else self._lora_folders
 
     def _pipeline(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
         key = (str(model.path.resolve()), device.device, device.dtype_name, device.low_vram)
-        if key in self._loaded:
-            self._loaded.move_to_end(key)
-            return self._loaded[key]
-        while len(self._loaded) >= self._max_models:
-            self._loaded.popitem(last=False)  # free before loading, not after
+        started = time.monotonic()
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            if entry.tier is Tier.DEVICE:
+                self.last_fetch = Fetched("held")
+                return entry.loaded
+            self._make_room(device, entry.size_bytes, keep=key)
+            _place(entry.loaded.pipe, device)  # back from RAM: a copy, never a read
+            entry.tier = Tier.DEVICE
+            self.last_fetch = Fetched("copied", time.monotonic() - started)
+            return entry.loaded
+        # Free before loading, not after: the files' size is what the weights will take
+        # (near enough: a float16 file run in float32 takes twice, corrected just below).
+        self._make_room(device, weight_file_bytes(model.path), keep=None)
         loaded = load_pipeline(model, device, self._configs)
-        self._loaded[key] = loaded
+        self.loads += 1
+        entry = self._entries[key] = _Entry(loaded, pipeline_bytes(loaded.pipe))
+        self._make_room(device, entry.size_bytes, keep=key)
+        self.last_fetch = Fetched("loaded", time.monotonic() - started)
         return loaded
 
+    def _make_room(self, device: DeviceChoice, needed: int, keep: CacheKey | None) -> None:
+        """Move or drop the least recently used until a model of `needed` bytes fits the
+        device's budget beside the others (and the count fits `max_models`); `keep`, the one
+        being placed, is never touched."""
+        budget = self.budget_for(device)
+        while True:
+            others = [k for k, e in self._entries.items() if e.tier is Tier.DEVICE and k != keep]
+            if not others:
+                return
+            used = sum(self._entries[k].size_bytes for k in others)
+            too_many = self._max_models is not None and len(others) + 1 > self._max_models
+            if used + needed <= budget.device_bytes and not too_many:
+                return
+            self._evict(others[0], budget)
+
+    def _evict(self, key: CacheKey, budget: MemoryBudget) -> None:
+        entry = self._entries[key]
+        # Offloaded pipelines (low VRAM) carry hooks that place them: never stood by.
+        standby = budget.standby_bytes and not entry.loaded.device.low_vram
+        if standby and entry.size_bytes <= budget.standby_bytes:
+            standing_by = [k for k, e in self._entries.items() if e.tier is Tier.STANDBY]
+            while standing_by and (
+                sum(self._entries[k].size_bytes for k in standing_by) + entry.size_bytes
+                > budget.standby_bytes
+            ):
+                self._drop(standing_by.pop(0))
+            entry.loaded.pipe.to("cpu")
+            entry.tier = Tier.STANDBY
+            log.info("model %s moved to RAM (memory budget)", entry.loaded.model.name)
+        else:
+            self._drop(key)
+        _empty_device_cache()
+
+    def _drop(self, key: CacheKey) -> None:
+        entry = self._entries.pop(key)
+        log.info("model %s unloaded (memory budget)", entry.loaded.model.name)
+        del entry
+        gc.collect()  # the pipeline's modules hold cycles: free the weights now, not later
+
     def clear(self) -> None:
-        self._loaded.clear()
+        self._entries.clear()
+        gc.collect()
+        _empty_device_cache()
+
+
+def _empty_device_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _check_layout(model: ModelInfo) -> None:

@@ -61,3 +61,5 @@ class GenerationOutcome:
     resumed_from: ResumedFrom | None = None
     unsaved_reason: str | None = None  # PAUSED without (new) progress: why it was not saved
     note: str = ""  # something the timeline should say, e.g. that low-VRAM mode was turned on
+    # How the model was found: "model loaded in 6.2 s", "model already loaded" (timeline).
+    load_note: str = ""

@@ -67,6 +67,7 @@ class Runner:
         self._resolve = resolve
         self._cache = cache or PipelineCache()
         self._previews = PreviewThrottle(preview_interval_s)
+        self._asked_as: dict[Path, str] = {}  # a held model's path -> the name jobs give it
 
     @property
     def device(self) -> DeviceChoice:
@@ -75,7 +76,20 @@ class Runner:
     def load(self, model_name: str, loras: Sequence[LoraRef] = ()) -> LoadedModel:
         """Load (or reuse) the pipeline for `model_name` with exactly `loras` applied;
         `run` does this itself, with the LoRAs its prompt names."""
-        return self._cache.get(self._resolve(model_name), self._device, loras)
+        model = self._resolve(model_name)
+        self._asked_as[model.path.resolve()] = model_name
+        return self._cache.get(model, self._device, loras)
+
+    def held_models(self) -> list[str]:
+        """The models held in memory (on the device first, then standing by in RAM), most
+        recently used first, by the names jobs give them: what the worker row lists and its
+        claims prefer."""
+        names = [self._asked_as.get(model.path.resolve()) for model, _tier in self._cache.held()]
+        return list(dict.fromkeys(name for name in names if name is not None))
+
+    @property
+    def cache(self) -> PipelineCache:
+        return self._cache
 
     def run(
         self,
@@ -126,18 +140,20 @@ class Runner:
         _check_params(params, init_image)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
         job = _Job(loaded, params, checkpoint_path, on_step, init_image)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         with _RollingSaver(checkpoint_path) as saver:
             stopped = job.run_steps(state, elapsed_before, self._previews, saver)
         if stopped is not None:
-            return replace(stopped, resumed_from=resumed)
+            return replace(stopped, resumed_from=resumed, load_note=load_note)
         write_png(denoise.decode(job.loaded.pipe, state), output_path, params)
         delete_checkpoint(checkpoint_path)
         return GenerationOutcome(
-            OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
-        )
+            OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed,
+            load_note=load_note,
+        )  # fmt: skip
 
 
 class PreviewThrottle:

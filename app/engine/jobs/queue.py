@@ -12,6 +12,7 @@ execution, cost several times the per-transaction price of SQLite itself.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Update, and_, func, or_, select, update
 
+from app.engine.jobs.affinity import (
+    DEFAULT_BOUND,
+    MAX_HELD,
+    MAX_PEERS,
+    AffinityBound,
+    model_slots,
+)
 from app.engine.jobs.changes import ChangeWatcher
 from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
@@ -44,6 +52,8 @@ log = logging.getLogger(__name__)
 
 # Moves on every machine take it, one at a time (see `_moving`); any fixed number.
 MOVES_KEY = 0x45A5E3
+# Claims on every machine take it, one at a time (see `queue_sql.affinity_claim_statement`).
+CLAIMS_KEY = 0x45A5E4
 
 MAX_DECIDE_AGAIN = 20
 DEFAULT_MAX_ATTEMPTS = 3
@@ -140,6 +150,9 @@ class JobQueue:
     # Tests may give a clock of their own.
     clock: Clock = _the_store_clock
     listeners: list[TransitionListener] = field(default_factory=list)
+    # How far model affinity may delay a job (the settings' affinity_max_wait_s and
+    # affinity_max_skips; see `affinity`).
+    affinity: AffinityBound = DEFAULT_BOUND
     _sql: QueueStatements = field(init=False, repr=False)
     _graph: GraphStatements = field(init=False, repr=False)
     _keys: KeyStatements = field(init=False, repr=False)
@@ -420,11 +433,20 @@ class JobQueue:
     # --- claiming ----------------------------------------------------------------------------
 
     def claim(
-        self, worker_id: str, *, source: str = "worker", job_id: int | None = None
+        self,
+        worker_id: str,
+        *,
+        source: str = "worker",
+        job_id: int | None = None,
+        models: Sequence[str] = (),
     ) -> Job | None:
-        """START the next PENDING job for `worker_id`, atomically; None when nothing is due.
+        """START the next due PENDING job for `worker_id`, atomically; None when nothing is due.
 
         One UPDATE picks and takes the row, so two workers can never hold one job.
+        `models`: the models the worker holds (most recently used first): it takes the oldest
+        due job for one of them unless that would pass a job over beyond the fairness bound
+        (`affinity`), else the model with the most pressure, leaving models other live
+        workers hold (the worker table) to them. A higher priority always goes first.
         `job_id`: only that job (`python -m app generate` runs exactly the job it submitted).
         """
         now = self.clock()
@@ -432,15 +454,28 @@ class JobQueue:
         params: dict[str, Any] = {"now": now, "worker_id": worker_id}
         if job_id is not None:
             params["job_id"] = job_id
-        statement = self._sql.claim_next if job_id is None else self._sql.claim_job
+            statement = self._sql.claim_job
+        else:
+            bound = self.affinity
+            params.update(model_slots("held", tuple(models), MAX_HELD))
+            params.update(max_wait_s=bound.max_wait_s, max_skips=bound.max_skips)
+            statement = self._sql.claim_next
 
         def take(tx: HotTransaction) -> tuple[Job, TransitionRecord] | None:
+            if job_id is None:
+                tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
+                peers = self._peer_models(tx, worker_id, now, set(models))
+                params.update(model_slots("peer", peers, MAX_PEERS))
             cursor = tx.execute(statement, params)
-            row = cursor.fetchone()
-            if row is None:
+            rows = cursor.fetchall()
+            jobs = [job_from_cursor(cursor, row) for row in rows]
+            taken = [job for job in jobs if job.status == target.value]
+            if not taken:
+                if jobs:  # the chosen job moved meanwhile (a cancel): count no passes
+                    raise _ClaimMissed
                 return None
-            job = job_from_cursor(cursor, row)
-            assert job.id is not None and job.status == target.value
+            [job] = taken
+            assert job.id is not None and job.worker_id == worker_id
             record = TransitionRecord(
                 job.id, JobStatus.PENDING, target, JobEvent.START, source,
                 f"claimed by {worker_id}", job.attempt, now,
@@ -448,12 +483,32 @@ class JobQueue:
             self._insert_history(tx, record)
             return job, record
 
-        taken = self.db.in_hot_write(take)
+        for _ in range(MAX_DECIDE_AGAIN):
+            try:
+                taken = self.db.in_hot_write(take)
+                break
+            except _ClaimMissed:
+                log.debug("the job a claim chose moved meanwhile; claiming again")
+        else:
+            return None
         if taken is None:
             self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
             return None
         self._notify(taken[1])
         return taken[0]
+
+    def _peer_models(
+        self, tx: HotTransaction, worker_id: str, now: float, mine: set[str]
+    ) -> list[str]:
+        """The models other live workers hold (the worker table), ours left out."""
+        seen_since = now - self.affinity.peers_seen_within_s
+        values = {"worker_id": worker_id, "seen_since": seen_since}
+        peers: dict[str, None] = {}
+        for (listed,) in tx.execute(self._sql.peer_models, values).fetchall():
+            for model in _model_list(listed):
+                if model not in mine:
+                    peers[model] = None
+        return list(peers)
 
     # --- liveness and progress (not transitions) ---------------------------------------------
 
@@ -686,6 +741,19 @@ _PENDING_IN_CLAIM_ORDER = (
     .where(JOB.c.status == JobStatus.PENDING.value)
     .order_by(JOB.c.priority.desc(), JOB.c.id)
 )
+
+
+class _ClaimMissed(Exception):
+    """The job a claim chose was moved by a concurrent transition: roll back, claim again."""
+
+
+def _model_list(listed: str | None) -> list[str]:
+    """A worker row's `models` (a JSON list of names); a damaged value holds none."""
+    try:
+        models = json.loads(listed) if listed else []
+    except ValueError:
+        return []
+    return [model for model in models if isinstance(model, str)] if isinstance(models, list) else []
 
 
 class _MovedMeanwhile(Exception):

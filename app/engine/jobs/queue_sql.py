@@ -7,11 +7,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BindParameter, bindparam, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    null,
+    or_,
+    select,
+    update,
+)
 
+from app.engine.jobs.affinity import MAX_HELD, MAX_PEERS
 from app.engine.jobs.states import JobStatus
 from app.models.db import Database, Prepared
-from app.models.tables import JOB, TRANSITION, Job
+from app.models.tables import JOB, TRANSITION, WORKER, Job
 
 HISTORY_COLUMNS = (
     "job_id", "attempt", "from_status", "to_status", "event", "source", "message", "at",
@@ -30,8 +43,16 @@ class QueueStatements:
             )
         )
         self.insert_history = db.prepare(insert(TRANSITION), HISTORY_COLUMNS)
-        self.claim_next = db.prepare(_claim_statement(only_job=False))
+        self.claim_next = db.prepare(affinity_claim_statement())
         self.claim_job = db.prepare(_claim_statement(only_job=True))
+        self.peer_models = db.prepare(
+            select(WORKER.c.models).where(
+                WORKER.c.id != bindparam("worker_id"),
+                WORKER.c.last_seen_at >= bindparam("seen_since"),
+                WORKER.c.state != "exited",
+                WORKER.c.models.is_not(None),
+            )
+        )
         self.heartbeat = self._touch(("heartbeat_at",))
         self.progress = self._touch(("heartbeat_at", "progress_step", "progress_total"))
 
@@ -107,6 +128,102 @@ def _claim_statement(*, only_job: bool) -> Any:
             updated_at=now,
             not_before=None,
             progress_step=0,
+        )
+        .returning(*JOB.c)
+    )
+
+
+def affinity_claim_statement() -> Any:
+    """START the due PENDING job a worker holding some models should take, in one statement
+    (the rule: `app.engine.jobs.affinity`): among the candidates (the highest priority) up to
+    the oldest one at its fairness bound, less those left to another worker, the oldest for
+    a held model, else the model under the most pressure, then age.
+
+    The same UPDATE takes the chosen job and counts one more pass on every older candidate,
+    so the bound is kept by the statement that passes a job over. It returns all of these
+    rows; the claimed one is the one now PROCESSING. Two claims never interleave: SQLite's
+    single writer, and on PostgreSQL a lock the claim's transaction takes first (a claim is
+    a read of the whole candidate set, which row locks cannot guard); the outer `status =
+    'PENDING'` re-checks each row against a concurrent transition (a cancel).
+    """
+    pending = JobStatus.PENDING.value
+    now: BindParameter[float] = bindparam("now")
+    max_wait: BindParameter[float] = bindparam("max_wait_s")
+    max_skips: BindParameter[int] = bindparam("max_skips")
+    held: list[BindParameter[str]] = [bindparam(f"held_{i}") for i in range(MAX_HELD)]
+    peers: list[BindParameter[str]] = [bindparam(f"peer_{i}") for i in range(MAX_PEERS)]
+    due = and_(JOB.c.status == pending, or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now))
+    top = select(func.max(JOB.c.priority)).where(due).scalar_subquery()
+    # NULL padding never matches: `model IN ('a', NULL)` is NULL, not true, for 'b'.
+    mine = case((JOB.c.model.in_(held), 1), else_=0)
+    waited = now - func.coalesce(JOB.c.not_before, JOB.c.updated_at)
+    at_bound = or_(
+        JOB.c.passed_over >= max_skips,
+        and_(JOB.c.passed_over_at.is_not(None), now - JOB.c.passed_over_at >= max_wait),
+    )
+    # A model another live worker holds is left to it (it is passed over all the same),
+    # until its job waited out the bound or reached it: then anyone may take it.
+    left_to_peer = and_(JOB.c.model.in_(peers), waited < max_wait, ~at_bound)
+    candidates = (
+        select(JOB.c.id, JOB.c.model)
+        .add_columns(
+            mine.label("mine"),
+            waited.label("waited"),
+            case((at_bound, 1), else_=0).label("at_bound"),
+            case((left_to_peer, 1), else_=0).label("left_to_peer"),
+        )
+        .where(due, JOB.c.priority == top)
+        .cte("candidates")
+    )
+    first_at_bound = (
+        select(func.min(candidates.c.id)).where(candidates.c.at_bound == 1).scalar_subquery()
+    )
+    # Nobody younger than a job at its bound may go before it.
+    allowed = (
+        select(candidates)
+        .where(or_(first_at_bound.is_(None), candidates.c.id <= first_at_bound))
+        .cte("allowed")
+    )
+    takeable = select(allowed).where(allowed.c.left_to_peer == 0).cte("takeable")
+    pressure = (
+        select(
+            takeable.c.model,
+            (func.count() + func.sum(takeable.c.waited) / max_wait).label("pressure"),
+        )
+        .group_by(takeable.c.model)
+        .cte("pressure")
+    )
+    held_first = takeable.c.mine == 1
+    chosen = (
+        select(takeable.c.id)
+        .join(pressure, pressure.c.model == takeable.c.model)
+        .order_by(
+            takeable.c.mine.desc(),
+            case((held_first, literal(0.0)), else_=pressure.c.pressure).desc(),
+            takeable.c.id,
+        )
+        .limit(1)
+        .cte("chosen")
+    )
+    chosen_id = select(chosen.c.id).scalar_subquery()
+    is_chosen = JOB.c.id == chosen_id
+    passed_or_taken = select(allowed.c.id).where(allowed.c.id <= chosen_id)
+    return (
+        update(JOB)
+        .where(JOB.c.id.in_(passed_or_taken), JOB.c.status == pending)
+        .values(
+            status=case((is_chosen, JobStatus.PROCESSING.value), else_=JOB.c.status),
+            version=case((is_chosen, JOB.c.version + 1), else_=JOB.c.version),
+            worker_id=case((is_chosen, bindparam("worker_id")), else_=JOB.c.worker_id),
+            heartbeat_at=case((is_chosen, now), else_=JOB.c.heartbeat_at),
+            started_at=case((is_chosen, now), else_=JOB.c.started_at),
+            updated_at=case((is_chosen, now), else_=JOB.c.updated_at),
+            not_before=case((is_chosen, null()), else_=JOB.c.not_before),
+            progress_step=case((is_chosen, 0), else_=JOB.c.progress_step),
+            passed_over=case((is_chosen, 0), else_=JOB.c.passed_over + 1),
+            passed_over_at=case(
+                (is_chosen, null()), else_=func.coalesce(JOB.c.passed_over_at, now)
+            ),
         )
         .returning(*JOB.c)
     )

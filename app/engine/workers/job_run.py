@@ -388,7 +388,7 @@ class JobRun:
                 "progress_step": self.params.denoising_steps,
             }
             self._note(self.shared.share_image(Path(path)))
-            message = self._with_notes(f"wrote {path}")
+            message = self._with_load_note(self._with_notes(f"wrote {path}"), outcome)
             if self._fire(JobEvent.COMPLETE, message=message, changes=done):
                 self.completed = True
                 remove_earlier(self.claim)  # a late writer's leftovers, if any
@@ -404,7 +404,7 @@ class JobRun:
                 self.notes.append(
                     f"the progress could not be saved ({outcome.unsaved_reason}); it will {then}"
                 )
-        message = self._with_notes("")
+        message = self._with_load_note(self._with_notes(""), outcome)
         if self._fire(
             JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING_STATUSES
         ):
@@ -416,6 +416,12 @@ class JobRun:
 
     def _with_notes(self, message: str) -> str:
         return "; ".join([*self.notes, message] if message else self.notes)
+
+    def _with_load_note(self, message: str, outcome: GenerationOutcome) -> str:
+        """ "...; model loaded in 6.2 s" (or "model already loaded"), after the rest."""
+        if not outcome.load_note:
+            return message
+        return f"{message}; {outcome.load_note}" if message else outcome.load_note
 
     def _fail(self, error: Exception) -> None:
         failure = failure_changes(error)

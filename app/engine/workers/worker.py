@@ -9,6 +9,7 @@ Status changes go through the queue's table; the app hears about progress throug
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue as stdlib_queue
@@ -24,6 +25,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from app.engine import paths
+from app.engine.jobs.affinity import AffinityBound
 from app.engine.jobs.params import DEFAULT_MODEL
 from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.jobs.states import JobStatus
@@ -72,7 +74,10 @@ def default_runner() -> RunnerLike:
     return Runner(
         device=pick_device(low_vram=settings.low_vram),
         resolve=partial(resolve_model, search=search),
-        cache=PipelineCache(lora_folders=lora_folders(search)),
+        cache=PipelineCache(
+            lora_folders=lora_folders(search),
+            budget_bytes=int(settings.memory_budget_gb * 2**30),  # 0: from RAM and VRAM
+        ),
     )
 
 
@@ -111,6 +116,21 @@ class WorkerConfig:
     torch_threads: int = 0
     # The worker row's beat (see `presence`), also while idle; it reads drain/stop requests.
     presence_interval_s: float = BEAT_MAX_S
+    # Model-aware claims: how far affinity to the models this worker holds may delay a job
+    # (see `app.engine.jobs.affinity`; the settings' affinity_max_wait_s, _max_skips).
+    affinity_max_wait_s: float = 60.0
+    affinity_max_skips: int = 8
+
+    @property
+    def affinity(self) -> AffinityBound:
+        return AffinityBound(
+            max_wait_s=self.affinity_max_wait_s,
+            max_skips=self.affinity_max_skips,
+            # A live worker's row is never older than two of its beats.
+            peers_seen_within_s=max(
+                self.heartbeat_interval_s * HEARTBEATS_PER_TIMEOUT, 2 * self.presence_interval_s
+            ),
+        )
 
     @classmethod
     def from_settings(
@@ -126,6 +146,8 @@ class WorkerConfig:
             checkpoint_interval_s=settings.checkpoint_interval_s,
             presence_interval_s=min(BEAT_MAX_S, heartbeat_interval_s),
             stall_limit_s=settings.stall_limit_s,
+            affinity_max_wait_s=settings.affinity_max_wait_s,
+            affinity_max_skips=settings.affinity_max_skips,
         )
         return replace(config, **overrides)
 
@@ -330,6 +352,15 @@ class Worker:
         log.info("%s requested from %s: %s", request.value, by, self.worker_id)
         self._update_row(self.state)
 
+    def held_models(self) -> list[str]:
+        """The models the runner holds in memory, most recently used first (a runner without
+        a cache of models holds none that it can name)."""
+        held = getattr(self.runner, "held_models", None)
+        return list(held()) if callable(held) else []
+
+    def _models_row(self) -> dict[str, Any]:
+        return {"models": json.dumps(self.held_models())}
+
     def _run_job(self, job: Job) -> None:
         self._job_id = job.id
         self._update_row(self.state, current_job=job.id, model=job.model)
@@ -350,7 +381,9 @@ class Worker:
             self._job_id = None
             if run.completed:
                 self._jobs_done += 1
-            self._update_row(self.state, current_job=None, jobs_done=self._jobs_done)
+            self._update_row(
+                self.state, current_job=None, jobs_done=self._jobs_done, **self._models_row()
+            )
 
     def _step_request(self) -> str | None:
         """Asked at each step of the job in hand while it runs: pause it, for this reason
@@ -385,7 +418,9 @@ class Worker:
     def _work(self) -> None:
         while not (self.stopping or self.orphaned or self.database_replaced()):
             try:
-                job = self.queue.claim(self.worker_id, job_id=self.config.only_job)
+                job = self.queue.claim(
+                    self.worker_id, job_id=self.config.only_job, models=self.held_models()
+                )
                 if job is not None:
                     self._run_job(job)
             except DatabaseFileReplaced:
@@ -448,7 +483,7 @@ class Worker:
             return
         try:
             self.runner.load(self.config.warm_model)
-            self.presence.update(self.state, model=self.config.warm_model)
+            self.presence.update(self.state, model=self.config.warm_model, **self._models_row())
         except Exception as error:
             # Not fatal: the model may be installed later; each job then fails with the reason.
             log.warning("could not load %s while warming up: %s", self.config.warm_model, error)
@@ -488,6 +523,7 @@ def run_worker(
     signals = [signal.SIGTERM, signal.SIGINT] if stop_on_sigint else [signal.SIGTERM]
     with LivenessLock(Path(config.liveness_dir), token):
         queue = open_queue(config.db_path, OpenFor.WORKING)
+        queue.affinity = config.affinity
         db_file = DatabaseFileWatch(queue.db.path) if queue.db.path is not None else None
         outbox = Outbox(sink)
         _limit_torch_threads(config.torch_threads)

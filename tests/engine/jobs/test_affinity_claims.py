@@ -1,0 +1,363 @@
+"""Model-aware claims on both stores: the claim statement against a brute-force reference
+of the rule in `app.engine.jobs.affinity`, over random queues, and the fairness bound and
+priorities checked from the history itself."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import delete, insert, select
+
+from app.engine.jobs.affinity import AffinityBound
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
+from app.models.db import Database
+from app.models.tables import JOB, TRANSITION, WORKER
+
+pytestmark = pytest.mark.both_backends
+
+# Whole seconds and a power of two for the wait bound: pressures are exact in floating
+# point on both stores, so ties are ties and the reference can be compared exactly.
+BOUND = AffinityBound(max_wait_s=32.0, max_skips=3, peers_seen_within_s=10.0)
+MODELS = ("A", "B", "C", "D")
+START = 10_000.0
+
+
+@dataclass
+class RefJob:
+    id: int
+    model: str
+    priority: int
+    waiting_since: float  # updated_at: when it became PENDING
+    not_before: float | None = None
+    passed_over: int = 0
+    passed_over_at: float | None = None
+    status: str = "PENDING"
+
+
+def reference_claim(
+    jobs: list[RefJob], held: list[str], peers: set[str], now: float, bound: AffinityBound
+) -> tuple[RefJob | None, list[RefJob]]:
+    """The rule as prose says it, by brute force: (the job taken, the jobs it passed over)."""
+    due = [
+        j for j in jobs
+        if j.status == "PENDING" and (j.not_before is None or j.not_before <= now)
+    ]  # fmt: skip
+    if not due:
+        return None, []
+    top = max(j.priority for j in due)
+    peers = peers - set(held)  # a model both hold: this worker may take it
+    candidates = sorted((j for j in due if j.priority == top), key=lambda j: j.id)
+
+    def at_bound(j: RefJob) -> bool:
+        timed_out = j.passed_over_at is not None and now - j.passed_over_at >= bound.max_wait_s
+        return j.passed_over >= bound.max_skips or timed_out
+
+    def waited(j: RefJob) -> float:
+        return now - (j.not_before if j.not_before is not None else j.waiting_since)
+
+    allowed = []
+    for j in candidates:
+        allowed.append(j)
+        if at_bound(j):
+            break  # nobody younger may go before it
+    # Another worker's model is left to it until its job waited out the bound or reached it.
+    takeable = [
+        j for j in allowed
+        if j.model not in peers or waited(j) >= bound.max_wait_s or at_bound(j)
+    ]  # fmt: skip
+    if not takeable:
+        return None, []
+
+    def pressure(model: str) -> float:
+        same = [j for j in takeable if j.model == model]
+        return len(same) + sum(waited(j) for j in same) / bound.max_wait_s
+
+    def key(j: RefJob) -> tuple[float, ...]:
+        if j.model in held:
+            return (0, 0, j.id)
+        return (1, -pressure(j.model), j.id)
+
+    chosen = min(takeable, key=key)
+    return chosen, [j for j in allowed if j.id < chosen.id]
+
+
+def apply_reference(chosen: RefJob, passed: list[RefJob], now: float) -> None:
+    chosen.status, chosen.passed_over, chosen.passed_over_at = "PROCESSING", 0, None
+    for j in passed:
+        j.passed_over += 1
+        j.passed_over_at = j.passed_over_at if j.passed_over_at is not None else now
+
+
+@dataclass
+class Clock:
+    now: float = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def affinity_queue(db: Database) -> Iterator[JobQueue]:
+    yield JobQueue(db, clock=Clock(), affinity=BOUND)
+
+
+def reset(queue: JobQueue) -> None:
+    with queue.db.write() as conn:
+        conn.execute(delete(TRANSITION))
+        conn.execute(delete(JOB))
+        conn.execute(delete(WORKER))
+
+
+def store(queue: JobQueue, jobs: list[RefJob]) -> None:
+    """The reference's jobs as job rows, ids kept (ids are the age order)."""
+    base = GenerationParams("a cat", steps=2, seed=1).to_dict()
+    fixed = {
+        "version": 0, "attempt": 1, "max_attempts": 3, "given_up": False,
+        "progress_step": 0, "progress_total": 2,
+    }  # fmt: skip
+    rows = [{**base, **fixed, **_columns(j)} for j in jobs]
+    with queue.db.write() as conn:
+        if rows:
+            conn.execute(insert(JOB), rows)
+
+
+def _columns(j: RefJob) -> dict[str, object]:
+    return {
+        "id": j.id, "model": j.model, "priority": j.priority, "status": j.status,
+        "created_at": j.waiting_since, "updated_at": j.waiting_since, "not_before": j.not_before,
+        "passed_over": j.passed_over, "passed_over_at": j.passed_over_at,
+    }  # fmt: skip
+
+
+def add_worker(queue: JobQueue, worker_id: str, models: list[str], seen_at: float) -> None:
+    row = {
+        "id": worker_id, "machine": "m", "state": "idle", "started_at": seen_at,
+        "last_seen_at": seen_at, "models": json.dumps(models),
+    }  # fmt: skip
+    with queue.db.write() as conn:
+        conn.execute(insert(WORKER).values(**row))
+
+
+def stored(queue: JobQueue) -> dict[int, tuple[str, int, float | None]]:
+    query = select(JOB.c.id, JOB.c.status, JOB.c.passed_over, JOB.c.passed_over_at)
+    with queue.db.read() as conn:
+        return {i: (s, n, at) for i, s, n, at in conn.execute(query)}
+
+
+def as_stored(jobs: list[RefJob]) -> dict[int, tuple[str, int, float | None]]:
+    return {j.id: (j.status, j.passed_over, j.passed_over_at) for j in jobs}
+
+
+@st.composite
+def queues(draw: st.DrawFn) -> list[RefJob]:
+    count = draw(st.integers(0, 12))
+    jobs = []
+    for index in range(count):
+        passed = draw(st.integers(0, BOUND.max_skips + 1))
+        jobs.append(
+            RefJob(
+                id=index + 1,
+                model=draw(st.sampled_from(MODELS)),
+                priority=draw(st.sampled_from([0, 0, 0, 1])),
+                waiting_since=START - draw(st.integers(0, 100)),
+                not_before=draw(st.one_of(st.none(), st.integers(-20, 20).map(START.__add__))),
+                passed_over=passed,
+                passed_over_at=START - draw(st.integers(0, 60)) if passed else None,
+                status=draw(st.sampled_from(["PENDING"] * 5 + ["PAUSED", "PROCESSING"])),
+            )
+        )
+    return jobs
+
+
+held_models = st.lists(st.sampled_from(MODELS), max_size=3, unique=True)
+EXAMPLES = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@EXAMPLES
+@given(jobs=queues(), held=held_models, peer=held_models, peer_alive=st.booleans())
+def test_one_claim_takes_what_the_reference_takes_and_counts_the_same_passes(
+    affinity_queue: JobQueue, jobs: list[RefJob], held: list[str], peer: list[str],
+    peer_alive: bool,
+) -> None:  # fmt: skip
+    queue = affinity_queue
+    reset(queue)
+    store(queue, jobs)
+    # Another worker's models count only while its row is fresh.
+    seen = START if peer_alive else START - BOUND.peers_seen_within_s - 1
+    add_worker(queue, "other", peer, seen)
+    expected, passed = reference_claim(jobs, held, set(peer) if peer_alive else set(), START, BOUND)
+    claimed = queue.claim("me", models=held)
+    assert (claimed.id if claimed else None) == (expected.id if expected else None)
+    if expected is not None:
+        apply_reference(expected, passed, START)
+    assert stored(queue) == as_stored(jobs)
+
+
+@dataclass
+class SimWorker:
+    name: str
+    capacity: int
+    held: list[str] = field(default_factory=list)  # most recently used first
+
+    def took(self, model: str) -> None:
+        self.held = [model, *[m for m in self.held if m != model]][: self.capacity]
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[list[RefJob], list[int], list[int]]:
+    """Jobs all queued at the start, and for each claim: which worker claims, how long after
+    the one before."""
+    count = draw(st.integers(1, 14))
+    jobs = [
+        RefJob(
+            id=index + 1,
+            model=draw(st.sampled_from(MODELS[:3])),
+            priority=draw(st.sampled_from([0, 0, 0, 1])),
+            waiting_since=START - (count - index),
+        )
+        for index in range(count)
+    ]
+    claims = 2 * count  # some claims find only the other worker's models
+    turns = draw(st.lists(st.integers(0, 1), min_size=claims, max_size=claims))
+    gaps = draw(st.lists(st.integers(0, 12), min_size=claims, max_size=claims))
+    return jobs, turns, gaps
+
+
+@EXAMPLES
+@given(run=runs(), capacity=st.integers(1, 2))
+def test_a_drained_queue_goes_in_the_reference_order_within_the_bound_and_priorities(
+    affinity_queue: JobQueue, run: tuple[list[RefJob], list[int], list[int]], capacity: int
+) -> None:
+    queue = affinity_queue
+    clock = queue.clock
+    assert isinstance(clock, Clock)
+    clock.now = START
+    reset(queue)
+    jobs, turns, gaps = run
+    store(queue, jobs)
+    reference = [replace(j) for j in jobs]
+    workers = [SimWorker("w0", capacity, ["A"]), SimWorker("w1", capacity, ["B"])]
+    for turn, gap in zip(turns, gaps, strict=True):
+        clock.now += gap
+        worker, other = workers[turn], workers[1 - turn]
+        for w in workers:  # each worker's row says what it holds now
+            with queue.db.write() as conn:
+                conn.execute(delete(WORKER).where(WORKER.c.id == w.name))
+            add_worker(queue, w.name, w.held, clock.now)
+        peers = set(other.held)
+        expected, passed = reference_claim(reference, worker.held, peers, clock.now, BOUND)
+        claimed = queue.claim(worker.name, models=worker.held)
+        assert (claimed.id if claimed else None) == (expected.id if expected else None)
+        if expected is None:
+            continue  # all left to the other worker for now
+        apply_reference(expected, passed, clock.now)
+        worker.took(expected.model)
+    assert stored(queue) == as_stored(reference)
+    assert_bound_and_priorities_kept(queue, jobs)
+
+
+def assert_bound_and_priorities_kept(queue: JobQueue, jobs: list[RefJob]) -> None:
+    """From the history alone: no job had more than max_skips younger jobs of its priority
+    started while it waited, all within max_wait_s of the first; no job started while one
+    of a higher priority waited."""
+    query = select(TRANSITION.c.job_id, TRANSITION.c.at).where(
+        TRANSITION.c.event == JobEvent.START.value
+    )
+    with queue.db.read() as conn:
+        started = {job_id: at for job_id, at in conn.execute(query).all()}
+    by_id = {j.id: j for j in jobs}
+    # Several claims share a time: their order is the history's.
+    with queue.db.read() as conn:
+        order = list(
+            conn.execute(
+                select(TRANSITION.c.job_id)
+                .where(TRANSITION.c.event == JobEvent.START.value)
+                .order_by(TRANSITION.c.id)
+            ).scalars()
+        )
+    for position, job_id in enumerate(order):
+        job = by_id[job_id]
+        waiting = [by_id[i] for i in order[position + 1 :]]
+        assert all(w.priority <= job.priority for w in waiting), f"job {job_id} jumped a priority"
+        overtook = [
+            started[later] for later in order[:position]
+            if later > job_id and by_id[later].priority == job.priority
+        ]  # fmt: skip
+        assert len(overtook) <= BOUND.max_skips, f"job {job_id} passed over {len(overtook)} times"
+        if overtook:
+            assert max(overtook) - min(overtook) < BOUND.max_wait_s
+
+
+def test_two_workers_holding_different_models_each_claim_their_own(
+    affinity_queue: JobQueue,
+) -> None:
+    queue = affinity_queue
+    ids = {model: [] for model in "AB"}  # type: dict[str, list[int]]
+    for index in range(6):
+        model = "AB"[index % 2]
+        ids[model].append(queue.submit(GenerationParams("a cat", model=model, seed=index)))
+    add_worker(queue, "wa", ["A"], START)
+    add_worker(queue, "wb", ["B"], START)
+    taken: dict[str, list[int]] = {"wa": [], "wb": []}
+    for worker, model in [("wa", "A"), ("wb", "B")] * 3:
+        job = queue.claim(worker, models=[model])
+        assert job is not None
+        taken[worker].append(job.id or 0)
+    assert taken == {"wa": ids["A"], "wb": ids["B"]}
+
+
+def test_a_worker_holding_nothing_leaves_a_model_another_worker_holds_to_it(
+    affinity_queue: JobQueue,
+) -> None:
+    queue = affinity_queue
+    theirs = queue.submit(GenerationParams("a cat", model="B", seed=1))
+    free = queue.submit(GenerationParams("a dog", model="C", seed=2))
+    add_worker(queue, "wb", ["B"], START)
+    job = queue.claim("fresh")
+    assert job is not None and job.id == free
+    assert queue.claim("fresh") is None  # wb will take its own
+    queue.clock.now += BOUND.max_wait_s  # type: ignore[attr-defined]
+    add_worker(queue, "wb2", ["B"], queue.clock())  # wb is still there, busy, say
+    job = queue.claim("fresh")  # waited out the bound: anyone may take it
+    assert job is not None and job.id == theirs
+
+
+def test_a_job_passed_over_counts_it_and_a_claim_resets_it(affinity_queue: JobQueue) -> None:
+    queue = affinity_queue
+    older = queue.submit(GenerationParams("a cat", model="B", seed=1))
+    queue.submit(GenerationParams("a dog", model="A", seed=2))
+    job = queue.claim("wa", models=["A"])
+    assert job is not None and job.model == "A"
+    assert (queue.get(older).passed_over, queue.get(older).passed_over_at) == (1, START)
+    job = queue.claim("wa", models=["A"])
+    assert job is not None and job.id == older
+    assert (job.passed_over, job.passed_over_at) == (0, None)
+
+
+def test_affinity_off_is_priority_then_age(db: Database) -> None:
+    queue = JobQueue(db, clock=Clock(), affinity=replace(BOUND, max_skips=0))
+    first = queue.submit(GenerationParams("a cat", model="B", seed=1))
+    second = queue.submit(GenerationParams("a dog", model="A", seed=2))
+    assert [getattr(queue.claim("w", models=["A"]), "id", None) for _ in range(2)] == [
+        first,
+        second,
+    ]
+
+
+def test_a_job_of_higher_priority_goes_before_a_held_model(affinity_queue: JobQueue) -> None:
+    queue = affinity_queue
+    queue.submit(GenerationParams("a cat", model="A", seed=1))
+    urgent = queue.submit(GenerationParams("a dog", model="B", seed=2), priority=3)
+    job = queue.claim("wa", models=["A"])
+    assert job is not None and job.id == urgent
+    with queue.db.read() as conn:  # a job of lower priority is not passed over: not its turn
+        assert conn.execute(select(JOB.c.passed_over).where(JOB.c.id != urgent)).scalar() == 0
