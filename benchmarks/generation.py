@@ -58,6 +58,7 @@ from app.engine.workers.worker import Outbox, RunnerFactory, Worker, WorkerConfi
 from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from benchmarks.architectures import run_architectures
+from benchmarks.inpaint import run_inpaint
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -109,6 +110,7 @@ def main() -> None:
             if args.db:
                 _postgresql_latency_figures(runner, params, work, args.db)
         run_architectures()  # per architecture on tiny random models: name[arch]: value
+        run_inpaint()  # inpaint_same_as_diffusers_max_diff_<arch>, on tiny random models
 
 
 # --- the queue against the model called directly (issue 11) ------------------------------------

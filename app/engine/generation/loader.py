@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from app.engine.generation.architecture import Architecture, Prediction
+from app.engine.generation.architecture import INPAINT_CHANNELS, Architecture, Prediction
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel, is_transient
 from app.engine.generation.load_failure import load_failure
@@ -231,7 +231,19 @@ def _from_single_file(
     pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]
 ) -> Any:
     options = {**options, **_tokenizers_from_shared_vocabulary(config)}
+    if model.inpainting:
+        options["unet"] = _inpainting_unet(model, config, options["dtype"])
     return pipeline_class.from_single_file(str(model.path), config=str(config), **options)
+
+
+def _inpainting_unet(model: ModelInfo, config: Path, dtype: Any) -> Any:
+    """An inpainting checkpoint's UNet: the shipped config takes 4 channels, its weights 9."""
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel.from_single_file(
+        str(model.path), config=str(config), subfolder="unet", in_channels=INPAINT_CHANNELS,
+        torch_dtype=dtype, local_files_only=True,
+    )  # fmt: skip
 
 
 class PipelineCache:
