@@ -16,7 +16,7 @@ from app.models.db import Database
 from app.models.search_index import create_search_index
 from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class SchemaTooNew(DatabaseError):
@@ -86,6 +86,37 @@ def _v7_to_v8(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN cancel_after FLOAT")
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    # Version 9 adds inpaint: the job's mask settings (four job columns) and several inputs
+    # per job (job_input.kind in its primary key: "init" for the init images stored so far,
+    # "mask" for masks).
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, ddl in (
+        ("mask", "VARCHAR NOT NULL DEFAULT ''"),
+        ("mask_blur", "INTEGER NOT NULL DEFAULT 4"),
+        ("only_masked", "BOOLEAN NOT NULL DEFAULT FALSE"),
+        ("mask_padding", "INTEGER NOT NULL DEFAULT 32"),
+    ):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {ddl}")
+    if "kind" in {column["name"] for column in inspect(conn).get_columns("job_input")}:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "ALTER TABLE job_input ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT 'init'"
+        )
+        conn.exec_driver_sql("ALTER TABLE job_input DROP CONSTRAINT job_input_pkey")
+        conn.exec_driver_sql("ALTER TABLE job_input ADD PRIMARY KEY (job_id, kind)")
+        return
+    # SQLite cannot change a primary key in place: the table is made again, rows copied.
+    conn.exec_driver_sql("ALTER TABLE job_input RENAME TO job_input_v8")
+    SQLModel.metadata.create_all(conn, tables=[JOB_INPUT])
+    conn.exec_driver_sql(
+        "INSERT INTO job_input (job_id, kind, png) SELECT job_id, 'init', png FROM job_input_v8"
+    )
+    conn.exec_driver_sql("DROP TABLE job_input_v8")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -94,6 +125,7 @@ MIGRATIONS: dict[int, Migration] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 
