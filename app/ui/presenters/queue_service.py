@@ -384,7 +384,7 @@ class QueueService:
                 )
             ) from error
         # Its own settings, but not its init image: the new job starts from this image.
-        params = replace(row.params, init_image="", strength=1.0)
+        params = replace(row.params, init_image="", strength=1.0, mask="")
         return replace(self.prepare_init(data), params=params, source=f"#{job_id}")
 
     @staticmethod
