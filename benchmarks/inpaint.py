@@ -56,12 +56,16 @@ def run_inpaint() -> None:
             folder = write_tiny_pipeline(
                 work / name, architecture=architecture, inpainting=inpainting
             )
-            model = detected(ModelInfo(name, folder, ModelSource.USER))
-            runner = Runner(device=CPU, resolve=lambda _n, m=model: m, threads=1)
+            runner = Runner(device=CPU, resolve=_resolver(name, folder), threads=1)
             worst = max(
                 _diff(runner, name, scheduler, image, mask, work) for scheduler in SCHEDULERS
             )
             report(f"inpaint_same_as_diffusers_max_diff_{name}", worst)
+
+
+def _resolver(name: str, folder: Path) -> Any:
+    model = detected(ModelInfo(name, folder, ModelSource.USER))
+    return lambda _name: model
 
 
 def _diff(runner: Runner, name: str, scheduler: str, image: bytes, mask: bytes, work: Path) -> int:
