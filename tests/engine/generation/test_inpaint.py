@@ -58,6 +58,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelInfo]:
         "sd1-inpainting": write_tiny_pipeline(
             root / "sd1-inpainting", architecture=Architecture.SD1, inpainting=True
         ),
+        "sdxl-inpainting": write_tiny_pipeline(
+            root / "sdxl-inpainting", architecture=Architecture.SDXL, inpainting=True
+        ),
     }
     return {name: model_info(path, name) for name, path in folders.items()}
 
@@ -104,6 +107,7 @@ STOCK = {
     "sd1": StableDiffusionInpaintPipeline,
     "sd1-inpainting": StableDiffusionInpaintPipeline,
     "sdxl": StableDiffusionXLInpaintPipeline,
+    "sdxl-inpainting": StableDiffusionXLInpaintPipeline,
 }
 
 
@@ -147,6 +151,15 @@ def test_inpaint_equals_the_stock_pipeline(
     params = inpaint_params(model, scheduler, strength=0.75 if scheduler == "DDIM" else 1.0)
     image = finished(ours(runners[model], params, tmp_path))
     assert max_diff(image, stock(runners[model], params)) == 0
+
+
+def test_an_sdxl_inpainting_fine_tune_equals_the_stock_pipeline(
+    runners: dict[str, Runner], tmp_path: Path
+) -> None:
+    params = inpaint_params("sdxl-inpainting", "Euler a", strength=0.9999)  # its default
+    assert runners["sdxl-inpainting"].load("sdxl-inpainting").model.inpainting
+    image = finished(ours(runners["sdxl-inpainting"], params, tmp_path))
+    assert max_diff(image, stock(runners["sdxl-inpainting"], params)) == 0
 
 
 @pytest.mark.parametrize("model", ["sd1", "sdxl"])
