@@ -88,3 +88,20 @@ def test_an_outpaint_grows_the_canvas_and_masks_the_new_area(queue: JobQueue, fi
 def test_an_outpaint_past_the_largest_size_is_refused() -> None:
     with pytest.raises(InvalidMask, match="the extended canvas would be 2112x48"):
         outpaint_job(EditedImage(PICTURE, 64, 48), "", Extension(right=2048), Fill.EDGE)
+
+
+def test_an_inpaints_rerun_keeps_its_mask_and_its_follow_ups_start_from_its_image(
+    queue: JobQueue,
+) -> None:
+    from app.engine.jobs.follow_ups import submit_upscale, submit_variations
+    from app.engine.jobs.states import JobEvent
+
+    job = inpaint_job(EditedImage(PICTURE, 64, 48), InpaintSettings("a dog"), mask())
+    [first] = submit_with_follow_ups(queue, job).jobs
+    queue.fire(first, JobEvent.CANCEL, source="user")
+    again = queue.get(queue.rerun(first))
+    assert again.mask == queue.get(first).mask and mask_of(queue, again) == mask()
+    upscale = queue.get(submit_upscale(queue, again.id or 0))
+    [variation] = submit_variations(queue, again.id or 0, count=1)
+    for follower in (upscale, queue.get(variation)):
+        assert (follower.init_image, follower.mask) == (f"job:{again.id}", "")

@@ -229,6 +229,7 @@ def upscale_params(
         height=_scaled(parent.height, scale),
         init_image=f"{INIT_FROM_JOB}{parent_id}",
         strength=strength,
+        mask="",  # an inpaint's upscale redraws its whole image, not its mask again
     )
 
 
@@ -237,8 +238,9 @@ def variation_params(
 ) -> GenerationParams:
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
-        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED
-    )
+        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
+        mask="",
+    )  # fmt: skip
 
 
 def _scaled(size: int, scale: float) -> int:
