@@ -26,6 +26,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from app.ui.qt.language import Language, use_language  # noqa: E402
 from app.ui.qt.theme import apply_theme  # noqa: E402
 from app.ui.widgets.mask_canvas import widget_point  # noqa: E402
 from app.ui.widgets.mask_editor import MaskEditor  # noqa: E402
@@ -95,8 +96,19 @@ def main() -> None:
     editor.set_result(QImage(str(work / "after.png")))
     app.processEvents()
     editor.grab().save(str(args.out / "mask-before-after.png"))
-    print(args.out / "mask-editor.png")
-    print(args.out / "mask-before-after.png")
+    use_language(Language.CHINESE)  # the same editor, made again in Chinese
+    chinese = MaskEditor(QImage(str(work / "before.png")), "a yellow square")
+    chinese.resize(1100, 720)
+    chinese.show()
+    QTest.qWaitForWindowExposed(chinese)
+    chinese.canvas.fit()
+    chinese.canvas.load_mask(canvas.mask_image())
+    chinese.set_result(QImage(str(work / "after.png")))
+    chinese.before_after.setChecked(False)
+    app.processEvents()
+    chinese.grab().save(str(args.out / "mask-editor-zh_CN.png"))
+    for name in ("mask-editor.png", "mask-before-after.png", "mask-editor-zh_CN.png"):
+        print(args.out / name)
 
 
 if __name__ == "__main__":

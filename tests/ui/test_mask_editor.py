@@ -145,3 +145,14 @@ def test_an_empty_mask_cannot_be_inpainted_from_the_window(
     editor.inpaint_requested.emit((editor.settings(), editor.canvas.mask_png()))
     assert "the mask is empty" in editor.status.text()
     assert window.vm.jobs.rowCount() == 0
+
+
+def test_a_loaded_mask_is_the_stored_mask(editor: MaskEditor) -> None:
+    grey = QImage(64, 64, QImage.Format.Format_Grayscale8)
+    grey.fill(0)
+    for x in range(10, 20):
+        grey.setPixel(x, 5, 0xFFFFFFFF)
+    editor.canvas.load_mask(grey)
+    mask = mask_pixels(editor.canvas.mask_png())
+    assert mask[5, 10:20].min() == 255 and mask[6:].max() == 0
+    assert editor.inpaint.isEnabled() and editor.buttons["undo"].isEnabled()

@@ -94,6 +94,15 @@ class MaskCanvas(QWidget):
         self.mask_image().save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs want bytes; Qt a str
         return bytes(data.data())
 
+    def load_mask(self, mask: QImage) -> None:
+        """Use `mask` (greyscale, the picture's size: 255 repaints) as the mask; undoable."""
+        self._remember()
+        layer = QImage(self.picture.size(), QImage.Format.Format_ARGB32_Premultiplied)
+        layer.fill(MASK_COLOUR)
+        layer.setAlphaChannel(mask.convertToFormat(QImage.Format.Format_Grayscale8))
+        self.layer = layer
+        self._edited()
+
     def is_empty(self) -> bool:
         """Nothing painted (nothing to repaint)."""
         if self.layer.isNull():
