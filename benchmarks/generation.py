@@ -58,6 +58,7 @@ from app.engine.workers.worker import Outbox, RunnerFactory, Worker, WorkerConfi
 from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from benchmarks.architectures import run_architectures
+from benchmarks.inpaint import run_inpaint
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -109,6 +110,24 @@ def main() -> None:
             if args.db:
                 _postgresql_latency_figures(runner, params, work, args.db)
         run_architectures()  # per architecture on tiny random models: name[arch]: value
+        run_inpaint()  # inpaint_same_as_diffusers_max_diff_<arch>, on tiny random models
+        _mask_editor_figures()
+
+
+def _mask_editor_figures() -> None:
+    """`mask_editor_max_stall_ms` (benchmarks/mask_editor.py) in a process of its own: the
+    window's, with Qt and without torch; offscreen when there is no display."""
+    import subprocess
+
+    script = Path(__file__).resolve().parent / "mask_editor.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith("mask_editor_"):
+            print(line, flush=True)
+    if done.returncode:
+        report("mask_editor_max_stall_ms", f"not measured ({done.stderr.strip()[-200:]})")
 
 
 # --- the queue against the model called directly (issue 11) ------------------------------------

@@ -24,7 +24,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class SchemaTooNew(DatabaseError):
@@ -120,6 +120,37 @@ def _v9_to_v10(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE worker ADD COLUMN models VARCHAR")
 
 
+def _v10_to_v11(conn: Connection) -> None:
+    # Version 11 adds inpaint: the job's mask settings (four job columns) and several inputs
+    # per job (job_input.kind in its primary key: "init" for the init images stored so far,
+    # "mask" for masks).
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, ddl in (
+        ("mask", "VARCHAR NOT NULL DEFAULT ''"),
+        ("mask_blur", "INTEGER NOT NULL DEFAULT 4"),
+        ("only_masked", "BOOLEAN NOT NULL DEFAULT FALSE"),
+        ("mask_padding", "INTEGER NOT NULL DEFAULT 32"),
+    ):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {ddl}")
+    if "kind" in {column["name"] for column in inspect(conn).get_columns("job_input")}:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "ALTER TABLE job_input ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT 'init'"
+        )
+        conn.exec_driver_sql("ALTER TABLE job_input DROP CONSTRAINT job_input_pkey")
+        conn.exec_driver_sql("ALTER TABLE job_input ADD PRIMARY KEY (job_id, kind)")
+        return
+    # SQLite cannot change a primary key in place: the table is made again, rows copied.
+    conn.exec_driver_sql("ALTER TABLE job_input RENAME TO job_input_v8")
+    SQLModel.metadata.create_all(conn, tables=[JOB_INPUT])
+    conn.exec_driver_sql(
+        "INSERT INTO job_input (job_id, kind, png) SELECT job_id, 'init', png FROM job_input_v8"
+    )
+    conn.exec_driver_sql("DROP TABLE job_input_v8")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -130,6 +161,7 @@ MIGRATIONS: dict[int, Migration] = {
     7: _v7_to_v8,
     8: _v8_to_v9,
     9: _v9_to_v10,
+    10: _v10_to_v11,
 }
 
 

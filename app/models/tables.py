@@ -60,6 +60,17 @@ class Job(SQLModel, table=True):
     strength: float = Field(
         default=1.0, sa_column=Column(Float, nullable=False, server_default=text("1.0"))
     )
+    # Inpaint: "" (none) or "upload:<sha256>" of the mask (a job_input row of kind "mask").
+    mask: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    mask_blur: int = Field(
+        default=4, sa_column=Column(Integer, nullable=False, server_default=text("4"))
+    )
+    only_masked: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    mask_padding: int = Field(
+        default=32, sa_column=Column(Integer, nullable=False, server_default=text("32"))
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0
@@ -134,11 +145,16 @@ class JobParent(SQLModel, table=True):
 
 
 class JobInput(SQLModel, table=True):
-    """An uploaded init image, stored with its job: a path may vanish, another host lacks it."""
+    """An image stored with its job (an uploaded init image, an inpaint mask; `InputKind`):
+    a path may vanish, another host lacks it."""
 
     __tablename__ = "job_input"
 
     job_id: int = Field(foreign_key="job.id", primary_key=True)
+    kind: str = Field(
+        default="init",
+        sa_column=Column(String(16), primary_key=True, nullable=False, server_default="init"),
+    )
     png: bytes
 
 

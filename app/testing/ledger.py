@@ -153,12 +153,13 @@ class LedgerRunner(StepHookRunner):
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
         self._attempt = attempt_of_checkpoint(checkpoint_path)
         try:
             return super().run(
                 params, output_path=output_path, checkpoint_path=checkpoint_path,
-                on_step=on_step, init_image=init_image,
+                on_step=on_step, init_image=init_image, mask=mask,
             )  # fmt: skip
         except LostJob:
             self._write(Mark.LOST)

@@ -56,8 +56,9 @@ class ScriptedRunner:
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
-        # `init_image` is ignored: the fake "image" depends on the parameters alone.
+        # `init_image` and `mask` are ignored: the fake "image" depends on the parameters alone.
         script = _script(params.prompt)
         if script.get("hang") == "":
             time.sleep(HANG_S)

@@ -42,6 +42,7 @@ class StepHookRunner:
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
         self.started(params, output_path)
 
@@ -51,7 +52,7 @@ class StepHookRunner:
 
         outcome = self.inner.run(
             params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step,
-            init_image=init_image,
+            init_image=init_image, mask=mask,
         )  # fmt: skip
         self.finished(params, outcome)
         return outcome

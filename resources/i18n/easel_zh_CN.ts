@@ -704,6 +704,165 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>MaskEditor</name>
+    <message>
+        <source>Fix part of the picture</source>
+        <translation>修改图片的一部分</translation>
+    </message>
+    <message>
+        <source>What to paint there</source>
+        <translation>在那里画什么</translation>
+    </message>
+    <message>
+        <source>Mask</source>
+        <translation>蒙版</translation>
+    </message>
+    <message>
+        <source>Brush</source>
+        <translation>画笔</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>Hardness</source>
+        <translation>硬度</translation>
+    </message>
+    <message>
+        <source>Mask opacity</source>
+        <translation>蒙版不透明度</translation>
+    </message>
+    <message>
+        <source>Undo</source>
+        <translation>撤销</translation>
+    </message>
+    <message>
+        <source>Redo</source>
+        <translation>重做</translation>
+    </message>
+    <message>
+        <source>Invert</source>
+        <translation>反选</translation>
+    </message>
+    <message>
+        <source>Clear</source>
+        <translation>清除</translation>
+    </message>
+    <message>
+        <source>After</source>
+        <translation>之后</translation>
+    </message>
+    <message>
+        <source>Fit</source>
+        <translation>适应窗口</translation>
+    </message>
+    <message>
+        <source>Inpaint</source>
+        <translation>局部重绘</translation>
+    </message>
+    <message>
+        <source>Prompt</source>
+        <translation>提示词</translation>
+    </message>
+    <message>
+        <source>Only masked</source>
+        <translation>仅蒙版区域</translation>
+    </message>
+    <message>
+        <source>Denoising strength</source>
+        <translation>重绘幅度</translation>
+    </message>
+    <message>
+        <source>Mask blur</source>
+        <translation>蒙版模糊</translation>
+    </message>
+    <message>
+        <source>Masked area padding</source>
+        <translation>蒙版区域边距</translation>
+    </message>
+    <message>
+        <source>Extend canvas</source>
+        <translation>扩展画布</translation>
+    </message>
+    <message>
+        <source>Left</source>
+        <translation>左</translation>
+    </message>
+    <message>
+        <source>Right</source>
+        <translation>右</translation>
+    </message>
+    <message>
+        <source>Top</source>
+        <translation>上</translation>
+    </message>
+    <message>
+        <source>Bottom</source>
+        <translation>下</translation>
+    </message>
+    <message>
+        <source>Edge colours</source>
+        <translation>边缘颜色</translation>
+    </message>
+    <message>
+        <source>Noise</source>
+        <translation>噪声</translation>
+    </message>
+    <message>
+        <source>New area</source>
+        <translation>新区域</translation>
+    </message>
+    <message>
+        <source>Eraser</source>
+        <translation>橡皮擦</translation>
+    </message>
+    <message>
+        <source>Before</source>
+        <translation>之前</translation>
+    </message>
+    <message>
+        <source>Inpaint queued</source>
+        <translation>局部重绘已加入队列</translation>
+    </message>
+    <message>
+        <source>Extension queued</source>
+        <translation>画布扩展已加入队列</translation>
+    </message>
+    <message>
+        <source>The result is ready ({w}x{h})</source>
+        <translation>结果已完成（{w}x{h}）</translation>
+    </message>
+    <message>
+        <source>Fix part of a picture</source>
+        <translation>修改图片的一部分</translation>
+    </message>
+    <message>
+        <source>Cannot open {path}</source>
+        <translation>无法打开 {path}</translation>
+    </message>
+    <message>
+        <source>{path} is not an image that can be read</source>
+        <translation>{path} 不是可读取的图片</translation>
+    </message>
+    <message>
+        <source>The clipboard holds no picture</source>
+        <translation>剪贴板中没有图片</translation>
+    </message>
+    <message>
+        <source>&amp;Image</source>
+        <translation>图片(&amp;I)</translation>
+    </message>
+    <message>
+        <source>&amp;Fix part of the picture…</source>
+        <translation>修改图片的一部分(&amp;F)…</translation>
+    </message>
+    <message>
+        <source>Fix a &amp;pasted picture</source>
+        <translation>修改粘贴的图片(&amp;P)</translation>
+    </message>
+</context>
+<context>
     <name>ModelChoice</name>
     <message>
         <source>unsupported</source>

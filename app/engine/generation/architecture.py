@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ MODEL_INDEX = "model_index.json"
 SAFETENSORS_SUFFIX = ".safetensors"
 PICKLE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin")
 _MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit
+INPAINT_CHANNELS = 9  # an inpainting UNet's input: latents (4), mask (1), masked image (4)
 
 
 class Architecture(Enum):
@@ -46,6 +47,7 @@ class Detected:
     prediction: Prediction = Prediction.EPSILON
     native_size: int = 0
     unsupported_reason: str = ""
+    inpainting: bool = False  # a 9-channel UNet (latents, mask, masked image): needs a mask
 
     @property
     def supported(self) -> bool:
@@ -123,31 +125,39 @@ def detect_folder(folder: Path) -> Detected:
     vae = _read_json(folder / "vae" / "config.json") or {}
     vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
     native = int(unet.get("sample_size", 64)) * vae_factor
-    if pipeline == "StableDiffusionXLPipeline":
-        return Detected(Architecture.SDXL, prediction, native)
+    inpainting = unet.get("in_channels", 4) == INPAINT_CHANNELS
+    if pipeline in ("StableDiffusionXLPipeline", "StableDiffusionXLInpaintPipeline"):
+        return Detected(Architecture.SDXL, prediction, native, inpainting=inpainting)
     text_encoder = _read_json(folder / "text_encoder" / "config.json") or {}
     # SD 2.x's text encoder is OpenCLIP ViT-H (1024 wide, plain GELU); SD 1.x's is OpenAI
     # CLIP ViT-L (768 wide, quick GELU).
     is_sd2 = unet.get("cross_attention_dim") == 1024 or text_encoder.get("hidden_act") == "gelu"
-    return Detected(Architecture.SD2 if is_sd2 else Architecture.SD1, prediction, native)
+    architecture = Architecture.SD2 if is_sd2 else Architecture.SD1
+    return Detected(architecture, prediction, native, inpainting=inpainting)
+
+
+_FOLDER_PIPELINES = (
+    "StableDiffusionPipeline",
+    "StableDiffusionXLPipeline",
+    "StableDiffusionInpaintPipeline",
+    "StableDiffusionXLInpaintPipeline",
+)
 
 
 def _folder_unsupported_reason(pipeline: str, index: dict[str, Any], unet: dict[str, Any]) -> str:
-    if pipeline not in ("StableDiffusionPipeline", "StableDiffusionXLPipeline"):
+    if pipeline not in _FOLDER_PIPELINES:
         kind = pipeline or "an unknown pipeline"
         return f"{kind} is not a text-to-image Stable Diffusion 1.x, 2.x or SDXL pipeline"
     missing = [name for name in ("unet", "vae", "scheduler", "text_encoder") if name not in index]
     if missing or index.get("text_encoder") in (None, [None, None]):
         return f"the pipeline has no {', '.join(missing) or 'text_encoder'} (a refiner-only model?)"
     in_channels = unet.get("in_channels", 4)
-    if in_channels != 4:
+    if in_channels not in (4, INPAINT_CHANNELS):
         return _in_channels_reason(in_channels)
     return ""
 
 
 def _in_channels_reason(in_channels: int) -> str:
-    if in_channels == 9:
-        return "an inpainting model (its UNet takes 9 input channels); inpainting is not supported"
     if in_channels == 8:
         return "an instruct-pix2pix model (8 input channels); image editing is not supported"
     return f"its UNet takes {in_channels} input channels, not 4"
@@ -269,15 +279,16 @@ def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = N
     if reason:
         return unsupported(reason)
     first_conv = shapes.get(_UNET + "input_blocks.0.0.weight", [])
-    if len(first_conv) == 4 and first_conv[1] != 4:
+    if len(first_conv) == 4 and first_conv[1] not in (4, INPAINT_CHANNELS):
         return unsupported(_in_channels_reason(first_conv[1]))
+    inpainting = len(first_conv) == 4 and first_conv[1] == INPAINT_CHANNELS
     architecture = _architecture(keys)
     if architecture is None:
         return unsupported(_no_architecture_reason(keys))
     missing = _missing_parts(architecture, keys)
     if missing:
         return unsupported(_incomplete_reason(architecture, missing))
-    return _complete(architecture, keys, sidecar_yaml)
+    return replace(_complete(architecture, keys, sidecar_yaml), inpainting=inpainting)
 
 
 def _missing_parts(architecture: Architecture, keys: list[str]) -> list[str]:

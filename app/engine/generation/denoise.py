@@ -21,6 +21,7 @@ from app.engine.generation.architecture import size_problem
 from app.engine.generation.checkpoint import Checkpoint
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.families import Conditioning, ModelFamily, family_label, family_of
+from app.engine.generation.inpaint import MaskedImage, masked_image
 from app.engine.generation.schedulers import (
     SCHEDULER_CLASSES,
     load_scheduler_state,
@@ -56,6 +57,7 @@ class DenoiseState:
     guidance: float
     do_cfg: bool
     denoised: torch.Tensor | None = None  # the scheduler's x0 estimate, for previews
+    masked: MaskedImage | None = None  # inpaint: the image and mask, to paste back
 
     @property
     def finished(self) -> bool:
@@ -69,8 +71,11 @@ def new_generator(seed: int) -> torch.Generator:
 
 
 @torch.no_grad()
-def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) -> DenoiseState:
-    """The state before the first step; from noise, or (img2img) from `init_image`'s PNG."""
+def start(
+    pipe: Any, params: GenerationParams, init_image: bytes | None = None, mask: bytes | None = None
+) -> DenoiseState:
+    """The state before the first step; from noise, or (img2img) from `init_image`'s PNG,
+    or (inpaint) from `init_image` where `mask`'s PNG is black."""
     family = family_of(pipe)
     problem = size_problem(family.native_size(), params.width, params.height)
     if problem:
@@ -79,7 +84,10 @@ def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) 
     do_cfg = family.uses_cfg(params)
     conditioning = family.encode(params, do_cfg)
     generator = new_generator(params.seed)
-    schedule = family.initial_latents(scheduler, params, generator, init_image, conditioning)
+    masked = _masked(params, init_image, mask)
+    schedule = family.initial_latents(
+        scheduler, params, generator, init_image, conditioning, masked
+    )
     return DenoiseState(
         family=family,
         scheduler=scheduler,
@@ -92,11 +100,29 @@ def start(pipe: Any, params: GenerationParams, init_image: bytes | None = None) 
         generator=generator,
         guidance=params.cfg,
         do_cfg=do_cfg,
+        masked=masked,
     )
 
 
-def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> DenoiseState:
-    """The state a checkpoint was taken in, on this pipeline's device and dtype."""
+def _masked(
+    params: GenerationParams, init_image: bytes | None, mask: bytes | None
+) -> MaskedImage | None:
+    if mask is None:
+        return None
+    if init_image is None:
+        raise InvalidParameters("a mask needs an image to inpaint")
+    return masked_image(params, init_image, mask)
+
+
+def restore(
+    pipe: Any,
+    params: GenerationParams,
+    checkpoint: Checkpoint,
+    init_image: bytes | None = None,
+    mask: bytes | None = None,
+) -> DenoiseState:
+    """The state a checkpoint was taken in, on this pipeline's device and dtype; the inputs
+    only say where an "only masked" inpaint is pasted back (the rest is in the checkpoint)."""
     family = family_of(pipe)
     device, dtype = family.device, family.dtype
     scheduler = family.scheduler(params)
@@ -121,6 +147,7 @@ def restore(pipe: Any, params: GenerationParams, checkpoint: Checkpoint) -> Deno
         generator=generator,
         guidance=params.cfg,
         do_cfg=family.uses_cfg(params),
+        masked=_masked(params, init_image, mask),
     )
 
 
@@ -133,7 +160,8 @@ def _check_fits(
             f"checkpoint was made by an {family_label(checkpoint.family)} model; "
             f"this model is {family.label}"
         )
-    missing = [name for name in family.checkpoint_tensors if name not in checkpoint.conditioning]
+    needed = family.checkpoint_needs(params)
+    missing = [name for name in needed if name not in checkpoint.conditioning]
     if missing:
         raise CheckpointMismatch(f"checkpoint lacks the {family.label} {', '.join(missing)}")
     expected = type(scheduler).__name__
@@ -177,7 +205,9 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
     )
     kwargs = _step_kwargs(state.scheduler, state.generator)
     output = state.scheduler.step(noise_pred, t, state.latents, **kwargs, return_dict=True)
-    state.latents = output.prev_sample
+    state.latents = state.family.after_step(
+        state.scheduler, output.prev_sample, state.timesteps, state.index, state.conditioning
+    )
     state.denoised = _x0_estimate(state.scheduler, output)
     state.index += 1
     if _is_step_boundary(state):
@@ -188,7 +218,8 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
 
 @torch.no_grad()
 def decode(pipe: Any, state: DenoiseState) -> Image.Image:
-    return state.family.decode(state.latents, state.generator)
+    image = state.family.decode(state.latents, state.generator)
+    return state.family.finish(image, state.masked)
 
 
 def _step_kwargs(scheduler: Any, generator: torch.Generator) -> dict[str, Any]:

@@ -41,8 +41,19 @@ def a1111_parameters(params: GenerationParams) -> str:
         f"Steps: {params.steps}, Sampler: {params.scheduler}, CFG scale: {params.cfg:g}, "
         f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
         + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
+        + _inpaint_parameters(params)
     )
     return "\n".join(lines)
+
+
+def _inpaint_parameters(params: GenerationParams) -> str:
+    """An inpaint's settings, worded as A1111 writes them."""
+    if not params.is_inpaint:
+        return ""
+    text = f", Mask blur: {params.mask_blur}"
+    if params.only_masked:
+        text += f", Inpaint area: Only masked, Masked area padding: {params.mask_padding}"
+    return text
 
 
 def write_png(image: Image.Image, path: Path, params: GenerationParams) -> None:

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from app.engine.generation.architecture import Architecture, Prediction
+from app.engine.generation.architecture import INPAINT_CHANNELS, Architecture, Prediction
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel, is_transient
 from app.engine.generation.load_failure import load_failure
@@ -242,6 +242,8 @@ def _from_single_file(
     from app.engine.generation.fast_load import fast_single_file
 
     options = {**options, **_tokenizers_from_shared_vocabulary(config), "config": str(config)}
+    if model.inpainting:
+        options["unet"] = _inpainting_unet(model, config, options["dtype"])
     return fast_single_file(pipeline_class, Path(model.path), options)
 
 
@@ -274,6 +276,16 @@ class Fetched:
         if self.how == "copied":
             return f"model copied back from RAM in {self.seconds:.1f} s"
         return f"model loaded in {self.seconds:.1f} s"
+
+
+def _inpainting_unet(model: ModelInfo, config: Path, dtype: Any) -> Any:
+    """An inpainting checkpoint's UNet: the shipped config takes 4 channels, its weights 9."""
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel.from_single_file(
+        str(model.path), config=str(config), subfolder="unet", in_channels=INPAINT_CHANNELS,
+        torch_dtype=dtype, local_files_only=True,
+    )  # fmt: skip
 
 
 class PipelineCache:

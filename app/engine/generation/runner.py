@@ -99,10 +99,12 @@ class Runner:
         checkpoint_path: Path,
         on_step: StepCallback,
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
         """Generate `params` into `output_path`, resuming from `checkpoint_path` if it exists.
 
-        `init_image`: the PNG bytes img2img starts from (`params.init_image` names it).
+        `init_image`: the PNG bytes img2img starts from (`params.init_image` names it);
+        `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint.
         `on_step` may answer `CHECKPOINT`: the state is then saved to `checkpoint_path` in
         the background (a rolling checkpoint), and the run goes on.
         Raises `CheckpointError` for a checkpoint that is damaged or made for other params
@@ -114,14 +116,14 @@ class Runner:
         note says so; every other error, transient or not, goes up unchanged.
         """
         try:
-            return self._run_once(params, output_path, checkpoint_path, on_step, init_image)
+            return self._run_once(params, output_path, checkpoint_path, on_step, init_image, mask)
         except Exception as error:
             # Only memory is cured by offloading; a database away or a full disk is the
             # retry policy's to decide, and must not cost the worker its speed for good.
             if self._device.low_vram or not is_out_of_memory(error):
                 raise
             self._switch_to_low_vram()
-        outcome = self._run_once(params, output_path, checkpoint_path, on_step, init_image)
+        outcome = self._run_once(params, output_path, checkpoint_path, on_step, init_image, mask)
         return replace(outcome, note=LOW_VRAM_NOTE)
 
     def _switch_to_low_vram(self) -> None:
@@ -136,12 +138,13 @@ class Runner:
         checkpoint_path: Path,
         on_step: StepCallback,
         init_image: bytes | None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
-        _check_params(params, init_image)
+        _check_params(params, init_image, mask)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
-        job = _Job(loaded, params, checkpoint_path, on_step, init_image)
+        job = _Job(loaded, params, checkpoint_path, on_step, init_image, mask)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         with _RollingSaver(checkpoint_path) as saver:
@@ -228,11 +231,13 @@ class _Job:
     checkpoint_path: Path
     on_step: StepCallback
     init_image: bytes | None = None
+    mask: bytes | None = None
 
     def begin(self, checkpoint: Checkpoint | None) -> tuple[denoise.DenoiseState, float]:
+        pipe, params, init, mask = self.loaded.pipe, self.params, self.init_image, self.mask
         if checkpoint is None:
-            return denoise.start(self.loaded.pipe, self.params, self.init_image), 0.0
-        return denoise.restore(self.loaded.pipe, self.params, checkpoint), checkpoint.elapsed_s
+            return denoise.start(pipe, params, init, mask), 0.0
+        return denoise.restore(pipe, params, checkpoint, init, mask), checkpoint.elapsed_s
 
     def run_steps(
         self,
@@ -304,7 +309,7 @@ def _set_cpu_threads(threads: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
-def _check_params(params: GenerationParams, init_image: bytes | None) -> None:
+def _check_params(params: GenerationParams, init_image: bytes | None, mask: bytes | None) -> None:
     params.validated()
     if params.seed == RANDOM_SEED:
         raise InvalidParameters("the seed must be fixed before generation (with_concrete_seed)")
@@ -312,6 +317,10 @@ def _check_params(params: GenerationParams, init_image: bytes | None) -> None:
         raise InvalidParameters(
             f"init image {params.init_image or '(none)'} named, but "
             f"{'none' if init_image is None else 'an image'} given"
+        )
+    if bool(params.mask) != (mask is not None):
+        raise InvalidParameters(
+            f"mask {params.mask or '(none)'} named, but {'none' if mask is None else 'one'} given"
         )
 
 

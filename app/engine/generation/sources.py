@@ -55,6 +55,7 @@ class ModelInfo:
     prediction: Prediction = Prediction.EPSILON
     native_size: int = 0  # pixels per side the model was trained at (0: unknown)
     unsupported_reason: str = ""  # set exactly when the model cannot be used, and why
+    inpainting: bool = False  # an inpainting checkpoint (9-channel UNet): used with a mask
 
     @property
     def is_single_file(self) -> bool:
@@ -72,6 +73,8 @@ class ModelInfo:
         kind = self.architecture.label
         if self.prediction is Prediction.V:
             kind += " v-prediction"
+        if self.inpainting:
+            kind += " inpainting"
         return f"{kind}, {self.native_size} px"
 
     def size_problem(self, width: int, height: int) -> str:
@@ -236,6 +239,7 @@ def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
         prediction=detected.prediction,
         native_size=detected.native_size,
         unsupported_reason=detected.unsupported_reason,
+        inpainting=detected.inpainting,
     )
 
 

@@ -30,23 +30,31 @@ def tokenizer_vocab() -> dict[str, int]:
 
 
 def write_tiny_pipeline(
-    dest: Path, *, seed: int = 0, architecture: Architecture = Architecture.SD1
+    dest: Path,
+    *,
+    seed: int = 0,
+    architecture: Architecture = Architecture.SD1,
+    inpainting: bool = False,
 ) -> Path:
-    """Save a tiny pipeline of `architecture` (UNet, VAE, text encoder(s), tokenizer(s))."""
-    pipe = build_tiny_pipeline(architecture, seed=seed)
+    """Save a tiny pipeline of `architecture` (UNet, VAE, text encoder(s), tokenizer(s));
+    `inpainting`: with a 9-channel UNet (latents, mask, masked image), as SD inpainting."""
+    pipe = build_tiny_pipeline(architecture, seed=seed, inpainting=inpainting)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest
 
 
-def build_tiny_pipeline(architecture: Architecture, *, seed: int = 0) -> Any:
+def build_tiny_pipeline(
+    architecture: Architecture, *, seed: int = 0, inpainting: bool = False
+) -> Any:
     import torch
 
+    in_channels = 9 if inpainting else 4
     with torch.random.fork_rng():  # seed the weights without disturbing the caller's RNG
         torch.manual_seed(seed)
         if architecture is Architecture.SDXL:
-            return _build_sdxl()
-        return _build_sd(v2=architecture is Architecture.SD2)
+            return _build_sdxl(in_channels)
+        return _build_sd(v2=architecture is Architecture.SD2, in_channels=in_channels)
 
 
 def _text_config(*, v2: bool = False, hidden_size: int = 32, projection_dim: int = 32) -> Any:
@@ -107,13 +115,13 @@ def _vae(*, sdxl: bool = False) -> Any:
     )
 
 
-def _build_sd(*, v2: bool) -> Any:
+def _build_sd(*, v2: bool, in_channels: int = 4) -> Any:
     from diffusers import StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextModel
 
     unet = UNet2DConditionModel(
         sample_size=8,
-        in_channels=4,
+        in_channels=in_channels,
         out_channels=4,
         layers_per_block=1,
         block_out_channels=(16, 32),
@@ -136,14 +144,14 @@ def _build_sd(*, v2: bool) -> Any:
     )
 
 
-def _build_sdxl() -> Any:
+def _build_sdxl(in_channels: int = 4) -> Any:
     from diffusers import StableDiffusionXLPipeline, UNet2DConditionModel
     from transformers import CLIPTextModel, CLIPTextModelWithProjection
 
     time_embed_dim, projection_dim = 8, 32
     unet = UNet2DConditionModel(
         sample_size=8,
-        in_channels=4,
+        in_channels=in_channels,
         out_channels=4,
         layers_per_block=1,
         block_out_channels=(16, 32),
@@ -176,7 +184,11 @@ def _build_sdxl() -> Any:
 
 
 def write_tiny_single_file(
-    dest: Path, *, seed: int = 0, architecture: Architecture = Architecture.SD1
+    dest: Path,
+    *,
+    seed: int = 0,
+    architecture: Architecture = Architecture.SD1,
+    inpainting: bool = False,
 ) -> Path:
     """The same tiny pipeline as `write_tiny_pipeline` (same seed, same weights), saved as
     one `.safetensors` checkpoint with the original LDM key names, as artists get them."""
@@ -184,7 +196,7 @@ def write_tiny_single_file(
 
     from app.engine.generation.original_layout import pipeline_to_original
 
-    pipe = build_tiny_pipeline(architecture, seed=seed)
+    pipe = build_tiny_pipeline(architecture, seed=seed, inpainting=inpainting)
     dest.parent.mkdir(parents=True, exist_ok=True)
     save_file(pipeline_to_original(pipe), str(dest))
     return dest

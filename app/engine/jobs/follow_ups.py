@@ -71,12 +71,14 @@ class FollowUps:
 class NewJob:
     """A job to submit, `count` times: a random seed gives each its own, a fixed seed counts
     up from itself (a seed batch). `init_png`: an uploaded init image (img2img), which the
-    job's settings are made to name. `parents`: jobs it waits for (`--after`)."""
+    job's settings are made to name; `mask_png` likewise (inpaint, `mask.prepare_mask`).
+    `parents`: jobs it waits for (`--after`)."""
 
     params: GenerationParams
     count: int = 1
     parents: Sequence[int] = ()
     init_png: bytes | None = None
+    mask_png: bytes | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     priority: int = 0
 
@@ -115,11 +117,13 @@ def submit_with_follow_ups(
     params = job.params
     if job.init_png is not None:
         params = replace(params, init_image=digest(job.init_png))
+    if job.mask_png is not None:
+        params = replace(params, mask=digest(job.mask_png))
     params = params.validated()
     _check_all([params, *_follow_up_params(params, _NOT_STORED_YET, follow_ups)], check)
     batch = NewJobs(
         seed_batch(params, job.count), parents=job.parents, init_png=job.init_png,
-        priority=job.priority, max_attempts=job.max_attempts, source=source,
+        mask_png=job.mask_png, priority=job.priority, max_attempts=job.max_attempts, source=source,
     )  # fmt: skip
     stored = queue.submit_keyed(
         batch, _followers(follow_ups, batch), key=key, with_jobs=with_jobs

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from app.engine.jobs.graph_sql import InputKind, stored_input
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
     RANDOM_SEED,
@@ -39,7 +40,7 @@ from app.engine.jobs.queue import (
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.errors import EaselError
 from app.models.db import Database
-from app.models.tables import JOB, JOB_INPUT, JOB_PARENT, Job
+from app.models.tables import JOB, JOB_PARENT, Job
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +229,7 @@ def upscale_params(
         height=_scaled(parent.height, scale),
         init_image=f"{INIT_FROM_JOB}{parent_id}",
         strength=strength,
+        mask="",  # an inpaint's upscale redraws its whole image, not its mask again
     )
 
 
@@ -236,8 +238,9 @@ def variation_params(
 ) -> GenerationParams:
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
-        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED
-    )
+        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
+        mask="",
+    )  # fmt: skip
 
 
 def _scaled(size: int, scale: float) -> int:
@@ -255,12 +258,20 @@ def init_image_of(queue: JobQueue, job: Job) -> bytes | None:
     parent_id = params.init_parent
     if parent_id is not None:
         return _parent_output(queue, job.id or 0, parent_id)
-    query = select(JOB_INPUT.c.png).where(JOB_INPUT.c.job_id == job.id)
-    with queue.db.read() as conn:
-        png = conn.execute(query).scalar_one_or_none()
+    png = stored_input(queue.db, job.id or 0, InputKind.INIT)
     if png is None:
         raise InputImageMissing(f"job {job.id}'s init image is missing from the database")
-    return bytes(png)
+    return png
+
+
+def mask_of(queue: JobQueue, job: Job) -> bytes | None:
+    """The PNG bytes of `job`'s inpaint mask (stored with the job), if it has one."""
+    if not job.mask:
+        return None
+    png = stored_input(queue.db, job.id or 0, InputKind.MASK)
+    if png is None:
+        raise InputImageMissing(f"job {job.id}'s inpaint mask is missing from the database")
+    return png
 
 
 def _parent_output(queue: JobQueue, job_id: int, parent_id: int) -> bytes:

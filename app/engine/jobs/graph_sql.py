@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 
 from sqlalchemy import bindparam, insert, select
 
@@ -16,6 +18,13 @@ from app.engine.jobs.params import INIT_UPLOADED, GenerationParams, InvalidParam
 from app.engine.jobs.states import JobStatus
 from app.models.db import Database, HotTransaction
 from app.models.tables import JOB, JOB_INPUT, JOB_PARENT
+
+
+class InputKind(StrEnum):
+    """What an image stored with a job (a job_input row) is for."""
+
+    INIT = "init"  # img2img's and inpaint's starting image
+    MASK = "mask"  # inpaint: white where to repaint
 
 
 class InvalidDependency(InvalidParameters):
@@ -34,7 +43,7 @@ class GraphStatements:
             select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == bindparam("job_id"))
         )
         self.insert_parent = db.prepare(insert(JOB_PARENT), ("job_id", "parent_id"))
-        self.insert_input = db.prepare(insert(JOB_INPUT), ("job_id", "png"))
+        self.insert_input = db.prepare(insert(JOB_INPUT), ("job_id", "kind", "png"))
         self.unfinished_parents = db.prepare(
             select(JOB_PARENT.c.parent_id)
             .join(JOB, JOB.c.id == JOB_PARENT.c.parent_id)
@@ -60,33 +69,65 @@ class GraphStatements:
                 raise InvalidDependency(f"job {parent} was cancelled; nothing can wait for it")
 
     def link(
-        self, tx: HotTransaction, job_id: int, parents: Sequence[int], init_png: bytes | None
+        self,
+        tx: HotTransaction,
+        job_id: int,
+        parents: Sequence[int],
+        init_png: bytes | None,
+        mask_png: bytes | None = None,
     ) -> None:
-        """Store the new job's edges and input, refusing an edge that would close a cycle."""
+        """Store the new job's edges and inputs, refusing an edge that would close a cycle."""
         cycle = cycle_through(job_id, parents, lambda job: self._parents_of(tx, job))
         if cycle:
             path = " -> ".join(f"#{job}" for job in cycle)
             raise InvalidDependency(f"job {job_id} would wait for itself ({path})")
         for parent in parents:
             tx.execute(self.insert_parent, {"job_id": job_id, "parent_id": parent})
-        if init_png is not None:
-            tx.execute(self.insert_input, {"job_id": job_id, "png": init_png})
+        for kind, png in ((InputKind.INIT, init_png), (InputKind.MASK, mask_png)):
+            if png is not None:
+                tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
 
     def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
 
 
-def stored_links(db: Database, job_id: int) -> tuple[list[int], bytes | None]:
-    """A stored job's parents and uploaded init image, to submit it again (re-run)."""
+@dataclass(frozen=True)
+class StoredLinks:
+    parents: list[int]
+    init_png: bytes | None
+    mask_png: bytes | None
+
+
+def stored_links(db: Database, job_id: int) -> StoredLinks:
+    """A stored job's parents and stored inputs, to submit it again (re-run)."""
     parents = select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == job_id)
-    init = select(JOB_INPUT.c.png).where(JOB_INPUT.c.job_id == job_id)
+    inputs = select(JOB_INPUT.c.kind, JOB_INPUT.c.png).where(JOB_INPUT.c.job_id == job_id)
     with db.read() as conn:
-        png = conn.execute(init).scalar_one_or_none()
-        return sorted(conn.execute(parents).scalars()), None if png is None else bytes(png)
+        stored = {kind: bytes(png) for kind, png in conn.execute(inputs)}
+        return StoredLinks(
+            sorted(conn.execute(parents).scalars()),
+            stored.get(InputKind.INIT.value),
+            stored.get(InputKind.MASK.value),
+        )
 
 
-def check_inputs(params: GenerationParams, parents: Sequence[int], init_png: bytes | None) -> None:
-    """The init image the parameters name is the one given: a parent's, or these bytes."""
+def stored_input(db: Database, job_id: int, kind: InputKind) -> bytes | None:
+    query = select(JOB_INPUT.c.png).where(
+        JOB_INPUT.c.job_id == job_id, JOB_INPUT.c.kind == kind.value
+    )
+    with db.read() as conn:
+        png = conn.execute(query).scalar_one_or_none()
+    return None if png is None else bytes(png)
+
+
+def check_inputs(
+    params: GenerationParams,
+    parents: Sequence[int],
+    init_png: bytes | None,
+    mask_png: bytes | None = None,
+) -> None:
+    """The inputs the parameters name are the ones given: an init image (a parent's, or
+    these bytes) and a mask (these bytes)."""
     parent = params.init_parent
     if parent is not None and parent not in parents:
         raise InvalidDependency(
@@ -99,6 +140,10 @@ def check_inputs(params: GenerationParams, parents: Sequence[int], init_png: byt
         )
     if init_png is not None and digest(init_png) != params.init_image:
         raise InvalidParameters("the init image's bytes do not match its digest in init_image")
+    if bool(params.mask) != (mask_png is not None):
+        raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
+    if mask_png is not None and digest(mask_png) != params.mask:
+        raise InvalidParameters("the mask's bytes do not match its digest in mask")
 
 
 def cycle_through(

@@ -27,6 +27,9 @@ MAX_IMAGES = 16  # one request of the window queues at most this many jobs
 MAX_PROMPT_CHARS = 2000
 # img2img's init image: a parent job's output, or an image stored with the job (job_input).
 INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
+# Inpaint: the mask is stored with the job (job_input, kind "mask"), named by its digest.
+DEFAULT_MASK_BLUR, MAX_MASK_BLUR = 4, 64  # A1111's default and slider's end
+DEFAULT_MASK_PADDING, MAX_MASK_PADDING = 32, 256  # "Only masked padding, pixels"
 
 
 class InvalidParameters(BadInput):
@@ -46,6 +49,10 @@ class GenerationParams:
     seed: int = RANDOM_SEED
     init_image: str = ""  # img2img: "", f"{INIT_FROM_JOB}<id>" or f"{INIT_UPLOADED}<sha256>"
     strength: float = 1.0  # img2img: share of the schedule re-run on the init image (0, 1]
+    mask: str = ""  # inpaint: "" or f"{INIT_UPLOADED}<sha256>" of the mask (white = repaint)
+    mask_blur: int = DEFAULT_MASK_BLUR  # inpaint: Gaussian blur radius of the mask, pixels
+    only_masked: bool = False  # inpaint: A1111's "Inpaint area: Only masked"
+    mask_padding: int = DEFAULT_MASK_PADDING  # inpaint, only masked: pixels around the mask
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -71,6 +78,10 @@ class GenerationParams:
         if not self.init_image:
             return self.steps
         return min(int(self.steps * self.strength), self.steps)
+
+    @property
+    def is_inpaint(self) -> bool:
+        return bool(self.mask)
 
     @property
     def init_parent(self) -> int | None:
@@ -107,6 +118,23 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.append(f"seed must be {RANDOM_SEED} (random) or between 0 and {MAX_SEED}")
     if p.init_image:
         problems.extend(_init_problems(p))
+    if p.mask:
+        problems.extend(_mask_problems(p))
+    return problems
+
+
+def _mask_problems(p: GenerationParams) -> list[str]:
+    if not p.init_image:
+        return ["a mask needs an image to inpaint (init_image)"]
+    if not p.mask.startswith(INIT_UPLOADED) or p.mask == INIT_UPLOADED:
+        return [f"mask {p.mask!r} is not {INIT_UPLOADED}<sha256>"]
+    problems = []
+    if not 0 <= p.mask_blur <= MAX_MASK_BLUR:
+        problems.append(f"mask blur must be between 0 and {MAX_MASK_BLUR}, not {p.mask_blur}")
+    if not 0 <= p.mask_padding <= MAX_MASK_PADDING:
+        problems.append(
+            f"masked area padding must be between 0 and {MAX_MASK_PADDING}, not {p.mask_padding}"
+        )
     return problems
 
 

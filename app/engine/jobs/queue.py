@@ -103,11 +103,13 @@ TransitionListener = Callable[[TransitionRecord], None]
 @dataclass(frozen=True)
 class NewJobs:
     """Jobs stored together that share their parents, priority and attempts
-    (`JobQueue.submit_linked`). `init_png`: the uploaded init image the parameters name."""
+    (`JobQueue.submit_linked`). `init_png`: the uploaded init image the parameters name;
+    `mask_png`: the inpaint mask they name (`mask.prepare_mask`)."""
 
     batch: Sequence[GenerationParams]
     parents: Sequence[int] = ()
     init_png: bytes | None = None
+    mask_png: bytes | None = None
     priority: int = 0
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     source: str = "user"
@@ -197,6 +199,7 @@ class JobQueue:
         rerun_of: int | None = None,
         parents: Sequence[int] = (),
         init_png: bytes | None = None,
+        mask_png: bytes | None = None,
         output_dir: Path | None = None,
     ) -> int:
         """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
@@ -204,7 +207,8 @@ class JobQueue:
         `output_dir`: the folder the image must go to, whichever worker runs the job."""
         [job_id] = self.submit_many(
             [params], priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, mask_png=mask_png,
+            output_dir=output_dir,
         )  # fmt: skip
         return job_id
 
@@ -218,17 +222,20 @@ class JobQueue:
         rerun_of: int | None = None,
         parents: Sequence[int] = (),
         init_png: bytes | None = None,
+        mask_png: bytes | None = None,
         output_dir: Path | None = None,
     ) -> list[int]:
         """Submit several jobs in one transaction: all are stored, or (on bad input) none.
 
         `parents`: every job of the batch waits for these (SUBMIT_AFTER, BLOCKED) and is
         unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
-        image the parameters name (`graph_sql.digest`), stored with each job.
+        image the parameters name (`graph_sql.digest`), stored with each job; `mask_png`
+        the inpaint mask they name, likewise.
         """
         jobs = NewJobs(
             batch, priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, parents=parents, init_png=init_png, output_dir=output_dir,
+            rerun_of=rerun_of, parents=parents, init_png=init_png, mask_png=mask_png,
+            output_dir=output_dir,
         )  # fmt: skip
         ids, _follow_up_ids = self.submit_linked(jobs)
         return ids
@@ -306,7 +313,7 @@ class JobQueue:
             }  # fmt: skip
             insert_job = self._sql.insert_job(frozenset(values))
             job_id = int(tx.execute(insert_job, values).fetchone()[0])
-            self._graph.link(tx, job_id, parents, jobs.init_png)
+            self._graph.link(tx, job_id, parents, jobs.init_png, jobs.mask_png)
             record = TransitionRecord(job_id, None, status, event, jobs.source, message, 1, now)
             self._insert_history(tx, record)
             records.append(record)
@@ -556,10 +563,11 @@ class JobQueue:
             raise RequestRefused(
                 f"Job {job_id} is {job.status}; only finished or cancelled jobs can be re-run"
             )
-        parents, init_png = stored_links(self.db, job_id)  # img2img: the same input again
+        links = stored_links(self.db, job_id)  # img2img, inpaint: the same inputs again
         return self.submit(
             params_of(job), priority=job.priority, max_attempts=job.max_attempts,
-            source=source, rerun_of=job_id, parents=parents, init_png=init_png,
+            source=source, rerun_of=job_id, parents=links.parents, init_png=links.init_png,
+            mask_png=links.mask_png,
         )  # fmt: skip
 
     def set_priority(self, job_id: int, priority: int) -> None:
@@ -804,7 +812,7 @@ def _checked_batch(jobs: NewJobs) -> tuple[list[GenerationParams], list[int]]:
     checked = [params.validated().with_concrete_seed() for params in jobs.batch]
     parents = list(dict.fromkeys(jobs.parents))
     for params in checked:
-        check_inputs(params, parents, jobs.init_png)
+        check_inputs(params, parents, jobs.init_png, jobs.mask_png)
     if jobs.max_attempts < 1:
         raise RequestRefused(f"max_attempts must be at least 1, not {jobs.max_attempts}")
     return checked, parents
@@ -815,6 +823,8 @@ def params_of(job: Job) -> GenerationParams:
         prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
         scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
         height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
+        mask=job.mask, mask_blur=job.mask_blur, only_masked=job.only_masked,
+        mask_padding=job.mask_padding,
     )  # fmt: skip
 
 

@@ -38,7 +38,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.jobs.graph import init_image_of
+from app.engine.jobs.graph import init_image_of, mask_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
@@ -77,6 +77,7 @@ class RunnerLike(Protocol):
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome: ...
 
 
@@ -309,6 +310,7 @@ class JobRun:
             checkpoint_path=self.checkpoint_path,
             on_step=self.on_step,
             init_image=init_image_of(self.queue, self.job),
+            mask=mask_of(self.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------

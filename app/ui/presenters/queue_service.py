@@ -336,6 +336,12 @@ class QueueService:
         follow_ups = FollowUps(upscale=Upscale() if upscale else None)
         return self._submitted(job, follow_ups)
 
+    def submit_job(self, job: NewJob) -> Outcome:
+        """One prepared job (the mask editor's inpaint or outpaint), or why it was refused."""
+        from app.engine.jobs.follow_ups import FollowUps
+
+        return self._submitted(replace(job, max_attempts=self.max_attempts), FollowUps())
+
     def upscale(self, job_ids: Sequence[int]) -> Outcome:
         """An upscale x2 child of each job (it waits BLOCKED while its parent is unfinished)."""
         from app.engine.jobs.follow_ups import FollowUps, Upscale
@@ -384,7 +390,7 @@ class QueueService:
                 )
             ) from error
         # Its own settings, but not its init image: the new job starts from this image.
-        params = replace(row.params, init_image="", strength=1.0)
+        params = replace(row.params, init_image="", strength=1.0, mask="")
         return replace(self.prepare_init(data), params=params, source=f"#{job_id}")
 
     @staticmethod

@@ -112,6 +112,8 @@ class JobRow:
             prompt=job.prompt, negative_prompt=job.negative_prompt, model=job.model,
             scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
             height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
+            mask=job.mask, mask_blur=job.mask_blur, only_masked=job.only_masked,
+            mask_padding=job.mask_padding,
         )  # fmt: skip
         return cls(
             id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,

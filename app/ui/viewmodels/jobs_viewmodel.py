@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -30,6 +31,9 @@ from app.ui.presenters.rows import FILTERS, JobRow, ListFilter
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
+
+if TYPE_CHECKING:
+    from app.engine.jobs.follow_ups import NewJob
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +211,9 @@ class JobsViewModel(QObject):
             lambda: self.service.submit(params, count, init_png=init_png, upscale=upscale),
             self.submitted.emit,
         )
+
+    def submit_job(self, job: NewJob) -> None:
+        self._request(lambda: self.service.submit_job(job), self.submitted.emit)
 
     def upscale(self, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)

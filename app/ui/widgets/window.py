@@ -34,6 +34,7 @@ from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewing import ImageViewing
 from app.ui.widgets.jobs_panel import JobsPanel
+from app.ui.widgets.mask_hook import install_mask_editor
 from app.ui.widgets.menus import MenuSlots, build_menus, key_sequences
 from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel, defaults_form
@@ -140,6 +141,7 @@ class MainWindow(QMainWindow):
             search=self.jobs.focus_search, statistics=dialogs.show_stats,
             workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
         ))  # fmt: skip
+        install_mask_editor(self)  # the Image menu: inpaint and outpaint (mask_hook)
 
     def _connect(self) -> None:
         for keys in key_sequences(shortcuts.GENERATE):

@@ -129,7 +129,7 @@ CLIP = "cond_stage_model.transformer.text_model.embeddings.position_embedding.we
 @pytest.mark.parametrize(
     ("keys", "reason"),
     [
-        ({UNET_IN: (320, 9, 3, 3), CLIP: (77, 8)}, "inpainting"),
+        ({UNET_IN: (320, 8, 3, 3), CLIP: (77, 8)}, "instruct-pix2pix"),
         (
             {UNET_IN: (320, 4, 3, 3), "conditioner.embedders.0.model.text_projection": (4, 4)},
             "refiner",

@@ -191,6 +191,7 @@ class OffersPreviews(ScriptedRunner):
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
         def with_preview(progress: StepProgress) -> StepDecision:
             decision: StepDecision = on_step(replace(progress, render_preview=self._render))
@@ -198,7 +199,7 @@ class OffersPreviews(ScriptedRunner):
 
         return super().run(
             params, output_path=output_path, checkpoint_path=checkpoint_path,
-            on_step=with_preview, init_image=init_image,
+            on_step=with_preview, init_image=init_image, mask=mask,
         )  # fmt: skip
 
     def _render(self) -> bytes:

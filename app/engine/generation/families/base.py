@@ -14,12 +14,15 @@ T5, a transformer instead of a UNet) brings its own scheduler setup and `predict
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from PIL import Image
 
 from app.engine.jobs.params import GenerationParams
+
+if TYPE_CHECKING:
+    from app.engine.generation.inpaint import MaskedImage
 
 # What the model is conditioned on for the whole job (prompt embeddings and the like), by
 # name. A checkpoint stores these tensors as they are, so a resumed job is conditioned on
@@ -57,6 +60,10 @@ class ModelFamily(Protocol):
 
     def latent_shape(self, params: GenerationParams) -> tuple[int, ...]: ...
 
+    def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        """The conditioning tensors a checkpoint of `params` must carry (inpaint adds some)."""
+        ...
+
     def scheduler(self, params: GenerationParams) -> Any:
         """A fresh scheduler of `params.scheduler`, its timesteps set as the stock loop's."""
         ...
@@ -76,8 +83,10 @@ class ModelFamily(Protocol):
         generator: torch.Generator,
         init_image: bytes | None,
         conditioning: Conditioning,
+        masked: MaskedImage | None = None,
     ) -> Schedule:
-        """From noise, or (img2img) from the noised `init_image` part-way down the schedule."""
+        """From noise, or (img2img) from the noised `init_image` part-way down the schedule;
+        (inpaint) from `masked`, adding what its steps need to `conditioning`."""
         ...
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
@@ -97,4 +106,19 @@ class ModelFamily(Protocol):
         """The model's output at timestep `t`, guided: what `scheduler.step` takes."""
         ...
 
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        """The latents after step `index` (inpaint keeps the unmasked area here)."""
+        ...
+
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image: ...
+
+    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
+        """The decoded image as the job's result (only masked: pasted back)."""
+        ...

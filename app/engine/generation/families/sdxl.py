@@ -7,6 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
+    retrieve_latents,
+)
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
@@ -84,6 +87,23 @@ class StableDiffusionXLFamily(UNetFamily):
 
     def added_conditioning(self, conditioning: Conditioning) -> dict[str, torch.Tensor] | None:
         return {"text_embeds": conditioning[POOLED_EMBEDS], "time_ids": conditioning[ADD_TIME_IDS]}
+
+    def encode_image(self, pixels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """As `StableDiffusionXLInpaintPipeline._encode_vae_image`: in float32 when the VAE
+        asks for it."""
+        vae = self.pipe.vae
+        dtype = pixels.dtype
+        upcast = bool(vae.config.force_upcast)
+        if upcast:
+            pixels = pixels.float()
+            vae.to(dtype=torch.float32)
+        try:
+            encoded = retrieve_latents(vae.encode(pixels), generator=generator)
+        finally:
+            if upcast:
+                vae.to(dtype)
+        latents: torch.Tensor = vae.config.scaling_factor * encoded.to(dtype)
+        return latents
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         vae = self.pipe.vae

@@ -11,14 +11,17 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
+from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
+    retrieve_latents,
+)
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import img2img
+from app.engine.generation import img2img, inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
-from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
 TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
@@ -47,8 +50,14 @@ class UNetFamily(ABC):
 
     def latent_shape(self, params: GenerationParams) -> tuple[int, ...]:
         factor = self.pipe.vae_scale_factor
-        channels = self.pipe.unet.config.in_channels
+        channels = self.pipe.vae.config.latent_channels  # an inpainting UNet takes 9, not 4
         return (1, channels, params.height // factor, params.width // factor)
+
+    def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        if not params.is_inpaint:
+            return self.checkpoint_tensors
+        in_channels = self.pipe.unet.config.in_channels
+        return (*self.checkpoint_tensors, *inpaint.checkpoint_tensors(in_channels))
 
     def scheduler(self, params: GenerationParams) -> Any:
         scheduler = make_scheduler(self.pipe, params.scheduler)
@@ -84,8 +93,16 @@ class UNetFamily(ABC):
         generator: torch.Generator,
         init_image: bytes | None,
         conditioning: Conditioning,
+        masked: inpaint.MaskedImage | None = None,
     ) -> Schedule:
         dtype = conditioning[PROMPT_EMBEDS].dtype
+        if self.pipe.unet.config.in_channels == inpaint.INPAINT_CHANNELS and masked is None:
+            raise InvalidParameters("an inpainting model needs an image and a mask to repaint")
+        if masked is not None:
+            timesteps, steps, latents = inpaint.start_latents(
+                self, scheduler, params, masked, generator, conditioning, self.uses_cfg(params)
+            )
+            return Schedule(timesteps, steps, latents)
         if init_image is not None:
             timesteps, steps, latents = img2img.start_latents(
                 self.pipe, scheduler, params, init_image, generator, dtype
@@ -112,6 +129,8 @@ class UNetFamily(ABC):
         model_input = torch.cat([latents] * 2) if do_cfg else latents
         if hasattr(scheduler, "scale_model_input"):
             model_input = scheduler.scale_model_input(model_input, t)
+        if self.pipe.unet.config.in_channels == inpaint.INPAINT_CHANNELS:
+            model_input = inpaint.model_input(model_input, conditioning)
         noise_pred: torch.Tensor = self.pipe.unet(
             model_input,
             t,
@@ -125,6 +144,28 @@ class UNetFamily(ABC):
             uncond, cond = noise_pred.chunk(2)
             noise_pred = uncond + guidance * (cond - uncond)
         return noise_pred
+
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        if inpaint.IMAGE_LATENTS not in conditioning:
+            return latents  # not an inpaint, or an inpainting UNet (it sees the mask)
+        return inpaint.blend(scheduler, latents, timesteps, index, conditioning)
+
+    def encode_image(self, pixels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """`pixels` as latents (sampled with `generator`): the inpaint pipelines'
+        `_encode_vae_image`."""
+        encoded = retrieve_latents(self.pipe.vae.encode(pixels), generator=generator)
+        latents: torch.Tensor = self.pipe.vae.config.scaling_factor * encoded
+        return latents
+
+    def finish(self, image: Image.Image, masked: inpaint.MaskedImage | None) -> Image.Image:
+        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
 
     def added_conditioning(self, conditioning: Conditioning) -> dict[str, torch.Tensor] | None:
         """The UNet's extra conditioning (SDXL's); none for SD 1.x/2.x."""

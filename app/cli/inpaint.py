@@ -1,0 +1,175 @@
+"""Inpaint and outpaint from the command line: `submit --init-image X --mask M.png`,
+`inpaint N --mask M.png` (repaint part of job N's image) and `outpaint N --left 128 ...`
+(extend job N's canvas). Masks are checked here, before anything is stored."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from app.cli import arguments
+from app.cli.graph import DEFAULT_IMG2IMG_STRENGTH, request_from_args
+from app.cli.jobs import check_model, with_queue
+from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.init_image import fit_to, open_rgb, prepare_init_image, read_init_image
+from app.engine.jobs.mask import (
+    Extension,
+    Fill,
+    InvalidMask,
+    open_mask,
+    outpaint,
+    png_bytes,
+    prepare_mask,
+    read_mask,
+)
+from app.engine.jobs.params import (
+    DEFAULT_MASK_BLUR,
+    DEFAULT_MASK_PADDING,
+    INIT_FROM_JOB,
+    RANDOM_SEED,
+    GenerationParams,
+    InvalidParameters,
+)
+from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.settings import load_settings
+
+OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    submit = commands.choices["submit"]
+    add_mask_arguments(submit)
+    submit.set_defaults(run=with_queue(_submit))
+
+    inpaint = commands.add_parser(
+        "inpaint", help="queue a repaint of part of a job's image (white in the mask)"
+    )
+    inpaint.add_argument("job_id", type=arguments.job_id, metavar="ID")
+    inpaint.add_argument("--mask", type=Path, required=True, metavar="PNG")
+    inpaint.add_argument("--prompt", help="what to paint there (default: the job's prompt)")
+    inpaint.add_argument(
+        "--strength", type=float, default=DEFAULT_IMG2IMG_STRENGTH,
+        help=f"how much of the masked area is redrawn (default {DEFAULT_IMG2IMG_STRENGTH})",
+    )  # fmt: skip
+    inpaint.add_argument("--seed", type=int, default=RANDOM_SEED)
+    _add_settings(inpaint)
+    inpaint.set_defaults(run=with_queue(_inpaint))
+
+    out = commands.add_parser("outpaint", help="queue an extension of a job's finished image")
+    out.add_argument("job_id", type=arguments.job_id, metavar="ID")
+    for side in ("left", "right", "top", "bottom"):
+        out.add_argument(f"--{side}", type=int, default=0, metavar="PX")
+    out.add_argument(
+        "--fill", choices=[fill.value for fill in Fill], default=Fill.EDGE.value,
+        help="what the new area starts as: the edge colours stretched out, or noise",
+    )  # fmt: skip
+    out.add_argument("--prompt", help="what to paint there (default: the job's prompt)")
+    out.add_argument("--seed", type=int, default=RANDOM_SEED)
+    out.add_argument("--mask-blur", type=int, default=DEFAULT_MASK_BLUR, metavar="PX")
+    out.set_defaults(run=with_queue(_outpaint))
+
+
+def add_mask_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("inpaint")
+    group.add_argument(
+        "--mask", type=Path, metavar="PNG",
+        help="inpaint: repaint where this mask is white (the size of --init-image)",
+    )  # fmt: skip
+    _add_settings(group)
+
+
+def _add_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--mask-blur", type=int, metavar="PX", help=f"default {DEFAULT_MASK_BLUR}")
+    parser.add_argument(
+        "--only-masked", action="store_true",
+        help="generate only the mask's box (plus --padding) at the job's size, paste it back",
+    )  # fmt: skip
+    parser.add_argument("--padding", type=int, metavar="PX", help=f"default {DEFAULT_MASK_PADDING}")
+
+
+def _settings(args: argparse.Namespace, params: GenerationParams) -> GenerationParams:
+    return replace(
+        params,
+        mask_blur=DEFAULT_MASK_BLUR if args.mask_blur is None else args.mask_blur,
+        only_masked=args.only_masked,
+        mask_padding=DEFAULT_MASK_PADDING if args.padding is None else args.padding,
+    )
+
+
+def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
+    params, init_png = request_from_args(args)
+    mask_png = None
+    if args.mask is None:
+        if args.only_masked or args.mask_blur is not None or args.padding is not None:
+            raise InvalidParameters("--mask-blur, --only-masked and --padding need --mask")
+    elif init_png is None or args.init_image is None:
+        raise InvalidParameters("--mask needs --init-image (the image to repaint)")
+    else:
+        source = open_rgb(read_init_image(args.init_image))
+        mask = prepare_mask(read_mask(args.mask), source.size)
+        if args.only_masked:  # the whole picture is kept at its own size, the box generated
+            init_png = prepare_init_image(read_init_image(args.init_image)).png
+        mask_png = _fitted(mask, open_rgb(init_png).size)
+        params = _settings(args, replace(params, init_image=digest(init_png)))
+        params = replace(params, mask=digest(mask_png)).validated()
+        check_model(params)
+    attempts = load_settings().max_attempts
+    job = NewJob(
+        params, parents=args.after, init_png=init_png, mask_png=mask_png, max_attempts=attempts
+    )
+    return _submitted(queue, job)
+
+
+def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
+    parent = params_of(queue.get(args.job_id))  # JobNotFound first: "There is no job 12"
+    mask_png = prepare_mask(read_mask(args.mask), (parent.width, parent.height))
+    params = _settings(args, parent)
+    params = replace(
+        params, prompt=args.prompt or parent.prompt, seed=args.seed,
+        init_image=f"{INIT_FROM_JOB}{args.job_id}", strength=args.strength,
+        mask=digest(mask_png),
+    ).validated()  # fmt: skip
+    check_model(params)
+    attempts = load_settings().max_attempts
+    job = NewJob(params, parents=[args.job_id], mask_png=mask_png, max_attempts=attempts)
+    return _submitted(queue, job)
+
+
+def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
+    stored = queue.get(args.job_id)
+    if not stored.output_path:
+        raise InvalidMask(f"job {args.job_id} has no finished image to extend yet")
+    try:
+        image_png = Path(stored.output_path).read_bytes()
+    except OSError as error:
+        raise InvalidMask(
+            f"cannot read job {args.job_id}'s image {stored.output_path}: {error.strerror or error}"
+        ) from error
+    parent = params_of(stored)
+    extension = Extension(args.left, args.right, args.top, args.bottom)
+    canvas = outpaint(image_png, extension, Fill(args.fill), seed=max(parent.seed, 0))
+    params = replace(
+        parent, prompt=args.prompt or parent.prompt, seed=args.seed, width=canvas.width,
+        height=canvas.height, init_image=digest(canvas.image_png), strength=OUTPAINT_STRENGTH,
+        mask=digest(canvas.mask_png), mask_blur=args.mask_blur, only_masked=False,
+    ).validated()  # fmt: skip
+    check_model(params)  # beyond the model's size limit: refused here
+    attempts = load_settings().max_attempts
+    job = NewJob(
+        params, parents=[args.job_id], init_png=canvas.image_png, mask_png=canvas.mask_png,
+        max_attempts=attempts,
+    )  # fmt: skip
+    return _submitted(queue, job)
+
+
+def _fitted(mask_png: bytes, size: tuple[int, int]) -> bytes:
+    mask = open_mask(mask_png)
+    return mask_png if mask.size == size else png_bytes(fit_to(mask, size))
+
+
+def _submitted(queue: JobQueue, job: NewJob) -> int:
+    [job_id] = submit_with_follow_ups(queue, job, source="cli").jobs
+    print(job_id)
+    return 0
