@@ -70,6 +70,16 @@ def models_dir() -> Path:
     return _subdir("models")
 
 
+def wildcards_dir() -> Path:
+    """Wildcard files (`__name__` in a prompt is `<name>.txt` here; folders nest)."""
+    return data_dir() / "wildcards"
+
+
+def upscale_models_dir() -> Path:
+    """Upscaler models (ESRGAN and the other architectures spandrel reads)."""
+    return data_dir() / "models" / "upscale_models"
+
+
 def logs_dir(*, create: bool = True) -> Path:
     return _subdir("logs", create=create)
 

@@ -14,9 +14,9 @@ from sqlmodel import SQLModel
 from app.errors import DatabaseError
 from app.models.db import Database
 from app.models.search_index import create_search_index
-from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
+from app.models.tables import JOB_FILE, JOB_GROUP, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class SchemaTooNew(DatabaseError):
@@ -86,6 +86,38 @@ def _v7_to_v8(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN cancel_after FLOAT")
 
 
+# Schema 9's job columns, with their SQL (the same on SQLite and PostgreSQL).
+_V9_JOB_COLUMNS = {
+    "variation_seed": "BIGINT NOT NULL DEFAULT -1",
+    "variation_strength": "FLOAT NOT NULL DEFAULT 0.0",
+    "prompt_template": "VARCHAR NOT NULL DEFAULT ''",
+    "kind": "VARCHAR(16) NOT NULL DEFAULT 'generate'",
+    "upscaler": "VARCHAR NOT NULL DEFAULT ''",
+    "group_id": "INTEGER",
+    "group_cell": "INTEGER",
+}
+
+
+def _v8_to_v9(conn: Connection) -> None:
+    # Version 9 adds groups of jobs (issue 27): a batch, a grid or a wildcard expansion is
+    # a job_group row its jobs point at (job.group_id, job.group_cell); a grid waits for its
+    # cells to be settled, not to succeed (job_parent.settled); and the job columns of
+    # variation seeds, wildcard templates, job kinds (generate, grid, upscale) and upscaler
+    # models. Only what is missing: like create_all in the steps before, it can meet a
+    # newer table.
+    have = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, sql in _V9_JOB_COLUMNS.items():
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
+    edges = {column["name"] for column in inspect(conn).get_columns("job_parent")}
+    if "settled" not in edges:
+        conn.exec_driver_sql(
+            "ALTER TABLE job_parent ADD COLUMN settled BOOLEAN NOT NULL DEFAULT FALSE"
+        )
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_group ON job (group_id, group_cell)")
+    SQLModel.metadata.create_all(conn, tables=[JOB_GROUP])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -94,6 +126,7 @@ MIGRATIONS: dict[int, Migration] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

@@ -30,7 +30,16 @@ from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 from app.errors import DatabaseError, DatabaseUnreachable
 from app.models.db import Database
 from app.models.migrations import SchemaTooNew, ensure_schema, stored_version
-from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_PARENT, TRANSITION, WORKER, SchemaInfo
+from app.models.tables import (
+    JOB,
+    JOB_FILE,
+    JOB_GROUP,
+    JOB_INPUT,
+    JOB_PARENT,
+    TRANSITION,
+    WORKER,
+    SchemaInfo,
+)
 
 log = logging.getLogger(__name__)
 
@@ -341,8 +350,8 @@ class TargetNotEmpty(DatabaseError):
 # Every table that holds the user's work, parents before the rows that point at them: jobs
 # (a re-run's rerun_of points at an earlier job), their history, the edges of the job graph
 # (a child left without them would stay BLOCKED for ever), uploaded init images, and the
-# images and checkpoints already stored as bytes.
-COPIED_TABLES: tuple[Table, ...] = (JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE)
+# images and checkpoints already stored as bytes, and the groups (batches, grids) of jobs.
+COPIED_TABLES: tuple[Table, ...] = (JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE, JOB_GROUP)
 # Not the user's data: each database has its own schema version, and worker rows describe
 # processes of the source's machine, which will never beat on the target.
 NOT_COPIED = frozenset({WORKER.name, SchemaInfo.__tablename__})

@@ -41,7 +41,17 @@ def a1111_parameters(params: GenerationParams) -> str:
         f"Steps: {params.steps}, Sampler: {params.scheduler}, CFG scale: {params.cfg:g}, "
         f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
         + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
+        + (
+            f", Variation seed: {params.variation_seed}, "
+            f"Variation seed strength: {params.variation_strength:g}"
+            if params.variation_strength > 0
+            else ""
+        )
+        + (f", Upscaler: {params.upscaler}" if params.upscaler else "")
     )
+    if params.prompt_template and params.prompt_template != params.prompt:
+        # As the Dynamic Prompts extension records the prompt before it was expanded.
+        lines.append(f"Template: {params.prompt_template}")
     return "\n".join(lines)
 
 

@@ -27,6 +27,11 @@ MAX_IMAGES = 16  # one request of the window queues at most this many jobs
 MAX_PROMPT_CHARS = 2000
 # img2img's init image: a parent job's output, or an image stored with the job (job_input).
 INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
+# What a job does (schema 9): draw an image, compose its group's grid, or upscale its
+# parent's image with an upscaler model (see docs/architecture.md, *Groups of jobs*).
+KIND_GENERATE, KIND_GRID, KIND_UPSCALE = "generate", "grid", "upscale"
+KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE)
+MAX_VARIATION_STRENGTH = 1.0
 
 
 class InvalidParameters(BadInput):
@@ -46,6 +51,15 @@ class GenerationParams:
     seed: int = RANDOM_SEED
     init_image: str = ""  # img2img: "", f"{INIT_FROM_JOB}<id>" or f"{INIT_UPLOADED}<sha256>"
     strength: float = 1.0  # img2img: share of the schedule re-run on the init image (0, 1]
+    # A1111's variation seed ("subseed") and strength: the start noise is the slerp of the
+    # seed's noise and this seed's, by `variation_strength` (0: none). -1: random at submit.
+    variation_seed: int = RANDOM_SEED
+    variation_strength: float = 0.0
+    prompt_template: str = ""  # the prompt before wildcards were expanded ("" if none)
+    kind: str = KIND_GENERATE
+    # An upscaler model file in models/upscale_models/ (an upscale job's model; for a
+    # hires-fix img2img, how its init image is enlarged first). "": Lanczos.
+    upscaler: str = ""
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -58,16 +72,23 @@ class GenerationParams:
 
     def with_concrete_seed(self, rng: random.Random | None = None) -> GenerationParams:
         """Fix a random seed now, so the stored job always regenerates the same image."""
-        if self.seed != RANDOM_SEED:
-            return self
-        return replace(self, seed=(rng or random.SystemRandom()).randint(0, MAX_SEED))
+        rng = rng or random.SystemRandom()
+        params = self
+        if params.seed == RANDOM_SEED:
+            params = replace(params, seed=rng.randint(0, MAX_SEED))
+        if params.variation_strength > 0 and params.variation_seed == RANDOM_SEED:
+            params = replace(params, variation_seed=rng.randint(0, MAX_SEED))
+        return params
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
     def denoising_steps(self) -> int:
-        """The steps that actually run: img2img skips the first `steps * (1 - strength)`."""
+        """The steps that actually run: img2img skips the first `steps * (1 - strength)`.
+        A grid is one step (composing); an upscale job counts its tiles as it goes."""
+        if self.kind != KIND_GENERATE:
+            return 1
         if not self.init_image:
             return self.steps
         return min(int(self.steps * self.strength), self.steps)
@@ -107,6 +128,26 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.append(f"seed must be {RANDOM_SEED} (random) or between 0 and {MAX_SEED}")
     if p.init_image:
         problems.extend(_init_problems(p))
+    problems.extend(_group_problems(p))
+    return problems
+
+
+def _group_problems(p: GenerationParams) -> list[str]:
+    problems: list[str] = []
+    if p.kind not in KINDS:
+        problems.append(f"unknown job kind {p.kind!r} (known: {', '.join(KINDS)})")
+    if not 0 <= p.variation_strength <= MAX_VARIATION_STRENGTH:
+        problems.append(f"variation strength must be between 0 and 1, not {p.variation_strength:g}")
+    if p.variation_seed != RANDOM_SEED and not 0 <= p.variation_seed <= MAX_SEED:
+        problems.append(
+            f"variation seed must be {RANDOM_SEED} (random) or between 0 and {MAX_SEED}"
+        )
+    if p.variation_strength > 0 and p.init_image:
+        problems.append("a variation seed applies to txt2img only, not with an init image")
+    if p.kind == KIND_UPSCALE and not (p.upscaler and p.init_image):
+        problems.append("an upscale job needs an upscaler model and an image to upscale")
+    for label, text in (("prompt template", p.prompt_template), ("upscaler", p.upscaler)):
+        problems.extend(_text_problems(label, text))
     return problems
 
 
