@@ -8,11 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.cli import arguments
-from app.cli.graph import request_from_args
-from app.cli.jobs import check_model, job_line, with_queue
+from app.cli.graph import add_img2img_arguments, request_from_args
+from app.cli.jobs import add_generation_arguments, check_model, job_line, with_queue
 from app.cli.terminal import printable
 from app.engine import paths
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
+from app.engine.jobs.grid_spec import AXIS_NAMES, LABELS, GridAxisRefused, describe, spec_from_axes
 from app.engine.jobs.groups import (
     GroupAction,
     SeedMode,
@@ -21,6 +22,7 @@ from app.engine.jobs.groups import (
     newest_members,
     retry_member,
     submit_dynamic,
+    submit_grid,
 )
 from app.engine.jobs.params import MAX_SEED, RANDOM_SEED, InvalidParameters
 from app.engine.jobs.queue import JobQueue
@@ -42,6 +44,21 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         sub = actions.add_parser(action.value, help=f"{action.value} every job of the group")
         sub.add_argument("group_id", type=arguments.job_id, metavar="GROUP")
         sub.set_defaults(run=with_queue(_acting(action)))
+
+    grid = commands.add_parser(
+        "grid", help="queue an X/Y/Z plot: one job per cell and the grid that composes them"
+    )
+    add_generation_arguments(grid)
+    add_img2img_arguments(grid)
+    for letter in AXIS_NAMES:
+        grid.add_argument(
+            f"--{letter}", metavar="NAME=V1,V2,...",
+            help=f"the {letter.upper()} axis, one of: {', '.join(LABELS)}"
+            + (" (required)" if letter == "x" else ""),
+        )  # fmt: skip
+    grid.add_argument("--wildcards", type=Path, metavar="DIR",
+                      help="folder of __name__ files (default: <data>/wildcards)")  # fmt: skip
+    grid.set_defaults(run=with_queue(_grid))
 
     retry = commands.choices["retry"]  # a cancelled cell of a group is re-run into its cell
     retry.set_defaults(run=with_queue(_retry))
@@ -92,6 +109,27 @@ def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
     for job_id in made.jobs:
         print(job_id)
     print(f"group {made.group_id}: {len(made.jobs)} jobs", file=sys.stderr)
+    return 0
+
+
+def _grid(args: argparse.Namespace, queue: JobQueue) -> int:
+    axes = [(letter, getattr(args, letter)) for letter in AXIS_NAMES if getattr(args, letter)]
+    if not axes or axes[0][0] != "x":
+        raise GridAxisRefused("a grid needs an X axis (--x NAME=V1,V2,...), then --y and --z")
+    spec = spec_from_axes(axes)
+    params, init_png = request_from_args(args)
+    folder = args.wildcards or paths.wildcards_dir()
+    if has_dynamic_syntax(params.prompt):
+        check_template(params.prompt, folder)
+    made = submit_grid(
+        queue, params, spec, wildcards=folder, init_png=init_png,
+        max_attempts=load_settings().max_attempts, source="cli", check=check_model,
+    )  # fmt: skip
+    for job_id in made.jobs:
+        print(job_id)
+    print(made.composer)
+    print(f"group {made.group_id}: {len(made.jobs)} cells ({describe(spec)}) and grid job "
+          f"{made.composer}", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.engine.jobs.graph_sql import latest_cells
+from app.engine.jobs.grid_spec import GridSpec, composer_params, describe, grid_cells
 from app.engine.jobs.params import (
     KIND_GRID,
     MAX_SEED,
@@ -195,6 +196,35 @@ def submit_dynamic(
         queue, batch, kind, _batch_label(params, len(batch)), init_png=init_png,
         parents=parents, priority=priority, max_attempts=max_attempts, source=source,
         check=check,
+    )  # fmt: skip
+
+
+def submit_grid(
+    queue: JobQueue,
+    base: GenerationParams,
+    spec: GridSpec,
+    *,
+    wildcards: Path | None = None,
+    init_png: bytes | None = None,
+    priority: int = 0,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    source: str = "user",
+    check: Check | None = None,
+) -> Group:
+    """An X/Y/Z plot: one job per cell and the grid's composing job, waiting for every
+    cell to be settled, in one transaction. The seed is fixed once for every cell (unless
+    an axis varies it); a value an axis cannot take is refused naming the axis."""
+    base = base.validated().with_concrete_seed()
+    cells = grid_cells(base, spec, check)
+    if has_dynamic_syntax(base.prompt):
+        cells = [
+            replace(c, prompt=expand_random(c.prompt, c.seed, wildcards), prompt_template=c.prompt)
+            for c in cells
+        ]
+    label = f"grid {describe(spec)} of {base.prompt[:40]!r}"
+    return submit_members(
+        queue, cells, GRID, label, spec=spec.to_dict(), composer=composer_params(base),
+        init_png=init_png, priority=priority, max_attempts=max_attempts, source=source,
     )  # fmt: skip
 
 

@@ -39,11 +39,12 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.jobs.graph import init_image_of
-from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import SharedProgress
+from app.engine.workers.grid_run import compose_grid
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path
 from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
@@ -303,6 +304,8 @@ class JobRun:
         return f"resumed from step {resumed.step} (saved {before_s:.0f} s before the {ending})"
 
     def _run_runner(self) -> GenerationOutcome:
+        if self.params.kind == KIND_GRID:  # no model: the group's cells into one image
+            return compose_grid(self.queue, self.job, self.params, self.output_path, self.on_step)
         return self.context.runner.run(
             self.params,
             output_path=self.output_path,

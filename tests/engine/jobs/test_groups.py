@@ -22,6 +22,7 @@ from app.engine.jobs.params import KIND_GRID, GenerationParams, InvalidParameter
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
 
+pytestmark = pytest.mark.both_backends
 S = JobStatus
 P = GenerationParams("a cat", steps=2, seed=10)
 
