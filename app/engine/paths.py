@@ -75,11 +75,6 @@ def wildcards_dir() -> Path:
     return data_dir() / "wildcards"
 
 
-def upscale_models_dir() -> Path:
-    """Upscaler models (ESRGAN and the other architectures spandrel reads)."""
-    return data_dir() / "models" / "upscale_models"
-
-
 def logs_dir(*, create: bool = True) -> Path:
     return _subdir("logs", create=create)
 

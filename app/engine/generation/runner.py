@@ -5,6 +5,7 @@ Imports torch (through the loop), so only worker processes import this module.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from PIL import Image
 
 from app.engine.generation import denoise
 from app.engine.generation.checkpoint import (
@@ -37,7 +39,22 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.generation.sources import ModelInfo, resolve_model
-from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters
+from app.engine.generation.upscale import (
+    CANCEL,
+    CONTINUE,
+    DEFAULT_TILE,
+    PAUSE,
+    Upscaler,
+    UpscaleStopped,
+    load_progress,
+    load_upscaler,
+    save_progress,
+    to_image,
+    upscale_png,
+    upscale_tiles,
+)
+from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
+from app.engine.jobs.params import KIND_UPSCALE, RANDOM_SEED, GenerationParams, InvalidParameters
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +73,8 @@ class Runner:
         cache: PipelineCache | None = None,
         threads: int | None = None,
         preview_interval_s: float = 0.5,
+        upscalers: Sequence[Path] | None = None,
+        upscale_tile: int = DEFAULT_TILE,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
@@ -67,6 +86,9 @@ class Runner:
         self._resolve = resolve
         self._cache = cache or PipelineCache()
         self._previews = PreviewThrottle(preview_interval_s)
+        # Where upscaler models are found (`upscalers.upscaler_folders`); None: the default.
+        self._upscalers = list(upscalers) if upscalers is not None else upscaler_folders()
+        self._upscale_tile = upscale_tile
 
     @property
     def device(self) -> DeviceChoice:
@@ -124,7 +146,13 @@ class Runner:
         init_image: bytes | None,
     ) -> GenerationOutcome:
         _check_params(params, init_image)
+        if params.kind == KIND_UPSCALE:
+            assert init_image is not None  # _check_params: an upscale names its image
+            return self._upscale(params, output_path, checkpoint_path, on_step, init_image)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
+        if params.upscaler and init_image is not None and saved is None:
+            # Hires fix with a model: the parent's image through the upscaler, then img2img.
+            init_image = self._model_upscaled(params, init_image)
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         job = _Job(loaded, params, checkpoint_path, on_step, init_image)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
@@ -138,6 +166,69 @@ class Runner:
         return GenerationOutcome(
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
         )
+
+    def upscaler(self, name: str) -> Upscaler:
+        return load_upscaler(resolve_upscaler(name, self._upscalers))
+
+    def _model_upscaled(self, params: GenerationParams, init_image: bytes) -> bytes:
+        image = upscale_png(
+            self.upscaler(params.upscaler), init_image, (params.width, params.height)
+        )
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    def _upscale(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        init_image: bytes,
+    ) -> GenerationOutcome:
+        """An upscale job: the image through the upscaler tile by tile, each tile a step
+        (cancel, pause and rolling saves between tiles; a resume continues at its tile)."""
+        upscaler = self.upscaler(params.upscaler)
+        saved = load_progress(checkpoint_path, params)
+        done, output = saved if saved is not None else (0, None)
+        resumed = ResumedFrom(done, checkpoint_path.stat().st_mtime) if saved else None
+        started = time.monotonic()
+
+        def after_tile(tile: int, tiles: int, so_far: torch.Tensor) -> str:
+            decision = on_step(StepProgress(tile, tiles, time.monotonic() - started))
+            if decision in (StepDecision.CHECKPOINT, StepDecision.PAUSE):
+                save_progress(checkpoint_path, params, tile, so_far)
+            return _TILE_DECISIONS[decision]
+
+        with Image.open(io.BytesIO(init_image)) as image:
+            try:
+                upscaled = upscale_tiles(
+                    upscaler, image, tile=self._upscale_tile, output=output, done=done,
+                    after_tile=after_tile,
+                )  # fmt: skip
+            except UpscaleStopped as stopped:
+                if stopped.decision == CANCEL:
+                    delete_checkpoint(checkpoint_path)
+                    return GenerationOutcome(OutcomeKind.CANCELLED, resumed_from=resumed)
+                return GenerationOutcome(
+                    OutcomeKind.PAUSED, checkpoint_path=checkpoint_path, resumed_from=resumed
+                )
+        result = to_image(upscaled)
+        if result.size != (params.width, params.height):
+            result = result.resize((params.width, params.height), Image.Resampling.LANCZOS)
+        write_png(result, output_path, params)
+        delete_checkpoint(checkpoint_path)
+        return GenerationOutcome(
+            OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
+        )
+
+
+_TILE_DECISIONS = {
+    StepDecision.CONTINUE: CONTINUE,
+    StepDecision.CHECKPOINT: CONTINUE,
+    StepDecision.PAUSE: PAUSE,
+    StepDecision.CANCEL: CANCEL,
+}
 
 
 class PreviewThrottle:

@@ -28,6 +28,8 @@ from app.engine.jobs.graph_sql import is_settled
 from app.engine.jobs.groups import recompose_if_stale, recompose_stale
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
+    KIND_GENERATE,
+    KIND_UPSCALE,
     RANDOM_SEED,
     SIZE_MULTIPLE,
     GenerationParams,
@@ -261,17 +263,31 @@ def _is_orphaned(child_status: str, parent_statuses: Iterable[str]) -> bool:
 
 
 def upscale_params(
-    parent: GenerationParams, parent_id: int, *, scale: float, strength: float
+    parent: GenerationParams,
+    parent_id: int,
+    *,
+    scale: float,
+    strength: float,
+    upscaler: str = "",
+    img2img: bool = True,
 ) -> GenerationParams:
-    """Hires fix: the parent's image resized (Lanczos) by `scale`, then img2img on the same
-    model, prompt and seed."""
-    return replace(
+    """Hires fix: the parent's image resized by `scale` (Lanczos, or through the `upscaler`
+    model), then img2img on the same model, prompt and seed. Without `img2img`: the model
+    upscale alone, as a job of its own kind."""
+    resized = replace(
         parent,
         width=_scaled(parent.width, scale),
         height=_scaled(parent.height, scale),
         init_image=f"{INIT_FROM_JOB}{parent_id}",
         strength=strength,
+        upscaler=upscaler,
+        variation_strength=0.0,
+        variation_seed=RANDOM_SEED,
+        kind=KIND_GENERATE,
     )
+    if img2img:
+        return resized
+    return replace(resized, kind=KIND_UPSCALE, strength=1.0)
 
 
 def variation_params(
@@ -279,8 +295,9 @@ def variation_params(
 ) -> GenerationParams:
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
-        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED
-    )
+        parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
+        variation_strength=0.0, variation_seed=RANDOM_SEED, kind=KIND_GENERATE,
+    )  # fmt: skip
 
 
 def _scaled(size: int, scale: float) -> int:

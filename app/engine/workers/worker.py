@@ -65,6 +65,7 @@ def default_runner() -> RunnerLike:
     from app.engine.generation.lora import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
     from app.engine.generation.sources import resolve_model
+    from app.engine.generation.upscalers import upscaler_folders
     from app.engine.settings import load_settings
 
     settings = load_settings()
@@ -73,6 +74,7 @@ def default_runner() -> RunnerLike:
         device=pick_device(low_vram=settings.low_vram),
         resolve=partial(resolve_model, search=search),
         cache=PipelineCache(lora_folders=lora_folders(search)),
+        upscalers=upscaler_folders(search),
     )
 
 
