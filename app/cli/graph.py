@@ -54,6 +54,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--model-only", action="store_true",
         help="with --upscaler: the model upscale alone, no img2img pass after it",
     )  # fmt: skip
+    upscale.add_argument(
+        "--tiled", action="store_true",
+        help="Ultimate SD Upscale: enlarge (with --upscaler, else Lanczos), then img2img "
+        "region by region at the model's own size, with a seam fix (for big results)",
+    )  # fmt: skip
     upscale.set_defaults(run=with_queue(_upscale))
 
     vary = commands.add_parser(
@@ -134,9 +139,13 @@ def _submitted(queue: JobQueue, job: NewJob) -> int:
 def _upscale(args: argparse.Namespace, queue: JobQueue) -> int:
     if args.model_only and not args.upscaler:
         raise InvalidParameters("--model-only needs --upscaler NAME")
+    if args.model_only and args.tiled:
+        raise InvalidParameters("--model-only and --tiled exclude each other")
     if args.upscaler:
         check_upscaler_deeply(args.upscaler)
-    upscale = Upscale(args.scale, args.strength, args.upscaler, img2img=not args.model_only)
+    upscale = Upscale(
+        args.scale, args.strength, args.upscaler, img2img=not args.model_only, tiled=args.tiled
+    )
     return _followed(queue, args.job_id, FollowUps(upscale=upscale))
 
 

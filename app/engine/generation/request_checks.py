@@ -12,7 +12,7 @@ from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
 from app.engine.generation.upscalers import check_upscaler
-from app.engine.jobs.params import KIND_UPSCALE, GenerationParams
+from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams
 from app.errors import BadInput
 
 
@@ -24,8 +24,14 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
     info = resolve_model(params.model, search)
     if not info.supported:
         raise UnsupportedModel(f"model {params.model!r} at {info.path} {_why_not(info)}")
-    problem = info.size_problem(params.width, params.height)
-    if problem:
+    if params.kind == KIND_TILED:  # redrawn region by region at the model's own size
+        native = info.native_size or 0
+        if params.width < native or params.height < native:
+            raise BadInput(
+                f"a tiled upscale to {params.width}x{params.height} is smaller than one "
+                f"{native}x{native} region of {params.model!r}"
+            )
+    elif problem := info.size_problem(params.width, params.height):
         raise BadInput(problem)
     check_loras(params.prompt, search)
     check_prompt_syntax(params.prompt)

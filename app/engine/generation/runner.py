@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise
+from app.engine.generation import denoise, tiled
 from app.engine.generation.checkpoint import (
     Checkpoint,
     SavedCheckpoint,
@@ -28,6 +28,7 @@ from app.engine.generation.checkpoint import (
 )
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
+from app.engine.generation.families import family_of
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
@@ -54,7 +55,13 @@ from app.engine.generation.upscale import (
     upscale_tiles,
 )
 from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
-from app.engine.jobs.params import KIND_UPSCALE, RANDOM_SEED, GenerationParams, InvalidParameters
+from app.engine.jobs.params import (
+    KIND_TILED,
+    KIND_UPSCALE,
+    RANDOM_SEED,
+    GenerationParams,
+    InvalidParameters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,11 +156,15 @@ class Runner:
         if params.kind == KIND_UPSCALE:
             assert init_image is not None  # _check_params: an upscale names its image
             return self._upscale(params, output_path, checkpoint_path, on_step, init_image)
+        if params.kind == KIND_TILED:
+            assert init_image is not None
+            return self._tiled(params, output_path, checkpoint_path, on_step, init_image)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         if params.upscaler and init_image is not None and saved is None:
             # Hires fix with a model: the parent's image through the upscaler, then img2img.
             init_image = self._model_upscaled(params, init_image)
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         job = _Job(loaded, params, checkpoint_path, on_step, init_image)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
@@ -221,6 +232,57 @@ class Runner:
         return GenerationOutcome(
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
         )
+
+    def _tiled(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        init_image: bytes,
+    ) -> GenerationOutcome:
+        """A tiled upscale (see `tiled`): every region redrawn is one step; cancel, pause
+        and rolling saves between regions, and a resume continues at its region."""
+        loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        size = family_of(loaded.pipe).native_size()
+        if params.width < size or params.height < size:
+            raise InvalidParameters(
+                f"a tiled upscale to {params.width}x{params.height} is smaller than one "
+                f"{size}x{size} region of this model"
+            )
+        saved = tiled.load_progress(checkpoint_path, params)
+        resumed = ResumedFrom(saved[0], checkpoint_path.stat().st_mtime) if saved else None
+        if saved is not None:
+            done, image = saved
+        else:
+            done, image = 0, self._enlarged(params, init_image)
+        plan = tiled.regions(params.width, params.height, size)
+        redraw = tiled.redraw_with(loaded.pipe)
+        started = time.monotonic()
+        for index in range(done, len(plan)):
+            image = tiled.redraw_region(image, plan[index], index, params, size, redraw, plan)
+            decision = on_step(StepProgress(index + 1, len(plan), time.monotonic() - started))
+            if decision in (StepDecision.CHECKPOINT, StepDecision.PAUSE):
+                tiled.save_progress(checkpoint_path, params, index + 1, image)
+            if decision is StepDecision.PAUSE:
+                return GenerationOutcome(
+                    OutcomeKind.PAUSED, checkpoint_path=checkpoint_path, resumed_from=resumed
+                )
+            if decision is StepDecision.CANCEL:
+                delete_checkpoint(checkpoint_path)
+                return GenerationOutcome(OutcomeKind.CANCELLED, resumed_from=resumed)
+        write_png(image, output_path, params)
+        delete_checkpoint(checkpoint_path)
+        return GenerationOutcome(
+            OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
+        )
+
+    def _enlarged(self, params: GenerationParams, init_image: bytes) -> Image.Image:
+        size = (params.width, params.height)
+        if params.upscaler:
+            return upscale_png(self.upscaler(params.upscaler), init_image, size)
+        with Image.open(io.BytesIO(init_image)) as image:
+            return image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
 
 
 _TILE_DECISIONS = {
@@ -364,6 +426,23 @@ class _Job:
                 self.loaded.previewer.png, latents.clone(), (self.params.width, self.params.height)
             )
         return StepProgress(state.steps_done, state.total_steps, elapsed, render)
+
+
+# Above this many times the model's side, the VAE encodes and decodes in tiles (diffusers'
+# own tiling, with its blended overlaps): a 2048 px hires fix needs a tile's memory, not the
+# whole image's. At and below it the VAE runs whole, as the stock pipelines do.
+VAE_TILING_ABOVE = 2
+
+
+def _tile_the_vae_for_big_images(pipe: object, params: GenerationParams, low_vram: bool) -> None:
+    vae = getattr(pipe, "vae", None)
+    if vae is None or not hasattr(vae, "enable_tiling"):
+        return
+    native = family_of(pipe).native_size()
+    if max(params.width, params.height) > VAE_TILING_ABOVE * native:
+        vae.enable_tiling()
+    elif not low_vram:  # low-VRAM mode keeps it on for every size (see loader._place)
+        vae.disable_tiling()
 
 
 def _empty_gpu_cache() -> None:

@@ -46,6 +46,7 @@ class Upscale:
     # `img2img=False` the job is the model upscale alone (no diffusion pass).
     upscaler: str = ""
     img2img: bool = True
+    tiled: bool = False  # img2img region by region (Ultimate SD Upscale), for big results
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def _follow_up_params(
 def _upscaled(params: GenerationParams, parent_id: int, upscale: Upscale) -> GenerationParams:
     return upscale_params(
         params, parent_id, scale=upscale.scale, strength=upscale.strength,
-        upscaler=upscale.upscaler, img2img=upscale.img2img,
+        upscaler=upscale.upscaler, img2img=upscale.img2img, tiled=upscale.tiled,
     )  # fmt: skip
 
 

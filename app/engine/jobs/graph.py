@@ -29,6 +29,7 @@ from app.engine.jobs.groups import recompose_if_stale, recompose_stale
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
     KIND_GENERATE,
+    KIND_TILED,
     KIND_UPSCALE,
     RANDOM_SEED,
     SIZE_MULTIPLE,
@@ -270,6 +271,7 @@ def upscale_params(
     strength: float,
     upscaler: str = "",
     img2img: bool = True,
+    tiled: bool = False,
 ) -> GenerationParams:
     """Hires fix: the parent's image resized by `scale` (Lanczos, or through the `upscaler`
     model), then img2img on the same model, prompt and seed. Without `img2img`: the model
@@ -285,6 +287,8 @@ def upscale_params(
         variation_seed=RANDOM_SEED,
         kind=KIND_GENERATE,
     )
+    if tiled:
+        return replace(resized, kind=KIND_TILED)
     if img2img:
         return resized
     return replace(resized, kind=KIND_UPSCALE, strength=1.0)

@@ -29,8 +29,12 @@ MAX_PROMPT_CHARS = 2000
 INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
 # What a job does (schema 9): draw an image, compose its group's grid, or upscale its
 # parent's image with an upscaler model (see docs/architecture.md, *Groups of jobs*).
-KIND_GENERATE, KIND_GRID, KIND_UPSCALE = "generate", "grid", "upscale"
-KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE)
+# A tiled upscale (Ultimate SD Upscale) enlarges, then redraws the image region by region.
+KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED = "generate", "grid", "upscale", "tiled"
+KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED)
+# Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
+# larger than what a model draws in one piece.
+MAX_UPSCALED_SIZE = 8192
 MAX_VARIATION_STRENGTH = 1.0
 
 
@@ -118,8 +122,9 @@ def _problems(p: GenerationParams) -> list[str]:
     if p.scheduler not in SCHEDULERS:
         known = ", ".join(SCHEDULERS)
         problems.append(f"unknown scheduler {p.scheduler!r} (known: {known})")
+    largest = MAX_UPSCALED_SIZE if p.kind in (KIND_UPSCALE, KIND_TILED) else MAX_SIZE
     for name, value in (("width", p.width), ("height", p.height)):
-        problems.extend(_size_problems(name, value))
+        problems.extend(_size_problems(name, value, largest))
     if not MIN_STEPS <= p.steps <= MAX_STEPS:
         problems.append(f"steps must be between {MIN_STEPS} and {MAX_STEPS}, not {p.steps}")
     if not MIN_CFG <= p.cfg <= MAX_CFG:
@@ -146,6 +151,8 @@ def _group_problems(p: GenerationParams) -> list[str]:
         problems.append("a variation seed applies to txt2img only, not with an init image")
     if p.kind == KIND_UPSCALE and not (p.upscaler and p.init_image):
         problems.append("an upscale job needs an upscaler model and an image to upscale")
+    if p.kind == KIND_TILED and not p.init_image:
+        problems.append("a tiled upscale needs an image to upscale")
     for label, text in (("prompt template", p.prompt_template), ("upscaler", p.upscaler)):
         problems.extend(_text_problems(label, text))
     return problems
@@ -176,11 +183,11 @@ def _text_problems(label: str, text: str) -> list[str]:
     return []
 
 
-def _size_problems(name: str, value: int) -> list[str]:
+def _size_problems(name: str, value: int, largest: int = MAX_SIZE) -> list[str]:
     if value % SIZE_MULTIPLE:
         return [f"{name} {value} is not a multiple of {SIZE_MULTIPLE}"]
-    if not MIN_SIZE <= value <= MAX_SIZE:
-        return [f"{name} must be between {MIN_SIZE} and {MAX_SIZE}, not {value}"]
+    if not MIN_SIZE <= value <= largest:
+        return [f"{name} must be between {MIN_SIZE} and {largest}, not {value}"]
     return []
 
 

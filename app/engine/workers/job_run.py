@@ -385,10 +385,12 @@ class JobRun:
     def _settle(self, outcome: GenerationOutcome) -> None:
         if outcome.kind is OutcomeKind.COMPLETED:
             path = str(outcome.image_path or self.output_path)
+            # Tiles and regions are counted as they run: the last total reported.
+            steps = self._latest.total if self._latest else self.params.denoising_steps
             done = {
                 "output_path": path,
                 "error": None,
-                "progress_step": self.params.denoising_steps,
+                "progress_step": steps,
             }
             self._note(self.shared.share_image(Path(path)))
             message = self._with_notes(f"wrote {path}")
