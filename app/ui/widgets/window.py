@@ -30,6 +30,7 @@ from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
+from app.ui.widgets.groups_menu import add_groups_menu
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewing import ImageViewing
 from app.ui.widgets.jobs_panel import JobsPanel
@@ -137,6 +138,11 @@ class MainWindow(QMainWindow):
             search=self.jobs.focus_search, statistics=dialogs.show_stats,
             workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
         ))  # fmt: skip
+        self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
+            self.menuBar(), self, self.deps.queue,
+            lambda call, done: self.runner.run(call, done, self.show_error),
+            self.jobs.selected_rows, self.prompt.params, self.vm.refresh,
+        )  # fmt: skip
 
     def _connect(self) -> None:
         for keys in key_sequences(shortcuts.GENERATE):
