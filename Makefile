@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	# torch 2.13.0 first: the CPU wheel on this machine's disk (a looser request pulls a CUDA build).
 	$(PY) -m pip install torch==2.13.0
 	$(PY) -m pip install -e '.[test,dev]'
+	# spandrel without its torchvision (see the `upscale` extra in pyproject.toml).
+	$(PY) -m pip install --no-deps 'spandrel>=0.4,<0.5' 'einops>=0.8'
 	touch $(STAMP)
 
 run: $(STAMP)

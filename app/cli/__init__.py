@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import __version__
-from app.cli import db, export, graph, history, inpaint, jobs, serve, worker
+from app.cli import db, export, graph, groups, history, inpaint, jobs, serve, worker
 from app.engine import paths
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
@@ -25,6 +25,7 @@ COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
     db.add_commands,
     graph.add_commands,  # after jobs: it extends `submit`
     inpaint.add_commands,  # after graph: it extends `submit` again (masks)
+    groups.add_commands,  # after graph: batches and wildcards on `submit`, `retry` of a cell
     history.add_commands,
     export.add_commands,
     serve.add_commands,

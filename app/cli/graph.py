@@ -45,6 +45,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     upscale.add_argument("job_id", type=arguments.job_id, metavar="ID")
     upscale.add_argument("--scale", type=float, default=DEFAULT_UPSCALE)
     upscale.add_argument("--strength", type=float, default=DEFAULT_UPSCALE_STRENGTH)
+    upscale.add_argument(
+        "--upscaler", default="", metavar="NAME",
+        help="an upscaler model in <models>/upscale_models/ (ESRGAN, SwinIR, HAT, ...) "
+        "instead of Lanczos",
+    )  # fmt: skip
+    upscale.add_argument(
+        "--model-only", action="store_true",
+        help="with --upscaler: the model upscale alone, no img2img pass after it",
+    )  # fmt: skip
+    upscale.add_argument(
+        "--tiled", action="store_true",
+        help="Ultimate SD Upscale: enlarge (with --upscaler, else Lanczos), then img2img "
+        "region by region at the model's own size, with a seam fix (for big results)",
+    )  # fmt: skip
     upscale.set_defaults(run=with_queue(_upscale))
 
     vary = commands.add_parser(
@@ -123,8 +137,26 @@ def _submitted(queue: JobQueue, job: NewJob) -> int:
 
 
 def _upscale(args: argparse.Namespace, queue: JobQueue) -> int:
-    upscale = FollowUps(upscale=Upscale(args.scale, args.strength))
-    return _followed(queue, args.job_id, upscale)
+    if args.model_only and not args.upscaler:
+        raise InvalidParameters("--model-only needs --upscaler NAME")
+    if args.model_only and args.tiled:
+        raise InvalidParameters("--model-only and --tiled exclude each other")
+    if args.upscaler:
+        check_upscaler_deeply(args.upscaler)
+    upscale = Upscale(
+        args.scale, args.strength, args.upscaler, img2img=not args.model_only, tiled=args.tiled
+    )
+    return _followed(queue, args.job_id, FollowUps(upscale=upscale))
+
+
+def check_upscaler_deeply(name: str) -> None:
+    """The upscaler loaded as the worker will load it (spandrel, weights only): a file that
+    is not one is refused now, in one sentence. Torch is imported here, in the command line
+    process only (never in the window's)."""
+    from app.engine.generation.upscale import load_upscaler
+    from app.engine.generation.upscalers import check_upscaler
+
+    load_upscaler(check_upscaler(name, load_settings().model_search_path()))
 
 
 def _vary(args: argparse.Namespace, queue: JobQueue) -> int:

@@ -223,8 +223,17 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
     optional = [
         ("negative", job.negative_prompt), ("output", job.output_path), ("error", job.error),
         ("checkpoint", job.checkpoint_path), ("re-run of", job.rerun_of),
+        ("template", job.prompt_template), ("upscaler", job.upscaler),
+        ("group", _group_text(job)),
     ]  # fmt: skip
     return details + [(label, value) for label, value in optional if value]
+
+
+def _group_text(job: Job) -> str:
+    if job.group_id is None:
+        return ""
+    where = "its grid" if job.group_cell is None else f"cell {job.group_cell}"
+    return f"{job.group_id} ({where})"
 
 
 def transition_line(t: JobTransition) -> str:

@@ -70,6 +70,11 @@ def models_dir() -> Path:
     return _subdir("models")
 
 
+def wildcards_dir() -> Path:
+    """Wildcard files (`__name__` in a prompt is `<name>.txt` here; folders nest)."""
+    return data_dir() / "wildcards"
+
+
 def logs_dir(*, create: bool = True) -> Path:
     return _subdir("logs", create=create)
 

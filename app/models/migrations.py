@@ -17,6 +17,7 @@ from app.models.search_index import create_search_index
 from app.models.tables import (
     API_JOB,
     JOB_FILE,
+    JOB_GROUP,
     JOB_INPUT,
     JOB_PARENT,
     REQUEST_KEY,
@@ -24,7 +25,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 class SchemaTooNew(DatabaseError):
@@ -151,6 +152,38 @@ def _v10_to_v11(conn: Connection) -> None:
     conn.exec_driver_sql("DROP TABLE job_input_v8")
 
 
+# Schema 12's job columns, with their SQL (the same on SQLite and PostgreSQL).
+_V12_JOB_COLUMNS = {
+    "variation_seed": "BIGINT NOT NULL DEFAULT -1",
+    "variation_strength": "FLOAT NOT NULL DEFAULT 0.0",
+    "prompt_template": "VARCHAR NOT NULL DEFAULT ''",
+    "kind": "VARCHAR(16) NOT NULL DEFAULT 'generate'",
+    "upscaler": "VARCHAR NOT NULL DEFAULT ''",
+    "group_id": "INTEGER",
+    "group_cell": "INTEGER",
+}
+
+
+def _v11_to_v12(conn: Connection) -> None:
+    # Version 12 adds groups of jobs (issue 27): a batch, a grid or a wildcard expansion is
+    # a job_group row its jobs point at (job.group_id, job.group_cell); a grid waits for its
+    # cells to be settled, not to succeed (job_parent.settled); and the job columns of
+    # variation seeds, wildcard templates, job kinds (generate, grid, upscale) and upscaler
+    # models. Only what is missing: like create_all in the steps before, it can meet a
+    # newer table.
+    have = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, sql in _V12_JOB_COLUMNS.items():
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
+    edges = {column["name"] for column in inspect(conn).get_columns("job_parent")}
+    if "settled" not in edges:
+        conn.exec_driver_sql(
+            "ALTER TABLE job_parent ADD COLUMN settled BOOLEAN NOT NULL DEFAULT FALSE"
+        )
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_job_group ON job (group_id, group_cell)")
+    SQLModel.metadata.create_all(conn, tables=[JOB_GROUP])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -162,6 +195,7 @@ MIGRATIONS: dict[int, Migration] = {
     8: _v8_to_v9,
     9: _v9_to_v10,
     10: _v10_to_v11,
+    11: _v11_to_v12,
 }
 
 

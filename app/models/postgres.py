@@ -34,6 +34,7 @@ from app.models.tables import (
     API_JOB,
     JOB,
     JOB_FILE,
+    JOB_GROUP,
     JOB_INPUT,
     JOB_PARENT,
     REQUEST_KEY,
@@ -352,10 +353,11 @@ class TargetNotEmpty(DatabaseError):
 # Every table that holds the user's work, parents before the rows that point at them: jobs
 # (a re-run's rerun_of points at an earlier job), their history, the edges of the job graph
 # (a child left without them would stay BLOCKED for ever), uploaded init images, and the
-# images and checkpoints already stored as bytes; what HTTP clients asked of their jobs (a
-# callback not yet delivered is delivered from the copy) and their Idempotency-Keys.
+# images and checkpoints already stored as bytes; the groups (batches, grids) of jobs; what
+# HTTP clients asked of their jobs (a callback not yet delivered is delivered from the copy)
+# and their Idempotency-Keys.
 COPIED_TABLES: tuple[Table, ...] = (
-    JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE, API_JOB, REQUEST_KEY,
+    JOB_GROUP, JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE, API_JOB, REQUEST_KEY,
 )  # fmt: skip
 # Not the user's data: each database has its own schema version, and worker rows describe
 # processes of the source's machine, which will never beat on the target.

@@ -41,6 +41,8 @@ class Job(SQLModel, table=True):
         Index("ix_job_finished", "finished_at"),
         # Removing a job checks for re-runs pointing at it: without this, a scan per job.
         Index("ix_job_rerun_of", "rerun_of"),
+        # A group's members (batch, grid, wildcard expansion), in cell order. Schema 9.
+        Index("ix_job_group", "group_id", "group_cell"),
     )
 
     id: int | None = Field(default=None, primary_key=True)  # at most MAX_JOB_ID
@@ -71,6 +73,22 @@ class Job(SQLModel, table=True):
     mask_padding: int = Field(
         default=32, sa_column=Column(Integer, nullable=False, server_default=text("32"))
     )
+    # Schema 9 (groups of jobs): A1111's variation seed, the wildcard template, the job's
+    # kind and its upscaler model. Server defaults, so older writers still insert.
+    variation_seed: int = Field(
+        default=-1, sa_column=Column(BigInteger, nullable=False, server_default=text("-1"))
+    )
+    variation_strength: float = Field(
+        default=0.0, sa_column=Column(Float, nullable=False, server_default=text("0.0"))
+    )
+    prompt_template: str = Field(
+        default="", sa_column=Column(String, nullable=False, server_default="")
+    )
+    kind: str = Field(
+        default="generate",
+        sa_column=Column(String(16), nullable=False, server_default="generate"),
+    )
+    upscaler: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0
@@ -100,6 +118,10 @@ class Job(SQLModel, table=True):
     # (app/engine/jobs/undo.py). None: no cancel is pending. Schema 8.
     cancel_after: float | None = None
     rerun_of: int | None = Field(default=None, foreign_key="job.id")
+    # The group the job belongs to (job_group.id) and its place there (a batch's index, a
+    # grid's cell); None for a lone job. A grid's composing job has a group and no cell.
+    group_id: int | None = None
+    group_cell: int | None = None
     # A favourite: never pruned. A server default, so writers that do not know it still insert.
     starred: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
@@ -142,6 +164,23 @@ class JobParent(SQLModel, table=True):
 
     job_id: int = Field(foreign_key="job.id", primary_key=True)
     parent_id: int = Field(foreign_key="job.id", primary_key=True)
+    # Schema 9: the child waits for the parent to be settled (succeeded, cancelled, failed
+    # for good), not to succeed: a grid waits so for its cells, and shows a failed one.
+    settled: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+
+
+class JobGroup(SQLModel, table=True):
+    """Jobs submitted as one: a batch, a grid (its axes in `spec`), a wildcard expansion."""
+
+    __tablename__ = "job_group"
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(sa_column=Column(String(16), nullable=False))  # batch, grid, wildcards
+    label: str = ""  # what the job list shows for the group ("8 seeds of 'a cat'")
+    spec: str = ""  # JSON: a grid's axes; "" otherwise
+    created_at: float
 
 
 class JobInput(SQLModel, table=True):
@@ -249,6 +288,7 @@ JOB = Job.__table__  # type: ignore[attr-defined]
 TRANSITION = JobTransition.__table__  # type: ignore[attr-defined]
 JOB_PARENT = JobParent.__table__  # type: ignore[attr-defined]
 JOB_INPUT = JobInput.__table__  # type: ignore[attr-defined]
+JOB_GROUP = JobGroup.__table__  # type: ignore[attr-defined]
 JOB_FILE = JobFile.__table__  # type: ignore[attr-defined]
 WORKER = WorkerRow.__table__  # type: ignore[attr-defined]
 REQUEST_KEY = RequestKey.__table__  # type: ignore[attr-defined]

@@ -279,6 +279,69 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>Groups</name>
+    <message>
+        <source>&amp;Groups</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>X/Y/Z &amp;plot…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Pause the selected job&apos;s group</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Resume the selected job&apos;s group</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Cancel the selected job&apos;s group</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Re&amp;try the selected job&apos;s group</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Select a job of a batch or grid first</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>X/Y/Z plot</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Prompt</source>
+        <translation type="unfinished">提示词</translation>
+    </message>
+    <message>
+        <source>(none)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>values, separated by commas</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{axis} axis</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Queue the grid</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{cells} cell jobs and one grid job</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Choose an X axis and its values</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
     <name>ImageCanvas</name>
     <message>
         <source>Double-click to open the viewer (zoom, previous/next)</source>
@@ -410,6 +473,14 @@ Resume continues from there.</source>
     <message>
         <source>re-run of #{id}</source>
         <translation>重新生成自 #{id}</translation>
+    </message>
+    <message>
+        <source>group {group}, its grid</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>group {group}, cell {cell}</source>
+        <translation type="unfinished"></translation>
     </message>
     <message>
         <source>{model} · {sampler} · {steps} steps · CFG {cfg} · seed {seed} · {size}</source>

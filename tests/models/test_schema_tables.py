@@ -1,6 +1,6 @@
 """A database from before a table or column existed gains it when opened, on both backends:
 the file table (schema 5 -> 6), the worker table (6 -> 7) and the job's pending cancel
-(7 -> 8)."""
+(7 -> 8) and the groups of jobs (8 -> 9)."""
 
 from __future__ import annotations
 
@@ -113,5 +113,40 @@ def test_a_version_9_database_gains_the_affinity_counts_and_worker_models_and_ke
         assert job is not None and job.id == newer and queue.get(older).passed_over == 1
         with db.read() as conn:
             assert "models" in {column["name"] for column in inspect(conn).get_columns("worker")}
+    finally:
+        db.dispose()
+
+
+@pytest.mark.both_backends
+def test_a_version_11_database_gains_groups_and_keeps_its_jobs(db_location: str) -> None:
+    db = open_database(db_location)
+    queue = JobQueue(db)
+    parent = queue.submit(GenerationParams("an old cat", seed=3))
+    child = queue.submit(GenerationParams("its child", seed=4), parents=[parent])
+    with db.write() as conn:
+        conn.execute(text("DROP INDEX ix_job_group"))
+        for column in ("variation_seed", "variation_strength", "prompt_template", "kind",
+                       "upscaler", "group_id", "group_cell"):  # fmt: skip
+            conn.execute(text(f"ALTER TABLE job DROP COLUMN {column}"))
+        conn.execute(text("ALTER TABLE job_parent DROP COLUMN settled"))
+        conn.execute(text("DROP TABLE job_group"))
+        conn.execute(text("UPDATE schema_info SET version = 11"))
+    db.dispose()
+    db = open_database(db_location)
+    try:
+        assert stored_schema_version(db) == SCHEMA_VERSION
+        queue = JobQueue(db)
+        old = queue.get(parent)
+        assert (old.prompt, old.seed, old.kind, old.group_id) == ("an old cat", 3, "generate", None)
+        assert (old.variation_seed, old.variation_strength, old.upscaler) == (-1, 0.0, "")
+        assert queue.get(child).status == "BLOCKED"
+        with db.read() as conn:
+            assert inspect(conn).has_table("job_group")
+            edges = conn.execute(text("SELECT job_id, parent_id, settled FROM job_parent"))
+            assert [tuple(row) for row in edges] == [(child, parent, False)]
+        from app.engine.jobs.groups import SeedMode, submit_batch
+
+        batch = submit_batch(queue, GenerationParams("new cats", seed=7), 2, SeedMode.INCREMENT)
+        assert [queue.get(j).group_id for j in batch.jobs] == [batch.group_id] * 2
     finally:
         db.dispose()

@@ -69,7 +69,11 @@ class SavedCheckpoint:
 
 def check_params(saved: dict[str, Any], params: GenerationParams) -> None:
     wanted = params.to_dict()
-    differing = sorted(k for k in wanted.keys() | saved.keys() if wanted.get(k) != saved.get(k))
+    # A checkpoint written before a field existed was made with that field's default.
+    defaults = GenerationParams(prompt="").to_dict()
+    differing = sorted(
+        k for k in wanted.keys() | saved.keys() if wanted.get(k) != saved.get(k, defaults.get(k))
+    )
     if differing:
         details = ", ".join(
             f"{k}: {saved.get(k)!r} in the checkpoint, {wanted.get(k)!r} requested"

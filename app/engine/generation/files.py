@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -42,7 +42,17 @@ def a1111_parameters(params: GenerationParams) -> str:
         f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
         + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
         + _inpaint_parameters(params)
+        + (
+            f", Variation seed: {params.variation_seed}, "
+            f"Variation seed strength: {params.variation_strength:g}"
+            if params.variation_strength > 0
+            else ""
+        )
+        + (f", Upscaler: {params.upscaler}" if params.upscaler else "")
     )
+    if params.prompt_template and params.prompt_template != params.prompt:
+        # As the Dynamic Prompts extension records the prompt before it was expanded.
+        lines.append(f"Template: {params.prompt_template}")
     return "\n".join(lines)
 
 
@@ -56,13 +66,29 @@ def _inpaint_parameters(params: GenerationParams) -> str:
     return text
 
 
-def write_png(image: Image.Image, path: Path, params: GenerationParams) -> None:
-    """Save `image` atomically with its parameters as `parameters` and `easel` text chunks."""
+def write_png(
+    image: Image.Image,
+    path: Path,
+    params: GenerationParams,
+    *,
+    extra_parameters: str = "",
+    chunks: Mapping[str, str] | None = None,
+) -> None:
+    """Save `image` atomically with its parameters as `parameters` and `easel` text chunks.
+
+    `extra_parameters`: appended to the settings line of `parameters` (a grid's axes, as
+    A1111 writes them); `chunks`: more text chunks (a grid's `easel-grid`)."""
     from PIL.PngImagePlugin import PngInfo
 
     info = PngInfo()
-    info.add_text("parameters", a1111_parameters(params))
+    text = a1111_parameters(params)
+    if extra_parameters:
+        first, _, rest = text.partition("\nTemplate: ")
+        text = f"{first}, {extra_parameters}" + (f"\nTemplate: {rest}" if rest else "")
+    info.add_text("parameters", text)
     info.add_text("easel", json.dumps(params.to_dict(), sort_keys=True))
+    for key, value in (chunks or {}).items():
+        info.add_text(key, value)
     atomic_write(path, lambda handle: image.save(handle, format="PNG", pnginfo=info))
 
 

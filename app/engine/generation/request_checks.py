@@ -11,21 +11,33 @@ from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
-from app.engine.jobs.params import GenerationParams
+from app.engine.generation.upscalers import check_upscaler
+from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams
 from app.errors import BadInput
 
 
 def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelInfo:
     """The model `params` names, if a worker can run `params` on it; else a `UserError`."""
+    if params.kind == KIND_UPSCALE:  # the upscaler alone: no diffusion model runs
+        check_upscaler(params.upscaler, search)
+        return resolve_model(params.model, search)
     info = resolve_model(params.model, search)
     if not info.supported:
         raise UnsupportedModel(f"model {params.model!r} at {info.path} {_why_not(info)}")
-    problem = info.size_problem(params.width, params.height)
-    if problem:
+    if params.kind == KIND_TILED:  # redrawn region by region at the model's own size
+        native = info.native_size or 0
+        if params.width < native or params.height < native:
+            raise BadInput(
+                f"a tiled upscale to {params.width}x{params.height} is smaller than one "
+                f"{native}x{native} region of {params.model!r}"
+            )
+    elif problem := info.size_problem(params.width, params.height):
         raise BadInput(problem)
     check_loras(params.prompt, search)
     check_prompt_syntax(params.prompt)
     check_prompt_syntax(params.negative_prompt)
+    if params.upscaler:
+        check_upscaler(params.upscaler, search)  # files only; the worker loads it
     return info
 
 

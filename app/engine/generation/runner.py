@@ -5,6 +5,7 @@ Imports torch (through the loop), so only worker processes import this module.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -14,8 +15,9 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from PIL import Image
 
-from app.engine.generation import denoise
+from app.engine.generation import denoise, tiled
 from app.engine.generation.checkpoint import (
     Checkpoint,
     SavedCheckpoint,
@@ -26,6 +28,7 @@ from app.engine.generation.checkpoint import (
 )
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
+from app.engine.generation.families import family_of
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
@@ -37,7 +40,28 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.generation.sources import ModelInfo, resolve_model
-from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters
+from app.engine.generation.upscale import (
+    CANCEL,
+    CONTINUE,
+    DEFAULT_TILE,
+    PAUSE,
+    Upscaler,
+    UpscaleStopped,
+    load_progress,
+    load_upscaler,
+    save_progress,
+    to_image,
+    upscale_png,
+    upscale_tiles,
+)
+from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
+from app.engine.jobs.params import (
+    KIND_TILED,
+    KIND_UPSCALE,
+    RANDOM_SEED,
+    GenerationParams,
+    InvalidParameters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +80,8 @@ class Runner:
         cache: PipelineCache | None = None,
         threads: int | None = None,
         preview_interval_s: float = 0.5,
+        upscalers: Sequence[Path] | None = None,
+        upscale_tile: int = DEFAULT_TILE,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
@@ -68,6 +94,9 @@ class Runner:
         self._cache = cache or PipelineCache()
         self._previews = PreviewThrottle(preview_interval_s)
         self._asked_as: dict[Path, str] = {}  # a held model's path -> the name jobs give it
+        # Where upscaler models are found (`upscalers.upscaler_folders`); None: the default.
+        self._upscalers = list(upscalers) if upscalers is not None else upscaler_folders()
+        self._upscale_tile = upscale_tile
 
     @property
     def device(self) -> DeviceChoice:
@@ -141,9 +170,19 @@ class Runner:
         mask: bytes | None = None,
     ) -> GenerationOutcome:
         _check_params(params, init_image, mask)
+        if params.kind == KIND_UPSCALE:
+            assert init_image is not None  # _check_params: an upscale names its image
+            return self._upscale(params, output_path, checkpoint_path, on_step, init_image)
+        if params.kind == KIND_TILED:
+            assert init_image is not None
+            return self._tiled(params, output_path, checkpoint_path, on_step, init_image)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
+        if params.upscaler and init_image is not None and saved is None:
+            # Hires fix with a model: the parent's image through the upscaler, then img2img.
+            init_image = self._model_upscaled(params, init_image)
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
+        _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         job = _Job(loaded, params, checkpoint_path, on_step, init_image, mask)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
@@ -157,6 +196,120 @@ class Runner:
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed,
             load_note=load_note,
         )  # fmt: skip
+
+    def upscaler(self, name: str) -> Upscaler:
+        return load_upscaler(resolve_upscaler(name, self._upscalers))
+
+    def _model_upscaled(self, params: GenerationParams, init_image: bytes) -> bytes:
+        image = upscale_png(
+            self.upscaler(params.upscaler), init_image, (params.width, params.height)
+        )
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    def _upscale(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        init_image: bytes,
+    ) -> GenerationOutcome:
+        """An upscale job: the image through the upscaler tile by tile, each tile a step
+        (cancel, pause and rolling saves between tiles; a resume continues at its tile)."""
+        upscaler = self.upscaler(params.upscaler)
+        saved = load_progress(checkpoint_path, params)
+        done, output = saved if saved is not None else (0, None)
+        resumed = ResumedFrom(done, checkpoint_path.stat().st_mtime) if saved else None
+        started = time.monotonic()
+
+        def after_tile(tile: int, tiles: int, so_far: torch.Tensor) -> str:
+            decision = on_step(StepProgress(tile, tiles, time.monotonic() - started))
+            if decision in (StepDecision.CHECKPOINT, StepDecision.PAUSE):
+                save_progress(checkpoint_path, params, tile, so_far)
+            return _TILE_DECISIONS[decision]
+
+        with Image.open(io.BytesIO(init_image)) as image:
+            try:
+                upscaled = upscale_tiles(
+                    upscaler, image, tile=self._upscale_tile, output=output, done=done,
+                    after_tile=after_tile,
+                )  # fmt: skip
+            except UpscaleStopped as stopped:
+                if stopped.decision == CANCEL:
+                    delete_checkpoint(checkpoint_path)
+                    return GenerationOutcome(OutcomeKind.CANCELLED, resumed_from=resumed)
+                return GenerationOutcome(
+                    OutcomeKind.PAUSED, checkpoint_path=checkpoint_path, resumed_from=resumed
+                )
+        result = to_image(upscaled)
+        if result.size != (params.width, params.height):
+            result = result.resize((params.width, params.height), Image.Resampling.LANCZOS)
+        write_png(result, output_path, params)
+        delete_checkpoint(checkpoint_path)
+        return GenerationOutcome(
+            OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
+        )
+
+    def _tiled(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        init_image: bytes,
+    ) -> GenerationOutcome:
+        """A tiled upscale (see `tiled`): every region redrawn is one step; cancel, pause
+        and rolling saves between regions, and a resume continues at its region."""
+        loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        size = family_of(loaded.pipe).native_size()
+        if params.width < size or params.height < size:
+            raise InvalidParameters(
+                f"a tiled upscale to {params.width}x{params.height} is smaller than one "
+                f"{size}x{size} region of this model"
+            )
+        saved = tiled.load_progress(checkpoint_path, params)
+        resumed = ResumedFrom(saved[0], checkpoint_path.stat().st_mtime) if saved else None
+        if saved is not None:
+            done, image = saved
+        else:
+            done, image = 0, self._enlarged(params, init_image)
+        plan = tiled.regions(params.width, params.height, size)
+        redraw = tiled.redraw_with(loaded.pipe)
+        started = time.monotonic()
+        for index in range(done, len(plan)):
+            image = tiled.redraw_region(image, plan[index], index, params, size, redraw, plan)
+            decision = on_step(StepProgress(index + 1, len(plan), time.monotonic() - started))
+            if decision in (StepDecision.CHECKPOINT, StepDecision.PAUSE):
+                tiled.save_progress(checkpoint_path, params, index + 1, image)
+            if decision is StepDecision.PAUSE:
+                return GenerationOutcome(
+                    OutcomeKind.PAUSED, checkpoint_path=checkpoint_path, resumed_from=resumed
+                )
+            if decision is StepDecision.CANCEL:
+                delete_checkpoint(checkpoint_path)
+                return GenerationOutcome(OutcomeKind.CANCELLED, resumed_from=resumed)
+        write_png(image, output_path, params)
+        delete_checkpoint(checkpoint_path)
+        return GenerationOutcome(
+            OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
+        )
+
+    def _enlarged(self, params: GenerationParams, init_image: bytes) -> Image.Image:
+        size = (params.width, params.height)
+        if params.upscaler:
+            return upscale_png(self.upscaler(params.upscaler), init_image, size)
+        with Image.open(io.BytesIO(init_image)) as image:
+            return image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+
+
+_TILE_DECISIONS = {
+    StepDecision.CONTINUE: CONTINUE,
+    StepDecision.CHECKPOINT: CONTINUE,
+    StepDecision.PAUSE: PAUSE,
+    StepDecision.CANCEL: CANCEL,
+}
 
 
 class PreviewThrottle:
@@ -294,6 +447,23 @@ class _Job:
                 self.loaded.previewer.png, latents.clone(), (self.params.width, self.params.height)
             )
         return StepProgress(state.steps_done, state.total_steps, elapsed, render)
+
+
+# Above this many times the model's side, the VAE encodes and decodes in tiles (diffusers'
+# own tiling, with its blended overlaps): a 2048 px hires fix needs a tile's memory, not the
+# whole image's. At and below it the VAE runs whole, as the stock pipelines do.
+VAE_TILING_ABOVE = 2
+
+
+def _tile_the_vae_for_big_images(pipe: object, params: GenerationParams, low_vram: bool) -> None:
+    vae = getattr(pipe, "vae", None)
+    if vae is None or not hasattr(vae, "enable_tiling"):
+        return
+    native = family_of(pipe).native_size()
+    if max(params.width, params.height) > VAE_TILING_ABOVE * native:
+        vae.enable_tiling()
+    elif not low_vram:  # low-VRAM mode keeps it on for every size (see loader._place)
+        vae.disable_tiling()
 
 
 def _empty_gpu_cache() -> None:

@@ -49,6 +49,11 @@ class Upscale:
 
     scale: float = DEFAULT_UPSCALE
     strength: float = DEFAULT_UPSCALE_STRENGTH
+    # An upscaler model (models/upscale_models/) instead of Lanczos for the resize; with
+    # `img2img=False` the job is the model upscale alone (no diffusion pass).
+    upscaler: str = ""
+    img2img: bool = True
+    tiled: bool = False  # img2img region by region (Ultimate SD Upscale), for big results
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,10 @@ def _follow_up_params(
 
 
 def _upscaled(params: GenerationParams, parent_id: int, upscale: Upscale) -> GenerationParams:
-    return upscale_params(params, parent_id, scale=upscale.scale, strength=upscale.strength)
+    return upscale_params(
+        params, parent_id, scale=upscale.scale, strength=upscale.strength,
+        upscaler=upscale.upscaler, img2img=upscale.img2img, tiled=upscale.tiled,
+    )  # fmt: skip
 
 
 def _varied(params: GenerationParams, parent_id: int, variations: Variations) -> GenerationParams:
@@ -209,9 +217,11 @@ def submit_upscale(
     strength: float = DEFAULT_UPSCALE_STRENGTH,
     source: str = "user",
     check: Check | None = None,
+    upscaler: str = "",
+    img2img: bool = True,
 ) -> int:
     """Queue an upscale of `parent_id` (which may still be running: the child waits)."""
-    upscale = FollowUps(upscale=Upscale(scale, strength))
+    upscale = FollowUps(upscale=Upscale(scale, strength, upscaler, img2img))
     [job_id] = submit_with_follow_ups(queue, parent_id, upscale, source=source, check=check).all
     return job_id
 

@@ -20,12 +20,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import false, select
 
-from app.engine.jobs.graph_sql import InputKind, stored_input
+from app.engine.jobs.graph_sql import InputKind, is_settled, stored_input
+from app.engine.jobs.groups import recompose_if_stale, recompose_stale
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
+    KIND_GENERATE,
+    KIND_TILED,
+    KIND_UPSCALE,
     RANDOM_SEED,
     SIZE_MULTIPLE,
     GenerationParams,
@@ -116,9 +121,12 @@ def graph_listener(queue: JobQueue) -> TransitionListener:
     def react(record: TransitionRecord) -> None:
         if not record.changed:
             return
-        if record.to_status in (S.SUCCESS, S.CANCELLED):
+        if record.to_status in (S.SUCCESS, S.CANCELLED, S.FAILED, S.TIMEOUT):
+            # FAILED and TIMEOUT matter to a grid waiting for its cells to be settled.
             for child in children_of(queue, record.job_id):
                 settle_blocked(queue, child, source=SOURCE)
+            if record.to_status is S.SUCCESS:
+                recompose_if_stale(queue, record.job_id, source=SOURCE)  # a grid's late cell
         elif record.event is JobEvent.SUBMIT_AFTER:
             # Its parents may have finished while it was being submitted.
             settle_blocked(queue, record.job_id, source=SOURCE)
@@ -127,23 +135,59 @@ def graph_listener(queue: JobQueue) -> TransitionListener:
 
 
 def settle_blocked(queue: JobQueue, job_id: int, *, source: str) -> TransitionRecord | None:
-    """UNBLOCK a BLOCKED job whose parents all succeeded, CANCEL one with a cancelled parent.
+    """UNBLOCK a BLOCKED job whose parents all succeeded (or, for a parent it waits for
+    until settled, are settled), CANCEL one with a cancelled parent it needs.
 
     Idempotent: None when there is nothing to do or the job moved on meanwhile.
     """
-    parents = [(parent.id or 0, JobStatus(parent.status)) for parent in parent_jobs(queue, job_id)]
-    return _settle(queue, job_id, parents, source)
+    with queue.db.read() as conn:
+        rows = conn.execute(_EDGES.where(JOB_PARENT.c.job_id == job_id)).all()
+    return _settle(queue, job_id, [_edge(row) for row in rows], source)
+
+
+@dataclass(frozen=True)
+class _Edge:
+    parent: int
+    status: JobStatus
+    until_settled: bool  # the child waits for the parent to be settled, not to succeed
+    settled: bool
+
+
+_EDGES = (
+    select(
+        JOB_PARENT.c.job_id,
+        JOB_PARENT.c.parent_id,
+        _PARENT.c.status,
+        JOB_PARENT.c.settled,
+        _PARENT.c.given_up,
+        _PARENT.c.error_transient,
+    )
+    .join(_PARENT, _PARENT.c.id == JOB_PARENT.c.parent_id)
+    .order_by(JOB_PARENT.c.job_id, JOB_PARENT.c.parent_id)
+)
+
+
+def _edge(row: Any) -> _Edge:
+    _job_id, parent, status, until_settled, given_up, transient = row
+    settled = is_settled(status, bool(given_up), transient)
+    return _Edge(parent, JobStatus(status), bool(until_settled), settled)
 
 
 def _settle(
-    queue: JobQueue, job_id: int, parents: Sequence[tuple[int, JobStatus]], source: str
+    queue: JobQueue, job_id: int, parents: Sequence[_Edge], source: str
 ) -> TransitionRecord | None:
-    cancelled = [parent for parent, status in parents if status is S.CANCELLED]
+    needed = [edge for edge in parents if not edge.until_settled]
+    cancelled = [edge.parent for edge in needed if edge.status is S.CANCELLED]
     if cancelled:
         event, message = JobEvent.CANCEL, f"parent #{cancelled[0]} was cancelled"
-    elif parents and all(status is S.SUCCESS for _, status in parents):
-        ids = ", ".join(f"#{parent}" for parent, _ in parents)
-        event, message = JobEvent.UNBLOCK, f"every parent succeeded ({ids})"
+    elif (
+        parents
+        and all(edge.status is S.SUCCESS for edge in needed)
+        and all(edge.settled for edge in parents if edge.until_settled)
+    ):
+        ids = ", ".join(f"#{edge.parent}" for edge in parents)
+        word = "succeeded" if not any(e.until_settled for e in parents) else "is settled"
+        event, message = JobEvent.UNBLOCK, f"every parent {word} ({ids})"
     else:
         return None
     try:
@@ -157,6 +201,7 @@ def _settle(
 class ReconcileReport:
     unblocked: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
+    recomposed: list[int] = field(default_factory=list)  # grids queued again (`groups`)
 
 
 def reconcile(queue: JobQueue, *, source: str = RECONCILE_SOURCE) -> ReconcileReport:
@@ -168,23 +213,20 @@ def reconcile(queue: JobQueue, *, source: str = RECONCILE_SOURCE) -> ReconcileRe
             report.unblocked.append(job_id)
         elif record is not None:
             report.cancelled.append(job_id)
-    if report.unblocked or report.cancelled:
+    report.recomposed = recompose_stale(queue, source=source)
+    if report.unblocked or report.cancelled or report.recomposed:
         log.info("reconciled blocked jobs: %s", report)
     return report
 
 
-def _blocked_with_parents(db: Database) -> dict[int, list[tuple[int, JobStatus]]]:
-    query = (
-        select(JOB_PARENT.c.job_id, JOB_PARENT.c.parent_id, _PARENT.c.status)
-        .join(_CHILD, _CHILD.c.id == JOB_PARENT.c.job_id)
-        .join(_PARENT, _PARENT.c.id == JOB_PARENT.c.parent_id)
-        .where(_CHILD.c.status == S.BLOCKED.value)
-        .order_by(JOB_PARENT.c.job_id, JOB_PARENT.c.parent_id)
+def _blocked_with_parents(db: Database) -> dict[int, list[_Edge]]:
+    query = _EDGES.join(_CHILD, _CHILD.c.id == JOB_PARENT.c.job_id).where(
+        _CHILD.c.status == S.BLOCKED.value
     )
-    blocked: dict[int, list[tuple[int, JobStatus]]] = defaultdict(list)
+    blocked: dict[int, list[_Edge]] = defaultdict(list)
     with db.read() as conn:
-        for job_id, parent_id, status in conn.execute(query):
-            blocked[job_id].append((parent_id, JobStatus(status)))
+        for row in conn.execute(query):
+            blocked[row[0]].append(_edge(row))
     return blocked
 
 
@@ -194,10 +236,13 @@ def orphaned_children(db: Database) -> int:
     BLOCKED although every parent succeeded or one was cancelled (stranded), or past
     BLOCKED (runnable, running or done) although a parent is not SUCCESS.
     """
+    # A grid's edges to its cells are not counted: it composes whatever its cells became,
+    # and a cell retried after the grid was made is recomposed (`groups`), not an orphan.
     query = (
         select(JOB_PARENT.c.job_id, _CHILD.c.status, _PARENT.c.status)
         .join(_CHILD, _CHILD.c.id == JOB_PARENT.c.job_id)
         .join(_PARENT, _PARENT.c.id == JOB_PARENT.c.parent_id)
+        .where(JOB_PARENT.c.settled == false())
     )
     children: dict[int, tuple[str, list[str]]] = {}
     with db.read() as conn:
@@ -219,18 +264,35 @@ def _is_orphaned(child_status: str, parent_statuses: Iterable[str]) -> bool:
 
 
 def upscale_params(
-    parent: GenerationParams, parent_id: int, *, scale: float, strength: float
+    parent: GenerationParams,
+    parent_id: int,
+    *,
+    scale: float,
+    strength: float,
+    upscaler: str = "",
+    img2img: bool = True,
+    tiled: bool = False,
 ) -> GenerationParams:
-    """Hires fix: the parent's image resized (Lanczos) by `scale`, then img2img on the same
-    model, prompt and seed."""
-    return replace(
+    """Hires fix: the parent's image resized by `scale` (Lanczos, or through the `upscaler`
+    model), then img2img on the same model, prompt and seed. Without `img2img`: the model
+    upscale alone, as a job of its own kind."""
+    resized = replace(
         parent,
         width=_scaled(parent.width, scale),
         height=_scaled(parent.height, scale),
         init_image=f"{INIT_FROM_JOB}{parent_id}",
         strength=strength,
         mask="",  # an inpaint's upscale redraws its whole image, not its mask again
+        upscaler=upscaler,
+        variation_strength=0.0,
+        variation_seed=RANDOM_SEED,
+        kind=KIND_GENERATE,
     )
+    if tiled:
+        return replace(resized, kind=KIND_TILED)
+    if img2img:
+        return resized
+    return replace(resized, kind=KIND_UPSCALE, strength=1.0)
 
 
 def variation_params(
@@ -239,7 +301,7 @@ def variation_params(
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
         parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
-        mask="",
+        mask="", variation_strength=0.0, variation_seed=RANDOM_SEED, kind=KIND_GENERATE,
     )  # fmt: skip
 
 

@@ -11,13 +11,25 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    false,
+    func,
+    insert,
+    not_,
+    or_,
+    select,
+    true,
+)
 
 from app.engine.jobs.params import INIT_UPLOADED, GenerationParams, InvalidParameters
 from app.engine.jobs.states import JobStatus
 from app.models.db import Database, HotTransaction
-from app.models.tables import JOB, JOB_INPUT, JOB_PARENT
+from app.models.tables import JOB, JOB_GROUP, JOB_INPUT, JOB_PARENT
 
 
 class InputKind(StrEnum):
@@ -42,7 +54,10 @@ class GraphStatements:
         self.parents = db.prepare(
             select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == bindparam("job_id"))
         )
-        self.insert_parent = db.prepare(insert(JOB_PARENT), ("job_id", "parent_id"))
+        self.insert_parent = db.prepare(insert(JOB_PARENT), ("job_id", "parent_id", "settled"))
+        self.insert_group = db.prepare(
+            insert(JOB_GROUP).returning(JOB_GROUP.c.id), ("kind", "label", "spec", "created_at")
+        )
         self.insert_input = db.prepare(insert(JOB_INPUT), ("job_id", "kind", "png"))
         self.unfinished_parents = db.prepare(
             select(JOB_PARENT.c.parent_id)
@@ -50,6 +65,8 @@ class GraphStatements:
             .where(
                 JOB_PARENT.c.job_id == bindparam("job_id"),
                 JOB.c.status != JobStatus.SUCCESS.value,
+                # A parent waited for until settled: not yet settled (see `is_settled`).
+                or_(JOB_PARENT.c.settled == false(), not_(settled_sql())),
             )
             .order_by(JOB_PARENT.c.parent_id)
         )
@@ -75,6 +92,8 @@ class GraphStatements:
         parents: Sequence[int],
         init_png: bytes | None,
         mask_png: bytes | None = None,
+        *,
+        settled: bool = False,
     ) -> None:
         """Store the new job's edges and inputs, refusing an edge that would close a cycle."""
         cycle = cycle_through(job_id, parents, lambda job: self._parents_of(tx, job))
@@ -82,13 +101,52 @@ class GraphStatements:
             path = " -> ".join(f"#{job}" for job in cycle)
             raise InvalidDependency(f"job {job_id} would wait for itself ({path})")
         for parent in parents:
-            tx.execute(self.insert_parent, {"job_id": job_id, "parent_id": parent})
+            tx.execute(
+                self.insert_parent, {"job_id": job_id, "parent_id": parent, "settled": settled}
+            )
         for kind, png in ((InputKind.INIT, init_png), (InputKind.MASK, mask_png)):
             if png is not None:
                 tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
 
     def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
+
+
+def settled_sql(job: Any = JOB) -> ColumnElement[bool]:
+    """SQL for `is_settled` on the `job` table (or an alias of it)."""
+    s = JobStatus
+    return or_(
+        # OR of equalities, not IN: IN's expanding parameter needs Core's execution.
+        job.c.status == s.SUCCESS.value,
+        job.c.status == s.CANCELLED.value,
+        and_(job.c.status == s.FAILED.value,
+             or_(job.c.given_up == true(), job.c.error_transient == false())),
+        and_(job.c.status == s.TIMEOUT.value, job.c.given_up == true()),
+    )  # fmt: skip
+
+
+def is_settled(status: str, given_up: bool, error_transient: bool | None) -> bool:
+    """Nothing more will happen to this job by itself: it succeeded, was cancelled, failed
+    for good (a lasting error, or retries given up) or timed out and was given up. A grid
+    waits for its cells to be settled; a user may still retry a settled failure."""
+    s = JobStatus
+    if status in (s.SUCCESS, s.CANCELLED):
+        return True
+    if status == s.FAILED:
+        return given_up or error_transient is False
+    return status == s.TIMEOUT and given_up
+
+
+def latest_cells(db: Database, group_id: int) -> list[int]:
+    """The newest job of each cell of a group (a re-run takes its original's cell)."""
+    query = (
+        select(func.max(JOB.c.id))
+        .where(JOB.c.group_id == group_id, JOB.c.group_cell.is_not(None))
+        .group_by(JOB.c.group_cell)
+        .order_by(JOB.c.group_cell)
+    )
+    with db.read() as conn:
+        return [int(job_id) for job_id in conn.execute(query).scalars()]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,15 @@ INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
 # Inpaint: the mask is stored with the job (job_input, kind "mask"), named by its digest.
 DEFAULT_MASK_BLUR, MAX_MASK_BLUR = 4, 64  # A1111's default and slider's end
 DEFAULT_MASK_PADDING, MAX_MASK_PADDING = 32, 256  # "Only masked padding, pixels"
+# What a job does (schema 9): draw an image, compose its group's grid, or upscale its
+# parent's image with an upscaler model (see docs/architecture.md, *Groups of jobs*).
+# A tiled upscale (Ultimate SD Upscale) enlarges, then redraws the image region by region.
+KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED = "generate", "grid", "upscale", "tiled"
+KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED)
+# Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
+# larger than what a model draws in one piece.
+MAX_UPSCALED_SIZE = 8192
+MAX_VARIATION_STRENGTH = 1.0
 
 
 class InvalidParameters(BadInput):
@@ -53,6 +62,15 @@ class GenerationParams:
     mask_blur: int = DEFAULT_MASK_BLUR  # inpaint: Gaussian blur radius of the mask, pixels
     only_masked: bool = False  # inpaint: A1111's "Inpaint area: Only masked"
     mask_padding: int = DEFAULT_MASK_PADDING  # inpaint, only masked: pixels around the mask
+    # A1111's variation seed ("subseed") and strength: the start noise is the slerp of the
+    # seed's noise and this seed's, by `variation_strength` (0: none). -1: random at submit.
+    variation_seed: int = RANDOM_SEED
+    variation_strength: float = 0.0
+    prompt_template: str = ""  # the prompt before wildcards were expanded ("" if none)
+    kind: str = KIND_GENERATE
+    # An upscaler model file in models/upscale_models/ (an upscale job's model; for a
+    # hires-fix img2img, how its init image is enlarged first). "": Lanczos.
+    upscaler: str = ""
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -65,16 +83,23 @@ class GenerationParams:
 
     def with_concrete_seed(self, rng: random.Random | None = None) -> GenerationParams:
         """Fix a random seed now, so the stored job always regenerates the same image."""
-        if self.seed != RANDOM_SEED:
-            return self
-        return replace(self, seed=(rng or random.SystemRandom()).randint(0, MAX_SEED))
+        rng = rng or random.SystemRandom()
+        params = self
+        if params.seed == RANDOM_SEED:
+            params = replace(params, seed=rng.randint(0, MAX_SEED))
+        if params.variation_strength > 0 and params.variation_seed == RANDOM_SEED:
+            params = replace(params, variation_seed=rng.randint(0, MAX_SEED))
+        return params
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
     def denoising_steps(self) -> int:
-        """The steps that actually run: img2img skips the first `steps * (1 - strength)`."""
+        """The steps that actually run: img2img skips the first `steps * (1 - strength)`.
+        A grid is one step (composing); an upscale job counts its tiles as it goes."""
+        if self.kind != KIND_GENERATE:
+            return 1
         if not self.init_image:
             return self.steps
         return min(int(self.steps * self.strength), self.steps)
@@ -108,8 +133,9 @@ def _problems(p: GenerationParams) -> list[str]:
     if p.scheduler not in SCHEDULERS:
         known = ", ".join(SCHEDULERS)
         problems.append(f"unknown scheduler {p.scheduler!r} (known: {known})")
+    largest = MAX_UPSCALED_SIZE if p.kind in (KIND_UPSCALE, KIND_TILED) else MAX_SIZE
     for name, value in (("width", p.width), ("height", p.height)):
-        problems.extend(_size_problems(name, value))
+        problems.extend(_size_problems(name, value, largest))
     if not MIN_STEPS <= p.steps <= MAX_STEPS:
         problems.append(f"steps must be between {MIN_STEPS} and {MAX_STEPS}, not {p.steps}")
     if not MIN_CFG <= p.cfg <= MAX_CFG:
@@ -120,6 +146,7 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.extend(_init_problems(p))
     if p.mask:
         problems.extend(_mask_problems(p))
+    problems.extend(_group_problems(p))
     return problems
 
 
@@ -135,6 +162,27 @@ def _mask_problems(p: GenerationParams) -> list[str]:
         problems.append(
             f"masked area padding must be between 0 and {MAX_MASK_PADDING}, not {p.mask_padding}"
         )
+    return problems
+
+
+def _group_problems(p: GenerationParams) -> list[str]:
+    problems: list[str] = []
+    if p.kind not in KINDS:
+        problems.append(f"unknown job kind {p.kind!r} (known: {', '.join(KINDS)})")
+    if not 0 <= p.variation_strength <= MAX_VARIATION_STRENGTH:
+        problems.append(f"variation strength must be between 0 and 1, not {p.variation_strength:g}")
+    if p.variation_seed != RANDOM_SEED and not 0 <= p.variation_seed <= MAX_SEED:
+        problems.append(
+            f"variation seed must be {RANDOM_SEED} (random) or between 0 and {MAX_SEED}"
+        )
+    if p.variation_strength > 0 and p.init_image:
+        problems.append("a variation seed applies to txt2img only, not with an init image")
+    if p.kind == KIND_UPSCALE and not (p.upscaler and p.init_image):
+        problems.append("an upscale job needs an upscaler model and an image to upscale")
+    if p.kind == KIND_TILED and not p.init_image:
+        problems.append("a tiled upscale needs an image to upscale")
+    for label, text in (("prompt template", p.prompt_template), ("upscaler", p.upscaler)):
+        problems.extend(_text_problems(label, text))
     return problems
 
 
@@ -163,11 +211,11 @@ def _text_problems(label: str, text: str) -> list[str]:
     return []
 
 
-def _size_problems(name: str, value: int) -> list[str]:
+def _size_problems(name: str, value: int, largest: int = MAX_SIZE) -> list[str]:
     if value % SIZE_MULTIPLE:
         return [f"{name} {value} is not a multiple of {SIZE_MULTIPLE}"]
-    if not MIN_SIZE <= value <= MAX_SIZE:
-        return [f"{name} must be between {MIN_SIZE} and {MAX_SIZE}, not {value}"]
+    if not MIN_SIZE <= value <= largest:
+        return [f"{name} must be between {MIN_SIZE} and {largest}, not {value}"]
     return []
 
 

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -33,8 +33,8 @@ from app.engine.jobs.affinity import (
 from app.engine.jobs.changes import ChangeWatcher
 from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
-from app.engine.jobs.graph_sql import GraphStatements, check_inputs, stored_links
-from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
+from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue_sql import QueueStatements, job_from_cursor
 from app.engine.jobs.request_keys import KeyStatements, RequestKey
 from app.engine.jobs.states import (
@@ -115,6 +115,21 @@ class NewJobs:
     source: str = "user"
     rerun_of: int | None = None
     output_dir: Path | None = None
+    # Members of a group (see `groups`): its id, and the first job's cell (the rest count
+    # up); `group_cell=None` stores no cell (a grid's composing job).
+    group_id: int | None = None
+    group_cell: int | None = None
+    # The jobs wait for their parents to be settled, not to succeed (a grid's cells).
+    settled_parents: bool = False
+
+
+@dataclass(frozen=True)
+class NewGroup:
+    """The `job_group` row a group of jobs points at (`JobQueue.submit_group`)."""
+
+    kind: str
+    label: str = ""
+    spec: str = ""
 
 
 # What waits for one job of a batch, from its id and stored settings (`submit_linked`).
@@ -290,6 +305,36 @@ class JobQueue:
             self._notify(record)
         return StoredJobs(ids, follow_up_ids)
 
+    def submit_group(
+        self, group: NewGroup, cells: NewJobs, then: NewJobs | None = None
+    ) -> tuple[int, list[int], list[int]]:
+        """A group in one transaction: its `job_group` row, `cells` (cell 0, 1, ... of the
+        group) and `then`, jobs of the group that wait for every cell to be settled (a
+        grid's composing job). All are stored, or none. Returns (group id, the cells' ids,
+        `then`'s ids)."""
+        checked, parents = _checked_batch(cells)
+        waiting = [params.validated() for params in then.batch] if then is not None else []
+        now = self.clock()
+        records: list[TransitionRecord] = []
+        then_records: list[TransitionRecord] = []
+        with self.db.hot_write() as tx:
+            self._graph.check_parents(tx, parents)
+            values = {"kind": group.kind, "label": group.label, "spec": group.spec,
+                      "created_at": now}  # fmt: skip
+            group_id = int(tx.execute(self._graph.insert_group, values).fetchone()[0])
+            members = replace(cells, group_id=group_id, group_cell=0)
+            records = self._insert_batch(tx, members, checked, parents, now)
+            if then is not None:
+                cell_ids = [r.job_id for r in records]
+                composer = replace(
+                    then, group_id=group_id, group_cell=None, parents=cell_ids,
+                    settled_parents=True,
+                )  # fmt: skip
+                then_records = self._insert_batch(tx, composer, waiting, cell_ids, now)
+        for record in [*records, *then_records]:
+            self._notify(record)
+        return group_id, [r.job_id for r in records], [r.job_id for r in then_records]
+
     def _insert_batch(
         self,
         tx: HotTransaction,
@@ -302,9 +347,11 @@ class JobQueue:
         status = next_status(None, None, event)
         message = _submit_message(jobs.rerun_of, parents)
         records = []
-        for params in checked:
+        for index, params in enumerate(checked):
+            cell = None if jobs.group_cell is None else jobs.group_cell + index
             values = {
                 **params.to_dict(),
+                "group_id": jobs.group_id, "group_cell": cell,
                 "status": status.value, "version": 0, "attempt": 1,
                 "max_attempts": jobs.max_attempts, "given_up": False, "priority": jobs.priority,
                 "progress_step": 0, "progress_total": params.denoising_steps,
@@ -313,7 +360,9 @@ class JobQueue:
             }  # fmt: skip
             insert_job = self._sql.insert_job(frozenset(values))
             job_id = int(tx.execute(insert_job, values).fetchone()[0])
-            self._graph.link(tx, job_id, parents, jobs.init_png, jobs.mask_png)
+            self._graph.link(
+                tx, job_id, parents, jobs.init_png, jobs.mask_png, settled=jobs.settled_parents
+            )
             record = TransitionRecord(job_id, None, status, event, jobs.source, message, 1, now)
             self._insert_history(tx, record)
             records.append(record)
@@ -370,6 +419,50 @@ class JobQueue:
                 return record
             log.debug("job %s moved while %s was decided; deciding again", job_id, event)
         raise RuntimeError(f"job {job_id} kept changing; gave up deciding {event.value}")
+
+    def fire_all(
+        self,
+        job_ids: Sequence[int],
+        event: JobEvent,
+        *,
+        source: str,
+        message: str = "",
+        changes: Mapping[str, Any] | None = None,
+    ) -> list[TransitionRecord]:
+        """`event` on every job of `job_ids` whose status the table allows it from, all in
+        one transaction (a group's pause, cancel or retry). A job the event does not apply
+        to (a finished one, a BLOCKED one for PAUSE) is left as it is, as is one where the
+        request is already satisfied; every job that moves gets its history row. Returns
+        the records of the jobs that moved."""
+        if event in (JobEvent.START, JobEvent.UNBLOCK):
+            raise TransitionNotAllowed(0, None, event, hint="not a request for a group")
+
+        def decide(tx: HotTransaction) -> list[TransitionRecord]:
+            moved = []
+            for job_id in dict.fromkeys(job_ids):
+                snap = self._snapshot(tx, job_id)
+                if is_already_satisfied(snap.status, event):
+                    continue
+                try:
+                    target = next_status(job_id, snap.status, event)
+                except TransitionNotAllowed:
+                    continue
+                record = self._apply(tx, job_id, snap, event, target, source, message, changes)
+                if record is None:
+                    raise _MovedMeanwhile(job_id)  # rolls back the whole group: decide again
+                moved.append(record)
+            return moved
+
+        for _ in range(MAX_DECIDE_AGAIN):
+            try:
+                records = self.db.in_hot_write(decide)
+            except _MovedMeanwhile as moved:
+                log.debug("job %s moved while a group %s was decided; again", moved, event)
+                continue
+            for record in records:
+                self._notify(record)
+            return records
+        raise RuntimeError(f"a group kept changing; gave up deciding {event.value}")
 
     def _apply(
         self,
@@ -564,11 +657,18 @@ class JobQueue:
                 f"Job {job_id} is {job.status}; only finished or cancelled jobs can be re-run"
             )
         links = stored_links(self.db, job_id)  # img2img, inpaint: the same inputs again
-        return self.submit(
-            params_of(job), priority=job.priority, max_attempts=job.max_attempts,
-            source=source, rerun_of=job_id, parents=links.parents, init_png=links.init_png,
+        parents = links.parents
+        if job.kind == KIND_GRID and job.group_id is not None:
+            parents = latest_cells(self.db, job.group_id)  # a grid recomposes what is there now
+        again = NewJobs(
+            [params_of(job)], priority=job.priority, max_attempts=job.max_attempts,
+            source=source, rerun_of=job_id, parents=parents, init_png=links.init_png,
             mask_png=links.mask_png,
+            group_id=job.group_id, group_cell=job.group_cell,  # into the same cell
+            settled_parents=job.kind == KIND_GRID,
         )  # fmt: skip
+        [new_id], _ = self.submit_linked(again)
+        return new_id
 
     def set_priority(self, job_id: int, priority: int) -> None:
         with self._moving() as conn:
@@ -825,6 +925,8 @@ def params_of(job: Job) -> GenerationParams:
         height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
         mask=job.mask, mask_blur=job.mask_blur, only_masked=job.only_masked,
         mask_padding=job.mask_padding,
+        variation_seed=job.variation_seed, variation_strength=job.variation_strength,
+        prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
     )  # fmt: skip
 
 

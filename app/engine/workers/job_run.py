@@ -39,11 +39,12 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.jobs.graph import init_image_of, mask_of
-from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import SharedProgress
+from app.engine.workers.grid_run import compose_grid
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path
 from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
@@ -304,6 +305,8 @@ class JobRun:
         return f"resumed from step {resumed.step} (saved {before_s:.0f} s before the {ending})"
 
     def _run_runner(self) -> GenerationOutcome:
+        if self.params.kind == KIND_GRID:  # no model: the group's cells into one image
+            return compose_grid(self.queue, self.job, self.params, self.output_path, self.on_step)
         return self.context.runner.run(
             self.params,
             output_path=self.output_path,
@@ -384,10 +387,12 @@ class JobRun:
     def _settle(self, outcome: GenerationOutcome) -> None:
         if outcome.kind is OutcomeKind.COMPLETED:
             path = str(outcome.image_path or self.output_path)
+            # Tiles and regions are counted as they run: the last total reported.
+            steps = self._latest.total if self._latest else self.params.denoising_steps
             done = {
                 "output_path": path,
                 "error": None,
-                "progress_step": self.params.denoising_steps,
+                "progress_step": steps,
             }
             self._note(self.shared.share_image(Path(path)))
             message = self._with_load_note(self._with_notes(f"wrote {path}"), outcome)

@@ -67,6 +67,7 @@ def default_runner() -> RunnerLike:
     from app.engine.generation.lora import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
     from app.engine.generation.sources import resolve_model
+    from app.engine.generation.upscalers import upscaler_folders
     from app.engine.settings import load_settings
 
     settings = load_settings()
@@ -78,6 +79,7 @@ def default_runner() -> RunnerLike:
             lora_folders=lora_folders(search),
             budget_bytes=int(settings.memory_budget_gb * 2**30),  # 0: from RAM and VRAM
         ),
+        upscalers=upscaler_folders(search),
     )
 
 

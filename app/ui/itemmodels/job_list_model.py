@@ -322,6 +322,8 @@ def detail_line(row: JobRow) -> str:
     parts = [f"#{row.id}"]
     if row.after is not None:  # lineage first: it is what tells a chain apart in a narrow list
         parts.append(translate("JobList", "after #{id}").format(id=row.after))
+    if row.group_id is not None:  # a batch or grid: its members read as one
+        parts.append(group_label(row))
     parts += [p.model, f"{p.width}×{p.height}", seed]
     if row.ran_elsewhere:  # on one computer, naming it on every row would be noise
         parts.append(translate("JobList", "on {machine}").format(machine=row.machine))
@@ -334,6 +336,15 @@ def detail_line(row: JobRow) -> str:
     if row.error and not row.status.is_terminal:
         parts.append(row.error)
     return " · ".join(parts)
+
+
+def group_label(row: JobRow) -> str:
+    """ "group 3, cell 2" for a member, "group 3, its grid" for a grid's composing job."""
+    if row.group_cell is None:
+        return translate("JobList", "group {group}, its grid").format(group=row.group_id)
+    return translate("JobList", "group {group}, cell {cell}").format(
+        group=row.group_id, cell=row.group_cell + 1
+    )
 
 
 def _tooltip(row: JobRow) -> str:

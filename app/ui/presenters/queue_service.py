@@ -118,6 +118,11 @@ class QueueService:
         self._fetched: dict[int, Path | None] = {}
 
     @property
+    def check(self) -> Callable[[GenerationParams], object] | None:
+        """What a worker would refuse, for requests built elsewhere (`group_requests`)."""
+        return self._check
+
+    @property
     def queue(self) -> JobQueue:
         if self._queue is None:
             if self._open_error is not None:  # tried once and failed: say so again, fast

@@ -102,6 +102,10 @@ class JobRow:
     # timeline), and whether that is another computer than this one.
     machine: str = ""
     ran_elsewhere: bool = False
+    # A member of a group (a batch, a grid): its group and place there; a grid's composing
+    # job has a group and no cell (`kind` "grid").
+    group_id: int | None = None
+    group_cell: int | None = None
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:
@@ -114,6 +118,8 @@ class JobRow:
             height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
             mask=job.mask, mask_blur=job.mask_blur, only_masked=job.only_masked,
             mask_padding=job.mask_padding,
+            variation_seed=job.variation_seed, variation_strength=job.variation_strength,
+            prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
         )  # fmt: skip
         return cls(
             id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,
@@ -124,6 +130,7 @@ class JobRow:
             version=job.version, created_label=format_clock(job.created_at), ran_s=ran[0],
             running_since=ran[1], starred=job.starred, machine=machine,
             ran_elsewhere=bool(machine) and machine != this_host(),
+            group_id=job.group_id, group_cell=job.group_cell,
         )  # fmt: skip
 
     @property

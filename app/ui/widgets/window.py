@@ -31,6 +31,7 @@ from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
+from app.ui.widgets.groups_menu import add_groups_menu
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewing import ImageViewing
 from app.ui.widgets.jobs_panel import JobsPanel
@@ -142,6 +143,11 @@ class MainWindow(QMainWindow):
             workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
         ))  # fmt: skip
         install_mask_editor(self)  # the Image menu: inpaint and outpaint (mask_hook)
+        self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
+            self.menuBar(), self, self.deps.queue,
+            lambda call, done: self.runner.run(call, done, self.show_error),
+            self.jobs.selected_rows, self.prompt.params, self.vm.refresh,
+        )  # fmt: skip
 
     def _connect(self) -> None:
         for keys in key_sequences(shortcuts.GENERATE):

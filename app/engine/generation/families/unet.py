@@ -21,6 +21,7 @@ from app.engine.generation import img2img, inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
+from app.engine.generation.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
@@ -110,6 +111,7 @@ class UNetFamily(ABC):
             return Schedule(timesteps, steps, latents)
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
+        noise = varied_noise(noise, params)  # A1111's variation seed, if any
         return Schedule(scheduler.timesteps, params.steps, noise * scheduler.init_noise_sigma)
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
