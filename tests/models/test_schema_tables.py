@@ -1,6 +1,7 @@
 """A database from before a table or column existed gains it when opened, on both backends:
-the file table (schema 5 -> 6), the worker table (6 -> 7) and the job's pending cancel
-(7 -> 8) and the groups of jobs (8 -> 9)."""
+the file table (schema 5 -> 6), the worker table (6 -> 7), the job's pending cancel
+(7 -> 8), the server's tables (8 -> 9), the affinity counts (9 -> 10) and the groups of jobs
+(11 -> 12); masks (10 -> 11) are in test_schema_masks.py."""
 
 from __future__ import annotations
 
