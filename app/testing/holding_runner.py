@@ -69,6 +69,7 @@ class HoldingRunner(ScriptedRunner):
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
+        mask: bytes | None = None,
     ) -> GenerationOutcome:
         from dataclasses import replace
 
@@ -76,7 +77,7 @@ class HoldingRunner(ScriptedRunner):
         note = self.last_note
         outcome = super().run(
             params, output_path=output_path, checkpoint_path=checkpoint_path,
-            on_step=on_step, init_image=init_image,
+            on_step=on_step, init_image=init_image, mask=mask,
         )  # fmt: skip
         return replace(outcome, load_note=note)
 
