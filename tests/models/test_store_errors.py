@@ -7,6 +7,7 @@ overwritten in the middle.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -208,8 +209,9 @@ def test_a_damaged_database_is_refused_at_open_and_left_untouched(tmp_path: Path
 def test_corruption_seen_while_reading_stops_every_later_write(tmp_path: Path) -> None:
     path = tmp_path / "easel.db"
     stored_jobs(path, 500)
-    # Into the job rows, past the schema's own pages (which schema 9's tables moved on).
-    damage(path, offset=234_000)
+    # Into the job table's own pages, wherever the schema put them (a fixed offset hit the
+    # schema's pages each time a version added tables, and the open itself failed).
+    damage(path, offset=job_table_offset(path), size=4 * 4096)
     db = open_database(path)  # no check at open: the damage shows up on a read
     queue = JobQueue(db)
     with pytest.raises(DatabaseCorrupt):
@@ -221,6 +223,16 @@ def test_corruption_seen_while_reading_stops_every_later_write(tmp_path: Path) -
         queue.cancel(400)
     db.dispose()
     assert file_digest(path) == before
+
+
+def job_table_offset(path: Path) -> int:
+    """Where the job table's B-tree starts in the file (its root page)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'job'").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    return (root - 1) * page_size
 
 
 def test_the_newest_backup_restores_a_damaged_database(tmp_path: Path) -> None:
