@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli import arguments
+from app.cli import arguments, inpaint
 from app.cli.graph import add_img2img_arguments, request_from_args
 from app.cli.jobs import add_generation_arguments, check_model, job_line, with_queue
 from app.cli.terminal import printable
@@ -84,6 +84,14 @@ def add_group_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
+    if inpaint.asks_for_a_mask(args):  # one inpaint: `inpaint` extended `submit` before us
+        batched = args.batch_count != 1 or args.combinatorial or args.variation_strength > 0
+        if batched or has_dynamic_syntax(args.prompt):
+            raise InvalidParameters(
+                "--mask makes one inpaint job: it cannot be combined with --batch-count, "
+                "--combinatorial, a variation seed or a wildcard prompt"
+            )
+        return inpaint.submit_with_mask(args, queue)
     params, init_png = request_from_args(args)
     params = replace(
         params, variation_seed=args.variation_seed, variation_strength=args.variation_strength

@@ -122,3 +122,18 @@ def test_inpaint_of_a_job_is_its_child_and_outpaint_extends_a_finished_image(
     code, _, err = run_cli(capsys, "outpaint", "1", "--right", "4096")
     assert code == 2 and "the extended canvas would be" in err
     queue.db.dispose()
+
+
+@pytest.mark.parametrize(
+    "extra", [("--batch-count", "3"), ("--variation-strength", "0.5"), ("--combinatorial",)]
+)
+def test_a_mask_with_a_batch_or_variation_is_refused_in_one_sentence(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    image = write_image(tmp_path / "in.png", (96, 64))
+    mask = write_mask(tmp_path / "m.png", (96, 64), (8, 8, 40, 40))
+    code, _, err = run_cli(
+        capsys, "submit", "a cat", "--init-image", str(image), "--mask", str(mask), *extra
+    )
+    assert code == 2 and "--mask makes one inpaint job" in err and err.count("\n") == 1
+    assert run_cli(capsys, "jobs")[1] == ""
