@@ -36,6 +36,10 @@
         <translation>在文件夹中显示</translation>
     </message>
     <message>
+        <source>Undo cancel</source>
+        <translation>撤销取消</translation>
+    </message>
+    <message>
         <source>Stop the selected jobs for good</source>
         <translation>彻底停止所选任务</translation>
     </message>
@@ -66,6 +70,10 @@
     <message>
         <source>Open the folder of the image file with the file selected</source>
         <translation>打开图像文件所在的文件夹并选中该文件</translation>
+    </message>
+    <message>
+        <source>Keep the jobs you just cancelled</source>
+        <translation>保留刚刚取消的任务</translation>
     </message>
     <message>
         <source>Move to top</source>
@@ -186,6 +194,12 @@
     <message>
         <source>{prompt}  —  {size} · seed {seed} · {sampler} · {steps} steps</source>
         <translation>{prompt}  —  {size} · 种子 {seed} · {sampler} · {steps} 步</translation>
+    </message>
+    <message>
+        <source>Job {id} is being cancelled.
+Undo (in the banner or the list) keeps it.</source>
+        <translation>任务 {id} 正在被取消。
+点“撤销”（横幅或列表中）可保留它。</translation>
     </message>
     <message>
         <source>Job {id}: {status}
@@ -401,6 +415,10 @@ Resume continues from there.</source>
         <translation>任务 {id}：{status}</translation>
     </message>
     <message>
+        <source>Created {at} · attempt {n} of {most}</source>
+        <translation>创建于 {at} · 第 {n} 次尝试（共 {most} 次）</translation>
+    </message>
+    <message>
         <source>Last run on {machine}</source>
         <translation>上次在 {machine} 上运行</translation>
     </message>
@@ -540,10 +558,6 @@ Resume continues from there.</source>
         <translation>任务 {id} 的设置已填入表单</translation>
     </message>
     <message>
-        <source>job {id} stopped at step {step} of {total}, that progress is discarded</source>
-        <translation>任务 {id} 停在第 {step}/{total} 步，该进度已丢弃</translation>
-    </message>
-    <message>
         <source>Cancelled {jobs}</source>
         <translation>已取消：{jobs}</translation>
     </message>
@@ -572,6 +586,10 @@ Resume continues from there.</source>
         <translation>查看</translation>
     </message>
     <message>
+        <source>Dismiss</source>
+        <translation>知道了</translation>
+    </message>
+    <message>
         <source>{jobs} paused when Easel closed: they continue when you resume</source>
         <translation>关闭 Easel 时暂停了 {jobs}：继续后会从停下的地方接着生成</translation>
     </message>
@@ -596,6 +614,10 @@ Resume continues from there.</source>
         <translation>{n} 个任务</translation>
     </message>
     <message>
+        <source>1 job paused when Easel closed: it continues when you resume</source>
+        <translation>1 个任务在 Easel 关闭时已暂停：继续后将接着生成</translation>
+    </message>
+    <message>
         <source>No jobs needed restoring.</source>
         <translation>没有需要恢复的任务。</translation>
     </message>
@@ -606,6 +628,10 @@ Resume continues from there.</source>
     <message>
         <source>Easel did not close cleanly last time (it was killed or the computer stopped).</source>
         <translation>Easel 上次没有正常关闭（被强行结束或电脑意外停止）。</translation>
+    </message>
+    <message>
+        <source>job {id} stops after its current step, its progress is discarded</source>
+        <translation>任务 {id} 在当前步骤后停止，进度将被丢弃</translation>
     </message>
     <message>
         <source>Version</source>
@@ -898,6 +924,10 @@ Resume continues from there.</source>
         <translation>排队中 · 从第 {step}/{total} 步起</translation>
     </message>
     <message>
+        <source>loading the model… {s}</source>
+        <translation>正在加载模型… {s}</translation>
+    </message>
+    <message>
         <source>step {step}/{total} · ~{eta} left</source>
         <translation>第 {step}/{total} 步 · 约剩 {eta}</translation>
     </message>
@@ -932,6 +962,10 @@ Resume continues from there.</source>
     <message>
         <source>queued · {total} steps · about {eta}</source>
         <translation>排队中 · {total} 步 · 约需 {eta}</translation>
+    </message>
+    <message>
+        <source>being cancelled at {step}/{total} · Undo keeps it</source>
+        <translation>正在取消 · {step}/{total} · 撤销可保留</translation>
     </message>
     <message>
         <source>waits for #{id}</source>
@@ -1525,6 +1559,10 @@ Resume continues from there.</source>
         <source>Cancelled</source>
         <translation>已取消</translation>
     </message>
+    <message>
+        <source>Being cancelled</source>
+        <translation>正在取消</translation>
+    </message>
 </context>
 <context>
     <name>Timeline</name>
@@ -1587,6 +1625,10 @@ Resume continues from there.</source>
     <message>
         <source>Cancelled by you; held a few seconds in case you undo</source>
         <translation>已被你取消；保留几秒以便撤销</translation>
+    </message>
+    <message>
+        <source>Cancel undone by you; queued again</source>
+        <translation>你撤销了取消，已重新排队</translation>
     </message>
     <message>
         <source>Pause asked {by}; the worker stops after its current step</source>
@@ -1673,16 +1715,16 @@ Resume continues from there.</source>
         <translation>{why}；取消仍然有效</translation>
     </message>
     <message>
-        <source>Picked up by a worker</source>
-        <translation>已由工作进程接手</translation>
+        <source>Started</source>
+        <translation>已开始</translation>
     </message>
     <message>
-        <source>Picked up by a worker on this computer</source>
-        <translation>已由本机的工作进程接手</translation>
+        <source>Started on this computer</source>
+        <translation>已在本机开始</translation>
     </message>
     <message>
-        <source>Picked up by a worker on {host}</source>
-        <translation>已由 {host} 上的工作进程接手</translation>
+        <source>Started on {host}</source>
+        <translation>已在 {host} 上开始</translation>
     </message>
 </context>
 <context>
@@ -1690,6 +1732,14 @@ Resume continues from there.</source>
     <message>
         <source>Timeline</source>
         <translation>时间线</translation>
+    </message>
+    <message>
+        <source>Details</source>
+        <translation>详情</translation>
+    </message>
+    <message>
+        <source>Show the stored record of the selected change (or of every change)</source>
+        <translation>显示所选变更（或全部变更）的存储记录</translation>
     </message>
     <message>
         <source>Timeline · job {id}</source>
@@ -1732,6 +1782,18 @@ Resume continues from there.</source>
     <message>
         <source>{n} workers ready</source>
         <translation>{n} 个工作进程就绪</translation>
+    </message>
+    <message>
+        <source>1 worker busy</source>
+        <translation>1 个工作进程忙碌</translation>
+    </message>
+    <message>
+        <source>{n} workers busy</source>
+        <translation>{n} 个工作进程忙碌</translation>
+    </message>
+    <message>
+        <source>{busy} busy, {idle} ready</source>
+        <translation>{busy} 个忙碌，{idle} 个就绪</translation>
     </message>
 </context>
 <context>

@@ -421,6 +421,13 @@ def test_worker_status_counts_ready_workers(qtbot: QtBot) -> None:
     for worker in ("w1", "w2"):
         status.handle(WorkerMessage(MessageKind.READY, worker))
     assert status.text() == "2 workers ready"
+    # Busy workers are not "ready" (issue 28.3): it said "2 workers ready" while both ran jobs.
+    status.handle(WorkerMessage(MessageKind.STARTED, "w1", job_id=1))
+    assert status.text() == "1 busy, 1 ready"
+    status.handle(WorkerMessage(MessageKind.STARTED, "w2", job_id=2))
+    assert status.text() == "2 workers busy"
+    status.handle(WorkerMessage(MessageKind.FINISHED, "w2", job_id=2))
+    assert status.text() == "1 busy, 1 ready"
     status.handle(WorkerMessage(MessageKind.EXITING, "w1"))
     assert status.text() == "1 worker ready"
 

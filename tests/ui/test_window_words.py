@@ -22,7 +22,7 @@ def test_the_restore_banner_says_what_came_back_and_what_waits() -> None:
     restore = RestoreSummary(requeued=(1, 2))
     assert restore_text(restore, (), None) == "Restored jobs from the last session: 2 requeued"
     assert restore_text(None, (7,), None) == (
-        "1 job paused when Easel closed: they continue when you resume"
+        "1 job paused when Easel closed: it continues when you resume"
     )
     killed = UncleanExit(pid=1, started_at=0.0, crash_log=None, crash_text="")
     assert restore_text(None, (), killed) == (
@@ -39,7 +39,7 @@ def test_a_job_paused_at_quit_that_recovery_also_paused_is_counted_once() -> Non
     recovered = RestoreSummary(paused=(7,))
     assert restore_text(recovered, (7, 8), None) == (
         "Restored jobs from the last session: 1 paused; "
-        "1 job paused when Easel closed: they continue when you resume"
+        "1 job paused when Easel closed: it continues when you resume"
     )
     assert "when Easel closed" not in restore_text(recovered, (7,), None)
 

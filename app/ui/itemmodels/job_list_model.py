@@ -23,7 +23,7 @@ from PySide6.QtCore import (
 
 from app.engine.jobs.states import JobStatus
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.rows import JobRow, eta_s, format_duration, status_label
+from app.ui.presenters.rows import JobRow, eta_s, format_duration
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
 
@@ -281,7 +281,7 @@ class JobListModel(QAbstractTableModel):
         if col == Col.PROMPT:
             return row.prompt
         if col == Col.STATUS:
-            return status_label(row.status, given_up=row.given_up)
+            return row.status_text
         if col == Col.PROGRESS:
             step, total, _eta = self._progress(row)
             return f"{step}/{total}"
@@ -319,10 +319,10 @@ _ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGR
 def detail_line(row: JobRow) -> str:
     p = row.params
     seed = translate("JobList", "seed {seed}").format(seed=p.seed)
-    parts = [f"#{row.id}"]
-    if row.after is not None:  # lineage first: it is what tells a chain apart in a narrow list
+    # What the job needs (model, size) first: the prompt above has the room to tell jobs apart.
+    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", seed]
+    if row.after is not None:
         parts.append(translate("JobList", "after #{id}").format(id=row.after))
-    parts += [p.model, f"{p.width}×{p.height}", seed]
     if row.ran_elsewhere:  # on one computer, naming it on every row would be noise
         parts.append(translate("JobList", "on {machine}").format(machine=row.machine))
     if row.priority:
@@ -343,11 +343,13 @@ def _tooltip(row: JobRow) -> str:
     )
     lines = [
         translate("JobList", "Job {id}: {status}").format(
-            id=row.id, status=status_label(row.status, given_up=row.given_up)
+            id=row.id, status=row.status_text
         ),
         p.prompt,
         settings.format(model=p.model, sampler=p.scheduler, steps=p.steps, cfg=f"{p.cfg:g}",
                         seed=p.seed, size=f"{p.width}×{p.height}"),
+        translate("JobList", "Created {at} · attempt {n} of {most}").format(
+            at=row.created_label, n=row.attempt, most=row.max_attempts),
     ]  # fmt: skip
     if row.machine:
         ran = (

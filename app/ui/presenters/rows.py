@@ -102,6 +102,9 @@ class JobRow:
     # timeline), and whether that is another computer than this one.
     machine: str = ""
     ran_elsewhere: bool = False
+    # Cancelled in the window and held a few seconds for its Undo (`job.cancel_after`): it
+    # shows as being cancelled, and Undo is the only thing to do with it.
+    cancel_pending: bool = False
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:
@@ -122,6 +125,7 @@ class JobRow:
             version=job.version, created_label=format_clock(job.created_at), ran_s=ran[0],
             running_since=ran[1], starred=job.starred, machine=machine,
             ran_elsewhere=bool(machine) and machine != this_host(),
+            cancel_pending=job.cancel_after is not None,
         )  # fmt: skip
 
     @property
@@ -134,7 +138,16 @@ class JobRow:
         return self.params.init_parent
 
     def allows(self, event: JobEvent) -> bool:
+        if self.cancel_pending:  # only Undo, until the cancel is done or taken back
+            return False
         return event in allowed_events(self.status)
+
+    @property
+    def status_text(self) -> str:
+        """The status as the row shows it ("Being cancelled" while Undo can take it back)."""
+        if self.cancel_pending:
+            return translate("Status", "Being cancelled")
+        return status_label(self.status, given_up=self.given_up)
 
     @property
     def may_change(self) -> bool:

@@ -1,8 +1,8 @@
 """A job's history in an artist's words; the exact technical row stays one hover away.
 
-`plain_words` turns one transition into a short sentence ("Picked up by a worker on this
-computer", "Paused by you"); `technical` is the row as stored (statuses, event, source,
-message), shown as the tooltip.
+`plain_words` turns one transition into a short sentence ("Started on this computer",
+"Paused by you"); `technical` is the row as stored (statuses, event, source, message, the
+worker's id), shown in the timeline's Details view, not in the first tooltip.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def plain_words(row: TransitionRow, host: str | None = None) -> str:
         return _picked_up(row.message, host)
     if event is E.PAUSE and row.source == HOLD_SOURCE:  # the window's cancel with Undo
         return translate("Timeline", "Cancelled by you; held a few seconds in case you undo")
+    if event is E.RESUME and row.source == HOLD_SOURCE:  # Undo in that time
+        return translate("Timeline", "Cancel undone by you; queued again")
     if event in (E.PAUSE, E.CANCEL) and to in (S.PAUSING, S.CANCELLING):
         if event is E.PAUSE:
             asked = translate(
@@ -108,11 +110,11 @@ def _picked_up(claim_message: str, host: str | None) -> str:
     """ "claimed by host:pid:token" -> "... on this computer" or "... on <host>"."""
     worker = WorkerIdentity.parse(claim_message.removeprefix("claimed by "))
     if worker is None:
-        return translate("Timeline", "Picked up by a worker")
+        return translate("Timeline", "Started")
     here = host if host is not None else this_host()
     if worker.host == here:
-        return translate("Timeline", "Picked up by a worker on this computer")
-    return translate("Timeline", "Picked up by a worker on {host}").format(host=worker.host)
+        return translate("Timeline", "Started on this computer")
+    return translate("Timeline", "Started on {host}").format(host=worker.host)
 
 
 def technical(row: TransitionRow) -> str:

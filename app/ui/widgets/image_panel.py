@@ -15,11 +15,12 @@ from PySide6.QtGui import (
     QPixmap,
     QResizeEvent,
 )
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.theme import CANVAS, MUTED
+from app.ui.widgets.flow_layout import FlowLayout
 
 
 class Scaling(Enum):
@@ -152,18 +153,18 @@ class ImagePanel(QWidget):
         self.show_in_folder.clicked.connect(self._show_in_folder)
         self.copy.clicked.connect(self._copy)
         self.scaling.toggled.connect(self.set_pixels)
-        bar = QHBoxLayout()
-        bar.setSpacing(6)
-        bar.addWidget(self.scaling)
-        bar.addStretch(1)
-        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.show_in_folder):
+        # The buttons wrap onto a second line in a narrow window rather than widening it.
+        self.bar = QWidget()
+        bar = FlowLayout(self.bar)
+        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.show_in_folder,
+                       self.scaling):  # fmt: skip
             bar.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.caption)
-        layout.addLayout(bar)
+        layout.addWidget(self.bar)
         self._enable()
 
     def show_image(self, image: QImage | None, caption: str, path: str | None = None) -> None:
