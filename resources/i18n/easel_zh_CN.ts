@@ -299,6 +299,14 @@ Resume continues from there.</source>
         <translation>把此任务的提示词和设置填入表单</translation>
     </message>
     <message>
+        <source>Reuse seed</source>
+        <translation>复用种子</translation>
+    </message>
+    <message>
+        <source>Put only this image&apos;s seed into the form, fixed</source>
+        <translation>只把这张图的种子填入表单（固定）</translation>
+    </message>
+    <message>
         <source>Pixels</source>
         <translation>像素</translation>
     </message>
@@ -995,6 +1003,14 @@ Resume continues from there.</source>
         <translation>随机选一个种子（留空：每张图像各用新种子）</translation>
     </message>
     <message>
+        <source>Random</source>
+        <translation>随机</translation>
+    </message>
+    <message>
+        <source>On: a new seed for every image (like -1 in A1111). Off: the seed typed here</source>
+        <translation>开：每张图用新种子（同 A1111 的 -1）。关：使用这里填写的种子</translation>
+    </message>
+    <message>
         <source>Generate</source>
         <translation>生成</translation>
     </message>
@@ -1049,6 +1065,10 @@ Resume continues from there.</source>
     <message>
         <source>Generate {n} images</source>
         <translation>生成 {n} 张图像</translation>
+    </message>
+    <message>
+        <source>Seed {seed} in the form</source>
+        <translation>种子 {seed} 已填入表单</translation>
     </message>
     <message>
         <source>Settings from {name}</source>

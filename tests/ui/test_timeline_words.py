@@ -62,6 +62,14 @@ def test_each_change_reads_as_a_sentence(transition: TransitionRow, words: str) 
     assert plain_words(transition, host=HERE) == words
 
 
+def test_latin_and_chinese_get_a_space_between() -> None:
+    from app.ui.presenters.timeline_words import spaced
+
+    assert spaced("由 Easel请求暂停") == "由 Easel 请求暂停"  # issue 28.9
+    assert spaced("已在render-box上开始") == "已在 render-box 上开始"
+    assert spaced("Paused by you") == "Paused by you"
+
+
 def test_the_technical_row_is_exact() -> None:
     start = row(S.PENDING, S.PROCESSING, E.START, "worker", f"claimed by {HERE_WORKER}")
     assert technical(start) == f"PENDING → PROCESSING · START · worker · claimed by {HERE_WORKER}"

@@ -58,7 +58,7 @@ TOOLS = Path(sys.executable).parent
 # model and sampler names the user picks (data, not words of the interface).
 KEEP = re.compile(
     r"Easel|CFG|LoRA|lora/|A1111|PNG|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
-    r"|easel-tiny|other-model"
+    r"|easel-tiny|other-model|SD 1\.x v-prediction|SDXL"  # model names and kinds: data
     r"|Euler a|Euler|DPM\+\+ 2M|DDIM|PNDM|LMS|Heun|UniPC|DEIS|LCM"
 )
 ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")

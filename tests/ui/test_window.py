@@ -175,9 +175,12 @@ def test_filters_show_only_their_statuses(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
     workers.claiming = False
-    done, failed, paused = (job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED))
+    done, failed, paused, cancelled = (
+        job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED, S.CANCELLED)
+    )
     window = make_window()
-    expected = {ListFilter.ALL: {done, failed, paused}, ListFilter.ACTIVE: {paused},
+    # A cancelled job is not "Done" (issue 28.7): it made no image.
+    expected = {ListFilter.ALL: {done, failed, paused, cancelled}, ListFilter.ACTIVE: {paused},
                 ListFilter.DONE: {done}, ListFilter.FAILED: {failed}}  # fmt: skip
     for name, wanted in expected.items():
         window.set_filter(name)

@@ -23,7 +23,8 @@ ACTIVE = frozenset(
     {JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.CANCELLING, JobStatus.PAUSING,
      JobStatus.PAUSED}
 )  # fmt: skip
-DONE = frozenset({JobStatus.SUCCESS, JobStatus.CANCELLED})
+# Done: an image came out. Cancelled jobs are not done (issue 28.7): they show under All.
+DONE = frozenset({JobStatus.SUCCESS})
 FAILED = frozenset({JobStatus.FAILED, JobStatus.TIMEOUT})
 
 

@@ -7,6 +7,8 @@ worker's id), shown in the timeline's Details view, not in the first tooltip.
 
 from __future__ import annotations
 
+import re
+
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity, this_host
@@ -29,6 +31,19 @@ BY = {
 
 def plain_words(row: TransitionRow, host: str | None = None) -> str:
     """One sentence for the timeline. `host`: this computer's name (default: looked up)."""
+    return spaced(_sentence(row, host))
+
+
+# A Latin letter or digit right against a Chinese character ("由 Easel请求暂停"): the space
+# Chinese typesetting puts between them, which a filled-in {by} cannot know it needs.
+_LATIN_HAN = re.compile(r"([A-Za-z0-9])([\u4e00-\u9fff])|([\u4e00-\u9fff])([A-Za-z0-9])")
+
+
+def spaced(text: str) -> str:
+    return _LATIN_HAN.sub(lambda m: " ".join(g for g in m.groups() if g), text)
+
+
+def _sentence(row: TransitionRow, host: str | None) -> str:
     source = BY.get(row.source)
     by = (
         translate("Timeline", source)

@@ -45,6 +45,7 @@ class DetailController(QObject):
         changed = row is None or self.row is None or row.id != self.row.id
         self.row = row
         self.image.reuse.setEnabled(row is not None)
+        self.image.reuse_seed.setEnabled(row is not None)
         for action, button in self.image.follow_ups.items():
             button.setEnabled(row is not None and applies(action, row))
         star = self.image.follow_ups[Action.STAR]

@@ -7,6 +7,8 @@ from enum import Enum
 from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
+    QDragEnterEvent,
+    QDropEvent,
     QGuiApplication,
     QImage,
     QMouseEvent,
@@ -21,6 +23,7 @@ from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.theme import CANVAS, MUTED
 from app.ui.widgets.flow_layout import FlowLayout
+from app.ui.widgets.prompt_panel import has_image
 
 
 class Scaling(Enum):
@@ -44,12 +47,14 @@ def scale_for_display(image: QImage, size: QSize, mode: Scaling) -> QImage:
 
 class ImageCanvas(QWidget):
     double_clicked = Signal()  # open the larger viewer
+    image_dropped = Signal(object)  # the QMimeData of an image dropped here: the form takes it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setToolTip(self.tr("Double-click to open the viewer (zoom, previous/next)"))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumSize(240, 240)
+        self.setAcceptDrops(True)
         self.image: QImage | None = None
         self.placeholder = self.tr("Your images will appear here")
         self.mode = Scaling.SMOOTH
@@ -61,6 +66,15 @@ class ImageCanvas(QWidget):
             self.placeholder = placeholder
         self._scaled = None
         self.update()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if has_image(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        if has_image(event.mimeData()):
+            event.acceptProposedAction()
+            self.image_dropped.emit(event.mimeData())
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
         if self.image is not None:
@@ -140,6 +154,9 @@ class ImagePanel(QWidget):
         self.reuse = QPushButton(self.tr("Reuse settings"))
         self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
         self.reuse.setEnabled(False)  # until a job is selected
+        self.reuse_seed = QPushButton(self.tr("Reuse seed"))
+        self.reuse_seed.setToolTip(self.tr("Put only this image's seed into the form, fixed"))
+        self.reuse_seed.setEnabled(False)  # with Reuse settings (DetailController)
         # Follow-up jobs on the shown job (the window carries them out)
         self.follow_ups = {action: QPushButton(action.label) for action in IMAGE_ACTIONS}
         self.follow_ups[Action.STAR].setCheckable(True)  # checked: the shown job is starred
@@ -156,7 +173,8 @@ class ImagePanel(QWidget):
         # The buttons wrap onto a second line in a narrow window rather than widening it.
         self.bar = QWidget()
         bar = FlowLayout(self.bar)
-        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.show_in_folder,
+        for button in (*self.follow_ups.values(), self.reuse, self.reuse_seed, self.copy,
+                       self.show_in_folder,
                        self.scaling):  # fmt: skip
             bar.addWidget(button)
         layout = QVBoxLayout(self)

@@ -180,6 +180,8 @@ class MainWindow(QMainWindow):
         self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
         self.prompt.init_requested.connect(self.follow_ups.prepare_init)
         self.image.canvas.double_clicked.connect(self.viewing.view_shown_image)
+        self.image.canvas.image_dropped.connect(self.prompt.take_image)  # as on the form
+        self.image.reuse_seed.clicked.connect(self._reuse_seed)
 
     def _start_timers(self) -> None:
         self.timers = []
@@ -215,6 +217,10 @@ class MainWindow(QMainWindow):
     def _follow_up_shown(self, action: Action) -> None:
         if self.detail.row is not None and applies(action, self.detail.row):
             self.follow_ups.run(action, [self.detail.row])
+
+    def _reuse_seed(self) -> None:
+        if self.detail.row is not None:
+            self.prompt.use_seed(self.detail.row.params.seed)
 
     def _submitted(self, job_ids: tuple[int, ...]) -> None:
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
