@@ -60,14 +60,6 @@
         <translation>用相同的设置和种子新建一个任务</translation>
     </message>
     <message>
-        <source>Raise priority: runs sooner</source>
-        <translation>提高优先级：更早运行</translation>
-    </message>
-    <message>
-        <source>Lower priority: runs later</source>
-        <translation>降低优先级：稍后运行</translation>
-    </message>
-    <message>
         <source>Open the folder of the image file with the file selected</source>
         <translation>打开图像文件所在的文件夹并选中该文件</translation>
     </message>
@@ -98,6 +90,14 @@
     <message>
         <source>Use as init image</source>
         <translation>用作初始图像</translation>
+    </message>
+    <message>
+        <source>One place up the queue: runs sooner (Ctrl+Up)</source>
+        <translation>在队列中上移一位：更早运行（Ctrl+Up）</translation>
+    </message>
+    <message>
+        <source>One place down the queue: runs later (Ctrl+Down)</source>
+        <translation>在队列中下移一位：更晚运行（Ctrl+Down）</translation>
     </message>
     <message>
         <source>Run next: before every other queued job</source>
@@ -287,8 +287,8 @@ Resume continues from there.</source>
 <context>
     <name>ImagePanel</name>
     <message>
-        <source>Copy</source>
-        <translation>复制</translation>
+        <source>Copy image</source>
+        <translation>复制图像</translation>
     </message>
     <message>
         <source>Reuse settings</source>
@@ -313,6 +313,14 @@ Resume continues from there.</source>
     <message>
         <source>Enlarge small images pixel by pixel instead of smoothly</source>
         <translation>按像素放大小图，而不是平滑缩放</translation>
+    </message>
+    <message>
+        <source>More</source>
+        <translation>更多</translation>
+    </message>
+    <message>
+        <source>Reuse the seed, copy the image, show it pixel by pixel</source>
+        <translation>复用种子、复制图像、按像素显示</translation>
     </message>
     <message>
         <source>Image copied</source>
@@ -924,14 +932,6 @@ Resume continues from there.</source>
 <context>
     <name>Progress</name>
     <message>
-        <source>queued · {total} steps</source>
-        <translation>排队中 · {total} 步</translation>
-    </message>
-    <message>
-        <source>queued · from step {step}/{total}</source>
-        <translation>排队中 · 从第 {step}/{total} 步起</translation>
-    </message>
-    <message>
         <source>loading the model… {s}</source>
         <translation>正在加载模型… {s}</translation>
     </message>
@@ -968,12 +968,32 @@ Resume continues from there.</source>
         <translation>已停止 · {step}/{total}</translation>
     </message>
     <message>
-        <source>queued · {total} steps · about {eta}</source>
-        <translation>排队中 · {total} 步 · 约需 {eta}</translation>
+        <source>runs next</source>
+        <translation>下一个运行</translation>
+    </message>
+    <message>
+        <source>#{n} in line</source>
+        <translation>排第 {n} 位</translation>
+    </message>
+    <message>
+        <source>queued</source>
+        <translation>排队中</translation>
     </message>
     <message>
         <source>being cancelled at {step}/{total} · Undo keeps it</source>
         <translation>正在取消 · {step}/{total} · 撤销可保留</translation>
+    </message>
+    <message>
+        <source>{place} · {total} steps · about {eta}</source>
+        <translation>{place} · {total} 步 · 约 {eta}</translation>
+    </message>
+    <message>
+        <source>{place} · {total} steps</source>
+        <translation>{place} · {total} 步</translation>
+    </message>
+    <message>
+        <source>{place} · will continue from step {step}/{total}</source>
+        <translation>{place} · 将从第 {step}/{total} 步继续</translation>
     </message>
     <message>
         <source>waits for #{id}</source>
@@ -1441,6 +1461,14 @@ Resume continues from there.</source>
     <message>
         <source>Number fields</source>
         <translation>数字输入框</translation>
+    </message>
+    <message>
+        <source>Run the selected queued jobs sooner</source>
+        <translation>让所选排队任务更早运行</translation>
+    </message>
+    <message>
+        <source>Run the selected queued jobs later</source>
+        <translation>让所选排队任务更晚运行</translation>
     </message>
     <message>
         <source>Go to the next area: prompt, job list, timeline</source>

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDropEvent
+from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
@@ -92,9 +93,18 @@ def test_reuse_seed_takes_only_the_seed(
     seed = queue.get(job_id).seed
     window.prompt.prompt.setPlainText("my own words")
     list_with(qtbot, window, job_id)
-    button = window.image.reuse_seed
-    qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)
-    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    item = window.image.reuse_seed
+    qtbot.waitUntil(item.isEnabled, timeout=TIMEOUT_MS)
+    menu = window.image.more_menu
+
+    def pick() -> None:  # the menu runs its own event loop once open: click in it from there
+        if not menu.isVisible():
+            QTimer.singleShot(50, pick)
+            return
+        QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(item).center())
+
+    QTimer.singleShot(50, pick)
+    qtbot.mouseClick(window.image.more, Qt.MouseButton.LeftButton)  # the More menu
     assert window.prompt.seed.text() == str(seed)
     assert not window.prompt.random_seed.isChecked()
     assert window.prompt.prompt.toPlainText() == "my own words"

@@ -78,11 +78,13 @@ def test_everything_fits(
     QApplication.processEvents()
     assert clipped_buttons(window) == []
     # Every action of the image and the job list is on screen (wrapped, not folded away).
-    for button in [*window.image.follow_ups.values(), window.image.reuse, window.image.copy,
+    for button in [*window.image.follow_ups.values(), window.image.reuse, window.image.more,
                    window.image.show_in_folder, *window.jobs.buttons.values()]:  # fmt: skip
         if button is window.jobs.buttons[Action.UNDO]:
             continue  # shown only while a cancel can be undone
         assert button.isVisibleTo(window), button.text()
+    menu = [a.text() for a in window.image.more_menu.actions()]
+    assert len(menu) == 3 and all(menu), menu  # seed, copy, pixels: folded, not lost
     # The job list's prompt gets real room: at least a third of the list's width.
     table = window.jobs.table
     assert table.columnWidth(1) >= table.viewport().width() // 3

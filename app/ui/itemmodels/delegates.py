@@ -176,14 +176,15 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
             step=step, total=total
         )
     if status is JobStatus.PENDING:
+        place = queue_place(row)
         if step == 0 and row.expected_s is not None:
-            return translate("Progress", "queued · {total} steps · about {eta}").format(
-                total=total, eta=format_duration(row.expected_s)
+            return translate("Progress", "{place} · {total} steps · about {eta}").format(
+                place=place, total=total, eta=format_duration(row.expected_s)
             )
         if step == 0:
-            return translate("Progress", "queued · {total} steps").format(total=total)
-        return translate("Progress", "queued · from step {step}/{total}").format(
-            step=step, total=total
+            return translate("Progress", "{place} · {total} steps").format(place=place, total=total)
+        return translate("Progress", "{place} · will continue from step {step}/{total}").format(
+            place=place, step=step, total=total
         )
     if status is JobStatus.PROCESSING:
         if step == 0 and row.running_since is not None:  # the model loads before step 1
@@ -209,6 +210,15 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     return words.get(status, translate("Progress", "stopped at {step}/{total}")).format(
         step=step, total=total
     )
+
+
+def queue_place(row: JobRow) -> str:
+    """Where a queued job is in the line: "next", "#3 in line" (or just "queued")."""
+    if row.queue_position == 1:
+        return translate("Progress", "runs next")
+    if row.queue_position > 1:
+        return translate("Progress", "#{n} in line").format(n=row.queue_position)
+    return translate("Progress", "queued")
 
 
 STAR_COLOUR = QColor("#facc15")

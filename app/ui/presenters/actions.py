@@ -62,8 +62,8 @@ TIPS = {
     ),
     Action.RETRY: QT_TRANSLATE_NOOP("Action", "Try failed or timed-out jobs again"),
     Action.RERUN: QT_TRANSLATE_NOOP("Action", "Queue a new job with the same settings and seed"),
-    Action.UP: QT_TRANSLATE_NOOP("Action", "Raise priority: runs sooner"),
-    Action.DOWN: QT_TRANSLATE_NOOP("Action", "Lower priority: runs later"),
+    Action.UP: QT_TRANSLATE_NOOP("Action", "One place up the queue: runs sooner (Ctrl+Up)"),
+    Action.DOWN: QT_TRANSLATE_NOOP("Action", "One place down the queue: runs later (Ctrl+Down)"),
     Action.TOP: QT_TRANSLATE_NOOP("Action", "Run next: before every other queued job"),
     Action.BOTTOM: QT_TRANSLATE_NOOP("Action", "Run last: after every other queued job"),
     Action.STAR: QT_TRANSLATE_NOOP(

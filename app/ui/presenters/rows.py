@@ -106,6 +106,7 @@ class JobRow:
     # Cancelled in the window and held a few seconds for its Undo (`job.cancel_after`): it
     # shows as being cancelled, and Undo is the only thing to do with it.
     cancel_pending: bool = False
+    queue_position: int = 0  # a queued job's place in the run order (1: next); 0: not known
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:

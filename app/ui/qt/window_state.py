@@ -21,7 +21,7 @@ PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to cont
 DEFAULT_SIZE = (1480, 900)
 PROMPT_WIDTH = 300
 # The job list needs room for its columns; the image takes what is left.
-MIN_RIGHT_WIDTH, RIGHT_SHARE = 700, 0.46
+MIN_RIGHT_WIDTH, RIGHT_SHARE = 560, 0.42
 
 
 def restore_geometry(window: QMainWindow, main: QSplitter, store: QSettings) -> None:

@@ -6,6 +6,7 @@ from enum import Enum
 
 from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
+    QAction,
     QColor,
     QDragEnterEvent,
     QDropEvent,
@@ -17,7 +18,15 @@ from PySide6.QtGui import (
     QPixmap,
     QResizeEvent,
 )
-from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QLabel,
+    QMenu,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.file_manager import FileManager
@@ -150,11 +159,12 @@ class ImagePanel(QWidget):
         self.show_in_folder.setToolTip(Action.SHOW_IN_FOLDER.tip)
         self.file_manager = FileManager(self)
         self.file_manager.problem.connect(self.problem)
-        self.copy = QPushButton(self.tr("Copy"))
+        # Less used: in the "More" menu, so the bar stays one or two lines on a laptop.
+        self.copy = QAction(self.tr("Copy image"), self)
         self.reuse = QPushButton(self.tr("Reuse settings"))
         self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
         self.reuse.setEnabled(False)  # until a job is selected
-        self.reuse_seed = QPushButton(self.tr("Reuse seed"))
+        self.reuse_seed = QAction(self.tr("Reuse seed"), self)
         self.reuse_seed.setToolTip(self.tr("Put only this image's seed into the form, fixed"))
         self.reuse_seed.setEnabled(False)  # with Reuse settings (DetailController)
         # Follow-up jobs on the shown job (the window carries them out)
@@ -164,18 +174,25 @@ class ImagePanel(QWidget):
             button.setToolTip(action.tip)
             button.setEnabled(False)
             button.clicked.connect(lambda _=False, a=action: self.follow_up.emit(a))
-        self.scaling = QPushButton(self.tr("Pixels"))
+        self.scaling = QAction(self.tr("Pixels"), self)
         self.scaling.setCheckable(True)
         self.scaling.setToolTip(self.tr("Enlarge small images pixel by pixel instead of smoothly"))
         self.show_in_folder.clicked.connect(self._show_in_folder)
-        self.copy.clicked.connect(self._copy)
+        self.copy.triggered.connect(self._copy)
         self.scaling.toggled.connect(self.set_pixels)
         # The buttons wrap onto a second line in a narrow window rather than widening it.
         self.bar = QWidget()
         bar = FlowLayout(self.bar)
-        for button in (*self.follow_ups.values(), self.reuse, self.reuse_seed, self.copy,
-                       self.show_in_folder,
-                       self.scaling):  # fmt: skip
+        self.more_menu = QMenu(self)
+        for item in (self.reuse_seed, self.copy, self.scaling):
+            self.more_menu.addAction(item)
+        self.more_menu.setToolTipsVisible(True)
+        self.more = QToolButton()
+        self.more.setText(self.tr("More"))
+        self.more.setToolTip(self.tr("Reuse the seed, copy the image, show it pixel by pixel"))
+        self.more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.more.setMenu(self.more_menu)
+        for button in (*self.follow_ups.values(), self.reuse, self.show_in_folder, self.more):
             bar.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -113,6 +113,8 @@ class JobsPanel(QWidget):
             (shortcuts.PAUSE_OR_RESUME, self.pause_or_resume),
             (shortcuts.OPEN_IMAGE, self._open_current),
             (shortcuts.MENU, self.open_menu),
+            (shortcuts.MOVE_UP, lambda: self.trigger(Action.UP)),
+            (shortcuts.MOVE_DOWN, lambda: self.trigger(Action.DOWN)),
         )
         for shortcut, slot in bindings:
             for keys in shortcut.keys:
@@ -293,9 +295,23 @@ class JobsPanel(QWidget):
         elif action in (Action.TOP, Action.BOTTOM):
             self.vm.move_to(targets.job_ids, top=action is Action.TOP)
         elif action in (Action.UP, Action.DOWN):
-            self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)
+            self.move_one_place(targets.job_ids, up=action is Action.UP)
         else:
             self.vm.request(EVENTS[action], targets.job_ids)
+
+    def move_one_place(self, job_ids: tuple[int, ...], *, up: bool) -> None:
+        """One place up or down the run order the list shows (the queued rows, in order)."""
+        line = [r.id for r in self.vm.jobs.rows() if r.status is JobStatus.PENDING]
+        places = sorted(line.index(i) for i in job_ids if i in line)
+        if not places:
+            return
+        moved = tuple(line[p] for p in places)
+        if up and places[0] > 0:
+            self.vm.move_before(moved, line[places[0] - 1])
+        elif not up and places[-1] + 2 < len(line):
+            self.vm.move_before(moved, line[places[-1] + 2])
+        elif not up and places[-1] + 1 < len(line):
+            self.vm.move_to(moved, top=False)
 
     def pause_or_resume(self) -> None:
         """Space: pause what can be paused in the selection, else resume what can be."""

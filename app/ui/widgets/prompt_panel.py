@@ -139,6 +139,9 @@ class PromptPanel(QWidget):
         self.steps = NumberEdit(rules.STEPS)
         self.cfg = NumberEdit(rules.CFG, step=0.5)
         self.seed = NumberEdit(rules.SEED)
+        # Room for the longest seed: "1006" once showed as "006" beside the Random toggle.
+        digits = self.seed.fontMetrics().horizontalAdvance(str(MAX_SEED))
+        self.seed.setMinimumWidth(digits + 20)
         self.dice = QToolButton()
         self.dice.setIcon(dice_icon())
         self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))

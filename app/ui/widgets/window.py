@@ -181,7 +181,7 @@ class MainWindow(QMainWindow):
         self.prompt.init_requested.connect(self.follow_ups.prepare_init)
         self.image.canvas.double_clicked.connect(self.viewing.view_shown_image)
         self.image.canvas.image_dropped.connect(self.prompt.take_image)  # as on the form
-        self.image.reuse_seed.clicked.connect(self._reuse_seed)
+        self.image.reuse_seed.triggered.connect(self._reuse_seed)
 
     def _start_timers(self) -> None:
         self.timers = []
