@@ -92,7 +92,7 @@ def launch(
     )  # fmt: skip
     # Queued before the window exists, so it is the first call on the database thread.
     runner.run(
-        lambda: _recover(service, settings),
+        lambda: _recover(service, settings, previous_run),
         lambda restore: _ready(window, service, settings, restore, make_workers, previous_run),
         lambda message: window.show_error(_store_failure(message), sticky=True),
     )
@@ -124,12 +124,15 @@ def _open_queue() -> JobQueue:
         return open_queue(purpose=OpenFor.READING)
 
 
-def _recover(service: QueueService, settings: Settings) -> RestoreSummary:
+def _recover(
+    service: QueueService, settings: Settings, previous_run: UncleanExit | None
+) -> RestoreSummary:
     from app.ui.wiring import recover_at_launch
 
     if service.queue.read_only:
         return RestoreSummary()  # settling jobs would write; the next writable launch does it
-    return recover_at_launch(service.queue, settings)
+    since = previous_run.started_at if previous_run is not None else None
+    return recover_at_launch(service.queue, settings, killed_since=since)
 
 
 def _prune(service: QueueService, settings: Settings) -> str:

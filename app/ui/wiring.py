@@ -6,6 +6,7 @@ The only module of `app.ui` that knows the engine's recovery, supervisor and mod
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.engine.settings import Settings
@@ -22,10 +23,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def recover_at_launch(queue: JobQueue, settings: Settings) -> RestoreSummary:
-    """Settle jobs an earlier run left running; must run before any worker starts."""
+def recover_at_launch(
+    queue: JobQueue, settings: Settings, killed_since: float | None = None
+) -> RestoreSummary:
+    """Settle jobs an earlier run left running; must run before any worker starts.
+    `killed_since`: when the last run began, if it did not close cleanly: jobs its workers
+    paused by themselves once it was gone are told too."""
     from app.engine.jobs.retry import RetryPolicy
-    from app.engine.workers.recovery import recover
+    from app.engine.workers.recovery import paused_when_window_gone, recover
     from app.engine.workers.worker import default_liveness_dir
 
     try:
@@ -39,13 +44,17 @@ def recover_at_launch(queue: JobQueue, settings: Settings) -> RestoreSummary:
         log.exception("recovery at launch failed")
         text = translate("Launch", "Could not check the last session's jobs: {error}")
         return RestoreSummary(problems=(text.format(error=error),))
-    return summary_of(report)
+    gone = [] if killed_since is None else paused_when_window_gone(queue, killed_since)
+    return summary_of(report, gone)
 
 
-def summary_of(report: RecoveryReport) -> RestoreSummary:
+def summary_of(report: RecoveryReport, window_gone: Sequence[int] = ()) -> RestoreSummary:
+    paused = tuple(dict.fromkeys((*report.paused, *window_gone)))
     return RestoreSummary(
-        requeued=tuple(report.requeued), paused=tuple(report.paused),
+        requeued=tuple(report.requeued), paused=paused,
         cancelled=tuple(report.cancelled), given_up=tuple(report.given_up),
+        window_gone=tuple(i for i in window_gone if i not in report.paused),
+        still_running=tuple(report.still_running),
     )  # fmt: skip
 
 

@@ -1234,6 +1234,18 @@ Resume continues from there.</source>
         <source>, </source>
         <translation>，</translation>
     </message>
+    <message>
+        <source>The worker of 1 job paused it when the window was gone</source>
+        <translation>窗口消失后，工作进程暂停了 1 个任务</translation>
+    </message>
+    <message>
+        <source>The workers of {n} jobs paused them when the window was gone</source>
+        <translation>窗口消失后，工作进程暂停了 {n} 个任务</translation>
+    </message>
+    <message>
+        <source>{n} still held by a worker of the closed window: it pauses at its next step</source>
+        <translation>{n} 个仍由已关闭窗口的工作进程持有：它会在下一步暂停</translation>
+    </message>
 </context>
 <context>
     <name>Reveal</name>
@@ -1673,6 +1685,10 @@ Resume continues from there.</source>
     <message>
         <source>Cancelled by you; held a few seconds in case you undo</source>
         <translation>已被你取消；保留几秒以便撤销</translation>
+    </message>
+    <message>
+        <source>Easel&apos;s window was gone: its worker pauses after the current step</source>
+        <translation>Easel 窗口已消失：工作进程将在当前步骤后暂停</translation>
     </message>
     <message>
         <source>Cancel undone by you; queued again</source>

@@ -7,6 +7,7 @@ import pytest
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_MESSAGE, HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity
+from app.engine.workers.worker_states import WINDOW_GONE_REASON
 from app.ui.presenters.rows import TransitionRow
 from app.ui.presenters.timeline_words import plain_words, technical
 
@@ -42,6 +43,8 @@ def row(
         (row(S.PROCESSING, S.PAUSING, E.PAUSE, "supervisor", "the app is closing"),
          "Pause asked by Easel; the worker stops after its current step"),
         (row(S.PAUSED, S.PENDING, E.RESUME, "user"), "Resumed by you"),
+        (row(S.PROCESSING, S.PAUSING, E.PAUSE, "worker", WINDOW_GONE_REASON),
+         "Easel's window was gone: its worker pauses after the current step"),
         (row(S.PAUSED, S.PENDING, E.RESUME, HOLD_SOURCE, "cancel undone: queued again"),
          "Cancel undone by you; queued again"),
         (row(S.PROCESSING, S.TIMEOUT, E.TIMEOUT, "watchdog"), "The worker stopped answering"),

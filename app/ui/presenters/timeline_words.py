@@ -12,6 +12,7 @@ import re
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity, this_host
+from app.engine.workers.worker_states import WINDOW_GONE_REASON
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import TransitionRow, status_label
 
@@ -55,6 +56,10 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
         return _picked_up(row.message, host)
     if event is E.PAUSE and row.source == HOLD_SOURCE:  # the window's cancel with Undo
         return translate("Timeline", "Cancelled by you; held a few seconds in case you undo")
+    if event is E.PAUSE and row.message == WINDOW_GONE_REASON:
+        return translate(
+            "Timeline", "Easel's window was gone: its worker pauses after the current step"
+        )
     if event is E.RESUME and row.source == HOLD_SOURCE:  # Undo in that time
         return translate("Timeline", "Cancel undone by you; queued again")
     if event in (E.PAUSE, E.CANCEL) and to in (S.PAUSING, S.CANCELLING):
