@@ -13,7 +13,9 @@ Then, with the two jobs still running, it types a prompt key by key (real key ev
 about 12 keys a second) and measures the same way.
 
 Prints `window_shown_s`, `max_stall_ms`, `p99_stall_ms` (goals: 1.5 s, 50 ms, 16 ms) and
-`typing_max_stall_ms`.
+`typing_max_stall_ms`; then, in a fresh window per language, `min_window_width_px_en` and
+`min_window_width_px_zh_CN` (the window's minimumSizeHint; goal: 1280, a laptop's 1366 px
+screen with room for its frame).
 """
 
 from __future__ import annotations
@@ -145,6 +147,31 @@ def baseline(seconds: float) -> None:
     clock.start()
     tick.start(TICK_MS)
     QTimer.singleShot(int(seconds * 1000), finish)
+    qt_app.exec()
+
+
+def min_width(language: str) -> None:
+    """The smallest width the window can be given, in `language`, once the models are listed."""
+    from PySide6.QtCore import QTimer
+
+    from app.ui.main import launch
+    from app.ui.presenters.interfaces import NoWorkers
+    from app.ui.qt.language import LANGUAGE_KEY
+    from app.ui.widgets.settings_dialog import ui_settings
+
+    store = ui_settings()
+    store.setValue(LANGUAGE_KEY, language)
+    store.sync()
+    qt_app, window = launch(sys.argv[:1], make_workers=lambda q, s: (NoWorkers(), None))
+    qt_app.aboutToQuit.connect(window.shut_down)
+    window.deps.confirm_quit = lambda _running: True
+
+    def measure() -> None:
+        hint = window.minimumSizeHint()
+        print(json.dumps({"width": hint.width(), "height": hint.height()}), flush=True)
+        window.close()
+
+    QTimer.singleShot(2500, measure)  # the store opened, the models listed
     qt_app.exec()
 
 
@@ -327,9 +354,12 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--empty", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--started-at", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--min-width", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        if args.empty:
+        if args.min_width:
+            min_width(args.min_width)
+        elif args.empty:
             baseline(args.seconds)
         else:
             child(args.started_at, args.seconds, real_workers=not args.fake_workers)
@@ -363,6 +393,8 @@ def run(args: argparse.Namespace, home: Path) -> int:
         print(out.stdout, out.stderr, file=sys.stderr)
         return 1
     report(json.loads(lines[-1]), args)
+    for language in ("en", "zh_CN"):
+        print(f"min_window_width_px_{language}: {_min_width(language, env)}")
     if args.baseline:
         empty = subprocess.run(
             [sys.executable, __file__, "--child", "--empty", "--seconds", str(args.seconds)],
@@ -372,6 +404,19 @@ def run(args: argparse.Namespace, home: Path) -> int:
         print(f"baseline_max_stall_ms: {delays[-1]:.1f}")
         print(f"baseline_p99_stall_ms: {_p99(delays):.1f}")
     return 0
+
+
+def _min_width(language: str, env: dict[str, str]) -> int:
+    home = Path(tempfile.mkdtemp(prefix="easel-gui-width-"))  # its own window settings
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", "--min-width", language],
+            env={**env, "EASEL_HOME": str(home)}, cwd=ROOT, capture_output=True, text=True,
+            check=True, timeout=120,
+        )  # fmt: skip
+        return int(json.loads(out.stdout.splitlines()[-1])["width"])
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 _HELPER = "from benchmarks.gui import fake_workers; fake_workers({home!r}, {s})"

@@ -69,6 +69,7 @@ FINISHED = [
 ]
 RUNNING = [("a yellow circle on a blue background", "yellow", "circle", "blue"),
            ("a red square on a white background", "red", "square", "white")]  # fmt: skip
+WINDOW_SIZE = (1366, 768)  # a laptop's screen (issue 28): what most artists have
 WORKER = f"{this_host()}:4242:screens"  # this computer: its jobs name no machine
 GPU_BOX = "gpu-box:977:a1c3e5"  # another machine on the same queue
 # The Workers panel: (id, machine, device, state, jobs done, seconds since last heard).
@@ -365,7 +366,7 @@ def show_window(
         confirm_quit=lambda _n: True,
     )  # fmt: skip
     window = MainWindow(deps)
-    window.resize(1600, 960)
+    window.resize(*WINDOW_SIZE)
     window.prompt.set_params(
         GenerationParams(prompt="a red circle on a blue background", seed=1006)
     )

@@ -98,7 +98,9 @@ def launch(
         # Another program holds the write lock: say so, and wait for it on the database
         # thread (the window stays usable); the workers start only after recovery.
         window.show_error(_lock_wait_text(), sticky=True)
-        runner.run(lambda: _recover(service, settings, wait_for_lock=True), lock_free, failed)
+        runner.run(
+            lambda: _recover(service, settings, previous_run, wait_for_lock=True), lock_free, failed
+        )
 
     def lock_free(restore: RestoreSummary | None) -> None:
         window.error_banner.hide()
@@ -108,7 +110,7 @@ def launch(
         window.show_error(_store_failure(message), sticky=True)
 
     # Queued before the window exists, so it is the first call on the database thread.
-    runner.run(lambda: _recover(service, settings), recovered, failed)
+    runner.run(lambda: _recover(service, settings, previous_run), recovered, failed)
     window = MainWindow(deps, runner=runner)
     _show_errors_in(window)
     window.show()
@@ -146,13 +148,20 @@ def _open_queue() -> JobQueue:
 
 
 def _recover(
-    service: QueueService, settings: Settings, *, wait_for_lock: bool = False
+    service: QueueService,
+    settings: Settings,
+    previous_run: UncleanExit | None,
+    *,
+    wait_for_lock: bool = False,
 ) -> RestoreSummary | None:
     from app.ui.wiring import recover_at_launch
 
     if service.queue.read_only:
         return RestoreSummary()  # settling jobs would write; the next writable launch does it
-    return recover_at_launch(service.queue, settings, wait_for_lock=wait_for_lock)
+    since = previous_run.started_at if previous_run is not None else None
+    return recover_at_launch(
+        service.queue, settings, wait_for_lock=wait_for_lock, killed_since=since
+    )
 
 
 def _prune(service: QueueService, settings: Settings) -> str:

@@ -6,6 +6,7 @@ The only module of `app.ui` that knows the engine's recovery, supervisor and mod
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.engine.settings import Settings
@@ -23,33 +24,36 @@ log = logging.getLogger(__name__)
 
 
 def recover_at_launch(
-    queue: JobQueue, settings: Settings, *, wait_for_lock: bool = False
+    queue: JobQueue,
+    settings: Settings,
+    *,
+    wait_for_lock: bool = False,
+    killed_since: float | None = None,
 ) -> RestoreSummary | None:
     """Settle jobs an earlier run left running; must run before any worker starts.
 
-    None when another program holds the write lock: recovery left nothing half done (each
-    job is settled in a transaction of its own), and the window says so before it calls
-    again with `wait_for_lock`, which waits until the lock is free."""
+    `killed_since`: when the last run began, if it did not close cleanly: jobs its workers
+    paused by themselves once it was gone are told too. None when another program holds
+    the write lock: recovery left nothing half done (each job is settled in a transaction
+    of its own), and the window says so before it calls again with `wait_for_lock`, which
+    waits until the lock is free."""
     from app.engine.jobs.retry import RetryPolicy
-    from app.engine.workers.recovery import recover, recover_when_unlocked
+    from app.engine.workers.recovery import (
+        paused_when_window_gone,
+        recover,
+        recover_when_unlocked,
+    )
     from app.engine.workers.worker import default_liveness_dir
     from app.errors import DatabaseLocked
 
+    recovering = recover_when_unlocked if wait_for_lock else recover
     try:
-        if wait_for_lock:
-            report = recover_when_unlocked(
-                queue,
-                liveness_dir=default_liveness_dir(),
-                heartbeat_timeout_s=settings.heartbeat_timeout_s,
-                policy=RetryPolicy(),
-            )
-        else:
-            report = recover(
-                queue,
-                liveness_dir=default_liveness_dir(),
-                heartbeat_timeout_s=settings.heartbeat_timeout_s,
-                policy=RetryPolicy(),
-            )
+        report = recovering(
+            queue,
+            liveness_dir=default_liveness_dir(),
+            heartbeat_timeout_s=settings.heartbeat_timeout_s,
+            policy=RetryPolicy(),
+        )
     except DatabaseLocked:
         log.warning("the job database's write lock is held elsewhere; recovery waits for it")
         return None
@@ -57,13 +61,17 @@ def recover_at_launch(
         log.exception("recovery at launch failed")
         text = translate("Launch", "Could not check the last session's jobs: {error}")
         return RestoreSummary(problems=(text.format(error=error),))
-    return summary_of(report)
+    gone = [] if killed_since is None else paused_when_window_gone(queue, killed_since)
+    return summary_of(report, gone)
 
 
-def summary_of(report: RecoveryReport) -> RestoreSummary:
+def summary_of(report: RecoveryReport, window_gone: Sequence[int] = ()) -> RestoreSummary:
+    paused = tuple(dict.fromkeys((*report.paused, *window_gone)))
     return RestoreSummary(
-        requeued=tuple(report.requeued), paused=tuple(report.paused),
+        requeued=tuple(report.requeued), paused=paused,
         cancelled=tuple(report.cancelled), given_up=tuple(report.given_up),
+        window_gone=tuple(i for i in window_gone if i not in report.paused),
+        still_running=tuple(report.still_running),
     )  # fmt: skip
 
 

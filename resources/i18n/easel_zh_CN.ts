@@ -36,6 +36,10 @@
         <translation>在文件夹中显示</translation>
     </message>
     <message>
+        <source>Undo cancel</source>
+        <translation>撤销取消</translation>
+    </message>
+    <message>
         <source>Stop the selected jobs for good</source>
         <translation>彻底停止所选任务</translation>
     </message>
@@ -56,16 +60,12 @@
         <translation>用相同的设置和种子新建一个任务</translation>
     </message>
     <message>
-        <source>Raise priority: runs sooner</source>
-        <translation>提高优先级：更早运行</translation>
-    </message>
-    <message>
-        <source>Lower priority: runs later</source>
-        <translation>降低优先级：稍后运行</translation>
-    </message>
-    <message>
         <source>Open the folder of the image file with the file selected</source>
         <translation>打开图像文件所在的文件夹并选中该文件</translation>
+    </message>
+    <message>
+        <source>Keep the jobs you just cancelled</source>
+        <translation>保留刚刚取消的任务</translation>
     </message>
     <message>
         <source>Move to top</source>
@@ -90,6 +90,14 @@
     <message>
         <source>Use as init image</source>
         <translation>用作初始图像</translation>
+    </message>
+    <message>
+        <source>One place up the queue: runs sooner (Ctrl+Up)</source>
+        <translation>在队列中上移一位：更早运行（Ctrl+Up）</translation>
+    </message>
+    <message>
+        <source>One place down the queue: runs later (Ctrl+Down)</source>
+        <translation>在队列中下移一位：更晚运行（Ctrl+Down）</translation>
     </message>
     <message>
         <source>Run next: before every other queued job</source>
@@ -205,6 +213,12 @@
     <message>
         <source>{prompt}  —  {size} · seed {seed} · {sampler} · {steps} steps</source>
         <translation>{prompt}  —  {size} · 种子 {seed} · {sampler} · {steps} 步</translation>
+    </message>
+    <message>
+        <source>Job {id} is being cancelled.
+Undo (in the banner or the list) keeps it.</source>
+        <translation>任务 {id} 正在被取消。
+点“撤销”（横幅或列表中）可保留它。</translation>
     </message>
     <message>
         <source>Job {id}: {status}
@@ -355,8 +369,8 @@ Resume continues from there.</source>
 <context>
     <name>ImagePanel</name>
     <message>
-        <source>Copy</source>
-        <translation>复制</translation>
+        <source>Copy image</source>
+        <translation>复制图像</translation>
     </message>
     <message>
         <source>Reuse settings</source>
@@ -367,12 +381,28 @@ Resume continues from there.</source>
         <translation>把此任务的提示词和设置填入表单</translation>
     </message>
     <message>
+        <source>Reuse seed</source>
+        <translation>复用种子</translation>
+    </message>
+    <message>
+        <source>Put only this image&apos;s seed into the form, fixed</source>
+        <translation>只把这张图的种子填入表单（固定）</translation>
+    </message>
+    <message>
         <source>Pixels</source>
         <translation>像素</translation>
     </message>
     <message>
         <source>Enlarge small images pixel by pixel instead of smoothly</source>
         <translation>按像素放大小图，而不是平滑缩放</translation>
+    </message>
+    <message>
+        <source>More</source>
+        <translation>更多</translation>
+    </message>
+    <message>
+        <source>Reuse the seed, copy the image, show it pixel by pixel</source>
+        <translation>复用种子、复制图像、按像素显示</translation>
     </message>
     <message>
         <source>Image copied</source>
@@ -489,6 +519,10 @@ Resume continues from there.</source>
     <message>
         <source>Job {id}: {status}</source>
         <translation>任务 {id}：{status}</translation>
+    </message>
+    <message>
+        <source>Created {at} · attempt {n} of {most}</source>
+        <translation>创建于 {at} · 第 {n} 次尝试（共 {most} 次）</translation>
     </message>
     <message>
         <source>Last run on {machine}</source>
@@ -634,10 +668,6 @@ Resume continues from there.</source>
         <translation>任务 {id} 的设置已填入表单</translation>
     </message>
     <message>
-        <source>job {id} stopped at step {step} of {total}, that progress is discarded</source>
-        <translation>任务 {id} 停在第 {step}/{total} 步，该进度已丢弃</translation>
-    </message>
-    <message>
         <source>Cancelled {jobs}</source>
         <translation>已取消：{jobs}</translation>
     </message>
@@ -666,6 +696,10 @@ Resume continues from there.</source>
         <translation>查看</translation>
     </message>
     <message>
+        <source>Dismiss</source>
+        <translation>知道了</translation>
+    </message>
+    <message>
         <source>{jobs} paused when Easel closed: they continue when you resume</source>
         <translation>关闭 Easel 时暂停了 {jobs}：继续后会从停下的地方接着生成</translation>
     </message>
@@ -690,6 +724,10 @@ Resume continues from there.</source>
         <translation>{n} 个任务</translation>
     </message>
     <message>
+        <source>1 job paused when Easel closed: it continues when you resume</source>
+        <translation>1 个任务在 Easel 关闭时已暂停：继续后将接着生成</translation>
+    </message>
+    <message>
         <source>No jobs needed restoring.</source>
         <translation>没有需要恢复的任务。</translation>
     </message>
@@ -700,6 +738,10 @@ Resume continues from there.</source>
     <message>
         <source>Easel did not close cleanly last time (it was killed or the computer stopped).</source>
         <translation>Easel 上次没有正常关闭（被强行结束或电脑意外停止）。</translation>
+    </message>
+    <message>
+        <source>job {id} stops after its current step, its progress is discarded</source>
+        <translation>任务 {id} 在当前步骤后停止，进度将被丢弃</translation>
     </message>
     <message>
         <source>Version</source>
@@ -1143,12 +1185,8 @@ Resume continues from there.</source>
 <context>
     <name>Progress</name>
     <message>
-        <source>queued · {total} steps</source>
-        <translation>排队中 · {total} 步</translation>
-    </message>
-    <message>
-        <source>queued · from step {step}/{total}</source>
-        <translation>排队中 · 从第 {step}/{total} 步起</translation>
+        <source>loading the model… {s}</source>
+        <translation>正在加载模型… {s}</translation>
     </message>
     <message>
         <source>step {step}/{total} · ~{eta} left</source>
@@ -1183,8 +1221,32 @@ Resume continues from there.</source>
         <translation>已停止 · {step}/{total}</translation>
     </message>
     <message>
-        <source>queued · {total} steps · about {eta}</source>
-        <translation>排队中 · {total} 步 · 约需 {eta}</translation>
+        <source>runs next</source>
+        <translation>下一个运行</translation>
+    </message>
+    <message>
+        <source>#{n} in line</source>
+        <translation>排第 {n} 位</translation>
+    </message>
+    <message>
+        <source>queued</source>
+        <translation>排队中</translation>
+    </message>
+    <message>
+        <source>being cancelled at {step}/{total} · Undo keeps it</source>
+        <translation>正在取消 · {step}/{total} · 撤销可保留</translation>
+    </message>
+    <message>
+        <source>{place} · {total} steps · about {eta}</source>
+        <translation>{place} · {total} 步 · 约 {eta}</translation>
+    </message>
+    <message>
+        <source>{place} · {total} steps</source>
+        <translation>{place} · {total} 步</translation>
+    </message>
+    <message>
+        <source>{place} · will continue from step {step}/{total}</source>
+        <translation>{place} · 将从第 {step}/{total} 步继续</translation>
     </message>
     <message>
         <source>waits for #{id}</source>
@@ -1212,6 +1274,14 @@ Resume continues from there.</source>
     <message>
         <source>Pick a random seed (empty: a new one for every image)</source>
         <translation>随机选一个种子（留空：每张图像各用新种子）</translation>
+    </message>
+    <message>
+        <source>Random</source>
+        <translation>随机</translation>
+    </message>
+    <message>
+        <source>On: a new seed for every image (like -1 in A1111). Off: the seed typed here</source>
+        <translation>开：每张图用新种子（同 A1111 的 -1）。关：使用这里填写的种子</translation>
     </message>
     <message>
         <source>Generate</source>
@@ -1268,6 +1338,10 @@ Resume continues from there.</source>
     <message>
         <source>Generate {n} images</source>
         <translation>生成 {n} 张图像</translation>
+    </message>
+    <message>
+        <source>Seed {seed} in the form</source>
+        <translation>种子 {seed} 已填入表单</translation>
     </message>
     <message>
         <source>Settings from {name}</source>
@@ -1412,6 +1486,18 @@ Resume continues from there.</source>
     <message>
         <source>, </source>
         <translation>，</translation>
+    </message>
+    <message>
+        <source>The worker of 1 job paused it when the window was gone</source>
+        <translation>窗口消失后，工作进程暂停了 1 个任务</translation>
+    </message>
+    <message>
+        <source>The workers of {n} jobs paused them when the window was gone</source>
+        <translation>窗口消失后，工作进程暂停了 {n} 个任务</translation>
+    </message>
+    <message>
+        <source>{n} still held by a worker of the closed window: it pauses at its next step</source>
+        <translation>{n} 个仍由已关闭窗口的工作进程持有：它会在下一步暂停</translation>
     </message>
 </context>
 <context>
@@ -1650,6 +1736,14 @@ Resume continues from there.</source>
         <translation>数字输入框</translation>
     </message>
     <message>
+        <source>Run the selected queued jobs sooner</source>
+        <translation>让所选排队任务更早运行</translation>
+    </message>
+    <message>
+        <source>Run the selected queued jobs later</source>
+        <translation>让所选排队任务更晚运行</translation>
+    </message>
+    <message>
         <source>Go to the next area: prompt, job list, timeline</source>
         <translation>切换到下一区域：提示词、任务列表、时间线</translation>
     </message>
@@ -1786,6 +1880,10 @@ Resume continues from there.</source>
         <source>Cancelled</source>
         <translation>已取消</translation>
     </message>
+    <message>
+        <source>Being cancelled</source>
+        <translation>正在取消</translation>
+    </message>
 </context>
 <context>
     <name>Timeline</name>
@@ -1848,6 +1946,14 @@ Resume continues from there.</source>
     <message>
         <source>Cancelled by you; held a few seconds in case you undo</source>
         <translation>已被你取消；保留几秒以便撤销</translation>
+    </message>
+    <message>
+        <source>Easel&apos;s window was gone: its worker pauses after the current step</source>
+        <translation>Easel 窗口已消失：工作进程将在当前步骤后暂停</translation>
+    </message>
+    <message>
+        <source>Cancel undone by you; queued again</source>
+        <translation>你撤销了取消，已重新排队</translation>
     </message>
     <message>
         <source>Pause asked {by}; the worker stops after its current step</source>
@@ -1934,16 +2040,16 @@ Resume continues from there.</source>
         <translation>{why}；取消仍然有效</translation>
     </message>
     <message>
-        <source>Picked up by a worker</source>
-        <translation>已由工作进程接手</translation>
+        <source>Started</source>
+        <translation>已开始</translation>
     </message>
     <message>
-        <source>Picked up by a worker on this computer</source>
-        <translation>已由本机的工作进程接手</translation>
+        <source>Started on this computer</source>
+        <translation>已在本机开始</translation>
     </message>
     <message>
-        <source>Picked up by a worker on {host}</source>
-        <translation>已由 {host} 上的工作进程接手</translation>
+        <source>Started on {host}</source>
+        <translation>已在 {host} 上开始</translation>
     </message>
 </context>
 <context>
@@ -1951,6 +2057,14 @@ Resume continues from there.</source>
     <message>
         <source>Timeline</source>
         <translation>时间线</translation>
+    </message>
+    <message>
+        <source>Details</source>
+        <translation>详情</translation>
+    </message>
+    <message>
+        <source>Show the stored record of the selected change (or of every change)</source>
+        <translation>显示所选变更（或全部变更）的存储记录</translation>
     </message>
     <message>
         <source>Timeline · job {id}</source>
@@ -1993,6 +2107,18 @@ Resume continues from there.</source>
     <message>
         <source>{n} workers ready</source>
         <translation>{n} 个工作进程就绪</translation>
+    </message>
+    <message>
+        <source>1 worker busy</source>
+        <translation>1 个工作进程忙碌</translation>
+    </message>
+    <message>
+        <source>{n} workers busy</source>
+        <translation>{n} 个工作进程忙碌</translation>
+    </message>
+    <message>
+        <source>{busy} busy, {idle} ready</source>
+        <translation>{busy} 个忙碌，{idle} 个就绪</translation>
     </message>
 </context>
 <context>

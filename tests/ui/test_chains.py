@@ -123,17 +123,21 @@ def test_variations_from_the_image_panel_ask_how_many(
     assert all(job.strength == pytest.approx(0.3) for job in kids)
 
 
-def test_use_as_init_image_fills_the_form_and_generate_sends_the_image(
+def test_use_as_init_image_sets_only_the_image_and_generate_sends_it(
     qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
 ) -> None:
     parent = finished_job(queue, tmp_path / "done.png")
+    window.prompt.prompt.setPlainText("my own words")
+    window.prompt.seed.setText("")  # random: the job's fixed seed must not come along
     list_with(qtbot, window, parent)
     button = window.image.follow_ups[Action.USE_AS_INIT]
     qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.prompt.init is not None, timeout=TIMEOUT_MS)
     assert window.prompt.strength.isVisible()
-    assert window.prompt.prompt.toPlainText() == "a red field"
+    # Issue 28.4: the init image and its size, not the job's prompt and seed.
+    assert window.prompt.prompt.toPlainText() == "my own words"
+    assert window.prompt.seed.text() == "" and window.prompt.random_seed.isChecked()
     assert (window.prompt.width_box.text(), window.prompt.height_box.text()) == ("64", "48")
     window.prompt.strength.selectAll()
     qtbot.keyClicks(window.prompt.strength, "0.5")

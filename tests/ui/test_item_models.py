@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.itemmodels.job_list_model import PROGRESS_ROLE, ROW_ROLE, Col, JobListModel
-from app.ui.itemmodels.timeline_model import TCol, TimelineModel, group_by_attempt
+from app.ui.itemmodels.timeline_model import TECHNICAL_ROLE, TCol, TimelineModel, group_by_attempt
 from app.ui.presenters.rows import JobRow, TransitionRow
 from app.ui.qt.dbthread import InlineRunner
 from app.ui.qt.live import LiveProgress
@@ -144,10 +144,10 @@ def test_timeline_groups_by_attempt_with_durations() -> None:
     assert model.index(2, TCol.WHAT, first).data() == "Failed"
     assert model.index(0, TCol.WHAT, second).data() == "Trying again automatically"
     tooltip = model.index(2, TCol.WHAT, first).data(Qt.ItemDataRole.ToolTipRole)
-    assert tooltip == "PROCESSING → FAILED · FAIL · worker"  # the technical row, one hover away
-    assert model.index(0, TCol.TIME, first).data(Qt.ItemDataRole.ToolTipRole) == (
-        "new → PENDING · SUBMIT · user"
-    )
+    assert tooltip == "Failed"  # the sentence; the stored row is for the Details view
+    technical = model.index(2, TCol.WHAT, first).data(TECHNICAL_ROLE)
+    assert technical == "PROCESSING → FAILED · FAIL · worker"
+    assert model.index(0, TCol.TIME, first).data(TECHNICAL_ROLE) == "new → PENDING · SUBMIT · user"
 
 
 def test_group_by_attempt_keeps_order() -> None:

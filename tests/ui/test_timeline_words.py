@@ -7,6 +7,7 @@ import pytest
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_MESSAGE, HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity
+from app.engine.workers.worker_states import WINDOW_GONE_REASON
 from app.ui.presenters.rows import TransitionRow
 from app.ui.presenters.timeline_words import plain_words, technical
 
@@ -28,9 +29,9 @@ def row(
         (row(None, S.PENDING, E.SUBMIT, "user"), "Queued"),
         (row(None, S.PENDING, E.SUBMIT, "cli"), "Queued from the command line"),
         (row(S.PENDING, S.PROCESSING, E.START, "worker", f"claimed by {HERE_WORKER}"),
-         "Picked up by a worker on this computer"),
+         "Started on this computer"),
         (row(S.PENDING, S.PROCESSING, E.START, "worker", f"claimed by {OTHER_WORKER}"),
-         "Picked up by a worker on render-box"),
+         "Started on render-box"),
         (row(S.PROCESSING, S.PAUSING, E.PAUSE, "user"),
          "Pause asked by you; the worker stops after its current step"),
         (row(S.PAUSING, S.PAUSED, E.STOPPED, "worker"), "Paused; it continues from here"),
@@ -42,6 +43,10 @@ def row(
         (row(S.PROCESSING, S.PAUSING, E.PAUSE, "supervisor", "the app is closing"),
          "Pause asked by Easel; the worker stops after its current step"),
         (row(S.PAUSED, S.PENDING, E.RESUME, "user"), "Resumed by you"),
+        (row(S.PROCESSING, S.PAUSING, E.PAUSE, "worker", WINDOW_GONE_REASON),
+         "Easel's window was gone: its worker pauses after the current step"),
+        (row(S.PAUSED, S.PENDING, E.RESUME, HOLD_SOURCE, "cancel undone: queued again"),
+         "Cancel undone by you; queued again"),
         (row(S.PROCESSING, S.TIMEOUT, E.TIMEOUT, "watchdog"), "The worker stopped answering"),
         (row(S.PROCESSING, S.TIMEOUT, E.TIMEOUT, "recovery"),
          "The worker was gone when Easel started"),
@@ -58,6 +63,14 @@ def row(
 )  # fmt: skip
 def test_each_change_reads_as_a_sentence(transition: TransitionRow, words: str) -> None:
     assert plain_words(transition, host=HERE) == words
+
+
+def test_latin_and_chinese_get_a_space_between() -> None:
+    from app.ui.presenters.timeline_words import spaced
+
+    assert spaced("由 Easel请求暂停") == "由 Easel 请求暂停"  # issue 28.9
+    assert spaced("已在render-box上开始") == "已在 render-box 上开始"
+    assert spaced("Paused by you") == "Paused by you"
 
 
 def test_the_technical_row_is_exact() -> None:

@@ -57,8 +57,8 @@ TOOLS = Path(sys.executable).parent
 # Names that stay as they are in Chinese: the app, keys, file kinds, the CFG setting and the
 # model and sampler names the user picks (data, not words of the interface).
 KEEP = re.compile(
-    r"Easel|CFG|LoRA|lora/|A1111|PNG|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
-    r"|easel-tiny|other-model"
+    r"Ctrl\+(?:Up|Down)|Easel|CFG|LoRA|lora/|A1111|PNG|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
+    r"|easel-tiny|other-model|SD 1\.x v-prediction|SDXL"  # model names and kinds: data
     r"|Euler a|Euler|DPM\+\+ 2M|DDIM|PNDM|LMS|Heun|UniPC|DEIS|LCM"
 )
 ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
-from app.engine.jobs.undo import HOLD_MESSAGE
+from app.engine.jobs.undo import HOLD_MESSAGE, UNDONE_MESSAGE
 from app.ui.viewmodels import jobs_viewmodel
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -48,7 +48,9 @@ def test_undo_puts_a_cancelled_queued_job_back(
     # The store, not the list: the list may still show the PENDING it had before the hold.
     qtbot.waitUntil(lambda: queue.get(job_id).status == S.PENDING, timeout=TIMEOUT_MS)
     assert not window.undo_banner.isVisible()
-    assert events(queue, job_id)[1:] == [(JobEvent.PAUSE, HOLD_MESSAGE), (JobEvent.RESUME, "")]
+    assert events(queue, job_id)[1:] == [
+        (JobEvent.PAUSE, HOLD_MESSAGE), (JobEvent.RESUME, UNDONE_MESSAGE)
+    ]  # fmt: skip
 
 
 def test_without_undo_the_job_is_cancelled(
@@ -88,7 +90,7 @@ def test_cancelling_a_running_job_is_at_once_and_says_what_is_lost(
     wait_for(qtbot, window, job_id, S.CANCELLING)
     assert not window.undo_banner.isVisible()
     assert window.statusBar().currentMessage() == (
-        f"Cancelled job {job_id} stopped at step 7 of 20, that progress is discarded"
+        f"Cancelled job {job_id} stops after its current step, its progress is discarded"
     )
 
 
@@ -108,3 +110,40 @@ def test_the_window_offers_undo_as_long_as_the_engine_holds_a_job() -> None:
 
     assert jobs_viewmodel.UNDO_MS == UNDO_WINDOW_S * 1000
     assert UNDO_DEADLINE_S > UNDO_WINDOW_S  # the stored time never cuts a live offer short
+
+
+def test_a_job_held_for_undo_shows_as_being_cancelled_with_only_undo(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue
+) -> None:
+    """Issue 28.3: it looked paused (Resume enabled); the timeline then said "Resumed by you"."""
+    from app.ui.itemmodels.job_list_model import Col
+    from app.ui.presenters.actions import Action
+
+    job_id = job_in(queue, S.PENDING)
+    list_with(qtbot, window, job_id)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Delete)
+    model = window.vm.jobs
+
+    def row_says(text: str) -> bool:
+        row = model.row_of(job_id)
+        return row is not None and model.index(row, Col.STATUS).data() == text
+
+    qtbot.waitUntil(lambda: row_says("Being cancelled"), timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([job_id])
+    buttons = window.jobs.buttons
+    qtbot.waitUntil(lambda: buttons[Action.UNDO].isVisible(), timeout=TIMEOUT_MS)
+    enabled = [action for action, button in buttons.items() if button.isEnabled()]
+    assert enabled == [Action.UNDO]  # not Resume, not Cancel again
+    assert "is being cancelled" in window.image.canvas.placeholder
+    qtbot.mouseClick(buttons[Action.UNDO], Qt.MouseButton.LeftButton)  # the list's own Undo
+    qtbot.waitUntil(lambda: queue.get(job_id).status == S.PENDING, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: row_says("Pending"), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not buttons[Action.UNDO].isVisible(), timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([job_id])
+    timeline = window.timeline.model
+    qtbot.waitUntil(lambda: len(timeline.transitions()) == 3, timeout=TIMEOUT_MS)
+    words = [timeline.index(r, 1, timeline.index(0, 0)).data() for r in range(3)]
+    assert words[1:] == [
+        "Cancelled by you; held a few seconds in case you undo",
+        "Cancel undone by you; queued again",
+    ]

@@ -156,28 +156,47 @@ def test_retry_and_rerun(
     assert window.vm.jobs.row_at(0).rerun_of == failed
 
 
-def test_move_up_raises_priority_of_pending_jobs(
+def shown_order(window: MainWindow) -> list[int]:
+    return [row.id for row in window.vm.jobs.rows()]
+
+
+def test_queued_jobs_show_in_run_order_and_a_move_moves_the_row(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
+    """Issue 28.3: the list stayed newest first, so a reorder moved nothing on screen."""
     workers.claiming = False
-    job_id = job_in(queue, S.PENDING)
+    done = job_in(queue, S.SUCCESS)
+    a, b, c = (job_in(queue, S.PENDING) for _ in range(3))
     window = make_window()
-    qtbot.waitUntil(lambda: status_of(window, job_id) is S.PENDING, timeout=TIMEOUT_MS)
-    window.jobs.select_jobs([job_id])
-    press(qtbot, window, Action.UP)
-    qtbot.waitUntil(lambda: shown_job(window, job_id).priority == 1, timeout=TIMEOUT_MS)
-    press(qtbot, window, Action.DOWN)
-    press(qtbot, window, Action.DOWN)
-    qtbot.waitUntil(lambda: shown_job(window, job_id).priority == -1, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: shown_order(window) == [a, b, c, done], timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([c])
+    window.jobs.table.setFocus()
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Up, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: shown_order(window) == [a, c, b, done], timeout=TIMEOUT_MS)
+    assert [r.id for r in window.jobs.selected_rows()] == [c]  # the selection moved with it
+    up = window.jobs.buttons[Action.UP]
+    qtbot.mouseClick(up, Qt.MouseButton.LeftButton)  # a real click on ↑
+    qtbot.waitUntil(lambda: shown_order(window) == [c, a, b, done], timeout=TIMEOUT_MS)
+    assert queue.claim("test-worker").id == c  # what the list shows is what runs next
+    window.jobs.select_jobs([a])
+    window.jobs.table.setFocus()  # the click left it on the button
+    qtbot.waitUntil(window.jobs.table.hasFocus, timeout=TIMEOUT_MS)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Down, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: shown_order(window)[:3] == [b, a, c], timeout=TIMEOUT_MS)
+    row = window.vm.jobs.job(b)
+    assert row is not None and row.queue_position == 1
 
 
 def test_filters_show_only_their_statuses(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
     workers.claiming = False
-    done, failed, paused = (job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED))
+    done, failed, paused, cancelled = (
+        job_in(queue, s) for s in (S.SUCCESS, S.FAILED, S.PAUSED, S.CANCELLED)
+    )
     window = make_window()
-    expected = {ListFilter.ALL: {done, failed, paused}, ListFilter.ACTIVE: {paused},
+    # A cancelled job is not "Done" (issue 28.7): it made no image.
+    expected = {ListFilter.ALL: {done, failed, paused, cancelled}, ListFilter.ACTIVE: {paused},
                 ListFilter.DONE: {done}, ListFilter.FAILED: {failed}}  # fmt: skip
     for name, wanted in expected.items():
         window.set_filter(name)
@@ -421,6 +440,13 @@ def test_worker_status_counts_ready_workers(qtbot: QtBot) -> None:
     for worker in ("w1", "w2"):
         status.handle(WorkerMessage(MessageKind.READY, worker))
     assert status.text() == "2 workers ready"
+    # Busy workers are not "ready" (issue 28.3): it said "2 workers ready" while both ran jobs.
+    status.handle(WorkerMessage(MessageKind.STARTED, "w1", job_id=1))
+    assert status.text() == "1 busy, 1 ready"
+    status.handle(WorkerMessage(MessageKind.STARTED, "w2", job_id=2))
+    assert status.text() == "2 workers busy"
+    status.handle(WorkerMessage(MessageKind.FINISHED, "w2", job_id=2))
+    assert status.text() == "1 busy, 1 ready"
     status.handle(WorkerMessage(MessageKind.EXITING, "w1"))
     assert status.text() == "1 worker ready"
 

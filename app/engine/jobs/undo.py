@@ -37,6 +37,7 @@ UNDO_DEADLINE_S = UNDO_WINDOW_S + STORED_MARGIN_S
 # plain pause by it.
 HOLD_SOURCE = "undo-window"
 HOLD_MESSAGE = "cancel asked: held a few seconds so it can be undone"
+UNDONE_MESSAGE = "cancel undone: queued again"
 WINDOW_GONE = "cancelled: the undo window closed while Easel was not running"
 
 
@@ -71,8 +72,8 @@ def undo(queue: JobQueue, job_id: int, *, requeue: bool) -> bool:
     if not _unmark(queue, job_id):
         return False
     if requeue:
-        try:
-            queue.resume(job_id)
+        try:  # named by HOLD_SOURCE: the timeline says the cancel was undone, not "Resumed"
+            queue.resume(job_id, source=HOLD_SOURCE, message=UNDONE_MESSAGE)
         except TransitionNotAllowed:  # moved between the two: it is not cancelled either way
             return False
     return True

@@ -41,7 +41,7 @@ from app.engine.workers.liveness import (
 )
 from app.engine.workers.watchdog import settle_lost_job
 from app.errors import DatabaseLocked
-from app.models.tables import Job
+from app.models.tables import JOB, TRANSITION, Job
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,28 @@ def recover(
     now = queue.clock() if now is None else now
     _recover_into(report, queue, liveness_dir, heartbeat_timeout_s, policy, now)
     return report
+
+
+def paused_when_window_gone(queue: JobQueue, since: float) -> list[int]:
+    """Jobs still PAUSED that their own worker paused after `since` because the window that
+    started it was gone (`WINDOW_GONE_REASON`): what a launch after a killed window tells."""
+    from sqlalchemy import select
+
+    from app.engine.workers.worker_states import WINDOW_GONE_REASON
+
+    query = (
+        select(TRANSITION.c.job_id)
+        .join(JOB, JOB.c.id == TRANSITION.c.job_id)
+        .where(
+            TRANSITION.c.message == WINDOW_GONE_REASON,
+            TRANSITION.c.at >= since,
+            JOB.c.status == JobStatus.PAUSED.value,
+        )
+        .distinct()
+        .order_by(TRANSITION.c.job_id)
+    )
+    with queue.db.read() as conn:
+        return [int(job_id) for (job_id,) in conn.execute(query)]
 
 
 def recover_when_unlocked(

@@ -40,7 +40,7 @@ from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.presence import BEAT_MAX_S, Presence
 from app.engine.workers.stall import ExpectedStepTimes
 from app.engine.workers.wakeup import Sleeper, Wakeup, wakeup_for
-from app.engine.workers.worker_states import WorkerRequest, WorkerState
+from app.engine.workers.worker_states import WINDOW_GONE_REASON, WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable, DiskFull
 from app.models.tables import Job
 
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 LIVENESS_FOLDER = "workers"
 STOP_CHECK_S = 0.05  # an idle worker notices a stop request this quickly
+PARENT_CHECK_S = 0.2  # how often the step loop looks whether the app that started us is gone
 RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 30.0  # backoff while the database server is away
 HEARTBEATS_PER_TIMEOUT = 4  # a few heartbeats may be late before the watchdog gives up
 SHUTDOWN_REASON = "the worker is stopping"  # SIGTERM, Ctrl+C
@@ -236,6 +237,8 @@ class Worker:
         self.wakeup: Wakeup = wakeup or Sleeper()
         self._reconnect_delay_s = RECONNECT_FIRST_S
         self._pause_and_exit = False  # a plain bool: set from a signal handler
+        self._orphaned = False  # our parent process is gone (see `orphaned`)
+        self._parent_checked_at = float("-inf")
         # Asked on our row (drain, stop), seen by the presence beat's thread.
         self._draining = False
         self._stop_reason: str | None = None
@@ -259,7 +262,11 @@ class Worker:
     @property
     def pause_requested(self) -> str | None:
         """Why the job in hand is to be paused now, or None."""
-        return SHUTDOWN_REASON if self._pause_and_exit else self._stop_reason
+        if self._pause_and_exit:
+            return SHUTDOWN_REASON
+        if self._stop_reason is not None:
+            return self._stop_reason
+        return WINDOW_GONE_REASON if self.orphaned else None
 
     @property
     def asked_to_leave(self) -> bool:
@@ -287,8 +294,19 @@ class Worker:
 
     @property
     def orphaned(self) -> bool:
-        """The app that started us is gone: finish the job in hand, claim no more."""
-        return not self._parent_alive()
+        """The app that started us is gone (killed, say): pause the job in hand at its next
+        step, with a checkpoint, claim no more and leave, rather than run on unseen beside
+        the next window's workers. Asked at every step: looked up at most every
+        `PARENT_CHECK_S` (a wait on the parent's pipe), and once gone, gone for good."""
+        if self._orphaned:
+            return True
+        now = time.monotonic()
+        if now - self._parent_checked_at >= PARENT_CHECK_S:
+            self._parent_checked_at = now
+            if not self._parent_alive():
+                log.warning("%s: the process that started this worker is gone", self.worker_id)
+                self._orphaned = True
+        return self._orphaned
 
     def send(self, kind: MessageKind, job_id: int | None = None, **fields: Any) -> None:
         message = WorkerMessage(kind, self.worker_id, job_id, **fields)

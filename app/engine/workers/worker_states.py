@@ -45,3 +45,10 @@ class WorkerSummary:
     device: str | None = None
     model: str | None = None
     request: WorkerRequest | None = None  # asked but not yet taken up
+
+
+# Why a worker paused its job by itself: the process that started it (the window, or the
+# `worker` command's supervisor) was gone, killed say. The job keeps its progress in a
+# checkpoint and waits PAUSED, so nothing runs unseen beside the next window's workers;
+# the next launch tells the user (`app.engine.workers.recovery.paused_when_window_gone`).
+WINDOW_GONE_REASON = "paused: the window that started its worker was gone"

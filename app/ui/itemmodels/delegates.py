@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QRect, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from app.engine.jobs.states import JobStatus
@@ -66,34 +68,56 @@ def _draw_badge(
 
 
 class PromptDelegate(QStyledItemDelegate):
-    """The prompt on top, the job's model, size, seed (and trouble) muted below."""
+    """The prompt on up to two lines, the job's model, size and seed (and trouble) muted below."""
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
         painter.save()
         _background(painter, option)
         rect = option.rect.adjusted(6, 3, -6, -3)
-        top = QRect(rect.x(), rect.y(), rect.width(), rect.height() // 2)
-        bottom = QRect(rect.x(), top.bottom(), rect.width(), rect.height() - top.height())
-        metrics = painter.fontMetrics()
+        font = painter.font()
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.85)
+        detail_height = QFontMetrics(small).height()
+        top = QRect(rect.x(), rect.y(), rect.width(), rect.height() - detail_height)
+        bottom = QRect(rect.x(), top.bottom() + 1, rect.width(), detail_height)
         prompt = (index.data() or "").replace("\n", " ")
         painter.setPen(QColor(TEXT))
-        flags = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
-        painter.drawText(
-            top, flags, metrics.elidedText(prompt, Qt.TextElideMode.ElideRight, top.width())
-        )
-        font = painter.font()
-        font.setPointSizeF(font.pointSizeF() * 0.85)
-        painter.setFont(font)
+        painter.drawText(top, PROMPT_FLAGS, wrapped(prompt, painter.fontMetrics(), top))
+        painter.setFont(small)
         painter.setPen(QColor(MUTED))
         detail = index.data(DETAIL_ROLE) or ""
         elided = painter.fontMetrics().elidedText(
             detail, Qt.TextElideMode.ElideRight, bottom.width()
         )
+        flags = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
         painter.drawText(bottom, flags, elided)
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
-        return QSize(220, 40)
+        return QSize(220, 54)
+
+
+PROMPT_FLAGS = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextWordWrap
+
+
+def wrapped(text: str, metrics: QFontMetrics, rect: QRect) -> str:
+    """`text` cut to the lines that fit in `rect` (wrapped at words), the last ending in "…"."""
+    lines = max(1, rect.height() // max(1, metrics.lineSpacing()))
+    if metrics.boundingRect(rect, PROMPT_FLAGS, text).height() <= rect.height():
+        return text
+    # Fill the lines but the last, then elide the rest into the last one.
+    shown, rest = [], text
+    for _ in range(lines - 1):
+        width, cut = 0, 0
+        for i, word in enumerate(rest.split(" ")):
+            width += metrics.horizontalAdvance(word + " ")
+            if width > rect.width() and i:
+                break
+            cut += len(word) + 1
+        shown.append(rest[:cut].rstrip())
+        rest = rest[cut:]
+    shown.append(metrics.elidedText(rest, Qt.TextElideMode.ElideRight, rect.width()))
+    return "\n".join(shown)
 
 
 class StatusDelegate(QStyledItemDelegate):
@@ -103,7 +127,7 @@ class StatusDelegate(QStyledItemDelegate):
         _background(painter, option)
         if row is not None:
             # A failure that will not be retried automatically says so in its badge.
-            text = status_label(row.status, given_up=row.given_up)
+            text = row.status_text
             ratio = option.widget.devicePixelRatioF() if option.widget else 1.0
             paint_badge(painter, option.rect.adjusted(4, 0, -4, 0), row.status, text, ratio)
         painter.restore()
@@ -127,7 +151,7 @@ class ProgressDelegate(QStyledItemDelegate):
     ) -> None:
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         fraction = 1.0 if row.status is JobStatus.SUCCESS else (step / total if total else 0.0)
-        bar = QRectF(rect.x(), rect.center().y() + 5, rect.width(), 4)
+        bar = QRectF(rect.x(), rect.bottom() - 9, rect.width(), 4)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QColor(255, 255, 255, 28))
         painter.drawRoundedRect(bar, 2, 2)
@@ -136,9 +160,9 @@ class ProgressDelegate(QStyledItemDelegate):
         painter.drawRoundedRect(QRectF(bar.x(), bar.y(), bar.width() * fraction, 4), 2, 2)
         painter.setPen(QColor(MUTED))
         text = progress_text(row, step, total, eta)
-        label = QRect(rect.x(), rect.y() + 2, rect.width(), rect.height() // 2 + 2)
-        text = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, label.width())
-        painter.drawText(label, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+        # Two lines above the bar: "queued · 40 steps · about 1:20" wraps instead of "ab…".
+        label = QRect(rect.x(), rect.y() + 3, rect.width(), int(bar.y()) - rect.y() - 5)
+        painter.drawText(label, PROMPT_FLAGS, wrapped(text, painter.fontMetrics(), label))
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
         return QSize(170, 36)
@@ -147,17 +171,25 @@ class ProgressDelegate(QStyledItemDelegate):
 def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     """Where the job is, in words: a bare "step 0/20" says little about a queued job."""
     status = row.status
-    if status is JobStatus.PENDING:
-        if step == 0 and row.expected_s is not None:
-            return translate("Progress", "queued · {total} steps · about {eta}").format(
-                total=total, eta=format_duration(row.expected_s)
-            )
-        if step == 0:
-            return translate("Progress", "queued · {total} steps").format(total=total)
-        return translate("Progress", "queued · from step {step}/{total}").format(
+    if row.cancel_pending:
+        return translate("Progress", "being cancelled at {step}/{total} · Undo keeps it").format(
             step=step, total=total
         )
+    if status is JobStatus.PENDING:
+        place = queue_place(row)
+        if step == 0 and row.expected_s is not None:
+            return translate("Progress", "{place} · {total} steps · about {eta}").format(
+                place=place, total=total, eta=format_duration(row.expected_s)
+            )
+        if step == 0:
+            return translate("Progress", "{place} · {total} steps").format(place=place, total=total)
+        return translate("Progress", "{place} · will continue from step {step}/{total}").format(
+            place=place, step=step, total=total
+        )
     if status is JobStatus.PROCESSING:
+        if step == 0 and row.running_since is not None:  # the model loads before step 1
+            waited = max(0.0, time.time() - row.running_since)
+            return translate("Progress", "loading the model… {s}").format(s=format_duration(waited))
         if eta:
             return translate("Progress", "step {step}/{total} · ~{eta} left").format(
                 step=step, total=total, eta=format_duration(eta)
@@ -178,6 +210,15 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
     return words.get(status, translate("Progress", "stopped at {step}/{total}")).format(
         step=step, total=total
     )
+
+
+def queue_place(row: JobRow) -> str:
+    """Where a queued job is in the line: "next", "#3 in line" (or just "queued")."""
+    if row.queue_position == 1:
+        return translate("Progress", "runs next")
+    if row.queue_position > 1:
+        return translate("Progress", "#{n} in line").format(n=row.queue_position)
+    return translate("Progress", "queued")
 
 
 STAR_COLOUR = QColor("#facc15")

@@ -1,7 +1,9 @@
-"""The job list as a Qt table model: newest first, one page at a time, merged in place.
+"""The job list as a Qt table model: queued jobs first in the order they will run, then the
+rest newest first, one page at a time, merged in place.
 
 Rows are `JobRow` snapshots; a refresh merges the new page into the old rows (remove,
-insert, change) so the selection and scroll position survive updates.
+insert, move, change) so the selection and scroll position survive updates, and a job
+moved in the queue moves in the list.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from PySide6.QtCore import (
 
 from app.engine.jobs.states import JobStatus
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.rows import JobRow, eta_s, format_duration, status_label
+from app.ui.presenters.rows import JobRow, eta_s, format_duration
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
 
@@ -83,6 +85,7 @@ class JobListModel(QAbstractTableModel):
         self._fetch_more = fetch_more
         self.more_available = False
         self.fetching = False
+        self._in_run_order = False  # queued jobs are at the top (not in the pages below)
         live.changed.connect(self._live_changed)
         thumbs.loaded.connect(self._thumb_loaded)
 
@@ -164,7 +167,11 @@ class JobListModel(QAbstractTableModel):
     def fetchMore(self, parent: Index) -> None:
         if self.canFetchMore(parent) and self._fetch_more is not None and self._rows:
             self.fetching = True
-            self._fetch_more(self._rows[-1].id)
+            self._fetch_more(self._oldest_id())
+
+    def _oldest_id(self) -> int:
+        """Where the next page starts: the oldest job loaded (queued ones sit at the top)."""
+        return min(self._row_of)
 
     # --- reading rows -------------------------------------------------------------------------
 
@@ -188,25 +195,35 @@ class JobListModel(QAbstractTableModel):
         rows: Sequence[JobRow],
         complete: bool,
         updates: Mapping[int, JobRow | None] | None = None,
+        queued: Sequence[JobRow] | None = None,
     ) -> None:
         """Merge a fresh first page; `complete`: it holds every job the filter matches.
 
         Rows below the page stay as loaded, except those in `updates` (None: left the filter).
+        `queued`: the queued jobs in run order, shown first (None: newest first throughout).
         """
+        updates = updates or {}
         if complete or not rows:
             target = list(rows)
         else:
-            oldest, updates = rows[-1].id, updates or {}
+            oldest = rows[-1].id
             tail = (updates.get(r.id, r) for r in self._rows if r.id < oldest)
             target = [*rows, *(r for r in tail if r is not None)]
+        self._in_run_order = queued is not None
+        if queued is not None:
+            first = {r.id for r in queued}
+            rest = (r for r in target if r.id not in first and r.status is not JobStatus.PENDING)
+            target = [*queued, *rest]
         self.more_available = not complete
         self._merge(target)
 
     def append_page(self, rows: Sequence[JobRow], full: bool) -> None:
         self.fetching = False
         self.more_available = full
-        last = self._rows[-1].id if self._rows else None
+        last = self._oldest_id() if self._rows else None
         fresh = [r for r in rows if last is None or r.id < last]
+        if self._in_run_order:  # the queued ones are listed at the top already
+            fresh = [r for r in fresh if r.status is not JobStatus.PENDING]
         if fresh:
             first = len(self._rows)
             self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
@@ -237,10 +254,25 @@ class JobListModel(QAbstractTableModel):
             del self._rows[i]
             self.endRemoveRows()
         self._reindex()
+        order = [r.id for r in target if r.id in self._row_of]
+        if order != [r.id for r in self._rows]:  # a queued job moved: move its row
+            self._reorder(order)
         self._insert_and_update(target)
 
+    def _reorder(self, order: list[int]) -> None:
+        """Put the rows in `order` (their ids) as one layout change: selections follow."""
+        self.layoutAboutToBeChanged.emit()
+        before = [r.id for r in self._rows]
+        by_id = {r.id: r for r in self._rows}
+        self._rows = [by_id[job_id] for job_id in order]
+        self._reindex()
+        old = self.persistentIndexList()
+        new = [self.index(self._row_of[before[i.row()]], i.column()) for i in old]
+        self.changePersistentIndexList(old, new)
+        self.layoutChanged.emit()
+
     def _insert_and_update(self, target: list[JobRow]) -> None:
-        # Both lists are newest first, and every current row is in `target`: walk them together.
+        # Both lists are in the same order, and every current row is in `target`: walk them.
         for position, row in enumerate(target):
             current = self._rows[position] if position < len(self._rows) else None
             if current is not None and current.id == row.id:
@@ -281,7 +313,7 @@ class JobListModel(QAbstractTableModel):
         if col == Col.PROMPT:
             return row.prompt
         if col == Col.STATUS:
-            return status_label(row.status, given_up=row.given_up)
+            return row.status_text
         if col == Col.PROGRESS:
             step, total, _eta = self._progress(row)
             return f"{step}/{total}"
@@ -319,12 +351,12 @@ _ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGR
 def detail_line(row: JobRow) -> str:
     p = row.params
     seed = translate("JobList", "seed {seed}").format(seed=p.seed)
-    parts = [f"#{row.id}"]
-    if row.after is not None:  # lineage first: it is what tells a chain apart in a narrow list
+    # What the job needs (model, size) first: the prompt above has the room to tell jobs apart.
+    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", seed]
+    if row.after is not None:
         parts.append(translate("JobList", "after #{id}").format(id=row.after))
     if row.group_id is not None:  # a batch or grid: its members read as one
         parts.append(group_label(row))
-    parts += [p.model, f"{p.width}×{p.height}", seed]
     if row.ran_elsewhere:  # on one computer, naming it on every row would be noise
         parts.append(translate("JobList", "on {machine}").format(machine=row.machine))
     if row.priority:
@@ -354,11 +386,13 @@ def _tooltip(row: JobRow) -> str:
     )
     lines = [
         translate("JobList", "Job {id}: {status}").format(
-            id=row.id, status=status_label(row.status, given_up=row.given_up)
+            id=row.id, status=row.status_text
         ),
         p.prompt,
         settings.format(model=p.model, sampler=p.scheduler, steps=p.steps, cfg=f"{p.cfg:g}",
                         seed=p.seed, size=f"{p.width}×{p.height}"),
+        translate("JobList", "Created {at} · attempt {n} of {most}").format(
+            at=row.created_label, n=row.attempt, most=row.max_attempts),
     ]  # fmt: skip
     if row.machine:
         ran = (

@@ -17,11 +17,12 @@ from app.ui.qt.theme import status_colour
 
 Index = QModelIndex | QPersistentModelIndex
 TRANSITION_ROLE = Qt.ItemDataRole.UserRole + 1
+TECHNICAL_ROLE = Qt.ItemDataRole.UserRole + 2  # the stored row: statuses, event, source, message
 
 
 class TCol(IntEnum):
     TIME = 0
-    WHAT = 1  # in plain words; the technical row is the tooltip
+    WHAT = 1  # in plain words; the technical row is in the Details view
     AFTER = 2
 
 
@@ -137,8 +138,10 @@ class TimelineModel(QAbstractItemModel):
             return row
         if role == Qt.ItemDataRole.ForegroundRole and col is TCol.WHAT:
             return status_colour(row.to_status).lighter(130)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return technical(row)  # the exact stored row, one hover away
+        if role == Qt.ItemDataRole.ToolTipRole and col is TCol.WHAT:
+            return plain_words(row)  # the whole sentence, should the column be narrow
+        if role == TECHNICAL_ROLE:
+            return technical(row)  # the exact stored row: the Details view shows it
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         if col is TCol.TIME:

@@ -26,6 +26,7 @@ class Action(Enum):
     VARY = QT_TRANSLATE_NOOP("Action", "Variations…")
     USE_AS_INIT = QT_TRANSLATE_NOOP("Action", "Use as init image")
     SHOW_IN_FOLDER = QT_TRANSLATE_NOOP("Action", "Show in folder")
+    UNDO = QT_TRANSLATE_NOOP("Action", "Undo cancel")
 
     @property
     def label(self) -> str:
@@ -61,8 +62,8 @@ TIPS = {
     ),
     Action.RETRY: QT_TRANSLATE_NOOP("Action", "Try failed or timed-out jobs again"),
     Action.RERUN: QT_TRANSLATE_NOOP("Action", "Queue a new job with the same settings and seed"),
-    Action.UP: QT_TRANSLATE_NOOP("Action", "Raise priority: runs sooner"),
-    Action.DOWN: QT_TRANSLATE_NOOP("Action", "Lower priority: runs later"),
+    Action.UP: QT_TRANSLATE_NOOP("Action", "One place up the queue: runs sooner (Ctrl+Up)"),
+    Action.DOWN: QT_TRANSLATE_NOOP("Action", "One place down the queue: runs later (Ctrl+Down)"),
     Action.TOP: QT_TRANSLATE_NOOP("Action", "Run next: before every other queued job"),
     Action.BOTTOM: QT_TRANSLATE_NOOP("Action", "Run last: after every other queued job"),
     Action.STAR: QT_TRANSLATE_NOOP(
@@ -78,11 +79,14 @@ TIPS = {
     Action.SHOW_IN_FOLDER: QT_TRANSLATE_NOOP(
         "Action", "Open the folder of the image file with the file selected"
     ),
+    Action.UNDO: QT_TRANSLATE_NOOP("Action", "Keep the jobs you just cancelled"),
 }
 
 # The job list's button bar; the follow-up actions live in its menu and under the image.
-ROW_BUTTONS = (Action.CANCEL, Action.PAUSE, Action.RESUME, Action.RETRY, Action.RERUN,
-               Action.UP, Action.DOWN)  # fmt: skip
+ROW_BUTTONS = (Action.UNDO, Action.CANCEL, Action.PAUSE, Action.RESUME, Action.RETRY,
+               Action.RERUN, Action.UP, Action.DOWN)  # fmt: skip
+# Shown only while they apply (the others are greyed out).
+SHOWN_WHEN_APPLICABLE = (Action.UNDO,)
 FOLLOW_UPS = (Action.UPSCALE, Action.VARY, Action.USE_AS_INIT)
 # Actions on one job that the window carries out (the list only says which rows).
 FOR_THE_WINDOW = (*FOLLOW_UPS, Action.SHOW_IN_FOLDER)
@@ -104,6 +108,8 @@ def applicable(action: Action, rows: Sequence[JobRow]) -> Applicable:
 
 
 def applies(action: Action, row: JobRow) -> bool:
+    if row.cancel_pending or action is Action.UNDO:  # being cancelled: Undo, nothing else
+        return row.cancel_pending and action is Action.UNDO
     if action in EVENTS:
         return row.allows(EVENTS[action])
     if action is Action.RERUN:

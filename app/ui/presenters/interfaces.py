@@ -62,10 +62,15 @@ class RestoreSummary:
     cancelled: tuple[int, ...] = ()
     given_up: tuple[int, ...] = ()
     problems: tuple[str, ...] = field(default=())
+    # Paused by their own workers when the window that started them was killed (also in
+    # `paused`, so "Resume all" takes them), and jobs whose worker still outlives it.
+    window_gone: tuple[int, ...] = ()
+    still_running: tuple[int, ...] = ()
 
     @property
     def job_ids(self) -> tuple[int, ...]:
-        return (*self.requeued, *self.paused, *self.cancelled, *self.given_up)
+        return (*self.requeued, *self.paused, *self.cancelled, *self.given_up,
+                *self.still_running)  # fmt: skip
 
     def __bool__(self) -> bool:
         return bool(self.job_ids or self.problems)
@@ -75,7 +80,10 @@ class RestoreSummary:
             label.format(n=len(ids))
             for ids, label in (
                 (self.requeued, translate("RestoreSummary", "{n} requeued")),
-                (self.paused, translate("RestoreSummary", "{n} paused")),
+                (
+                    [i for i in self.paused if i not in self.window_gone],
+                    translate("RestoreSummary", "{n} paused"),
+                ),
                 (self.cancelled, translate("RestoreSummary", "{n} cancelled")),
                 (self.given_up, translate("RestoreSummary", "{n} given up")),
             )
@@ -88,6 +96,24 @@ class RestoreSummary:
             if parts
             else ""
         )
+        if self.window_gone:
+            n = len(self.window_gone)
+            gone = (
+                translate(
+                    "RestoreSummary", "The worker of 1 job paused it when the window was gone"
+                )
+                if n == 1
+                else translate(
+                    "RestoreSummary", "The workers of {n} jobs paused them when the window was gone"
+                ).format(n=n)
+            )
+            text = "; ".join(filter(None, [text, gone]))
+        if self.still_running:
+            outlived = translate(
+                "RestoreSummary",
+                "{n} still held by a worker of the closed window: it pauses at its next step",
+            ).format(n=len(self.still_running))
+            text = "; ".join(filter(None, [text, outlived]))
         if self.problems:
             text = "; ".join(filter(None, [text, *self.problems]))
         return text

@@ -52,6 +52,8 @@ class NumberRule:
     decimals: int = 0  # 0: whole numbers only
     multiple: int = 1
     blank: str | None = None  # what an empty field means, if it may be empty
+    # A number that means the same as an empty field (the seed's -1: random, as in A1111).
+    means_blank: int | None = None
 
     @property
     def label(self) -> str:
@@ -78,6 +80,8 @@ class NumberRule:
                 translate("NumberRule", "empty"),
             )
         value = self.parse(text)
+        if value is not None and value == self.means_blank and self.blank is not None:
+            return Reading()
         if value is None:
             if self.decimals == 0:
                 problem = translate("NumberRule", "{name} must be a whole number, not {text}")
@@ -143,6 +147,6 @@ HEIGHT = NumberRule(
 IMAGES = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Images"), 1, MAX_IMAGES)
 SEED = NumberRule(
     QT_TRANSLATE_NOOP("NumberRule", "Seed"), 0, MAX_SEED,
-    blank=QT_TRANSLATE_NOOP("NumberRule", "random"),
+    blank=QT_TRANSLATE_NOOP("NumberRule", "random"), means_blank=-1,
 )  # fmt: skip
 STRENGTH = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Strength"), 0.01, 1.0, decimals=2)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
+QUEUED_SHOWN = 500  # queued jobs listed in run order at the top (more wait below the fold)
 RELEARN_S = 30.0  # how often queued jobs' run times are learned again from the history
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
@@ -70,6 +71,9 @@ class Snapshot:
     updates: dict[int, JobRow | None]  # job id -> its row now (None: gone)
     counts: dict[JobStatus, int]
     search_problem: str = ""  # the search text cannot be understood: why (rows are empty)
+    # The queued jobs in the order they will run (the claim's: priority, then age), shown
+    # first; None when the list is not in run order (a search, a filter without them).
+    queued: tuple[JobRow, ...] | None = None
 
 
 class InitImageProblem(BadInput):
@@ -177,7 +181,18 @@ class QueueService:
             updates[row.id] = row if _matches(row, wanted) else None
         for job_id in watch:
             updates.setdefault(job_id, None)  # gone from the store
-        return Snapshot(rows, updates, self.queue.count_by_status())
+        queued = None
+        if wanted is None or JobStatus.PENDING in wanted:
+            queued = self.queued_in_order(QUEUED_SHOWN)
+        return Snapshot(rows, updates, self.queue.count_by_status(), queued=queued)
+
+    def queued_in_order(self, limit: int) -> tuple[JobRow, ...]:
+        """The queued jobs as the claim takes them: higher priority first, then older; each
+        with its place in the line (`JobRow.queue_position`)."""
+        pending = self.queue.jobs([JobStatus.PENDING], limit=None)
+        pending.sort(key=lambda job: (-job.priority, job.id))
+        rows = self._rows(pending[:limit])
+        return tuple(replace(row, queue_position=i) for i, row in enumerate(rows, 1))
 
     def _search(self, statuses: frozenset[JobStatus] | None, limit: int, text: str) -> Snapshot:
         """The newest `limit` jobs whose prompt matches `text` (the history's word search)."""

@@ -23,7 +23,8 @@ ACTIVE = frozenset(
     {JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.CANCELLING, JobStatus.PAUSING,
      JobStatus.PAUSED}
 )  # fmt: skip
-DONE = frozenset({JobStatus.SUCCESS, JobStatus.CANCELLED})
+# Done: an image came out. Cancelled jobs are not done (issue 28.7): they show under All.
+DONE = frozenset({JobStatus.SUCCESS})
 FAILED = frozenset({JobStatus.FAILED, JobStatus.TIMEOUT})
 
 
@@ -106,6 +107,10 @@ class JobRow:
     # job has a group and no cell (`kind` "grid").
     group_id: int | None = None
     group_cell: int | None = None
+    # Cancelled in the window and held a few seconds for its Undo (`job.cancel_after`): it
+    # shows as being cancelled, and Undo is the only thing to do with it.
+    cancel_pending: bool = False
+    queue_position: int = 0  # a queued job's place in the run order (1: next); 0: not known
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:
@@ -131,6 +136,7 @@ class JobRow:
             running_since=ran[1], starred=job.starred, machine=machine,
             ran_elsewhere=bool(machine) and machine != this_host(),
             group_id=job.group_id, group_cell=job.group_cell,
+            cancel_pending=job.cancel_after is not None,
         )  # fmt: skip
 
     @property
@@ -143,7 +149,16 @@ class JobRow:
         return self.params.init_parent
 
     def allows(self, event: JobEvent) -> bool:
+        if self.cancel_pending:  # only Undo, until the cancel is done or taken back
+            return False
         return event in allowed_events(self.status)
+
+    @property
+    def status_text(self) -> str:
+        """The status as the row shows it ("Being cancelled" while Undo can take it back)."""
+        if self.cancel_pending:
+            return translate("Status", "Being cancelled")
+        return status_label(self.status, given_up=self.given_up)
 
     @property
     def may_change(self) -> bool:

@@ -53,6 +53,12 @@ STEP = Shortcut(
     QT_TRANSLATE_NOOP("Shortcuts", "Step the number by one (Page Up/Down: by ten)"),
     QT_TRANSLATE_NOOP("Shortcuts", "Number fields"),
 )
+MOVE_UP = Shortcut(
+    ("Ctrl+Up",), QT_TRANSLATE_NOOP("Shortcuts", "Run the selected queued jobs sooner"), _LIST
+)
+MOVE_DOWN = Shortcut(
+    ("Ctrl+Down",), QT_TRANSLATE_NOOP("Shortcuts", "Run the selected queued jobs later"), _LIST
+)
 NEXT_PANE = Shortcut(
     ("F6",), QT_TRANSLATE_NOOP("Shortcuts", "Go to the next area: prompt, job list, timeline")
 )
@@ -63,5 +69,5 @@ QUIT = Shortcut(
     ("Ctrl+Q",), QT_TRANSLATE_NOOP("Shortcuts", "Quit (running jobs pause and continue next time)")
 )
 
-ALL = (GENERATE, NEXT_PANE, SEARCH, CANCEL, PAUSE_OR_RESUME, OPEN_IMAGE, MENU, STEP, SETTINGS,
-       HELP, QUIT)  # fmt: skip
+ALL = (GENERATE, NEXT_PANE, SEARCH, CANCEL, PAUSE_OR_RESUME, MOVE_UP, MOVE_DOWN, OPEN_IMAGE,
+       MENU, STEP, SETTINGS, HELP, QUIT)  # fmt: skip

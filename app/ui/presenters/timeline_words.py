@@ -1,15 +1,18 @@
 """A job's history in an artist's words; the exact technical row stays one hover away.
 
-`plain_words` turns one transition into a short sentence ("Picked up by a worker on this
-computer", "Paused by you"); `technical` is the row as stored (statuses, event, source,
-message), shown as the tooltip.
+`plain_words` turns one transition into a short sentence ("Started on this computer",
+"Paused by you"); `technical` is the row as stored (statuses, event, source, message, the
+worker's id), shown in the timeline's Details view, not in the first tooltip.
 """
 
 from __future__ import annotations
 
+import re
+
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity, this_host
+from app.engine.workers.worker_states import WINDOW_GONE_REASON
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import TransitionRow, status_label
 
@@ -29,6 +32,19 @@ BY = {
 
 def plain_words(row: TransitionRow, host: str | None = None) -> str:
     """One sentence for the timeline. `host`: this computer's name (default: looked up)."""
+    return spaced(_sentence(row, host))
+
+
+# A Latin letter or digit right against a Chinese character ("由 Easel请求暂停"): the space
+# Chinese typesetting puts between them, which a filled-in {by} cannot know it needs.
+_LATIN_HAN = re.compile(r"([A-Za-z0-9])([\u4e00-\u9fff])|([\u4e00-\u9fff])([A-Za-z0-9])")
+
+
+def spaced(text: str) -> str:
+    return _LATIN_HAN.sub(lambda m: " ".join(g for g in m.groups() if g), text)
+
+
+def _sentence(row: TransitionRow, host: str | None) -> str:
     source = BY.get(row.source)
     by = (
         translate("Timeline", source)
@@ -40,6 +56,12 @@ def plain_words(row: TransitionRow, host: str | None = None) -> str:
         return _picked_up(row.message, host)
     if event is E.PAUSE and row.source == HOLD_SOURCE:  # the window's cancel with Undo
         return translate("Timeline", "Cancelled by you; held a few seconds in case you undo")
+    if event is E.PAUSE and row.message == WINDOW_GONE_REASON:
+        return translate(
+            "Timeline", "Easel's window was gone: its worker pauses after the current step"
+        )
+    if event is E.RESUME and row.source == HOLD_SOURCE:  # Undo in that time
+        return translate("Timeline", "Cancel undone by you; queued again")
     if event in (E.PAUSE, E.CANCEL) and to in (S.PAUSING, S.CANCELLING):
         if event is E.PAUSE:
             asked = translate(
@@ -108,11 +130,11 @@ def _picked_up(claim_message: str, host: str | None) -> str:
     """ "claimed by host:pid:token" -> "... on this computer" or "... on <host>"."""
     worker = WorkerIdentity.parse(claim_message.removeprefix("claimed by "))
     if worker is None:
-        return translate("Timeline", "Picked up by a worker")
+        return translate("Timeline", "Started")
     here = host if host is not None else this_host()
     if worker.host == here:
-        return translate("Timeline", "Picked up by a worker on this computer")
-    return translate("Timeline", "Picked up by a worker on {host}").format(host=worker.host)
+        return translate("Timeline", "Started on this computer")
+    return translate("Timeline", "Started on {host}").format(host=worker.host)
 
 
 def technical(row: TransitionRow) -> str:

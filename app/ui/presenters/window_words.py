@@ -39,9 +39,14 @@ def restore_text(
     # A job the launch's recovery paused is already counted in its summary: not twice.
     at_quit = [i for i in paused_at_quit if not restore or i not in restore.paused]
     if at_quit:
-        waiting = translate(
-            "MainWindow", "{jobs} paused when Easel closed: they continue when you resume"
-        ).format(jobs=jobs_words(len(at_quit)))
+        one = len(at_quit) == 1
+        waiting = (
+            translate("MainWindow", "1 job paused when Easel closed: it continues when you resume")
+            if one
+            else translate(
+                "MainWindow", "{jobs} paused when Easel closed: they continue when you resume"
+            ).format(jobs=jobs_words(len(at_quit)))
+        )
         text = "; ".join(filter(None, [text, waiting]))
     if unclean is not None:
         nothing = translate("MainWindow", "No jobs needed restoring.")
@@ -68,11 +73,13 @@ def describe_unclean_exit(unclean: UncleanExit) -> str:
 
 
 def stopped_words(outcome: CancelOutcome) -> list[str]:
-    """Running jobs a cancel stopped at once, each with the progress that is lost."""
+    """Running jobs a cancel stops, each with the progress that is lost. No step number:
+    the worker stops after the step it is in, and the row then shows the one it stopped at
+    (a number here would be one behind the row's)."""
     return [
         translate(
-            "MainWindow", "job {id} stopped at step {step} of {total}, that progress is discarded"
-        ).format(id=row.id, step=row.progress_step, total=row.progress_total)
+            "MainWindow", "job {id} stops after its current step, its progress is discarded"
+        ).format(id=row.id)
         for row in outcome.stopped
     ]
 

@@ -46,4 +46,10 @@ def apply_theme(app: QApplication) -> None:
     """Fusion + our QSS: Fusion draws consistently on every platform, the QSS tints it."""
     app.setStyle("Fusion")
     with contextlib.suppress(OSError):  # an unstyled window is still a working window
-        app.setStyleSheet(style_sheet_path().read_text(encoding="utf-8"))
+        app.setStyleSheet(style_sheet())
+
+
+def style_sheet() -> str:
+    """The QSS with `@ICONS@` made the icons folder (a url() is read from the working folder)."""
+    icons = (resources_dir() / "icons").as_posix()
+    return style_sheet_path().read_text(encoding="utf-8").replace("@ICONS@", icons)

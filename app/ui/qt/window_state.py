@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QByteArray, QSettings, QSize
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
 GEOMETRY = "window/geometry"
 SPLITTER = "splitter/{name}"  # one per splitter, by its object name
+JOB_COLUMNS = "jobs/header"  # the job list's column widths and which columns show
 PIXELS = "view/pixels"  # the image shown pixel for pixel, not fitted
 FORM_GROUP = "form"  # the prompt settings offered again at the next launch
 PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to continue
@@ -20,7 +21,7 @@ PAUSED_AT_QUIT = "jobs/paused_at_quit"  # ids the quit question promised to cont
 DEFAULT_SIZE = (1480, 900)
 PROMPT_WIDTH = 300
 # The job list needs room for its columns; the image takes what is left.
-MIN_RIGHT_WIDTH, RIGHT_SHARE = 700, 0.46
+MIN_RIGHT_WIDTH, RIGHT_SHARE = 560, 0.42
 
 
 def restore_geometry(window: QMainWindow, main: QSplitter, store: QSettings) -> None:
@@ -29,9 +30,9 @@ def restore_geometry(window: QMainWindow, main: QSplitter, store: QSettings) -> 
     if geometry is not None:
         window.restoreGeometry(geometry)
     else:
-        window.resize(*DEFAULT_SIZE)
+        window.resize(first_size(window))
     width = window.width()
-    right = max(MIN_RIGHT_WIDTH, int(width * RIGHT_SHARE))
+    right = max(min(MIN_RIGHT_WIDTH, width // 2), int(width * RIGHT_SHARE))
     main.setSizes([PROMPT_WIDTH, width - PROMPT_WIDTH - right, right])
     for splitter in window.findChildren(QSplitter):
         state = store.value(SPLITTER.format(name=splitter.objectName()))
@@ -39,10 +40,29 @@ def restore_geometry(window: QMainWindow, main: QSplitter, store: QSettings) -> 
             splitter.restoreState(state)
 
 
+def first_size(window: QMainWindow) -> QSize:
+    """The size of a first run: the default, made smaller to fit a laptop's screen."""
+    wanted = QSize(*DEFAULT_SIZE)
+    screen = window.screen()
+    if screen is None:
+        return wanted
+    room = screen.availableGeometry().size()
+    return wanted.boundedTo(QSize(room.width() - 16, room.height() - 40))
+
+
 def save_geometry(window: QMainWindow, store: QSettings) -> None:
     store.setValue(GEOMETRY, window.saveGeometry())
     for splitter in window.findChildren(QSplitter):
         store.setValue(SPLITTER.format(name=splitter.objectName()), splitter.saveState())
+
+
+def job_columns(store: QSettings) -> QByteArray | None:
+    value = store.value(JOB_COLUMNS)
+    return value if isinstance(value, QByteArray) else None
+
+
+def save_job_columns(store: QSettings, state: QByteArray) -> None:
+    store.setValue(JOB_COLUMNS, state)
 
 
 def pixels_view(store: QSettings) -> bool:

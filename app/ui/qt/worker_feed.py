@@ -133,26 +133,41 @@ class WorkerStatus(QLabel):
     def __init__(self) -> None:
         super().__init__()
         self.setText(self.tr("Workers: not started"))
-        self._ready: set[str] = set()
+        self._ready: set[str] = set()  # alive and warmed up
+        self._busy: set[str] = set()  # of those, holding a job now
         self.device: str | None = None  # as the last ready worker reported it
         self.setObjectName("workerStatus")
 
     def starting(self) -> None:
         self._ready.clear()
+        self._busy.clear()
         self.setText(self.tr("Workers: starting (loading the model)…"))
 
     def handle(self, message: WorkerMessage) -> None:
+        worker = message.worker_id
         if message.kind is MessageKind.READY:
-            self._ready.add(message.worker_id)
+            self._ready.add(worker)
             self.device = message.device or self.device
         elif message.kind is MessageKind.EXITING:
-            self._ready.discard(message.worker_id)
+            self._ready.discard(worker)
+            self._busy.discard(worker)
+        elif message.kind is MessageKind.STARTED:
+            self._ready.add(worker)
+            self._busy.add(worker)
+        elif message.kind is MessageKind.FINISHED:
+            self._busy.discard(worker)
         else:
             return
-        n = len(self._ready)
+        self.setText(self.words())
+
+    def words(self) -> str:
+        """ "2 workers ready" only when both are free: busy ones are counted as busy."""
+        n, busy = len(self._ready), len(self._busy & self._ready)
+        idle = n - busy
         if n == 0:
-            self.setText(self.tr("Workers: restarting…"))
-        elif n == 1:
-            self.setText(self.tr("1 worker ready"))
-        else:
-            self.setText(self.tr("{n} workers ready").format(n=n))
+            return self.tr("Workers: restarting…")
+        if busy == 0:
+            return self.tr("1 worker ready") if n == 1 else self.tr("{n} workers ready").format(n=n)
+        if idle == 0:
+            return self.tr("1 worker busy") if n == 1 else self.tr("{n} workers busy").format(n=n)
+        return self.tr("{busy} busy, {idle} ready").format(busy=busy, idle=idle)

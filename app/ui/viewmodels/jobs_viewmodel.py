@@ -125,6 +125,9 @@ class JobsViewModel(QObject):
         first, last = self.visible_rows()
         shown = self.jobs.rows()[max(limit, first) : last + 1]
         watch = [row.id for row in shown if row.may_change]
+        # Queued rows listed at the top in run order: re-read, they leave the queue by claims.
+        watch += [r.id for r in self.jobs.rows() if r.status is JobStatus.PENDING]
+        watch = list(dict.fromkeys(watch))
         self.runner.run(
             lambda: self.service.snapshot(statuses, limit, watch, text),
             lambda snap: self._apply(snap, limit, generation),
@@ -138,7 +141,7 @@ class JobsViewModel(QObject):
             self._note_settled([row for row in snap.updates.values() if row is not None])
             # A search shows its newest SEARCH_LIMIT matches at once: no further pages.
             done = len(snap.rows) < limit or bool(self.search_text)
-            self.jobs.replace_head(snap.rows, done, snap.updates)
+            self.jobs.replace_head(snap.rows, done, snap.updates, queued=snap.queued)
             if snap.search_problem != self.search_problem:
                 self.search_problem = snap.search_problem
                 self.search_checked.emit(snap.search_problem)

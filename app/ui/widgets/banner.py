@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QPushButton,
     QToolButton,
+    QVBoxLayout,
     QWidget,
 )
+
+from app.ui.widgets.flow_layout import FlowLayout
 
 
 class Banner(QFrame):
@@ -22,17 +25,26 @@ class Banner(QFrame):
         self.setProperty("kind", kind)
         self.label = QLabel()
         self.label.setWordWrap(True)
-        self._layout = QHBoxLayout(self)
-        self._layout.setContentsMargins(12, 6, 6, 6)
-        self._layout.setSpacing(8)
-        self._layout.addWidget(self.label, 1)
+        # The text and ✕ on top, the buttons under it, wrapping: over a narrow image area
+        # (a laptop's) they stay whole instead of being squeezed beside the text.
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(12, 6, 6, 6)
+        outer.setSpacing(6)
+        top = QHBoxLayout()
+        top.setSpacing(8)
+        top.addWidget(self.label, 1)
         self._buttons: list[QPushButton] = []
         close = QToolButton()
         close.setText("✕")
         close.setToolTip(self.tr("Dismiss"))
         close.clicked.connect(self.hide)
         self._close = close
-        self._layout.addWidget(close)
+        top.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+        outer.addLayout(top)
+        self._actions = QWidget()
+        self._layout = FlowLayout(self._actions)
+        self._actions.hide()
+        outer.addWidget(self._actions)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.hide)
@@ -41,14 +53,17 @@ class Banner(QFrame):
     def add_action(self, text: str, callback: Callable[[], None]) -> QPushButton:
         button = QPushButton(text)
         button.clicked.connect(callback)
-        self._layout.insertWidget(self._layout.count() - 1, button)
+        self._layout.addWidget(button)
         self._buttons.append(button)
+        self._actions.show()
         return button
 
     def clear_actions(self) -> None:
         for button in self._buttons:
+            self._layout.removeWidget(button)
             button.deleteLater()
         self._buttons.clear()
+        self._actions.hide()
 
     def show_text(self, text: str, *, hide_after_ms: int = 0) -> None:
         self.label.setText(text)

@@ -10,7 +10,7 @@ from PySide6.QtGui import QImage
 from app.engine.jobs.states import JobStatus
 from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.rows import JobRow, TransitionRow, status_label
+from app.ui.presenters.rows import JobRow, TransitionRow
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.thumbnails import load_image
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
@@ -45,6 +45,7 @@ class DetailController(QObject):
         changed = row is None or self.row is None or row.id != self.row.id
         self.row = row
         self.image.reuse.setEnabled(row is not None)
+        self.image.reuse_seed.setEnabled(row is not None)
         for action, button in self.image.follow_ups.items():
             button.setEnabled(row is not None and applies(action, row))
         star = self.image.follow_ups[Action.STAR]
@@ -139,10 +140,15 @@ def _caption(row: JobRow) -> str:
 
 
 def _waiting_text(row: JobRow) -> str:
-    status = status_label(row.status, given_up=row.given_up)
+    status = row.status_text
     step = f"{row.progress_step}/{row.progress_total}"
     values = {"id": row.id, "step": step, "status": status, "error": row.error}
-    if row.error:
+    if row.cancel_pending:
+        text = translate(
+            "DetailController",
+            "Job {id} is being cancelled.\nUndo (in the banner or the list) keeps it.",
+        )
+    elif row.error:
         text = translate("DetailController", "Job {id}: {status}\n{error}")
     elif row.status is JobStatus.PAUSED:
         text = translate(

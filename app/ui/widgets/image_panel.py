@@ -6,7 +6,10 @@ from enum import Enum
 
 from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
+    QAction,
     QColor,
+    QDragEnterEvent,
+    QDropEvent,
     QGuiApplication,
     QImage,
     QMouseEvent,
@@ -15,11 +18,21 @@ from PySide6.QtGui import (
     QPixmap,
     QResizeEvent,
 )
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QLabel,
+    QMenu,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.theme import CANVAS, MUTED
+from app.ui.widgets.flow_layout import FlowLayout
+from app.ui.widgets.prompt_panel import has_image
 
 
 class Scaling(Enum):
@@ -43,12 +56,14 @@ def scale_for_display(image: QImage, size: QSize, mode: Scaling) -> QImage:
 
 class ImageCanvas(QWidget):
     double_clicked = Signal()  # open the larger viewer
+    image_dropped = Signal(object)  # the QMimeData of an image dropped here: the form takes it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setToolTip(self.tr("Double-click to open the viewer (zoom, previous/next)"))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumSize(240, 240)
+        self.setAcceptDrops(True)
         self.image: QImage | None = None
         self.placeholder = self.tr("Your images will appear here")
         self.mode = Scaling.SMOOTH
@@ -60,6 +75,15 @@ class ImageCanvas(QWidget):
             self.placeholder = placeholder
         self._scaled = None
         self.update()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if has_image(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        if has_image(event.mimeData()):
+            event.acceptProposedAction()
+            self.image_dropped.emit(event.mimeData())
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
         if self.image is not None:
@@ -135,10 +159,14 @@ class ImagePanel(QWidget):
         self.show_in_folder.setToolTip(Action.SHOW_IN_FOLDER.tip)
         self.file_manager = FileManager(self)
         self.file_manager.problem.connect(self.problem)
-        self.copy = QPushButton(self.tr("Copy"))
+        # Less used: in the "More" menu, so the bar stays one or two lines on a laptop.
+        self.copy = QAction(self.tr("Copy image"), self)
         self.reuse = QPushButton(self.tr("Reuse settings"))
         self.reuse.setToolTip(self.tr("Put this job's prompt and settings into the form"))
         self.reuse.setEnabled(False)  # until a job is selected
+        self.reuse_seed = QAction(self.tr("Reuse seed"), self)
+        self.reuse_seed.setToolTip(self.tr("Put only this image's seed into the form, fixed"))
+        self.reuse_seed.setEnabled(False)  # with Reuse settings (DetailController)
         # Follow-up jobs on the shown job (the window carries them out)
         self.follow_ups = {action: QPushButton(action.label) for action in IMAGE_ACTIONS}
         self.follow_ups[Action.STAR].setCheckable(True)  # checked: the shown job is starred
@@ -146,24 +174,32 @@ class ImagePanel(QWidget):
             button.setToolTip(action.tip)
             button.setEnabled(False)
             button.clicked.connect(lambda _=False, a=action: self.follow_up.emit(a))
-        self.scaling = QPushButton(self.tr("Pixels"))
+        self.scaling = QAction(self.tr("Pixels"), self)
         self.scaling.setCheckable(True)
         self.scaling.setToolTip(self.tr("Enlarge small images pixel by pixel instead of smoothly"))
         self.show_in_folder.clicked.connect(self._show_in_folder)
-        self.copy.clicked.connect(self._copy)
+        self.copy.triggered.connect(self._copy)
         self.scaling.toggled.connect(self.set_pixels)
-        bar = QHBoxLayout()
-        bar.setSpacing(6)
-        bar.addWidget(self.scaling)
-        bar.addStretch(1)
-        for button in (*self.follow_ups.values(), self.reuse, self.copy, self.show_in_folder):
+        # The buttons wrap onto a second line in a narrow window rather than widening it.
+        self.bar = QWidget()
+        bar = FlowLayout(self.bar)
+        self.more_menu = QMenu(self)
+        for item in (self.reuse_seed, self.copy, self.scaling):
+            self.more_menu.addAction(item)
+        self.more_menu.setToolTipsVisible(True)
+        self.more = QToolButton()
+        self.more.setText(self.tr("More"))
+        self.more.setToolTip(self.tr("Reuse the seed, copy the image, show it pixel by pixel"))
+        self.more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.more.setMenu(self.more_menu)
+        for button in (*self.follow_ups.values(), self.reuse, self.show_in_folder, self.more):
             bar.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.caption)
-        layout.addLayout(bar)
+        layout.addWidget(self.bar)
         self._enable()
 
     def show_image(self, image: QImage | None, caption: str, path: str | None = None) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QItemSelectionModel, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
@@ -31,22 +30,27 @@ from app.ui.presenters.actions import (
     FOLLOW_UPS,
     FOR_THE_WINDOW,
     ROW_BUTTONS,
+    SHOWN_WHEN_APPLICABLE,
     Action,
     applicable,
 )
 from app.ui.presenters.rows import FILTERS, JobRow, ListFilter, filter_label
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.empty_views import EmptyTableView
+from app.ui.widgets.flow_layout import FlowLayout
 
-ROW_HEIGHT = 44
+ROW_HEIGHT = 58  # two lines of prompt and the detail line under them
 COLUMN_WIDTHS = {
     Col.IMAGE: 48,
-    Col.STATUS: 118,
-    Col.PROGRESS: 172,
+    Col.STATUS: 112,
+    Col.PROGRESS: 150,
     Col.ATTEMPT: 62,
     Col.CREATED: 74,
-    Col.DURATION: 70,
+    Col.DURATION: 64,
 }
+# Shown from the header's menu; until then attempts and creation time are in each row's
+# tooltip and in the timeline, and the prompt has their room.
+HIDDEN_AT_FIRST = (Col.ATTEMPT, Col.CREATED)
 
 
 SEARCH_DEBOUNCE_MS = 250  # a search runs when typing pauses this long, not on every key
@@ -56,6 +60,7 @@ class JobsPanel(QWidget):
     selection_changed = Signal(object)  # the current JobRow or None
     open_requested = Signal(object)  # the JobRow whose image to open (Enter)
     follow_up = Signal(object, object)  # (Action, [JobRow]): one of FOR_THE_WINDOW
+    undo_requested = Signal()  # Undo on jobs being cancelled: the window takes the cancel back
 
     def __init__(self, vm: JobsViewModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,25 +69,23 @@ class JobsPanel(QWidget):
         self.buttons = {action: self._action_button(action) for action in ROW_BUTTONS}
         self.table = self._table()
         self._build_search()
-        top = QHBoxLayout()
-        top.setSpacing(4)
+        # Both button rows wrap in a narrow window instead of setting its minimum width.
+        self.filter_bar = QWidget()
+        top = FlowLayout(self.filter_bar, spacing=4)
         for button in self.filters.buttons():
             top.addWidget(button)
-        top.addStretch(1)
-        actions = QHBoxLayout()
-        actions.setSpacing(4)
-        for action, button in self.buttons.items():
-            if action is Action.UP:
-                actions.addStretch(1)
+        self.action_bar = QWidget()
+        actions = FlowLayout(self.action_bar, spacing=4)
+        for button in self.buttons.values():
             actions.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
-        layout.addLayout(top)
+        layout.addWidget(self.filter_bar)
         layout.addWidget(self.search)
         layout.addWidget(self.search_note)
         layout.addWidget(self.table, 1)
-        layout.addLayout(actions)
+        layout.addWidget(self.action_bar)
         vm.counts_changed.connect(self._show_counts)
         # Progress changes rows many times a second; re-check the buttons once per burst.
         self._actions_due = QTimer(self)
@@ -110,6 +113,8 @@ class JobsPanel(QWidget):
             (shortcuts.PAUSE_OR_RESUME, self.pause_or_resume),
             (shortcuts.OPEN_IMAGE, self._open_current),
             (shortcuts.MENU, self.open_menu),
+            (shortcuts.MOVE_UP, lambda: self.trigger(Action.UP)),
+            (shortcuts.MOVE_DOWN, lambda: self.trigger(Action.DOWN)),
         )
         for shortcut, slot in bindings:
             for keys in shortcut.keys:
@@ -197,13 +202,44 @@ class JobsPanel(QWidget):
         header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         for col, width in COLUMN_WIDTHS.items():
             header.resizeSection(col, width)
+        # Every column but the prompt (which takes what is left) is dragged to its width;
+        # the widths and the columns shown are remembered (`header_state`).
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(Col.PROMPT, QHeaderView.ResizeMode.Stretch)
         header.setMinimumSectionSize(40)
+        for col in HIDDEN_AT_FIRST:
+            header.setSectionHidden(col, True)
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(self._header_menu)
         table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         table.customContextMenuRequested.connect(self._context_menu)
         table.selectionModel().selectionChanged.connect(self._selection_changed)
         return table
+
+    def _header_menu(self, point: QPoint) -> None:
+        """Right-click on the column titles: which columns show."""
+        header = self.table.horizontalHeader()
+        menu = QMenu(self)
+        for col in Col:
+            if col in (Col.IMAGE, Col.PROMPT):
+                continue
+            item = QAction(str(self.vm.jobs.headerData(col, Qt.Orientation.Horizontal, 0)), menu)
+            item.setCheckable(True)
+            item.setChecked(not header.isSectionHidden(col))
+            item.toggled.connect(lambda on, c=col: header.setSectionHidden(c, not on))
+            menu.addAction(item)
+        menu.popup(header.mapToGlobal(point))
+        self.header_menu = menu
+
+    def header_state(self) -> QByteArray:
+        return self.table.horizontalHeader().saveState()
+
+    def restore_header(self, state: QByteArray | None) -> None:
+        if state is not None and not state.isEmpty():
+            header = self.table.horizontalHeader()
+            header.restoreState(state)
+            header.setSectionResizeMode(Col.PROMPT, QHeaderView.ResizeMode.Stretch)
 
     # --- selection and actions ----------------------------------------------------------------
 
@@ -247,6 +283,8 @@ class JobsPanel(QWidget):
         if action in FOR_THE_WINDOW:
             rows = [row for row in self.selected_rows() if row.id in targets.job_ids]
             self.follow_up.emit(action, rows)
+        elif action is Action.UNDO:
+            self.undo_requested.emit()
         elif action is Action.CANCEL:
             self.vm.cancel(targets.job_ids)
         elif action is Action.RERUN:
@@ -257,9 +295,23 @@ class JobsPanel(QWidget):
         elif action in (Action.TOP, Action.BOTTOM):
             self.vm.move_to(targets.job_ids, top=action is Action.TOP)
         elif action in (Action.UP, Action.DOWN):
-            self.vm.move(targets.job_ids, 1 if action is Action.UP else -1)
+            self.move_one_place(targets.job_ids, up=action is Action.UP)
         else:
             self.vm.request(EVENTS[action], targets.job_ids)
+
+    def move_one_place(self, job_ids: tuple[int, ...], *, up: bool) -> None:
+        """One place up or down the run order the list shows (the queued rows, in order)."""
+        line = [r.id for r in self.vm.jobs.rows() if r.status is JobStatus.PENDING]
+        places = sorted(line.index(i) for i in job_ids if i in line)
+        if not places:
+            return
+        moved = tuple(line[p] for p in places)
+        if up and places[0] > 0:
+            self.vm.move_before(moved, line[places[0] - 1])
+        elif not up and places[-1] + 2 < len(line):
+            self.vm.move_before(moved, line[places[-1] + 2])
+        elif not up and places[-1] + 1 < len(line):
+            self.vm.move_to(moved, top=False)
 
     def pause_or_resume(self) -> None:
         """Space: pause what can be paused in the selection, else resume what can be."""
@@ -287,6 +339,8 @@ class JobsPanel(QWidget):
         rows = self.selected_rows()
         for action, button in self.buttons.items():
             button.setEnabled(bool(applicable(action, rows)))
+            if action in SHOWN_WHEN_APPLICABLE:
+                button.setVisible(button.isEnabled())
 
     def _context_menu(self, point: QPoint) -> None:
         rows = self.selected_rows()

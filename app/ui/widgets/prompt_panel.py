@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPixmap
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPaintEvent, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -15,6 +15,9 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -59,13 +62,34 @@ class PromptEdit(QPlainTextEdit):
     image_given = Signal(object)  # the QMimeData holding it
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
-        return _has_image(source) or super().canInsertFromMimeData(source)
+        return has_image(source) or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:
-        if _has_image(source):
+        if has_image(source):
             self.image_given.emit(source)
         else:
             super().insertFromMimeData(source)
+
+
+class ElidingComboBox(QComboBox):
+    """A picker whose shown text ends in "…" when narrow, never cut mid-character
+    ("64 像" of "64 像素"); the whole text is its tooltip."""
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QStylePainter(self)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
+        field = self.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox, option, QStyle.SubControl.SC_ComboBoxEditField,
+            self,
+        )  # fmt: skip
+        option.currentText = self.fontMetrics().elidedText(
+            option.currentText, Qt.TextElideMode.ElideRight, field.width() - 4
+        )
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, option)
+        if self.toolTip() != self.currentText():
+            self.setToolTip(self.currentText())
 
 
 class PromptPanel(QWidget):
@@ -92,11 +116,13 @@ class PromptPanel(QWidget):
         self.prompt.image_given.connect(self.take_image)
         self.prompt.setPlaceholderText(self.tr("Describe the picture… (Ctrl+Enter to generate)"))
         self.prompt.setTabChangesFocus(True)
-        self.negative = QPlainTextEdit()
+        # An image dropped here goes to the panel too: never its file:/// address as text.
+        self.negative = PromptEdit()
+        self.negative.image_given.connect(self.take_image)
         self.negative.setPlaceholderText(self.tr("What to keep out of it"))
         self.negative.setTabChangesFocus(True)
         self.negative.setMaximumHeight(64)
-        self.model = QComboBox()
+        self.model = ElidingComboBox()
         self.model.setEditable(False)
         self.model.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
@@ -113,10 +139,24 @@ class PromptPanel(QWidget):
         self.steps = NumberEdit(rules.STEPS)
         self.cfg = NumberEdit(rules.CFG, step=0.5)
         self.seed = NumberEdit(rules.SEED)
+        # Room for the longest seed: "1006" once showed as "006" beside the Random toggle.
+        digits = self.seed.fontMetrics().horizontalAdvance(str(MAX_SEED))
+        self.seed.setMinimumWidth(digits + 20)
         self.dice = QToolButton()
         self.dice.setIcon(dice_icon())
         self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))
         self.dice.clicked.connect(self.roll_seed)
+        # Random or fixed, in sight (A1111's -1 works too: typed, it reads as random).
+        self.random_seed = QToolButton()
+        self.random_seed.setObjectName("randomSeed")
+        self.random_seed.setText(self.tr("Random"))
+        self.random_seed.setCheckable(True)
+        self.random_seed.setToolTip(
+            self.tr("On: a new seed for every image (like -1 in A1111). Off: the seed typed here")
+        )
+        self.random_seed.toggled.connect(self._random_toggled)
+        self.seed.textChanged.connect(self._seed_typed)
+        self._fixed_seed = ""
         self.size_preset = QComboBox()
         self.size_preset.currentIndexChanged.connect(self._preset_chosen)
         self.width_box = NumberEdit(rules.WIDTH)
@@ -144,6 +184,7 @@ class PromptPanel(QWidget):
         )
         self.reset.clicked.connect(self.reset_to_defaults)
         self._lay_out()
+        self._seed_typed()
 
     def _lay_out(self) -> None:
         # Label | field | its range, or what is wrong with it (in red)
@@ -153,7 +194,8 @@ class PromptPanel(QWidget):
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
-            (self.tr("Seed"), field_row(self.seed, self.dice), FieldNote(self.seed)),
+            (self.tr("Seed"), field_row(self.seed, self.random_seed, self.dice),
+             FieldNote(self.seed)),
             (self.tr("Size"), self.size_preset, None),
             ("", field_row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
@@ -212,9 +254,8 @@ class PromptPanel(QWidget):
         row.addWidget(self.init_clear)
 
     def set_init(self, init: InitImage) -> None:
-        """Start from this image: its settings (when it came from a job) and its size."""
-        if init.params is not None:
-            self.set_params(init.params)
+        """Start from this image: the image, its size and the strength; nothing else of the
+        form changes (a job's prompt or fixed seed, kept silently, would follow later jobs)."""
         self.init = init
         self.width_box.setValue(init.width)
         self.height_box.setValue(init.height)
@@ -433,6 +474,26 @@ class PromptPanel(QWidget):
     def roll_seed(self) -> None:
         self.seed.setText(str(random.randint(0, MAX_SEED)))
 
+    def use_seed(self, seed: int) -> None:
+        """ "Reuse this image's seed": the seed only, fixed; the rest of the form stays."""
+        self.seed.setText(str(seed))
+        self.message.emit(self.tr("Seed {seed} in the form").format(seed=seed))
+
+    def _random_toggled(self, on: bool) -> None:
+        if on:
+            if self.seed.reading().value is not None:
+                self._fixed_seed = self.seed.text()
+            self.seed.setText("")
+        elif self.seed.reading().value is None:
+            self.seed.setText(self._fixed_seed or str(random.randint(0, MAX_SEED)))
+
+    def _seed_typed(self) -> None:
+        random_now = self.seed.reading().ok and self.seed.reading().value is None
+        if self.random_seed.isChecked() != random_now:
+            self.random_seed.blockSignals(True)
+            self.random_seed.setChecked(random_now)
+            self.random_seed.blockSignals(False)
+
     def _preset_chosen(self, index: int) -> None:
         presets = self.model_choice().presets
         if 0 <= index < len(presets):
@@ -453,11 +514,11 @@ class PromptPanel(QWidget):
     # --- dropping a PNG -----------------------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if _has_image(event.mimeData()):
+        if has_image(event.mimeData()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        if _has_image(event.mimeData()):
+        if has_image(event.mimeData()):
             event.acceptProposedAction()
             self.take_image(event.mimeData())
 
@@ -506,7 +567,8 @@ def _dropped_image(urls: Sequence[QUrl]) -> Path | None:
     return None
 
 
-def _has_image(mime: QMimeData) -> bool:
+def has_image(mime: QMimeData) -> bool:
+    """Is there an image in `mime` (pixels, or a local image file)?"""
     return mime.hasImage() or _dropped_image(mime.urls()) is not None
 
 

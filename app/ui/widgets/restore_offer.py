@@ -65,6 +65,8 @@ class RestoreOffer:
         if unclean is not None:
             log_file = unclean.crash_log or logs_dir()
             banner.add_action(translate("MainWindow", "Open log"), lambda: _open_path(log_file))
+        # A plain word beside the ✕: the news of a crash is read once, then let go.
+        banner.add_action(translate("MainWindow", "Dismiss"), banner.hide)
         banner.show_text(words.restore_text(restore, self.paused_at_quit, unclean))
 
     def resume_all(self, job_ids: tuple[int, ...]) -> None:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtWidgets import QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.ui.itemmodels.timeline_model import TCol, TimelineModel
+from app.ui.itemmodels.timeline_model import TECHNICAL_ROLE, TCol, TimelineModel
 from app.ui.presenters.rows import TransitionRow
+from app.ui.presenters.timeline_words import technical
 from app.ui.widgets.lanes import LaneView
 
 
@@ -20,7 +30,9 @@ class TimelinePanel(QWidget):
         self.lanes = LaneView()
         self.tree = QTreeView()
         self.tree.setModel(self.model)
-        self.tree.setUniformRowHeights(True)
+        # The sentences wrap in a narrow column rather than end in "…".
+        self.tree.setUniformRowHeights(False)
+        self.tree.setWordWrap(True)
         self.tree.setAlternatingRowColors(True)
         self.tree.setRootIsDecorated(True)
         self.tree.setIndentation(14)
@@ -30,12 +42,31 @@ class TimelinePanel(QWidget):
         header.resizeSection(TCol.AFTER, 64)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(TCol.WHAT, QHeaderView.ResizeMode.Stretch)
+        header.sectionResized.connect(lambda *_: self.tree.doItemsLayout())  # re-wrap
+        # The stored rows (statuses, event, who, message, worker id), for whoever asks.
+        self.details_button = QToolButton()
+        self.details_button.setText(self.tr("Details"))
+        self.details_button.setCheckable(True)
+        self.details_button.setToolTip(
+            self.tr("Show the stored record of the selected change (or of every change)")
+        )
+        self.details = QPlainTextEdit()
+        self.details.setObjectName("timelineDetails")
+        self.details.setReadOnly(True)
+        self.details.setMaximumHeight(90)
+        self.details.hide()
+        self.details_button.toggled.connect(self._show_details)
+        self.tree.selectionModel().currentChanged.connect(self._fill_details)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.details_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
-        layout.addWidget(self.title)
+        layout.addLayout(top)
         layout.addWidget(self.lanes)
         layout.addWidget(self.tree, 1)
+        layout.addWidget(self.details)
 
     def show_job(self, job_id: int | None, rows: Sequence[TransitionRow]) -> None:
         changed = job_id != self.model.job_id or len(rows) != len(self.model.transitions())
@@ -48,7 +79,23 @@ class TimelinePanel(QWidget):
         )
         if changed:
             self.tree.expandAll()
+        self._fill_details()
 
     def tick(self) -> None:
         if self.lanes.has_running_span():
             self.lanes.update()
+
+    def _show_details(self, on: bool) -> None:
+        self.details.setVisible(on)
+        self._fill_details()
+
+    def _fill_details(self, *_args: object) -> None:
+        if not self.details.isVisible():
+            return
+        current = self.tree.currentIndex()
+        one = current.data(TECHNICAL_ROLE) if current.isValid() else None
+        if one is not None:
+            self.details.setPlainText(str(one))
+            return
+        rows = self.model.transitions()
+        self.details.setPlainText("\n".join(technical(row) for row in rows))

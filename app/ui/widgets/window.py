@@ -49,6 +49,7 @@ from app.ui.widgets.window_layout import lay_out
 
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
+ETA_EVERY_S = 5  # the queue's ETA is asked again this often while jobs run: it follows them
 
 
 class MainWindow(QMainWindow):
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self._follow: int | None = None
         self._counts: dict[JobStatus, int] = {}
         self._eta_s: float | None = None  # learned from the history; None: nothing to go on
+        self._ticks = 0
         self._gallery_successes = -1
         self.dialogs = WindowDialogs(
             self, self.runner, deps.queue, lambda: self.deps.settings, self.show_error
@@ -185,9 +187,12 @@ class MainWindow(QMainWindow):
         self.image.reuse.clicked.connect(self.viewing.reuse_settings)
         self.image.follow_up.connect(self._follow_up_shown)
         self.jobs.follow_up.connect(self.follow_ups.run)
+        self.jobs.undo_requested.connect(self.undo_cancel)
         self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
         self.prompt.init_requested.connect(self.follow_ups.prepare_init)
         self.image.canvas.double_clicked.connect(self.viewing.view_shown_image)
+        self.image.canvas.image_dropped.connect(self.prompt.take_image)  # as on the form
+        self.image.reuse_seed.triggered.connect(self._reuse_seed)
 
     def _start_timers(self) -> None:
         self.timers = []
@@ -224,6 +229,10 @@ class MainWindow(QMainWindow):
         if self.detail.row is not None and applies(action, self.detail.row):
             self.follow_ups.run(action, [self.detail.row])
 
+    def _reuse_seed(self) -> None:
+        if self.detail.row is not None:
+            self.prompt.use_seed(self.detail.row.params.seed)
+
     def _submitted(self, job_ids: tuple[int, ...]) -> None:
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
 
@@ -257,6 +266,14 @@ class MainWindow(QMainWindow):
     def _clock(self) -> None:
         self.vm.jobs.tick()
         self.timeline.tick()
+        self._ticks += 1
+        if self._ticks % ETA_EVERY_S == 0 and words.is_busy(self._counts):
+            self._ask_eta()
+
+    def _ask_eta(self) -> None:
+        """The queue's ETA, from the history and the running jobs' progress (store thread)."""
+        workers = self.deps.settings.workers
+        self.runner.run(lambda: self.deps.queue.queue_eta_s(workers), self._show_eta)
 
     def _show_eta(self, seconds: float | None) -> None:
         self._eta_s = seconds if words.is_busy(self._counts) else None
@@ -268,9 +285,8 @@ class MainWindow(QMainWindow):
     def _counts_changed(self, counts: dict[JobStatus, int]) -> None:
         self._counts = counts
         self._show_counts()
-        if words.is_busy(counts):  # a read of the history: on the store thread, per change
-            workers = self.deps.settings.workers
-            self.runner.run(lambda: self.deps.queue.queue_eta_s(workers), self._show_eta)
+        if words.is_busy(counts):  # a read of the history: on the store thread
+            self._ask_eta()
         else:
             self._show_eta(None)
         successes = counts.get(JobStatus.SUCCESS, 0)
@@ -347,6 +363,7 @@ class MainWindow(QMainWindow):
 
     def _restore_geometry(self) -> None:
         window_state.restore_geometry(self, self.splitter, self.store)
+        self.jobs.restore_header(window_state.job_columns(self.store))
         self.image.set_pixels(window_state.pixels_view(self.store))
         self.prompt.recall(self._first_form())
 
@@ -361,6 +378,7 @@ class MainWindow(QMainWindow):
 
     def _save_geometry(self) -> None:
         window_state.save_geometry(self, self.store)
+        window_state.save_job_columns(self.store, self.jobs.header_state())
         window_state.save_pixels_view(self.store, self.image.scaling.isChecked())
         self._save_form()
         self.store.sync()

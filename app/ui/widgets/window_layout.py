@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.ui.widgets.banner import Banner, BannerStack
 
 RIGHT_SIZES = [520, 320]  # the job list over the timeline, before the user moves the handle
+MIN_JOBS_WIDTH = 380  # the job list's prompt, status and progress still read at this width
 
 
 def lay_out(
@@ -32,11 +33,15 @@ def lay_out(
     center = _column(middle)
     side = _vsplit("right", *right)
     side.setSizes(RIGHT_SIZES)
+    side.setMinimumWidth(MIN_JOBS_WIDTH)
     splitter = QSplitter(Qt.Orientation.Horizontal)
     splitter.setObjectName("main")
-    for widget in (prompt, center, side):
+    for widget in (scrolling(prompt), center, side):
         splitter.addWidget(widget)
     splitter.setStretchFactor(1, 1)
+    splitter.setStretchFactor(2, 1)  # a wider window widens the job list too, not only the image
+    # The form and the job list may be dragged shut (their handle brings them back); the
+    # image stays. Each panel's minimum is small, so every handle moves on a laptop screen.
     splitter.setCollapsible(1, False)
     body = QWidget()
     layout = QVBoxLayout(body)
@@ -47,6 +52,20 @@ def lay_out(
     # Over the image area, not above the panels: a banner coming or going never moves the
     # layout, and never hides the form, the filters or the job list.
     return splitter, BannerStack(center, banners)
+
+
+def scrolling(panel: QWidget) -> QScrollArea:
+    """`panel` in a vertical scroll area: on a 768 px high screen the form scrolls instead
+    of setting the window's minimum height."""
+    area = QScrollArea()
+    area.setObjectName(f"{panel.objectName() or 'panel'}Scroll")
+    area.setWidget(panel)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    bar = area.verticalScrollBar().sizeHint().width()
+    area.setMinimumWidth(panel.minimumSizeHint().width() + bar)
+    return area
 
 
 def _column(widgets: Sequence[QWidget]) -> QWidget:

@@ -7,7 +7,7 @@ from pathlib import Path
 from app.engine.history.eta import Estimator, Sample, learned, queue_estimate
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.states import JobEvent
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.opening import open_database
 
 
@@ -53,4 +53,22 @@ def test_learning_reads_successes_and_skips_resumed_jobs(tmp_path: Path) -> None
     assert estimator.estimate("easel-tiny", 64, 64, 40, "host") == 20.0  # from the two 10 s runs
     pending = [queue.get(queue.submit(GenerationParams("next", steps=20, width=64, height=64)))]
     assert queue_estimate(estimator, pending).line() == "1 queued, about 10 s"
+    queue.db.dispose()
+
+
+def test_the_queue_estimate_follows_a_running_job_as_it_runs(tmp_path: Path) -> None:
+    """Issue 28.3: the ETA sat still for minutes, then jumped; a running job counts what is left."""
+    estimator = Estimator()
+    for _ in range(3):
+        estimator.add(Sample("easel-tiny", 64, 64, 20, "host", 10.0))
+    queue = JobQueue(open_database(tmp_path / "easel.db"))
+    running = queue.submit(GenerationParams("a cat", steps=20, width=64, height=64))
+    queue.submit(GenerationParams("a dog", steps=20, width=64, height=64))
+    queue.claim("host:1:t")
+    seen = []
+    for step in (0, 5, 15):
+        queue.report_progress(running, "host:1:t", step, 20)
+        jobs = [queue.get(running), *queue.jobs([JobStatus.PENDING], limit=None)]
+        seen.append(queue_estimate(estimator, jobs, device="host").seconds)
+    assert seen == [20.0, 17.5, 12.5]  # 10 s queued + what is left of the running 10 s
     queue.db.dispose()
