@@ -39,7 +39,8 @@ SEAM_SHARE = 4  # the band is 1/4 of the region side wide
 class Region:
     box: tuple[int, int, int, int]  # x0, y0, x1, y1: always the model's native size
     mask: str  # "tile" (fade over the overlap on its left and top) or "vseam"/"hseam"
-    edges: tuple[bool, bool] = (False, False)  # a tile: fades on its (left, top) edge
+    # A tile: fades on its (left, top) edge; a seam: at its (start, end) along the seam.
+    edges: tuple[bool, bool] = (False, False)
 
 
 def starts(length: int, size: int, overlap: int) -> list[int]:
@@ -62,21 +63,28 @@ def regions(width: int, height: int, size: int) -> list[Region]:
         for i, x in enumerate(xs)
     ]
     half = size // 2
+    # A seam region fades in along its seam too, at the ends where another one goes on.
     for prev, x in itertools.pairwise(xs):  # vertical seams: where two columns meet
         seam = (prev + size + x) // 2
         left = min(max(seam - half, 0), width - size)
-        out += [Region((left, y, left + size, y + size), "vseam") for y in ys]
+        out += [
+            Region((left, y, left + size, y + size), "vseam", (j > 0, j < len(ys) - 1))
+            for j, y in enumerate(ys)
+        ]
     for prev, y in itertools.pairwise(ys):
         seam = (prev + size + y) // 2
         top = min(max(seam - half, 0), height - size)
-        out += [Region((x, top, x + size, top + size), "hseam") for x in xs]
+        out += [
+            Region((x, top, x + size, top + size), "hseam", (i > 0, i < len(xs) - 1))
+            for i, x in enumerate(xs)
+        ]
     return out
 
 
 def region_mask(region: Region, size: int, overlap: int, seam_at: int = -1) -> np.ndarray:
     """How much of the redrawn region replaces the image, per pixel (0..1)."""
     ramp = np.ones(size, dtype=np.float32)
-    if region.mask == "tile":
+    if region.mask == "tile":  # fades in over the overlap with the tiles before it
         fade = np.clip((np.arange(size, dtype=np.float32) + 0.5) / overlap, 0.0, 1.0)
         horizontal = fade if region.edges[0] else ramp
         vertical = fade if region.edges[1] else ramp
@@ -84,10 +92,16 @@ def region_mask(region: Region, size: int, overlap: int, seam_at: int = -1) -> n
     band = max(SIZE_MULTIPLE, size // SEAM_SHARE)
     centre = seam_at if seam_at >= 0 else size // 2
     distance = np.abs(np.arange(size, dtype=np.float32) + 0.5 - centre)
-    profile = np.clip(1.0 - distance / (band / 2), 0.0, 1.0)
+    across = np.clip(1.0 - distance / (band / 2), 0.0, 1.0)  # the band over the seam
+    position = np.arange(size, dtype=np.float32) + 0.5
+    along = np.ones(size, dtype=np.float32)  # along the seam: fades where another goes on
+    if region.edges[0]:
+        along = np.minimum(along, np.clip(position / overlap, 0.0, 1.0))
+    if region.edges[1]:
+        along = np.minimum(along, np.clip((size - position) / overlap, 0.0, 1.0))
     if region.mask == "vseam":
-        return np.outer(ramp, profile)
-    return np.outer(profile, ramp)
+        return np.outer(along, across)
+    return np.outer(across, along)
 
 
 Redraw = Callable[[Image.Image, GenerationParams], Image.Image]
@@ -127,20 +141,20 @@ def redraw_region(
     redraw: Redraw,
     regions_all: list[Region],
 ) -> Image.Image:
-    """`image` with `region` redrawn and pasted through its mask (a new image)."""
-    x0, y0, x1, y1 = region.box
+    """`image` with `region` redrawn and pasted through its mask (in place)."""
+    x0, y0, _x1, _y1 = region.box
     crop = image.crop(region.box)
     seam = region.mask != "tile"
     drawn = redraw(crop, region_params(params, size, index, seam))
     overlap = max(SIZE_MULTIPLE, size // OVERLAP_SHARE)
     seam_at = _seam_position(region, regions_all, size) if seam else -1
     mask = region_mask(region, size, overlap, seam_at)[..., None]
-    base = np.asarray(image, dtype=np.float32)
-    patch = np.asarray(drawn.convert("RGB"), dtype=np.float32)
-    mixed = base[y0:y1, x0:x1] * (1.0 - mask) + patch * mask
-    out = base.copy()
-    out[y0:y1, x0:x1] = mixed
-    return Image.fromarray(np.clip(np.rint(out), 0, 255).astype(np.uint8), "RGB")
+    base = np.asarray(crop, dtype=np.float32)  # only the region: memory and time stay a
+    patch = np.asarray(drawn.convert("RGB"), dtype=np.float32)  # region's, whatever the size
+    mixed = base * (1.0 - mask) + patch * mask
+    out = image.copy() if image.readonly else image
+    out.paste(Image.fromarray(np.clip(np.rint(mixed), 0, 255).astype(np.uint8), "RGB"), (x0, y0))
+    return out
 
 
 def _seam_position(region: Region, every: list[Region], size: int) -> int:

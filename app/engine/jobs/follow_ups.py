@@ -219,9 +219,10 @@ def submit_upscale(
     check: Check | None = None,
     upscaler: str = "",
     img2img: bool = True,
+    tiled: bool = False,
 ) -> int:
     """Queue an upscale of `parent_id` (which may still be running: the child waits)."""
-    upscale = FollowUps(upscale=Upscale(scale, strength, upscaler, img2img))
+    upscale = FollowUps(upscale=Upscale(scale, strength, upscaler, img2img, tiled))
     [job_id] = submit_with_follow_ups(queue, parent_id, upscale, source=source, check=check).all
     return job_id
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -82,9 +83,9 @@ def test_a_3x3_grid_survives_a_killed_worker_with_every_cell_exact(
     assert queue.get(made.composer).status == S.BLOCKED
     supervisor = h.supervisor(config=config(h))
     supervisor.start()
-    victim = made.jobs[4]  # the middle cell: 3 steps at CFG 5
-    h.wait_progress(victim, 1)
+    h.wait_progress(made.jobs[4], 1)  # the middle cell: 3 steps at CFG 5
     [pid] = supervisor.worker_pids()
+    victim = freeze_holding_a_job(queue, pid)
     os.kill(pid, signal.SIGKILL)  # mid-grid, mid-cell
     grid = h.wait_settled(made.composer, timeout=240)
     assert grid.status == S.SUCCESS, grid.error
@@ -100,17 +101,17 @@ def test_a_3x3_grid_survives_a_killed_worker_with_every_cell_exact(
     assert record["cells"] == list(made.jobs) and record["shape"] == [3, 3, 1]
     expected_grid = compose(SPEC, [Cell(Path(c.output_path or "").read_bytes()) for c in cells])
     assert np.array_equal(pixels(grid.output_path or ""), np.asarray(expected_grid))
+    # The same workers (one start of the model saved): a cancelled cell, then retried.
+    a_cancelled_cell_is_a_placeholder_and_retrying_it_recomposes(h, queue)
 
 
-def test_a_cancelled_cell_is_a_placeholder_and_retrying_it_recomposes(
+def a_cancelled_cell_is_a_placeholder_and_retrying_it_recomposes(
     h: Harness, queue: JobQueue
 ) -> None:
     spec = spec_from_axes([("x", "steps=2,3,2")])
     made = submit_grid(queue, BASE, spec)
     cancelled = made.jobs[1]
-    queue.cancel(cancelled)  # still queued: no worker has started
-    supervisor = h.supervisor(config=config(h))
-    supervisor.start()
+    queue.cancel(cancelled)  # queued behind cell 0 (or stopped at its next step)
     first = h.wait_settled(made.composer or 0, timeout=240)
     assert first.status == S.SUCCESS, first.error
     a, c = (queue.get(j) for j in (made.jobs[0], made.jobs[2]))
@@ -132,6 +133,18 @@ def test_a_cancelled_cell_is_a_placeholder_and_retrying_it_recomposes(
     assert np.array_equal(pixels(second.output_path or ""), np.asarray(compose(spec, cells)))
     now = newest_members(group_info(queue, made.group_id))
     assert [m.id for m in now] == [made.jobs[0], again, made.jobs[2], second.id]
+
+
+def freeze_holding_a_job(queue: JobQueue, pid: int) -> int:
+    """Stop the worker (SIGSTOP) at a moment it holds a cell, so that the kill that follows
+    surely lands mid-cell; the id of that cell."""
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        running = queue.running_jobs()
+        if running:
+            return running[0].id or 0
+        os.kill(pid, signal.SIGCONT)  # between two cells: try again a moment later
+        time.sleep(0.01)
 
 
 def _composers(queue: JobQueue, group_id: int) -> list[int]:
