@@ -296,63 +296,63 @@ Resume continues from there.</source>
     <name>Groups</name>
     <message>
         <source>&amp;Groups</source>
-        <translation type="unfinished"></translation>
+        <translation>分组(&amp;G)</translation>
     </message>
     <message>
         <source>X/Y/Z &amp;plot…</source>
-        <translation type="unfinished"></translation>
+        <translation>X/Y/Z 图表(&amp;P)…</translation>
     </message>
     <message>
         <source>&amp;Pause the selected job&apos;s group</source>
-        <translation type="unfinished"></translation>
+        <translation>暂停所选任务的整组(&amp;P)</translation>
     </message>
     <message>
         <source>&amp;Resume the selected job&apos;s group</source>
-        <translation type="unfinished"></translation>
+        <translation>继续所选任务的整组(&amp;R)</translation>
     </message>
     <message>
         <source>&amp;Cancel the selected job&apos;s group</source>
-        <translation type="unfinished"></translation>
+        <translation>取消所选任务的整组(&amp;C)</translation>
     </message>
     <message>
         <source>Re&amp;try the selected job&apos;s group</source>
-        <translation type="unfinished"></translation>
+        <translation>重试所选任务的整组(&amp;T)</translation>
     </message>
     <message>
         <source>Select a job of a batch or grid first</source>
-        <translation type="unfinished"></translation>
+        <translation>请先选择批次或网格中的一个任务</translation>
     </message>
     <message>
         <source>X/Y/Z plot</source>
-        <translation type="unfinished"></translation>
+        <translation>X/Y/Z 图表</translation>
     </message>
     <message>
         <source>Prompt</source>
-        <translation type="unfinished">提示词</translation>
+        <translation>提示词</translation>
     </message>
     <message>
         <source>(none)</source>
-        <translation type="unfinished"></translation>
+        <translation>（无）</translation>
     </message>
     <message>
         <source>values, separated by commas</source>
-        <translation type="unfinished"></translation>
+        <translation>取值，用逗号分隔</translation>
     </message>
     <message>
         <source>{axis} axis</source>
-        <translation type="unfinished"></translation>
+        <translation>{axis} 轴</translation>
     </message>
     <message>
         <source>Queue the grid</source>
-        <translation type="unfinished"></translation>
+        <translation>加入网格任务</translation>
     </message>
     <message>
         <source>{cells} cell jobs and one grid job</source>
-        <translation type="unfinished"></translation>
+        <translation>{cells} 个格子任务和一个网格任务</translation>
     </message>
     <message>
         <source>Choose an X axis and its values</source>
-        <translation type="unfinished"></translation>
+        <translation>请选择 X 轴及其取值</translation>
     </message>
 </context>
 <context>
@@ -506,11 +506,11 @@ Resume continues from there.</source>
     </message>
     <message>
         <source>group {group}, its grid</source>
-        <translation type="unfinished"></translation>
+        <translation>第 {group} 组的网格</translation>
     </message>
     <message>
         <source>group {group}, cell {cell}</source>
-        <translation type="unfinished"></translation>
+        <translation>第 {group} 组，第 {cell} 格</translation>
     </message>
     <message>
         <source>{model} · {sampler} · {steps} steps · CFG {cfg} · seed {seed} · {size}</source>
