@@ -14,7 +14,7 @@ Prints, each measured against a real `python -m app serve` on a loopback port:
 - server_overhead_ratio: jobs per second of one worker when its jobs come through the API
   (`serve` with its worker) over the same when they come from the command line
   (`python -m app submit`, then `python -m app worker --until-idle`): from the timelines,
-  the median time from one COMPLETE to the next, over three alternated rounds each way
+  the median time from one COMPLETE to the next, over alternated rounds each way (--rounds)
   (a median: on a shared machine single jobs now and then take ten times as long)
 """
 
@@ -337,6 +337,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs the pollers read")
     parser.add_argument("--pollers", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="API/CLI rounds, alternated")
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     args = parser.parse_args()
     quick = args.quick
@@ -360,7 +361,8 @@ def main() -> None:
         count = 6 if quick else 12
         api: list[float] = []
         cli: list[float] = []
-        for round_ in range(1 if quick else 3):  # alternated: the load of the machine drifts
+        # Alternated: the load of the machine drifts.
+        for round_ in range(1 if quick else args.rounds):
             api += api_cycles(root / f"api-{round_}", count)
             cli += cli_cycles(root / f"cli-{round_}", count)
         ratio = statistics.median(cli) / statistics.median(api)  # jobs/s: API over CLI
