@@ -13,14 +13,16 @@ Prints, each measured against a real `python -m app serve` on a loopback port:
   with SIGKILL again and again mid-traffic (and restarted)
 - server_overhead_ratio: jobs per second of one worker when its jobs come through the API
   (`serve` with its worker) over the same when they come from the command line
-  (`python -m app submit`, then `python -m app worker --until-idle`), from the timelines;
-  the median of three alternated rounds each way
+  (`python -m app submit`, then `python -m app worker --until-idle`): from the timelines,
+  the median time from one COMPLETE to the next, over alternated rounds each way (--rounds)
+  (a median: on a shared machine single jobs now and then take ten times as long)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import multiprocessing
 import os
 import random
@@ -294,22 +296,18 @@ def lost_after_kills(home: Path, requests: int, kills: int) -> tuple[int, int]:
 # --- throughput: API vs command line ----------------------------------------------------------
 
 
-def worker_rate(home: Path) -> float:
-    """Jobs per second of the worker, from its first COMPLETE to its last (the first job
-    also pays for loading the model, whichever way it came)."""
+def cycle_times(home: Path) -> list[float]:
+    """Seconds from each COMPLETE of the worker to its next: one job's claim and run. The
+    first job, which also loads the model, is left out."""
     queue = store(home)
     with queue.db.read() as conn:
-        row = conn.execute(
-            select(func.min(TRANSITION.c.at), func.max(TRANSITION.c.at), func.count()).where(
-                TRANSITION.c.event == "COMPLETE"
-            )
-        ).one()
+        completes = select(TRANSITION.c.at).where(TRANSITION.c.event == "COMPLETE")
+        done = [at for (at,) in conn.execute(completes.order_by(TRANSITION.c.at))]
     queue.db.dispose()
-    first, last, count = row
-    return float(count - 1) / (last - first)
+    return [later - earlier for earlier, later in itertools.pairwise(done)]
 
 
-def cli_rate(home: Path, jobs: int) -> float:
+def cli_cycles(home: Path, jobs: int) -> list[float]:
     env = {**os.environ, "EASEL_HOME": str(home)}
     for n in range(jobs):
         subprocess.run(
@@ -319,10 +317,10 @@ def cli_rate(home: Path, jobs: int) -> float:
         )  # fmt: skip
     subprocess.run([sys.executable, "-m", "app", "worker", "--until-idle"], cwd=REPO, env=env,
                    check=True, capture_output=True)  # fmt: skip
-    return worker_rate(home)
+    return cycle_times(home)
 
 
-def api_rate(home: Path, jobs: int) -> float:
+def api_cycles(home: Path, jobs: int) -> list[float]:
     with server(home) as url, httpx.Client(base_url=url, timeout=60) as http:
         ids = [http.post("/api/v1/jobs", json={"prompt": f"through the api {n}", **TINY,
                                                "seed": n}).json()["ids"][0]
@@ -332,13 +330,14 @@ def api_rate(home: Path, jobs: int) -> float:
             if time.monotonic() > deadline:
                 raise RuntimeError("the API's jobs did not finish")
             time.sleep(0.2)
-    return worker_rate(home)
+    return cycle_times(home)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs the pollers read")
     parser.add_argument("--pollers", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="API/CLI rounds, alternated")
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     args = parser.parse_args()
     quick = args.quick
@@ -360,11 +359,13 @@ def main() -> None:
         print(f"lost_jobs: {lost}", flush=True)
         print(f"duplicate_jobs_after_kills: {doubled}", flush=True)
         count = 6 if quick else 12
-        api, cli = [], []
-        for round_ in range(1 if quick else 3):  # alternated: the load of the machine drifts
-            api.append(api_rate(root / f"api-{round_}", count))
-            cli.append(cli_rate(root / f"cli-{round_}", count))
-        ratio = statistics.median(api) / statistics.median(cli)
+        api: list[float] = []
+        cli: list[float] = []
+        # Alternated: the load of the machine drifts.
+        for round_ in range(1 if quick else args.rounds):
+            api += api_cycles(root / f"api-{round_}", count)
+            cli += cli_cycles(root / f"cli-{round_}", count)
+        ratio = statistics.median(cli) / statistics.median(api)  # jobs/s: API over CLI
         print(f"server_overhead_ratio: {ratio:.3f}", flush=True)
 
 

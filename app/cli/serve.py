@@ -8,7 +8,7 @@ import sys
 from app.cli.jobs import with_queue
 from app.engine.jobs.queue import JobQueue
 from app.engine.logs import configure_logging, log_path
-from app.engine.settings import load_settings
+from app.engine.settings import DB_ENV, load_settings
 from app.engine.store.opening import OpenFor, open_queue
 from app.engine.workers.headless import WorkerCannotStart
 from app.engine.workers.worker import WorkerConfig, database_file
@@ -49,7 +49,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run no worker here (other processes or machines run the jobs)",
     )
-    serve.set_defaults(run=with_queue(_serve))
+    serve.add_argument(
+        "--db", metavar="URL", default=argparse.SUPPRESS,
+        help=f"job database: a postgresql:// URL, or a SQLite file (overrides ${DB_ENV})",
+    )  # fmt: skip
+    serve.set_defaults(run=with_queue(_serve))  # `main` sets $EASEL_DB from --db, here too
 
 
 def _serve(args: argparse.Namespace, queue: JobQueue) -> int:

@@ -4,8 +4,10 @@ A thread of the server reads the settled jobs whose callback is not delivered ye
 `api_job` table, so a restart carries on where it stopped) and POSTs each one its final
 status, retrying with exponential backoff until a 2xx or `MAX_ATTEMPTS`. Each try is
 recorded with the job (`callback` in its JSON: attempts, result). Delivery is at least
-once: a server killed between the POST and its record sends it again, with the same
-`X-Easel-Delivery` header, by which a receiver drops a repeat.
+once: a server killed between the POST and its record sends it again (once its claim on
+the try lapsed), with the same `X-Easel-Delivery` header, by which a receiver drops a
+repeat. Each try is claimed first with a conditional update, so several servers on one
+database never send it twice.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ TIMEOUT_S = 10.0
 MAX_ATTEMPTS = 8
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 300.0
+LEASE_S = 2 * TIMEOUT_S + 5  # a try claimed by a server that died is taken again after this
 
 
 class CallbackSender:
@@ -65,6 +68,8 @@ class CallbackSender:
 
     def _send(self, record: ApiRecord, status: str) -> bool:
         assert record.callback_url is not None
+        if not self.records.claim_callback(record, self.queue.clock(), LEASE_S):
+            return False  # another server on this database is sending it
         job = self.queue.get(record.job_id)
         payload = {
             "job_id": job.id, "status": job.status, "error": job.error, "seed": job.seed,

@@ -106,6 +106,23 @@ class Records:
         with self.db.read() as conn:
             return [(_record(row), str(row.status)) for row in conn.execute(query)]
 
+    def claim_callback(self, record: ApiRecord, now: float, lease_s: float) -> bool:
+        """Take the next try of `record`'s callback for `lease_s` (False: another server on
+        this database took it first), so two servers never both send it."""
+        due = (API_JOB.c.callback_next_at.is_(None)) | (API_JOB.c.callback_next_at <= now)
+        claim = (
+            update(API_JOB)
+            .where(
+                API_JOB.c.job_id == record.job_id,
+                API_JOB.c.callback_done_at.is_(None),
+                API_JOB.c.callback_attempts == record.callback_attempts,
+                due,
+            )
+            .values(callback_next_at=now + lease_s)
+        )
+        with self.db.write() as conn:
+            return bool(conn.execute(claim).rowcount == 1)
+
     def callback_tried(
         self, job_id: int, *, attempts: int, next_at: float | None, done_at: float | None,
         result: str,

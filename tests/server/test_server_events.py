@@ -37,7 +37,9 @@ def test_a_transition_committed_late_with_a_lower_id_is_not_skipped(
                 row = {"job_id": first, "attempt": 1, "from_status": "PENDING",
                        "to_status": "PENDING", "event": "SUBMIT", "source": "late",
                        "message": "", "at": queue.clock()}  # fmt: skip
-                late_id = conn.execute(insert(TRANSITION).values(**row)).inserted_primary_key[0]
+                inserted = conn.execute(insert(TRANSITION).values(**row)).inserted_primary_key
+                assert inserted is not None
+                late_id = inserted[0]
                 queue.cancel(second, source="test")  # a higher id, committed first
                 assert read_after(queue, cursor, None) == []  # waits for the gap
                 assert cursor.last_id == start
@@ -116,7 +118,7 @@ def test_many_writers_and_a_reconnecting_reader_meet_every_transition_once(
             if finished and len(seen) >= 40 * 4:
                 break
             time.sleep(0.01)
-        stored = [t.id for job_id in ids for t in queue.timeline(job_id)]
+        stored = [t.id or 0 for job_id in ids for t in queue.timeline(job_id)]
         assert seen == sorted(seen) and len(seen) == len(set(seen))
         assert sorted(seen) == sorted(stored)
     finally:

@@ -85,3 +85,21 @@ def test_tokens_are_read_from_every_header_clients_use() -> None:
     assert presented_token("Basic !!!", None) is None
     assert token_matches(TOKEN, TOKEN) and not token_matches(TOKEN, TOKEN[:-1])
     assert not token_matches(TOKEN, None)
+
+
+@pytest.mark.slow
+def test_serve_takes_its_database_after_the_command(tmp_path: Path) -> None:
+    database = tmp_path / "elsewhere.db"
+    with (
+        serving(tmp_path / "home", "--db", str(database), "--no-workers") as served,
+        httpx.Client(base_url=served.url) as client,
+    ):
+        [job_id] = client.post("/api/v1/jobs", json={"prompt": "there"}).json()["ids"]
+    from app.engine.jobs.queue import JobQueue
+    from app.models.opening import open_database
+
+    queue = JobQueue(open_database(str(database)))
+    try:
+        assert queue.get(job_id).prompt == "there"
+    finally:
+        queue.db.dispose()
