@@ -45,7 +45,7 @@ from app.engine.jobs.states import (
 )
 from app.errors import EaselError, UserError
 from app.models.db import Database, HotTransaction, Prepared
-from app.models.tables import JOB, TRANSITION, Job, JobTransition
+from app.models.tables import JOB, TRANSITION, WORKER, Job, JobTransition
 
 log = logging.getLogger(__name__)
 
@@ -472,6 +472,24 @@ class JobQueue:
                 if model not in mine:
                     peers[model] = None
         return list(peers)
+
+    def models_held(self, *, seen_within_s: float | None = None) -> dict[str, list[str]]:
+        """Which live workers hold which model, from the worker table: model -> worker ids,
+        the most recent user first. For the window's "loaded" mark on a queued job and for
+        the ETA's expected loads (`history.eta`). A row not heard from for `seen_within_s`
+        (the affinity bound's, by default) is a worker gone, holding nothing."""
+        within = self.affinity.peers_seen_within_s if seen_within_s is None else seen_within_s
+        query = select(WORKER.c.id, WORKER.c.models).where(
+            WORKER.c.last_seen_at >= self.clock() - within,
+            WORKER.c.state != "exited",
+            WORKER.c.models.is_not(None),
+        )
+        held: dict[str, list[str]] = {}
+        with self.db.read() as conn:
+            for worker_id, listed in conn.execute(query.order_by(WORKER.c.last_seen_at.desc())):
+                for model in _model_list(listed):
+                    held.setdefault(model, []).append(worker_id)
+        return held
 
     # --- liveness and progress (not transitions) ---------------------------------------------
 
