@@ -473,6 +473,20 @@ class JobQueue:
                     peers[model] = None
         return list(peers)
 
+    def next_models(self, limit: int = 8) -> list[str]:
+        """The models of the due queued jobs, each once, in the order the jobs would go
+        without affinity (priority, then age): what a worker may read ahead."""
+        due = or_(JOB.c.not_before.is_(None), JOB.c.not_before <= self.clock())
+        query = (
+            select(JOB.c.model)
+            .where(JOB.c.status == JobStatus.PENDING.value, due)
+            .order_by(JOB.c.priority.desc(), JOB.c.id)
+            .limit(50 * limit)
+        )
+        with self.db.read() as conn:
+            models = list(dict.fromkeys(conn.execute(query).scalars()))
+        return models[:limit]
+
     def models_held(self, *, seen_within_s: float | None = None) -> dict[str, list[str]]:
         """Which live workers hold which model, from the worker table: model -> worker ids,
         the most recent user first. For the window's "loaded" mark on a queued job and for
