@@ -45,3 +45,4 @@ class WorkerSummary:
     device: str | None = None
     model: str | None = None
     request: WorkerRequest | None = None  # asked but not yet taken up
+    models: tuple[str, ...] = ()  # the models it holds in memory, most recently used first
