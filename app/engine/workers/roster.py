@@ -14,7 +14,6 @@ then exit) or stop (pause it, then exit). The worker reads it with its presence 
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 from sqlalchemy import Row, or_, select, update
