@@ -118,3 +118,24 @@ def test_read_ahead_reads_the_files_of_a_model_not_held_and_skips_one_held(
     assert read and all(folder in path.parents for path in read)
     assert {path.suffix for path in read} == {".safetensors"}
     assert runner.cache.loads == 1  # read into memory, not loaded
+
+
+def test_a_model_pushed_off_the_device_stands_by_in_ram_and_comes_back_as_a_copy(
+    three_models: dict[str, ModelInfo], tmp_path: Path
+) -> None:
+    """The tiers' bookkeeping, on a CPU standing in for the device (the copy is a no-op
+    there; on a GPU it is `.to("cuda")`): no second load, the same image."""
+    size = size_of(three_models, "a")
+    cache = PipelineCache(budget=MemoryBudget(size * 3 // 2, standby_bytes=size * 5 // 2))
+    runner = Runner(device=CPU, resolve=three_models.__getitem__, cache=cache, threads=1)
+    first = generate(runner, params_for("a"), tmp_path, "first")
+    runner.load("b")  # a goes to the standby, not away
+    assert [(m.name, tier.value) for m, tier in cache.held()] == [
+        ("b", "device"), ("a", "standby")
+    ]  # fmt: skip
+    again = generate(runner, params_for("a"), tmp_path, "again")
+    assert cache.loads == 2 and cache.last_fetch.how == "copied"
+    assert cache.last_fetch.note.startswith("model copied back from RAM in ")
+    assert (first == again).all()
+    runner.load("x")  # x is bigger: a and b both leave the device; the standby keeps what fits
+    assert [m.name for m, tier in cache.held() if tier.value == "device"] == ["x"]
