@@ -154,8 +154,9 @@ def affinity_claim_statement() -> Any:
     peers: list[BindParameter[str]] = [bindparam(f"peer_{i}") for i in range(MAX_PEERS)]
     due = and_(JOB.c.status == pending, or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now))
     # ORDER BY ... LIMIT 1, not max(): it walks the claim index and stops at the first due row.
-    top = select(JOB.c.priority).where(due).order_by(JOB.c.priority.desc()).limit(1)
-    top = top.scalar_subquery()
+    top = (
+        select(JOB.c.priority).where(due).order_by(JOB.c.priority.desc()).limit(1)
+    ).scalar_subquery()
     # NULL padding never matches: `model IN ('a', NULL)` is NULL, not true, for 'b'.
     mine = case((JOB.c.model.in_(held), 1), else_=0)
     waited = now - func.coalesce(JOB.c.not_before, JOB.c.updated_at)

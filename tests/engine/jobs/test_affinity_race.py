@@ -22,7 +22,7 @@ from app.models.tables import JOB, TRANSITION
 pytestmark = pytest.mark.both_backends
 
 JOBS = 120
-HELD = (["A"], ["B"], ["C"], [])
+HELD: tuple[list[str], ...] = (["A"], ["B"], ["C"], [])
 BOUND = AffinityBound(max_wait_s=600.0, max_skips=5)
 
 
