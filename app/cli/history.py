@@ -81,12 +81,20 @@ def _stats(args: argparse.Namespace, queue: JobQueue) -> int:
 def _eta(_args: argparse.Namespace, queue: JobQueue) -> int:
     estimator = learned(queue)
     waiting = queue.jobs([JobStatus.PENDING, *RUNNING], limit=None)
+    held = queue.models_held()  # a queued job for a model nobody holds expects its load
     for job in waiting:
-        seconds = job_estimate(estimator, job)
-        print(job_line(job) + (f"  (about {duration_words(seconds)})" if seconds else ""))
+        seconds = job_estimate(estimator, job, held=held)
+        loaded = "" if JobStatus(job.status).is_running else _model_words(job.model, held)
+        about = f"  (about {duration_words(seconds)})" if seconds else ""
+        print(job_line(job) + about + loaded)
     workers = load_settings().workers
-    print(queue_estimate(estimator, waiting, workers=workers).line())
+    print(queue_estimate(estimator, waiting, workers=workers, held=held).line())
     return 0
+
+
+def _model_words(model: str, held: dict[str, list[str]]) -> str:
+    holders = held.get(model)
+    return f"  [{model} loaded on {', '.join(holders)}]" if holders else f"  [{model}: to load]"
 
 
 def _prune(args: argparse.Namespace) -> int:

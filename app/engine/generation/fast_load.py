@@ -1,15 +1,15 @@
-"""Reading a single `.safetensors` checkpoint fast: every weight read once, eagerly, by
-several threads at once, straight into the tensor that keeps it.
+"""Loading a single `.safetensors` checkpoint fast and in one copy (`fast_single_file`).
 
 diffusers' `from_single_file` maps the file (safetensors' mmap) and builds the pipeline on
 the meta device around tensors that are read lazily: the pages come in one fault at a time
-when the first step, or `.to("cuda")`, touches them. Here each tensor is allocated once and
-filled by large reads issued from a few threads (a deeper I/O queue reads a cold file much
-faster), in the precision the pipeline runs in when that is wider than the file's (a
-float16 file run in float32: no float16 copy is kept beside it). Everything after the read
-is diffusers' own `from_single_file` (conversion, meta-device construction, components),
-handed the tensors instead of the path (`reading_checkpoints_with`), so the pipeline is
-the stock one, weight for weight, and images stay bit-identical.
+when the first step, or `.to("cuda")`, touches them. Here the file is read in meanwhile from
+a few threads in large pieces (`prefetch`: a deeper I/O queue reads a cold file faster), so
+the load returns with the whole model in memory. Where the pipeline runs wider than the file
+(a float16 file in float32 on a CPU), the mapped pages would stay beside the widened copy:
+each tensor is then read and widened as it is read (`read_checkpoint`) and handed to the
+same diffusers code (`reading_checkpoints_with`). Either way everything after the read is
+diffusers' own (conversion, meta-device construction, components), so the pipeline is the
+stock one, weight for weight, and images stay bit-identical.
 """
 
 from __future__ import annotations

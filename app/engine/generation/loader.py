@@ -116,6 +116,9 @@ class LoadedModel:
         wanted = tuple(loras)
         if wanted == self.loras:
             return
+        from app.engine.generation.families.unet import forget_prompts
+
+        forget_prompts(self.pipe)  # LoRAs change the text encoders' outputs
         if [lora.path for lora in wanted] != [lora.path for lora in self.loras]:
             self._unload_loras()
             for index, lora in enumerate(wanted):

@@ -62,17 +62,28 @@ def pipeline_bytes(pipe: Any) -> int:
     return total
 
 
-def weight_file_bytes(path: Path) -> int:
-    """The weights on disk: a single file, or every weight file under a pipeline folder
-    (what a load will take, before it is made, to free room first)."""
+def weight_files(path: Path) -> list[Path]:
+    """A single checkpoint file, or every weight file under a pipeline folder."""
     if path.is_file():
-        return path.stat().st_size
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            if name.endswith(WEIGHT_SUFFIXES):
-                total += (Path(root) / name).stat().st_size
-    return total
+        return [path]
+    return sorted(
+        Path(root) / name
+        for root, _dirs, files in os.walk(path)
+        for name in files
+        if name.endswith(WEIGHT_SUFFIXES)
+    )
+
+
+def weight_file_bytes(path: Path) -> int:
+    """The weights on disk (what a load will take, before it is made, to free room first)."""
+    return sum(file.stat().st_size for file in weight_files(path))
+
+
+def available_memory() -> int:
+    """System RAM not in use now (page cache that can be given back counts as available)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 def _total_ram() -> int:

@@ -29,9 +29,11 @@ from app.engine.generation.checkpoint import (
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.families import family_of
+from app.engine.generation.fast_load import prefetch
 from app.engine.generation.files import write_png
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
+from app.engine.generation.memory import available_memory, weight_files
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -62,6 +64,7 @@ from app.engine.jobs.params import (
     GenerationParams,
     InvalidParameters,
 )
+from app.errors import EaselError
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ class Runner:
         # Where upscaler models are found (`upscalers.upscaler_folders`); None: the default.
         self._upscalers = list(upscalers) if upscalers is not None else upscaler_folders()
         self._upscale_tile = upscale_tile
+        self._reading_ahead: threading.Event | None = None  # set: stop that read-ahead
 
     @property
     def device(self) -> DeviceChoice:
@@ -119,6 +123,35 @@ class Runner:
     @property
     def cache(self) -> PipelineCache:
         return self._cache
+
+    def read_ahead(self, model_name: str) -> threading.Thread | None:
+        """Read `model_name`'s weight files into the OS's page cache on a thread of its own,
+        while the job in hand denoises, so its load later finds them in memory; a read-ahead
+        still running is told to stop. Nothing for a model held already, one not found, or
+        files larger than half the memory available (they would push out the one in use)."""
+        if self._reading_ahead is not None:
+            self._reading_ahead.set()
+        try:
+            model = self._resolve(model_name)
+        except EaselError:
+            return None
+        if any(held.path.resolve() == model.path.resolve() for held, _ in self._cache.held()):
+            return None
+        files = weight_files(model.path)
+        if sum(f.stat().st_size for f in files) > available_memory() // 2:
+            return None
+        stop = self._reading_ahead = threading.Event()
+
+        def read() -> None:
+            for file in files:
+                if stop.is_set():
+                    return
+                prefetch(file, threads=2, stop=stop.is_set)
+            log.debug("read ahead %s", model_name)
+
+        thread = threading.Thread(target=read, name="read-ahead", daemon=True)
+        thread.start()
+        return thread
 
     def run(
         self,

@@ -3,8 +3,9 @@
 The rule, which the claim statement (`queue_sql.affinity_claim_statement`) applies in one
 statement on both stores:
 
-1. Only the due PENDING jobs at the highest priority are candidates: a higher priority
-   always goes first, whatever the worker holds.
+1. Only the due PENDING jobs at the highest priority are candidates, the `CLAIM_WINDOW`
+   oldest of them: a higher priority always goes first, whatever the worker holds, and a
+   claim costs the same on a queue of thousands.
 2. Taking a job passes over every older candidate; each of those counts one more pass
    (`job.passed_over`) and keeps the time of its first (`job.passed_over_at`). A job that
    has been passed over `max_skips` times, or first passed over `max_wait_s` ago, is at its
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 # statement's parameters are fixed): a worker holds a few models, not dozens.
 MAX_HELD = 8
 MAX_PEERS = 16
+CLAIM_WINDOW = 64  # candidates a claim looks at: the oldest of the highest priority
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from app.engine.jobs.states import (
 )
 from app.errors import EaselError, UserError
 from app.models.db import Database, HotTransaction, Prepared
-from app.models.tables import JOB, TRANSITION, Job, JobTransition
+from app.models.tables import JOB, TRANSITION, WORKER, Job, JobTransition
 
 log = logging.getLogger(__name__)
 
@@ -609,6 +609,38 @@ class JobQueue:
                 if model not in mine:
                     peers[model] = None
         return list(peers)
+
+    def next_models(self, limit: int = 8) -> list[str]:
+        """The models of the due queued jobs, each once, in the order the jobs would go
+        without affinity (priority, then age): what a worker may read ahead."""
+        due = or_(JOB.c.not_before.is_(None), JOB.c.not_before <= self.clock())
+        query = (
+            select(JOB.c.model)
+            .where(JOB.c.status == JobStatus.PENDING.value, due)
+            .order_by(JOB.c.priority.desc(), JOB.c.id)
+            .limit(50 * limit)
+        )
+        with self.db.read() as conn:
+            models = list(dict.fromkeys(conn.execute(query).scalars()))
+        return models[:limit]
+
+    def models_held(self, *, seen_within_s: float | None = None) -> dict[str, list[str]]:
+        """Which live workers hold which model, from the worker table: model -> worker ids,
+        the most recent user first. For the window's "loaded" mark on a queued job and for
+        the ETA's expected loads (`history.eta`). A row not heard from for `seen_within_s`
+        (the affinity bound's, by default) is a worker gone, holding nothing."""
+        within = self.affinity.peers_seen_within_s if seen_within_s is None else seen_within_s
+        query = select(WORKER.c.id, WORKER.c.models).where(
+            WORKER.c.last_seen_at >= self.clock() - within,
+            WORKER.c.state != "exited",
+            WORKER.c.models.is_not(None),
+        )
+        held: dict[str, list[str]] = {}
+        with self.db.read() as conn:
+            for worker_id, listed in conn.execute(query.order_by(WORKER.c.last_seen_at.desc())):
+                for model in _model_list(listed):
+                    held.setdefault(model, []).append(worker_id)
+        return held
 
     # --- liveness and progress (not transitions) ---------------------------------------------
 

@@ -21,10 +21,10 @@ from sqlalchemy import (
     update,
 )
 
-from app.engine.jobs.affinity import MAX_HELD, MAX_PEERS
+from app.engine.jobs.affinity import CLAIM_WINDOW, MAX_HELD, MAX_PEERS
 from app.engine.jobs.states import JobStatus
 from app.models.db import Database, Prepared
-from app.models.tables import JOB, TRANSITION, WORKER, Job
+from app.models.tables import JOB, MAX_JOB_ID, TRANSITION, WORKER, Job
 
 HISTORY_COLUMNS = (
     "job_id", "attempt", "from_status", "to_status", "event", "source", "message", "at",
@@ -153,7 +153,10 @@ def affinity_claim_statement() -> Any:
     held: list[BindParameter[str]] = [bindparam(f"held_{i}") for i in range(MAX_HELD)]
     peers: list[BindParameter[str]] = [bindparam(f"peer_{i}") for i in range(MAX_PEERS)]
     due = and_(JOB.c.status == pending, or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now))
-    top = select(func.max(JOB.c.priority)).where(due).scalar_subquery()
+    # ORDER BY ... LIMIT 1, not max(): it walks the claim index and stops at the first due row.
+    top = (
+        select(JOB.c.priority).where(due).order_by(JOB.c.priority.desc()).limit(1)
+    ).scalar_subquery()
     # NULL padding never matches: `model IN ('a', NULL)` is NULL, not true, for 'b'.
     mine = case((JOB.c.model.in_(held), 1), else_=0)
     waited = now - func.coalesce(JOB.c.not_before, JOB.c.updated_at)
@@ -173,17 +176,17 @@ def affinity_claim_statement() -> Any:
             case((left_to_peer, 1), else_=0).label("left_to_peer"),
         )
         .where(due, JOB.c.priority == top)
+        .order_by(JOB.c.id)
+        .limit(CLAIM_WINDOW)  # the oldest only: a claim's cost does not grow with the queue
         .cte("candidates")
+        .prefix_with("MATERIALIZED")
     )
-    first_at_bound = (
-        select(func.min(candidates.c.id)).where(candidates.c.at_bound == 1).scalar_subquery()
+    first_at_bound = func.coalesce(
+        select(func.min(candidates.c.id)).where(candidates.c.at_bound == 1).scalar_subquery(),
+        MAX_JOB_ID,
     )
     # Nobody younger than a job at its bound may go before it.
-    allowed = (
-        select(candidates)
-        .where(or_(first_at_bound.is_(None), candidates.c.id <= first_at_bound))
-        .cte("allowed")
-    )
+    allowed = select(candidates).where(candidates.c.id <= first_at_bound).cte("allowed")
     takeable = select(allowed).where(allowed.c.left_to_peer == 0).cte("takeable")
     pressure = (
         select(
@@ -204,6 +207,7 @@ def affinity_claim_statement() -> Any:
         )
         .limit(1)
         .cte("chosen")
+        .prefix_with("MATERIALIZED")  # once: the UPDATE asks for it in every column it sets
     )
     chosen_id = select(chosen.c.id).scalar_subquery()
     is_chosen = JOB.c.id == chosen_id

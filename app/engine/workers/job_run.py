@@ -411,7 +411,7 @@ class JobRun:
                 self.notes.append(
                     f"the progress could not be saved ({outcome.unsaved_reason}); it will {then}"
                 )
-        message = self._with_load_note(self._with_notes(""), outcome)
+        message = self._with_notes("")
         if self._fire(
             JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING_STATUSES
         ):
@@ -425,7 +425,8 @@ class JobRun:
         return "; ".join([*self.notes, message] if message else self.notes)
 
     def _with_load_note(self, message: str, outcome: GenerationOutcome) -> str:
-        """ "...; model loaded in 6.2 s" (or "model already loaded"), after the rest."""
+        """ "...; model loaded in 6.2 s" (or "model already loaded"), after the rest: on the
+        COMPLETE row, where the ETA learns the load apart from the run (`history.eta`)."""
         if not outcome.load_note:
             return message
         return f"{message}; {outcome.load_note}" if message else outcome.load_note

@@ -13,6 +13,7 @@ then exit) or stop (pause it, then exit). The worker reads it with its presence 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import Row, or_, select, update
@@ -71,6 +72,7 @@ def _from_row(
         device=values["device"],
         model=values["model"],
         request=WorkerRequest(request) if request and not state.is_gone else None,
+        models=() if state.is_gone else _held(values.get("models")),
     )
 
 
@@ -87,6 +89,15 @@ def _from_job(
         last_heard_s=max(0.0, now - beat) if beat is not None else None,
         jobs_done=0,
     )
+
+
+def _held(listed: str | None) -> tuple[str, ...]:
+    """The worker row's `models` (a JSON list); a damaged value holds none."""
+    try:
+        models = json.loads(listed) if listed else []
+    except ValueError:
+        return ()
+    return tuple(m for m in models if isinstance(m, str)) if isinstance(models, list) else ()
 
 
 def _live_busy_recent(summary: WorkerSummary) -> tuple[bool, bool, float, str]:

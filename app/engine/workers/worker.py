@@ -41,7 +41,7 @@ from app.engine.workers.presence import BEAT_MAX_S, Presence
 from app.engine.workers.stall import ExpectedStepTimes
 from app.engine.workers.wakeup import Sleeper, Wakeup, wakeup_for
 from app.engine.workers.worker_states import WINDOW_GONE_REASON, WorkerRequest, WorkerState
-from app.errors import DatabaseUnreachable, DiskFull
+from app.errors import DatabaseUnreachable, DiskFull, EaselError
 from app.models.tables import Job
 
 log = logging.getLogger(__name__)
@@ -381,9 +381,27 @@ class Worker:
     def _models_row(self) -> dict[str, Any]:
         return {"models": json.dumps(self.held_models())}
 
+    def _read_ahead(self, job: Job) -> None:
+        """While `job` runs, have the runner read in the model the queue needs next, if it
+        holds it not: its load then finds the file in memory (`Runner.read_ahead`)."""
+        read_ahead = getattr(self.runner, "read_ahead", None)
+        if not callable(read_ahead):
+            return
+        try:
+            upcoming = self.queue.next_models(limit=4)
+        except EaselError as error:
+            log.debug("no read-ahead: %s", error)
+            return
+        held = {job.model, *self.held_models()}
+        for model in upcoming:
+            if model not in held:
+                read_ahead(model)
+                return
+
     def _run_job(self, job: Job) -> None:
         self._job_id = job.id
         self._update_row(self.state, current_job=job.id, model=job.model)
+        self._read_ahead(job)
         run = JobRun(self._run_context(job), job)
         try:
             while not self._ran_through(run):

@@ -45,6 +45,7 @@ class WorkerSummary:
     device: str | None = None
     model: str | None = None
     request: WorkerRequest | None = None  # asked but not yet taken up
+    models: tuple[str, ...] = ()  # the models it holds in memory, most recently used first
 
 
 # Why a worker paused its job by itself: the process that started it (the window, or the

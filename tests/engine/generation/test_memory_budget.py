@@ -12,7 +12,7 @@ from app.engine.generation.device import CPU
 from app.engine.generation.loader import PipelineCache
 from app.engine.generation.memory import MemoryBudget, default_budget, pipeline_bytes
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
+from app.engine.generation.sources import ModelInfo, ModelNotFound
 from tests.engine.generation.tiny_architectures import generate, model_info, params_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -35,7 +35,13 @@ def three_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelInf
 
 def runner_with(models: dict[str, ModelInfo], budget_bytes: int) -> Runner:
     cache = PipelineCache(budget=MemoryBudget(budget_bytes))
-    return Runner(device=CPU, resolve=models.__getitem__, cache=cache, threads=1)
+
+    def resolve(name: str) -> ModelInfo:
+        if name not in models:
+            raise ModelNotFound(name, [])
+        return models[name]
+
+    return Runner(device=CPU, resolve=resolve, cache=cache, threads=1)
 
 
 def size_of(models: dict[str, ModelInfo], name: str) -> int:
@@ -86,3 +92,50 @@ def test_the_default_budget_is_half_the_ram_on_a_cpu() -> None:
     assert budget.device_bytes == int(0.5 * psutil.virtual_memory().total)
     assert budget.standby_bytes == 0
     assert MemoryBudget.total(8 * 2**30, "cpu") == MemoryBudget(8 * 2**30)
+
+
+def test_read_ahead_reads_the_files_of_a_model_not_held_and_skips_one_held(
+    three_models: dict[str, ModelInfo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.engine.generation.runner as runner_module
+
+    read: list[Path] = []
+    real = runner_module.prefetch
+
+    def spy(path: Path, **options: object) -> int:
+        read.append(path)
+        return real(path, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner_module, "prefetch", spy)
+    runner = runner_with(three_models, 2**40)
+    runner.load("a")
+    assert runner.read_ahead("a") is None  # held: nothing to read
+    assert runner.read_ahead("no such model") is None
+    thread = runner.read_ahead("b")
+    assert thread is not None
+    thread.join(30)
+    folder = three_models["b"].path
+    assert read and all(folder in path.parents for path in read)
+    assert {path.suffix for path in read} == {".safetensors"}
+    assert runner.cache.loads == 1  # read into memory, not loaded
+
+
+def test_a_model_pushed_off_the_device_stands_by_in_ram_and_comes_back_as_a_copy(
+    three_models: dict[str, ModelInfo], tmp_path: Path
+) -> None:
+    """The tiers' bookkeeping, on a CPU standing in for the device (the copy is a no-op
+    there; on a GPU it is `.to("cuda")`): no second load, the same image."""
+    size = size_of(three_models, "a")
+    cache = PipelineCache(budget=MemoryBudget(size * 3 // 2, standby_bytes=size * 5 // 2))
+    runner = Runner(device=CPU, resolve=three_models.__getitem__, cache=cache, threads=1)
+    first = generate(runner, params_for("a"), tmp_path, "first")
+    runner.load("b")  # a goes to the standby, not away
+    assert [(m.name, tier.value) for m, tier in cache.held()] == [
+        ("b", "device"), ("a", "standby")
+    ]  # fmt: skip
+    again = generate(runner, params_for("a"), tmp_path, "again")
+    assert cache.loads == 2 and cache.last_fetch.how == "copied"
+    assert cache.last_fetch.note.startswith("model copied back from RAM in ")
+    assert (first == again).all()
+    runner.load("x")  # x is bigger: a and b both leave the device; the standby keeps what fits
+    assert [m.name for m, tier in cache.held() if tier.value == "device"] == ["x"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.history.eta import Estimator, Sample, learned, queue_estimate
+from app.engine.history.eta import Estimator, Sample, job_estimate, learned, queue_estimate
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
@@ -71,4 +71,47 @@ def test_the_queue_estimate_follows_a_running_job_as_it_runs(tmp_path: Path) -> 
         jobs = [queue.get(running), *queue.jobs([JobStatus.PENDING], limit=None)]
         seen.append(queue_estimate(estimator, jobs, device="host").seconds)
     assert seen == [20.0, 17.5, 12.5]  # 10 s queued + what is left of the running 10 s
+def test_a_models_load_is_learned_apart_and_expected_only_where_no_worker_holds_it(
+    tmp_path: Path,
+) -> None:
+    clock = [1000.0]
+    queue = JobQueue(open_database(tmp_path / "easel.db"), clock=lambda: clock[0])
+    for message in ("wrote a.png; model loaded in 6.0 s", "wrote b.png; model already loaded"):
+        job_id = queue.submit(GenerationParams("a cat", steps=20, width=64, height=64))
+        queue.claim("host:1:t")
+        clock[0] += 16.0 if "loaded in" in message else 10.0
+        queue.fire(job_id, JobEvent.COMPLETE, source="worker", message=message)
+    estimator = learned(queue)
+    assert estimator.estimate("easel-tiny", 64, 64, 20, "host") == 10.0  # the load taken off
+    assert estimator.load_estimate("easel-tiny") == 6.0
+    assert estimator.load_estimate("never-loaded") == 6.0  # any model's, until it loads once
+    waiting = [
+        queue.get(queue.submit(GenerationParams("next", steps=20, width=64, height=64)))
+        for _ in range(2)
+    ]
+    assert job_estimate(estimator, waiting[0], held={"easel-tiny"}) == 10.0
+    assert job_estimate(estimator, waiting[0], held=set()) == 16.0
+    # The queue loads a model nobody holds once, not once per job.
+    assert queue_estimate(estimator, waiting, held=set()).seconds == 26.0
+    assert queue_estimate(estimator, waiting, held={"easel-tiny"}).seconds == 20.0
+    queue.db.dispose()
+
+
+def test_the_models_each_live_worker_holds_are_read_from_the_worker_table(tmp_path: Path) -> None:
+    import json
+
+    from sqlalchemy import insert
+
+    from app.models.tables import WORKER
+
+    queue = JobQueue(open_database(tmp_path / "easel.db"), clock=lambda: 1000.0)
+    rows = [("gpu-1:1:a", ["sdxl", "sd15"], 999.0), ("gpu-2:2:b", ["sd15"], 998.0),
+            ("gone:3:c", ["flux"], 500.0)]  # fmt: skip
+    with queue.db.write() as conn:
+        for worker_id, models, seen in rows:
+            conn.execute(insert(WORKER).values(
+                id=worker_id, machine="m", state="idle", started_at=seen, last_seen_at=seen,
+                models=json.dumps(models),
+            ))  # fmt: skip
+    assert queue.models_held() == {"sdxl": ["gpu-1:1:a"], "sd15": ["gpu-1:1:a", "gpu-2:2:b"]}
     queue.db.dispose()

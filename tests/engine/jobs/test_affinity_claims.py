@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, insert, select
 
-from app.engine.jobs.affinity import AffinityBound
+from app.engine.jobs.affinity import CLAIM_WINDOW, AffinityBound
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
@@ -54,6 +54,7 @@ def reference_claim(
     top = max(j.priority for j in due)
     peers = peers - set(held)  # a model both hold: this worker may take it
     candidates = sorted((j for j in due if j.priority == top), key=lambda j: j.id)
+    candidates = candidates[:CLAIM_WINDOW]
 
     def at_bound(j: RefJob) -> bool:
         timed_out = j.passed_over_at is not None and now - j.passed_over_at >= bound.max_wait_s

@@ -47,6 +47,25 @@ def test_two_workers_holding_different_models_each_keep_theirs(
     by_model = {m: {j.worker_id for j in runs.values() if j.model == m} for m in "AB"}
     assert all(len(workers) == 1 for workers in by_model.values()), by_model
     assert by_model["A"] != by_model["B"]
-    assert sorted(model for _pid, model, _s, _e in read_ledger(ledger)) == ["A", "B"]
+    loads = [model for _pid, model, _s, _e in read_ledger(ledger)]
+    assert sorted(m for m in loads if not m.startswith("ahead:")) == ["A", "B"]
     last = queue.timeline(ids[-1])[-1].message
     assert last.endswith("; model already loaded"), last
+
+
+def test_while_a_job_runs_the_next_model_is_read_ahead(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = tmp_path / "loads.jsonl"
+    monkeypatch.setenv(LEDGER_ENV, str(ledger))
+    with harness(queue, tmp_path) as h:
+        h.supervisor(runner_factory=HoldingRunner, warm_model="A").start()
+        h.wait_for(lambda: list(worker_models(queue).values()) == [["A"]])
+        first, then = queue.submit_many(  # together: the first claim sees the second job
+            [GenerationParams("a cat step=0.05", model="A", steps=4),
+             GenerationParams("a dog", model="B", steps=2)]
+        )  # fmt: skip
+        h.wait_status(then, JobStatus.SUCCESS)
+    events = [model for _pid, model, _s, _e in read_ledger(ledger)]
+    assert events == ["A", "ahead:B", "B"], events
+    assert queue.get(first).status == JobStatus.SUCCESS

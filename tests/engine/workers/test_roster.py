@@ -170,3 +170,15 @@ def test_a_worker_whose_row_was_never_written_writes_it_at_its_next_beat(
     gpu = presence(db, GPU, "gpu-box", clock)  # its register failed: the server was away
     assert gpu.beat(WorkerState.BUSY) is None
     assert listed(queue, clock)[GPU].state is WorkerState.BUSY
+
+
+def test_the_models_a_worker_holds_are_listed_until_it_is_gone(
+    db: Database, queue: JobQueue
+) -> None:
+    clock = Clock()
+    gpu = presence(db, GPU, "gpu-box", clock)
+    gpu.register(device="cuda/float16")
+    gpu.update(WorkerState.IDLE, models='["sdxl", "sd15"]')
+    assert listed(queue, clock)[GPU].models == ("sdxl", "sd15")
+    clock.now += TIMEOUT_S + 1  # lost: it holds nothing anyone can use
+    assert listed(queue, clock)[GPU].models == ()

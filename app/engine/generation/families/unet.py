@@ -8,6 +8,7 @@ conditioning and decoding.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -26,6 +27,11 @@ from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
 TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
+# Text-encoder outputs kept per pipeline, for jobs that repeat a prompt (a seed batch, a
+# grid, re-runs): the very tensors, reused. `forget_prompts` empties it when the LoRAs
+# applied change (they change the text encoders).
+PROMPTS_KEPT = 16
+_PROMPTS_ATTRIBUTE = "_easel_prompts"
 
 
 class UNetFamily(ABC):
@@ -70,11 +76,32 @@ class UNetFamily(ABC):
         return params.cfg > 1 and self.pipe.unet.config.time_cond_proj_dim is None
 
     def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
-        conditioning = self.encode_prompt(params, do_cfg)
+        conditioning = self._encoded_prompt(params, do_cfg)
         timestep_cond = self._timestep_cond(params, conditioning[PROMPT_EMBEDS].dtype)
         if timestep_cond is not None:
             conditioning[TIMESTEP_COND] = timestep_cond
         return conditioning
+
+    def _encoded_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        """`encode_prompt`, or what it gave for the same prompt on this pipeline before."""
+        kept: OrderedDict[tuple[Any, ...], Conditioning] | None = getattr(
+            self.pipe, _PROMPTS_ATTRIBUTE, None
+        )
+        if kept is None:
+            kept = OrderedDict()
+            setattr(self.pipe, _PROMPTS_ATTRIBUTE, kept)
+        key = (
+            params.prompt, params.negative_prompt, params.width, params.height, do_cfg,
+            str(self.device), self.pipe.text_encoder.dtype,
+        )  # fmt: skip
+        found = kept.get(key)
+        if found is None:
+            found = kept[key] = self.encode_prompt(params, do_cfg)
+            while len(kept) > PROMPTS_KEPT:
+                kept.popitem(last=False)
+        else:
+            kept.move_to_end(key)
+        return dict(found)  # the same tensors, in a dict of the caller's own
 
     @abstractmethod
     def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
@@ -180,3 +207,10 @@ class UNetFamily(ABC):
         scale = torch.tensor(params.cfg - 1).repeat(1)
         embedding = self.pipe.get_guidance_scale_embedding(scale, embedding_dim=dim)
         return embedding.to(device=self.pipe._execution_device, dtype=dtype)
+
+
+def forget_prompts(pipe: Any) -> None:
+    """Drop the text-encoder outputs kept for `pipe` (its LoRAs changed)."""
+    kept = getattr(pipe, _PROMPTS_ATTRIBUTE, None)
+    if kept is not None:
+        kept.clear()
