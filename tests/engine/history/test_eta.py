@@ -71,6 +71,8 @@ def test_the_queue_estimate_follows_a_running_job_as_it_runs(tmp_path: Path) -> 
         jobs = [queue.get(running), *queue.jobs([JobStatus.PENDING], limit=None)]
         seen.append(queue_estimate(estimator, jobs, device="host").seconds)
     assert seen == [20.0, 17.5, 12.5]  # 10 s queued + what is left of the running 10 s
+
+
 def test_a_models_load_is_learned_apart_and_expected_only_where_no_worker_holds_it(
     tmp_path: Path,
 ) -> None:
