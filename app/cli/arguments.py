@@ -18,3 +18,14 @@ def job_id(text: str) -> int:
             f"no job has the id {value} (ids go from 1 to {MAX_JOB_ID})"
         )
     return value
+
+
+def at_least_one(text: str) -> int:
+    """A count as typed: a whole number of at least 1 (`--limit`, `--count`, `--batch-count`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value

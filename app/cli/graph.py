@@ -65,7 +65,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "vary", help="queue variations of a job's image: new seeds, low strength"
     )
     vary.add_argument("job_id", type=arguments.job_id, metavar="ID")
-    vary.add_argument("--count", type=_positive, default=DEFAULT_VARIATIONS)
+    vary.add_argument("--count", type=arguments.at_least_one, default=DEFAULT_VARIATIONS)
     vary.add_argument("--strength", type=float, default=DEFAULT_VARIATION_STRENGTH)
     vary.set_defaults(run=with_queue(_vary))
 
@@ -186,10 +186,3 @@ def _lineage(args: argparse.Namespace, queue: JobQueue) -> int:
 
 def _ids(ids: list[int]) -> str:
     return ", ".join(f"#{job_id}" for job_id in ids)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value

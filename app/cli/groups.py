@@ -66,7 +66,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def add_group_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("batches and dynamic prompts")
-    group.add_argument("--batch-count", type=_count, default=1, metavar="N",
+    group.add_argument("--batch-count", type=arguments.at_least_one, default=1, metavar="N",
                        help="queue N jobs as one group")  # fmt: skip
     group.add_argument(
         "--seed-mode", type=SeedMode, choices=list(SeedMode), default=None,
@@ -171,13 +171,3 @@ def _retry(args: argparse.Namespace, queue: JobQueue) -> int:
               file=sys.stderr)  # fmt: skip
     print(job_line(queue.get(job_id)))
     return 0
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value

@@ -42,7 +42,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          help="only jobs in this status (repeat for several)")  # fmt: skip
     add_filter_arguments(listing)
     shown = listing.add_mutually_exclusive_group()
-    shown.add_argument("--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+    shown.add_argument("--limit", type=arguments.at_least_one, default=DEFAULT_LIMIT, metavar="N",
                        help=f"show the newest N jobs (default {DEFAULT_LIMIT})")  # fmt: skip
     shown.add_argument("--all", action="store_true", help="show every job")
     listing.add_argument("--json", action="store_true", help="one JSON array, for scripts")
@@ -184,16 +184,6 @@ def _request(action: Callable[..., object]) -> Callable[[argparse.Namespace, Job
 def _rerun(args: argparse.Namespace, queue: JobQueue) -> int:
     print(queue.rerun(args.job_id, source="cli"))
     return 0
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
 
 
 def _status(text: str) -> JobStatus:
