@@ -5,6 +5,7 @@ Imports torch (through the loop), so only worker processes import this module.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,6 +26,8 @@ from app.engine.generation.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from app.engine.generation.control import ControlNetCache
+from app.engine.generation.controlnets import ControlNetInfo, check_fits, find_controlnet
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.files import write_png
@@ -37,7 +41,12 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.generation.sources import ModelInfo, resolve_model
-from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters
+from app.engine.jobs.params import (
+    INIT_UPLOADED,
+    RANDOM_SEED,
+    GenerationParams,
+    InvalidParameters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,7 @@ class Runner:
         cache: PipelineCache | None = None,
         threads: int | None = None,
         preview_interval_s: float = 0.5,
+        resolve_control: Callable[[str], ControlNetInfo] = find_controlnet,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
@@ -66,6 +76,8 @@ class Runner:
         self._device = device or pick_device()
         self._resolve = resolve
         self._cache = cache or PipelineCache()
+        self._resolve_control = resolve_control
+        self._controlnets = ControlNetCache()
         self._previews = PreviewThrottle(preview_interval_s)
 
     @property
@@ -86,11 +98,13 @@ class Runner:
         on_step: StepCallback,
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         """Generate `params` into `output_path`, resuming from `checkpoint_path` if it exists.
 
         `init_image`: the PNG bytes img2img starts from (`params.init_image` names it);
-        `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint.
+        `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint;
+        `control_images`: each control layer's PNG (`params.control` names them), in order.
         `on_step` may answer `CHECKPOINT`: the state is then saved to `checkpoint_path` in
         the background (a rolling checkpoint), and the run goes on.
         Raises `CheckpointError` for a checkpoint that is damaged or made for other params
@@ -101,19 +115,21 @@ class Runner:
         once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
         note says so; every other error, transient or not, goes up unchanged.
         """
+        inputs = _Inputs(init_image, mask, tuple(control_images))
         try:
-            return self._run_once(params, output_path, checkpoint_path, on_step, init_image, mask)
+            return self._run_once(params, output_path, checkpoint_path, on_step, inputs)
         except Exception as error:
             # Only memory is cured by offloading; a database away or a full disk is the
             # retry policy's to decide, and must not cost the worker its speed for good.
             if self._device.low_vram or not is_out_of_memory(error):
                 raise
             self._switch_to_low_vram()
-        outcome = self._run_once(params, output_path, checkpoint_path, on_step, init_image, mask)
+        outcome = self._run_once(params, output_path, checkpoint_path, on_step, inputs)
         return replace(outcome, note=LOW_VRAM_NOTE)
 
     def _switch_to_low_vram(self) -> None:
         self._cache.clear()  # frees the pipeline that ran out of memory before reloading
+        self._controlnets.clear()
         _empty_gpu_cache()
         self._device = replace(self._device, low_vram=True)
 
@@ -123,13 +139,16 @@ class Runner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
-        init_image: bytes | None,
-        mask: bytes | None = None,
+        inputs: _Inputs,
     ) -> GenerationOutcome:
-        _check_params(params, init_image, mask)
+        _check_params(params, inputs)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
+        controls = [self._resolve_control(layer.model) for layer in params.control_layers]
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
-        job = _Job(loaded, params, checkpoint_path, on_step, init_image, mask)
+        for control in controls:
+            check_fits(control, params.model, loaded.model.architecture)
+        nets = self._controlnets.get(controls, loaded.pipe)
+        job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         with _RollingSaver(checkpoint_path) as saver:
@@ -214,14 +233,16 @@ class _Job:
     params: GenerationParams
     checkpoint_path: Path
     on_step: StepCallback
-    init_image: bytes | None = None
-    mask: bytes | None = None
+    inputs: _Inputs
+    control_nets: Sequence[Any] = ()
 
     def begin(self, checkpoint: Checkpoint | None) -> tuple[denoise.DenoiseState, float]:
-        pipe, params, init, mask = self.loaded.pipe, self.params, self.init_image, self.mask
+        pipe, params, inputs = self.loaded.pipe, self.params, self.inputs
+        init, mask, controls = inputs.init_image, inputs.mask, inputs.control_images
         if checkpoint is None:
-            return denoise.start(pipe, params, init, mask), 0.0
-        return denoise.restore(pipe, params, checkpoint, init, mask), checkpoint.elapsed_s
+            return denoise.start(pipe, params, init, mask, self.control_nets, controls), 0.0
+        state = denoise.restore(pipe, params, checkpoint, init, mask, self.control_nets, controls)
+        return state, checkpoint.elapsed_s
 
     def run_steps(
         self,
@@ -293,7 +314,17 @@ def _set_cpu_threads(threads: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
-def _check_params(params: GenerationParams, init_image: bytes | None, mask: bytes | None) -> None:
+@dataclass(frozen=True)
+class _Inputs:
+    """A job's stored inputs, as the runner is handed them."""
+
+    init_image: bytes | None = None
+    mask: bytes | None = None
+    control_images: tuple[bytes, ...] = ()
+
+
+def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
+    init_image, mask = inputs.init_image, inputs.mask
     params.validated()
     if params.seed == RANDOM_SEED:
         raise InvalidParameters("the seed must be fixed before generation (with_concrete_seed)")
@@ -306,6 +337,14 @@ def _check_params(params: GenerationParams, init_image: bytes | None, mask: byte
         raise InvalidParameters(
             f"mask {params.mask or '(none)'} named, but {'none' if mask is None else 'one'} given"
         )
+    layers = params.control_layers
+    if len(layers) != len(inputs.control_images):
+        raise InvalidParameters(
+            f"{len(layers)} control layers named, but {len(inputs.control_images)} images given"
+        )
+    for index, (layer, png) in enumerate(zip(layers, inputs.control_images, strict=True)):
+        if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != layer.image:
+            raise InvalidParameters(f"control layer {index}'s image is not the one it names")
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:

@@ -232,3 +232,28 @@ def write_tiny_lora(
     dest.parent.mkdir(parents=True, exist_ok=True)
     type(pipe).save_lora_weights(dest.parent, weight_name=dest.name, **layers)
     return dest
+
+
+def build_tiny_controlnet(architecture: Architecture = Architecture.SD1, *, seed: int = 1) -> Any:
+    """A random ControlNet that fits the tiny pipeline of `architecture` (same UNet config),
+    every weight random: a ControlNet's zero convolutions would otherwise make it do nothing."""
+    import torch
+    from diffusers import ControlNetModel
+
+    unet = build_tiny_pipeline(architecture).unet
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        # Four stages of the condition embedding: the image is brought down 8x, as the VAE.
+        net = ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(8, 8, 16, 16))
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter.copy_(torch.randn_like(parameter) * 0.2)
+    return net
+
+
+def write_tiny_controlnet(
+    dest: Path, *, seed: int = 1, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """`build_tiny_controlnet` saved as a diffusers folder (`config.json` and weights)."""
+    build_tiny_controlnet(architecture, seed=seed).save_pretrained(dest)
+    return dest

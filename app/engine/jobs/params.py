@@ -6,8 +6,10 @@ worker all share one definition of what a valid request is.
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from app.errors import BadInput
@@ -30,10 +32,51 @@ INIT_FROM_JOB, INIT_UPLOADED = "job:", "upload:"
 # Inpaint: the mask is stored with the job (job_input, kind "mask"), named by its digest.
 DEFAULT_MASK_BLUR, MAX_MASK_BLUR = 4, 64  # A1111's default and slider's end
 DEFAULT_MASK_PADDING, MAX_MASK_PADDING = 32, 256  # "Only masked padding, pixels"
+# ControlNet: each layer's image is stored with the job (job_input, kind "control<i>").
+MAX_CONTROL_LAYERS = 4
+MAX_CONTROL_WEIGHT = 2.0  # A1111's "Control Weight" slider's end
+CONTROL_MODULES = ("none", "canny", "softedge", "lineart", "scribble")  # preprocessors
 
 
 class InvalidParameters(BadInput):
     """A generation request that cannot run; the message says exactly what is wrong."""
+
+
+@dataclass(frozen=True)
+class ControlLayer:
+    """One ControlNet layer: its (already preprocessed) image, the ControlNet, how strongly
+    and over which share of the steps it guides (A1111's Guidance Start/End)."""
+
+    image: str  # f"{INIT_UPLOADED}<sha256>" of the control image stored with the job
+    model: str  # the ControlNet's name (`controlnets.list_controlnets`)
+    module: str = "none"  # the preprocessor that made the image (recorded, not re-run)
+    weight: float = 1.0  # diffusers' controlnet_conditioning_scale
+    start: float = 0.0  # control_guidance_start
+    end: float = 1.0  # control_guidance_end
+
+
+def encode_control(layers: Sequence[ControlLayer]) -> str:
+    """How `GenerationParams.control` spells `layers`: one canonical JSON text, so params
+    stay flat values (one column, one checkpoint field) and compare exactly."""
+    if not layers:
+        return ""
+    return json.dumps([asdict(layer) for layer in layers], sort_keys=True)
+
+
+def decode_control(text: str) -> tuple[ControlLayer, ...]:
+    """The layers `encode_control` wrote; `InvalidParameters` for anything else."""
+    if not text:
+        return ()
+    try:
+        raw = json.loads(text)
+        names = {f.name for f in fields(ControlLayer)}
+        if not isinstance(raw, list) or not all(
+            isinstance(item, dict) and set(item) <= names for item in raw
+        ):
+            raise ValueError("not a list of layers")
+        return tuple(ControlLayer(**item) for item in raw)
+    except (ValueError, TypeError) as error:
+        raise InvalidParameters(f"the control layers are not readable ({error})") from error
 
 
 @dataclass(frozen=True)
@@ -53,6 +96,7 @@ class GenerationParams:
     mask_blur: int = DEFAULT_MASK_BLUR  # inpaint: Gaussian blur radius of the mask, pixels
     only_masked: bool = False  # inpaint: A1111's "Inpaint area: Only masked"
     mask_padding: int = DEFAULT_MASK_PADDING  # inpaint, only masked: pixels around the mask
+    control: str = ""  # ControlNet layers, as `encode_control` writes them ("" for none)
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -82,6 +126,10 @@ class GenerationParams:
     @property
     def is_inpaint(self) -> bool:
         return bool(self.mask)
+
+    @property
+    def control_layers(self) -> tuple[ControlLayer, ...]:
+        return decode_control(self.control)
 
     @property
     def init_parent(self) -> int | None:
@@ -120,6 +168,41 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.extend(_init_problems(p))
     if p.mask:
         problems.extend(_mask_problems(p))
+    if p.control:
+        problems.extend(_control_problems(p))
+    return problems
+
+
+def _control_problems(p: GenerationParams) -> list[str]:
+    try:
+        layers = decode_control(p.control)
+    except InvalidParameters as error:
+        return [str(error)]
+    if p.init_image:
+        return ["ControlNet layers work from noise for now, not with img2img or inpaint"]
+    if len(layers) > MAX_CONTROL_LAYERS:
+        return [f"at most {MAX_CONTROL_LAYERS} control layers, not {len(layers)}"]
+    problems = []
+    for index, layer in enumerate(layers):
+        name = f"control layer {index}"
+        if not layer.image.startswith(INIT_UPLOADED) or layer.image == INIT_UPLOADED:
+            problems.append(f"{name}'s image {layer.image!r} is not {INIT_UPLOADED}<sha256>")
+        if not str(layer.model).strip():
+            problems.append(f"{name} names no ControlNet model")
+        if layer.module not in CONTROL_MODULES:
+            known = ", ".join(CONTROL_MODULES)
+            problems.append(f"{name}'s preprocessor {layer.module!r} is unknown (known: {known})")
+        if not isinstance(layer.weight, int | float) or not 0 <= layer.weight <= MAX_CONTROL_WEIGHT:
+            problems.append(f"{name}'s weight must be between 0 and {MAX_CONTROL_WEIGHT:g}")
+        elif not (
+            isinstance(layer.start, int | float)
+            and isinstance(layer.end, int | float)
+            and 0 <= layer.start < layer.end <= 1
+        ):
+            problems.append(
+                f"{name}'s start and end must satisfy 0 <= start < end <= 1, "
+                f"not {layer.start}, {layer.end}"
+            )
     return problems
 
 

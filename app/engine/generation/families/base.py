@@ -22,6 +22,7 @@ from PIL import Image
 from app.engine.jobs.params import GenerationParams
 
 if TYPE_CHECKING:
+    from app.engine.generation.control import ControlGuide
     from app.engine.generation.inpaint import MaskedImage
 
 # What the model is conditioned on for the whole job (prompt embeddings and the like), by
@@ -102,8 +103,11 @@ class ModelFamily(Protocol):
         conditioning: Conditioning,
         guidance: float,
         do_cfg: bool,
+        control: ControlGuide | None = None,
+        index: int = 0,
     ) -> torch.Tensor:
-        """The model's output at timestep `t`, guided: what `scheduler.step` takes."""
+        """The model's output at timestep `t` (the `index`-th), guided by CFG and by the
+        job's control layers: what `scheduler.step` takes."""
         ...
 
     def after_step(

@@ -8,7 +8,7 @@ conditioning and decoding.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
@@ -22,6 +22,9 @@ from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+
+if TYPE_CHECKING:
+    from app.engine.generation.control import ControlGuide
 
 PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
 TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
@@ -125,19 +128,30 @@ class UNetFamily(ABC):
         conditioning: Conditioning,
         guidance: float,
         do_cfg: bool,
+        control: ControlGuide | None = None,
+        index: int = 0,
     ) -> torch.Tensor:
         model_input = torch.cat([latents] * 2) if do_cfg else latents
         if hasattr(scheduler, "scale_model_input"):
             model_input = scheduler.scale_model_input(model_input, t)
         if self.pipe.unet.config.in_channels == inpaint.INPAINT_CHANNELS:
             model_input = inpaint.model_input(model_input, conditioning)
+        added = self.added_conditioning(conditioning)
+        down, mid = None, None
+        if control is not None:
+            down, mid = control.residuals(
+                index, latents, model_input, t, scheduler, conditioning[PROMPT_EMBEDS], added,
+                do_cfg,
+            )  # fmt: skip
         noise_pred: torch.Tensor = self.pipe.unet(
             model_input,
             t,
             encoder_hidden_states=conditioning[PROMPT_EMBEDS],
             timestep_cond=conditioning.get(TIMESTEP_COND),
             cross_attention_kwargs=None,
-            added_cond_kwargs=self.added_conditioning(conditioning),
+            down_block_additional_residuals=down,
+            mid_block_additional_residual=mid,
+            added_cond_kwargs=added,
             return_dict=False,
         )[0]
         if do_cfg:
