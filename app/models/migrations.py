@@ -16,7 +16,7 @@ from app.models.db import Database
 from app.models.search_index import create_search_index
 from app.models.tables import JOB_FILE, JOB_INPUT, JOB_PARENT, WORKER, SchemaInfo
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class SchemaTooNew(DatabaseError):
@@ -117,6 +117,13 @@ def _v8_to_v9(conn: Connection) -> None:
     conn.exec_driver_sql("DROP TABLE job_input_v8")
 
 
+def _v9_to_v10(conn: Connection) -> None:
+    # Version 10 adds ControlNet: the job's control layers (one JSON text column); their
+    # images are job_input rows of kind "control0", "control1", ... (no change there).
+    if "control" not in {column["name"] for column in inspect(conn).get_columns("job")}:
+        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN control TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -126,6 +133,7 @@ MIGRATIONS: dict[int, Migration] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 

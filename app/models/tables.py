@@ -16,6 +16,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Text,
     false,
     text,
 )
@@ -71,6 +72,9 @@ class Job(SQLModel, table=True):
     mask_padding: int = Field(
         default=32, sa_column=Column(Integer, nullable=False, server_default=text("32"))
     )
+    # ControlNet: "" (none) or the layers as JSON (`params.encode_control`); each layer's
+    # image is a job_input row of kind "control<i>".
+    control: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

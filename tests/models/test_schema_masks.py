@@ -51,7 +51,7 @@ def test_a_version_8_database_gains_masks_and_keeps_its_init_images(db_location:
     old_job = _back_to_version_8(db_location)
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        assert stored_schema_version(db) == SCHEMA_VERSION == 10
         with db.read() as conn:
             columns = {c["name"] for c in inspect(conn).get_columns("job_input")}
             primary = inspect(conn).get_pk_constraint("job_input")["constrained_columns"]

@@ -29,7 +29,7 @@ def test_a_database_from_before_a_table_gains_it(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        assert stored_schema_version(db) == SCHEMA_VERSION == 10
         with db.read() as conn:
             assert inspect(conn).has_table(table)
             assert columns <= {column["name"] for column in inspect(conn).get_columns(table)}
@@ -49,7 +49,7 @@ def test_a_version_7_database_gains_the_pending_cancel_and_keeps_its_jobs(
     db.dispose()
     db = open_database(db_location)
     try:
-        assert stored_schema_version(db) == SCHEMA_VERSION == 9
+        assert stored_schema_version(db) == SCHEMA_VERSION == 10
         queue = JobQueue(db)
         assert queue.get(job_id).cancel_after is None  # nothing was pending before
         assert hold_for_undo(queue, job_id, cancel_after=123.0) is Hold.QUEUED

@@ -42,8 +42,19 @@ def a1111_parameters(params: GenerationParams) -> str:
         f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
         + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
         + _inpaint_parameters(params)
+        + _control_parameters(params)
     )
     return "\n".join(lines)
+
+
+def _control_parameters(params: GenerationParams) -> str:
+    """Each control layer as A1111's ControlNet extension writes it (`ControlNet 0: "..."`)."""
+    return "".join(
+        f', ControlNet {index}: "Module: {layer.module}, Model: {layer.model}, '
+        f"Weight: {float(layer.weight)!r}, Guidance Start: {float(layer.start)!r}, "
+        f'Guidance End: {float(layer.end)!r}"'
+        for index, layer in enumerate(params.control_layers)
+    )
 
 
 def _inpaint_parameters(params: GenerationParams) -> str:

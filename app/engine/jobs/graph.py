@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.engine.jobs.graph_sql import InputKind, stored_input
+from app.engine.jobs.graph_sql import InputKind, control_kind, stored_input
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
     RANDOM_SEED,
@@ -230,6 +230,7 @@ def upscale_params(
         init_image=f"{INIT_FROM_JOB}{parent_id}",
         strength=strength,
         mask="",  # an inpaint's upscale redraws its whole image, not its mask again
+        control="",  # a guided image's upscale starts from it: its layers have done their part
     )
 
 
@@ -239,7 +240,7 @@ def variation_params(
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
         parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
-        mask="",
+        mask="", control="",
     )  # fmt: skip
 
 
@@ -272,6 +273,19 @@ def mask_of(queue: JobQueue, job: Job) -> bytes | None:
     if png is None:
         raise InputImageMissing(f"job {job.id}'s inpaint mask is missing from the database")
     return png
+
+
+def control_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
+    """The PNG bytes of each of `job`'s control layers (stored with the job), in order."""
+    images = []
+    for layer in range(len(params_of(job).control_layers)):
+        png = stored_input(queue.db, job.id or 0, control_kind(layer))
+        if png is None:
+            raise InputImageMissing(
+                f"job {job.id}'s control layer {layer} image is missing from the database"
+            )
+        images.append(png)
+    return tuple(images)
 
 
 def _parent_output(queue: JobQueue, job_id: int, parent_id: int) -> bytes:

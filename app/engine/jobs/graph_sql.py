@@ -27,6 +27,11 @@ class InputKind(StrEnum):
     MASK = "mask"  # inpaint: white where to repaint
 
 
+def control_kind(layer: int) -> str:
+    """The job_input kind of control layer `layer`'s image: "control0", "control1", ..."""
+    return f"control{layer}"
+
+
 class InvalidDependency(InvalidParameters):
     """A parent that does not exist or cannot be waited for, or a dependency cycle."""
 
@@ -75,6 +80,7 @@ class GraphStatements:
         parents: Sequence[int],
         init_png: bytes | None,
         mask_png: bytes | None = None,
+        control_pngs: Sequence[bytes] = (),
     ) -> None:
         """Store the new job's edges and inputs, refusing an edge that would close a cycle."""
         cycle = cycle_through(job_id, parents, lambda job: self._parents_of(tx, job))
@@ -86,6 +92,9 @@ class GraphStatements:
         for kind, png in ((InputKind.INIT, init_png), (InputKind.MASK, mask_png)):
             if png is not None:
                 tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
+        for layer, png in enumerate(control_pngs):
+            values = {"job_id": job_id, "kind": control_kind(layer), "png": png}
+            tx.execute(self.insert_input, values)
 
     def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
@@ -96,6 +105,7 @@ class StoredLinks:
     parents: list[int]
     init_png: bytes | None
     mask_png: bytes | None
+    control_pngs: tuple[bytes, ...] = ()
 
 
 def stored_links(db: Database, job_id: int) -> StoredLinks:
@@ -108,12 +118,21 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
             sorted(conn.execute(parents).scalars()),
             stored.get(InputKind.INIT.value),
             stored.get(InputKind.MASK.value),
+            _control_pngs(stored),
         )
 
 
-def stored_input(db: Database, job_id: int, kind: InputKind) -> bytes | None:
+def _control_pngs(stored: dict[str, bytes]) -> tuple[bytes, ...]:
+    pngs: list[bytes] = []
+    while control_kind(len(pngs)) in stored:
+        pngs.append(stored[control_kind(len(pngs))])
+    return tuple(pngs)
+
+
+def stored_input(db: Database, job_id: int, kind: str) -> bytes | None:
+    """The image of `kind` (an `InputKind`, or `control_kind`) stored with the job."""
     query = select(JOB_INPUT.c.png).where(
-        JOB_INPUT.c.job_id == job_id, JOB_INPUT.c.kind == kind.value
+        JOB_INPUT.c.job_id == job_id, JOB_INPUT.c.kind == str(kind)
     )
     with db.read() as conn:
         png = conn.execute(query).scalar_one_or_none()
@@ -125,9 +144,10 @@ def check_inputs(
     parents: Sequence[int],
     init_png: bytes | None,
     mask_png: bytes | None = None,
+    control_pngs: Sequence[bytes] = (),
 ) -> None:
     """The inputs the parameters name are the ones given: an init image (a parent's, or
-    these bytes) and a mask (these bytes)."""
+    these bytes), a mask and the control layers' images (these bytes)."""
     parent = params.init_parent
     if parent is not None and parent not in parents:
         raise InvalidDependency(
@@ -144,6 +164,14 @@ def check_inputs(
         raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
+    layers = params.control_layers
+    if len(layers) != len(control_pngs):
+        raise InvalidParameters(
+            f"{len(layers)} control layers need their images, but {len(control_pngs)} were given"
+        )
+    for index, (layer, png) in enumerate(zip(layers, control_pngs, strict=True)):
+        if digest(png) != layer.image:
+            raise InvalidParameters(f"control layer {index}'s image does not match its digest")
 
 
 def cycle_through(

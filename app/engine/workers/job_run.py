@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.jobs.graph import init_image_of, mask_of
+from app.engine.jobs.graph import control_images_of, init_image_of, mask_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
@@ -78,6 +78,7 @@ class RunnerLike(Protocol):
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
     ) -> GenerationOutcome: ...
 
 
@@ -311,6 +312,7 @@ class JobRun:
             on_step=self.on_step,
             init_image=init_image_of(self.queue, self.job),
             mask=mask_of(self.queue, self.job),
+            control_images=control_images_of(self.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------

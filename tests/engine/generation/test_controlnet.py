@@ -129,9 +129,7 @@ def finished(outcome: Any) -> np.ndarray:
     return pixels(outcome.image_path)
 
 
-def stock(
-    runner: Runner, params: GenerationParams, images: list[bytes], nets: Path
-) -> np.ndarray:
+def stock(runner: Runner, params: GenerationParams, images: list[bytes], nets: Path) -> np.ndarray:
     """The stock ControlNet pipeline as its documentation calls it: ControlNetModel (or a
     list of them, which it wraps in MultiControlNetModel), PIL control images, scales."""
     from diffusers import (
@@ -210,7 +208,7 @@ def test_pause_then_resume_with_controlnet_is_exact(
     runners: dict[str, Runner], tmp_path: Path, model: str
 ) -> None:
     layers = [(f"cn-{model}-a", 7, 0.8, 0.0, 0.5), (f"cn-{model}-b", 8, 1.0, 0.4, 1.0)]
-    params, images = layers_params(model, layers, "DPM++ 2M")  # type: ignore[arg-type]
+    params, images = layers_params(model, layers, "DPM++ 2M")
     reference = finished(ours(runners[model], params, images, tmp_path, "reference"))
     paused = ours(
         runners[model], params, images, tmp_path, "job",
@@ -273,7 +271,7 @@ def test_controlnets_are_listed_by_architecture_and_a_misfit_is_refused(
         "cn-sdxl-a": Architecture.SDXL, "cn-sdxl-b": Architecture.SDXL,
     }  # fmt: skip
     params, images = layers_params("sd1", [("cn-sdxl-a", 7, 1.0, 0.0, 1.0)])
-    with pytest.raises(ControlNetMismatch, match="'cn-sdxl-a' is for SDXL.*'sd1' is SD 1.x"):
+    with pytest.raises(ControlNetMismatch, match=r"'cn-sdxl-a' is for SDXL.*'sd1' is SD 1\.x"):
         ours(runners["sd1"], params, images, tmp_path)
     assert not (tmp_path / "ours.png").exists()
 
