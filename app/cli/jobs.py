@@ -19,6 +19,7 @@ from app.engine.jobs.params import (
     DEFAULT_SCHEDULER,
     SCHEDULERS,
     GenerationParams,
+    decode_control,
     parse_size,
 )
 from app.engine.jobs.queue import JobQueue
@@ -224,7 +225,14 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         ("negative", job.negative_prompt), ("output", job.output_path), ("error", job.error),
         ("checkpoint", job.checkpoint_path), ("re-run of", job.rerun_of),
     ]  # fmt: skip
-    return details + [(label, value) for label, value in optional if value]
+    details += [(label, value) for label, value in optional if value]
+    for index, layer in enumerate(decode_control(job.control)):
+        details.append((
+            f"control {index}",
+            f"{layer.module} by {layer.model}, weight {layer.weight:g}, steps "
+            f"{layer.start:g}-{layer.end:g} (image {layer.image.removeprefix('upload:')[:12]})",
+        ))  # fmt: skip
+    return details
 
 
 def transition_line(t: JobTransition) -> str:
