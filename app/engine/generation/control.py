@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from diffusers.image_processor import VaeImageProcessor
 
+from app.engine.generation.architecture import Architecture
 from app.engine.generation.controlnets import ControlNetInfo, ControlNetNotFound
 from app.engine.jobs.init_image import open_rgb
 from app.engine.jobs.params import ControlLayer, GenerationParams
+from app.engine.paths import resources_dir
 
 
 @dataclass
@@ -130,7 +133,10 @@ class ControlNetCache:
     while jobs name them, dropped when a job names none of them (a ControlNet is a third of
     its model's UNet: keeping unused ones would cost that much memory per net)."""
 
-    def __init__(self) -> None:
+    def __init__(self, configs: Path | None = None) -> None:
+        """`configs`: where the config of each architecture's ControlNet is, for single
+        files (`<configs>/controlnet-sd1/config.json`...); default: the shipped ones."""
+        self._configs = configs
         self._loaded: dict[tuple[str, str, str], Any] = {}
 
     def get(self, infos: Sequence[ControlNetInfo], pipe: Any) -> list[Any]:
@@ -141,7 +147,7 @@ class ControlNetCache:
         nets = []
         for info, key in zip(infos, keys, strict=True):
             if key not in self._loaded:
-                self._loaded[key] = _load(info, dtype).to(device)
+                self._loaded[key] = _load(info, dtype, self._configs).to(device)
             nets.append(self._loaded[key])
         return nets
 
@@ -154,11 +160,27 @@ class ControlNetCache:
         self._loaded.clear()
 
 
-def _load(info: ControlNetInfo, dtype: torch.dtype) -> Any:
+def controlnet_config(architecture: Architecture, configs: Path | None = None) -> Path:
+    """The config folder a single-file ControlNet of `architecture` is loaded with."""
+    root = configs if configs is not None else resources_dir() / "model_configs"
+    return root / f"controlnet-{architecture.value}"
+
+
+def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any:
     from diffusers import ControlNetModel
 
-    if not info.path.is_dir():
+    if info.path.is_dir():
+        return ControlNetModel.from_pretrained(info.path, torch_dtype=dtype)
+    if info.architecture is None:
+        raise ControlNetNotFound(f"ControlNet {info.name!r} fits no known architecture")
+    config = controlnet_config(info.architecture, configs)
+    if not (config / "config.json").is_file():
         raise ControlNetNotFound(
-            f"ControlNet {info.name!r} is a single file; only diffusers folders load for now"
+            f"ControlNet {info.name!r} is an {info.architecture.label} file, and Easel has no "
+            f"{info.architecture.label} ControlNet config to load it with ({config})"
         )
-    return ControlNetModel.from_pretrained(info.path, torch_dtype=dtype)
+    # Offline: diffusers converts the original keys itself (`convert_controlnet_checkpoint`)
+    # and takes the shape of the model from our shipped config, never from the hub.
+    return ControlNetModel.from_single_file(
+        str(info.path), config=str(config), torch_dtype=dtype, local_files_only=True
+    )

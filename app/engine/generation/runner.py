@@ -66,6 +66,7 @@ class Runner:
         threads: int | None = None,
         preview_interval_s: float = 0.5,
         resolve_control: Callable[[str], ControlNetInfo] = find_controlnet,
+        controlnets: ControlNetCache | None = None,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
@@ -77,7 +78,7 @@ class Runner:
         self._resolve = resolve
         self._cache = cache or PipelineCache()
         self._resolve_control = resolve_control
-        self._controlnets = ControlNetCache()
+        self._controlnets = controlnets or ControlNetCache()
         self._previews = PreviewThrottle(preview_interval_s)
 
     @property

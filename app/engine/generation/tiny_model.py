@@ -257,3 +257,23 @@ def write_tiny_controlnet(
     """`build_tiny_controlnet` saved as a diffusers folder (`config.json` and weights)."""
     build_tiny_controlnet(architecture, seed=seed).save_pretrained(dest)
     return dest
+
+
+def write_tiny_controlnet_file(
+    dest: Path,
+    *,
+    seed: int = 1,
+    architecture: Architecture = Architecture.SD1,
+    original: bool = True,
+) -> Path:
+    """The same ControlNet as `write_tiny_controlnet` (same seed, same weights), as one
+    `.safetensors` file in the original key layout (`control_model.*`), or with diffusers'
+    key names (as most SDXL ControlNets ship)."""
+    from safetensors.torch import save_file
+
+    from app.engine.generation.original_layout import controlnet_to_original
+
+    net = build_tiny_controlnet(architecture, seed=seed)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file(controlnet_to_original(net) if original else net.state_dict(), str(dest))
+    return dest

@@ -306,3 +306,106 @@ def test_control_images_must_be_the_ones_named(runners: dict[str, Runner], tmp_p
         ours(runners["sd1"], params, [control_png(99)], tmp_path)
     with pytest.raises(InvalidParameters, match="1 control layers named, but 0 images"):
         ours(runners["sd1"], params, [], tmp_path)
+
+
+@pytest.mark.parametrize("model", ["sd1", "sdxl"])
+def test_a_single_file_controlnet_in_the_original_layout_loads_offline_as_its_folder_twin(
+    models: dict[str, ModelInfo], runners: dict[str, Runner], folders: dict[str, Path],
+    tmp_path: Path, model: str,
+) -> None:  # fmt: skip
+    """The same random ControlNet as `cn-<model>-a`, written as A1111 and ComfyUI keep them
+    (one .safetensors; SD 1.x with the original `control_model.*` keys, SDXL with diffusers'
+    as they ship): found by its header, loaded with a local config (HF_HUB_OFFLINE is set),
+    the same weights and the same image."""
+    import shutil
+
+    from app.engine.generation.control import ControlNetCache
+    from app.engine.generation.device import CPU
+    from app.engine.generation.tiny_model import write_tiny_controlnet_file
+
+    architecture = Architecture(model)
+    nets = tmp_path / "controlnet"
+    original = architecture is Architecture.SD1
+    write_tiny_controlnet_file(
+        nets / "cn-file.safetensors", seed=1, architecture=architecture, original=original
+    )
+    configs = tmp_path / "configs" / f"controlnet-{architecture.value}"
+    configs.mkdir(parents=True)
+    shutil.copy(folders[f"cn-{model}-a"] / "config.json", configs)
+    [info] = list_controlnets([nets])
+    layout = "original" if original else "diffusers"
+    assert (info.name, info.architecture, info.layout) == ("cn-file", architecture, layout)
+    runner = Runner(
+        device=CPU, resolve=lambda _name: models[model], threads=1,
+        resolve_control=lambda name: find_controlnet(name, [nets]),
+        controlnets=ControlNetCache(configs.parent),
+    )  # fmt: skip
+    from_file, images = layers_params(model, [("cn-file", 7, 0.9, 0.0, 1.0)])
+    from_folder, _ = layers_params(model, [(f"cn-{model}-a", 7, 0.9, 0.0, 1.0)])
+    image = finished(ours(runner, from_file, images, tmp_path, "file"))
+    [net] = runner._controlnets.get([info], runner.load(model).pipe)
+    [twin] = runners[model]._controlnets.get(
+        [find_controlnet(f"cn-{model}-a", [folders["nets"]])], runners[model].load(model).pipe
+    )
+    file_state, twin_state = net.state_dict(), twin.state_dict()
+    assert file_state.keys() == twin_state.keys()
+    assert all(torch.equal(file_state[k], twin_state[k]) for k in twin_state)
+    reference = finished(ours(runners[model], from_folder, images, tmp_path, "folder"))
+    assert max_diff(image, reference) == 0
+
+
+def test_an_sdxl_file_in_the_original_layout_is_listed_as_unsupported_saying_why(
+    tmp_path: Path,
+) -> None:
+    from app.engine.generation.controlnets import ControlNetNotFound
+    from app.engine.generation.tiny_model import write_tiny_controlnet_file
+
+    nets = tmp_path / "controlnet"
+    write_tiny_controlnet_file(nets / "xl.safetensors", architecture=Architecture.SDXL)
+    [info] = list_controlnets([nets])
+    assert info.architecture is Architecture.SDXL and not info.supported
+    with pytest.raises(ControlNetNotFound, match="cannot be used: an SDXL ControlNet in the orig"):
+        find_controlnet("xl", [nets])
+
+
+def test_a_single_file_without_a_config_for_its_architecture_is_refused_clearly(
+    models: dict[str, ModelInfo], tmp_path: Path
+) -> None:
+    from app.engine.generation.control import ControlNetCache
+    from app.engine.generation.controlnets import ControlNetNotFound
+    from app.engine.generation.device import CPU
+    from app.engine.generation.tiny_model import write_tiny_controlnet_file
+
+    nets = tmp_path / "controlnet"
+    write_tiny_controlnet_file(nets / "cn-file.safetensors")
+    runner = Runner(
+        device=CPU, resolve=lambda _name: models["sd1"], threads=1,
+        resolve_control=lambda name: find_controlnet(name, [nets]),
+        controlnets=ControlNetCache(tmp_path / "no-configs"),
+    )  # fmt: skip
+    params, images = layers_params("sd1", [("cn-file", 7, 1.0, 0.0, 1.0)])
+    with pytest.raises(ControlNetNotFound, match="has no SD 1.x ControlNet config"):
+        ours(runner, params, images, tmp_path)
+
+
+@pytest.mark.parametrize("architecture", ["sd1", "sdxl"])
+def test_the_shipped_controlnet_configs_fit_the_shipped_models(architecture: str) -> None:
+    """A real ControlNet file is loaded with resources/model_configs/controlnet-*: each has
+    the very shapes of a ControlNet made from that architecture's UNet (on the meta device:
+    no weights)."""
+    from accelerate import init_empty_weights
+    from diffusers import ControlNetModel, UNet2DConditionModel
+
+    from app.engine.generation.control import controlnet_config
+    from app.engine.paths import resources_dir
+
+    unet_config = UNet2DConditionModel.load_config(
+        resources_dir() / "model_configs" / architecture / "unet"
+    )
+    with init_empty_weights():
+        expected = ControlNetModel.from_unet(UNet2DConditionModel.from_config(unet_config))
+        shipped = ControlNetModel.from_config(
+            ControlNetModel.load_config(controlnet_config(Architecture(architecture)))
+        )
+    shapes = {k: v.shape for k, v in shipped.state_dict().items()}
+    assert shapes == {k: v.shape for k, v in expected.state_dict().items()}
