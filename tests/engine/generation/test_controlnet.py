@@ -384,7 +384,7 @@ def test_a_single_file_without_a_config_for_its_architecture_is_refused_clearly(
         controlnets=ControlNetCache(tmp_path / "no-configs"),
     )  # fmt: skip
     params, images = layers_params("sd1", [("cn-file", 7, 1.0, 0.0, 1.0)])
-    with pytest.raises(ControlNetNotFound, match="has no SD 1.x ControlNet config"):
+    with pytest.raises(ControlNetNotFound, match=r"has no SD 1\.x ControlNet config"):
         ours(runner, params, images, tmp_path)
 
 
