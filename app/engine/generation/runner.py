@@ -31,6 +31,7 @@ from app.engine.generation.controlnets import ControlNetInfo, check_fits, find_c
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.files import write_png
+from app.engine.generation.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
 from app.engine.generation.outcome import (
@@ -40,6 +41,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
+from app.engine.generation.reference import use_ip_adapter
 from app.engine.generation.sources import ModelInfo, resolve_model
 from app.engine.jobs.params import (
     INIT_UPLOADED,
@@ -66,6 +68,7 @@ class Runner:
         threads: int | None = None,
         preview_interval_s: float = 0.5,
         resolve_control: Callable[[str], ControlNetInfo] = find_controlnet,
+        resolve_reference: Callable[[str], IPAdapterInfo] = find_ip_adapter,
         controlnets: ControlNetCache | None = None,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
@@ -78,6 +81,7 @@ class Runner:
         self._resolve = resolve
         self._cache = cache or PipelineCache()
         self._resolve_control = resolve_control
+        self._resolve_reference = resolve_reference
         self._controlnets = controlnets or ControlNetCache()
         self._previews = PreviewThrottle(preview_interval_s)
 
@@ -100,12 +104,14 @@ class Runner:
         init_image: bytes | None = None,
         mask: bytes | None = None,
         control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         """Generate `params` into `output_path`, resuming from `checkpoint_path` if it exists.
 
         `init_image`: the PNG bytes img2img starts from (`params.init_image` names it);
         `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint;
-        `control_images`: each control layer's PNG (`params.control` names them), in order.
+        `control_images`: each control layer's PNG (`params.control` names them), in order;
+        `reference_images`: each reference image's PNG (`params.reference` names them).
         `on_step` may answer `CHECKPOINT`: the state is then saved to `checkpoint_path` in
         the background (a rolling checkpoint), and the run goes on.
         Raises `CheckpointError` for a checkpoint that is damaged or made for other params
@@ -116,7 +122,7 @@ class Runner:
         once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
         note says so; every other error, transient or not, goes up unchanged.
         """
-        inputs = _Inputs(init_image, mask, tuple(control_images))
+        inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
         try:
             return self._run_once(params, output_path, checkpoint_path, on_step, inputs)
         except Exception as error:
@@ -149,6 +155,9 @@ class Runner:
         for control in controls:
             check_fits(control, params.model, loaded.model.architecture)
         nets = self._controlnets.get(controls, loaded.pipe)
+        references = params.references
+        adapter = self._resolve_reference(references[0].model) if references else None
+        use_ip_adapter(loaded.pipe, adapter, references[0].weight if references else 1.0)
         job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
@@ -241,7 +250,10 @@ class _Job:
         pipe, params, inputs = self.loaded.pipe, self.params, self.inputs
         init, mask, controls = inputs.init_image, inputs.mask, inputs.control_images
         if checkpoint is None:
-            return denoise.start(pipe, params, init, mask, self.control_nets, controls), 0.0
+            state = denoise.start(
+                pipe, params, init, mask, self.control_nets, controls, inputs.reference_images
+            )
+            return state, 0.0
         state = denoise.restore(pipe, params, checkpoint, init, mask, self.control_nets, controls)
         return state, checkpoint.elapsed_s
 
@@ -322,6 +334,7 @@ class _Inputs:
     init_image: bytes | None = None
     mask: bytes | None = None
     control_images: tuple[bytes, ...] = ()
+    reference_images: tuple[bytes, ...] = ()
 
 
 def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
@@ -346,6 +359,14 @@ def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
     for index, (layer, png) in enumerate(zip(layers, inputs.control_images, strict=True)):
         if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != layer.image:
             raise InvalidParameters(f"control layer {index}'s image is not the one it names")
+    references = params.references
+    if len(references) != len(inputs.reference_images):
+        raise InvalidParameters(
+            f"{len(references)} reference images named, but {len(inputs.reference_images)} given"
+        )
+    for index, (reference, png) in enumerate(zip(references, inputs.reference_images, strict=True)):
+        if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != reference.image:
+            raise InvalidParameters(f"reference image {index} is not the one it names")
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:

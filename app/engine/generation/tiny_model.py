@@ -277,3 +277,56 @@ def write_tiny_controlnet_file(
     dest.parent.mkdir(parents=True, exist_ok=True)
     save_file(controlnet_to_original(net) if original else net.state_dict(), str(dest))
     return dest
+
+
+IP_ADAPTER_TOKENS = 4  # a plain IP-Adapter's image tokens ("proj.weight" is 4 x cross dim)
+
+
+def write_tiny_ip_adapter(
+    dest: Path, *, seed: int = 3, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """A random IP-Adapter for the tiny pipeline of `architecture`, in the layout artists
+    download (h94/IP-Adapter's `models/`): `dest/ip-adapter_tiny.safetensors` (image
+    projection and each cross-attention's `to_k_ip`/`to_v_ip`) beside `dest/image_encoder/`
+    (a tiny CLIPVisionModelWithProjection). Returns the weight file."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    unet = build_tiny_pipeline(architecture).unet
+    cross, channels = unet.config.cross_attention_dim, list(unet.config.block_out_channels)
+    image_dim = 16
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        encoder = CLIPVisionModelWithProjection(
+            CLIPVisionConfig(
+                hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                image_size=32, patch_size=8, projection_dim=image_dim,
+            )
+        )  # fmt: skip
+        state = {
+            "image_proj.proj.weight": torch.randn(IP_ADAPTER_TOKENS * cross, image_dim) * 0.3,
+            "image_proj.proj.bias": torch.randn(IP_ADAPTER_TOKENS * cross) * 0.1,
+            "image_proj.norm.weight": 1 + torch.randn(cross) * 0.1,
+            "image_proj.norm.bias": torch.randn(cross) * 0.1,
+        }
+        key_id = 1  # as diffusers numbers them: every processor counts, cross-attention odd
+        for name in unet.attn_processors:
+            if name.endswith("attn1.processor"):
+                continue
+            hidden = _hidden_size(name, channels)
+            for part in ("to_k_ip", "to_v_ip"):
+                state[f"ip_adapter.{key_id}.{part}.weight"] = torch.randn(hidden, cross) * 0.3
+            key_id += 2
+    dest.mkdir(parents=True, exist_ok=True)
+    encoder.save_pretrained(dest / "image_encoder")
+    weights = dest / "ip-adapter_tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
+    return weights
+
+
+def _hidden_size(processor: str, channels: list[int]) -> int:
+    if processor.startswith("mid_block"):
+        return channels[-1]
+    block = int(processor.split(".")[1])
+    return channels[block] if processor.startswith("down_blocks") else channels[::-1][block]

@@ -36,6 +36,8 @@ DEFAULT_MASK_PADDING, MAX_MASK_PADDING = 32, 256  # "Only masked padding, pixels
 MAX_CONTROL_LAYERS = 4
 MAX_CONTROL_WEIGHT = 2.0  # A1111's "Control Weight" slider's end
 CONTROL_MODULES = ("none", "canny", "softedge", "lineart", "scribble")  # preprocessors
+# IP-Adapter: the reference image is stored with the job (job_input, kind "reference0").
+MAX_REFERENCES = 1  # one reference image (one adapter) per job for now
 
 
 class InvalidParameters(BadInput):
@@ -53,6 +55,37 @@ class ControlLayer:
     weight: float = 1.0  # diffusers' controlnet_conditioning_scale
     start: float = 0.0  # control_guidance_start
     end: float = 1.0  # control_guidance_end
+
+
+@dataclass(frozen=True)
+class ReferenceImage:
+    """A reference image (IP-Adapter): its picture guides the style or subject."""
+
+    image: str  # f"{INIT_UPLOADED}<sha256>" of the image stored with the job
+    model: str  # the IP-Adapter's name (`ip_adapters.list_ip_adapters`)
+    weight: float = 1.0  # diffusers' `set_ip_adapter_scale`
+
+
+def encode_reference(references: Sequence[ReferenceImage]) -> str:
+    """How `GenerationParams.reference` spells `references` (canonical JSON, or "")."""
+    if not references:
+        return ""
+    return json.dumps([asdict(reference) for reference in references], sort_keys=True)
+
+
+def decode_reference(text: str) -> tuple[ReferenceImage, ...]:
+    if not text:
+        return ()
+    try:
+        raw = json.loads(text)
+        names = {f.name for f in fields(ReferenceImage)}
+        if not isinstance(raw, list) or not all(
+            isinstance(item, dict) and set(item) <= names for item in raw
+        ):
+            raise ValueError("not a list of reference images")
+        return tuple(ReferenceImage(**item) for item in raw)
+    except (ValueError, TypeError) as error:
+        raise InvalidParameters(f"the reference images are not readable ({error})") from error
 
 
 def encode_control(layers: Sequence[ControlLayer]) -> str:
@@ -97,6 +130,7 @@ class GenerationParams:
     only_masked: bool = False  # inpaint: A1111's "Inpaint area: Only masked"
     mask_padding: int = DEFAULT_MASK_PADDING  # inpaint, only masked: pixels around the mask
     control: str = ""  # ControlNet layers, as `encode_control` writes them ("" for none)
+    reference: str = ""  # IP-Adapter reference images, as `encode_reference` writes them
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -130,6 +164,10 @@ class GenerationParams:
     @property
     def control_layers(self) -> tuple[ControlLayer, ...]:
         return decode_control(self.control)
+
+    @property
+    def references(self) -> tuple[ReferenceImage, ...]:
+        return decode_reference(self.reference)
 
     @property
     def init_parent(self) -> int | None:
@@ -170,6 +208,30 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.extend(_mask_problems(p))
     if p.control:
         problems.extend(_control_problems(p))
+    if p.reference:
+        problems.extend(_reference_problems(p))
+    return problems
+
+
+def _reference_problems(p: GenerationParams) -> list[str]:
+    try:
+        references = decode_reference(p.reference)
+    except InvalidParameters as error:
+        return [str(error)]
+    if p.init_image:
+        return ["reference images work from noise for now, not with img2img or inpaint"]
+    if len(references) > MAX_REFERENCES:
+        return [f"at most {MAX_REFERENCES} reference image for now, not {len(references)}"]
+    problems = []
+    for index, reference in enumerate(references):
+        name = f"reference image {index}"
+        if not reference.image.startswith(INIT_UPLOADED) or reference.image == INIT_UPLOADED:
+            problems.append(f"{name} {reference.image!r} is not {INIT_UPLOADED}<sha256>")
+        if not str(reference.model).strip():
+            problems.append(f"{name} names no IP-Adapter")
+        weight = reference.weight
+        if not isinstance(weight, int | float) or not 0 <= weight <= MAX_CONTROL_WEIGHT:
+            problems.append(f"{name}'s weight must be between 0 and {MAX_CONTROL_WEIGHT:g}")
     return problems
 
 

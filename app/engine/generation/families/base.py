@@ -13,6 +13,7 @@ T5, a transformer instead of a UNet) brings its own scheduler setup and `predict
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,6 +76,10 @@ class ModelFamily(Protocol):
 
     def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
         """The prompt (A1111 weights, BREAK and long prompts included) as conditioning."""
+        ...
+
+    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+        """What reference images (IP-Adapter, PNGs) add to the conditioning; {} for none."""
         ...
 
     def initial_latents(

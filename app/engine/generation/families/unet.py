@@ -8,6 +8,7 @@ conditioning and decoding.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,7 +18,7 @@ from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img impo
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import img2img, inpaint
+from app.engine.generation import img2img, inpaint, reference
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
@@ -57,10 +58,16 @@ class UNetFamily(ABC):
         return (1, channels, params.height // factor, params.width // factor)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        needs = self.checkpoint_tensors
+        if params.reference:
+            needs = (*needs, reference.IMAGE_EMBEDS)
         if not params.is_inpaint:
-            return self.checkpoint_tensors
+            return needs
         in_channels = self.pipe.unet.config.in_channels
-        return (*self.checkpoint_tensors, *inpaint.checkpoint_tensors(in_channels))
+        return (*needs, *inpaint.checkpoint_tensors(in_channels))
+
+    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+        return reference.image_embeds(self.pipe, images, do_cfg)
 
     def scheduler(self, params: GenerationParams) -> Any:
         scheduler = make_scheduler(self.pipe, params.scheduler)
@@ -151,7 +158,7 @@ class UNetFamily(ABC):
             cross_attention_kwargs=None,
             down_block_additional_residuals=down,
             mid_block_additional_residual=mid,
-            added_cond_kwargs=added,
+            added_cond_kwargs=reference.with_image_embeds(added, conditioning),
             return_dict=False,
         )[0]
         if do_cfg:
