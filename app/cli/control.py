@@ -1,4 +1,5 @@
-"""`submit --control MODULE:IMAGE[:WEIGHT[:START:END]] --control-model NAME`: ControlNet layers.
+"""`submit --control MODULE:IMAGE[:WEIGHT[:START:END]] --control-model NAME`: ControlNet
+layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: a reference image (IP-Adapter).
 
 Each `--control` is one layer: its preprocessor (`none` for an image that is a control image
 already), the image, and optionally its weight and the share of the steps it acts on. The
@@ -20,7 +21,9 @@ from app.engine.jobs.params import (
     ControlLayer,
     GenerationParams,
     InvalidParameters,
+    ReferenceImage,
     encode_control,
+    encode_reference,
 )
 
 
@@ -35,6 +38,36 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
         "--control-model", action="append", default=[], metavar="NAME",
         help="the ControlNet of each --control, in order (one serves them all)",
     )  # fmt: skip
+
+
+def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reference image (IP-Adapter)")
+    group.add_argument(
+        "--reference", metavar="IMAGE[:WEIGHT]",
+        help="an image whose style or subject guides the job; WEIGHT 0-2 (default 1)",
+    )  # fmt: skip
+    group.add_argument("--reference-model", metavar="NAME", help="the IP-Adapter to use")
+
+
+def reference_from_args(
+    args: argparse.Namespace, params: GenerationParams
+) -> tuple[GenerationParams, list[bytes]]:
+    """`params` with the command line's reference image, and its PNG."""
+    if args.reference is None:
+        if args.reference_model:
+            raise InvalidParameters("--reference-model needs --reference IMAGE")
+        return params, []
+    if not args.reference_model:
+        raise InvalidParameters("--reference needs --reference-model NAME (the IP-Adapter)")
+    path, weight = args.reference, 1.0
+    head, sep, tail = args.reference.rpartition(":")
+    if sep and _is_number(tail):
+        path, weight = head, float(tail)
+    png = preprocess("none", read_control_image(Path(path)))  # checked, stored as RGB PNG
+    reference = ReferenceImage(digest(png), args.reference_model, weight)
+    params = replace(params, reference=encode_reference([reference])).validated()
+    check_model(params)  # the IP-Adapter is installed
+    return params, [png]
 
 
 def parse_control(text: str) -> tuple[str, Path, float, float, float]:

@@ -20,6 +20,7 @@ from app.engine.jobs.params import (
     SCHEDULERS,
     GenerationParams,
     decode_control,
+    decode_reference,
     parse_size,
 )
 from app.engine.jobs.queue import JobQueue
@@ -232,6 +233,14 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
             f"{layer.module} by {layer.model}, weight {layer.weight:g}, steps "
             f"{layer.start:g}-{layer.end:g} (image {layer.image.removeprefix('upload:')[:12]})",
         ))  # fmt: skip
+    for index, reference in enumerate(decode_reference(job.reference)):
+        image = reference.image.removeprefix("upload:")[:12]
+        details.append(
+            (
+                f"reference {index}",
+                f"{reference.model}, weight {reference.weight:g} (image {image})",
+            )
+        )
     return details
 
 

@@ -118,10 +118,13 @@ def _v8_to_v9(conn: Connection) -> None:
 
 
 def _v9_to_v10(conn: Connection) -> None:
-    # Version 10 adds ControlNet: the job's control layers (one JSON text column); their
-    # images are job_input rows of kind "control0", "control1", ... (no change there).
-    if "control" not in {column["name"] for column in inspect(conn).get_columns("job")}:
-        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN control TEXT NOT NULL DEFAULT ''")
+    # Version 10 adds guidance: the job's ControlNet layers and IP-Adapter reference images
+    # (a JSON text column each); their images are job_input rows of kind "control0", ...
+    # and "reference0", ... (no change there).
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name in ("control", "reference"):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} TEXT NOT NULL DEFAULT ''")
 
 
 MIGRATIONS: dict[int, Migration] = {

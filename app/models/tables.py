@@ -75,6 +75,9 @@ class Job(SQLModel, table=True):
     # ControlNet: "" (none) or the layers as JSON (`params.encode_control`); each layer's
     # image is a job_input row of kind "control<i>".
     control: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # IP-Adapter: "" or the reference images as JSON (`params.encode_reference`); each image
+    # is a job_input row of kind "reference<i>".
+    reference: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

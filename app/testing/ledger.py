@@ -155,6 +155,7 @@ class LedgerRunner(StepHookRunner):
         init_image: bytes | None = None,
         mask: bytes | None = None,
         control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         self._attempt = attempt_of_checkpoint(checkpoint_path)
         try:

@@ -58,6 +58,7 @@ class ScriptedRunner:
         init_image: bytes | None = None,
         mask: bytes | None = None,
         control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         # The inputs are ignored: the fake "image" depends on the parameters alone.
         script = _script(params.prompt)

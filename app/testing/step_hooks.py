@@ -44,6 +44,7 @@ class StepHookRunner:
         init_image: bytes | None = None,
         mask: bytes | None = None,
         control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         self.started(params, output_path)
 
@@ -54,7 +55,7 @@ class StepHookRunner:
         outcome = self.inner.run(
             params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step,
             init_image=init_image, mask=mask,
-            control_images=control_images,
+            control_images=control_images, reference_images=reference_images,
         )  # fmt: skip
         self.finished(params, outcome)
         return outcome

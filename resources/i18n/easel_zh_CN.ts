@@ -1002,6 +1002,10 @@ Resume continues from there.</source>
 <context>
     <name>PngParams</name>
     <message>
+        <source>ControlNet {name} is not installed; its layer was left out</source>
+        <translation>ControlNet {name} 未安装；已略去该控制层</translation>
+    </message>
+    <message>
         <source>{name} is not a readable image: {error}</source>
         <translation>{name} 不是可读取的图像：{error}</translation>
     </message>
@@ -1026,12 +1030,20 @@ Resume continues from there.</source>
         <translation>已忽略未知字段：{names}</translation>
     </message>
     <message>
+        <source>the reference image is not restored</source>
+        <translation>参考图像未恢复</translation>
+    </message>
+    <message>
         <source>the easel parameters are incomplete: {error}</source>
         <translation>easel 参数不完整：{error}</translation>
     </message>
     <message>
         <source>the parameters text is empty</source>
         <translation>参数文本为空</translation>
+    </message>
+    <message>
+        <source>ignored {key} (unreadable)</source>
+        <translation>已忽略 {key}（无法读取）</translation>
     </message>
     <message>
         <source>ignored {key} {value} (not a number)</source>

@@ -96,3 +96,42 @@ def test_the_control_syntax() -> None:
         parse_control("canny:a.png:0.5:0.2")
     with pytest.raises(InvalidParameters, match="is not MODULE:IMAGE"):
         parse_control("a.png")
+
+
+def install_ip_adapter(name: str) -> Path:
+    """An IP-Adapter as the listing sees it: a weight file beside an image_encoder folder
+    (the header says SD 1.x: 4 image tokens of 768)."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder = models_dir() / "ipadapter" / "models"
+    (folder / "image_encoder").mkdir(parents=True)
+    weights = folder / f"{name}.safetensors"
+    save_file({"image_proj.proj.weight": torch.zeros(4 * 768, 1)}, str(weights))
+    return weights
+
+
+def test_submit_with_a_reference_image_stores_it_and_show_lists_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.engine.jobs.graph import reference_images_of
+
+    install_ip_adapter("ip-adapter_sd15")
+    style = drawing(tmp_path / "style.png")
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", f"{style}:0.6",
+        "--reference-model", "ip-adapter_sd15",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    [stored] = reference_images_of(queue, job)
+    queue.db.dispose()
+    with Image.open(io.BytesIO(stored)) as opened:
+        assert opened.size == (64, 64) and opened.mode == "RGB"
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "reference 0 ip-adapter_sd15, weight 0.6" in out
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", str(style), "--reference-model", "nowhere"
+    )
+    assert code != 0 and "IP-Adapter 'nowhere'" in err and "was not found" in err

@@ -9,7 +9,13 @@ from pathlib import Path
 from PIL import Image
 
 from app.engine.generation.files import a1111_parameters, write_png
-from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
+from app.engine.jobs.params import (
+    ControlLayer,
+    GenerationParams,
+    ReferenceImage,
+    encode_control,
+    encode_reference,
+)
 from app.ui.presenters.png_params import parse_a1111, read_png_params, with_controlnets
 
 EDGES = "upload:" + "1" * 64
@@ -32,6 +38,10 @@ def test_layers_are_written_as_the_a1111_extension_writes_them() -> None:
         'Weight: 0.55, Guidance Start: 0.2, Guidance End: 0.75"'
     )
     assert "ControlNet" not in a1111_parameters(GenerationParams("a dancer"))
+    style = encode_reference([ReferenceImage(EDGES, "ip-adapter_sd15", 0.6)])
+    assert a1111_parameters(GenerationParams("a dancer", reference=style)).endswith(
+        ', IP-Adapter 0: "Model: ip-adapter_sd15, Weight: 0.6"'
+    )
 
 
 def test_a_dropped_png_gives_back_its_layers_where_the_controlnet_is_installed(
@@ -58,3 +68,12 @@ def test_the_extensions_own_text_is_read_with_its_extra_fields_ignored() -> None
     parsed = with_controlnets(parse_a1111(text), ["control_v11p_sd15_canny"])
     assert parsed.control == (ControlLayer("", "control_v11p_sd15_canny", "canny", 0.8, 0.1, 0.9),)
     assert parsed.params.seed == 1 and parsed.params.control == ""
+
+
+def test_a_reference_image_is_not_restored_from_a_png_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "styled.png"
+    style = encode_reference([ReferenceImage(EDGES, "ip-adapter_sd15", 0.6)])
+    write_png(Image.new("RGB", (8, 8)), path, GenerationParams("a dancer", reference=style))
+    parsed = read_png_params(path, controlnets=[])
+    assert parsed.params.reference == "" and parsed.params.prompt == "a dancer"
+    assert "the reference image is not restored" in parsed.warnings

@@ -43,6 +43,10 @@ def a1111_parameters(params: GenerationParams) -> str:
         + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
         + _inpaint_parameters(params)
         + _control_parameters(params)
+        + "".join(
+            f', IP-Adapter {index}: "Model: {reference.model}, Weight: {float(reference.weight)!r}"'
+            for index, reference in enumerate(params.references)
+        )
     )
     return "\n".join(lines)
 

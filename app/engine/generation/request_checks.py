@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from app.engine.generation.controlnets import check_fits, controlnet_folders, find_controlnet
 from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
 from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
@@ -31,6 +32,8 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
     for layer in params.control_layers:  # each ControlNet is here, and made for this model
         check_fits(find_controlnet(layer.model, controlnet_folders(search)), params.model,
                    info.architecture)  # fmt: skip
+    for reference in params.references:  # each IP-Adapter is here (its width: at load)
+        find_ip_adapter(reference.model, ip_adapter_folders(search))
     return info
 
 

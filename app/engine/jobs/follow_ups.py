@@ -73,6 +73,7 @@ class NewJob:
     init_png: bytes | None = None
     mask_png: bytes | None = None
     control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
+    reference_pngs: Sequence[bytes] = ()  # each reference image (`params.reference`)
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     priority: int = 0
 
@@ -113,7 +114,7 @@ def submit_with_follow_ups(
     batch = NewJobs(
         seed_batch(params, job.count), parents=job.parents, init_png=job.init_png,
         mask_png=job.mask_png, priority=job.priority, max_attempts=job.max_attempts, source=source,
-        control_pngs=job.control_pngs,
+        control_pngs=job.control_pngs, reference_pngs=job.reference_pngs,
     )  # fmt: skip
     jobs, followers = queue.submit_linked(batch, _followers(follow_ups, batch))
     return Submitted(tuple(jobs), tuple(followers))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.engine.jobs.graph_sql import InputKind, control_kind, stored_input
+from app.engine.jobs.graph_sql import InputKind, control_kind, reference_kind, stored_input
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
     RANDOM_SEED,
@@ -231,6 +231,7 @@ def upscale_params(
         strength=strength,
         mask="",  # an inpaint's upscale redraws its whole image, not its mask again
         control="",  # a guided image's upscale starts from it: its layers have done their part
+        reference="",
     )
 
 
@@ -240,7 +241,7 @@ def variation_params(
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
         parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
-        mask="", control="",
+        mask="", control="", reference="",
     )  # fmt: skip
 
 
@@ -283,6 +284,19 @@ def control_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
         if png is None:
             raise InputImageMissing(
                 f"job {job.id}'s control layer {layer} image is missing from the database"
+            )
+        images.append(png)
+    return tuple(images)
+
+
+def reference_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
+    """The PNG bytes of each of `job`'s reference images (stored with the job), in order."""
+    images = []
+    for index in range(len(params_of(job).references)):
+        png = stored_input(queue.db, job.id or 0, reference_kind(index))
+        if png is None:
+            raise InputImageMissing(
+                f"job {job.id}'s reference image {index} is missing from the database"
             )
         images.append(png)
     return tuple(images)

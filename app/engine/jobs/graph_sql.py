@@ -32,6 +32,11 @@ def control_kind(layer: int) -> str:
     return f"control{layer}"
 
 
+def reference_kind(index: int) -> str:
+    """The job_input kind of reference image `index` (IP-Adapter): "reference0", ..."""
+    return f"reference{index}"
+
+
 class InvalidDependency(InvalidParameters):
     """A parent that does not exist or cannot be waited for, or a dependency cycle."""
 
@@ -81,6 +86,7 @@ class GraphStatements:
         init_png: bytes | None,
         mask_png: bytes | None = None,
         control_pngs: Sequence[bytes] = (),
+        reference_pngs: Sequence[bytes] = (),
     ) -> None:
         """Store the new job's edges and inputs, refusing an edge that would close a cycle."""
         cycle = cycle_through(job_id, parents, lambda job: self._parents_of(tx, job))
@@ -95,6 +101,9 @@ class GraphStatements:
         for layer, png in enumerate(control_pngs):
             values = {"job_id": job_id, "kind": control_kind(layer), "png": png}
             tx.execute(self.insert_input, values)
+        for index, png in enumerate(reference_pngs):
+            values = {"job_id": job_id, "kind": reference_kind(index), "png": png}
+            tx.execute(self.insert_input, values)
 
     def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
@@ -106,6 +115,7 @@ class StoredLinks:
     init_png: bytes | None
     mask_png: bytes | None
     control_pngs: tuple[bytes, ...] = ()
+    reference_pngs: tuple[bytes, ...] = ()
 
 
 def stored_links(db: Database, job_id: int) -> StoredLinks:
@@ -118,14 +128,15 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
             sorted(conn.execute(parents).scalars()),
             stored.get(InputKind.INIT.value),
             stored.get(InputKind.MASK.value),
-            _control_pngs(stored),
+            _numbered(stored, control_kind),
+            _numbered(stored, reference_kind),
         )
 
 
-def _control_pngs(stored: dict[str, bytes]) -> tuple[bytes, ...]:
+def _numbered(stored: dict[str, bytes], kind: Callable[[int], str]) -> tuple[bytes, ...]:
     pngs: list[bytes] = []
-    while control_kind(len(pngs)) in stored:
-        pngs.append(stored[control_kind(len(pngs))])
+    while kind(len(pngs)) in stored:
+        pngs.append(stored[kind(len(pngs))])
     return tuple(pngs)
 
 
@@ -145,9 +156,10 @@ def check_inputs(
     init_png: bytes | None,
     mask_png: bytes | None = None,
     control_pngs: Sequence[bytes] = (),
+    reference_pngs: Sequence[bytes] = (),
 ) -> None:
     """The inputs the parameters name are the ones given: an init image (a parent's, or
-    these bytes), a mask and the control layers' images (these bytes)."""
+    these bytes), a mask, the control layers' and the reference images (these bytes)."""
     parent = params.init_parent
     if parent is not None and parent not in parents:
         raise InvalidDependency(
@@ -172,6 +184,14 @@ def check_inputs(
     for index, (layer, png) in enumerate(zip(layers, control_pngs, strict=True)):
         if digest(png) != layer.image:
             raise InvalidParameters(f"control layer {index}'s image does not match its digest")
+    references = params.references
+    if len(references) != len(reference_pngs):
+        raise InvalidParameters(
+            f"{len(references)} reference images are named, but {len(reference_pngs)} given"
+        )
+    for index, (reference, png) in enumerate(zip(references, reference_pngs, strict=True)):
+        if digest(png) != reference.image:
+            raise InvalidParameters(f"reference image {index} does not match its digest")
 
 
 def cycle_through(

@@ -38,7 +38,12 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.jobs.graph import control_images_of, init_image_of, mask_of
+from app.engine.jobs.graph import (
+    control_images_of,
+    init_image_of,
+    mask_of,
+    reference_images_of,
+)
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
@@ -79,6 +84,7 @@ class RunnerLike(Protocol):
         init_image: bytes | None = None,
         mask: bytes | None = None,
         control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome: ...
 
 
@@ -313,6 +319,7 @@ class JobRun:
             init_image=init_image_of(self.queue, self.job),
             mask=mask_of(self.queue, self.job),
             control_images=control_images_of(self.queue, self.job),
+            reference_images=reference_images_of(self.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------

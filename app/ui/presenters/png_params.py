@@ -119,6 +119,8 @@ def parse_easel(text: str) -> ParsedParams:
     warnings = [ignored.format(names=", ".join(unknown))] if unknown else []
     values = {k: v for k, v in raw.items() if k in known}
     try:
+        if values.pop("reference", ""):  # its image is not in the PNG: nothing to submit
+            warnings.append(translate("PngParams", "the reference image is not restored"))
         layers = decode_control(str(values.pop("control", "") or ""))
         control = tuple(replace(layer, image="") for layer in layers)
         return ParsedParams(GenerationParams(**_coerced(values)), warnings, control)

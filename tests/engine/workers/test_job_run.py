@@ -193,6 +193,7 @@ class OffersPreviews(ScriptedRunner):
         init_image: bytes | None = None,
         mask: bytes | None = None,
         control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         def with_preview(progress: StepProgress) -> StepDecision:
             decision: StepDecision = on_step(replace(progress, render_preview=self._render))
@@ -201,7 +202,7 @@ class OffersPreviews(ScriptedRunner):
         return super().run(
             params, output_path=output_path, checkpoint_path=checkpoint_path,
             on_step=with_preview, init_image=init_image, mask=mask,
-            control_images=control_images,
+            control_images=control_images, reference_images=reference_images,
         )  # fmt: skip
 
     def _render(self) -> bytes:
