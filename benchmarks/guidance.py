@@ -8,7 +8,9 @@
 - `controlnet_step_overhead_ratio`: the median step time with one ControlNet over the median
   without (tiny SD 1.x model, 64x64, one CPU thread); reported, no goal.
 
-IP-Adapter is not built yet: `ip_adapter_same_as_diffusers_max_diff` is not printed.
+- `ip_adapter_same_as_diffusers_max_diff_<arch>`: the same against the stock pipeline with
+  `load_ip_adapter` / `set_ip_adapter_scale` / `ip_adapter_image=` (a tiny IP-Adapter and
+  image encoder in the layout artists download), worst of every scheduler.
 Run alone (`.venv/bin/python benchmarks/guidance.py`) or from benchmarks/generation.py.
 """
 
@@ -74,6 +76,7 @@ def run_guidance() -> None:
                 for layers in LAYERS
             )
             report(f"controlnet_same_as_diffusers_max_diff_{name}", worst)
+            report(f"ip_adapter_same_as_diffusers_max_diff_{name}", _ip_worst(work, name))
         runner, _nets = _runner(work, "sd15", Architecture.SD1)
         plain = _median_step_s(runner, _params("sd15", "Euler", (), [], TIMED_STEPS), [], work)
         guided_params = _params("sd15", "Euler", LAYERS[0], images, TIMED_STEPS)
@@ -153,6 +156,48 @@ def _diff(
         control_guidance_end=each(2),
     ).images[0]  # fmt: skip
     return max_diff(pixels(out.image_path), pixels(result))
+
+
+def _ip_worst(work: Path, name: str) -> int:
+    from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
+
+    from app.engine.generation.ip_adapters import find_ip_adapter
+    from app.engine.generation.tiny_model import write_tiny_ip_adapter
+    from app.engine.jobs.params import ReferenceImage, encode_reference
+
+    weights = write_tiny_ip_adapter(work / f"ip-{name}" / "models", architecture=MODELS[name])
+    model = detected(ModelInfo(name, work / name, ModelSource.USER))
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        resolve_reference=lambda n: find_ip_adapter(n, [weights.parent.parent]),
+    )  # fmt: skip
+    png = _control_png(5)
+    digest = "upload:" + hashlib.sha256(png).hexdigest()
+    reference = encode_reference([ReferenceImage(digest, weights.stem, 0.7)])
+    stock_class = StableDiffusionXLPipeline if name == "sdxl" else StableDiffusionPipeline
+    stock: Any = stock_class.from_pretrained(work / name)
+    stock.set_progress_bar_config(disable=True)
+    stock.load_ip_adapter(str(weights.parent), subfolder="", weight_name=weights.name)
+    stock.set_ip_adapter_scale(0.7)
+    worst = 0
+    for scheduler in SCHEDULERS:
+        params = _params(name, scheduler, (), [])
+        params = GenerationParams(**{**params.to_dict(), "reference": reference})
+        tag = f"ip-{name}-{scheduler}"
+        out = runner.run(
+            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
+            on_step=_go, reference_images=[png],
+        )  # fmt: skip
+        assert out.image_path is not None
+        stock.scheduler = denoise.make_scheduler(stock, scheduler)
+        result = stock(
+            params.prompt, negative_prompt=params.negative_prompt,
+            ip_adapter_image=Image.open(io.BytesIO(png)), num_inference_steps=STEPS,
+            guidance_scale=params.cfg, width=SIZE, height=SIZE,
+            generator=torch.Generator().manual_seed(params.seed),
+        ).images[0]  # fmt: skip
+        worst = max(worst, max_diff(pixels(out.image_path), pixels(result)))
+    return worst
 
 
 def _median_step_s(
