@@ -260,6 +260,85 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>GuidanceSection</name>
+    <message>
+        <source>none (a control image)</source>
+        <translation>无（已是控制图）</translation>
+    </message>
+    <message>
+        <source>canny edges</source>
+        <translation>Canny 边缘</translation>
+    </message>
+    <message>
+        <source>soft edges</source>
+        <translation>柔和边缘</translation>
+    </message>
+    <message>
+        <source>lineart (a drawing)</source>
+        <translation>线稿（来自绘画）</translation>
+    </message>
+    <message>
+        <source>scribble (a sketch)</source>
+        <translation>涂鸦（来自草图）</translation>
+    </message>
+    <message>
+        <source>Use this layer</source>
+        <translation>使用此图层</translation>
+    </message>
+    <message>
+        <source>Weight</source>
+        <translation>权重</translation>
+    </message>
+    <message>
+        <source>Start: the share of steps before it acts</source>
+        <translation>开始：它起作用前经过的步数比例</translation>
+    </message>
+    <message>
+        <source>End: the share of steps it acts until</source>
+        <translation>结束：它起作用到的步数比例</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>Add…</source>
+        <translation>添加…</translation>
+    </message>
+    <message>
+        <source>Add an image from a file (or drop or paste one here)</source>
+        <translation>从文件添加图像（或拖放、粘贴到此处）</translation>
+    </message>
+    <message>
+        <source>Paste</source>
+        <translation>粘贴</translation>
+    </message>
+    <message>
+        <source>The clipboard holds no image</source>
+        <translation>剪贴板中没有图像</translation>
+    </message>
+    <message>
+        <source>Add an image</source>
+        <translation>添加图像</translation>
+    </message>
+    <message>
+        <source>Control layers (ControlNet)</source>
+        <translation>控制图层（ControlNet）</translation>
+    </message>
+    <message>
+        <source>Reference images (IP-Adapter)</source>
+        <translation>参考图像（IP-Adapter）</translation>
+    </message>
+    <message>
+        <source>Control</source>
+        <translation>控制</translation>
+    </message>
+    <message>
+        <source>Not queued: {error}</source>
+        <translation>未加入队列：{error}</translation>
+    </message>
+</context>
+<context>
     <name>ImageCanvas</name>
     <message>
         <source>Double-click to open the viewer (zoom, previous/next)</source>
