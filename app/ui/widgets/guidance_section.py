@@ -179,7 +179,15 @@ class GuideList(QWidget):
         row = LayerRow(layer, self._models(), self.control, lambda: self._remove(row))
         self.rows.append(row)
         self._list.addWidget(row)
+        self._grown()
         return row
+
+    def _grown(self) -> None:
+        # The panel's layout keeps the section's old size hint until told: rows come and go.
+        widget: QWidget | None = self
+        while widget is not None:
+            widget.updateGeometry()
+            widget = widget.parentWidget()
 
     def add_file_path(self, path: Path) -> None:
         try:
@@ -201,6 +209,7 @@ class GuideList(QWidget):
         self.rows.remove(row)
         row.setParent(None)
         row.deleteLater()
+        self._grown()
 
     def _choose(self) -> None:
         name, _ = QFileDialog.getOpenFileName(
