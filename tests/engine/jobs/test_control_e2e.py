@@ -1,7 +1,6 @@
-"""A guided job end to end: its control image and reference image stored with it, read
-back by a real worker process on the bundled model, through a ControlNet and an IP-Adapter
-installed in the models folder; the image is the one the runner makes in this process, and
-the PNG says how it was guided."""
+"""A ControlNet job end to end: its control image stored with it, read back by a real
+worker process on the bundled model through a ControlNet installed in the models folder;
+the image is the one the runner makes in this process, and the PNG says how it was guided."""
 
 from __future__ import annotations
 
