@@ -302,6 +302,10 @@ Resume continues from there.</source>
         <translation>移除</translation>
     </message>
     <message>
+        <source>drop its image here</source>
+        <translation>将其图像拖放到此处</translation>
+    </message>
+    <message>
         <source>Add…</source>
         <translation>添加…</translation>
     </message>

@@ -92,3 +92,38 @@ def test_a_broken_image_is_refused_in_one_sentence(window: MainWindow, tmp_path:
     window.guidance.controls.add_file_path(bad)
     assert window.guidance.controls.rows == []
     assert len(messages) == 1 and "not an image" in messages[0]
+
+
+def test_a_dropped_png_gives_its_layers_back_waiting_for_their_images(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    from app.engine.generation.files import write_png
+    from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
+
+    install_controlnet("edges-sd15")
+    layers = [
+        ControlLayer("upload:" + "1" * 64, "edges-sd15", "scribble", 0.7, 0.1, 0.9),
+        ControlLayer("upload:" + "2" * 64, "not-installed", "canny"),
+    ]
+    made = tmp_path / "made.png"
+    write_png(
+        Image.new("RGB", (8, 8)), made, GenerationParams("a dancer", control=encode_control(layers))
+    )
+    assert window.prompt.load_png(made)
+    section = window.guidance
+    [row] = section.controls.rows  # the layer whose ControlNet is here
+    assert (row.layer.model, row.layer.module, row.weight.value(), row.end.value()) == (
+        "edges-sd15", "scribble", 0.7, 0.9,
+    )  # fmt: skip
+    assert row.layer.waiting and not row.enabled.isEnabled() and not section.in_use()
+    row.set_source(png_of(drawing(tmp_path / "sketch.png")))
+    assert section.in_use() and row.thumb.pixmap() is not None
+    window.generate()
+    qtbot.waitUntil(lambda: len(queue.jobs(None)) == 1, timeout=TIMEOUT_MS)
+    [layer] = decode_control(queue.get(only_job(queue)).control)
+    assert (layer.model, layer.module, layer.weight, layer.start) == (
+        "edges-sd15",
+        "scribble",
+        0.7,
+        0.1,
+    )

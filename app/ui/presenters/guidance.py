@@ -39,6 +39,11 @@ class GuideLayer:
     _output: tuple[str, bytes] | None = field(default=None, repr=False)
 
     @property
+    def waiting(self) -> bool:
+        """Restored from a PNG's settings: its control image is still to be given."""
+        return not self.source
+
+    @property
     def image(self) -> bytes:
         """What is stored with the job: the source through the preprocessor (cached)."""
         if self._output is None or self._output[0] != self.module:
@@ -62,8 +67,8 @@ def guided_job(
     max_attempts: int = 3,
 ) -> NewJob:
     """The job the form asks for with the section's enabled layers and references."""
-    controls = [layer for layer in layers if layer.enabled]
-    styles = [reference for reference in references if reference.enabled]
+    controls = [layer for layer in layers if layer.enabled and not layer.waiting]
+    styles = [r for r in references if r.enabled and not r.waiting]
     control = [
         ControlLayer(digest(layer.image), layer.model, layer.module, layer.weight, layer.start,
                      layer.end)

@@ -33,6 +33,7 @@ from app.engine.jobs.params import CONTROL_MODULES, MAX_CONTROL_WEIGHT, InvalidP
 from app.errors import UserError
 from app.ui.presenters.guidance import GuideLayer, controlnet_names, guided_job, ip_adapter_names
 from app.ui.presenters.i18n import translate
+from app.ui.presenters.png_params import ParsedParams
 
 if TYPE_CHECKING:
     from app.ui.widgets.window import MainWindow
@@ -85,6 +86,8 @@ class LayerRow(QFrame):
         self.thumb = QLabel()
         self.thumb.setFixedSize(THUMB, THUMB)
         self.thumb.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.thumb.setWordWrap(True)
+        self.setAcceptDrops(True)  # an image dropped on a row is its image
         self.module = QComboBox()
         labels = module_labels()
         for name in CONTROL_MODULES:
@@ -136,8 +139,35 @@ class LayerRow(QFrame):
         self.layer.module = str(self.module.currentData())
         self._show_output()
 
+    def set_source(self, png: bytes) -> None:
+        """Give the row its image (a layer restored from a PNG has none yet)."""
+        previous = self.layer.source
+        self.layer.source = png
+        try:
+            self._show_output()
+        except UserError:
+            self.layer.source = previous
+            raise
+        self.enabled.setEnabled(True)
+        self.enabled.setChecked(True)
+
     def _show_output(self) -> None:
+        if self.layer.waiting:
+            self.thumb.setText(translate("GuidanceSection", "drop its image here"))
+            self.enabled.setChecked(False)
+            self.enabled.setEnabled(False)
+            return
         self.thumb.setPixmap(_thumbnail(self.layer.image))  # the preprocessed image
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        urls = [url for url in event.mimeData().urls() if url.isLocalFile()]
+        if urls:
+            event.acceptProposedAction()
+            self.set_source(Path(urls[0].toLocalFile()).read_bytes())
 
 
 class GuideList(QWidget):
@@ -176,6 +206,9 @@ class GuideList(QWidget):
     def add(self, png: bytes, module: str = "canny") -> LayerRow:
         layer = GuideLayer(png, module=module if self.control else "none")
         layer.image  # noqa: B018 - preprocess now: a broken image is refused here, not later
+        return self.add_layer(layer)
+
+    def add_layer(self, layer: GuideLayer) -> LayerRow:
         row = LayerRow(layer, self._models(), self.control, lambda: self._remove(row))
         self.rows.append(row)
         self._list.addWidget(row)
@@ -276,7 +309,18 @@ class GuidanceSection(QWidget):
         self.body.setVisible(on)
 
     def in_use(self) -> bool:
-        return any(layer.enabled for layer in self.controls.layers + self.references.layers)
+        layers = self.controls.layers + self.references.layers
+        return any(layer.enabled and not layer.waiting for layer in layers)
+
+    def restore(self, parsed: ParsedParams) -> None:
+        """A dropped PNG's control layers (their ControlNet installed), waiting for their
+        images: a PNG does not carry them."""
+        for layer in parsed.control:
+            self.controls.add_layer(
+                GuideLayer(b"", layer.model, layer.module, layer.weight, layer.start, layer.end)
+            )
+        if parsed.control:
+            self.unfold()
 
 
 def install_guidance(window: MainWindow) -> GuidanceSection:
@@ -286,6 +330,7 @@ def install_guidance(window: MainWindow) -> GuidanceSection:
     layout = window.prompt.layout()
     assert isinstance(layout, QVBoxLayout)
     layout.insertWidget(layout.indexOf(window.prompt.reset) + 1, section)
+    window.prompt.settings_read.connect(section.restore)
     return section
 
 
