@@ -302,6 +302,10 @@ Resume continues from there.</source>
         <translation>移除</translation>
     </message>
     <message>
+        <source>Move up</source>
+        <translation>上移</translation>
+    </message>
+    <message>
         <source>drop its image here</source>
         <translation>将其图像拖放到此处</translation>
     </message>
@@ -336,6 +340,18 @@ Resume continues from there.</source>
     <message>
         <source>Control</source>
         <translation>控制</translation>
+    </message>
+    <message>
+        <source>Result</source>
+        <translation>结果</translation>
+    </message>
+    <message>
+        <source>Add the selected job&apos;s image</source>
+        <translation>添加所选任务的图像</translation>
+    </message>
+    <message>
+        <source>Select a finished job first</source>
+        <translation>请先选择一个已完成的任务</translation>
     </message>
     <message>
         <source>Not queued: {error}</source>

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 from PySide6.QtGui import QGuiApplication, QImage
+from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.graph import control_images_of, reference_images_of
@@ -127,3 +128,30 @@ def test_a_dropped_png_gives_its_layers_back_waiting_for_their_images(
         0.7,
         0.1,
     )
+
+
+def test_layers_move_up_and_are_queued_in_their_order_and_result_needs_a_selection(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    install_controlnet("edges-sd15")
+    section = window.guidance
+    window.prompt.prompt.setPlainText("a cat")
+    section.controls.add_file_path(drawing(tmp_path / "a.png"))
+    section.controls.add_file_path(drawing(tmp_path / "b.png"))
+    first, second = section.controls.rows
+    second.module.setCurrentIndex(second.module.findData("scribble"))
+    second.up.click()
+    assert section.controls.rows == [second, first]
+    window.generate()
+    qtbot.waitUntil(lambda: len(queue.jobs(None)) == 1, timeout=TIMEOUT_MS)
+    modules = [layer.module for layer in decode_control(queue.get(only_job(queue)).control)]
+    assert modules == ["scribble", "canny"]
+    messages: list[str] = []
+    window.show_error = lambda text, **_: messages.append(text)  # type: ignore[method-assign]
+    window.jobs.select_jobs([])
+    result = next(
+        button for button in section.controls.findChildren(QPushButton)
+        if button.text() == "Result"
+    )  # fmt: skip
+    result.click()
+    assert messages == ["Select a finished job first"] and len(section.controls.rows) == 2

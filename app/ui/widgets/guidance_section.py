@@ -74,7 +74,12 @@ class LayerRow(QFrame):
     """One control layer or reference image."""
 
     def __init__(
-        self, layer: GuideLayer, models: list[str], control: bool, remove: Callable[[], None]
+        self,
+        layer: GuideLayer,
+        models: list[str],
+        control: bool,
+        remove: Callable[[], None],
+        move_up: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.layer = layer
@@ -112,6 +117,10 @@ class LayerRow(QFrame):
         self.remove.setText("✕")
         self.remove.setToolTip(translate("GuidanceSection", "Remove"))
         self.remove.clicked.connect(remove)
+        self.up = QToolButton()
+        self.up.setText("↑")
+        self.up.setToolTip(translate("GuidanceSection", "Move up"))
+        self.up.clicked.connect(move_up)
         choices = QVBoxLayout()
         choices.setSpacing(4)
         choices.addWidget(self.module)
@@ -126,7 +135,11 @@ class LayerRow(QFrame):
         row.addWidget(self.enabled)
         row.addWidget(self.thumb)
         row.addLayout(choices, 1)
-        row.addWidget(self.remove, 0, Qt.AlignmentFlag.AlignTop)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.remove)
+        buttons.addWidget(self.up)
+        buttons.addStretch(1)
+        row.addLayout(buttons)
         self.module.currentIndexChanged.connect(self._module_changed)
         self.model.currentTextChanged.connect(lambda text: setattr(layer, "model", text))
         self.enabled.toggled.connect(lambda on: setattr(layer, "enabled", on))
@@ -192,6 +205,7 @@ class GuideList(QWidget):
         self.paste.clicked.connect(self.paste_image)
         header.addWidget(self.add_file)
         header.addWidget(self.paste)
+        self._header = header
         self._list = QVBoxLayout()
         self._list.setSpacing(4)
         layout = QVBoxLayout(self)
@@ -209,11 +223,39 @@ class GuideList(QWidget):
         return self.add_layer(layer)
 
     def add_layer(self, layer: GuideLayer) -> LayerRow:
-        row = LayerRow(layer, self._models(), self.control, lambda: self._remove(row))
+        row = LayerRow(
+            layer, self._models(), self.control, lambda: self._remove(row),
+            lambda: self.move_up(row),
+        )  # fmt: skip
         self.rows.append(row)
         self._list.addWidget(row)
         self._grown()
         return row
+
+    def move_up(self, row: LayerRow) -> None:
+        """Layers act in order (their residuals are summed in it): one place earlier."""
+        index = self.rows.index(row)
+        if index == 0:
+            return
+        self.rows[index - 1], self.rows[index] = row, self.rows[index - 1]
+        self._list.removeWidget(row)
+        self._list.insertWidget(index - 1, row)
+
+    def add_source(self, text: str, tip: str, source: Callable[[], bytes | None]) -> None:
+        """One more way to add a layer (the window's: its selected result)."""
+        button = QPushButton(text)
+        button.setToolTip(tip)
+
+        def add() -> None:
+            png = source()
+            if png is not None:
+                try:
+                    self.add(png)
+                except UserError as error:
+                    self._error(str(error))
+
+        button.clicked.connect(add)
+        self._header.insertWidget(self._header.count() - 2, button)
 
     def _grown(self) -> None:
         # The panel's layout keeps the section's old size hint until told: rows come and go.
@@ -331,7 +373,26 @@ def install_guidance(window: MainWindow) -> GuidanceSection:
     assert isinstance(layout, QVBoxLayout)
     layout.insertWidget(layout.indexOf(window.prompt.reset) + 1, section)
     window.prompt.settings_read.connect(section.restore)
+    for guides in (section.controls, section.references):
+        guides.add_source(
+            translate("GuidanceSection", "Result"),
+            translate("GuidanceSection", "Add the selected job's image"),
+            lambda: _selected_result(window),
+        )
     return section
+
+
+def _selected_result(window: MainWindow) -> bytes | None:
+    """The image of the job selected in the list, or None (saying why)."""
+    row = window.jobs.current_row()
+    if row is None or not row.output_path:
+        window.show_error(translate("GuidanceSection", "Select a finished job first"))
+        return None
+    try:
+        return Path(row.output_path).read_bytes()
+    except OSError as error:
+        window.show_error(str(error))
+        return None
 
 
 def guided_submit(window: MainWindow, section: GuidanceSection) -> bool:
