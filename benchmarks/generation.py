@@ -58,6 +58,7 @@ from app.engine.workers.worker import Outbox, RunnerFactory, Worker, WorkerConfi
 from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
 from benchmarks.architectures import run_architectures
+from benchmarks.guidance import run_guidance
 from benchmarks.inpaint import run_inpaint
 
 BUNDLED = Path(__file__).resolve().parents[1] / "resources" / "models" / "easel-tiny"
@@ -111,6 +112,7 @@ def main() -> None:
                 _postgresql_latency_figures(runner, params, work, args.db)
         run_architectures()  # per architecture on tiny random models: name[arch]: value
         run_inpaint()  # inpaint_same_as_diffusers_max_diff_<arch>, on tiny random models
+        run_guidance()  # controlnet_same_as_diffusers_max_diff_<arch>, step overhead ratio
         _mask_editor_figures()
 
 

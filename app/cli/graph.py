@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.cli import arguments
+from app.cli.control import add_control_arguments, add_reference_arguments
 from app.cli.jobs import check_model, params_from_args, with_queue
 from app.cli.terminal import printable
 from app.engine.jobs.follow_ups import (
@@ -77,8 +78,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _extend_submit(submit: argparse.ArgumentParser) -> None:
-    """`submit` (defined in `jobs`) gains img2img and dependencies."""
+    """`submit` (defined in `jobs`) gains img2img, ControlNet layers and dependencies;
+    `inpaint` then adds masks and runs it."""
     add_img2img_arguments(submit)
+    add_control_arguments(submit)
+    add_reference_arguments(submit)
     submit.add_argument(
         "--after", type=arguments.job_id, action="append", default=[], metavar="ID",
         help="wait until job ID succeeded (may be given more than once)",

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.cli import arguments
+from app.cli.control import control_from_args, reference_from_args
 from app.cli.graph import DEFAULT_IMG2IMG_STRENGTH, request_from_args
 from app.cli.jobs import check_model, with_queue
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
@@ -125,10 +126,13 @@ def submit_with_mask(args: argparse.Namespace, queue: JobQueue) -> int:
         params = _settings(args, replace(params, init_image=digest(init_png)))
         params = replace(params, mask=digest(mask_png)).validated()
         check_model(params)
+    params, control_pngs = control_from_args(args, params)
+    params, reference_pngs = reference_from_args(args, params)
     attempts = load_settings().max_attempts
     job = NewJob(
-        params, parents=args.after, init_png=init_png, mask_png=mask_png, max_attempts=attempts
-    )
+        params, parents=args.after, init_png=init_png, mask_png=mask_png, max_attempts=attempts,
+        control_pngs=control_pngs, reference_pngs=reference_pngs,
+    )  # fmt: skip
     return _submitted(queue, job)
 
 

@@ -19,6 +19,8 @@ from app.engine.jobs.params import (
     DEFAULT_SCHEDULER,
     SCHEDULERS,
     GenerationParams,
+    decode_control,
+    decode_reference,
     parse_size,
 )
 from app.engine.jobs.queue import JobQueue
@@ -216,7 +218,22 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         ("template", job.prompt_template), ("upscaler", job.upscaler),
         ("group", _group_text(job)),
     ]  # fmt: skip
-    return details + [(label, value) for label, value in optional if value]
+    details += [(label, value) for label, value in optional if value]
+    for index, layer in enumerate(decode_control(job.control)):
+        details.append((
+            f"control {index}",
+            f"{layer.module} by {layer.model}, weight {layer.weight:g}, steps "
+            f"{layer.start:g}-{layer.end:g} (image {layer.image.removeprefix('upload:')[:12]})",
+        ))  # fmt: skip
+    for index, reference in enumerate(decode_reference(job.reference)):
+        image = reference.image.removeprefix("upload:")[:12]
+        details.append(
+            (
+                f"reference {index}",
+                f"{reference.model}, weight {reference.weight:g} (image {image})",
+            )
+        )
+    return details
 
 
 def _group_text(job: Job) -> str:

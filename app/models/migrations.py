@@ -25,7 +25,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 class SchemaTooNew(DatabaseError):
@@ -184,6 +184,16 @@ def _v11_to_v12(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[JOB_GROUP])
 
 
+def _v12_to_v13(conn: Connection) -> None:
+    # Version 13 adds guidance: the job's ControlNet layers and IP-Adapter reference images
+    # (a JSON text column each); their images are job_input rows of kind "control0", ...
+    # and "reference0", ... (no change there).
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name in ("control", "reference"):
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -196,6 +206,7 @@ MIGRATIONS: dict[int, Migration] = {
     9: _v9_to_v10,
     10: _v10_to_v11,
     11: _v11_to_v12,
+    12: _v12_to_v13,
 }
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Text,
     false,
     text,
 )
@@ -89,6 +90,12 @@ class Job(SQLModel, table=True):
         sa_column=Column(String(16), nullable=False, server_default="generate"),
     )
     upscaler: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    # ControlNet: "" (none) or the layers as JSON (`params.encode_control`); each layer's
+    # image is a job_input row of kind "control<i>".
+    control: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # IP-Adapter: "" or the reference images as JSON (`params.encode_reference`); each image
+    # is a job_input row of kind "reference<i>".
+    reference: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

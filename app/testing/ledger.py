@@ -22,7 +22,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -154,6 +154,8 @@ class LedgerRunner(StepHookRunner):
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         self._attempt = attempt_of_checkpoint(checkpoint_path)
         try:

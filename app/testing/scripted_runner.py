@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,10 @@ class ScriptedRunner:
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
-        # `init_image` and `mask` are ignored: the fake "image" depends on the parameters alone.
+        # The inputs are ignored: the fake "image" depends on the parameters alone.
         script = _script(params.prompt)
         if script.get("hang") == "":
             time.sleep(HANG_S)

@@ -9,7 +9,7 @@ pickle by name (see `app.testing`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ class StepHookRunner:
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         self.started(params, output_path)
 
@@ -53,6 +55,7 @@ class StepHookRunner:
         outcome = self.inner.run(
             params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step,
             init_image=init_image, mask=mask,
+            control_images=control_images, reference_images=reference_images,
         )  # fmt: skip
         self.finished(params, outcome)
         return outcome

@@ -356,6 +356,105 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>GuidanceSection</name>
+    <message>
+        <source>none (a control image)</source>
+        <translation>无（已是控制图）</translation>
+    </message>
+    <message>
+        <source>canny edges</source>
+        <translation>Canny 边缘</translation>
+    </message>
+    <message>
+        <source>soft edges</source>
+        <translation>柔和边缘</translation>
+    </message>
+    <message>
+        <source>lineart (a drawing)</source>
+        <translation>线稿（来自绘画）</translation>
+    </message>
+    <message>
+        <source>scribble (a sketch)</source>
+        <translation>涂鸦（来自草图）</translation>
+    </message>
+    <message>
+        <source>Use this layer</source>
+        <translation>使用此图层</translation>
+    </message>
+    <message>
+        <source>Weight</source>
+        <translation>权重</translation>
+    </message>
+    <message>
+        <source>Start: the share of steps before it acts</source>
+        <translation>开始：它起作用前经过的步数比例</translation>
+    </message>
+    <message>
+        <source>End: the share of steps it acts until</source>
+        <translation>结束：它起作用到的步数比例</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>Move up</source>
+        <translation>上移</translation>
+    </message>
+    <message>
+        <source>drop its image here</source>
+        <translation>将其图像拖放到此处</translation>
+    </message>
+    <message>
+        <source>Add…</source>
+        <translation>添加…</translation>
+    </message>
+    <message>
+        <source>Add an image from a file (or drop or paste one here)</source>
+        <translation>从文件添加图像（或拖放、粘贴到此处）</translation>
+    </message>
+    <message>
+        <source>Paste</source>
+        <translation>粘贴</translation>
+    </message>
+    <message>
+        <source>The clipboard holds no image</source>
+        <translation>剪贴板中没有图像</translation>
+    </message>
+    <message>
+        <source>Add an image</source>
+        <translation>添加图像</translation>
+    </message>
+    <message>
+        <source>Control layers (ControlNet)</source>
+        <translation>控制图层（ControlNet）</translation>
+    </message>
+    <message>
+        <source>Reference images (IP-Adapter)</source>
+        <translation>参考图像（IP-Adapter）</translation>
+    </message>
+    <message>
+        <source>Control</source>
+        <translation>控制</translation>
+    </message>
+    <message>
+        <source>Result</source>
+        <translation>结果</translation>
+    </message>
+    <message>
+        <source>Add the selected job&apos;s image</source>
+        <translation>添加所选任务的图像</translation>
+    </message>
+    <message>
+        <source>Select a finished job first</source>
+        <translation>请先选择一个已完成的任务</translation>
+    </message>
+    <message>
+        <source>Not queued: {error}</source>
+        <translation>未加入队列：{error}</translation>
+    </message>
+</context>
+<context>
     <name>ImageCanvas</name>
     <message>
         <source>Double-click to open the viewer (zoom, previous/next)</source>
@@ -1138,6 +1237,10 @@ Resume continues from there.</source>
 <context>
     <name>PngParams</name>
     <message>
+        <source>ControlNet {name} is not installed; its layer was left out</source>
+        <translation>ControlNet {name} 未安装；已略去该控制层</translation>
+    </message>
+    <message>
         <source>{name} is not a readable image: {error}</source>
         <translation>{name} 不是可读取的图像：{error}</translation>
     </message>
@@ -1162,12 +1265,20 @@ Resume continues from there.</source>
         <translation>已忽略未知字段：{names}</translation>
     </message>
     <message>
+        <source>the reference image is not restored</source>
+        <translation>参考图像未恢复</translation>
+    </message>
+    <message>
         <source>the easel parameters are incomplete: {error}</source>
         <translation>easel 参数不完整：{error}</translation>
     </message>
     <message>
         <source>the parameters text is empty</source>
         <translation>参数文本为空</translation>
+    </message>
+    <message>
+        <source>ignored {key} (unreadable)</source>
+        <translation>已忽略 {key}（无法读取）</translation>
     </message>
     <message>
         <source>ignored {key} {value} (not a number)</source>

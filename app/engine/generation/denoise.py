@@ -11,6 +11,7 @@ keeps results bit-identical to the stock pipelines. The loop never branches on t
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from PIL import Image
 
 from app.engine.generation.architecture import size_problem
 from app.engine.generation.checkpoint import Checkpoint
+from app.engine.generation.control import ControlGuide, make_guide
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.families import Conditioning, ModelFamily, family_label, family_of
 from app.engine.generation.inpaint import MaskedImage, masked_image
@@ -58,6 +60,7 @@ class DenoiseState:
     do_cfg: bool
     denoised: torch.Tensor | None = None  # the scheduler's x0 estimate, for previews
     masked: MaskedImage | None = None  # inpaint: the image and mask, to paste back
+    control: ControlGuide | None = None  # ControlNet layers (from the job's inputs)
 
     @property
     def finished(self) -> bool:
@@ -72,10 +75,18 @@ def new_generator(seed: int) -> torch.Generator:
 
 @torch.no_grad()
 def start(
-    pipe: Any, params: GenerationParams, init_image: bytes | None = None, mask: bytes | None = None
+    pipe: Any,
+    params: GenerationParams,
+    init_image: bytes | None = None,
+    mask: bytes | None = None,
+    control_nets: Sequence[Any] = (),
+    control_images: Sequence[bytes] = (),
+    reference_images: Sequence[bytes] = (),
 ) -> DenoiseState:
     """The state before the first step; from noise, or (img2img) from `init_image`'s PNG,
-    or (inpaint) from `init_image` where `mask`'s PNG is black."""
+    or (inpaint) from `init_image` where `mask`'s PNG is black; guided by `control_nets`
+    (loaded ControlNets) on `control_images` (PNGs), in `params.control`'s layer order,
+    and by `reference_images` (PNGs) through the IP-Adapter the pipeline holds."""
     family = family_of(pipe)
     problem = size_problem(family.native_size(), params.width, params.height)
     if problem:
@@ -83,6 +94,7 @@ def start(
     scheduler = family.scheduler(params)
     do_cfg = family.uses_cfg(params)
     conditioning = family.encode(params, do_cfg)
+    conditioning.update(family.encode_references(reference_images, do_cfg))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
     schedule = family.initial_latents(
@@ -101,6 +113,9 @@ def start(
         guidance=params.cfg,
         do_cfg=do_cfg,
         masked=masked,
+        control=make_guide(
+            pipe, params, control_nets, control_images, len(schedule.timesteps), do_cfg
+        ),
     )
 
 
@@ -120,9 +135,12 @@ def restore(
     checkpoint: Checkpoint,
     init_image: bytes | None = None,
     mask: bytes | None = None,
+    control_nets: Sequence[Any] = (),
+    control_images: Sequence[bytes] = (),
 ) -> DenoiseState:
     """The state a checkpoint was taken in, on this pipeline's device and dtype; the inputs
-    only say where an "only masked" inpaint is pasted back (the rest is in the checkpoint)."""
+    only say where an "only masked" inpaint is pasted back (the rest is in the checkpoint)
+    and, for ControlNet, what guides the remaining steps (prepared as at the start)."""
     family = family_of(pipe)
     device, dtype = family.device, family.dtype
     scheduler = family.scheduler(params)
@@ -148,6 +166,9 @@ def restore(
         guidance=params.cfg,
         do_cfg=family.uses_cfg(params),
         masked=_masked(params, init_image, mask),
+        control=make_guide(
+            pipe, params, control_nets, control_images, len(timesteps), family.uses_cfg(params)
+        ),
     )
 
 
@@ -201,8 +222,9 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
     `pipe` is the one `state` was started on; its family does the model's part."""
     t = state.timesteps[state.index]
     noise_pred = state.family.predict(
-        state.scheduler, state.latents, t, state.conditioning, state.guidance, state.do_cfg
-    )
+        state.scheduler, state.latents, t, state.conditioning, state.guidance, state.do_cfg,
+        state.control, state.index,
+    )  # fmt: skip
     kwargs = _step_kwargs(state.scheduler, state.generator)
     output = state.scheduler.step(noise_pred, t, state.latents, **kwargs, return_dict=True)
     state.latents = state.family.after_step(

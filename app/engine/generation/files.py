@@ -49,11 +49,26 @@ def a1111_parameters(params: GenerationParams) -> str:
             else ""
         )
         + (f", Upscaler: {params.upscaler}" if params.upscaler else "")
+        + _control_parameters(params)
+        + "".join(
+            f', IP-Adapter {index}: "Model: {reference.model}, Weight: {float(reference.weight)!r}"'
+            for index, reference in enumerate(params.references)
+        )
     )
     if params.prompt_template and params.prompt_template != params.prompt:
         # As the Dynamic Prompts extension records the prompt before it was expanded.
         lines.append(f"Template: {params.prompt_template}")
     return "\n".join(lines)
+
+
+def _control_parameters(params: GenerationParams) -> str:
+    """Each control layer as A1111's ControlNet extension writes it (`ControlNet 0: "..."`)."""
+    return "".join(
+        f', ControlNet {index}: "Module: {layer.module}, Model: {layer.model}, '
+        f"Weight: {float(layer.weight)!r}, Guidance Start: {float(layer.start)!r}, "
+        f'Guidance End: {float(layer.end)!r}"'
+        for index, layer in enumerate(params.control_layers)
+    )
 
 
 def _inpaint_parameters(params: GenerationParams) -> str:

@@ -196,3 +196,30 @@ def _with_text_model_prefix(state: dict[str, torch.Tensor]) -> dict[str, torch.T
 
 def _prefixed(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     return {prefix + key: value for key, value in state.items()}
+
+
+CONTROLNET = "control_model."
+_HINT_OUT = 14  # the condition embedding's last convolution, after its blocks (0, 2, ... 12)
+
+
+def controlnet_to_original(net: Any) -> dict[str, torch.Tensor]:
+    """A diffusers `ControlNetModel` as the original ControlNet file's state dict
+    (`control_model.*`: the UNet's encoder half, `input_hint_block`, `zero_convs`,
+    `middle_block_out`), as A1111's and ComfyUI's `models/controlnet/` hold them."""
+    per_block = int(net.config.layers_per_block) + 1
+    renamed = {}
+    for key, value in net.state_dict().items():
+        renamed[CONTROLNET + _controlnet_key(key, per_block)] = value
+    return renamed
+
+
+def _controlnet_key(key: str, per_block: int) -> str:
+    if match := re.match(r"controlnet_cond_embedding\.(conv_in|conv_out|blocks\.(\d+))\.(.*)", key):
+        part, block, rest = match.groups()
+        index = 0 if part == "conv_in" else _HINT_OUT if part == "conv_out" else 2 * int(block) + 2
+        return f"input_hint_block.{index}.{rest}"
+    if match := re.match(r"controlnet_down_blocks\.(\d+)\.(.*)", key):
+        return f"zero_convs.{match.group(1)}.0.{match.group(2)}"
+    if key.startswith("controlnet_mid_block."):
+        return "middle_block_out.0." + key.removeprefix("controlnet_mid_block.")
+    return _unet_key(key, per_block, set())

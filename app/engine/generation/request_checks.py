@@ -2,12 +2,15 @@
 
 The CLI and the window both call `check_runnable` next to `GenerationParams.validated()`,
 so an unknown model, an unsupported file, a size the model cannot draw, an unknown LoRA or
-a prompt weight that is no number is one sentence at submit time, never a FAILED job later.
+a prompt weight that is no number, a ControlNet missing or made for another architecture
+is one sentence at submit time, never a FAILED job later.
 """
 
 from __future__ import annotations
 
+from app.engine.generation.controlnets import check_fits, controlnet_folders, find_controlnet
 from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
 from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
@@ -38,6 +41,11 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
     check_prompt_syntax(params.negative_prompt)
     if params.upscaler:
         check_upscaler(params.upscaler, search)  # files only; the worker loads it
+    for layer in params.control_layers:  # each ControlNet is here, and made for this model
+        check_fits(find_controlnet(layer.model, controlnet_folders(search)), params.model,
+                   info.architecture)  # fmt: skip
+    for reference in params.references:  # each IP-Adapter is here (its width: at load)
+        find_ip_adapter(reference.model, ip_adapter_folders(search))
     return info
 
 

@@ -5,6 +5,7 @@ Imports torch (through the loop), so only worker processes import this module.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import threading
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from PIL import Image
@@ -26,11 +28,14 @@ from app.engine.generation.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from app.engine.generation.control import ControlNetCache
+from app.engine.generation.controlnets import ControlNetInfo, check_fits, find_controlnet
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.families import family_of
 from app.engine.generation.fast_load import prefetch
 from app.engine.generation.files import write_png
+from app.engine.generation.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
 from app.engine.generation.memory import available_memory, weight_files
@@ -41,6 +46,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
+from app.engine.generation.reference import use_ip_adapter
 from app.engine.generation.sources import ModelInfo, resolve_model
 from app.engine.generation.upscale import (
     CANCEL,
@@ -58,6 +64,7 @@ from app.engine.generation.upscale import (
 )
 from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
 from app.engine.jobs.params import (
+    INIT_UPLOADED,
     KIND_TILED,
     KIND_UPSCALE,
     RANDOM_SEED,
@@ -85,6 +92,9 @@ class Runner:
         preview_interval_s: float = 0.5,
         upscalers: Sequence[Path] | None = None,
         upscale_tile: int = DEFAULT_TILE,
+        resolve_control: Callable[[str], ControlNetInfo] = find_controlnet,
+        resolve_reference: Callable[[str], IPAdapterInfo] = find_ip_adapter,
+        controlnets: ControlNetCache | None = None,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
         default: small models on busy cores run far faster on one thread (see benchmark).
@@ -95,6 +105,9 @@ class Runner:
         self._device = device or pick_device()
         self._resolve = resolve
         self._cache = cache or PipelineCache()
+        self._resolve_control = resolve_control
+        self._resolve_reference = resolve_reference
+        self._controlnets = controlnets or ControlNetCache()
         self._previews = PreviewThrottle(preview_interval_s)
         self._asked_as: dict[Path, str] = {}  # a held model's path -> the name jobs give it
         # Where upscaler models are found (`upscalers.upscaler_folders`); None: the default.
@@ -162,11 +175,15 @@ class Runner:
         on_step: StepCallback,
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         """Generate `params` into `output_path`, resuming from `checkpoint_path` if it exists.
 
         `init_image`: the PNG bytes img2img starts from (`params.init_image` names it);
-        `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint.
+        `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint;
+        `control_images`: each control layer's PNG (`params.control` names them), in order;
+        `reference_images`: each reference image's PNG (`params.reference` names them).
         `on_step` may answer `CHECKPOINT`: the state is then saved to `checkpoint_path` in
         the background (a rolling checkpoint), and the run goes on.
         Raises `CheckpointError` for a checkpoint that is damaged or made for other params
@@ -177,19 +194,21 @@ class Runner:
         once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
         note says so; every other error, transient or not, goes up unchanged.
         """
+        inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
         try:
-            return self._run_once(params, output_path, checkpoint_path, on_step, init_image, mask)
+            return self._run_once(params, output_path, checkpoint_path, on_step, inputs)
         except Exception as error:
             # Only memory is cured by offloading; a database away or a full disk is the
             # retry policy's to decide, and must not cost the worker its speed for good.
             if self._device.low_vram or not is_out_of_memory(error):
                 raise
             self._switch_to_low_vram()
-        outcome = self._run_once(params, output_path, checkpoint_path, on_step, init_image, mask)
+        outcome = self._run_once(params, output_path, checkpoint_path, on_step, inputs)
         return replace(outcome, note=LOW_VRAM_NOTE)
 
     def _switch_to_low_vram(self) -> None:
         self._cache.clear()  # frees the pipeline that ran out of memory before reloading
+        self._controlnets.clear()
         _empty_gpu_cache()
         self._device = replace(self._device, low_vram=True)
 
@@ -199,10 +218,10 @@ class Runner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
-        init_image: bytes | None,
-        mask: bytes | None = None,
+        inputs: _Inputs,
     ) -> GenerationOutcome:
-        _check_params(params, init_image, mask)
+        _check_params(params, inputs)
+        init_image = inputs.init_image
         if params.kind == KIND_UPSCALE:
             assert init_image is not None  # _check_params: an upscale names its image
             return self._upscale(params, output_path, checkpoint_path, on_step, init_image)
@@ -212,11 +231,18 @@ class Runner:
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         if params.upscaler and init_image is not None and saved is None:
             # Hires fix with a model: the parent's image through the upscaler, then img2img.
-            init_image = self._model_upscaled(params, init_image)
+            inputs = replace(inputs, init_image=self._model_upscaled(params, init_image))
+        controls = [self._resolve_control(layer.model) for layer in params.control_layers]
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
+        for control in controls:
+            check_fits(control, params.model, loaded.model.architecture)
+        nets = self._controlnets.get(controls, loaded.pipe)
+        references = params.references
+        adapter = self._resolve_reference(references[0].model) if references else None
+        use_ip_adapter(loaded.pipe, adapter, references[0].weight if references else 1.0)
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
-        job = _Job(loaded, params, checkpoint_path, on_step, init_image, mask)
+        job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         with _RollingSaver(checkpoint_path) as saver:
@@ -416,14 +442,19 @@ class _Job:
     params: GenerationParams
     checkpoint_path: Path
     on_step: StepCallback
-    init_image: bytes | None = None
-    mask: bytes | None = None
+    inputs: _Inputs
+    control_nets: Sequence[Any] = ()
 
     def begin(self, checkpoint: Checkpoint | None) -> tuple[denoise.DenoiseState, float]:
-        pipe, params, init, mask = self.loaded.pipe, self.params, self.init_image, self.mask
+        pipe, params, inputs = self.loaded.pipe, self.params, self.inputs
+        init, mask, controls = inputs.init_image, inputs.mask, inputs.control_images
         if checkpoint is None:
-            return denoise.start(pipe, params, init, mask), 0.0
-        return denoise.restore(pipe, params, checkpoint, init, mask), checkpoint.elapsed_s
+            state = denoise.start(
+                pipe, params, init, mask, self.control_nets, controls, inputs.reference_images
+            )
+            return state, 0.0
+        state = denoise.restore(pipe, params, checkpoint, init, mask, self.control_nets, controls)
+        return state, checkpoint.elapsed_s
 
     def run_steps(
         self,
@@ -512,7 +543,18 @@ def _set_cpu_threads(threads: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
-def _check_params(params: GenerationParams, init_image: bytes | None, mask: bytes | None) -> None:
+@dataclass(frozen=True)
+class _Inputs:
+    """A job's stored inputs, as the runner is handed them."""
+
+    init_image: bytes | None = None
+    mask: bytes | None = None
+    control_images: tuple[bytes, ...] = ()
+    reference_images: tuple[bytes, ...] = ()
+
+
+def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
+    init_image, mask = inputs.init_image, inputs.mask
     params.validated()
     if params.seed == RANDOM_SEED:
         raise InvalidParameters("the seed must be fixed before generation (with_concrete_seed)")
@@ -525,6 +567,22 @@ def _check_params(params: GenerationParams, init_image: bytes | None, mask: byte
         raise InvalidParameters(
             f"mask {params.mask or '(none)'} named, but {'none' if mask is None else 'one'} given"
         )
+    layers = params.control_layers
+    if len(layers) != len(inputs.control_images):
+        raise InvalidParameters(
+            f"{len(layers)} control layers named, but {len(inputs.control_images)} images given"
+        )
+    for index, (layer, png) in enumerate(zip(layers, inputs.control_images, strict=True)):
+        if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != layer.image:
+            raise InvalidParameters(f"control layer {index}'s image is not the one it names")
+    references = params.references
+    if len(references) != len(inputs.reference_images):
+        raise InvalidParameters(
+            f"{len(references)} reference images named, but {len(inputs.reference_images)} given"
+        )
+    for index, (reference, png) in enumerate(zip(references, inputs.reference_images, strict=True)):
+        if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != reference.image:
+            raise InvalidParameters(f"reference image {index} is not the one it names")
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:

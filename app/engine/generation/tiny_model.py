@@ -232,3 +232,101 @@ def write_tiny_lora(
     dest.parent.mkdir(parents=True, exist_ok=True)
     type(pipe).save_lora_weights(dest.parent, weight_name=dest.name, **layers)
     return dest
+
+
+def build_tiny_controlnet(architecture: Architecture = Architecture.SD1, *, seed: int = 1) -> Any:
+    """A random ControlNet that fits the tiny pipeline of `architecture` (same UNet config),
+    every weight random: a ControlNet's zero convolutions would otherwise make it do nothing."""
+    import torch
+    from diffusers import ControlNetModel
+
+    unet = build_tiny_pipeline(architecture).unet
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        # Four stages of the condition embedding: the image is brought down 8x, as the VAE.
+        net = ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(8, 8, 16, 16))
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter.copy_(torch.randn_like(parameter) * 0.2)
+    return net
+
+
+def write_tiny_controlnet(
+    dest: Path, *, seed: int = 1, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """`build_tiny_controlnet` saved as a diffusers folder (`config.json` and weights)."""
+    build_tiny_controlnet(architecture, seed=seed).save_pretrained(dest)
+    return dest
+
+
+def write_tiny_controlnet_file(
+    dest: Path,
+    *,
+    seed: int = 1,
+    architecture: Architecture = Architecture.SD1,
+    original: bool = True,
+) -> Path:
+    """The same ControlNet as `write_tiny_controlnet` (same seed, same weights), as one
+    `.safetensors` file in the original key layout (`control_model.*`), or with diffusers'
+    key names (as most SDXL ControlNets ship)."""
+    from safetensors.torch import save_file
+
+    from app.engine.generation.original_layout import controlnet_to_original
+
+    net = build_tiny_controlnet(architecture, seed=seed)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file(controlnet_to_original(net) if original else net.state_dict(), str(dest))
+    return dest
+
+
+IP_ADAPTER_TOKENS = 4  # a plain IP-Adapter's image tokens ("proj.weight" is 4 x cross dim)
+
+
+def write_tiny_ip_adapter(
+    dest: Path, *, seed: int = 3, architecture: Architecture = Architecture.SD1
+) -> Path:
+    """A random IP-Adapter for the tiny pipeline of `architecture`, in the layout artists
+    download (h94/IP-Adapter's `models/`): `dest/ip-adapter_tiny.safetensors` (image
+    projection and each cross-attention's `to_k_ip`/`to_v_ip`) beside `dest/image_encoder/`
+    (a tiny CLIPVisionModelWithProjection). Returns the weight file."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    unet = build_tiny_pipeline(architecture).unet
+    cross, channels = unet.config.cross_attention_dim, list(unet.config.block_out_channels)
+    image_dim = 16
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        encoder = CLIPVisionModelWithProjection(
+            CLIPVisionConfig(
+                hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                image_size=32, patch_size=8, projection_dim=image_dim,
+            )
+        )  # fmt: skip
+        state = {
+            "image_proj.proj.weight": torch.randn(IP_ADAPTER_TOKENS * cross, image_dim) * 0.3,
+            "image_proj.proj.bias": torch.randn(IP_ADAPTER_TOKENS * cross) * 0.1,
+            "image_proj.norm.weight": 1 + torch.randn(cross) * 0.1,
+            "image_proj.norm.bias": torch.randn(cross) * 0.1,
+        }
+        key_id = 1  # as diffusers numbers them: every processor counts, cross-attention odd
+        for name in unet.attn_processors:
+            if name.endswith("attn1.processor"):
+                continue
+            hidden = _hidden_size(name, channels)
+            for part in ("to_k_ip", "to_v_ip"):
+                state[f"ip_adapter.{key_id}.{part}.weight"] = torch.randn(hidden, cross) * 0.3
+            key_id += 2
+    dest.mkdir(parents=True, exist_ok=True)
+    encoder.save_pretrained(dest / "image_encoder")
+    weights = dest / "ip-adapter_tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
+    return weights
+
+
+def _hidden_size(processor: str, channels: list[int]) -> int:
+    if processor.startswith("mid_block"):
+        return channels[-1]
+    block = int(processor.split(".")[1])
+    return channels[block] if processor.startswith("down_blocks") else channels[::-1][block]

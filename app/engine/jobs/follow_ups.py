@@ -84,6 +84,8 @@ class NewJob:
     parents: Sequence[int] = ()
     init_png: bytes | None = None
     mask_png: bytes | None = None
+    control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
+    reference_pngs: Sequence[bytes] = ()  # each reference image (`params.reference`)
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     priority: int = 0
 
@@ -129,6 +131,7 @@ def submit_with_follow_ups(
     batch = NewJobs(
         seed_batch(params, job.count), parents=job.parents, init_png=job.init_png,
         mask_png=job.mask_png, priority=job.priority, max_attempts=job.max_attempts, source=source,
+        control_pngs=job.control_pngs, reference_pngs=job.reference_pngs,
     )  # fmt: skip
     stored = queue.submit_keyed(
         batch, _followers(follow_ups, batch), key=key, with_jobs=with_jobs

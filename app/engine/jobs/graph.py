@@ -24,7 +24,13 @@ from typing import Any
 
 from sqlalchemy import false, select
 
-from app.engine.jobs.graph_sql import InputKind, is_settled, stored_input
+from app.engine.jobs.graph_sql import (
+    InputKind,
+    control_kind,
+    is_settled,
+    reference_kind,
+    stored_input,
+)
 from app.engine.jobs.groups import recompose_if_stale, recompose_stale
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
@@ -287,6 +293,8 @@ def upscale_params(
         variation_strength=0.0,
         variation_seed=RANDOM_SEED,
         kind=KIND_GENERATE,
+        control="",  # a guided image's upscale starts from it: its layers have done their part
+        reference="",
     )
     if tiled:
         return replace(resized, kind=KIND_TILED)
@@ -301,7 +309,8 @@ def variation_params(
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
         parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
-        mask="", variation_strength=0.0, variation_seed=RANDOM_SEED, kind=KIND_GENERATE,
+        mask="", control="", reference="",
+        variation_strength=0.0, variation_seed=RANDOM_SEED, kind=KIND_GENERATE,
     )  # fmt: skip
 
 
@@ -334,6 +343,32 @@ def mask_of(queue: JobQueue, job: Job) -> bytes | None:
     if png is None:
         raise InputImageMissing(f"job {job.id}'s inpaint mask is missing from the database")
     return png
+
+
+def control_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
+    """The PNG bytes of each of `job`'s control layers (stored with the job), in order."""
+    images = []
+    for layer in range(len(params_of(job).control_layers)):
+        png = stored_input(queue.db, job.id or 0, control_kind(layer))
+        if png is None:
+            raise InputImageMissing(
+                f"job {job.id}'s control layer {layer} image is missing from the database"
+            )
+        images.append(png)
+    return tuple(images)
+
+
+def reference_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
+    """The PNG bytes of each of `job`'s reference images (stored with the job), in order."""
+    images = []
+    for index in range(len(params_of(job).references)):
+        png = stored_input(queue.db, job.id or 0, reference_kind(index))
+        if png is None:
+            raise InputImageMissing(
+                f"job {job.id}'s reference image {index} is missing from the database"
+            )
+        images.append(png)
+    return tuple(images)
 
 
 def _parent_output(queue: JobQueue, job_id: int, parent_id: int) -> bytes:

@@ -39,6 +39,16 @@ class InputKind(StrEnum):
     MASK = "mask"  # inpaint: white where to repaint
 
 
+def control_kind(layer: int) -> str:
+    """The job_input kind of control layer `layer`'s image: "control0", "control1", ..."""
+    return f"control{layer}"
+
+
+def reference_kind(index: int) -> str:
+    """The job_input kind of reference image `index` (IP-Adapter): "reference0", ..."""
+    return f"reference{index}"
+
+
 class InvalidDependency(InvalidParameters):
     """A parent that does not exist or cannot be waited for, or a dependency cycle."""
 
@@ -92,6 +102,8 @@ class GraphStatements:
         parents: Sequence[int],
         init_png: bytes | None,
         mask_png: bytes | None = None,
+        control_pngs: Sequence[bytes] = (),
+        reference_pngs: Sequence[bytes] = (),
         *,
         settled: bool = False,
     ) -> None:
@@ -107,6 +119,12 @@ class GraphStatements:
         for kind, png in ((InputKind.INIT, init_png), (InputKind.MASK, mask_png)):
             if png is not None:
                 tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
+        for layer, png in enumerate(control_pngs):
+            values = {"job_id": job_id, "kind": control_kind(layer), "png": png}
+            tx.execute(self.insert_input, values)
+        for index, png in enumerate(reference_pngs):
+            values = {"job_id": job_id, "kind": reference_kind(index), "png": png}
+            tx.execute(self.insert_input, values)
 
     def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
@@ -154,6 +172,8 @@ class StoredLinks:
     parents: list[int]
     init_png: bytes | None
     mask_png: bytes | None
+    control_pngs: tuple[bytes, ...] = ()
+    reference_pngs: tuple[bytes, ...] = ()
 
 
 def stored_links(db: Database, job_id: int) -> StoredLinks:
@@ -166,12 +186,22 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
             sorted(conn.execute(parents).scalars()),
             stored.get(InputKind.INIT.value),
             stored.get(InputKind.MASK.value),
+            _numbered(stored, control_kind),
+            _numbered(stored, reference_kind),
         )
 
 
-def stored_input(db: Database, job_id: int, kind: InputKind) -> bytes | None:
+def _numbered(stored: dict[str, bytes], kind: Callable[[int], str]) -> tuple[bytes, ...]:
+    pngs: list[bytes] = []
+    while kind(len(pngs)) in stored:
+        pngs.append(stored[kind(len(pngs))])
+    return tuple(pngs)
+
+
+def stored_input(db: Database, job_id: int, kind: str) -> bytes | None:
+    """The image of `kind` (an `InputKind`, or `control_kind`) stored with the job."""
     query = select(JOB_INPUT.c.png).where(
-        JOB_INPUT.c.job_id == job_id, JOB_INPUT.c.kind == kind.value
+        JOB_INPUT.c.job_id == job_id, JOB_INPUT.c.kind == str(kind)
     )
     with db.read() as conn:
         png = conn.execute(query).scalar_one_or_none()
@@ -183,9 +213,11 @@ def check_inputs(
     parents: Sequence[int],
     init_png: bytes | None,
     mask_png: bytes | None = None,
+    control_pngs: Sequence[bytes] = (),
+    reference_pngs: Sequence[bytes] = (),
 ) -> None:
     """The inputs the parameters name are the ones given: an init image (a parent's, or
-    these bytes) and a mask (these bytes)."""
+    these bytes), a mask, the control layers' and the reference images (these bytes)."""
     parent = params.init_parent
     if parent is not None and parent not in parents:
         raise InvalidDependency(
@@ -202,6 +234,22 @@ def check_inputs(
         raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
+    layers = params.control_layers
+    if len(layers) != len(control_pngs):
+        raise InvalidParameters(
+            f"{len(layers)} control layers need their images, but {len(control_pngs)} were given"
+        )
+    for index, (layer, png) in enumerate(zip(layers, control_pngs, strict=True)):
+        if digest(png) != layer.image:
+            raise InvalidParameters(f"control layer {index}'s image does not match its digest")
+    references = params.references
+    if len(references) != len(reference_pngs):
+        raise InvalidParameters(
+            f"{len(references)} reference images are named, but {len(reference_pngs)} given"
+        )
+    for index, (reference, png) in enumerate(zip(references, reference_pngs, strict=True)):
+        if digest(png) != reference.image:
+            raise InvalidParameters(f"reference image {index} does not match its digest")
 
 
 def cycle_through(

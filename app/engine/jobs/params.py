@@ -6,8 +6,10 @@ worker all share one definition of what a valid request is.
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from app.errors import BadInput
@@ -39,10 +41,84 @@ KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED)
 # larger than what a model draws in one piece.
 MAX_UPSCALED_SIZE = 8192
 MAX_VARIATION_STRENGTH = 1.0
+# ControlNet: each layer's image is stored with the job (job_input, kind "control<i>").
+MAX_CONTROL_LAYERS = 4
+MAX_CONTROL_WEIGHT = 2.0  # A1111's "Control Weight" slider's end
+CONTROL_MODULES = ("none", "canny", "softedge", "lineart", "scribble")  # preprocessors
+# IP-Adapter: the reference image is stored with the job (job_input, kind "reference0").
+MAX_REFERENCES = 1  # one reference image (one adapter) per job for now
 
 
 class InvalidParameters(BadInput):
     """A generation request that cannot run; the message says exactly what is wrong."""
+
+
+@dataclass(frozen=True)
+class ControlLayer:
+    """One ControlNet layer: its (already preprocessed) image, the ControlNet, how strongly
+    and over which share of the steps it guides (A1111's Guidance Start/End)."""
+
+    image: str  # f"{INIT_UPLOADED}<sha256>" of the control image stored with the job
+    model: str  # the ControlNet's name (`controlnets.list_controlnets`)
+    module: str = "none"  # the preprocessor that made the image (recorded, not re-run)
+    weight: float = 1.0  # diffusers' controlnet_conditioning_scale
+    start: float = 0.0  # control_guidance_start
+    end: float = 1.0  # control_guidance_end
+
+
+@dataclass(frozen=True)
+class ReferenceImage:
+    """A reference image (IP-Adapter): its picture guides the style or subject."""
+
+    image: str  # f"{INIT_UPLOADED}<sha256>" of the image stored with the job
+    model: str  # the IP-Adapter's name (`ip_adapters.list_ip_adapters`)
+    weight: float = 1.0  # diffusers' `set_ip_adapter_scale`
+
+
+def encode_reference(references: Sequence[ReferenceImage]) -> str:
+    """How `GenerationParams.reference` spells `references` (canonical JSON, or "")."""
+    if not references:
+        return ""
+    return json.dumps([asdict(reference) for reference in references], sort_keys=True)
+
+
+def decode_reference(text: str) -> tuple[ReferenceImage, ...]:
+    if not text:
+        return ()
+    try:
+        raw = json.loads(text)
+        names = {f.name for f in fields(ReferenceImage)}
+        if not isinstance(raw, list) or not all(
+            isinstance(item, dict) and set(item) <= names for item in raw
+        ):
+            raise ValueError("not a list of reference images")
+        return tuple(ReferenceImage(**item) for item in raw)
+    except (ValueError, TypeError) as error:
+        raise InvalidParameters(f"the reference images are not readable ({error})") from error
+
+
+def encode_control(layers: Sequence[ControlLayer]) -> str:
+    """How `GenerationParams.control` spells `layers`: one canonical JSON text, so params
+    stay flat values (one column, one checkpoint field) and compare exactly."""
+    if not layers:
+        return ""
+    return json.dumps([asdict(layer) for layer in layers], sort_keys=True)
+
+
+def decode_control(text: str) -> tuple[ControlLayer, ...]:
+    """The layers `encode_control` wrote; `InvalidParameters` for anything else."""
+    if not text:
+        return ()
+    try:
+        raw = json.loads(text)
+        names = {f.name for f in fields(ControlLayer)}
+        if not isinstance(raw, list) or not all(
+            isinstance(item, dict) and set(item) <= names for item in raw
+        ):
+            raise ValueError("not a list of layers")
+        return tuple(ControlLayer(**item) for item in raw)
+    except (ValueError, TypeError) as error:
+        raise InvalidParameters(f"the control layers are not readable ({error})") from error
 
 
 @dataclass(frozen=True)
@@ -71,6 +147,8 @@ class GenerationParams:
     # An upscaler model file in models/upscale_models/ (an upscale job's model; for a
     # hires-fix img2img, how its init image is enlarged first). "": Lanczos.
     upscaler: str = ""
+    control: str = ""  # ControlNet layers, as `encode_control` writes them ("" for none)
+    reference: str = ""  # IP-Adapter reference images, as `encode_reference` writes them
 
     def validated(self) -> GenerationParams:
         """These parameters with the prompt trimmed, or `InvalidParameters`."""
@@ -107,6 +185,14 @@ class GenerationParams:
     @property
     def is_inpaint(self) -> bool:
         return bool(self.mask)
+
+    @property
+    def control_layers(self) -> tuple[ControlLayer, ...]:
+        return decode_control(self.control)
+
+    @property
+    def references(self) -> tuple[ReferenceImage, ...]:
+        return decode_reference(self.reference)
 
     @property
     def init_parent(self) -> int | None:
@@ -147,6 +233,65 @@ def _problems(p: GenerationParams) -> list[str]:
     if p.mask:
         problems.extend(_mask_problems(p))
     problems.extend(_group_problems(p))
+    if p.control:
+        problems.extend(_control_problems(p))
+    if p.reference:
+        problems.extend(_reference_problems(p))
+    return problems
+
+
+def _reference_problems(p: GenerationParams) -> list[str]:
+    try:
+        references = decode_reference(p.reference)
+    except InvalidParameters as error:
+        return [str(error)]
+    if p.init_image:
+        return ["reference images work from noise for now, not with img2img or inpaint"]
+    if len(references) > MAX_REFERENCES:
+        return [f"at most {MAX_REFERENCES} reference image for now, not {len(references)}"]
+    problems = []
+    for index, reference in enumerate(references):
+        name = f"reference image {index}"
+        if not reference.image.startswith(INIT_UPLOADED) or reference.image == INIT_UPLOADED:
+            problems.append(f"{name} {reference.image!r} is not {INIT_UPLOADED}<sha256>")
+        if not str(reference.model).strip():
+            problems.append(f"{name} names no IP-Adapter")
+        weight = reference.weight
+        if not isinstance(weight, int | float) or not 0 <= weight <= MAX_CONTROL_WEIGHT:
+            problems.append(f"{name}'s weight must be between 0 and {MAX_CONTROL_WEIGHT:g}")
+    return problems
+
+
+def _control_problems(p: GenerationParams) -> list[str]:
+    try:
+        layers = decode_control(p.control)
+    except InvalidParameters as error:
+        return [str(error)]
+    if p.init_image:
+        return ["ControlNet layers work from noise for now, not with img2img or inpaint"]
+    if len(layers) > MAX_CONTROL_LAYERS:
+        return [f"at most {MAX_CONTROL_LAYERS} control layers, not {len(layers)}"]
+    problems = []
+    for index, layer in enumerate(layers):
+        name = f"control layer {index}"
+        if not layer.image.startswith(INIT_UPLOADED) or layer.image == INIT_UPLOADED:
+            problems.append(f"{name}'s image {layer.image!r} is not {INIT_UPLOADED}<sha256>")
+        if not str(layer.model).strip():
+            problems.append(f"{name} names no ControlNet model")
+        if layer.module not in CONTROL_MODULES:
+            known = ", ".join(CONTROL_MODULES)
+            problems.append(f"{name}'s preprocessor {layer.module!r} is unknown (known: {known})")
+        if not isinstance(layer.weight, int | float) or not 0 <= layer.weight <= MAX_CONTROL_WEIGHT:
+            problems.append(f"{name}'s weight must be between 0 and {MAX_CONTROL_WEIGHT:g}")
+        elif not (
+            isinstance(layer.start, int | float)
+            and isinstance(layer.end, int | float)
+            and 0 <= layer.start < layer.end <= 1
+        ):
+            problems.append(
+                f"{name}'s start and end must satisfy 0 <= start < end <= 1, "
+                f"not {layer.start}, {layer.end}"
+            )
     return problems
 
 

@@ -110,6 +110,8 @@ class NewJobs:
     parents: Sequence[int] = ()
     init_png: bytes | None = None
     mask_png: bytes | None = None
+    control_pngs: Sequence[bytes] = ()  # each control layer's image, in layer order
+    reference_pngs: Sequence[bytes] = ()  # each reference image (IP-Adapter), in order
     priority: int = 0
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     source: str = "user"
@@ -216,6 +218,8 @@ class JobQueue:
         init_png: bytes | None = None,
         mask_png: bytes | None = None,
         output_dir: Path | None = None,
+        control_pngs: Sequence[bytes] = (),
+        reference_pngs: Sequence[bytes] = (),
     ) -> int:
         """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
 
@@ -223,7 +227,7 @@ class JobQueue:
         [job_id] = self.submit_many(
             [params], priority=priority, max_attempts=max_attempts, source=source,
             rerun_of=rerun_of, parents=parents, init_png=init_png, mask_png=mask_png,
-            output_dir=output_dir,
+            output_dir=output_dir, control_pngs=control_pngs, reference_pngs=reference_pngs,
         )  # fmt: skip
         return job_id
 
@@ -239,18 +243,20 @@ class JobQueue:
         init_png: bytes | None = None,
         mask_png: bytes | None = None,
         output_dir: Path | None = None,
+        control_pngs: Sequence[bytes] = (),
+        reference_pngs: Sequence[bytes] = (),
     ) -> list[int]:
         """Submit several jobs in one transaction: all are stored, or (on bad input) none.
 
         `parents`: every job of the batch waits for these (SUBMIT_AFTER, BLOCKED) and is
         unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
         image the parameters name (`graph_sql.digest`), stored with each job; `mask_png`
-        the inpaint mask they name, likewise.
+        the inpaint mask they name, likewise, and `control_pngs` each control layer's image.
         """
         jobs = NewJobs(
             batch, priority=priority, max_attempts=max_attempts, source=source,
             rerun_of=rerun_of, parents=parents, init_png=init_png, mask_png=mask_png,
-            output_dir=output_dir,
+            output_dir=output_dir, control_pngs=control_pngs, reference_pngs=reference_pngs,
         )  # fmt: skip
         ids, _follow_up_ids = self.submit_linked(jobs)
         return ids
@@ -361,8 +367,9 @@ class JobQueue:
             insert_job = self._sql.insert_job(frozenset(values))
             job_id = int(tx.execute(insert_job, values).fetchone()[0])
             self._graph.link(
-                tx, job_id, parents, jobs.init_png, jobs.mask_png, settled=jobs.settled_parents
-            )
+                tx, job_id, parents, jobs.init_png, jobs.mask_png, jobs.control_pngs,
+                jobs.reference_pngs, settled=jobs.settled_parents,
+            )  # fmt: skip
             record = TransitionRecord(job_id, None, status, event, jobs.source, message, 1, now)
             self._insert_history(tx, record)
             records.append(record)
@@ -695,7 +702,8 @@ class JobQueue:
         again = NewJobs(
             [params_of(job)], priority=job.priority, max_attempts=job.max_attempts,
             source=source, rerun_of=job_id, parents=parents, init_png=links.init_png,
-            mask_png=links.mask_png,
+            mask_png=links.mask_png, control_pngs=links.control_pngs,
+            reference_pngs=links.reference_pngs,
             group_id=job.group_id, group_cell=job.group_cell,  # into the same cell
             settled_parents=job.kind == KIND_GRID,
         )  # fmt: skip
@@ -944,7 +952,9 @@ def _checked_batch(jobs: NewJobs) -> tuple[list[GenerationParams], list[int]]:
     checked = [params.validated().with_concrete_seed() for params in jobs.batch]
     parents = list(dict.fromkeys(jobs.parents))
     for params in checked:
-        check_inputs(params, parents, jobs.init_png, jobs.mask_png)
+        check_inputs(
+            params, parents, jobs.init_png, jobs.mask_png, jobs.control_pngs, jobs.reference_pngs
+        )
     if jobs.max_attempts < 1:
         raise RequestRefused(f"max_attempts must be at least 1, not {jobs.max_attempts}")
     return checked, parents
@@ -956,7 +966,7 @@ def params_of(job: Job) -> GenerationParams:
         scheduler=job.scheduler, steps=job.steps, cfg=job.cfg, width=job.width,
         height=job.height, seed=job.seed, init_image=job.init_image, strength=job.strength,
         mask=job.mask, mask_blur=job.mask_blur, only_masked=job.only_masked,
-        mask_padding=job.mask_padding,
+        mask_padding=job.mask_padding, control=job.control, reference=job.reference,
         variation_seed=job.variation_seed, variation_strength=job.variation_strength,
         prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
     )  # fmt: skip

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,12 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.jobs.graph import init_image_of, mask_of
+from app.engine.jobs.graph import (
+    control_images_of,
+    init_image_of,
+    mask_of,
+    reference_images_of,
+)
 from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
@@ -79,6 +84,8 @@ class RunnerLike(Protocol):
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome: ...
 
 
@@ -314,6 +321,8 @@ class JobRun:
             on_step=self.on_step,
             init_image=init_image_of(self.queue, self.job),
             mask=mask_of(self.queue, self.job),
+            control_images=control_images_of(self.queue, self.job),
+            reference_images=reference_images_of(self.queue, self.job),
         )
 
     # --- the step checkpoint -----------------------------------------------------------------

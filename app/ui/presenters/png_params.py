@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, fields
+from collections.abc import Collection
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.params import (
+    CONTROL_MODULES,
+    SCHEDULERS,
+    ControlLayer,
+    GenerationParams,
+    InvalidParameters,
+    decode_control,
+)
 from app.ui.presenters.i18n import translate
 
 EASEL_KEY = "easel"
@@ -22,6 +30,8 @@ A1111_KEY = "parameters"
 _SAMPLER_ALIASES = {name.lower(): name for name in SCHEDULERS}
 _NEGATIVE = "Negative prompt:"
 _SETTING = re.compile(r'\s*([\w ]+?):\s*("(?:[^"\\]|\\.)*"|[^,]*)(?:,|$)')
+_CONTROLNET = re.compile(r"ControlNet (\d+)")
+_HASH_SUFFIX = re.compile(r"\s*\[[0-9a-fA-F]+\]$")
 
 
 class NoParameters(ValueError):
@@ -34,9 +44,29 @@ class ParsedParams:
 
     params: GenerationParams
     warnings: list[str] = field(default_factory=list)
+    # ControlNet layers whose ControlNet is here; without their images (a PNG does not carry
+    # them): `image` is "", the window asks for one. `params.control` is then "".
+    control: tuple[ControlLayer, ...] = ()
 
 
-def read_png_params(path: Path) -> ParsedParams:
+def with_controlnets(parsed: ParsedParams, available: Collection[str]) -> ParsedParams:
+    """`parsed` keeping the control layers whose ControlNet is in `available` (by name),
+    with a warning for each other one."""
+    kept, warnings = [], list(parsed.warnings)
+    for layer in parsed.control:
+        if layer.model in available:
+            kept.append(layer)
+        else:
+            warnings.append(
+                translate("PngParams", "ControlNet {name} is not installed; its layer was left out")
+                .format(name=repr(layer.model))
+            )  # fmt: skip
+    return replace(parsed, control=tuple(kept), warnings=warnings)
+
+
+def read_png_params(path: Path, controlnets: Collection[str] | None = None) -> ParsedParams:
+    """The parameters `path` was made with; its control layers where their ControlNet is
+    one of `controlnets` (default: the ones installed)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -48,7 +78,14 @@ def read_png_params(path: Path) -> ParsedParams:
                 name=path.name, error=error
             )
         ) from error
-    return params_from_text_chunks(text, name=path.name)
+    parsed = params_from_text_chunks(text, name=path.name)
+    if parsed.control:
+        if controlnets is None:
+            from app.engine.generation.controlnets import list_controlnets
+
+            controlnets = [info.name for info in list_controlnets() if info.supported]
+        parsed = with_controlnets(parsed, controlnets)
+    return parsed
 
 
 def params_from_text_chunks(chunks: dict[str, str], *, name: str = "") -> ParsedParams:
@@ -82,8 +119,12 @@ def parse_easel(text: str) -> ParsedParams:
     warnings = [ignored.format(names=", ".join(unknown))] if unknown else []
     values = {k: v for k, v in raw.items() if k in known}
     try:
-        return ParsedParams(GenerationParams(**_coerced(values)), warnings)
-    except (TypeError, ValueError) as error:
+        if values.pop("reference", ""):  # its image is not in the PNG: nothing to submit
+            warnings.append(translate("PngParams", "the reference image is not restored"))
+        layers = decode_control(str(values.pop("control", "") or ""))
+        control = tuple(replace(layer, image="") for layer in layers)
+        return ParsedParams(GenerationParams(**_coerced(values)), warnings, control)
+    except (TypeError, ValueError, InvalidParameters) as error:
         raise NoParameters(
             translate("PngParams", "the easel parameters are incomplete: {error}").format(
                 error=error
@@ -123,7 +164,33 @@ def parse_a1111(text: str) -> ParsedParams:
         "negative_prompt": "\n".join(negative_lines).strip(),
     }
     values.update(_a1111_settings(settings, warnings))
-    return ParsedParams(GenerationParams(**values), warnings)
+    control = _a1111_control(settings, warnings)
+    return ParsedParams(GenerationParams(**values), warnings, control)
+
+
+def _a1111_control(settings: dict[str, str], warnings: list[str]) -> tuple[ControlLayer, ...]:
+    """`ControlNet 0: "Module: canny, Model: ..., Weight: 1, Guidance Start: 0, ..."` (the
+    extension's other fields, resize mode and the like, are not ours and are ignored)."""
+    layers: dict[int, ControlLayer] = {}
+    for key, value in settings.items():
+        match = _CONTROLNET.fullmatch(key)
+        if not match:
+            continue
+        fields_ = {k.strip(): v.strip() for k, v in _SETTING.findall(value)}
+        module = fields_.get("Module", "none")
+        try:
+            layers[int(match.group(1))] = ControlLayer(
+                image="",
+                model=_HASH_SUFFIX.sub("", fields_["Model"]),  # "name [d14c016b]": name
+                # A1111's preprocessors go by longer names ("canny", "softedge_pidinet"...).
+                module=next((m for m in CONTROL_MODULES if module.startswith(m)), "none"),
+                weight=float(fields_.get("Weight", 1.0)),
+                start=float(fields_.get("Guidance Start", 0.0)),
+                end=float(fields_.get("Guidance End", 1.0)),
+            )
+        except (KeyError, ValueError):
+            warnings.append(translate("PngParams", "ignored {key} (unreadable)").format(key=key))
+    return tuple(layers[index] for index in sorted(layers))
 
 
 def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, Any]:

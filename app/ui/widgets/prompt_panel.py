@@ -98,6 +98,7 @@ class PromptPanel(QWidget):
     init_requested = Signal(object, str)  # (a file Path or PNG bytes, where it came from)
     message = Signal(str)  # a note for the status bar
     problem = Signal(str)  # something went wrong: the red banner, like every error
+    settings_read = Signal(object)  # the ParsedParams of a dropped PNG (its control layers)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -533,6 +534,7 @@ class PromptPanel(QWidget):
 
     def _use_parsed(self, path: Path, parsed: ParsedParams) -> None:
         self.set_params(parsed.params)
+        self.settings_read.emit(parsed)
         note = self.tr("Settings from {name}").format(name=path.name)
         self.message.emit("; ".join([note, *parsed.warnings]))
 

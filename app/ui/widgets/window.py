@@ -32,6 +32,7 @@ from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.groups_menu import add_groups_menu
+from app.ui.widgets.guidance_section import guided_submit, install_guidance
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewing import ImageViewing
 from app.ui.widgets.jobs_panel import JobsPanel
@@ -150,6 +151,7 @@ class MainWindow(QMainWindow):
             lambda call, done: self.runner.run(call, done, self.show_error),
             self.jobs.selected_rows, self.prompt.params, self.vm.refresh,
         )  # fmt: skip
+        self.guidance = install_guidance(self)  # the prompt panel's Control section
 
     def _connect(self) -> None:
         for keys in key_sequences(shortcuts.GENERATE):
@@ -218,6 +220,9 @@ class MainWindow(QMainWindow):
             return
         if self.vm.filter_name in (ListFilter.DONE, ListFilter.FAILED):  # new jobs hide there
             self.set_filter(ListFilter.ALL)
+        if guided_submit(self, self.guidance):  # with control layers or reference images
+            self._save_form()
+            return
         self.vm.submit(
             params, self.prompt.image_count(), init_png=self.prompt.init_png(), upscale=upscale
         )

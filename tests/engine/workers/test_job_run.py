@@ -8,7 +8,7 @@ which the run calls synchronously at every step checkpoint.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -192,6 +192,8 @@ class OffersPreviews(ScriptedRunner):
         on_step: Callable[[StepProgress], Any],
         init_image: bytes | None = None,
         mask: bytes | None = None,
+        control_images: Sequence[bytes] = (),
+        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         def with_preview(progress: StepProgress) -> StepDecision:
             decision: StepDecision = on_step(replace(progress, render_preview=self._render))
@@ -200,6 +202,7 @@ class OffersPreviews(ScriptedRunner):
         return super().run(
             params, output_path=output_path, checkpoint_path=checkpoint_path,
             on_step=with_preview, init_image=init_image, mask=mask,
+            control_images=control_images, reference_images=reference_images,
         )  # fmt: skip
 
     def _render(self) -> bytes:

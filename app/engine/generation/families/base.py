@@ -13,6 +13,7 @@ T5, a transformer instead of a UNet) brings its own scheduler setup and `predict
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +23,7 @@ from PIL import Image
 from app.engine.jobs.params import GenerationParams
 
 if TYPE_CHECKING:
+    from app.engine.generation.control import ControlGuide
     from app.engine.generation.inpaint import MaskedImage
 
 # What the model is conditioned on for the whole job (prompt embeddings and the like), by
@@ -76,6 +78,10 @@ class ModelFamily(Protocol):
         """The prompt (A1111 weights, BREAK and long prompts included) as conditioning."""
         ...
 
+    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+        """What reference images (IP-Adapter, PNGs) add to the conditioning; {} for none."""
+        ...
+
     def initial_latents(
         self,
         scheduler: Any,
@@ -102,8 +108,11 @@ class ModelFamily(Protocol):
         conditioning: Conditioning,
         guidance: float,
         do_cfg: bool,
+        control: ControlGuide | None = None,
+        index: int = 0,
     ) -> torch.Tensor:
-        """The model's output at timestep `t`, guided: what `scheduler.step` takes."""
+        """The model's output at timestep `t` (the `index`-th), guided by CFG and by the
+        job's control layers: what `scheduler.step` takes."""
         ...
 
     def after_step(

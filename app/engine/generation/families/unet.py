@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
@@ -18,12 +19,15 @@ from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img impo
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import img2img, inpaint
+from app.engine.generation import img2img, inpaint, reference
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+
+if TYPE_CHECKING:
+    from app.engine.generation.control import ControlGuide
 
 PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
 TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
@@ -61,10 +65,16 @@ class UNetFamily(ABC):
         return (1, channels, params.height // factor, params.width // factor)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        needs = self.checkpoint_tensors
+        if params.reference:
+            needs = (*needs, reference.IMAGE_EMBEDS)
         if not params.is_inpaint:
-            return self.checkpoint_tensors
+            return needs
         in_channels = self.pipe.unet.config.in_channels
-        return (*self.checkpoint_tensors, *inpaint.checkpoint_tensors(in_channels))
+        return (*needs, *inpaint.checkpoint_tensors(in_channels))
+
+    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+        return reference.image_embeds(self.pipe, images, do_cfg)
 
     def scheduler(self, params: GenerationParams) -> Any:
         scheduler = make_scheduler(self.pipe, params.scheduler)
@@ -154,19 +164,30 @@ class UNetFamily(ABC):
         conditioning: Conditioning,
         guidance: float,
         do_cfg: bool,
+        control: ControlGuide | None = None,
+        index: int = 0,
     ) -> torch.Tensor:
         model_input = torch.cat([latents] * 2) if do_cfg else latents
         if hasattr(scheduler, "scale_model_input"):
             model_input = scheduler.scale_model_input(model_input, t)
         if self.pipe.unet.config.in_channels == inpaint.INPAINT_CHANNELS:
             model_input = inpaint.model_input(model_input, conditioning)
+        added = self.added_conditioning(conditioning)
+        down, mid = None, None
+        if control is not None:
+            down, mid = control.residuals(
+                index, latents, model_input, t, scheduler, conditioning[PROMPT_EMBEDS], added,
+                do_cfg,
+            )  # fmt: skip
         noise_pred: torch.Tensor = self.pipe.unet(
             model_input,
             t,
             encoder_hidden_states=conditioning[PROMPT_EMBEDS],
             timestep_cond=conditioning.get(TIMESTEP_COND),
             cross_attention_kwargs=None,
-            added_cond_kwargs=self.added_conditioning(conditioning),
+            down_block_additional_residuals=down,
+            mid_block_additional_residual=mid,
+            added_cond_kwargs=reference.with_image_embeds(added, conditioning),
             return_dict=False,
         )[0]
         if do_cfg:

@@ -1,0 +1,124 @@
+"""`submit --control MODULE:IMAGE[:WEIGHT[:START:END]] --control-model NAME`: ControlNet
+layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: a reference image (IP-Adapter).
+
+Each `--control` is one layer: its preprocessor (`none` for an image that is a control image
+already), the image, and optionally its weight and the share of the steps it acts on. The
+n-th `--control-model` names the n-th layer's ControlNet; one for several layers serves
+them all. The preprocessor runs here, once: its output is what is stored with the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from app.cli.jobs import check_model
+from app.engine.jobs.control_image import preprocess, read_control_image
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.params import (
+    CONTROL_MODULES,
+    ControlLayer,
+    GenerationParams,
+    InvalidParameters,
+    ReferenceImage,
+    encode_control,
+    encode_reference,
+)
+
+
+def add_control_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ControlNet")
+    group.add_argument(
+        "--control", action="append", default=[], metavar="MODULE:IMAGE[:WEIGHT[:START:END]]",
+        help=f"a control layer (may be given more than once); MODULE: {', '.join(CONTROL_MODULES)}"
+        "; WEIGHT 0-2 (default 1); START and END: the share of the steps it guides (0 and 1)",
+    )  # fmt: skip
+    group.add_argument(
+        "--control-model", action="append", default=[], metavar="NAME",
+        help="the ControlNet of each --control, in order (one serves them all)",
+    )  # fmt: skip
+
+
+def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reference image (IP-Adapter)")
+    group.add_argument(
+        "--reference", metavar="IMAGE[:WEIGHT]",
+        help="an image whose style or subject guides the job; WEIGHT 0-2 (default 1)",
+    )  # fmt: skip
+    group.add_argument("--reference-model", metavar="NAME", help="the IP-Adapter to use")
+
+
+def reference_from_args(
+    args: argparse.Namespace, params: GenerationParams
+) -> tuple[GenerationParams, list[bytes]]:
+    """`params` with the command line's reference image, and its PNG."""
+    if args.reference is None:
+        if args.reference_model:
+            raise InvalidParameters("--reference-model needs --reference IMAGE")
+        return params, []
+    if not args.reference_model:
+        raise InvalidParameters("--reference needs --reference-model NAME (the IP-Adapter)")
+    path, weight = args.reference, 1.0
+    head, sep, tail = args.reference.rpartition(":")
+    if sep and _is_number(tail):
+        path, weight = head, float(tail)
+    png = preprocess("none", read_control_image(Path(path)))  # checked, stored as RGB PNG
+    reference = ReferenceImage(digest(png), args.reference_model, weight)
+    params = replace(params, reference=encode_reference([reference])).validated()
+    check_model(params)  # the IP-Adapter is installed
+    return params, [png]
+
+
+def parse_control(text: str) -> tuple[str, Path, float, float, float]:
+    """`canny:pose.png:0.8:0:0.6` -> ("canny", pose.png, 0.8, 0.0, 0.6); a path may hold
+    colons itself (only trailing numbers are read as numbers)."""
+    module, sep, rest = text.partition(":")
+    if not sep or not rest:
+        raise InvalidParameters(f"--control {text!r} is not MODULE:IMAGE[:WEIGHT[:START:END]]")
+    parts = rest.split(":")
+    trailing = 0
+    while trailing < min(3, len(parts) - 1) and _is_number(parts[-1 - trailing]):
+        trailing += 1
+    if trailing == 2:
+        raise InvalidParameters(f"--control {text!r}: give WEIGHT, or WEIGHT:START:END")
+    numbers = [float(p) for p in parts[len(parts) - trailing :]]
+    parts = parts[: len(parts) - trailing]
+    weight, start, end = [*numbers, 0.0, 1.0] if len(numbers) == 1 else numbers or [1.0, 0.0, 1.0]
+    return module, Path(":".join(parts)), weight, start, end
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def control_from_args(
+    args: argparse.Namespace, params: GenerationParams
+) -> tuple[GenerationParams, list[bytes]]:
+    """`params` with the command line's control layers, and their (preprocessed) images."""
+    if not args.control:
+        if args.control_model:
+            raise InvalidParameters("--control-model needs a --control layer")
+        return params, []
+    models = list(args.control_model)
+    if not models:
+        raise InvalidParameters("--control needs --control-model NAME (the ControlNet to use)")
+    if len(models) == 1:
+        models *= len(args.control)
+    if len(models) != len(args.control):
+        raise InvalidParameters(
+            f"{len(args.control)} --control layers but {len(models)} --control-model names"
+        )
+    layers, pngs = [], []
+    for text, model in zip(args.control, models, strict=True):
+        module, path, weight, start, end = parse_control(text)
+        png = preprocess(module, read_control_image(path))
+        layers.append(ControlLayer(digest(png), model, module, weight, start, end))
+        pngs.append(png)
+    params = replace(params, control=encode_control(layers)).validated()
+    check_model(params)  # each ControlNet is installed and made for the model
+    return params, pngs

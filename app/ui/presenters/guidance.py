@@ -1,0 +1,83 @@
+"""The window's control layers and reference images, Qt-free: what the Control section
+holds, its preprocessed images, and the job it asks for.
+
+No torch: the preprocessors are OpenCV (`jobs.control_image`), run when a layer's image or
+preprocessor changes, so the section shows exactly the image that will be stored with the
+job; ControlNets and IP-Adapters are listed from their files (`controlnets`, `ip_adapters`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from app.engine.generation.controlnets import list_controlnets
+from app.engine.generation.ip_adapters import list_ip_adapters
+from app.engine.jobs.control_image import preprocess
+from app.engine.jobs.follow_ups import NewJob
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.params import (
+    ControlLayer,
+    GenerationParams,
+    ReferenceImage,
+    encode_control,
+    encode_reference,
+)
+
+
+@dataclass
+class GuideLayer:
+    """One row of the section: a control layer (`module` set) or a reference image."""
+
+    source: bytes  # the image as given (file, paste, drop)
+    model: str = ""  # the ControlNet or IP-Adapter
+    module: str = "none"  # control layers: the preprocessor
+    weight: float = 1.0
+    start: float = 0.0
+    end: float = 1.0
+    enabled: bool = True
+    _output: tuple[str, bytes] | None = field(default=None, repr=False)
+
+    @property
+    def waiting(self) -> bool:
+        """Restored from a PNG's settings: its control image is still to be given."""
+        return not self.source
+
+    @property
+    def image(self) -> bytes:
+        """What is stored with the job: the source through the preprocessor (cached)."""
+        if self._output is None or self._output[0] != self.module:
+            self._output = (self.module, preprocess(self.module, self.source))
+        return self._output[1]
+
+
+def controlnet_names() -> list[str]:
+    return [info.name for info in list_controlnets() if info.supported]
+
+
+def ip_adapter_names() -> list[str]:
+    return [info.name for info in list_ip_adapters()]
+
+
+def guided_job(
+    params: GenerationParams,
+    count: int,
+    layers: Sequence[GuideLayer],
+    references: Sequence[GuideLayer] = (),
+    max_attempts: int = 3,
+) -> NewJob:
+    """The job the form asks for with the section's enabled layers and references."""
+    controls = [layer for layer in layers if layer.enabled and not layer.waiting]
+    styles = [r for r in references if r.enabled and not r.waiting]
+    control = [
+        ControlLayer(digest(layer.image), layer.model, layer.module, layer.weight, layer.start,
+                     layer.end)
+        for layer in controls
+    ]  # fmt: skip
+    reference = [ReferenceImage(digest(r.image), r.model, r.weight) for r in styles]
+    guided = replace(params, control=encode_control(control), reference=encode_reference(reference))
+    return NewJob(
+        guided, count, max_attempts=max_attempts,
+        control_pngs=[layer.image for layer in controls],
+        reference_pngs=[r.image for r in styles],
+    )  # fmt: skip

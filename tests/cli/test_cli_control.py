@@ -1,0 +1,137 @@
+"""ControlNet layers from the command line: preprocessed once, stored with the job, shown;
+a ControlNet that is missing or made for another architecture refused, nothing stored."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.cli.control import parse_control
+from app.engine.jobs.graph import control_images_of
+from app.engine.jobs.params import InvalidParameters
+from app.engine.paths import models_dir
+from app.engine.store.opening import open_queue
+
+from .test_cli_jobs import run_cli
+
+
+def install_controlnet(name: str, *, sdxl: bool = False) -> Path:
+    """A ControlNet as the listing sees it: its config (the CLI never loads weights)."""
+    folder = models_dir() / "controlnet" / name
+    folder.mkdir(parents=True)
+    config: dict[str, object] = {"_class_name": "ControlNetModel", "cross_attention_dim": 768}
+    if sdxl:
+        config.update(addition_embed_type="text_time", cross_attention_dim=2048)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def drawing(path: Path) -> Path:
+    image = Image.new("RGB", (64, 64), (240, 240, 240))
+    image.paste((20, 20, 20), (16, 16, 48, 48))
+    image.save(path)
+    return path
+
+
+def test_submit_with_control_layers_stores_their_preprocessed_images_and_show_lists_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install_controlnet("edges-sd15")
+    install_controlnet("pose-sd15")
+    picture, pose = drawing(tmp_path / "in.png"), drawing(tmp_path / "pose.png")
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--control", f"canny:{picture}:0.7:0.1:0.9",
+        "--control", f"none:{pose}:0.5", "--control-model", "edges-sd15",
+        "--control-model", "pose-sd15",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    picture.unlink()  # the job depends on neither file any more
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    edges, kept = control_images_of(queue, job)
+    queue.db.dispose()
+    with Image.open(io.BytesIO(edges)) as opened:
+        values = np.asarray(opened)
+    assert set(np.unique(values)) == {0, 255}  # canny: white edges on black
+    assert values[14:18, 30].max() == 255 and values[32, 32].max() == 0  # the edge, inside
+    with Image.open(io.BytesIO(kept)) as opened:
+        assert np.asarray(opened)[32, 32].tolist() == [20, 20, 20]  # "none": as given
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "control 0   canny by edges-sd15, weight 0.7, steps 0.1-0.9" in out
+    assert "control 1   none by pose-sd15, weight 0.5, steps 0-1" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--control-model", "xl-canny"], "ControlNet 'xl-canny' is for SDXL, but model "
+                                          "'easel-tiny' is SD 1.x"),
+        (["--control-model", "nowhere"], "ControlNet 'nowhere' was not found; looked in:"),
+        ([], "--control needs --control-model NAME"),
+    ],
+)  # fmt: skip
+def test_a_controlnet_missing_or_for_another_architecture_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: list[str], message: str
+) -> None:
+    install_controlnet("xl-canny", sdxl=True)
+    picture = drawing(tmp_path / "in.png")
+    code, out, err = run_cli(capsys, "submit", "a cat", "--control", f"canny:{picture}", *extra)
+    assert code != 0 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert run_cli(capsys, "jobs")[1].strip() == ""
+
+
+def test_the_control_syntax() -> None:
+    assert parse_control("canny:a.png") == ("canny", Path("a.png"), 1.0, 0.0, 1.0)
+    assert parse_control("scribble:C:/art/a.png:0.4") == (
+        "scribble", Path("C:/art/a.png"), 0.4, 0.0, 1.0,
+    )  # fmt: skip
+    assert parse_control("none:a.png:1.5:0.2:0.6") == ("none", Path("a.png"), 1.5, 0.2, 0.6)
+    with pytest.raises(InvalidParameters, match="give WEIGHT, or WEIGHT:START:END"):
+        parse_control("canny:a.png:0.5:0.2")
+    with pytest.raises(InvalidParameters, match="is not MODULE:IMAGE"):
+        parse_control("a.png")
+
+
+def install_ip_adapter(name: str) -> Path:
+    """An IP-Adapter as the listing sees it: a weight file beside an image_encoder folder
+    (the header says SD 1.x: 4 image tokens of 768)."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder = models_dir() / "ipadapter" / "models"
+    (folder / "image_encoder").mkdir(parents=True)
+    weights = folder / f"{name}.safetensors"
+    save_file({"image_proj.proj.weight": torch.zeros(4 * 768, 1)}, str(weights))
+    return weights
+
+
+def test_submit_with_a_reference_image_stores_it_and_show_lists_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.engine.jobs.graph import reference_images_of
+
+    install_ip_adapter("ip-adapter_sd15")
+    style = drawing(tmp_path / "style.png")
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", f"{style}:0.6",
+        "--reference-model", "ip-adapter_sd15",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    [stored] = reference_images_of(queue, job)
+    queue.db.dispose()
+    with Image.open(io.BytesIO(stored)) as opened:
+        assert opened.size == (64, 64) and opened.mode == "RGB"
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "reference 0 ip-adapter_sd15, weight 0.6" in out
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", str(style), "--reference-model", "nowhere"
+    )
+    assert code != 0 and "IP-Adapter 'nowhere'" in err and "was not found" in err
