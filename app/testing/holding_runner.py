@@ -75,8 +75,7 @@ class HoldingRunner(ScriptedRunner):
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
+        **inputs: Any,  # the job's stored inputs, passed on as they came
     ) -> GenerationOutcome:
         from dataclasses import replace
 
@@ -84,7 +83,7 @@ class HoldingRunner(ScriptedRunner):
         note = self.last_note
         outcome = super().run(
             params, output_path=output_path, checkpoint_path=checkpoint_path,
-            on_step=on_step, init_image=init_image, mask=mask,
+            on_step=on_step, **inputs,
         )  # fmt: skip
         return replace(outcome, load_note=note)
 
