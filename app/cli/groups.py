@@ -84,14 +84,14 @@ def add_group_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
-    if inpaint.asks_for_a_mask(args):  # one inpaint: `inpaint` extended `submit` before us
+    if inpaint.asks_for_inputs(args):  # one job with stored inputs (`inpaint` extends submit)
         batched = args.batch_count != 1 or args.combinatorial or args.variation_strength > 0
         if batched or has_dynamic_syntax(args.prompt):
             raise InvalidParameters(
-                "--mask makes one inpaint job: it cannot be combined with --batch-count, "
-                "--combinatorial, a variation seed or a wildcard prompt"
+                "--mask, --control and --reference make one job: they cannot be combined "
+                "with --batch-count, --combinatorial, a variation seed or a wildcard prompt"
             )
-        return inpaint.submit_with_mask(args, queue)
+        return inpaint.submit_with_inputs(args, queue)
     params, init_png = request_from_args(args)
     params = replace(
         params, variation_seed=args.variation_seed, variation_strength=args.variation_strength

@@ -42,7 +42,7 @@ OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     submit = commands.choices["submit"]
     add_mask_arguments(submit)
-    submit.set_defaults(run=with_queue(submit_with_mask))
+    submit.set_defaults(run=with_queue(submit_with_inputs))
 
     inpaint = commands.add_parser(
         "inpaint", help="queue a repaint of part of a job's image (white in the mask)"
@@ -99,17 +99,20 @@ def _settings(args: argparse.Namespace, params: GenerationParams) -> GenerationP
     )
 
 
-def asks_for_a_mask(args: argparse.Namespace) -> bool:
-    """Whether a `submit` names a mask or a mask setting (then `submit_with_mask` runs it)."""
+def asks_for_inputs(args: argparse.Namespace) -> bool:
+    """Whether a `submit` names a mask or a mask setting, control layers or a reference
+    image: one job with stored inputs, which `submit_with_inputs` makes."""
     return (
         args.mask is not None
         or args.only_masked
         or args.mask_blur is not None
         or args.padding is not None
+        or bool(args.control)
+        or args.reference is not None
     )
 
 
-def submit_with_mask(args: argparse.Namespace, queue: JobQueue) -> int:
+def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
     params, init_png = request_from_args(args)
     mask_png = None
     if args.mask is None:
