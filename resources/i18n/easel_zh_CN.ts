@@ -538,6 +538,10 @@ Resume continues from there.</source>
         <translation>工作进程(&amp;W)…</translation>
     </message>
     <message>
+        <source>Open &amp;models folder</source>
+        <translation>打开模型文件夹(&amp;M)</translation>
+    </message>
+    <message>
         <source>&amp;Help</source>
         <translation>帮助(&amp;H)</translation>
     </message>
@@ -564,6 +568,18 @@ Resume continues from there.</source>
     <message>
         <source>No workers: images cannot be generated</source>
         <translation>没有工作进程：无法生成图像</translation>
+    </message>
+    <message>
+        <source>Could not make the models folder {folder}: {error}</source>
+        <translation>无法创建模型文件夹 {folder}：{error}</translation>
+    </message>
+    <message>
+        <source>Could not open {folder}</source>
+        <translation>无法打开 {folder}</translation>
+    </message>
+    <message>
+        <source>Models go in {folder}, LoRAs in its lora folder</source>
+        <translation>模型放在 {folder}，LoRA 放在其中的 lora 文件夹</translation>
     </message>
     <message>
         <source>Job {id} has no image yet</source>
@@ -724,6 +740,14 @@ Resume continues from there.</source>
 </context>
 <context>
     <name>ModelChoice</name>
+    <message>
+        <source>{name} takes at most {side} px a side</source>
+        <translation>{name} 每边最多 {side} 像素</translation>
+    </message>
+    <message>
+        <source>{name} was trained at {side} px: larger, it repeats the picture in tiles</source>
+        <translation>{name} 按 {side} 像素训练：更大时画面会重复平铺</translation>
+    </message>
     <message>
         <source>unsupported</source>
         <translation>不支持</translation>
@@ -1031,6 +1055,10 @@ Resume continues from there.</source>
         <translation>开：每张图用新种子（同 A1111 的 -1）。关：使用这里填写的种子</translation>
     </message>
     <message>
+        <source>Set the model&apos;s own size, queue the image(s) and an upscale ×2 of each</source>
+        <translation>改用模型自身的尺寸，排队生成图像，并为每张排队放大 ×2</translation>
+    </message>
+    <message>
         <source>Generate</source>
         <translation>生成</translation>
     </message>
@@ -1079,6 +1107,10 @@ Resume continues from there.</source>
         <translation>反向提示词</translation>
     </message>
     <message>
+        <source>size {w}×{h}, the largest {model} takes in that shape</source>
+        <translation>尺寸 {w}×{h}：{model} 在这个比例下能接受的最大尺寸</translation>
+    </message>
+    <message>
         <source>The defaults of Settings &gt; New jobs are in the form</source>
         <translation>设置 &gt; 新任务 中的默认值已填入表单</translation>
     </message>
@@ -1089,6 +1121,10 @@ Resume continues from there.</source>
     <message>
         <source>Seed {seed} in the form</source>
         <translation>种子 {seed} 已填入表单</translation>
+    </message>
+    <message>
+        <source>Generate at {w}×{h}, then upscale</source>
+        <translation>以 {w}×{h} 生成，再放大</translation>
     </message>
     <message>
         <source>Settings from {name}</source>
@@ -1341,12 +1377,20 @@ Resume continues from there.</source>
         <translation>语言</translation>
     </message>
     <message>
+        <source>Advanced ▸</source>
+        <translation>高级 ▸</translation>
+    </message>
+    <message>
         <source>Workers, timeouts, the shared queue and the language take effect the next time Easel starts.</source>
         <translation>工作进程数、超时、共享队列和语言将在下次启动 Easel 时生效。</translation>
     </message>
     <message>
         <source>Not saved: {error}</source>
         <translation>未保存：{error}</translation>
+    </message>
+    <message>
+        <source>Advanced ▾</source>
+        <translation>高级 ▾</translation>
     </message>
     <message>
         <source>System</source>
@@ -1950,6 +1994,10 @@ Resume continues from there.</source>
         <translation>工作进程</translation>
     </message>
     <message>
+        <source>Add another computer…</source>
+        <translation>添加另一台电脑…</translation>
+    </message>
+    <message>
         <source>&amp;Drain</source>
         <translation>收尾(&amp;D)</translation>
     </message>
@@ -1970,12 +2018,12 @@ Resume continues from there.</source>
         <translation>关闭</translation>
     </message>
     <message>
-        <source>Every worker of every machine on this queue. To add a machine, run this there:</source>
-        <translation>这个队列上所有机器的所有工作进程。要加入一台机器，在那台机器上运行：</translation>
+        <source>Every worker of every machine on this queue.</source>
+        <translation>此队列上所有机器的全部工作进程。</translation>
     </message>
     <message>
-        <source>No worker has started yet. To add a machine, run this there:</source>
-        <translation>还没有工作进程启动。要加入一台机器，在那台机器上运行：</translation>
+        <source>No worker has started yet.</source>
+        <translation>还没有工作进程启动。</translation>
     </message>
 </context>
 <context>
