@@ -265,6 +265,10 @@ Resume continues from there.</source>
         <source>Failed</source>
         <translation>失败</translation>
     </message>
+    <message>
+        <source>Starred</source>
+        <translation>已加星标</translation>
+    </message>
 </context>
 <context>
     <name>GalleryView</name>

@@ -367,6 +367,8 @@ class JobsPanel(QWidget):
     def _show_counts(self, counts: dict[JobStatus, int]) -> None:
         for button in self.filters.buttons():
             name = ListFilter(button.property("filter"))
+            if name is ListFilter.STARRED:
+                continue  # the counts are per status; favourites are not one
             statuses = FILTERS[name]
             n = (
                 sum(counts.values())

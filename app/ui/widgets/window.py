@@ -228,6 +228,7 @@ class MainWindow(QMainWindow):
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
 
     def _refreshed(self) -> None:
+        self.gallery_model.follow_stars(self.vm.jobs.rows())
         if self._follow is not None and self.vm.jobs.row_of(self._follow) is not None:
             self.jobs.select_jobs([self._follow])
             self._follow = None
