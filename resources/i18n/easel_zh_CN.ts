@@ -439,6 +439,10 @@ Resume continues from there.</source>
         <translation>创建于 {at} · 第 {n} 次尝试（共 {most} 次）</translation>
     </message>
     <message>
+        <source>From an image at strength {s}: {run} of its {steps} steps run</source>
+        <translation>从图像开始，重绘强度 {s}：运行其 {steps} 步中的 {run} 步</translation>
+    </message>
+    <message>
         <source>Last run on {machine}</source>
         <translation>上次在 {machine} 上运行</translation>
     </message>
@@ -714,8 +718,16 @@ Resume continues from there.</source>
         <translation>任务 {id} 的变体</translation>
     </message>
     <message>
+        <source>Strength: how much is redrawn. 0.3 stays close, 0.6 varies clearly.</source>
+        <translation>重绘强度：重画多少。0.3 接近原图，0.6 变化明显。</translation>
+    </message>
+    <message>
         <source>How many images close to job {id}?</source>
         <translation>要生成几张与任务 {id} 相近的图像？</translation>
+    </message>
+    <message>
+        <source>Strength</source>
+        <translation>重绘强度</translation>
     </message>
     <message>
         <source>Queue</source>

@@ -362,11 +362,13 @@ class QueueService:
 
         return self._follow_each(job_ids, FollowUps(upscale=Upscale()))
 
-    def variations(self, job_id: int, count: int) -> Outcome:
-        """`count` img2img children of the job's image, at low strength with new seeds."""
+    def variations(self, job_id: int, count: int, strength: float | None = None) -> Outcome:
+        """`count` img2img children of the job's image, with new seeds, at `strength`
+        (None: the engine's default)."""
         from app.engine.jobs.follow_ups import FollowUps, Variations
 
-        return self._follow_each([job_id], FollowUps(variations=Variations(count)))
+        wanted = Variations(count) if strength is None else Variations(count, strength)
+        return self._follow_each([job_id], FollowUps(variations=wanted))
 
     def _submitted(self, job: NewJob | int, follow_ups: FollowUps) -> Outcome:
         """The new jobs and follow-ups (the engine's one way to submit), or why none."""

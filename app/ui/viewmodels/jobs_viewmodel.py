@@ -218,8 +218,8 @@ class JobsViewModel(QObject):
         ids = tuple(job_ids)
         self._request(lambda: self.service.upscale(ids), self.submitted.emit)
 
-    def variations(self, job_id: int, count: int) -> None:
-        self._request(lambda: self.service.variations(job_id, count), self.submitted.emit)
+    def variations(self, job_id: int, count: int, strength: float | None = None) -> None:
+        self._request(lambda: self.service.variations(job_id, count, strength), self.submitted.emit)
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)
