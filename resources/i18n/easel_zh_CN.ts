@@ -362,10 +362,22 @@ Resume continues from there.</source>
         <translation>打开文件</translation>
     </message>
     <message>
+        <source>Compare</source>
+        <translation>对比</translation>
+    </message>
+    <message>
+        <source>Keep this image on the left and go through the others beside it (C)</source>
+        <translation>把这张图固定在左边，在旁边浏览其他图像（C）</translation>
+    </message>
+    <message>
         <source>The image file is missing or unreadable:
 {path}</source>
         <translation>图像文件丢失或无法读取：
 {path}</translation>
+    </message>
+    <message>
+        <source>No settings in this file</source>
+        <translation>此文件中没有生成设置</translation>
     </message>
     <message>
         <source>fit {zoom}</source>

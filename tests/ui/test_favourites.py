@@ -63,3 +63,33 @@ def test_the_starred_filter_shows_favourites_and_the_gallery_shows_their_star(
     qtbot.waitUntil(lambda: shown_ids(window) == set(), timeout=TIMEOUT_MS)
     qtbot.mouseClick(filter_button(window, ListFilter.ALL), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown_ids(window) == {kept, other, queued}, timeout=TIMEOUT_MS)
+
+
+def test_the_viewer_shows_the_settings_beside_the_image_and_compares_two(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    older = finished_job(queue, tmp_path / "older.png", "blue")
+    newer = finished_job(queue, tmp_path / "newer.png", "red")
+    info = PngInfo()
+    info.add_text("parameters", "a red field\nSteps: 20, Sampler: Euler, Seed: 7")
+    Image.new("RGB", (64, 48), "red").save(tmp_path / "newer.png", pnginfo=info)
+    qtbot.waitUntil(lambda: len(window.gallery_model.paths()) == 2, timeout=TIMEOUT_MS)
+    list_with(qtbot, window, newer, older)
+    qtbot.keyClick(window.jobs.table, Qt.Key.Key_Return)
+    viewer = window.viewing.viewer
+    assert viewer is not None
+    qtbot.waitUntil(viewer.isVisible, timeout=TIMEOUT_MS)
+    viewer.activateWindow()
+    qtbot.waitUntil(viewer.isActiveWindow, timeout=TIMEOUT_MS)
+    assert viewer.details.toPlainText() == "a red field\nSteps: 20, Sampler: Euler, Seed: 7"
+    qtbot.keyClick(viewer, Qt.Key.Key_C)  # pin this one for comparison
+    assert viewer.left.isVisible() and viewer.pinned_path == str(tmp_path / "newer.png")
+    qtbot.keyClick(viewer, Qt.Key.Key_Right)  # the other result beside it
+    assert viewer.path == str(tmp_path / "older.png")
+    assert viewer.left.pixmap().size() == viewer.picture.pixmap().size()  # the same scale
+    assert viewer.details.toPlainText() == "No settings in this file"
+    qtbot.keyClick(viewer, Qt.Key.Key_C)  # and let it go
+    assert not viewer.left.isVisible()
