@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QLabel, QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
@@ -46,8 +46,12 @@ def test_the_models_folder_opens_from_the_view_menu(
     qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[Path] = []
-    monkeypatch.setattr(window.file_manager, "open_folder", lambda f: opened.append(f) or True)
-    menu = next(m for m in window.menuBar().actions() if m.text() == "&View").menu()
+    def open_folder(folder: Path) -> bool:
+        opened.append(folder)
+        return True
+
+    monkeypatch.setattr(window.file_manager, "open_folder", open_folder)
+    menu = next(m for m in window.menuBar().findChildren(QMenu) if m.title() == "&View")
     item = next(a for a in menu.actions() if a.text() == "Open &models folder")
     item.trigger()
     folder = window.deps.settings.models_path()
