@@ -46,6 +46,7 @@ def test_the_models_folder_opens_from_the_view_menu(
     qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[Path] = []
+
     def open_folder(folder: Path) -> bool:
         opened.append(folder)
         return True
