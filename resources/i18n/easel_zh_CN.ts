@@ -1071,10 +1071,6 @@ Resume continues from there.</source>
         <translation>不希望出现在画面中的内容</translation>
     </message>
     <message>
-        <source>Pick a random seed (empty: a new one for every image)</source>
-        <translation>随机选一个种子（留空：每张图像各用新种子）</translation>
-    </message>
-    <message>
         <source>Random</source>
         <translation>随机</translation>
     </message>

@@ -142,15 +142,13 @@ class PromptPanel(QWidget):
         self.seed = NumberEdit(rules.SEED)
         # Room for the longest seed: "1006" once showed as "006" beside the Random toggle.
         digits = self.seed.fontMetrics().horizontalAdvance(str(MAX_SEED))
-        self.seed.setMinimumWidth(digits + 20)
-        self.dice = QToolButton()
-        self.dice.setIcon(dice_icon())
-        self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))
-        self.dice.clicked.connect(self.roll_seed)
+        self.seed.setMinimumWidth(digits + 14)
         # Random or fixed, in sight (A1111's -1 works too: typed, it reads as random).
         self.random_seed = QToolButton()
         self.random_seed.setObjectName("randomSeed")
         self.random_seed.setText(self.tr("Random"))
+        self.random_seed.setIcon(dice_icon())
+        self.random_seed.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.random_seed.setCheckable(True)
         self.random_seed.setToolTip(
             self.tr("On: a new seed for every image (like -1 in A1111). Off: the seed typed here")
@@ -211,8 +209,8 @@ class PromptPanel(QWidget):
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
-            (self.tr("Seed"), field_row(self.seed, self.random_seed, self.dice),
-             FieldNote(self.seed)),
+            (self.tr("Seed"), field_row(self.seed, self.random_seed),
+             FieldNote(self.seed, quiet=True)),
             (self.tr("Size"), self.size_preset, None),
             ("", field_row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
@@ -510,7 +508,7 @@ class PromptPanel(QWidget):
             if self.seed.reading().value is not None:
                 self._fixed_seed = self.seed.text()
             self.seed.setText("")
-        elif self.seed.reading().value is None:
+        elif self.seed.reading().value is None:  # the fixed seed it had, or a new one
             self.seed.setText(self._fixed_seed or str(random.randint(0, MAX_SEED)))
 
     def _seed_typed(self) -> None:
