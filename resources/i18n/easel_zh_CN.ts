@@ -1771,6 +1771,10 @@ Resume continues from there.</source>
         <translation>{by}请求取消；工作进程会在当前步骤完成后停下</translation>
     </message>
     <message>
+        <source>Finished: the image is saved (continued from step {step})</source>
+        <translation>完成：图像已保存（从第 {step} 步继续）</translation>
+    </message>
+    <message>
         <source>Paused; it continues from here</source>
         <translation>已暂停；之后从这里继续</translation>
     </message>
