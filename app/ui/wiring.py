@@ -61,17 +61,23 @@ def recover_at_launch(
         log.exception("recovery at launch failed")
         text = translate("Launch", "Could not check the last session's jobs: {error}")
         return RestoreSummary(problems=(text.format(error=error),))
-    gone = [] if killed_since is None else paused_when_window_gone(queue, killed_since)
-    return summary_of(report, gone)
+    if killed_since is None:  # a clean last run: running jobs are another window's, not news
+        return summary_of(report)
+    gone = paused_when_window_gone(queue, killed_since)
+    return summary_of(report, gone, still_running=tuple(report.still_running))
 
 
-def summary_of(report: RecoveryReport, window_gone: Sequence[int] = ()) -> RestoreSummary:
+def summary_of(
+    report: RecoveryReport,
+    window_gone: Sequence[int] = (),
+    still_running: tuple[int, ...] = (),
+) -> RestoreSummary:
     paused = tuple(dict.fromkeys((*report.paused, *window_gone)))
     return RestoreSummary(
         requeued=tuple(report.requeued), paused=paused,
         cancelled=tuple(report.cancelled), given_up=tuple(report.given_up),
         window_gone=tuple(i for i in window_gone if i not in report.paused),
-        still_running=tuple(report.still_running),
+        still_running=still_running,
     )  # fmt: skip
 
 

@@ -58,6 +58,10 @@ def row(
          "Failed: out of memory"),
         (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker", "wrote /x.png"),
          "Finished: the image is saved"),
+        # Issue 28.3: the step a recovered job continued from was only in a tooltip.
+        (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker",
+             "resumed from step 34 (saved 2 s before the crash)"),
+         "Finished: the image is saved (continued from step 34)"),
         (row(S.PENDING, S.CANCELLED, E.CANCEL, "user"), "Cancelled by you"),
     ],
 )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
@@ -33,6 +34,16 @@ class GalleryModel(QAbstractListModel):
     def paths(self) -> list[str]:
         """The finished images shown, newest first (the viewer steps through these)."""
         return [row.output_path for row in self._rows if row.output_path]
+
+    def follow_stars(self, fresh: Sequence[JobRow]) -> None:
+        """Take the star of the jobs in `fresh` (the job list's newer rows): a star given in
+        the list or under the image shows on the gallery's thumbnail too."""
+        starred = {row.id: row.starred for row in fresh}
+        for i, row in enumerate(self._rows):
+            if row.id in starred and starred[row.id] != row.starred:
+                self._rows[i] = replace(row, starred=starred[row.id])
+                index = self.index(i)
+                self.dataChanged.emit(index, index)
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.engine.jobs.params import SIZE_MULTIPLE as SIZE_STEP
 from app.ui.presenters.i18n import translate
 
 # For a model the scan did not find (a dropped PNG names one that is not installed): the
@@ -28,6 +29,32 @@ class ModelChoice:
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side
+
+    def beyond_training(self, width: int | None, height: int | None) -> bool:
+        """Larger than the model was trained for (A1111's reason for hires fix): the model
+        repeats its subject in tiles. A quarter over is still fine."""
+        return bool(self.native_size) and max(width or 0, height or 0) > self.native_size * 1.25
+
+    def fitted(self, width: int, height: int) -> tuple[int, int]:
+        """`width` x `height` (an image's) made a size this model takes: at most `max_side`
+        a side, the shape kept, each side a multiple of 8."""
+        scale = min(1.0, self.max_side / max(width, height)) if self.max_side else 1.0
+        return tuple(  # type: ignore[return-value]
+            max(SIZE_STEP, int(side * scale) // SIZE_STEP * SIZE_STEP) for side in (width, height)
+        )
+
+    def size_note(self, width: int | None, height: int | None) -> str:
+        """What to say beside the size fields ("": nothing)."""
+        if self.too_large(width, height):
+            return translate("ModelChoice", "{name} takes at most {side} px a side").format(
+                name=self.name, side=self.max_side
+            )
+        if self.beyond_training(width, height):
+            return translate(
+                "ModelChoice",
+                "{name} was trained at {side} px: larger, it repeats the picture in tiles",
+            ).format(name=self.name, side=self.native_size)
+        return ""
 
     @property
     def supported(self) -> bool:

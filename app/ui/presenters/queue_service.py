@@ -166,6 +166,7 @@ class QueueService:
         limit: int,
         watch: Sequence[int] = (),
         search: str = "",
+        starred: bool = False,
     ) -> Snapshot:
         """The newest `limit` jobs, plus fresh rows for `watch` (loaded jobs that may change).
 
@@ -173,8 +174,8 @@ class QueueService:
         watches only the unfinished ones it shows, a handful of single-row reads.
         """
         wanted = None if statuses is None else frozenset(statuses)
-        if search.strip():
-            return self._search(wanted, limit, search)
+        if search.strip() or starred:
+            return self._search(wanted, limit, search, starred=starred)
         rows = self._rows(self.queue.jobs(wanted, limit=limit))
         updates: dict[int, JobRow | None] = {}
         for row in self._rows(self._jobs(watch)):
@@ -194,13 +195,17 @@ class QueueService:
         rows = self._rows(pending[:limit])
         return tuple(replace(row, queue_position=i) for i, row in enumerate(rows, 1))
 
-    def _search(self, statuses: frozenset[JobStatus] | None, limit: int, text: str) -> Snapshot:
-        """The newest `limit` jobs whose prompt matches `text` (the history's word search)."""
+    def _search(
+        self, statuses: frozenset[JobStatus] | None, limit: int, text: str, *, starred: bool
+    ) -> Snapshot:
+        """The newest `limit` jobs whose prompt matches `text` (the history's word search);
+        `starred`: only favourites."""
         from app.engine.history.search import BadSearch, JobFilter, search
 
         counts = self.queue.count_by_status()
+        wanted = JobFilter(text, frozenset(statuses or ()), starred=True if starred else None)
         try:
-            jobs = search(self.queue, JobFilter(text, frozenset(statuses or ())), limit=limit)
+            jobs = search(self.queue, wanted, limit=limit)
         except BadSearch as error:
             return Snapshot((), {}, counts, search_problem=_readable(error))
         return Snapshot(self._rows(jobs), {}, counts)
@@ -368,11 +373,13 @@ class QueueService:
 
         return self._follow_each(job_ids, FollowUps(upscale=Upscale()))
 
-    def variations(self, job_id: int, count: int) -> Outcome:
-        """`count` img2img children of the job's image, at low strength with new seeds."""
+    def variations(self, job_id: int, count: int, strength: float | None = None) -> Outcome:
+        """`count` img2img children of the job's image, with new seeds, at `strength`
+        (None: the engine's default)."""
         from app.engine.jobs.follow_ups import FollowUps, Variations
 
-        return self._follow_each([job_id], FollowUps(variations=Variations(count)))
+        wanted = Variations(count) if strength is None else Variations(count, strength)
+        return self._follow_each([job_id], FollowUps(variations=wanted))
 
     def _submitted(self, job: NewJob | int, follow_ups: FollowUps) -> Outcome:
         """The new jobs and follow-ups (the engine's one way to submit), or why none."""

@@ -143,6 +143,7 @@ class MainWindow(QMainWindow):
             about=lambda: dialogs.show_about(self.worker_status.device),
             search=self.jobs.focus_search, statistics=dialogs.show_stats,
             workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
+            models_folder=self.open_models_folder,
         ))  # fmt: skip
         install_mask_editor(self)  # the Image menu: inpaint and outpaint (mask_hook)
         self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
@@ -189,6 +190,7 @@ class MainWindow(QMainWindow):
         self.jobs.follow_up.connect(self.follow_ups.run)
         self.jobs.undo_requested.connect(self.undo_cancel)
         self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
+        self.prompt.native_then_upscale.connect(lambda: self.generate(upscale=True))
         self.prompt.init_requested.connect(self.follow_ups.prepare_init)
         self.image.canvas.double_clicked.connect(self.viewing.view_shown_image)
         self.image.canvas.image_dropped.connect(self.prompt.take_image)  # as on the form
@@ -237,6 +239,7 @@ class MainWindow(QMainWindow):
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
 
     def _refreshed(self) -> None:
+        self.gallery_model.follow_stars(self.vm.jobs.rows())
         if self._follow is not None and self.vm.jobs.row_of(self._follow) is not None:
             self.jobs.select_jobs([self._follow])
             self._follow = None
@@ -355,6 +358,22 @@ class MainWindow(QMainWindow):
             self.deps.queue.max_attempts = dialog.saved.max_attempts
             self._list_models()
             self.show_note(self.tr("Settings saved"))
+
+    def open_models_folder(self) -> None:
+        """Where to put checkpoints and LoRAs (made if missing, so there is one to open)."""
+        folder = self.deps.settings.models_path()
+        try:
+            (folder / "lora").mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            self.show_error(self.tr("Could not make the models folder {folder}: {error}").format(
+                folder=folder, error=error))  # fmt: skip
+            return
+        if not self.file_manager.open_folder(folder):
+            self.show_error(self.tr("Could not open {folder}").format(folder=folder))
+            return
+        self.show_note(
+            self.tr("Models go in {folder}, LoRAs in its lora folder").format(folder=folder)
+        )
 
     def _list_models(self) -> None:
         """Models and LoRAs for the prompt panel: a folder scan, so on the store thread."""
