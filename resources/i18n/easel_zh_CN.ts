@@ -2052,6 +2052,10 @@ Resume continues from there.</source>
         <translation>失败</translation>
     </message>
     <message>
+        <source>Trying again automatically; will continue from step {step}</source>
+        <translation>正在自动重试；将从第 {step} 步继续</translation>
+    </message>
+    <message>
         <source>Trying again automatically</source>
         <translation>正在自动重试</translation>
     </message>

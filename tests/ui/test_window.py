@@ -254,6 +254,42 @@ def test_orphaned_job_shows_the_restore_banner(
                     timeout=TIMEOUT_MS)  # fmt: skip
 
 
+def test_a_recovered_job_shows_its_saved_step_on_the_row_and_in_the_timeline(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
+    """Issue 28.3: a job requeued by crash recovery said "queued · 10 steps" although it
+    continues from its rolling checkpoint; the row and the timeline now say from which step."""
+    from app.engine import paths
+    from app.engine.generation.checkpoint_files import Claim
+    from app.engine.workers.liveness import this_host
+    from app.ui.itemmodels.delegates import progress_text
+    from app.ui.itemmodels.timeline_model import TCol
+    from app.ui.wiring import recover_at_launch
+    from tests.engine.workers.test_recovery import _checkpoint_bytes
+
+    workers.claiming = False
+    dead = f"{this_host()}:999999:deadbeef0000"
+    job_id = job_in(queue, S.PROCESSING, worker=dead)
+    job = queue.get(job_id)
+    Claim(paths.checkpoints_dir(), job_id, job.attempt, job.version).file.write_bytes(
+        _checkpoint_bytes(steps_done=4)
+    )
+    queue.report_progress(job_id, dead, 6, 10)  # the step reached after that checkpoint
+    restore = recover_at_launch(queue, load_settings())
+    assert restore is not None and restore.job_ids == (job_id,), restore
+    window = make_window(restore=restore)
+    show = banner_button(qtbot, window.restore_banner, "Show")
+    qtbot.mouseClick(show, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.timeline.model.job_id == job_id, timeout=TIMEOUT_MS)
+    row = shown_job(window, job_id)
+    text = progress_text(row, row.progress_step, row.progress_total, None)  # what the list paints
+    assert text.endswith("will continue from step 4/10"), text
+    model = window.timeline.model
+    last = model.index(model.rowCount() - 1, 0)
+    words = [model.index(i, TCol.WHAT, last).data() for i in range(model.rowCount(last))]
+    assert "Trying again automatically; will continue from step 4" in words, words
+
+
 def test_resume_paused_from_the_restore_banner(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:

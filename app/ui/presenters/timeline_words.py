@@ -41,6 +41,7 @@ _LATIN_HAN = re.compile(r"([A-Za-z0-9])([\u4e00-\u9fff])|([\u4e00-\u9fff])([A-Za
 
 
 _RESUMED = re.compile(r"resumed from step (\d+)")  # the worker's note (workers/job_run.py)
+_CONTINUES = re.compile(r"continues from saved step (\d+)")  # the retry policy's (jobs/retry.py)
 
 
 def spaced(text: str) -> str:
@@ -95,6 +96,10 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
             else translate("Timeline", "Failed")
         )
     if event is E.RETRY and row.source == "retry-policy":
+        if saved := _CONTINUES.search(row.message):
+            return translate(
+                "Timeline", "Trying again automatically; will continue from step {step}"
+            ).format(step=saved.group(1))
         return translate("Timeline", "Trying again automatically")
     if event is E.SUBMIT and row.source == "user":
         return translate("Timeline", "Queued")
