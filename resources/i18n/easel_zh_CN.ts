@@ -290,10 +290,33 @@ Resume continues from there.</source>
     </message>
 </context>
 <context>
+    <name>GalleryDeleting</name>
+    <message>
+        <source>Undo</source>
+        <translation>撤销</translation>
+    </message>
+    <message>
+        <source>Deleting the image of job #{id} and its job · Undo within {s} s</source>
+        <translation>正在删除任务 #{id} 的图像及该任务 · {s} 秒内可撤销</translation>
+    </message>
+    <message>
+        <source>Deleting {n} images and their jobs · Undo within {s} s</source>
+        <translation>正在删除 {n} 张图像及其任务 · {s} 秒内可撤销</translation>
+    </message>
+    <message>
+        <source>Could not delete: {error}</source>
+        <translation>无法删除：{error}</translation>
+    </message>
+</context>
+<context>
     <name>GalleryView</name>
     <message>
         <source>Finished images collect here</source>
         <translation>完成的图像会汇集在这里</translation>
+    </message>
+    <message>
+        <source>Delete image and job</source>
+        <translation>删除图像和任务</translation>
     </message>
 </context>
 <context>

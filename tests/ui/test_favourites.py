@@ -93,3 +93,45 @@ def test_the_viewer_shows_the_settings_beside_the_image_and_compares_two(
     assert viewer.details.toPlainText() == "No settings in this file"
     qtbot.keyClick(viewer, Qt.Key.Key_C)  # and let it go
     assert not viewer.left.isVisible()
+
+
+def test_delete_from_the_gallery_with_undo_then_for_good(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Issue 28.7: Delete on a thumbnail takes it out at once and offers Undo; Undo brings
+    it back; the next Delete, once the undo time is over, removes the job and its image."""
+    from app.engine.jobs.queue import JobNotFound
+    from app.ui.widgets import gallery_deleting
+    from tests.ui.helpers import banner_button
+
+    monkeypatch.setattr(gallery_deleting, "UNDO_MS", 400)  # the undo time, short for the test
+    older = finished_job(queue, tmp_path / "older.png", "blue")
+    newer = finished_job(queue, tmp_path / "newer.png", "red")
+    gallery, view = window.gallery_model, window.gallery
+    qtbot.waitUntil(lambda: len(gallery.paths()) == 2, timeout=TIMEOUT_MS)
+
+    def click_thumbnail(job_id: int) -> None:
+        row = next(i for i in range(gallery.rowCount())
+                   if gallery.index(i).data(ROW_ROLE).id == job_id)  # fmt: skip
+        where = view.visualRect(gallery.index(row)).center()
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=where)
+        assert view.selected_ids() == [job_id]
+
+    click_thumbnail(newer)
+    qtbot.keyClick(view, Qt.Key.Key_Delete)
+    assert gallery.paths() == [str(tmp_path / "older.png")]  # gone from the strip at once
+    assert "job #" + str(newer) in window.delete_banner.label.text()
+    qtbot.mouseClick(banner_button(qtbot, window.delete_banner, "Undo"), Qt.MouseButton.LeftButton)
+    assert len(gallery.paths()) == 2 and not window.delete_banner.isVisible()
+    qtbot.wait(600)  # past the undo time: nothing happens after an Undo
+    assert queue.get(newer).output_path and (tmp_path / "newer.png").exists()
+
+    click_thumbnail(newer)
+    qtbot.keyClick(view, Qt.Key.Key_Delete)
+    qtbot.waitUntil(lambda: not (tmp_path / "newer.png").exists(), timeout=TIMEOUT_MS)
+    with pytest.raises(JobNotFound):
+        queue.get(newer)
+    qtbot.waitUntil(lambda: gallery.paths() == [str(tmp_path / "older.png")], timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: newer not in shown_ids(window), timeout=TIMEOUT_MS)
+    assert queue.get(older).output_path

@@ -20,16 +20,28 @@ class GalleryModel(QAbstractListModel):
     def __init__(self, thumbs: ThumbnailCache, parent: Any = None) -> None:
         super().__init__(parent)
         self._rows: list[JobRow] = []
+        self._given: list[JobRow] = []  # the last rows set, hidden ones included
+        self._hidden: frozenset[int] = frozenset()  # being deleted: gone unless undone
         self._thumbs = thumbs
         thumbs.loaded.connect(self._loaded)
 
     def set_rows(self, rows: Sequence[JobRow]) -> None:
-        rows = [r for r in rows if r.output_path]
+        self._given = [r for r in rows if r.output_path]
+        rows = [r for r in self._given if r.id not in self._hidden]
         if [r.id for r in rows] == [r.id for r in self._rows]:
             return
         self.beginResetModel()
         self._rows = rows
         self.endResetModel()
+
+    def hide(self, job_ids: Sequence[int]) -> None:
+        """Leave out the images of `job_ids` (a delete waiting out its undo time)."""
+        self._hidden = frozenset(job_ids)
+        self.set_rows(self._given)
+
+    def unhide(self) -> None:
+        self._hidden = frozenset()
+        self.set_rows(self._given)
 
     def paths(self) -> list[str]:
         """The finished images shown, newest first (the viewer steps through these)."""

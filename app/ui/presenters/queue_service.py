@@ -512,6 +512,18 @@ class QueueService:
 
         return self._each(job_ids, lambda job_id: star(self.queue, job_id, on=on))
 
+    def delete_finished(self, job_ids: Sequence[int]) -> Outcome:
+        """Delete finished jobs with their images, history and checkpoints (the gallery's
+        Delete, once its undo time is over): the prune's path and rules. `errors`: why a job
+        was kept (starred, a parent of a job that stays)."""
+        from app.engine import paths
+        from app.engine.history.retention import delete_jobs
+
+        report = delete_jobs(self.queue, job_ids, checkpoints_dir=paths.checkpoints_dir())
+        return Outcome(
+            tuple(report.removed), tuple(line[:1].upper() + line[1:] for line in report.skipped)
+        )
+
     def _each(self, job_ids: Sequence[int], do: Callable[[int], object]) -> Outcome:
         done, errors = [], []
         for job_id in job_ids:

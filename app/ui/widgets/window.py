@@ -31,6 +31,7 @@ from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
+from app.ui.widgets.gallery_deleting import GalleryDeleting
 from app.ui.widgets.groups_menu import add_groups_menu
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewing import ImageViewing
@@ -92,7 +93,7 @@ class MainWindow(QMainWindow):
         self.quitting = Quitting(
             self, deps, self.store,
             stop_first=[*(t.stop for t in self.timers), self.vm.finish_cancel_now,
-                        self.feed.stop, self.pruner.stop,
+                        self.deleting.finish_now, self.feed.stop, self.pruner.stop,
                         *([self.api_server.stop] if self.api_server else [])],
             close_last=[self.notifier.hide, self.runner.close, self.image_runner.close,
                         deps.queue.close],
@@ -126,10 +127,15 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         self.restore_banner = Banner("info")
         self.undo_banner = Banner("info")
+        self.delete_banner = Banner("info")  # the gallery's Delete, with its own Undo
         self.error_banner = Banner("error")
+        self.deleting = GalleryDeleting(
+            self.gallery_model, self.delete_banner, self.runner, self.deps.queue,
+            self.vm.refresh, self.show_error, self,
+        )  # fmt: skip
         self.splitter, self.banners = lay_out(
             self, self.prompt, [self.image, self.gallery], [self.jobs, self.timeline],
-            [self.error_banner, self.restore_banner, self.undo_banner],
+            [self.error_banner, self.restore_banner, self.undo_banner, self.delete_banner],
         )  # fmt: skip
         self.counts_label = QLabel()
         self.statusBar().addWidget(self.counts_label, 1)  # hidden while a note shows
@@ -185,6 +191,7 @@ class MainWindow(QMainWindow):
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self.viewing.gallery_clicked)
+        self.gallery.delete_requested.connect(self.deleting.delete)
         self.image.reuse.clicked.connect(self.viewing.reuse_settings)
         self.image.follow_up.connect(self._follow_up_shown)
         self.jobs.follow_up.connect(self.follow_ups.run)
