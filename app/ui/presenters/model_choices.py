@@ -7,6 +7,8 @@ picker never touches the disk.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
+from pathlib import Path
 
 from app.engine.jobs.params import SIZE_MULTIPLE as SIZE_STEP
 from app.ui.presenters.i18n import translate
@@ -26,6 +28,7 @@ class ModelChoice:
     presets: tuple[tuple[int, int], ...] = FALLBACK_PRESETS
     unsupported_reason: str = ""
     max_side: int = 0  # the engine refuses larger sizes at submit (0: no limit known)
+    disk_bytes: int = 0  # its file or folder on disk (0: not known)
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side
@@ -61,7 +64,7 @@ class ModelChoice:
         return not self.unsupported_reason
 
     def label(self) -> str:
-        """The picker's line: "sdxl-base · SDXL, 1024 px" or "broken · unsupported"."""
+        """The picker's line: "sdxl-base · SDXL, 1024 px · 6.5 GB" or "broken · unsupported"."""
         if not self.supported:
             detail = translate("ModelChoice", "unsupported")
         elif self.kind and self.native_size:
@@ -70,7 +73,8 @@ class ModelChoice:
             )
         else:
             return self.name
-        return f"{self.name} · {detail}"
+        size = f" · {disk_size_text(self.disk_bytes)}" if self.disk_bytes else ""
+        return f"{self.name} · {detail}{size}"
 
     def preset_label(self, index: int) -> str:
         width, height = self.presets[index]
@@ -78,6 +82,37 @@ class ModelChoice:
         if index == 0 and self.native_size and (width, height) == (self.native_size,) * 2:
             return translate("ModelChoice", "{size} · native").format(size=size)
         return size
+
+
+@dataclass(frozen=True)
+class LoraChoice:
+    """A LoRA file in the picker: its name, the picture beside it (A1111's name.preview.png
+    or name.png; "" when there is none) and its size on disk."""
+
+    name: str
+    preview: str = ""
+    disk_bytes: int = 0
+
+    def tooltip(self) -> str:
+        """Rich text: the name, its size, and its preview picture when there is one."""
+        size = f" · {disk_size_text(self.disk_bytes)}" if self.disk_bytes else ""
+        text = f"<b>{escape(self.name)}</b>{size}"
+        if self.preview:
+            source = escape(Path(self.preview).as_uri(), quote=True)
+            text += f'<br><img src="{source}" width="{LORA_PREVIEW_PX}">'
+        return text
+
+
+LORA_PREVIEW_PX = 160  # the preview's width in the LoRA list's tooltip
+
+
+def disk_size_text(size: int) -> str:
+    """ "6.5 GB", "320 MB", "12 kB": what a file takes on disk, as a file manager says it."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{max(1, round(size / 1e3))} kB"
 
 
 def unknown_model(name: str) -> ModelChoice:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPaintEvent, QPixmap
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QIcon, QImage, QPaintEvent, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -34,7 +34,7 @@ from app.engine.jobs.params import (
 from app.engine.settings import JobDefaults
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.model_choices import ModelChoice, unknown_model
+from app.ui.presenters.model_choices import LoraChoice, ModelChoice, unknown_model
 from app.ui.presenters.number_rules import format_number
 from app.ui.presenters.png_params import NoParameters, ParsedParams, read_png_params
 from app.ui.presenters.queue_service import InitImage
@@ -391,15 +391,22 @@ class PromptPanel(QWidget):
         width, height = self.width_box.reading().value, self.height_box.reading().value
         return (None if width is None else int(width), None if height is None else int(height))
 
-    def set_loras(self, names: list[str]) -> None:
+    def set_loras(self, loras: Sequence[LoraChoice | str]) -> None:
+        """The LoRA list: each file by name; its size and preview picture (A1111's
+        name.preview.png beside the file) in its tooltip, the picture also as its icon."""
         self.lora.clear()
-        if names:
+        if loras:
             self.lora.addItem(self.tr("Add a LoRA…"), "")
-            for name in names:
-                self.lora.addItem(name, name)
+            for lora in loras:
+                choice = LoraChoice(lora) if isinstance(lora, str) else lora
+                icon = QIcon(choice.preview) if choice.preview else QIcon()
+                self.lora.addItem(icon, choice.name, choice.name)
+                self.lora.setItemData(
+                    self.lora.count() - 1, choice.tooltip(), Qt.ItemDataRole.ToolTipRole
+                )
         else:
             self.lora.addItem(self.tr("No LoRA files in the models folder"), "")
-        self.lora.setEnabled(bool(names))
+        self.lora.setEnabled(bool(loras))
 
     def _lora_picked(self, index: int) -> None:
         name = self.lora.itemData(index)
