@@ -290,6 +290,31 @@ def test_a_recovered_job_shows_its_saved_step_on_the_row_and_in_the_timeline(
     assert "Trying again automatically; will continue from step 4" in words, words
 
 
+def test_retry_by_hand_also_says_from_which_step_it_continues(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, workers: FakeWorkers
+) -> None:
+    from app.engine import paths
+    from app.engine.generation.checkpoint_files import Claim
+    from app.ui.itemmodels.delegates import progress_text
+    from tests.engine.workers.test_recovery import _checkpoint_bytes
+
+    workers.claiming = False
+    job_id = job_in(queue, S.TIMEOUT)
+    queue.mark_given_up(job_id, "for the test", version=queue.get(job_id).version)
+    job = queue.get(job_id)
+    Claim(paths.checkpoints_dir(), job_id, job.attempt, job.version - 1).file.write_bytes(
+        _checkpoint_bytes(steps_done=3)
+    )
+    qtbot.waitUntil(lambda: window.vm.jobs.job(job_id) is not None, timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([job_id])
+    press(qtbot, window, Action.RETRY)
+    wait_for(qtbot, window, job_id, S.PENDING)
+    row = shown_job(window, job_id)
+    assert progress_text(row, row.progress_step, row.progress_total, None).endswith(
+        "will continue from step 3/10"
+    )
+
+
 def test_resume_paused_from_the_restore_banner(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:

@@ -442,7 +442,17 @@ class QueueService:
             JobEvent.RESUME: JobQueue.resume,
             JobEvent.RETRY: JobQueue.retry,
         }[event]
+        if event is JobEvent.RETRY:
+            return self._each(job_ids, self._retry)
         return self._each(job_ids, lambda job_id: action(self.queue, job_id))
+
+    def _retry(self, job_id: int) -> None:
+        """Retry by hand; the row keeps the step the job's saved checkpoint reached, as
+        the retry policy's does (the worker continues from there)."""
+        from app.engine.store.db_files import saved_step_reader
+
+        step = saved_step_reader(self.queue.db)(self.queue.get(job_id))
+        self.queue.retry(job_id, progress_step=step or 0)
 
     def cancel_undoably(self, job_ids: Sequence[int]) -> CancelOutcome:
         """Hold queued and paused jobs (PAUSED, the pending cancel stored with them) so the
