@@ -162,7 +162,10 @@ class PreviewWorkers:
         return []
 
     def poll(self) -> Sequence[WorkerMessage]:
-        messages = [] if self.announced else [WorkerMessage(MessageKind.READY, WORKER)]
+        messages = []
+        if not self.announced:  # ready, and busy with the running jobs (the status bar says so)
+            messages.append(WorkerMessage(MessageKind.READY, WORKER))
+            messages += [WorkerMessage(MessageKind.STARTED, WORKER, i) for i in self.running]
         self.announced = True
         for job_id, (final, step) in self.running.items():
             messages.append(WorkerMessage(

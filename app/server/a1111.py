@@ -44,6 +44,8 @@ SAMPLER_ALIASES: dict[str, tuple[str, ...]] = {
     "Euler a": ("k_euler_a", "k_euler_ancestral"),
     "DDIM": ("ddim",),
     "DPM++ 2M": ("k_dpmpp_2m",),
+    "DPM++ 2M Karras": ("k_dpmpp_2m_ka",),
+    "Euler Karras": (),
 }
 _BY_NAME = {
     name.lower(): easel for easel, aliases in SAMPLER_ALIASES.items() for name in (easel, *aliases)
@@ -208,9 +210,15 @@ def easel_scheduler(sampler: str | None, schedule: str | None) -> str:
     if easel is None:
         known = ", ".join(SAMPLER_ALIASES)
         raise UnsupportedRequest(f"unknown sampler {name!r} (Easel has: {known})")
-    if (schedule or "").strip().lower() not in SCHEDULES_ACCEPTED:
+    schedule_type = (schedule or "").strip().lower()
+    if schedule_type == "karras" and f"{easel} Karras" in SAMPLER_ALIASES:
+        return f"{easel} Karras"  # A1111 1.9+: the sampler and its schedule sent apart
+    if schedule_type not in SCHEDULES_ACCEPTED and not (
+        schedule_type == "karras" and easel.endswith(" Karras")
+    ):
         raise UnsupportedRequest(
-            f"the schedule type {schedule!r} is not supported (Easel uses the model's own)"
+            f"the schedule type {schedule!r} is not supported with {easel} "
+            "(Easel has Karras for DPM++ 2M and Euler, else the model's own)"
         )
     return easel
 

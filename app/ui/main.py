@@ -30,7 +30,7 @@ from app.engine.settings import (
 )
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
-from app.ui.presenters.model_choices import ModelChoice
+from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 from app.ui.presenters.queue_service import QueueService
 from app.ui.qt.dbthread import ThreadRunner
 from app.ui.qt.language import chosen_language, use_language
@@ -176,10 +176,10 @@ def _model_choices(settings: Settings) -> list[ModelChoice]:
     return model_choices(settings)
 
 
-def _lora_names(settings: Settings) -> list[str]:
-    from app.ui.wiring import lora_names
+def _lora_names(settings: Settings) -> list[LoraChoice]:
+    from app.ui.wiring import lora_choices
 
-    return lora_names(settings)
+    return lora_choices(settings)
 
 
 def _ready(

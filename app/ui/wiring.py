@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.engine.settings import Settings
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
-from app.ui.presenters.model_choices import ModelChoice
+from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 
 if TYPE_CHECKING:
     from app.engine.generation.sources import ModelInfo
@@ -61,17 +62,23 @@ def recover_at_launch(
         log.exception("recovery at launch failed")
         text = translate("Launch", "Could not check the last session's jobs: {error}")
         return RestoreSummary(problems=(text.format(error=error),))
-    gone = [] if killed_since is None else paused_when_window_gone(queue, killed_since)
-    return summary_of(report, gone)
+    if killed_since is None:  # a clean last run: running jobs are another window's, not news
+        return summary_of(report)
+    gone = paused_when_window_gone(queue, killed_since)
+    return summary_of(report, gone, still_running=tuple(report.still_running))
 
 
-def summary_of(report: RecoveryReport, window_gone: Sequence[int] = ()) -> RestoreSummary:
+def summary_of(
+    report: RecoveryReport,
+    window_gone: Sequence[int] = (),
+    still_running: tuple[int, ...] = (),
+) -> RestoreSummary:
     paused = tuple(dict.fromkeys((*report.paused, *window_gone)))
     return RestoreSummary(
         requeued=tuple(report.requeued), paused=paused,
         cancelled=tuple(report.cancelled), given_up=tuple(report.given_up),
         window_gone=tuple(i for i in window_gone if i not in report.paused),
-        still_running=tuple(report.still_running),
+        still_running=still_running,
     )  # fmt: skip
 
 
@@ -109,7 +116,7 @@ def prune_note(pruned: Pruned) -> str:
 def model_choices(settings: Settings) -> list[ModelChoice]:
     """Installed models for the picker (a filesystem scan, run off the GUI thread)."""
     from app.engine.generation.architecture import MAX_SIDE_PER_NATIVE
-    from app.engine.generation.sources import list_models
+    from app.engine.generation.sources import disk_bytes, list_models
 
     return [
         ModelChoice(
@@ -120,6 +127,7 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             unsupported_reason=model.unsupported_reason
             or ("" if model.supported else translate("ModelChoice", "unknown model type")),
             max_side=MAX_SIDE_PER_NATIVE * model.native_size,
+            disk_bytes=disk_bytes(model.path),
         )
         for model in list_models(settings.model_search_path())
     ]
@@ -130,11 +138,23 @@ def _kind(model: ModelInfo) -> str:
     return model.label.rsplit(", ", 1)[0]
 
 
-def lora_names(settings: Settings) -> list[str]:
-    """LoRA files in the models folder's lora/ subfolder, by name (off the GUI thread)."""
-    from app.engine.generation.lora import available_loras, lora_folders
+def lora_choices(settings: Settings) -> list[LoraChoice]:
+    """LoRA files in the models folder's lora/ subfolder, by name, each with its size and
+    the preview picture beside it (off the GUI thread)."""
+    from app.engine.generation.lora import available_loras, lora_folders, lora_preview
 
-    return sorted(available_loras(lora_folders(settings.model_search_path())), key=str.lower)
+    found = available_loras(lora_folders(settings.model_search_path()))
+    return [
+        LoraChoice(name, str(lora_preview(path) or ""), _size(path))
+        for name, path in sorted(found.items(), key=lambda item: item[0].lower())
+    ]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def make_workers(queue: JobQueue, settings: Settings) -> tuple[WorkerPool, str | None]:

@@ -284,12 +284,39 @@ Resume continues from there.</source>
         <source>Failed</source>
         <translation>失败</translation>
     </message>
+    <message>
+        <source>Starred</source>
+        <translation>已加星标</translation>
+    </message>
+</context>
+<context>
+    <name>GalleryDeleting</name>
+    <message>
+        <source>Undo</source>
+        <translation>撤销</translation>
+    </message>
+    <message>
+        <source>Deleting the image of job #{id} and its job · Undo within {s} s</source>
+        <translation>正在删除任务 #{id} 的图像及该任务 · {s} 秒内可撤销</translation>
+    </message>
+    <message>
+        <source>Deleting {n} images and their jobs · Undo within {s} s</source>
+        <translation>正在删除 {n} 张图像及其任务 · {s} 秒内可撤销</translation>
+    </message>
+    <message>
+        <source>Could not delete: {error}</source>
+        <translation>无法删除：{error}</translation>
+    </message>
 </context>
 <context>
     <name>GalleryView</name>
     <message>
         <source>Finished images collect here</source>
         <translation>完成的图像会汇集在这里</translation>
+    </message>
+    <message>
+        <source>Delete image and job</source>
+        <translation>删除图像和任务</translation>
     </message>
 </context>
 <context>
@@ -539,10 +566,22 @@ Resume continues from there.</source>
         <translation>打开文件</translation>
     </message>
     <message>
+        <source>Compare</source>
+        <translation>对比</translation>
+    </message>
+    <message>
+        <source>Keep this image on the left and go through the others beside it (C)</source>
+        <translation>把这张图固定在左边，在旁边浏览其他图像（C）</translation>
+    </message>
+    <message>
         <source>The image file is missing or unreadable:
 {path}</source>
         <translation>图像文件丢失或无法读取：
 {path}</translation>
+    </message>
+    <message>
+        <source>No settings in this file</source>
+        <translation>此文件中没有生成设置</translation>
     </message>
     <message>
         <source>fit {zoom}</source>
@@ -622,6 +661,10 @@ Resume continues from there.</source>
     <message>
         <source>Created {at} · attempt {n} of {most}</source>
         <translation>创建于 {at} · 第 {n} 次尝试（共 {most} 次）</translation>
+    </message>
+    <message>
+        <source>From an image at strength {s}: {run} of its {steps} steps run</source>
+        <translation>从图像开始，重绘强度 {s}：运行其 {steps} 步中的 {run} 步</translation>
     </message>
     <message>
         <source>Last run on {machine}</source>
@@ -731,6 +774,10 @@ Resume continues from there.</source>
         <translation>工作进程(&amp;W)…</translation>
     </message>
     <message>
+        <source>Open &amp;models folder</source>
+        <translation>打开模型文件夹(&amp;M)</translation>
+    </message>
+    <message>
         <source>&amp;Help</source>
         <translation>帮助(&amp;H)</translation>
     </message>
@@ -757,6 +804,18 @@ Resume continues from there.</source>
     <message>
         <source>No workers: images cannot be generated</source>
         <translation>没有工作进程：无法生成图像</translation>
+    </message>
+    <message>
+        <source>Could not make the models folder {folder}: {error}</source>
+        <translation>无法创建模型文件夹 {folder}：{error}</translation>
+    </message>
+    <message>
+        <source>Could not open {folder}</source>
+        <translation>无法打开 {folder}</translation>
+    </message>
+    <message>
+        <source>Models go in {folder}, LoRAs in its lora folder</source>
+        <translation>模型放在 {folder}，LoRA 放在其中的 lora 文件夹</translation>
     </message>
     <message>
         <source>Job {id} has no image yet</source>
@@ -887,8 +946,16 @@ Resume continues from there.</source>
         <translation>任务 {id} 的变体</translation>
     </message>
     <message>
+        <source>Strength: how much is redrawn. 0.3 stays close, 0.6 varies clearly.</source>
+        <translation>重绘强度：重画多少。0.3 接近原图，0.6 变化明显。</translation>
+    </message>
+    <message>
         <source>How many images close to job {id}?</source>
         <translation>要生成几张与任务 {id} 相近的图像？</translation>
+    </message>
+    <message>
+        <source>Strength</source>
+        <translation>重绘强度</translation>
     </message>
     <message>
         <source>Queue</source>
@@ -1076,6 +1143,14 @@ Resume continues from there.</source>
 </context>
 <context>
     <name>ModelChoice</name>
+    <message>
+        <source>{name} takes at most {side} px a side</source>
+        <translation>{name} 每边最多 {side} 像素</translation>
+    </message>
+    <message>
+        <source>{name} was trained at {side} px: larger, it repeats the picture in tiles</source>
+        <translation>{name} 按 {side} 像素训练：更大时画面会重复平铺</translation>
+    </message>
     <message>
         <source>unsupported</source>
         <translation>不支持</translation>
@@ -1383,16 +1458,16 @@ Resume continues from there.</source>
         <translation>不希望出现在画面中的内容</translation>
     </message>
     <message>
-        <source>Pick a random seed (empty: a new one for every image)</source>
-        <translation>随机选一个种子（留空：每张图像各用新种子）</translation>
-    </message>
-    <message>
         <source>Random</source>
         <translation>随机</translation>
     </message>
     <message>
         <source>On: a new seed for every image (like -1 in A1111). Off: the seed typed here</source>
         <translation>开：每张图用新种子（同 A1111 的 -1）。关：使用这里填写的种子</translation>
+    </message>
+    <message>
+        <source>Set the model&apos;s own size, queue the image(s) and an upscale ×2 of each</source>
+        <translation>改用模型自身的尺寸，排队生成图像，并为每张排队放大 ×2</translation>
     </message>
     <message>
         <source>Generate</source>
@@ -1443,6 +1518,10 @@ Resume continues from there.</source>
         <translation>反向提示词</translation>
     </message>
     <message>
+        <source>size {w}×{h}, the largest {model} takes in that shape</source>
+        <translation>尺寸 {w}×{h}：{model} 在这个比例下能接受的最大尺寸</translation>
+    </message>
+    <message>
         <source>The defaults of Settings &gt; New jobs are in the form</source>
         <translation>设置 &gt; 新任务 中的默认值已填入表单</translation>
     </message>
@@ -1453,6 +1532,10 @@ Resume continues from there.</source>
     <message>
         <source>Seed {seed} in the form</source>
         <translation>种子 {seed} 已填入表单</translation>
+    </message>
+    <message>
+        <source>Generate at {w}×{h}, then upscale</source>
+        <translation>以 {w}×{h} 生成，再放大</translation>
     </message>
     <message>
         <source>Settings from {name}</source>
@@ -1713,12 +1796,20 @@ Resume continues from there.</source>
         <translation>语言</translation>
     </message>
     <message>
+        <source>Advanced ▸</source>
+        <translation>高级 ▸</translation>
+    </message>
+    <message>
         <source>Workers, timeouts, the shared queue and the language take effect the next time Easel starts.</source>
         <translation>工作进程数、超时、共享队列和语言将在下次启动 Easel 时生效。</translation>
     </message>
     <message>
         <source>Not saved: {error}</source>
         <translation>未保存：{error}</translation>
+    </message>
+    <message>
+        <source>Advanced ▾</source>
+        <translation>高级 ▾</translation>
     </message>
     <message>
         <source>System</source>
@@ -2075,6 +2166,10 @@ Resume continues from there.</source>
         <translation>{by}请求取消；工作进程会在当前步骤完成后停下</translation>
     </message>
     <message>
+        <source>Finished: the image is saved (continued from step {step})</source>
+        <translation>完成：图像已保存（从第 {step} 步继续）</translation>
+    </message>
+    <message>
         <source>Paused; it continues from here</source>
         <translation>已暂停；之后从这里继续</translation>
     </message>
@@ -2089,6 +2184,10 @@ Resume continues from there.</source>
     <message>
         <source>Failed</source>
         <translation>失败</translation>
+    </message>
+    <message>
+        <source>Trying again automatically; will continue from step {step}</source>
+        <translation>正在自动重试；将从第 {step} 步继续</translation>
     </message>
     <message>
         <source>Trying again automatically</source>
@@ -2322,6 +2421,10 @@ Resume continues from there.</source>
         <translation>工作进程</translation>
     </message>
     <message>
+        <source>Add another computer…</source>
+        <translation>添加另一台电脑…</translation>
+    </message>
+    <message>
         <source>&amp;Drain</source>
         <translation>收尾(&amp;D)</translation>
     </message>
@@ -2342,12 +2445,12 @@ Resume continues from there.</source>
         <translation>关闭</translation>
     </message>
     <message>
-        <source>Every worker of every machine on this queue. To add a machine, run this there:</source>
-        <translation>这个队列上所有机器的所有工作进程。要加入一台机器，在那台机器上运行：</translation>
+        <source>Every worker of every machine on this queue.</source>
+        <translation>此队列上所有机器的全部工作进程。</translation>
     </message>
     <message>
-        <source>No worker has started yet. To add a machine, run this there:</source>
-        <translation>还没有工作进程启动。要加入一台机器，在那台机器上运行：</translation>
+        <source>No worker has started yet.</source>
+        <translation>还没有工作进程启动。</translation>
     </message>
 </context>
 <context>

@@ -19,7 +19,7 @@ from PIL import Image
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
-from app.server.a1111 import easel_scheduler, parse_parameters
+from app.server.a1111 import UnsupportedRequest, easel_scheduler, parse_parameters
 from app.server.run import ServeOptions, make_server
 from app.server.state import Limits
 from tests.server.serving import free_port
@@ -186,6 +186,14 @@ def test_listing_searching_starring_and_stats(api: Running) -> None:
 def test_a1111_names_and_png_info(api: Running) -> None:
     assert easel_scheduler("Euler a", "Automatic") == "Euler a"
     assert easel_scheduler("k_dpmpp_2m", None) == "DPM++ 2M"
+    # Karras, by its old name and as A1111 1.9+ sends it (the schedule apart)
+    assert easel_scheduler("DPM++ 2M Karras", None) == "DPM++ 2M Karras"
+    assert easel_scheduler("DPM++ 2M", "Karras") == "DPM++ 2M Karras"
+    assert easel_scheduler("Euler", "karras") == "Euler Karras"
+    with pytest.raises(UnsupportedRequest, match="not supported with Euler a"):
+        easel_scheduler("Euler a", "Karras")
+    samplers = {s["name"] for s in api.client.get("/sdapi/v1/samplers").json()}
+    assert {"DPM++ 2M Karras", "Euler Karras"} <= samplers
     refused = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "sampler_name": "LMS"})
     assert refused.status_code == 422 and "unknown sampler 'LMS'" in refused.json()["error"]
     hires = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "enable_hr": True})

@@ -120,7 +120,33 @@ def test_variations_from_the_image_panel_ask_how_many(
     qtbot.keyClick(spin, Qt.Key.Key_Return)
     kids = wait_children(qtbot, queue, parent, 3)
     assert {job.init_image for job in kids} == {f"job:{parent}"}
-    assert all(job.strength == pytest.approx(0.3) for job in kids)
+    assert all(job.strength == pytest.approx(0.5) for job in kids)  # the window's default
+
+
+def test_variations_take_a_strength_and_the_row_explains_its_step_count(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    """Issue 28.5: four near-identical variations; the row said 6 steps, its tooltip 20."""
+    parent = finished_job(queue, tmp_path / "done.png")
+    list_with(qtbot, window, parent)
+    button = window.image.follow_ups[Action.VARY]
+    qtbot.waitUntil(button.isEnabled, timeout=TIMEOUT_MS)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    dialog = window.follow_ups.variations_dialog
+    assert dialog is not None
+    qtbot.waitUntil(dialog.isVisible, timeout=TIMEOUT_MS)
+    qtbot.keyClick(dialog.focusWidget(), Qt.Key.Key_Tab)  # to the strength
+    strength = dialog.focusWidget()
+    assert strength is dialog.strength
+    qtbot.keyClick(strength, Qt.Key.Key_A, CTRL)
+    qtbot.keyClicks(strength, "0.8")
+    qtbot.keyClick(strength, Qt.Key.Key_Return)
+    kids = wait_children(qtbot, queue, parent, 4)
+    assert all(job.strength == pytest.approx(0.8) for job in kids)
+    child = kids[0]
+    qtbot.waitUntil(lambda: window.vm.jobs.row_of(child.id or 0) is not None, timeout=TIMEOUT_MS)
+    tooltip = row_text(window, child.id or 0, int(Qt.ItemDataRole.ToolTipRole))
+    assert "From an image at strength 0.8: 8 of its 10 steps run" in tooltip
 
 
 def test_use_as_init_image_sets_only_the_image_and_generate_sends_it(

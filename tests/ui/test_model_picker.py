@@ -18,7 +18,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
 from app.ui.widgets.window import MainWindow
-from app.ui.wiring import lora_names, model_choices
+from app.ui.wiring import lora_choices, model_choices
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -136,5 +136,48 @@ def test_the_scan_describes_the_bundled_model_and_finds_lora_files(tmp_path: Pat
     tiny = next(c for c in model_choices(settings) if c.name == "easel-tiny")
     assert (tiny.kind, tiny.native_size, tiny.presets[0], tiny.max_side) == (
         "SD 1.x v-prediction", 64, (64, 64), 256)  # fmt: skip
-    assert tiny.label() == "easel-tiny · SD 1.x v-prediction, 64 px"
-    assert lora_names(settings) == ["ink_style", "Watercolor"]
+    assert tiny.label().startswith("easel-tiny · SD 1.x v-prediction, 64 px · ")
+    assert [lora.name for lora in lora_choices(settings)] == ["ink_style", "Watercolor"]
+
+
+def test_the_picker_says_each_models_size_and_the_lora_list_shows_previews(
+    make_window: Callable[..., MainWindow], qtbot: QtBot, tmp_path: Path
+) -> None:
+    """Issue 28.8: a model's kind and size on disk in the picker; a LoRA's preview picture
+    (A1111's name.preview.png, else name.png, beside the file) in the LoRA list."""
+    from PIL import Image
+
+    from app.engine.generation.sources import disk_bytes, list_models
+    from app.ui.presenters.model_choices import disk_size_text
+
+    lora = tmp_path / "lora"
+    lora.mkdir()
+    (lora / "ink_style.safetensors").write_bytes(b"x" * 2_500_000)
+    (lora / "watercolor.safetensors").write_bytes(b"x" * 1000)
+    (lora / "plain.safetensors").write_bytes(b"x" * 1000)
+    Image.new("RGB", (32, 32), "red").save(lora / "ink_style.preview.png")
+    Image.new("RGB", (32, 32), "blue").save(lora / "ink_style.png")  # .preview.png wins
+    Image.new("RGB", (32, 32), "green").save(lora / "watercolor.png")
+    settings = Settings(models_dir=str(tmp_path))
+    tiny = next(c for c in model_choices(settings) if c.name == "easel-tiny")
+    folder = next(
+        m.path for m in list_models(settings.model_search_path()) if m.name == "easel-tiny"
+    )
+    on_disk = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    assert tiny.disk_bytes == disk_bytes(folder) == on_disk > 0
+    assert tiny.label().endswith(" · " + disk_size_text(on_disk))
+    loras = {choice.name: choice for choice in lora_choices(settings)}
+    assert loras["ink_style"].preview == str(lora / "ink_style.preview.png")
+    assert loras["watercolor"].preview == str(lora / "watercolor.png")
+    assert loras["plain"].preview == ""
+    assert loras["ink_style"].disk_bytes == 2_500_000
+
+    window = make_window()
+    window.prompt.set_loras(list(loras.values()))
+    box = window.prompt.lora
+    index = box.findData("ink_style")
+    assert not box.itemIcon(index).isNull() and box.itemIcon(box.findData("plain")).isNull()
+    tip = box.itemData(index, Qt.ItemDataRole.ToolTipRole)
+    assert "2.5 MB" in tip and (lora / "ink_style.preview.png").as_uri() in tip
+    assert "<img" not in box.itemData(box.findData("plain"), Qt.ItemDataRole.ToolTipRole)
+    assert (disk_size_text(6_500_000_000), disk_size_text(320_000_000)) == ("6.5 GB", "320 MB")

@@ -57,7 +57,7 @@ def test_a1111_text_from_another_tool() -> None:
     assert p.prompt == "masterpiece, a red fox\nin the snow"
     assert p.negative_prompt == "lowres,\nbad hands"
     assert (p.steps, p.cfg, p.seed, p.width, p.height) == (20, 7.0, 1, 512, 512)
-    assert p.scheduler == "DPM++ 2M"
+    assert p.scheduler == "DPM++ 2M Karras"  # a scheduler of its own now
     assert p.model == "dreamshaper_8"
     assert parsed.warnings == []
 

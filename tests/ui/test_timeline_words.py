@@ -53,11 +53,18 @@ def row(
         (row(S.PAUSING, S.PAUSED, E.TIMEOUT, "watchdog"),
          "The worker stopped answering; kept paused"),
         (row(S.TIMEOUT, S.PENDING, E.RETRY, "retry-policy"), "Trying again automatically"),
+        (row(S.TIMEOUT, S.PENDING, E.RETRY, "retry-policy",
+             "automatic retry 2 of 3 after 2s; continues from saved step 34"),
+         "Trying again automatically; will continue from step 34"),
         (row(S.FAILED, S.PENDING, E.RETRY, "user"), "Tried again by you"),
         (row(S.PROCESSING, S.FAILED, E.FAIL, "worker", "out of memory"),
          "Failed: out of memory"),
         (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker", "wrote /x.png"),
          "Finished: the image is saved"),
+        # Issue 28.3: the step a recovered job continued from was only in a tooltip.
+        (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker",
+             "resumed from step 34 (saved 2 s before the crash)"),
+         "Finished: the image is saved (continued from step 34)"),
         (row(S.PENDING, S.CANCELLED, E.CANCEL, "user"), "Cancelled by you"),
     ],
 )  # fmt: skip

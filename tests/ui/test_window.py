@@ -177,7 +177,8 @@ def test_queued_jobs_show_in_run_order_and_a_move_moves_the_row(
     up = window.jobs.buttons[Action.UP]
     qtbot.mouseClick(up, Qt.MouseButton.LeftButton)  # a real click on ↑
     qtbot.waitUntil(lambda: shown_order(window) == [c, a, b, done], timeout=TIMEOUT_MS)
-    assert queue.claim("test-worker").id == c  # what the list shows is what runs next
+    claimed = queue.claim("test-worker")
+    assert claimed is not None and claimed.id == c  # what the list shows is what runs next
     window.jobs.select_jobs([a])
     window.jobs.table.setFocus()  # the click left it on the button
     qtbot.waitUntil(window.jobs.table.hasFocus, timeout=TIMEOUT_MS)
@@ -251,6 +252,67 @@ def test_orphaned_job_shows_the_restore_banner(
     qtbot.mouseClick(show, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: [r.id for r in window.jobs.selected_rows()] == [job_id],
                     timeout=TIMEOUT_MS)  # fmt: skip
+
+
+def test_a_recovered_job_shows_its_saved_step_on_the_row_and_in_the_timeline(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
+) -> None:
+    """Issue 28.3: a job requeued by crash recovery said "queued · 10 steps" although it
+    continues from its rolling checkpoint; the row and the timeline now say from which step."""
+    from app.engine import paths
+    from app.engine.generation.checkpoint_files import Claim
+    from app.engine.workers.liveness import this_host
+    from app.ui.itemmodels.delegates import progress_text
+    from app.ui.itemmodels.timeline_model import TCol
+    from app.ui.wiring import recover_at_launch
+    from tests.engine.workers.test_recovery import _checkpoint_bytes
+
+    workers.claiming = False
+    dead = f"{this_host()}:999999:deadbeef0000"
+    job_id = job_in(queue, S.PROCESSING, worker=dead)
+    job = queue.get(job_id)
+    Claim(paths.checkpoints_dir(), job_id, job.attempt, job.version).file.write_bytes(
+        _checkpoint_bytes(steps_done=4)
+    )
+    queue.report_progress(job_id, dead, 6, 10)  # the step reached after that checkpoint
+    restore = recover_at_launch(queue, load_settings())
+    assert restore is not None and restore.job_ids == (job_id,), restore
+    window = make_window(restore=restore)
+    show = banner_button(qtbot, window.restore_banner, "Show")
+    qtbot.mouseClick(show, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.timeline.model.job_id == job_id, timeout=TIMEOUT_MS)
+    row = shown_job(window, job_id)
+    text = progress_text(row, row.progress_step, row.progress_total, None)  # what the list paints
+    assert text.endswith("will continue from step 4/10"), text
+    model = window.timeline.model
+    last = model.index(model.rowCount() - 1, 0)
+    words = [model.index(i, TCol.WHAT, last).data() for i in range(model.rowCount(last))]
+    assert "Trying again automatically; will continue from step 4" in words, words
+
+
+def test_retry_by_hand_also_says_from_which_step_it_continues(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, workers: FakeWorkers
+) -> None:
+    from app.engine import paths
+    from app.engine.generation.checkpoint_files import Claim
+    from app.ui.itemmodels.delegates import progress_text
+    from tests.engine.workers.test_recovery import _checkpoint_bytes
+
+    workers.claiming = False
+    job_id = job_in(queue, S.TIMEOUT)
+    queue.mark_given_up(job_id, "for the test", version=queue.get(job_id).version)
+    job = queue.get(job_id)
+    Claim(paths.checkpoints_dir(), job_id, job.attempt, job.version - 1).file.write_bytes(
+        _checkpoint_bytes(steps_done=3)
+    )
+    qtbot.waitUntil(lambda: window.vm.jobs.job(job_id) is not None, timeout=TIMEOUT_MS)
+    window.jobs.select_jobs([job_id])
+    press(qtbot, window, Action.RETRY)
+    wait_for(qtbot, window, job_id, S.PENDING)
+    row = shown_job(window, job_id)
+    assert progress_text(row, row.progress_step, row.progress_total, None).endswith(
+        "will continue from step 3/10"
+    )
 
 
 def test_resume_paused_from_the_restore_banner(

@@ -31,11 +31,11 @@ from typing import Any
 
 import torch
 
+from app.engine.generation.checkpoint_files import MAGIC
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.files import atomic_write
 from app.engine.jobs.params import GenerationParams
 
-MAGIC = b"EASEL-CHECKPOINT\n"
 VERSION = 3
 READABLE_VERSIONS = (2, VERSION)
 _HEADER_LIMIT = 1 << 20  # a header line longer than this is damage, not parameters

@@ -12,6 +12,7 @@ A file that cannot be used is set aside (renamed), never deleted: it may be evid
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SUFFIX = ".ckpt"
+MAGIC = b"EASEL-CHECKPOINT\n"  # a checkpoint file's first line (see checkpoint.py)
+_HEADER_LIMIT = 1 << 20  # a header line longer than this is damage, not parameters
 _CLAIM_FILE = re.compile(r"job-(\d+)(?:-a\d+-c(\d+))?\.ckpt")
 
 
@@ -94,3 +97,35 @@ def set_aside(path: Path) -> Path | None:
     except FileNotFoundError:
         return None
     return target
+
+
+def saved_step(data: bytes) -> int | None:
+    """The denoising step a checkpoint's header says it reached, from the file's first bytes
+    (no torch, no payload read); None if they are not a readable checkpoint header (an
+    upscale's tile progress, damage). The payload's checksum is checked on resume, not here."""
+    if not data.startswith(MAGIC):
+        return None
+    end = data.find(b"\n", len(MAGIC))
+    try:
+        header = json.loads(data[len(MAGIC) : end]) if end > 0 else None
+    except ValueError:
+        return None
+    step = header.get("steps_done") if isinstance(header, dict) else None
+    return step if isinstance(step, int) and step > 0 else None
+
+
+def header_bytes(path: Path) -> bytes:
+    """A checkpoint file's first line or so: enough for `saved_step`. b"" if it is gone."""
+    try:
+        with path.open("rb") as file:
+            return file.read(_HEADER_LIMIT)
+    except OSError:
+        return b""
+
+
+def saved_step_in(folder: Path, job_id: int) -> int | None:
+    """The step the newest readable checkpoint file of the job in `folder` reached."""
+    for path in earlier_files(Claim(folder, job_id, 0, 1 << 62)):
+        if (step := saved_step(header_bytes(path))) is not None:
+            return step
+    return None

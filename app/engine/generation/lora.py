@@ -87,6 +87,19 @@ def available_loras(folders: Sequence[Path]) -> dict[str, Path]:
     return found
 
 
+PREVIEW_SUFFIXES = (".preview.png", ".png", ".preview.jpg", ".jpg", ".preview.webp", ".webp")
+
+
+def lora_preview(path: Path) -> Path | None:
+    """The picture beside a LoRA file, as A1111 finds it: `name.preview.png`, else
+    `name.png` (and the same in jpg and webp); None if there is none."""
+    for suffix in PREVIEW_SUFFIXES:
+        candidate = path.with_name(path.stem + suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def check_loras(prompt: str, search: ModelSearchPath | None = None) -> list[ResolvedLora]:
     """Every LoRA the prompt names, resolved to a usable file, or `LoraError` saying which
     one is unknown (and which exist) or why its file cannot be used. Call at submit time."""

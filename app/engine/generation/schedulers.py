@@ -32,6 +32,15 @@ SCHEDULER_CLASSES: dict[str, type[Any]] = {
     "Euler a": EulerAncestralDiscreteScheduler,
     "DDIM": DDIMScheduler,
     "DPM++ 2M": DPMSolverMultistepScheduler,
+    "DPM++ 2M Karras": DPMSolverMultistepScheduler,
+    "Euler Karras": EulerDiscreteScheduler,
+}
+# What a kind sets over the model's scheduler config: A1111's "Karras" is the noise
+# schedule of Karras et al. (2022), diffusers' `use_karras_sigmas`. The state between steps
+# is the class's, so KINDS needs nothing more for them.
+SCHEDULER_OPTIONS: dict[str, dict[str, Any]] = {
+    "DPM++ 2M Karras": {"use_karras_sigmas": True},
+    "Euler Karras": {"use_karras_sigmas": True},
 }
 
 STEP_INDEX = "step_index"
@@ -64,7 +73,7 @@ def make_scheduler(pipe: Any, name: str) -> Any:
         raise ValueError(
             f"unknown scheduler {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
         ) from None
-    return cls.from_config(pipe.scheduler.config)
+    return cls.from_config(pipe.scheduler.config, **SCHEDULER_OPTIONS.get(name, {}))
 
 
 def kind_of(scheduler: Any) -> SchedulerKind:

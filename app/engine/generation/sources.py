@@ -138,6 +138,24 @@ def list_models(search: ModelSearchPath | None = None) -> list[ModelInfo]:
     return list(found.values())
 
 
+def disk_bytes(path: Path) -> int:
+    """How much disk a model takes: its file, or every file in its folder (links followed,
+    each file counted once: the Hugging Face cache links its snapshots to shared blobs)."""
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        seen: set[Path] = set()
+        total = 0
+        for item in path.rglob("*"):
+            target = item.resolve()
+            if target not in seen and target.is_file():
+                seen.add(target)
+                total += target.stat().st_size
+        return total
+    except OSError:
+        return 0
+
+
 def resolve_model(name: str, search: ModelSearchPath | None = None) -> ModelInfo:
     """The model called `name` (or a pipeline folder given by path), else `ModelNotFound`."""
     search = search or default_search_path()

@@ -120,6 +120,21 @@ def prune(
     return report
 
 
+def delete_jobs(
+    queue: JobQueue, ids: Sequence[int], *, checkpoints_dir: Path | None = None
+) -> PruneReport:
+    """Remove the finished jobs `ids` the user chose (the gallery's Delete), with their
+    history, checkpoints and images: the prune's path, under its rules (a starred job, one
+    that may still run, or the parent of a job that stays is kept, and `skipped` says
+    why). No compaction: the next prune gives the space back."""
+    report = PruneReport()
+    recorded = _remove_batch(queue, sorted(set(ids)), report, dry_run=False)
+    for job_id, files in _files(recorded, checkpoints_dir, images=True):
+        report.file_bytes += sum(_size(path) for path in files)
+        _unlink(job_id, files)
+    return report
+
+
 def _candidates(conn: Connection, rule: RetentionRule, now: float) -> list[int]:
     found: set[int] = set()
     if rule.older_than_s is not None:
@@ -149,7 +164,8 @@ def _why_kept(job_id: int, status: str, worker_id: str | None, starred: bool) ->
     if starred:
         return f"job {job_id} is starred; kept"
     if JobStatus(status).is_running:
-        return f"job {job_id} is held by worker {worker_id} ({status}); skipped"
+        held_by = f"worker {worker_id}" if worker_id else "a worker"
+        return f"job {job_id} is held by {held_by} ({status}); skipped"
     if status in GIVEN_UP_POSSIBLE:
         return f"job {job_id} is {status} and may still be retried; kept"
     return f"job {job_id} is {status}; kept"
@@ -166,10 +182,13 @@ def _remove_batch(
         # Locked (PostgreSQL): a star or a retry by hand that commits meanwhile is read
         # before the delete, not overwritten by it.
         rows = conn.execute(_still_there(ids, locked=not dry_run)).all()
-        still = {job_id: (image, checkpoint) for job_id, image, checkpoint, ok in rows if ok}
-        changed = sorted(job_id for job_id, _, _, ok in rows if not ok)
+        still = {job_id: (image, checkpoint) for job_id, image, checkpoint, ok, *_ in rows if ok}
         # Jobs no longer there went with another prune (another machine): its report has them.
-        report.skipped += [f"job {i} changed while pruning; kept" for i in changed]
+        report.skipped += [
+            _why_kept(job_id, status, None, starred)
+            for job_id, _, _, ok, starred, status in rows
+            if not ok
+        ]
         for parent, child in conn.execute(_children_staying(list(still))):
             if still.pop(parent, None) is not None:  # its child still needs its image
                 report.skipped.append(f"job {parent} is a parent of job {child}; kept")
@@ -194,9 +213,14 @@ def _remove_batch(
 
 def _still_there(ids: Sequence[int], *, locked: bool) -> Select[Any]:
     """Each job of `ids` that still exists: its files, and whether it may still go."""
-    query = select(JOB.c.id, JOB.c.output_path, JOB.c.checkpoint_path, prunable()).where(
-        JOB.c.id.in_(ids)
-    )
+    query = select(
+        JOB.c.id,
+        JOB.c.output_path,
+        JOB.c.checkpoint_path,
+        prunable(),
+        JOB.c.starred,
+        JOB.c.status,
+    ).where(JOB.c.id.in_(ids))
     return query.with_for_update(of=JOB) if locked else query
 
 

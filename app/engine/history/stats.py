@@ -239,5 +239,7 @@ def _add_timeline(stats: Stats, group: str, timeline: Sequence[Any]) -> None:
         before, since = status, at
     if held_since is not None and since > held_since:  # still held: up to its last change
         stats.held.append((held_since, since))
-    if ran > 0:
-        stats.run_s[group].append(ran)  # a job's time in a worker, over all its attempts
+    if ran > 0 and before == _SUCCESS:
+        # A job's time in a worker over all its attempts, for the jobs that made their image:
+        # a run cancelled after a few steps says nothing of how long one takes (issue 28.3).
+        stats.run_s[group].append(ran)

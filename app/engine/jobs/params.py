@@ -17,7 +17,9 @@ from app.errors import BadInput
 DEFAULT_MODEL = "easel-tiny"
 
 # Names as AUTOMATIC1111 shows them; the runner maps each to a diffusers scheduler class.
-SCHEDULERS: tuple[str, ...] = ("Euler", "Euler a", "DDIM", "DPM++ 2M")
+SCHEDULERS: tuple[str, ...] = (
+    "Euler", "Euler a", "DDIM", "DPM++ 2M", "DPM++ 2M Karras", "Euler Karras",
+)  # fmt: skip
 DEFAULT_SCHEDULER = "Euler"
 
 MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE = 32, 2048, 8

@@ -684,8 +684,12 @@ class JobQueue:
         source: str = "user",
         message: str = "",
         not_before: float | None = None,
+        progress_step: int = 0,
     ) -> TransitionRecord:
-        changes = {"not_before": not_before, "given_up": False}
+        """Run the job again (attempt + 1). `progress_step`: the step its saved checkpoint
+        reached (the caller read it), so the row says where it will continue; 0: from the
+        start, or unknown."""
+        changes = {"not_before": not_before, "given_up": False, "progress_step": progress_step}
         return self.fire(job_id, JobEvent.RETRY, source=source, message=message, changes=changes)
 
     def rerun(self, job_id: int, *, source: str = "user") -> int:

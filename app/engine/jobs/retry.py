@@ -11,7 +11,7 @@ field (`app.errors.is_transient`), never read back out of a message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from app.models.tables import JOB, Job, JobTransition
 log = logging.getLogger(__name__)
 
 SOURCE = "retry-policy"
+CONTINUES_FROM = "continues from saved step"  # the RETRY row's note (timeline_words reads it)
 
 
 def is_settled(job: Job) -> bool:
@@ -61,15 +62,26 @@ class RetryDecisions:
     quarantined: list[int] = field(default_factory=list)  # also in given_up
 
 
+def _nothing_saved(_job: Job) -> int | None:
+    return None
+
+
 def apply_retry_policy(
-    queue: JobQueue, policy: RetryPolicy, *, now: float | None = None
+    queue: JobQueue,
+    policy: RetryPolicy,
+    *,
+    now: float | None = None,
+    saved_step: Callable[[Job], int | None] = _nothing_saved,
 ) -> RetryDecisions:
-    """Decide every FAILED or TIMEOUT job that has not been decided yet."""
+    """Decide every FAILED or TIMEOUT job that has not been decided yet.
+
+    `saved_step`: the step a job's saved checkpoint reached (the caller knows where they
+    are): a requeued job keeps it as its progress, so it shows where it will continue."""
     now = queue.clock() if now is None else now  # not_before is compared by every claim
     decisions = RetryDecisions()
     for job in undecided_jobs(queue):
         try:
-            _decide(queue, policy, job, now, decisions)
+            _decide(queue, policy, job, now, decisions, saved_step)
         except (TransitionNotAllowed, JobNotFound):
             log.debug("job %s moved while the retry policy looked at it", job.id)
     return decisions
@@ -85,7 +97,12 @@ def undecided_jobs(queue: JobQueue) -> list[Job]:
 
 
 def _decide(
-    queue: JobQueue, policy: RetryPolicy, job: Job, now: float, decisions: RetryDecisions
+    queue: JobQueue,
+    policy: RetryPolicy,
+    job: Job,
+    now: float,
+    decisions: RetryDecisions,
+    saved_step: Callable[[Job], int | None],
 ) -> None:
     job_id = job.id or 0
     history = queue.timeline(job_id)
@@ -93,7 +110,13 @@ def _decide(
     if reason is None:
         delay = policy.delay_s(job.attempt)
         message = f"automatic retry {job.attempt + 1} of {job.max_attempts} after {delay:g}s"
-        queue.retry(job_id, source=SOURCE, message=message, not_before=now + delay)
+        step = saved_step(job)
+        if step:
+            message += f"; {CONTINUES_FROM} {step}"
+        queue.retry(
+            job_id, source=SOURCE, message=message, not_before=now + delay,
+            progress_step=step or 0,
+        )  # fmt: skip
         decisions.requeued.append(job_id)
         return
     if not queue.mark_given_up(job_id, reason, version=job.version):

@@ -19,14 +19,22 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
-from app.engine.generation.checkpoint_files import Claim, claim_of, earlier_files
+from app.engine import paths
+from app.engine.generation.checkpoint_files import (
+    Claim,
+    claim_of,
+    earlier_files,
+    saved_step,
+    saved_step_in,
+)
 from app.engine.generation.files import atomic_write
 from app.engine.jobs.states import JobStatus
 from app.errors import DatabaseError, UserError
@@ -146,6 +154,32 @@ def latest_file(db: Database, job_id: int, kind: FileKind) -> StoredFile | None:
         row.id, row.job_id, FileKind(row.kind), row.name, row.attempt, row.claim,
         row.sha256, bytes(row.data),
     )  # fmt: skip
+
+
+def saved_checkpoint_step(db: Database, job_id: int, folder: Path) -> int | None:
+    """The denoising step the job's saved progress reached, as its checkpoint's header says:
+    this machine's newest file, else (a shared store) the database's copy. None: no progress
+    saved (a crash-requeued job then starts over, and shows so)."""
+    step = saved_step_in(folder, job_id)
+    if step is not None or not db.shares_files:
+        return step
+    head = func.substr(JOB_FILE.c.data, 1, 1 << 16)  # the header line, never the payload
+    query = (
+        _live(select(head), job_id)
+        .where(JOB_FILE.c.kind == FileKind.CHECKPOINT.value)
+        .order_by(JOB_FILE.c.id.desc())
+        .limit(1)
+    )
+    with db.read() as conn:
+        data = conn.execute(query).scalar()
+    return saved_step(bytes(data)) if data is not None else None
+
+
+def saved_step_reader(db: Database, folder: Path | None = None) -> Callable[[Job], int | None]:
+    """`saved_checkpoint_step` for the retry policy: the jobs' checkpoints are in `folder`
+    (default: this data folder's, where the app's workers write them)."""
+    where = folder if folder is not None else paths.checkpoints_dir()
+    return lambda job: saved_checkpoint_step(db, job.id or 0, where)
 
 
 def set_aside(db: Database, stored: StoredFile) -> None:

@@ -29,6 +29,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import PRUNE_EVERY_S, Settings
+from app.engine.store.db_files import saved_step_reader
 from app.engine.workers.watchdog import SOURCE as WATCHDOG_SOURCE
 from app.engine.workers.watchdog import TimedOut, time_out_stale_jobs
 from app.errors import DatabaseError, DatabaseUnreachable, EaselError
@@ -88,7 +89,9 @@ class MaintenancePass:
 
     def _steps(self, now: float) -> None:
         self._time_out_stale_jobs(now)
-        apply_retry_policy(self.queue, self.policy, now=now)
+        apply_retry_policy(
+            self.queue, self.policy, now=now, saved_step=saved_step_reader(self.queue.db)
+        )
         # Children stranded by a process that died between its parent's commit and the
         # UNBLOCK (or cascade cancel) wait at most one pass.
         reconcile(self.queue, source=self.reconcile_source)

@@ -33,6 +33,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.states import JobStatus
 from app.engine.jobs.undo import complete_pending_cancels
+from app.engine.store.db_files import saved_step_reader
 from app.engine.workers.liveness import (
     WorkerIdentity,
     is_alive,
@@ -186,7 +187,7 @@ def _recover_into(
         elif record is not None and record.to_status is JobStatus.CANCELLED:
             report.cancelled.append(record.job_id)
     # Also decides failures left undecided by an app that died before its policy ran.
-    decisions = apply_retry_policy(queue, policy, now=now)
+    decisions = apply_retry_policy(queue, policy, now=now, saved_step=saved_step_reader(queue.db))
     report.requeued += decisions.requeued
     report.given_up += decisions.given_up
     report.quarantined += decisions.quarantined

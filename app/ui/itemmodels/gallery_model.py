@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
@@ -19,20 +20,42 @@ class GalleryModel(QAbstractListModel):
     def __init__(self, thumbs: ThumbnailCache, parent: Any = None) -> None:
         super().__init__(parent)
         self._rows: list[JobRow] = []
+        self._given: list[JobRow] = []  # the last rows set, hidden ones included
+        self._hidden: frozenset[int] = frozenset()  # being deleted: gone unless undone
         self._thumbs = thumbs
         thumbs.loaded.connect(self._loaded)
 
     def set_rows(self, rows: Sequence[JobRow]) -> None:
-        rows = [r for r in rows if r.output_path]
+        self._given = [r for r in rows if r.output_path]
+        rows = [r for r in self._given if r.id not in self._hidden]
         if [r.id for r in rows] == [r.id for r in self._rows]:
             return
         self.beginResetModel()
         self._rows = rows
         self.endResetModel()
 
+    def hide(self, job_ids: Sequence[int]) -> None:
+        """Leave out the images of `job_ids` (a delete waiting out its undo time)."""
+        self._hidden = frozenset(job_ids)
+        self.set_rows(self._given)
+
+    def unhide(self) -> None:
+        self._hidden = frozenset()
+        self.set_rows(self._given)
+
     def paths(self) -> list[str]:
         """The finished images shown, newest first (the viewer steps through these)."""
         return [row.output_path for row in self._rows if row.output_path]
+
+    def follow_stars(self, fresh: Sequence[JobRow]) -> None:
+        """Take the star of the jobs in `fresh` (the job list's newer rows): a star given in
+        the list or under the image shows on the gallery's thumbnail too."""
+        starred = {row.id: row.starred for row in fresh}
+        for i, row in enumerate(self._rows):
+            if row.id in starred and starred[row.id] != row.starred:
+                self._rows[i] = replace(row, starred=starred[row.id])
+                index = self.index(i)
+                self.dataChanged.emit(index, index)
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)

@@ -394,6 +394,12 @@ def _tooltip(row: JobRow) -> str:
         translate("JobList", "Created {at} · attempt {n} of {most}").format(
             at=row.created_label, n=row.attempt, most=row.max_attempts),
     ]  # fmt: skip
+    if p.init_image and p.strength < 1.0:  # the row counts the steps that run: say why
+        lines.append(
+            translate(
+                "JobList", "From an image at strength {s}: {run} of its {steps} steps run"
+            ).format(s=f"{p.strength:g}", run=p.denoising_steps, steps=p.steps)
+        )
     if row.machine:
         ran = (
             translate("JobList", "Last run on {machine}")

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from app.engine.workers.messages import WorkerMessage
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.model_choices import ModelChoice
+from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 
 
 class WorkerPool(Protocol):
@@ -120,8 +120,9 @@ class RestoreSummary:
 
 
 ListModels = Callable[[], list[ModelChoice]]
-ListLoras = Callable[[], list[str]]
+# LoRA files (a bare name: one with no preview or size known).
+ListLoras = Callable[[], Sequence[LoraChoice | str]]
 
 
-def no_loras() -> list[str]:
+def no_loras() -> list[LoraChoice | str]:
     return []

@@ -7,7 +7,10 @@ picker never touches the disk.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
+from pathlib import Path
 
+from app.engine.jobs.params import SIZE_MULTIPLE as SIZE_STEP
 from app.ui.presenters.i18n import translate
 
 # For a model the scan did not find (a dropped PNG names one that is not installed): the
@@ -25,16 +28,43 @@ class ModelChoice:
     presets: tuple[tuple[int, int], ...] = FALLBACK_PRESETS
     unsupported_reason: str = ""
     max_side: int = 0  # the engine refuses larger sizes at submit (0: no limit known)
+    disk_bytes: int = 0  # its file or folder on disk (0: not known)
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side
+
+    def beyond_training(self, width: int | None, height: int | None) -> bool:
+        """Larger than the model was trained for (A1111's reason for hires fix): the model
+        repeats its subject in tiles. A quarter over is still fine."""
+        return bool(self.native_size) and max(width or 0, height or 0) > self.native_size * 1.25
+
+    def fitted(self, width: int, height: int) -> tuple[int, int]:
+        """`width` x `height` (an image's) made a size this model takes: at most `max_side`
+        a side, the shape kept, each side a multiple of 8."""
+        scale = min(1.0, self.max_side / max(width, height)) if self.max_side else 1.0
+        return tuple(  # type: ignore[return-value]
+            max(SIZE_STEP, int(side * scale) // SIZE_STEP * SIZE_STEP) for side in (width, height)
+        )
+
+    def size_note(self, width: int | None, height: int | None) -> str:
+        """What to say beside the size fields ("": nothing)."""
+        if self.too_large(width, height):
+            return translate("ModelChoice", "{name} takes at most {side} px a side").format(
+                name=self.name, side=self.max_side
+            )
+        if self.beyond_training(width, height):
+            return translate(
+                "ModelChoice",
+                "{name} was trained at {side} px: larger, it repeats the picture in tiles",
+            ).format(name=self.name, side=self.native_size)
+        return ""
 
     @property
     def supported(self) -> bool:
         return not self.unsupported_reason
 
     def label(self) -> str:
-        """The picker's line: "sdxl-base · SDXL, 1024 px" or "broken · unsupported"."""
+        """The picker's line: "sdxl-base · SDXL, 1024 px · 6.5 GB" or "broken · unsupported"."""
         if not self.supported:
             detail = translate("ModelChoice", "unsupported")
         elif self.kind and self.native_size:
@@ -43,7 +73,8 @@ class ModelChoice:
             )
         else:
             return self.name
-        return f"{self.name} · {detail}"
+        size = f" · {disk_size_text(self.disk_bytes)}" if self.disk_bytes else ""
+        return f"{self.name} · {detail}{size}"
 
     def preset_label(self, index: int) -> str:
         width, height = self.presets[index]
@@ -51,6 +82,37 @@ class ModelChoice:
         if index == 0 and self.native_size and (width, height) == (self.native_size,) * 2:
             return translate("ModelChoice", "{size} · native").format(size=size)
         return size
+
+
+@dataclass(frozen=True)
+class LoraChoice:
+    """A LoRA file in the picker: its name, the picture beside it (A1111's name.preview.png
+    or name.png; "" when there is none) and its size on disk."""
+
+    name: str
+    preview: str = ""
+    disk_bytes: int = 0
+
+    def tooltip(self) -> str:
+        """Rich text: the name, its size, and its preview picture when there is one."""
+        size = f" · {disk_size_text(self.disk_bytes)}" if self.disk_bytes else ""
+        text = f"<b>{escape(self.name)}</b>{size}"
+        if self.preview:
+            source = escape(Path(self.preview).as_uri(), quote=True)
+            text += f'<br><img src="{source}" width="{LORA_PREVIEW_PX}">'
+        return text
+
+
+LORA_PREVIEW_PX = 160  # the preview's width in the LoRA list's tooltip
+
+
+def disk_size_text(size: int) -> str:
+    """ "6.5 GB", "320 MB", "12 kB": what a file takes on disk, as a file manager says it."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{max(1, round(size / 1e3))} kB"
 
 
 def unknown_model(name: str) -> ModelChoice:

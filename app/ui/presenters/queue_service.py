@@ -166,6 +166,7 @@ class QueueService:
         limit: int,
         watch: Sequence[int] = (),
         search: str = "",
+        starred: bool = False,
     ) -> Snapshot:
         """The newest `limit` jobs, plus fresh rows for `watch` (loaded jobs that may change).
 
@@ -173,8 +174,8 @@ class QueueService:
         watches only the unfinished ones it shows, a handful of single-row reads.
         """
         wanted = None if statuses is None else frozenset(statuses)
-        if search.strip():
-            return self._search(wanted, limit, search)
+        if search.strip() or starred:
+            return self._search(wanted, limit, search, starred=starred)
         rows = self._rows(self.queue.jobs(wanted, limit=limit))
         updates: dict[int, JobRow | None] = {}
         for row in self._rows(self._jobs(watch)):
@@ -194,13 +195,17 @@ class QueueService:
         rows = self._rows(pending[:limit])
         return tuple(replace(row, queue_position=i) for i, row in enumerate(rows, 1))
 
-    def _search(self, statuses: frozenset[JobStatus] | None, limit: int, text: str) -> Snapshot:
-        """The newest `limit` jobs whose prompt matches `text` (the history's word search)."""
+    def _search(
+        self, statuses: frozenset[JobStatus] | None, limit: int, text: str, *, starred: bool
+    ) -> Snapshot:
+        """The newest `limit` jobs whose prompt matches `text` (the history's word search);
+        `starred`: only favourites."""
         from app.engine.history.search import BadSearch, JobFilter, search
 
         counts = self.queue.count_by_status()
+        wanted = JobFilter(text, frozenset(statuses or ()), starred=True if starred else None)
         try:
-            jobs = search(self.queue, JobFilter(text, frozenset(statuses or ())), limit=limit)
+            jobs = search(self.queue, wanted, limit=limit)
         except BadSearch as error:
             return Snapshot((), {}, counts, search_problem=_readable(error))
         return Snapshot(self._rows(jobs), {}, counts)
@@ -368,11 +373,13 @@ class QueueService:
 
         return self._follow_each(job_ids, FollowUps(upscale=Upscale()))
 
-    def variations(self, job_id: int, count: int) -> Outcome:
-        """`count` img2img children of the job's image, at low strength with new seeds."""
+    def variations(self, job_id: int, count: int, strength: float | None = None) -> Outcome:
+        """`count` img2img children of the job's image, with new seeds, at `strength`
+        (None: the engine's default)."""
         from app.engine.jobs.follow_ups import FollowUps, Variations
 
-        return self._follow_each([job_id], FollowUps(variations=Variations(count)))
+        wanted = Variations(count) if strength is None else Variations(count, strength)
+        return self._follow_each([job_id], FollowUps(variations=wanted))
 
     def _submitted(self, job: NewJob | int, follow_ups: FollowUps) -> Outcome:
         """The new jobs and follow-ups (the engine's one way to submit), or why none."""
@@ -435,7 +442,17 @@ class QueueService:
             JobEvent.RESUME: JobQueue.resume,
             JobEvent.RETRY: JobQueue.retry,
         }[event]
+        if event is JobEvent.RETRY:
+            return self._each(job_ids, self._retry)
         return self._each(job_ids, lambda job_id: action(self.queue, job_id))
+
+    def _retry(self, job_id: int) -> None:
+        """Retry by hand; the row keeps the step the job's saved checkpoint reached, as
+        the retry policy's does (the worker continues from there)."""
+        from app.engine.store.db_files import saved_step_reader
+
+        step = saved_step_reader(self.queue.db)(self.queue.get(job_id))
+        self.queue.retry(job_id, progress_step=step or 0)
 
     def cancel_undoably(self, job_ids: Sequence[int]) -> CancelOutcome:
         """Hold queued and paused jobs (PAUSED, the pending cancel stored with them) so the
@@ -504,6 +521,18 @@ class QueueService:
         from app.engine.history.favourites import star
 
         return self._each(job_ids, lambda job_id: star(self.queue, job_id, on=on))
+
+    def delete_finished(self, job_ids: Sequence[int]) -> Outcome:
+        """Delete finished jobs with their images, history and checkpoints (the gallery's
+        Delete, once its undo time is over): the prune's path and rules. `errors`: why a job
+        was kept (starred, a parent of a job that stays)."""
+        from app.engine import paths
+        from app.engine.history.retention import delete_jobs
+
+        report = delete_jobs(self.queue, job_ids, checkpoints_dir=paths.checkpoints_dir())
+        return Outcome(
+            tuple(report.removed), tuple(line[:1].upper() + line[1:] for line in report.skipped)
+        )
 
     def _each(self, job_ids: Sequence[int], do: Callable[[int], object]) -> Outcome:
         done, errors = [], []

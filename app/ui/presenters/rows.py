@@ -36,6 +36,7 @@ class ListFilter(StrEnum):
     ACTIVE = QT_TRANSLATE_NOOP("Filter", "Active")
     DONE = QT_TRANSLATE_NOOP("Filter", "Done")
     FAILED = QT_TRANSLATE_NOOP("Filter", "Failed")
+    STARRED = QT_TRANSLATE_NOOP("Filter", "Starred")  # favourites, whatever their status
 
 
 # Filter -> statuses shown (None: all).
@@ -44,12 +45,16 @@ FILTERS: dict[ListFilter, frozenset[JobStatus] | None] = {
     ListFilter.ACTIVE: ACTIVE,
     ListFilter.DONE: DONE,
     ListFilter.FAILED: FAILED,
+    ListFilter.STARRED: None,
 }
+# Filters that pick by something else than the status (read like a search: one page).
+STARRED_ONLY = frozenset({ListFilter.STARRED})
 
 
 def filter_label(name: ListFilter) -> str:
     """A filter's name on its button (the English name stays its key)."""
-    return translate("Filter", name.value)
+    text = translate("Filter", name.value)
+    return f"★ {text}" if name is ListFilter.STARRED else text
 
 
 def status_label(status: JobStatus, *, given_up: bool = False) -> str:

@@ -40,6 +40,10 @@ def plain_words(row: TransitionRow, host: str | None = None) -> str:
 _LATIN_HAN = re.compile(r"([A-Za-z0-9])([\u4e00-\u9fff])|([\u4e00-\u9fff])([A-Za-z0-9])")
 
 
+_RESUMED = re.compile(r"resumed from step (\d+)")  # the worker's note (workers/job_run.py)
+_CONTINUES = re.compile(r"continues from saved step (\d+)")  # the retry policy's (jobs/retry.py)
+
+
 def spaced(text: str) -> str:
     return _LATIN_HAN.sub(lambda m: " ".join(g for g in m.groups() if g), text)
 
@@ -72,6 +76,11 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
                 "Timeline", "Cancel asked {by}; the worker stops after its current step"
             )
         return asked.format(by=by)
+    if event is E.COMPLETE and (resumed := _RESUMED.search(row.message)):
+        # The saved progress the attempt continued from, said where it shows, not in a hover.
+        return translate(
+            "Timeline", "Finished: the image is saved (continued from step {step})"
+        ).format(step=resumed.group(1))
     if event is E.STOPPED:
         return (
             translate("Timeline", "Paused; it continues from here")
@@ -87,6 +96,10 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
             else translate("Timeline", "Failed")
         )
     if event is E.RETRY and row.source == "retry-policy":
+        if saved := _CONTINUES.search(row.message):
+            return translate(
+                "Timeline", "Trying again automatically; will continue from step {step}"
+            ).format(step=saved.group(1))
         return translate("Timeline", "Trying again automatically")
     if event is E.SUBMIT and row.source == "user":
         return translate("Timeline", "Queued")

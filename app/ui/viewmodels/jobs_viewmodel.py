@@ -27,7 +27,7 @@ from app.ui.presenters.queue_service import (
     QueueService,
     Snapshot,
 )
-from app.ui.presenters.rows import FILTERS, JobRow, ListFilter
+from app.ui.presenters.rows import FILTERS, STARRED_ONLY, JobRow, ListFilter
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
@@ -119,7 +119,8 @@ class JobsViewModel(QObject):
             return
         self._in_flight = True
         statuses, generation, text = FILTERS[self.filter_name], self._generation, self.search_text
-        limit = SEARCH_LIMIT if text else PAGE_SIZE
+        starred = self.filter_name in STARRED_ONLY
+        limit = SEARCH_LIMIT if text or starred else PAGE_SIZE
         # Below the first page, only unfinished rows on screen are re-read; the rest are
         # re-read when scrolled into view (`JobsPanel` asks for a refresh on scroll).
         first, last = self.visible_rows()
@@ -129,7 +130,7 @@ class JobsViewModel(QObject):
         watch += [r.id for r in self.jobs.rows() if r.status is JobStatus.PENDING]
         watch = list(dict.fromkeys(watch))
         self.runner.run(
-            lambda: self.service.snapshot(statuses, limit, watch, text),
+            lambda: self.service.snapshot(statuses, limit, watch, text, starred),
             lambda snap: self._apply(snap, limit, generation),
             self._failed_refresh,
         )
@@ -140,7 +141,9 @@ class JobsViewModel(QObject):
             self._note_settled(snap.rows)
             self._note_settled([row for row in snap.updates.values() if row is not None])
             # A search shows its newest SEARCH_LIMIT matches at once: no further pages.
-            done = len(snap.rows) < limit or bool(self.search_text)
+            done = (
+                len(snap.rows) < limit or bool(self.search_text) or self.filter_name in STARRED_ONLY
+            )
             self.jobs.replace_head(snap.rows, done, snap.updates, queued=snap.queued)
             if snap.search_problem != self.search_problem:
                 self.search_problem = snap.search_problem
@@ -222,8 +225,8 @@ class JobsViewModel(QObject):
         ids = tuple(job_ids)
         self._request(lambda: self.service.upscale(ids), self.submitted.emit)
 
-    def variations(self, job_id: int, count: int) -> None:
-        self._request(lambda: self.service.variations(job_id, count), self.submitted.emit)
+    def variations(self, job_id: int, count: int, strength: float | None = None) -> None:
+        self._request(lambda: self.service.variations(job_id, count, strength), self.submitted.emit)
 
     def request(self, event: JobEvent, job_ids: Sequence[int]) -> None:
         ids = tuple(job_ids)

@@ -28,10 +28,10 @@ class FlowLayout(QLayout):
     def count(self) -> int:
         return len(self._items)
 
-    def itemAt(self, index: int) -> QLayoutItem | None:  # type: ignore[override]
+    def itemAt(self, index: int) -> QLayoutItem | None:
         return self._items[index] if 0 <= index < len(self._items) else None
 
-    def takeAt(self, index: int) -> QLayoutItem | None:  # type: ignore[override]
+    def takeAt(self, index: int) -> QLayoutItem | None:
         return self._items.pop(index) if 0 <= index < len(self._items) else None
 
     def expandingDirections(self) -> Qt.Orientation:
@@ -66,7 +66,7 @@ class FlowLayout(QLayout):
     # --- placing ------------------------------------------------------------------------------
 
     def _shown(self) -> list[QLayoutItem]:
-        return [i for i in self._items if not (i.widget() and i.widget().isHidden())]
+        return [i for i in self._items if not ((w := i.widget()) is not None and w.isHidden())]
 
     def _place(self, rect: QRect, *, move: bool) -> int:
         """Lay the items out in `rect` (or only measure); returns the height used."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QInputDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 from app.ui.presenters.actions import Action
 from app.ui.presenters.i18n import translate
@@ -21,9 +21,7 @@ from app.ui.qt.dbthread import Runner
 from app.ui.qt.file_manager import FileManager
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.prompt_panel import PromptPanel
-
-MAX_VARIATIONS = 16
-DEFAULT_VARIATIONS = 4  # as the engine's `submit_variations`
+from app.ui.widgets.variations_dialog import VariationsDialog
 
 
 class FollowUps:
@@ -42,7 +40,7 @@ class FollowUps:
         self.prompt = prompt
         self.file_manager = file_manager
         self.show_error = show_error
-        self.variations_dialog: QInputDialog | None = None
+        self.variations_dialog: VariationsDialog | None = None
 
     @property
     def runner(self) -> Runner:
@@ -64,18 +62,10 @@ class FollowUps:
             self.file_manager.show_in_folder(rows[0].output_path)
 
     def ask_variations(self, row: JobRow) -> None:
-        """How many variations: a small window-modal question (Enter takes the default)."""
-        dialog = QInputDialog(self.parent)
-        title = translate("MainWindow", "Variations of job {id}")
-        dialog.setWindowTitle(title.format(id=row.id))
-        label = translate("MainWindow", "How many images close to job {id}?")
-        dialog.setLabelText(label.format(id=row.id))
-        dialog.setInputMode(QInputDialog.InputMode.IntInput)
-        dialog.setIntRange(1, MAX_VARIATIONS)
-        dialog.setIntValue(DEFAULT_VARIATIONS)
-        dialog.setOkButtonText(translate("MainWindow", "Queue"))
-        dialog.setCancelButtonText(translate("MainWindow", "Cancel"))
-        dialog.intValueSelected.connect(lambda count: self.vm.variations(row.id, count))
+        """How many variations and how different: a small window-modal question (Enter
+        takes the defaults)."""
+        dialog = VariationsDialog(row.id, self.parent)
+        dialog.chosen.connect(lambda count, strength: self.vm.variations(row.id, count, strength))
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.variations_dialog = dialog
         dialog.open()

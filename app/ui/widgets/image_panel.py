@@ -192,8 +192,9 @@ class ImagePanel(QWidget):
         self.more.setToolTip(self.tr("Reuse the seed, copy the image, show it pixel by pixel"))
         self.more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.more.setMenu(self.more_menu)
-        for button in (*self.follow_ups.values(), self.reuse, self.show_in_folder, self.more):
-            bar.addWidget(button)
+        shown: list[QWidget] = [*self.follow_ups.values(), self.reuse, self.show_in_folder]
+        for widget in (*shown, self.more):
+            bar.addWidget(widget)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)

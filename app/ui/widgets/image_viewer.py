@@ -23,12 +23,15 @@ from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QScrollArea,
+    QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from app.ui.presenters.png_params import A1111_KEY
 from app.ui.qt.file_manager import FileManager
 
 ZOOM_STEP = 1.25
@@ -53,6 +56,23 @@ class ImageViewer(QDialog):
         self.area.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.caption = QLabel()
         self.caption.setObjectName("caption")
+        # Beside the image: its prompt and settings, as the PNG carries them (A1111's text).
+        self.details = QPlainTextEdit()
+        self.details.setObjectName("viewerDetails")
+        self.details.setReadOnly(True)
+        self.details.setMinimumWidth(200)
+        # Compare: an image pinned on the left while the arrows go through the others.
+        self.pinned: QImage | None = None
+        self.pinned_path = ""
+        self.left = QLabel(alignment=Qt.AlignmentFlag.AlignCenter)
+        self.left.setMinimumWidth(120)
+        self.left.hide()
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.addWidget(self.left)
+        self.split.addWidget(self.area)
+        self.split.addWidget(self.details)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([0, 640, 260])
         self.file_manager = FileManager(self)
         self.file_manager.problem.connect(self.problem)
         self._build_buttons()
@@ -71,6 +91,7 @@ class ImageViewer(QDialog):
             ("Copy", self.tr("Copy"), "Ctrl+C", self.copy),
             ("Show in folder", self.tr("Show in folder"), "Ctrl+Shift+O", self.show_in_folder),
             ("Open file", self.tr("Open file"), "Ctrl+O", self.open_file),
+            ("Compare", self.tr("Compare"), "C", self.toggle_compare),
         )
         self.buttons: dict[str, QPushButton] = {}
         for name, text, keys, slot in buttons:
@@ -82,8 +103,12 @@ class ImageViewer(QDialog):
             self.buttons[name] = button
         QShortcut(QKeySequence("+"), self, self.buttons["+"].click)
         QShortcut(QKeySequence("-"), self, self.buttons["−"].click)
+        self.buttons["Compare"].setCheckable(True)
+        self.buttons["Compare"].setToolTip(
+            self.tr("Keep this image on the left and go through the others beside it (C)")
+        )
         layout = QVBoxLayout(self)
-        layout.addWidget(self.area, 1)
+        layout.addWidget(self.split, 1)
         layout.addWidget(self.caption)
         layout.addLayout(bar)
 
@@ -102,6 +127,21 @@ class ImageViewer(QDialog):
             self.picture.setText(
                 self.tr("The image file is missing or unreadable:\n{path}").format(path=self.path)
             )
+        self.details.setPlainText(png_parameters(self.path) or self.tr("No settings in this file"))
+        self._render()
+
+    def toggle_compare(self) -> None:
+        """Pin the image shown on the left (or let it go): two results side by side."""
+        if self.pinned is None and not self.image.isNull():
+            self.pinned, self.pinned_path = QImage(self.image), self.path
+        else:
+            self.pinned, self.pinned_path = None, ""
+        on = self.pinned is not None
+        self.buttons["Compare"].setChecked(on)
+        self.left.setVisible(on)
+        if on:
+            room = self.split.width() - self.details.width()
+            self.split.setSizes([room // 2, room - room // 2, self.details.width()])
         self._render()
 
     def fit(self) -> None:
@@ -131,6 +171,12 @@ class ImageViewer(QDialog):
         )
         scaled = self.image.scaled(size, Qt.AspectRatioMode.KeepAspectRatio, mode)
         self.picture.setPixmap(QPixmap.fromImage(scaled))
+        if self.pinned is not None:  # the same scale on both sides: a fair comparison
+            pinned = self.pinned.scaled(
+                self.pinned.size() * zoom, Qt.AspectRatioMode.KeepAspectRatio, mode
+            )
+            self.left.setPixmap(QPixmap.fromImage(pinned))
+            self.left.setToolTip(self.pinned_path)
         how = self.tr("fit {zoom}") if self.zoom is None else self.tr("zoom {zoom}")
         place = self.tr("{n} of {count}").format(n=self.index + 1, count=len(self.paths))
         self.caption.setText(
@@ -157,3 +203,16 @@ class ImageViewer(QDialog):
     def _open(self, path: Path) -> None:
         if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))):
             self.problem.emit(self.tr("Could not open {path}").format(path=path))
+
+
+def png_parameters(path: str) -> str:
+    """The generation settings a PNG carries (A1111's `parameters` text; Easel writes it
+    too), line breaks kept (Qt's reader folds them); "" if there are none."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            text = image.info.get(A1111_KEY)
+    except (OSError, UnidentifiedImageError):
+        return ""
+    return text.strip() if isinstance(text, str) else ""

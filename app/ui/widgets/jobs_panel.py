@@ -48,9 +48,10 @@ COLUMN_WIDTHS = {
     Col.CREATED: 74,
     Col.DURATION: 64,
 }
-# Shown from the header's menu; until then attempts and creation time are in each row's
-# tooltip and in the timeline, and the prompt has their room.
-HIDDEN_AT_FIRST = (Col.ATTEMPT, Col.CREATED)
+# Shown from the header's menu; until then attempts, creation time and duration are in each
+# row's tooltip and the timeline (a running job's time left is in its progress), and the
+# prompt has their room.
+HIDDEN_AT_FIRST = (Col.ATTEMPT, Col.CREATED, Col.DURATION)
 
 
 SEARCH_DEBOUNCE_MS = 250  # a search runs when typing pauses this long, not on every key
@@ -367,6 +368,8 @@ class JobsPanel(QWidget):
     def _show_counts(self, counts: dict[JobStatus, int]) -> None:
         for button in self.filters.buttons():
             name = ListFilter(button.property("filter"))
+            if name is ListFilter.STARRED:
+                continue  # the counts are per status; favourites are not one
             statuses = FILTERS[name]
             n = (
                 sum(counts.values())

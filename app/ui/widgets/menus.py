@@ -30,6 +30,7 @@ class MenuSlots:
     statistics: Slot
     workers: Slot
     shortcuts: Slot
+    models_folder: Slot
 
 
 def build_menus(bar: QMenuBar, owner: QWidget, slots: MenuSlots) -> None:
@@ -42,6 +43,8 @@ def build_menus(bar: QMenuBar, owner: QWidget, slots: MenuSlots) -> None:
     _add(view, owner, translate("MainWindow", "&Search jobs"), slots.search, shortcuts.SEARCH)
     _add(view, owner, translate("MainWindow", "S&tatistics…"), slots.statistics)
     _add(view, owner, translate("MainWindow", "&Workers…"), slots.workers)
+    view.addSeparator()
+    _add(view, owner, translate("MainWindow", "Open &models folder"), slots.models_folder)
     help_menu = bar.addMenu(translate("MainWindow", "&Help"))
     keys = translate("MainWindow", "&Keyboard shortcuts")
     _add(help_menu, owner, keys, slots.shortcuts, shortcuts.HELP)

@@ -72,10 +72,11 @@ class NumberEdit(QLineEdit):
 class FieldNote(QLabel):
     """The small text next to number fields: their range, or in red what is wrong."""
 
-    def __init__(self, *edits: NumberEdit) -> None:
+    def __init__(self, *edits: NumberEdit, quiet: bool = False) -> None:
         super().__init__()
         self.setObjectName("fieldNote")
         self._edits = edits
+        self._quiet = quiet  # say nothing while the number is fine (its tooltip has the range)
         for edit in edits:
             edit.textChanged.connect(self.refresh)
         self.refresh()
@@ -83,7 +84,8 @@ class FieldNote(QLabel):
     def refresh(self) -> None:
         problems = [r for r in (edit.reading() for edit in self._edits) if not r.ok]
         _set_invalid(self, bool(problems))
-        self.setText(problems[0].short if problems else self._edits[0].rule.range_text())
+        fine = "" if self._quiet else self._edits[0].rule.range_text()
+        self.setText(problems[0].short if problems else fine)
         self.setToolTip(problems[0].problem or "" if problems else "")
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPaintEvent, QPixmap
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QIcon, QImage, QPaintEvent, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -34,7 +34,7 @@ from app.engine.jobs.params import (
 from app.engine.settings import JobDefaults
 from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.model_choices import ModelChoice, unknown_model
+from app.ui.presenters.model_choices import LoraChoice, ModelChoice, unknown_model
 from app.ui.presenters.number_rules import format_number
 from app.ui.presenters.png_params import NoParameters, ParsedParams, read_png_params
 from app.ui.presenters.queue_service import InitImage
@@ -95,6 +95,7 @@ class ElidingComboBox(QComboBox):
 class PromptPanel(QWidget):
     generate_requested = Signal()
     generate_upscale_requested = Signal()  # Generate, each image followed by its upscale
+    native_then_upscale = Signal()  # the size was set to the model's own: generate + upscale
     init_requested = Signal(object, str)  # (a file Path or PNG bytes, where it came from)
     message = Signal(str)  # a note for the status bar
     problem = Signal(str)  # something went wrong: the red banner, like every error
@@ -142,15 +143,13 @@ class PromptPanel(QWidget):
         self.seed = NumberEdit(rules.SEED)
         # Room for the longest seed: "1006" once showed as "006" beside the Random toggle.
         digits = self.seed.fontMetrics().horizontalAdvance(str(MAX_SEED))
-        self.seed.setMinimumWidth(digits + 20)
-        self.dice = QToolButton()
-        self.dice.setIcon(dice_icon())
-        self.dice.setToolTip(self.tr("Pick a random seed (empty: a new one for every image)"))
-        self.dice.clicked.connect(self.roll_seed)
+        self.seed.setMinimumWidth(digits + 14)
         # Random or fixed, in sight (A1111's -1 works too: typed, it reads as random).
         self.random_seed = QToolButton()
         self.random_seed.setObjectName("randomSeed")
         self.random_seed.setText(self.tr("Random"))
+        self.random_seed.setIcon(dice_icon())
+        self.random_seed.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.random_seed.setCheckable(True)
         self.random_seed.setToolTip(
             self.tr("On: a new seed for every image (like -1 in A1111). Off: the seed typed here")
@@ -164,6 +163,22 @@ class PromptPanel(QWidget):
         self.height_box = NumberEdit(rules.HEIGHT)
         for box in (self.width_box, self.height_box):
             box.textChanged.connect(self._size_edited)
+        # Beside the size: one the model refuses (red), or beyond what it was trained for,
+        # with the way out A1111 users know from hires fix.
+        self.size_note = QLabel()
+        self.size_note.setObjectName("fieldNote")
+        self.size_note.setWordWrap(True)
+        self.native_upscale = QPushButton()
+        self.native_upscale.setToolTip(
+            self.tr("Set the model's own size, queue the image(s) and an upscale ×2 of each")
+        )
+        self.native_upscale.clicked.connect(self._native_then_upscale)
+        self.size_box = QWidget()
+        size_column = QVBoxLayout(self.size_box)
+        size_column.setContentsMargins(0, 0, 0, 0)
+        size_column.addWidget(self.size_note)
+        size_column.addWidget(self.native_upscale, 0, Qt.AlignmentFlag.AlignLeft)
+        self.size_box.hide()
         self.generate = QPushButton(self.tr("Generate"))
         self.generate.setObjectName("primary")
         self.generate.setToolTip(self.tr("Queue the image(s) — Ctrl+Enter"))
@@ -195,11 +210,12 @@ class PromptPanel(QWidget):
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
-            (self.tr("Seed"), field_row(self.seed, self.random_seed, self.dice),
-             FieldNote(self.seed)),
+            (self.tr("Seed"), field_row(self.seed, self.random_seed),
+             FieldNote(self.seed, quiet=True)),
             (self.tr("Size"), self.size_preset, None),
             ("", field_row(self.width_box, QLabel("×"), self.height_box),
              FieldNote(self.width_box, self.height_box)),
+            ("", self.size_box, None),
             (self.tr("Images"), self.count, FieldNote(self.count)),
             (self.tr("Strength"), self.strength, FieldNote(self.strength)),
         ]  # fmt: skip
@@ -258,8 +274,9 @@ class PromptPanel(QWidget):
         """Start from this image: the image, its size and the strength; nothing else of the
         form changes (a job's prompt or fixed seed, kept silently, would follow later jobs)."""
         self.init = init
-        self.width_box.setValue(init.width)
-        self.height_box.setValue(init.height)
+        width, height = self.model_choice().fitted(init.width, init.height)
+        self.width_box.setValue(width)
+        self.height_box.setValue(height)
         thumb = QImage.fromData(init.png)
         self.init_thumb.setPixmap(
             QPixmap.fromImage(thumb).scaled(
@@ -274,7 +291,14 @@ class PromptPanel(QWidget):
         )
         self._show_init()
         note = self.tr("Init image from {source}").format(source=init.source)
-        self.message.emit("; ".join([note, *init.notes]))
+        notes = [note, *init.notes]
+        if (width, height) != (init.width, init.height):  # the model takes no larger
+            notes.append(
+                self.tr("size {w}×{h}, the largest {model} takes in that shape").format(
+                    w=width, h=height, model=self.model_name()
+                )
+            )
+        self.message.emit("; ".join(notes))
 
     def clear_init(self) -> None:
         self.init = None
@@ -368,15 +392,22 @@ class PromptPanel(QWidget):
         width, height = self.width_box.reading().value, self.height_box.reading().value
         return (None if width is None else int(width), None if height is None else int(height))
 
-    def set_loras(self, names: list[str]) -> None:
+    def set_loras(self, loras: Sequence[LoraChoice | str]) -> None:
+        """The LoRA list: each file by name; its size and preview picture (A1111's
+        name.preview.png beside the file) in its tooltip, the picture also as its icon."""
         self.lora.clear()
-        if names:
+        if loras:
             self.lora.addItem(self.tr("Add a LoRA…"), "")
-            for name in names:
-                self.lora.addItem(name, name)
+            for lora in loras:
+                choice = LoraChoice(lora) if isinstance(lora, str) else lora
+                icon = QIcon(choice.preview) if choice.preview else QIcon()
+                self.lora.addItem(icon, choice.name, choice.name)
+                self.lora.setItemData(
+                    self.lora.count() - 1, choice.tooltip(), Qt.ItemDataRole.ToolTipRole
+                )
         else:
             self.lora.addItem(self.tr("No LoRA files in the models folder"), "")
-        self.lora.setEnabled(bool(names))
+        self.lora.setEnabled(bool(loras))
 
     def _lora_picked(self, index: int) -> None:
         name = self.lora.itemData(index)
@@ -485,7 +516,7 @@ class PromptPanel(QWidget):
             if self.seed.reading().value is not None:
                 self._fixed_seed = self.seed.text()
             self.seed.setText("")
-        elif self.seed.reading().value is None:
+        elif self.seed.reading().value is None:  # the fixed seed it had, or a new one
             self.seed.setText(self._fixed_seed or str(random.randint(0, MAX_SEED)))
 
     def _seed_typed(self) -> None:
@@ -494,6 +525,29 @@ class PromptPanel(QWidget):
             self.random_seed.blockSignals(True)
             self.random_seed.setChecked(random_now)
             self.random_seed.blockSignals(False)
+
+    def _note_size(self) -> None:
+        """Say beside the size what the model will make of it, before Generate."""
+        choice = self.model_choice()
+        width, height = self._size()
+        note = choice.size_note(width, height)
+        self.size_box.setVisible(bool(note))
+        self.size_note.setText(note)
+        refused = choice.too_large(width, height)
+        self.size_note.setProperty("invalid", refused)
+        self.size_note.style().unpolish(self.size_note)
+        self.size_note.style().polish(self.size_note)
+        offer = bool(note) and bool(choice.presets) and choice.native_size > 0
+        self.native_upscale.setVisible(offer)
+        if offer:
+            w, h = choice.presets[0]
+            self.native_upscale.setText(
+                self.tr("Generate at {w}×{h}, then upscale").format(w=w, h=h)
+            )
+
+    def _native_then_upscale(self) -> None:
+        self.size_preset.setCurrentIndex(0)  # the model's own size
+        self.native_then_upscale.emit()
 
     def _preset_chosen(self, index: int) -> None:
         presets = self.model_choice().presets
@@ -505,6 +559,7 @@ class PromptPanel(QWidget):
             self._choosing_preset = False
 
     def _size_edited(self) -> None:
+        self._note_size()
         if self._choosing_preset:
             return
         presets, size = self.model_choice().presets, self._size()

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -136,9 +137,6 @@ class SettingsDialog(QDialog):
         form.addRow(self.tr("Models folder"), self.models)
         form.addRow(self.tr("Output folder"), self.outputs)
         form.addRow(self.tr("Workers"), self.workers)
-        form.addRow(self.tr("Max attempts"), self.max_attempts)
-        form.addRow(self.tr("Heartbeat timeout"), self.heartbeat)
-        form.addRow(self.tr("Save progress every"), self.checkpoint)
         form.addRow("", self.low_vram)
         form.addRow(self.tr("Keep finished jobs for"), self.keep_days)
         form.addRow(self.tr("Keep at most"), self.keep_jobs)
@@ -147,6 +145,19 @@ class SettingsDialog(QDialog):
         form.addRow("", self.resume)
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
+        # What only a queue-keeper needs: out of the first sight of a one-computer user.
+        self.advanced = QWidget()
+        advanced = QFormLayout(self.advanced)
+        advanced.setContentsMargins(0, 0, 0, 0)
+        advanced.addRow(self.tr("Max attempts"), self.max_attempts)
+        advanced.addRow(self.tr("Heartbeat timeout"), self.heartbeat)
+        advanced.addRow(self.tr("Save progress every"), self.checkpoint)
+        self.advanced.hide()
+        self.show_advanced = QToolButton()
+        self.show_advanced.setObjectName("disclosure")
+        self.show_advanced.setText(self.tr("Advanced ▸"))
+        self.show_advanced.setCheckable(True)
+        self.show_advanced.toggled.connect(self._toggle_advanced)
         note = QLabel(
             self.tr(
                 "Workers, timeouts, the shared queue and the language take effect the next "
@@ -162,6 +173,8 @@ class SettingsDialog(QDialog):
         # Two columns: one above the other, the sections were taller than a laptop's screen.
         general = QVBoxLayout()
         general.addLayout(form)
+        general.addWidget(self.show_advanced, 0, Qt.AlignmentFlag.AlignLeft)
+        general.addWidget(self.advanced)
         general.addStretch(1)  # spare height below the rows, not between them
         grouped = QVBoxLayout()
         grouped.addWidget(self.new_jobs)
@@ -227,6 +240,10 @@ class SettingsDialog(QDialog):
     def done(self, result: int) -> None:
         self.shared_queue.close_thread()
         super().done(result)
+
+    def _toggle_advanced(self, on: bool) -> None:
+        self.advanced.setVisible(on)
+        self.show_advanced.setText(self.tr("Advanced ▾") if on else self.tr("Advanced ▸"))
 
     def _language_box(self, store: QSettings | None) -> QComboBox:
         """System / English / 简体中文: each language in its own words, the system's in ours."""

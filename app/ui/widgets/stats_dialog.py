@@ -73,8 +73,11 @@ class BarChart(QWidget):
             painter.drawText(QRectF(0, 24, self.width(), BAR_HEIGHT), Qt.AlignmentFlag.AlignLeft,
                              translate("StatsDialog", "nothing in this period"))  # fmt: skip
             return
+        # The values as wide as the widest needs ("1:48 min (3:02 min)" was cut off).
+        value_w = max([VALUE_W, *(painter.fontMetrics().horizontalAdvance(t) + 8
+                                   for _l, _v, t in self.bars)])  # fmt: skip
         label_w = min(self.width() * 0.4, 220.0)
-        room = self.width() - label_w - VALUE_W - 6
+        room = max(2.0, self.width() - label_w - value_w - 6)
         top = max(value for _l, value, _t in self.bars) or 1.0
         for i, (label, value, shown) in enumerate(self.bars):
             y = 24 + i * (BAR_HEIGHT + 6)
@@ -91,7 +94,7 @@ class BarChart(QWidget):
             painter.setBrush(colour)
             painter.drawRoundedRect(QRectF(label_w, y + 2, width, BAR_HEIGHT - 4), 3, 3)
             painter.setPen(self.palette().text().color())
-            painter.drawText(QRectF(label_w + width + 6, y, VALUE_W, BAR_HEIGHT),
+            painter.drawText(QRectF(label_w + width + 6, y, value_w, BAR_HEIGHT),
                              Qt.AlignmentFlag.AlignVCenter, shown)  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from app.ui.widgets.banner import Banner
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
+from app.ui.widgets.gallery_deleting import GalleryDeleting
 from app.ui.widgets.groups_menu import add_groups_menu
 from app.ui.widgets.guidance_section import guided_submit, install_guidance
 from app.ui.widgets.image_panel import ImagePanel
@@ -93,7 +94,7 @@ class MainWindow(QMainWindow):
         self.quitting = Quitting(
             self, deps, self.store,
             stop_first=[*(t.stop for t in self.timers), self.vm.finish_cancel_now,
-                        self.feed.stop, self.pruner.stop,
+                        self.deleting.finish_now, self.feed.stop, self.pruner.stop,
                         *([self.api_server.stop] if self.api_server else [])],
             close_last=[self.notifier.hide, self.runner.close, self.image_runner.close,
                         deps.queue.close],
@@ -127,10 +128,15 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         self.restore_banner = Banner("info")
         self.undo_banner = Banner("info")
+        self.delete_banner = Banner("info")  # the gallery's Delete, with its own Undo
         self.error_banner = Banner("error")
+        self.deleting = GalleryDeleting(
+            self.gallery_model, self.delete_banner, self.runner, self.deps.queue,
+            self.vm.refresh, self.show_error, self,
+        )  # fmt: skip
         self.splitter, self.banners = lay_out(
             self, self.prompt, [self.image, self.gallery], [self.jobs, self.timeline],
-            [self.error_banner, self.restore_banner, self.undo_banner],
+            [self.error_banner, self.restore_banner, self.undo_banner, self.delete_banner],
         )  # fmt: skip
         self.counts_label = QLabel()
         self.statusBar().addWidget(self.counts_label, 1)  # hidden while a note shows
@@ -144,6 +150,7 @@ class MainWindow(QMainWindow):
             about=lambda: dialogs.show_about(self.worker_status.device),
             search=self.jobs.focus_search, statistics=dialogs.show_stats,
             workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
+            models_folder=self.open_models_folder,
         ))  # fmt: skip
         install_mask_editor(self)  # the Image menu: inpaint and outpaint (mask_hook)
         self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
@@ -186,11 +193,13 @@ class MainWindow(QMainWindow):
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self.viewing.gallery_clicked)
+        self.gallery.delete_requested.connect(self.deleting.delete)
         self.image.reuse.clicked.connect(self.viewing.reuse_settings)
         self.image.follow_up.connect(self._follow_up_shown)
         self.jobs.follow_up.connect(self.follow_ups.run)
         self.jobs.undo_requested.connect(self.undo_cancel)
         self.prompt.generate_upscale_requested.connect(lambda: self.generate(upscale=True))
+        self.prompt.native_then_upscale.connect(lambda: self.generate(upscale=True))
         self.prompt.init_requested.connect(self.follow_ups.prepare_init)
         self.image.canvas.double_clicked.connect(self.viewing.view_shown_image)
         self.image.canvas.image_dropped.connect(self.prompt.take_image)  # as on the form
@@ -242,6 +251,7 @@ class MainWindow(QMainWindow):
         self._follow = job_ids[0]  # select the new job once the list has it: see its progress
 
     def _refreshed(self) -> None:
+        self.gallery_model.follow_stars(self.vm.jobs.rows())
         if self._follow is not None and self.vm.jobs.row_of(self._follow) is not None:
             self.jobs.select_jobs([self._follow])
             self._follow = None
@@ -360,6 +370,22 @@ class MainWindow(QMainWindow):
             self.deps.queue.max_attempts = dialog.saved.max_attempts
             self._list_models()
             self.show_note(self.tr("Settings saved"))
+
+    def open_models_folder(self) -> None:
+        """Where to put checkpoints and LoRAs (made if missing, so there is one to open)."""
+        folder = self.deps.settings.models_path()
+        try:
+            (folder / "lora").mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            self.show_error(self.tr("Could not make the models folder {folder}: {error}").format(
+                folder=folder, error=error))  # fmt: skip
+            return
+        if not self.file_manager.open_folder(folder):
+            self.show_error(self.tr("Could not open {folder}").format(folder=folder))
+            return
+        self.show_note(
+            self.tr("Models go in {folder}, LoRAs in its lora folder").format(folder=folder)
+        )
 
     def _list_models(self) -> None:
         """Models and LoRAs for the prompt panel: a folder scan, so on the store thread."""

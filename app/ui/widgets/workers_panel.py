@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -72,6 +73,12 @@ class WorkersPanel(QDialog):
         self.command.setObjectName("command")
         self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.command.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # A one-computer user needs no command line: it shows when asked for.
+        self.command.hide()
+        self.add_machine = QToolButton()
+        self.add_machine.setText(self.tr("Add another computer…"))
+        self.add_machine.setCheckable(True)
+        self.add_machine.toggled.connect(self.command.setVisible)
         self.drain = QPushButton(self.tr("&Drain"))
         self.drain.setToolTip(self.tr("Finish the job in hand, then exit"))
         self.drain.clicked.connect(lambda: self.ask_selected(WorkerRequest.DRAIN))
@@ -90,6 +97,7 @@ class WorkersPanel(QDialog):
         buttons.addWidget(close)
         layout = QVBoxLayout(self)
         layout.addWidget(self.note)
+        layout.addWidget(self.add_machine, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.command)
         layout.addWidget(self.table, 1)
         layout.addLayout(buttons)
@@ -128,10 +136,9 @@ class WorkersPanel(QDialog):
         if chosen is None and self.lines:
             self.table.selectRow(0)
         self.note.setText(
-            self.tr("Every worker of every machine on this queue. To add a machine, run this "
-                    "there:")
+            self.tr("Every worker of every machine on this queue.")
             if self.lines
-            else self.tr("No worker has started yet. To add a machine, run this there:")
+            else self.tr("No worker has started yet.")
         )  # fmt: skip
         self._enable_buttons()
 

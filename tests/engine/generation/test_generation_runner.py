@@ -9,6 +9,7 @@ import multiprocessing
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -109,6 +110,28 @@ def test_same_seed_same_image_and_other_seed_differs(tiny_runner: Runner, tmp_pa
     assert max_diff(first, other) > 0
 
 
+def stock_scheduler(name: str, config: Any) -> Any:
+    """The scheduler a diffusers user picks for A1111's `name`, spelled as they spell it
+    (not through Easel's table)."""
+    from diffusers import (
+        DDIMScheduler,
+        DPMSolverMultistepScheduler,
+        EulerAncestralDiscreteScheduler,
+        EulerDiscreteScheduler,
+    )
+
+    return {
+        "Euler": lambda: EulerDiscreteScheduler.from_config(config),
+        "Euler a": lambda: EulerAncestralDiscreteScheduler.from_config(config),
+        "DDIM": lambda: DDIMScheduler.from_config(config),
+        "DPM++ 2M": lambda: DPMSolverMultistepScheduler.from_config(config),
+        "DPM++ 2M Karras": lambda: DPMSolverMultistepScheduler.from_config(
+            config, use_karras_sigmas=True
+        ),
+        "Euler Karras": lambda: EulerDiscreteScheduler.from_config(config, use_karras_sigmas=True),
+    }[name]()
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 @pytest.mark.parametrize("cfg", [7.0, 1.0])
 def test_our_loop_matches_the_stock_pipeline(
@@ -118,7 +141,7 @@ def test_our_loop_matches_the_stock_pipeline(
     ours = pixels(generate(tiny_runner, params, tmp_path, "ours"))
     pipe = tiny_runner.load(TINY_MODEL).pipe
     original = pipe.scheduler
-    pipe.scheduler = denoise.make_scheduler(pipe, scheduler)
+    pipe.scheduler = stock_scheduler(scheduler, pipe.scheduler.config)
     try:
         stock = pipe(
             params.prompt,
@@ -132,6 +155,13 @@ def test_our_loop_matches_the_stock_pipeline(
     finally:
         pipe.scheduler = original
     assert int(np.abs(ours - np.asarray(stock).astype(np.int16)).max()) == 0
+
+
+def test_a_karras_kind_is_its_own_noise_schedule(tiny_runner: Runner, tmp_path: Path) -> None:
+    """A Karras kind is not its plain kind renamed: its sigmas, and so its image, differ."""
+    for karras, plain in (("DPM++ 2M Karras", "DPM++ 2M"), ("Euler Karras", "Euler")):
+        made = generate(tiny_runner, params_for(karras), tmp_path, karras)
+        assert max_diff(made, generate(tiny_runner, params_for(plain), tmp_path, plain)) > 0
 
 
 def test_on_step_sees_every_step_with_previews_throttled_across_runs(

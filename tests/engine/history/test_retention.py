@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from app.engine.history.retention import RetentionRule, prune
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.states import JobStatus
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.opening import open_database
 from tests.engine.history.conftest import JOB_SPECS, JobSpec, insert_jobs
 
@@ -146,4 +146,39 @@ def test_a_parent_whose_child_stays_is_kept_and_a_pruned_child_takes_its_edges(
     assert prune(queue, RetentionRule(keep=0)).removed == [parent, child]
     with db.read() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM job_parent").scalar_one() == 0
+    db.dispose()
+
+
+def test_delete_jobs_removes_the_chosen_jobs_with_their_images_and_keeps_a_starred_one(
+    tmp_path: Path,
+) -> None:
+    """The gallery's Delete: the chosen finished jobs go with their images and history; a
+    starred one, and a job that may still run, stay, each with its reason."""
+    from app.engine.history.favourites import star
+    from app.engine.history.retention import delete_jobs
+
+    db = open_database(tmp_path / "easel.db")
+    queue = JobQueue(db)
+    images = {}
+    for prompt in ("a", "b", "c"):
+        job_id = queue.submit(GenerationParams(prompt))
+        claimed = queue.claim("w")
+        assert claimed is not None and claimed.id == job_id
+        image = tmp_path / f"{job_id}.png"
+        image.write_bytes(b"x" * 100)
+        queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id="w",
+                   changes={"output_path": str(image)})  # fmt: skip
+        images[job_id] = image
+    first, second, third = images
+    star(queue, second)
+    waiting = queue.submit(GenerationParams("d"))
+
+    report = delete_jobs(queue, [first, second, waiting], checkpoints_dir=tmp_path)
+    assert report.removed == [first]
+    assert report.skipped == [f"job {second} is starred; kept", f"job {waiting} is PENDING; kept"]
+    assert not images[first].exists() and images[second].exists() and images[third].exists()
+    assert [job.id for job in queue.jobs([S.SUCCESS], limit=None)] == [third, second]
+    with db.read() as conn:
+        history = conn.exec_driver_sql("SELECT job_id FROM job_transition").scalars().all()
+    assert first not in history and second in history
     db.dispose()

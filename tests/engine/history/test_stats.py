@@ -70,7 +70,7 @@ def recount(queue: JobQueue, ids: list[int], since: float, until: float) -> dict
                 paused += nxt.at - here.at
             if here.to_status in ("PROCESSING", "CANCELLING", "PAUSING"):
                 held.append((here.at, nxt.at))
-        if ran:
+        if ran and timeline[-1].to_status == "SUCCESS":  # cancelled runs say nothing of it
             run.setdefault(group, []).append(ran)
         for t in timeline:
             cause = {"TIMEOUT": "worker lost", "CANCEL": "user cancelled"}.get(t.event)
@@ -147,3 +147,22 @@ def _approx(expected: dict[str, object], got: dict[str, object]) -> dict[str, ob
         if both and abs(float(str(expected[key])) - float(str(got[key]))) < 1e-9:
             out[key] = got[key]
     return out
+
+
+def test_the_run_time_median_counts_only_runs_that_made_their_image(tmp_path: Path) -> None:
+    """Issue 28.3: a 1:48 job showed a 23 s median, cancelled runs pulling it down."""
+    clock = [1000.0]
+    queue = JobQueue(open_database(tmp_path / "easel.db"), clock=lambda: clock[0])
+    for ran_s, cancelled in ((108.0, False), (5.0, True), (3.0, True)):
+        job_id = queue.submit(GenerationParams("a cat", steps=20, width=64, height=64))
+        queue.claim("host:1:t")
+        clock[0] += ran_s
+        if cancelled:
+            queue.cancel(job_id)
+            queue.fire(job_id, JobEvent.STOPPED, source="worker")
+        else:
+            queue.fire(job_id, JobEvent.COMPLETE, source="worker")
+        clock[0] += 1.0
+    data = history_stats(queue, 0.0, clock[0] + 1).as_dict()
+    assert data["run_s"] == {"easel-tiny 64x64": {"p50": 108.0, "p95": 108.0, "n": 1}}
+    queue.db.dispose()

@@ -164,3 +164,52 @@ def test_a_job_retried_by_the_user_meanwhile_is_not_marked_given_up(queue: JobQu
     queue.retry(job_id)  # the user, between the policy's read and its write
     assert not queue.mark_given_up(job_id, "too late", version=version)
     assert not queue.get(job_id).given_up
+
+
+# --- saved progress of a requeued job (issue 28.3) -------------------------------------------
+
+
+def _checkpoint_bytes(steps_done: int) -> bytes:
+    import torch
+
+    from app.engine.generation.checkpoint import Checkpoint, encode_checkpoint
+
+    return encode_checkpoint(
+        Checkpoint(
+            params={"prompt": "a cat"}, steps_done=steps_done, index=steps_done, elapsed_s=1.0,
+            latents=torch.zeros(1, 4, 8, 8), generator_state=torch.zeros(8, dtype=torch.uint8),
+            family="sd", conditioning={}, scheduler_class="EulerDiscreteScheduler",
+            scheduler_state={},
+        )
+    )  # fmt: skip
+
+
+def test_a_requeued_job_shows_the_step_its_saved_checkpoint_reached(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    """The row said "queued · 4 steps" although the job continues from its rolling
+    checkpoint: the retry keeps the checkpoint's step (not the last step reported, which
+    ran past it), read from the file's header, or from the database's copy on a shared
+    store when this machine has no file."""
+    from app.engine import paths
+    from app.engine.generation.checkpoint_files import Claim
+    from app.engine.store.db_files import FileKind, store_file
+
+    worker = dead_worker()
+    job_id = running_job(queue, worker)
+    without = running_job(queue, dead_worker())
+    job = queue.get(job_id)
+    claim = Claim(paths.checkpoints_dir(), job_id, job.attempt, job.version)
+    claim.file.write_bytes(_checkpoint_bytes(steps_done=2))
+    queue.report_progress(job_id, worker, 3, 4)  # reported after the checkpoint was saved
+    if queue.db.shares_files:
+        assert store_file(queue.db, job, FileKind.CHECKPOINT, claim.file, worker_id=worker,
+                          claim=job.version)  # fmt: skip
+        claim.file.unlink()
+    report = run_recovery(queue, tmp_path)
+    assert sorted(report.requeued) == sorted([job_id, without])
+    job = queue.get(job_id)
+    assert (job.status, job.progress_step, job.attempt) == (S.PENDING, 2, 2)
+    assert queue.timeline(job_id)[-1].message.endswith("; continues from saved step 2")
+    assert queue.get(without).progress_step == 0
+    assert "continues" not in queue.timeline(without)[-1].message
