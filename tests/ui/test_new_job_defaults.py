@@ -52,12 +52,11 @@ def pick(qtbot: QtBot, box: QComboBox, downs: int) -> None:
 
 
 def type_defaults(qtbot: QtBot, dialog: SettingsDialog) -> None:
-    """other-model (the second model), DPM++ 2M (the last sampler) and DEFAULTS' numbers."""
+    """other-model (the second model), DPM++ 2M and DEFAULTS' numbers."""
     section = dialog.new_jobs
     pick(qtbot, section.model, 1)
-    qtbot.mouseClick(section.sampler, Qt.MouseButton.LeftButton)
-    qtbot.keyClick(section.sampler.view(), Qt.Key.Key_End)
-    qtbot.keyClick(section.sampler.view(), Qt.Key.Key_Return)
+    sampler = section.sampler
+    pick(qtbot, sampler, sampler.findText("DPM++ 2M") - sampler.currentIndex())
     fields = {"steps": section.steps, "cfg": section.cfg, "width": section.width_box,
               "height": section.height_box, "images": section.images}  # fmt: skip
     for name, edit in fields.items():

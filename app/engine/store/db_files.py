@@ -182,6 +182,13 @@ def saved_step_reader(db: Database, folder: Path | None = None) -> Callable[[Job
     return lambda job: saved_checkpoint_step(db, job.id or 0, where)
 
 
+def retry_from_saved_step(queue: JobQueue, job_id: int) -> None:
+    """Retry by hand: the row keeps the step the job's saved checkpoint reached, as the
+    retry policy's does (the worker continues from there)."""
+    step = saved_checkpoint_step(queue.db, job_id, paths.checkpoints_dir())
+    queue.retry(job_id, progress_step=step or 0)
+
+
 def set_aside(db: Database, stored: StoredFile) -> None:
     """Mark a damaged row so no one reads it again; it stays as evidence, like a file."""
     with db.write() as conn:

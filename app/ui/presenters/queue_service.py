@@ -449,10 +449,9 @@ class QueueService:
     def _retry(self, job_id: int) -> None:
         """Retry by hand; the row keeps the step the job's saved checkpoint reached, as
         the retry policy's does (the worker continues from there)."""
-        from app.engine.store.db_files import saved_step_reader
+        from app.engine.store.db_files import retry_from_saved_step
 
-        step = saved_step_reader(self.queue.db)(self.queue.get(job_id))
-        self.queue.retry(job_id, progress_step=step or 0)
+        retry_from_saved_step(self.queue, job_id)
 
     def cancel_undoably(self, job_ids: Sequence[int]) -> CancelOutcome:
         """Hold queued and paused jobs (PAUSED, the pending cancel stored with them) so the
