@@ -143,7 +143,7 @@ def test_an_empty_mask_cannot_be_inpainted_from_the_window(
     editor = editing(picture((72, 40)))
     qtbot.addWidget(editor)
     editor.inpaint_requested.emit((editor.settings(), editor.canvas.mask_png()))
-    assert "the mask is empty" in editor.status.text()
+    assert "the mask is empty" in editor.status_line.text()
     assert window.vm.jobs.rowCount() == 0
 
 

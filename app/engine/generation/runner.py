@@ -5,7 +5,6 @@ Imports torch (through the loop), so only worker processes import this module.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import threading
@@ -63,8 +62,8 @@ from app.engine.generation.upscale import (
     upscale_tiles,
 )
 from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
+from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import (
-    INIT_UPLOADED,
     KIND_TILED,
     KIND_UPSCALE,
     RANDOM_SEED,
@@ -573,7 +572,7 @@ def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
             f"{len(layers)} control layers named, but {len(inputs.control_images)} images given"
         )
     for index, (layer, png) in enumerate(zip(layers, inputs.control_images, strict=True)):
-        if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != layer.image:
+        if digest(png) != layer.image:
             raise InvalidParameters(f"control layer {index}'s image is not the one it names")
     references = params.references
     if len(references) != len(inputs.reference_images):
@@ -581,7 +580,7 @@ def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
             f"{len(references)} reference images named, but {len(inputs.reference_images)} given"
         )
     for index, (reference, png) in enumerate(zip(references, inputs.reference_images, strict=True)):
-        if INIT_UPLOADED + hashlib.sha256(png).hexdigest() != reference.image:
+        if digest(png) != reference.image:
             raise InvalidParameters(f"reference image {index} is not the one it names")
 
 

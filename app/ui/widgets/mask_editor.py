@@ -60,8 +60,8 @@ class MaskEditor(QDialog):
         self.result_image = QImage()
         self.prompt = QLineEdit(prompt)
         self.prompt.setPlaceholderText(self.tr("What to paint there"))
-        self.status = QLabel()
-        self.status.setObjectName("caption")
+        self.status_line = QLabel()
+        self.status_line.setObjectName("caption")
         layout = QHBoxLayout(self)
         layout.addWidget(self.canvas, 1)
         side = QVBoxLayout()
@@ -69,7 +69,7 @@ class MaskEditor(QDialog):
         side.addWidget(self._inpaint_box())
         side.addWidget(self._extend_box())
         side.addStretch(1)
-        side.addWidget(self.status)
+        side.addWidget(self.status_line)
         layout.addLayout(side)
         self._shortcuts()
         self.setAcceptDrops(True)
@@ -223,12 +223,12 @@ class MaskEditor(QDialog):
 
     def _inpaint(self) -> None:
         self.inpaint_requested.emit((self.settings(), self.canvas.mask_png()))
-        self.status.setText(self.tr("Inpaint queued"))
+        self.status_line.setText(self.tr("Inpaint queued"))
 
     def _extend(self) -> None:
         fill: Fill = self.fill.currentData()
         self.extend_requested.emit((self.prompt.text().strip(), self.extension(), fill))
-        self.status.setText(self.tr("Extension queued"))
+        self.status_line.setText(self.tr("Extension queued"))
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
@@ -242,7 +242,7 @@ class MaskEditor(QDialog):
     def set_result(self, image: QImage) -> None:
         """The finished inpaint: shown at once ("after"), the toggle goes back and forth."""
         if image.size() != self.canvas.picture.size():
-            self.status.setText(self.tr("The result is ready ({w}x{h})").format(
+            self.status_line.setText(self.tr("The result is ready ({w}x{h})").format(
                 w=image.width(), h=image.height()))  # fmt: skip
             return
         self.result_image = image

@@ -116,7 +116,7 @@ class MaskEditing:
         try:
             job = make()  # checks the mask and the canvas: refused here, nothing stored
         except UserError as error:
-            editor.status.setText(str(error))
+            editor.status_line.setText(str(error))
             self.window.show_error(str(error))
             return
 
