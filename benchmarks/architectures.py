@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
+from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
 from app.engine.generation.device import CPU
 from app.engine.generation.loader import PipelineCache, SingleFileConfigs
 from app.engine.generation.outcome import StepDecision, StepProgress
@@ -50,7 +50,7 @@ def run_architectures() -> None:
     with tempfile.TemporaryDirectory() as temp:
         work = Path(temp)
         configs = SingleFileConfigs(work / "configs")
-        for arch in Architecture:
+        for arch in UNET_ARCHITECTURES:
             folder = write_tiny_pipeline(work / "configs" / CONFIG_NAMES[arch], architecture=arch)
             file = write_tiny_single_file(work / f"{arch.value}.safetensors", architecture=arch)
             _figures(arch.value, folder, work, configs)

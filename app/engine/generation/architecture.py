@@ -28,15 +28,36 @@ class Architecture(Enum):
     SD1 = "sd1"
     SD2 = "sd2"
     SDXL = "sdxl"
+    FLUX1 = "flux1"  # Flux.1 dev and schnell: a transformer on packed latents, CLIP + T5
+    SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
 
     @property
     def label(self) -> str:
-        return {"sd1": "SD 1.x", "sd2": "SD 2.x", "sdxl": "SDXL"}[self.value]
+        return _ARCHITECTURE_LABELS[self.value]
+
+    @property
+    def is_transformer(self) -> bool:
+        """A flow-matching transformer family (no UNet): Flux, SD 3.x."""
+        return self in (Architecture.FLUX1, Architecture.SD3)
+
+
+# The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
+# tiny test models exist for today.
+UNET_ARCHITECTURES = (Architecture.SD1, Architecture.SD2, Architecture.SDXL)
+
+_ARCHITECTURE_LABELS = {
+    "sd1": "SD 1.x",
+    "sd2": "SD 2.x",
+    "sdxl": "SDXL",
+    "flux1": "Flux.1",
+    "sd3": "SD 3.5",
+}
 
 
 class Prediction(Enum):
     EPSILON = "epsilon"
     V = "v_prediction"
+    FLOW = "flow_prediction"  # flow matching (Flux, SD 3.x): the model predicts a velocity
 
 
 @dataclass(frozen=True)
@@ -114,6 +135,8 @@ def detect_folder(folder: Path) -> Detected:
     if index is None:
         return unsupported(f"cannot read {folder / MODEL_INDEX}")
     pipeline = str(index.get("_class_name", ""))
+    if pipeline in _TRANSFORMER_PIPELINES:
+        return _detect_transformer_folder(folder, index, _TRANSFORMER_PIPELINES[pipeline])
     unet = _read_json(folder / "unet" / "config.json") or {}
     reason = _folder_unsupported_reason(pipeline, index, unet)
     if reason:
@@ -134,6 +157,36 @@ def detect_folder(folder: Path) -> Detected:
     is_sd2 = unet.get("cross_attention_dim") == 1024 or text_encoder.get("hidden_act") == "gelu"
     architecture = Architecture.SD2 if is_sd2 else Architecture.SD1
     return Detected(architecture, prediction, native, inpainting=inpainting)
+
+
+# The transformer families' diffusers folders: (pipeline class name, architecture).
+_TRANSFORMER_PIPELINES = {
+    "FluxPipeline": Architecture.FLUX1,
+    "StableDiffusion3Pipeline": Architecture.SD3,
+}
+# The parts every folder of these families must have (T5 may be absent in SD 3.x, where the
+# stock pipeline encodes the T5 part as zeros; Flux cannot run without it).
+_TRANSFORMER_PARTS = {
+    Architecture.FLUX1: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+    Architecture.SD3: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+}
+
+
+def _detect_transformer_folder(
+    folder: Path, index: dict[str, Any], architecture: Architecture
+) -> Detected:
+    missing = [
+        name for name in _TRANSFORMER_PARTS[architecture] if index.get(name) in (None, [None, None])
+    ]
+    if missing:
+        return unsupported(f"the {architecture.label} pipeline has no {_listed(missing)}")
+    transformer = _read_json(folder / "transformer" / "config.json") or {}
+    vae = _read_json(folder / "vae" / "config.json") or {}
+    vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
+    # SD 3.x's transformer states its latent size; Flux's does not (trained at 1024).
+    sample_size = transformer.get("sample_size")
+    native = int(sample_size) * vae_factor if sample_size else 1024
+    return Detected(architecture, Prediction.FLOW, native)
 
 
 _FOLDER_PIPELINES = (

@@ -162,7 +162,7 @@ def load_pipeline(
     options: dict[str, Any] = {"local_files_only": True, "dtype": device.torch_dtype}
     if model.architecture is Architecture.SDXL:
         options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
-    else:
+    elif not model.architecture.is_transformer:
         options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
     if model.is_single_file:
         config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
@@ -203,11 +203,18 @@ def _quiet_loading() -> None:
 
 
 def _pipeline_class(architecture: Architecture) -> Any:
-    from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
+    import diffusers
 
-    if architecture is Architecture.SDXL:
-        return StableDiffusionXLPipeline
-    return StableDiffusionPipeline
+    return getattr(diffusers, _PIPELINE_CLASSES[architecture])
+
+
+_PIPELINE_CLASSES = {
+    Architecture.SD1: "StableDiffusionPipeline",
+    Architecture.SD2: "StableDiffusionPipeline",
+    Architecture.SDXL: "StableDiffusionXLPipeline",
+    Architecture.FLUX1: "FluxPipeline",
+    Architecture.SD3: "StableDiffusion3Pipeline",
+}
 
 
 @contextmanager

@@ -330,3 +330,55 @@ def _hidden_size(processor: str, channels: list[int]) -> int:
         return channels[-1]
     block = int(processor.split(".")[1])
     return channels[block] if processor.startswith("down_blocks") else channels[::-1][block]
+
+
+# ---------------------------------------------------------------- T5 (Flux, SD 3.x)
+
+_T5_SPECIAL = ("<pad>", "</s>", "<unk>")  # ids 0, 1, 2 as in the released T5 vocabulary
+
+
+def tiny_t5_tokenizer() -> Any:
+    """A T5 (SentencePiece unigram) tokenizer over single characters, built in memory.
+
+    Same special tokens, ids and post-processing (`</s>` appended) as the released T5
+    vocabulary, so padding and truncation behave as with the real one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import T5TokenizerFast
+
+    word_start = "\u2581"  # SentencePiece's mark for "a word starts here"
+    pieces = [(token, 0.0) for token in _T5_SPECIAL] + [(word_start, -1.0)]
+    pieces += [(c, -3.0) for c in _CHARS] + [(word_start + c, -2.0) for c in _CHARS]
+    unigram = Tokenizer(models.Unigram(pieces, unk_id=_T5_SPECIAL.index("<unk>")))
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    unigram.decoder = decoders.Metaspace()
+    unigram.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
+    )
+    return T5TokenizerFast(
+        tokenizer_object=unigram,
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        extra_ids=0,
+    )
+
+
+def tiny_t5_encoder(*, d_model: int = 32, seed: int = 0) -> Any:
+    """A two-layer T5 v1.1-style encoder (gated GELU) of the tiny tokenizer's vocabulary."""
+    import torch
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(seed)
+    config = T5Config(
+        vocab_size=len(tiny_t5_tokenizer()),
+        d_model=d_model,
+        d_kv=8,
+        d_ff=37,
+        num_layers=2,
+        num_heads=4,
+        feed_forward_proj="gated-gelu",  # as T5 v1.1 / T5-XXL, which Flux and SD 3.x use
+        relative_attention_num_buckets=8,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    return T5EncoderModel(config).eval()

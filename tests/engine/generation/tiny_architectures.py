@@ -17,7 +17,7 @@ import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-from app.engine.generation.architecture import Architecture
+from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
 from app.engine.generation.device import CPU
 from app.engine.generation.loader import SingleFileConfigs
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
@@ -38,7 +38,8 @@ def tiny_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture,
 
     root = tmp_path_factory.mktemp("arch-models")
     return {
-        arch: write_tiny_pipeline(root / arch.value, architecture=arch) for arch in Architecture
+        arch: write_tiny_pipeline(root / arch.value, architecture=arch)
+        for arch in UNET_ARCHITECTURES
     }
 
 
@@ -52,7 +53,7 @@ def single_files(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture,
     folder = tmp_path_factory.mktemp("checkpoints")
     return {
         arch: write_tiny_single_file(folder / f"tiny-{arch.value}.safetensors", architecture=arch)
-        for arch in Architecture
+        for arch in UNET_ARCHITECTURES
     }
 
 
