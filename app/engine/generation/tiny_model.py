@@ -343,7 +343,7 @@ def tiny_t5_tokenizer() -> Any:
     Same special tokens, ids and post-processing (`</s>` appended) as the released T5
     vocabulary, so padding and truncation behave as with the real one."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import T5TokenizerFast
+    from transformers import T5Tokenizer
 
     word_start = "\u2581"  # SentencePiece's mark for "a word starts here"
     pieces = [(token, 0.0) for token in _T5_SPECIAL] + [(word_start, -1.0)]
@@ -354,7 +354,7 @@ def tiny_t5_tokenizer() -> Any:
     unigram.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
     )
-    return T5TokenizerFast(
+    return T5Tokenizer(
         tokenizer_object=unigram,
         eos_token="</s>",
         pad_token="<pad>",
@@ -368,7 +368,6 @@ def tiny_t5_encoder(*, d_model: int = 32, seed: int = 0) -> Any:
     import torch
     from transformers import T5Config, T5EncoderModel
 
-    torch.manual_seed(seed)
     config = T5Config(
         vocab_size=len(tiny_t5_tokenizer()),
         d_model=d_model,
@@ -381,4 +380,6 @@ def tiny_t5_encoder(*, d_model: int = 32, seed: int = 0) -> Any:
         pad_token_id=0,
         eos_token_id=1,
     )
-    return T5EncoderModel(config).eval()
+    with torch.random.fork_rng():  # the caller's random stream stays untouched
+        torch.manual_seed(seed)
+        return T5EncoderModel(config).eval()
