@@ -171,6 +171,7 @@ def load_pipeline(
     else:
         _check_layout(model)
         options["low_cpu_mem_usage"] = True
+        options.update(_parts_left_out(model))
         load = partial(pipeline_class.from_pretrained, model.path, **options)
     with _failure_in_one_sentence(model):
         pipe = load()
@@ -432,7 +433,26 @@ def _empty_device_cache() -> None:
         torch.cuda.empty_cache()
 
 
+# Parts a pipeline runs without, as their stock pipelines allow: SD 3.x without T5 (its
+# part of the prompt is zeros). A folder saved without them says null in its model_index,
+# which `from_pretrained` loads only when told the part is None.
+OPTIONAL_PARTS = {Architecture.SD3: ("text_encoder_3", "tokenizer_3")}
+
+
+def _parts_left_out(model: ModelInfo) -> dict[str, None]:
+    names = OPTIONAL_PARTS.get(model.architecture) if model.architecture else None
+    if not names:
+        return {}
+    try:
+        index = json.loads((Path(model.path) / MODEL_INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # _check_layout has said so already
+    return {name: None for name in names if index.get(name) in (None, [None, None])}
+
+
 def _check_layout(model: ModelInfo) -> None:
+    if model.architecture is not None and model.architecture.is_transformer:
+        return  # `detect_folder` named any part missing from a Flux or SD 3.x folder
     index_path = Path(model.path) / MODEL_INDEX
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))

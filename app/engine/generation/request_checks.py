@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from app.engine.generation.controlnets import check_fits, controlnet_folders, find_controlnet
 from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.flow_checks import flow_problem
 from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
 from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
@@ -35,6 +36,8 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
                 f"{native}x{native} region of {params.model!r}"
             )
     elif problem := info.size_problem(params.width, params.height):
+        raise BadInput(problem)
+    if problem := flow_problem(params, info.architecture):  # Flux, SD 3.x: their sampler, sizes
         raise BadInput(problem)
     check_loras(params.prompt, search)
     check_prompt_syntax(params.prompt)

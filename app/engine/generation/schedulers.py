@@ -22,6 +22,7 @@ from diffusers import (
     DPMSolverMultistepScheduler,
     EulerAncestralDiscreteScheduler,
     EulerDiscreteScheduler,
+    FlowMatchEulerDiscreteScheduler,
     HeunDiscreteScheduler,
 )
 
@@ -62,6 +63,8 @@ KINDS: dict[type[Any], SchedulerKind] = {
     # Not an A1111 kind here, but the shape of a 2nd-order one (the step-counting tests use it):
     # its first half-step leaves the derivative and sample for the second.
     HeunDiscreteScheduler: SchedulerKind(history=("prev_derivative", "dt", "sample")),
+    # Flux and SD 3.x (families/flow.py): sigmas rebuilt by set_timesteps, an index between steps.
+    FlowMatchEulerDiscreteScheduler: SchedulerKind(),
 }
 
 
