@@ -140,7 +140,7 @@ class ControlNetCache:
         self._loaded: dict[tuple[str, str, str], Any] = {}
 
     def get(self, infos: Sequence[ControlNetInfo], pipe: Any) -> list[Any]:
-        if not infos:  # nothing to hold; and a transformer model (Flux, SD 3.x) has no UNet
+        if not infos:  # none named: none kept (and no UNet asked: Flux and SD 3.x have none)
             self._loaded.clear()
             return []
         device, dtype = pipe._execution_device, pipe.unet.dtype

@@ -47,6 +47,9 @@ from app.errors import EaselError
 log = logging.getLogger(__name__)
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
+# Flux.1 and SD 3.x folders: a transformer instead of the UNet (their text encoders are
+# checked by detection, `architecture._TRANSFORMER_PARTS`).
+REQUIRED_TRANSFORMER_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str, bool]
 
@@ -451,8 +454,6 @@ def _parts_left_out(model: ModelInfo) -> dict[str, None]:
 
 
 def _check_layout(model: ModelInfo) -> None:
-    if model.architecture is not None and model.architecture.is_transformer:
-        return  # `detect_folder` named any part missing from a Flux or SD 3.x folder
     index_path = Path(model.path) / MODEL_INDEX
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))
@@ -460,9 +461,9 @@ def _check_layout(model: ModelInfo) -> None:
         raise UnsupportedModel(
             f"model {model.name!r}: cannot read {index_path}: {error}"
         ) from error
-    missing = [
-        name for name in REQUIRED_COMPONENTS if not isinstance(index, dict) or name not in index
-    ]
+    transformer = model.architecture is not None and model.architecture.is_transformer
+    required = REQUIRED_TRANSFORMER_COMPONENTS if transformer else REQUIRED_COMPONENTS
+    missing = [name for name in required if not isinstance(index, dict) or name not in index]
     if missing:
         raise UnsupportedModel(
             f"model {model.name!r} ({model.pipeline_class or 'unknown pipeline'}) is not a "

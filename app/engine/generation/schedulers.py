@@ -63,8 +63,10 @@ KINDS: dict[type[Any], SchedulerKind] = {
     # Not an A1111 kind here, but the shape of a 2nd-order one (the step-counting tests use it):
     # its first half-step leaves the derivative and sample for the second.
     HeunDiscreteScheduler: SchedulerKind(history=("prev_derivative", "dt", "sample")),
-    # Flux and SD 3.x (families/flow.py): sigmas rebuilt by set_timesteps, an index between steps.
-    FlowMatchEulerDiscreteScheduler: SchedulerKind(),
+    # The flow-matching families' Euler (Flux.1, SD 3.x; `families.flow`): its sigmas are
+    # rebuilt by `set_timesteps` from the job's steps and size, and kept anyway, so the
+    # resumed steps walk the very schedule the first ones did.
+    FlowMatchEulerDiscreteScheduler: SchedulerKind(history=("sigmas",)),
 }
 
 

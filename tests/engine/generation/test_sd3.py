@@ -160,7 +160,7 @@ def test_a_checkpoint_carries_the_prompt_embeddings_and_the_step_index(
     assert set(saved.conditioning) == {"prompt_embeds", "pooled_embeds"}
     assert saved.conditioning["prompt_embeds"].shape[0] == 2  # [negative, prompt]: true CFG
     assert saved.scheduler_class == "FlowMatchEulerDiscreteScheduler"
-    assert saved.scheduler_state == {"step_index": PAUSE_AT}
+    assert saved.scheduler_state["step_index"] == PAUSE_AT
 
 
 Job = tuple[ModelInfo, GenerationParams, Path, Path, bytes | None]
@@ -278,8 +278,8 @@ def test_a_lora_at_weight_one_equals_diffusers_and_is_gone_from_the_next_job(
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"scheduler": "DPM++ 2M"}, "SD 3.5 models run with the Euler sampler only"),
-        ({"width": 72}, "multiples of 16 pixels, not 72x64"),
+        ({"scheduler": "DPM++ 2M"}, r"SD 3.5 models run with the Euler sampler \(flow matching\), not .DPM\+\+ 2M."),
+        ({"width": 72}, "SD 3.5 draws sizes in multiples of 16 pixels, not 72x64"),
     ],
 )
 def test_what_sd3_cannot_run_is_refused_at_submit_in_one_sentence(
