@@ -34,6 +34,7 @@ from app.engine.generation.sources import ModelInfo, ModelSearchPath
 from app.engine.jobs.params import GenerationParams
 from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
+from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (
     generate,
     go_on,
@@ -166,11 +167,16 @@ def test_a_checkpoint_carries_the_prompt_embeddings_and_the_step_index(
 Job = tuple[ModelInfo, GenerationParams, Path, Path, bytes | None]
 
 
+def _mask_of(params: GenerationParams) -> bytes | None:
+    return mask_png() if params.mask else None
+
+
 def _resume_in_child(jobs: list[Job]) -> None:
     for model, params, out, ckpt, image in jobs:
         outcome = runner_for(model).run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=go_on, init_image=image
-        )
+            params, output_path=out, checkpoint_path=ckpt, on_step=go_on, init_image=image,
+            mask=_mask_of(params),
+        )  # fmt: skip
         assert outcome.kind is OutcomeKind.COMPLETED and outcome.resumed_from is not None
 
 
@@ -189,18 +195,19 @@ def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
 def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
 ) -> None:
-    """Paused at step 2 (with T5, without, and img2img), and a crash after a rolling
+    """Paused at step 2 (with T5, without, img2img, inpaint), and a crash after a rolling
     checkpoint: a new process (a worker after a restart) finishes each to the image of an
     uninterrupted run."""
     img2img = sd3_params(init_image="job:1", strength=0.6, steps=5)
+    inpaint = inpaint_params(strength=0.8)
     cases = [("sd3", sd3_params(), None), ("sd3-no-t5", sd3_params(), None),
-             ("sd3", img2img, init_png())]  # fmt: skip
+             ("sd3", img2img, init_png()), ("sd3", inpaint, init_png())]  # fmt: skip
     jobs = []
     for index, (name, params, image) in enumerate(cases):
         out, ckpt = tmp_path / f"job-{index}.png", tmp_path / f"job-{index}.ckpt"
         paused = runners[name].run(
             params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT),
-            init_image=image,
+            init_image=image, mask=_mask_of(params),
         )  # fmt: skip
         assert paused.kind is OutcomeKind.PAUSED
         jobs.append((models[name], params, out, ckpt, image))
@@ -221,7 +228,7 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
         done = runners[name].run(
             params, output_path=tmp_path / f"reference-{index}.png",
             checkpoint_path=tmp_path / f"reference-{index}.ckpt", on_step=go_on,
-            init_image=image,
+            init_image=image, mask=_mask_of(params),
         )  # fmt: skip
         assert done.image_path is not None and not ckpt.exists()
         assert max_diff(pixels(done.image_path), pixels(out)) == 0, (name, params)
@@ -259,6 +266,69 @@ def test_img2img_equals_the_stock_img2img_pipeline(
             generator=torch.Generator().manual_seed(params.seed),
         ).images[0]  # fmt: skip
         assert max_diff(pixels(out), pixels(reference)) == 0, (strength, steps)
+
+
+def inpaint_params(**changes: Any) -> GenerationParams:
+    base = {"init_image": "job:1", "mask": MASK_DIGEST, "strength": 1.0, "mask_blur": 4}
+    return sd3_params(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    "changes", [{}, {"strength": 0.7, "steps": 5}, {"only_masked": True, "mask_padding": 8}]
+)
+def test_inpaint_equals_the_stock_inpaint_pipelines_latents(
+    runners: dict[str, Runner], models_root: Path, tmp_path: Path, changes: dict[str, Any]
+) -> None:
+    """The final latents equal StableDiffusion3InpaintPipeline's exactly; the pixels equal
+    those latents decoded as every other SD3 pipeline decodes (with the VAE's shift factor,
+    which diffusers 0.42's inpaint pipeline leaves out: #13611), so the stock pixels differ."""
+    from diffusers import StableDiffusion3InpaintPipeline
+
+    from app.engine.generation import denoise
+
+    runner, params = runners["sd3"], inpaint_params(**changes)
+    picture, mask = (init_png((96, 80)), mask_png((96, 80), (50, 20, 80, 50)))
+    if not params.only_masked:
+        picture, mask = init_png(), mask_png()
+    out = runner.run(
+        params, output_path=tmp_path / "ours.png", checkpoint_path=tmp_path / "ours.ckpt",
+        on_step=go_on, init_image=picture, mask=mask,
+    )  # fmt: skip
+    assert out.image_path is not None
+    loaded = runner.load("m").pipe
+    state = denoise.start(loaded, params, picture, mask)
+    while not state.finished:
+        denoise.advance(loaded, state)
+    pipe: Any = StableDiffusion3InpaintPipeline(**stock_pipeline(models_root / "sd3").components)
+    pipe.set_progress_bar_config(disable=True)
+    mask_image = pipe.mask_processor.blur(Image.open(io.BytesIO(mask)), blur_factor=4)
+    crop = {"padding_mask_crop": params.mask_padding} if params.only_masked else {}
+    call = {
+        "image": Image.open(io.BytesIO(picture)), "mask_image": mask_image,
+        "strength": params.strength, "negative_prompt": params.negative_prompt,
+        "num_inference_steps": params.steps, "guidance_scale": params.cfg,
+        "width": params.width, "height": params.height, **crop,
+    }  # fmt: skip
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep_latents(_pipe: Any, _i: int, _t: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+        kept["latents"] = tensors["latents"]  # after the step's blend: the final ones last
+        return {}
+
+    stock_image = pipe(
+        params.prompt, generator=torch.Generator().manual_seed(params.seed),
+        callback_on_step_end=keep_latents, **call,
+    ).images[0]  # fmt: skip
+    assert torch.equal(state.latents, kept["latents"])
+    vae = pipe.vae
+    latents = kept["latents"] / vae.config.scaling_factor + vae.config.shift_factor
+    image = pipe.image_processor.postprocess(vae.decode(latents)[0].detach())[0]
+    if params.only_masked:
+        crop_box = pipe.mask_processor.get_crop_region(mask_image, 64, 64, pad=8)
+        original = Image.open(io.BytesIO(picture))
+        image = pipe.image_processor.apply_overlay(mask_image, original, image, crop_box)
+    assert max_diff(pixels(out.image_path), pixels(image)) == 0
+    assert max_diff(pixels(out.image_path), pixels(stock_image)) > 0  # the stock decode's tint
 
 
 def test_a_lora_at_weight_one_equals_diffusers_and_is_gone_from_the_next_job(

@@ -8,6 +8,14 @@ Mirrors `StableDiffusion3Pipeline.__call__` (and its img2img pipeline) call for 
 - the flow-matching Euler scheduler from the model's config (its shift; `mu` only where the
   config asks for dynamic shifting), noise drawn as `prepare_latents` draws it;
 - decoding undoes the VAE's scaling and shift factors.
+img2img and inpaint mirror `StableDiffusion3Img2ImgPipeline` and
+`StableDiffusion3InpaintPipeline` (16-channel transformers: the kept area blended back after
+every step; "only masked" is its `padding_mask_crop`), with one deliberate difference: the
+stock inpaint pipeline of diffusers 0.42 decodes without the VAE's shift factor (unlike its
+own encoder and every other SD3 pipeline; diffusers issue #13611, "Issue 1"), which tints
+the whole picture; Easel decodes every SD3 image as the text-to-image pipeline does, so an
+inpaint's latents equal the stock pipeline's exactly and its pixels equal those latents
+decoded with the shift.
 Large turbo is the same pipeline with its own config: few steps and a low CFG (at cfg <= 1
 the transformer runs once per step, as in the stock pipeline). Skip-layer guidance (an
 opt-in argument of the stock pipeline, off by default) is not offered.
@@ -54,6 +62,8 @@ if TYPE_CHECKING:
 PROMPT_EMBEDS = "prompt_embeds"  # [CLIP-L | CLIP-G, padded] ++ T5, per token
 POOLED_EMBEDS = "pooled_embeds"  # CLIP-L's and CLIP-G's pooled projections side by side
 T5_TOKENS = 256  # the stock pipeline's max_sequence_length
+# Inpaint: the mask at latent size, the image's latents and the noise they are noised with.
+INPAINT_TENSORS = (inpaint.MASK, inpaint.IMAGE_LATENTS, inpaint.NOISE)
 
 
 class StableDiffusion3Family:
@@ -86,7 +96,7 @@ class StableDiffusion3Family:
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
         if params.is_inpaint:
-            return (*self.checkpoint_tensors, *inpaint.checkpoint_tensors(4))
+            return (*self.checkpoint_tensors, *INPAINT_TENSORS)
         return self.checkpoint_tensors
 
     def scheduler(self, params: GenerationParams) -> Any:
@@ -179,7 +189,7 @@ class StableDiffusion3Family:
     ) -> Schedule:
         dtype = conditioning[PROMPT_EMBEDS].dtype
         if masked is not None:
-            raise InvalidParameters(f"inpainting is not available for {self.label} models yet")
+            return self._inpaint_latents(scheduler, params, masked, generator, conditioning)
         if init_image is not None:
             return self._img2img_latents(scheduler, params, init_image, generator, dtype)
         shape = self.latent_shape(params)
@@ -208,6 +218,58 @@ class StableDiffusion3Family:
                              dtype=dtype)  # fmt: skip
         latents = scheduler.scale_noise(image_latents, timesteps[:1], noise)
         return Schedule(timesteps, steps, latents.to(device=self.device, dtype=dtype))
+
+    def _inpaint_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        masked: inpaint.MaskedImage,
+        generator: torch.Generator,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        """As `StableDiffusion3InpaintPipeline` (a 16-channel transformer: the kept area is
+        blended back after every step), its steps 4 to 6, the random draws in its order:
+        the image's latents, the start noise, the masked image's latents (drawn though a
+        16-channel transformer does not read them). Adds what the steps need."""
+        pipe, device = self.pipe, self.device
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        in_channels = pipe.transformer.config.in_channels
+        if in_channels != pipe.vae.config.latent_channels:
+            raise InvalidParameters(
+                f"cannot inpaint with an {self.label} transformer of {in_channels} input channels"
+            )
+        timesteps, steps = trim_schedule(scheduler, params)
+        height, width = params.height, params.width
+        resize_mode = "fill" if masked.crop is not None else "default"
+        init = pipe.image_processor.preprocess(
+            masked.image, height=height, width=width, crops_coords=masked.crop,
+            resize_mode=resize_mode,
+        ).to(dtype=torch.float32)  # fmt: skip
+        # prepare_latents
+        image_latents = self.encode_image(init.to(device=device, dtype=dtype), generator)
+        image_latents = image_latents.repeat(1, 1, 1, 1)  # the batch repeat: a contiguous copy
+        noise = randn_tensor(
+            self.latent_shape(params), generator=generator, device=device, dtype=dtype
+        )
+        latents = noise
+        if params.strength != 1.0:
+            latents = scheduler.scale_noise(image_latents, timesteps[:1].repeat(1), noise)
+        # prepare_mask_latents
+        mask_condition = inpaint.mask_processor(pipe).preprocess(
+            masked.mask, height=height, width=width, resize_mode=resize_mode,
+            crops_coords=masked.crop,
+        )  # fmt: skip
+        blanked = (init * (mask_condition < 0.5)).to(device=device, dtype=dtype)
+        factor = pipe.vae_scale_factor
+        mask = torch.nn.functional.interpolate(
+            mask_condition, size=(height // factor, width // factor)
+        )
+        mask = mask.to(device=device, dtype=dtype)
+        self.encode_image(blanked, generator)  # the masked image's latents: only their draw
+        conditioning[inpaint.MASK] = mask
+        conditioning[inpaint.IMAGE_LATENTS] = image_latents
+        conditioning[inpaint.NOISE] = noise
+        return Schedule(timesteps, steps, latents)
 
     def encode_image(self, pixels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         vae = self.pipe.vae
@@ -254,7 +316,16 @@ class StableDiffusion3Family:
         index: int,
         conditioning: Conditioning,
     ) -> torch.Tensor:
-        return latents
+        """Inpaint: the kept area back to the image's latents, noised to the next timestep
+        (none after the last), as the inpaint pipeline's loop does with `scale_noise`."""
+        if inpaint.IMAGE_LATENTS not in conditioning:
+            return latents
+        proper = conditioning[inpaint.IMAGE_LATENTS]
+        mask = conditioning[inpaint.MASK]
+        if index < len(timesteps) - 1:
+            next_timestep = torch.tensor([timesteps[index + 1]])
+            proper = scheduler.scale_noise(proper, next_timestep, conditioning[inpaint.NOISE])
+        return (1 - mask) * proper + mask * latents
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         vae = self.pipe.vae
@@ -264,7 +335,7 @@ class StableDiffusion3Family:
         return pil
 
     def finish(self, image: Image.Image, masked: inpaint.MaskedImage | None) -> Image.Image:
-        return image
+        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
 
 
 def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
