@@ -1,13 +1,15 @@
 """A tiny, randomly initialised Stable Diffusion 3.x pipeline, for tests and benchmarks.
 
-The components and folder layout of SD 3.5 (what `save_pretrained` writes), shrunk: an
-MMDiT (`SD3Transformer2DModel`, two joint blocks, the first with SD 3.5's dual attention,
-RMS-normed queries and keys as 3.5 has), two CLIP text encoders with projections in the
-roles of CLIP-L (quick GELU) and CLIP-G (GELU, wider), the tiny T5 v1.1 encoder as the
-third, a 16-channel VAE with SD3's scaling and shift factors and no quant convolutions,
-and the flow-matching Euler scheduler with SD3's shift of 3. The widths keep SD3's
-arithmetic: the CLIP hidden states side by side (32 + 48) are padded to T5's width (96),
-the pooled projections side by side (32 + 48) are the transformer's pooled input.
+The components and folder layout of SD 3.5 (what `save_pretrained` writes), shrunk:
+- an MMDiT (`SD3Transformer2DModel`, two joint blocks) shaped as SD 3.5 medium by default
+  (dual attention in the first block, RMS-normed queries and keys; `VARIANTS`: the others);
+- two CLIP text encoders with projections in the roles of CLIP-L (quick GELU) and CLIP-G
+  (GELU, wider), and the tiny T5 v1.1 encoder as the third;
+- a 16-channel VAE with SD3's scaling and shift factors and no quant convolutions;
+- the flow-matching Euler scheduler with SD3's shift of 3.
+The widths keep SD3's arithmetic: the CLIP hidden states side by side (32 + 48) are padded
+to T5's width (96), the pooled projections side by side (32 + 48) are the transformer's
+pooled input.
 """
 
 from __future__ import annotations
@@ -26,11 +28,20 @@ CLIP_L_WIDTH, CLIP_G_WIDTH, T5_WIDTH = 32, 48, 96
 SD3_SHIFT = 3.0  # the released SD 3 / 3.5 schedulers' shift
 SD3_SCALING_FACTOR, SD3_SHIFT_FACTOR = 1.5305, 0.0609  # the released SD 3.x VAE's
 LATENT_SIZE = 8  # the transformer's sample_size: a native 64 px image
+# What tells the released transformers apart where the loop looks: SD 3.5 medium has dual
+# attention (MMDiT-X) in its first blocks and RMS-normed queries and keys, SD 3.5 large
+# (and large turbo, the same network distilled) the norms only, SD 3 medium neither.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "3.5-medium": {"dual_attention_layers": (0,), "qk_norm": "rms_norm"},
+    "3.5-large": {"dual_attention_layers": (), "qk_norm": "rms_norm"},
+    "3-medium": {"dual_attention_layers": (), "qk_norm": None},
+}
 
 
-def build_tiny_sd3(*, seed: int = 0, with_t5: bool = True) -> Any:
-    """A StableDiffusion3Pipeline of tiny random components; without T5 as the stock
-    pipeline allows (`text_encoder_3=None`: the T5 part of the prompt is zeros)."""
+def build_tiny_sd3(*, seed: int = 0, with_t5: bool = True, variant: str = "3.5-medium") -> Any:
+    """A StableDiffusion3Pipeline of tiny random components, its transformer shaped as
+    `variant`'s (`VARIANTS`); without T5 as the stock pipeline allows
+    (`text_encoder_3=None`: the T5 part of the prompt is zeros)."""
     import torch
     from diffusers import (
         AutoencoderKL,
@@ -54,8 +65,7 @@ def build_tiny_sd3(*, seed: int = 0, with_t5: bool = True) -> Any:
             caption_projection_dim=32,  # = heads x head width, as in every released SD3
             pooled_projection_dim=CLIP_L_WIDTH + CLIP_G_WIDTH,
             pos_embed_max_size=4 * LATENT_SIZE // 2,  # up to 4x the native side
-            dual_attention_layers=(0,),
-            qk_norm="rms_norm",
+            **VARIANTS[variant],
         )
         vae = AutoencoderKL(
             in_channels=3,
@@ -92,9 +102,11 @@ def build_tiny_sd3(*, seed: int = 0, with_t5: bool = True) -> Any:
     )
 
 
-def write_tiny_sd3(dest: Path, *, seed: int = 0, with_t5: bool = True) -> Path:
+def write_tiny_sd3(
+    dest: Path, *, seed: int = 0, with_t5: bool = True, variant: str = "3.5-medium"
+) -> Path:
     """`build_tiny_sd3` saved as a diffusers folder at `dest`."""
-    pipe = build_tiny_sd3(seed=seed, with_t5=with_t5)
+    pipe = build_tiny_sd3(seed=seed, with_t5=with_t5, variant=variant)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

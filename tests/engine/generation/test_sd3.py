@@ -50,17 +50,21 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS, PAUSE_AT = 4, 2
-FOLDERS = ["sd3", "sd3-no-t5"]
+VARIANTS = ["3.5-large", "3-medium"]
+FOLDERS = ["sd3", "sd3-no-t5", *VARIANTS]
 
 
 @pytest.fixture(scope="module")
 def models_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A user models folder: a tiny SD 3.5 with T5, one without, and an SD3 LoRA."""
+    """A user models folder: a tiny SD 3.5 medium with T5, one without, one of each
+    transformer shape (SD 3.5 large, SD 3 medium), and an SD3 LoRA."""
     from app.engine.generation.tiny_sd3 import write_tiny_sd3, write_tiny_sd3_lora
 
     root = tmp_path_factory.mktemp("sd3-models")
     write_tiny_sd3(root / "sd3")
     write_tiny_sd3(root / "sd3-no-t5", with_t5=False)
+    for variant in VARIANTS:
+        write_tiny_sd3(root / variant, variant=variant)
     write_tiny_sd3_lora(root / "lora" / "sd3-style.safetensors")
     return root
 
@@ -119,7 +123,7 @@ def test_a_tiny_sd3_folder_is_detected_as_sd35_with_flow_prediction(
         assert model.label == "SD 3.5, 64 px"
 
 
-@pytest.mark.parametrize("folder", FOLDERS)
+@pytest.mark.parametrize("folder", ["sd3", "sd3-no-t5"])
 def test_easels_image_equals_the_stock_pipeline(
     runners: dict[str, Runner], models_root: Path, tmp_path: Path, folder: str
 ) -> None:
@@ -133,6 +137,18 @@ def test_easels_image_equals_the_stock_pipeline(
         params = sd3_params(**changes)
         ours = generate(runners[folder], params, tmp_path, f"ours-{index}")
         assert max_diff(ours, stock(pipe, params)) == 0, changes
+
+
+@pytest.mark.parametrize("folder", VARIANTS)
+def test_sd35_large_and_sd3_medium_equal_the_stock_pipeline(
+    runners: dict[str, Runner], models_root: Path, tmp_path: Path, folder: str
+) -> None:
+    """The other transformer shapes (no dual attention; SD 3 medium without q/k norms),
+    and large turbo's way of running (few steps, cfg 1: no CFG)."""
+    pipe = stock_pipeline(models_root / folder)
+    for index, params in enumerate([sd3_params(), sd3_params(cfg=1.0, steps=2)]):
+        ours = generate(runners[folder], params, tmp_path, f"ours-{index}")
+        assert max_diff(ours, stock(pipe, params)) == 0
 
 
 def test_a1111_weights_apply_to_the_clip_encoders(
