@@ -151,6 +151,20 @@ def test_sd35_large_and_sd3_medium_equal_the_stock_pipeline(
         assert max_diff(ours, stock(pipe, params)) == 0
 
 
+def test_a_big_image_decodes_in_tiles_as_the_stock_pipeline_with_vae_tiling(
+    runners: dict[str, Runner], models_root: Path, tmp_path: Path
+) -> None:
+    """Above twice the native side the runner tiles the VAE (as low-VRAM mode always does):
+    the image of the stock pipeline after `pipe.vae.enable_tiling()`, its users' way."""
+    params = sd3_params(width=192, height=160, steps=2)
+    ours = generate(runners["sd3"], params, tmp_path, "big")
+    pipe = stock_pipeline(models_root / "sd3")
+    pipe.vae.enable_tiling()
+    assert max_diff(ours, stock(pipe, params)) == 0
+    pipe.vae.disable_tiling()
+    assert max_diff(ours, stock(pipe, params)) > 0  # the tiles did make a difference
+
+
 def test_a1111_weights_apply_to_the_clip_encoders(
     runners: dict[str, Runner], models_root: Path, tmp_path: Path
 ) -> None:
