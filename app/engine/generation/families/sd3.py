@@ -209,7 +209,7 @@ class StableDiffusion3Family:
         (its latent distribution sampled with the job's generator), shifted and scaled,
         then noised to the first remaining timestep (`scale_noise`)."""
         pipe = self.pipe
-        timesteps, steps = trim_schedule(scheduler, params)
+        timesteps, steps = flow.trim_schedule(scheduler, params)
         image = fit_to(open_rgb(init_png), (params.width, params.height))
         pixels = pipe.image_processor.preprocess(image, height=params.height, width=params.width)
         pixels = pixels.to(device=self.device, dtype=dtype)
@@ -238,7 +238,7 @@ class StableDiffusion3Family:
             raise InvalidParameters(
                 f"cannot inpaint with an {self.label} transformer of {in_channels} input channels"
             )
-        timesteps, steps = trim_schedule(scheduler, params)
+        timesteps, steps = flow.trim_schedule(scheduler, params)
         height, width = params.height, params.width
         resize_mode = "fill" if masked.crop is not None else "default"
         init = pipe.image_processor.preprocess(
@@ -279,7 +279,7 @@ class StableDiffusion3Family:
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
         if params.init_image:
-            return trim_schedule(scheduler, params)
+            return flow.trim_schedule(scheduler, params)
         return scheduler.timesteps, params.steps
 
     def predict(
@@ -336,15 +336,3 @@ class StableDiffusion3Family:
 
     def finish(self, image: Image.Image, masked: inpaint.MaskedImage | None) -> Image.Image:
         return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
-
-
-def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
-    """img2img's timesteps and steps, as `StableDiffusion3Img2ImgPipeline.get_timesteps`:
-    unlike the UNet pipelines it skips `int(steps - steps * strength)` steps (the product
-    is not rounded down first), so 4 steps at strength 0.6 run 3 here, 2 on SD 1.x. (Flux's
-    img2img pipeline trims the same way: move this to `flow` when Flux takes an image.)"""
-    init_timestep = min(params.steps * params.strength, params.steps)
-    t_start = int(max(params.steps - init_timestep, 0))
-    timesteps = scheduler.timesteps[t_start * scheduler.order :]
-    scheduler.set_begin_index(t_start * scheduler.order)
-    return timesteps, params.steps - t_start
