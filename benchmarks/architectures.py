@@ -9,6 +9,12 @@ For SD 1.x, SD 2.x v-prediction and SDXL, each as a diffusers folder and as a si
 - `same_as_diffusers_max_diff[arch]`: pixel difference from the stock diffusers pipeline
   (StableDiffusionPipeline / StableDiffusionXLPipeline), worst of the four schedulers.
 
+And for SD 3.x as diffusers folders (`sd3.5-medium`, with T5; `sd3.5-medium-no-t5`, the
+pipeline without T5, as diffusers allows; `sd3.5-large`, also large turbo's network;
+`sd3-medium`): the same four figures with its one sampler (Euler, the flow-matching one),
+`step_ms` being one transformer + scheduler step with true CFG, and
+`same_as_diffusers_max_diff` against stock `StableDiffusion3Pipeline`.
+
 Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/generation.py.
 """
 
@@ -35,6 +41,7 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
+from app.engine.generation.tiny_sd3 import write_tiny_sd3
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.testing.images import max_diff, pixels, stock_image
 
@@ -55,6 +62,7 @@ def run_architectures() -> None:
             file = write_tiny_single_file(work / f"{arch.value}.safetensors", architecture=arch)
             _figures(arch.value, folder, work, configs)
             _figures(f"{arch.value}-file", file, work, configs)
+        run_sd3(work)
 
 
 def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> None:
@@ -82,6 +90,52 @@ def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> 
         stock_diffs.append(max_diff(pixels(reference), stock_image(pipe, job)))
     report(f"pause_resume_max_diff[{label}]", max(pause_diffs))
     report(f"same_as_diffusers_max_diff[{label}]", max(stock_diffs))
+    shutil.rmtree(folder)
+
+
+SD3_FOLDERS = {  # label: (tiny_sd3 variant, with T5)
+    "sd3.5-medium": ("3.5-medium", True),
+    "sd3.5-medium-no-t5": ("3.5-medium", False),
+    "sd3.5-large": ("3.5-large", True),
+    "sd3-medium": ("3-medium", True),
+}
+
+
+def run_sd3(work: Path) -> None:
+    """The SD 3.x rows: tiny diffusers folders of each transformer shape."""
+    for label, (variant, with_t5) in SD3_FOLDERS.items():
+        folder = write_tiny_sd3(work / label, variant=variant, with_t5=with_t5)
+        _sd3_figures(label, folder, work)
+
+
+def _sd3_figures(label: str, path: Path, work: Path) -> None:
+    import torch
+    from diffusers import StableDiffusion3Pipeline
+
+    model = detected(ModelInfo("m", path, ModelSource.USER))
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0, seed=42
+    )
+    report(f"step_ms[{label}]", f"{_step_ms(pipe, params):.1f}")
+    folder = work / f"{label}-run"
+    folder.mkdir(exist_ok=True)
+    reference = _run(runner, params, folder / "ref.png", _go)
+    resumed = folder / "job.png"
+    _run(runner, params, resumed, _pause)
+    _run(runner, params, resumed, _go)
+    stock_pipe: Any = StableDiffusion3Pipeline(**pipe.components)  # its own scheduler
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        params.prompt, negative_prompt=params.negative_prompt, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, width=params.width, height=params.height,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(reference), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(reference), pixels(stock)))
     shutil.rmtree(folder)
 
 

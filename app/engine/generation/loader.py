@@ -47,6 +47,9 @@ from app.errors import EaselError
 log = logging.getLogger(__name__)
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
+# Flux.1 and SD 3.x folders: a transformer instead of the UNet (their text encoders are
+# checked by detection, `architecture._TRANSFORMER_PARTS`).
+REQUIRED_TRANSFORMER_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str, bool]
 
@@ -171,6 +174,7 @@ def load_pipeline(
     else:
         _check_layout(model)
         options["low_cpu_mem_usage"] = True
+        options.update(_parts_left_out(model))
         load = partial(pipeline_class.from_pretrained, model.path, **options)
     with _failure_in_one_sentence(model):
         pipe = load()
@@ -432,6 +436,23 @@ def _empty_device_cache() -> None:
         torch.cuda.empty_cache()
 
 
+# Parts a pipeline runs without, as their stock pipelines allow: SD 3.x without T5 (its
+# part of the prompt is zeros). A folder saved without them says null in its model_index,
+# which `from_pretrained` loads only when told the part is None.
+OPTIONAL_PARTS = {Architecture.SD3: ("text_encoder_3", "tokenizer_3")}
+
+
+def _parts_left_out(model: ModelInfo) -> dict[str, None]:
+    names = OPTIONAL_PARTS.get(model.architecture) if model.architecture else None
+    if not names:
+        return {}
+    try:
+        index = json.loads((Path(model.path) / MODEL_INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # _check_layout has said so already
+    return {name: None for name in names if index.get(name) in (None, [None, None])}
+
+
 def _check_layout(model: ModelInfo) -> None:
     index_path = Path(model.path) / MODEL_INDEX
     try:
@@ -440,9 +461,9 @@ def _check_layout(model: ModelInfo) -> None:
         raise UnsupportedModel(
             f"model {model.name!r}: cannot read {index_path}: {error}"
         ) from error
-    missing = [
-        name for name in REQUIRED_COMPONENTS if not isinstance(index, dict) or name not in index
-    ]
+    transformer = model.architecture is not None and model.architecture.is_transformer
+    required = REQUIRED_TRANSFORMER_COMPONENTS if transformer else REQUIRED_COMPONENTS
+    missing = [name for name in required if not isinstance(index, dict) or name not in index]
     if missing:
         raise UnsupportedModel(
             f"model {model.name!r} ({model.pipeline_class or 'unknown pipeline'}) is not a "

@@ -110,6 +110,8 @@ class ClipEncoders:
     # output (of the first chunk, as A1111); otherwise each encoder's last hidden layer.
     penultimate_and_pooled: bool = False
     zeros_for_empty_negative: bool = False  # SDXL's force_zeros_for_empty_prompt
+    # SD 3.x's way: every encoder's pooled output side by side (CLIP-L's, then CLIP-G's).
+    pool_every_encoder: bool = False
 
 
 def encode_weighted(
@@ -122,7 +124,7 @@ def encode_weighted(
     pooling = encoders.penultimate_and_pooled
     sides = [prompt, negative] if do_cfg else [prompt]
     per_side: list[list[Any]] = [[] for _ in sides]
-    pooled: list[Any] = [None for _ in sides]
+    pooled_per_side: list[list[Any]] = [[] for _ in sides]
     # One length for every encoder: their hidden states are joined token by token.
     length = min(chunk_length(tokenizer, encoder) for tokenizer, encoder in encoders.pairs)
     for tokenizer, encoder in encoders.pairs:
@@ -132,8 +134,13 @@ def encode_weighted(
             chunks += chunks_for("", tokenizer, length) * (longest - len(chunks))
             hidden, first_pooled = _encode_chunks(encoder, chunks, pooling)
             per_side[index].append(hidden)
-            pooled[index] = first_pooled  # the last encoder's counts (SDXL's second)
+            pooled_per_side[index].append(first_pooled)
     embeds = [torch.cat(parts, dim=-1) for parts in per_side]
+    # The last encoder's pooled output (SDXL's second), or all of them (SD 3.x).
+    pooled: list[Any] = [
+        torch.cat(parts, dim=-1) if encoders.pool_every_encoder else parts[-1]
+        for parts in pooled_per_side
+    ]
     if do_cfg and encoders.zeros_for_empty_negative and not negative:
         embeds[1], pooled[1] = torch.zeros_like(embeds[1]), torch.zeros_like(pooled[0])
     device, dtype = encoders.device, encoders.dtype
@@ -177,3 +184,11 @@ def apply_weights(z: Any, weights: list[float]) -> Any:
     if new_mean == 0:
         return z  # nothing to rescale by; dividing would poison the whole prompt with NaN
     return z * (original_mean / new_mean)
+
+
+def plain_text(prompt: str) -> str:
+    """The prompt's words without A1111's syntax: brackets and weights dropped, a BREAK a
+    space. What a T5 encoder (SD 3.x, Flux) is given: T5 reads sentences, not chunks of 75
+    tokens, and A1111's per-token weighting was made for CLIP."""
+    pieces = [" " if is_break(text, weight) else text for text, weight in parse_attention(prompt)]
+    return " ".join("".join(pieces).split())

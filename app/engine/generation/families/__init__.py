@@ -13,16 +13,22 @@ from typing import Any
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.base import Conditioning, ModelFamily, Schedule
 from app.engine.generation.families.sd import StableDiffusionFamily
+from app.engine.generation.families.sd3 import StableDiffusion3Family
 from app.engine.generation.families.sdxl import StableDiffusionXLFamily
 
 __all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of"]
 
-_LABELS = {family.name: family.label for family in (StableDiffusionFamily, StableDiffusionXLFamily)}
+_LABELS = {
+    family.name: family.label
+    for family in (StableDiffusionFamily, StableDiffusionXLFamily, StableDiffusion3Family)
+}
 
 
 def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
     """(diffusers pipeline classes, the family that drives them)."""
     from diffusers import (
+        StableDiffusion3Img2ImgPipeline,
+        StableDiffusion3Pipeline,
         StableDiffusionImg2ImgPipeline,
         StableDiffusionPipeline,
         StableDiffusionXLImg2ImgPipeline,
@@ -32,6 +38,7 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
     return [
         ((StableDiffusionXLPipeline, StableDiffusionXLImg2ImgPipeline), StableDiffusionXLFamily),
         ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
+        ((StableDiffusion3Pipeline, StableDiffusion3Img2ImgPipeline), StableDiffusion3Family),
     ]
 
 

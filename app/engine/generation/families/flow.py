@@ -1,0 +1,42 @@
+"""What every flow-matching family (Flux.1, SD 3.x) needs: its sampler, as a scheduler.
+
+The released folders ship a `FlowMatchEulerDiscreteScheduler`, and the stock pipelines
+step with it; Easel's "Euler" (its default) is that scheduler, built from the model's own
+scheduler config, so it equals the one the stock pipeline holds. The names the flow
+families accept are `flow_params.FLOW_SAMPLERS` (torch-free, for the submit-time checks);
+the scheduler's checkpoint state (its step index and sigmas) is declared in
+`schedulers.KINDS` with the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from diffusers import FlowMatchEulerDiscreteScheduler
+
+from app.engine.generation.flow_params import sampler_problem
+from app.engine.jobs.params import GenerationParams, InvalidParameters
+
+SCHEDULER_CLASSES: dict[str, type[Any]] = {"Euler": FlowMatchEulerDiscreteScheduler}
+
+
+def flow_scheduler(pipe: Any, scheduler: str, label: str) -> Any:
+    """A fresh scheduler of the sampler `scheduler` from `pipe`'s scheduler config, its
+    timesteps not set yet; `InvalidParameters` for a sampler no flow model takes."""
+    problem = sampler_problem(scheduler, label)
+    if problem:
+        raise InvalidParameters(problem)
+    return SCHEDULER_CLASSES[scheduler].from_config(pipe.scheduler.config)
+
+
+def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
+    """img2img's timesteps and steps, as the flow img2img pipelines' `get_timesteps`
+    (`FluxImg2ImgPipeline`, `StableDiffusion3Img2ImgPipeline`): unlike the UNet pipelines
+    they skip `int(steps - steps * strength)` steps (the product is not rounded down
+    first), so 4 steps at strength 0.6 run 3 here, 2 on SD 1.x."""
+    init_timestep = min(params.steps * params.strength, params.steps)
+    t_start = int(max(params.steps - init_timestep, 0))
+    timesteps = scheduler.timesteps[t_start * scheduler.order :]
+    scheduler.set_begin_index(t_start * scheduler.order)
+    return timesteps, params.steps - t_start
