@@ -140,6 +140,9 @@ class ControlNetCache:
         self._loaded: dict[tuple[str, str, str], Any] = {}
 
     def get(self, infos: Sequence[ControlNetInfo], pipe: Any) -> list[Any]:
+        if not infos:  # none named: none kept (and no UNet asked: Flux and SD 3.x have none)
+            self._loaded.clear()
+            return []
         device, dtype = pipe._execution_device, pipe.unet.dtype
         keys = [(str(info.path.resolve()), str(device), str(dtype)) for info in infos]
         for key in [key for key in self._loaded if key not in keys]:

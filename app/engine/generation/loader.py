@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.generation.architecture import INPAINT_CHANNELS, Architecture, Prediction
-from app.engine.generation.device import DeviceChoice
+from app.engine.generation.device import DeviceChoice, transformer_dtype
 from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel, is_transient
 from app.engine.generation.load_failure import load_failure
 from app.engine.generation.lora import (
@@ -47,6 +47,9 @@ from app.errors import EaselError
 log = logging.getLogger(__name__)
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
+# Flux.1 and SD 3.x folders: a transformer instead of the UNet (their text encoders are
+# checked by detection, `architecture._TRANSFORMER_PARTS`).
+REQUIRED_TRANSFORMER_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str, bool]
 
@@ -159,7 +162,8 @@ def load_pipeline(
         raise UnsupportedModel(f"model {model.name!r} cannot be used: {model.unsupported_reason}")
     _quiet_loading()
     pipeline_class = _pipeline_class(model.architecture)
-    options: dict[str, Any] = {"local_files_only": True, "dtype": device.torch_dtype}
+    dtype = transformer_dtype(device) if model.architecture.is_transformer else device.torch_dtype
+    options: dict[str, Any] = {"local_files_only": True, "dtype": dtype}
     if model.architecture is Architecture.SDXL:
         options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
     elif not model.architecture.is_transformer:
@@ -440,9 +444,9 @@ def _check_layout(model: ModelInfo) -> None:
         raise UnsupportedModel(
             f"model {model.name!r}: cannot read {index_path}: {error}"
         ) from error
-    missing = [
-        name for name in REQUIRED_COMPONENTS if not isinstance(index, dict) or name not in index
-    ]
+    transformer = model.architecture is not None and model.architecture.is_transformer
+    required = REQUIRED_TRANSFORMER_COMPONENTS if transformer else REQUIRED_COMPONENTS
+    missing = [name for name in required if not isinstance(index, dict) or name not in index]
     if missing:
         raise UnsupportedModel(
             f"model {model.name!r} ({model.pipeline_class or 'unknown pipeline'}) is not a "

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from app.engine.generation.controlnets import check_fits, controlnet_folders, find_controlnet
 from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.flow_params import flow_problems
 from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
 from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
 from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
 from app.engine.generation.upscalers import check_upscaler
-from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams
+from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams, InvalidParameters
 from app.errors import BadInput
 
 
@@ -36,6 +37,9 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
             )
     elif problem := info.size_problem(params.width, params.height):
         raise BadInput(problem)
+    arch = info.architecture
+    if arch is not None and arch.is_transformer and (problems := flow_problems(arch, params)):
+        raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
     check_loras(params.prompt, search)
     check_prompt_syntax(params.prompt)
     check_prompt_syntax(params.negative_prompt)

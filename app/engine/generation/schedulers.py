@@ -22,6 +22,7 @@ from diffusers import (
     DPMSolverMultistepScheduler,
     EulerAncestralDiscreteScheduler,
     EulerDiscreteScheduler,
+    FlowMatchEulerDiscreteScheduler,
     HeunDiscreteScheduler,
 )
 
@@ -62,6 +63,10 @@ KINDS: dict[type[Any], SchedulerKind] = {
     # Not an A1111 kind here, but the shape of a 2nd-order one (the step-counting tests use it):
     # its first half-step leaves the derivative and sample for the second.
     HeunDiscreteScheduler: SchedulerKind(history=("prev_derivative", "dt", "sample")),
+    # The flow-matching families' Euler (Flux.1, SD 3.x; `families.flow`): its sigmas are
+    # rebuilt by `set_timesteps` from the job's steps and size, and kept anyway, so the
+    # resumed steps walk the very schedule the first ones did.
+    FlowMatchEulerDiscreteScheduler: SchedulerKind(history=("sigmas",)),
 }
 
 

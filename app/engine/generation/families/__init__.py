@@ -12,17 +12,22 @@ from typing import Any
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.base import Conditioning, ModelFamily, Schedule
+from app.engine.generation.families.flux import FluxFamily
 from app.engine.generation.families.sd import StableDiffusionFamily
 from app.engine.generation.families.sdxl import StableDiffusionXLFamily
 
 __all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of"]
 
-_LABELS = {family.name: family.label for family in (StableDiffusionFamily, StableDiffusionXLFamily)}
+_LABELS = {
+    family.name: family.label
+    for family in (StableDiffusionFamily, StableDiffusionXLFamily, FluxFamily)
+}
 
 
 def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
     """(diffusers pipeline classes, the family that drives them)."""
     from diffusers import (
+        FluxPipeline,
         StableDiffusionImg2ImgPipeline,
         StableDiffusionPipeline,
         StableDiffusionXLImg2ImgPipeline,
@@ -32,6 +37,7 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
     return [
         ((StableDiffusionXLPipeline, StableDiffusionXLImg2ImgPipeline), StableDiffusionXLFamily),
         ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
+        ((FluxPipeline,), FluxFamily),
     ]
 
 

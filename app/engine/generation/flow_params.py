@@ -1,0 +1,57 @@
+"""What the flow-matching families (Flux.1, SD 3.x) make of `GenerationParams`, torch-free.
+
+`request_checks.check_runnable` asks `flow_problems` at submit time, so a sampler or size
+such a model cannot take is one sentence then, never a FAILED job later.
+
+- The sampler: only "Euler" (Easel's default) is a flow-matching sampler here; it maps
+  to diffusers' `FlowMatchEulerDiscreteScheduler`, the scheduler the released folders ship.
+  The other A1111 names are noise-prediction (epsilon/v) samplers and are refused.
+- The size: the transformer sees 2x2 patches of the latents, so a side must be a multiple
+  of 16 pixels (the VAE's 8 times the patch's 2); the stock pipelines would otherwise
+  draw a smaller image than asked (they round down and warn).
+- Flux.1's guidance: `cfg` is the distilled guidance the dev model takes as an input
+  (ComfyUI's FluxGuidance, Forge's "Distilled CFG"), one model call per step; schnell has
+  no guidance input and ignores it. Easel runs no true CFG on Flux.1, so a negative
+  prompt would change nothing: it is refused rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.engine.generation.architecture import Architecture
+    from app.engine.jobs.params import GenerationParams
+
+FLOW_SAMPLERS: dict[str, str] = {"Euler": "FlowMatchEulerDiscreteScheduler"}
+FLOW_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 patches
+
+
+def sampler_problem(scheduler: str, label: str) -> str | None:
+    """Why a `label` (flow-matching) model cannot use sampler `scheduler`, or None."""
+    if scheduler in FLOW_SAMPLERS:
+        return None
+    known = ", ".join(FLOW_SAMPLERS)
+    return f"{label} models run with the {known} sampler (flow matching), not {scheduler!r}"
+
+
+def flow_problems(architecture: Architecture, params: GenerationParams) -> list[str]:
+    """Every reason `params` cannot run on a flow-matching `architecture` model."""
+    from app.engine.generation.architecture import Architecture
+
+    problems = []
+    if problem := sampler_problem(params.scheduler, architecture.label):
+        problems.append(problem)
+    if params.width % FLOW_SIZE_MULTIPLE or params.height % FLOW_SIZE_MULTIPLE:
+        problems.append(
+            f"{architecture.label} draws sizes in multiples of {FLOW_SIZE_MULTIPLE} pixels, "
+            f"not {params.width}x{params.height}"
+        )
+    if architecture is Architecture.FLUX1 and params.negative_prompt.strip():
+        problems.append(
+            "Flux.1 takes no negative prompt (it is guidance-distilled and runs without "
+            "true CFG); clear the negative prompt"
+        )
+    if params.reference:
+        problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
+    return problems
