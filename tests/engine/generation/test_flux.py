@@ -6,6 +6,7 @@ what Flux cannot take is refused at submit, and `python -m app generate` draws o
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import re
 import subprocess
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from diffusers import FluxPipeline
+from diffusers import FluxImg2ImgPipeline, FluxInpaintPipeline, FluxPipeline
+from PIL import Image
 
 from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.families import family_of
@@ -28,6 +30,8 @@ from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.tiny_flux import write_tiny_flux, write_tiny_flux_lora
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+from tests.engine.generation.test_img2img import init_png
+from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (
     generate,
     max_diff,
@@ -71,13 +75,27 @@ def flux_params(**changes: Any) -> GenerationParams:
     return GenerationParams(**{**base, **changes})
 
 
-def stock(folder: Path, params: GenerationParams, lora: Path | None = None) -> np.ndarray:
+SIZE = (64, 48)
+IMG2IMG = {"init_image": "job:1", "strength": 0.6}  # 4 steps at 0.6: Flux runs 3 (SD: 2)
+INPAINT = {**IMG2IMG, "strength": 0.9, "mask": MASK_DIGEST, "mask_blur": 4}
+MASK_BOX = (16, 8, 48, 40)
+
+
+def stock(
+    folder: Path, params: GenerationParams, lora: Path | None = None, **inputs: Any
+) -> np.ndarray:
     """The image of the stock pipeline, called as its model card says (dev: a guidance
-    scale; schnell: the same call, its guidance ignored)."""
-    pipe: Any = FluxPipeline.from_pretrained(folder, local_files_only=True)
+    scale; schnell: the same call, its guidance ignored); img2img and inpaint as theirs
+    (the mask blurred first, as their documentation shows)."""
+    cls = FluxInpaintPipeline if params.mask else FluxImg2ImgPipeline if inputs else FluxPipeline
+    pipe: Any = cls.from_pretrained(folder, local_files_only=True)
     pipe.set_progress_bar_config(disable=True)
     if lora is not None:
         pipe.load_lora_weights(str(lora))
+    if params.mask:
+        inputs["mask_image"] = pipe.mask_processor.blur(inputs["mask_image"], params.mask_blur)
+    if params.init_image:
+        inputs["strength"] = params.strength
     image = pipe(
         params.prompt.split(" <lora")[0],
         num_inference_steps=params.steps,
@@ -85,8 +103,21 @@ def stock(folder: Path, params: GenerationParams, lora: Path | None = None) -> n
         height=params.height,
         width=params.width,
         generator=torch.Generator("cpu").manual_seed(params.seed),
+        **inputs,
     ).images[0]
     return pixels(image)
+
+
+def ours(
+    runner: Runner, params: GenerationParams, folder: Path, name: str = "ours", **kwargs: Any
+) -> Any:
+    """Easel's run of `params`, with the picture and mask the params name."""
+    init = init_png(SIZE) if params.init_image else None
+    mask = mask_png(SIZE, MASK_BOX) if params.mask else None
+    return runner.run(
+        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        init_image=init, mask=mask, **kwargs,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -100,6 +131,28 @@ def test_easel_draws_the_stock_flux_pipelines_image(
     # dev takes the guidance as an input; schnell has no guidance embedder: cfg changes nothing.
     other_guidance = generate(runners[kind], flux_params(cfg=1.0), tmp_path, "other")
     assert (max_diff(ours, other_guidance) > 0) == (kind == "dev")
+
+
+@pytest.mark.parametrize("kind", ["img2img", "inpaint", "inpaint only masked"])
+def test_flux_img2img_and_inpaint_draw_their_stock_pipelines_image(
+    folders: dict[str, Path], runners: dict[str, Runner], tmp_path: Path, kind: str
+) -> None:
+    changes: dict[str, Any] = IMG2IMG if kind == "img2img" else INPAINT
+    inputs: dict[str, Any] = {"image": Image.open(io.BytesIO(init_png(SIZE)))}
+    if kind != "img2img":
+        inputs["mask_image"] = Image.open(io.BytesIO(mask_png(SIZE, MASK_BOX)))
+    if kind == "inpaint only masked":
+        changes = {**changes, "only_masked": True, "mask_padding": 8, "width": 32, "height": 32}
+        inputs["padding_mask_crop"] = 8
+    params = flux_params(**changes)
+    outcome = ours(runners["dev"], params, tmp_path, on_step=lambda _p: StepDecision.CONTINUE)
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
+    image = pixels(outcome.image_path)
+    assert image.shape == (48, 64, 3)
+    assert max_diff(image, stock(folders["dev"], params, **inputs)) == 0
+    if kind == "inpaint only masked":  # left of the box generated: the picture itself
+        picture = pixels(Image.open(io.BytesIO(init_png(SIZE))))
+        assert max_diff(image[:, :4], picture[:, :4]) == 0
 
 
 def test_a_flux_checkpoint_carries_its_conditioning_and_flow_schedule(
@@ -127,10 +180,11 @@ def test_a_flux_checkpoint_carries_its_conditioning_and_flow_schedule(
 
 
 def _resume_all(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]]) -> None:
-    for model, params, out, ckpt in jobs:
-        outcome = runner_for(model).run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=lambda _p: StepDecision.CONTINUE
-        )
+    for model, params, out, _ckpt in jobs:
+        outcome = ours(
+            runner_for(model), params, out.parent, out.stem,
+            on_step=lambda _p: StepDecision.CONTINUE,
+        )  # fmt: skip
         assert outcome.resumed_from is not None and outcome.resumed_from.step == PAUSE_AT
 
 
@@ -165,6 +219,11 @@ def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_i
         )
         assert paused.kind is OutcomeKind.PAUSED
         jobs.append((models[kind], params, out, ckpt))
+    masked = flux_params(seed=9, **INPAINT)  # an inpaint, paused: its mask and image go along
+    out, ckpt = tmp_path / "inpaint.png", tmp_path / "inpaint.ckpt"
+    paused = ours(runners["dev"], masked, tmp_path, "inpaint", on_step=pause_at(PAUSE_AT))
+    assert paused.kind is OutcomeKind.PAUSED
+    jobs.append((models["dev"], masked, out, ckpt))
     crashed = flux_params(seed=8, width=48, height=64)  # dev, a rolling checkpoint, a crash
     out, ckpt = tmp_path / "crashed.png", tmp_path / "crashed.ckpt"
     with pytest.raises(Crash):
@@ -176,7 +235,12 @@ def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_i
     _in_a_fresh_process(jobs)
     for index, (model, params, out, ckpt) in enumerate(jobs):
         kind = "dev" if model is models["dev"] else "schnell"
-        reference = generate(runners[kind], params, tmp_path, f"reference-{index}")
+        reference_run = ours(
+            runners[kind], params, tmp_path, f"reference-{index}",
+            on_step=lambda _p: StepDecision.CONTINUE,
+        )  # fmt: skip
+        assert reference_run.image_path is not None
+        reference = pixels(reference_run.image_path)
         assert not ckpt.exists()
         assert max_diff(reference, pixels(out)) == 0, (kind, params.seed)
 

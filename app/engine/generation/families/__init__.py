@@ -27,6 +27,8 @@ _LABELS = {
 def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
     """(diffusers pipeline classes, the family that drives them)."""
     from diffusers import (
+        FluxImg2ImgPipeline,
+        FluxInpaintPipeline,
         FluxPipeline,
         StableDiffusionImg2ImgPipeline,
         StableDiffusionPipeline,
@@ -37,7 +39,7 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
     return [
         ((StableDiffusionXLPipeline, StableDiffusionXLImg2ImgPipeline), StableDiffusionXLFamily),
         ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
-        ((FluxPipeline,), FluxFamily),
+        ((FluxPipeline, FluxImg2ImgPipeline, FluxInpaintPipeline), FluxFamily),
     ]
 
 

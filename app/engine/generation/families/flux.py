@@ -2,7 +2,8 @@
 patches of 16-channel latents, flow matching with a resolution-dependent shift, and (dev)
 distilled guidance as a model input instead of classifier-free guidance.
 
-Mirrors `FluxPipeline.__call__` (diffusers 0.42): the same calls, in the same order, with
+Mirrors `FluxPipeline.__call__` (diffusers 0.42), and for img2img and inpaint
+`FluxImg2ImgPipeline` and `FluxInpaintPipeline`: the same calls, in the same order, with
 the same arithmetic. One difference of form, none of numbers: the loop keeps the latents
 unpacked, (1, 16, h/8, w/8) as the VAE makes them, and `predict` packs them for the
 transformer and unpacks its output. Packing is a permutation and the scheduler's step is
@@ -20,19 +21,24 @@ and A1111's `(word:1.2)` weights and BREAK are not interpreted (they reach T5 as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
+from diffusers.pipelines.flux.pipeline_flux_img2img import retrieve_latents
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import flow_scheduler
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.lora import prompt_text
 from app.engine.generation.variation import varied_noise
+from app.engine.jobs.init_image import fit_to, open_rgb
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
@@ -81,6 +87,8 @@ class FluxFamily:
         return (1, channels, 2 * (params.height // factor), 2 * (params.width // factor))
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        if params.is_inpaint:
+            return (*self.checkpoint_tensors, inpaint.MASK, inpaint.IMAGE_LATENTS, inpaint.NOISE)
         return self.checkpoint_tensors
 
     def scheduler(self, params: GenerationParams) -> Any:
@@ -144,16 +152,91 @@ class FluxFamily:
         conditioning: Conditioning,
         masked: MaskedImage | None = None,
     ) -> Schedule:
-        if masked is not None or init_image is not None:
-            raise InvalidParameters(f"image-to-image and inpaint do not work with {self.label} yet")
         dtype = conditioning[PROMPT_EMBEDS].dtype
+        if masked is not None:
+            return self._inpaint_start(scheduler, params, generator, masked, conditioning)
+        if init_image is not None:
+            image = fit_to(open_rgb(init_image), (params.width, params.height))
+            return self._img2img_start(scheduler, params, generator, image, None, dtype)
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
         noise = varied_noise(noise, params)  # A1111's variation seed, if any
         return Schedule(scheduler.timesteps, len(scheduler.timesteps), noise)
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        if params.init_image:
+            return _trimmed(scheduler, params)
         return scheduler.timesteps, len(scheduler.timesteps)
+
+    def _img2img_start(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        image: Image.Image,
+        crop: tuple[int, int, int, int] | None,
+        dtype: torch.dtype,
+    ) -> _Start:
+        """`FluxImg2ImgPipeline` (and `FluxInpaintPipeline`, with a crop): the image
+        encoded, the schedule trimmed by strength, the latents noised to its first step;
+        the image latents and noise are kept on the schedule for inpaint's blending."""
+        timesteps, steps = _trimmed(scheduler, params)
+        resize_mode = "fill" if crop is not None else "default"
+        init = self.pipe.image_processor.preprocess(
+            image, height=params.height, width=params.width, crops_coords=crop,
+            resize_mode=resize_mode,
+        ).to(dtype=torch.float32)  # fmt: skip
+        latent_timestep = timesteps[:1].repeat(1)
+        image_latents = self._encode_vae_image(init.to(self.device, dtype), generator)
+        image_latents = torch.cat([image_latents], dim=0)
+        shape = self.latent_shape(params)
+        noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
+        latents = scheduler.scale_noise(image_latents, latent_timestep, noise)
+        return _Start(timesteps, steps, latents, image_latents, noise)
+
+    def _inpaint_start(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        masked: MaskedImage,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        """`FluxInpaintPipeline`'s steps 2 to 5: as img2img, then the mask at latent size
+        (all 16 channels), kept with the image latents and noise for `after_step`. The
+        stock pipeline also encodes the masked image, which its transformer never reads
+        (only Flux Fill's 384-channel one would) and after which nothing random is drawn:
+        leaving it out changes no pixel."""
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        start = self._img2img_start(scheduler, params, generator, masked.image, masked.crop, dtype)
+        resize_mode = "fill" if masked.crop is not None else "default"
+        mask_condition = self._mask_processor().preprocess(
+            masked.mask, height=params.height, width=params.width, resize_mode=resize_mode,
+            crops_coords=masked.crop,
+        )  # fmt: skip
+        _, channels, height, width = start.latents.shape
+        mask = torch.nn.functional.interpolate(mask_condition, size=(height, width))
+        mask = mask.to(device=self.device, dtype=dtype).repeat(1, channels, 1, 1)
+        conditioning[inpaint.MASK] = mask
+        conditioning[inpaint.IMAGE_LATENTS] = start.image_latents
+        conditioning[inpaint.NOISE] = start.noise
+        return start
+
+    def _encode_vae_image(self, image: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        config = self.pipe.vae.config
+        latents = retrieve_latents(self.pipe.vae.encode(image), generator=generator)
+        encoded: torch.Tensor = (latents - config.shift_factor) * config.scaling_factor
+        return encoded
+
+    def _mask_processor(self) -> VaeImageProcessor:
+        """`FluxInpaintPipeline.mask_processor` (the text-to-image pipeline has none)."""
+        return VaeImageProcessor(
+            vae_scale_factor=self.pipe.vae_scale_factor * 2,
+            vae_latent_channels=self.pipe.vae.config.latent_channels,
+            do_normalize=False,
+            do_binarize=True,
+            do_convert_grayscale=True,
+        )
 
     def predict(
         self,
@@ -196,7 +279,19 @@ class FluxFamily:
         index: int,
         conditioning: Conditioning,
     ) -> torch.Tensor:
-        return latents
+        """Inpaint: the kept area back to the image latents, noised to the next timestep
+        (none after the last), as `FluxInpaintPipeline`'s loop after each step."""
+        if inpaint.IMAGE_LATENTS not in conditioning:
+            return latents
+        proper = conditioning[inpaint.IMAGE_LATENTS]
+        if index < len(timesteps) - 1:
+            noise_timestep = timesteps[index + 1]
+            proper = scheduler.scale_noise(
+                proper, torch.tensor([noise_timestep]), conditioning[inpaint.NOISE]
+            )
+        mask = conditioning[inpaint.MASK]
+        blended: torch.Tensor = (1 - mask) * proper + mask * latents
+        return blended
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         pipe = self.pipe
@@ -207,7 +302,29 @@ class FluxFamily:
         return pil
 
     def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
-        return image
+        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
+
+
+@dataclass(frozen=True)
+class _Start(Schedule):
+    """An img2img start, with what inpaint's blending keeps of it."""
+
+    image_latents: torch.Tensor
+    noise: torch.Tensor
+
+
+def _trimmed(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
+    """`FluxImg2ImgPipeline.get_timesteps`: the steps `strength` re-runs, rounded as Flux's
+    pipelines round them (`int(steps - steps * strength)` skipped: 4 steps at 0.6 run 3,
+    where the SD pipelines run `int(4 * 0.6)` = 2); tells the scheduler where it begins."""
+    steps = len(scheduler.timesteps)
+    init_timestep = min(steps * params.strength, steps)
+    t_start = int(max(steps - init_timestep, 0))
+    timesteps = scheduler.timesteps[t_start * scheduler.order :]
+    scheduler.set_begin_index(t_start * scheduler.order)
+    if len(timesteps) < 1:
+        raise InvalidParameters(f"strength {params.strength} leaves no step of {steps} to run")
+    return timesteps, steps - t_start
 
 
 def _unpacked(packed: torch.Tensor, height: int, width: int) -> torch.Tensor:
