@@ -11,6 +11,7 @@ import multiprocessing
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from diffusers import FluxImg2ImgPipeline, FluxInpaintPipeline, FluxPipeline
 from PIL import Image
 
 from app.engine.generation.checkpoint import load_checkpoint
+from app.engine.generation.device import CPU
 from app.engine.generation.families import family_of
 from app.engine.generation.families.flux import FluxFamily
 from app.engine.generation.loader import PipelineCache
@@ -293,3 +295,33 @@ def test_the_cli_generates_with_a_flux_folder(folders: dict[str, Path], tmp_path
     assert result.returncode == 0, result.stderr
     image = Path(result.stdout.strip().splitlines()[-1])
     assert image.is_file() and pixels(image).shape == (32, 32, 3)
+
+
+def test_a_flux_job_shows_previews_and_runs_the_same_in_low_vram_mode(
+    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
+) -> None:
+    """Previews decode the (unpacked, shifted) latents; low-VRAM mode (on a CPU: VAE tiling
+    above the tile size; model CPU offload needs a GPU) draws the same image."""
+    params = flux_params()
+    low_vram = Runner(
+        device=replace(CPU, low_vram=True), resolve=lambda _n: models["dev"], threads=1,
+        preview_interval_s=0,
+    )  # fmt: skip
+    previews: list[bytes] = []
+
+    def watch(progress: StepProgress) -> StepDecision:
+        png = progress.preview_png
+        assert png is not None
+        previews.append(png)
+        return StepDecision.CONTINUE
+
+    outcome = low_vram.run(
+        params, output_path=tmp_path / "low.png", checkpoint_path=tmp_path / "low.ckpt",
+        on_step=watch,
+    )  # fmt: skip
+    assert outcome.kind is OutcomeKind.COMPLETED and len(previews) == STEPS
+    assert Image.open(io.BytesIO(previews[-1])).size == (64, 48)
+    assert low_vram.load("m").pipe.vae.use_tiling
+    assert (
+        max_diff(pixels(tmp_path / "low.png"), generate(runners["dev"], params, tmp_path, "n")) == 0
+    )
