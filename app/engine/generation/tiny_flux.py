@@ -130,3 +130,25 @@ def write_tiny_flux_lora(dest: Path, *, guidance_embeds: bool = True, seed: int 
         text_encoder_lora_layers=get_peft_model_state_dict(pipe.text_encoder),
     )
     return dest
+
+
+def write_tiny_flux_kohya_lora(dest: Path, *, seed: int = 3) -> Path:
+    """A random LoRA for the tiny Flux transformer's double block in kohya's (sd-scripts)
+    key layout, as most Flux LoRAs artists download are: `lora_unet_double_blocks_0_img_attn_qkv`
+    with `lora_down`/`lora_up` and an alpha, on the fused q/k/v of the original model,
+    which diffusers' loader splits into `to_q`/`to_k`/`to_v`."""
+    import torch
+    from safetensors.torch import save_file
+
+    width = 2 * 16  # heads x head dim of `build_tiny_flux`
+    generator = torch.Generator().manual_seed(seed)
+    weights: dict[str, torch.Tensor] = {}
+    for stream in ("img", "txt"):
+        for layer, outputs in (("qkv", 3 * width), ("proj", width)):
+            key = f"lora_unet_double_blocks_0_{stream}_attn_{layer}"
+            weights[f"{key}.lora_down.weight"] = torch.randn(4, width, generator=generator)
+            weights[f"{key}.lora_up.weight"] = torch.randn(outputs, 4, generator=generator)
+            weights[f"{key}.alpha"] = torch.tensor(2.0)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(dest))
+    return dest

@@ -30,7 +30,11 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSearchPath
-from app.engine.generation.tiny_flux import write_tiny_flux, write_tiny_flux_lora
+from app.engine.generation.tiny_flux import (
+    write_tiny_flux,
+    write_tiny_flux_kohya_lora,
+    write_tiny_flux_lora,
+)
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
@@ -247,7 +251,7 @@ def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_i
         assert max_diff(reference, pixels(out)) == 0, (kind, params.seed)
 
 
-def test_a_flux_lora_equals_diffusers_load_lora_weights_and_leaves_with_its_job(
+def test_flux_loras_equal_diffusers_load_lora_weights_and_leave_with_their_job(
     folders: dict[str, Path], models: dict[str, ModelInfo], tmp_path: Path
 ) -> None:
     lora = write_tiny_flux_lora(tmp_path / "lora" / "sketch.safetensors")
@@ -263,6 +267,12 @@ def test_a_flux_lora_equals_diffusers_load_lora_weights_and_leaves_with_its_job(
     without = generate(runner, plain, tmp_path, "plain")  # the next job names no LoRA
     assert max_diff(without, stock(folders["dev"], plain)) == 0
     assert max_diff(ours, without) > 0
+    # kohya's layout (fused q/k/v of the original model), converted by diffusers' loader
+    kohya = write_tiny_flux_kohya_lora(lora.parent / "kohya-style.safetensors")
+    with_kohya = flux_params(prompt="the cat <lora:kohya-style:1>")
+    ours_kohya = generate(runner, with_kohya, tmp_path, "kohya")
+    assert max_diff(ours_kohya, stock(folders["dev"], with_kohya, lora=kohya)) == 0
+    assert max_diff(ours_kohya, without) > 0
 
 
 def test_what_flux_cannot_take_is_refused_at_submit_in_one_sentence(
