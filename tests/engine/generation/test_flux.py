@@ -335,3 +335,33 @@ def test_a_flux_job_shows_previews_and_runs_the_same_in_low_vram_mode(
     assert (
         max_diff(pixels(tmp_path / "low.png"), generate(runners["dev"], params, tmp_path, "n")) == 0
     )
+
+
+@pytest.mark.parametrize(
+    ("device", "capability", "expected"),
+    [
+        ("cuda", (8, 0), torch.bfloat16),  # Ampere and later: bfloat16, as Flux was released
+        ("cuda:1", (9, 0), torch.bfloat16),
+        ("cuda", (7, 5), torch.float16),  # Turing: no native bfloat16, the device's float16
+        ("mps", None, torch.float16),
+        ("cpu", None, torch.float32),  # a CPU stays float32
+    ],
+)
+def test_flux_runs_in_bfloat16_on_gpus_that_compute_in_it(
+    monkeypatch: pytest.MonkeyPatch, device: str, capability: Any, expected: torch.dtype
+) -> None:
+    """Only the choice is checked here (no GPU on the test machines): the device's
+    capability as torch reports it decides."""
+    from app.engine.generation.device import device_choice, transformer_dtype
+
+    asked: list[int] = []
+
+    def reported(index: int) -> Any:
+        asked.append(index)
+        return capability
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", reported)
+    assert transformer_dtype(device_choice(device)) == expected
+    assert asked == ([int(device.partition(":")[2] or 0)] if capability else [])
