@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 
 from app.engine.generation.flow_params import sampler_problem
-from app.engine.jobs.params import InvalidParameters
+from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {"Euler": FlowMatchEulerDiscreteScheduler}
 
@@ -27,3 +28,15 @@ def flow_scheduler(pipe: Any, scheduler: str, label: str) -> Any:
     if problem:
         raise InvalidParameters(problem)
     return SCHEDULER_CLASSES[scheduler].from_config(pipe.scheduler.config)
+
+
+def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
+    """img2img's timesteps and steps, as the flow img2img pipelines' `get_timesteps`
+    (`FluxImg2ImgPipeline`, `StableDiffusion3Img2ImgPipeline`): unlike the UNet pipelines
+    they skip `int(steps - steps * strength)` steps (the product is not rounded down
+    first), so 4 steps at strength 0.6 run 3 here, 2 on SD 1.x."""
+    init_timestep = min(params.steps * params.strength, params.steps)
+    t_start = int(max(params.steps - init_timestep, 0))
+    timesteps = scheduler.timesteps[t_start * scheduler.order :]
+    scheduler.set_begin_index(t_start * scheduler.order)
+    return timesteps, params.steps - t_start

@@ -34,7 +34,7 @@ from PIL import Image
 
 from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import flow_scheduler
+from app.engine.generation.families.flow import flow_scheduler, trim_schedule
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.lora import prompt_text
 from app.engine.generation.variation import varied_noise
@@ -165,7 +165,7 @@ class FluxFamily:
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
         if params.init_image:
-            return _trimmed(scheduler, params)
+            return trim_schedule(scheduler, params)
         return scheduler.timesteps, len(scheduler.timesteps)
 
     def _img2img_start(
@@ -180,7 +180,7 @@ class FluxFamily:
         """`FluxImg2ImgPipeline` (and `FluxInpaintPipeline`, with a crop): the image
         encoded, the schedule trimmed by strength, the latents noised to its first step;
         the image latents and noise are kept on the schedule for inpaint's blending."""
-        timesteps, steps = _trimmed(scheduler, params)
+        timesteps, steps = trim_schedule(scheduler, params)
         resize_mode = "fill" if crop is not None else "default"
         init = self.pipe.image_processor.preprocess(
             image, height=params.height, width=params.width, crops_coords=crop,
@@ -311,20 +311,6 @@ class _Start(Schedule):
 
     image_latents: torch.Tensor
     noise: torch.Tensor
-
-
-def _trimmed(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:
-    """`FluxImg2ImgPipeline.get_timesteps`: the steps `strength` re-runs, rounded as Flux's
-    pipelines round them (`int(steps - steps * strength)` skipped: 4 steps at 0.6 run 3,
-    where the SD pipelines run `int(4 * 0.6)` = 2); tells the scheduler where it begins."""
-    steps = len(scheduler.timesteps)
-    init_timestep = min(steps * params.strength, steps)
-    t_start = int(max(steps - init_timestep, 0))
-    timesteps = scheduler.timesteps[t_start * scheduler.order :]
-    scheduler.set_begin_index(t_start * scheduler.order)
-    if len(timesteps) < 1:
-        raise InvalidParameters(f"strength {params.strength} leaves no step of {steps} to run")
-    return timesteps, steps - t_start
 
 
 def _unpacked(packed: torch.Tensor, height: int, width: int) -> torch.Tensor:
