@@ -177,3 +177,11 @@ def apply_weights(z: Any, weights: list[float]) -> Any:
     if new_mean == 0:
         return z  # nothing to rescale by; dividing would poison the whole prompt with NaN
     return z * (original_mean / new_mean)
+
+
+def plain_text(prompt: str) -> str:
+    """The prompt's words without A1111's syntax: brackets and weights dropped, a BREAK a
+    space. What a T5 encoder (SD 3.x, Flux) is given: T5 reads sentences, not chunks of 75
+    tokens, and A1111's per-token weighting was made for CLIP."""
+    pieces = [" " if is_break(text, weight) else text for text, weight in parse_attention(prompt)]
+    return " ".join("".join(pieces).split())

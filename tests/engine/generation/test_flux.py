@@ -24,7 +24,7 @@ from PIL import Image
 from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
-from app.engine.generation.families.flux import FluxFamily
+from app.engine.generation.families.flux import FluxFamily, flux_prompt
 from app.engine.generation.loader import PipelineCache
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
@@ -393,3 +393,16 @@ def test_in_bfloat16_flux_equals_the_stock_pipeline_and_resumes_exactly(
     resumed = ours(fresh, params, tmp_path, "job", on_step=lambda _p: StepDecision.CONTINUE)
     assert resumed.resumed_from is not None
     assert max_diff(pixels(tmp_path / "job.png"), image) == 0
+
+
+def test_a1111_weights_and_break_reach_flux_as_plain_words(
+    folders: dict[str, Path], runners: dict[str, Runner], tmp_path: Path
+) -> None:
+    """T5 is not chunked the A1111 way and Flux uses no CLIP hidden states to weight: the
+    syntax is dropped, the words kept; a prompt without syntax is passed as written."""
+    assert flux_prompt("(the cat:1.3) BREAK [sky] <lora:x:0.5>") == "the cat sky"
+    assert flux_prompt("the  cat, \\(sky\\)") == "the cat, (sky)"  # an escaped bracket is text
+    assert flux_prompt("the cat: 1.5, sky") == "the cat: 1.5, sky"  # no syntax: untouched
+    weighted = flux_params(prompt="((the cat:1.3)) BREAK sky")
+    ours = generate(runners["dev"], weighted, tmp_path, "weighted")
+    assert max_diff(ours, stock(folders["dev"], flux_params(prompt="the cat sky"))) == 0
