@@ -14,6 +14,10 @@ pipeline without T5, as diffusers allows; `sd3.5-large`, also large turbo's netw
 `sd3-medium`): the same four figures with its one sampler (Euler, the flow-matching one),
 `step_ms` being one transformer + scheduler step with true CFG, and
 `same_as_diffusers_max_diff` against stock `StableDiffusion3Pipeline`.
+And for Flux.1 as a diffusers folder, dev-style (`flux1-dev`, a guidance embedder) and
+schnell-style (`flux1-schnell`): the same four figures with its one sampler (Euler, the
+flow-matching one), `step_ms` being one transformer + scheduler step (no CFG: distilled
+guidance is a model input), and `same_as_diffusers_max_diff` against stock `FluxPipeline`.
 
 Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/generation.py.
 """
@@ -40,6 +44,7 @@ from app.engine.generation.loader import PipelineCache, SingleFileConfigs
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.tiny_flux import write_tiny_flux
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
 from app.engine.generation.tiny_sd3 import write_tiny_sd3
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
@@ -63,6 +68,44 @@ def run_architectures() -> None:
             _figures(arch.value, folder, work, configs)
             _figures(f"{arch.value}-file", file, work, configs)
         run_sd3(work)
+        run_flux(work)
+
+
+def run_flux(work: Path) -> None:
+    """The Flux.1 rows: tiny dev-style and schnell-style diffusers folders."""
+    for kind in ("dev", "schnell"):
+        folder = write_tiny_flux(work / f"flux1-{kind}", guidance_embeds=kind == "dev")
+        _flux_figures(f"flux1-{kind}", folder, work)
+
+
+def _flux_figures(label: str, path: Path, work: Path) -> None:
+    import torch
+    from diffusers import FluxPipeline
+
+    model = detected(ModelInfo("m", path, ModelSource.USER))
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+    # No negative prompt: Flux.1 has none (see flow_params); the sampler is Euler.
+    params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=3.5, seed=42)
+    report(f"step_ms[{label}]", f"{_step_ms(pipe, params):.1f}")
+    folder = work / label
+    folder.mkdir(exist_ok=True)
+    reference = _run(runner, params, folder / "ref.png", _go)
+    resumed = folder / "job.png"
+    _run(runner, params, resumed, _pause)
+    _run(runner, params, resumed, _go)
+    stock_pipe: Any = FluxPipeline(**pipe.components)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        width=params.width, height=params.height,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(reference), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(reference), pixels(stock)))
+    shutil.rmtree(folder)
 
 
 def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> None:

@@ -32,6 +32,7 @@ class DeviceChoice:
 
 
 CPU = DeviceChoice("cpu", "float32")
+BF16_CAPABILITY = (8, 0)  # Ampere and later compute in bfloat16 natively
 DEVICE_ENV = "EASEL_DEVICE"  # `worker --device cuda:1` sets it: one worker per GPU
 _DEVICE_NAME = re.compile(r"cpu|mps|cuda(:\d+)?")
 
@@ -58,3 +59,21 @@ def pick_device(*, low_vram: bool = False) -> DeviceChoice:
     if mps is not None and mps.is_available():
         return DeviceChoice("mps", "float16", low_vram)
     return DeviceChoice("cpu", "float32", low_vram)
+
+
+def transformer_dtype(device: DeviceChoice) -> torch.dtype:
+    """The dtype to run a flow-matching transformer family (Flux.1, SD 3.x) in on `device`.
+
+    Their released weights are bfloat16 and their activations (T5's above all) overflow in
+    float16, so a CUDA GPU that computes in bfloat16 natively gets bfloat16; any other
+    device keeps its own choice (a CPU float32, MPS and older GPUs float16)."""
+    import torch
+
+    if device.dtype_name != "float16" or not device.device.startswith("cuda"):
+        return device.torch_dtype
+    if not torch.cuda.is_available():
+        return device.torch_dtype
+    index = int(device.device.partition(":")[2] or torch.cuda.current_device())
+    if torch.cuda.get_device_capability(index) >= BF16_CAPABILITY:
+        return torch.bfloat16
+    return device.torch_dtype

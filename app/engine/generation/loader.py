@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.generation.architecture import INPAINT_CHANNELS, Architecture, Prediction
-from app.engine.generation.device import DeviceChoice
+from app.engine.generation.device import DeviceChoice, transformer_dtype
 from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel, is_transient
 from app.engine.generation.load_failure import load_failure
 from app.engine.generation.lora import (
@@ -162,7 +162,8 @@ def load_pipeline(
         raise UnsupportedModel(f"model {model.name!r} cannot be used: {model.unsupported_reason}")
     _quiet_loading()
     pipeline_class = _pipeline_class(model.architecture)
-    options: dict[str, Any] = {"local_files_only": True, "dtype": device.torch_dtype}
+    dtype = transformer_dtype(device) if model.architecture.is_transformer else device.torch_dtype
+    options: dict[str, Any] = {"local_files_only": True, "dtype": dtype}
     if model.architecture is Architecture.SDXL:
         options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
     elif not model.architecture.is_transformer:

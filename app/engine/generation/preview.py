@@ -58,7 +58,10 @@ class VaePreviewer:
         if latents.shape[-2] > size[0] or latents.shape[-1] > size[1]:
             latents = F.interpolate(latents, size=size, mode="area")
         # No generator: AutoencoderKL.decode draws no noise, so the run's RNG is untouched.
-        decoded = self._vae.decode(latents / self._vae.config.scaling_factor, return_dict=False)[0]
+        config = self._vae.config
+        # Flux's and SD 3.x's VAEs also shift their latents (`shift_factor`); SD's do not.
+        unscaled = latents / config.scaling_factor + (getattr(config, "shift_factor", None) or 0)
+        decoded = self._vae.decode(unscaled, return_dict=False)[0]
         return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.base import Conditioning, ModelFamily, Schedule
+from app.engine.generation.families.flux import FluxFamily
 from app.engine.generation.families.sd import StableDiffusionFamily
 from app.engine.generation.families.sd3 import StableDiffusion3Family
 from app.engine.generation.families.sdxl import StableDiffusionXLFamily
@@ -20,13 +21,21 @@ __all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of
 
 _LABELS = {
     family.name: family.label
-    for family in (StableDiffusionFamily, StableDiffusionXLFamily, StableDiffusion3Family)
+    for family in (
+        StableDiffusionFamily,
+        StableDiffusionXLFamily,
+        StableDiffusion3Family,
+        FluxFamily,
+    )
 }
 
 
 def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
     """(diffusers pipeline classes, the family that drives them)."""
     from diffusers import (
+        FluxImg2ImgPipeline,
+        FluxInpaintPipeline,
+        FluxPipeline,
         StableDiffusion3Img2ImgPipeline,
         StableDiffusion3Pipeline,
         StableDiffusionImg2ImgPipeline,
@@ -39,6 +48,7 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
         ((StableDiffusionXLPipeline, StableDiffusionXLImg2ImgPipeline), StableDiffusionXLFamily),
         ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
         ((StableDiffusion3Pipeline, StableDiffusion3Img2ImgPipeline), StableDiffusion3Family),
+        ((FluxPipeline, FluxImg2ImgPipeline, FluxInpaintPipeline), FluxFamily),
     ]
 
 
