@@ -116,6 +116,11 @@ def prune_note(pruned: Pruned) -> str:
 def model_choices(settings: Settings) -> list[ModelChoice]:
     """Installed models for the picker (a filesystem scan, run off the GUI thread)."""
     from app.engine.generation.architecture import MAX_SIDE_PER_NATIVE
+    from app.engine.generation.flow_params import (
+        guidance_is_distilled,
+        samplers_for,
+        takes_negative_prompt,
+    )
     from app.engine.generation.sources import disk_bytes, list_models
 
     return [
@@ -128,6 +133,9 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             or ("" if model.supported else translate("ModelChoice", "unknown model type")),
             max_side=MAX_SIDE_PER_NATIVE * model.native_size,
             disk_bytes=disk_bytes(model.path),
+            samplers=samplers_for(model.architecture),
+            takes_negative_prompt=takes_negative_prompt(model.architecture),
+            distilled_guidance=guidance_is_distilled(model.architecture),
         )
         for model in list_models(settings.model_search_path())
     ]

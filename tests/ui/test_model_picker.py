@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
+from app.ui.presenters.model_choices import ModelChoice
 from app.ui.widgets.window import MainWindow
 from app.ui.wiring import lora_choices, model_choices
 
@@ -181,3 +182,48 @@ def test_the_picker_says_each_models_size_and_the_lora_list_shows_previews(
     assert "2.5 MB" in tip and (lora / "ink_style.preview.png").as_uri() in tip
     assert "<img" not in box.itemData(box.findData("plain"), Qt.ItemDataRole.ToolTipRole)
     assert (disk_size_text(6_500_000_000), disk_size_text(320_000_000)) == ("6.5 GB", "320 MB")
+
+
+FLUX = ModelChoice(
+    "flux-dev", "Flux.1", 1024, ((1024, 1024),), max_side=4096, samplers=("Euler",),
+    takes_negative_prompt=False, distilled_guidance=True,
+)  # fmt: skip
+
+
+def test_a_flux_model_offers_only_what_it_takes_and_gives_the_rest_back(
+    make_window: Callable[..., MainWindow], qtbot: QtBot, queue: JobQueue
+) -> None:
+    window = window_with_models(make_window, qtbot)
+    panel = window.prompt
+    panel.set_models([*panel.model_choices(), FLUX])
+    panel.scheduler.setCurrentText("DPM++ 2M")
+    panel.scheduler.activated.emit(panel.scheduler.currentIndex())  # as a click picks it
+    qtbot.keyClicks(panel.negative, "blurry")
+    for _ in range(3):  # down past other-model and the refiner, which cannot be chosen
+        pick_next(qtbot, window, panel.model)
+    assert panel.model_name() == "flux-dev"
+    items = panel.scheduler.model()
+    assert isinstance(items, QStandardItemModel)
+    offered = [items.item(i).text() for i in range(items.rowCount()) if items.item(i).isEnabled()]
+    assert (offered, panel.scheduler.currentText()) == (["Euler"], "Euler")
+    assert not panel.negative.isEnabled() and panel.negative.toPlainText() == "blurry"
+    assert panel._cfg_caption.text() == "Guidance"
+    panel.prompt.setFocus()
+    qtbot.keyClicks(panel.prompt, "a red kite")
+    qtbot.keyClick(panel.prompt, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(queue.jobs()) == 1, timeout=TIMEOUT_MS)
+    job = queue.jobs()[0]
+    assert (job.model, job.scheduler, job.negative_prompt) == ("flux-dev", "Euler", "")
+    panel.model.setCurrentIndex(panel.model.findData("easel-tiny"))  # back to a UNet model
+    assert panel.scheduler.currentText() == "DPM++ 2M"  # what the artist had picked
+    assert panel.negative.isEnabled() and panel._cfg_caption.text() == "CFG"
+
+
+def test_the_scan_says_what_a_flux_folder_takes(tmp_path: Path) -> None:
+    from app.engine.generation.tiny_flux import write_tiny_flux
+
+    write_tiny_flux(tmp_path / "flux-tiny", guidance_embeds=True)
+    choices = model_choices(Settings(models_dir=str(tmp_path)))
+    choice = next(c for c in choices if c.name == "flux-tiny")
+    assert (choice.name, choice.kind, choice.samplers) == ("flux-tiny", "Flux.1", ("Euler",))
+    assert (choice.takes_negative_prompt, choice.distilled_guidance) == (False, True)

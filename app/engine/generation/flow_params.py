@@ -55,3 +55,23 @@ def flow_problems(architecture: Architecture, params: GenerationParams) -> list[
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
     return problems
+
+
+def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
+    """The samplers a model of `architecture` takes; () when it takes every one Easel has."""
+    if architecture is not None and architecture.is_transformer:
+        return tuple(FLOW_SAMPLERS)
+    return ()
+
+
+def takes_negative_prompt(architecture: Architecture | None) -> bool:
+    from app.engine.generation.architecture import Architecture
+
+    return architecture is not Architecture.FLUX1
+
+
+def guidance_is_distilled(architecture: Architecture | None) -> bool:
+    """Whether `cfg` is a distilled-guidance input of the model (Flux.1) rather than CFG."""
+    from app.engine.generation.architecture import Architecture
+
+    return architecture is Architecture.FLUX1

@@ -29,6 +29,12 @@ class ModelChoice:
     unsupported_reason: str = ""
     max_side: int = 0  # the engine refuses larger sizes at submit (0: no limit known)
     disk_bytes: int = 0  # its file or folder on disk (0: not known)
+    samplers: tuple[str, ...] = ()  # the samplers it takes; (): every one (flow models: Euler)
+    takes_negative_prompt: bool = True  # Flux.1 runs without true CFG: a negative does nothing
+    distilled_guidance: bool = False  # CFG is the model's guidance input (Flux.1 dev)
+
+    def allows_sampler(self, sampler: str) -> bool:
+        return not self.samplers or sampler in self.samplers
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side

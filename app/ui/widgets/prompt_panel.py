@@ -138,6 +138,8 @@ class PromptPanel(QWidget):
         self.set_loras([])
         self.scheduler = QComboBox()
         self.scheduler.addItems(SCHEDULERS)
+        self.scheduler.activated.connect(self._sampler_picked)
+        self._wanted_sampler = self.scheduler.currentText()  # kept across models that lack it
         self.steps = NumberEdit(rules.STEPS)
         self.cfg = NumberEdit(rules.CFG, step=0.5)
         self.seed = NumberEdit(rules.SEED)
@@ -223,6 +225,7 @@ class PromptPanel(QWidget):
         form.setHorizontalSpacing(10)
         form.setVerticalSpacing(8)
         captions = add_field_rows(form, rows)
+        self._cfg_caption = captions[next(i for i, row in enumerate(rows) if row[1] is self.cfg)]
         strength = next(i for i, row in enumerate(rows) if row[1] is self.strength)
         # shown only with an init image
         self._strength_row = (captions[strength], self.strength, rows[strength][2])
@@ -382,6 +385,42 @@ class PromptPanel(QWidget):
         self.size_preset.blockSignals(False)
         self._choosing_preset = False
         self._size_edited()
+        self._fit_fields_to(choice)
+
+    def _fit_fields_to(self, choice: ModelChoice) -> None:
+        """Offer only what the model takes: its samplers, a negative prompt if it uses one,
+        and "Guidance" for a guidance-distilled model's CFG, so a job is never refused at
+        submit for a field the artist could not see was wrong."""
+        items = self.scheduler.model()
+        for row in range(self.scheduler.count()):
+            item = items.item(row)  # type: ignore[attr-defined]  # a QStandardItemModel
+            item.setEnabled(choice.allows_sampler(item.text()))
+        self._set_sampler(self._wanted_sampler)
+        self.negative.setEnabled(choice.takes_negative_prompt)
+        self.negative.setToolTip(
+            ""
+            if choice.takes_negative_prompt
+            else self.tr("{kind} takes no negative prompt: it is not used").format(kind=choice.kind)
+        )
+        distilled = choice.distilled_guidance
+        self._cfg_caption.setText(self.tr("Guidance") if distilled else "CFG")
+        self._cfg_caption.setToolTip(
+            self.tr(
+                "The model's distilled guidance (Flux: about 3.5), not classifier-free guidance"
+            )
+            if distilled
+            else ""
+        )
+
+    def _sampler_picked(self) -> None:
+        self._wanted_sampler = self.scheduler.currentText()
+
+    def _set_sampler(self, name: str) -> None:
+        """Show `name`, or the model's own sampler if it cannot take it; `name` is still
+        what the next model that takes it gets."""
+        self._wanted_sampler = name
+        choice = self.model_choice()
+        self.scheduler.setCurrentText(name if choice.allows_sampler(name) else choice.samplers[0])
 
     def _model_picked(self) -> None:
         """Chosen by the user: a size the model offers stays; any other becomes its native one."""
@@ -437,13 +476,18 @@ class PromptPanel(QWidget):
         seed = self.seed.reading().value
         strength = 1.0 if self.init is None else float(number_in(self.strength))
         return GenerationParams(
-            prompt=self.prompt.toPlainText(), negative_prompt=self.negative.toPlainText(),
+            prompt=self.prompt.toPlainText(), negative_prompt=self._negative_prompt(),
             model=self.model_name() or DEFAULT_MODEL,
             scheduler=self.scheduler.currentText(), steps=int(number_in(self.steps)),
             cfg=float(number_in(self.cfg)), width=int(number_in(self.width_box)),
             height=int(number_in(self.height_box)),
             seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
         )  # fmt: skip
+
+    def _negative_prompt(self) -> str:
+        """The negative prompt, or "" for a model that takes none (the field is greyed out;
+        its text stays there for the next model that does)."""
+        return self.negative.toPlainText() if self.negative.isEnabled() else ""
 
     def image_count(self) -> int:
         """How many images Generate queues (call `params()` first: it checks this field too)."""
@@ -463,7 +507,7 @@ class PromptPanel(QWidget):
         self.negative.setPlainText(p.negative_prompt)
         self._select_model(p.model)
         if p.scheduler in SCHEDULERS:
-            self.scheduler.setCurrentText(p.scheduler)
+            self._set_sampler(p.scheduler)
         self.steps.setValue(p.steps)
         self.cfg.setValue(p.cfg)
         self.seed.setText("" if p.seed == RANDOM_SEED else str(p.seed))
@@ -483,7 +527,7 @@ class PromptPanel(QWidget):
         if saved.get("model"):
             self._select_model(saved["model"])
         if saved.get("sampler") in SCHEDULERS:
-            self.scheduler.setCurrentText(saved["sampler"])
+            self._set_sampler(saved["sampler"])
         for name, edit in self._remembered_numbers().items():
             if name in saved:
                 edit.setText(saved[name])  # shown as saved; a bad value is flagged, not fixed
