@@ -101,9 +101,12 @@ def make_guide(
     images: Sequence[bytes],
     timesteps: int,
     do_cfg: bool,
+    crop: tuple[int, int, int, int] | None = None,
 ) -> ControlGuide | None:
     """The guide for `params`' layers (None without any), with `nets` and `images` in the
-    layers' order; `timesteps`: how many the job runs (start/end are shares of them)."""
+    layers' order; `timesteps`: how many the job runs (start/end are shares of them);
+    `crop`: an "only masked" inpaint's box, which the control images are cut to as well
+    (the ControlNet inpaint pipelines' `crops_coords` with `resize_mode="fill"`)."""
     layers = params.control_layers
     if not layers:
         return None
@@ -112,7 +115,10 @@ def make_guide(
     device = pipe._execution_device
     prepared = []
     for net, png in zip(nets, images, strict=True):
-        image = processor.preprocess(open_rgb(png), height=params.height, width=params.width)
+        image = processor.preprocess(
+            open_rgb(png), height=params.height, width=params.width, crops_coords=crop,
+            resize_mode="default" if crop is None else "fill",
+        )  # fmt: skip
         image = image.to(dtype=torch.float32).to(device=device, dtype=net.dtype)
         prepared.append(torch.cat([image] * 2) if do_cfg and not guess_mode else image)
     return ControlGuide(

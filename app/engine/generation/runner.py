@@ -45,7 +45,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.generation.reference import use_ip_adapter
+from app.engine.generation.reference import use_ip_adapters
 from app.engine.generation.sources import ModelInfo, resolve_model
 from app.engine.generation.upscale import (
     CANCEL,
@@ -238,8 +238,8 @@ class Runner:
             check_fits(control, params.model, loaded.model.architecture)
         nets = self._controlnets.get(controls, loaded.pipe)
         references = params.references
-        adapter = self._resolve_reference(references[0].model) if references else None
-        use_ip_adapter(loaded.pipe, adapter, references[0].weight if references else 1.0)
+        adapters = [self._resolve_reference(reference.model) for reference in references]
+        use_ip_adapters(loaded.pipe, adapters, [reference.weight for reference in references])
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)

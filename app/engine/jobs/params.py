@@ -47,8 +47,9 @@ MAX_VARIATION_STRENGTH = 1.0
 MAX_CONTROL_LAYERS = 4
 MAX_CONTROL_WEIGHT = 2.0  # A1111's "Control Weight" slider's end
 CONTROL_MODULES = ("none", "canny", "softedge", "lineart", "scribble")  # preprocessors
-# IP-Adapter: the reference image is stored with the job (job_input, kind "reference0").
-MAX_REFERENCES = 1  # one reference image (one adapter) per job for now
+# IP-Adapter: each reference image is stored with the job (job_input, kind "reference<i>"),
+# and has an adapter (and so a weight) of its own: diffusers' multi IP-Adapter.
+MAX_REFERENCES = 4
 
 
 class InvalidParameters(BadInput):
@@ -247,10 +248,8 @@ def _reference_problems(p: GenerationParams) -> list[str]:
         references = decode_reference(p.reference)
     except InvalidParameters as error:
         return [str(error)]
-    if p.init_image:
-        return ["reference images work from noise for now, not with img2img or inpaint"]
     if len(references) > MAX_REFERENCES:
-        return [f"at most {MAX_REFERENCES} reference image for now, not {len(references)}"]
+        return [f"at most {MAX_REFERENCES} reference images, not {len(references)}"]
     problems = []
     for index, reference in enumerate(references):
         name = f"reference image {index}"
@@ -269,8 +268,6 @@ def _control_problems(p: GenerationParams) -> list[str]:
         layers = decode_control(p.control)
     except InvalidParameters as error:
         return [str(error)]
-    if p.init_image:
-        return ["ControlNet layers work from noise for now, not with img2img or inpaint"]
     if len(layers) > MAX_CONTROL_LAYERS:
         return [f"at most {MAX_CONTROL_LAYERS} control layers, not {len(layers)}"]
     problems = []

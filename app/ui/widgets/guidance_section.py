@@ -29,9 +29,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.jobs.follow_ups import NewJob
 from app.engine.jobs.params import CONTROL_MODULES, MAX_CONTROL_WEIGHT, InvalidParameters
 from app.errors import UserError
-from app.ui.presenters.guidance import GuideLayer, controlnet_names, guided_job, ip_adapter_names
+from app.ui.presenters.guidance import (
+    GuideLayer,
+    controlnet_names,
+    guided_job,
+    ip_adapter_names,
+    with_guidance,
+)
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.png_params import ParsedParams
 
@@ -395,6 +402,14 @@ def _selected_result(window: MainWindow) -> bytes | None:
         return None
 
 
+def guided(window: MainWindow, job: NewJob) -> NewJob:
+    """`job` guided by the window's Control section (its enabled layers and references)."""
+    section: GuidanceSection | None = getattr(window, "guidance", None)
+    if section is None:
+        return job
+    return with_guidance(job, section.controls.layers, section.references.layers)
+
+
 def guided_submit(window: MainWindow, section: GuidanceSection) -> bool:
     """Queue the form with the section's layers; False when none is in use (or refused)."""
     if not section.in_use():
@@ -403,7 +418,7 @@ def guided_submit(window: MainWindow, section: GuidanceSection) -> bool:
         params = window.prompt.params()
         job = guided_job(
             params, window.prompt.image_count(), section.controls.layers,
-            section.references.layers,
+            section.references.layers, init_png=window.prompt.init_png(),
         )  # fmt: skip
     except (InvalidParameters, UserError) as error:
         window.show_error(translate("GuidanceSection", "Not queued: {error}").format(error=error))
