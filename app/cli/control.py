@@ -1,5 +1,6 @@
 """`submit --control MODULE:IMAGE[:WEIGHT[:START:END]] --control-model NAME`: ControlNet
-layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: a reference image (IP-Adapter).
+layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: reference images (IP-Adapter),
+as many as `--control`, each with its adapter and weight.
 
 Each `--control` is one layer: its preprocessor (`none` for an image that is a control image
 already), the image, and optionally its weight and the share of the steps it acts on. The
@@ -41,33 +42,52 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("reference image (IP-Adapter)")
+    group = parser.add_argument_group("reference images (IP-Adapter)")
     group.add_argument(
-        "--reference", metavar="IMAGE[:WEIGHT]",
-        help="an image whose style or subject guides the job; WEIGHT 0-2 (default 1)",
+        "--reference", action="append", default=[], metavar="IMAGE[:WEIGHT]",
+        help="an image whose style or subject guides the job (may be given more than once); "
+        "WEIGHT 0-2 (default 1)",
     )  # fmt: skip
-    group.add_argument("--reference-model", metavar="NAME", help="the IP-Adapter to use")
+    group.add_argument(
+        "--reference-model", action="append", default=[], metavar="NAME",
+        help="the IP-Adapter of each --reference, in order (one serves them all)",
+    )  # fmt: skip
 
 
 def reference_from_args(
     args: argparse.Namespace, params: GenerationParams
 ) -> tuple[GenerationParams, list[bytes]]:
-    """`params` with the command line's reference image, and its PNG."""
-    if args.reference is None:
+    """`params` with the command line's reference images, and their PNGs."""
+    if not args.reference:
         if args.reference_model:
             raise InvalidParameters("--reference-model needs --reference IMAGE")
         return params, []
-    if not args.reference_model:
-        raise InvalidParameters("--reference needs --reference-model NAME (the IP-Adapter)")
-    path, weight = args.reference, 1.0
-    head, sep, tail = args.reference.rpartition(":")
-    if sep and _is_number(tail):
-        path, weight = head, float(tail)
-    png = preprocess("none", read_control_image(Path(path)))  # checked, stored as RGB PNG
-    reference = ReferenceImage(digest(png), args.reference_model, weight)
-    params = replace(params, reference=encode_reference([reference])).validated()
-    check_model(params)  # the IP-Adapter is installed
-    return params, [png]
+    models = _one_each(args.reference, args.reference_model, "--reference", "the IP-Adapter")
+    references, pngs = [], []
+    for text, model in zip(args.reference, models, strict=True):
+        path, weight = text, 1.0
+        head, sep, tail = text.rpartition(":")
+        if sep and _is_number(tail):
+            path, weight = head, float(tail)
+        png = preprocess("none", read_control_image(Path(path)))  # checked, stored as RGB PNG
+        references.append(ReferenceImage(digest(png), model, weight))
+        pngs.append(png)
+    params = replace(params, reference=encode_reference(references)).validated()
+    check_model(params)  # each IP-Adapter is installed
+    return params, pngs
+
+
+def _one_each(given: list[str], models: list[str], option: str, what: str) -> list[str]:
+    """The model of each `option`: the n-th `option-model` names the n-th; one serves all."""
+    if not models:
+        raise InvalidParameters(f"{option} needs {option}-model NAME ({what} to use)")
+    if len(models) == 1:
+        return models * len(given)
+    if len(models) != len(given):
+        raise InvalidParameters(
+            f"{len(given)} {option} images but {len(models)} {option}-model names"
+        )
+    return list(models)
 
 
 def parse_control(text: str) -> tuple[str, Path, float, float, float]:
@@ -104,15 +124,7 @@ def control_from_args(
         if args.control_model:
             raise InvalidParameters("--control-model needs a --control layer")
         return params, []
-    models = list(args.control_model)
-    if not models:
-        raise InvalidParameters("--control needs --control-model NAME (the ControlNet to use)")
-    if len(models) == 1:
-        models *= len(args.control)
-    if len(models) != len(args.control):
-        raise InvalidParameters(
-            f"{len(args.control)} --control layers but {len(models)} --control-model names"
-        )
+    models = _one_each(args.control, args.control_model, "--control", "the ControlNet")
     layers, pngs = [], []
     for text, model in zip(args.control, models, strict=True):
         module, path, weight, start, end = parse_control(text)

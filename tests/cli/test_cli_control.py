@@ -167,3 +167,37 @@ def test_control_and_a_reference_go_with_an_init_image_and_a_mask(
         code, out, _ = run_cli(capsys, "show", str(job.id))
         assert "control 0   canny by edges-sd15, weight 0.7" in out
         assert "reference 0 ip-adapter_sd15, weight 0.5" in out
+
+
+def test_several_reference_images_each_with_its_adapter_and_weight(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.engine.jobs.graph import reference_images_of
+    from app.engine.jobs.params import decode_reference
+
+    install_ip_adapter("ip-adapter_sd15")
+    style, face = drawing(tmp_path / "style.png"), tmp_path / "face.png"
+    Image.new("RGB", (48, 40), (10, 200, 30)).save(face)
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", f"{style}:0.6", "--reference", str(face),
+        "--reference-model", "ip-adapter_sd15",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    first, second = reference_images_of(queue, job)
+    queue.db.dispose()
+    assert [(r.model, r.weight) for r in decode_reference(job.reference)] == [
+        ("ip-adapter_sd15", 0.6), ("ip-adapter_sd15", 1.0),
+    ]  # fmt: skip
+    with Image.open(io.BytesIO(second)) as opened:
+        assert opened.size == (48, 40) and first != second
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "reference 0 ip-adapter_sd15, weight 0.6" in out
+    assert "reference 1 ip-adapter_sd15, weight 1" in out
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", str(style), "--reference", str(face),
+        "--reference", str(face), "--reference-model", "ip-adapter_sd15",
+        "--reference-model", "ip-adapter_sd15",
+    )  # fmt: skip
+    assert code != 0 and "3 --reference images but 2 --reference-model names" in err

@@ -26,6 +26,11 @@ def png_of(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def picture_file(path: Path) -> Path:
+    Image.new("RGB", (40, 48), (200, 40, 90)).save(path)
+    return path
+
+
 def only_job(queue: JobQueue) -> int:
     [job] = queue.jobs(None)
     assert job.id is not None
@@ -172,13 +177,16 @@ def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_ed
     window.prompt.prompt.setPlainText("a cat")
     section.controls.add_file_path(drawing(tmp_path / "pose.png"))
     section.references.add(png_of(drawing(tmp_path / "style.png")))
+    section.references.add(png_of(picture_file(tmp_path / "face.png")))
+    section.references.rows[1].weight.setValue(0.4)
     init = png_of(drawing(tmp_path / "init.png"))
     window.prompt.set_init(InitImage(init, 64, 64, source="init.png"))
     window.generate()
     qtbot.waitUntil(lambda: len(queue.jobs(None)) == 1, timeout=TIMEOUT_MS)
     job = queue.get(only_job(queue))
     assert job.init_image.startswith("upload:") and init_image_of(queue, job) is not None
-    assert len(control_images_of(queue, job)) == 1 and len(reference_images_of(queue, job)) == 1
+    assert len(control_images_of(queue, job)) == 1 and len(reference_images_of(queue, job)) == 2
+    assert [r.weight for r in decode_reference(job.reference)] == [1.0, 0.4]  # each its own
     editor = window.mask_editing.open(picture(), None, None)  # type: ignore[attr-defined]
     qtbot.addWidget(editor)
     qtbot.waitExposed(editor)
@@ -191,4 +199,4 @@ def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_ed
     assert inpaint.mask and mask_of(queue, inpaint) is not None
     [layer] = decode_control(inpaint.control)
     assert layer.model == "edges-sd15" and len(control_images_of(queue, inpaint)) == 1
-    assert len(reference_images_of(queue, inpaint)) == 1
+    assert len(reference_images_of(queue, inpaint)) == 2
