@@ -19,6 +19,7 @@ from app.engine.jobs.control_image import preprocess, read_control_image
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import (
     CONTROL_MODULES,
+    UNION_TYPES,
     ControlLayer,
     GenerationParams,
     InvalidParameters,
@@ -38,6 +39,12 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--control-model", action="append", default=[], metavar="NAME",
         help="the ControlNet of each --control, in order (one serves them all)",
+    )  # fmt: skip
+    group.add_argument(
+        "--control-type", action="append", default=[], metavar="TYPE",
+        help=f"a ControlNet Union's control type for each --control ({', '.join(UNION_TYPES)}), "
+        "in order (one serves them "
+        "all; default: the preprocessor's kind, canny or softedge)",
     )  # fmt: skip
 
 
@@ -62,7 +69,7 @@ def reference_from_args(
         if args.reference_model:
             raise InvalidParameters("--reference-model needs --reference IMAGE")
         return params, []
-    models = _one_each(args.reference, args.reference_model, "--reference", "the IP-Adapter")
+    models = _one_each(args.reference, args.reference_model, "--reference", "model")
     references, pngs = [], []
     for text, model in zip(args.reference, models, strict=True):
         path, weight = text, 1.0
@@ -77,17 +84,17 @@ def reference_from_args(
     return params, pngs
 
 
-def _one_each(given: list[str], models: list[str], option: str, what: str) -> list[str]:
-    """The model of each `option`: the n-th `option-model` names the n-th; one serves all."""
-    if not models:
-        raise InvalidParameters(f"{option} needs {option}-model NAME ({what} to use)")
-    if len(models) == 1:
-        return models * len(given)
-    if len(models) != len(given):
-        raise InvalidParameters(
-            f"{len(given)} {option} images but {len(models)} {option}-model names"
-        )
-    return list(models)
+def _one_each(given: list[str], names: list[str], option: str, what: str) -> list[str]:
+    """The name for each `option` given: the n-th of `names` (`option`-model, -type) names
+    the n-th; one serves all."""
+    named = f"{option}-{what}"
+    if not names:
+        raise InvalidParameters(f"{option} needs {named} NAME (the {what} to use)")
+    if len(names) == 1:
+        return names * len(given)
+    if len(names) != len(given):
+        raise InvalidParameters(f"{len(given)} {option} images but {len(names)} {named} names")
+    return list(names)
 
 
 def parse_control(text: str) -> tuple[str, Path, float, float, float]:
@@ -124,12 +131,15 @@ def control_from_args(
         if args.control_model:
             raise InvalidParameters("--control-model needs a --control layer")
         return params, []
-    models = _one_each(args.control, args.control_model, "--control", "the ControlNet")
+    models = _one_each(args.control, args.control_model, "--control", "model")
+    kinds = [""] * len(args.control)
+    if args.control_type:
+        kinds = _one_each(args.control, args.control_type, "--control", "type")
     layers, pngs = [], []
-    for text, model in zip(args.control, models, strict=True):
+    for text, model, kind in zip(args.control, models, kinds, strict=True):
         module, path, weight, start, end = parse_control(text)
         png = preprocess(module, read_control_image(path))
-        layers.append(ControlLayer(digest(png), model, module, weight, start, end))
+        layers.append(ControlLayer(digest(png), model, module, weight, start, end, kind))
         pngs.append(png)
     params = replace(params, control=encode_control(layers)).validated()
     check_model(params)  # each ControlNet is installed and made for the model

@@ -201,3 +201,28 @@ def test_several_reference_images_each_with_its_adapter_and_weight(
         "--reference-model", "ip-adapter_sd15",
     )  # fmt: skip
     assert code != 0 and "3 --reference images but 2 --reference-model names" in err
+
+
+def test_a_control_type_for_a_controlnet_union_is_stored_and_shown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.engine.jobs.params import decode_control
+
+    install_controlnet("edges-sd15")
+    picture = drawing(tmp_path / "in.png")
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--control", f"none:{picture}", "--control", f"canny:{picture}",
+        "--control-model", "edges-sd15", "--control-type", "depth", "--control-type", "canny",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    queue.db.dispose()
+    assert [layer.control_type for layer in decode_control(job.control)] == ["depth", "canny"]
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "steps 0-1, type depth" in out
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--control", f"none:{picture}", "--control-model",
+        "edges-sd15", "--control-type", "pose",
+    )  # fmt: skip
+    assert code != 0 and "control type 'pose' is unknown" in err

@@ -104,7 +104,7 @@ def with_image_embeds(
     added: dict[str, torch.Tensor] | None, conditioning: dict[str, torch.Tensor]
 ) -> dict[str, Any] | None:
     """The UNet's `added_cond_kwargs` with the references' embeddings, when there are some."""
-    embeds = []
+    embeds: list[torch.Tensor] = []
     while embeds_key(len(embeds)) in conditioning:
         embeds.append(conditioning[embeds_key(len(embeds))])
     if not embeds:

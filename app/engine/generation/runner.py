@@ -28,7 +28,12 @@ from app.engine.generation.checkpoint import (
     save_checkpoint,
 )
 from app.engine.generation.control import ControlNetCache
-from app.engine.generation.controlnets import ControlNetInfo, check_fits, find_controlnet
+from app.engine.generation.controlnets import (
+    ControlNetInfo,
+    check_control_type,
+    check_fits,
+    find_controlnet,
+)
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.families import family_of
@@ -234,8 +239,9 @@ class Runner:
         controls = [self._resolve_control(layer.model) for layer in params.control_layers]
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
-        for control in controls:
+        for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
             check_fits(control, params.model, loaded.model.architecture)
+            check_control_type(control, layer, index)
         nets = self._controlnets.get(controls, loaded.pipe)
         references = params.references
         adapters = [self._resolve_reference(reference.model) for reference in references]

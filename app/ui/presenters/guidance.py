@@ -36,6 +36,7 @@ class GuideLayer:
     start: float = 0.0
     end: float = 1.0
     enabled: bool = True
+    control_type: str = ""  # a ControlNet Union's control type ("": the preprocessor's kind)
     _output: tuple[str, bytes] | None = field(default=None, repr=False)
 
     @property
@@ -82,7 +83,7 @@ def with_guidance(
     styles = [r for r in references if r.enabled and not r.waiting]
     control = [
         ControlLayer(digest(layer.image), layer.model, layer.module, layer.weight, layer.start,
-                     layer.end)
+                     layer.end, layer.control_type)
         for layer in controls
     ]  # fmt: skip
     reference = [ReferenceImage(digest(r.image), r.model, r.weight) for r in styles]

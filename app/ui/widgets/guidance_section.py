@@ -30,7 +30,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.jobs.follow_ups import NewJob
-from app.engine.jobs.params import CONTROL_MODULES, MAX_CONTROL_WEIGHT, InvalidParameters
+from app.engine.jobs.params import (
+    CONTROL_MODULES,
+    MAX_CONTROL_WEIGHT,
+    UNION_TYPES,
+    InvalidParameters,
+)
 from app.errors import UserError
 from app.ui.presenters.guidance import (
     GuideLayer,
@@ -106,6 +111,17 @@ class LayerRow(QFrame):
             self.module.addItem(labels[name], name)
         self.module.setCurrentIndex(CONTROL_MODULES.index(layer.module))
         self.module.setVisible(control)
+        self.control_type = QComboBox()  # only a ControlNet Union reads it
+        self.control_type.addItem(translate("GuidanceSection", "type: from the preprocessor"), "")
+        for name in UNION_TYPES:
+            self.control_type.addItem(
+                translate("GuidanceSection", "type: {name}").format(name=name), name
+            )
+        self.control_type.setCurrentIndex(max(self.control_type.findData(layer.control_type), 0))
+        self.control_type.setToolTip(
+            translate("GuidanceSection", "The control type a ControlNet Union is told")
+        )
+        self.control_type.setVisible(control)
         self.model = QComboBox()
         self.model.addItems(models or [""])
         if layer.model in models:
@@ -132,6 +148,7 @@ class LayerRow(QFrame):
         choices.setSpacing(4)
         choices.addWidget(self.module)
         choices.addWidget(self.model)
+        choices.addWidget(self.control_type)
         numbers = QHBoxLayout()
         numbers.addWidget(self.weight)
         numbers.addWidget(self.start)
@@ -150,6 +167,9 @@ class LayerRow(QFrame):
         self.module.currentIndexChanged.connect(self._module_changed)
         self.model.currentTextChanged.connect(lambda text: setattr(layer, "model", text))
         self.enabled.toggled.connect(lambda on: setattr(layer, "enabled", on))
+        self.control_type.currentIndexChanged.connect(
+            lambda: setattr(layer, "control_type", str(self.control_type.currentData()))
+        )
         self.weight.valueChanged.connect(lambda v: setattr(layer, "weight", v))
         self.start.valueChanged.connect(lambda v: setattr(layer, "start", v))
         self.end.valueChanged.connect(lambda v: setattr(layer, "end", v))
@@ -366,7 +386,15 @@ class GuidanceSection(QWidget):
         images: a PNG does not carry them."""
         for layer in parsed.control:
             self.controls.add_layer(
-                GuideLayer(b"", layer.model, layer.module, layer.weight, layer.start, layer.end)
+                GuideLayer(
+                    b"",
+                    layer.model,
+                    layer.module,
+                    layer.weight,
+                    layer.start,
+                    layer.end,
+                    control_type=layer.control_type,
+                )
             )
         if parsed.control:
             self.unfold()
