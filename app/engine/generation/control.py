@@ -233,6 +233,8 @@ def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any
         )
     if info.union:
         return _load_union_file(info, config, dtype)
+    if info.layout == "original" and info.architecture is Architecture.SDXL:
+        return _load_sdxl_original(info, config, dtype)
     # Offline: diffusers converts the original keys itself (`convert_controlnet_checkpoint`)
     # and takes the shape of the model from our shipped config, never from the hub.
     return ControlNetModel.from_single_file(
@@ -258,4 +260,34 @@ def _load_union_file(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> 
     settings.pop("_class_name", None)
     net = ControlNetUnionModel.from_config(settings)
     net.load_state_dict(state, strict=True)
+    return net.to(dtype=dtype)
+
+
+_ADDED_EMBEDDING = {  # the original layout's `label_emb` is SDXL's "text_time" embedding
+    "add_embedding.linear_1.weight": "label_emb.0.0.weight",
+    "add_embedding.linear_1.bias": "label_emb.0.0.bias",
+    "add_embedding.linear_2.weight": "label_emb.0.2.weight",
+    "add_embedding.linear_2.bias": "label_emb.0.2.bias",
+}
+
+
+def _load_sdxl_original(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> Any:
+    """An SDXL ControlNet file in the original layout (`control_model.*`): diffusers'
+    own converter for everything but the added embedding, which it drops (0.42: its
+    `convert_controlnet_checkpoint` never maps `label_emb`); we map that one ourselves,
+    and load strictly, so a key left out fails loudly instead of staying random."""
+    from diffusers import ControlNetModel
+    from diffusers.loaders.single_file_utils import convert_controlnet_checkpoint
+    from safetensors.torch import load_file
+
+    state = load_file(str(info.path))
+    settings = ControlNetModel.load_config(config)
+    converted = convert_controlnet_checkpoint(state, settings)
+    prefix = "control_model."
+    for key, original in _ADDED_EMBEDDING.items():
+        if prefix + original not in state:
+            raise ControlNetNotFound(f"ControlNet {info.name!r} lacks {prefix}{original}")
+        converted[key] = state[prefix + original]
+    net = ControlNetModel.from_config(settings)
+    net.load_state_dict(converted, strict=True)
     return net.to(dtype=dtype)

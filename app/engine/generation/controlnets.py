@@ -6,8 +6,7 @@ in the original layout (`control_model.*`, as A1111's and ComfyUI's `models/cont
 hold them) or with diffusers' key names. Which architecture it fits is read from its
 config or, for a file, from its header only (tensor names and shapes, no weights): SDXL's
 have the "text_time" added embedding, and the cross-attention width says SD 1.x (768) from
-SD 2.x (1024). Single SDXL files load with diffusers' key names; in the original layout
-they are listed as unsupported, saying why.
+SD 2.x (1024). Single files load in both layouts, SDXL's too.
 
 A ControlNet Union (SDXL: one net for many control types, `ControlNetUnionModel`) is told
 by its config's class or, for a file, by its `task_embedding` (one row per control type).
@@ -32,10 +31,6 @@ from app.errors import BadInput, MissingModel
 CONTROLNET_SUBFOLDER = "controlnet"  # ComfyUI's models/controlnet; A1111's models/ControlNet
 _CONFIG = "config.json"
 _SD2_CROSS_ATTENTION = 1024
-_SDXL_ORIGINAL = (
-    "an SDXL ControlNet in the original key layout, which this diffusers cannot convert "
-    "(save it with diffusers' key names)"
-)
 
 
 UNION_CLASS = "ControlNetUnionModel"
@@ -167,11 +162,9 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
     if layout == "diffusers" and UNION_KEY in keys:
         return ControlNetInfo(path.stem, path, Architecture.SDXL, layout, union=True)
     if any(key.startswith(added) for key in keys):
-        # diffusers 0.42's converter drops the original layout's `label_emb` (SDXL's added
-        # embedding): such a file would load half random. SDXL ControlNets mostly ship with
-        # diffusers' key names, which load.
-        reason = _SDXL_ORIGINAL if layout == "original" else ""
-        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout, reason)
+        # In the original layout diffusers 0.42's converter drops the added embedding
+        # (`label_emb`): `control._load_sdxl_original` maps it itself.
+        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout)
     widths = {
         header[key]["shape"][1]
         for key in keys
