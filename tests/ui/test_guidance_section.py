@@ -203,3 +203,28 @@ def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_ed
     [layer] = decode_control(inpaint.control)
     assert layer.model == "edges-sd15" and len(control_images_of(queue, inpaint)) == 1
     assert len(reference_images_of(queue, inpaint)) == 2
+
+
+def test_weight_and_start_end_are_sliders_with_their_number_beside_them(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    install_controlnet("edges-sd15")
+    section = window.guidance
+    section.controls.add_file_path(drawing(tmp_path / "pose.png"))
+    section.references.add(png_of(drawing(tmp_path / "style.png")))
+    row = section.controls.rows[0]
+    assert (row.weight.number.text(), row.start.number.text(), row.end.number.text()) == (
+        "1.00", "0.00", "1.00",
+    )  # fmt: skip
+    row.weight.slider.setFocus()
+    QTest.keyClick(row.weight.slider, Qt.Key.Key_Left)  # one step: 0.05
+    assert row.weight.number.text() == "0.95" and row.layer.weight == 0.95
+    row.end.slider.setValue(70)
+    assert row.end.number.text() == "0.70" and row.layer.end == 0.7
+    reference = section.references.rows[0]
+    assert reference.weight.isVisibleTo(reference) and not reference.start.isVisibleTo(reference)
+    reference.weight.slider.setValue(40)
+    assert reference.weight.number.text() == "0.40" and reference.layer.weight == 0.4

@@ -2,9 +2,11 @@
 
 A layer comes from a file, a paste or a drop; each row shows the preprocessed image (what
 the job will store), its preprocessor and ControlNet, weight and start/end, and can be
-switched off or removed. Reference images (IP-Adapter) have a row each with their adapter
-and weight. `install_guidance(window)` puts the section under the form and makes Generate
-queue the form with its layers; the window's own files only call it.
+switched off or removed; weight and start/end are sliders with their number beside them.
+Reference images (IP-Adapter) have a row each with their adapter and weight.
+`install_guidance(window)` puts the section under the form and makes Generate queue the
+form with its layers (and the mask editor's inpaint, `guided`); the window's own files
+only call it.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSlider,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -65,13 +67,46 @@ def module_labels() -> dict[str, str]:
     }
 
 
-def _spin(value: float, top: float, step: float) -> QDoubleSpinBox:
-    spin = QDoubleSpinBox()
-    spin.setRange(0.0, top)
-    spin.setSingleStep(step)
-    spin.setDecimals(2)
-    spin.setValue(value)
-    return spin
+class ValueSlider(QWidget):
+    """A slider with its caption and its number beside it, in hundredths (0.05 a key press):
+    what A1111's and Krita's control weight and start/end are."""
+
+    valueChanged = Signal(float)
+    SCALE = 100
+
+    def __init__(self, caption: str, value: float, top: float) -> None:
+        super().__init__()
+        self.caption = QLabel(caption)
+        self.caption.setMinimumWidth(44)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, round(top * self.SCALE))
+        self.slider.setSingleStep(5)
+        self.slider.setPageStep(10)
+        self.number = QLabel()
+        self.number.setMinimumWidth(32)
+        self.number.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.caption)
+        row.addWidget(self.slider, 1)
+        row.addWidget(self.number)
+        self.slider.valueChanged.connect(self._moved)
+        self.setValue(value)
+        self._moved(self.slider.value())
+
+    def value(self) -> float:
+        return self.slider.value() / self.SCALE
+
+    def setValue(self, value: float) -> None:  # Qt's spelling, as the spin box it replaces
+        self.slider.setValue(round(value * self.SCALE))
+
+    def setToolTip(self, text: str) -> None:
+        super().setToolTip(text)
+        self.slider.setToolTip(text)
+
+    def _moved(self, steps: int) -> None:
+        self.number.setText(f"{steps / self.SCALE:.2f}")
+        self.valueChanged.emit(steps / self.SCALE)
 
 
 def _thumbnail(png: bytes) -> QPixmap:
@@ -127,9 +162,12 @@ class LayerRow(QFrame):
         if layer.model in models:
             self.model.setCurrentText(layer.model)
         layer.model = self.model.currentText()
-        self.weight = _spin(layer.weight, MAX_CONTROL_WEIGHT, 0.05)
-        self.start, self.end = _spin(layer.start, 1.0, 0.05), _spin(layer.end, 1.0, 0.05)
-        self.weight.setToolTip(translate("GuidanceSection", "Weight"))
+        self.weight = ValueSlider(
+            translate("GuidanceSection", "Weight"), layer.weight, MAX_CONTROL_WEIGHT
+        )
+        self.start = ValueSlider(translate("GuidanceSection", "Start"), layer.start, 1.0)
+        self.end = ValueSlider(translate("GuidanceSection", "End"), layer.end, 1.0)
+        self.weight.setToolTip(translate("GuidanceSection", "How strongly it guides (0-2)"))
         self.start.setToolTip(
             translate("GuidanceSection", "Start: the share of steps before it acts")
         )
@@ -149,11 +187,9 @@ class LayerRow(QFrame):
         choices.addWidget(self.module)
         choices.addWidget(self.model)
         choices.addWidget(self.control_type)
-        numbers = QHBoxLayout()
-        numbers.addWidget(self.weight)
-        numbers.addWidget(self.start)
-        numbers.addWidget(self.end)
-        choices.addLayout(numbers)
+        choices.addWidget(self.weight)
+        choices.addWidget(self.start)
+        choices.addWidget(self.end)
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 6, 6, 6)
         row.addWidget(self.enabled)
