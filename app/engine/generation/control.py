@@ -182,33 +182,68 @@ def _keeps(layers: Sequence[ControlLayer], i: int, n: int) -> list[float]:
 class ControlNetCache:
     """Loaded ControlNets by file, on the pipeline's device and dtype: loaded once, kept
     while jobs name them, dropped when a job names none of them (a ControlNet is a third of
-    its model's UNet: keeping unused ones would cost that much memory per net)."""
+    its model's UNet: keeping unused ones would cost that much memory per net).
+
+    Beside a pipeline in low-VRAM mode each net is offloaded as diffusers offloads a
+    pipeline's ControlNet (`cpu_offload_with_hook`): kept in RAM, moved to the device by
+    its first call of a job and back by `offload()` once the job's steps are done."""
 
     def __init__(self, configs: Path | None = None) -> None:
         """`configs`: where the config of each architecture's ControlNet is, for single
         files (`<configs>/controlnet-sd1/config.json`...); default: the shipped ones."""
         self._configs = configs
-        self._loaded: dict[tuple[str, str, str], Any] = {}
+        self._loaded: dict[tuple[str, str, str, bool], Any] = {}
+        self._hooks: dict[tuple[str, str, str, bool], Any] = {}
 
     def get(self, infos: Sequence[ControlNetInfo], pipe: Any) -> list[Any]:
+        from app.engine.generation.memory import offload_device
+
+        offloaded = offload_device(pipe)
         device, dtype = pipe._execution_device, pipe.unet.dtype
-        keys = [(str(info.path.resolve()), str(device), str(dtype)) for info in infos]
+        keys = [
+            (str(info.path.resolve()), str(device), str(dtype), offloaded is not None)
+            for info in infos
+        ]
         for key in [key for key in self._loaded if key not in keys]:
             del self._loaded[key]
+            self._hooks.pop(key, None)
         nets = []
         for info, key in zip(infos, keys, strict=True):
             if key not in self._loaded:
-                self._loaded[key] = _load(info, dtype, self._configs).to(device)
+                net = _load(info, dtype, self._configs)
+                if offloaded is None:
+                    self._loaded[key] = net.to(device)
+                else:
+                    from accelerate import cpu_offload_with_hook
+
+                    self._loaded[key], self._hooks[key] = cpu_offload_with_hook(net, offloaded)
             nets.append(self._loaded[key])
         return nets
+
+    def retain(self, infos: Sequence[ControlNetInfo]) -> None:
+        """Drop the nets that none of `infos` names: before a model load, not after it."""
+        wanted = {str(info.path.resolve()) for info in infos}
+        for key in [key for key in self._loaded if key[0] not in wanted]:
+            del self._loaded[key]
+            self._hooks.pop(key, None)
+
+    def offload(self) -> None:
+        """Low-VRAM mode: the nets back to RAM (as the stock pipelines' final offload)."""
+        for hook in self._hooks.values():
+            hook.offload()
 
     @property
     def loaded(self) -> list[str]:
         """The files of the ControlNets held now."""
         return [key[0] for key in self._loaded]
 
+    @property
+    def nets(self) -> list[Any]:
+        return list(self._loaded.values())
+
     def clear(self) -> None:
         self._loaded.clear()
+        self._hooks.clear()
 
 
 def controlnet_config(architecture: Architecture, configs: Path | None = None) -> Path:

@@ -40,22 +40,35 @@ def use_ip_adapters(pipe: Any, adapters: Sequence[IPAdapterInfo], weights: Seque
     current = getattr(pipe, _LOADED, ())
     wanted = tuple(str(adapter.path.resolve()) for adapter in adapters)
     if current != wanted:
-        if current:
-            pipe.unload_ip_adapter()
-            setattr(pipe, _LOADED, ())
-        if adapters:
-            for adapter in adapters:
-                _check_fits(pipe, adapter)
-            _check_one_encoder(adapters)
-            pipe.load_ip_adapter(
-                [str(adapter.path.parent) for adapter in adapters],
-                subfolder=[""] * len(adapters),
-                weight_name=[adapter.path.name for adapter in adapters],
-                image_encoder_folder="image_encoder", local_files_only=True,
-            )  # fmt: skip
-            setattr(pipe, _LOADED, wanted)
+        _switch(pipe, current, adapters, wanted)
     if adapters:
         pipe.set_ip_adapter_scale([float(weight) for weight in weights])
+
+
+def _switch(
+    pipe: Any, current: tuple[str, ...], adapters: Sequence[IPAdapterInfo], wanted: tuple[str, ...]
+) -> None:
+    from app.engine.generation.memory import offload_device
+
+    offloaded = offload_device(pipe)
+    if current:
+        pipe.unload_ip_adapter()
+        setattr(pipe, _LOADED, ())
+    if adapters:
+        for adapter in adapters:
+            _check_fits(pipe, adapter)
+        _check_one_encoder(adapters)
+        pipe.load_ip_adapter(
+            [str(adapter.path.parent) for adapter in adapters],
+            subfolder=[""] * len(adapters),
+            weight_name=[adapter.path.name for adapter in adapters],
+            image_encoder_folder="image_encoder", local_files_only=True,
+        )  # fmt: skip
+        setattr(pipe, _LOADED, wanted)
+    if offloaded is not None:
+        # Low-VRAM mode: the hooks placed again, the image encoder's too (loaded beside
+        # the offloaded pipeline it would sit in RAM while asked to run on the device).
+        pipe.enable_model_cpu_offload(device=offloaded)
 
 
 def _check_fits(pipe: Any, adapter: IPAdapterInfo) -> None:

@@ -42,7 +42,7 @@ from app.engine.generation.files import write_png
 from app.engine.generation.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
-from app.engine.generation.memory import available_memory, weight_files
+from app.engine.generation.memory import available_memory, module_bytes, weight_files
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -237,6 +237,7 @@ class Runner:
             # Hires fix with a model: the parent's image through the upscaler, then img2img.
             inputs = replace(inputs, init_image=self._model_upscaled(params, init_image))
         controls = [self._resolve_control(layer.model) for layer in params.control_layers]
+        self._controlnets.retain(controls)  # unneeded nets go before a load needs the room
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
         for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
@@ -246,12 +247,16 @@ class Runner:
         references = params.references
         adapters = [self._resolve_reference(reference.model) for reference in references]
         use_ip_adapters(loaded.pipe, adapters, [reference.weight for reference in references])
+        self._cache.account(loaded, module_bytes(self._controlnets.nets))  # in the budget
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
-        with _RollingSaver(checkpoint_path) as saver:
-            stopped = job.run_steps(state, elapsed_before, self._previews, saver)
+        try:
+            with _RollingSaver(checkpoint_path) as saver:
+                stopped = job.run_steps(state, elapsed_before, self._previews, saver)
+        finally:
+            self._controlnets.offload()  # low-VRAM mode: back to RAM before the decode
         if stopped is not None:
             return replace(stopped, resumed_from=resumed, load_note=load_note)
         write_png(denoise.decode(job.loaded.pipe, state), output_path, params)
