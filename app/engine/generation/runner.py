@@ -67,7 +67,7 @@ from app.engine.generation.upscale import (
     upscale_tiles,
 )
 from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
-from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.graph_sql import check_guide_images
 from app.engine.jobs.params import (
     KIND_TILED,
     KIND_UPSCALE,
@@ -577,22 +577,7 @@ def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
         raise InvalidParameters(
             f"mask {params.mask or '(none)'} named, but {'none' if mask is None else 'one'} given"
         )
-    layers = params.control_layers
-    if len(layers) != len(inputs.control_images):
-        raise InvalidParameters(
-            f"{len(layers)} control layers named, but {len(inputs.control_images)} images given"
-        )
-    for index, (layer, png) in enumerate(zip(layers, inputs.control_images, strict=True)):
-        if digest(png) != layer.image:
-            raise InvalidParameters(f"control layer {index}'s image is not the one it names")
-    references = params.references
-    if len(references) != len(inputs.reference_images):
-        raise InvalidParameters(
-            f"{len(references)} reference images named, but {len(inputs.reference_images)} given"
-        )
-    for index, (reference, png) in enumerate(zip(references, inputs.reference_images, strict=True)):
-        if digest(png) != reference.image:
-            raise InvalidParameters(f"reference image {index} is not the one it names")
+    check_guide_images(params, inputs.control_images, inputs.reference_images)
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:
