@@ -35,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +268,7 @@ def _original_file_diff(work: Path, images: list[bytes]) -> int:
     for folder, cache in ((files, ControlNetCache(configs.parent)), (work / "nets-sdxl", None)):
         runner = Runner(
             device=CPU, resolve=lambda _n: model, threads=1, controlnets=cache,
-            resolve_control=lambda n, folder=folder: find_controlnet(n, [folder]),
+            resolve_control=partial(_find_in, folder),
         )  # fmt: skip
         params = _params("sdxl", "Euler a", LAYERS[0], images[:1])
         tag = f"file-{folder.name}"
@@ -278,6 +279,10 @@ def _original_file_diff(work: Path, images: list[bytes]) -> int:
         assert out.image_path is not None
         made.append(pixels(out.image_path))
     return max_diff(made[0], made[1])
+
+
+def _find_in(folder: Path, name: str) -> Any:
+    return find_controlnet(name, [folder])
 
 
 def _init_png() -> bytes:
