@@ -251,3 +251,35 @@ def test_pause_then_resume_with_two_references_is_exact(
     paused = ours_two(runners["sd1"], params, tmp_path, "job", on_step=pause)
     assert paused.kind is OutcomeKind.PAUSED
     assert max_diff(finished(ours_two(runners["sd1"], params, tmp_path, "job")), whole) == 0
+
+
+def test_reference_images_whose_adapters_need_different_image_encoders_are_refused(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """diffusers encodes every reference with the first adapter's encoder: adapters of
+    another encoder cannot share a job (one sentence, before anything is loaded)."""
+    import json
+    import shutil
+
+    adapters = tmp_path / "ipadapter"
+    shutil.copytree(folders["adapters"] / "models", adapters / "models")
+    other = adapters / "other"
+    shutil.copytree(folders["adapters"] / "models", other)
+    (other / "ip-adapter_tiny.safetensors").rename(other / "ip-adapter_other.safetensors")
+    config_path = other / "image_encoder" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["projection_dim"] = 24  # another kind of encoder
+    config_path.write_text(json.dumps(config))
+    runner = runner_for(model_info(folders["sd1"], "sd1"), adapters)
+    png = reference_png()
+    name = "upload:" + hashlib.sha256(png).hexdigest()
+    both = encode_reference(
+        [ReferenceImage(name, "ip-adapter_tiny", 0.5), ReferenceImage(name, "ip-adapter_other")]
+    )
+    params = params_for("sd1", steps=STEPS, reference=both)
+    with pytest.raises(IPAdapterNotFound, match="use different image encoders"):
+        runner.run(
+            params, output_path=tmp_path / "x.png", checkpoint_path=tmp_path / "x.ckpt",
+            on_step=go_on, reference_images=[png, png],
+        )  # fmt: skip
+    assert not (tmp_path / "x.png").exists()
