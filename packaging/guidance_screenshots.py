@@ -1,7 +1,9 @@
 """Screenshots of the prompt panel's Control section (docs/screenshots/control*.png), in
 English and Chinese: two control layers (canny of a drawing, a scribble) and a reference.
 
-    xvfb-run -a .venv/bin/python packaging/guidance_screenshots.py
+    xvfb-run -a .venv/bin/python packaging/guidance_screenshots.py [FOLDER [PREFIX]]
+
+(FOLDER: docs/screenshots by default; PREFIX is put before each file's name.)
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def drawing(kind: str) -> bytes:
     return buffer.getvalue()
 
 
-def shot(name: str) -> None:
+def shot(name: str, out: Path = OUT) -> None:
     from app.ui.widgets.guidance_section import GuidanceSection
     from app.ui.widgets.prompt_panel import PromptPanel
 
@@ -60,14 +62,17 @@ def shot(name: str) -> None:
     second = section.controls.add(drawing("sketch"), "scribble")
     second.model.setCurrentIndex(1)
     second.end.setValue(0.6)
+    second.start.setValue(0.1)
     section.references.add(drawing("style"))
     section.references.rows[0].weight.setValue(0.6)
-    panel.resize(440, 1280)
+    section.references.add(drawing("figure"))
+    section.references.rows[1].weight.setValue(0.35)
+    panel.resize(460, 1500)
     panel.show()
     QApplication.processEvents()
-    OUT.mkdir(parents=True, exist_ok=True)
-    panel.grab().save(str(OUT / name))
-    print(f"saved {OUT / name}")
+    out.mkdir(parents=True, exist_ok=True)
+    panel.grab().save(str(out / name))
+    print(f"saved {out / name}")
     panel.close()
 
 
@@ -78,9 +83,11 @@ def main() -> int:
         os.environ["EASEL_HOME"] = home
         app = QApplication(sys.argv)
         apply_theme(app)
-        shot("control.png")
+        out = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
+        prefix = sys.argv[2] if len(sys.argv) > 2 else ""
+        shot(f"{prefix}control.png", out)
         use_language(Language.CHINESE)
-        shot("control-zh_CN.png")
+        shot(f"{prefix}control-zh_CN.png", out)
         del app
     return 0
 

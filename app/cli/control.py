@@ -1,5 +1,6 @@
 """`submit --control MODULE:IMAGE[:WEIGHT[:START:END]] --control-model NAME`: ControlNet
-layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: a reference image (IP-Adapter).
+layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: reference images (IP-Adapter),
+as many as `--control`, each with its adapter and weight.
 
 Each `--control` is one layer: its preprocessor (`none` for an image that is a control image
 already), the image, and optionally its weight and the share of the steps it acts on. The
@@ -18,6 +19,7 @@ from app.engine.jobs.control_image import preprocess, read_control_image
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import (
     CONTROL_MODULES,
+    UNION_TYPES,
     ControlLayer,
     GenerationParams,
     InvalidParameters,
@@ -38,36 +40,61 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
         "--control-model", action="append", default=[], metavar="NAME",
         help="the ControlNet of each --control, in order (one serves them all)",
     )  # fmt: skip
+    group.add_argument(
+        "--control-type", action="append", default=[], metavar="TYPE",
+        help=f"a ControlNet Union's control type for each --control ({', '.join(UNION_TYPES)}), "
+        "in order (one serves them "
+        "all; default: the preprocessor's kind, canny or softedge)",
+    )  # fmt: skip
 
 
 def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("reference image (IP-Adapter)")
+    group = parser.add_argument_group("reference images (IP-Adapter)")
     group.add_argument(
-        "--reference", metavar="IMAGE[:WEIGHT]",
-        help="an image whose style or subject guides the job; WEIGHT 0-2 (default 1)",
+        "--reference", action="append", default=[], metavar="IMAGE[:WEIGHT]",
+        help="an image whose style or subject guides the job (may be given more than once); "
+        "WEIGHT 0-2 (default 1)",
     )  # fmt: skip
-    group.add_argument("--reference-model", metavar="NAME", help="the IP-Adapter to use")
+    group.add_argument(
+        "--reference-model", action="append", default=[], metavar="NAME",
+        help="the IP-Adapter of each --reference, in order (one serves them all)",
+    )  # fmt: skip
 
 
 def reference_from_args(
     args: argparse.Namespace, params: GenerationParams
 ) -> tuple[GenerationParams, list[bytes]]:
-    """`params` with the command line's reference image, and its PNG."""
-    if args.reference is None:
+    """`params` with the command line's reference images, and their PNGs."""
+    if not args.reference:
         if args.reference_model:
             raise InvalidParameters("--reference-model needs --reference IMAGE")
         return params, []
-    if not args.reference_model:
-        raise InvalidParameters("--reference needs --reference-model NAME (the IP-Adapter)")
-    path, weight = args.reference, 1.0
-    head, sep, tail = args.reference.rpartition(":")
-    if sep and _is_number(tail):
-        path, weight = head, float(tail)
-    png = preprocess("none", read_control_image(Path(path)))  # checked, stored as RGB PNG
-    reference = ReferenceImage(digest(png), args.reference_model, weight)
-    params = replace(params, reference=encode_reference([reference])).validated()
-    check_model(params)  # the IP-Adapter is installed
-    return params, [png]
+    models = _one_each(args.reference, args.reference_model, "--reference", "model")
+    references, pngs = [], []
+    for text, model in zip(args.reference, models, strict=True):
+        path, weight = text, 1.0
+        head, sep, tail = text.rpartition(":")
+        if sep and _is_number(tail):
+            path, weight = head, float(tail)
+        png = preprocess("none", read_control_image(Path(path)))  # checked, stored as RGB PNG
+        references.append(ReferenceImage(digest(png), model, weight))
+        pngs.append(png)
+    params = replace(params, reference=encode_reference(references)).validated()
+    check_model(params)  # each IP-Adapter is installed
+    return params, pngs
+
+
+def _one_each(given: list[str], names: list[str], option: str, what: str) -> list[str]:
+    """The name for each `option` given: the n-th of `names` (`option`-model, -type) names
+    the n-th; one serves all."""
+    named = f"{option}-{what}"
+    if not names:
+        raise InvalidParameters(f"{option} needs {named} NAME (the {what} to use)")
+    if len(names) == 1:
+        return names * len(given)
+    if len(names) != len(given):
+        raise InvalidParameters(f"{len(given)} {option} images but {len(names)} {named} names")
+    return list(names)
 
 
 def parse_control(text: str) -> tuple[str, Path, float, float, float]:
@@ -104,20 +131,15 @@ def control_from_args(
         if args.control_model:
             raise InvalidParameters("--control-model needs a --control layer")
         return params, []
-    models = list(args.control_model)
-    if not models:
-        raise InvalidParameters("--control needs --control-model NAME (the ControlNet to use)")
-    if len(models) == 1:
-        models *= len(args.control)
-    if len(models) != len(args.control):
-        raise InvalidParameters(
-            f"{len(args.control)} --control layers but {len(models)} --control-model names"
-        )
+    models = _one_each(args.control, args.control_model, "--control", "model")
+    kinds = [""] * len(args.control)
+    if args.control_type:
+        kinds = _one_each(args.control, args.control_type, "--control", "type")
     layers, pngs = [], []
-    for text, model in zip(args.control, models, strict=True):
+    for text, model, kind in zip(args.control, models, kinds, strict=True):
         module, path, weight, start, end = parse_control(text)
         png = preprocess(module, read_control_image(path))
-        layers.append(ControlLayer(digest(png), model, module, weight, start, end))
+        layers.append(ControlLayer(digest(png), model, module, weight, start, end, kind))
         pngs.append(png)
     params = replace(params, control=encode_control(layers)).validated()
     check_model(params)  # each ControlNet is installed and made for the model

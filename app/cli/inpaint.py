@@ -108,7 +108,7 @@ def asks_for_inputs(args: argparse.Namespace) -> bool:
         or args.mask_blur is not None
         or args.padding is not None
         or bool(args.control)
-        or args.reference is not None
+        or bool(args.reference)
     )
 
 

@@ -223,7 +223,9 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         details.append((
             f"control {index}",
             f"{layer.module} by {layer.model}, weight {layer.weight:g}, steps "
-            f"{layer.start:g}-{layer.end:g} (image {layer.image.removeprefix('upload:')[:12]})",
+            f"{layer.start:g}-{layer.end:g}"
+            + (f", type {layer.control_type}" if layer.control_type else "")
+            + f" (image {layer.image.removeprefix('upload:')[:12]})",
         ))  # fmt: skip
     for index, reference in enumerate(decode_reference(job.reference)):
         image = reference.image.removeprefix("upload:")[:12]

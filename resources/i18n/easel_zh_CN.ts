@@ -409,8 +409,32 @@ Resume continues from there.</source>
         <translation>使用此图层</translation>
     </message>
     <message>
+        <source>type: from the preprocessor</source>
+        <translation>类型：按预处理</translation>
+    </message>
+    <message>
+        <source>type: {name}</source>
+        <translation>类型：{name}</translation>
+    </message>
+    <message>
+        <source>The control type a ControlNet Union is told</source>
+        <translation>告诉 ControlNet Union 的控制类型</translation>
+    </message>
+    <message>
         <source>Weight</source>
         <translation>权重</translation>
+    </message>
+    <message>
+        <source>Start</source>
+        <translation>开始</translation>
+    </message>
+    <message>
+        <source>End</source>
+        <translation>结束</translation>
+    </message>
+    <message>
+        <source>How strongly it guides (0-2)</source>
+        <translation>引导的强度（0–2）</translation>
     </message>
     <message>
         <source>Start: the share of steps before it acts</source>

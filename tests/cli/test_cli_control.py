@@ -135,3 +135,94 @@ def test_submit_with_a_reference_image_stores_it_and_show_lists_it(
         capsys, "submit", "a cat", "--reference", str(style), "--reference-model", "nowhere"
     )
     assert code != 0 and "IP-Adapter 'nowhere'" in err and "was not found" in err
+
+
+def test_control_and_a_reference_go_with_an_init_image_and_a_mask(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """img2img and inpaint guided from the command line: every input stored, shown."""
+    from app.engine.jobs.graph import init_image_of, mask_of, reference_images_of
+
+    install_controlnet("edges-sd15")
+    install_ip_adapter("ip-adapter_sd15")
+    picture, style = drawing(tmp_path / "in.png"), drawing(tmp_path / "style.png")
+    mask = tmp_path / "mask.png"
+    Image.new("L", (64, 64), 255).save(mask)
+    guidance = [
+        "--control", f"canny:{picture}:0.7", "--control-model", "edges-sd15",
+        "--reference", f"{style}:0.5", "--reference-model", "ip-adapter_sd15",
+    ]  # fmt: skip
+    for extra in (["--strength", "0.6"], ["--mask", str(mask)]):
+        code, out, err = run_cli(
+            capsys, "submit", "a cat", "--init-image", str(picture), *extra, *guidance
+        )
+        assert (code, err) == (0, "")
+        queue = open_queue()
+        job = queue.get(int(out.strip()))
+        assert init_image_of(queue, job) is not None
+        assert (mask_of(queue, job) is not None) == ("--mask" in extra)
+        assert len(control_images_of(queue, job)) == 1
+        assert len(reference_images_of(queue, job)) == 1
+        queue.db.dispose()
+        code, out, _ = run_cli(capsys, "show", str(job.id))
+        assert "control 0   canny by edges-sd15, weight 0.7" in out
+        assert "reference 0 ip-adapter_sd15, weight 0.5" in out
+
+
+def test_several_reference_images_each_with_its_adapter_and_weight(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.engine.jobs.graph import reference_images_of
+    from app.engine.jobs.params import decode_reference
+
+    install_ip_adapter("ip-adapter_sd15")
+    style, face = drawing(tmp_path / "style.png"), tmp_path / "face.png"
+    Image.new("RGB", (48, 40), (10, 200, 30)).save(face)
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", f"{style}:0.6", "--reference", str(face),
+        "--reference-model", "ip-adapter_sd15",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    first, second = reference_images_of(queue, job)
+    queue.db.dispose()
+    assert [(r.model, r.weight) for r in decode_reference(job.reference)] == [
+        ("ip-adapter_sd15", 0.6), ("ip-adapter_sd15", 1.0),
+    ]  # fmt: skip
+    with Image.open(io.BytesIO(second)) as opened:
+        assert opened.size == (48, 40) and first != second
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "reference 0 ip-adapter_sd15, weight 0.6" in out
+    assert "reference 1 ip-adapter_sd15, weight 1" in out
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--reference", str(style), "--reference", str(face),
+        "--reference", str(face), "--reference-model", "ip-adapter_sd15",
+        "--reference-model", "ip-adapter_sd15",
+    )  # fmt: skip
+    assert code != 0 and "3 --reference images but 2 --reference-model names" in err
+
+
+def test_a_control_type_for_a_controlnet_union_is_stored_and_shown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.engine.jobs.params import decode_control
+
+    install_controlnet("edges-sd15")
+    picture = drawing(tmp_path / "in.png")
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--control", f"none:{picture}", "--control", f"canny:{picture}",
+        "--control-model", "edges-sd15", "--control-type", "depth", "--control-type", "canny",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    queue.db.dispose()
+    assert [layer.control_type for layer in decode_control(job.control)] == ["depth", "canny"]
+    code, out, _ = run_cli(capsys, "show", str(job.id))
+    assert "steps 0-1, type depth" in out
+    code, out, err = run_cli(
+        capsys, "submit", "a cat", "--control", f"none:{picture}", "--control-model",
+        "edges-sd15", "--control-type", "pose",
+    )  # fmt: skip
+    assert code != 0 and "control type 'pose' is unknown" in err

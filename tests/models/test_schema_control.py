@@ -82,9 +82,11 @@ def test_control_images_must_match_their_layers_and_nothing_is_stored_otherwise(
     db = open_database(db_location)
     try:
         queue = JobQueue(db)
-        with pytest.raises(InvalidParameters, match="2 control layers need their images, but 1"):
+        with pytest.raises(InvalidParameters, match="2 control layers named, but 1 images given"):
             queue.submit(_controlled(EDGES, POSE), control_pngs=[EDGES])
-        with pytest.raises(InvalidParameters, match="control layer 1's image does not match"):
+        with pytest.raises(
+            InvalidParameters, match="control layer 1's image is not the one it names"
+        ):
             queue.submit(_controlled(EDGES, POSE), control_pngs=[EDGES, EDGES])
         bad = GenerationParams("a cat", control=encode_control([ControlLayer(_upload(EDGES), "n",
                                end=1.5)]))  # fmt: skip
@@ -105,7 +107,7 @@ def test_a_rerun_keeps_the_control_images(db_location: str) -> None:
         again = queue.get(queue.rerun(job_id))
         assert again.control == queue.get(job_id).control
         assert control_images_of(queue, again) == (POSE,)
-        with pytest.raises(InvalidParameters, match="1 reference images are named, but 0"):
+        with pytest.raises(InvalidParameters, match="1 reference images named, but 0 images given"):
             queue.submit(GenerationParams("a cat", reference=_referenced(STYLE)))
     finally:
         db.dispose()

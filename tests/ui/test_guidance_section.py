@@ -26,6 +26,11 @@ def png_of(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def picture_file(path: Path) -> Path:
+    Image.new("RGB", (40, 48), (200, 40, 90)).save(path)
+    return path
+
+
 def only_job(queue: JobQueue) -> int:
     [job] = queue.jobs(None)
     assert job.id is not None
@@ -155,3 +160,71 @@ def test_layers_move_up_and_are_queued_in_their_order_and_result_needs_a_selecti
     )  # fmt: skip
     result.click()
     assert messages == ["Select a finished job first"] and len(section.controls.rows) == 2
+
+
+def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_editor(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    """img2img and inpaint are guided too: the form's init image and the mask editor's
+    mask are stored beside the control layers and the reference image."""
+    from app.engine.jobs.graph import init_image_of, mask_of
+    from app.ui.presenters.queue_service import InitImage
+    from tests.ui.test_mask_editor import picture, stroke
+
+    install_controlnet("edges-sd15")
+    install_ip_adapter("ip-adapter_sd15")
+    section = window.guidance
+    window.prompt.prompt.setPlainText("a cat")
+    section.controls.add_file_path(drawing(tmp_path / "pose.png"))
+    kinds = section.controls.rows[0].control_type
+    kinds.setCurrentIndex(kinds.findData("depth"))  # what a ControlNet Union is told
+    section.references.add(png_of(drawing(tmp_path / "style.png")))
+    section.references.add(png_of(picture_file(tmp_path / "face.png")))
+    section.references.rows[1].weight.setValue(0.4)
+    init = png_of(drawing(tmp_path / "init.png"))
+    window.prompt.set_init(InitImage(init, 64, 64, source="init.png"))
+    window.generate()
+    qtbot.waitUntil(lambda: len(queue.jobs(None)) == 1, timeout=TIMEOUT_MS)
+    job = queue.get(only_job(queue))
+    assert job.init_image.startswith("upload:") and init_image_of(queue, job) is not None
+    assert len(control_images_of(queue, job)) == 1 and len(reference_images_of(queue, job)) == 2
+    assert [r.weight for r in decode_reference(job.reference)] == [1.0, 0.4]  # each its own
+    assert [layer.control_type for layer in decode_control(job.control)] == ["depth"]
+    editor = window.mask_editing.open(picture(), None, None)  # type: ignore[attr-defined]
+    qtbot.addWidget(editor)
+    qtbot.waitExposed(editor)
+    editor.canvas.fit()
+    stroke(editor.canvas, (8, 32), (56, 32))
+    editor.prompt.setText("a hat")
+    editor.inpaint.click()
+    qtbot.waitUntil(lambda: len(queue.jobs(None)) == 2, timeout=TIMEOUT_MS)
+    [inpaint] = [j for j in queue.jobs(None) if j.id != job.id]
+    assert inpaint.mask and mask_of(queue, inpaint) is not None
+    [layer] = decode_control(inpaint.control)
+    assert layer.model == "edges-sd15" and len(control_images_of(queue, inpaint)) == 1
+    assert len(reference_images_of(queue, inpaint)) == 2
+
+
+def test_weight_and_start_end_are_sliders_with_their_number_beside_them(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    install_controlnet("edges-sd15")
+    section = window.guidance
+    section.controls.add_file_path(drawing(tmp_path / "pose.png"))
+    section.references.add(png_of(drawing(tmp_path / "style.png")))
+    row = section.controls.rows[0]
+    assert (row.weight.number.text(), row.start.number.text(), row.end.number.text()) == (
+        "1.00", "0.00", "1.00",
+    )  # fmt: skip
+    row.weight.slider.setFocus()
+    QTest.keyClick(row.weight.slider, Qt.Key.Key_Left)  # one step: 0.05
+    assert row.weight.number.text() == "0.95" and row.layer.weight == 0.95
+    row.end.slider.setValue(70)
+    assert row.end.number.text() == "0.70" and row.layer.end == 0.7
+    reference = section.references.rows[0]
+    assert reference.weight.isVisibleTo(reference) and not reference.start.isVisibleTo(reference)
+    reference.weight.slider.setValue(40)
+    assert reference.weight.number.text() == "0.40" and reference.layer.weight == 0.4

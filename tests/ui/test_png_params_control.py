@@ -42,6 +42,13 @@ def test_layers_are_written_as_the_a1111_extension_writes_them() -> None:
     assert a1111_parameters(GenerationParams("a dancer", reference=style)).endswith(
         ', IP-Adapter 0: "Model: ip-adapter_sd15, Weight: 0.6"'
     )
+    two = encode_reference(
+        [ReferenceImage(EDGES, "ip-adapter_sd15", 0.6), ReferenceImage(POSE, "ip-plus", 0.3)]
+    )
+    assert a1111_parameters(GenerationParams("a dancer", reference=two)).endswith(
+        ', IP-Adapter 0: "Model: ip-adapter_sd15, Weight: 0.6"'
+        ', IP-Adapter 1: "Model: ip-plus, Weight: 0.3"'
+    )
 
 
 def test_a_dropped_png_gives_back_its_layers_where_the_controlnet_is_installed(

@@ -6,8 +6,10 @@ in the original layout (`control_model.*`, as A1111's and ComfyUI's `models/cont
 hold them) or with diffusers' key names. Which architecture it fits is read from its
 config or, for a file, from its header only (tensor names and shapes, no weights): SDXL's
 have the "text_time" added embedding, and the cross-attention width says SD 1.x (768) from
-SD 2.x (1024). Single SDXL files load with diffusers' key names; in the original layout
-they are listed as unsupported, saying why.
+SD 2.x (1024). Single files load in both layouts, SDXL's too.
+
+A ControlNet Union (SDXL: one net for many control types, `ControlNetUnionModel`) is told
+by its config's class or, for a file, by its `task_embedding` (one row per control type).
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ from app.engine.generation.architecture import (
     read_safetensors_header,
 )
 from app.engine.generation.sources import ModelSearchPath, default_search_path
+from app.engine.jobs.params import UNION_TYPES, ControlLayer
 from app.errors import BadInput, MissingModel
 
 CONTROLNET_SUBFOLDER = "controlnet"  # ComfyUI's models/controlnet; A1111's models/ControlNet
 _CONFIG = "config.json"
 _SD2_CROSS_ATTENTION = 1024
-_SDXL_ORIGINAL = (
-    "an SDXL ControlNet in the original key layout, which this diffusers cannot convert "
-    "(save it with diffusers' key names)"
-)
+
+
+UNION_CLASS = "ControlNetUnionModel"
+UNION_KEY = "task_embedding"  # [control types, channels]: only a Union has it
 
 
 class ControlNetNotFound(MissingModel):
@@ -49,6 +52,7 @@ class ControlNetInfo:
     architecture: Architecture | None
     layout: str  # "diffusers" (a folder or a file with diffusers' keys) or "original"
     unsupported_reason: str = ""
+    union: bool = False  # a ControlNet Union: each layer says its control type
 
     @property
     def supported(self) -> bool:
@@ -104,6 +108,15 @@ def check_fits(control: ControlNetInfo, model_name: str, architecture: Architect
     )
 
 
+def check_control_type(control: ControlNetInfo, layer: ControlLayer, index: int) -> None:
+    """A ControlNet Union is told each layer's control type: refuse a layer that has none."""
+    if control.union and not layer.union_type:
+        raise ControlNetMismatch(
+            f"control layer {index} uses ControlNet Union {control.name!r}: give its control "
+            f"type ({', '.join(UNION_TYPES)})"
+        )
+
+
 def _detect(entry: Path) -> ControlNetInfo | None:
     if entry.is_dir():
         return _detect_folder(entry)
@@ -117,15 +130,21 @@ def _detect_folder(folder: Path) -> ControlNetInfo | None:
         config = json.loads((folder / _CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(config, dict) or config.get("_class_name") != "ControlNetModel":
+    if not isinstance(config, dict):
         return None
+    union = config.get("_class_name") == UNION_CLASS
+    if config.get("_class_name") != "ControlNetModel" and not union:
+        return None
+    if union and config.get("addition_embed_type") != "text_time":
+        reason = "a ControlNet Union not made for SDXL (diffusers' Union pipelines are SDXL's)"
+        return ControlNetInfo(folder.name, folder, None, "diffusers", reason, union=True)
     if config.get("addition_embed_type") == "text_time":
         architecture = Architecture.SDXL
     elif config.get("cross_attention_dim") == _SD2_CROSS_ATTENTION:
         architecture = Architecture.SD2
     else:
         architecture = Architecture.SD1
-    return ControlNetInfo(folder.name, folder, architecture, "diffusers")
+    return ControlNetInfo(folder.name, folder, architecture, "diffusers", union=union)
 
 
 def _detect_file(path: Path) -> ControlNetInfo | None:
@@ -140,12 +159,12 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
         prefix, layout, added = "", "diffusers", "add_embedding."
     else:
         return None  # some other file (a LoRA, a checkpoint): not listed as a ControlNet
+    if layout == "diffusers" and UNION_KEY in keys:
+        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout, union=True)
     if any(key.startswith(added) for key in keys):
-        # diffusers 0.42's converter drops the original layout's `label_emb` (SDXL's added
-        # embedding): such a file would load half random. SDXL ControlNets mostly ship with
-        # diffusers' key names, which load.
-        reason = _SDXL_ORIGINAL if layout == "original" else ""
-        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout, reason)
+        # In the original layout diffusers 0.42's converter drops the added embedding
+        # (`label_emb`): `control._load_sdxl_original` maps it itself.
+        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout)
     widths = {
         header[key]["shape"][1]
         for key in keys

@@ -114,7 +114,13 @@ def start(
         do_cfg=do_cfg,
         masked=masked,
         control=make_guide(
-            pipe, params, control_nets, control_images, len(schedule.timesteps), do_cfg
+            pipe,
+            params,
+            control_nets,
+            control_images,
+            len(schedule.timesteps),
+            do_cfg,
+            _crop(masked),
         ),
     )
 
@@ -127,6 +133,10 @@ def _masked(
     if init_image is None:
         raise InvalidParameters("a mask needs an image to inpaint")
     return masked_image(params, init_image, mask)
+
+
+def _crop(masked: MaskedImage | None) -> tuple[int, int, int, int] | None:
+    return None if masked is None else masked.crop
 
 
 def restore(
@@ -151,6 +161,7 @@ def restore(
     except RuntimeError as error:
         raise CheckpointCorrupt(f"checkpoint has a damaged generator state: {error}") from error
     timesteps, steps = family.resumed_schedule(scheduler, params)
+    masked = _masked(params, init_image, mask)
     # After the schedule: img2img's trimming sets a begin index that the saved one replaces.
     load_scheduler_state(scheduler, checkpoint.scheduler_state, device)
     return DenoiseState(
@@ -165,9 +176,15 @@ def restore(
         generator=generator,
         guidance=params.cfg,
         do_cfg=family.uses_cfg(params),
-        masked=_masked(params, init_image, mask),
+        masked=masked,
         control=make_guide(
-            pipe, params, control_nets, control_images, len(timesteps), family.uses_cfg(params)
+            pipe,
+            params,
+            control_nets,
+            control_images,
+            len(timesteps),
+            family.uses_cfg(params),
+            _crop(masked),
         ),
     )
 

@@ -274,6 +274,12 @@ class _Entry:
     loaded: LoadedModel
     size_bytes: int
     tier: Tier = Tier.DEVICE
+    # On the device beside it while its jobs need them: the runner's ControlNets.
+    guidance_bytes: int = 0
+
+    @property
+    def device_bytes(self) -> int:
+        return self.size_bytes + self.guidance_bytes
 
 
 @dataclass(frozen=True)
@@ -394,14 +400,26 @@ class PipelineCache:
             others = [k for k, e in self._entries.items() if e.tier is Tier.DEVICE and k != keep]
             if not others:
                 return
-            used = sum(self._entries[k].size_bytes for k in others)
+            used = sum(self._entries[k].device_bytes for k in others)
             too_many = self._max_models is not None and len(others) + 1 > self._max_models
             if used + needed <= budget.device_bytes and not too_many:
                 return
             self._evict(others[0], budget)
 
+    def account(self, loaded: LoadedModel, guidance_bytes: int) -> None:
+        """Count what guides `loaded`'s job: its IP-Adapters (in the pipeline: counted
+        again) and `guidance_bytes` of ControlNets beside it; others make room if now
+        over budget."""
+        for key, entry in self._entries.items():
+            if entry.loaded is loaded:
+                entry.size_bytes = pipeline_bytes(loaded.pipe)
+                entry.guidance_bytes = guidance_bytes
+                self._make_room(loaded.device, entry.device_bytes, keep=key)
+                return
+
     def _evict(self, key: CacheKey, budget: MemoryBudget) -> None:
         entry = self._entries[key]
+        entry.guidance_bytes = 0  # the runner drops its ControlNets before another job
         # Offloaded pipelines (low VRAM) carry hooks that place them: never stood by.
         standby = budget.standby_bytes and not entry.loaded.device.low_vram
         if standby and entry.size_bytes <= budget.standby_bytes:

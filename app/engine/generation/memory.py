@@ -62,6 +62,29 @@ def pipeline_bytes(pipe: Any) -> int:
     return total
 
 
+def module_bytes(modules: Any) -> int:
+    """What these modules' weights take (each counted once, however often it is given)."""
+    total, seen = 0, set()
+    for module in modules:
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for tensor in (*module.parameters(), *module.buffers()):
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def offload_device(pipe: Any) -> Any | None:
+    """Where a pipeline in low-VRAM mode (`enable_model_cpu_offload`: accelerate hooks on
+    its components) runs its modules; None when it is not offloaded."""
+    from accelerate.hooks import CpuOffload
+
+    for component in pipe.components.values():
+        if isinstance(getattr(component, "_hf_hook", None), CpuOffload):
+            return pipe._execution_device
+    return None
+
+
 def weight_files(path: Path) -> list[Path]:
     """A single checkpoint file, or every weight file under a pipeline folder."""
     if path.is_file():

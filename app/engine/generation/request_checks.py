@@ -8,7 +8,12 @@ is one sentence at submit time, never a FAILED job later.
 
 from __future__ import annotations
 
-from app.engine.generation.controlnets import check_fits, controlnet_folders, find_controlnet
+from app.engine.generation.controlnets import (
+    check_control_type,
+    check_fits,
+    controlnet_folders,
+    find_controlnet,
+)
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.flow_params import flow_problems
 from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
@@ -45,9 +50,10 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
     check_prompt_syntax(params.negative_prompt)
     if params.upscaler:
         check_upscaler(params.upscaler, search)  # files only; the worker loads it
-    for layer in params.control_layers:  # each ControlNet is here, and made for this model
-        check_fits(find_controlnet(layer.model, controlnet_folders(search)), params.model,
-                   info.architecture)  # fmt: skip
+    for index, layer in enumerate(params.control_layers):  # here, and made for this model
+        control = find_controlnet(layer.model, controlnet_folders(search))
+        check_fits(control, params.model, info.architecture)
+        check_control_type(control, layer, index)
     for reference in params.references:  # each IP-Adapter is here (its width: at load)
         find_ip_adapter(reference.model, ip_adapter_folders(search))
     return info

@@ -28,7 +28,12 @@ from app.engine.generation.checkpoint import (
     save_checkpoint,
 )
 from app.engine.generation.control import ControlNetCache
-from app.engine.generation.controlnets import ControlNetInfo, check_fits, find_controlnet
+from app.engine.generation.controlnets import (
+    ControlNetInfo,
+    check_control_type,
+    check_fits,
+    find_controlnet,
+)
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.families import family_of
@@ -37,7 +42,7 @@ from app.engine.generation.files import write_png
 from app.engine.generation.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
-from app.engine.generation.memory import available_memory, weight_files
+from app.engine.generation.memory import available_memory, module_bytes, weight_files
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -45,7 +50,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.generation.reference import use_ip_adapter
+from app.engine.generation.reference import use_ip_adapters
 from app.engine.generation.sources import ModelInfo, resolve_model
 from app.engine.generation.upscale import (
     CANCEL,
@@ -62,7 +67,7 @@ from app.engine.generation.upscale import (
     upscale_tiles,
 )
 from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
-from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.graph_sql import check_guide_images
 from app.engine.jobs.params import (
     KIND_TILED,
     KIND_UPSCALE,
@@ -232,20 +237,26 @@ class Runner:
             # Hires fix with a model: the parent's image through the upscaler, then img2img.
             inputs = replace(inputs, init_image=self._model_upscaled(params, init_image))
         controls = [self._resolve_control(layer.model) for layer in params.control_layers]
+        self._controlnets.retain(controls)  # unneeded nets go before a load needs the room
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
-        for control in controls:
+        for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
             check_fits(control, params.model, loaded.model.architecture)
+            check_control_type(control, layer, index)
         nets = self._controlnets.get(controls, loaded.pipe)
         references = params.references
-        adapter = self._resolve_reference(references[0].model) if references else None
-        use_ip_adapter(loaded.pipe, adapter, references[0].weight if references else 1.0)
+        adapters = [self._resolve_reference(reference.model) for reference in references]
+        use_ip_adapters(loaded.pipe, adapters, [reference.weight for reference in references])
+        self._cache.account(loaded, module_bytes(self._controlnets.nets))  # in the budget
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
-        with _RollingSaver(checkpoint_path) as saver:
-            stopped = job.run_steps(state, elapsed_before, self._previews, saver)
+        try:
+            with _RollingSaver(checkpoint_path) as saver:
+                stopped = job.run_steps(state, elapsed_before, self._previews, saver)
+        finally:
+            self._controlnets.offload()  # low-VRAM mode: back to RAM before the decode
         if stopped is not None:
             return replace(stopped, resumed_from=resumed, load_note=load_note)
         write_png(denoise.decode(job.loaded.pipe, state), output_path, params)
@@ -566,22 +577,7 @@ def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
         raise InvalidParameters(
             f"mask {params.mask or '(none)'} named, but {'none' if mask is None else 'one'} given"
         )
-    layers = params.control_layers
-    if len(layers) != len(inputs.control_images):
-        raise InvalidParameters(
-            f"{len(layers)} control layers named, but {len(inputs.control_images)} images given"
-        )
-    for index, (layer, png) in enumerate(zip(layers, inputs.control_images, strict=True)):
-        if digest(png) != layer.image:
-            raise InvalidParameters(f"control layer {index}'s image is not the one it names")
-    references = params.references
-    if len(references) != len(inputs.reference_images):
-        raise InvalidParameters(
-            f"{len(references)} reference images named, but {len(inputs.reference_images)} given"
-        )
-    for index, (reference, png) in enumerate(zip(references, inputs.reference_images, strict=True)):
-        if digest(png) != reference.image:
-            raise InvalidParameters(f"reference image {index} is not the one it names")
+    check_guide_images(params, inputs.control_images, inputs.reference_images)
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:

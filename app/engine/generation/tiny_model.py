@@ -251,11 +251,40 @@ def build_tiny_controlnet(architecture: Architecture = Architecture.SD1, *, seed
     return net
 
 
+def build_tiny_controlnet_union(*, seed: int = 4) -> Any:
+    """A random ControlNet Union (`ControlNetUnionModel`, 8 control types as xinsir's
+    ProMax) for the tiny SDXL pipeline: the tiny SDXL ControlNet's config and Union parts
+    sized to its first block (8 attention heads, as xinsir's)."""
+    import torch
+    from diffusers import ControlNetUnionModel
+
+    config = dict(build_tiny_controlnet(Architecture.SDXL).config)
+    config.pop("mid_block_type", None)  # a Union has no such setting
+    channels = config["block_out_channels"][0]
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = ControlNetUnionModel.from_config(
+            {**config, "num_control_type": 8, "num_trans_channel": channels, "num_trans_head": 8,
+             "num_trans_layer": 1, "num_proj_channel": channels}
+        )  # fmt: skip
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter.copy_(torch.randn_like(parameter) * 0.2)
+    return net
+
+
 def write_tiny_controlnet(
-    dest: Path, *, seed: int = 1, architecture: Architecture = Architecture.SD1
-) -> Path:
-    """`build_tiny_controlnet` saved as a diffusers folder (`config.json` and weights)."""
-    build_tiny_controlnet(architecture, seed=seed).save_pretrained(dest)
+    dest: Path, *, seed: int = 1, architecture: Architecture = Architecture.SD1,
+    union: bool = False,
+) -> Path:  # fmt: skip
+    """`build_tiny_controlnet` (or the Union) saved as a diffusers folder (`config.json`
+    and weights)."""
+    net = (
+        build_tiny_controlnet_union(seed=seed)
+        if union
+        else build_tiny_controlnet(architecture, seed=seed)
+    )
+    net.save_pretrained(dest)
     return dest
 
 

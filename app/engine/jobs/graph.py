@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -347,25 +347,27 @@ def mask_of(queue: JobQueue, job: Job) -> bytes | None:
 
 def control_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
     """The PNG bytes of each of `job`'s control layers (stored with the job), in order."""
-    images = []
-    for layer in range(len(params_of(job).control_layers)):
-        png = stored_input(queue.db, job.id or 0, control_kind(layer))
-        if png is None:
-            raise InputImageMissing(
-                f"job {job.id}'s control layer {layer} image is missing from the database"
-            )
-        images.append(png)
-    return tuple(images)
+    return _stored_images(
+        queue, job, len(params_of(job).control_layers), control_kind, "control layer"
+    )
 
 
 def reference_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
     """The PNG bytes of each of `job`'s reference images (stored with the job), in order."""
+    return _stored_images(
+        queue, job, len(params_of(job).references), reference_kind, "reference image"
+    )
+
+
+def _stored_images(
+    queue: JobQueue, job: Job, count: int, kind: Callable[[int], str], label: str
+) -> tuple[bytes, ...]:
     images = []
-    for index in range(len(params_of(job).references)):
-        png = stored_input(queue.db, job.id or 0, reference_kind(index))
+    for index in range(count):
+        png = stored_input(queue.db, job.id or 0, kind(index))
         if png is None:
             raise InputImageMissing(
-                f"job {job.id}'s reference image {index} is missing from the database"
+                f"job {job.id}'s {label} {index} image is missing from the database"
             )
         images.append(png)
     return tuple(images)

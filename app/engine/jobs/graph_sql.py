@@ -234,22 +234,26 @@ def check_inputs(
         raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
-    layers = params.control_layers
-    if len(layers) != len(control_pngs):
-        raise InvalidParameters(
-            f"{len(layers)} control layers need their images, but {len(control_pngs)} were given"
-        )
-    for index, (layer, png) in enumerate(zip(layers, control_pngs, strict=True)):
-        if digest(png) != layer.image:
-            raise InvalidParameters(f"control layer {index}'s image does not match its digest")
-    references = params.references
-    if len(references) != len(reference_pngs):
-        raise InvalidParameters(
-            f"{len(references)} reference images are named, but {len(reference_pngs)} given"
-        )
-    for index, (reference, png) in enumerate(zip(references, reference_pngs, strict=True)):
-        if digest(png) != reference.image:
-            raise InvalidParameters(f"reference image {index} does not match its digest")
+    check_guide_images(params, control_pngs, reference_pngs)
+
+
+def check_guide_images(
+    params: GenerationParams, control_pngs: Sequence[bytes], reference_pngs: Sequence[bytes]
+) -> None:
+    """The control layers' and reference images' bytes are the ones the parameters name by
+    digest, one each, in order (at submit, and again where a worker is handed them)."""
+    guides = (
+        ("control layers", "control layer", [layer.image for layer in params.control_layers],
+         control_pngs),
+        ("reference images", "reference image", [r.image for r in params.references],
+         reference_pngs),
+    )  # fmt: skip
+    for plural, label, named, pngs in guides:
+        if len(named) != len(pngs):
+            raise InvalidParameters(f"{len(named)} {plural} named, but {len(pngs)} images given")
+        for index, (name, png) in enumerate(zip(named, pngs, strict=True)):
+            if digest(png) != name:
+                raise InvalidParameters(f"{label} {index}'s image is not the one it names")
 
 
 def cycle_through(

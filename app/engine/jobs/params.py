@@ -47,8 +47,15 @@ MAX_VARIATION_STRENGTH = 1.0
 MAX_CONTROL_LAYERS = 4
 MAX_CONTROL_WEIGHT = 2.0  # A1111's "Control Weight" slider's end
 CONTROL_MODULES = ("none", "canny", "softedge", "lineart", "scribble")  # preprocessors
-# IP-Adapter: the reference image is stored with the job (job_input, kind "reference0").
-MAX_REFERENCES = 1  # one reference image (one adapter) per job for now
+# A ControlNet Union's control types, by their index (xinsir/controlnet-union-sdxl-1.0's
+# model card: 0 openpose, 1 depth, 2 hed/pidi/scribble/ted, 3 canny/lineart/mlsd, 4 normal,
+# 5 segment; its ProMax adds 6 tile and 7 repaint).
+UNION_TYPES = ("openpose", "depth", "softedge", "canny", "normal", "segment", "tile", "inpaint")
+_UNION_TYPE_OF_MODULE = {"canny": "canny", "lineart": "canny", "softedge": "softedge",
+                         "scribble": "softedge"}  # fmt: skip
+# IP-Adapter: each reference image is stored with the job (job_input, kind "reference<i>"),
+# and has an adapter (and so a weight) of its own: diffusers' multi IP-Adapter.
+MAX_REFERENCES = 4
 
 
 class InvalidParameters(BadInput):
@@ -66,6 +73,14 @@ class ControlLayer:
     weight: float = 1.0  # diffusers' controlnet_conditioning_scale
     start: float = 0.0  # control_guidance_start
     end: float = 1.0  # control_guidance_end
+    # A ControlNet Union's control type (`UNION_TYPES`); "": the preprocessor's kind.
+    control_type: str = ""
+
+    @property
+    def union_type(self) -> str:
+        """The control type a ControlNet Union is told ("" when neither it nor the
+        preprocessor says: an image that is a control image already needs it given)."""
+        return self.control_type or _UNION_TYPE_OF_MODULE.get(self.module, "")
 
 
 @dataclass(frozen=True)
@@ -104,7 +119,11 @@ def encode_control(layers: Sequence[ControlLayer]) -> str:
     stay flat values (one column, one checkpoint field) and compare exactly."""
     if not layers:
         return ""
-    return json.dumps([asdict(layer) for layer in layers], sort_keys=True)
+    # Without an empty control type: layers written before it existed keep their text.
+    written = [
+        {k: v for k, v in asdict(layer).items() if k != "control_type" or v} for layer in layers
+    ]
+    return json.dumps(written, sort_keys=True)
 
 
 def decode_control(text: str) -> tuple[ControlLayer, ...]:
@@ -247,10 +266,8 @@ def _reference_problems(p: GenerationParams) -> list[str]:
         references = decode_reference(p.reference)
     except InvalidParameters as error:
         return [str(error)]
-    if p.init_image:
-        return ["reference images work from noise for now, not with img2img or inpaint"]
     if len(references) > MAX_REFERENCES:
-        return [f"at most {MAX_REFERENCES} reference image for now, not {len(references)}"]
+        return [f"at most {MAX_REFERENCES} reference images, not {len(references)}"]
     problems = []
     for index, reference in enumerate(references):
         name = f"reference image {index}"
@@ -269,8 +286,6 @@ def _control_problems(p: GenerationParams) -> list[str]:
         layers = decode_control(p.control)
     except InvalidParameters as error:
         return [str(error)]
-    if p.init_image:
-        return ["ControlNet layers work from noise for now, not with img2img or inpaint"]
     if len(layers) > MAX_CONTROL_LAYERS:
         return [f"at most {MAX_CONTROL_LAYERS} control layers, not {len(layers)}"]
     problems = []
@@ -280,6 +295,11 @@ def _control_problems(p: GenerationParams) -> list[str]:
             problems.append(f"{name}'s image {layer.image!r} is not {INIT_UPLOADED}<sha256>")
         if not str(layer.model).strip():
             problems.append(f"{name} names no ControlNet model")
+        if layer.control_type and layer.control_type not in UNION_TYPES:
+            known = ", ".join(UNION_TYPES)
+            problems.append(
+                f"{name}'s control type {layer.control_type!r} is unknown (known: {known})"
+            )
         if layer.module not in CONTROL_MODULES:
             known = ", ".join(CONTROL_MODULES)
             problems.append(f"{name}'s preprocessor {layer.module!r} is unknown (known: {known})")

@@ -36,6 +36,7 @@ class GuideLayer:
     start: float = 0.0
     end: float = 1.0
     enabled: bool = True
+    control_type: str = ""  # a ControlNet Union's control type ("": the preprocessor's kind)
     _output: tuple[str, bytes] | None = field(default=None, repr=False)
 
     @property
@@ -65,19 +66,31 @@ def guided_job(
     layers: Sequence[GuideLayer],
     references: Sequence[GuideLayer] = (),
     max_attempts: int = 3,
+    init_png: bytes | None = None,
 ) -> NewJob:
-    """The job the form asks for with the section's enabled layers and references."""
+    """The job the form asks for with the section's enabled layers and references;
+    `init_png`: the form's init image (img2img), if it has one."""
+    job = NewJob(params, count, init_png=init_png, max_attempts=max_attempts)
+    return with_guidance(job, layers, references)
+
+
+def with_guidance(
+    job: NewJob, layers: Sequence[GuideLayer], references: Sequence[GuideLayer] = ()
+) -> NewJob:
+    """`job` (from the form, or the mask editor's inpaint) guided by the enabled layers and
+    references, their images stored with it."""
     controls = [layer for layer in layers if layer.enabled and not layer.waiting]
     styles = [r for r in references if r.enabled and not r.waiting]
     control = [
         ControlLayer(digest(layer.image), layer.model, layer.module, layer.weight, layer.start,
-                     layer.end)
+                     layer.end, layer.control_type)
         for layer in controls
     ]  # fmt: skip
     reference = [ReferenceImage(digest(r.image), r.model, r.weight) for r in styles]
-    guided = replace(params, control=encode_control(control), reference=encode_reference(reference))
-    return NewJob(
-        guided, count, max_attempts=max_attempts,
-        control_pngs=[layer.image for layer in controls],
+    params = replace(
+        job.params, control=encode_control(control), reference=encode_reference(reference)
+    )
+    return replace(
+        job, params=params, control_pngs=[layer.image for layer in controls],
         reference_pngs=[r.image for r in styles],
     )  # fmt: skip

@@ -77,5 +77,5 @@ def _base(image: EditedImage, prompt: str) -> GenerationParams:
     base = image.params or GenerationParams(prompt or "")
     return replace(
         base, prompt=prompt or base.prompt, width=image.width, height=image.height,
-        init_image="", mask="",
+        init_image="", mask="", control="", reference="",  # the job's own inputs: not these
     )  # fmt: skip

@@ -2,9 +2,11 @@
 
 A layer comes from a file, a paste or a drop; each row shows the preprocessed image (what
 the job will store), its preprocessor and ControlNet, weight and start/end, and can be
-switched off or removed. Reference images (IP-Adapter) have a row each with their adapter
-and weight. `install_guidance(window)` puts the section under the form and makes Generate
-queue the form with its layers; the window's own files only call it.
+switched off or removed; weight and start/end are sliders with their number beside them.
+Reference images (IP-Adapter) have a row each with their adapter and weight.
+`install_guidance(window)` puts the section under the form and makes Generate queue the
+form with its layers (and the mask editor's inpaint, `guided`); the window's own files
+only call it.
 """
 
 from __future__ import annotations
@@ -13,25 +15,37 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSlider,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from app.engine.jobs.params import CONTROL_MODULES, MAX_CONTROL_WEIGHT, InvalidParameters
+from app.engine.jobs.follow_ups import NewJob
+from app.engine.jobs.params import (
+    CONTROL_MODULES,
+    MAX_CONTROL_WEIGHT,
+    UNION_TYPES,
+    InvalidParameters,
+)
 from app.errors import UserError
-from app.ui.presenters.guidance import GuideLayer, controlnet_names, guided_job, ip_adapter_names
+from app.ui.presenters.guidance import (
+    GuideLayer,
+    controlnet_names,
+    guided_job,
+    ip_adapter_names,
+    with_guidance,
+)
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.png_params import ParsedParams
 
@@ -53,13 +67,46 @@ def module_labels() -> dict[str, str]:
     }
 
 
-def _spin(value: float, top: float, step: float) -> QDoubleSpinBox:
-    spin = QDoubleSpinBox()
-    spin.setRange(0.0, top)
-    spin.setSingleStep(step)
-    spin.setDecimals(2)
-    spin.setValue(value)
-    return spin
+class ValueSlider(QWidget):
+    """A slider with its caption and its number beside it, in hundredths (0.05 a key press):
+    what A1111's and Krita's control weight and start/end are."""
+
+    valueChanged = Signal(float)
+    SCALE = 100
+
+    def __init__(self, caption: str, value: float, top: float) -> None:
+        super().__init__()
+        self.caption = QLabel(caption)
+        self.caption.setMinimumWidth(44)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, round(top * self.SCALE))
+        self.slider.setSingleStep(5)
+        self.slider.setPageStep(10)
+        self.number = QLabel()
+        self.number.setMinimumWidth(32)
+        self.number.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.caption)
+        row.addWidget(self.slider, 1)
+        row.addWidget(self.number)
+        self.slider.valueChanged.connect(self._moved)
+        self.setValue(value)
+        self._moved(self.slider.value())
+
+    def value(self) -> float:
+        return self.slider.value() / self.SCALE
+
+    def setValue(self, value: float) -> None:  # Qt's spelling, as the spin box it replaces
+        self.slider.setValue(round(value * self.SCALE))
+
+    def setToolTip(self, text: str) -> None:
+        super().setToolTip(text)
+        self.slider.setToolTip(text)
+
+    def _moved(self, steps: int) -> None:
+        self.number.setText(f"{steps / self.SCALE:.2f}")
+        self.valueChanged.emit(steps / self.SCALE)
 
 
 def _thumbnail(png: bytes) -> QPixmap:
@@ -99,14 +146,28 @@ class LayerRow(QFrame):
             self.module.addItem(labels[name], name)
         self.module.setCurrentIndex(CONTROL_MODULES.index(layer.module))
         self.module.setVisible(control)
+        self.control_type = QComboBox()  # only a ControlNet Union reads it
+        self.control_type.addItem(translate("GuidanceSection", "type: from the preprocessor"), "")
+        for name in UNION_TYPES:
+            self.control_type.addItem(
+                translate("GuidanceSection", "type: {name}").format(name=name), name
+            )
+        self.control_type.setCurrentIndex(max(self.control_type.findData(layer.control_type), 0))
+        self.control_type.setToolTip(
+            translate("GuidanceSection", "The control type a ControlNet Union is told")
+        )
+        self.control_type.setVisible(control)
         self.model = QComboBox()
         self.model.addItems(models or [""])
         if layer.model in models:
             self.model.setCurrentText(layer.model)
         layer.model = self.model.currentText()
-        self.weight = _spin(layer.weight, MAX_CONTROL_WEIGHT, 0.05)
-        self.start, self.end = _spin(layer.start, 1.0, 0.05), _spin(layer.end, 1.0, 0.05)
-        self.weight.setToolTip(translate("GuidanceSection", "Weight"))
+        self.weight = ValueSlider(
+            translate("GuidanceSection", "Weight"), layer.weight, MAX_CONTROL_WEIGHT
+        )
+        self.start = ValueSlider(translate("GuidanceSection", "Start"), layer.start, 1.0)
+        self.end = ValueSlider(translate("GuidanceSection", "End"), layer.end, 1.0)
+        self.weight.setToolTip(translate("GuidanceSection", "How strongly it guides (0-2)"))
         self.start.setToolTip(
             translate("GuidanceSection", "Start: the share of steps before it acts")
         )
@@ -125,11 +186,10 @@ class LayerRow(QFrame):
         choices.setSpacing(4)
         choices.addWidget(self.module)
         choices.addWidget(self.model)
-        numbers = QHBoxLayout()
-        numbers.addWidget(self.weight)
-        numbers.addWidget(self.start)
-        numbers.addWidget(self.end)
-        choices.addLayout(numbers)
+        choices.addWidget(self.control_type)
+        choices.addWidget(self.weight)
+        choices.addWidget(self.start)
+        choices.addWidget(self.end)
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 6, 6, 6)
         row.addWidget(self.enabled)
@@ -143,6 +203,9 @@ class LayerRow(QFrame):
         self.module.currentIndexChanged.connect(self._module_changed)
         self.model.currentTextChanged.connect(lambda text: setattr(layer, "model", text))
         self.enabled.toggled.connect(lambda on: setattr(layer, "enabled", on))
+        self.control_type.currentIndexChanged.connect(
+            lambda: setattr(layer, "control_type", str(self.control_type.currentData()))
+        )
         self.weight.valueChanged.connect(lambda v: setattr(layer, "weight", v))
         self.start.valueChanged.connect(lambda v: setattr(layer, "start", v))
         self.end.valueChanged.connect(lambda v: setattr(layer, "end", v))
@@ -359,7 +422,15 @@ class GuidanceSection(QWidget):
         images: a PNG does not carry them."""
         for layer in parsed.control:
             self.controls.add_layer(
-                GuideLayer(b"", layer.model, layer.module, layer.weight, layer.start, layer.end)
+                GuideLayer(
+                    b"",
+                    layer.model,
+                    layer.module,
+                    layer.weight,
+                    layer.start,
+                    layer.end,
+                    control_type=layer.control_type,
+                )
             )
         if parsed.control:
             self.unfold()
@@ -395,6 +466,14 @@ def _selected_result(window: MainWindow) -> bytes | None:
         return None
 
 
+def guided(window: MainWindow, job: NewJob) -> NewJob:
+    """`job` guided by the window's Control section (its enabled layers and references)."""
+    section: GuidanceSection | None = getattr(window, "guidance", None)
+    if section is None:
+        return job
+    return with_guidance(job, section.controls.layers, section.references.layers)
+
+
 def guided_submit(window: MainWindow, section: GuidanceSection) -> bool:
     """Queue the form with the section's layers; False when none is in use (or refused)."""
     if not section.in_use():
@@ -403,7 +482,7 @@ def guided_submit(window: MainWindow, section: GuidanceSection) -> bool:
         params = window.prompt.params()
         job = guided_job(
             params, window.prompt.image_count(), section.controls.layers,
-            section.references.layers,
+            section.references.layers, init_png=window.prompt.init_png(),
         )  # fmt: skip
     except (InvalidParameters, UserError) as error:
         window.show_error(translate("GuidanceSection", "Not queued: {error}").format(error=error))

@@ -18,6 +18,7 @@ from app.errors import UserError
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.inpaint_requests import EditedImage, inpaint_job, outpaint_job
 from app.ui.presenters.rows import JobRow
+from app.ui.widgets.guidance_section import guided
 from app.ui.widgets.mask_editor import MaskEditor
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ class MaskEditing:
 
     def _inpaint(self, editor: MaskEditor, edited: EditedImage, asked: Any) -> None:
         settings, mask_png = asked
-        self._submit(editor, lambda: inpaint_job(edited, settings, mask_png))
+        # Guided by the Control section's layers and references, as Generate is.
+        self._submit(editor, lambda: guided(self.window, inpaint_job(edited, settings, mask_png)))
 
     def _extend(self, editor: MaskEditor, edited: EditedImage, asked: Any) -> None:
         prompt, extension, fill = asked

@@ -308,15 +308,16 @@ def test_control_images_must_be_the_ones_named(runners: dict[str, Runner], tmp_p
         ours(runners["sd1"], params, [], tmp_path)
 
 
-@pytest.mark.parametrize("model", ["sd1", "sdxl"])
-def test_a_single_file_controlnet_in_the_original_layout_loads_offline_as_its_folder_twin(
+@pytest.mark.parametrize(("model", "original"), [("sd1", True), ("sdxl", True), ("sdxl", False)])
+def test_a_single_file_controlnet_loads_offline_as_its_folder_twin(
     models: dict[str, ModelInfo], runners: dict[str, Runner], folders: dict[str, Path],
-    tmp_path: Path, model: str,
+    tmp_path: Path, model: str, original: bool,
 ) -> None:  # fmt: skip
     """The same random ControlNet as `cn-<model>-a`, written as A1111 and ComfyUI keep them
-    (one .safetensors; SD 1.x with the original `control_model.*` keys, SDXL with diffusers'
-    as they ship): found by its header, loaded with a local config (HF_HUB_OFFLINE is set),
-    the same weights and the same image."""
+    (one .safetensors, with the original `control_model.*` keys, or SDXL's with diffusers'
+    as most ship): found by its header, loaded with a local config (HF_HUB_OFFLINE is set),
+    the same weights and the same image. SDXL's original layout: diffusers' converter drops
+    its added embedding, which Easel maps itself."""
     import shutil
 
     from app.engine.generation.control import ControlNetCache
@@ -325,7 +326,6 @@ def test_a_single_file_controlnet_in_the_original_layout_loads_offline_as_its_fo
 
     architecture = Architecture(model)
     nets = tmp_path / "controlnet"
-    original = architecture is Architecture.SD1
     write_tiny_controlnet_file(
         nets / "cn-file.safetensors", seed=1, architecture=architecture, original=original
     )
@@ -352,20 +352,6 @@ def test_a_single_file_controlnet_in_the_original_layout_loads_offline_as_its_fo
     assert all(torch.equal(file_state[k], twin_state[k]) for k in twin_state)
     reference = finished(ours(runners[model], from_folder, images, tmp_path, "folder"))
     assert max_diff(image, reference) == 0
-
-
-def test_an_sdxl_file_in_the_original_layout_is_listed_as_unsupported_saying_why(
-    tmp_path: Path,
-) -> None:
-    from app.engine.generation.controlnets import ControlNetNotFound
-    from app.engine.generation.tiny_model import write_tiny_controlnet_file
-
-    nets = tmp_path / "controlnet"
-    write_tiny_controlnet_file(nets / "xl.safetensors", architecture=Architecture.SDXL)
-    [info] = list_controlnets([nets])
-    assert info.architecture is Architecture.SDXL and not info.supported
-    with pytest.raises(ControlNetNotFound, match="cannot be used: an SDXL ControlNet in the orig"):
-        find_controlnet("xl", [nets])
 
 
 def test_a_single_file_without_a_config_for_its_architecture_is_refused_clearly(

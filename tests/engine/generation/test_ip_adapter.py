@@ -180,3 +180,106 @@ def test_adapters_are_listed_and_one_for_another_model_is_refused(
     params = params_for("sd1", steps=STEPS, reference=encode_reference([wrong]))
     with pytest.raises(IPAdapterNotFound, match="cross-attention is 32 wide"):
         ours(runners["sd1"], params, tmp_path, "wrong")
+
+
+def second_reference_png() -> bytes:
+    rgb = np.zeros((32, 32, 3), dtype=np.uint8)
+    rgb[8:24, 4:28] = (30, 200, 120)
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def two_references(
+    model: str, weights: tuple[float, float], scheduler: str = "Euler a"
+) -> GenerationParams:
+    pngs = (reference_png(), second_reference_png())
+    references = [
+        ReferenceImage("upload:" + hashlib.sha256(png).hexdigest(), ADAPTER[model], weight)
+        for png, weight in zip(pngs, weights, strict=True)
+    ]
+    return params_for(model, scheduler, steps=STEPS, reference=encode_reference(references))
+
+
+def ours_two(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any) -> Any:
+    return runner.run(
+        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        on_step=kw.get("on_step", go_on),
+        reference_images=[reference_png(), second_reference_png()],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("model", ["sd1", "sdxl"])
+def test_two_reference_images_each_with_its_weight_equal_the_stock_multi_ip_adapter_path(
+    runners: dict[str, Runner], folders: dict[str, Path], tmp_path: Path, model: str
+) -> None:
+    """diffusers' several reference images: `load_ip_adapter` with a list (one adapter per
+    image: its scale is per adapter), `set_ip_adapter_scale` with a list, one image each."""
+    from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
+
+    params = two_references(model, (0.8, 0.4))
+    image = finished(ours_two(runners[model], params, tmp_path, "ours"))
+    pipeline_class = StableDiffusionXLPipeline if model == "sdxl" else StableDiffusionPipeline
+    pipe: Any = pipeline_class.from_pretrained(folders[model])
+    pipe.scheduler = denoise.make_scheduler(pipe, params.scheduler)
+    pipe.set_progress_bar_config(disable=True)
+    subfolder = "sdxl_models" if model == "sdxl" else "models"
+    weight_name = f"{ADAPTER[model]}.safetensors"
+    pipe.load_ip_adapter(
+        str(folders["adapters"]), subfolder=subfolder, weight_name=[weight_name, weight_name]
+    )
+    pipe.set_ip_adapter_scale([0.8, 0.4])
+    pictures = [Image.open(io.BytesIO(png)) for png in (reference_png(), second_reference_png())]
+    expected = pipe(
+        params.prompt, negative_prompt=params.negative_prompt, ip_adapter_image=pictures,
+        num_inference_steps=params.steps, guidance_scale=params.cfg, width=params.width,
+        height=params.height, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    assert max_diff(image, pixels(expected)) == 0
+    one = finished(ours(runners[model], referenced(model, 0.8), tmp_path, "one"))
+    assert max_diff(image, one) > 0  # the second image guides too
+    swapped = finished(ours_two(runners[model], two_references(model, (0.4, 0.8)), tmp_path, "w"))
+    assert max_diff(image, swapped) > 0  # and each weight is its own
+
+
+def test_pause_then_resume_with_two_references_is_exact(
+    runners: dict[str, Runner], tmp_path: Path
+) -> None:
+    params = two_references("sd1", (0.7, 0.5), scheduler="DPM++ 2M")
+    whole = finished(ours_two(runners["sd1"], params, tmp_path, "whole"))
+    pause = lambda p: StepDecision.PAUSE if p.step == 2 else StepDecision.CONTINUE  # noqa: E731
+    paused = ours_two(runners["sd1"], params, tmp_path, "job", on_step=pause)
+    assert paused.kind is OutcomeKind.PAUSED
+    assert max_diff(finished(ours_two(runners["sd1"], params, tmp_path, "job")), whole) == 0
+
+
+def test_reference_images_whose_adapters_need_different_image_encoders_are_refused(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """diffusers encodes every reference with the first adapter's encoder: adapters of
+    another encoder cannot share a job (one sentence, before anything is loaded)."""
+    import json
+    import shutil
+
+    adapters = tmp_path / "ipadapter"
+    shutil.copytree(folders["adapters"] / "models", adapters / "models")
+    other = adapters / "other"
+    shutil.copytree(folders["adapters"] / "models", other)
+    (other / "ip-adapter_tiny.safetensors").rename(other / "ip-adapter_other.safetensors")
+    config_path = other / "image_encoder" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["projection_dim"] = 24  # another kind of encoder
+    config_path.write_text(json.dumps(config))
+    runner = runner_for(model_info(folders["sd1"], "sd1"), adapters)
+    png = reference_png()
+    name = "upload:" + hashlib.sha256(png).hexdigest()
+    both = encode_reference(
+        [ReferenceImage(name, "ip-adapter_tiny", 0.5), ReferenceImage(name, "ip-adapter_other")]
+    )
+    params = params_for("sd1", steps=STEPS, reference=both)
+    with pytest.raises(IPAdapterNotFound, match="use different image encoders"):
+        runner.run(
+            params, output_path=tmp_path / "x.png", checkpoint_path=tmp_path / "x.ckpt",
+            on_step=go_on, reference_images=[png, png],
+        )  # fmt: skip
+    assert not (tmp_path / "x.png").exists()

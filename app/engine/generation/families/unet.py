@@ -66,8 +66,8 @@ class UNetFamily(ABC):
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
         needs = self.checkpoint_tensors
-        if params.reference:
-            needs = (*needs, reference.IMAGE_EMBEDS)
+        references = len(params.references)
+        needs = (*needs, *(reference.embeds_key(index) for index in range(references)))
         if not params.is_inpaint:
             return needs
         in_channels = self.pipe.unet.config.in_channels
@@ -170,15 +170,15 @@ class UNetFamily(ABC):
         model_input = torch.cat([latents] * 2) if do_cfg else latents
         if hasattr(scheduler, "scale_model_input"):
             model_input = scheduler.scale_model_input(model_input, t)
-        if self.pipe.unet.config.in_channels == inpaint.INPAINT_CHANNELS:
-            model_input = inpaint.model_input(model_input, conditioning)
         added = self.added_conditioning(conditioning)
         down, mid = None, None
-        if control is not None:
+        if control is not None:  # on the latents alone, as the ControlNet inpaint pipelines
             down, mid = control.residuals(
                 index, latents, model_input, t, scheduler, conditioning[PROMPT_EMBEDS], added,
                 do_cfg,
             )  # fmt: skip
+        if self.pipe.unet.config.in_channels == inpaint.INPAINT_CHANNELS:
+            model_input = inpaint.model_input(model_input, conditioning)
         noise_pred: torch.Tensor = self.pipe.unet(
             model_input,
             t,
