@@ -69,7 +69,8 @@ def bundled_configs() -> SingleFileConfigs:
 
 
 SHARED_VOCABULARY = "clip-vocabulary"  # see packaging/model_configs/make_model_configs.py
-TOKENIZERS = ("tokenizer", "tokenizer_2")
+T5_VOCABULARY = "t5-vocabulary"  # see packaging/model_configs/make_transformer_configs.py
+TOKENIZERS = ("tokenizer", "tokenizer_2", "tokenizer_3")
 
 
 def shipped_tokenizer(folder: Path) -> Any:
@@ -90,13 +91,37 @@ def shipped_tokenizer(folder: Path) -> Any:
     )
 
 
+def shipped_t5_tokenizer(folder: Path) -> Any:
+    """The T5 tokenizer of a shipped settings folder, on the one shared T5 v1.1 vocabulary
+    (`<configs>/t5-vocabulary/tokenizer.json`, 32,100 tokens: see its README.txt)."""
+    from transformers import T5TokenizerFast
+
+    shared = folder.parent.parent / T5_VOCABULARY
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return T5TokenizerFast(
+        tokenizer_file=str(shared / "tokenizer.json"),
+        model_max_length=settings["model_max_length"],
+        eos_token=settings["eos_token"],
+        pad_token=settings["pad_token"],
+        unk_token=settings["unk_token"],
+        extra_ids=settings.get("extra_ids", 100),
+    )
+
+
 def _tokenizers_from_shared_vocabulary(config: Path) -> dict[str, Any]:
     """Tokenizers for a shipped config folder; a full tokenizer folder loads as it is."""
     return {
-        name: shipped_tokenizer(config / name)
+        name: _shipped(config / name)
         for name in TOKENIZERS
         if (config / name).is_dir() and not _has_own_vocabulary(config / name)
     }
+
+
+def _shipped(folder: Path) -> Any:
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if str(settings.get("tokenizer_class", "")).startswith("T5"):
+        return shipped_t5_tokenizer(folder)
+    return shipped_tokenizer(folder)
 
 
 def _has_own_vocabulary(folder: Path) -> bool:
