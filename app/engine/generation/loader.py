@@ -94,7 +94,7 @@ def shipped_tokenizer(folder: Path) -> Any:
 def shipped_t5_tokenizer(folder: Path) -> Any:
     """The T5 tokenizer of a shipped settings folder, on the one shared T5 v1.1 vocabulary
     (`<configs>/t5-vocabulary/tokenizer.json`, 32,100 tokens: see its README.txt)."""
-    from transformers import T5TokenizerFast
+    from transformers import T5TokenizerFast  # type: ignore[attr-defined]
 
     shared = folder.parent.parent / T5_VOCABULARY
     settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -189,7 +189,11 @@ def load_pipeline(
         options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
     elif not model.architecture.is_transformer:
         options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
-    if model.is_single_file:
+    if model.is_single_file and model.architecture.is_transformer:
+        config = (configs or bundled_configs()).root / model.config_name
+        _check_configs(model, config)
+        load = partial(_assembled, pipeline_class, model, config, options)
+    elif model.is_single_file:
         config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
         _check_configs(model, config)
         load = partial(_from_single_file, pipeline_class, model, config, options)
@@ -280,6 +284,21 @@ def _from_single_file(
     if model.inpainting:
         options["unet"] = _inpainting_unet(model, config, options["dtype"])
     return fast_single_file(pipeline_class, Path(model.path), options)
+
+
+def _assembled(pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]) -> Any:
+    """A Flux / SD 3.x pipeline from its single or split files (assemble.py)."""
+    from app.engine.generation.assemble import assemble_pipeline
+
+    assert model.architecture is not None
+    return assemble_pipeline(
+        model.architecture,
+        pipeline_class,
+        model.parts,
+        config,
+        options["dtype"],
+        _tokenizers_from_shared_vocabulary(config),
+    )
 
 
 class Tier(Enum):

@@ -22,12 +22,13 @@ from app.engine.generation.architecture import (
     SAFETENSORS_SUFFIX,
     Architecture,
     Detected,
+    Part,
     Prediction,
-    detect_file,
     detect_folder,
     size_presets,
     size_problem,
 )
+from app.engine.generation.model_files import DIFFUSION_MODEL_FOLDERS, detect_model_file
 from app.engine.paths import bundled_models_dir, models_dir
 from app.errors import MissingModel
 
@@ -56,6 +57,8 @@ class ModelInfo:
     native_size: int = 0  # pixels per side the model was trained at (0: unknown)
     unsupported_reason: str = ""  # set exactly when the model cannot be used, and why
     inpainting: bool = False  # an inpainting checkpoint (9-channel UNet): used with a mask
+    config_name: str = ""  # Flux / SD 3.x files: the shipped config folder they load with
+    parts: tuple[Part, ...] = ()  # Flux / SD 3.x files: where each component's weights are
 
     @property
     def is_single_file(self) -> bool:
@@ -186,6 +189,8 @@ def _scan(search: ModelSearchPath) -> Iterator[ModelInfo]:
         yield from _pipeline_folders(folder, ModelSource.USER)
         yield from _checkpoint_files(folder, ModelSource.USER)
         yield from _checkpoint_files(folder / CHECKPOINTS_SUBFOLDER, ModelSource.USER)
+        for split in DIFFUSION_MODEL_FOLDERS:  # ComfyUI's split layout (model_files.py)
+            yield from _checkpoint_files(folder / split, ModelSource.USER)
     for folder in search.hf_caches:
         yield from _hf_cache_models(folder)
 
@@ -247,7 +252,7 @@ def _info(name: str, path: Path, source: ModelSource) -> ModelInfo:
 def _file_info(path: Path, source: ModelSource, name: str = "") -> ModelInfo:
     """A checkpoint file is listed under its file name without the suffix, as A1111 does."""
     info = ModelInfo(name=name or path.stem, path=path, source=source)
-    return _with_detection(info, detect_file(path))
+    return _with_detection(info, detect_model_file(path))
 
 
 def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
@@ -258,6 +263,8 @@ def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
         native_size=detected.native_size,
         unsupported_reason=detected.unsupported_reason,
         inpainting=detected.inpainting,
+        config_name=detected.config_name,
+        parts=detected.parts,
     )
 
 
