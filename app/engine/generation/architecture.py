@@ -82,6 +82,7 @@ class Detected:
     inpainting: bool = False  # a 9-channel UNet (latents, mask, masked image): needs a mask
     config_name: str = ""  # the shipped config folder of a transformer-family file
     parts: tuple[Part, ...] = ()  # where a transformer-family file's components are
+    quantisation: str = ""  # how the diffusion model's weights are stored: "Q8_0", "fp8"
 
     @property
     def supported(self) -> bool:

@@ -29,6 +29,7 @@ from app.engine.generation.model_files import (
     CLIP_G_PREFIX,
     CLIP_L,
     CLIP_L_PREFIX,
+    GGUF_SUFFIX,
     T5,
     T5_PREFIX,
     TRANSFORMER,
@@ -67,9 +68,13 @@ def assemble_pipeline(
     if architecture is Architecture.FLUX1:
         transformer_weights = flux_to_diffusers(transformer_weights)
     transformer_class = getattr(diffusers, _TRANSFORMERS[architecture])
+    quantised = {}
+    if by_kind[TRANSFORMER].path.suffix.lower() == GGUF_SUFFIX:
+        # Kept quantised in memory, each layer dequantised as it runs (diffusers' GGUF).
+        quantised["quantization_config"] = diffusers.GGUFQuantizationConfig(compute_dtype=dtype)
     components: dict[str, Any] = {
         "transformer": transformer_class.from_single_file(
-            transformer_weights, subfolder="transformer", **options
+            transformer_weights, subfolder="transformer", **options, **quantised
         ),
         "vae": AutoencoderKL.from_single_file(
             files.weights(by_kind[VAE]), subfolder="vae", **options
@@ -97,6 +102,11 @@ class _Files:
 
     def weights(self, part: Part) -> StateDict:
         from safetensors import safe_open
+
+        if part.path.suffix.lower() == GGUF_SUFFIX:
+            from diffusers.models.model_loading_utils import load_gguf_checkpoint
+
+            return dict(load_gguf_checkpoint(str(part.path), return_tensors=True))
 
         handle = self._open.get(part.path)
         if handle is None:

@@ -22,7 +22,7 @@ encoder in text_encoders/".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.engine.generation.architecture import (
@@ -91,8 +91,20 @@ class _Needs:
     widths: dict[str, int]  # part -> width it must have
 
 
+GGUF_SUFFIX = ".gguf"
+# The GGUF tensor types diffusers 0.42 runs (diffusers.quantizers.gguf.utils.
+# SUPPORTED_GGUF_QUANT_TYPES, plus the plain F32 / F16; a test checks they agree).
+GGUF_RUNNABLE = (
+    "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
+)  # fmt: skip
+_UNQUANTISED = ("F32", "F16", "BF16")
+
+
 def detect_model_file(path: Path) -> Detected:
     """Any checkpoint file: Flux / SD 3.x here, the UNet families by architecture.py."""
+    if path.suffix.lower() == GGUF_SUFFIX:
+        return _detect_gguf(path)
     if path.suffix.lower() != SAFETENSORS_SUFFIX:
         return detect_file(path)
     try:
@@ -102,6 +114,42 @@ def detect_model_file(path: Path) -> Detected:
     if is_transformer_family(list(shapes)) and not is_lora(list(shapes)):
         return detect_transformer_file(path, shapes)
     return detect_file(path, shapes)
+
+
+def _detect_gguf(path: Path) -> Detected:
+    """A GGUF diffusion model (city96's ComfyUI-GGUF layout: the original keys, without
+    `model.diffusion_model.`), from its tensor table; the weights are not read."""
+    try:
+        shapes, types = read_gguf_table(path)
+    except (OSError, ValueError) as error:
+        return unsupported(f"{path.name} cannot be used: it is not a readable GGUF file ({error})")
+    if not is_transformer_family(list(shapes)):
+        return unsupported(
+            f"{path.name} is a GGUF file, but not a Flux.1 or SD 3.5 diffusion model"
+        )
+    odd = sorted({kind for kind in types.values() if kind not in GGUF_RUNNABLE})
+    if odd:
+        return unsupported(
+            f"{path.stem}: its weights are GGUF {_listed(odd)}, a quantisation diffusers "
+            f"cannot run (it runs {', '.join(k for k in GGUF_RUNNABLE if k not in _UNQUANTISED)})"
+        )
+    found = detect_transformer_file(path, shapes)
+    quantised = [kind for kind in types.values() if kind not in _UNQUANTISED]
+    main = max(set(quantised), key=quantised.count) if quantised else "F16"
+    return replace(found, quantisation=main) if found.supported else found
+
+
+def read_gguf_table(path: Path) -> tuple[Shapes, dict[str, str]]:
+    """Tensor name -> shape (torch order) and -> GGUF type name, from the file's table."""
+    from gguf import GGUFReader  # numpy, not torch: fine for the listing
+
+    reader = GGUFReader(str(path))
+    shapes = {t.name: [int(n) for n in reversed(t.shape)] for t in reader.tensors}
+    return shapes, {t.name: t.tensor_type.name for t in reader.tensors}
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def is_transformer_family(keys: list[str]) -> bool:

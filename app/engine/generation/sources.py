@@ -28,7 +28,11 @@ from app.engine.generation.architecture import (
     size_presets,
     size_problem,
 )
-from app.engine.generation.model_files import DIFFUSION_MODEL_FOLDERS, detect_model_file
+from app.engine.generation.model_files import (
+    DIFFUSION_MODEL_FOLDERS,
+    GGUF_SUFFIX,
+    detect_model_file,
+)
 from app.engine.paths import bundled_models_dir, models_dir
 from app.errors import MissingModel
 
@@ -36,7 +40,7 @@ CHECKPOINTS_SUBFOLDER = (
     "checkpoints"  # A1111's "Stable-diffusion" folder; files at the top work too
 )
 LORA_SUBFOLDER = "lora"
-_CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, *PICKLE_SUFFIXES)
+_CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, GGUF_SUFFIX, *PICKLE_SUFFIXES)
 _HF_PREFIX = "models--"
 
 
@@ -59,6 +63,7 @@ class ModelInfo:
     inpainting: bool = False  # an inpainting checkpoint (9-channel UNet): used with a mask
     config_name: str = ""  # Flux / SD 3.x files: the shipped config folder they load with
     parts: tuple[Part, ...] = ()  # Flux / SD 3.x files: where each component's weights are
+    quantisation: str = ""  # a quantised diffusion model: "Q8_0" (GGUF), "fp8", ...
 
     @property
     def is_single_file(self) -> bool:
@@ -78,6 +83,8 @@ class ModelInfo:
             kind += " v-prediction"
         if self.inpainting:
             kind += " inpainting"
+        if self.quantisation:
+            return f"{kind}, {self.native_size} px, {self.quantisation}"
         return f"{kind}, {self.native_size} px"
 
     def size_problem(self, width: int, height: int) -> str:
@@ -265,6 +272,7 @@ def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
         inpainting=detected.inpainting,
         config_name=detected.config_name,
         parts=detected.parts,
+        quantisation=detected.quantisation,
     )
 
 

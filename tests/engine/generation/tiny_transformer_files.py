@@ -321,3 +321,28 @@ def vae_to_ldm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             new = f"{parts[0]}.norm_out.{parts[2]}"
         out[new.replace("conv_shortcut", "nin_shortcut")] = value
     return out
+
+
+def write_gguf(original: dict[str, torch.Tensor], path: Path, architecture: Architecture) -> Path:
+    """A GGUF Q8_0 file of a transformer in its original key layout, as city96's
+    ComfyUI-GGUF conversions are laid out: weight matrices whose rows are whole 32-value
+    blocks in Q8_0, the rest (norms, biases, small or odd tensors) in F32."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), "flux" if architecture is Architecture.FLUX1 else "sd3")
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    for name, tensor in original.items():
+        data = tensor.float().numpy()
+        if data.ndim >= 2 and data.shape[-1] % 32 == 0:
+            quantised = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor(name, quantised, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            writer.add_tensor(name, np.ascontiguousarray(data))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
