@@ -29,6 +29,8 @@ from app.engine.generation.model_files import (
     CLIP_G_PREFIX,
     CLIP_L,
     CLIP_L_PREFIX,
+    FP8,
+    FP8_E5M2,
     GGUF_SUFFIX,
     T5,
     T5_PREFIX,
@@ -56,8 +58,10 @@ def assemble_pipeline(
     config: Path,
     dtype: torch.dtype,
     tokenizers: dict[str, Any],
+    quantisation: str = "",
 ) -> Any:
-    """The stock pipeline of `architecture` from `parts`, configured by `config`."""
+    """The stock pipeline of `architecture` from `parts`, configured by `config`; an fp8
+    diffusion model stays in fp8, each layer upcast to `dtype` only while it runs."""
     import diffusers
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler
 
@@ -68,14 +72,21 @@ def assemble_pipeline(
     if architecture is Architecture.FLUX1:
         transformer_weights = flux_to_diffusers(transformer_weights)
     transformer_class = getattr(diffusers, _TRANSFORMERS[architecture])
-    quantised = {}
+    transformer_options = dict(options)
+    storage = _FP8_STORAGE.get(quantisation)
     if by_kind[TRANSFORMER].path.suffix.lower() == GGUF_SUFFIX:
         # Kept quantised in memory, each layer dequantised as it runs (diffusers' GGUF).
-        quantised["quantization_config"] = diffusers.GGUFQuantizationConfig(compute_dtype=dtype)
+        gguf = diffusers.GGUFQuantizationConfig(compute_dtype=dtype)
+        transformer_options["quantization_config"] = gguf
+    elif storage is not None:
+        transformer_options["torch_dtype"] = None  # as stored: not widened at load
+    transformer = transformer_class.from_single_file(
+        transformer_weights, subfolder="transformer", **transformer_options
+    )
+    if storage is not None:
+        upcast_per_layer(transformer, storage, dtype)
     components: dict[str, Any] = {
-        "transformer": transformer_class.from_single_file(
-            transformer_weights, subfolder="transformer", **options, **quantised
-        ),
+        "transformer": transformer,
         "vae": AutoencoderKL.from_single_file(
             files.weights(by_kind[VAE]), subfolder="vae", **options
         ),
@@ -92,6 +103,24 @@ def assemble_pipeline(
         tokenizer = component.replace("text_encoder", "tokenizer")
         components[tokenizer] = tokenizers.get(tokenizer) or _tokenizer(config, index, tokenizer)
     return pipeline_class(**components)
+
+
+_FP8_STORAGE = {FP8: torch.float8_e4m3fn, FP8_E5M2: torch.float8_e5m2}
+
+
+def upcast_per_layer(model: Any, storage: torch.dtype, compute: torch.dtype) -> None:
+    """diffusers' layerwise casting: the weight layers stay in `storage` (fp8) and are cast
+    to `compute` only while each runs; what it leaves alone (norms, embeddings of
+    positions, the output projection: diffusers' skip patterns) is held in `compute`, as
+    stock `from_single_file(torch_dtype=compute)` + `enable_layerwise_casting` holds it."""
+    model.enable_layerwise_casting(storage_dtype=storage, compute_dtype=compute)
+    for module in model.modules():
+        registry = getattr(module, "_diffusers_hook", None)
+        if registry is not None and registry.get_hook("layerwise_casting") is not None:
+            continue
+        for tensor in [*module.parameters(recurse=False), *module.buffers(recurse=False)]:
+            if tensor.is_floating_point() and tensor.dtype != compute:
+                tensor.data = tensor.data.to(compute)
 
 
 class _Files:

@@ -298,6 +298,7 @@ def _assembled(pipeline_class: Any, model: ModelInfo, config: Path, options: dic
         config,
         options["dtype"],
         _tokenizers_from_shared_vocabulary(config),
+        model.quantisation,
     )
 
 

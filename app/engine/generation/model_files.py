@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from app.engine.generation.architecture import (
     SAFETENSORS_SUFFIX,
@@ -108,12 +109,41 @@ def detect_model_file(path: Path) -> Detected:
     if path.suffix.lower() != SAFETENSORS_SUFFIX:
         return detect_file(path)
     try:
-        shapes = header_shapes(read_safetensors_header(path))
+        header = read_safetensors_header(path)
     except ValueError as error:
         return unsupported(f"{path.name} cannot be used: {error}")
+    shapes = header_shapes(header)
     if is_transformer_family(list(shapes)) and not is_lora(list(shapes)):
-        return detect_transformer_file(path, shapes)
+        found = detect_transformer_file(path, shapes)
+        quantisation = _fp8(header)
+        if quantisation == _SCALED_FP8:
+            return unsupported(
+                f"{path.stem}: its fp8 weights are scaled (ComfyUI's fp8_scaled), a layout "
+                "diffusers cannot read; use an fp8 e4m3fn file without scales, or a GGUF"
+            )
+        return replace(found, quantisation=quantisation) if found.supported else found
     return detect_file(path, shapes)
+
+
+FP8 = "fp8"  # float8_e4m3fn weights, as the fp8 Flux / SD 3.5 files are stored
+FP8_E5M2 = "fp8 e5m2"
+_SCALED_FP8 = "scaled"
+_FP8_DTYPES = {"F8_E4M3": FP8, "F8_E5M2": FP8_E5M2}
+
+
+def _fp8(header: dict[str, Any]) -> str:
+    """ "fp8" when the diffusion model's weight matrices are stored in float8 ("" if not)."""
+    if "scaled_fp8" in header or any(k.endswith(".scale_weight") for k in header):
+        return _SCALED_FP8
+    kinds = [
+        entry.get("dtype", "")
+        for key, entry in header.items()
+        if isinstance(entry, dict)
+        and is_transformer_family([key])
+        and len(entry.get("shape", [])) == 2
+    ]
+    fp8 = [_FP8_DTYPES[kind] for kind in kinds if kind in _FP8_DTYPES]
+    return max(set(fp8), key=fp8.count) if len(fp8) * 2 > len(kinds) else ""
 
 
 def _detect_gguf(path: Path) -> Detected:
