@@ -417,7 +417,8 @@ class PipelineCache:
             return entry.loaded
         # Free before loading, not after: the files' size is what the weights will take
         # (near enough: a float16 file run in float32 takes twice, corrected just below).
-        self._make_room(device, weight_file_bytes(model.path), keep=None)
+        files = detected(model).files  # a split model: its text encoders and VAE too
+        self._make_room(device, sum(weight_file_bytes(path) for path in files), keep=None)
         loaded = load_pipeline(model, device, self._configs)
         self.loads += 1
         entry = self._entries[key] = _Entry(loaded, pipeline_bytes(loaded.pipe))

@@ -74,18 +74,31 @@ class ModelInfo:
         return self.architecture is not None and not self.unsupported_reason
 
     @property
-    def label(self) -> str:
-        """What the picker shows next to the name, e.g. "SDXL, 1024 px" or "unsupported"."""
-        if not self.supported or self.architecture is None:
-            return "unsupported"
+    def kind(self) -> str:
+        """The architecture and its variant: "SDXL", "SD 2.x v-prediction" ("" if unknown)."""
+        if self.architecture is None:
+            return ""
         kind = self.architecture.label
         if self.prediction is Prediction.V:
             kind += " v-prediction"
         if self.inpainting:
             kind += " inpainting"
+        return kind
+
+    @property
+    def label(self) -> str:
+        """What the picker shows next to the name, e.g. "SDXL, 1024 px", "Flux.1, 1024 px,
+        Q8_0" or "unsupported"."""
+        if not self.supported:
+            return "unsupported"
         if self.quantisation:
-            return f"{kind}, {self.native_size} px, {self.quantisation}"
-        return f"{kind}, {self.native_size} px"
+            return f"{self.kind}, {self.native_size} px, {self.quantisation}"
+        return f"{self.kind}, {self.native_size} px"
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """The files its weights are in: its own, and the split parts it was paired with."""
+        return tuple(dict.fromkeys([self.path, *(part.path for part in self.parts)]))
 
     def size_problem(self, width: int, height: int) -> str:
         """Why this size does not suit this model ("" when it does); for submit-time checks."""

@@ -29,6 +29,7 @@ class ModelChoice:
     unsupported_reason: str = ""
     max_side: int = 0  # the engine refuses larger sizes at submit (0: no limit known)
     disk_bytes: int = 0  # its file or folder on disk (0: not known)
+    quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side
@@ -64,7 +65,8 @@ class ModelChoice:
         return not self.unsupported_reason
 
     def label(self) -> str:
-        """The picker's line: "sdxl-base · SDXL, 1024 px · 6.5 GB" or "broken · unsupported"."""
+        """The picker's line: "sdxl-base · SDXL, 1024 px · 6.5 GB", "flux1-dev-Q8_0 · Flux.1,
+        1024 px · Q8_0 · 12.7 GB" or "broken · unsupported"."""
         if not self.supported:
             detail = translate("ModelChoice", "unsupported")
         elif self.kind and self.native_size:
@@ -73,6 +75,8 @@ class ModelChoice:
             )
         else:
             return self.name
+        if self.quantisation and self.supported:
+            detail += f" · {self.quantisation}"
         size = f" · {disk_size_text(self.disk_bytes)}" if self.disk_bytes else ""
         return f"{self.name} · {detail}{size}"
 

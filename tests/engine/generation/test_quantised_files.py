@@ -256,3 +256,21 @@ def test_scaled_fp8_files_are_refused_naming_the_file(
     assert model.unsupported_reason.startswith(
         "flux1-dev-fp8-scaled: its fp8 weights are scaled (ComfyUI's fp8_scaled)"
     )
+
+
+def test_the_window_lists_the_quantisation_and_the_size_of_every_part(
+    quantised: dict[Architecture, TinyLayouts],
+) -> None:
+    from app.engine.generation.sources import disk_bytes
+    from app.engine.settings import Settings
+    from app.ui.presenters.model_choices import disk_size_text
+    from app.ui.wiring import model_choices
+
+    root = quantised[Architecture.FLUX1].split_root
+    choice = next(c for c in model_choices(Settings(models_dir=str(root))) if "Q8_0" in c.name)
+    [model] = list_models(ModelSearchPath(user=(root,)))
+    assert len(model.files) == 4  # the GGUF, CLIP-L, T5 and the VAE
+    assert choice.disk_bytes == sum(disk_bytes(path) for path in model.files)
+    assert choice.label() == (
+        f"flux1-dev-Q8_0 · Flux.1, 1024 px · Q8_0 · {disk_size_text(choice.disk_bytes)}"
+    )
