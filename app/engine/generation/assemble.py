@@ -18,6 +18,7 @@ The pipeline is then the stock `FluxPipeline` / `StableDiffusion3Pipeline` of th
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,29 @@ def assemble_pipeline(
     quantisation: str = "",
 ) -> Any:
     """The stock pipeline of `architecture` from `parts`, configured by `config`; an fp8
-    diffusion model stays in fp8, each layer upcast to `dtype` only while it runs."""
+    diffusion model stays in fp8, each layer upcast to `dtype` only while it runs. The
+    files are read ahead meanwhile (fast_load.prefetch), as single UNet files are."""
+    from app.engine.generation.fast_load import prefetch
+
+    files = list(dict.fromkeys(part.path for part in parts))
+    with ThreadPoolExecutor(1, thread_name_prefix="prefetch") as pool:
+        reading = pool.submit(lambda: [prefetch(path) for path in files])
+        pipe = _assemble(
+            architecture, pipeline_class, parts, config, dtype, tokenizers, quantisation
+        )
+        reading.result()
+    return pipe
+
+
+def _assemble(
+    architecture: Architecture,
+    pipeline_class: Any,
+    parts: tuple[Part, ...],
+    config: Path,
+    dtype: torch.dtype,
+    tokenizers: dict[str, Any],
+    quantisation: str,
+) -> Any:
     import diffusers
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler
 

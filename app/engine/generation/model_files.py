@@ -365,7 +365,7 @@ def _misfit(kind: str, candidate: _Candidate, width: int) -> str:
     what = "T5" if kind == T5 else "CLIP"
     return (
         f"{_where(candidate)} is a {what} text encoder {candidate.width} wide, but the model "
-        f"needs {_PART_NAMES[kind].removeprefix('a ')} {width} wide"
+        f"needs {_PART_NAMES[kind]} {width} wide"
     )
 
 

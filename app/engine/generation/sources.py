@@ -3,7 +3,9 @@
 Pure filesystem (no torch, no network) so the GUI can list models cheaply. A model is a
 diffusers pipeline folder (a folder holding `model_index.json`) or, in the user's models
 folder and its `checkpoints/` subfolder, a single checkpoint file (`.safetensors`; pickle
-files are listed as unsupported, with the reason). Each model carries its architecture,
+files are listed as unsupported, with the reason); Flux.1 / SD 3.5 diffusion models also
+in `diffusion_models/` or `unet/` (ComfyUI's split layout, `.safetensors` or `.gguf`), with
+the text encoders and VAE model_files.py pairs them with. Each model carries its architecture,
 native size and size presets, or the reason it cannot be used.
 """
 

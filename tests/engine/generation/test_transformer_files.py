@@ -165,7 +165,7 @@ def test_a_text_encoder_of_the_wrong_size_is_refused_naming_the_file(
     [model] = list_models(ModelSearchPath(user=(root,)))
     assert model.unsupported_reason == (
         f"flux1-dev: t5_base.safetensors in text_encoders/ is a T5 text encoder 64 wide, "
-        f"but the model needs T5-XXL text encoder {T5_WIDTH} wide"
+        f"but the model needs a T5-XXL text encoder {T5_WIDTH} wide"
     )
     params = GenerationParams("a cat", model="flux1-dev", width=32, height=32)
     with pytest.raises(UnsupportedModel, match=r"t5_base\.safetensors"):
