@@ -22,6 +22,7 @@ encoder in text_encoders/".
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,7 @@ def _detect_gguf(path: Path) -> Detected:
     `model.diffusion_model.`), from its tensor table; the weights are not read."""
     try:
         shapes, types = read_gguf_table(path)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, KeyError, IndexError, struct.error) as error:  # gguf's own
         return unsupported(f"{path.name} cannot be used: it is not a readable GGUF file ({error})")
     if not is_transformer_family(list(shapes)):
         return unsupported(

@@ -274,3 +274,10 @@ def test_the_window_lists_the_quantisation_and_the_size_of_every_part(
     assert choice.label() == (
         f"flux1-dev-Q8_0 · Flux.1, 1024 px · Q8_0 · {disk_size_text(choice.disk_bytes)}"
     )
+
+
+def test_a_damaged_gguf_is_listed_as_unsupported_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "unet").mkdir()
+    (tmp_path / "unet" / "cut.gguf").write_bytes(b"GGUF\x03\x00\x00\x00 cut short")
+    [model] = list_models(ModelSearchPath(user=(tmp_path,)))
+    assert model.unsupported_reason.startswith("cut.gguf cannot be used: it is not a readable")
