@@ -18,6 +18,17 @@ And for Flux.1 as a diffusers folder, dev-style (`flux1-dev`, a guidance embedde
 schnell-style (`flux1-schnell`): the same four figures with its one sampler (Euler, the
 flow-matching one), `step_ms` being one transformer + scheduler step (no CFG: distilled
 guidance is a model input), and `same_as_diffusers_max_diff` against stock `FluxPipeline`.
+For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
+in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
+diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
+and VAE:
+- `load_s[arch-layout]`: assembling the pipeline from the files (cold, from disk);
+- `same_as_diffusers_max_diff[arch-layout]`: pixel difference (1/255) between stock
+  diffusers run on Easel's assembled pipeline and stock diffusers on the reference: the
+  diffusers folder twin (file, split); diffusers' own load of the same quantised file
+  (GGUF, fp8; for Flux through Easel's key conversion, as diffusers' own fixes the width
+  at the released 3072);
+- `vs_unquantised_max_diff[arch-layout]`: the quantised file's image against the twin's.
 
 Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/generation.py.
 """
@@ -33,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -40,7 +53,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from app.engine.generation import denoise
 from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
 from app.engine.generation.device import CPU
-from app.engine.generation.loader import PipelineCache, SingleFileConfigs
+from app.engine.generation.loader import (
+    PipelineCache,
+    SingleFileConfigs,
+    _pipeline_class,
+    load_pipeline,
+)
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
@@ -56,6 +74,7 @@ CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture
 
 def main() -> None:
     run_architectures()
+    run_file_layouts()
 
 
 def run_architectures() -> None:
@@ -209,6 +228,101 @@ def _go(_: StepProgress) -> StepDecision:
 
 def _pause(progress: StepProgress) -> StepDecision:
     return StepDecision.PAUSE if progress.step == PAUSE_AT else StepDecision.CONTINUE
+
+
+def run_file_layouts() -> None:
+    """Flux.1 and SD 3.5 from single, split, GGUF and fp8 files (model_files.py)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.tiny_transformer_files import (
+        FILE_NAMES,
+        write_gguf,
+        write_tiny_layouts,
+    )
+
+    with tempfile.TemporaryDirectory() as temp:
+        for arch in (Architecture.FLUX1, Architecture.SD3):
+            layout = write_tiny_layouts(arch, Path(temp) / arch.value)
+            configs = SingleFileConfigs(layout.configs)
+            twin = _pipeline_class(arch).from_pretrained(layout.folder, local_files_only=True)
+            original = load_file(str(layout.split_model))
+            gguf_file = layout.split_model.with_name(f"{FILE_NAMES[arch]}-Q8_0.gguf")
+            write_gguf(original, gguf_file, arch)
+            fp8_file = layout.split_model.with_name(f"{FILE_NAMES[arch]}-fp8.safetensors")
+            fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in original.items()}
+            save_file(fp8, str(fp8_file))
+            twin_image = _transformer_image(twin, arch)
+            for layout_name, path in (
+                ("file", layout.all_in_one),
+                ("split", layout.split_model),
+                ("gguf-q8_0", gguf_file),
+                ("fp8", fp8_file),
+            ):
+                label = f"{arch.value}-{layout_name}"
+                model = detected(ModelInfo(path.stem, path, ModelSource.USER))
+                started = time.perf_counter()
+                pipe = load_pipeline(model, CPU, configs).pipe
+                report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+                image = _transformer_image(pipe, arch)
+                if not model.quantisation:
+                    report(f"same_as_diffusers_max_diff[{label}]", _diff(image, twin_image))
+                    continue
+                stock = type(twin)(
+                    **{**twin.components, "transformer": _stock_transformer(pipe, model, configs)}
+                )
+                report(
+                    f"same_as_diffusers_max_diff[{label}]",
+                    _diff(image, _transformer_image(stock, arch)),
+                )
+                report(f"vs_unquantised_max_diff[{label}]", _diff(image, twin_image))
+
+
+def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) -> Any:
+    """diffusers' own load of the same quantised file (for Flux, of its keys converted by
+    Easel: diffusers' conversion fixes the width at 3072, wider than the tiny model)."""
+    from diffusers import GGUFQuantizationConfig
+    from safetensors.torch import load_file
+
+    from app.engine.generation.assemble import flux_to_diffusers
+
+    cls = type(pipe.transformer)
+    options: dict[str, Any] = {
+        "config": str(configs.root / model.config_name),
+        "subfolder": "transformer",
+        "torch_dtype": torch.float32,
+        "local_files_only": True,
+    }
+    source: Any = str(model.path)
+    if model.path.suffix == ".gguf":
+        options["quantization_config"] = GGUFQuantizationConfig(compute_dtype=torch.float32)
+        if model.architecture is Architecture.FLUX1:
+            from diffusers.models.model_loading_utils import load_gguf_checkpoint
+
+            source = flux_to_diffusers(dict(load_gguf_checkpoint(str(model.path), True)))
+        return cls.from_single_file(source, **options)
+    if model.architecture is Architecture.FLUX1:
+        source = flux_to_diffusers(load_file(str(model.path)))
+    transformer = cls.from_single_file(source, **options)
+    transformer.enable_layerwise_casting(
+        storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32
+    )
+    return transformer
+
+
+def _transformer_image(pipe: Any, arch: Architecture) -> Any:
+    import numpy as np
+
+    options: dict[str, Any] = {"height": 64, "width": 64, "num_inference_steps": 4}
+    options["max_sequence_length"] = 32
+    if arch is Architecture.SD3:
+        options.update(guidance_scale=4.0, negative_prompt="blue")
+    generator = torch.Generator("cpu").manual_seed(42)
+    image = pipe("a red circle", generator=generator, **options).images[0]
+    return np.asarray(image).astype(int)
+
+
+def _diff(first: Any, second: Any) -> int:
+    return int(abs(first - second).max())
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from app.engine.workers.supervisor import Supervisor
 from app.engine.workers.worker import Outbox, RunnerFactory, Worker, WorkerConfig
 from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
-from benchmarks.architectures import run_architectures
+from benchmarks.architectures import run_architectures, run_file_layouts
 from benchmarks.guidance import run_guidance
 from benchmarks.inpaint import run_inpaint
 
@@ -111,6 +111,7 @@ def main() -> None:
             if args.db:
                 _postgresql_latency_figures(runner, params, work, args.db)
         run_architectures()  # per architecture on tiny random models: name[arch]: value
+        run_file_layouts()  # Flux.1 / SD 3.5 as single, split, GGUF and fp8 files
         run_inpaint()  # inpaint_same_as_diffusers_max_diff_<arch>, on tiny random models
         run_guidance()  # controlnet_same_as_diffusers_max_diff_<arch>, step overhead ratio
         _mask_editor_figures()

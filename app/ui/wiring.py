@@ -132,10 +132,11 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             unsupported_reason=model.unsupported_reason
             or ("" if model.supported else translate("ModelChoice", "unknown model type")),
             max_side=MAX_SIDE_PER_NATIVE * model.native_size,
-            disk_bytes=disk_bytes(model.path),
             samplers=samplers_for(model.architecture),
             takes_negative_prompt=takes_negative_prompt(model.architecture),
             distilled_guidance=guidance_is_distilled(model.architecture),
+            disk_bytes=sum(disk_bytes(path) for path in model.files),
+            quantisation=model.quantisation,
         )
         for model in list_models(settings.model_search_path())
     ]
@@ -143,7 +144,7 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
 
 def _kind(model: ModelInfo) -> str:
     """The architecture part of `ModelInfo.label` ("SDXL, 1024 px" -> "SDXL")."""
-    return model.label.rsplit(", ", 1)[0]
+    return model.kind
 
 
 def lora_choices(settings: Settings) -> list[LoraChoice]:

@@ -3,9 +3,10 @@
 Pure filesystem and JSON (no torch): a diffusers folder is read through its config files,
 a `.safetensors` file through its header alone (the first 8 bytes give the length of a JSON
 table of tensor names and shapes), so the GUI can list many multi-GB files in milliseconds.
-Anything that is not SD 1.x, SD 2.x or SDXL, and a checkpoint file without one of its parts
-(UNet, VAE, text encoders), gets an `unsupported_reason` instead of an architecture: the
-listing shows it, `submit` refuses it and so does the loader, never a crash in the worker.
+Anything that is not SD 1.x, SD 2.x or SDXL (Flux.1 and SD 3.5 files: model_files.py), and
+a checkpoint file without one of its parts (UNet, VAE, text encoders), gets an
+`unsupported_reason` instead of an architecture: the listing shows it, `submit` refuses it
+and so does the loader, never a crash in the worker.
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ class Prediction(Enum):
 
 
 @dataclass(frozen=True)
+class Part:
+    """Where one component's weights are: a file, and the prefix of its keys in it
+    (a Flux or SD 3.x model assembled from single or split files: model_files.py)."""
+
+    kind: str  # "transformer", "clip_l", "clip_g", "t5", "vae"
+    path: Path
+    prefix: str = ""
+
+
+@dataclass(frozen=True)
 class Detected:
     """What a model is; `architecture` is None exactly when `unsupported_reason` is set."""
 
@@ -69,6 +80,9 @@ class Detected:
     native_size: int = 0
     unsupported_reason: str = ""
     inpainting: bool = False  # a 9-channel UNet (latents, mask, masked image): needs a mask
+    config_name: str = ""  # the shipped config folder of a transformer-family file
+    parts: tuple[Part, ...] = ()  # where a transformer-family file's components are
+    quantisation: str = ""  # how the diffusion model's weights are stored: "Q8_0", "fp8"
 
     @property
     def supported(self) -> bool:
@@ -260,20 +274,27 @@ def _check_complete(header: dict[str, Any], data_bytes: int) -> None:
         )
 
 
-def detect_file(path: Path) -> Detected:
+def detect_file(path: Path, shapes: dict[str, list[int]] | None = None) -> Detected:
+    """A checkpoint file of the UNet families, from its header (`shapes`: already read)."""
     suffix = path.suffix.lower()
     if suffix in PICKLE_SUFFIXES:
         return unsupported(pickle_refusal(path))
     if suffix != SAFETENSORS_SUFFIX:
         return unsupported(f"{path.name} is not a .safetensors checkpoint")
-    try:
-        header = read_safetensors_header(path)
-    except ValueError as error:
-        return unsupported(f"{path.name} cannot be used: {error}")
-    return detect_state_dict(
-        {k: v.get("shape", []) for k, v in header.items() if isinstance(v, dict)},
-        sidecar_yaml=_sidecar_yaml(path),
-    )
+    if shapes is None:
+        try:
+            shapes = header_shapes(read_safetensors_header(path))
+        except ValueError as error:
+            return unsupported(f"{path.name} cannot be used: {error}")
+    return detect_state_dict(shapes, sidecar_yaml=_sidecar_yaml(path))
+
+
+def header_shapes(header: dict[str, Any]) -> dict[str, list[int]]:
+    return {k: v.get("shape", []) for k, v in header.items() if isinstance(v, dict)}
+
+
+def is_lora(keys: list[str]) -> bool:
+    return any(marker in key for key in keys for marker in _LORA_MARKERS)
 
 
 def pickle_refusal(path: Path) -> str:
@@ -323,7 +344,7 @@ _PARTS: dict[Architecture, tuple[tuple[str, str], ...]] = {
 def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = None) -> Detected:
     """Classify an original (LDM / A1111 layout) checkpoint from its tensor names and shapes."""
     keys = list(shapes)
-    if any(marker in key for key in keys for marker in _LORA_MARKERS):
+    if is_lora(keys):
         return unsupported(
             "this is a LoRA, not a checkpoint; put it in the 'lora' folder and use it in the "
             "prompt as <lora:name:1>"
@@ -397,10 +418,10 @@ def _listed(parts: list[str]) -> str:
 
 def _family_reason(keys: list[str]) -> str:
     bare = [k.removeprefix(_UNET) for k in keys]
-    if any(k.startswith(_FLUX_MARKERS) for k in bare):
-        return "a Flux model; Easel runs SD 1.x, SD 2.x and SDXL (Flux is planned)"
+    if any(k.startswith(_FLUX_MARKERS) for k in bare):  # model_files.py detects these
+        return "a Flux model (its file is read by model_files.detect_model_file)"
     if any(k.startswith(_SD3_MARKERS) for k in bare):
-        return "a Stable Diffusion 3 model; Easel runs SD 1.x, SD 2.x and SDXL (SD3 is planned)"
+        return "an SD 3 model (its file is read by model_files.detect_model_file)"
     if "edm_mean" in keys:
         return "a Playground v2.5 model (EDM); it is not supported"
     if _has_prefix(keys, "control_model.") or _has_prefix(keys, "controlnet_cond_embedding."):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from app.engine.generation.architecture import detect_file
+from app.engine.generation.model_files import detect_model_file
 from app.engine.generation.sources import ModelInfo
 
 _MAX_DETAIL = 200  # characters of the loader's own first line, when nothing better is known
@@ -33,7 +33,7 @@ def load_failure(model: ModelInfo, error: BaseException) -> str:
 
 def _what(model: ModelInfo, kind: str, error: BaseException) -> str:
     if model.is_single_file:
-        now = detect_file(model.path)  # the file may have changed since it was listed
+        now = detect_model_file(model.path)  # the file may have changed since it was listed
         if not now.supported:
             return now.unsupported_reason
     text = str(error)

@@ -72,7 +72,8 @@ def bundled_configs() -> SingleFileConfigs:
 
 
 SHARED_VOCABULARY = "clip-vocabulary"  # see packaging/model_configs/make_model_configs.py
-TOKENIZERS = ("tokenizer", "tokenizer_2")
+T5_VOCABULARY = "t5-vocabulary"  # see packaging/model_configs/make_transformer_configs.py
+TOKENIZERS = ("tokenizer", "tokenizer_2", "tokenizer_3")
 
 
 def shipped_tokenizer(folder: Path) -> Any:
@@ -93,13 +94,37 @@ def shipped_tokenizer(folder: Path) -> Any:
     )
 
 
+def shipped_t5_tokenizer(folder: Path) -> Any:
+    """The T5 tokenizer of a shipped settings folder, on the one shared T5 v1.1 vocabulary
+    (`<configs>/t5-vocabulary/tokenizer.json`, 32,100 tokens: see its README.txt)."""
+    from transformers import T5TokenizerFast  # type: ignore[attr-defined]
+
+    shared = folder.parent.parent / T5_VOCABULARY
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return T5TokenizerFast(
+        tokenizer_file=str(shared / "tokenizer.json"),
+        model_max_length=settings["model_max_length"],
+        eos_token=settings["eos_token"],
+        pad_token=settings["pad_token"],
+        unk_token=settings["unk_token"],
+        extra_ids=settings.get("extra_ids", 100),
+    )
+
+
 def _tokenizers_from_shared_vocabulary(config: Path) -> dict[str, Any]:
     """Tokenizers for a shipped config folder; a full tokenizer folder loads as it is."""
     return {
-        name: shipped_tokenizer(config / name)
+        name: _shipped(config / name)
         for name in TOKENIZERS
         if (config / name).is_dir() and not _has_own_vocabulary(config / name)
     }
+
+
+def _shipped(folder: Path) -> Any:
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if str(settings.get("tokenizer_class", "")).startswith("T5"):
+        return shipped_t5_tokenizer(folder)
+    return shipped_tokenizer(folder)
 
 
 def _has_own_vocabulary(folder: Path) -> bool:
@@ -168,7 +193,11 @@ def load_pipeline(
         options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
     elif not model.architecture.is_transformer:
         options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
-    if model.is_single_file:
+    if model.is_single_file and model.architecture.is_transformer:
+        config = (configs or bundled_configs()).root / model.config_name
+        _check_configs(model, config)
+        load = partial(_assembled, pipeline_class, model, config, options)
+    elif model.is_single_file:
         config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
         _check_configs(model, config)
         load = partial(_from_single_file, pipeline_class, model, config, options)
@@ -260,6 +289,22 @@ def _from_single_file(
     if model.inpainting:
         options["unet"] = _inpainting_unet(model, config, options["dtype"])
     return fast_single_file(pipeline_class, Path(model.path), options)
+
+
+def _assembled(pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]) -> Any:
+    """A Flux / SD 3.x pipeline from its single or split files (assemble.py)."""
+    from app.engine.generation.assemble import assemble_pipeline
+
+    assert model.architecture is not None
+    return assemble_pipeline(
+        model.architecture,
+        pipeline_class,
+        model.parts,
+        config,
+        options["dtype"],
+        _tokenizers_from_shared_vocabulary(config),
+        model.quantisation,
+    )
 
 
 class Tier(Enum):
@@ -383,7 +428,8 @@ class PipelineCache:
             return entry.loaded
         # Free before loading, not after: the files' size is what the weights will take
         # (near enough: a float16 file run in float32 takes twice, corrected just below).
-        self._make_room(device, weight_file_bytes(model.path), keep=None)
+        files = detected(model).files  # a split model: its text encoders and VAE too
+        self._make_room(device, sum(weight_file_bytes(path) for path in files), keep=None)
         loaded = load_pipeline(model, device, self._configs)
         self.loads += 1
         entry = self._entries[key] = _Entry(loaded, pipeline_bytes(loaded.pipe))

@@ -3,7 +3,9 @@
 Pure filesystem (no torch, no network) so the GUI can list models cheaply. A model is a
 diffusers pipeline folder (a folder holding `model_index.json`) or, in the user's models
 folder and its `checkpoints/` subfolder, a single checkpoint file (`.safetensors`; pickle
-files are listed as unsupported, with the reason). Each model carries its architecture,
+files are listed as unsupported, with the reason); Flux.1 / SD 3.5 diffusion models also
+in `diffusion_models/` or `unet/` (ComfyUI's split layout, `.safetensors` or `.gguf`), with
+the text encoders and VAE model_files.py pairs them with. Each model carries its architecture,
 native size and size presets, or the reason it cannot be used.
 """
 
@@ -22,11 +24,16 @@ from app.engine.generation.architecture import (
     SAFETENSORS_SUFFIX,
     Architecture,
     Detected,
+    Part,
     Prediction,
-    detect_file,
     detect_folder,
     size_presets,
     size_problem,
+)
+from app.engine.generation.model_files import (
+    DIFFUSION_MODEL_FOLDERS,
+    GGUF_SUFFIX,
+    detect_model_file,
 )
 from app.engine.paths import bundled_models_dir, models_dir
 from app.errors import MissingModel
@@ -35,7 +42,7 @@ CHECKPOINTS_SUBFOLDER = (
     "checkpoints"  # A1111's "Stable-diffusion" folder; files at the top work too
 )
 LORA_SUBFOLDER = "lora"
-_CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, *PICKLE_SUFFIXES)
+_CHECKPOINT_SUFFIXES = (SAFETENSORS_SUFFIX, GGUF_SUFFIX, *PICKLE_SUFFIXES)
 _HF_PREFIX = "models--"
 
 
@@ -56,6 +63,9 @@ class ModelInfo:
     native_size: int = 0  # pixels per side the model was trained at (0: unknown)
     unsupported_reason: str = ""  # set exactly when the model cannot be used, and why
     inpainting: bool = False  # an inpainting checkpoint (9-channel UNet): used with a mask
+    config_name: str = ""  # Flux / SD 3.x files: the shipped config folder they load with
+    parts: tuple[Part, ...] = ()  # Flux / SD 3.x files: where each component's weights are
+    quantisation: str = ""  # a quantised diffusion model: "Q8_0" (GGUF), "fp8", ...
 
     @property
     def is_single_file(self) -> bool:
@@ -66,16 +76,31 @@ class ModelInfo:
         return self.architecture is not None and not self.unsupported_reason
 
     @property
-    def label(self) -> str:
-        """What the picker shows next to the name, e.g. "SDXL, 1024 px" or "unsupported"."""
-        if not self.supported or self.architecture is None:
-            return "unsupported"
+    def kind(self) -> str:
+        """The architecture and its variant: "SDXL", "SD 2.x v-prediction" ("" if unknown)."""
+        if self.architecture is None:
+            return ""
         kind = self.architecture.label
         if self.prediction is Prediction.V:
             kind += " v-prediction"
         if self.inpainting:
             kind += " inpainting"
-        return f"{kind}, {self.native_size} px"
+        return kind
+
+    @property
+    def label(self) -> str:
+        """What the picker shows next to the name, e.g. "SDXL, 1024 px", "Flux.1, 1024 px,
+        Q8_0" or "unsupported"."""
+        if not self.supported:
+            return "unsupported"
+        if self.quantisation:
+            return f"{self.kind}, {self.native_size} px, {self.quantisation}"
+        return f"{self.kind}, {self.native_size} px"
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """The files its weights are in: its own, and the split parts it was paired with."""
+        return tuple(dict.fromkeys([self.path, *(part.path for part in self.parts)]))
 
     def size_problem(self, width: int, height: int) -> str:
         """Why this size does not suit this model ("" when it does); for submit-time checks."""
@@ -186,6 +211,8 @@ def _scan(search: ModelSearchPath) -> Iterator[ModelInfo]:
         yield from _pipeline_folders(folder, ModelSource.USER)
         yield from _checkpoint_files(folder, ModelSource.USER)
         yield from _checkpoint_files(folder / CHECKPOINTS_SUBFOLDER, ModelSource.USER)
+        for split in DIFFUSION_MODEL_FOLDERS:  # ComfyUI's split layout (model_files.py)
+            yield from _checkpoint_files(folder / split, ModelSource.USER)
     for folder in search.hf_caches:
         yield from _hf_cache_models(folder)
 
@@ -247,7 +274,7 @@ def _info(name: str, path: Path, source: ModelSource) -> ModelInfo:
 def _file_info(path: Path, source: ModelSource, name: str = "") -> ModelInfo:
     """A checkpoint file is listed under its file name without the suffix, as A1111 does."""
     info = ModelInfo(name=name or path.stem, path=path, source=source)
-    return _with_detection(info, detect_file(path))
+    return _with_detection(info, detect_model_file(path))
 
 
 def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
@@ -258,6 +285,9 @@ def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
         native_size=detected.native_size,
         unsupported_reason=detected.unsupported_reason,
         inpainting=detected.inpainting,
+        config_name=detected.config_name,
+        parts=detected.parts,
+        quantisation=detected.quantisation,
     )
 
 

@@ -35,6 +35,7 @@ class ModelChoice:
 
     def allows_sampler(self, sampler: str) -> bool:
         return not self.samplers or sampler in self.samplers
+    quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side
@@ -70,7 +71,8 @@ class ModelChoice:
         return not self.unsupported_reason
 
     def label(self) -> str:
-        """The picker's line: "sdxl-base · SDXL, 1024 px · 6.5 GB" or "broken · unsupported"."""
+        """The picker's line: "sdxl-base · SDXL, 1024 px · 6.5 GB", "flux1-dev-Q8_0 · Flux.1,
+        1024 px · Q8_0 · 12.7 GB" or "broken · unsupported"."""
         if not self.supported:
             detail = translate("ModelChoice", "unsupported")
         elif self.kind and self.native_size:
@@ -79,6 +81,8 @@ class ModelChoice:
             )
         else:
             return self.name
+        if self.quantisation and self.supported:
+            detail += f" · {self.quantisation}"
         size = f" · {disk_size_text(self.disk_bytes)}" if self.disk_bytes else ""
         return f"{self.name} · {detail}{size}"
 

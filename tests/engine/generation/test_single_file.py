@@ -137,7 +137,7 @@ CLIP = "cond_stage_model.transformer.text_model.embeddings.position_embedding.we
         ({"double_blocks.0.img_attn.norm.key_norm.scale": (4,)}, "Flux"),
         (
             {"model.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight": (4, 4)},
-            "Stable Diffusion 3",
+            "an incomplete SD 3 transformer",
         ),
         ({"lora_unet_down_blocks_0_attentions_0_proj_in.lora_down.weight": (4, 4)}, "LoRA"),
         ({UNET_IN: (320, 4, 3, 3)}, "no text encoder"),

@@ -1,0 +1,260 @@
+"""Write the offline configs of the transformer families (Flux.1, SD 3.5) to resources/.
+
+For each released model (flux1-dev, flux1-schnell, sd3.5-medium, sd3.5-large,
+sd3.5-large-turbo) it writes model_index.json, each component's config and the tokenizer
+settings, so Easel assembles a pipeline from an artist's single or split files without a
+hub. Sources, all offline:
+- component configs: the constructor defaults of the installed diffusers/transformers
+  classes, overridden by each release's published hyperparameters (the table below: the
+  values of the reference repositories' config files);
+- the CLIP vocabulary is the one `make_model_configs.py` already ships (clip-vocabulary/);
+- the T5 v1.1 vocabulary (Google's SentencePiece model of T5, Apache-2.0, 32,100 tokens) as
+  a `tokenizers` JSON, taken from the stable-diffusion.cpp sources (MIT) that the PyPI
+  sdist of `stable-diffusion-cpp-python` vendors (`src/tokenizers/vocab/clip_t5.hpp`, a C
+  array of the file's bytes); stored once in t5-vocabulary/.
+
+Run: `pip download stable-diffusion-cpp-python==0.4.7 --no-deps --no-binary :all: -d /tmp/sd`
+then `.venv/bin/python packaging/model_configs/make_transformer_configs.py --sdcpp
+/tmp/sd/stable_diffusion_cpp_python-0.4.7.tar.gz`; it checks the vocabulary against known
+T5 token ids ("Hello world" -> 8774, 296, </s>).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from make_model_configs import (
+    CLIP_L,
+    OPEN_CLIP_BIG_G,
+    OUT,
+    ROOT,
+    write_diffusers_config,
+    write_json,
+    write_text_config,
+    write_tokenizer_settings,
+)
+
+T5_VOCABULARY = "t5-vocabulary"
+T5_MEMBER = "src/tokenizers/vocab/clip_t5.hpp"
+T5_ARRAY = "t5_tokenizer_json_str"
+T5_KNOWN_IDS = [8774, 296, 1]  # "Hello world" in the released T5 vocabulary
+T5_SIZE = 32100
+
+T5_XXL = {  # google/t5-v1_1-xxl, the encoder half (Flux and SD 3.x use only the encoder)
+    "vocab_size": 32128,
+    "d_model": 4096,
+    "d_kv": 64,
+    "d_ff": 10240,
+    "num_layers": 24,
+    "num_heads": 64,
+    "relative_attention_num_buckets": 32,
+    "feed_forward_proj": "gated-gelu",
+    "layer_norm_epsilon": 1e-6,
+    # One embedding table: the released files hold only `shared.weight` (4,762,310,656
+    # parameters), and transformers 5 ties `encoder.embed_tokens` to it only when this is
+    # set (the reference configs say false, written when the tie was unconditional).
+    "tie_word_embeddings": True,
+}
+VAE_16 = {  # the 16-channel autoencoder of Flux and SD 3.x (same layout, other scaling)
+    "block_out_channels": [128, 256, 512, 512],
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "latent_channels": 16,
+    "layers_per_block": 2,
+    "sample_size": 1024,
+    "force_upcast": True,
+    "use_quant_conv": False,
+    "use_post_quant_conv": False,
+}
+FLUX_TRANSFORMER = {
+    "attention_head_dim": 128,
+    "in_channels": 64,
+    "joint_attention_dim": 4096,
+    "num_attention_heads": 24,
+    "num_layers": 19,
+    "num_single_layers": 38,
+    "patch_size": 1,
+    "pooled_projection_dim": 768,
+}
+FLUX_SCHEDULER = {
+    "base_image_seq_len": 256,
+    "base_shift": 0.5,
+    "max_image_seq_len": 4096,
+    "max_shift": 1.15,
+    "num_train_timesteps": 1000,
+}
+SD35_LARGE = {
+    "attention_head_dim": 64,
+    "caption_projection_dim": 2432,
+    "in_channels": 16,
+    "joint_attention_dim": 4096,
+    "num_attention_heads": 38,
+    "num_layers": 38,
+    "out_channels": 16,
+    "patch_size": 2,
+    "pooled_projection_dim": 2048,
+    "pos_embed_max_size": 192,
+    "qk_norm": "rms_norm",
+    "sample_size": 128,
+}
+SD35_MEDIUM = {  # MMDiT-X: a second self-attention in its first 13 blocks
+    **SD35_LARGE,
+    "caption_projection_dim": 1536,
+    "num_attention_heads": 24,
+    "num_layers": 24,
+    "pos_embed_max_size": 384,
+    "dual_attention_layers": list(range(13)),
+}
+
+_FLUX_TEXT = {
+    "text_encoder": ("CLIPTextModel", CLIP_L, "<|endoftext|>"),
+}
+_SD3_TEXT = {
+    "text_encoder": ("CLIPTextModelWithProjection", CLIP_L, "<|endoftext|>"),
+    "text_encoder_2": ("CLIPTextModelWithProjection", OPEN_CLIP_BIG_G, "!"),
+}
+
+
+def _flux(guidance: bool, scheduler: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "pipeline": "FluxPipeline",
+        "transformer": (
+            "FluxTransformer2DModel",
+            {**FLUX_TRANSFORMER, "guidance_embeds": guidance},
+        ),
+        "scheduler": {**FLUX_SCHEDULER, **scheduler},
+        "vae": {**VAE_16, "scaling_factor": 0.3611, "shift_factor": 0.1159},
+        "clips": _FLUX_TEXT,
+        "t5": ("text_encoder_2", "tokenizer_2", 512, "gelu_pytorch_tanh"),
+    }
+
+
+def _sd35(transformer: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "pipeline": "StableDiffusion3Pipeline",
+        "transformer": ("SD3Transformer2DModel", transformer),
+        "scheduler": {"num_train_timesteps": 1000, "shift": 3.0},
+        "vae": {**VAE_16, "scaling_factor": 1.5305, "shift_factor": 0.0609},
+        "clips": _SD3_TEXT,
+        "t5": ("text_encoder_3", "tokenizer_3", 256, "gelu_new"),
+    }
+
+
+RELEASES: dict[str, dict[str, Any]] = {
+    "flux1-dev": _flux(True, {"shift": 3.0, "use_dynamic_shifting": True}),
+    "flux1-schnell": _flux(False, {"shift": 1.0, "use_dynamic_shifting": False}),
+    "sd3.5-medium": _sd35(SD35_MEDIUM),
+    "sd3.5-large": _sd35(SD35_LARGE),
+    # The same network as large, distilled for 4 steps without guidance; its scheduler
+    # config is large's (the step count and guidance are the sampling defaults).
+    "sd3.5-large-turbo": _sd35(SD35_LARGE),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sdcpp", type=Path, required=True, help="the sdist (.tar.gz)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    write_t5_vocabulary(args.out / T5_VOCABULARY, read_t5_tokenizer_json(args.sdcpp))
+    for name, spec in RELEASES.items():
+        folder = args.out / name
+        shutil.rmtree(folder, ignore_errors=True)
+        write_release(folder, spec)
+        check_t5(folder / spec["t5"][1])
+        print(f"{name}: {folder}")
+
+
+def read_t5_tokenizer_json(sdist: Path) -> bytes:
+    with tarfile.open(sdist) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith(T5_MEMBER))
+        handle = archive.extractfile(member)
+        assert handle is not None
+        source = handle.read().decode("utf-8")
+    start = source.index(f"{T5_ARRAY}[] = {{")
+    body = source[start : source.index("};", start)].split("{", 1)[1]
+    return bytes(int(byte, 16) for byte in re.findall(r"0x[0-9a-fA-F]+", body))
+
+
+def write_t5_vocabulary(folder: Path, data: bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_bytes(data)
+
+
+def write_release(folder: Path, spec: dict[str, Any]) -> None:
+    import diffusers
+
+    transformer_class, transformer = spec["transformer"]
+    index: dict[str, Any] = {
+        "_class_name": spec["pipeline"],
+        "_diffusers_version": diffusers.__version__,
+        "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
+        "transformer": ["diffusers", transformer_class],
+        "vae": ["diffusers", "AutoencoderKL"],
+    }
+    write_diffusers_config(
+        folder / "scheduler" / "scheduler_config.json",
+        "FlowMatchEulerDiscreteScheduler",
+        spec["scheduler"],
+    )
+    write_diffusers_config(folder / "transformer" / "config.json", transformer_class, transformer)
+    write_diffusers_config(folder / "vae" / "config.json", "AutoencoderKL", spec["vae"])
+    for component, (model_class, text, pad) in spec["clips"].items():
+        tokenizer = component.replace("text_encoder", "tokenizer")
+        index[component] = ["transformers", model_class]
+        index[tokenizer] = ["transformers", "CLIPTokenizer"]
+        write_text_config(folder / component, model_class, text)
+        write_tokenizer_settings(folder / tokenizer, pad)
+    encoder, tokenizer, max_length, activation = spec["t5"]
+    index[encoder] = ["transformers", "T5EncoderModel"]
+    index[tokenizer] = ["transformers", "T5TokenizerFast"]
+    write_t5_config(folder / encoder, activation)
+    write_t5_tokenizer_settings(folder / tokenizer, max_length)
+    write_json(folder / "model_index.json", index)
+
+
+def write_t5_config(folder: Path, activation: str) -> None:
+    from transformers import T5Config
+
+    config = T5Config(**T5_XXL, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    config.dense_act_fn = activation  # Flux's file says gelu_pytorch_tanh, SD 3.x gelu_new
+    config.architectures = ["T5EncoderModel"]
+    folder.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(folder)
+
+
+def write_t5_tokenizer_settings(folder: Path, max_length: int) -> None:
+    specials = {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    write_json(folder / "special_tokens_map.json", specials)
+    write_json(
+        folder / "tokenizer_config.json",
+        {
+            **specials,
+            "tokenizer_class": "T5Tokenizer",
+            "model_max_length": max_length,
+            "extra_ids": 100,
+            "clean_up_tokenization_spaces": True,
+        },
+    )
+
+
+def check_t5(folder: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from app.engine.generation.loader import shipped_t5_tokenizer
+
+    tokenizer = shipped_t5_tokenizer(folder)
+    ids = tokenizer("Hello world").input_ids
+    if ids != T5_KNOWN_IDS or len(tokenizer) != T5_SIZE:
+        raise SystemExit(f"{folder}: 'Hello world' -> {ids} ({len(tokenizer)} tokens)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
