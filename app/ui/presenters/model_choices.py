@@ -32,10 +32,10 @@ class ModelChoice:
     samplers: tuple[str, ...] = ()  # the samplers it takes; (): every one (flow models: Euler)
     takes_negative_prompt: bool = True  # Flux.1 runs without true CFG: a negative does nothing
     distilled_guidance: bool = False  # CFG is the model's guidance input (Flux.1 dev)
+    quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
 
     def allows_sampler(self, sampler: str) -> bool:
         return not self.samplers or sampler in self.samplers
-    quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
 
     def too_large(self, width: int | None, height: int | None) -> bool:
         return bool(self.max_side) and max(width or 0, height or 0) > self.max_side
