@@ -21,14 +21,12 @@ guidance is a model input), and `same_as_diffusers_max_diff` against stock `Flux
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
-and VAE:
-- `load_s[arch-layout]`: assembling the pipeline from the files (cold, from disk);
-- `same_as_diffusers_max_diff[arch-layout]`: pixel difference (1/255) between stock
-  diffusers run on Easel's assembled pipeline and stock diffusers on the reference: the
-  diffusers folder twin (file, split); diffusers' own load of the same quantised file
-  (GGUF, fp8; for Flux through Easel's key conversion, as diffusers' own fixes the width
-  at the released 3072);
-- `vs_unquantised_max_diff[arch-layout]`: the quantised file's image against the twin's.
+and VAE: the same four figures through Easel's loop, `load_s` being the assembly of the
+pipeline from the files, and `same_as_diffusers_max_diff` against stock diffusers' own
+load (the diffusers-folder twin for the full-precision files; the same quantised file for
+GGUF and fp8, for Flux through Easel's key conversion, as diffusers' own fixes the width at
+the released 3072); and `vs_unquantised_max_diff[arch-layout]`: the quantised file's image
+against the full-precision one's.
 
 Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/generation.py.
 """
@@ -98,33 +96,45 @@ def run_flux(work: Path) -> None:
 
 
 def _flux_figures(label: str, path: Path, work: Path) -> None:
-    import torch
-    from diffusers import FluxPipeline
+    # No negative prompt: Flux.1 has none (see flow_params); the sampler is Euler.
+    params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=3.5, seed=42)
+    _flow_figures(label, detected(ModelInfo("m", path, ModelSource.USER)), work, params)
 
-    model = detected(ModelInfo("m", path, ModelSource.USER))
-    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+
+def _flow_figures(
+    label: str,
+    model: ModelInfo,
+    work: Path,
+    params: GenerationParams,
+    cache: PipelineCache | None = None,
+    reference: Any = None,
+) -> Any:
+    """A flow model's four figures through Easel's loop; `reference`: the stock pipeline to
+    compare with (default: the stock class on the components Easel loaded). The image."""
+    runner = Runner(device=CPU, resolve=lambda _n: model, cache=cache, threads=1)
     started = time.perf_counter()
     pipe = runner.load("m").pipe
     report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
-    # No negative prompt: Flux.1 has none (see flow_params); the sampler is Euler.
-    params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=3.5, seed=42)
     report(f"step_ms[{label}]", f"{_step_ms(pipe, params):.1f}")
-    folder = work / label
+    folder = work / f"{label}-run"
     folder.mkdir(exist_ok=True)
-    reference = _run(runner, params, folder / "ref.png", _go)
+    ours = _run(runner, params, folder / "ref.png", _go)
     resumed = folder / "job.png"
     _run(runner, params, resumed, _pause)
     _run(runner, params, resumed, _go)
-    stock_pipe: Any = FluxPipeline(**pipe.components)
+    stock_pipe: Any = reference if reference is not None else type(pipe)(**pipe.components)
     stock_pipe.set_progress_bar_config(disable=True)
+    negative = {"negative_prompt": params.negative_prompt} if params.negative_prompt else {}
     stock = stock_pipe(
         params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
         width=params.width, height=params.height,
-        generator=torch.Generator().manual_seed(params.seed),
+        generator=torch.Generator().manual_seed(params.seed), **negative,
     ).images[0]  # fmt: skip
-    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(reference), pixels(resumed)))
-    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(reference), pixels(stock)))
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+    image = pixels(ours)
     shutil.rmtree(folder)
+    return image
 
 
 def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> None:
@@ -171,34 +181,10 @@ def run_sd3(work: Path) -> None:
 
 
 def _sd3_figures(label: str, path: Path, work: Path) -> None:
-    import torch
-    from diffusers import StableDiffusion3Pipeline
-
-    model = detected(ModelInfo("m", path, ModelSource.USER))
-    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
-    started = time.perf_counter()
-    pipe = runner.load("m").pipe
-    report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
     params = GenerationParams(
         prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0, seed=42
     )
-    report(f"step_ms[{label}]", f"{_step_ms(pipe, params):.1f}")
-    folder = work / f"{label}-run"
-    folder.mkdir(exist_ok=True)
-    reference = _run(runner, params, folder / "ref.png", _go)
-    resumed = folder / "job.png"
-    _run(runner, params, resumed, _pause)
-    _run(runner, params, resumed, _go)
-    stock_pipe: Any = StableDiffusion3Pipeline(**pipe.components)  # its own scheduler
-    stock_pipe.set_progress_bar_config(disable=True)
-    stock = stock_pipe(
-        params.prompt, negative_prompt=params.negative_prompt, num_inference_steps=params.steps,
-        guidance_scale=params.cfg, width=params.width, height=params.height,
-        generator=torch.Generator().manual_seed(params.seed),
-    ).images[0]  # fmt: skip
-    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(reference), pixels(resumed)))
-    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(reference), pixels(stock)))
-    shutil.rmtree(folder)
+    _flow_figures(label, detected(ModelInfo("m", path, ModelSource.USER)), work, params)
 
 
 def report(name: str, value: object) -> None:
@@ -231,7 +217,9 @@ def _pause(progress: StepProgress) -> StepDecision:
 
 
 def run_file_layouts() -> None:
-    """Flux.1 and SD 3.5 from single, split, GGUF and fp8 files (model_files.py)."""
+    """Flux.1 and SD 3.5 from single, split, GGUF and fp8 files (model_files.py), through
+    Easel's loop; the reference is stock diffusers' own load: the diffusers-folder twin for
+    the full-precision files, the same quantised file for GGUF and fp8."""
     from safetensors.torch import load_file, save_file
 
     from tests.engine.generation.tiny_transformer_files import (
@@ -251,7 +239,8 @@ def run_file_layouts() -> None:
             fp8_file = layout.split_model.with_name(f"{FILE_NAMES[arch]}-fp8.safetensors")
             fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in original.items()}
             save_file(fp8, str(fp8_file))
-            twin_image = _transformer_image(twin, arch)
+            params = _file_params(arch)
+            twin_image = None
             for layout_name, path in (
                 ("file", layout.all_in_one),
                 ("split", layout.split_model),
@@ -260,21 +249,31 @@ def run_file_layouts() -> None:
             ):
                 label = f"{arch.value}-{layout_name}"
                 model = detected(ModelInfo(path.stem, path, ModelSource.USER))
-                started = time.perf_counter()
-                pipe = load_pipeline(model, CPU, configs).pipe
-                report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
-                image = _transformer_image(pipe, arch)
-                if not model.quantisation:
-                    report(f"same_as_diffusers_max_diff[{label}]", _diff(image, twin_image))
-                    continue
-                stock = type(twin)(
-                    **{**twin.components, "transformer": _stock_transformer(pipe, model, configs)}
+                reference = twin
+                if model.quantisation:
+                    loaded = load_pipeline(model, CPU, configs).pipe
+                    stock_transformer = _stock_transformer(loaded, model, configs)
+                    reference = type(twin)(**{**twin.components, "transformer": stock_transformer})
+                image = _flow_figures(
+                    label, model, Path(temp), params, PipelineCache(configs=configs), reference
                 )
-                report(
-                    f"same_as_diffusers_max_diff[{label}]",
-                    _diff(image, _transformer_image(stock, arch)),
-                )
-                report(f"vs_unquantised_max_diff[{label}]", _diff(image, twin_image))
+                if twin_image is None:
+                    twin_image = image  # the all-in-one file's: equal to the twin's (0 above)
+                elif model.quantisation:
+                    report(f"vs_unquantised_max_diff[{label}]", max_diff(image, twin_image))
+
+
+def _file_params(arch: Architecture) -> GenerationParams:
+    """The tiny SD3 transformer's native side is 16 px: beyond twice that Easel tiles the VAE
+    (as for every family's big images), which the stock pipeline never does."""
+    if arch is Architecture.SD3:
+        return GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=4.0,
+            width=32, height=32, seed=42,
+        )  # fmt: skip
+    return GenerationParams(
+        prompt="a red circle", model="m", steps=STEPS, cfg=3.5, width=64, height=64, seed=42
+    )
 
 
 def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) -> Any:
@@ -307,22 +306,6 @@ def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) 
         storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32
     )
     return transformer
-
-
-def _transformer_image(pipe: Any, arch: Architecture) -> Any:
-    import numpy as np
-
-    options: dict[str, Any] = {"height": 64, "width": 64, "num_inference_steps": 4}
-    options["max_sequence_length"] = 32
-    if arch is Architecture.SD3:
-        options.update(guidance_scale=4.0, negative_prompt="blue")
-    generator = torch.Generator("cpu").manual_seed(42)
-    image = pipe("a red circle", generator=generator, **options).images[0]
-    return np.asarray(image).astype(int)
-
-
-def _diff(first: Any, second: Any) -> int:
-    return int(abs(first - second).max())
 
 
 if __name__ == "__main__":
