@@ -18,6 +18,10 @@ And for Flux.1 as a diffusers folder, dev-style (`flux1-dev`, a guidance embedde
 schnell-style (`flux1-schnell`): the same four figures with its one sampler (Euler, the
 flow-matching one), `step_ms` being one transformer + scheduler step (no CFG: distilled
 guidance is a model input), and `same_as_diffusers_max_diff` against stock `FluxPipeline`.
+And for Z-Image as a diffusers folder, with true CFG and a negative prompt (`zimage`) and at
+Turbo's guidance 0 (`zimage-turbo`): the same four figures with its one sampler (Euler),
+`step_ms` being one transformer + scheduler step, and `same_as_diffusers_max_diff` against
+stock `ZImagePipeline`.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -63,6 +67,7 @@ from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_flux import write_tiny_flux
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
 from app.engine.generation.tiny_sd3 import write_tiny_sd3
+from app.engine.generation.tiny_zimage import write_tiny_zimage
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.testing.images import max_diff, pixels, stock_image
 
@@ -86,6 +91,7 @@ def run_architectures() -> None:
             _figures(f"{arch.value}-file", file, work, configs)
         run_sd3(work)
         run_flux(work)
+        run_zimage(work)
 
 
 def run_flux(work: Path) -> None:
@@ -99,6 +105,19 @@ def _flux_figures(label: str, path: Path, work: Path) -> None:
     # No negative prompt: Flux.1 has none (see flow_params); the sampler is Euler.
     params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=3.5, seed=42)
     _flow_figures(label, detected(ModelInfo("m", path, ModelSource.USER)), work, params)
+
+
+def run_zimage(work: Path) -> None:
+    """The Z-Image rows: a tiny diffusers folder with true CFG and a negative prompt
+    (`zimage`), and the same at guidance 0 as Turbo runs (`zimage-turbo`: no CFG)."""
+    folder = write_tiny_zimage(work / "zimage")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    for label, cfg, negative in (("zimage", 5.0, "blue"), ("zimage-turbo", 0.0, "")):
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt=negative, model="m", steps=STEPS, cfg=cfg,
+            seed=42,
+        )  # fmt: skip
+        _flow_figures(label, model, work, params)
 
 
 def _flow_figures(

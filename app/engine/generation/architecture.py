@@ -31,6 +31,7 @@ class Architecture(Enum):
     SDXL = "sdxl"
     FLUX1 = "flux1"  # Flux.1 dev and schnell: a transformer on packed latents, CLIP + T5
     SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
+    ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
 
     @property
     def label(self) -> str:
@@ -38,8 +39,8 @@ class Architecture(Enum):
 
     @property
     def is_transformer(self) -> bool:
-        """A flow-matching transformer family (no UNet): Flux, SD 3.x."""
-        return self in (Architecture.FLUX1, Architecture.SD3)
+        """A flow-matching transformer family (no UNet): Flux, SD 3.x, Z-Image."""
+        return self in (Architecture.FLUX1, Architecture.SD3, Architecture.ZIMAGE)
 
 
 # The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
@@ -52,6 +53,7 @@ _ARCHITECTURE_LABELS = {
     "sdxl": "SDXL",
     "flux1": "Flux.1",
     "sd3": "SD 3.5",
+    "zimage": "Z-Image",
 }
 
 
@@ -177,12 +179,14 @@ def detect_folder(folder: Path) -> Detected:
 _TRANSFORMER_PIPELINES = {
     "FluxPipeline": Architecture.FLUX1,
     "StableDiffusion3Pipeline": Architecture.SD3,
+    "ZImagePipeline": Architecture.ZIMAGE,
 }
 # The parts every folder of these families must have (T5 may be absent in SD 3.x, where the
 # stock pipeline encodes the T5 part as zeros; Flux cannot run without it).
 _TRANSFORMER_PARTS = {
     Architecture.FLUX1: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
     Architecture.SD3: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+    Architecture.ZIMAGE: ("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
 }
 
 
@@ -197,7 +201,7 @@ def _detect_transformer_folder(
     transformer = _read_json(folder / "transformer" / "config.json") or {}
     vae = _read_json(folder / "vae" / "config.json") or {}
     vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
-    # SD 3.x's transformer states its latent size; Flux's does not (trained at 1024).
+    # SD 3.x's transformer states its latent size; Flux's and Z-Image's do not (1024).
     sample_size = transformer.get("sample_size")
     native = int(sample_size) * vae_factor if sample_size else 1024
     return Detected(architecture, Prediction.FLOW, native)

@@ -1,4 +1,4 @@
-"""What the flow-matching families (Flux.1, SD 3.x) make of `GenerationParams`, torch-free.
+"""What the flow-matching families (Flux.1, SD 3.x, Z-Image) make of `GenerationParams`, torch-free.
 
 `request_checks.check_runnable` asks `flow_problems` at submit time, so a sampler or size
 such a model cannot take is one sentence then, never a FAILED job later.
@@ -54,6 +54,8 @@ def flow_problems(architecture: Architecture, params: GenerationParams) -> list[
         )
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
+    if architecture is Architecture.ZIMAGE and params.is_inpaint:
+        problems.append("Z-Image models cannot inpaint in Easel yet; clear the mask")
     return problems
 
 

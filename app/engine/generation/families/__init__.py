@@ -16,6 +16,7 @@ from app.engine.generation.families.flux import FluxFamily
 from app.engine.generation.families.sd import StableDiffusionFamily
 from app.engine.generation.families.sd3 import StableDiffusion3Family
 from app.engine.generation.families.sdxl import StableDiffusionXLFamily
+from app.engine.generation.families.zimage import ZImageFamily
 
 __all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of"]
 
@@ -26,6 +27,7 @@ _LABELS = {
         StableDiffusionXLFamily,
         StableDiffusion3Family,
         FluxFamily,
+        ZImageFamily,
     )
 }
 
@@ -42,6 +44,8 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
         StableDiffusionPipeline,
         StableDiffusionXLImg2ImgPipeline,
         StableDiffusionXLPipeline,
+        ZImageImg2ImgPipeline,
+        ZImagePipeline,
     )
 
     return [
@@ -49,6 +53,7 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
         ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
         ((StableDiffusion3Pipeline, StableDiffusion3Img2ImgPipeline), StableDiffusion3Family),
         ((FluxPipeline, FluxImg2ImgPipeline, FluxInpaintPipeline), FluxFamily),
+        ((ZImagePipeline, ZImageImg2ImgPipeline), ZImageFamily),
     ]
 
 

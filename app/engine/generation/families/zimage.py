@@ -1,0 +1,260 @@
+"""Z-Image (Turbo): a Qwen3 text encoder's hidden states, a single-stream DiT on 2x2
+patches of 16-channel latents (Flux.1's VAE), flow matching with a fixed shift.
+
+Mirrors `ZImagePipeline.__call__` (diffusers 0.42), and for img2img
+`ZImageImg2ImgPipeline`, call for call:
+- the prompt in Qwen3's chat template (`apply_chat_template`, thinking on), padded to 512
+  tokens, the second-to-last hidden states of its real tokens only (`encode_prompt`): one
+  tensor per text, of the prompt's own length;
+- CFG as the stock pipeline does it: on whenever `guidance_scale > 0` (Turbo runs at 0:
+  one transformer call per step), `pos + cfg * (pos - neg)` in float32, the transformer
+  given [prompt, negative] as a list; CFG truncation at its default of 1.0 (no step drops
+  the guidance) and no CFG normalisation (its default), both kept as the stock loop has them;
+- sigmas 1 .. 1/steps, `mu` from the patch count (used only where a scheduler config asks
+  for dynamic shifting; the released one shifts by 3), then `set_begin_index(0)`;
+- the transformer's timestep is `(1000 - t) / 1000` and its output negated (it predicts the
+  opposite velocity of Flux's); latents in float32 throughout, cast to the transformer's
+  dtype only as its input;
+- decoding undoes the VAE's scaling and shift factors.
+
+What `GenerationParams` means here (see `flow_params`): `cfg` is the stock pipeline's
+`guidance_scale` (0 for Turbo; note it is `pos + cfg * (pos - neg)`, so Z-Image's 1 is
+SD's 2); the sampler is "Euler", the folder's flow-matching Euler. A1111's `(word:1.2)`
+weights and BREAK are dropped from the prompt, not applied: the encoder is a chat LLM
+that reads sentences (`flux.flux_prompt`). No inpaint, ControlNet or IP-Adapter here.
+
+A checkpoint carries the prompt's hidden states (and the negative's, under CFG); the
+scheduler's state is its step index and sigmas (`schedulers.KINDS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from diffusers.pipelines.flux.pipeline_flux_img2img import retrieve_latents
+from diffusers.pipelines.z_image.pipeline_z_image import (
+    calculate_shift,
+    get_default_z_image_sigmas,
+    retrieve_timesteps,
+)
+from diffusers.utils.torch_utils import randn_tensor
+from PIL import Image
+
+from app.engine.generation.families.base import Conditioning, Schedule
+from app.engine.generation.families.flow import flow_scheduler, trim_schedule
+from app.engine.generation.families.flux import flux_prompt
+from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
+from app.engine.generation.variation import varied_noise
+from app.engine.jobs.init_image import fit_to, open_rgb
+from app.engine.jobs.params import GenerationParams, InvalidParameters
+
+if TYPE_CHECKING:
+    from app.engine.generation.control import ControlGuide
+    from app.engine.generation.inpaint import MaskedImage
+
+PROMPT_EMBEDS = "prompt_embeds"  # the prompt's hidden states, (its tokens, width)
+NEGATIVE_EMBEDS = "negative_embeds"  # the negative prompt's, under CFG
+MAX_SEQUENCE_LENGTH = 512  # the stock pipeline's default: tokens the encoder reads
+CFG_TRUNCATION = 1.0  # the stock default: guidance dropped only where (1000 - t) / 1000 > it
+
+
+class ZImageFamily:
+    """`ZImagePipeline`'s models (Z-Image Turbo and the base model)."""
+
+    name = "zimage"
+    label = "Z-Image"
+    checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+
+    @property
+    def device(self) -> torch.device:
+        device: torch.device = self.pipe._execution_device
+        return device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """float32: the stock loop keeps its latents in float32 whatever the transformer's
+        dtype (it casts them for each call), so restored latents must be float32 too; the
+        restored hidden states are cast back to the transformer's dtype in `predict`,
+        exactly (float32 holds every bf16/fp16 value)."""
+        return torch.float32
+
+    def native_size(self) -> int:
+        return 1024  # the released models' (the transformer's config states none)
+
+    def latent_shape(self, params: GenerationParams) -> tuple[int, ...]:
+        if params.width % FLOW_SIZE_MULTIPLE or params.height % FLOW_SIZE_MULTIPLE:
+            raise InvalidParameters(
+                f"{self.label} draws sizes in multiples of {FLOW_SIZE_MULTIPLE} pixels, "
+                f"not {params.width}x{params.height}"
+            )
+        factor = self.pipe.vae_scale_factor * 2  # as `prepare_latents`
+        channels = self.pipe.transformer.in_channels
+        return (1, channels, 2 * (params.height // factor), 2 * (params.width // factor))
+
+    def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        if self.uses_cfg(params):
+            return (*self.checkpoint_tensors, NEGATIVE_EMBEDS)
+        return self.checkpoint_tensors
+
+    def scheduler(self, params: GenerationParams) -> Any:
+        """The stock pipeline's step 5: Z-Image's default sigmas, `mu` from the number of
+        image patches, then `set_begin_index(0)` as before its loop."""
+        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label)
+        _, _, height, width = self.latent_shape(params)
+        config = scheduler.config
+        mu = calculate_shift(
+            (height // 2) * (width // 2),
+            config.get("base_image_seq_len", 256),
+            config.get("max_image_seq_len", 4096),
+            config.get("base_shift", 0.5),
+            config.get("max_shift", 1.15),
+        )
+        sigmas = get_default_z_image_sigmas(params.steps)
+        retrieve_timesteps(scheduler, params.steps, self.device, sigmas=sigmas, mu=mu)
+        scheduler.set_begin_index(0)
+        return scheduler
+
+    def uses_cfg(self, params: GenerationParams) -> bool:
+        return params.cfg > 0  # the stock pipeline's do_classifier_free_guidance
+
+    def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
+        prompt_embeds, negative_embeds = self.pipe.encode_prompt(
+            prompt=flux_prompt(params.prompt),
+            device=self.device,
+            do_classifier_free_guidance=do_cfg,
+            negative_prompt=flux_prompt(params.negative_prompt),  # "": the stock None
+            max_sequence_length=MAX_SEQUENCE_LENGTH,
+        )
+        conditioning = {PROMPT_EMBEDS: prompt_embeds[0]}
+        if do_cfg:
+            conditioning[NEGATIVE_EMBEDS] = negative_embeds[0]
+        return conditioning
+
+    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+        if images:
+            raise InvalidParameters(
+                f"reference images (IP-Adapter) work with SD 1.x, 2.x and SDXL models, "
+                f"not {self.label}"
+            )
+        return {}
+
+    def initial_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        init_image: bytes | None,
+        conditioning: Conditioning,
+        masked: MaskedImage | None = None,
+    ) -> Schedule:
+        if masked is not None:
+            raise InvalidParameters(f"inpainting is not available for {self.label} models")
+        shape = self.latent_shape(params)
+        if init_image is not None:
+            return self._img2img_latents(scheduler, params, init_image, generator, conditioning)
+        noise = randn_tensor(shape, generator=generator, device=self.device, dtype=torch.float32)
+        noise = varied_noise(noise, params)  # A1111's variation seed, if any
+        return Schedule(scheduler.timesteps, params.steps, noise)
+
+    def _img2img_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        init_png: bytes,
+        generator: torch.Generator,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        """As `ZImageImg2ImgPipeline`: the trimmed schedule (`get_timesteps`), the image
+        encoded (its latent distribution sampled with the job's generator), shifted and
+        scaled, then noised to the first remaining timestep (`scale_noise`), in the
+        prompt embeddings' dtype as its `prepare_latents` is called."""
+        pipe = self.pipe
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        image = fit_to(open_rgb(init_png), (params.width, params.height))
+        pixels = pipe.image_processor.preprocess(image).to(dtype=torch.float32)
+        timesteps, steps = trim_schedule(scheduler, params)
+        if steps < 1:
+            raise InvalidParameters(
+                f"strength {params.strength:g} leaves no step of {params.steps} to run"
+            )
+        vae = pipe.vae
+        pixels = pixels.to(device=self.device, dtype=dtype)
+        encoded = retrieve_latents(vae.encode(pixels), generator=generator)
+        image_latents = (encoded - vae.config.shift_factor) * vae.config.scaling_factor
+        shape = self.latent_shape(params)
+        noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
+        latents = scheduler.scale_noise(image_latents, timesteps[:1].repeat(1), noise)
+        return Schedule(timesteps, steps, latents)
+
+    def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        if params.init_image:
+            return trim_schedule(scheduler, params)
+        return scheduler.timesteps, params.steps
+
+    def predict(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        t: torch.Tensor,
+        conditioning: Conditioning,
+        guidance: float,
+        do_cfg: bool,
+        control: ControlGuide | None = None,
+        index: int = 0,
+    ) -> torch.Tensor:
+        transformer = self.pipe.transformer
+        dtype = transformer.dtype
+        timestep = t.expand(latents.shape[0])
+        timestep = (1000 - timestep) / 1000
+        scale = guidance
+        if do_cfg and float(timestep[0].item()) > CFG_TRUNCATION:
+            scale = 0.0  # never at the default truncation; kept as the stock loop has it
+        apply_cfg = do_cfg and scale > 0
+        embeds = [conditioning[PROMPT_EMBEDS].to(dtype)]
+        if apply_cfg:
+            model_input = latents.to(dtype).repeat(2, 1, 1, 1)
+            embeds.append(conditioning[NEGATIVE_EMBEDS].to(dtype))
+            timestep = timestep.repeat(2)
+        else:
+            model_input = latents.to(dtype)
+        model_input = model_input.unsqueeze(2)
+        outputs = transformer(
+            list(model_input.unbind(dim=0)),
+            timestep,
+            embeds,
+            joint_attention_kwargs=None,
+            return_dict=False,
+        )[0]
+        if apply_cfg:
+            pos, neg = outputs[0].float(), outputs[1].float()
+            noise_pred = torch.stack([pos + scale * (pos - neg)], dim=0)
+        else:
+            noise_pred = torch.stack([out.float() for out in outputs], dim=0)
+        noise_pred = -noise_pred.squeeze(2)
+        return noise_pred.to(torch.float32)
+
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        return latents
+
+    def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
+        vae = self.pipe.vae
+        latents = latents.to(vae.dtype)
+        unscaled = (latents / vae.config.scaling_factor) + vae.config.shift_factor
+        image = vae.decode(unscaled, return_dict=False)[0]
+        pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
+        return pil
+
+    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
+        return image
