@@ -24,7 +24,8 @@ from PIL import Image
 from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
-from app.engine.generation.families.flux import FluxFamily, flux_prompt
+from app.engine.generation.families.flow import sentence_prompt
+from app.engine.generation.families.flux import FluxFamily
 from app.engine.generation.loader import PipelineCache
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
@@ -400,9 +401,9 @@ def test_a1111_weights_and_break_reach_flux_as_plain_words(
 ) -> None:
     """T5 is not chunked the A1111 way and Flux uses no CLIP hidden states to weight: the
     syntax is dropped, the words kept; a prompt without syntax is passed as written."""
-    assert flux_prompt("(the cat:1.3) BREAK [sky] <lora:x:0.5>") == "the cat sky"
-    assert flux_prompt("the  cat, \\(sky\\)") == "the cat, (sky)"  # an escaped bracket is text
-    assert flux_prompt("the cat: 1.5, sky") == "the cat: 1.5, sky"  # no syntax: untouched
+    assert sentence_prompt("(the cat:1.3) BREAK [sky] <lora:x:0.5>") == "the cat sky"
+    assert sentence_prompt("the  cat, \\(sky\\)") == "the cat, (sky)"  # an escaped bracket is text
+    assert sentence_prompt("the cat: 1.5, sky") == "the cat: 1.5, sky"  # no syntax: untouched
     weighted = flux_params(prompt="((the cat:1.3)) BREAK sky")
     ours = generate(runners["dev"], weighted, tmp_path, "weighted")
     assert max_diff(ours, stock(folders["dev"], flux_params(prompt="the cat sky"))) == 0

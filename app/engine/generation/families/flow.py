@@ -16,6 +16,8 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 
 from app.engine.generation.flow_params import sampler_problem
+from app.engine.generation.lora import prompt_text
+from app.engine.generation.prompt_weights import plain_text
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {"Euler": FlowMatchEulerDiscreteScheduler}
@@ -40,3 +42,16 @@ def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tenso
     timesteps = scheduler.timesteps[t_start * scheduler.order :]
     scheduler.set_begin_index(t_start * scheduler.order)
     return timesteps, params.steps - t_start
+
+
+def sentence_prompt(prompt: str) -> str:
+    """What a sentence-reading text encoder (T5, Qwen3; Flux's CLIP too) reads of `prompt`:
+    the prompt without its `<lora:...>` tags,
+    and without A1111's syntax if it has any (`prompt_weights.plain_text`: brackets and
+    weights dropped, BREAK a space). T5 reads 512 tokens of sentences, not chunks of 75, and
+    A1111's per-token weights were made for CLIP's hidden states, which Flux does not use:
+    of CLIP it takes the pooled output, which A1111 also computes from the unweighted words.
+    A prompt without such syntax is passed as written, as to the stock pipeline."""
+    text = prompt_text(prompt)
+    plain = plain_text(text)
+    return text if plain == " ".join(text.split()) else plain

@@ -15,7 +15,7 @@ What `GenerationParams` means here (see `flow_params`): `cfg` is the distilled g
 true CFG, so no negative prompt; the sampler is "Euler", the flow-matching Euler the
 folders ship. The prompt goes to both encoders as the stock pipeline takes it, unchunked
 (T5 reads 512 tokens); A1111's `(word:1.2)` weights and BREAK are dropped from it, not
-applied (see `flux_prompt`).
+applied (see `flow.sentence_prompt`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,8 @@ from PIL import Image
 
 from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import flow_scheduler, trim_schedule
+from app.engine.generation.families.flow import flow_scheduler, sentence_prompt, trim_schedule
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
-from app.engine.generation.lora import prompt_text
-from app.engine.generation.prompt_weights import plain_text
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
 from app.engine.jobs.params import GenerationParams, InvalidParameters
@@ -121,7 +119,7 @@ class FluxFamily:
     def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
         pipe = self.pipe
         prompt_embeds, pooled, text_ids = pipe.encode_prompt(
-            prompt=flux_prompt(params.prompt),
+            prompt=sentence_prompt(params.prompt),
             prompt_2=None,
             device=self.device,
             num_images_per_prompt=1,
@@ -312,18 +310,6 @@ class _Start(Schedule):
 
     image_latents: torch.Tensor
     noise: torch.Tensor
-
-
-def flux_prompt(prompt: str) -> str:
-    """What both text encoders read of `prompt`: the prompt without its `<lora:...>` tags,
-    and without A1111's syntax if it has any (`prompt_weights.plain_text`: brackets and
-    weights dropped, BREAK a space). T5 reads 512 tokens of sentences, not chunks of 75, and
-    A1111's per-token weights were made for CLIP's hidden states, which Flux does not use:
-    of CLIP it takes the pooled output, which A1111 also computes from the unweighted words.
-    A prompt without such syntax is passed as written, as to the stock pipeline."""
-    text = prompt_text(prompt)
-    plain = plain_text(text)
-    return text if plain == " ".join(text.split()) else plain
 
 
 def _unpacked(packed: torch.Tensor, height: int, width: int) -> torch.Tensor:

@@ -21,7 +21,7 @@ What `GenerationParams` means here (see `flow_params`): `cfg` is the stock pipel
 `guidance_scale` (0 for Turbo; note it is `pos + cfg * (pos - neg)`, so Z-Image's 1 is
 SD's 2); the sampler is "Euler", the folder's flow-matching Euler. A1111's `(word:1.2)`
 weights and BREAK are dropped from the prompt, not applied: the encoder is a chat LLM
-that reads sentences (`flux.flux_prompt`). No inpaint, ControlNet or IP-Adapter here.
+that reads sentences (`flow.sentence_prompt`). No inpaint, ControlNet or IP-Adapter here.
 
 A checkpoint carries the prompt's hidden states (and the negative's, under CFG); the
 scheduler's state is its step index and sigmas (`schedulers.KINDS`).
@@ -43,8 +43,7 @@ from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import flow_scheduler, trim_schedule
-from app.engine.generation.families.flux import flux_prompt
+from app.engine.generation.families.flow import flow_scheduler, sentence_prompt, trim_schedule
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
@@ -124,10 +123,10 @@ class ZImageFamily:
 
     def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
         prompt_embeds, negative_embeds = self.pipe.encode_prompt(
-            prompt=flux_prompt(params.prompt),
+            prompt=sentence_prompt(params.prompt),
             device=self.device,
             do_classifier_free_guidance=do_cfg,
-            negative_prompt=flux_prompt(params.negative_prompt),  # "": the stock None
+            negative_prompt=sentence_prompt(params.negative_prompt),  # "": the stock None
             max_sequence_length=MAX_SEQUENCE_LENGTH,
         )
         conditioning = {PROMPT_EMBEDS: prompt_embeds[0]}
