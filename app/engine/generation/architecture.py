@@ -31,6 +31,7 @@ class Architecture(Enum):
     SDXL = "sdxl"
     FLUX1 = "flux1"  # Flux.1 dev and schnell: a transformer on packed latents, CLIP + T5
     SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
+    FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
 
     @property
     def label(self) -> str:
@@ -38,8 +39,8 @@ class Architecture(Enum):
 
     @property
     def is_transformer(self) -> bool:
-        """A flow-matching transformer family (no UNet): Flux, SD 3.x."""
-        return self in (Architecture.FLUX1, Architecture.SD3)
+        """A flow-matching transformer family (no UNet): Flux, SD 3.x, Flux.2 Klein."""
+        return self in (Architecture.FLUX1, Architecture.SD3, Architecture.FLUX2_KLEIN)
 
 
 # The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
@@ -52,6 +53,7 @@ _ARCHITECTURE_LABELS = {
     "sdxl": "SDXL",
     "flux1": "Flux.1",
     "sd3": "SD 3.5",
+    "flux2-klein": "Flux.2 Klein",
 }
 
 
@@ -177,12 +179,14 @@ def detect_folder(folder: Path) -> Detected:
 _TRANSFORMER_PIPELINES = {
     "FluxPipeline": Architecture.FLUX1,
     "StableDiffusion3Pipeline": Architecture.SD3,
+    "Flux2KleinPipeline": Architecture.FLUX2_KLEIN,
 }
 # The parts every folder of these families must have (T5 may be absent in SD 3.x, where the
 # stock pipeline encodes the T5 part as zeros; Flux cannot run without it).
 _TRANSFORMER_PARTS = {
     Architecture.FLUX1: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
     Architecture.SD3: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+    Architecture.FLUX2_KLEIN: ("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
 }
 
 
