@@ -1,4 +1,5 @@
-"""What the flow-matching families (Flux.1, SD 3.x) make of `GenerationParams`, torch-free.
+"""What the flow-matching families (Flux.1, SD 3.x, Flux.2 Klein) make of
+`GenerationParams`, torch-free.
 
 `request_checks.check_runnable` asks `flow_problems` at submit time, so a sampler or size
 such a model cannot take is one sentence then, never a FAILED job later.
@@ -13,6 +14,9 @@ such a model cannot take is one sentence then, never a FAILED job later.
   (ComfyUI's FluxGuidance, Forge's "Distilled CFG"), one model call per step; schnell has
   no guidance input and ignores it. Easel runs no true CFG on Flux.1, so a negative
   prompt would change nothing: it is refused rather than silently dropped.
+- Flux.2 Klein: `cfg` is true CFG on the base models (the negative prompt is read) and
+  ignored by the step-distilled ones, as by the stock pipeline (`families.klein`); text to
+  image only.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ def flow_problems(architecture: Architecture, params: GenerationParams) -> list[
         )
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
+    if architecture is Architecture.FLUX2_KLEIN and (params.init_image or params.mask):
+        problems.append(
+            "Flux.2 Klein runs text to image only in Easel (no img2img or inpaint yet); "
+            "clear the init image"
+        )
     return problems
 
 

@@ -49,7 +49,7 @@ CHAT_TEMPLATE = (
 def tiny_qwen_tokenizer() -> Any:
     """A byte-level BPE tokenizer (each of the 256 bytes a token), Qwen2's fast class."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import Qwen2TokenizerFast
+    from transformers import Qwen2TokenizerFast  # type: ignore[attr-defined]
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {char: index for index, char in enumerate(sorted(alphabet))}
@@ -107,7 +107,7 @@ def build_tiny_klein(*, is_distilled: bool = False, seed: int = 0) -> Any:
             axes_dims_rope=(4, 4, 4, 4),  # sums to attention_head_dim, as (32,)*4 to 128
             guidance_embeds=False,
         )
-        vae = AutoencoderKLFlux2(
+        vae: Any = AutoencoderKLFlux2(
             latent_channels=LATENT_CHANNELS,
             block_out_channels=(8, 16, 16, 16),
             norm_num_groups=8,
