@@ -18,6 +18,9 @@ And for Flux.1 as a diffusers folder, dev-style (`flux1-dev`, a guidance embedde
 schnell-style (`flux1-schnell`): the same four figures with its one sampler (Euler, the
 flow-matching one), `step_ms` being one transformer + scheduler step (no CFG: distilled
 guidance is a model input), and `same_as_diffusers_max_diff` against stock `FluxPipeline`.
+And for Flux.2 Klein as diffusers folders, the base model (`flux2-klein`, true CFG: two
+transformer calls per step) and a step-distilled one (`flux2-klein-distilled`, one call):
+the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -61,6 +64,7 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_flux import write_tiny_flux
+from app.engine.generation.tiny_klein import write_tiny_klein
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
 from app.engine.generation.tiny_sd3 import write_tiny_sd3
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
@@ -86,6 +90,7 @@ def run_architectures() -> None:
             _figures(f"{arch.value}-file", file, work, configs)
         run_sd3(work)
         run_flux(work)
+        run_klein(work)
 
 
 def run_flux(work: Path) -> None:
@@ -99,6 +104,22 @@ def _flux_figures(label: str, path: Path, work: Path) -> None:
     # No negative prompt: Flux.1 has none (see flow_params); the sampler is Euler.
     params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=3.5, seed=42)
     _flow_figures(label, detected(ModelInfo("m", path, ModelSource.USER)), work, params)
+
+
+def run_klein(work: Path) -> None:
+    """The Flux.2 Klein rows: tiny diffusers folders, the base model (`flux2-klein`, true
+    CFG) and a step-distilled one (`flux2-klein-distilled`, no CFG)."""
+    for label, distilled in (("flux2-klein", False), ("flux2-klein-distilled", True)):
+        folder = write_tiny_klein(work / label, is_distilled=distilled)
+        # No negative prompt: the stock pipeline's is always "" (Easel's default).
+        params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=4.0, seed=42)
+        # The stock pipeline from the folder, as its users load it: `is_distilled` is in its
+        # model_index.json, not among the components `_flow_figures` would rebuild it from.
+        stock = _pipeline_class(Architecture.FLUX2_KLEIN).from_pretrained(
+            folder, local_files_only=True
+        )
+        model = detected(ModelInfo("m", folder, ModelSource.USER))
+        _flow_figures(label, model, work, params, reference=stock)
 
 
 def _flow_figures(
@@ -126,7 +147,7 @@ def _flow_figures(
     stock_pipe.set_progress_bar_config(disable=True)
     negative = {"negative_prompt": params.negative_prompt} if params.negative_prompt else {}
     stock = stock_pipe(
-        params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        prompt=params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
         width=params.width, height=params.height,
         generator=torch.Generator().manual_seed(params.seed), **negative,
     ).images[0]  # fmt: skip
