@@ -207,6 +207,13 @@ def _detect_transformer_folder(
     return Detected(architecture, Prediction.FLOW, native)
 
 
+def is_distilled_folder(folder: Path) -> bool:
+    """Whether a Flux.2 Klein folder is step-distilled (`is_distilled` in its model index):
+    it then runs without CFG, so `cfg` and a negative prompt change nothing."""
+    index = _read_json(folder / MODEL_INDEX) or {}
+    return bool(index.get("is_distilled", False))
+
+
 _FOLDER_PIPELINES = (
     "StableDiffusionPipeline",
     "StableDiffusionXLPipeline",

@@ -39,8 +39,11 @@ def sampler_problem(scheduler: str, label: str) -> str | None:
     return f"{label} models run with the {known} sampler (flow matching), not {scheduler!r}"
 
 
-def flow_problems(architecture: Architecture, params: GenerationParams) -> list[str]:
-    """Every reason `params` cannot run on a flow-matching `architecture` model."""
+def flow_problems(
+    architecture: Architecture, params: GenerationParams, distilled: bool = False
+) -> list[str]:
+    """Every reason `params` cannot run on a flow-matching `architecture` model
+    (`distilled`: a step-distilled Flux.2 Klein, which runs without CFG)."""
     from app.engine.generation.architecture import Architecture
 
     problems = []
@@ -55,6 +58,11 @@ def flow_problems(architecture: Architecture, params: GenerationParams) -> list[
         problems.append(
             "Flux.1 takes no negative prompt (it is guidance-distilled and runs without "
             "true CFG); clear the negative prompt"
+        )
+    if distilled and params.negative_prompt.strip():
+        problems.append(
+            f"this {architecture.label} model is step-distilled and runs without CFG, so it "
+            "takes no negative prompt; clear the negative prompt"
         )
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")

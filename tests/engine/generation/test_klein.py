@@ -202,6 +202,11 @@ def test_what_klein_cannot_take_is_refused_at_submit_in_one_sentence(
     for field, (value, message) in refused.items():
         with pytest.raises(InvalidParameters, match=re.escape(message)):
             check_runnable(klein_params(model=name, **{field: value}), search)
+    # A step-distilled model runs without CFG: a negative prompt would change nothing.
+    distilled = folders["distilled"].name
+    check_runnable(klein_params(model=distilled), search)
+    with pytest.raises(InvalidParameters, match="step-distilled and runs without CFG"):
+        check_runnable(klein_params(model=distilled, negative_prompt="blurry"), search)
 
 
 def test_a_klein_job_shows_previews_of_its_latents(
