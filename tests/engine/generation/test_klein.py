@@ -19,6 +19,7 @@ from PIL import Image
 
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.checkpoint import load_checkpoint
+from app.engine.generation.device import DeviceChoice
 from app.engine.generation.families import family_of
 from app.engine.generation.families.klein import NEGATIVE_EMBEDS, Flux2KleinFamily
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
@@ -229,3 +230,34 @@ def test_a_klein_job_shows_previews_of_its_latents(
     )  # fmt: skip
     assert outcome.kind is OutcomeKind.COMPLETED and len(previews) == STEPS
     assert Image.open(io.BytesIO(previews[-1])).size == (64, 48)
+
+
+def test_in_bfloat16_klein_equals_the_stock_pipeline_and_resumes_exactly(
+    folders: dict[str, Path], models: dict[str, ModelInfo], tmp_path: Path
+) -> None:
+    """bfloat16 arithmetic as on an Ampere GPU, run here on the CPU (the text encoder, the
+    transformer and the VAE in it, as the stock pipeline loaded with dtype=bfloat16)."""
+    bf16 = DeviceChoice("cpu", "bfloat16")
+    runner = Runner(device=bf16, resolve=lambda _n: models["base"], threads=1)
+    params = klein_params()
+    image = generate(runner, params, tmp_path, "ours")
+    assert runner.load("m").pipe.transformer.dtype == torch.bfloat16
+    pipe: Any = Flux2KleinPipeline.from_pretrained(
+        folders["base"], dtype=torch.bfloat16, local_files_only=True
+    )
+    pipe.set_progress_bar_config(disable=True)
+    stock_image = pipe(
+        prompt=params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        height=params.height, width=params.width,
+        generator=torch.Generator("cpu").manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    assert max_diff(image, pixels(stock_image)) == 0
+    out, ckpt = tmp_path / "job.png", tmp_path / "job.ckpt"
+    paused = runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT))
+    assert paused.kind is OutcomeKind.PAUSED
+    fresh = Runner(device=bf16, resolve=lambda _n: models["base"], threads=1)
+    resumed = fresh.run(
+        params, output_path=out, checkpoint_path=ckpt, on_step=lambda _p: StepDecision.CONTINUE
+    )
+    assert resumed.resumed_from is not None
+    assert max_diff(pixels(out), image) == 0
