@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from PIL import Image
 
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.checkpoint import load_checkpoint
-from app.engine.generation.device import DeviceChoice
+from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
 from app.engine.generation.families.klein import NEGATIVE_EMBEDS, Flux2KleinFamily
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
@@ -210,12 +211,15 @@ def test_what_klein_cannot_take_is_refused_at_submit_in_one_sentence(
         check_runnable(klein_params(model=distilled, negative_prompt="blurry"), search)
 
 
-def test_a_klein_job_shows_previews_of_its_latents(
-    models: dict[str, ModelInfo], tmp_path: Path
+def test_a_klein_job_shows_previews_and_runs_the_same_in_low_vram_mode(
+    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
 ) -> None:
-    runner = Runner(
-        device=runner_for(models["distilled"]).device, resolve=lambda _n: models["distilled"],
-        threads=1, preview_interval_s=0,
+    """Previews undo the VAE's batch norm and the 2x2 patching before decoding; low-VRAM
+    mode (on a CPU: VAE tiling above the tile size; model CPU offload needs a GPU) draws the
+    same image."""
+    low_vram = Runner(
+        device=replace(CPU, low_vram=True), resolve=lambda _n: models["distilled"], threads=1,
+        preview_interval_s=0,
     )  # fmt: skip
     previews: list[bytes] = []
 
@@ -224,12 +228,16 @@ def test_a_klein_job_shows_previews_of_its_latents(
         previews.append(progress.preview_png)
         return StepDecision.CONTINUE
 
-    outcome = runner.run(
-        klein_params(), output_path=tmp_path / "p.png", checkpoint_path=tmp_path / "p.ckpt",
+    params = klein_params()
+    outcome = low_vram.run(
+        params, output_path=tmp_path / "p.png", checkpoint_path=tmp_path / "p.ckpt",
         on_step=watch,
     )  # fmt: skip
     assert outcome.kind is OutcomeKind.COMPLETED and len(previews) == STEPS
     assert Image.open(io.BytesIO(previews[-1])).size == (64, 48)
+    assert low_vram.load("m").pipe.vae.use_tiling
+    plain = generate(runners["distilled"], params, tmp_path, "plain")
+    assert max_diff(pixels(tmp_path / "p.png"), plain) == 0
 
 
 def test_in_bfloat16_klein_equals_the_stock_pipeline_and_resumes_exactly(
