@@ -23,11 +23,12 @@ from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
 from app.engine.generation.families.klein import NEGATIVE_EMBEDS, Flux2KleinFamily
+from app.engine.generation.loader import PipelineCache
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSearchPath
-from app.engine.generation.tiny_klein import write_tiny_klein
+from app.engine.generation.tiny_klein import write_tiny_klein, write_tiny_klein_lora
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 from tests.engine.generation.tiny_architectures import (
     generate,
@@ -269,3 +270,28 @@ def test_in_bfloat16_klein_equals_the_stock_pipeline_and_resumes_exactly(
     )
     assert resumed.resumed_from is not None
     assert max_diff(pixels(out), image) == 0
+
+
+def test_a_klein_lora_equals_diffusers_load_lora_weights_and_leaves_with_its_job(
+    folders: dict[str, Path], models: dict[str, ModelInfo], tmp_path: Path
+) -> None:
+    lora = write_tiny_klein_lora(tmp_path / "lora" / "sketch.safetensors")
+    model = models["base"]
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        cache=PipelineCache(lora_folders=[lora.parent]),
+    )  # fmt: skip
+    with_lora = klein_params(prompt="the cat <lora:sketch:1>")
+    ours = generate(runner, with_lora, tmp_path, "lora")
+    pipe: Any = Flux2KleinPipeline.from_pretrained(folders["base"], local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    pipe.load_lora_weights(str(lora))
+    stock_image = pipe(
+        prompt="the cat", num_inference_steps=STEPS, guidance_scale=with_lora.cfg,
+        height=with_lora.height, width=with_lora.width,
+        generator=torch.Generator("cpu").manual_seed(with_lora.seed),
+    ).images[0]  # fmt: skip
+    assert max_diff(ours, pixels(stock_image)) == 0
+    without = generate(runner, klein_params(), tmp_path, "plain")  # the next job names none
+    assert max_diff(without, stock(folders["base"], klein_params())) == 0
+    assert max_diff(ours, without) > 0

@@ -21,7 +21,8 @@ pipeline ignores it, one call per step, and a negative prompt is refused. The sa
 "Euler", the flow-matching Euler the folders ship. The prompt is given to Qwen3 in its
 chat template, unchunked (512 tokens); A1111's weights and BREAK are dropped from it
 (`flux.flux_prompt`). Not here: Klein's reference images (image editing), img2img and
-inpaint (diffusers' Klein inpaint pipeline is another loop), LoRA, single and split files.
+inpaint (diffusers' Klein inpaint pipeline is another loop), single and split files. A
+LoRA (diffusers' Flux.2 format) goes through the common loader path (`load_lora_weights`).
 """
 
 from __future__ import annotations
