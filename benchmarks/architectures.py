@@ -22,6 +22,9 @@ And for Z-Image as a diffusers folder, with true CFG and a negative prompt (`zim
 Turbo's guidance 0 (`zimage-turbo`): the same four figures with its one sampler (Euler),
 `step_ms` being one transformer + scheduler step, and `same_as_diffusers_max_diff` against
 stock `ZImagePipeline`.
+And for Flux.2 Klein as diffusers folders, the base model (`flux2-klein`, true CFG: two
+transformer calls per step) and a step-distilled one (`flux2-klein-distilled`, one call):
+the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -65,6 +68,7 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_flux import write_tiny_flux
+from app.engine.generation.tiny_klein import write_tiny_klein
 from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
 from app.engine.generation.tiny_sd3 import write_tiny_sd3
 from app.engine.generation.tiny_zimage import write_tiny_zimage
@@ -92,6 +96,7 @@ def run_architectures() -> None:
         run_sd3(work)
         run_flux(work)
         run_zimage(work)
+        run_klein(work)
 
 
 def run_flux(work: Path) -> None:
@@ -120,6 +125,22 @@ def run_zimage(work: Path) -> None:
         _flow_figures(label, model, work, params)
 
 
+def run_klein(work: Path) -> None:
+    """The Flux.2 Klein rows: tiny diffusers folders, the base model (`flux2-klein`, true
+    CFG) and a step-distilled one (`flux2-klein-distilled`, no CFG)."""
+    for label, distilled in (("flux2-klein", False), ("flux2-klein-distilled", True)):
+        folder = write_tiny_klein(work / label, is_distilled=distilled)
+        # No negative prompt: the stock pipeline's is always "" (Easel's default).
+        params = GenerationParams(prompt="a red circle", model="m", steps=STEPS, cfg=4.0, seed=42)
+        # The stock pipeline from the folder, as its users load it: `is_distilled` is in its
+        # model_index.json, not among the components `_flow_figures` would rebuild it from.
+        stock = _pipeline_class(Architecture.FLUX2_KLEIN).from_pretrained(
+            folder, local_files_only=True
+        )
+        model = detected(ModelInfo("m", folder, ModelSource.USER))
+        _flow_figures(label, model, work, params, reference=stock)
+
+
 def _flow_figures(
     label: str,
     model: ModelInfo,
@@ -145,7 +166,7 @@ def _flow_figures(
     stock_pipe.set_progress_bar_config(disable=True)
     negative = {"negative_prompt": params.negative_prompt} if params.negative_prompt else {}
     stock = stock_pipe(
-        params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        prompt=params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
         width=params.width, height=params.height,
         generator=torch.Generator().manual_seed(params.seed), **negative,
     ).images[0]  # fmt: skip

@@ -133,13 +133,20 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             or ("" if model.supported else translate("ModelChoice", "unknown model type")),
             max_side=MAX_SIDE_PER_NATIVE * model.native_size,
             samplers=samplers_for(model.architecture),
-            takes_negative_prompt=takes_negative_prompt(model.architecture),
+            takes_negative_prompt=takes_negative_prompt(model.architecture, _distilled(model)),
             distilled_guidance=guidance_is_distilled(model.architecture),
             disk_bytes=sum(disk_bytes(path) for path in model.files),
             quantisation=model.quantisation,
         )
         for model in list_models(settings.model_search_path())
     ]
+
+
+def _distilled(model: ModelInfo) -> bool:
+    """A step-distilled Flux.2 Klein folder (its model index says so): it runs without CFG."""
+    from app.engine.generation.architecture import Architecture, is_distilled_folder
+
+    return model.architecture is Architecture.FLUX2_KLEIN and is_distilled_folder(model.path)
 
 
 def _kind(model: ModelInfo) -> str:

@@ -227,3 +227,14 @@ def test_the_scan_says_what_a_flux_folder_takes(tmp_path: Path) -> None:
     choice = next(c for c in choices if c.name == "flux-tiny")
     assert (choice.name, choice.kind, choice.samplers) == ("flux-tiny", "Flux.1", ("Euler",))
     assert (choice.takes_negative_prompt, choice.distilled_guidance) == (False, True)
+
+
+def test_the_scan_greys_out_the_negative_prompt_of_a_step_distilled_klein(tmp_path: Path) -> None:
+    from app.engine.generation.tiny_klein import write_tiny_klein
+
+    write_tiny_klein(tmp_path / "klein-base", is_distilled=False)
+    write_tiny_klein(tmp_path / "klein-distilled", is_distilled=True)
+    choices = {c.name: c for c in model_choices(Settings(models_dir=str(tmp_path)))}
+    assert choices["klein-base"].takes_negative_prompt
+    assert not choices["klein-distilled"].takes_negative_prompt
+    assert choices["klein-distilled"].samplers == ("Euler",)

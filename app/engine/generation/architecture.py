@@ -32,6 +32,7 @@ class Architecture(Enum):
     FLUX1 = "flux1"  # Flux.1 dev and schnell: a transformer on packed latents, CLIP + T5
     SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
     ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
+    FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
 
     @property
     def label(self) -> str:
@@ -39,8 +40,10 @@ class Architecture(Enum):
 
     @property
     def is_transformer(self) -> bool:
-        """A flow-matching transformer family (no UNet): Flux, SD 3.x, Z-Image."""
-        return self in (Architecture.FLUX1, Architecture.SD3, Architecture.ZIMAGE)
+        """A flow-matching transformer family (no UNet): Flux, SD 3.x, Z-Image, Flux.2 Klein."""
+        return self in (
+            Architecture.FLUX1, Architecture.SD3, Architecture.ZIMAGE, Architecture.FLUX2_KLEIN
+        )  # fmt: skip
 
 
 # The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
@@ -54,6 +57,7 @@ _ARCHITECTURE_LABELS = {
     "flux1": "Flux.1",
     "sd3": "SD 3.5",
     "zimage": "Z-Image",
+    "flux2-klein": "Flux.2 Klein",
 }
 
 
@@ -180,6 +184,7 @@ _TRANSFORMER_PIPELINES = {
     "FluxPipeline": Architecture.FLUX1,
     "StableDiffusion3Pipeline": Architecture.SD3,
     "ZImagePipeline": Architecture.ZIMAGE,
+    "Flux2KleinPipeline": Architecture.FLUX2_KLEIN,
 }
 # The parts every folder of these families must have (T5 may be absent in SD 3.x, where the
 # stock pipeline encodes the T5 part as zeros; Flux cannot run without it).
@@ -187,6 +192,7 @@ _TRANSFORMER_PARTS = {
     Architecture.FLUX1: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
     Architecture.SD3: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
     Architecture.ZIMAGE: ("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
+    Architecture.FLUX2_KLEIN: ("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
 }
 
 
@@ -205,6 +211,13 @@ def _detect_transformer_folder(
     sample_size = transformer.get("sample_size")
     native = int(sample_size) * vae_factor if sample_size else 1024
     return Detected(architecture, Prediction.FLOW, native)
+
+
+def is_distilled_folder(folder: Path) -> bool:
+    """Whether a Flux.2 Klein folder is step-distilled (`is_distilled` in its model index):
+    it then runs without CFG, so `cfg` and a negative prompt change nothing."""
+    index = _read_json(folder / MODEL_INDEX) or {}
+    return bool(index.get("is_distilled", False))
 
 
 _FOLDER_PIPELINES = (

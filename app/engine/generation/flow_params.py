@@ -1,4 +1,5 @@
-"""What the flow-matching families (Flux.1, SD 3.x, Z-Image) make of `GenerationParams`, torch-free.
+"""What the flow-matching families (Flux.1, SD 3.x, Z-Image, Flux.2 Klein) make of
+`GenerationParams`, torch-free.
 
 `request_checks.check_runnable` asks `flow_problems` at submit time, so a sampler or size
 such a model cannot take is one sentence then, never a FAILED job later.
@@ -13,6 +14,9 @@ such a model cannot take is one sentence then, never a FAILED job later.
   (ComfyUI's FluxGuidance, Forge's "Distilled CFG"), one model call per step; schnell has
   no guidance input and ignores it. Easel runs no true CFG on Flux.1, so a negative
   prompt would change nothing: it is refused rather than silently dropped.
+- Flux.2 Klein: `cfg` is true CFG on the base models (the negative prompt is read) and
+  ignored by the step-distilled ones, as by the stock pipeline (`families.klein`); text to
+  image only.
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ def sampler_problem(scheduler: str, label: str) -> str | None:
     return f"{label} models run with the {known} sampler (flow matching), not {scheduler!r}"
 
 
-def flow_problems(architecture: Architecture, params: GenerationParams) -> list[str]:
-    """Every reason `params` cannot run on a flow-matching `architecture` model."""
+def flow_problems(
+    architecture: Architecture, params: GenerationParams, distilled: bool = False
+) -> list[str]:
+    """Every reason `params` cannot run on a flow-matching `architecture` model
+    (`distilled`: a step-distilled Flux.2 Klein, which runs without CFG)."""
     from app.engine.generation.architecture import Architecture
 
     problems = []
@@ -52,10 +59,20 @@ def flow_problems(architecture: Architecture, params: GenerationParams) -> list[
             "Flux.1 takes no negative prompt (it is guidance-distilled and runs without "
             "true CFG); clear the negative prompt"
         )
+    if distilled and params.negative_prompt.strip():
+        problems.append(
+            f"this {architecture.label} model is step-distilled and runs without CFG, so it "
+            "takes no negative prompt; clear the negative prompt"
+        )
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
     if architecture is Architecture.ZIMAGE and params.is_inpaint:
         problems.append("Z-Image models cannot inpaint in Easel yet; clear the mask")
+    if architecture is Architecture.FLUX2_KLEIN and (params.init_image or params.mask):
+        problems.append(
+            "Flux.2 Klein runs text to image only in Easel (no img2img or inpaint yet); "
+            "clear the init image"
+        )
     return problems
 
 
@@ -66,10 +83,13 @@ def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
     return ()
 
 
-def takes_negative_prompt(architecture: Architecture | None) -> bool:
+def takes_negative_prompt(architecture: Architecture | None, distilled: bool = False) -> bool:
+    """Whether a negative prompt changes anything: not on Flux.1 (no true CFG), nor on a
+    step-distilled model (`distilled`: a Flux.2 Klein folder that says so), which run
+    without CFG."""
     from app.engine.generation.architecture import Architecture
 
-    return architecture is not Architecture.FLUX1
+    return architecture is not Architecture.FLUX1 and not distilled
 
 
 def guidance_is_distilled(architecture: Architecture | None) -> bool:

@@ -47,8 +47,8 @@ from app.errors import EaselError
 log = logging.getLogger(__name__)
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
-# Flux.1, SD 3.x and Z-Image folders: a transformer instead of the UNet (their text encoders are
-# checked by detection, `architecture._TRANSFORMER_PARTS`).
+# Flux.1, SD 3.x, Z-Image and Flux.2 Klein folders: a transformer instead of the UNet (their
+# text encoders are checked by detection, `architecture._TRANSFORMER_PARTS`).
 REQUIRED_TRANSFORMER_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str, bool]
@@ -249,6 +249,7 @@ _PIPELINE_CLASSES = {
     Architecture.FLUX1: "FluxPipeline",
     Architecture.SD3: "StableDiffusion3Pipeline",
     Architecture.ZIMAGE: "ZImagePipeline",
+    Architecture.FLUX2_KLEIN: "Flux2KleinPipeline",
 }
 
 

@@ -37,6 +37,8 @@ class Previewer(Protocol):
 
 def previewer_for(pipe: Any) -> Previewer:
     vae = pipe.vae
+    if hasattr(vae, "bn") and hasattr(pipe, "_unpatchify_latents"):
+        return Flux2Previewer(pipe)
     if sum(p.numel() for p in vae.parameters()) <= TINY_VAE_MAX_PARAMS:
         return VaePreviewer(vae, int(pipe.vae_scale_factor))
     channels = int(vae.config.latent_channels)
@@ -62,6 +64,32 @@ class VaePreviewer:
         # Flux's and SD 3.x's VAEs also shift their latents (`shift_factor`); SD's do not.
         unscaled = latents / config.scaling_factor + (getattr(config, "shift_factor", None) or 0)
         decoded = self._vae.decode(unscaled, return_dict=False)[0]
+        return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
+
+
+class Flux2Previewer:
+    """Flux.2's latents are 2x2 patches normalised by the VAE's batch norm (`families.klein`):
+    denormalised and unpatchified first, then decoded (a tiny VAE) or mapped to grey."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+        self._tiny = sum(p.numel() for p in pipe.vae.parameters()) <= TINY_VAE_MAX_PARAMS
+        channels = int(pipe.vae.config.latent_channels)
+        self._linear = LinearPreviewer(torch.full((channels, 3), 1.0 / channels))
+
+    @torch.no_grad()
+    def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
+        from app.engine.generation.families.klein import denormalised
+
+        unpatched = denormalised(self._pipe, latents)
+        if not self._tiny:
+            return self._linear.png(unpatched, image_size)
+        width, height = _preview_size(image_size)
+        factor = int(self._pipe.vae_scale_factor)
+        size = (-(-height // factor), -(-width // factor))
+        if unpatched.shape[-2] > size[0] or unpatched.shape[-1] > size[1]:
+            unpatched = F.interpolate(unpatched, size=size, mode="area")
+        decoded = self._pipe.vae.decode(unpatched, return_dict=False)[0]
         return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
 
 

@@ -8,6 +8,7 @@ is one sentence at submit time, never a FAILED job later.
 
 from __future__ import annotations
 
+from app.engine.generation.architecture import Architecture, is_distilled_folder
 from app.engine.generation.controlnets import (
     check_control_type,
     check_fits,
@@ -43,7 +44,12 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
     elif problem := info.size_problem(params.width, params.height):
         raise BadInput(problem)
     arch = info.architecture
-    if arch is not None and arch.is_transformer and (problems := flow_problems(arch, params)):
+    distilled = arch is Architecture.FLUX2_KLEIN and is_distilled_folder(info.path)
+    if (
+        arch is not None
+        and arch.is_transformer
+        and (problems := flow_problems(arch, params, distilled))
+    ):
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
     check_loras(params.prompt, search)
     check_prompt_syntax(params.prompt)

@@ -13,6 +13,7 @@ from typing import Any
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.base import Conditioning, ModelFamily, Schedule
 from app.engine.generation.families.flux import FluxFamily
+from app.engine.generation.families.klein import Flux2KleinFamily
 from app.engine.generation.families.sd import StableDiffusionFamily
 from app.engine.generation.families.sd3 import StableDiffusion3Family
 from app.engine.generation.families.sdxl import StableDiffusionXLFamily
@@ -28,6 +29,7 @@ _LABELS = {
         StableDiffusion3Family,
         FluxFamily,
         ZImageFamily,
+        Flux2KleinFamily,
     )
 }
 
@@ -35,6 +37,7 @@ _LABELS = {
 def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
     """(diffusers pipeline classes, the family that drives them)."""
     from diffusers import (
+        Flux2KleinPipeline,
         FluxImg2ImgPipeline,
         FluxInpaintPipeline,
         FluxPipeline,
@@ -54,6 +57,7 @@ def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], Mo
         ((StableDiffusion3Pipeline, StableDiffusion3Img2ImgPipeline), StableDiffusion3Family),
         ((FluxPipeline, FluxImg2ImgPipeline, FluxInpaintPipeline), FluxFamily),
         ((ZImagePipeline, ZImageImg2ImgPipeline), ZImageFamily),
+        ((Flux2KleinPipeline,), Flux2KleinFamily),
     ]
 
 
