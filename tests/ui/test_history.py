@@ -176,7 +176,9 @@ def test_dropping_a_queued_job_on_another_runs_it_just_before(
     second = job_in(queue, JobStatus.PENDING, "second")
     last = job_in(queue, JobStatus.PENDING, "last")
     model = window.vm.jobs
-    qtbot.waitUntil(lambda: model.row_of(done) is not None, timeout=TIMEOUT_MS)
+    # Every row, not only the first: a refresh may run between two of the submits above, and
+    # the ones after it come in the next (flaky under load when it waited for `done` alone).
+    qtbot.waitUntil(lambda: listed(window) == {done, first, second, last}, timeout=TIMEOUT_MS)
 
     def index(job_id: int) -> QModelIndex:
         row = model.row_of(job_id)

@@ -185,7 +185,40 @@ class QueueService:
         queued = None
         if wanted is None or JobStatus.PENDING in wanted:
             queued = self.queued_in_order(QUEUED_SHOWN)
+            if len(queued) < QUEUED_SHOWN:  # every queued job is in `queued`
+                rows, updates = self._caught_up(rows, updates, queued, wanted)
         return Snapshot(rows, updates, self.queue.count_by_status(), queued=queued)
+
+    def _caught_up(
+        self,
+        rows: tuple[JobRow, ...],
+        updates: dict[int, JobRow | None],
+        queued: tuple[JobRow, ...],
+        wanted: frozenset[JobStatus] | None,
+    ) -> tuple[tuple[JobRow, ...], dict[int, JobRow | None]]:
+        """Rows read as queued that the queued list, read a moment later, lacks: a worker
+        claimed them in between. Read again, so the list neither drops them for a refresh
+        (losing the selection: the image of a selected job never showed) nor shows them
+        twice. `rows` and `queued` are separate reads; this is what joins them up."""
+        in_line = {row.id for row in queued}
+        stale = {
+            r.id for r in (*rows, *updates.values())
+            if r is not None and r.status is JobStatus.PENDING and r.id not in in_line
+        }  # fmt: skip
+        if not stale:
+            return rows, updates
+        fresh = {row.id: row for row in self._rows(self._jobs(sorted(stale)))}
+
+        def now(row: JobRow) -> JobRow | None:
+            again = fresh.get(row.id)
+            return again if again is not None and _matches(again, wanted) else None
+
+        kept = tuple(r for row in rows if (r := now(row) if row.id in stale else row) is not None)
+        updated = {
+            job_id: now(row) if row is not None and job_id in stale else row
+            for job_id, row in updates.items()
+        }
+        return kept, updated
 
     def queued_in_order(self, limit: int) -> tuple[JobRow, ...]:
         """The queued jobs as the claim takes them: higher priority first, then older; each
