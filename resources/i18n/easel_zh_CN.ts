@@ -643,6 +643,18 @@ Resume continues from there.</source>
         <translation>重新生成自 #{id}</translation>
     </message>
     <message>
+        <source>{model} · loaded</source>
+        <translation>{model} · 已加载</translation>
+    </message>
+    <message>
+        <source>{model} · needs loading</source>
+        <translation>{model} · 需要加载</translation>
+    </message>
+    <message>
+        <source>{model} · needs loading (~{time})</source>
+        <translation>{model} · 需要加载（约 {time}）</translation>
+    </message>
+    <message>
         <source>group {group}, its grid</source>
         <translation>第 {group} 组的网格</translation>
     </message>
@@ -681,6 +693,10 @@ Resume continues from there.</source>
     <message>
         <source>Re-run of job {id}</source>
         <translation>重新生成自任务 {id}</translation>
+    </message>
+    <message>
+        <source>Queued jobs are listed by priority, then age. A worker that has a job&apos;s model loaded takes that job first, passing others over only a few times, so a model is not reloaded for every job.</source>
+        <translation>排队的任务按优先级、再按排队先后列出。已加载某任务所需模型的工作进程会先取该任务（其他任务最多被越过几次），这样不必为每个任务重新加载模型。</translation>
     </message>
     <message>
         <source>after #{id}</source>
@@ -1407,12 +1423,12 @@ Resume continues from there.</source>
         <translation>已停止 · {step}/{total}</translation>
     </message>
     <message>
-        <source>runs next</source>
-        <translation>下一个运行</translation>
+        <source>first in the queue</source>
+        <translation>队列第一</translation>
     </message>
     <message>
-        <source>#{n} in line</source>
-        <translation>排第 {n} 位</translation>
+        <source>#{n} in the queue</source>
+        <translation>队列第 {n} 位</translation>
     </message>
     <message>
         <source>queued</source>

@@ -99,7 +99,7 @@ def test_the_status_bar_says_how_long_the_queue_will_take(
     queued = [r for r in model.rows() if r.status is JobStatus.PENDING]
     assert [r.expected_s for r in queued] == [30.0, 30.0]
     text = progress_text(queued[0], 0, queued[0].params.steps, None)  # what the list paints
-    assert text == "runs next · 10 steps · about 30 s"  # first in the run order
+    assert text == "first in the queue · 10 steps · about 30 s"  # first in the queue's order
 
 
 def test_view_statistics_charts_the_history(

@@ -209,7 +209,8 @@ def test_queued_jobs_show_in_run_order_and_a_move_moves_the_row(
     qtbot.mouseClick(up, Qt.MouseButton.LeftButton)  # a real click on ↑
     qtbot.waitUntil(lambda: shown_order(window) == [c, a, b, done], timeout=TIMEOUT_MS)
     claimed = queue.claim("test-worker")
-    assert claimed is not None and claimed.id == c  # what the list shows is what runs next
+    # No worker holds a model: the claim takes the queue's order, what the list shows.
+    assert claimed is not None and claimed.id == c
     window.jobs.select_jobs([a])
     window.jobs.table.setFocus()  # the click left it on the button
     qtbot.waitUntil(window.jobs.table.hasFocus, timeout=TIMEOUT_MS)
