@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,10 +58,11 @@ def fresh_process() -> Iterator[Callable[..., Any]]:
     its exception raised here. A resume there has nothing of the process that wrote the
     checkpoint but the files, as a new worker after a crash. One process serves the
     session: each test spawning its own paid torch's import again (5-8 s a test)."""
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool = multiprocessing.get_context("spawn").Pool(1)
 
     def run(target: Callable[..., Any], *args: Any, timeout: float = 300) -> Any:
-        return pool.submit(target, *args).result(timeout=timeout)
+        return pool.apply_async(target, args).get(timeout)
 
     yield run
-    pool.shutdown(cancel_futures=True)
+    pool.terminate()  # at once: a clean exit waited seconds for torch to let go of memory
+    pool.join()
