@@ -200,7 +200,7 @@ class JobListModel(QAbstractTableModel):
         """Merge a fresh first page; `complete`: it holds every job the filter matches.
 
         Rows below the page stay as loaded, except those in `updates` (None: left the filter).
-        `queued`: the queued jobs in run order, shown first (None: newest first throughout).
+        `queued`: the queued jobs in the queue's order, shown first (None: newest first).
         """
         updates = updates or {}
         if complete or not rows:

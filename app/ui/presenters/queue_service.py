@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
-QUEUED_SHOWN = 500  # queued jobs listed in run order at the top (more wait below the fold)
+QUEUED_SHOWN = 500  # queued jobs listed in the queue's order at the top (more wait below the fold)
 RELEARN_S = 30.0  # how often queued jobs' run times are learned again from the history
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
@@ -71,8 +71,9 @@ class Snapshot:
     updates: dict[int, JobRow | None]  # job id -> its row now (None: gone)
     counts: dict[JobStatus, int]
     search_problem: str = ""  # the search text cannot be understood: why (rows are empty)
-    # The queued jobs in the order they will run (the claim's: priority, then age), shown
-    # first; None when the list is not in run order (a search, a filter without them).
+    # The queued jobs in the queue's order (priority, then age; model-aware claims may take a
+    # job for a loaded model sooner), shown first; None when the list is not in that order
+    # (a search, a filter without them).
     queued: tuple[JobRow, ...] | None = None
 
 
