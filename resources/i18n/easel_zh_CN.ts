@@ -667,6 +667,18 @@ Resume continues from there.</source>
         <translation>重新生成自 #{id}</translation>
     </message>
     <message>
+        <source>{model} · loaded</source>
+        <translation>{model} · 已加载</translation>
+    </message>
+    <message>
+        <source>{model} · needs loading</source>
+        <translation>{model} · 需要加载</translation>
+    </message>
+    <message>
+        <source>{model} · needs loading (~{time})</source>
+        <translation>{model} · 需要加载（约 {time}）</translation>
+    </message>
+    <message>
         <source>group {group}, its grid</source>
         <translation>第 {group} 组的网格</translation>
     </message>
@@ -705,6 +717,10 @@ Resume continues from there.</source>
     <message>
         <source>Re-run of job {id}</source>
         <translation>重新生成自任务 {id}</translation>
+    </message>
+    <message>
+        <source>Queued jobs are listed by priority, then age. A worker that has a job&apos;s model loaded takes that job first, passing others over only a few times, so a model is not reloaded for every job.</source>
+        <translation>排队的任务按优先级、再按排队先后列出。已加载某任务所需模型的工作进程会先取该任务（其他任务最多被越过几次），这样不必为每个任务重新加载模型。</translation>
     </message>
     <message>
         <source>after #{id}</source>
@@ -1431,12 +1447,12 @@ Resume continues from there.</source>
         <translation>已停止 · {step}/{total}</translation>
     </message>
     <message>
-        <source>runs next</source>
-        <translation>下一个运行</translation>
+        <source>first in the queue</source>
+        <translation>队列第一</translation>
     </message>
     <message>
-        <source>#{n} in line</source>
-        <translation>排第 {n} 位</translation>
+        <source>#{n} in the queue</source>
+        <translation>队列第 {n} 位</translation>
     </message>
     <message>
         <source>queued</source>
@@ -1544,6 +1560,18 @@ Resume continues from there.</source>
     <message>
         <source>size {w}×{h}, the largest {model} takes in that shape</source>
         <translation>尺寸 {w}×{h}：{model} 在这个比例下能接受的最大尺寸</translation>
+    </message>
+    <message>
+        <source>{kind} takes no negative prompt: it is not used</source>
+        <translation>{kind} 不使用反向提示词：此处内容不会被使用</translation>
+    </message>
+    <message>
+        <source>Guidance</source>
+        <translation>引导</translation>
+    </message>
+    <message>
+        <source>The model&apos;s distilled guidance (Flux: about 3.5), not classifier-free guidance</source>
+        <translation>模型的蒸馏引导（Flux：约 3.5），不是无分类器引导（CFG）</translation>
     </message>
     <message>
         <source>The defaults of Settings &gt; New jobs are in the form</source>

@@ -112,9 +112,9 @@ def test_recover_waits_out_a_lock_held_longer_than_the_write_timeout(
 ) -> None:
     # Issue 21 item 16: launch recovery gave up with "locked" instead of waiting.
     job_id = left_running_by_a_dead_worker(easel_home)
-    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)  # each write gives up after 0.5 s
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.25)  # each write gives up after 0.25 s
     with write_lock_held(easel_home / "easel.db") as holder:
-        released_after(holder, 3.0)  # six times as long
+        released_after(holder, 1.5)  # six times as long
         assert main(["recover"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines() == [f"requeued: #{job_id}"]
@@ -133,9 +133,9 @@ def test_a_headless_worker_launched_under_a_held_lock_recovers_first(
     # Its launch pass was skipped under the lock: the dead worker's job stayed PROCESSING,
     # and with --until-idle the worker found nothing pending and left it so.
     job_id = left_running_by_a_dead_worker(easel_home)
-    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.25)
     with write_lock_held(easel_home / "easel.db") as holder:
-        released_after(holder, 3.0)
+        released_after(holder, 1.5)
         assert main(["worker", "--until-idle"]) == 0
     assert capsys.readouterr().out.startswith(f"job {job_id}: ")
     queue = open_queue(purpose=OpenFor.READING)
@@ -155,13 +155,13 @@ def test_generate_waits_out_a_lock_taken_before_its_launch_recovery(
     # Another program takes the write lock between generate's submit and its recovery;
     # the recovery gave up ("locked", exit 1) and the new job stayed queued.
     stranded = left_running_by_a_dead_worker(easel_home)
-    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.25)
     submit = JobQueue.submit
     with ExitStack() as stack:
 
         def submit_then_lock(queue: JobQueue, *args: Any, **kwargs: Any) -> int:
             job_id = submit(queue, *args, **kwargs)
-            released_after(stack.enter_context(write_lock_held(easel_home / "easel.db")), 3.0)
+            released_after(stack.enter_context(write_lock_held(easel_home / "easel.db")), 1.5)
             return job_id
 
         monkeypatch.setattr(JobQueue, "submit", submit_then_lock)

@@ -5,8 +5,10 @@ torch is imported lazily, inside the fixtures, so the other engine tests stay fa
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -48,3 +50,19 @@ def _only(model: ModelInfo, name: str) -> ModelInfo:
     if name != model.name:
         raise ModelNotFound(name, [model.path.parent])
     return model
+
+
+@pytest.fixture(scope="session")
+def fresh_process() -> Iterator[Callable[..., Any]]:
+    """`run(target, *args)`: `target(*args)` in another process (spawned, as workers are),
+    its exception raised here. A resume there has nothing of the process that wrote the
+    checkpoint but the files, as a new worker after a crash. One process serves the
+    session: each test spawning its own paid torch's import again (5-8 s a test)."""
+    pool = multiprocessing.get_context("spawn").Pool(1)
+
+    def run(target: Callable[..., Any], *args: Any, timeout: float = 300) -> Any:
+        return pool.apply_async(target, args).get(timeout)
+
+    yield run
+    pool.terminate()  # at once: a clean exit waited seconds for torch to let go of memory
+    pool.join()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.engine.jobs.durations import running_time
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.db import Database
 from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.rows import JobRow
 
 S = JobStatus
 
@@ -91,3 +94,24 @@ def test_running_time_adds_the_processing_stretches() -> None:
     assert running_time(history) == (19.5, None)
     assert running_time(history[:-1]) == (15.0, 30.0)  # still running since 30
     assert running_time([]) == (0.0, None)
+
+
+def test_a_job_claimed_between_the_page_and_the_queued_reads_is_listed_as_running(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The page said PENDING, the queued list (read next) no longer had it: the list dropped
+    # the row for one refresh, and with it the selection (the window never showed its image).
+    service = QueueService(opener=lambda: queue)
+    claimed, waiting = queue.submit_many([GenerationParams("a fox"), GenerationParams("an owl")])
+    in_order = service.queued_in_order
+
+    def claim_first(limit: int) -> tuple[JobRow, ...]:
+        assert queue.claim("w1") is not None  # a worker, between the two reads
+        return in_order(limit)
+
+    monkeypatch.setattr(service, "queued_in_order", claim_first)
+    snap = service.snapshot(None, 10, watch=[claimed, waiting])
+    assert snap.queued is not None and [r.id for r in snap.queued] == [waiting]
+    shown = {row.id: row.status for row in snap.rows}
+    assert shown == {claimed: S.PROCESSING, waiting: S.PENDING}
+    assert {i: r.status for i, r in snap.updates.items() if r} == shown

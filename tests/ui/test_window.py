@@ -22,7 +22,7 @@ from app.ui.presenters.actions import Action
 from app.ui.presenters.rows import JobRow, ListFilter
 from app.ui.widgets.settings_dialog import SettingsDialog
 from app.ui.widgets.window import MainWindow
-from tests.ui.fakes import FakeWorkers
+from tests.ui.fakes import WORKER, FakeWorkers
 from tests.ui.helpers import banner_button, job_in
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).
@@ -91,6 +91,37 @@ def test_a_job_runs_to_success_and_its_image_shows(
     assert window.image.canvas.image is not None
     assert window.notifier.sent[-1][0] == "Image ready"
     qtbot.waitUntil(lambda: window.gallery_model.rowCount() == 1, timeout=TIMEOUT_MS)
+
+
+def test_a_selected_job_claimed_during_a_refresh_stays_selected_and_its_image_shows(
+    qtbot: QtBot,
+    make_window: Callable[..., MainWindow],
+    workers: FakeWorkers,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Flaky under load (test_real_workers): the worker claimed the job between the list's
+    # page read and its queued read; the row left the list for one refresh, the selection
+    # went with it, and the finished job's image never showed.
+    workers.claiming = False
+    window = make_window()
+    job_id = type_and_generate(qtbot, window, "a red fox")
+    qtbot.waitUntil(lambda: window.detail.row is not None and window.detail.row.id == job_id,
+                    timeout=TIMEOUT_MS)  # fmt: skip
+    service = window.vm.service
+    in_order = service.queued_in_order
+
+    def claimed_in_between(limit: int) -> tuple[JobRow, ...]:
+        if not workers.steps and (job := workers.queue.claim(WORKER)) is not None:
+            assert job.id is not None
+            workers.steps[job.id] = 0  # the fake worker runs it from here
+        return in_order(limit)
+
+    monkeypatch.setattr(service, "queued_in_order", claimed_in_between)
+    window.vm.refresh()
+    wait_for(qtbot, window, job_id, S.PROCESSING)
+    assert window.detail.row is not None and window.detail.row.id == job_id
+    wait_for(qtbot, window, job_id, S.SUCCESS)
+    qtbot.waitUntil(lambda: window.image.path is not None, timeout=TIMEOUT_MS)
 
 
 def test_several_images_at_once_count_the_seed_up(
@@ -178,7 +209,8 @@ def test_queued_jobs_show_in_run_order_and_a_move_moves_the_row(
     qtbot.mouseClick(up, Qt.MouseButton.LeftButton)  # a real click on ↑
     qtbot.waitUntil(lambda: shown_order(window) == [c, a, b, done], timeout=TIMEOUT_MS)
     claimed = queue.claim("test-worker")
-    assert claimed is not None and claimed.id == c  # what the list shows is what runs next
+    # No worker holds a model: the claim takes the queue's order, what the list shows.
+    assert claimed is not None and claimed.id == c
     window.jobs.select_jobs([a])
     window.jobs.table.setFocus()  # the click left it on the button
     qtbot.waitUntil(window.jobs.table.hasFocus, timeout=TIMEOUT_MS)

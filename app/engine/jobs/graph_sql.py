@@ -60,25 +60,40 @@ def digest(png: bytes) -> str:
 
 class GraphStatements:
     def __init__(self, db: Database) -> None:
-        self.status = db.prepare(select(JOB.c.status).where(JOB.c.id == bindparam("job_id")))
-        self.parents = db.prepare(
-            select(JOB_PARENT.c.parent_id).where(JOB_PARENT.c.job_id == bindparam("job_id"))
+        # Compiled once per process and dialect (`prepare_once`): the same for every store.
+        self.status = db.prepare_once(
+            "graph.status", lambda: select(JOB.c.status).where(JOB.c.id == bindparam("job_id"))
         )
-        self.insert_parent = db.prepare(insert(JOB_PARENT), ("job_id", "parent_id", "settled"))
-        self.insert_group = db.prepare(
-            insert(JOB_GROUP).returning(JOB_GROUP.c.id), ("kind", "label", "spec", "created_at")
+        self.parents = db.prepare_once(
+            "graph.parents",
+            lambda: select(JOB_PARENT.c.parent_id).where(
+                JOB_PARENT.c.job_id == bindparam("job_id")
+            ),
         )
-        self.insert_input = db.prepare(insert(JOB_INPUT), ("job_id", "kind", "png"))
-        self.unfinished_parents = db.prepare(
-            select(JOB_PARENT.c.parent_id)
-            .join(JOB, JOB.c.id == JOB_PARENT.c.parent_id)
-            .where(
-                JOB_PARENT.c.job_id == bindparam("job_id"),
-                JOB.c.status != JobStatus.SUCCESS.value,
-                # A parent waited for until settled: not yet settled (see `is_settled`).
-                or_(JOB_PARENT.c.settled == false(), not_(settled_sql())),
-            )
-            .order_by(JOB_PARENT.c.parent_id)
+        self.insert_parent = db.prepare_once(
+            "graph.insert_parent", lambda: insert(JOB_PARENT), ("job_id", "parent_id", "settled")
+        )
+        self.insert_group = db.prepare_once(
+            "graph.insert_group",
+            lambda: insert(JOB_GROUP).returning(JOB_GROUP.c.id),
+            ("kind", "label", "spec", "created_at"),
+        )
+        self.insert_input = db.prepare_once(
+            "graph.insert_input", lambda: insert(JOB_INPUT), ("job_id", "kind", "png")
+        )
+        self.unfinished_parents = db.prepare_once(
+            "graph.unfinished_parents",
+            lambda: (
+                select(JOB_PARENT.c.parent_id)
+                .join(JOB, JOB.c.id == JOB_PARENT.c.parent_id)
+                .where(
+                    JOB_PARENT.c.job_id == bindparam("job_id"),
+                    JOB.c.status != JobStatus.SUCCESS.value,
+                    # A parent waited for until settled: not yet settled (see `is_settled`).
+                    or_(JOB_PARENT.c.settled == false(), not_(settled_sql())),
+                )
+                .order_by(JOB_PARENT.c.parent_id)
+            ),
         )
 
     def waiting_for(self, tx: HotTransaction, job_id: int) -> list[int]:

@@ -37,21 +37,26 @@ class QueueStatements:
         self._db = db
         self._updates: dict[frozenset[str], Prepared] = {}
         self._inserts: dict[frozenset[str], Prepared] = {}
-        self.snapshot = db.prepare(
-            select(JOB.c.status, JOB.c.version, JOB.c.attempt, JOB.c.worker_id).where(
+        # Compiled once per process and dialect (`prepare_once`): the same for every store.
+        self.snapshot = db.prepare_once(
+            "queue.snapshot",
+            lambda: select(JOB.c.status, JOB.c.version, JOB.c.attempt, JOB.c.worker_id).where(
                 JOB.c.id == bindparam("job_id")
-            )
+            ),
         )
-        self.insert_history = db.prepare(insert(TRANSITION), HISTORY_COLUMNS)
-        self.claim_next = db.prepare(affinity_claim_statement())
-        self.claim_job = db.prepare(_claim_statement(only_job=True))
-        self.peer_models = db.prepare(
-            select(WORKER.c.models).where(
+        self.insert_history = db.prepare_once(
+            "queue.insert_history", lambda: insert(TRANSITION), HISTORY_COLUMNS
+        )
+        self.claim_next = db.prepare_once("queue.claim_next", affinity_claim_statement)
+        self.claim_job = db.prepare_once("queue.claim_job", lambda: _claim_statement(only_job=True))
+        self.peer_models = db.prepare_once(
+            "queue.peer_models",
+            lambda: select(WORKER.c.models).where(
                 WORKER.c.id != bindparam("worker_id"),
                 WORKER.c.last_seen_at >= bindparam("seen_since"),
                 WORKER.c.state != "exited",
                 WORKER.c.models.is_not(None),
-            )
+            ),
         )
         self.heartbeat = self._touch(("heartbeat_at",))
         self.progress = self._touch(("heartbeat_at", "progress_step", "progress_total"))
@@ -61,38 +66,46 @@ class QueueStatements:
         version = :expected_version`: zero rows means somebody moved the job first."""
         prepared = self._updates.get(columns)
         if prepared is None:
-            statement = (
-                update(JOB)
-                .where(
-                    JOB.c.id == bindparam("job_id"),
-                    JOB.c.status == bindparam("expected_status"),
-                    JOB.c.version == bindparam("expected_version"),
+
+            def statement() -> Any:
+                return (
+                    update(JOB)
+                    .where(
+                        JOB.c.id == bindparam("job_id"),
+                        JOB.c.status == bindparam("expected_status"),
+                        JOB.c.version == bindparam("expected_version"),
+                    )
+                    .values({name: bindparam(name) for name in sorted(columns)})
                 )
-                .values({name: bindparam(name) for name in sorted(columns)})
-            )
-            prepared = self._updates[columns] = self._db.prepare(statement)
+
+            name = "queue.conditional_update " + ",".join(sorted(columns))
+            prepared = self._updates[columns] = self._db.prepare_once(name, statement)
         return prepared
 
     def insert_job(self, columns: frozenset[str]) -> Prepared:
         prepared = self._inserts.get(columns)
         if prepared is None:
-            statement = insert(JOB).returning(JOB.c.id)
-            prepared = self._inserts[columns] = self._db.prepare(statement, sorted(columns))
+            prepared = self._inserts[columns] = self._db.prepare_once(
+                "queue.insert_job", lambda: insert(JOB).returning(JOB.c.id), sorted(columns)
+            )
         return prepared
 
     def _touch(self, columns: tuple[str, ...]) -> Prepared:
         """Liveness and progress: only the holding worker, only while the job runs."""
-        statement = (
-            update(JOB)
-            .where(
-                JOB.c.id == bindparam("job_id"),
-                JOB.c.worker_id == bindparam("worker_id"),
-                # OR of equalities, not IN: IN's expanding parameter needs Core's execution.
-                or_(*(JOB.c.status == status for status in RUNNING)),
+
+        def statement() -> Any:
+            return (
+                update(JOB)
+                .where(
+                    JOB.c.id == bindparam("job_id"),
+                    JOB.c.worker_id == bindparam("worker_id"),
+                    # OR of equalities, not IN: IN's expanding parameter needs Core's execution.
+                    or_(*(JOB.c.status == status for status in RUNNING)),
+                )
+                .values({name: bindparam(name) for name in columns})
             )
-            .values({name: bindparam(name) for name in columns})
-        )
-        return self._db.prepare(statement)
+
+        return self._db.prepare_once("queue.touch " + ",".join(columns), statement)
 
 
 def _claim_statement(*, only_job: bool) -> Any:

@@ -213,11 +213,13 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
 
 
 def queue_place(row: JobRow) -> str:
-    """Where a queued job is in the line: "next", "#3 in line" (or just "queued")."""
+    """Where a queued job is in the queue's order: "first in the queue", "#3 in the queue"
+    (or just "queued"). Not "runs next": a worker holding another job's model loaded takes
+    that one first (model-aware claims), so the place promises no run order."""
     if row.queue_position == 1:
-        return translate("Progress", "runs next")
+        return translate("Progress", "first in the queue")
     if row.queue_position > 1:
-        return translate("Progress", "#{n} in line").format(n=row.queue_position)
+        return translate("Progress", "#{n} in the queue").format(n=row.queue_position)
     return translate("Progress", "queued")
 
 

@@ -200,7 +200,7 @@ class JobListModel(QAbstractTableModel):
         """Merge a fresh first page; `complete`: it holds every job the filter matches.
 
         Rows below the page stay as loaded, except those in `updates` (None: left the filter).
-        `queued`: the queued jobs in run order, shown first (None: newest first throughout).
+        `queued`: the queued jobs in the queue's order, shown first (None: newest first).
         """
         updates = updates or {}
         if complete or not rows:
@@ -352,7 +352,7 @@ def detail_line(row: JobRow) -> str:
     p = row.params
     seed = translate("JobList", "seed {seed}").format(seed=p.seed)
     # What the job needs (model, size) first: the prompt above has the room to tell jobs apart.
-    parts = [f"#{row.id}", p.model, f"{p.width}×{p.height}", seed]
+    parts = [f"#{row.id}", model_words(row), f"{p.width}×{p.height}", seed]
     if row.after is not None:
         parts.append(translate("JobList", "after #{id}").format(id=row.after))
     if row.group_id is not None:  # a batch or grid: its members read as one
@@ -368,6 +368,21 @@ def detail_line(row: JobRow) -> str:
     if row.error and not row.status.is_terminal:
         parts.append(row.error)
     return " · ".join(parts)
+
+
+def model_words(row: JobRow) -> str:
+    """The model, and for a queued job whether a worker holds it loaded: "sdxl-base ·
+    loaded", "sd15 · needs loading (~4.0 s)" (the load learned from the history)."""
+    model = row.params.model
+    if row.model_loaded is None or row.status is not JobStatus.PENDING:
+        return model
+    if row.model_loaded:
+        return translate("JobList", "{model} · loaded").format(model=model)
+    if row.load_s is None:  # never timed a load: no figure to give
+        return translate("JobList", "{model} · needs loading").format(model=model)
+    return translate("JobList", "{model} · needs loading (~{time})").format(
+        model=model, time=format_duration(row.load_s)
+    )
 
 
 def group_label(row: JobRow) -> str:
@@ -415,4 +430,13 @@ def _tooltip(row: JobRow) -> str:
         lines.append(translate("JobList", "Built on the image of job {id}").format(id=row.after))
     if row.waiting:
         lines.append(row.waiting)
+    if row.queue_position:  # the place is the queue's order, not a forecast: say what bends it
+        lines.append(
+            translate(
+                "JobList",
+                "Queued jobs are listed by priority, then age. A worker that has a job's model "
+                "loaded takes that job first, passing others over only a few times, so a "
+                "model is not reloaded for every job.",
+            )
+        )
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 60
-QUEUED_SHOWN = 500  # queued jobs listed in run order at the top (more wait below the fold)
+QUEUED_SHOWN = 500  # queued jobs listed in the queue's order at the top (more wait below the fold)
 RELEARN_S = 30.0  # how often queued jobs' run times are learned again from the history
 NOT_OPEN = -1  # data_version before the store is open: "no news"
 
@@ -71,8 +71,9 @@ class Snapshot:
     updates: dict[int, JobRow | None]  # job id -> its row now (None: gone)
     counts: dict[JobStatus, int]
     search_problem: str = ""  # the search text cannot be understood: why (rows are empty)
-    # The queued jobs in the order they will run (the claim's: priority, then age), shown
-    # first; None when the list is not in run order (a search, a filter without them).
+    # The queued jobs in the queue's order (priority, then age; model-aware claims may take a
+    # job for a loaded model sooner), shown first; None when the list is not in that order
+    # (a search, a filter without them).
     queued: tuple[JobRow, ...] | None = None
 
 
@@ -185,15 +186,62 @@ class QueueService:
         queued = None
         if wanted is None or JobStatus.PENDING in wanted:
             queued = self.queued_in_order(QUEUED_SHOWN)
+            if len(queued) < QUEUED_SHOWN:  # every queued job is in `queued`
+                rows, updates = self._caught_up(rows, updates, queued, wanted)
         return Snapshot(rows, updates, self.queue.count_by_status(), queued=queued)
 
+    def _caught_up(
+        self,
+        rows: tuple[JobRow, ...],
+        updates: dict[int, JobRow | None],
+        queued: tuple[JobRow, ...],
+        wanted: frozenset[JobStatus] | None,
+    ) -> tuple[tuple[JobRow, ...], dict[int, JobRow | None]]:
+        """Rows read as queued that the queued list, read a moment later, lacks: a worker
+        claimed them in between. Read again, so the list neither drops them for a refresh
+        (losing the selection: the image of a selected job never showed) nor shows them
+        twice. `rows` and `queued` are separate reads; this is what joins them up."""
+        in_line = {row.id for row in queued}
+        stale = {
+            r.id for r in (*rows, *updates.values())
+            if r is not None and r.status is JobStatus.PENDING and r.id not in in_line
+        }  # fmt: skip
+        if not stale:
+            return rows, updates
+        fresh = {row.id: row for row in self._rows(self._jobs(sorted(stale)))}
+
+        def now(row: JobRow) -> JobRow | None:
+            again = fresh.get(row.id)
+            return again if again is not None and _matches(again, wanted) else None
+
+        kept = tuple(r for row in rows if (r := now(row) if row.id in stale else row) is not None)
+        updated = {
+            job_id: now(row) if row is not None and job_id in stale else row
+            for job_id, row in updates.items()
+        }
+        return kept, updated
+
     def queued_in_order(self, limit: int) -> tuple[JobRow, ...]:
-        """The queued jobs as the claim takes them: higher priority first, then older; each
-        with its place in the line (`JobRow.queue_position`)."""
+        """The queued jobs in the queue's order: higher priority first, then older; each with
+        its place (`JobRow.queue_position`), whether a live worker holds its model loaded
+        and, if none does, the load it expects (its ETA counts it too).
+
+        The order the artist arranges (drags, Top, Up), not a forecast of the claims: a
+        worker takes a job for a model it holds first, within the affinity bound, and which
+        worker frees up first is not known here; the rows say which models are loaded."""
         pending = self.queue.jobs([JobStatus.PENDING], limit=None)
         pending.sort(key=lambda job: (-job.priority, job.id))
-        rows = self._rows(pending[:limit])
-        return tuple(replace(row, queue_position=i) for i, row in enumerate(rows, 1))
+        held = self.queue.models_held()
+        rows = self._rows(pending[:limit], held=held)
+        loads = self._learned()
+
+        def placed(row: JobRow, place: int) -> JobRow:
+            if row.params.model in held:
+                return replace(row, queue_position=place, model_loaded=True)
+            load_s = loads.load_estimate(row.params.model) or None  # 0: no load timed yet
+            return replace(row, queue_position=place, model_loaded=False, load_s=load_s)
+
+        return tuple(placed(row, place) for place, row in enumerate(rows, 1))
 
     def _search(
         self, statuses: frozenset[JobStatus] | None, limit: int, text: str, *, starred: bool
@@ -283,7 +331,8 @@ class QueueService:
             return ()
         return tuple(job.id for job in self._queue.running_jobs() if job.id is not None)
 
-    def _rows(self, jobs: Iterable[Any]) -> tuple[JobRow, ...]:
+    def _rows(self, jobs: Iterable[Any], held: Collection[str] | None = None) -> tuple[JobRow, ...]:
+        """`held`: the models live workers hold; a queued job for another expects its load."""
         jobs = list(jobs)
         ran = self.queue.running_times([job.id for job in jobs])
         return tuple(
@@ -292,6 +341,7 @@ class QueueService:
                 self._with_reason(
                     self._with_local_image(job, JobRow.from_job(job, ran.get(job.id, (0.0, None))))
                 ),
+                held,
             )
             for job in jobs
         )
@@ -320,17 +370,23 @@ class QueueService:
         self._fetched[job.id] = local
         return local
 
-    def _with_estimate(self, job: Any, row: JobRow) -> JobRow:
+    def _with_estimate(self, job: Any, row: JobRow, held: Collection[str] | None = None) -> JobRow:
         """A queued row gets its learned run time (the history's ETA, re-learned now and
-        then: finished jobs change it slowly, and a refresh must stay cheap)."""
+        then: finished jobs change it slowly, and a refresh must stay cheap), with the
+        model's load when `held` (the models live workers hold) lacks it."""
         if row.status is not JobStatus.PENDING:
             return row
-        from app.engine.history.eta import job_estimate, learned
+        from app.engine.history.eta import job_estimate
+
+        return replace(row, expected_s=job_estimate(self._learned(), job, held=held))
+
+    def _learned(self) -> Estimator:
+        from app.engine.history.eta import learned
 
         now = time.monotonic()
         if self._estimator is None or now - self._learned_at > RELEARN_S:
             self._estimator, self._learned_at = learned(self.queue), now
-        return replace(row, expected_s=job_estimate(self._estimator, job))
+        return self._estimator
 
     def _with_reason(self, row: JobRow) -> JobRow:
         """A BLOCKED row gets the reason it waits (a read of its parents: they are few)."""

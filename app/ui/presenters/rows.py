@@ -115,7 +115,14 @@ class JobRow:
     # Cancelled in the window and held a few seconds for its Undo (`job.cancel_after`): it
     # shows as being cancelled, and Undo is the only thing to do with it.
     cancel_pending: bool = False
-    queue_position: int = 0  # a queued job's place in the run order (1: next); 0: not known
+    # A queued job's place in the queue's order (priority, then age; 1: first); 0: not known.
+    # Not a promise of the run order: a worker takes a job for a model it holds loaded first,
+    # within the affinity bound (`app.engine.jobs.affinity`).
+    queue_position: int = 0
+    # A queued job's model: whether a live worker holds it loaded (None: not known, the row
+    # is not in the queued list), and the load it expects if not (None: none learned yet).
+    model_loaded: bool | None = None
+    load_s: float | None = None
 
     @classmethod
     def from_job(cls, job: Job, ran: tuple[float, float | None] = (0.0, None)) -> JobRow:

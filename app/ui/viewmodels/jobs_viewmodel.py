@@ -126,7 +126,7 @@ class JobsViewModel(QObject):
         first, last = self.visible_rows()
         shown = self.jobs.rows()[max(limit, first) : last + 1]
         watch = [row.id for row in shown if row.may_change]
-        # Queued rows listed at the top in run order: re-read, they leave the queue by claims.
+        # Queued rows at the top, in the queue's order: re-read, claims take them out of it.
         watch += [r.id for r in self.jobs.rows() if r.status is JobStatus.PENDING]
         watch = list(dict.fromkeys(watch))
         self.runner.run(

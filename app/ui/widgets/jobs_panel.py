@@ -301,7 +301,7 @@ class JobsPanel(QWidget):
             self.vm.request(EVENTS[action], targets.job_ids)
 
     def move_one_place(self, job_ids: tuple[int, ...], *, up: bool) -> None:
-        """One place up or down the run order the list shows (the queued rows, in order)."""
+        """One place up or down the queue order the list shows (the queued rows, in order)."""
         line = [r.id for r in self.vm.jobs.rows() if r.status is JobStatus.PENDING]
         places = sorted(line.index(i) for i in job_ids if i in line)
         if not places:

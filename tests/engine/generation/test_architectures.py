@@ -3,8 +3,9 @@ pipelines, exact pause/resume (also in a fresh process), detection of each archi
 
 from __future__ import annotations
 
-import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,8 +104,9 @@ def _resume_in_child(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]])
 
 
 def test_sd2_and_sdxl_resume_in_a_fresh_process(
-    runners: dict[Architecture, Runner], tiny_folders: dict[Architecture, Path], tmp_path: Path
-) -> None:
+    runners: dict[Architecture, Runner], tiny_folders: dict[Architecture, Path], tmp_path: Path,
+    fresh_process: Callable[..., Any],
+) -> None:  # fmt: skip
     jobs = []
     for arch in (Architecture.SD2, Architecture.SDXL):
         for scheduler in SCHEDULERS:
@@ -117,10 +119,7 @@ def test_sd2_and_sdxl_resume_in_a_fresh_process(
                 params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT)
             )
             jobs.append((model_info(tiny_folders[arch]), params, out, ckpt))
-    child = multiprocessing.get_context("spawn").Process(target=_resume_in_child, args=(jobs,))
-    child.start()
-    child.join(timeout=240)
-    assert child.exitcode == 0
+    fresh_process(_resume_in_child, jobs)
     for index, (model, params, out, _ckpt) in enumerate(jobs):
         reference = generate(
             runners[model.architecture or Architecture.SD1], params, tmp_path, f"ref-{index}"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import multiprocessing
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +70,9 @@ def _resume_all(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]]) -> N
 
 
 def test_a_checkpoint_resumes_in_a_fresh_process_to_the_same_image(
-    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
-) -> None:
+    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path,
+    fresh_process: Callable[..., Any],
+) -> None:  # fmt: skip
     jobs = []
     for name in MODELS:
         for index, scheduler in enumerate(SCHEDULERS):
@@ -83,10 +84,7 @@ def test_a_checkpoint_resumes_in_a_fresh_process_to_the_same_image(
             assert paused.kind is OutcomeKind.PAUSED
             assert _header(ckpt)["version"] == VERSION
             jobs.append((models[name], params, out, ckpt))
-    child = multiprocessing.get_context("spawn").Process(target=_resume_all, args=(jobs,))
-    child.start()
-    child.join(timeout=300)
-    assert child.exitcode == 0
+    fresh_process(_resume_all, jobs)
     for index, (model, params, out, ckpt) in enumerate(jobs):
         name = MODELS[index // len(SCHEDULERS)]
         reference = generate(runners[name], params, tmp_path, f"reference-{index}")

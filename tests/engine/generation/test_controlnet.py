@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,7 @@ def _resume_in_child(model: ModelInfo, nets: Path, params: GenerationParams, fol
 
 def test_a_crash_mid_controlnet_resumes_in_a_fresh_process_to_the_same_image(
     models: dict[str, ModelInfo], runners: dict[str, Runner], folders: dict[str, Path],
-    tmp_path: Path,
+    tmp_path: Path, fresh_process: Callable[..., Any],
 ) -> None:  # fmt: skip
     layers = [("cn-sdxl-a", 7, 0.8, 0.0, 0.5), ("cn-sdxl-b", 8, 1.0, 0.4, 1.0)]
     params, images = layers_params("sdxl", layers)
@@ -253,12 +253,7 @@ def test_a_crash_mid_controlnet_resumes_in_a_fresh_process_to_the_same_image(
     with pytest.raises(Crash):
         ours(runners["sdxl"], params, images, tmp_path, "job", checkpoint_then_crash)
     assert (tmp_path / "job.ckpt").exists()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_resume_in_child, args=(models["sdxl"], folders["nets"], params, tmp_path)
-    )
-    child.start()
-    child.join(120)
-    assert child.exitcode == 0
+    fresh_process(_resume_in_child, models["sdxl"], folders["nets"], params, tmp_path)
     assert max_diff(pixels(tmp_path / "job.png"), reference) == 0
 
 

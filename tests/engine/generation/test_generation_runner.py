@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import multiprocessing
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -306,7 +305,7 @@ def _resume_in_child(model: ModelInfo, jobs: list[tuple[GenerationParams, Path, 
 
 
 def test_resume_in_a_fresh_process_equals_an_uninterrupted_run(
-    tiny_runner: Runner, tiny_model: ModelInfo, tmp_path: Path
+    tiny_runner: Runner, tiny_model: ModelInfo, tmp_path: Path, fresh_process: Callable[..., Any]
 ) -> None:
     jobs = []
     for index, scheduler in enumerate(SCHEDULERS):
@@ -319,12 +318,7 @@ def test_resume_in_a_fresh_process_equals_an_uninterrupted_run(
             on_step=decide_at(PAUSE_AT, StepDecision.PAUSE),
         )
         jobs.append((params, out, ckpt))
-    child = multiprocessing.get_context("spawn").Process(
-        target=_resume_in_child, args=(tiny_model, jobs)
-    )
-    child.start()
-    child.join(timeout=120)
-    assert child.exitcode == 0
+    fresh_process(_resume_in_child, tiny_model, jobs)
     for index, (params, out, ckpt) in enumerate(jobs):
         reference = generate(tiny_runner, params, tmp_path, f"reference-{index}")
         assert not ckpt.exists()

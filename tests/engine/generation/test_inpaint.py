@@ -4,7 +4,7 @@ kept area kept, exact pause/resume (in a fresh process too), only masked pasted 
 from __future__ import annotations
 
 import io
-import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -215,8 +215,9 @@ def _resume_in_child(model: ModelInfo, params: GenerationParams, folder: Path) -
 
 
 def test_a_crash_mid_inpaint_resumes_in_a_fresh_process_to_the_same_image(
-    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
-) -> None:
+    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path,
+    fresh_process: Callable[..., Any],
+) -> None:  # fmt: skip
     """A rolling checkpoint, then the process is gone: a new process (a new worker after a
     crash) resumes from the checkpoint to the uninterrupted image."""
     params = inpaint_params("sdxl", "Euler a", only_masked=True, mask_padding=8)
@@ -236,12 +237,7 @@ def test_a_crash_mid_inpaint_resumes_in_a_fresh_process_to_the_same_image(
     with pytest.raises(Crash):
         ours(runner, params, tmp_path, "job", on_step=checkpoint_then_crash)
     assert (tmp_path / "job.ckpt").exists()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_resume_in_child, args=(models["sdxl"], params, tmp_path)
-    )
-    child.start()
-    child.join(120)
-    assert child.exitcode == 0
+    fresh_process(_resume_in_child, models["sdxl"], params, tmp_path)
     assert max_diff(pixels(tmp_path / "job.png"), reference) == 0
 
 

@@ -204,6 +204,9 @@ def test_queue_machine(backend: str) -> None:
         with pg.fresh_schema():
             pass  # skips (or fails in CI) here, not inside hypothesis, when there is no server
     machine = type(f"QueueMachine_{backend}", (QueueMachine,), {"backend": backend})
+    # The machine's rules are the same on both stores: 60 runs on SQLite; 25 on PostgreSQL,
+    # where its statements run on the other dialect (they took 22 s of the suite there).
+    examples = 60 if backend == "sqlite" else 25
     run_state_machine_as_test(
-        machine, settings=settings(max_examples=60, stateful_step_count=40, deadline=None)
+        machine, settings=settings(max_examples=examples, stateful_step_count=40, deadline=None)
     )

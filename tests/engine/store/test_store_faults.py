@@ -34,6 +34,9 @@ from tests.faults import file_digest, fill_disk, small_disk, write_lock_held
 S = JobStatus
 # The watchdog is not under test here: a heartbeat may be late while the store is blocked.
 PATIENT_SETTINGS = replace(FAST_SETTINGS, heartbeat_timeout_s=120.0, max_attempts=10)
+# Steps of a job still running when the fault comes (0.1 s each, the fault at step 5): 6 s,
+# not the 15 s of 150 steps, which each of these tests waited out again after the fault.
+LONG = 60
 
 
 @pytest.fixture
@@ -55,7 +58,7 @@ def test_a_lock_held_past_the_timeout_never_fails_the_running_job(
 ) -> None:
     supervisor = h.supervisor(settings=PATIENT_SETTINGS)
     supervisor.start()
-    job_id = queue.submit(fake_params("step=0.1", steps=150))
+    job_id = queue.submit(fake_params("step=0.1", steps=LONG))
     h.wait_progress(job_id, 5)
     [pid] = supervisor.worker_pids()
     with write_lock_held(Path(str(queue.db.path))):
@@ -64,7 +67,7 @@ def test_a_lock_held_past_the_timeout_never_fails_the_running_job(
     job = h.wait_settled(job_id, timeout=120)
     assert (job.status, job.attempt) == (S.SUCCESS, 1)
     assert events(queue, job_id) == ["SUBMIT", "START", "COMPLETE"]  # no FAIL, no restart
-    assert 5 <= stalled_at < 150
+    assert 5 <= stalled_at < LONG
     assert supervisor.worker_pids() == [pid]
 
 
@@ -77,7 +80,7 @@ def test_a_full_disk_pauses_the_worker_and_leaves_done_jobs_alone(tmp_path: Path
             done = h.wait_settled(queue.submit(fake_params(steps=3)))
             assert done.status == S.SUCCESS and done.output_path
             image, history = file_digest(Path(done.output_path)), events(queue, done.id or 0)
-            running = queue.submit(fake_params("step=0.1", steps=150))
+            running = queue.submit(fake_params("step=0.1", steps=LONG))
             h.wait_progress(running, 5)
             [pid] = supervisor.worker_pids()
             filler = fill_disk(home)
@@ -138,7 +141,7 @@ def test_a_worker_waiting_for_disk_space_answers_sigterm_and_says_why_it_waits(
         with harness(queue, home) as h:
             supervisor = h.supervisor(settings=PATIENT_SETTINGS)
             supervisor.start()
-            job_id = queue.submit(fake_params("step=0.1", steps=150))
+            job_id = queue.submit(fake_params("step=0.1", steps=LONG))
             h.wait_progress(job_id, 5)
             [pid] = supervisor.worker_pids()
             filler = fill_disk(home)
