@@ -7,10 +7,10 @@ what Flux cannot take is refused at submit, and `python -m app generate` draws o
 from __future__ import annotations
 
 import io
-import multiprocessing
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -195,13 +195,6 @@ def _resume_all(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]]) -> N
         assert outcome.resumed_from is not None and outcome.resumed_from.step == PAUSE_AT
 
 
-def _in_a_fresh_process(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]]) -> None:
-    child = multiprocessing.get_context("spawn").Process(target=_resume_all, args=(jobs,))
-    child.start()
-    child.join(timeout=180)
-    assert child.exitcode == 0
-
-
 class Crash(Exception):
     pass
 
@@ -215,7 +208,10 @@ def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
 
 
 def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_image(
-    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
+    models: dict[str, ModelInfo],
+    runners: dict[str, Runner],
+    tmp_path: Path,
+    fresh_process: Callable[..., Any],
 ) -> None:
     jobs = []
     for kind in KINDS:  # paused at step k, both kinds
@@ -239,7 +235,7 @@ def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_i
         )
     assert ckpt.exists() and not out.exists()
     jobs.append((models["dev"], crashed, out, ckpt))
-    _in_a_fresh_process(jobs)
+    fresh_process(_resume_all, jobs)  # spawned, as a worker after a crash
     for index, (model, params, out, ckpt) in enumerate(jobs):
         kind = "dev" if model is models["dev"] else "schnell"
         reference_run = ours(

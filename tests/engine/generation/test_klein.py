@@ -6,8 +6,8 @@ Klein cannot take is refused at submit in one sentence."""
 from __future__ import annotations
 
 import io
-import multiprocessing
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -161,7 +161,10 @@ def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
 
 
 def test_a_paused_and_a_crashed_klein_job_resume_in_a_fresh_process_to_the_same_image(
-    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
+    models: dict[str, ModelInfo],
+    runners: dict[str, Runner],
+    tmp_path: Path,
+    fresh_process: Callable[..., Any],
 ) -> None:
     jobs = []
     for kind in KINDS:  # paused at step k, both kinds
@@ -180,10 +183,7 @@ def test_a_paused_and_a_crashed_klein_job_resume_in_a_fresh_process_to_the_same_
         )
     assert ckpt.exists() and not out.exists()
     jobs.append((models["base"], crashed, out, ckpt))
-    child = multiprocessing.get_context("spawn").Process(target=_resume_all, args=(jobs,))
-    child.start()
-    child.join(timeout=180)
-    assert child.exitcode == 0
+    fresh_process(_resume_all, jobs)  # spawned, as a worker after a crash
     for index, (model, params, out, ckpt) in enumerate(jobs):
         kind = "base" if model is models["base"] else "distilled"
         reference = generate(runners[kind], params, tmp_path, f"reference-{index}")

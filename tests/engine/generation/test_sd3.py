@@ -11,9 +11,9 @@ through the real `python -m app generate`.
 from __future__ import annotations
 
 import io
-import multiprocessing
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -223,7 +223,10 @@ def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
 
 
 def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
-    models: dict[str, ModelInfo], runners: dict[str, Runner], tmp_path: Path
+    models: dict[str, ModelInfo],
+    runners: dict[str, Runner],
+    tmp_path: Path,
+    fresh_process: Callable[..., Any],
 ) -> None:
     """Paused at step 2 (with T5, without, img2img, inpaint), and a crash after a rolling
     checkpoint: a new process (a worker after a restart) finishes each to the image of an
@@ -249,10 +252,7 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
         )  # fmt: skip
     assert crashed[1].exists()
     jobs.append((models["sd3"], sd3_params(seed=99), *crashed, None))
-    child = multiprocessing.get_context("spawn").Process(target=_resume_in_child, args=(jobs,))
-    child.start()
-    child.join(timeout=180)
-    assert child.exitcode == 0
+    fresh_process(_resume_in_child, jobs)  # spawned, as a worker after a crash
     names = [name for name, _, _ in cases] + ["sd3"]
     for index, (name, (_, params, out, ckpt, image)) in enumerate(zip(names, jobs, strict=True)):
         done = runners[name].run(

@@ -9,7 +9,7 @@ process to the image of an uninterrupted run.
 
 from __future__ import annotations
 
-import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,7 @@ def _resume(jobs: list[tuple[ModelInfo, Path, GenerationParams, Path]]) -> None:
 
 
 def test_a_job_paused_on_a_gguf_file_resumes_in_a_fresh_process_to_the_same_image(
-    layouts: dict[Architecture, dict[str, Any]], tmp_path: Path
+    layouts: dict[Architecture, dict[str, Any]], tmp_path: Path, fresh_process: Callable[..., Any]
 ) -> None:
     jobs = []
     for arch in FAMILIES:
@@ -119,10 +119,7 @@ def test_a_job_paused_on_a_gguf_file_resumes_in_a_fresh_process_to_the_same_imag
         )  # fmt: skip
         assert paused.kind is OutcomeKind.PAUSED
         jobs.append((model, configs, params, out))
-    child = multiprocessing.get_context("spawn").Process(target=_resume, args=(jobs,))
-    child.start()
-    child.join(timeout=180)
-    assert child.exitcode == 0
+    fresh_process(_resume, jobs)  # spawned, as a worker after a crash
     for model, configs, params, out in jobs:
         whole = tmp_path / f"{out.stem}-whole.png"
         runner_on(model, configs).run(

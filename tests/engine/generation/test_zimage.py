@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +196,7 @@ def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
 
 
 def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
-    model: ModelInfo, runner: Runner, tmp_path: Path
+    model: ModelInfo, runner: Runner, tmp_path: Path, fresh_process: Callable[..., Any]
 ) -> None:
     """Paused at step 2 (CFG, Turbo's guidance 0, img2img), and a crash after a rolling
     checkpoint: a new process (a worker after a restart) finishes each to the image of an
@@ -223,10 +223,7 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
         )  # fmt: skip
     assert crashed[1].exists()
     jobs.append((model, zimage_params(seed=99), *crashed, None))
-    child = multiprocessing.get_context("spawn").Process(target=_resume_in_child, args=(jobs,))
-    child.start()
-    child.join(timeout=180)
-    assert child.exitcode == 0
+    fresh_process(_resume_in_child, jobs)  # spawned, as a worker after a crash
     for index, (_, params, out, ckpt, image) in enumerate(jobs):
         done = runner.run(
             params, output_path=tmp_path / f"reference-{index}.png",
