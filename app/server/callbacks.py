@@ -3,11 +3,12 @@
 A thread of the server reads the settled jobs whose callback is not delivered yet (the
 `api_job` table, so a restart carries on where it stopped) and POSTs each one its final
 status, retrying with exponential backoff until a 2xx or `MAX_ATTEMPTS`. Each try is
-recorded with the job (`callback` in its JSON: attempts, result). Delivery is at least
-once: a server killed between the POST and its record sends it again (once its claim on
-the try lapsed), with the same `X-Easel-Delivery` header, by which a receiver drops a
-repeat. Each try is claimed first with a conditional update, so several servers on one
-database never send it twice.
+recorded with the job (`callback` in its JSON: attempts, result) and as a note in its
+timeline (`jobs.notes`), in one small write after the try, long after the job's final
+transition committed. Delivery is at least once: a server killed between the POST and
+its record sends it again (once its claim on the try lapsed), with the same
+`X-Easel-Delivery` header, by which a receiver drops a repeat. Each try is claimed first
+with a conditional update, so several servers on one database never send it twice.
 """
 
 from __future__ import annotations
@@ -84,23 +85,27 @@ class CallbackSender:
         except httpx.HTTPError as error:
             ok, result = False, f"{type(error).__name__}: {error}"[:300]
         now = self.queue.clock()
+        told = f"callback {attempts} of {MAX_ATTEMPTS} to {record.callback_url}"
         if ok:
             self.records.callback_tried(
-                record.job_id, attempts=attempts, next_at=None, done_at=now,
+                job, attempts=attempts, next_at=None, done_at=now,
                 result=f"delivered ({result}) with status {status}",
+                note=f"{told}: delivered ({result}), status {status}", at=now,
             )  # fmt: skip
             log.info("job %s: callback delivered (%s)", record.job_id, result)
             return True
         if attempts >= MAX_ATTEMPTS:
             self.records.callback_tried(
-                record.job_id, attempts=attempts, next_at=None, done_at=now,
+                job, attempts=attempts, next_at=None, done_at=now,
                 result=f"gave up after {attempts} attempts: {result}",
+                note=f"{told} failed ({result}); given up", at=now,
             )  # fmt: skip
             log.warning("job %s: callback given up: %s", record.job_id, result)
             return False
         backoff = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (attempts - 1))
         self.records.callback_tried(
-            record.job_id, attempts=attempts, next_at=now + backoff, done_at=None,
+            job, attempts=attempts, next_at=now + backoff, done_at=None,
             result=f"attempt {attempts} failed: {result}; next in {backoff:g} s",
+            note=f"{told} failed ({result}); tried again in {backoff:g} s", at=now,
         )  # fmt: skip
         return False
