@@ -36,10 +36,13 @@ class Running:
 
 @contextmanager
 def running(
-    queue: JobQueue, limits: Limits | None = None, cors: tuple[str, ...] = ()
+    queue: JobQueue,
+    limits: Limits | None = None,
+    cors: tuple[str, ...] = (),
+    settings: Settings | None = None,
 ) -> Iterator[Running]:
     options = ServeOptions(port=free_port(), limits=limits or Limits(), cors_origins=cors)
-    server, _state = make_server(queue, Settings(), options)
+    server, _state = make_server(queue, settings or Settings(), options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -58,6 +61,24 @@ def running(
 def api(queue: JobQueue) -> Iterator[Running]:
     with running(queue) as served:
         yield served
+
+
+def test_an_idempotency_key_is_kept_for_the_hours_the_settings_say(queue: JobQueue) -> None:
+    now = [queue.clock()]
+    timed = JobQueue(queue.db, clock=lambda: now[0])
+    with running(timed, settings=Settings(idempotency_key_hours=0.01)) as served:  # 36 s
+
+        def post() -> httpx.Response:
+            return served.client.post("/api/v1/jobs", json={"prompt": "a cat"},
+                                      headers={"Idempotency-Key": "kept-1"})  # fmt: skip
+
+        first = post()
+        now[0] += 35
+        again = post()
+        now[0] += 2
+        later = post()
+    assert (first.status_code, again.status_code, later.status_code) == (201, 200, 201)
+    assert again.json()["ids"] == first.json()["ids"] != later.json()["ids"]
 
 
 def test_racing_posts_with_one_idempotency_key_make_one_job(api: Running) -> None:
