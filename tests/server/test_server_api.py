@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -32,6 +33,7 @@ class Running:
     client: httpx.Client
     queue: JobQueue
     url: str
+    app: Any = None  # the FastAPI app served
 
 
 @contextmanager
@@ -51,7 +53,7 @@ def running(
     url = f"http://127.0.0.1:{options.port}"
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            yield Running(client, queue, url)
+            yield Running(client, queue, url, server.config.app)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
