@@ -25,6 +25,7 @@ from app.server.records import ApiRecord, Records
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2
+IDLE_POLL_S = 1.0  # after passes that found nothing due, the wait grows up to this
 TIMEOUT_S = 10.0
 MAX_ATTEMPTS = 8
 FIRST_BACKOFF_S = 1.0
@@ -50,22 +51,31 @@ class CallbackSender:
         self._client.close()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        # A pass that finds nothing due doubles the wait before the next, up to
+        # IDLE_POLL_S (a server whose clients give no callback URLs, or whose jobs run
+        # for a while, then reads api_job once a second, not five times: CPU its worker
+        # would lose); a pass that tried something comes back at `poll_s`.
+        wait = self.poll_s
+        while not self._stop.wait(wait):
+            tried = False
             try:
-                self.send_due()
+                tried = self.send_due(count_tries=True) > 0
             except EaselError as error:  # the store away or locked: the next pass tries again
                 log.warning("callbacks: %s", error)
             except Exception:
                 log.exception("callbacks: a pass failed")
+            wait = self.poll_s if tried else min(IDLE_POLL_S, 2 * wait)
 
-    def send_due(self) -> int:
-        """One pass: every due callback tried once. Returns how many were delivered."""
-        delivered = 0
+    def send_due(self, *, count_tries: bool = False) -> int:
+        """One pass: every due callback tried once. Returns how many were delivered (with
+        `count_tries`, how many were due)."""
+        delivered = tried = 0
         for record, status in self.records.callbacks_due(self.queue.clock()):
             if self._stop.is_set():
                 break
+            tried += 1
             delivered += self._send(record, status)
-        return delivered
+        return tried if count_tries else delivered
 
     def _send(self, record: ApiRecord, status: str) -> bool:
         assert record.callback_url is not None

@@ -223,8 +223,8 @@ async def _stream(
     request: Request, hub: EventHub, cursor: Cursor, job_id: int | None
 ) -> AsyncIterator[str]:
     yield "retry: 1000\n\n"
-    await hub.join()
     try:
+        await hub.join()  # inside: a join that fails (the store away) is left again
         progress: dict[int, tuple[int, int]] = {}
         quiet_since = time.monotonic()
         while not await request.is_disconnected():
