@@ -14,6 +14,7 @@ from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
+from app.engine.jobs.notes import merged, notes_of
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
@@ -28,7 +29,7 @@ from app.engine.jobs.states import JobStatus
 from app.engine.settings import load_settings
 from app.engine.store.opening import OpenFor, open_queue
 from app.errors import DatabaseError, UserError
-from app.models.tables import Job, JobTransition
+from app.models.tables import Job, JobNote, JobTransition
 
 EXIT_REFUSED = 2  # the request was refused as given (bad input, no such job, not allowed)
 EXIT_STORE = 1  # the database or its disk (locked, full, read-only, damaged)
@@ -156,16 +157,18 @@ def _found(args: argparse.Namespace, jobs: list[Job]) -> int:
 def _show(args: argparse.Namespace, queue: JobQueue) -> int:
     job = queue.get(args.job_id)
     timeline = queue.timeline(job.id or 0)
+    notes = notes_of(queue.db, job.id or 0)  # what happened beside the transitions
     if args.json:
-        record = {**job_record(job), "timeline": [t.model_dump() for t in timeline]}
+        record = {**job_record(job), "timeline": [t.model_dump() for t in timeline],
+                  "notes": [note.model_dump() for note in notes]}  # fmt: skip
         print(json.dumps(record, indent=1))
         return 0
     print(job_line(job))
     for label, value in _job_details(job):
         print(f"  {label:<11} {printable(value)}")
     print("timeline:")
-    for transition in timeline:
-        print("  " + transition_line(transition))
+    for row in merged(timeline, notes):
+        print("  " + (note_line(row) if isinstance(row, JobNote) else transition_line(row)))
     return 0
 
 
@@ -251,6 +254,13 @@ def transition_line(t: JobTransition) -> str:
         f"{_clock(t.at)}  #{t.attempt}  {source:>10} -> {t.to_status:<10} {t.event:<8} {t.source}"
     )
     return f"{text}  {printable(t.message)}" if t.message else text
+
+
+def note_line(note: JobNote) -> str:
+    """A note in the timeline, aligned with the transitions; it changes no status."""
+    columns = f"{'':>10}    {'note':<19}"  # as wide as "(from) -> (to) (event)"
+    text = f"{_clock(note.at)}  #{note.attempt}  {columns} {note.source}"
+    return f"{text}  {printable(note.message)}"
 
 
 def _clock(at: float) -> str:

@@ -104,6 +104,9 @@ class Settings:
     # The HTTP API (`python -m app serve`) on 127.0.0.1 at this port while the window is
     # open (app/ui/qt/api_server.py); 0: off.
     api_port: int = 0
+    # A retried submit with the same Idempotency-Key gets the same jobs within this many
+    # hours; older keys are forgotten (app/engine/jobs/request_keys.py). Stripe's is 24.
+    idempotency_key_hours: float = 24.0
     # Model-aware claims: a worker prefers jobs for the models it holds, but never delays a
     # job by more than this long or this many jobs because of it (app/engine/jobs/affinity.py).
     affinity_max_wait_s: float = 60.0
@@ -130,6 +133,8 @@ class Settings:
             problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
         if not (self.api_port == 0 or 1024 <= self.api_port <= 65535):
             problems.append("the API port must be 0 (off) or between 1024 and 65535")
+        if not 0.01 <= self.idempotency_key_hours <= 24 * 365:
+            problems.append("Idempotency-Keys must be kept between 0.01 and 8760 hours")
         problems += [f"new-job defaults: {p}" for p in self.new_job_defaults.problems()]
         problems += AffinityBound(self.affinity_max_wait_s, self.affinity_max_skips).problems()
         if not 0 <= self.memory_budget_gb <= 4096:

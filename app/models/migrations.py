@@ -19,13 +19,14 @@ from app.models.tables import (
     JOB_FILE,
     JOB_GROUP,
     JOB_INPUT,
+    JOB_NOTE,
     JOB_PARENT,
     REQUEST_KEY,
     WORKER,
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class SchemaTooNew(DatabaseError):
@@ -194,6 +195,12 @@ def _v12_to_v13(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} TEXT NOT NULL DEFAULT ''")
 
 
+def _v13_to_v14(conn: Connection) -> None:
+    # Version 14 adds job notes: facts about a job that are not status changes, shown in
+    # its timeline (each try of an HTTP callback and how it went).
+    SQLModel.metadata.create_all(conn, tables=[JOB_NOTE])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -207,6 +214,7 @@ MIGRATIONS: dict[int, Migration] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 

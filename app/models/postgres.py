@@ -36,6 +36,7 @@ from app.models.tables import (
     JOB_FILE,
     JOB_GROUP,
     JOB_INPUT,
+    JOB_NOTE,
     JOB_PARENT,
     REQUEST_KEY,
     TRANSITION,
@@ -355,9 +356,10 @@ class TargetNotEmpty(DatabaseError):
 # (a child left without them would stay BLOCKED for ever), uploaded init images, and the
 # images and checkpoints already stored as bytes; the groups (batches, grids) of jobs; what
 # HTTP clients asked of their jobs (a callback not yet delivered is delivered from the copy)
-# and their Idempotency-Keys.
+# and their Idempotency-Keys; the notes in their timelines.
 COPIED_TABLES: tuple[Table, ...] = (
     JOB_GROUP, JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE, API_JOB, REQUEST_KEY,
+    JOB_NOTE,
 )  # fmt: skip
 # Not the user's data: each database has its own schema version, and worker rows describe
 # processes of the source's machine, which will never beat on the target.

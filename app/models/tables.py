@@ -162,6 +162,22 @@ class JobTransition(SQLModel, table=True):
     at: float
 
 
+class JobNote(SQLModel, table=True):
+    """A fact about a job that is not a change of its status (schema 14), shown in its
+    timeline beside the transitions: each try of an HTTP callback and how it went. Written
+    in its own small transaction after the fact, never inside a transition's."""
+
+    __tablename__ = "job_note"
+    __table_args__ = (Index("ix_job_note_job", "job_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int  # no foreign key, as api_job: a pruned job takes its notes with it
+    attempt: int  # the job's attempt when the note was written
+    source: str  # who wrote it: "callback"
+    message: str
+    at: float
+
+
 class JobParent(SQLModel, table=True):
     """An edge of the job graph: `job_id` stays BLOCKED until `parent_id` is SUCCESS."""
 
@@ -300,3 +316,4 @@ JOB_FILE = JobFile.__table__  # type: ignore[attr-defined]
 WORKER = WorkerRow.__table__  # type: ignore[attr-defined]
 REQUEST_KEY = RequestKey.__table__  # type: ignore[attr-defined]
 API_JOB = ApiJob.__table__  # type: ignore[attr-defined]
+JOB_NOTE = JobNote.__table__  # type: ignore[attr-defined]

@@ -18,17 +18,17 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
 from app.engine.generation.files import a1111_parameters
 from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
-from app.engine.jobs.queue import params_of
-from app.engine.jobs.retry import is_settled
+from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import image_bytes
 from app.errors import BadInput
-from app.models.tables import Job
+from app.models.tables import JOB, Job
 from app.server.records import A1111_API
 from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
 from app.server.state import ServerState
@@ -141,17 +141,32 @@ async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict
 
 
 async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> list[Job]:
-    while True:
-        jobs = await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
-        if all(_done(job) for job in jobs):
-            return jobs
+    # One small read of the jobs' statuses a poll (not every job whole, each on its own:
+    # CPU the worker beside the server would lose); the jobs are read whole once done.
+    while not await run_in_threadpool(_all_done, state.queue, job_ids):
         if await request.is_disconnected():
-            return jobs  # nobody to answer; the jobs carry on, durable as any other
+            break  # nobody to answer; the jobs carry on, durable as any other
         await asyncio.sleep(WAIT_POLL_S)
+    return await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
 
 
-def _done(job: Job) -> bool:
-    return is_settled(job) or (job.status == JobStatus.FAILED and not job.error_transient)
+_STATUSES = select(JOB.c.status, JOB.c.given_up, JOB.c.error_transient)
+
+
+def _all_done(queue: JobQueue, job_ids: list[int]) -> bool:
+    with queue.db.read() as conn:
+        rows = conn.execute(_STATUSES.where(JOB.c.id.in_(job_ids))).all()
+    return len(rows) == len(set(job_ids)) and all(_done_row(*row) for row in rows)
+
+
+def _done_row(status: str, given_up: bool, error_transient: bool | None) -> bool:
+    """A job the request waits no more for: finished, cancelled, given up (`retry.is_settled`)
+    or failed with a lasting error."""
+    if status == JobStatus.FAILED.value:
+        return bool(given_up) or not error_transient
+    if status == JobStatus.TIMEOUT.value:
+        return bool(given_up)
+    return JobStatus(status).is_terminal
 
 
 def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, Any]:

@@ -6,6 +6,7 @@ repeated cancels and pauses are harmless (ALREADY_SATISFIED: `changed` is false)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -24,7 +25,7 @@ from app.engine.jobs.queue import JobQueue, TransitionRecord
 from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import image_bytes
 from app.engine.workers.roster import list_workers
-from app.models.tables import Job, JobTransition
+from app.models.tables import Job, JobNote, JobTransition
 from app.server.events import router as events_router
 from app.server.records import EASEL_API, ApiRecord
 from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
@@ -244,7 +245,7 @@ def job_json(
     state: ServerState,
     job: Job,
     *,
-    timeline: list[JobTransition] | None = None,
+    timeline: Sequence[JobTransition | JobNote] | None = None,
     record: ApiRecord | None = None,
 ) -> dict[str, Any]:
     status = JobStatus(job.status)
@@ -268,7 +269,7 @@ def job_json(
                   "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
     }  # fmt: skip
     if timeline is not None:
-        out["timeline"] = [transition_json(t) for t in timeline]
+        out["timeline"] = [timeline_json(row) for row in timeline]
     if record is not None:
         out["client"] = {"api": record.api, "name": record.client}
         if record.callback_url:
@@ -278,7 +279,16 @@ def job_json(
     return out
 
 
+def timeline_json(row: JobTransition | JobNote) -> dict[str, Any]:
+    """A timeline row: a transition (`"kind": "transition"`), or a note about the job that
+    changed no status (`"kind": "note"`: each callback try, `jobs.notes`)."""
+    if isinstance(row, JobNote):
+        return {"kind": "note", "id": row.id, "job_id": row.job_id, "attempt": row.attempt,
+                "source": row.source, "message": row.message, "at": row.at}  # fmt: skip
+    return transition_json(row)
+
+
 def transition_json(t: JobTransition) -> dict[str, Any]:
-    return {"id": t.id, "job_id": t.job_id, "attempt": t.attempt, "from": t.from_status,
-            "to": t.to_status, "event": t.event, "source": t.source, "message": t.message,
-            "at": t.at}  # fmt: skip
+    return {"kind": "transition", "id": t.id, "job_id": t.job_id, "attempt": t.attempt,
+            "from": t.from_status, "to": t.to_status, "event": t.event, "source": t.source,
+            "message": t.message, "at": t.at}  # fmt: skip

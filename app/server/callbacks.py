@@ -3,11 +3,12 @@
 A thread of the server reads the settled jobs whose callback is not delivered yet (the
 `api_job` table, so a restart carries on where it stopped) and POSTs each one its final
 status, retrying with exponential backoff until a 2xx or `MAX_ATTEMPTS`. Each try is
-recorded with the job (`callback` in its JSON: attempts, result). Delivery is at least
-once: a server killed between the POST and its record sends it again (once its claim on
-the try lapsed), with the same `X-Easel-Delivery` header, by which a receiver drops a
-repeat. Each try is claimed first with a conditional update, so several servers on one
-database never send it twice.
+recorded with the job (`callback` in its JSON: attempts, result) and as a note in its
+timeline (`jobs.notes`), in one small write after the try, long after the job's final
+transition committed. Delivery is at least once: a server killed between the POST and
+its record sends it again (once its claim on the try lapsed), with the same
+`X-Easel-Delivery` header, by which a receiver drops a repeat. Each try is claimed first
+with a conditional update, so several servers on one database never send it twice.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from app.server.records import ApiRecord, Records
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2
+IDLE_POLL_S = 1.0  # after passes that found nothing due, the wait grows up to this
 TIMEOUT_S = 10.0
 MAX_ATTEMPTS = 8
 FIRST_BACKOFF_S = 1.0
@@ -49,22 +51,31 @@ class CallbackSender:
         self._client.close()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        # A pass that finds nothing due doubles the wait before the next, up to
+        # IDLE_POLL_S (a server whose clients give no callback URLs, or whose jobs run
+        # for a while, then reads api_job once a second, not five times: CPU its worker
+        # would lose); a pass that tried something comes back at `poll_s`.
+        wait = self.poll_s
+        while not self._stop.wait(wait):
+            tried = False
             try:
-                self.send_due()
+                tried = self.send_due(count_tries=True) > 0
             except EaselError as error:  # the store away or locked: the next pass tries again
                 log.warning("callbacks: %s", error)
             except Exception:
                 log.exception("callbacks: a pass failed")
+            wait = self.poll_s if tried else min(IDLE_POLL_S, 2 * wait)
 
-    def send_due(self) -> int:
-        """One pass: every due callback tried once. Returns how many were delivered."""
-        delivered = 0
+    def send_due(self, *, count_tries: bool = False) -> int:
+        """One pass: every due callback tried once. Returns how many were delivered (with
+        `count_tries`, how many were due)."""
+        delivered = tried = 0
         for record, status in self.records.callbacks_due(self.queue.clock()):
             if self._stop.is_set():
                 break
+            tried += 1
             delivered += self._send(record, status)
-        return delivered
+        return tried if count_tries else delivered
 
     def _send(self, record: ApiRecord, status: str) -> bool:
         assert record.callback_url is not None
@@ -84,23 +95,27 @@ class CallbackSender:
         except httpx.HTTPError as error:
             ok, result = False, f"{type(error).__name__}: {error}"[:300]
         now = self.queue.clock()
+        told = f"callback {attempts} of {MAX_ATTEMPTS} to {record.callback_url}"
         if ok:
             self.records.callback_tried(
-                record.job_id, attempts=attempts, next_at=None, done_at=now,
+                job, attempts=attempts, next_at=None, done_at=now,
                 result=f"delivered ({result}) with status {status}",
+                note=f"{told}: delivered ({result}), status {status}", at=now,
             )  # fmt: skip
             log.info("job %s: callback delivered (%s)", record.job_id, result)
             return True
         if attempts >= MAX_ATTEMPTS:
             self.records.callback_tried(
-                record.job_id, attempts=attempts, next_at=None, done_at=now,
+                job, attempts=attempts, next_at=None, done_at=now,
                 result=f"gave up after {attempts} attempts: {result}",
+                note=f"{told} failed ({result}); given up", at=now,
             )  # fmt: skip
             log.warning("job %s: callback given up: %s", record.job_id, result)
             return False
         backoff = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (attempts - 1))
         self.records.callback_tried(
-            record.job_id, attempts=attempts, next_at=now + backoff, done_at=None,
+            job, attempts=attempts, next_at=now + backoff, done_at=None,
             result=f"attempt {attempts} failed: {result}; next in {backoff:g} s",
+            note=f"{told} failed ({result}); tried again in {backoff:g} s", at=now,
         )  # fmt: skip
         return False

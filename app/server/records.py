@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, bindparam, insert, or_, select, update
 
+from app.engine.jobs.notes import CALLBACK_SOURCE, merged
 from app.engine.jobs.queue import JobNotFound, JobQueue, StoredHook
 from app.models.db import Database, HotTransaction
-from app.models.tables import API_JOB, JOB, TRANSITION, Job, JobTransition
+from app.models.tables import API_JOB, JOB, JOB_NOTE, TRANSITION, Job, JobNote, JobTransition
 
 EASEL_API, A1111_API = "easel", "sdapi"
 
@@ -60,8 +61,9 @@ class Records:
 
     def job_view(
         self, queue: JobQueue, job_id: int
-    ) -> tuple[Job, list[JobTransition], ApiRecord | None]:
-        """A job, its timeline and its record, in one read (what a status poll asks)."""
+    ) -> tuple[Job, list[JobTransition | JobNote], ApiRecord | None]:
+        """A job, its timeline (transitions and notes) and its record, in one read (what a
+        status poll asks)."""
         with self.db.read() as conn:
             row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
             if row is None:
@@ -69,8 +71,14 @@ class Records:
             history = conn.execute(
                 select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
             ).all()
+            notes = conn.execute(
+                select(JOB_NOTE).where(JOB_NOTE.c.job_id == job_id).order_by(JOB_NOTE.c.id)
+            ).all()
             api = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
-        timeline = [JobTransition.model_validate(t._mapping) for t in history]
+        timeline = merged(
+            [JobTransition.model_validate(t._mapping) for t in history],
+            [JobNote.model_validate(n._mapping) for n in notes],
+        )
         return Job.model_validate(row._mapping), timeline, None if api is None else _record(api)
 
     def unsettled(self, api: str) -> list[int]:
@@ -124,13 +132,18 @@ class Records:
             return bool(conn.execute(claim).rowcount == 1)
 
     def callback_tried(
-        self, job_id: int, *, attempts: int, next_at: float | None, done_at: float | None,
-        result: str,
+        self, job: Job, *, attempts: int, next_at: float | None, done_at: float | None,
+        result: str, note: str, at: float,
     ) -> None:  # fmt: skip
+        """Record one try: its state here, and a note in the job's timeline (`jobs.notes`),
+        in one small transaction of its own (the job's final one committed long before)."""
         values = {"callback_attempts": attempts, "callback_next_at": next_at,
                   "callback_done_at": done_at, "callback_result": result}  # fmt: skip
+        note_row = {"job_id": job.id, "attempt": job.attempt, "source": CALLBACK_SOURCE,
+                    "message": note, "at": at}  # fmt: skip
         with self.db.write() as conn:
-            conn.execute(update(API_JOB).where(API_JOB.c.job_id == job_id).values(**values))
+            conn.execute(update(API_JOB).where(API_JOB.c.job_id == job.id).values(**values))
+            conn.execute(insert(JOB_NOTE), note_row)
 
     def clients(self, job_ids: Sequence[int]) -> dict[int, ApiRecord]:
         if not job_ids:

@@ -87,7 +87,8 @@ def submit(
                    "init": fingerprint_of(init_png.hex()) if init_png else None,
                    "priority": job.priority, "callback": job.callback_url, "api": api,
                    "extra": fingerprint_extra}  # fmt: skip
-        request_key = RequestKey(key, fingerprint_of(content))
+        keep_s = state.settings.idempotency_key_hours * 3600
+        request_key = RequestKey(key, fingerprint_of(content), keep_s=keep_s)
     attempts = job.max_attempts or state.settings.max_attempts
     new = NewJob(
         params, count=job.count, parents=tuple(job.parents), init_png=init_png,

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -32,14 +33,18 @@ class Running:
     client: httpx.Client
     queue: JobQueue
     url: str
+    app: Any = None  # the FastAPI app served
 
 
 @contextmanager
 def running(
-    queue: JobQueue, limits: Limits | None = None, cors: tuple[str, ...] = ()
+    queue: JobQueue,
+    limits: Limits | None = None,
+    cors: tuple[str, ...] = (),
+    settings: Settings | None = None,
 ) -> Iterator[Running]:
     options = ServeOptions(port=free_port(), limits=limits or Limits(), cors_origins=cors)
-    server, _state = make_server(queue, Settings(), options)
+    server, _state = make_server(queue, settings or Settings(), options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -48,7 +53,7 @@ def running(
     url = f"http://127.0.0.1:{options.port}"
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            yield Running(client, queue, url)
+            yield Running(client, queue, url, server.config.app)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -58,6 +63,24 @@ def running(
 def api(queue: JobQueue) -> Iterator[Running]:
     with running(queue) as served:
         yield served
+
+
+def test_an_idempotency_key_is_kept_for_the_hours_the_settings_say(queue: JobQueue) -> None:
+    now = [queue.clock()]
+    timed = JobQueue(queue.db, clock=lambda: now[0])
+    with running(timed, settings=Settings(idempotency_key_hours=0.01)) as served:  # 36 s
+
+        def post() -> httpx.Response:
+            return served.client.post("/api/v1/jobs", json={"prompt": "a cat"},
+                                      headers={"Idempotency-Key": "kept-1"})  # fmt: skip
+
+        first = post()
+        now[0] += 35
+        again = post()
+        now[0] += 2
+        later = post()
+    assert (first.status_code, again.status_code, later.status_code) == (201, 200, 201)
+    assert again.json()["ids"] == first.json()["ids"] != later.json()["ids"]
 
 
 def test_racing_posts_with_one_idempotency_key_make_one_job(api: Running) -> None:

@@ -1,5 +1,6 @@
-"""Callbacks: after the job is settled, once, retried with backoff, and never twice from
-two servers on one database."""
+"""Callbacks: after the job is settled, once, retried with backoff, each try a note in the
+job's timeline (the API's, the command line's), and never twice from two servers on one
+database."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from typing import Any
 
 import pytest
 
+from app.cli import main
+from app.engine.jobs.notes import notes_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue, NewJobs
 from app.models.opening import open_database
 from app.server import callbacks
+from app.server.api_v1 import timeline_json
 from app.server.callbacks import CallbackSender
 from app.server.records import EASEL_API, Records
 
@@ -57,8 +61,12 @@ def settled_job(queue: JobQueue, url: str) -> int:
     return job_id
 
 
-def test_a_callback_waits_for_the_end_retries_and_is_sent_once(
-    queue: JobQueue, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+def test_a_callback_waits_for_the_end_retries_and_is_sent_once_each_try_in_the_timeline(
+    queue: JobQueue,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    db_location: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(callbacks, "FIRST_BACKOFF_S", 0.0)
     job_id = settled_job(queue, receiver.url)
@@ -72,6 +80,24 @@ def test_a_callback_waits_for_the_end_retries_and_is_sent_once(
     record = Records(queue.db).get(job_id)
     assert record is not None and record.callback_attempts == 2
     assert record.callback_result.startswith("delivered (HTTP 204)")
+    # Each try is a note in the job's timeline, after the transition that settled it.
+    job, timeline, _ = Records(queue.db).job_view(queue, job_id)
+    shown = [timeline_json(row) for row in timeline]
+    assert [(row["kind"], row.get("event"), row["source"]) for row in shown] == [
+        ("transition", "SUBMIT", "user"), ("transition", "CANCEL", "test"),
+        ("note", None, "callback"), ("note", None, "callback"),
+    ]  # fmt: skip
+    assert shown[2]["message"] == (
+        f"callback 1 of 8 to {receiver.url} failed (HTTP 500); tried again in 0 s"
+    )
+    assert shown[3]["message"] == (
+        f"callback 2 of 8 to {receiver.url}: delivered (HTTP 204), status CANCELLED"
+    )
+    assert [row.attempt for row in notes_of(queue.db, job_id)] == [job.attempt] * 2
+    assert main(["--db", db_location, "show", str(job_id)]) == 0
+    lines = capsys.readouterr().out.split("timeline:")[1].strip().splitlines()
+    assert "CANCEL" in lines[1] and "failed (HTTP 500)" in lines[2] and "note" in lines[2]
+    assert "delivered (HTTP 204)" in lines[3] and lines[3].index("note") == lines[2].index("note")
 
 
 def test_two_servers_on_one_database_send_a_callback_once(

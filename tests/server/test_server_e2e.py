@@ -214,6 +214,10 @@ def test_a_callback_url_receives_the_final_status_once(served: Served) -> None:
         (job_id, "SUCCESS", f"job-{job_id}")
     ]
     assert job["callback"]["attempts"] == 1 and job["callback"]["result"].startswith("delivered")
+    last, note = job["timeline"][-2:]  # the try is a note after the final transition
+    assert (last["kind"], last["to"]) == ("transition", "SUCCESS")
+    assert (note["kind"], note["source"]) == ("note", "callback") and note["at"] >= last["at"]
+    assert note["message"] == f"callback 1 of 8 to {url}: delivered (HTTP 204), status SUCCESS"
 
 
 def test_the_serving_process_never_loads_torch_while_its_worker_does(served: Served) -> None:

@@ -7,8 +7,9 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import event, insert
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
@@ -121,5 +122,74 @@ def test_many_writers_and_a_reconnecting_reader_meet_every_transition_once(
         stored = [t.id or 0 for job_id in ids for t in queue.timeline(job_id)]
         assert seen == sorted(seen) and len(seen) == len(set(seen))
         assert sorted(seen) == sorted(stored)
+    finally:
+        queue.db.dispose()
+
+
+def _read_stream(url: str, after: int, want: int, got: list[int], deadline: float) -> None:
+    """An SSE client: the transition ids it hears, until it heard `want` of them."""
+    with (
+        httpx.Client(base_url=url, timeout=30) as client,
+        client.stream("GET", "/api/v1/events", params={"after": str(after)}) as stream,
+    ):
+        for line in stream.iter_lines():
+            if line.startswith("id: "):
+                got.append(int(line[4:]))
+            if len(got) >= want or time.monotonic() > deadline:
+                return
+
+
+def test_many_streams_hear_every_transition_once_from_one_reader_of_the_table(
+    db_location: str,
+) -> None:
+    """Twelve streams while two writers fire 60 transitions on their own connections, and a
+    late stream resumed from before what the hub holds (it started again, at the newest
+    row, for that stream): each hears every transition once, in id order, and the history
+    table is read once per poll, idle or busy, not once per stream."""
+    queue = JobQueue(open_database(db_location))
+    reads: list[str] = []
+    event.listen(queue.db.engine, "before_cursor_execute",
+                 lambda _c, _cur, sql, *_a: reads.append(sql) if "FROM job_transition" in sql
+                 else None)  # fmt: skip
+    try:
+        with running(queue) as api:
+            ids = queue.submit_many([GenerationParams(f"job {n}") for n in range(20)])
+            start = max(t.id or 0 for t in queue.timeline(ids[-1]))
+            heard: list[list[int]] = [[] for _ in range(12)]
+            deadline = time.monotonic() + 60
+            readers = [threading.Thread(target=_read_stream,
+                                        args=(api.url, start, 60, got, deadline))
+                       for got in heard]  # fmt: skip
+            for reader in readers:
+                reader.start()
+            hub = None
+            while hub is None or hub.polls == 0:  # the streams are open and read
+                time.sleep(0.05)
+                hub = getattr(api.app.state, "event_hub", None)
+            reads_before, polls_before = len(reads), hub.polls
+            time.sleep(0.5)  # idle streams: about ten polls
+
+            def write(part: list[int]) -> None:
+                writer = JobQueue(open_database(db_location))
+                for job_id in part:
+                    writer.pause(job_id, source="w")
+                    writer.resume(job_id, source="w")
+                    writer.cancel(job_id, source="w")
+                writer.db.dispose()
+
+            writers = [threading.Thread(target=write, args=(ids[n::2],)) for n in range(2)]
+            for thread in [*writers]:
+                thread.start()
+            for thread in [*writers, *readers]:
+                thread.join(timeout=60)
+            stream_reads, polls = len(reads) - reads_before, hub.polls - polls_before
+            late: list[int] = []
+            _read_stream(api.url, start, 60, late, time.monotonic() + 30)
+            assert hub.base > start  # it resumed from before the hub's rows: the table
+        stored = sorted(t.id or 0 for job_id in ids for t in queue.timeline(job_id)[1:])
+        assert len(stored) == 60
+        for got in [*heard, late]:
+            assert got == stored  # every transition, once, in id order
+        assert polls >= 5 and stream_reads <= polls + 2  # one reader, however many streams
     finally:
         queue.db.dispose()

@@ -12,10 +12,11 @@ from pytestqt.modeltest import ModelTester
 from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.ui.itemmodels.job_list_model import PROGRESS_ROLE, ROW_ROLE, Col, JobListModel
 from app.ui.itemmodels.timeline_model import TECHNICAL_ROLE, TCol, TimelineModel, group_by_attempt
-from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.presenters.rows import JobRow, NoteRow, TransitionRow
 from app.ui.qt.dbthread import InlineRunner
 from app.ui.qt.live import LiveProgress
 from app.ui.qt.thumbnails import ThumbnailCache
@@ -154,3 +155,54 @@ def test_group_by_attempt_keeps_order() -> None:
     groups = group_by_attempt(transitions())
     assert [g.number for g in groups] == [1, 2]
     assert groups[1].span_s == pytest.approx(4.0)
+
+
+def test_notes_show_in_their_attempt_in_time_order_and_count_as_no_change(
+    qtbot: QtBot, queue: JobQueue
+) -> None:
+    """A callback's tries, written after the job settled, read from a real store through
+    the window's service into its timeline panel: each a muted line, no change of status,
+    and the lanes (statuses) untouched."""
+    from sqlalchemy import insert
+
+    from app.models.tables import JOB_NOTE
+    from app.ui.presenters.queue_service import QueueService
+    from app.ui.widgets.timeline_panel import TimelinePanel
+
+    job_id = queue.submit(GenerationParams("a cat"))
+    queue.cancel(job_id, source="test")
+    at = queue.timeline(job_id)[-1].at
+    with queue.db.write() as conn:
+        for n, message in enumerate(["callback 1 of 8 to http://h/ failed (HTTP 500); tried "
+                                     "again in 1 s", "callback 2 of 8 to http://h/: delivered "
+                                     "(HTTP 204), status CANCELLED"]):  # fmt: skip
+            values = {"job_id": job_id, "attempt": 1, "source": "callback",
+                      "message": message, "at": at + n}  # fmt: skip
+            conn.execute(insert(JOB_NOTE), values)
+    rows, notes = QueueService(queue).timeline_and_notes(job_id)
+    panel = TimelinePanel()
+    qtbot.addWidget(panel)
+    panel.show_job(job_id, rows, notes)
+    model = panel.model
+    attempt = model.index(0, 0)
+    assert model.rowCount() == 1 and model.rowCount(attempt) == 4
+    assert model.index(0, TCol.WHAT).data() == "2 changes"  # notes change no status
+    words = [model.index(i, TCol.WHAT, attempt).data() for i in range(4)]
+    assert words[2].startswith("Callback 1 of 8 to http://h/ failed (HTTP 500)")
+    assert words[3] == "Callback 2 of 8 to http://h/: delivered (HTTP 204), status CANCELLED"
+    assert model.index(3, TCol.AFTER, attempt).data() == "+1.0 s"
+    technical = model.index(2, TCol.WHAT, attempt).data(TECHNICAL_ROLE)
+    assert technical.startswith("note · callback · callback 1 of 8")
+    assert [t.event for t in model.transitions()] == [E.SUBMIT, E.CANCEL]
+    assert len(panel.lanes._rows) == 2
+
+
+@TESTERS
+def test_timeline_model_with_notes_passes_qt_model_tests(
+    qtmodeltester: ModelTester, force_py: bool
+) -> None:
+    model = TimelineModel()
+    note = NoteRow(1, 2, "callback", "callback 1 of 8 to http://h/: delivered", 1_700_000_010.0)
+    model.set_rows(1, transitions(), [note])
+    qtmodeltester.check(model, force_py=force_py)
+    assert [len(a.rows) for a in group_by_attempt(transitions(), [note])] == [3, 4]

@@ -88,11 +88,13 @@ def write_png(
     *,
     extra_parameters: str = "",
     chunks: Mapping[str, str] | None = None,
+    compress_level: int = 6,
 ) -> None:
     """Save `image` atomically with its parameters as `parameters` and `easel` text chunks.
 
     `extra_parameters`: appended to the settings line of `parameters` (a grid's axes, as
-    A1111 writes them); `chunks`: more text chunks (a grid's `easel-grid`)."""
+    A1111 writes them); `chunks`: more text chunks (a grid's `easel-grid`);
+    `compress_level`: zlib's, 6 as PIL's default (a grid takes 1: see `grid_run`)."""
     from PIL.PngImagePlugin import PngInfo
 
     info = PngInfo()
@@ -104,7 +106,12 @@ def write_png(
     info.add_text("easel", json.dumps(params.to_dict(), sort_keys=True))
     for key, value in (chunks or {}).items():
         info.add_text(key, value)
-    atomic_write(path, lambda handle: image.save(handle, format="PNG", pnginfo=info))
+    atomic_write(
+        path,
+        lambda handle: image.save(
+            handle, format="PNG", pnginfo=info, compress_level=compress_level
+        ),
+    )
 
 
 def read_png_params(path: Path) -> GenerationParams:

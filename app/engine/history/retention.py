@@ -34,7 +34,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
 from app.models.db import compact
-from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_PARENT, TRANSITION
+from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_NOTE, JOB_PARENT, TRANSITION
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ def _remove_batch(
             conn.execute(delete(JOB_PARENT).where(JOB_PARENT.c.job_id.in_(gone)))
             conn.execute(delete(JOB_INPUT).where(JOB_INPUT.c.job_id.in_(gone)))
             conn.execute(delete(JOB_FILE).where(JOB_FILE.c.job_id.in_(gone)))
+            conn.execute(delete(JOB_NOTE).where(JOB_NOTE.c.job_id.in_(gone)))
             conn.execute(delete(JOB).where(JOB.c.id.in_(gone)))
         report.removed += gone
     return still

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import false, select
+from sqlalchemy import and_, bindparam, false, func, not_, or_, select, true
 
 from app.engine.jobs.graph_sql import (
     InputKind,
     control_kind,
     is_settled,
     reference_kind,
+    settled_sql,
     stored_input,
 )
 from app.engine.jobs.groups import recompose_if_stale, recompose_stale
@@ -129,7 +130,7 @@ def graph_listener(queue: JobQueue) -> TransitionListener:
             return
         if record.to_status in (S.SUCCESS, S.CANCELLED, S.FAILED, S.TIMEOUT):
             # FAILED and TIMEOUT matter to a grid waiting for its cells to be settled.
-            for child in children_of(queue, record.job_id):
+            for child in children_to_settle(queue.db, record.job_id):
                 settle_blocked(queue, child, source=SOURCE)
             if record.to_status is S.SUCCESS:
                 recompose_if_stale(queue, record.job_id, source=SOURCE)  # a grid's late cell
@@ -138,6 +139,15 @@ def graph_listener(queue: JobQueue) -> TransitionListener:
             settle_blocked(queue, record.job_id, source=SOURCE)
 
     return react
+
+
+def children_to_settle(db: Database, parent_id: int) -> list[int]:
+    """The BLOCKED children of `parent_id` whose parents now decide their fate: none holds
+    them any more (UNBLOCK), or a parent they need was cancelled (CANCEL). One read, so a
+    grid's cell that is not its last costs its grid no more than that (`settle_blocked`
+    reads each child's edges again before it fires)."""
+    rows = _rows(db, _TO_SETTLE, {"parent_id": parent_id})
+    return [child for child, holding, cancelled in rows if holding == 0 or cancelled > 0]
 
 
 def settle_blocked(queue: JobQueue, job_id: int, *, source: str) -> TransitionRecord | None:
@@ -171,6 +181,44 @@ _EDGES = (
     .join(_PARENT, _PARENT.c.id == JOB_PARENT.c.parent_id)
     .order_by(JOB_PARENT.c.job_id, JOB_PARENT.c.parent_id)
 )
+
+
+_EDGE, _OF = JOB_PARENT.alias("edge"), JOB.alias("of")
+# Edges that still hold a child: a parent it needs that has not succeeded (a cancelled one
+# is counted apart: it cancels the child), or one it waits for until settled, not settled.
+_HOLDING = (
+    select(func.count())
+    .select_from(_EDGE.join(_OF, _OF.c.id == _EDGE.c.parent_id))
+    .where(
+        _EDGE.c.job_id == _CHILD.c.id,
+        or_(
+            and_(_EDGE.c.settled == false(), _OF.c.status != S.SUCCESS.value),
+            and_(_EDGE.c.settled == true(), not_(settled_sql(_OF))),
+        ),
+    )
+    .scalar_subquery()
+)
+_CANCELLED_NEEDED = (
+    select(func.count())
+    .select_from(_EDGE.join(_OF, _OF.c.id == _EDGE.c.parent_id))
+    .where(
+        _EDGE.c.job_id == _CHILD.c.id,
+        _EDGE.c.settled == false(),
+        _OF.c.status == S.CANCELLED.value,
+    )
+    .scalar_subquery()
+)
+_TO_SETTLE = (
+    select(JOB_PARENT.c.job_id, _HOLDING, _CANCELLED_NEEDED)
+    .join(_CHILD, _CHILD.c.id == JOB_PARENT.c.job_id)
+    .where(JOB_PARENT.c.parent_id == bindparam("parent_id"), _CHILD.c.status == S.BLOCKED.value)
+    .order_by(JOB_PARENT.c.job_id)
+)
+
+
+def _rows(db: Database, query: Any, values: dict[str, Any]) -> list[Any]:
+    with db.read() as conn:
+        return list(conn.execute(query, values))
 
 
 def _edge(row: Any) -> _Edge:

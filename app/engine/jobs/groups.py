@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, bindparam, func, select
 
 from app.engine.jobs.graph_sql import latest_cells
 from app.engine.jobs.grid_spec import GridSpec, composer_params, describe, grid_cells
@@ -34,7 +34,6 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.queue import (
     DEFAULT_MAX_ATTEMPTS,
-    JobNotFound,
     JobQueue,
     NewGroup,
     NewJobs,
@@ -346,18 +345,31 @@ def recompose_if_stale(queue: JobQueue, job_id: int, *, source: str = SOURCE) ->
     """After a cell succeeded: if its grid was already composed without it (the cell was
     retried or re-run after the grid was made), queue the grid again (a re-run of the
     composer, waiting for the newest cells). Returns the new composer's id, or None."""
-    try:
-        job = queue.get(job_id)
-    except JobNotFound:
+    # One read (every job's SUCCESS asks): the cell's grid's newest composer, if any.
+    with queue.db.read() as conn:
+        row = conn.execute(_NEWEST_COMPOSER_OF_CELL, {"job_id": job_id}).first()
+    if row is None:
+        return None  # no such job, not a succeeded cell, or its group has no grid
+    cell_finished, composer_id, composer_status, composer_finished = row
+    if composer_status != JobStatus.SUCCESS.value:
+        return None  # it has yet to compose (it will read the newest cells)
+    if (composer_finished or 0) >= (cell_finished or 0):
         return None
-    if job.group_id is None or job.group_cell is None or job.status != JobStatus.SUCCESS:
-        return None
-    composer = _newest_composer(queue, job.group_id)
-    if composer is None or composer.status != JobStatus.SUCCESS:
-        return None  # none, or it has yet to compose (it will read the newest cells)
-    if (composer.finished_at or 0) >= (job.finished_at or 0):
-        return None
-    return queue.rerun(composer.id or 0, source=source)
+    return queue.rerun(int(composer_id), source=source)
+
+
+_CELL, _COMPOSER = JOB.alias("cell"), JOB.alias("composer")
+_NEWEST_COMPOSER_OF_CELL = (
+    select(_CELL.c.finished_at, _COMPOSER.c.id, _COMPOSER.c.status, _COMPOSER.c.finished_at)
+    .join(_COMPOSER, and_(_COMPOSER.c.group_id == _CELL.c.group_id, _COMPOSER.c.kind == KIND_GRID))
+    .where(
+        _CELL.c.id == bindparam("job_id"),
+        _CELL.c.group_cell.is_not(None),
+        _CELL.c.status == JobStatus.SUCCESS.value,
+    )
+    .order_by(_COMPOSER.c.id.desc())
+    .limit(1)
+)
 
 
 def recompose_stale(queue: JobQueue, *, source: str = SOURCE) -> list[int]:
@@ -381,15 +393,3 @@ def recompose_stale(queue: JobQueue, *, source: str = SOURCE) -> list[int]:
                 new.append(new_id)
                 break
     return new
-
-
-def _newest_composer(queue: JobQueue, group_id: int) -> Job | None:
-    query = (
-        select(JOB)
-        .where(JOB.c.group_id == group_id, JOB.c.kind == KIND_GRID)
-        .order_by(JOB.c.id.desc())
-        .limit(1)
-    )
-    with queue.db.read() as conn:
-        row = conn.execute(query).first()
-    return Job.model_validate(row._mapping) if row is not None else None

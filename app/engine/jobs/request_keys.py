@@ -7,6 +7,14 @@ with the key waits and then finds the row; on PostgreSQL the second insert waits
 first transaction's commit (a unique key being written) and then inserts nothing. Either
 way one transaction stores the jobs and the other returns them. A request that fails
 rolls its key back with it, so a retry after a refused request is decided afresh.
+
+Keys are kept for `RequestKey.keep_s` (a day by default, as Stripe does; the setting
+`idempotency_key_hours`): a key older than that is forgotten, so a request that brings it
+again is a new request. Forgetting happens in the keyed submits themselves, so the table
+stays bounded with no sweeper to run: the key a request brings is deleted first if it
+expired (in the same transaction, so two requests with it still make one set of jobs),
+and each keyed submit deletes up to `FORGET_BATCH` other expired keys, more than the one
+it adds, through the `created_at` index (nothing to do costs one index probe).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.engine.jobs.params import InvalidParameters
@@ -25,6 +33,8 @@ from app.models.db import Database, HotTransaction
 from app.models.tables import REQUEST_KEY
 
 MAX_KEY_CHARS = 200
+KEEP_S = 24 * 3600.0  # how long a key is remembered, unless the request says otherwise
+FORGET_BATCH = 100  # expired keys a keyed submit deletes besides its own
 
 
 class KeyReused(UserError):
@@ -35,6 +45,7 @@ class KeyReused(UserError):
 class RequestKey:
     key: str
     fingerprint: str  # `fingerprint_of` the request: the same key for another request is refused
+    keep_s: float = KEEP_S  # a key older than this is forgotten: the request is a new one
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.key) <= MAX_KEY_CHARS or not self.key.isprintable():
@@ -77,6 +88,24 @@ class KeyStatements:
                 REQUEST_KEY.c.key == bindparam("key")
             )
         )
+        self._forget_this = db.prepare(
+            delete(REQUEST_KEY).where(
+                REQUEST_KEY.c.key == bindparam("key"),
+                REQUEST_KEY.c.created_at < bindparam("before"),
+            )
+        )
+        expired = (
+            select(REQUEST_KEY.c.key)
+            .where(REQUEST_KEY.c.created_at < bindparam("before"))
+            .order_by(REQUEST_KEY.c.created_at)
+            .limit(FORGET_BATCH)
+            # PostgreSQL: keys another submit is deleting are left to it, never waited for
+            # (two such deletes could wait for each other); SQLite has one writer anyway.
+            .with_for_update(skip_locked=True)
+        )
+        self._forget_expired = db.prepare(
+            delete(REQUEST_KEY).where(REQUEST_KEY.c.key.in_(expired.scalar_subquery()))
+        )
         self._record = db.prepare(
             update(REQUEST_KEY)
             .where(REQUEST_KEY.c.key == bindparam("key"))
@@ -84,7 +113,11 @@ class KeyStatements:
         )
 
     def claim(self, tx: HotTransaction, key: RequestKey, now: float) -> Earlier | None:
-        """Take `key` for this transaction (None), or what the request that took it made."""
+        """Take `key` for this transaction (None), or what the request that took it made
+        (within `key.keep_s`; an older one is forgotten, with a batch of other expired keys)."""
+        before = now - key.keep_s
+        tx.execute(self._forget_this, {"key": key.key, "before": before})
+        tx.execute(self._forget_expired, {"before": before})
         values = {"key": key.key, "fingerprint": key.fingerprint, "now": now}
         if tx.execute(self._claim, values).fetchone() is not None:
             return None

@@ -30,6 +30,10 @@ from app.errors import EaselError
 from app.models.tables import Job
 
 GRID_CHUNK = "easel-grid"  # the PNG text chunk with the axes and the cells' job ids
+# zlib's fastest level for the grid's PNG: a quarter of level 6's time (a 4x4 grid of 64 px
+# cells: 10 ms, not 34; of 512 px cells, about a second less) for a file about 1/6 larger.
+# The grid is a sheet to look at and pick from; its cells keep their own images.
+GRID_COMPRESS_LEVEL = 1
 
 
 class NotAGrid(EaselError):
@@ -62,7 +66,7 @@ def compose_grid(
     record = {**spec.to_dict(), "cells": [m.id if m else None for m in members]}
     write_png(
         image, output_path, params, extra_parameters=spec.parameters_text(),
-        chunks={GRID_CHUNK: json.dumps(record)},
+        chunks={GRID_CHUNK: json.dumps(record)}, compress_level=GRID_COMPRESS_LEVEL,
     )  # fmt: skip
     return GenerationOutcome(OutcomeKind.COMPLETED, image_path=output_path)
 

@@ -9,11 +9,12 @@ from enum import IntEnum
 from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QColor
 
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.rows import TransitionRow, format_duration
-from app.ui.presenters.timeline_words import plain_words, technical
-from app.ui.qt.theme import status_colour
+from app.ui.presenters.rows import NoteRow, TimelineRow, TransitionRow, format_duration
+from app.ui.presenters.timeline_words import note_words, plain_words, technical
+from app.ui.qt.theme import MUTED, status_colour
 
 Index = QModelIndex | QPersistentModelIndex
 TRANSITION_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -36,25 +37,40 @@ HEADERS = (
 @dataclass(frozen=True)
 class Attempt:
     number: int
-    rows: tuple[TransitionRow, ...]
+    rows: tuple[TimelineRow, ...]  # its transitions, and the notes beside them, in time order
     # The transition before this attempt's first one, so its first "after" is meaningful.
     previous_at: float | None
 
     @property
+    def transitions(self) -> tuple[TransitionRow, ...]:
+        return tuple(row for row in self.rows if isinstance(row, TransitionRow))
+
+    @property
     def span_s(self) -> float:
-        return self.rows[-1].at - self.rows[0].at if self.rows else 0.0
+        changes = self.transitions
+        return changes[-1].at - changes[0].at if changes else 0.0
 
 
-def group_by_attempt(rows: Sequence[TransitionRow]) -> list[Attempt]:
-    groups: list[list[TransitionRow]] = []
+def group_by_attempt(rows: Sequence[TransitionRow], notes: Sequence[NoteRow] = ()) -> list[Attempt]:
+    """The transitions by attempt; each note goes with the attempt it was written in (the
+    last one if that attempt has no transitions), in time order."""
+    groups: list[list[TimelineRow]] = []
     for row in rows:
         if not groups or groups[-1][0].attempt != row.attempt:
             groups.append([])
         groups[-1].append(row)
+    for note in notes:
+        home = [group for group in groups if group[0].attempt == note.attempt]
+        if home or groups:
+            (home or groups)[-1].append(note)
+        else:
+            groups.append([note])
     attempts, previous = [], None
     for group in groups:
-        attempts.append(Attempt(group[0].attempt, tuple(group), previous))
-        previous = group[-1].at
+        ordered = sorted(group, key=lambda row: (row.at, isinstance(row, NoteRow)))
+        attempts.append(Attempt(group[0].attempt, tuple(ordered), previous))
+        changes = [row for row in ordered if isinstance(row, TransitionRow)]
+        previous = changes[-1].at if changes else previous
     return attempts
 
 
@@ -66,8 +82,10 @@ class TimelineModel(QAbstractItemModel):
         self._attempts: list[Attempt] = []
         self.job_id: int | None = None
 
-    def set_rows(self, job_id: int | None, rows: Sequence[TransitionRow]) -> None:
-        attempts = group_by_attempt(rows)
+    def set_rows(
+        self, job_id: int | None, rows: Sequence[TransitionRow], notes: Sequence[NoteRow] = ()
+    ) -> None:
+        attempts = group_by_attempt(rows, notes)
         if job_id == self.job_id and attempts == self._attempts:
             return
         self.beginResetModel()
@@ -75,7 +93,14 @@ class TimelineModel(QAbstractItemModel):
         self.endResetModel()
 
     def transitions(self) -> list[TransitionRow]:
+        return [row for attempt in self._attempts for row in attempt.transitions]
+
+    def rows(self) -> list[TimelineRow]:
+        """Every row shown: the transitions and the notes."""
         return [row for attempt in self._attempts for row in attempt.rows]
+
+    def row_total(self) -> int:
+        return sum(len(attempt.rows) for attempt in self._attempts)
 
     def index(self, row: int, column: int, parent: Index = QModelIndex()) -> QModelIndex:  # noqa: B008
         if not self.hasIndex(row, column, parent):
@@ -121,7 +146,7 @@ class TimelineModel(QAbstractItemModel):
         if col is TCol.TIME:
             return translate("Timeline", "Attempt {n}").format(n=attempt.number)
         if col is TCol.WHAT:
-            n = len(attempt.rows)
+            n = len(attempt.transitions)  # changes of status; notes are not counted
             one = n == 1
             text = (
                 translate("Timeline", "1 change") if one else translate("Timeline", "{n} changes")
@@ -131,15 +156,16 @@ class TimelineModel(QAbstractItemModel):
             return format_duration(attempt.span_s)
         return None
 
-    def _transition_data(
-        self, row: TransitionRow, before: float | None, col: TCol, role: int
-    ) -> Any:
+    def _transition_data(self, row: TimelineRow, before: float | None, col: TCol, role: int) -> Any:
         if role == TRANSITION_ROLE:
             return row
         if role == Qt.ItemDataRole.ForegroundRole and col is TCol.WHAT:
+            if isinstance(row, NoteRow):
+                return QColor(MUTED)  # no status: the muted text of the theme
             return status_colour(row.to_status).lighter(130)
+        words = note_words(row) if isinstance(row, NoteRow) else plain_words(row)
         if role == Qt.ItemDataRole.ToolTipRole and col is TCol.WHAT:
-            return plain_words(row)  # the whole sentence, should the column be narrow
+            return words  # the whole sentence, should the column be narrow
         if role == TECHNICAL_ROLE:
             return technical(row)  # the exact stored row: the Details view shows it
         if role != Qt.ItemDataRole.DisplayRole:
@@ -147,5 +173,5 @@ class TimelineModel(QAbstractItemModel):
         if col is TCol.TIME:
             return datetime.fromtimestamp(row.at).strftime("%H:%M:%S.%f")[:-5]  # tenths
         if col is TCol.WHAT:
-            return plain_words(row)
+            return words
         return "" if before is None else f"+{format_duration(row.at - before)}"

@@ -22,7 +22,7 @@ from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.workers.worker_states import WorkerRequest, WorkerSummary
 from app.errors import BadInput, UserError
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.presenters.rows import JobRow, NoteRow, TransitionRow
 
 if TYPE_CHECKING:
     from app.engine.history.eta import Estimator
@@ -289,6 +289,16 @@ class QueueService:
             return tuple(TransitionRow.from_transition(t) for t in self.queue.timeline(job_id))
         except JobNotFound:
             return ()
+
+    def timeline_and_notes(
+        self, job_id: int
+    ) -> tuple[tuple[TransitionRow, ...], tuple[NoteRow, ...]]:
+        """The transitions and the notes beside them (`engine.jobs.notes`: callback tries)."""
+        from app.engine.jobs.notes import notes_of
+
+        rows = self.timeline(job_id)
+        notes = tuple(NoteRow.from_note(note) for note in notes_of(self.queue.db, job_id))
+        return rows, notes
 
     def queue_eta_s(self, workers: int) -> float | None:
         """Seconds until the queued and running jobs are done, learned from the history of

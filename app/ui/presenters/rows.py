@@ -18,6 +18,7 @@ from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 if TYPE_CHECKING:  # the database stack loads after the window shows (see app.ui.main)
     from app.engine.jobs.queue import Job, JobTransition
+    from app.models.tables import JobNote
 
 ACTIVE = frozenset(
     {JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.CANCELLING, JobStatus.PAUSING,
@@ -210,6 +211,26 @@ class TransitionRow:
             to_status=JobStatus(t.to_status), event=JobEvent(t.event), source=t.source,
             message=t.message, at=t.at,
         )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    """A note in a job's timeline: something that happened to it without a change of its
+    status, such as a try of its HTTP callback (`engine.jobs.notes`)."""
+
+    id: int
+    attempt: int
+    source: str
+    message: str
+    at: float
+
+    @classmethod
+    def from_note(cls, note: JobNote) -> NoteRow:
+        assert note.id is not None
+        return cls(note.id, note.attempt, note.source, note.message, note.at)
+
+
+TimelineRow = TransitionRow | NoteRow
 
 
 def format_duration(seconds: float | None) -> str:

@@ -14,7 +14,7 @@ from app.engine.jobs.undo import HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.engine.workers.worker_states import WINDOW_GONE_REASON
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
-from app.ui.presenters.rows import TransitionRow, status_label
+from app.ui.presenters.rows import NoteRow, TimelineRow, TransitionRow, status_label
 
 E, S = JobEvent, JobStatus
 
@@ -150,8 +150,16 @@ def _picked_up(claim_message: str, host: str | None) -> str:
     return translate("Timeline", "Started on {host}").format(host=worker.host)
 
 
-def technical(row: TransitionRow) -> str:
+def note_words(row: NoteRow) -> str:
+    """A note in the timeline ("Callback 1 of 8 to http://…: delivered (HTTP 200), …")."""
+    message = row.message
+    return message[:1].upper() + message[1:]
+
+
+def technical(row: TimelineRow) -> str:
     """The stored row, exactly: "PENDING → PROCESSING · START · worker · claimed by …"."""
+    if isinstance(row, NoteRow):
+        return " · ".join(["note", row.source, row.message])
     before = row.from_status.value if row.from_status else "new"
     parts = [f"{before} → {row.to_status.value}", row.event.value, row.source, row.message]
     return " · ".join(part for part in parts if part)

@@ -10,7 +10,7 @@ from PySide6.QtGui import QImage
 from app.engine.jobs.states import JobStatus
 from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.rows import JobRow, TransitionRow
+from app.ui.presenters.rows import JobRow, NoteRow, TransitionRow
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.thumbnails import load_image
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
@@ -74,11 +74,11 @@ class DetailController(QObject):
             self.select(fresh)
 
     def _load_timeline(self, job_id: int) -> None:
-        def show(rows: Sequence[TransitionRow]) -> None:
+        def show(loaded: tuple[Sequence[TransitionRow], Sequence[NoteRow]]) -> None:
             if self.row is not None and self.row.id == job_id:
-                self.timeline.show_job(job_id, rows)
+                self.timeline.show_job(job_id, *loaded)
 
-        self.vm.runner.run(lambda: self.vm.service.timeline(job_id), show)
+        self.vm.runner.run(lambda: self.vm.service.timeline_and_notes(job_id), show)
 
     def _show_image(self, row: JobRow) -> None:
         path = row.output_path

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.itemmodels.timeline_model import TECHNICAL_ROLE, TCol, TimelineModel
-from app.ui.presenters.rows import TransitionRow
+from app.ui.presenters.rows import NoteRow, TransitionRow
 from app.ui.presenters.timeline_words import technical
 from app.ui.widgets.lanes import LaneView
 
@@ -68,10 +68,12 @@ class TimelinePanel(QWidget):
         layout.addWidget(self.tree, 1)
         layout.addWidget(self.details)
 
-    def show_job(self, job_id: int | None, rows: Sequence[TransitionRow]) -> None:
-        changed = job_id != self.model.job_id or len(rows) != len(self.model.transitions())
-        self.model.set_rows(job_id, rows)
-        self.lanes.set_rows(rows)
+    def show_job(
+        self, job_id: int | None, rows: Sequence[TransitionRow], notes: Sequence[NoteRow] = ()
+    ) -> None:
+        changed = job_id != self.model.job_id or len(rows) + len(notes) != self.model.row_total()
+        self.model.set_rows(job_id, rows, notes)
+        self.lanes.set_rows(rows)  # the lanes draw statuses: notes change none
         self.title.setText(
             self.tr("Timeline · job {id}").format(id=job_id)
             if job_id is not None
@@ -97,5 +99,5 @@ class TimelinePanel(QWidget):
         if one is not None:
             self.details.setPlainText(str(one))
             return
-        rows = self.model.transitions()
+        rows = self.model.rows()
         self.details.setPlainText("\n".join(technical(row) for row in rows))

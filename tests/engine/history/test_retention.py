@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.engine.history.retention import RetentionRule, prune
+from app.engine.jobs.notes import notes_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
@@ -89,10 +90,15 @@ def test_prune_removes_checkpoints_and_only_with_images_the_image(tmp_path: Path
             conn.exec_driver_sql(
                 "UPDATE job SET output_path = ? WHERE id = ?", (str(image), job_id)
             )
+            conn.exec_driver_sql(  # and a note in its timeline (a callback's try)
+                "INSERT INTO job_note (job_id, attempt, source, message, at) "
+                "VALUES (?, 1, 'callback', 'told', 0)", (job_id,)
+            )  # fmt: skip
     [first, second] = files
 
     report = prune(queue, RetentionRule(keep=1), checkpoints_dir=checkpoints)
     assert report.removed == [first]
+    assert notes_of(db, first) == [] and len(notes_of(db, second)) == 1  # notes go with it
     assert files[first][0].exists() and not files[first][1].exists()
     assert files[second][0].exists() and files[second][1].exists()
     assert report.file_bytes == 500
