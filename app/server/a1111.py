@@ -121,9 +121,11 @@ async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict
     model = (body.override_settings or {}).get("sd_model_checkpoint") or state.sd_model
     seed = body.seed if body.seed != -1 else random.SystemRandom().randint(0, MAX_SEED)
     strength = body.denoising_strength if isinstance(body, Img2Img) else 1.0
+    name = model_name(str(model))
+    sampler = body.sampler_name or body.sampler_index or _default_sampler(state, name)
     params = GenerationParams(
-        prompt=body.prompt, negative_prompt=body.negative_prompt, model=model_name(str(model)),
-        scheduler=easel_scheduler(body.sampler_name or body.sampler_index, body.scheduler),
+        prompt=body.prompt, negative_prompt=body.negative_prompt, model=name,
+        scheduler=easel_scheduler(sampler, body.scheduler),
         steps=body.steps, cfg=body.cfg_scale, width=body.width, height=body.height,
         seed=seed, strength=strength,
     )  # fmt: skip
@@ -204,6 +206,19 @@ def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, A
     return {"images": images, "parameters": parameters, "info": json.dumps(info)}
 
 
+def _default_sampler(state: ServerState, model: str) -> str:
+    """A1111's default sampler ("Euler a"), or the model's own where it takes only its own:
+    a flow-matching model (Flux, SD 3.5, ...) runs with Euler, as Forge picks for Flux."""
+    from app.engine.generation.flow_params import samplers_for
+
+    info = next((m for m in state.models() if m.name == model), None)
+    own = samplers_for(info.architecture if info is not None else None)
+    return own[0] if own else A1111_DEFAULT_SAMPLER
+
+
+A1111_DEFAULT_SAMPLER = "Euler a"
+
+
 def _refuse_unsupported(body: Txt2Img) -> None:
     unsupported = [
         ("enable_hr", body.enable_hr, "hires fix (enable_hr); queue an upscale of the job"),
@@ -220,7 +235,7 @@ def _refuse_unsupported(body: Txt2Img) -> None:
 
 def easel_scheduler(sampler: str | None, schedule: str | None) -> str:
     """The Easel scheduler for A1111's sampler name (and its 1.9+ schedule type)."""
-    name = (sampler or "Euler a").strip()
+    name = (sampler or A1111_DEFAULT_SAMPLER).strip()
     easel = _BY_NAME.get(name.lower())
     if easel is None:
         known = ", ".join(SAMPLER_ALIASES)

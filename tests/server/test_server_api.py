@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -258,3 +259,17 @@ def test_browsers_are_let_in_only_from_the_origins_configured(queue: JobQueue) -
             "/api/v1/jobs", headers={**preflight, "Origin": "https://evil.example"}
         )  # fmt: skip
         assert "access-control-allow-origin" not in other.headers
+
+
+def test_a1111_requests_without_a_sampler_get_the_models_own(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    from app.engine.generation.tiny_flux import write_tiny_flux
+    from app.server.a1111 import _default_sampler
+
+    write_tiny_flux(tmp_path / "flux-tiny")
+    options = ServeOptions(port=free_port())
+    _server, state = make_server(queue, Settings(models_dir=str(tmp_path)), options)
+    assert _default_sampler(state, "flux-tiny") == "Euler"  # Flux takes only its own
+    assert _default_sampler(state, "easel-tiny") == "Euler a"  # A1111's default
+    assert _default_sampler(state, "not-installed") == "Euler a"  # refused later, by name
