@@ -10,15 +10,21 @@ the scheduler's checkpoint state (its step index and sigmas) is declared in
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
+from PIL import Image
 
+from app.engine.generation.families.base import Conditioning
 from app.engine.generation.flow_params import sampler_problem
 from app.engine.generation.lora import prompt_text
 from app.engine.generation.prompt_weights import plain_text
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+
+if TYPE_CHECKING:
+    from app.engine.generation.inpaint import MaskedImage
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {"Euler": FlowMatchEulerDiscreteScheduler}
 
@@ -55,3 +61,41 @@ def sentence_prompt(prompt: str) -> str:
     text = prompt_text(prompt)
     plain = plain_text(text)
     return text if plain == " ".join(text.split()) else plain
+
+
+class FlowFamily:
+    """What every flow-matching transformer family (Flux.1, SD 3.x, Z-Image, Flux.2 Klein)
+    does alike; each subclass mirrors its own stock pipeline for the rest."""
+
+    label: str
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+
+    @property
+    def device(self) -> torch.device:
+        device: torch.device = self.pipe._execution_device
+        return device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        dtype: torch.dtype = self.pipe.transformer.dtype
+        return dtype
+
+    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+        if images:  # submit refuses them (flow_params); a job stored before that lands here
+            raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")
+        return {}
+
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        return latents  # only an inpaint keeps part of the picture (the families that can)
+
+    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
+        return image

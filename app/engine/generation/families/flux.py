@@ -20,7 +20,6 @@ applied (see `flow.sentence_prompt`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,12 @@ from PIL import Image
 
 from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import flow_scheduler, sentence_prompt, trim_schedule
+from app.engine.generation.families.flow import (
+    FlowFamily,
+    flow_scheduler,
+    sentence_prompt,
+    trim_schedule,
+)
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
@@ -51,25 +55,12 @@ LATENT_IMAGE_IDS = "latent_image_ids"  # each patch's (0, row, column)
 MAX_SEQUENCE_LENGTH = 512  # the stock pipeline's default: T5 tokens read
 
 
-class FluxFamily:
+class FluxFamily(FlowFamily):
     """`FluxPipeline`'s models (dev-style with a guidance embedder, schnell-style without)."""
 
     name = "flux"
     label = "Flux.1"
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS, TEXT_IDS, LATENT_IMAGE_IDS)
-
-    def __init__(self, pipe: Any) -> None:
-        self.pipe = pipe
-
-    @property
-    def device(self) -> torch.device:
-        device: torch.device = self.pipe._execution_device
-        return device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        dtype: torch.dtype = self.pipe.transformer.dtype
-        return dtype
 
     def native_size(self) -> int:
         return int(self.pipe.default_sample_size) * int(self.pipe.vae_scale_factor)  # 1024
@@ -136,11 +127,6 @@ class FluxFamily:
             TEXT_IDS: text_ids,
             LATENT_IMAGE_IDS: image_ids,
         }
-
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
-        if images:
-            raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")
-        return {}
 
     def initial_latents(
         self,

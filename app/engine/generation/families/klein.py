@@ -27,7 +27,6 @@ LoRA (diffusers' Flux.2 format) goes through the common loader path (`load_lora_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,7 +39,7 @@ from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import flow_scheduler, sentence_prompt
+from app.engine.generation.families.flow import FlowFamily, flow_scheduler, sentence_prompt
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
@@ -55,25 +54,12 @@ MAX_SEQUENCE_LENGTH = 512  # the stock pipeline's default: Qwen3 tokens read
 TEXT_ENCODER_OUT_LAYERS = (9, 18, 27)  # the stock pipeline's default
 
 
-class Flux2KleinFamily:
+class Flux2KleinFamily(FlowFamily):
     """`Flux2KleinPipeline`'s models, base (true CFG) and step-distilled (none)."""
 
     name = "flux2-klein"
     label = "Flux.2 Klein"
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
-
-    def __init__(self, pipe: Any) -> None:
-        self.pipe = pipe
-
-    @property
-    def device(self) -> torch.device:
-        device: torch.device = self.pipe._execution_device
-        return device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        dtype: torch.dtype = self.pipe.transformer.dtype
-        return dtype
 
     @property
     def is_distilled(self) -> bool:
@@ -138,11 +124,6 @@ class Flux2KleinFamily:
         )
         embeds: torch.Tensor = prompt_embeds
         return embeds
-
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
-        if images:
-            raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")
-        return {}
 
     def initial_latents(
         self,
@@ -214,16 +195,6 @@ class Flux2KleinFamily:
             )[0]
         return noise_pred[:, : model_input.size(1) :]
 
-    def after_step(
-        self,
-        scheduler: Any,
-        latents: torch.Tensor,
-        timesteps: torch.Tensor,
-        index: int,
-        conditioning: Conditioning,
-    ) -> torch.Tensor:
-        return latents
-
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         """The stock pipeline after its loop: the VAE's batch-norm normalisation undone,
         the 2x2 patches back to the VAE's latent grid, decoded."""
@@ -232,9 +203,6 @@ class Flux2KleinFamily:
         image = pipe.vae.decode(latents, return_dict=False)[0]
         pil: Image.Image = pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
-
-    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
-        return image
 
 
 def denormalised(pipe: Any, latents: torch.Tensor) -> torch.Tensor:

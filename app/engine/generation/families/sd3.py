@@ -31,7 +31,6 @@ plain prompt goes through the stock `encode_prompt`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -66,25 +65,12 @@ T5_TOKENS = 256  # the stock pipeline's max_sequence_length
 INPAINT_TENSORS = (inpaint.MASK, inpaint.IMAGE_LATENTS, inpaint.NOISE)
 
 
-class StableDiffusion3Family:
+class StableDiffusion3Family(flow.FlowFamily):
     """`StableDiffusion3Pipeline`'s models (SD 3 medium, SD 3.5 medium/large/large turbo)."""
 
     name = "sd3"
     label = "SD 3.5"
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS)
-
-    def __init__(self, pipe: Any) -> None:
-        self.pipe = pipe
-
-    @property
-    def device(self) -> torch.device:
-        device: torch.device = self.pipe._execution_device
-        return device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        dtype: torch.dtype = self.pipe.transformer.dtype
-        return dtype
 
     def native_size(self) -> int:
         return int(self.pipe.transformer.config.sample_size) * int(self.pipe.vae_scale_factor)
@@ -169,14 +155,6 @@ class StableDiffusion3Family:
         )  # fmt: skip
         clip = torch.nn.functional.pad(clip, (0, t5.shape[-1] - clip.shape[-1]))
         return torch.cat([clip, t5], dim=-2)
-
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
-        if images:
-            raise InvalidParameters(
-                f"reference images (IP-Adapter) work with SD 1.x, 2.x and SDXL models, "
-                f"not {self.label}"
-            )
-        return {}
 
     def initial_latents(
         self,

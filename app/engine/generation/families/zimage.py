@@ -29,7 +29,6 @@ scheduler's state is its step index and sigmas (`schedulers.KINDS`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -43,7 +42,12 @@ from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import flow_scheduler, sentence_prompt, trim_schedule
+from app.engine.generation.families.flow import (
+    FlowFamily,
+    flow_scheduler,
+    sentence_prompt,
+    trim_schedule,
+)
 from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
@@ -59,20 +63,12 @@ MAX_SEQUENCE_LENGTH = 512  # the stock pipeline's default: tokens the encoder re
 CFG_TRUNCATION = 1.0  # the stock default: guidance dropped only where (1000 - t) / 1000 > it
 
 
-class ZImageFamily:
+class ZImageFamily(FlowFamily):
     """`ZImagePipeline`'s models (Z-Image Turbo and the base model)."""
 
     name = "zimage"
     label = "Z-Image"
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
-
-    def __init__(self, pipe: Any) -> None:
-        self.pipe = pipe
-
-    @property
-    def device(self) -> torch.device:
-        device: torch.device = self.pipe._execution_device
-        return device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -133,14 +129,6 @@ class ZImageFamily:
         if do_cfg:
             conditioning[NEGATIVE_EMBEDS] = negative_embeds[0]
         return conditioning
-
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
-        if images:
-            raise InvalidParameters(
-                f"reference images (IP-Adapter) work with SD 1.x, 2.x and SDXL models, "
-                f"not {self.label}"
-            )
-        return {}
 
     def initial_latents(
         self,
@@ -237,16 +225,6 @@ class ZImageFamily:
         noise_pred = -noise_pred.squeeze(2)
         return noise_pred.to(torch.float32)
 
-    def after_step(
-        self,
-        scheduler: Any,
-        latents: torch.Tensor,
-        timesteps: torch.Tensor,
-        index: int,
-        conditioning: Conditioning,
-    ) -> torch.Tensor:
-        return latents
-
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         vae = self.pipe.vae
         latents = latents.to(vae.dtype)
@@ -254,6 +232,3 @@ class ZImageFamily:
         image = vae.decode(unscaled, return_dict=False)[0]
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
-
-    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
-        return image
