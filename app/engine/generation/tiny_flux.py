@@ -18,6 +18,7 @@ from typing import Any
 from app.engine.generation.tiny_model import (
     _text_config,
     _tokenizer,
+    tiny_flow_vae,
     tiny_t5_encoder,
     tiny_t5_tokenizer,
 )
@@ -45,7 +46,6 @@ def build_tiny_flux(*, guidance_embeds: bool, seed: int = 0) -> Any:
     """A tiny `FluxPipeline`: dev-style with `guidance_embeds`, schnell-style without."""
     import torch
     from diffusers import (
-        AutoencoderKL,
         FlowMatchEulerDiscreteScheduler,
         FluxPipeline,
         FluxTransformer2DModel,
@@ -67,21 +67,7 @@ def build_tiny_flux(*, guidance_embeds: bool, seed: int = 0) -> Any:
             axes_dims_rope=(4, 6, 6),  # sums to attention_head_dim, as (16, 56, 56) to 128
         )
         text_encoder = CLIPTextModel(_text_config(hidden_size=CLIP_WIDTH))
-        vae = AutoencoderKL(
-            in_channels=3,
-            out_channels=3,
-            latent_channels=FLUX_LATENT_CHANNELS,
-            block_out_channels=(8, 16, 16, 16),
-            down_block_types=("DownEncoderBlock2D",) * 4,
-            up_block_types=("UpDecoderBlock2D",) * 4,
-            norm_num_groups=8,
-            layers_per_block=1,
-            sample_size=64,
-            scaling_factor=FLUX_SCALING_FACTOR,
-            shift_factor=FLUX_SHIFT_FACTOR,
-            use_quant_conv=False,
-            use_post_quant_conv=False,
-        )
+        vae = tiny_flow_vae(scaling_factor=FLUX_SCALING_FACTOR, shift_factor=FLUX_SHIFT_FACTOR)
         text_encoder_2 = tiny_t5_encoder(d_model=T5_WIDTH, seed=seed + 1)
     config = DEV_SCHEDULER if guidance_embeds else SCHNELL_SCHEDULER
     return FluxPipeline(

@@ -115,6 +115,28 @@ def _vae(*, sdxl: bool = False) -> Any:
     )
 
 
+def tiny_flow_vae(*, scaling_factor: float, shift_factor: float) -> Any:
+    """The 16-channel VAE of the flow-matching families (Flux.1, SD 3.x, Z-Image): as the
+    UNet families' tiny one, with the family's scaling and shift and no quant convs."""
+    from diffusers import AutoencoderKL
+
+    return AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        latent_channels=16,
+        block_out_channels=(8, 16, 16, 16),
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        norm_num_groups=8,
+        layers_per_block=1,
+        sample_size=64,
+        scaling_factor=scaling_factor,
+        shift_factor=shift_factor,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+    )
+
+
 def _build_sd(*, v2: bool, in_channels: int = 4) -> Any:
     from diffusers import StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextModel

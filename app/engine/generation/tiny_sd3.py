@@ -20,6 +20,7 @@ from typing import Any
 from app.engine.generation.tiny_model import (
     _text_config,
     _tokenizer,
+    tiny_flow_vae,
     tiny_t5_encoder,
     tiny_t5_tokenizer,
 )
@@ -44,7 +45,6 @@ def build_tiny_sd3(*, seed: int = 0, with_t5: bool = True, variant: str = "3.5-m
     (`text_encoder_3=None`: the T5 part of the prompt is zeros)."""
     import torch
     from diffusers import (
-        AutoencoderKL,
         FlowMatchEulerDiscreteScheduler,
         SD3Transformer2DModel,
         StableDiffusion3Pipeline,
@@ -67,21 +67,7 @@ def build_tiny_sd3(*, seed: int = 0, with_t5: bool = True, variant: str = "3.5-m
             pos_embed_max_size=4 * LATENT_SIZE // 2,  # up to 4x the native side
             **VARIANTS[variant],
         )
-        vae = AutoencoderKL(
-            in_channels=3,
-            out_channels=3,
-            latent_channels=16,
-            block_out_channels=(8, 16, 16, 16),
-            down_block_types=("DownEncoderBlock2D",) * 4,
-            up_block_types=("UpDecoderBlock2D",) * 4,
-            norm_num_groups=8,
-            layers_per_block=1,
-            sample_size=64,
-            scaling_factor=SD3_SCALING_FACTOR,
-            shift_factor=SD3_SHIFT_FACTOR,
-            use_quant_conv=False,
-            use_post_quant_conv=False,
-        )
+        vae = tiny_flow_vae(scaling_factor=SD3_SCALING_FACTOR, shift_factor=SD3_SHIFT_FACTOR)
         clip_l = CLIPTextModelWithProjection(
             _text_config(hidden_size=CLIP_L_WIDTH, projection_dim=CLIP_L_WIDTH)
         )

@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+from app.engine.generation.tiny_model import tiny_flow_vae
+
 ZIMAGE_SCALING_FACTOR, ZIMAGE_SHIFT_FACTOR = 0.3611, 0.1159  # Flux.1's VAE, as released
 TEXT_WIDTH = 32  # the tiny Qwen3's hidden size: the transformer's cap_feat_dim
 # Tongyi-MAI/Z-Image-Turbo, scheduler/scheduler_config.json.
@@ -66,7 +68,6 @@ def build_tiny_zimage(*, seed: int = 0) -> Any:
     """A `ZImagePipeline` of tiny random components."""
     import torch
     from diffusers import (
-        AutoencoderKL,
         FlowMatchEulerDiscreteScheduler,
         ZImagePipeline,
         ZImageTransformer2DModel,
@@ -106,21 +107,7 @@ def build_tiny_zimage(*, seed: int = 0) -> Any:
                 tie_word_embeddings=True,
             )
         )
-        vae = AutoencoderKL(
-            in_channels=3,
-            out_channels=3,
-            latent_channels=16,
-            block_out_channels=(8, 16, 16, 16),
-            down_block_types=("DownEncoderBlock2D",) * 4,
-            up_block_types=("UpDecoderBlock2D",) * 4,
-            norm_num_groups=8,
-            layers_per_block=1,
-            sample_size=64,
-            scaling_factor=ZIMAGE_SCALING_FACTOR,
-            shift_factor=ZIMAGE_SHIFT_FACTOR,
-            use_quant_conv=False,
-            use_post_quant_conv=False,
-        )
+        vae = tiny_flow_vae(scaling_factor=ZIMAGE_SCALING_FACTOR, shift_factor=ZIMAGE_SHIFT_FACTOR)
     return ZImagePipeline(
         scheduler=FlowMatchEulerDiscreteScheduler(**ZIMAGE_SCHEDULER),
         vae=vae,
