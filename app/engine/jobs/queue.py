@@ -155,6 +155,7 @@ class _Snapshot:
     version: int
     attempt: int
     worker_id: str | None
+    updated_at: float  # the job's last change: its next one is never stamped earlier
 
 
 def _the_store_clock() -> float:
@@ -482,7 +483,7 @@ class JobQueue:
         message: str,
         changes: Mapping[str, Any] | None,
     ) -> TransitionRecord | None:
-        now = self.clock()
+        now = max(self.clock(), snap.updated_at)  # see queue_sql.not_before_last_change
         attempt = snap.attempt + 1 if event is JobEvent.RETRY else snap.attempt
         values = {
             **_leaving_effects(snap.status),
@@ -509,8 +510,8 @@ class JobQueue:
         row = tx.execute(self._sql.snapshot, {"job_id": job_id}).fetchone()
         if row is None:
             raise JobNotFound(job_id)
-        status, version, attempt, worker_id = row
-        return _Snapshot(JobStatus(status), version, attempt, worker_id)
+        status, version, attempt, worker_id, updated_at = row
+        return _Snapshot(JobStatus(status), version, attempt, worker_id, float(updated_at))
 
     def _insert_history(self, tx: HotTransaction, record: TransitionRecord) -> None:
         tx.execute(
@@ -585,7 +586,7 @@ class JobQueue:
             assert job.id is not None and job.worker_id == worker_id
             record = TransitionRecord(
                 job.id, JobStatus.PENDING, target, JobEvent.START, source,
-                f"claimed by {worker_id}", job.attempt, now,
+                f"claimed by {worker_id}", job.attempt, job.updated_at,
             )  # fmt: skip
             self._insert_history(tx, record)
             return job, record
@@ -817,7 +818,7 @@ class JobQueue:
             row = tx.execute(self._sql.snapshot, {"job_id": job_id}).fetchone()
         if row is None:
             return None
-        status, _version, _attempt, holder = row
+        status, _version, _attempt, holder, _updated_at = row
         running = JobStatus(status)
         return running if holder == worker_id and running.is_running else None
 

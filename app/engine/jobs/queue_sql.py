@@ -40,9 +40,9 @@ class QueueStatements:
         # Compiled once per process and dialect (`prepare_once`): the same for every store.
         self.snapshot = db.prepare_once(
             "queue.snapshot",
-            lambda: select(JOB.c.status, JOB.c.version, JOB.c.attempt, JOB.c.worker_id).where(
-                JOB.c.id == bindparam("job_id")
-            ),
+            lambda: select(
+                JOB.c.status, JOB.c.version, JOB.c.attempt, JOB.c.worker_id, JOB.c.updated_at
+            ).where(JOB.c.id == bindparam("job_id")),
         )
         self.insert_history = db.prepare_once(
             "queue.insert_history", lambda: insert(TRANSITION), HISTORY_COLUMNS
@@ -137,13 +137,20 @@ def _claim_statement(*, only_job: bool) -> Any:
             version=JOB.c.version + 1,
             worker_id=bindparam("worker_id"),
             heartbeat_at=now,
-            started_at=now,
-            updated_at=now,
+            started_at=not_before_last_change(now),
+            updated_at=not_before_last_change(now),
             not_before=None,
             progress_step=0,
         )
         .returning(*JOB.c)
     )
+
+
+def not_before_last_change(now: Any) -> Any:
+    """`now`, or the job's last change if that is later: on a shared queue each process
+    reads the database server's time through its own estimate (`StoreClock`), which can
+    disagree by a round trip, and a job's timeline must never run backwards."""
+    return case((JOB.c.updated_at > now, JOB.c.updated_at), else_=now)
 
 
 def affinity_claim_statement() -> Any:
@@ -233,8 +240,8 @@ def affinity_claim_statement() -> Any:
             version=case((is_chosen, JOB.c.version + 1), else_=JOB.c.version),
             worker_id=case((is_chosen, bindparam("worker_id")), else_=JOB.c.worker_id),
             heartbeat_at=case((is_chosen, now), else_=JOB.c.heartbeat_at),
-            started_at=case((is_chosen, now), else_=JOB.c.started_at),
-            updated_at=case((is_chosen, now), else_=JOB.c.updated_at),
+            started_at=case((is_chosen, not_before_last_change(now)), else_=JOB.c.started_at),
+            updated_at=case((is_chosen, not_before_last_change(now)), else_=JOB.c.updated_at),
             not_before=case((is_chosen, null()), else_=JOB.c.not_before),
             progress_step=case((is_chosen, 0), else_=JOB.c.progress_step),
             passed_over=case((is_chosen, 0), else_=JOB.c.passed_over + 1),

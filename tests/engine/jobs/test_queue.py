@@ -19,6 +19,7 @@ from app.engine.jobs.queue import (
 )
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.opening import open_queue
+from app.models.db import Database
 from app.models.tables import TRANSITION
 
 pytestmark = pytest.mark.both_backends
@@ -134,7 +135,7 @@ def test_a_lost_race_is_decided_again_on_fresh_state(
     """The worker read PROCESSING, but the user's cancel landed first: COMPLETE still wins."""
     job_id = queue.submit(PARAMS)
     queue.claim("w1")
-    stale = queue_module._Snapshot(S.PROCESSING, 1, 1, "w1")
+    stale = queue_module._Snapshot(S.PROCESSING, 1, 1, "w1", 0.0)
     queue.cancel(job_id)  # now CANCELLING, version 2
     real_snapshot = JobQueue._snapshot
     calls = iter([stale])
@@ -272,3 +273,21 @@ def test_a_paused_jobs_checkpoint_is_removed_once_it_is_cancelled(tmp_path: Path
     queue.cancel(job_id)
     assert not checkpoint.exists()
     queue.db.dispose()
+
+
+@pytest.mark.parametrize("models", [(), ("m",)], ids=["plain claim", "model-aware claim"])
+def test_a_machine_whose_clock_reads_earlier_never_stamps_a_job_back_in_time(
+    db: Database, models: tuple[str, ...]
+) -> None:
+    """Two processes' estimates of the database server's time can disagree by a round trip:
+    the one behind still stamps each change at or after the job's last one."""
+    ahead = JobQueue(db, clock=lambda: 1000.0)
+    behind = JobQueue(db, clock=lambda: 999.5)
+    job_id = ahead.submit(GenerationParams(prompt="a kite", model="m"))
+    claimed = behind.claim("box:1", models=models)
+    assert claimed is not None and claimed.id == job_id
+    ahead_again = JobQueue(db, clock=lambda: 1000.25)
+    ahead_again.fire(job_id, JobEvent.PAUSE, source="test")
+    behind.fire(job_id, JobEvent.STOPPED, source="worker")
+    times = [row.at for row in behind.timeline(job_id)]
+    assert times == [1000.0, 1000.0, 1000.25, 1000.25]

@@ -49,6 +49,10 @@ def test_workers_with_skewed_clocks_time_out_no_healthy_job(
     faketime_or_skip()
     queue = JobQueue(shared_db)
     with machines(tmp_path, shared_db.location, SETTINGS, SKEW):
+        # All three up before the jobs come: a busy machine starts the faketime ones last,
+        # and the first worker up could run every job before they claim one.
+        wait_until(lambda: _workers_up(shared_db) >= set(SKEW), timeout_s=60,
+                   what="the three workers to register")  # fmt: skip
         ids = [queue.submit(fake_params("step=0.1", steps=15, seed=i)) for i in range(JOBS)]
         wait_until(
             lambda: all_succeeded(queue, ids) or settled_or_given_up(queue, ids),
@@ -68,6 +72,18 @@ def test_workers_with_skewed_clocks_time_out_no_healthy_job(
     stats = history_stats(queue, 0, queue.clock() + 1).as_dict()
     waits = [value for spread in stats["wait_s"].values() for value in spread.values()]
     assert all(value is None or value >= 0 for value in waits), stats["wait_s"]
+
+
+def _workers_up(db: Database) -> set[str]:
+    """The machines (worker ids "name:..." ) with a row in the worker table."""
+    from sqlalchemy import select
+
+    from app.models.tables import WorkerRow
+
+    table = WorkerRow.__table__  # type: ignore[attr-defined]
+    with db.read() as conn:
+        ids = conn.execute(select(table.c.id).where(table.c.state != "exited")).scalars()
+        return {str(worker_id).split(":")[0] for worker_id in ids}
 
 
 def test_the_store_clock_is_the_servers_and_never_runs_backwards(shared_db: Database) -> None:
