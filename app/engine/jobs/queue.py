@@ -46,7 +46,7 @@ from app.engine.jobs.states import (
 )
 from app.errors import EaselError, UserError
 from app.models.db import Database, HotTransaction, Prepared
-from app.models.tables import JOB, TRANSITION, WORKER, Job, JobTransition
+from app.models.tables import JOB, TRANSITION, WORKER, Job, JobNote, JobTransition
 
 log = logging.getLogger(__name__)
 
@@ -851,6 +851,12 @@ class JobQueue:
         query = select(JOB.c.status, func.count()).group_by(JOB.c.status)
         with self.db.read() as conn:
             return {JobStatus(status): int(n) for status, n in conn.execute(query)}
+
+    def notes(self, job_id: int) -> list[JobNote]:
+        """The job's notes (a callback's tries...), oldest first: read beside `timeline`."""
+        from app.engine.jobs.notes import notes_of
+
+        return notes_of(self.db, job_id)
 
     def timeline(self, job_id: int) -> list[JobTransition]:
         query = select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)

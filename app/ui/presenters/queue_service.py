@@ -294,10 +294,8 @@ class QueueService:
         self, job_id: int
     ) -> tuple[tuple[TransitionRow, ...], tuple[NoteRow, ...]]:
         """The transitions and the notes beside them (`engine.jobs.notes`: callback tries)."""
-        from app.engine.jobs.notes import notes_of
-
         rows = self.timeline(job_id)
-        notes = tuple(NoteRow.from_note(note) for note in notes_of(self.queue.db, job_id))
+        notes = tuple(NoteRow.from_note(note) for note in self.queue.notes(job_id))
         return rows, notes
 
     def queue_eta_s(self, workers: int) -> float | None:

@@ -17,8 +17,7 @@ from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
 if TYPE_CHECKING:  # the database stack loads after the window shows (see app.ui.main)
-    from app.engine.jobs.queue import Job, JobTransition
-    from app.models.tables import JobNote
+    from app.engine.jobs.queue import Job, JobNote, JobTransition
 
 ACTIVE = frozenset(
     {JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.CANCELLING, JobStatus.PAUSING,
