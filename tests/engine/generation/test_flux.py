@@ -40,6 +40,8 @@ from app.engine.jobs.params import GenerationParams, InvalidParameters
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (
+    Crash,
+    checkpoint_then_crash,
     generate,
     max_diff,
     model_info,
@@ -195,18 +197,6 @@ def _resume_all(jobs: list[tuple[ModelInfo, GenerationParams, Path, Path]]) -> N
         assert outcome.resumed_from is not None and outcome.resumed_from.step == PAUSE_AT
 
 
-class Crash(Exception):
-    pass
-
-
-def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
-    if progress.step == PAUSE_AT:
-        return StepDecision.CHECKPOINT
-    if progress.step == PAUSE_AT + 1:
-        raise Crash  # nothing written after the rolling checkpoint: as a killed worker
-    return StepDecision.CONTINUE
-
-
 def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_image(
     models: dict[str, ModelInfo],
     runners: dict[str, Runner],
@@ -231,7 +221,7 @@ def test_a_paused_and_a_crashed_flux_job_resume_in_a_fresh_process_to_the_same_i
     out, ckpt = tmp_path / "crashed.png", tmp_path / "crashed.ckpt"
     with pytest.raises(Crash):
         runners["dev"].run(
-            crashed, output_path=out, checkpoint_path=ckpt, on_step=_checkpoint_then_crash
+            crashed, output_path=out, checkpoint_path=ckpt, on_step=checkpoint_then_crash(PAUSE_AT)
         )
     assert ckpt.exists() and not out.exists()
     jobs.append((models["dev"], crashed, out, ckpt))

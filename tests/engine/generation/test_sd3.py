@@ -36,6 +36,8 @@ from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (
+    Crash,
+    checkpoint_then_crash,
     generate,
     go_on,
     max_diff,
@@ -210,18 +212,6 @@ def _resume_in_child(jobs: list[Job]) -> None:
         assert outcome.kind is OutcomeKind.COMPLETED and outcome.resumed_from is not None
 
 
-class Crash(Exception):
-    pass
-
-
-def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
-    if progress.step == PAUSE_AT:
-        return StepDecision.CHECKPOINT
-    if progress.step == PAUSE_AT + 1:
-        raise Crash  # nothing written after the rolling checkpoint: as a killed worker
-    return StepDecision.CONTINUE
-
-
 def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     models: dict[str, ModelInfo],
     runners: dict[str, Runner],
@@ -248,7 +238,7 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     with pytest.raises(Crash):
         runners["sd3"].run(
             sd3_params(seed=99), output_path=crashed[0], checkpoint_path=crashed[1],
-            on_step=_checkpoint_then_crash,
+            on_step=checkpoint_then_crash(PAUSE_AT),
         )  # fmt: skip
     assert crashed[1].exists()
     jobs.append((models["sd3"], sd3_params(seed=99), *crashed, None))

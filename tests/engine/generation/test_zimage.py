@@ -25,7 +25,7 @@ from PIL import Image
 from app.engine.generation.architecture import Architecture, Prediction, detect_folder
 from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.families import family_of
-from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
+from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSearchPath
@@ -34,6 +34,8 @@ from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST
 from tests.engine.generation.tiny_architectures import (
+    Crash,
+    checkpoint_then_crash,
     generate,
     go_on,
     max_diff,
@@ -183,18 +185,6 @@ def _resume_in_child(jobs: list[Job]) -> None:
         assert outcome.kind is OutcomeKind.COMPLETED and outcome.resumed_from is not None
 
 
-class Crash(Exception):
-    pass
-
-
-def _checkpoint_then_crash(progress: StepProgress) -> StepDecision:
-    if progress.step == PAUSE_AT:
-        return StepDecision.CHECKPOINT
-    if progress.step == PAUSE_AT + 1:
-        raise Crash  # nothing written after the rolling checkpoint: as a killed worker
-    return StepDecision.CONTINUE
-
-
 def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     model: ModelInfo, runner: Runner, tmp_path: Path, fresh_process: Callable[..., Any]
 ) -> None:
@@ -219,7 +209,7 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     with pytest.raises(Crash):
         runner.run(
             zimage_params(seed=99), output_path=crashed[0], checkpoint_path=crashed[1],
-            on_step=_checkpoint_then_crash,
+            on_step=checkpoint_then_crash(PAUSE_AT),
         )  # fmt: skip
     assert crashed[1].exists()
     jobs.append((model, zimage_params(seed=99), *crashed, None))

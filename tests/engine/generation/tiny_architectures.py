@@ -101,6 +101,24 @@ def pause_at(step: int) -> Callable[[StepProgress], StepDecision]:
     return lambda p: StepDecision.PAUSE if p.step == step else StepDecision.CONTINUE
 
 
+class Crash(Exception):
+    """What `checkpoint_then_crash` raises: the run dies as a killed worker's would."""
+
+
+def checkpoint_then_crash(step: int) -> Callable[[StepProgress], StepDecision]:
+    """A rolling checkpoint at `step`, then a crash at the next one: nothing is written after
+    the checkpoint, as when a worker is killed."""
+
+    def decide(progress: StepProgress) -> StepDecision:
+        if progress.step == step:
+            return StepDecision.CHECKPOINT
+        if progress.step == step + 1:
+            raise Crash
+        return StepDecision.CONTINUE
+
+    return decide
+
+
 def generate(runner: Runner, params: GenerationParams, folder: Path, name: str) -> np.ndarray:
     out = runner.run(
         params,
