@@ -21,10 +21,11 @@ class ChangeWatcher:
     def version(self) -> int | None:
         if not self._db.is_sqlite:
             return None
-        if self._conn is None:
-            self._conn = self._db.read_only_connection()
-        with self._conn.begin():
-            return self._db.data_version(self._conn)
+        with self._db.translated_errors():  # a locked or vanished file: app.errors
+            if self._conn is None:
+                self._conn = self._db.read_only_connection()
+            with self._conn.begin():
+                return self._db.data_version(self._conn)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -1,4 +1,5 @@
-"""LISTEN/NOTIFY: on PostgreSQL an idle worker is woken by new work, not by its poll."""
+"""An idle worker is woken by new work, not by its poll: LISTEN/NOTIFY on PostgreSQL, the
+file's commit counter on SQLite."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ import pytest
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.workers.messages import MessageKind, WorkerMessage
-from app.engine.workers.wakeup import FALLBACK_READ_S, DatabaseWakeup, JobWatch, wakeup_for
+from app.engine.workers.wakeup import (
+    FALLBACK_READ_S,
+    CommitWakeup,
+    DatabaseWakeup,
+    JobWatch,
+    Wakeup,
+    wakeup_for,
+)
 from app.engine.workers.worker import Outbox, Worker
 from app.models.db import Database
 from app.models.opening import open_database
@@ -53,11 +61,47 @@ def test_work_for_workers_is_announced_and_claims_are_not(db: Database) -> None:
 def test_an_idle_worker_is_woken_by_a_new_job_long_before_its_poll(
     db: Database, tmp_path: Path
 ) -> None:
-    queue = JobQueue(db)
-    config = replace(worker_config(queue, tmp_path), idle_poll_s=NEVER_S)
     worker_db = open_database(db.location)
     wakeup = wakeup_for(worker_db)
     assert isinstance(wakeup, DatabaseWakeup)
+    assert_woken_long_before_the_poll(JobQueue(db), worker_db, wakeup, tmp_path)
+
+
+def test_on_sqlite_an_idle_worker_is_woken_by_a_commit_long_before_its_poll(
+    tmp_path: Path,
+) -> None:
+    """No server to announce work: the file's commit counter, looked at every WATCH_S."""
+    db = open_database(str(tmp_path / "easel.db"))
+    worker_db = open_database(db.location)
+    wakeup = wakeup_for(worker_db)
+    assert isinstance(wakeup, CommitWakeup)
+    try:
+        assert_woken_long_before_the_poll(JobQueue(db), worker_db, wakeup, tmp_path)
+    finally:
+        db.dispose()
+
+
+def test_on_sqlite_the_commit_wakeup_sleeps_out_its_timeout_when_nobody_commits(
+    tmp_path: Path,
+) -> None:
+    db = open_database(str(tmp_path / "easel.db"))
+    wakeup = CommitWakeup(db)
+    try:
+        began = time.monotonic()
+        assert not wakeup.wait(0.2)
+        assert time.monotonic() - began >= 0.19
+        JobQueue(open_database(db.location)).submit(fake_params())  # another connection
+        assert wakeup.wait(5.0)
+        assert not wakeup.wait(0.05)  # that commit is told once
+    finally:
+        wakeup.close()
+        db.dispose()
+
+
+def assert_woken_long_before_the_poll(
+    queue: JobQueue, worker_db: Database, wakeup: Wakeup, tmp_path: Path
+) -> None:
+    config = replace(worker_config(queue, tmp_path), idle_poll_s=NEVER_S)
     stop = threading.Event()
     worker = Worker(
         config, JobQueue(worker_db), ScriptedRunner(), "w1", Outbox(None),
