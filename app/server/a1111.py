@@ -8,7 +8,6 @@ away does not take its jobs with it: they run, and stay in the history.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
@@ -34,7 +33,11 @@ from app.server.requests import JobRequest, client_name, decode_image, source_fo
 from app.server.state import ServerState
 
 router = APIRouter(prefix="/sdapi/v1", tags=["automatic1111"])
+# How often a waiting request reads its jobs' statuses: quickly when only the store tells
+# it (`--no-workers`: the window's or a peer's workers run them), seldom when this server's
+# own workers wake it as they settle a job (`ServerState.settled`), for jobs a peer runs.
 WAIT_POLL_S = 0.05
+WOKEN_POLL_S = 0.5
 
 # A1111's sampler names (and the old k-diffusion aliases) -> Easel's schedulers, which are
 # named as A1111 names them (app/engine/jobs/params.py SCHEDULERS; the worker maps each to
@@ -145,10 +148,14 @@ async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict
 async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> list[Job]:
     # One small read of the jobs' statuses a poll (not every job whole, each on its own:
     # CPU the worker beside the server would lose); the jobs are read whole once done.
-    while not await run_in_threadpool(_all_done, state.queue, job_ids):
+    poll_s = WOKEN_POLL_S if state.own_workers else WAIT_POLL_S
+    while True:
+        seen = state.settled.count
+        if await run_in_threadpool(_all_done, state.queue, job_ids):
+            break
         if await request.is_disconnected():
             break  # nobody to answer; the jobs carry on, durable as any other
-        await asyncio.sleep(WAIT_POLL_S)
+        await state.settled.wait(seen, poll_s)
     return await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
 
 

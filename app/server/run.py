@@ -56,6 +56,7 @@ def serve(
     """Serve until SIGTERM or Ctrl+C. `workers`: the patient queue and config of the worker
     to supervise (None: `--no-workers`, some other process runs the jobs)."""
     server, state = make_server(queue, settings, options, log_file)
+    state.own_workers = workers is not None
     callbacks = CallbackSender(queue, state.records)
     callbacks.start()
     try:

@@ -3,6 +3,8 @@ of each job its own workers run, and the model A1111 clients picked."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +26,42 @@ MODELS_FOR_S = 10.0
 KEEP_STEPS = 1000  # jobs whose last reported step is kept
 
 
+class Settled:
+    """Wakes the requests that wait for jobs (A1111's txt2img) the moment one of this
+    server's own workers settles a job, so that they need not read the store many times a
+    second to answer soon. A waiter takes `count` before it reads the store and waits for
+    a settle after that: one that lands between its read and its wait is not missed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+        self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    def notify(self) -> None:
+        """From the supervisor's thread: a job was settled (its transition committed)."""
+        with self._lock:
+            self.count += 1
+            waiting = list(self._waiting)
+        for loop, event in waiting:
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits there
+                loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, after: int, timeout_s: float) -> None:
+        """Until a job settles after `count` was `after`, or `timeout_s` passes."""
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self.count != after:
+                return
+            self._waiting.add(entry)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout_s)
+        finally:
+            with self._lock:
+                self._waiting.discard(entry)
+
+
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int = MAX_BODY_BYTES
@@ -41,6 +79,10 @@ class ServerState:
     log_file: Path | str = "the log"
     records: Records = field(init=False)
     sd_model: str = DEFAULT_MODEL  # A1111's sd_model_checkpoint: the model its clients get
+    # Whether this server supervises workers of its own (not `--no-workers`), whose settles
+    # `settled` hears of at once; jobs a peer runs are only seen in the store.
+    own_workers: bool = False
+    settled: Settled = field(default_factory=Settled)
     _previews: dict[int, bytes] = field(default_factory=dict)
     _steps: dict[int, int] = field(default_factory=dict)  # the newest step each job reported
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -63,6 +105,8 @@ class ServerState:
                     self._previews[message.job_id] = message.preview_png
             elif message.kind is MessageKind.FINISHED:
                 self._previews.pop(message.job_id, None)
+        if message.kind is MessageKind.FINISHED:
+            self.settled.notify()
 
     def live_step(self, job_id: int) -> int | None:
         """The newest step a worker of this server reported for the job (every step, sooner

@@ -21,9 +21,11 @@ from PIL import Image
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
+from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.server import a1111
 from app.server.a1111 import UnsupportedRequest, easel_scheduler, parse_parameters
 from app.server.run import ServeOptions, make_server
-from app.server.state import Limits
+from app.server.state import Limits, ServerState
 from tests.server.serving import free_port
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(120)]
@@ -35,6 +37,7 @@ class Running:
     queue: JobQueue
     url: str
     app: Any = None  # the FastAPI app served
+    state: ServerState | None = None
 
 
 @contextmanager
@@ -45,7 +48,7 @@ def running(
     settings: Settings | None = None,
 ) -> Iterator[Running]:
     options = ServeOptions(port=free_port(), limits=limits or Limits(), cors_origins=cors)
-    server, _state = make_server(queue, settings or Settings(), options)
+    server, state = make_server(queue, settings or Settings(), options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -54,7 +57,7 @@ def running(
     url = f"http://127.0.0.1:{options.port}"
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            yield Running(client, queue, url, server.config.app)
+            yield Running(client, queue, url, server.config.app, state)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -169,6 +172,28 @@ def test_too_many_requests_in_flight_are_refused_until_one_ends(queue: JobQueue)
         thread.join(timeout=30)
         assert waiting[0].status_code == 200 and waiting[0].json()["images"] == []
         assert api.client.get("/api/v1/queue").status_code == 200
+
+
+def test_a_waiting_a1111_request_is_woken_by_the_servers_own_worker_settling_its_job(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(a1111, "WOKEN_POLL_S", 120.0)  # its next read of the store: too late
+    with running(queue) as api:
+        assert api.state is not None
+        api.state.own_workers = True
+        answers: list[httpx.Response] = []
+        body = {"prompt": "a cat", "width": 64, "height": 64, "steps": 2}
+        thread = threading.Thread(target=lambda: answers.append(
+            httpx.post(f"{api.url}/sdapi/v1/txt2img", json=body, timeout=60)))  # fmt: skip
+        thread.start()
+        while not api.state.settled._waiting:  # read the store once, and now waits
+            time.sleep(0.01)
+        [job] = queue.jobs()
+        queue.cancel(job.id or 0, source="test")  # as the worker settles it
+        api.state.on_worker_message(WorkerMessage(MessageKind.FINISHED, "worker-0", job.id))
+        thread.join(timeout=20)
+        assert not thread.is_alive(), "the request slept on after its job settled"
+        assert answers[0].status_code == 200 and answers[0].json()["images"] == []
 
 
 def test_an_init_image_is_stored_with_its_job(api: Running) -> None:
