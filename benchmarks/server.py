@@ -14,8 +14,15 @@ Prints, each measured against a real `python -m app serve` on a loopback port:
 - server_overhead_ratio: jobs per second of one worker when its jobs come through the API
   (`serve` with its worker) over the same when they come from the command line
   (`python -m app submit`, then `python -m app worker --until-idle`): from the timelines,
-  the median time from one COMPLETE to the next, over alternated rounds each way (--rounds)
-  (a median: on a shared machine single jobs now and then take ten times as long)
+  the median time from one COMPLETE to the next, over alternated rounds each way (--rounds,
+  --round-jobs) (a median: on a shared machine single jobs now and then take ten times as
+  long); the API's client polls its last job five times a second, as a script would.
+  With 12 jobs a round the figure swung 0.95-1.00 between runs on the same code: a 4-step
+  64 px job is 60-80 ms, and a few milliseconds of the machine's noise decide a median of 36
+- server_overhead_ratio_rounds: each round's ratio, to show that spread
+- sequential_txt2img_ms: the median time of one A1111 txt2img of that job, when a client
+  sends one after another (each waits for the previous answer, so the worker is idle when
+  the next arrives: what it costs to start a job, not to queue one)
 """
 
 from __future__ import annotations
@@ -333,11 +340,38 @@ def api_cycles(home: Path, jobs: int) -> list[float]:
     return cycle_times(home)
 
 
+def sequential_txt2img(home: Path, requests: int) -> list[float]:
+    body = {"prompt": "one after another", **TINY, "sampler_name": "Euler"}
+    with server(home) as url, httpx.Client(base_url=url, timeout=120) as http:
+        http.post("/sdapi/v1/txt2img", json=body).raise_for_status()  # loads the model
+        latencies = []
+        for n in range(requests):
+            began = time.perf_counter()
+            http.post("/sdapi/v1/txt2img", json={**body, "seed": n}).raise_for_status()
+            latencies.append((time.perf_counter() - began) * 1000)
+    return latencies
+
+
+def overhead_ratios(root: Path, rounds: int, jobs: int) -> tuple[float, list[float]]:
+    """Jobs per second through the API over the CLI's: all rounds' cycles, and each round's."""
+    api: list[float] = []
+    cli: list[float] = []
+    each: list[float] = []
+    for round_ in range(rounds):  # alternated: the load of the machine drifts
+        api_round = api_cycles(root / f"api-{round_}", jobs)
+        cli_round = cli_cycles(root / f"cli-{round_}", jobs)
+        each.append(statistics.median(cli_round) / statistics.median(api_round))
+        api += api_round
+        cli += cli_round
+    return statistics.median(cli) / statistics.median(api), each
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs the pollers read")
     parser.add_argument("--pollers", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3, help="API/CLI rounds, alternated")
+    parser.add_argument("--rounds", type=int, default=5, help="API/CLI rounds, alternated")
+    parser.add_argument("--round-jobs", type=int, default=30, help="jobs in each round")
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     args = parser.parse_args()
     quick = args.quick
@@ -358,15 +392,14 @@ def main() -> None:
         lost, doubled = lost_after_kills(root / "kills", 40 if quick else 300, 3 if quick else 10)
         print(f"lost_jobs: {lost}", flush=True)
         print(f"duplicate_jobs_after_kills: {doubled}", flush=True)
-        count = 6 if quick else 12
-        api: list[float] = []
-        cli: list[float] = []
-        # Alternated: the load of the machine drifts.
-        for round_ in range(1 if quick else args.rounds):
-            api += api_cycles(root / f"api-{round_}", count)
-            cli += cli_cycles(root / f"cli-{round_}", count)
-        ratio = statistics.median(cli) / statistics.median(api)  # jobs/s: API over CLI
+        latencies = sequential_txt2img(root / "sequential", 5 if quick else 30)
+        print(f"sequential_txt2img_ms: {statistics.median(latencies):.1f}", flush=True)
+        ratio, each = overhead_ratios(
+            root, 1 if quick else args.rounds, 6 if quick else args.round_jobs
+        )  # fmt: skip
         print(f"server_overhead_ratio: {ratio:.3f}", flush=True)
+        rounds = " ".join(f"{r:.3f}" for r in each)
+        print(f"server_overhead_ratio_rounds: {rounds}", flush=True)
 
 
 if __name__ == "__main__":
