@@ -1,6 +1,7 @@
 """The HTTP server under load and faults (issue 22).
 
     .venv/bin/python benchmarks/server.py [--jobs 100000] [--pollers 100] [--quick]
+        [--only load|kills|sequential|overhead ...]
 
 Prints, each measured against a real `python -m app serve` on a loopback port:
 - submit_p99_ms: POST /api/v1/jobs, 8 clients at once (no worker: the queue only grows)
@@ -366,6 +367,9 @@ def overhead_ratios(root: Path, rounds: int, jobs: int) -> tuple[float, list[flo
     return statistics.median(cli) / statistics.median(api), each
 
 
+PARTS = ("load", "kills", "sequential", "overhead")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs the pollers read")
@@ -373,33 +377,46 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="API/CLI rounds, alternated")
     parser.add_argument("--round-jobs", type=int, default=30, help="jobs in each round")
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
+    parser.add_argument("--only", choices=PARTS, action="append",
+                        help="run only these parts (repeatable); all by default")  # fmt: skip
     args = parser.parse_args()
-    quick = args.quick
+    parts = set(args.only or PARTS)
     with tempfile.TemporaryDirectory(prefix="easel-bench-server-") as tmp:
         root = Path(tmp)
-        home = root / "load"
-        bulk_jobs(home, 1000 if quick else args.jobs)
-        with server(home, "--no-workers", "--max-in-flight", str(2 * args.pollers)) as url:
-            submits = submit_latencies(url, 80 if quick else 800)
-            print(f"submit_p99_ms: {p99(submits):.1f}", flush=True)
-            ids = 1000 if quick else args.jobs
-            duration = 3.0 if quick else 15.0
-            polls = status_latencies(url, ids, args.pollers, duration)
-            print(f"status_p99_ms: {p99(polls):.1f}", flush=True)
-            lags = event_lags(url, home, 40 if quick else 300)
-            print(f"events_lag_p99_ms: {p99(lags):.1f}", flush=True)
-            print(f"duplicate_jobs: {duplicates(url, home, 10 if quick else 100)}", flush=True)
-        lost, doubled = lost_after_kills(root / "kills", 40 if quick else 300, 3 if quick else 10)
-        print(f"lost_jobs: {lost}", flush=True)
-        print(f"duplicate_jobs_after_kills: {doubled}", flush=True)
-        latencies = sequential_txt2img(root / "sequential", 5 if quick else 30)
-        print(f"sequential_txt2img_ms: {statistics.median(latencies):.1f}", flush=True)
-        ratio, each = overhead_ratios(
-            root, 1 if quick else args.rounds, 6 if quick else args.round_jobs
-        )  # fmt: skip
-        print(f"server_overhead_ratio: {ratio:.3f}", flush=True)
-        rounds = " ".join(f"{r:.3f}" for r in each)
-        print(f"server_overhead_ratio_rounds: {rounds}", flush=True)
+        if "load" in parts:
+            measure_load(root / "load", args.jobs, args.pollers, args.quick)
+        if "kills" in parts:
+            measure_kills(root / "kills", args.quick)
+        if "sequential" in parts:
+            latencies = sequential_txt2img(root / "sequential", 5 if args.quick else 30)
+            print(f"sequential_txt2img_ms: {statistics.median(latencies):.1f}", flush=True)
+        if "overhead" in parts:
+            ratio, each = overhead_ratios(
+                root, 1 if args.quick else args.rounds, 6 if args.quick else args.round_jobs
+            )  # fmt: skip
+            print(f"server_overhead_ratio: {ratio:.3f}", flush=True)
+            rounds = " ".join(f"{r:.3f}" for r in each)
+            print(f"server_overhead_ratio_rounds: {rounds}", flush=True)
+
+
+def measure_load(home: Path, jobs: int, pollers: int, quick: bool) -> None:
+    """submit_p99_ms, status_p99_ms, events_lag_p99_ms and duplicate_jobs, on one server."""
+    ids = 1000 if quick else jobs
+    bulk_jobs(home, ids)
+    with server(home, "--no-workers", "--max-in-flight", str(2 * pollers)) as url:
+        submits = submit_latencies(url, 80 if quick else 800)
+        print(f"submit_p99_ms: {p99(submits):.1f}", flush=True)
+        polls = status_latencies(url, ids, pollers, 3.0 if quick else 15.0)
+        print(f"status_p99_ms: {p99(polls):.1f}", flush=True)
+        lags = event_lags(url, home, 40 if quick else 300)
+        print(f"events_lag_p99_ms: {p99(lags):.1f}", flush=True)
+        print(f"duplicate_jobs: {duplicates(url, home, 10 if quick else 100)}", flush=True)
+
+
+def measure_kills(home: Path, quick: bool) -> None:
+    lost, doubled = lost_after_kills(home, 40 if quick else 300, 3 if quick else 10)
+    print(f"lost_jobs: {lost}", flush=True)
+    print(f"duplicate_jobs_after_kills: {doubled}", flush=True)
 
 
 if __name__ == "__main__":
