@@ -49,6 +49,7 @@ from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_o
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import SharedProgress
+from app.engine.workers.db_file import DatabaseFileReplaced
 from app.engine.workers.grid_run import compose_grid
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path
@@ -210,6 +211,10 @@ class JobRun:
                 outcome = self._generate()
             except LostJob:
                 log.info("job %s was taken from this worker; dropped its run", self.job_id)
+                return
+            except DatabaseFileReplaced:
+                # Not the job's failure, and nothing can be written: the worker said why.
+                log.info("job %s: dropped its run; its database file is gone", self.job_id)
                 return
             except DatabaseUnreachable:
                 raise  # not the job's failure: the worker runs it again once the store is back

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, update
 
+from app.engine.workers.db_file import DatabaseFileReplaced
 from app.engine.workers.worker_states import WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable, EaselError
 from app.models.db import Database
@@ -91,8 +92,10 @@ class Presence:
         try:
             yield
         except EaselError as error:
-            # A server that is away is said once by the database itself (`Outage`).
-            if not self._failing and not isinstance(error, DatabaseUnreachable):
+            # A server that is away is said once by the database itself (`Outage`), a file
+            # replaced under us once by the worker (`Worker.database_replaced`).
+            said = isinstance(error, DatabaseUnreachable | DatabaseFileReplaced)
+            if not self._failing and not said:
                 log.warning("worker row not written (%s): %s", what, error)
             self._failing = True
         else:

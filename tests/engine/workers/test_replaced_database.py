@@ -8,6 +8,7 @@ a hard link, as a set-aside copy or a restore keeps it).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -19,8 +20,10 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.store.opening import open_queue
-from app.engine.workers.db_file import DatabaseFileWatch
+from app.engine.workers.db_file import DatabaseFileReplaced, DatabaseFileWatch
 from app.engine.workers.job_run import JobRun, RunContext
+from app.engine.workers.presence import Presence
+from app.engine.workers.worker_states import WorkerState
 from app.models.opening import open_database
 from app.testing.scripted_runner import ScriptedRunner, fake_image
 from tests.engine.workers.worker_fixtures import fake_params, harness
@@ -133,3 +136,20 @@ def test_a_new_database_never_writes_over_an_old_ones_images(tmp_path: Path) -> 
     ]  # fmt: skip
     assert first.read_bytes() == fake_image(lighthouse)  # the old job's image, untouched
     assert second.read_bytes() == third.read_bytes() == fake_image(cat)
+
+
+def test_once_the_file_is_known_replaced_the_rows_beat_is_refused_without_a_word(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker says once that its file is gone (`Worker.database_replaced`); its row's
+    beat, on a thread of its own, must not say it again at its next beat."""
+    db = open_database(tmp_path / "easel.db")
+    presence = Presence(db, "laptop:1:cafe", "laptop")
+    presence.register(device=None)
+    db.refusal = DatabaseFileReplaced("The job database was replaced", tmp_path / "easel.db")
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert presence.beat(WorkerState.BUSY) is None
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    finally:
+        db.dispose()
