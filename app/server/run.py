@@ -4,6 +4,7 @@ supervises its own (`run_headless`, on the main thread, where its signal handler
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +32,21 @@ class ServeOptions:
     limits: Limits = field(default_factory=Limits)
 
 
+class ListeningServer(uvicorn.Server):
+    """uvicorn's server, telling `on_listening` once its socket accepts connections:
+    "serving on ..." printed before that (as before `run` binds) sent the window's first
+    request, and a script's, to a port nobody listened on yet."""
+
+    on_listening: Callable[[], object] = staticmethod(lambda: None)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.on_listening()
+
+
 def make_server(queue: JobQueue, settings: Settings, options: ServeOptions,
-                log_file: str = "the log") -> tuple[uvicorn.Server, ServerState]:  # fmt: skip
+                log_file: str = "the log") -> tuple[ListeningServer, ServerState]:  # fmt: skip
     state = ServerState(
         queue, settings, token=options.token, limits=options.limits,
         cors_origins=options.cors_origins, log_file=log_file,
@@ -41,7 +55,7 @@ def make_server(queue: JobQueue, settings: Settings, options: ServeOptions,
         create_app(state), host=options.host, port=options.port, log_level="warning",
         access_log=False, timeout_graceful_shutdown=2, lifespan="on",
     )  # fmt: skip
-    return uvicorn.Server(config), state
+    return ListeningServer(config), state
 
 
 def serve(
@@ -61,7 +75,7 @@ def serve(
     callbacks.start()
     try:
         if workers is None:
-            on_ready(address(options))
+            server.on_listening = lambda: on_ready(address(options))
             server.run()  # its own signal handlers: Ctrl+C and SIGTERM stop it
             return
         thread = threading.Thread(target=server.run, name="http", daemon=True)
@@ -79,7 +93,7 @@ def serve(
         callbacks.stop()
 
 
-def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+def _wait_started(server: ListeningServer, thread: threading.Thread) -> None:
     while not server.started:
         if not thread.is_alive():
             raise OSError("the HTTP server did not start (is the port taken?)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -67,6 +68,26 @@ def running(
 def api(queue: JobQueue) -> Iterator[Running]:
     with running(queue) as served:
         yield served
+
+
+def test_the_server_says_it_listens_only_once_its_port_takes_connections(
+    queue: JobQueue,
+) -> None:
+    """What `serve` prints "serving on" after (the window shows the address then)."""
+    options = ServeOptions(port=free_port())
+    server, _state = make_server(queue, Settings(), options)
+    connected: list[bool] = []
+
+    def listening() -> None:
+        with socket.create_connection(("127.0.0.1", options.port), timeout=5):
+            connected.append(True)
+        server.should_exit = True
+
+    server.on_listening = listening
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert connected == [True]
 
 
 def test_an_idempotency_key_is_kept_for_the_hours_the_settings_say(queue: JobQueue) -> None:
