@@ -5,6 +5,9 @@ an SD 1.x inpainting UNet (9 channels: mask and masked image as input), the pixe
 difference (1/255) between Easel's inpaint and the stock `StableDiffusionInpaintPipeline`
 / `StableDiffusionXLInpaintPipeline` called as their users call them (mask blurred with
 `mask_processor.blur`, same seed and strength), worst of the four schedulers.
+And for Z-Image as a diffusers folder, with true CFG and a negative prompt (`zimage`) and
+at Turbo's guidance 0 (`zimage_turbo`): the same figure against the stock
+`ZImageInpaintPipeline`, with its one sampler (Euler, flow matching).
 
 Run alone (`.venv/bin/python benchmarks/inpaint.py`) or from benchmarks/generation.py.
 """
@@ -32,6 +35,7 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.tiny_model import write_tiny_pipeline
+from app.engine.generation.tiny_zimage import write_tiny_zimage
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.testing.images import max_diff, pixels
 
@@ -61,6 +65,37 @@ def run_inpaint() -> None:
                 _diff(runner, name, scheduler, image, mask, work) for scheduler in SCHEDULERS
             )
             report(f"inpaint_same_as_diffusers_max_diff_{name}", worst)
+        run_zimage_inpaint(work, image, mask)
+
+
+def run_zimage_inpaint(work: Path, image: bytes, mask: bytes) -> None:
+    """The Z-Image rows: a tiny diffusers folder, with CFG and at Turbo's guidance 0."""
+    from diffusers import ZImageInpaintPipeline
+
+    folder = write_tiny_zimage(work / "zimage")
+    runner = Runner(device=CPU, resolve=_resolver("zimage", folder), threads=1)
+    for name, cfg in (("zimage", 5.0), ("zimage_turbo", 0.0)):
+        params = GenerationParams(
+            "a red hat", negative_prompt="blurry", model="zimage", steps=STEPS, cfg=cfg,
+            width=SIZE, height=SIZE, seed=7, init_image="job:1", strength=0.8,
+            mask="upload:" + "0" * 64, mask_blur=4,
+        )  # fmt: skip
+        out = runner.run(
+            params, output_path=work / f"{name}.png", checkpoint_path=work / f"{name}.ckpt",
+            on_step=_go, init_image=image, mask=mask,
+        )  # fmt: skip
+        assert out.image_path is not None
+        stock: Any = ZImageInpaintPipeline(**runner.load("zimage").pipe.components)
+        stock.set_progress_bar_config(disable=True)
+        result = stock(
+            params.prompt, image=Image.open(io.BytesIO(image)),
+            mask_image=stock.mask_processor.blur(Image.open(io.BytesIO(mask)), blur_factor=4),
+            strength=params.strength, negative_prompt=params.negative_prompt,
+            num_inference_steps=STEPS, guidance_scale=cfg, width=SIZE, height=SIZE,
+            generator=torch.Generator().manual_seed(params.seed),
+        ).images[0]  # fmt: skip
+        diff = max_diff(pixels(out.image_path), pixels(result))
+        report(f"inpaint_same_as_diffusers_max_diff_{name}", diff)
 
 
 def _resolver(name: str, folder: Path) -> Any:

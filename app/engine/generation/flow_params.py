@@ -66,8 +66,6 @@ def flow_problems(
         )
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
-    if architecture is Architecture.ZIMAGE and params.is_inpaint:
-        problems.append("Z-Image models cannot inpaint in Easel yet; clear the mask")
     if architecture is Architecture.FLUX2_KLEIN and (params.init_image or params.mask):
         problems.append(
             "Flux.2 Klein runs text to image only in Easel (no img2img or inpaint yet); "

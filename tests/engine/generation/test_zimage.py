@@ -3,9 +3,10 @@
 On a tiny random Z-Image (tiny_zimage: a Qwen3 text encoder with a chat-template tokenizer,
 the single-stream DiT, Flux's VAE) saved as a diffusers folder: the same image as
 `ZImagePipeline` called as its users call it (with a negative prompt, without, and at
-Turbo's guidance 0), img2img equal to `ZImageImg2ImgPipeline`, a pause (or a crash after a
-rolling checkpoint) resumed in a fresh process to the uninterrupted image, and what it
-cannot run refused at submit in one sentence.
+Turbo's guidance 0), img2img equal to `ZImageImg2ImgPipeline`, inpaint (the whole image and
+"only masked") equal to `ZImageInpaintPipeline`, a pause (or a crash after a rolling
+checkpoint) resumed in a fresh process to the uninterrupted image, inpaints included, and
+what it cannot run refused at submit in one sentence.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from PIL import Image
 
 from app.engine.generation.architecture import Architecture, Prediction, detect_folder
 from app.engine.generation.checkpoint import load_checkpoint
+from app.engine.generation.device import DeviceChoice
 from app.engine.generation.families import family_of
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.request_checks import check_runnable
@@ -32,7 +34,7 @@ from app.engine.generation.sources import ModelInfo, ModelSearchPath
 from app.engine.jobs.params import GenerationParams
 from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
-from tests.engine.generation.test_inpaint import MASK_DIGEST
+from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (
     Crash,
     checkpoint_then_crash,
@@ -157,6 +159,76 @@ def test_img2img_equals_the_stock_img2img_pipeline(
         assert max_diff(pixels(out), pixels(reference)) == 0, (strength, steps)
 
 
+SIZE, MASK_BOX = (64, 48), (16, 8, 48, 40)  # the picture (w, h) and the box to repaint
+INPAINT: dict[str, Any] = {"init_image": "job:1", "mask": MASK_DIGEST, "width": 64, "height": 48}
+
+
+def inpaint_run(
+    runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any
+) -> Any:
+    """Easel's inpaint of the test picture, its box repainted."""
+    return runner.run(
+        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        init_image=init_png(SIZE), mask=mask_png(SIZE, MASK_BOX), **{"on_step": go_on, **kw},
+    )  # fmt: skip
+
+
+def stock_inpaint(stock_pipe: Any, params: GenerationParams) -> np.ndarray:
+    """`ZImageInpaintPipeline` as its users call it: the mask blurred first (as the inpaint
+    pipelines' documentation shows), its defaults otherwise. It has no `padding_mask_crop`,
+    so "only masked" is done around it as the other inpaint pipelines do it inside: the
+    crop region of the blurred mask, the box cut out of picture and mask and resized to the
+    job's size ("fill"), the pipeline run on those, its image pasted back through the mask."""
+    from diffusers import ZImageInpaintPipeline
+
+    pipe: Any = ZImageInpaintPipeline(**stock_pipe.components)
+    pipe.set_progress_bar_config(disable=True)
+    image = Image.open(io.BytesIO(init_png(SIZE))).convert("RGB")
+    mask = pipe.mask_processor.blur(
+        Image.open(io.BytesIO(mask_png(SIZE, MASK_BOX))), params.mask_blur
+    )
+    size = {"height": params.height, "width": params.width}
+    crop = None
+    inputs = {"image": image, "mask_image": mask}
+    if params.only_masked:
+        crop = pipe.mask_processor.get_crop_region(mask, **size, pad=params.mask_padding)
+        inputs = {
+            "image": pipe.image_processor.resize(image.crop(crop), **size, resize_mode="fill"),
+            "mask_image": pipe.mask_processor.resize(mask.crop(crop), **size, resize_mode="fill"),
+        }
+    out = pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt or None, **inputs,
+        strength=params.strength, **size, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    if crop is not None:
+        out = pipe.image_processor.apply_overlay(mask, image, out, crop)
+    return pixels(out)
+
+
+def test_inpaint_equals_the_stock_inpaint_pipeline(
+    runner: Runner, stock_pipe: Any, tmp_path: Path
+) -> None:
+    """The whole image at the stock strength of 1.0 with CFG, at Turbo's guidance 0 and
+    strength 0.6 (4 steps run 3), and "only masked": a 32x32 box around the mask generated
+    and pasted back, the picture outside the box untouched."""
+    cases: list[dict[str, Any]] = [
+        {"strength": 1.0},
+        {"strength": 0.6, "cfg": 0.0, "mask_blur": 0},
+        {"strength": 0.9, "only_masked": True, "mask_padding": 8, "width": 32, "height": 32},
+    ]
+    for index, changes in enumerate(cases):
+        params = zimage_params(**{**INPAINT, **changes})
+        outcome = inpaint_run(runner, params, tmp_path, f"ours-{index}")
+        assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
+        ours = pixels(outcome.image_path)
+        assert ours.shape == (48, 64, 3)
+        assert max_diff(ours, stock_inpaint(stock_pipe, params)) == 0, changes
+        picture = pixels(Image.open(io.BytesIO(init_png(SIZE))))
+        assert max_diff(ours[:, :4], picture[:, :4]) <= (0 if params.only_masked else 255)
+        assert max_diff(ours[16:32, 24:40], picture[16:32, 24:40]) > 0  # the box is repainted
+
+
 def test_a_checkpoint_carries_both_prompts_hidden_states_and_the_step_index(
     runner: Runner, tmp_path: Path
 ) -> None:
@@ -224,15 +296,72 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
         assert max_diff(pixels(done.image_path), pixels(out)) == 0, params
 
 
+def _resume_inpaints_in_child(jobs: list[tuple[ModelInfo, GenerationParams, Path]]) -> None:
+    for model, params, out in jobs:
+        outcome = inpaint_run(runner_for(model), params, out.parent, out.stem)
+        assert outcome.kind is OutcomeKind.COMPLETED and outcome.resumed_from is not None
+
+
+def test_a_paused_and_a_crashed_inpaint_resume_in_a_fresh_process_to_the_same_image(
+    model: ModelInfo, runner: Runner, tmp_path: Path, fresh_process: Callable[..., Any]
+) -> None:
+    """An inpaint paused at step 2 (CFG, the whole image; Turbo's guidance 0, only masked)
+    and one crashed after a rolling checkpoint: the checkpoint carries the mask, the image
+    latents and the blending noise, and a new process finishes each to the image of an
+    uninterrupted run."""
+    paused_cases = [
+        zimage_params(**INPAINT, strength=0.9, steps=5),
+        zimage_params(**{**INPAINT, "cfg": 0.0, "only_masked": True, "width": 32, "height": 32}),
+    ]
+    jobs = []
+    for index, params in enumerate(paused_cases):
+        paused = inpaint_run(runner, params, tmp_path, f"job-{index}", on_step=pause_at(PAUSE_AT))
+        assert paused.kind is OutcomeKind.PAUSED
+        saved = load_checkpoint(tmp_path / f"job-{index}.ckpt").checkpoint
+        assert {"inpaint_mask", "inpaint_image_latents", "inpaint_noise"} <= set(saved.conditioning)
+        jobs.append((model, params, tmp_path / f"job-{index}.png"))
+    crashed = zimage_params(**INPAINT, seed=99, only_masked=True, mask_padding=4)
+    with pytest.raises(Crash):
+        inpaint_run(runner, crashed, tmp_path, "crashed", on_step=checkpoint_then_crash(PAUSE_AT))
+    assert (tmp_path / "crashed.ckpt").exists()
+    jobs.append((model, crashed, tmp_path / "crashed.png"))
+    fresh_process(_resume_inpaints_in_child, jobs)  # spawned, as a worker after a crash
+    for index, (_, params, out) in enumerate(jobs):
+        done = inpaint_run(runner, params, tmp_path, f"reference-{index}")
+        assert done.image_path is not None and not out.with_suffix(".ckpt").exists()
+        assert max_diff(pixels(done.image_path), pixels(out)) == 0, params
+
+
+def test_in_bfloat16_an_inpaint_equals_the_stock_pipeline_and_resumes_exactly(
+    folder: Path, model: ModelInfo, tmp_path: Path
+) -> None:
+    """bfloat16 arithmetic as on a GPU, run here on the CPU: the stock loop blends in the
+    prompt embeddings' dtype, and a checkpoint restores the blending tensors in float32,
+    which must be cast back for the resumed steps to blend as the uninterrupted ones."""
+    from diffusers import ZImagePipeline
+
+    bf16 = DeviceChoice("cpu", "bfloat16")
+    params = zimage_params(**INPAINT, strength=0.9, steps=5)
+    runner = Runner(device=bf16, resolve=lambda _n: model, threads=1)
+    done = inpaint_run(runner, params, tmp_path, "ours")
+    assert runner.load("m").pipe.transformer.dtype == torch.bfloat16
+    assert done.image_path is not None
+    image = pixels(done.image_path)
+    pipe = ZImagePipeline.from_pretrained(folder, dtype=torch.bfloat16, local_files_only=True)
+    assert max_diff(image, stock_inpaint(pipe, params)) == 0
+    paused = inpaint_run(runner, params, tmp_path, "job", on_step=pause_at(PAUSE_AT))
+    assert paused.kind is OutcomeKind.PAUSED
+    fresh = Runner(device=bf16, resolve=lambda _n: model, threads=1)
+    resumed = inpaint_run(fresh, params, tmp_path, "job")
+    assert resumed.resumed_from is not None
+    assert max_diff(pixels(tmp_path / "job.png"), image) == 0
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
         ({"scheduler": "DPM++ 2M"}, r"Z-Image models run with the Euler sampler \(flow matching\)"),
         ({"width": 72}, "Z-Image draws sizes in multiples of 16 pixels, not 72x64"),
-        (
-            {"init_image": "job:1", "mask": MASK_DIGEST},
-            "Z-Image models cannot inpaint in Easel yet; clear the mask",
-        ),
     ],
 )
 def test_what_zimage_cannot_run_is_refused_at_submit_in_one_sentence(
@@ -243,3 +372,11 @@ def test_what_zimage_cannot_run_is_refused_at_submit_in_one_sentence(
     assert check_runnable(base, search).architecture is Architecture.ZIMAGE
     with pytest.raises(BadInput, match=message):
         check_runnable(params_for("zimage", steps=STEPS, **changes), search)
+
+
+def test_a_zimage_inpaint_is_accepted_at_submit(folder: Path) -> None:
+    """Inpaint, the whole image or only masked, runs on Z-Image (it was refused before)."""
+    search = ModelSearchPath(user=(folder.parent,))
+    for only_masked in (False, True):
+        params = params_for("zimage", steps=STEPS, only_masked=only_masked, **INPAINT)
+        assert check_runnable(params, search).architecture is Architecture.ZIMAGE

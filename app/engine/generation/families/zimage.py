@@ -1,8 +1,8 @@
 """Z-Image (Turbo): a Qwen3 text encoder's hidden states, a single-stream DiT on 2x2
 patches of 16-channel latents (Flux.1's VAE), flow matching with a fixed shift.
 
-Mirrors `ZImagePipeline.__call__` (diffusers 0.42), and for img2img
-`ZImageImg2ImgPipeline`, call for call:
+Mirrors `ZImagePipeline.__call__` (diffusers 0.42), and for img2img and inpaint
+`ZImageImg2ImgPipeline` and `ZImageInpaintPipeline`, call for call:
 - the prompt in Qwen3's chat template (`apply_chat_template`, thinking on), padded to 512
   tokens, the second-to-last hidden states of its real tokens only (`encode_prompt`): one
   tensor per text, of the prompt's own length;
@@ -15,23 +15,39 @@ Mirrors `ZImagePipeline.__call__` (diffusers 0.42), and for img2img
 - the transformer's timestep is `(1000 - t) / 1000` and its output negated (it predicts the
   opposite velocity of Flux's); latents in float32 throughout, cast to the transformer's
   dtype only as its input;
-- decoding undoes the VAE's scaling and shift factors.
+- decoding undoes the VAE's scaling and shift factors;
+- img2img and inpaint: the schedule trimmed by strength as `get_timesteps` (4 steps at 0.6
+  run 3), the image encoded and noised to the first remaining step (`scale_noise`), both
+  in the prompt embeddings' dtype;
+- inpaint: the mask binarised by the pipeline's mask processor and shrunk to latent size
+  (nearest, one channel); after every step the kept area goes back to the image latents
+  noised to the next timestep (none after the last), `(1 - mask) * image + mask * latents`.
+  The transformer never sees the mask, so the masked image's latents the stock pipeline
+  also encodes (for callbacks only, after the last random draw) are left out: no pixel
+  changes. "Only masked" (A1111's inpaint area) is the other inpaint pipelines' crop
+  (`padding_mask_crop`, which this one lacks): the mask's box plus padding, widened to the
+  job's aspect ratio, generated at the job's size and pasted back through the mask.
 
 What `GenerationParams` means here (see `flow_params`): `cfg` is the stock pipeline's
 `guidance_scale` (0 for Turbo; note it is `pos + cfg * (pos - neg)`, so Z-Image's 1 is
 SD's 2); the sampler is "Euler", the folder's flow-matching Euler. A1111's `(word:1.2)`
 weights and BREAK are dropped from the prompt, not applied: the encoder is a chat LLM
-that reads sentences (`flow.sentence_prompt`). No inpaint, ControlNet or IP-Adapter here.
+that reads sentences (`flow.sentence_prompt`). `strength` is the stock img2img and inpaint
+pipelines' (their default, 1.0, starts from pure noise while still keeping the unmasked
+area). No ControlNet or IP-Adapter here.
 
-A checkpoint carries the prompt's hidden states (and the negative's, under CFG); the
+A checkpoint carries the prompt's hidden states (and the negative's, under CFG), for an
+inpaint the mask, the image latents and the blending noise (`inpaint.MASK`, ...); the
 scheduler's state is its step index and sigmas (`schedulers.KINDS`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.flux.pipeline_flux_img2img import retrieve_latents
 from diffusers.pipelines.z_image.pipeline_z_image import (
     calculate_shift,
@@ -41,6 +57,7 @@ from diffusers.pipelines.z_image.pipeline_z_image import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
@@ -92,9 +109,12 @@ class ZImageFamily(FlowFamily):
         return (1, channels, 2 * (params.height // factor), 2 * (params.width // factor))
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        needs = self.checkpoint_tensors
         if self.uses_cfg(params):
-            return (*self.checkpoint_tensors, NEGATIVE_EMBEDS)
-        return self.checkpoint_tensors
+            needs = (*needs, NEGATIVE_EMBEDS)
+        if params.is_inpaint:
+            needs = (*needs, inpaint.MASK, inpaint.IMAGE_LATENTS, inpaint.NOISE)
+        return needs
 
     def scheduler(self, params: GenerationParams) -> Any:
         """The stock pipeline's step 5: Z-Image's default sigmas, `mu` from the number of
@@ -140,43 +160,79 @@ class ZImageFamily(FlowFamily):
         masked: MaskedImage | None = None,
     ) -> Schedule:
         if masked is not None:
-            raise InvalidParameters(f"inpainting is not available for {self.label} models")
+            return self._inpaint_latents(scheduler, params, masked, generator, conditioning)
         shape = self.latent_shape(params)
         if init_image is not None:
-            return self._img2img_latents(scheduler, params, init_image, generator, conditioning)
+            image = fit_to(open_rgb(init_image), (params.width, params.height))
+            pixels = self.pipe.image_processor.preprocess(image).to(dtype=torch.float32)
+            return self._noised_image(scheduler, params, pixels, generator, conditioning).schedule
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=torch.float32)
         noise = varied_noise(noise, params)  # A1111's variation seed, if any
         return Schedule(scheduler.timesteps, params.steps, noise)
 
-    def _img2img_latents(
+    def _noised_image(
         self,
         scheduler: Any,
         params: GenerationParams,
-        init_png: bytes,
+        pixels: torch.Tensor,
         generator: torch.Generator,
         conditioning: Conditioning,
-    ) -> Schedule:
-        """As `ZImageImg2ImgPipeline`: the trimmed schedule (`get_timesteps`), the image
-        encoded (its latent distribution sampled with the job's generator), shifted and
-        scaled, then noised to the first remaining timestep (`scale_noise`), in the
-        prompt embeddings' dtype as its `prepare_latents` is called."""
-        pipe = self.pipe
+    ) -> _Start:
+        """As `ZImageImg2ImgPipeline` (and `ZImageInpaintPipeline`'s `prepare_latents`): the
+        trimmed schedule (`get_timesteps`), the preprocessed image `pixels` encoded (its
+        latent distribution sampled with the job's generator), shifted and scaled, then
+        noised to the first remaining timestep (`scale_noise`), in the prompt embeddings'
+        dtype as their `prepare_latents` is called; the image latents and the noise are kept
+        for inpaint's blending."""
         dtype = conditioning[PROMPT_EMBEDS].dtype
-        image = fit_to(open_rgb(init_png), (params.width, params.height))
-        pixels = pipe.image_processor.preprocess(image).to(dtype=torch.float32)
         timesteps, steps = trim_schedule(scheduler, params)
         if steps < 1:
             raise InvalidParameters(
                 f"strength {params.strength:g} leaves no step of {params.steps} to run"
             )
-        vae = pipe.vae
+        vae = self.pipe.vae
         pixels = pixels.to(device=self.device, dtype=dtype)
         encoded = retrieve_latents(vae.encode(pixels), generator=generator)
         image_latents = (encoded - vae.config.shift_factor) * vae.config.scaling_factor
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
         latents = scheduler.scale_noise(image_latents, timesteps[:1].repeat(1), noise)
-        return Schedule(timesteps, steps, latents)
+        return _Start(Schedule(timesteps, steps, latents), image_latents, noise)
+
+    def _inpaint_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        masked: MaskedImage,
+        generator: torch.Generator,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        """`ZImageInpaintPipeline`'s start: the image and the binarised mask preprocessed
+        at the job's size, the image noised as img2img, the mask at latent size (nearest,
+        one channel), kept with the image latents and the noise for `after_step`.
+
+        Two differences of form, none of numbers. The stock pipeline also encodes the
+        masked image, which its loop never reads (the transformer takes no mask) and after
+        which nothing random is drawn: leaving it out changes no pixel. It has no
+        `padding_mask_crop`; "only masked" is the other inpaint pipelines' crop (the box
+        cut out and resized with `resize_mode="fill"`, then pasted back through the mask),
+        which equals calling the stock pipeline on the cut-out box."""
+        crop = masked.crop
+        resize_mode = "fill" if crop is not None else "default"
+        size = {"height": params.height, "width": params.width}
+        image = self.pipe.image_processor.preprocess(
+            masked.image, **size, crops_coords=crop, resize_mode=resize_mode
+        ).to(dtype=torch.float32)
+        mask_condition = _mask_processor(self.pipe).preprocess(
+            masked.mask, **size, crops_coords=crop, resize_mode=resize_mode
+        )
+        start = self._noised_image(scheduler, params, image, generator, conditioning)
+        _, _, height, width = self.latent_shape(params)
+        mask = torch.nn.functional.interpolate(mask_condition, size=(height, width), mode="nearest")
+        conditioning[inpaint.MASK] = mask.to(device=self.device, dtype=start.noise.dtype)
+        conditioning[inpaint.IMAGE_LATENTS] = start.image_latents
+        conditioning[inpaint.NOISE] = start.noise
+        return start.schedule
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
         if params.init_image:
@@ -225,6 +281,31 @@ class ZImageFamily(FlowFamily):
         noise_pred = -noise_pred.squeeze(2)
         return noise_pred.to(torch.float32)
 
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        """Inpaint: the kept area back to the image latents, noised to the next timestep
+        (none after the last), as `ZImageInpaintPipeline`'s loop after each step. Its
+        tensors are in the prompt embeddings' dtype (the text encoder's); a checkpoint
+        restores them in float32, so they are cast back (exactly: they hold its values)
+        and a resumed job blends in the same arithmetic as an uninterrupted one."""
+        if inpaint.IMAGE_LATENTS not in conditioning:
+            return latents
+        dtype = self.pipe.text_encoder.dtype
+        proper = conditioning[inpaint.IMAGE_LATENTS].to(dtype)
+        if index < len(timesteps) - 1:
+            noise_timestep = timesteps[index + 1]
+            noise = conditioning[inpaint.NOISE].to(dtype)
+            proper = scheduler.scale_noise(proper, torch.tensor([noise_timestep]), noise)
+        mask = conditioning[inpaint.MASK].to(dtype)
+        blended: torch.Tensor = (1 - mask) * proper + mask * latents
+        return blended
+
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         vae = self.pipe.vae
         latents = latents.to(vae.dtype)
@@ -232,3 +313,25 @@ class ZImageFamily(FlowFamily):
         image = vae.decode(unscaled, return_dict=False)[0]
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
+
+    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
+        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """An img2img start, with what inpaint's blending keeps of it."""
+
+    schedule: Schedule
+    image_latents: torch.Tensor
+    noise: torch.Tensor
+
+
+def _mask_processor(pipe: Any) -> VaeImageProcessor:
+    """`ZImageInpaintPipeline.mask_processor` (the text-to-image pipeline has none)."""
+    return VaeImageProcessor(
+        vae_scale_factor=pipe.vae_scale_factor * 2,
+        do_normalize=False,
+        do_binarize=True,
+        do_convert_grayscale=True,
+    )
