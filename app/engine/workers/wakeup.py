@@ -27,7 +27,8 @@ SLOW_POLL_S = 5.0  # with wake-ups, the fallback poll (claims are cheap, but not
 # writes nothing) notices within it.
 FALLBACK_READ_S = 1.0
 LISTEN_TICK_S = 0.5  # how long the watching thread blocks on the server before looking up
-WATCH_S = 0.02  # SQLite: how often an idle worker looks whether anyone committed
+WATCH_S = 0.05  # SQLite: how often an idle worker looks whether anyone committed (it woke this
+# often before the counter too, to notice a stop: no more wake-ups than that, for laptops)
 
 
 class StepReads(Protocol):
