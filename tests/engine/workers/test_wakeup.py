@@ -206,3 +206,20 @@ def test_a_remote_worker_stops_at_the_step_after_a_cancel_without_reading_every_
     # or two after step 20 was reported; the notification then stops the next step.
     assert max(progress) <= 20 + 3
     assert len(reads) < max(progress) / 3  # the row was read on a few steps, not on each
+
+
+def test_on_sqlite_idle_workers_claims_that_find_nothing_wake_nobody(tmp_path: Path) -> None:
+    """Two idle workers must not wake each other for ever: a claim that finds nothing
+    commits no change, so the other's counter stays put."""
+    db = open_database(str(tmp_path / "easel.db"))
+    other = JobQueue(open_database(db.location))
+    assert other.claim("w2") is None  # the first claim of a process may set things up
+    wakeup = CommitWakeup(db)
+    try:
+        for _ in range(3):
+            assert other.claim("w2") is None
+        assert not wakeup.wait(0.2)
+    finally:
+        wakeup.close()
+        other.db.dispose()
+        db.dispose()
