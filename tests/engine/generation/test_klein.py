@@ -99,6 +99,8 @@ SIZE = (64, 48)
 # 3 steps at strength 0.6: the stock pipeline's `get_timesteps` skips int(3 - 1.8) = 1.
 INPAINT = {"init_image": "job:1", "mask": MASK_DIGEST, "strength": 0.6, "mask_blur": 4}
 ONLY_MASKED = {**INPAINT, "only_masked": True, "mask_padding": 4}
+# The stock inpaint pipeline's own defaults: its users' call names none of them.
+STOCK_DEFAULTS = {**INPAINT, "steps": 50, "cfg": 8.0, "strength": 0.8}
 
 
 def mask_of(params: GenerationParams) -> bytes:
@@ -106,23 +108,30 @@ def mask_of(params: GenerationParams) -> bytes:
     return mask_png(SIZE, (28, 20, 36, 28) if params.only_masked else (16, 8, 48, 40))
 
 
-def stock_inpaint(folder: Path, params: GenerationParams) -> np.ndarray:
+def stock_inpaint(
+    folder: Path, params: GenerationParams, defaults: bool = False, **load: Any
+) -> np.ndarray:
     """The stock inpaint pipeline's image, called as its documentation shows: the picture,
-    the mask blurred by its mask processor, a strength (and `padding_mask_crop` for "only
-    masked"); no size, as it draws at the picture's own."""
-    pipe: Any = Flux2KleinInpaintPipeline.from_pretrained(folder, local_files_only=True)
+    the mask blurred by its mask processor, the generator (and `padding_mask_crop` for
+    "only masked"); no size, as it draws at the picture's own; strength, steps and guidance
+    as the job's, or (`defaults`) none, its own defaults. `load`: `from_pretrained`'s."""
+    pipe: Any = Flux2KleinInpaintPipeline.from_pretrained(folder, local_files_only=True, **load)
     pipe.set_progress_bar_config(disable=True)
     mask = Image.open(io.BytesIO(mask_of(params)))
-    crop = {"padding_mask_crop": params.mask_padding} if params.only_masked else {}
+    given: dict[str, Any] = {}
+    if not defaults:
+        given = {
+            "strength": params.strength, "num_inference_steps": params.steps,
+            "guidance_scale": params.cfg,
+        }  # fmt: skip
+    if params.only_masked:
+        given["padding_mask_crop"] = params.mask_padding
     image = pipe(
         prompt=params.prompt,
         image=Image.open(io.BytesIO(init_png(SIZE))),
         mask_image=pipe.mask_processor.blur(mask, blur_factor=params.mask_blur),
-        strength=params.strength,
-        num_inference_steps=params.steps,
-        guidance_scale=params.cfg,
         generator=torch.Generator("cpu").manual_seed(params.seed),
-        **crop,
+        **given,
     ).images[0]
     return pixels(image)
 
@@ -155,13 +164,20 @@ def test_easel_draws_the_stock_klein_pipelines_image(
     assert (max_diff(ours, other_guidance) > 0) == (kind == "base")
 
 
+INPAINTS = {"stock defaults": STOCK_DEFAULTS, "whole": INPAINT, "only masked": ONLY_MASKED}
+
+
 @pytest.mark.parametrize(
-    ("kind", "area"), [("base", "whole"), ("distilled", "whole"), ("base", "only masked")]
+    ("kind", "area"),
+    [("base", "stock defaults"), ("distilled", "whole"), ("base", "only masked")],
 )
 def test_a_klein_inpaint_draws_the_stock_inpaint_pipelines_image(
     folders: dict[str, Path], runners: dict[str, Runner], tmp_path: Path, kind: str, area: str
 ) -> None:
-    params = klein_params(**(ONLY_MASKED if area == "only masked" else INPAINT))
+    """Whole picture on the base model at the stock pipeline's defaults (50 steps, guidance
+    8, strength 0.8: the call names none), on the distilled one at 3 steps trimmed to 2 by
+    strength 0.6; "only masked" (its `padding_mask_crop`) on the base model."""
+    params = klein_params(**INPAINTS[area])
     outcome = run_inpaint(
         runners[kind], params, tmp_path / "ours.png", tmp_path / "ours.ckpt",
         on_step=lambda _p: StepDecision.CONTINUE,
@@ -169,7 +185,8 @@ def test_a_klein_inpaint_draws_the_stock_inpaint_pipelines_image(
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
     ours = pixels(outcome.image_path)
     assert ours.shape == (48, 64, 3)
-    assert max_diff(ours, stock_inpaint(folders[kind], params)) == 0
+    stock_image = stock_inpaint(folders[kind], params, defaults=area == "stock defaults")
+    assert max_diff(ours, stock_image) == 0
     picture = pixels(Image.open(io.BytesIO(init_png(SIZE))))
     assert max_diff(ours, picture) > 50  # the masked area is redrawn
     if area == "only masked":  # outside the box generated: the picture itself
@@ -358,7 +375,8 @@ def test_in_bfloat16_klein_equals_the_stock_pipeline_and_resumes_exactly(
     folders: dict[str, Path], models: dict[str, ModelInfo], tmp_path: Path
 ) -> None:
     """bfloat16 arithmetic as on an Ampere GPU, run here on the CPU (the text encoder, the
-    transformer and the VAE in it, as the stock pipeline loaded with dtype=bfloat16)."""
+    transformer and the VAE in it, as the stock pipeline loaded with dtype=bfloat16); an
+    inpaint too (its mask, image latents and noise in bfloat16)."""
     bf16 = DeviceChoice("cpu", "bfloat16")
     runner = Runner(device=bf16, resolve=lambda _n: models["base"], threads=1)
     params = klein_params()
@@ -383,6 +401,14 @@ def test_in_bfloat16_klein_equals_the_stock_pipeline_and_resumes_exactly(
     )
     assert resumed.resumed_from is not None
     assert max_diff(pixels(out), image) == 0
+    masked = klein_params(**INPAINT)
+    inpainted = run_inpaint(
+        runner, masked, tmp_path / "inpaint.png", tmp_path / "inpaint.ckpt",
+        on_step=lambda _p: StepDecision.CONTINUE,
+    )  # fmt: skip
+    assert inpainted.image_path is not None
+    stock_inpainted = stock_inpaint(folders["base"], masked, dtype=torch.bfloat16)
+    assert max_diff(pixels(inpainted.image_path), stock_inpainted) == 0
 
 
 def test_a_klein_lora_equals_diffusers_load_lora_weights_and_leaves_with_its_job(
