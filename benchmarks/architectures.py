@@ -24,7 +24,11 @@ Turbo's guidance 0 (`zimage-turbo`): the same four figures with its one sampler 
 stock `ZImagePipeline`.
 And for Flux.2 Klein as diffusers folders, the base model (`flux2-klein`, true CFG: two
 transformer calls per step) and a step-distilled one (`flux2-klein-distilled`, one call):
-the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`.
+the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`;
+and a Klein inpaint of each (`flux2-klein-inpaint`, `flux2-klein-distilled-inpaint`: a
+64x64 picture, a blurred square mask, strength 0.8): `step_ms` being one step with the
+picture's reference tokens, `pause_resume_max_diff`, and `same_as_diffusers_max_diff`
+against stock `Flux2KleinInpaintPipeline` called with the picture and mask.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -40,6 +44,7 @@ Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/ge
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import statistics
@@ -49,11 +54,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+
+from diffusers import Flux2KleinInpaintPipeline
 
 from app.engine.generation import denoise
 from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
@@ -139,6 +148,51 @@ def run_klein(work: Path) -> None:
         )
         model = detected(ModelInfo("m", folder, ModelSource.USER))
         _flow_figures(label, model, work, params, reference=stock)
+        _klein_inpaint_figures(f"{label}-inpaint", model, work, folder)
+
+
+def _klein_inpaint_figures(label: str, model: ModelInfo, work: Path, folder: Path) -> None:
+    """A Klein inpaint's `step_ms`, `pause_resume_max_diff` and `same_as_diffusers_max_diff`
+    (against stock `Flux2KleinInpaintPipeline`, called as its documentation shows)."""
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
+    rgb = np.stack([gradient, gradient[::-1], gradient.T], axis=-1)
+    picture, mask = Image.fromarray(rgb), Image.new("L", (64, 64), 0)
+    mask.paste(255, (16, 16, 48, 48))
+    init_png, mask_png = _png(picture), _png(mask)
+    params = GenerationParams(
+        prompt="a red circle", model="m", steps=STEPS, cfg=4.0, seed=42, width=64, height=64,
+        init_image="job:1", mask="upload:" + "0" * 64, strength=0.8, mask_blur=4,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    pipe = runner.load("m").pipe
+    timed = GenerationParams(**{**params.to_dict(), "steps": TIMED_STEPS + 1, "strength": 1.0})
+    state = denoise.start(pipe, timed, init_image=init_png, mask=mask_png)
+    report(f"step_ms[{label}]", f"{_timed_steps(pipe, state):.1f}")
+    folder_run = work / f"{label}-run"
+    folder_run.mkdir(exist_ok=True)
+    ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+    for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
+        runner.run(
+            params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+            init_image=init_png, mask=mask_png,
+        )  # fmt: skip
+    stock_pipe: Any = Flux2KleinInpaintPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, image=picture,
+        mask_image=stock_pipe.mask_processor.blur(mask, blur_factor=params.mask_blur),
+        strength=params.strength, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder_run)
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def _flow_figures(
@@ -233,7 +287,11 @@ def report(name: str, value: object) -> None:
 
 def _step_ms(pipe: Any, params: GenerationParams) -> float:
     timed = GenerationParams(**{**params.to_dict(), "steps": TIMED_STEPS + 1})
-    state = denoise.start(pipe, timed)
+    return _timed_steps(pipe, denoise.start(pipe, timed))
+
+
+def _timed_steps(pipe: Any, state: Any) -> float:
+    """The median time of `state`'s steps after the first (a warm-up), in ms."""
     denoise.advance(pipe, state)  # warm-up
     times = []
     while not state.finished:

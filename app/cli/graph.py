@@ -123,7 +123,8 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
         params, width=prepared.width, height=prepared.height, init_image=digest(prepared.png),
         strength=DEFAULT_IMG2IMG_STRENGTH if args.strength is None else args.strength,
     ).validated()  # fmt: skip
-    check_model(params)  # at the image's size now
+    if getattr(args, "mask", None) is None:  # an inpaint is checked with its mask (inpaint.py):
+        check_model(params)  # at the image's size now; a model may inpaint but not img2img
     return params, prepared.png
 
 

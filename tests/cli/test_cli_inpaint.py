@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from app.engine import paths
 from app.engine.jobs.graph import init_image_of, mask_of, parents_of
 from app.engine.jobs.mask import open_mask
 from app.engine.store.opening import open_queue
@@ -49,6 +50,26 @@ def test_submit_with_a_mask_stores_it_with_the_job(
     pixels = np.asarray(open_mask(stored))
     assert pixels[20, 20] == 255 and pixels[50, 80] == 0 and pixels.shape == (64, 96)
     queue.db.dispose()
+
+
+def test_a_flux2_klein_inpaint_is_queued_and_its_img2img_refused_in_one_sentence(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Klein inpaints (diffusers' Klein inpaint pipeline) but has no img2img: the image
+    without its mask is not checked on its own as an img2img before the mask is added."""
+    from app.engine.generation.tiny_klein import write_tiny_klein
+
+    write_tiny_klein(paths.models_dir() / "klein")
+    capsys.readouterr()  # its progress bar
+    image = write_image(tmp_path / "in.png", (64, 48))
+    mask = write_mask(tmp_path / "m.png", (64, 48), (8, 8, 40, 40))
+    picture = ("--model", "klein", "--init-image", str(image))
+    code, out, err = run_cli(capsys, "submit", "a cat", *picture, "--mask", str(mask))
+    assert (code, err) == (0, "")
+    assert open_queue().get(int(out.strip())).mask
+    code, out, err = run_cli(capsys, "submit", "a cat", *picture)
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert "Flux.2 Klein cannot run img2img in Easel (an init image without a mask)" in err
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,9 @@ such a model cannot take is one sentence then, never a FAILED job later.
   no guidance input and ignores it. Easel runs no true CFG on Flux.1, so a negative
   prompt would change nothing: it is refused rather than silently dropped.
 - Flux.2 Klein: `cfg` is true CFG on the base models (the negative prompt is read) and
-  ignored by the step-distilled ones, as by the stock pipeline (`families.klein`); text to
-  image only.
+  ignored by the step-distilled ones, as by the stock pipelines (`families.klein`); text to
+  image and inpaint (`Flux2KleinInpaintPipeline`), no img2img: diffusers has no Klein
+  img2img pipeline to mirror.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 
 FLOW_SAMPLERS: dict[str, str] = {"Euler": "FlowMatchEulerDiscreteScheduler"}
 FLOW_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 patches
+KLEIN_IMG2IMG_REFUSAL = (  # diffusers has a Klein inpaint pipeline, no img2img one
+    "Flux.2 Klein cannot run img2img in Easel (an init image without a mask), only text to "
+    "image and inpaint; add a mask or clear the init image"
+)
 
 
 def sampler_problem(scheduler: str, label: str) -> str | None:
@@ -66,11 +71,8 @@ def flow_problems(
         )
     if params.reference:
         problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
-    if architecture is Architecture.FLUX2_KLEIN and (params.init_image or params.mask):
-        problems.append(
-            "Flux.2 Klein runs text to image only in Easel (no img2img or inpaint yet); "
-            "clear the init image"
-        )
+    if architecture is Architecture.FLUX2_KLEIN and params.init_image and not params.mask:
+        problems.append(KLEIN_IMG2IMG_REFUSAL)
     return problems
 
 

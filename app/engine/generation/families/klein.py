@@ -3,26 +3,45 @@
 patches of the VAE's latents, flow matching with an empirical resolution- and
 steps-dependent shift, and true CFG on the base models (none on the distilled ones).
 
-Mirrors `Flux2KleinPipeline.__call__` (diffusers 0.42) for text to image: the same calls,
-in the same order, with the same arithmetic. One difference of form, none of numbers: the
-loop keeps the latents as the 2x2-patched grid the pipeline draws its noise in,
-(1, 4 * channels, h/16, w/16), and `predict` packs them into the transformer's token
-sequence and back. Packing is a permutation and the scheduler's step is element by
-element, so each step computes exactly the stock pipeline's values. The position ids of
-the text and image tokens follow from the shapes alone and are made again at each step
-(the checkpoint would cast them to the model's dtype).
+Mirrors `Flux2KleinPipeline.__call__` (diffusers 0.42) for text to image, and
+`Flux2KleinInpaintPipeline.__call__` for inpaint: the same calls, in the same order, with
+the same arithmetic. One difference of form, none of numbers: the loop keeps the latents
+as the 2x2-patched grid the pipelines draw their noise in, (1, 4 * channels, h/16, w/16),
+and `predict` packs them into the transformer's token sequence and back. Packing is a
+permutation and the scheduler's step (and inpaint's blending) is element by element, so
+each step computes exactly the stock pipeline's values. The position ids of the text and
+image tokens follow from the shapes alone and are made again at each step (the checkpoint
+would cast them to the model's dtype).
+
+Inpaint, as the stock inpaint pipeline: the schedule is the text-to-image one (its mu from
+all `steps`) trimmed by `strength` (`flow.trim_schedule`, its `get_timesteps`); the
+picture is encoded to the mode of the VAE's distribution (nothing random), patched and
+normalised by the VAE's batch norm; the noise is drawn and the latents noised to the first
+timestep; the mask, binarised, goes bilinear to the patch grid. Every transformer call
+sees the picture's latents too, as reference tokens after the latents' own (time offset
+10, the pipeline's `prepare_image_latents`), and after each step the kept area goes back to
+the picture's latents noised to the next timestep. The mask, the image latents and the
+noise are in the conditioning, so a checkpoint carries them. "Only masked" is the
+pipeline's `padding_mask_crop`: the mask's box plus padding, widened to the job's aspect
+ratio, generated at the job's size and pasted back through the mask (`inpaint.paste_back`,
+its `apply_overlay`). The stock pipeline draws at the picture's own size (its `height` and
+`width` are ignored), first shrunk to 1 MP if larger; Easel draws at the job's size, which
+for an inpaint is the picture's (the window's mask editor sends it so): the same image
+there, and a job over 1 MP is drawn as asked rather than shrunk.
 
 What `GenerationParams` means here (see `flow_params`): on the base models, `cfg` is
 classifier-free guidance, used above 1, with two transformer calls per step (the
 conditional one, then the unconditional one, as the stock loop); the negative prompt is
-what the unconditional call reads ("" by default, the stock pipeline's fixed choice). On
+what the unconditional call reads ("" by default, the stock pipelines' fixed choice). On
 the distilled models (`is_distilled` in model_index.json) `cfg` is ignored, as the stock
-pipeline ignores it, one call per step, and a negative prompt is refused. The sampler is
+pipelines ignore it, one call per step, and a negative prompt is refused. The sampler is
 "Euler", the flow-matching Euler the folders ship. The prompt is given to Qwen3 in its
 chat template, unchunked (512 tokens); A1111's weights and BREAK are dropped from it
-(`flow.sentence_prompt`). Not here: Klein's reference images (image editing), img2img and
-inpaint (diffusers' Klein inpaint pipeline is another loop), single and split files. A
-LoRA (diffusers' Flux.2 format) goes through the common loader path (`load_lora_weights`).
+(`flow.sentence_prompt`). Not here: img2img (an init image without a mask: diffusers has no
+Klein img2img pipeline to mirror, so submit refuses it), Klein's reference images (image
+editing, and the inpaint pipeline's `image_reference`: Easel's jobs have no input for
+them), single and split files. A LoRA (diffusers' Flux.2 format) goes through the common
+loader path (`load_lora_weights`).
 """
 
 from __future__ import annotations
@@ -31,16 +50,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from diffusers.pipelines.flux2.image_processor import Flux2ImageProcessor
 from diffusers.pipelines.flux2.pipeline_flux2_klein import (
     compute_empirical_mu,
     retrieve_timesteps,
 )
-from diffusers.utils.torch_utils import randn_tensor
+from diffusers.pipelines.flux2.pipeline_flux2_klein_inpaint import Flux2KleinInpaintPipeline
+from diffusers.utils.torch_utils import get_module_execution_device, randn_tensor
 from PIL import Image
 
+from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.flow import FlowFamily, flow_scheduler, sentence_prompt
-from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
+from app.engine.generation.families.flow import (
+    FlowFamily,
+    flow_scheduler,
+    sentence_prompt,
+    trim_schedule,
+)
+from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE, KLEIN_IMG2IMG_REFUSAL
 from app.engine.generation.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
@@ -80,9 +107,12 @@ class Flux2KleinFamily(FlowFamily):
         return (1, channels, params.height // factor, params.width // factor)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        needs = self.checkpoint_tensors
         if self.uses_cfg(params):
-            return (*self.checkpoint_tensors, NEGATIVE_EMBEDS)
-        return self.checkpoint_tensors
+            needs = (*needs, NEGATIVE_EMBEDS)
+        if params.is_inpaint:
+            needs = (*needs, inpaint.MASK, inpaint.IMAGE_LATENTS, inpaint.NOISE)
+        return needs
 
     def scheduler(self, params: GenerationParams) -> Any:
         """The stock pipeline's step 6: sigmas 1 .. 1/steps, shifted by the empirical mu
@@ -134,8 +164,10 @@ class Flux2KleinFamily(FlowFamily):
         conditioning: Conditioning,
         masked: MaskedImage | None = None,
     ) -> Schedule:
-        if init_image is not None or masked is not None:
-            raise InvalidParameters(f"{self.label} runs text to image only in Easel for now")
+        if masked is not None:
+            return self._inpaint_start(scheduler, params, generator, masked, conditioning)
+        if init_image is not None:  # submit refuses it (flow_params); a stored job lands here
+            raise InvalidParameters(KLEIN_IMG2IMG_REFUSAL)
         dtype = conditioning[PROMPT_EMBEDS].dtype
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
@@ -143,7 +175,62 @@ class Flux2KleinFamily(FlowFamily):
         return Schedule(scheduler.timesteps, len(scheduler.timesteps), noise)
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        if params.is_inpaint:
+            return trim_schedule(scheduler, params)
         return scheduler.timesteps, len(scheduler.timesteps)
+
+    def _inpaint_start(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        masked: MaskedImage,
+        conditioning: Conditioning,
+    ) -> Schedule:
+        """`Flux2KleinInpaintPipeline`'s steps 2 to 6: the schedule trimmed by strength
+        (`get_timesteps`, after the empirical mu of all `steps`); the picture preprocessed,
+        encoded (the latent distribution's mode: nothing random), patched and normalised;
+        the noise drawn and the latents noised to the first timestep; the mask binarised
+        and shrunk (bilinear) to the patch grid. The image latents, mask and noise are kept
+        in the conditioning: `predict` shows the transformer the image latents as reference
+        tokens, `after_step` blends the kept area back."""
+        pipe = self.pipe
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        timesteps, steps = trim_schedule(scheduler, params)
+        resize_mode = "fill" if masked.crop is not None else "default"
+        init = self._processor(mask=False).preprocess(
+            masked.image, params.height, params.width, crops_coords=masked.crop,
+            resize_mode=resize_mode,
+        )  # fmt: skip
+        latent_timestep = timesteps[:1].repeat(1)
+        vae_device = get_module_execution_device(pipe.vae)
+        image_latents = pipe._encode_vae_image(init.to(vae_device, dtype), generator)
+        image_latents = image_latents.to(self.device)
+        shape = self.latent_shape(params)
+        noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
+        latents = scheduler.scale_noise(image_latents, latent_timestep, noise)
+        mask_condition = self._processor(mask=True).preprocess(
+            masked.mask, height=params.height, width=params.width, resize_mode=resize_mode,
+            crops_coords=masked.crop,
+        )  # fmt: skip
+        grid = shape[2:]  # `prepare_mask_latents`: straight to the patch grid, bilinear
+        mask = torch.nn.functional.interpolate(mask_condition, size=grid, mode="bilinear")
+        conditioning[inpaint.MASK] = mask.to(device=self.device, dtype=dtype)
+        conditioning[inpaint.IMAGE_LATENTS] = image_latents
+        conditioning[inpaint.NOISE] = noise
+        return Schedule(timesteps, steps, latents)
+
+    def _processor(self, mask: bool) -> Flux2ImageProcessor:
+        """`Flux2KleinInpaintPipeline.image_processor`, or its `mask_processor` (the text to
+        image pipeline has none)."""
+        pipe = self.pipe
+        factor, channels = pipe.vae_scale_factor * 2, pipe.vae.config.latent_channels
+        if not mask:
+            return Flux2ImageProcessor(vae_scale_factor=factor, vae_latent_channels=channels)
+        return Flux2ImageProcessor(
+            vae_scale_factor=factor, vae_latent_channels=channels, do_normalize=False,
+            do_binarize=True, do_convert_rgb=False, do_convert_grayscale=True,
+        )  # fmt: skip
 
     def predict(
         self,
@@ -160,13 +247,22 @@ class Flux2KleinFamily(FlowFamily):
         latent_ids = pipe._prepare_latent_ids(latents).to(self.device)
         packed = pipe._pack_latents(latents)  # (1, C, H, W) -> (1, H*W, C)
         timestep = t.expand(packed.shape[0]).to(packed.dtype)
-        model_input = packed.to(pipe.transformer.dtype)
+        model_input, image_ids = packed, latent_ids
+        if inpaint.IMAGE_LATENTS in conditioning:
+            # Inpaint: the picture's latents follow as reference tokens, at time offset 10,
+            # as the stock inpaint pipeline's `prepare_image_latents` of `[image_latents]`.
+            reference = conditioning[inpaint.IMAGE_LATENTS]
+            reference_ids = Flux2KleinInpaintPipeline._prepare_image_ids([reference], 1)
+            model_input = torch.cat([packed, pipe._pack_latents(reference)], dim=1)
+            image_ids = torch.cat([latent_ids, reference_ids.to(self.device)], dim=1)
+        model_input = model_input.to(pipe.transformer.dtype)
+        tokens = packed.size(1)
         noise_pred = self._transformer(
-            "cond", model_input, timestep, conditioning[PROMPT_EMBEDS], latent_ids
+            "cond", model_input, timestep, conditioning[PROMPT_EMBEDS], image_ids, tokens
         )
         if do_cfg:
             negative = self._transformer(
-                "uncond", model_input, timestep, conditioning[NEGATIVE_EMBEDS], latent_ids
+                "uncond", model_input, timestep, conditioning[NEGATIVE_EMBEDS], image_ids, tokens
             )
             noise_pred = negative + guidance * (noise_pred - negative)
         batch, channels, height, width = latents.shape
@@ -178,8 +274,10 @@ class Flux2KleinFamily(FlowFamily):
         model_input: torch.Tensor,
         timestep: torch.Tensor,
         prompt_embeds: torch.Tensor,
-        latent_ids: torch.Tensor,
+        image_ids: torch.Tensor,
+        tokens: int,
     ) -> torch.Tensor:
+        """One transformer call; its output for the first `tokens` (the latents' own)."""
         pipe = self.pipe
         text_ids = pipe._prepare_text_ids(prompt_embeds).to(self.device)
         with pipe.transformer.cache_context(context):
@@ -189,11 +287,34 @@ class Flux2KleinFamily(FlowFamily):
                 guidance=None,
                 encoder_hidden_states=prompt_embeds,
                 txt_ids=text_ids,
-                img_ids=latent_ids,
+                img_ids=image_ids,
                 joint_attention_kwargs=None,
                 return_dict=False,
             )[0]
-        return noise_pred[:, : model_input.size(1) :]
+        return noise_pred[:, :tokens]
+
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        """Inpaint: the kept area back to the image latents, noised to the next timestep
+        (none after the last), as the stock inpaint pipeline's loop after each step (the
+        mask, one channel, broadcast over the latents' channels as over its packed ones)."""
+        if inpaint.IMAGE_LATENTS not in conditioning:
+            return latents
+        proper = conditioning[inpaint.IMAGE_LATENTS]
+        if index < len(timesteps) - 1:
+            noise_timestep = timesteps[index + 1]
+            proper = scheduler.scale_noise(
+                proper, torch.tensor([noise_timestep]), conditioning[inpaint.NOISE]
+            )
+        mask = conditioning[inpaint.MASK]
+        blended: torch.Tensor = (1 - mask) * proper + mask * latents
+        return blended
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         """The stock pipeline after its loop: the VAE's batch-norm normalisation undone,
@@ -203,6 +324,9 @@ class Flux2KleinFamily(FlowFamily):
         image = pipe.vae.decode(latents, return_dict=False)[0]
         pil: Image.Image = pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
+
+    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
+        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
 
 
 def denormalised(pipe: Any, latents: torch.Tensor) -> torch.Tensor:
