@@ -17,6 +17,7 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 from PIL import Image
 
+from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning
 from app.engine.generation.flow_params import sampler_problem
 from app.engine.generation.lora import prompt_text
@@ -87,6 +88,11 @@ class FlowFamily:
             raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")
         return {}
 
+    def blend_dtype(self) -> torch.dtype | None:
+        """The dtype the stock inpaint loop blends in, where a checkpoint restores the
+        blending tensors in another (None: as they are)."""
+        return None
+
     def after_step(
         self,
         scheduler: Any,
@@ -95,7 +101,27 @@ class FlowFamily:
         index: int,
         conditioning: Conditioning,
     ) -> torch.Tensor:
-        return latents  # only an inpaint keeps part of the picture (the families that can)
+        """Inpaint: the kept area back to the image latents, noised to the next timestep
+        (none after the last), as each flow inpaint pipeline's loop does after a step with
+        `scale_noise` (`FluxInpaintPipeline`, `StableDiffusion3InpaintPipeline`,
+        `ZImageInpaintPipeline`, `Flux2KleinInpaintPipeline`); other jobs keep nothing.
+        The mask has one channel, broadcast over the latents' (as over Flux's packed ones)."""
+        if inpaint.IMAGE_LATENTS not in conditioning:
+            return latents
+        dtype = self.blend_dtype()
+
+        def kept(name: str) -> torch.Tensor:
+            tensor = conditioning[name]
+            return tensor if dtype is None else tensor.to(dtype)
+
+        proper = kept(inpaint.IMAGE_LATENTS)
+        if index < len(timesteps) - 1:
+            next_timestep = torch.tensor([timesteps[index + 1]])
+            proper = scheduler.scale_noise(proper, next_timestep, kept(inpaint.NOISE))
+        mask = kept(inpaint.MASK)
+        blended: torch.Tensor = (1 - mask) * proper + mask * latents
+        return blended
 
     def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
-        return image
+        """An inpaint's image pasted back into the picture (only masked: into its box)."""
+        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)

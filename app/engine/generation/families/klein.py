@@ -293,29 +293,6 @@ class Flux2KleinFamily(FlowFamily):
             )[0]
         return noise_pred[:, :tokens]
 
-    def after_step(
-        self,
-        scheduler: Any,
-        latents: torch.Tensor,
-        timesteps: torch.Tensor,
-        index: int,
-        conditioning: Conditioning,
-    ) -> torch.Tensor:
-        """Inpaint: the kept area back to the image latents, noised to the next timestep
-        (none after the last), as the stock inpaint pipeline's loop after each step (the
-        mask, one channel, broadcast over the latents' channels as over its packed ones)."""
-        if inpaint.IMAGE_LATENTS not in conditioning:
-            return latents
-        proper = conditioning[inpaint.IMAGE_LATENTS]
-        if index < len(timesteps) - 1:
-            noise_timestep = timesteps[index + 1]
-            proper = scheduler.scale_noise(
-                proper, torch.tensor([noise_timestep]), conditioning[inpaint.NOISE]
-            )
-        mask = conditioning[inpaint.MASK]
-        blended: torch.Tensor = (1 - mask) * proper + mask * latents
-        return blended
-
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         """The stock pipeline after its loop: the VAE's batch-norm normalisation undone,
         the 2x2 patches back to the VAE's latent grid, decoded."""
@@ -324,9 +301,6 @@ class Flux2KleinFamily(FlowFamily):
         image = pipe.vae.decode(latents, return_dict=False)[0]
         pil: Image.Image = pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
-
-    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
-        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
 
 
 def denormalised(pipe: Any, latents: torch.Tensor) -> torch.Tensor:

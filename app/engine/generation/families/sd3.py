@@ -286,31 +286,9 @@ class StableDiffusion3Family(flow.FlowFamily):
             noise_pred = uncond + guidance * (cond - uncond)
         return noise_pred
 
-    def after_step(
-        self,
-        scheduler: Any,
-        latents: torch.Tensor,
-        timesteps: torch.Tensor,
-        index: int,
-        conditioning: Conditioning,
-    ) -> torch.Tensor:
-        """Inpaint: the kept area back to the image's latents, noised to the next timestep
-        (none after the last), as the inpaint pipeline's loop does with `scale_noise`."""
-        if inpaint.IMAGE_LATENTS not in conditioning:
-            return latents
-        proper = conditioning[inpaint.IMAGE_LATENTS]
-        mask = conditioning[inpaint.MASK]
-        if index < len(timesteps) - 1:
-            next_timestep = torch.tensor([timesteps[index + 1]])
-            proper = scheduler.scale_noise(proper, next_timestep, conditioning[inpaint.NOISE])
-        return (1 - mask) * proper + mask * latents
-
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         vae = self.pipe.vae
         unscaled = (latents / vae.config.scaling_factor) + vae.config.shift_factor
         image = vae.decode(unscaled, return_dict=False)[0]
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
-
-    def finish(self, image: Image.Image, masked: inpaint.MaskedImage | None) -> Image.Image:
-        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)

@@ -281,30 +281,13 @@ class ZImageFamily(FlowFamily):
         noise_pred = -noise_pred.squeeze(2)
         return noise_pred.to(torch.float32)
 
-    def after_step(
-        self,
-        scheduler: Any,
-        latents: torch.Tensor,
-        timesteps: torch.Tensor,
-        index: int,
-        conditioning: Conditioning,
-    ) -> torch.Tensor:
-        """Inpaint: the kept area back to the image latents, noised to the next timestep
-        (none after the last), as `ZImageInpaintPipeline`'s loop after each step. Its
-        tensors are in the prompt embeddings' dtype (the text encoder's); a checkpoint
-        restores them in float32, so they are cast back (exactly: they hold its values)
-        and a resumed job blends in the same arithmetic as an uninterrupted one."""
-        if inpaint.IMAGE_LATENTS not in conditioning:
-            return latents
-        dtype = self.pipe.text_encoder.dtype
-        proper = conditioning[inpaint.IMAGE_LATENTS].to(dtype)
-        if index < len(timesteps) - 1:
-            noise_timestep = timesteps[index + 1]
-            noise = conditioning[inpaint.NOISE].to(dtype)
-            proper = scheduler.scale_noise(proper, torch.tensor([noise_timestep]), noise)
-        mask = conditioning[inpaint.MASK].to(dtype)
-        blended: torch.Tensor = (1 - mask) * proper + mask * latents
-        return blended
+    def blend_dtype(self) -> torch.dtype:
+        """`ZImageInpaintPipeline` blends in the prompt embeddings' dtype (the text
+        encoder's); a checkpoint restores the tensors in float32, so they are cast back
+        (exactly: they hold its values) and a resumed job blends in the same arithmetic as
+        an uninterrupted one (without it a bfloat16 job resumed 21/255 off)."""
+        dtype: torch.dtype = self.pipe.text_encoder.dtype
+        return dtype
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         vae = self.pipe.vae
@@ -313,9 +296,6 @@ class ZImageFamily(FlowFamily):
         image = vae.decode(unscaled, return_dict=False)[0]
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
-
-    def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
-        return image if masked is None else inpaint.paste_back(self.pipe, image, masked)
 
 
 @dataclass(frozen=True)
