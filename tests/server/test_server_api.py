@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -23,10 +24,12 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
 from app.engine.workers.messages import MessageKind, WorkerMessage
+from app.models.opening import open_database
 from app.server import a1111
 from app.server.a1111 import UnsupportedRequest, easel_scheduler, parse_parameters
 from app.server.run import ServeOptions, make_server
 from app.server.state import Limits, ServerState
+from tests.faults import fill_disk, small_disk
 from tests.server.serving import free_port
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(120)]
@@ -215,6 +218,41 @@ def test_a_waiting_a1111_request_is_woken_by_the_servers_own_worker_settling_its
         thread.join(timeout=20)
         assert not thread.is_alive(), "the request slept on after its job settled"
         assert answers[0].status_code == 200 and answers[0].json()["images"] == []
+
+
+def noise_png(side: int) -> str:
+    """A base64 PNG that does not compress: its bytes need fresh pages in the store."""
+    pixels = np.random.default_rng(1).integers(0, 255, (side, side, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_a_full_disk_is_a_503_sentence_that_stores_nothing_and_then_it_works(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 6, "the database full": the client is told to come back, in one
+    sentence, and the job it asked for is not half stored."""
+    body = {"init_image": noise_png(400), "strength": 0.5, "width": 256, "height": 256}
+    with small_disk(tmp_path / "disk", "4m") as disk:
+        queue = JobQueue(open_database(str(disk / "easel.db")))
+        try:
+            with running(queue) as api:
+                assert api.client.post("/api/v1/jobs", json={"prompt": "before"}).is_success
+                filler = fill_disk(disk)
+                try:
+                    full = api.client.post("/api/v1/jobs", json={"prompt": "full", **body})
+                finally:
+                    filler.unlink()
+                assert full.status_code == 503 and full.headers["Retry-After"] == "1"
+                [sentence] = full.json().values()
+                assert "is full" in sentence and "free some space" in sentence
+                assert [job.prompt for job in queue.jobs()] == ["before"]
+                later = api.client.post("/api/v1/jobs", json={"prompt": "later", **body})
+                assert later.status_code == 201, later.text
+                assert sorted(job.prompt for job in queue.jobs()) == ["before", "later"]
+        finally:
+            queue.db.dispose()
 
 
 def test_an_init_image_is_stored_with_its_job(api: Running) -> None:
