@@ -84,15 +84,24 @@ def _supervise(
     on_message: Callable[[WorkerMessage], object],
     stop_asked: Callable[[], bool],
 ) -> None:
+    """`poll` every POLL_S (it reads the store); between polls the workers' messages are
+    handed on as they come, so a job's FINISHED reaches `on_message` at once (a server's
+    waiting A1111 request answers then), not at the next poll."""
+    next_poll = 0.0
     while not (stop_asked() or supervisor.all_retired):
-        for message in supervisor.poll():
+        now = time.monotonic()
+        if now >= next_poll:
+            messages, next_poll = supervisor.poll(), now + POLL_S
+        else:
+            messages = supervisor.messages()
+        for message in messages:
             on_message(message)
         if supervisor.start_failures >= MAX_START_FAILURES:
             raise WorkerCannotStart(
                 f"the worker process failed to start {supervisor.start_failures} times"
             )
         maintenance.prune_if_due()
-        time.sleep(POLL_S)
+        supervisor.wait_for_message(next_poll - time.monotonic())
 
 
 def _pass_on_stop(supervisor: Supervisor) -> None:

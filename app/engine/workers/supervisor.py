@@ -102,6 +102,7 @@ class Supervisor:
         self._slots = [_Slot(i) for i in range(count)]
         self._context = multiprocessing.get_context("spawn")
         self._inbox: stdlib_queue.SimpleQueue[WorkerMessage] = stdlib_queue.SimpleQueue()
+        self._held: WorkerMessage | None = None  # taken by `wait_for_message`, not yet handed on
         self._maintenance = MaintenancePass(
             self.queue, self.settings.heartbeat_timeout_s, self.policy,
             undo_source=SOURCE, on_timed_out=self._kill_frozen_worker,
@@ -262,17 +263,39 @@ class Supervisor:
         ).start()
         log.info("started worker %s", slot.worker_id)
 
+    def messages(self) -> list[WorkerMessage]:
+        """The workers' messages so far, without the rest of `poll` (no store reads)."""
+        return self._drain()
+
+    def wait_for_message(self, timeout_s: float) -> None:
+        """Block until a worker says something or `timeout_s` passes; what it said is the
+        next `messages` or `poll`'s (a caller that sleeps between polls hears a FINISHED
+        only at its next poll; one that waits here hears it at once)."""
+        if self._held is not None or timeout_s <= 0:
+            return
+        try:
+            self._held = self._inbox.get(timeout=timeout_s)
+        except stdlib_queue.Empty:
+            return
+
     def _drain(self) -> list[WorkerMessage]:
         messages: list[WorkerMessage] = []
+        if self._held is not None:
+            self._note(self._held)
+            messages.append(self._held)
+            self._held = None
         while True:
             try:
                 message = self._inbox.get_nowait()
             except stdlib_queue.Empty:
                 return messages
-            slot = self._slot_of(message.worker_id)
-            if message.kind is MessageKind.READY and slot is not None:
-                slot.ready, slot.failed_starts = True, 0
+            self._note(message)
             messages.append(message)
+
+    def _note(self, message: WorkerMessage) -> None:
+        slot = self._slot_of(message.worker_id)
+        if message.kind is MessageKind.READY and slot is not None:
+            slot.ready, slot.failed_starts = True, 0
 
     def _reap(self, now: float) -> None:
         for slot in self._slots:
