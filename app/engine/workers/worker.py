@@ -417,6 +417,7 @@ class Worker:
             )  # fmt: skip
         finally:
             self._job_id = None
+            self.wakeup.quicken()  # a client's next job may follow at once
             if run.completed:
                 self._jobs_done += 1
             self._update_row(
