@@ -15,12 +15,10 @@ Prints, each measured against a real `python -m app serve` on a loopback port:
 - server_overhead_ratio: jobs per second of one worker when its jobs come through the API
   (`serve` with its worker) over the same when they come from the command line
   (`python -m app submit`, then `python -m app worker --until-idle`): from the timelines,
-  the median time from one COMPLETE to the next, over alternated rounds each way (--rounds,
-  --round-jobs) (a median: on a shared machine single jobs now and then take ten times as
-  long); the API's client polls its last job five times a second, as a script would.
-  With 12 jobs a round the figure swung 0.95-1.00 between runs on the same code: a 4-step
-  64 px job is 60-80 ms, and a few milliseconds of the machine's noise decide a median of 36
-- server_overhead_ratio_rounds: each round's ratio, to show that spread
+  the median time from one COMPLETE to the next in a round, API over CLI for each pair of
+  rounds run back to back, and the median over the pairs (--rounds, --round-jobs); the
+  API's client polls its last job five times a second, as a script would
+- server_overhead_ratio_rounds: each pair's ratio, to show their spread
 - sequential_txt2img_ms: the median time of one A1111 txt2img of that job, when a client
   sends one after another (each waits for the previous answer, so the worker is idle when
   the next arrives: what it costs to start a job, not to queue one)
@@ -354,17 +352,17 @@ def sequential_txt2img(home: Path, requests: int) -> list[float]:
 
 
 def overhead_ratios(root: Path, rounds: int, jobs: int) -> tuple[float, list[float]]:
-    """Jobs per second through the API over the CLI's: all rounds' cycles, and each round's."""
-    api: list[float] = []
-    cli: list[float] = []
+    """Jobs per second through the API over the CLI's, for each pair of rounds run back to
+    back, and the median of those. Each round is a fresh worker process, and a process's
+    step time drifts by up to a fifth from one to the next on this machine (59 to 74 ms
+    for the same job), far more than the API and the CLI differ within a pair: so many
+    short pairs, not a few long rounds pooled."""
     each: list[float] = []
-    for round_ in range(rounds):  # alternated: the load of the machine drifts
+    for round_ in range(rounds):
         api_round = api_cycles(root / f"api-{round_}", jobs)
         cli_round = cli_cycles(root / f"cli-{round_}", jobs)
         each.append(statistics.median(cli_round) / statistics.median(api_round))
-        api += api_round
-        cli += cli_round
-    return statistics.median(cli) / statistics.median(api), each
+    return statistics.median(each), each
 
 
 PARTS = ("load", "kills", "sequential", "overhead")
@@ -374,8 +372,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs the pollers read")
     parser.add_argument("--pollers", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5, help="API/CLI rounds, alternated")
-    parser.add_argument("--round-jobs", type=int, default=30, help="jobs in each round")
+    parser.add_argument("--rounds", type=int, default=15, help="API/CLI pairs of rounds")
+    parser.add_argument("--round-jobs", type=int, default=12, help="jobs in each round")
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     parser.add_argument("--only", choices=PARTS, action="append",
                         help="run only these parts (repeatable); all by default")  # fmt: skip
