@@ -3,7 +3,9 @@ a worker that loses the database server reconnects, and the headless worker comm
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -193,7 +195,9 @@ def pg_db() -> Iterator[Database]:
 
 
 def drop_connections_opened_since(db: Database, since: float) -> int:
-    """What a server restart does to a client: its connections die under it."""
+    """What a server restart does to a client: its connections die under it. Only this
+    process's (the test server is shared with the suite's other process, whose tests
+    must not lose their connections to this one)."""
     admin = create_engine(parse_url(db.location), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
@@ -202,13 +206,33 @@ def drop_connections_opened_since(db: Database, since: float) -> int:
                     text(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                         "WHERE application_name = 'easel' AND pid <> pg_backend_pid() "
-                        "AND backend_start >= to_timestamp(:since)"
+                        "AND backend_start >= to_timestamp(:since) "
+                        "AND client_port = ANY(:ports)"
                     ),
-                    {"since": since},
+                    {"since": since, "ports": sorted(own_tcp_ports())},
                 ).all()
             )
     finally:
         admin.dispose()
+
+
+def own_tcp_ports() -> set[int]:
+    """The local ports of this process's TCP sockets (Linux: its fds' socket inodes, looked
+    up in the kernel's TCP tables)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def test_a_lost_connection_is_one_clear_error_then_the_next_write_reconnects(
