@@ -164,13 +164,15 @@ def paste_back(pipe: Any, image: Image.Image, masked: MaskedImage) -> Image.Imag
     return pasted
 
 
-def mask_processor(pipe: Any) -> VaeImageProcessor:
-    """The inpaint pipelines' `mask_processor` (the text-to-image pipeline has none)."""
+def mask_processor(pipe: Any, patch: int = 1) -> VaeImageProcessor:
+    """The inpaint pipelines' `mask_processor` (the text-to-image pipeline has none).
+    `patch`: the side of the transformer's latent patches (Z-Image's 2), by which its
+    inpaint pipeline multiplies the VAE's scale factor."""
     existing = getattr(pipe, "mask_processor", None)
     if existing is not None:
         return existing
     return VaeImageProcessor(
-        vae_scale_factor=pipe.vae_scale_factor,
+        vae_scale_factor=pipe.vae_scale_factor * patch,
         do_normalize=False,
         do_binarize=True,
         do_convert_grayscale=True,

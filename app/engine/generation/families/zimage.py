@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.flux.pipeline_flux_img2img import retrieve_latents
 from diffusers.pipelines.z_image.pipeline_z_image import (
     calculate_shift,
@@ -223,7 +222,7 @@ class ZImageFamily(FlowFamily):
         image = self.pipe.image_processor.preprocess(
             masked.image, **size, crops_coords=crop, resize_mode=resize_mode
         ).to(dtype=torch.float32)
-        mask_condition = _mask_processor(self.pipe).preprocess(
+        mask_condition = inpaint.mask_processor(self.pipe, patch=2).preprocess(
             masked.mask, **size, crops_coords=crop, resize_mode=resize_mode
         )
         start = self._noised_image(scheduler, params, image, generator, conditioning)
@@ -305,13 +304,3 @@ class _Start:
     schedule: Schedule
     image_latents: torch.Tensor
     noise: torch.Tensor
-
-
-def _mask_processor(pipe: Any) -> VaeImageProcessor:
-    """`ZImageInpaintPipeline.mask_processor` (the text-to-image pipeline has none)."""
-    return VaeImageProcessor(
-        vae_scale_factor=pipe.vae_scale_factor * 2,
-        do_normalize=False,
-        do_binarize=True,
-        do_convert_grayscale=True,
-    )
