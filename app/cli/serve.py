@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from app.cli.jobs import with_queue
 from app.engine.jobs.queue import JobQueue
@@ -45,6 +46,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help=f"requests served at once; more get 503 (default {MAX_IN_FLIGHT})",
     )  # fmt: skip
     serve.add_argument(
+        "--allow-private-callbacks", action="store_true",
+        help="let jobs' callback URLs reach loopback, link-local and private addresses "
+        "(default: public addresses only; Settings: allow_private_callbacks)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--show-callback-secret", action="store_true",
+        help="print the secret this queue signs callbacks with (X-Easel-Signature), making "
+        "it if there is none, and exit",
+    )  # fmt: skip
+    serve.add_argument(
         "--no-workers",
         action="store_true",
         help="run no worker here (other processes or machines run the jobs)",
@@ -59,7 +70,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
     from app.server.run import ServeOptions, serve
     from app.server.security import is_loopback, new_token, token_for, token_path
+    from app.server.signing import callback_secret
 
+    if args.show_callback_secret:
+        print(callback_secret(queue.db)[0])
+        return 0
     if not 0 < args.port < 65536:
         raise BadInput(f"--port must be between 1 and 65535, not {args.port}")
     log_file = configure_logging("server", echo=True)
@@ -69,6 +84,8 @@ def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
         print(f"new token stored in {token_path()}: {given}", file=sys.stderr)
     token = token_for(args.host, given)
     settings = load_settings()
+    if args.allow_private_callbacks:
+        settings = replace(settings, allow_private_callbacks=True)
     if args.max_in_flight < 1:
         raise BadInput(f"--max-in-flight must be at least 1, not {args.max_in_flight}")
     limits = Limits(max_in_flight=args.max_in_flight)
@@ -79,12 +96,19 @@ def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
         config = WorkerConfig.from_settings(settings, database_file(worker_queue))
         workers = (worker_queue, config)
 
+    secret, made = callback_secret(queue.db)
+    if made:  # shown this once; --show-callback-secret prints it again
+        print(f"made this queue's callback signing secret (receivers check X-Easel-Signature "
+              f"with it; `serve --show-callback-secret` prints it again): {secret}",
+              file=sys.stderr)  # fmt: skip
+
     def ready(address: str) -> None:
         where = "" if is_loopback(args.host) else " (token required)"
         print(f"serving on {address}{where}; API docs at {address}/docs", flush=True)
 
     try:
-        serve(queue, settings, options, workers=workers, on_ready=ready, log_file=str(log_file))
+        serve(queue, settings, options, workers=workers, on_ready=ready, log_file=str(log_file),
+              callback_secret=secret)  # fmt: skip
     except WorkerCannotStart as error:
         print(f"error: {error} (see {log_path('worker-0')})", file=sys.stderr)
         return EXIT_FAILED

@@ -113,6 +113,11 @@ class Settings:
     affinity_max_skips: int = 8
     # Memory loaded models may take, in GiB (VRAM first, then RAM); 0: from the machine's.
     memory_budget_gb: float = 0.0
+    # Per-job callbacks (app/server/callbacks.py) go to public addresses only unless this
+    # allows loopback, link-local and private ones (a receiver on this machine or LAN); and
+    # each try, connect to answer, gets this long in all.
+    allow_private_callbacks: bool = False
+    callback_deadline_s: float = 10.0
 
     def validated(self) -> Settings:
         problems = []
@@ -139,6 +144,8 @@ class Settings:
         problems += AffinityBound(self.affinity_max_wait_s, self.affinity_max_skips).problems()
         if not 0 <= self.memory_budget_gb <= 4096:
             problems.append("the memory budget must be 0 (automatic) or up to 4096 GiB")
+        if not 1 <= self.callback_deadline_s <= 120:
+            problems.append("the callback deadline must be between 1 and 120 seconds")
         if problems:
             raise InvalidSettings("; ".join(problems))
         return self

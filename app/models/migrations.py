@@ -21,12 +21,13 @@ from app.models.tables import (
     JOB_INPUT,
     JOB_NOTE,
     JOB_PARENT,
+    QUEUE_SECRET,
     REQUEST_KEY,
     WORKER,
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 
 class SchemaTooNew(DatabaseError):
@@ -201,6 +202,12 @@ def _v13_to_v14(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[JOB_NOTE])
 
 
+def _v14_to_v15(conn: Connection) -> None:
+    # Version 15 keeps the queue's secrets (queue_secret): the key that signs callbacks,
+    # shared by every server on the queue (issue 34).
+    SQLModel.metadata.create_all(conn, tables=[QUEUE_SECRET])
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -215,6 +222,7 @@ MIGRATIONS: dict[int, Migration] = {
     11: _v11_to_v12,
     12: _v12_to_v13,
     13: _v13_to_v14,
+    14: _v14_to_v15,
 }
 
 

@@ -298,6 +298,19 @@ class ApiJob(SQLModel, table=True):
     callback_result: str = ""  # "delivered: 200", "gave up after 8 attempts: ..."
 
 
+class QueueSecret(SQLModel, table=True):
+    """A secret of this queue (schema 15), made once and shared by every server on it: the
+    key that signs callbacks ("callback"), so a receiver checks one signature whichever
+    server sent it. In the queue, not in a file of one machine: servers on a shared
+    PostgreSQL queue must sign alike (app/server/signing.py)."""
+
+    __tablename__ = "queue_secret"
+
+    name: str = Field(sa_column=Column(String(32), primary_key=True))
+    value: str
+    created_at: float
+
+
 class SchemaInfo(SQLModel, table=True):
     """One row: the schema version this database is at (portable, unlike PRAGMA user_version)."""
 
@@ -317,3 +330,4 @@ WORKER = WorkerRow.__table__  # type: ignore[attr-defined]
 REQUEST_KEY = RequestKey.__table__  # type: ignore[attr-defined]
 API_JOB = ApiJob.__table__  # type: ignore[attr-defined]
 JOB_NOTE = JobNote.__table__  # type: ignore[attr-defined]
+QUEUE_SECRET = QueueSecret.__table__  # type: ignore[attr-defined]

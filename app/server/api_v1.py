@@ -26,6 +26,7 @@ from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import image_bytes
 from app.engine.workers.roster import list_workers
 from app.models.tables import Job, JobNote, JobTransition
+from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
 from app.server.records import EASEL_API, ApiRecord
 from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
@@ -273,7 +274,8 @@ def job_json(
     if record is not None:
         out["client"] = {"api": record.api, "name": record.client}
         if record.callback_url:
-            out["callback"] = {"url": record.callback_url, "attempts": record.callback_attempts,
+            out["callback"] = {"url": shown_url(record.callback_url),
+                               "attempts": record.callback_attempts,
                                "done_at": record.callback_done_at,
                                "result": record.callback_result}  # fmt: skip
     return out

@@ -14,8 +14,9 @@ from fastapi import Request
 from app.engine.generation.request_checks import check_runnable
 from app.engine.jobs.follow_ups import NewJob, Submitted, submit_with_follow_ups
 from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image
-from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.request_keys import RequestKey, fingerprint_of
+from app.server.callback_targets import check_callback_url
 from app.server.state import ServerState
 
 SOURCE = "api"
@@ -78,8 +79,10 @@ def submit(
         prepared = prepare_init_image(job.init_image, size)
         init_png = prepared.png
         params = replace(params, width=prepared.width, height=prepared.height)
-    if job.callback_url is not None:
-        check_callback_url(job.callback_url)
+    if job.callback_url is not None:  # refused now rather than by the sender, unseen
+        settings = state.settings
+        check_callback_url(job.callback_url, allow_private=settings.allow_private_callbacks,
+                           timeout_s=settings.callback_deadline_s)  # fmt: skip
     params = params.validated()  # checked as a worker would by `submit_with_follow_ups`
     request_key = None
     if key is not None:
@@ -99,8 +102,3 @@ def submit(
         check=lambda p: check_runnable(p, state.settings.model_search_path()),
         key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
     )  # fmt: skip
-
-
-def check_callback_url(url: str) -> None:
-    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url) or len(url) > 2000:
-        raise InvalidParameters(f"the callback URL {url[:80]!r} is not an http:// or https:// URL")

@@ -17,7 +17,7 @@ from app.engine.workers.headless import run_headless
 from app.engine.workers.messages import WorkerMessage
 from app.engine.workers.worker import WorkerConfig
 from app.server.app import create_app
-from app.server.callbacks import CallbackSender
+from app.server.callbacks import CallbackPolicy, CallbackSender
 from app.server.state import Limits, ServerState
 
 log = logging.getLogger(__name__)
@@ -66,12 +66,15 @@ def serve(
     workers: tuple[JobQueue, WorkerConfig] | None,
     on_ready: Callable[[str], object] = lambda _address: None,
     log_file: str = "the log",
+    callback_secret: str | None = None,
 ) -> None:
     """Serve until SIGTERM or Ctrl+C. `workers`: the patient queue and config of the worker
-    to supervise (None: `--no-workers`, some other process runs the jobs)."""
+    to supervise (None: `--no-workers`, some other process runs the jobs). Callbacks are
+    signed with `callback_secret` (None: the queue's, read at the first try)."""
     server, state = make_server(queue, settings, options, log_file)
     state.own_workers = workers is not None
-    callbacks = CallbackSender(queue, state.records)
+    policy = CallbackPolicy.from_settings(settings)
+    callbacks = CallbackSender(queue, state.records, policy=policy, secret=callback_secret)
     callbacks.start()
     try:
         if workers is None:
