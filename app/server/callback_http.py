@@ -39,6 +39,13 @@ class CallbackFailed(Exception):
         self.reason = reason
 
 
+class DeadlinePassed(CallbackFailed):
+    """The try's time ran out before the answer's status came."""
+
+    def __init__(self) -> None:
+        super().__init__("no answer within the deadline")
+
+
 class _Deadline:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -126,7 +133,7 @@ def post(
         ):
             return int(answer.status)
     except httpcore.TimeoutException:
-        raise CallbackFailed(f"no answer within the {deadline_s:g} s deadline") from None
+        raise DeadlinePassed from None
     except httpcore.ConnectError:
         raise CallbackFailed("could not connect") from None
     except (httpcore.NetworkError, httpcore.ProtocolError):

@@ -32,7 +32,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
 from app.errors import EaselError
 from app.models.tables import Job
-from app.server.callback_http import CallbackFailed, post
+from app.server.callback_http import CallbackFailed, DeadlinePassed, post
 from app.server.callback_targets import (
     CallbackRefused,
     checked_address,
@@ -196,10 +196,12 @@ class CallbackSender:
             )  # fmt: skip
             left = deadline_s - (time.monotonic() - started)
             if left <= 0:
-                raise CallbackFailed(f"no answer within the {deadline_s:g} s deadline")
+                raise DeadlinePassed
             code = post(target, address, body, headers, left)
         except CallbackRefused as refusal:
             return Outcome(False, refusal.outcome)
+        except DeadlinePassed:
+            return Outcome(False, f"failed: no answer within the {deadline_s:g} s deadline")
         except CallbackFailed as failure:
             return Outcome(False, f"failed: {failure.reason}")
         if 200 <= code < 300:
