@@ -43,6 +43,14 @@ def serve_command(home: Path, port: int, *args: str) -> tuple[list[str], dict[st
     return [sys.executable, "-m", "app", "serve", "--port", str(port), *args], env
 
 
+def shown_callback_secret(home: Path) -> str:
+    """The queue's callback secret, as a user gets it: `serve --show-callback-secret`."""
+    command, env = serve_command(home, 7860, "--show-callback-secret")
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
 @contextmanager
 def serving(home: Path, *args: str, host: str = "127.0.0.1") -> Iterator[Served]:
     """`python -m app serve` until the block ends (then SIGTERM, as a user stops it)."""

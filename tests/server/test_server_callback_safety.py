@@ -12,7 +12,6 @@ import hmac
 import ipaddress
 import json
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from app.server.callbacks import CallbackPolicy, CallbackSender
 from app.server.records import EASEL_API, Records
 from app.server.signing import callback_secret, signature
 from tests.server.callback_receiver import Receiver
-from tests.server.serving import REPO, Served, serve_command, serving
+from tests.server.serving import Served, serving, shown_callback_secret
 from tests.server.test_server_api import running
 
 pytestmark = pytest.mark.timeout(120)
@@ -256,19 +255,11 @@ def test_outcomes_are_fixed_words_never_what_the_probe_found(
     assert record is not None and record.callback_result == f"attempt 1 {said}; next in 1 s"
 
 
-def shown_secret(home: Path) -> str:
-    """The secret, as a user gets it: `python -m app serve --show-callback-secret`."""
-    command, env = serve_command(home, 7860, "--show-callback-secret")
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=60, check=True)  # fmt: skip
-    return done.stdout.strip()
-
-
 def test_the_queue_signs_with_one_secret_kept_out_of_the_settings(tmp_path: Path) -> None:
     (tmp_path / "settings.json").write_text(json.dumps({"callback_deadline_s": 5}))
-    secret = shown_secret(tmp_path)
+    secret = shown_callback_secret(tmp_path)
     assert len(secret) == 64 and int(secret, 16) >= 0
-    assert shown_secret(tmp_path) == secret  # made once
+    assert shown_callback_secret(tmp_path) == secret  # made once
     assert secret not in (tmp_path / "settings.json").read_text()
     body = b'{"job_id":1}'
     expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
@@ -305,7 +296,7 @@ def test_a_slow_receiver_costs_at_most_the_deadline_and_other_callbacks_go_on(
     """A receiver that sends a byte every 5 s: every read gets something, so only a
     deadline on the whole try ends it; meanwhile another job's callback arrives."""
     home = with_deadline(tmp_path / "home", 7)
-    secret = shown_secret(home)
+    secret = shown_callback_secret(home)
     slow = Receiver(secret=secret, trickle=1, every_s=5.0, for_s=40.0)
     fast = Receiver(secret=secret)
     try:
@@ -342,7 +333,7 @@ def test_two_servers_on_one_queue_never_send_one_try_twice_to_a_slow_receiver(
     the try ends at the deadline, well inside its lease, so the other server never takes
     it while it runs; the next try comes after, and is delivered once."""
     home = with_deadline(tmp_path / "home", 3)
-    secret = shown_secret(home)
+    secret = shown_callback_secret(home)
     receiver = Receiver(secret=secret, trickle=1, every_s=2.0, for_s=40.0)
     args = ("--no-workers", "--allow-private-callbacks")
     try:

@@ -89,10 +89,8 @@ def test_a_callback_waits_for_the_end_retries_and_is_sent_once_each_try_in_the_t
         ("transition", "SUBMIT", "user"), ("transition", "CANCEL", "test"),
         ("note", None, "callback"), ("note", None, "callback"),
     ]  # fmt: skip
-    assert shown[2]["message"] == (
-        f"callback 1 of 8 to {receiver.url}: failed: receiver answered HTTP 500; "
-        "tried again in 0 s"
-    )
+    failed = "failed: receiver answered HTTP 500; tried again in 0 s"
+    assert shown[2]["message"] == f"callback 1 of 8 to {receiver.url}: {failed}"
     assert shown[3]["message"] == (
         f"callback 2 of 8 to {receiver.url}: delivered (HTTP 204), status CANCELLED"
     )

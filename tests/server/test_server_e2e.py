@@ -4,6 +4,7 @@ event stream, a callback receiver."""
 
 from __future__ import annotations
 
+import hmac
 import http.server
 import json
 import math
@@ -24,7 +25,8 @@ from app.engine.history.search import JobFilter, search
 from app.engine.jobs.queue import JobQueue
 from app.engine.workers.headless import POLL_S
 from app.models.opening import open_database
-from tests.server.serving import REPO, Served, serving, wait_for
+from app.server.signing import signature
+from tests.server.serving import REPO, Served, serving, shown_callback_secret, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -33,7 +35,8 @@ PROMPT = "a red circle on a blue square"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serving(tmp_path_factory.mktemp("served")) as server:
+    # Private networks allowed: the callback receiver here is on loopback.
+    with serving(tmp_path_factory.mktemp("served"), "--allow-private-callbacks") as server:
         yield server
 
 
@@ -197,14 +200,17 @@ def test_a_callback_url_receives_the_final_status_once(served: Served) -> None:
     class Receiver(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers["Content-Length"])
-            received.append({**json.loads(self.rfile.read(length)),
-                             "delivery": self.headers["X-Easel-Delivery"]})  # fmt: skip
+            body = self.rfile.read(length)
+            signed = hmac.compare_digest(self.headers["X-Easel-Signature"], signature(secret, body))
+            received.append({**json.loads(body), "delivery": self.headers["X-Easel-Delivery"],
+                             "signed": signed})  # fmt: skip
             self.send_response(204)
             self.end_headers()
 
         def log_message(self, *_args: object) -> None:
             pass
 
+    secret = shown_callback_secret(served.home)
     receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{receiver.server_address[1]}/done"
@@ -220,8 +226,8 @@ def test_a_callback_url_receives_the_final_status_once(served: Served) -> None:
             job = client.get(f"/api/v1/jobs/{job_id}").json()
     finally:
         receiver.shutdown()
-    assert [(r["job_id"], r["status"], r["delivery"]) for r in received] == [
-        (job_id, "SUCCESS", f"job-{job_id}")
+    assert [(r["job_id"], r["status"], r["delivery"], r["signed"]) for r in received] == [
+        (job_id, "SUCCESS", f"job-{job_id}", True)
     ]
     assert job["callback"]["attempts"] == 1 and job["callback"]["result"].startswith("delivered")
     last, note = job["timeline"][-2:]  # the try is a note after the final transition
