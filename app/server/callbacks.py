@@ -100,7 +100,8 @@ class CallbackSender:
     def stop(self) -> None:
         """Ends the passes; a try under way ends within its deadline."""
         self._stop.set()
-        self._thread.join(timeout=self.poll_s + IDLE_POLL_S + 1)
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.poll_s + IDLE_POLL_S + 1)
         self._senders.shutdown(wait=True, cancel_futures=True)
 
     def _run(self) -> None:

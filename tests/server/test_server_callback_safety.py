@@ -11,7 +11,10 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -370,3 +373,61 @@ def test_the_window_server_settings_default_to_public_callbacks_only() -> None:
     assert Settings().callback_deadline_s == 10.0
     with pytest.raises(ValueError, match="callback deadline"):
         Settings(callback_deadline_s=0).validated()
+
+
+@contextlib.contextmanager
+def tls_receiver(folder: Path, name: str) -> Iterator[tuple[int, list[str], Path]]:
+    """A loopback HTTPS receiver with a certificate for `name` only (made by `openssl`):
+    its port, the SNI names its clients sent, and the certificate to trust."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
+         "-addext", f"subjectAltName=DNS:{name}"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    sni: list[str] = []
+    context.sni_callback = lambda _sock, server_name, _ctx: sni.append(str(server_name))
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with contextlib.suppress(OSError), context.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(65536)
+                tls.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], sni, cert
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_to_the_pinned_address_checks_the_certificate_of_the_name(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pinned to the checked address, TLS still speaks to the name: SNI and the certificate
+    check are for it, so a certificate for another name fails the try."""
+    fake_dns(monkeypatch, {"hooks.example": ["127.0.0.1"], "elsewhere.example": ["127.0.0.1"]})
+    sender = CallbackSender(queue, Records(queue.db), policy=CallbackPolicy(allow_private=True))
+    with tls_receiver(tmp_path, "hooks.example") as (port, sni, cert):
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trust the receiver's certificate
+        good = settled_job(queue, f"https://hooks.example:{port}/hook")
+        assert sender.send_due() == 1
+        wrong = settled_job(queue, f"https://elsewhere.example:{port}/hook")
+        assert sender.send_due() == 0
+    assert sni[0] == "hooks.example"
+    assert notes(queue, good)[0].endswith(": delivered (HTTP 204), status CANCELLED")
+    assert notes(queue, wrong)[0].endswith(": failed: could not connect; tried again in 1 s")
