@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from app.engine import paths
-from app.engine.generation.confined import resolved
+from app.engine.paths import resolved
 from app.engine.settings import Settings
 
 LOG_NAME = "the server's log"  # where an internal error's details are, as a client reads it

@@ -24,9 +24,9 @@ from app.engine.generation.architecture import (
     Architecture,
     read_safetensors_header,
 )
-from app.engine.generation.confined import stays_inside
 from app.engine.generation.sources import ModelSearchPath, default_search_path
 from app.engine.jobs.params import UNION_TYPES, ControlLayer
+from app.engine.paths import stays_inside
 from app.errors import BadInput, MissingModel
 
 CONTROLNET_SUBFOLDER = "controlnet"  # ComfyUI's models/controlnet; A1111's models/ControlNet

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.generation.architecture import SAFETENSORS_SUFFIX, read_safetensors_header
-from app.engine.generation.confined import stays_inside
 from app.engine.generation.sources import ModelSearchPath, default_search_path
+from app.engine.paths import stays_inside
 from app.errors import MissingModel
 
 IP_ADAPTER_SUBFOLDER = "ipadapter"  # ComfyUI's models/ipadapter

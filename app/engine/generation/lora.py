@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.generation.architecture import SAFETENSORS_SUFFIX, read_safetensors_header
-from app.engine.generation.confined import is_inside
 from app.engine.generation.errors import GenerationError
 from app.engine.generation.sources import LORA_SUBFOLDER, ModelSearchPath, default_search_path
+from app.engine.paths import is_inside
 from app.errors import BadInput
 
 # <lora:name> or <lora:name:0.8>; A1111 allows more fields after the weight (text encoder /

@@ -30,13 +30,12 @@ from app.engine.generation.architecture import (
     size_presets,
     size_problem,
 )
-from app.engine.generation.confined import looks_like_path, stays_inside
 from app.engine.generation.model_files import (
     DIFFUSION_MODEL_FOLDERS,
     GGUF_SUFFIX,
     detect_model_file,
 )
-from app.engine.paths import bundled_models_dir, models_dir
+from app.engine.paths import bundled_models_dir, looks_like_path, models_dir, stays_inside
 from app.errors import MissingModel
 
 CHECKPOINTS_SUBFOLDER = (

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.engine.generation.architecture import read_safetensors_header
-from app.engine.generation.confined import is_inside
 from app.engine.generation.sources import ModelSearchPath, default_search_path
+from app.engine.paths import is_inside
 from app.errors import BadInput
 
 UPSCALER_SUBFOLDER = "upscale_models"
