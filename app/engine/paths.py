@@ -147,3 +147,30 @@ def stays_inside(path: Path, roots: Sequence[Path]) -> bool:
         return all(is_inside(item, roots) for item in path.rglob("*"))
     except (OSError, RuntimeError):
         return False
+
+
+class OutsideItsFolder(UserError):
+    """A file name or path read from the job database that would take this machine outside
+    the folder it keeps such files in (a peer on a shared queue wrote it)."""
+
+
+def plain_file_name(name: str) -> bool:
+    """A file's own name: no folder, no `..`, nothing absolute."""
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and not looks_like_path(name)
+        and (PureWindowsPath(name).name == name)
+    )
+
+
+def recorded_file(recorded: str | None, *, shared: bool, folders: Sequence[Path]) -> Path | None:
+    """The file a job row records, if this machine may touch it: any on its own (SQLite)
+    store, whose rows only its user writes; on a shared store, where any peer writes rows,
+    only one inside `folders` (links followed). None otherwise."""
+    if not recorded:
+        return None
+    path = Path(recorded)
+    if shared and not is_inside(path, folders):
+        return None
+    return path
