@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from app.engine import paths
+from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.states import JobEvent
 from app.engine.settings import Settings
 from tests.server.test_server_api import running
 
@@ -127,3 +129,29 @@ def test_no_refusal_on_the_model_routes_shows_a_server_folder(
         assert answer.status_code == 422, answer.text
         assert str(folders["root"]) not in answer.text
         assert str(paths.data_dir()) not in answer.text
+
+
+def test_a_failed_jobs_error_reaches_a_client_without_the_server_folders_it_named(
+    queue: JobQueue, folders: dict[str, Path]
+) -> None:
+    """A worker's failure may name a file on the server: the job, its timeline and the
+    event stream show the folder by its name in the README (`<models>`), not its path."""
+    settings = Settings(models_dir=str(folders["models"]))
+    error = f"{folders['models']}/broken.safetensors cannot be read; see {paths.data_dir()}/logs"
+    job_id = queue.submit(GenerationParams("a cat"))
+    assert queue.claim("worker-1") is not None
+    queue.fire(job_id, JobEvent.FAIL, source="worker", worker_id="worker-1", message=error,
+               changes={"error": error, "error_transient": False})  # fmt: skip
+    shown = "<models>/broken.safetensors cannot be read; see <data>/logs"
+    with running(queue, settings=settings) as api:
+        job = api.client.get(f"/api/v1/jobs/{job_id}").json()
+        with api.client.stream("GET", "/api/v1/events", params={"after": "0"}) as stream:
+            events = []
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    events.append(json.loads(line.removeprefix("data:")))
+                if len(events) == 3:  # submit, start, fail
+                    break
+    assert job["error"] == shown
+    assert job["timeline"][-1]["message"] == shown
+    assert events[-1]["message"] == shown
