@@ -207,11 +207,11 @@ def models(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/loras")
 def loras(request: Request) -> list[dict[str, Any]]:
-    from app.engine.generation.lora import available_loras, lora_folders
+    from app.engine.generation.lora import installed_loras
 
     search_path = state_of(request).settings.model_search_path()
     return [{"name": name, "prompt": f"<lora:{name}:1>"}
-            for name in available_loras(lora_folders(search_path))]  # fmt: skip
+            for name in installed_loras(search_path)]  # fmt: skip
 
 
 @router.get("/queue")

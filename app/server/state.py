@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.generation.sources import ModelInfo, list_models
+from app.engine.generation.sources import ModelInfo, inside_model_folders, list_models
 from app.engine.history.eta import Estimator, learned
 from app.engine.jobs.params import DEFAULT_MODEL
 from app.engine.jobs.queue import JobQueue
@@ -143,7 +143,9 @@ class ServerState:
             cached = self._models
         if cached is not None and now - cached[0] < MODELS_FOR_S:
             return cached[1]
-        found = list_models(self.settings.model_search_path())
+        search = self.settings.model_search_path()
+        # Only what a request may name: a model a link takes outside the folders is left out.
+        found = [info for info in list_models(search) if inside_model_folders(info, search)]
         with self._lock:
             self._models = (now, found)
         return found

@@ -47,6 +47,7 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     write_lora_file(outside / "real.safetensors")
     write_lora_file(models / "climbed.safetensors")  # what `<lora:../climbed>` would reach
     write_lora_file(models / "lora" / "style.safetensors")
+    (models / "lora" / "linked-style.safetensors").symlink_to(outside / "real.safetensors")
     return {"models": models, "outside": outside, "root": tmp_path}
 
 
@@ -95,9 +96,16 @@ def test_a_link_in_the_models_folder_to_a_model_outside_is_refused(
         refused = _submit(api.client, "linked")
         assert _answer(refused, "linked") == (422, _body(NOT_INSTALLED))
         assert _submit(api.client, "easel-tiny").status_code == 201
+        # Nor is it listed: the lists say what a request may name.
+        listed = [m["name"] for m in api.client.get("/api/v1/models").json()]
+        assert "easel-tiny" in listed and "linked" not in listed
+        a1111 = [m["model_name"] for m in api.client.get("/sdapi/v1/sd-models").json()]
+        assert "easel-tiny" in a1111 and "linked" not in a1111
+        chosen = api.client.post("/sdapi/v1/options", json={"sd_model_checkpoint": "linked"})
+        assert chosen.status_code == 422
 
 
-def test_a_lora_name_that_climbs_out_of_the_lora_folder_is_refused_naming_no_folder(
+def test_a_lora_name_that_climbs_out_or_links_out_of_the_lora_folder_is_refused(
     queue: JobQueue, folders: dict[str, Path]
 ) -> None:
     settings = Settings(models_dir=str(folders["models"]))
@@ -109,6 +117,12 @@ def test_a_lora_name_that_climbs_out_of_the_lora_folder_is_refused_naming_no_fol
                 f"LoRA {name!r} is not one of the installed LoRAs; GET /api/v1/loras lists them."
             )
         assert _submit(api.client, "easel-tiny", "a cat <lora:style:0.5>").status_code == 201
+        linked = _submit(api.client, "easel-tiny", "a cat <lora:linked-style:0.5>")
+        assert linked.json()["error"] == (
+            "LoRA 'linked-style' is not one of the installed LoRAs; GET /api/v1/loras lists them."
+        )
+        assert [lora["name"] for lora in api.client.get("/api/v1/loras").json()] == ["style"]
+        assert [lora["name"] for lora in api.client.get("/sdapi/v1/loras").json()] == ["style"]
 
 
 def test_no_refusal_on_the_model_routes_shows_a_server_folder(

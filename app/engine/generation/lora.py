@@ -88,6 +88,14 @@ def available_loras(folders: Sequence[Path]) -> dict[str, Path]:
     return found
 
 
+def installed_loras(search: ModelSearchPath | None = None) -> dict[str, Path]:
+    """`available_loras` that a request from the network may name: each file inside the
+    LoRA folders, links followed."""
+    folders = lora_folders(search)
+    return {name: path for name, path in available_loras(folders).items()
+            if is_inside(path, folders)}  # fmt: skip
+
+
 PREVIEW_SUFFIXES = (".preview.png", ".png", ".preview.jpg", ".jpg", ".preview.webp", ".webp")
 
 

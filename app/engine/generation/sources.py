@@ -216,10 +216,16 @@ def resolve_model_name(name: str, search: ModelSearchPath | None = None) -> Mode
         raise ModelNotInstalled(name)
     for info in _scan(search):
         if info.name == name:
-            if not all(stays_inside(path, search.all_folders()) for path in info.files):
+            if not inside_model_folders(info, search):
                 raise ModelNotInstalled(name)
             return info
     raise ModelNotInstalled(name)
+
+
+def inside_model_folders(info: ModelInfo, search: ModelSearchPath) -> bool:
+    """Whether every file of the model lies inside the model folders, links followed: what
+    the network may use and see (a link out is this machine's user's own affair)."""
+    return all(stays_inside(path, search.all_folders()) for path in info.files)
 
 
 def detected(info: ModelInfo) -> ModelInfo:
