@@ -5,12 +5,16 @@ known state. This machine's own SQLite store keeps trusting its user's rows."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from sqlalchemy import update
 
+from app.cli import main
 from app.engine import paths
 from app.engine.history.favourites import star
 from app.engine.history.retention import delete_jobs
@@ -170,3 +174,22 @@ def test_this_machines_own_store_keeps_its_users_folders(queue: JobQueue, tmp_pa
     assert job.status == S.SUCCESS and Path(job.output_path or "").parent == chosen
     assert image_bytes(queue.db, job) == fake_image(fake_params(steps=2))
     assert paths.data_dir() not in Path(job.output_path or "").parents
+
+
+def test_outpaint_from_the_command_line_reads_the_image_from_the_queue_not_a_peers_path(
+    pg_queue: JobQueue, tmp_path: Path, secret: Path
+) -> None:
+    """`outpaint N` stores job N's image as the new job's init image: from a peer's row
+    naming a private file, it would have sent that file into the shared queue."""
+    job_id = finished_elsewhere(pg_queue, tmp_path / "b")
+    picture = io.BytesIO()
+    Image.new("RGB", (64, 64), "red").save(picture, format="PNG")
+    png = picture.getvalue()
+    with pg_queue.db.write() as conn:  # the scripted runner's image is no picture: make it one
+        conn.execute(
+            update(JOB_FILE).where(JOB_FILE.c.job_id == job_id)
+            .values(data=png, sha256=hashlib.sha256(png).hexdigest(), size=len(png))
+        )  # fmt: skip
+    write_row(pg_queue, job_id, output_path=str(secret), model="easel-tiny", width=64, height=64)
+    argv = ["--db", pg_queue.db.location, "--home", str(tmp_path / "c")]
+    assert main([*argv, "outpaint", str(job_id), "--left", "8"]) == 0
