@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from app.engine import paths
+from app.engine.store.opening import OpenFor, open_queue
 from tests import pg
 
+from .test_cli_faults import app_command
 from .test_cli_jobs import run_cli
 
 
@@ -43,3 +45,22 @@ def test_a_shared_queue_takes_model_names_only(
             )
         code, _, err = run_cli(capsys, "--db", url, "submit", "a cat", "--model", "easel-tiny")
         assert code == 0, err
+
+
+@pytest.mark.slow
+def test_generate_out_on_a_shared_queue_copies_the_image_here(tmp_path: Path) -> None:
+    """A shared queue's rows carry no folder of this machine's (its workers write only into
+    their outputs folder): `generate --out DIR` copies the finished image into DIR."""
+    out = tmp_path / "out"
+    with pg.fresh_schema() as url:
+        result = app_command(tmp_path / "home", "--db", url, "generate", "a cat",
+                             "--steps", "2", "--seed", "4", "--out", str(out))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        queue = open_queue(url, OpenFor.READING)
+        try:
+            [job] = queue.jobs()
+            assert job.status == "SUCCESS" and job.output_dir is None
+        finally:
+            queue.db.dispose()
+    printed = Path(result.stdout.strip().splitlines()[-1])
+    assert printed.parent == out and printed.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

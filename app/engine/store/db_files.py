@@ -297,13 +297,14 @@ class NoImage(UserError):
     """The job has no image this machine can read."""
 
 
-def export_image(db: Database, job: Job, folder: Path) -> Path:
+def export_image(db: Database, job: Job, folder: Path, outputs_dir: Path | None = None) -> Path:
     """Write the job's image (its PNG metadata included) into `folder`; its path.
 
-    From the file here, else from the database. An existing file of the same name is
-    left alone: kept if it holds the same image, refused (`UserError`) otherwise.
+    From the file here (on a shared store: inside `outputs_dir`), else from the database.
+    An existing file of the same name is left alone: kept if it holds the same image,
+    refused (`UserError`) otherwise.
     Raises `NoImage` and `OSError`."""
-    data = image_bytes(db, job)
+    data = image_bytes(db, job, outputs_dir)
     if data is None:
         raise NoImage(_no_image_reason(job))
     name = Path(job.output_path).name if job.output_path else ""
