@@ -9,6 +9,7 @@ from pathlib import Path
 from app.cli import arguments
 from app.cli.jobs import EXIT_REFUSED, with_queue
 from app.engine.jobs.queue import JobQueue
+from app.engine.settings import load_settings
 from app.engine.store.db_files import export_image
 from app.engine.store.opening import OpenFor
 
@@ -30,7 +31,8 @@ def _export(args: argparse.Namespace, queue: JobQueue) -> int:
     folder: Path = args.out or Path.cwd()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path = export_image(queue.db, queue.get(args.job_id), folder)
+        outputs = load_settings().outputs_path()  # a shared queue's image: only from here
+        path = export_image(queue.db, queue.get(args.job_id), folder, outputs)
     except OSError as error:
         print(f"error: cannot write into {folder}: {error.strerror or error}", file=sys.stderr)
         return EXIT_REFUSED

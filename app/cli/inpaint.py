@@ -35,6 +35,7 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.settings import load_settings
+from app.engine.store.db_files import image_bytes
 
 OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
 
@@ -158,12 +159,14 @@ def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
     stored = queue.get(args.job_id)
     if not stored.output_path:
         raise InvalidMask(f"job {args.job_id} has no finished image to extend yet")
-    try:
-        image_png = Path(stored.output_path).read_bytes()
+    try:  # on a shared queue, a file here only inside the outputs folder (else the database's)
+        image_png = image_bytes(queue.db, stored, load_settings().outputs_path())
     except OSError as error:
         raise InvalidMask(
             f"cannot read job {args.job_id}'s image {stored.output_path}: {error.strerror or error}"
         ) from error
+    if image_png is None:
+        raise InvalidMask(f"job {args.job_id}'s image is neither on this machine nor in the queue")
     parent = params_of(stored)
     extension = Extension(args.left, args.right, args.top, args.bottom)
     canvas = outpaint(image_png, extension, Fill(args.fill), seed=max(parent.seed, 0))

@@ -26,7 +26,7 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.engine.settings import load_settings
+from app.engine.settings import load_settings, queue_is_shared
 from app.engine.store.opening import OpenFor, open_queue
 from app.errors import DatabaseError, UserError
 from app.models.tables import Job, JobNote, JobTransition
@@ -99,8 +99,9 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
 
 
 def check_model(params: GenerationParams) -> None:
-    """What a worker would refuse (model, size, LoRAs), as a UserError: files only, no torch."""
-    check_runnable(params, load_settings().model_search_path())
+    """What a worker would refuse (model, size, LoRAs), as a UserError: files only, no torch.
+    A model path is this machine's user's to give, except to a shared queue (names only)."""
+    check_runnable(params, load_settings().model_search_path(), names_only=queue_is_shared())
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -22,6 +22,7 @@ from app.engine.jobs.retry import RetryPolicy, is_settled
 from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings
+from app.engine.store.db_files import export_image
 from app.engine.store.opening import OpenFor
 from app.engine.workers.headless import WorkerCannotStart as HeadlessCannotStart
 from app.engine.workers.headless import run_headless
@@ -163,9 +164,12 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
         out = Path(args.out).expanduser().resolve()
         out.mkdir(parents=True, exist_ok=True)
     # The folder travels with the job: a GUI worker that claims it first writes there too.
+    # Not on a shared queue, whose workers write only into their outputs folder (a peer's
+    # row may name any folder): the image is copied into it here once done.
+    copy_to = out if queue.shares_files else None
     job_id = queue.submit(
-        params, max_attempts=settings.max_attempts, source="cli", output_dir=out,
-        init_png=init_png,
+        params, max_attempts=settings.max_attempts, source="cli",
+        output_dir=None if copy_to else out, init_png=init_png,
     )  # fmt: skip
     try:
         _recover_at_launch(queue, settings)  # before its worker starts, waiting out a lock
@@ -184,6 +188,9 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
     except WorkerCannotStart as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED
+    if copy_to is not None and job.status == JobStatus.SUCCESS:
+        print(export_image(queue.db, job, copy_to, settings.outputs_path()))
+        return 0
     return _report(job)
 
 

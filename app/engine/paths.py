@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import platformdirs
 
@@ -95,4 +96,81 @@ def _subdir(name: str, *, create: bool = True) -> Path:
     path = data_dir() / name
     if create:
         path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --- names, not paths, from outside ------------------------------------------------------------
+# The command line and the window may name any file on this machine (its user owns the disk);
+# a request from the network, a job read from a shared PostgreSQL queue and a wildcard name
+# may only name what their folder holds. A name that looks like a path, a name not there, and
+# one whose file a link takes outside the folder are refused alike (README "Files and names").
+
+
+def looks_like_path(name: str) -> bool:
+    """An absolute path, a home folder (`~`), a drive, or a name that climbs (`..`)."""
+    if not name or "\x00" in name or name.startswith("~"):
+        return True
+    windows = PureWindowsPath(name)
+    if PurePosixPath(name).is_absolute() or windows.is_absolute() or windows.drive:
+        return True
+    return ".." in windows.parts  # splits on both "/" and "\\"
+
+
+def resolved(path: Path) -> Path | None:
+    """`path` with every link followed; None for a link loop or an unreadable place."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python before 3.13)
+        return None
+
+
+def is_inside(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether `path`, links followed, lies inside one of `roots` (links followed too)."""
+    target = resolved(path)
+    if target is None:
+        return False
+    for root in roots:
+        real_root = resolved(root)
+        if real_root is not None and target.is_relative_to(real_root):
+            return True
+    return False
+
+
+def stays_inside(path: Path, roots: Sequence[Path]) -> bool:
+    """`is_inside` for a model's file or folder: a folder's every file too (a pipeline
+    folder may hold a link to a weights file anywhere)."""
+    if not is_inside(path, roots):
+        return False
+    if not path.is_dir():
+        return True
+    try:
+        return all(is_inside(item, roots) for item in path.rglob("*"))
+    except (OSError, RuntimeError):
+        return False
+
+
+class OutsideItsFolder(UserError):
+    """A file name or path read from the job database that would take this machine outside
+    the folder it keeps such files in (a peer on a shared queue wrote it)."""
+
+
+def plain_file_name(name: str) -> bool:
+    """A file's own name: no folder, no `..`, nothing absolute."""
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and not looks_like_path(name)
+        and (PureWindowsPath(name).name == name)
+    )
+
+
+def recorded_file(recorded: str | None, *, shared: bool, folders: Sequence[Path]) -> Path | None:
+    """The file a job row records, if this machine may touch it: any on its own (SQLite)
+    store, whose rows only its user writes; on a shared store, where any peer writes rows,
+    only one inside `folders` (links followed). None otherwise."""
+    if not recorded:
+        return None
+    path = Path(recorded)
+    if shared and not is_inside(path, folders):
+        return None
     return path

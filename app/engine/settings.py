@@ -198,6 +198,14 @@ def database_override() -> str | None:
     return safe_url(chosen) if is_database_url(chosen) else chosen
 
 
+def queue_is_shared() -> bool:
+    """Whether the job database is a shared (PostgreSQL) queue. Any peer writes its rows, so
+    its workers take models by name only, and submits name them so (README "Files and names")."""
+    from app.models.postgres import is_database_url
+
+    return is_database_url(database_location())
+
+
 def shared_queue_from_settings() -> bool:
     """Whether the job database is the settings' shared queue (not --db, $EASEL_DB or the
     local file): then Settings is where a wrong one is put right."""

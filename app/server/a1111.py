@@ -336,11 +336,11 @@ def sd_models(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/loras")
 def loras(request: Request) -> list[dict[str, Any]]:
-    from app.engine.generation.lora import available_loras, lora_folders
+    from app.engine.generation.lora import installed_loras
 
     search_path = state_of(request).settings.model_search_path()
     return [{"name": name, "alias": name, "path": path.name, "metadata": {}}
-            for name, path in available_loras(lora_folders(search_path)).items()]  # fmt: skip
+            for name, path in installed_loras(search_path).items()]  # fmt: skip
 
 
 @router.get("/samplers")

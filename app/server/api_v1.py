@@ -208,11 +208,11 @@ def models(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/loras")
 def loras(request: Request) -> list[dict[str, Any]]:
-    from app.engine.generation.lora import available_loras, lora_folders
+    from app.engine.generation.lora import installed_loras
 
     search_path = state_of(request).settings.model_search_path()
     return [{"name": name, "prompt": f"<lora:{name}:1>"}
-            for name in available_loras(lora_folders(search_path))]  # fmt: skip
+            for name in installed_loras(search_path)]  # fmt: skip
 
 
 @router.get("/queue")
@@ -263,14 +263,15 @@ def job_json(
         "max_attempts": job.max_attempts, "given_up": job.given_up, "starred": job.starred,
         "progress": {"step": job.progress_step, "total": job.progress_total,
                      "live_step": state.live_step(job.id or 0)},
-        "eta_s": None if eta is None else round(eta, 2), "error": job.error,
+        "eta_s": None if eta is None else round(eta, 2),
+        "error": state.redact(job.error) if job.error else job.error,
         "rerun_of": job.rerun_of, "created_at": job.created_at, "started_at": job.started_at,
         "finished_at": job.finished_at,
         "links": {"self": base, "image": f"{base}/image" if status is JobStatus.SUCCESS else None,
                   "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
     }  # fmt: skip
     if timeline is not None:
-        out["timeline"] = [timeline_json(row) for row in timeline]
+        out["timeline"] = [_redacted(state, timeline_json(row)) for row in timeline]
     if record is not None:
         out["client"] = {"api": record.api, "name": record.client}
         if record.callback_url:
@@ -279,6 +280,13 @@ def job_json(
                                "done_at": record.callback_done_at,
                                "result": record.callback_result}  # fmt: skip
     return out
+
+
+def _redacted(state: ServerState, row: dict[str, Any]) -> dict[str, Any]:
+    """A timeline row with no server folder in its message (a failure's may name one)."""
+    if row.get("message"):
+        row["message"] = state.redact(row["message"])
+    return row
 
 
 def timeline_json(row: JobTransition | JobNote) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from app.engine.jobs.request_keys import KeyReused
 from app.engine.jobs.states import TransitionNotAllowed
 from app.errors import DatabaseError, MissingModel, UserError, internal_error
 from app.server import a1111, api_v1
+from app.server.redact import LOG_NAME
 from app.server.security import presented_token, token_matches
 from app.server.state import ServerState
 
@@ -87,7 +88,7 @@ def _add_error_handlers(app: FastAPI, state: ServerState) -> None:
     async def user_error(_request: Request, failure: UserError) -> JSONResponse:
         status = status_of(failure)
         headers = {"Retry-After": "1"} if status == 503 else None
-        return error(status, _sentence(str(failure)), headers)
+        return error(status, _sentence(state.redact(str(failure))), headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, failure: RequestValidationError) -> JSONResponse:
@@ -95,12 +96,13 @@ def _add_error_handlers(app: FastAPI, state: ServerState) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, failure: StarletteHTTPException) -> JSONResponse:
-        return error(failure.status_code, _sentence(str(failure.detail)), failure.headers)
+        sentence = _sentence(state.redact(str(failure.detail)))
+        return error(failure.status_code, sentence, failure.headers)
 
     @app.exception_handler(Exception)
     async def bug(request: Request, failure: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
-        return error(500, _sentence(internal_error(failure, state.log_file)))
+        return error(500, _sentence(internal_error(failure, LOG_NAME)))  # the path: not sent
 
 
 def validation_sentence(errors: Any) -> str:

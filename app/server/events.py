@@ -223,6 +223,7 @@ async def _stream(
     request: Request, hub: EventHub, cursor: Cursor, job_id: int | None
 ) -> AsyncIterator[str]:
     yield "retry: 1000\n\n"
+    redact = request.app.state.easel.redact
     try:
         await hub.join()  # inside: a join that fails (the store away) is left again
         progress: dict[int, tuple[int, int]] = {}
@@ -241,8 +242,9 @@ async def _stream(
                 if job_id is None or running == job_id
             }
             sent = False
-            for row in rows:
-                yield transition_event(row)
+            for row in rows:  # a failure's message may name a server folder: not sent
+                message = row["message"] and redact(row["message"])
+                yield transition_event({**row, "message": message})
                 sent = True
             for running_id, (step, total) in now_progress.items():
                 if progress.get(running_id) != (step, total) and step > 0:

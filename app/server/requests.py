@@ -99,6 +99,6 @@ def submit(
     )  # fmt: skip
     return submit_with_follow_ups(
         state.queue, new, source=source_for(client),
-        check=lambda p: check_runnable(p, state.settings.model_search_path()),
+        check=lambda p: check_runnable(p, state.settings.model_search_path(), names_only=True),
         key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
     )  # fmt: skip

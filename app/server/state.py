@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.generation.sources import ModelInfo, list_models
+from app.engine.generation.sources import ModelInfo, inside_model_folders, list_models
 from app.engine.history.eta import Estimator, learned
 from app.engine.jobs.params import DEFAULT_MODEL
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.server.records import Records
+from app.server.redact import redact, server_folders
 
 MAX_BODY_BYTES = 16 * 2**20  # a base64 init image of the largest accepted size fits
 MAX_IN_FLIGHT = 64  # requests served at once (event streams apart); more get 503
@@ -88,6 +89,13 @@ class ServerState:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _estimator: tuple[float, Estimator] | None = None
     _models: tuple[float, list[ModelInfo]] | None = None
+    _folders: list[tuple[str, str]] | None = None
+
+    def redact(self, text: str) -> str:
+        """`text` as a remote client may read it: no server folder in it (redact.py)."""
+        if self._folders is None:
+            self._folders = server_folders(self.settings)
+        return redact(text, self._folders)
 
     def __post_init__(self) -> None:
         self.records = Records(self.queue.db)
@@ -135,7 +143,9 @@ class ServerState:
             cached = self._models
         if cached is not None and now - cached[0] < MODELS_FOR_S:
             return cached[1]
-        found = list_models(self.settings.model_search_path())
+        search = self.settings.model_search_path()
+        # Only what a request may name: a model a link takes outside the folders is left out.
+        found = [info for info in list_models(search) if inside_model_folders(info, search)]
         with self._lock:
             self._models = (now, found)
         return found

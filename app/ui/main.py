@@ -25,6 +25,7 @@ from app.engine.logs import configure_logging, log_path
 from app.engine.settings import (
     Settings,
     load_settings,
+    queue_is_shared,
     save_settings,
     shared_queue_from_settings,
 )
@@ -82,7 +83,10 @@ def launch(
         opener=_open_queue,
         max_attempts=settings.max_attempts,
         # The saved settings at each submit: the models folder may change in Settings.
-        check=lambda params: check_runnable(params, load_settings().model_search_path()),
+        # A model path is this machine's user's to give, except to a shared queue.
+        check=lambda params: check_runnable(
+            params, load_settings().model_search_path(), names_only=queue_is_shared()
+        ),
     )
     deps = Dependencies(
         queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,

@@ -62,6 +62,21 @@ def test_a_missing_wildcard_or_a_loop_is_refused_storing_nothing(
     queue.db.dispose()
 
 
+def test_a_wildcard_that_names_a_path_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`submit "a __/tmp/notes__ cat"` read /tmp/notes.txt into the stored prompt."""
+    (tmp_path / "notes.txt").write_text("the secret\n")
+    name = f"{tmp_path}/notes"
+    code, _, err = run_cli(capsys, "submit", f"a __{name}__ cat")
+    assert code == 2, err
+    assert f"wildcard __{name}__ is not a name in the wildcards folder" in err
+    assert "secret" not in err
+    queue = open_queue()
+    assert queue.jobs() == []
+    queue.db.dispose()
+
+
 def test_grid_queues_cells_and_the_grid_job(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "grid", "a cat", "--x", "steps=4,8,12", "--y", "cfg=3,7")
     assert code == 0, err

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from pytestqt.qtbot import QtBot
+from sqlalchemy import update
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.engine.settings import load_settings
 from app.engine.store.db_files import FETCHED_FOLDER, FileKind, store_file
+from app.models.tables import JOB
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
 
@@ -76,3 +78,28 @@ def test_an_image_only_in_the_database_is_shown_in_the_gallery_and_viewer(
     qtbot.waitUntil(viewer.isVisible, timeout=TIMEOUT_MS)
     assert viewer.paths[viewer.index] == str(fetched)
     assert (viewer.image.width(), viewer.image.height()) == (64, 48)
+
+
+def test_a_peer_row_naming_a_picture_outside_the_outputs_folder_is_never_shown(
+    qtbot: QtBot,
+    make_window: Callable[..., MainWindow],
+    workers: FakeWorkers,
+    queue: JobQueue,
+    tmp_path: Path,
+) -> None:
+    """A peer on the shared queue points a job's image at a private picture on this disk:
+    the window shows the database's copy, and never reads the picture the row names."""
+    job_id = made_on_another_machine(queue, tmp_path / "gpu-box")
+    private = tmp_path / "private" / "photo.png"
+    private.parent.mkdir()
+    Image.new("RGB", (8, 8), "blue").save(private)
+    with queue.db.write() as conn:
+        conn.execute(update(JOB).where(JOB.c.id == job_id).values(output_path=str(private)))
+    workers.claiming = False
+    window = make_window()
+    fetched = load_settings().outputs_path() / FETCHED_FOLDER / f"{job_id:06d}-7.png"
+    qtbot.waitUntil(lambda: window.vm.jobs.row_of(job_id) is not None, timeout=TIMEOUT_MS)
+    row = window.vm.jobs.job(job_id)
+    assert row is not None and row.output_path == str(fetched)
+    window.jobs.select_jobs([job_id])
+    qtbot.waitUntil(lambda: window.image.path == str(fetched), timeout=TIMEOUT_MS)

@@ -26,6 +26,7 @@ from app.engine.generation.architecture import (
 )
 from app.engine.generation.sources import ModelSearchPath, default_search_path
 from app.engine.jobs.params import UNION_TYPES, ControlLayer
+from app.engine.paths import stays_inside
 from app.errors import BadInput, MissingModel
 
 CONTROLNET_SUBFOLDER = "controlnet"  # ComfyUI's models/controlnet; A1111's models/ControlNet
@@ -83,16 +84,28 @@ def list_controlnets(folders: Sequence[Path] | None = None) -> list[ControlNetIn
     return list(found.values())
 
 
-def find_controlnet(name: str, folders: Sequence[Path] | None = None) -> ControlNetInfo:
-    """The usable ControlNet called `name`, or a one-sentence error saying why not."""
+def find_controlnet(
+    name: str, folders: Sequence[Path] | None = None, *, names_only: bool = False
+) -> ControlNetInfo:
+    """The usable ControlNet called `name`, or a one-sentence error saying why not.
+
+    `names_only` (a request from the network): its files inside `folders`, links followed,
+    and refusals that name no folder."""
     searched = controlnet_folders() if folders is None else list(folders)
+    not_installed = ControlNetNotFound(
+        f"ControlNet {name!r} is not one of the installed ControlNets"
+    )
     for info in list_controlnets(searched):
         if info.name == name:
+            if names_only and not stays_inside(info.path, searched):
+                raise not_installed
             if not info.supported:
                 raise ControlNetNotFound(
                     f"ControlNet {name!r} cannot be used: {info.unsupported_reason}"
                 )
             return info
+    if names_only:
+        raise not_installed
     places = ", ".join(str(p) for p in searched) or "(no ControlNet folders)"
     raise ControlNetNotFound(f"ControlNet {name!r} was not found; looked in: {places}")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from app.engine.generation.architecture import SAFETENSORS_SUFFIX, read_safetensors_header
 from app.engine.generation.sources import ModelSearchPath, default_search_path
+from app.engine.paths import stays_inside
 from app.errors import MissingModel
 
 IP_ADAPTER_SUBFOLDER = "ipadapter"  # ComfyUI's models/ipadapter
@@ -61,11 +62,21 @@ def list_ip_adapters(folders: Sequence[Path] | None = None) -> list[IPAdapterInf
     return list(found.values())
 
 
-def find_ip_adapter(name: str, folders: Sequence[Path] | None = None) -> IPAdapterInfo:
+def find_ip_adapter(
+    name: str, folders: Sequence[Path] | None = None, *, names_only: bool = False
+) -> IPAdapterInfo:
+    """The IP-Adapter called `name`; `names_only` (a request from the network): its file
+    and image encoder inside `folders`, links followed, and refusals that name no folder."""
     searched = ip_adapter_folders() if folders is None else list(folders)
+    not_installed = IPAdapterNotFound(f"IP-Adapter {name!r} is not one of the installed ones")
     for info in list_ip_adapters(searched):
         if info.name == name:
+            inside = all(stays_inside(p, searched) for p in (info.path, info.image_encoder))
+            if names_only and not inside:
+                raise not_installed
             return info
+    if names_only:
+        raise not_installed
     places = ", ".join(str(p) for p in searched) or "(no IP-Adapter folders)"
     raise IPAdapterNotFound(
         f"IP-Adapter {name!r} (a weight file beside an {IMAGE_ENCODER} folder) was not found; "

@@ -16,6 +16,7 @@ from pathlib import Path
 from app.engine.generation.architecture import SAFETENSORS_SUFFIX, read_safetensors_header
 from app.engine.generation.errors import GenerationError
 from app.engine.generation.sources import LORA_SUBFOLDER, ModelSearchPath, default_search_path
+from app.engine.paths import is_inside
 from app.errors import BadInput
 
 # <lora:name> or <lora:name:0.8>; A1111 allows more fields after the weight (text encoder /
@@ -87,6 +88,14 @@ def available_loras(folders: Sequence[Path]) -> dict[str, Path]:
     return found
 
 
+def installed_loras(search: ModelSearchPath | None = None) -> dict[str, Path]:
+    """`available_loras` that a request from the network may name: each file inside the
+    LoRA folders, links followed."""
+    folders = lora_folders(search)
+    return {name: path for name, path in available_loras(folders).items()
+            if is_inside(path, folders)}  # fmt: skip
+
+
 PREVIEW_SUFFIXES = (".preview.png", ".png", ".preview.jpg", ".jpg", ".preview.webp", ".webp")
 
 
@@ -100,19 +109,29 @@ def lora_preview(path: Path) -> Path | None:
     return None
 
 
-def check_loras(prompt: str, search: ModelSearchPath | None = None) -> list[ResolvedLora]:
+def check_loras(
+    prompt: str, search: ModelSearchPath | None = None, *, names_only: bool = False
+) -> list[ResolvedLora]:
     """Every LoRA the prompt names, resolved to a usable file, or `LoraError` saying which
     one is unknown (and which exist) or why its file cannot be used. Call at submit time."""
-    return resolve_loras(parse_loras(prompt)[1], lora_folders(search))
+    return resolve_loras(parse_loras(prompt)[1], lora_folders(search), names_only=names_only)
 
 
-def resolve_loras(refs: Sequence[LoraRef], folders: Sequence[Path]) -> list[ResolvedLora]:
+def resolve_loras(
+    refs: Sequence[LoraRef], folders: Sequence[Path], *, names_only: bool = False
+) -> list[ResolvedLora]:
+    """`names_only` (a request from the network, a job on a shared queue): each file inside
+    `folders`, links followed, and a refusal that names no folder."""
     if not refs:
         return []
     available = available_loras(folders)
     resolved = []
     for ref in refs:
         path = available.get(ref.name)
+        if names_only and (path is None or not is_inside(path, folders)):
+            raise LoraError(
+                f"LoRA {ref.name!r} is not one of the installed LoRAs; GET /api/v1/loras lists them"
+            )
         if path is None:
             known = ", ".join(sorted(available)) or "none"
             places = ", ".join(str(f) for f in folders) or "(no LoRA folder)"
@@ -126,6 +145,6 @@ def _check_lora_file(name: str, path: Path) -> None:
     try:
         header = read_safetensors_header(path)
     except ValueError as error:
-        raise LoraError(f"LoRA {name!r} ({path}) cannot be used: {error}") from error
+        raise LoraError(f"LoRA {name!r} ({path.name}) cannot be used: {error}") from error
     if not any(marker in key for key in header for marker in _LORA_KEY_MARKERS):
-        raise LoraError(f"{path} is not a LoRA (no LoRA weights in it); is it a checkpoint?")
+        raise LoraError(f"{path.name} is not a LoRA (no LoRA weights in it); is it a checkpoint?")

@@ -4,6 +4,11 @@ The CLI and the window both call `check_runnable` next to `GenerationParams.vali
 so an unknown model, an unsupported file, a size the model cannot draw, an unknown LoRA or
 a prompt weight that is no number, a ControlNet missing or made for another architecture
 is one sentence at submit time, never a FAILED job later.
+
+`names_only` is for requests from the network (the server) and jobs on a shared queue:
+every model, LoRA, ControlNet, IP-Adapter and upscaler is a name installed in the model
+folders, its files inside them (links followed), and no refusal names a server folder.
+The command line and the window on this machine's own queue may also name a model by path.
 """
 
 from __future__ import annotations
@@ -20,20 +25,30 @@ from app.engine.generation.flow_params import flow_problems
 from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
 from app.engine.generation.lora import check_loras
 from app.engine.generation.prompt_syntax import check_prompt_syntax
-from app.engine.generation.sources import MODEL_INDEX, ModelInfo, ModelSearchPath, resolve_model
+from app.engine.generation.sources import (
+    MODEL_INDEX,
+    ModelInfo,
+    ModelSearchPath,
+    resolve_model,
+    resolve_model_name,
+)
 from app.engine.generation.upscalers import check_upscaler
 from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams, InvalidParameters
 from app.errors import BadInput
 
 
-def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelInfo:
+def check_runnable(
+    params: GenerationParams, search: ModelSearchPath, *, names_only: bool = False
+) -> ModelInfo:
     """The model `params` names, if a worker can run `params` on it; else a `UserError`."""
+    resolve = resolve_model_name if names_only else resolve_model
     if params.kind == KIND_UPSCALE:  # the upscaler alone: no diffusion model runs
-        check_upscaler(params.upscaler, search)
-        return resolve_model(params.model, search)
-    info = resolve_model(params.model, search)
+        check_upscaler(params.upscaler, search, names_only=names_only)
+        return resolve(params.model, search)
+    info = resolve(params.model, search)
     if not info.supported:
-        raise UnsupportedModel(f"model {params.model!r} at {info.path} {_why_not(info)}")
+        where = "" if names_only else f" at {info.path}"
+        raise UnsupportedModel(f"model {params.model!r}{where} {_why_not(info)}")
     if params.kind == KIND_TILED:  # redrawn region by region at the model's own size
         native = info.native_size or 0
         if params.width < native or params.height < native:
@@ -51,17 +66,17 @@ def check_runnable(params: GenerationParams, search: ModelSearchPath) -> ModelIn
         and (problems := flow_problems(arch, params, distilled))
     ):
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
-    check_loras(params.prompt, search)
+    check_loras(params.prompt, search, names_only=names_only)
     check_prompt_syntax(params.prompt)
     check_prompt_syntax(params.negative_prompt)
     if params.upscaler:
-        check_upscaler(params.upscaler, search)  # files only; the worker loads it
+        check_upscaler(params.upscaler, search, names_only=names_only)  # the worker loads it
     for index, layer in enumerate(params.control_layers):  # here, and made for this model
-        control = find_controlnet(layer.model, controlnet_folders(search))
+        control = find_controlnet(layer.model, controlnet_folders(search), names_only=names_only)
         check_fits(control, params.model, info.architecture)
         check_control_type(control, layer, index)
     for reference in params.references:  # each IP-Adapter is here (its width: at load)
-        find_ip_adapter(reference.model, ip_adapter_folders(search))
+        find_ip_adapter(reference.model, ip_adapter_folders(search), names_only=names_only)
     return info
 
 

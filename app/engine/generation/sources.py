@@ -35,7 +35,7 @@ from app.engine.generation.model_files import (
     GGUF_SUFFIX,
     detect_model_file,
 )
-from app.engine.paths import bundled_models_dir, models_dir
+from app.engine.paths import bundled_models_dir, looks_like_path, models_dir, stays_inside
 from app.errors import MissingModel
 
 CHECKPOINTS_SUBFOLDER = (
@@ -122,6 +122,19 @@ class ModelNotFound(MissingModel):
         self.searched = tuple(searched)
 
 
+class ModelNotInstalled(MissingModel):
+    """A name from the network (or a shared queue) that is not one of the installed models.
+
+    The same sentence for a path, a missing name and a file a link takes outside the model
+    folders: a client learns nothing about the server's disk from it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"model {name!r} is not one of the installed models; GET /api/v1/models lists them"
+        )
+        self.name = name
+
+
 @dataclass(frozen=True)
 class ModelSearchPath:
     """The folders searched, in precedence order (first match wins on a name clash)."""
@@ -193,6 +206,26 @@ def resolve_model(name: str, search: ModelSearchPath | None = None) -> ModelInfo
     if direct.is_absolute() and direct.is_file():
         return _file_info(direct, ModelSource.USER)
     raise ModelNotFound(name, search.all_folders())
+
+
+def resolve_model_name(name: str, search: ModelSearchPath | None = None) -> ModelInfo:
+    """The installed model called `name`, its files inside the model folders (links
+    followed); never a path. For requests from the network and jobs on a shared queue."""
+    search = search or default_search_path()
+    if looks_like_path(name):
+        raise ModelNotInstalled(name)
+    for info in _scan(search):
+        if info.name == name:
+            if not inside_model_folders(info, search):
+                raise ModelNotInstalled(name)
+            return info
+    raise ModelNotInstalled(name)
+
+
+def inside_model_folders(info: ModelInfo, search: ModelSearchPath) -> bool:
+    """Whether every file of the model lies inside the model folders, links followed: what
+    the network may use and see (a link out is this machine's user's own affair)."""
+    return all(stays_inside(path, search.all_folders()) for path in info.files)
 
 
 def detected(info: ModelInfo) -> ModelInfo:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from app.engine.generation.architecture import read_safetensors_header
 from app.engine.generation.sources import ModelSearchPath, default_search_path
+from app.engine.paths import is_inside
 from app.errors import BadInput
 
 UPSCALER_SUBFOLDER = "upscale_models"
@@ -73,10 +74,15 @@ def available_upscalers(folders: Sequence[Path]) -> dict[str, Path]:
     return found
 
 
-def resolve_upscaler(name: str, folders: Sequence[Path]) -> Path:
-    """The file of upscaler `name` (its file name, with or without the suffix)."""
+def resolve_upscaler(name: str, folders: Sequence[Path], *, names_only: bool = False) -> Path:
+    """The file of upscaler `name` (its file name, with or without the suffix); never a
+    path. `names_only` (a request from the network): the file inside `folders`, links
+    followed, and a refusal that names no folder."""
     files = available_upscalers(folders)
-    path = files.get(name) or files.get(Path(name).stem)
+    plain = Path(name).name == name and name not in ("", ".", "..")  # no folder in it
+    path = (files.get(name) or files.get(Path(name).stem)) if plain else None
+    if names_only and (path is None or not is_inside(path, folders)):
+        raise UpscalerNotFound(f"upscaler {name!r} is not one of the installed upscalers")
     if path is None or (Path(name).suffix and path.name != name):
         where = ", ".join(str(f) for f in folders) or "no folder"
         known = ", ".join(sorted(files)) or "none"
@@ -109,9 +115,11 @@ def check_upscaler_file(path: Path) -> None:
         )
 
 
-def check_upscaler(name: str, search: ModelSearchPath | None = None) -> Path:
+def check_upscaler(
+    name: str, search: ModelSearchPath | None = None, *, names_only: bool = False
+) -> Path:
     """The upscaler's file, if it is one (files only); else a one-sentence `UpscalerError`."""
-    path = resolve_upscaler(name, upscaler_folders(search))
+    path = resolve_upscaler(name, upscaler_folders(search), names_only=names_only)
     check_upscaler_file(path)
     return path
 

@@ -17,6 +17,8 @@ from sqlalchemy import update
 
 from app.engine.generation.files import atomic_write
 from app.engine.jobs.queue import JobNotFound, JobQueue
+from app.engine.paths import recorded_file
+from app.engine.settings import load_settings
 from app.models.tables import JOB
 
 log = logging.getLogger(__name__)
@@ -37,15 +39,23 @@ def star(queue: JobQueue, job_id: int, *, on: bool = True) -> Path | None:
     with queue.db.write() as conn:
         if conn.execute(update(JOB).where(JOB.c.id == job_id).values(starred=on)).rowcount == 0:
             raise JobNotFound(job_id)
-    image = queue.get(job_id).output_path
-    if not image:
+    image = _own_image(queue, job_id)
+    if image is None:
         return None
     try:
-        set_png_star(Path(image), on)
+        set_png_star(image, on)
     except (OSError, NotAPng) as error:
         log.warning("job %s: the star is stored, but not in its image %s: %s", job_id, image, error)
         return None
-    return Path(image)
+    return image
+
+
+def _own_image(queue: JobQueue, job_id: int) -> Path | None:
+    """The job's image file to write the star into; on a shared store only one inside this
+    machine's outputs folder (a row there may be a peer's, naming any file)."""
+    shared = queue.db.shares_files
+    folders = [load_settings().outputs_path()] if shared else []
+    return recorded_file(queue.get(job_id).output_path, shared=shared, folders=folders)
 
 
 def set_png_star(path: Path, on: bool) -> None:

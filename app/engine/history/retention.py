@@ -29,10 +29,12 @@ from sqlalchemy import (
     update,
 )
 
+from app.engine import paths
 from app.engine.generation.checkpoint_files import Claim, earlier_files
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.engine.settings import Settings
+from app.engine.paths import is_inside
+from app.engine.settings import Settings, load_settings
 from app.models.db import compact
 from app.models.tables import JOB, JOB_FILE, JOB_INPUT, JOB_NOTE, JOB_PARENT, TRANSITION
 
@@ -107,7 +109,8 @@ def prune(
     recorded: dict[int, tuple[str | None, str | None]] = {}  # job -> (image, checkpoint)
     for start in range(0, len(candidates), BATCH):
         recorded.update(_remove_batch(queue, candidates[start : start + BATCH], report, dry_run))
-    for job_id, files in _files(recorded, checkpoints_dir, images):
+    confine = _confined_to(queue, checkpoints_dir)
+    for job_id, files in _files(recorded, checkpoints_dir, images, confine):
         report.file_bytes += sum(_size(path) for path in files)
         if not dry_run:
             _unlink(job_id, files)
@@ -129,7 +132,8 @@ def delete_jobs(
     why). No compaction: the next prune gives the space back."""
     report = PruneReport()
     recorded = _remove_batch(queue, sorted(set(ids)), report, dry_run=False)
-    for job_id, files in _files(recorded, checkpoints_dir, images=True):
+    confine = _confined_to(queue, checkpoints_dir)
+    for job_id, files in _files(recorded, checkpoints_dir, True, confine):
         report.file_bytes += sum(_size(path) for path in files)
         _unlink(job_id, files)
     return report
@@ -232,18 +236,31 @@ def _children_staying(ids: list[int]) -> Select[Any]:
     )
 
 
+def _confined_to(queue: JobQueue, checkpoints_dir: Path | None) -> list[Path] | None:
+    """On a shared store (any peer writes rows), the only folders whose files a row may
+    have removed here: this machine's checkpoints and outputs. None: its own store."""
+    if not queue.db.shares_files:
+        return None
+    outputs = load_settings().outputs_path()
+    return [checkpoints_dir or paths.checkpoints_dir(), outputs]
+
+
 def _files(
     recorded: dict[int, tuple[str | None, str | None]],
     checkpoints_dir: Path | None,
     images: bool,
+    confine: list[Path] | None,
 ) -> Iterable[tuple[int, list[Path]]]:
-    """Each removed job's files: checkpoints always, the image only if asked."""
+    """Each removed job's files: checkpoints always, the image only if asked; on a shared
+    store only those inside `confine` (a row naming another file is a peer's, or wrong)."""
     for job_id, (image, checkpoint) in recorded.items():
         files = [Path(checkpoint)] if checkpoint else []
         if checkpoints_dir is not None:
             files += earlier_files(Claim(checkpoints_dir, job_id, 0, sys.maxsize))
         if images and image:
             files.append(Path(image))
+        if confine is not None:
+            files = [path for path in files if is_inside(path, confine)]
         yield job_id, [path for path in dict.fromkeys(files) if path.exists()]
 
 

@@ -50,6 +50,7 @@ from app.engine.jobs.queue import (
     params_of,
 )
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.paths import recorded_file
 from app.errors import EaselError
 from app.models.db import Database
 from app.models.tables import JOB, JOB_PARENT, Job
@@ -369,14 +370,17 @@ def _scaled(size: int, scale: float) -> int:
 # --- the worker's side ------------------------------------------------------------------------
 
 
-def init_image_of(queue: JobQueue, job: Job) -> bytes | None:
-    """The PNG bytes of `job`'s init image (a parent's output, or stored with the job)."""
+def init_image_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) -> bytes | None:
+    """The PNG bytes of `job`'s init image (a parent's output, or stored with the job).
+
+    On a shared store a parent's image file is read only from inside `outputs_dir` (the
+    row naming it may be a peer's, naming any file)."""
     params = params_of(job)
     if not params.init_image:
         return None
     parent_id = params.init_parent
     if parent_id is not None:
-        return _parent_output(queue, job.id or 0, parent_id)
+        return _parent_output(queue, job.id or 0, parent_id, outputs_dir)
     png = stored_input(queue.db, job.id or 0, InputKind.INIT)
     if png is None:
         raise InputImageMissing(f"job {job.id}'s init image is missing from the database")
@@ -421,8 +425,15 @@ def _stored_images(
     return tuple(images)
 
 
-def _parent_output(queue: JobQueue, job_id: int, parent_id: int) -> bytes:
-    path = queue.get(parent_id).output_path
+def _parent_output(queue: JobQueue, job_id: int, parent_id: int, outputs_dir: Path | None) -> bytes:
+    recorded = queue.get(parent_id).output_path
+    folders = [outputs_dir] if outputs_dir is not None else []
+    path = recorded_file(recorded, shared=queue.db.shares_files, folders=folders)
+    if recorded and path is None:
+        raise InputImageMissing(
+            f"job {job_id}'s init image: job {parent_id}'s image is not in this machine's "
+            "outputs folder"
+        )
     if not path:
         raise InputImageMissing(f"job {job_id}'s init image: job {parent_id} has no output image")
     try:

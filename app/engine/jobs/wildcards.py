@@ -12,7 +12,9 @@ Random expansion draws with `random.Random(seed)`, the job's own seed, so a job 
 expands the same way (and a re-run or a resumed job keeps its prompt, which is stored
 expanded beside its template). Combinatorial expansion lists every combination, in order,
 for a batch of one job each. A missing file, or a file that includes itself (directly or
-through others), is refused before anything is stored, naming the file.
+through others), is refused before anything is stored, naming the file. A wildcard is a
+name inside the wildcards folder, never a path: an absolute name, `..` and a file a link
+takes outside the folder are refused, naming the wildcard.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.engine.jobs.params import InvalidParameters
+from app.engine.paths import is_inside, looks_like_path
 
 DEFAULT_JOINER = ", "
 MAX_COMBINATIONS = 100_000  # counted, never listed, beyond this; a batch is far smaller
@@ -139,15 +142,26 @@ class WildcardFiles:
         self._lines: dict[str, tuple[Seq, ...]] = {}
 
     def path(self, name: str) -> Path:
+        """The file of wildcard `name`, inside the folder; a path or `..` is refused."""
         if self.folder is None:
             raise WildcardError(f"__{name}__ needs a wildcards folder, and none is set")
+        if looks_like_path(name) or name.startswith(("/", "\\")):
+            raise WildcardError(
+                f"wildcard __{name}__ is not a name in the wildcards folder (no absolute "
+                "path or '..')"
+            )
         return self.folder / f"{name}.txt"
 
     def lines(self, name: str) -> tuple[Seq, ...]:
         if name not in self._lines:
             path = self.path(name)
-            if ".." in Path(name).parts or not path.is_file():
+            if not path.is_file():
                 raise WildcardError(f"wildcard __{name}__: there is no file {path}")
+            if not is_inside(path, [self.folder or path.parent]):
+                raise WildcardError(
+                    f"wildcard __{name}__ links outside the wildcards folder; only files in "
+                    "it are read"
+                )
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as error:

@@ -10,6 +10,11 @@ read it back from here, checked against its SHA-256. Local folders stay a cache.
 
 Only stores that are shared between machines (`Database.shares_files`: PostgreSQL) hold
 copies; on SQLite, one machine's store, the local files are the only copy.
+
+On a shared store any peer can write a row, so what a row says about files is confined:
+a stored file's name must be a plain file name (written only under `outputs/fetched`), and
+a job's recorded image is read here only from inside this machine's outputs folder
+(`paths.recorded_file`); anything else is refused or ignored, never followed.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from app.engine.generation.checkpoint_files import (
 )
 from app.engine.generation.files import atomic_write
 from app.engine.jobs.states import JobStatus
+from app.engine.paths import OutsideItsFolder, plain_file_name, recorded_file
 from app.errors import DatabaseError, UserError
 from app.models.db import Database
 from app.models.tables import JOB, JOB_FILE, Job
@@ -242,13 +248,15 @@ def image_file(db: Database, job: Job, outputs_dir: Path) -> Path | None:
     """Where this machine can read the job's image: its own file if it is here, else a copy
     from the database written under `outputs_dir/fetched`; None if there is no image.
 
-    Raises `OSError` when the copy cannot be written here."""
-    if job.output_path and Path(job.output_path).is_file():
-        return Path(job.output_path)
+    Raises `OSError` when the copy cannot be written here, and `OutsideItsFolder` when the
+    database names the copy with anything but a plain file name."""
+    local = _local_image(db, job, outputs_dir)
+    if local is not None:
+        return local
     stored = _intact_image(db, job)
     if stored is None:
         return None
-    target = outputs_dir / FETCHED_FOLDER / stored.name
+    target = outputs_dir / FETCHED_FOLDER / _fetched_name(stored)
     if not (target.is_file() and _sha256(target) == stored.sha256):
         atomic_write(target, lambda handle: handle.write(stored.data))
     return target
@@ -259,29 +267,48 @@ def queue_image_file(queue: JobQueue, job: Job, outputs_dir: Path) -> Path | Non
     return image_file(queue.db, job, outputs_dir)
 
 
-def image_bytes(db: Database, job: Job) -> bytes | None:
-    """The job's image, from its file here or from the database; None if there is none."""
-    if job.output_path and Path(job.output_path).is_file():
-        return Path(job.output_path).read_bytes()
+def image_bytes(db: Database, job: Job, outputs_dir: Path | None = None) -> bytes | None:
+    """The job's image, from its file here or from the database; None if there is none.
+    On a shared store, a file here only inside `outputs_dir` (none given: the database's)."""
+    local = _local_image(db, job, outputs_dir)
+    if local is not None:
+        return local.read_bytes()
     stored = _intact_image(db, job)
     return stored.data if stored is not None else None
+
+
+def _local_image(db: Database, job: Job, outputs_dir: Path | None) -> Path | None:
+    """The job's image file on this disk, if the row names one this machine may read."""
+    folders = [outputs_dir] if outputs_dir is not None else []
+    path = recorded_file(job.output_path, shared=db.shares_files, folders=folders)
+    return path if path is not None and path.is_file() else None
+
+
+def _fetched_name(stored: StoredFile) -> str:
+    if not plain_file_name(stored.name):
+        raise OutsideItsFolder(
+            f"job {stored.job_id}'s image in the job database is named {stored.name!r}, which "
+            "is not a plain file name; it was not written here"
+        )
+    return stored.name
 
 
 class NoImage(UserError):
     """The job has no image this machine can read."""
 
 
-def export_image(db: Database, job: Job, folder: Path) -> Path:
+def export_image(db: Database, job: Job, folder: Path, outputs_dir: Path | None = None) -> Path:
     """Write the job's image (its PNG metadata included) into `folder`; its path.
 
-    From the file here, else from the database. An existing file of the same name is
-    left alone: kept if it holds the same image, refused (`UserError`) otherwise.
+    From the file here (on a shared store: inside `outputs_dir`), else from the database.
+    An existing file of the same name is left alone: kept if it holds the same image,
+    refused (`UserError`) otherwise.
     Raises `NoImage` and `OSError`."""
-    data = image_bytes(db, job)
+    data = image_bytes(db, job, outputs_dir)
     if data is None:
         raise NoImage(_no_image_reason(job))
-    name = Path(job.output_path).name if job.output_path else f"{job.id:06d}-{job.seed}.png"
-    target = folder / name
+    name = Path(job.output_path).name if job.output_path else ""
+    target = folder / (name if plain_file_name(name) else f"{job.id:06d}-{job.seed}.png")
     if target.exists():
         if target.is_file() and target.read_bytes() == data:
             return target

@@ -13,6 +13,7 @@ from pathlib import Path
 from app.engine import paths
 from app.engine.jobs.graph import graph_listener
 from app.engine.jobs.queue import JobQueue, TransitionListener, TransitionRecord
+from app.engine.paths import recorded_file
 from app.engine.settings import database_location, load_settings
 from app.engine.store.db_files import FETCHED_FOLDER, FileKind, remove_files
 from app.engine.store.leftovers import sweep_interrupted_writes
@@ -150,9 +151,12 @@ def _checkpoint_cleaner(queue: JobQueue) -> TransitionListener:
     def clean(record: TransitionRecord) -> None:
         if not (record.changed and record.to_status.is_terminal):
             return
-        checkpoint = queue.get(record.job_id).checkpoint_path
-        if checkpoint:
-            Path(checkpoint).unlink(missing_ok=True)
+        checkpoint = recorded_file(
+            queue.get(record.job_id).checkpoint_path, shared=queue.db.shares_files,
+            folders=[paths.checkpoints_dir()],
+        )  # fmt: skip
+        if checkpoint is not None:  # on a shared store, only one in this machine's folder
+            checkpoint.unlink(missing_ok=True)
         if queue.db.shares_files:
             remove_files(queue.db, record.job_id, FileKind.CHECKPOINT)
 

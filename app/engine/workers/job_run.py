@@ -38,6 +38,7 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
+from app.engine.generation.sources import ModelNotInstalled
 from app.engine.jobs.graph import (
     control_images_of,
     init_image_of,
@@ -48,6 +49,7 @@ from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.paths import OutsideItsFolder, is_inside, looks_like_path, recorded_file
 from app.engine.store.db_files import SharedProgress
 from app.engine.workers.db_file import DatabaseFileReplaced
 from app.engine.workers.grid_run import compose_grid
@@ -175,7 +177,10 @@ class JobRun:
         self.job = job
         self.job_id = job.id or 0
         self.params = params_of(job)
+        self.refused = self._row_problem(job, context)  # the job fails with it, unrun
         outputs = Path(job.output_dir) if job.output_dir else context.outputs_dir
+        if self.refused is not None:
+            outputs = context.outputs_dir  # nothing is written; never where the row says
         # Where asked, if it was; never over another job's image (ids restart in a new database).
         self.output_path = image_path(outputs, self.job_id, job.seed)
         self.claim = Claim(context.checkpoints_dir, self.job_id, job.attempt, job.version)
@@ -201,12 +206,28 @@ class JobRun:
             MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s)
         )
 
+    def _row_problem(self, job: Job, context: RunContext) -> Exception | None:
+        """What a row from a shared queue (any peer writes rows) asks that this machine
+        refuses: an image folder outside its outputs folder, a model named by a path."""
+        if not self.queue.shares_files:
+            return None  # this machine's own store: its user may name any folder and file
+        if job.output_dir and not is_inside(Path(job.output_dir), [context.outputs_dir]):
+            return OutsideItsFolder(
+                f"job {self.job_id} asks for its image in {job.output_dir!r}, outside this "
+                "machine's outputs folder; a job on a shared queue writes only there"
+            )
+        if looks_like_path(self.params.model):
+            return ModelNotInstalled(self.params.model)
+        return None
+
     def run(self) -> None:
         self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
         context = self.context
         tick_s = self._tick_s
         with Heartbeat(self._tick, tick_s), context.watch(self.job_id) as self._reads:
             try:
+                if self.refused is not None:
+                    raise self.refused
                 self._take_over_progress()
                 outcome = self._generate()
             except LostJob:
@@ -283,7 +304,12 @@ class JobRun:
 
     def _take_over_progress(self) -> None:
         """Adopt the newest checkpoint an earlier claim left (we hold the job now)."""
-        recorded = Path(self.job.checkpoint_path) if self.job.checkpoint_path else None
+        recorded = recorded_file(
+            self.job.checkpoint_path, shared=self.queue.shares_files,
+            folders=[self.context.checkpoints_dir],
+        )  # fmt: skip
+        if recorded is None and self.job.checkpoint_path:  # another machine's, or a peer's
+            log.info("job %s: its row's checkpoint is not in this machine's folder", self.job_id)
         self._note(self.shared.fetch(recorded))  # paused or lost on another machine
         if not adopt_earlier(self.claim, also=recorded) and recorded is not None:
             self.notes.append(
@@ -324,7 +350,7 @@ class JobRun:
             output_path=self.output_path,
             checkpoint_path=self.checkpoint_path,
             on_step=self.on_step,
-            init_image=init_image_of(self.queue, self.job),
+            init_image=init_image_of(self.queue, self.job, self.context.outputs_dir),
             mask=mask_of(self.queue, self.job),
             control_images=control_images_of(self.queue, self.job),
             reference_images=reference_images_of(self.queue, self.job),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.paths import OutsideItsFolder, recorded_file
 from app.engine.workers.worker_states import WorkerRequest, WorkerSummary
 from app.errors import BadInput, UserError
 from app.ui.presenters.i18n import translate
@@ -357,15 +358,21 @@ class QueueService:
     def _with_local_image(self, job: Any, row: JobRow) -> JobRow:
         """A finished image made on another machine (no file here) gets a local copy, fetched
         from the database on this thread into the outputs folder's `fetched` cache: the image
-        area, the thumbnails, the viewer, Copy and Open folder then read it like any other file."""
-        if row.status is not JobStatus.SUCCESS or not self.queue.shares_files:
+        area, the thumbnails, the viewer, Copy and Open folder then read it like any other file.
+
+        A shared store's row may be a peer's, naming any file: only an image inside this
+        machine's outputs folder is read from where the row says; any other path is dropped."""
+        if not self.queue.shares_files:
             return row
-        if row.output_path and Path(row.output_path).is_file():
+        own = recorded_file(row.output_path, shared=True, folders=[self._outputs_dir()])
+        if own is not None and own.is_file():
             return row
+        if row.status is not JobStatus.SUCCESS:
+            return replace(row, output_path=None) if row.output_path else row
         local = self._fetched.get(row.id)
         if row.id not in self._fetched or (local is not None and not local.is_file()):
             local = self._fetch_image(job)  # never asked, or the copy was deleted since
-        return replace(row, output_path=str(local)) if local is not None else row
+        return replace(row, output_path=str(local) if local is not None else None)
 
     def _fetch_image(self, job: Any) -> Path | None:
         from app.engine.store.db_files import queue_image_file
@@ -375,6 +382,9 @@ class QueueService:
         except OSError as error:  # no room or no right to write here: try again next time
             log.warning("job %s: could not copy its image here: %s", job.id, error)
             return None
+        except OutsideItsFolder as error:  # a peer's row: never written, never asked again
+            log.warning("%s", error)
+            local = None
         self._fetched[job.id] = local
         return local
 

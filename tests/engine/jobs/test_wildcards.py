@@ -75,6 +75,37 @@ def test_a_missing_file_is_refused_naming_it(folder: Path) -> None:
         expand_random("a __colors/cold__ cat", 1, folder)
 
 
+@pytest.mark.parametrize("name", ["{outside}/notes", "../notes", "colors/../../notes"])
+def test_a_wildcard_is_a_name_in_its_folder_never_a_path(tmp_path: Path, name: str) -> None:
+    """`__/tmp/notes__` read /tmp/notes.txt into the stored prompt; now refused, naming it."""
+    wildcards = tmp_path / "wildcards"
+    (wildcards / "colors").mkdir(parents=True)
+    (tmp_path / "notes.txt").write_text("the secret\n")
+    name = name.format(outside=tmp_path)
+    for expand in (
+        lambda: expand_random(f"a __{name}__ cat", 1, wildcards),
+        lambda: expand_all(f"a __{name}__ cat", wildcards, limit=10),
+        lambda: expand_prompts(GenerationParams(f"a __{name}__"), 2, SeedMode.INCREMENT, wildcards),
+    ):
+        with pytest.raises(WildcardError) as refused:
+            expand()
+        assert str(refused.value) == (
+            f"wildcard __{name}__ is not a name in the wildcards folder (no absolute path or '..')"
+        )
+
+
+def test_a_wildcard_file_linked_from_outside_the_folder_is_refused(tmp_path: Path) -> None:
+    wildcards = tmp_path / "wildcards"
+    wildcards.mkdir()
+    (tmp_path / "notes.txt").write_text("the secret\n")
+    (wildcards / "notes.txt").symlink_to(tmp_path / "notes.txt")
+    (wildcards / "hats.txt").write_text("big\n")
+    (wildcards / "caps.txt").symlink_to(wildcards / "hats.txt")  # a link inside: fine
+    assert expand_random("a __caps__", 1, wildcards) == "a big"
+    with pytest.raises(WildcardError, match="wildcard __notes__ links outside the wildcards"):
+        expand_random("a __notes__ cat", 1, wildcards)
+
+
 def test_a_file_that_includes_itself_is_refused_naming_it(folder: Path) -> None:
     (folder / "a.txt").write_text("x __b__\n")
     (folder / "b.txt").write_text("y\n{z|__a__}\n")
