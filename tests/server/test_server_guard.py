@@ -4,6 +4,7 @@ browser, a rebinding name and the A1111 clients would speak to it."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
@@ -16,11 +17,18 @@ import httpx
 import pytest
 import webuiapi
 
+from app.engine.api_access import host_name_problem
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.engine.settings import Settings
 from app.server.run import ServeOptions, make_server
-from app.server.security import FOREIGN_HOST, FOREIGN_PAGE, NOT_A_PROGRAM, read_token
+from app.server.security import (
+    FOREIGN_HOST,
+    FOREIGN_PAGE,
+    NOT_A_PROGRAM,
+    ServedNames,
+    read_token,
+)
 from app.server.state import Limits, ServerState, SlotKind
 from tests.server.serving import Served, free_port, serve_command, serving
 
@@ -323,3 +331,20 @@ def test_interrupt_passes_over_a_job_that_finished_meanwhile(queue: JobQueue) ->
         assert (queue.get(first).status, queue.get(second).status) == ("SUCCESS", "CANCELLING")
         stopped(queue, second)
         assert requests.answered() == [200, 200]
+
+
+def test_which_names_a_server_answers_to() -> None:
+    loopback = ServedNames.for_bind("127.0.0.1", ["Easel.LAN."])
+    assert [loopback.serves(h) for h in ("localhost:7860", "[::1]", "easel.lan", "10.0.0.2")] == [
+        True, True, True, False,
+    ]  # fmt: skip
+    wildcard = ServedNames.for_bind("0.0.0.0")
+    here = socket.gethostname()
+    hosts = ("10.0.0.2:7860", "[fe80::1]:80", here, "evil.example")
+    assert [wildcard.serves(h) for h in hosts] == [True, True, True, False]
+    one = ServedNames.for_bind("192.168.1.5")
+    assert one.serves("192.168.1.5:7860") and not one.serves("localhost")
+    assert not one.serves("192.168.1.6")
+    assert host_name_problem("easel.lan") is None and host_name_problem("[::1]") is None
+    for wrong in ("http://easel.lan", "easel.lan:7860", "*.lan", "a b", ""):
+        assert host_name_problem(wrong) is not None, wrong

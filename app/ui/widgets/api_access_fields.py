@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLineEdit, QPushButton, QWidget
 
@@ -33,29 +34,19 @@ class TokenField(QWidget):
         QGuiApplication.clipboard().setText(self.edit.text())
 
 
-class ApiAccessFields:
+class ApiAccessFields(QObject):
     """The widgets; the dialog lays them out in its form."""
 
     def __init__(self, settings: Settings, token: str | None = None) -> None:
+        super().__init__()
         self.token = TokenField(token if token is not None else read_token())
-        self.token.setToolTip(
-            self.token.tr("Programs send it as `Authorization: Bearer <token>` (A1111 clients: "
-                          "as the password); it is kept in the data folder, not in settings")
-        )  # fmt: skip
+        self.token.setToolTip(self.tr("Programs send it as: Authorization: Bearer <token>"))
         self.hosts = QLineEdit(", ".join(settings.api_allowed_hosts))
-        self.hosts.setPlaceholderText(self.token.tr("e.g. easel.lan (separate with commas)"))
-        self.hosts.setToolTip(
-            self.token.tr("Names the API answers to besides 127.0.0.1 and localhost (a reverse "
-                          "proxy's); requests naming any other host are refused")
-        )  # fmt: skip
-        self.a1111_open = QCheckBox(
-            self.token.tr("A1111 clients without the token (this computer only)")
-        )
+        self.hosts.setPlaceholderText(self.tr("e.g. easel.lan, separated by commas"))
+        self.hosts.setToolTip(self.tr("Other names the API answers to; any other is refused"))
+        self.a1111_open = QCheckBox(self.tr("A1111 clients without the token (this computer only)"))
         self.a1111_open.setChecked(settings.api_a1111_without_token)
-        self.a1111_open.setToolTip(
-            self.token.tr("For A1111 clients that cannot send a token: /sdapi answers them "
-                          "without it on 127.0.0.1; other sites' pages are still refused")
-        )  # fmt: skip
+        self.a1111_open.setToolTip(self.tr("For A1111 clients that cannot send a token"))
 
     def chosen(self) -> dict[str, Any]:
         """The settings these rows hold (checked by `Settings.validated`)."""
