@@ -17,17 +17,16 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
 from app.engine.generation.files import a1111_parameters
 from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
-from app.engine.jobs.queue import JobNotFound, JobQueue, params_of
+from app.engine.jobs.queue import JobNotFound, params_of
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import image_bytes
 from app.errors import BadInput
-from app.models.tables import JOB, Job
+from app.models.tables import Job
 from app.server.records import A1111_API
 from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
 from app.server.state import SLOT_KEY, ServerState, Slot, SlotKind
@@ -158,36 +157,11 @@ async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict
 
 
 async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> list[Job]:
-    # One small read of the jobs' statuses a poll (not every job whole, each on its own:
-    # CPU the worker beside the server would lose); the jobs are read whole once done.
+    # One reader reads the statuses of every waiting request's jobs (`JobWaits`); the jobs
+    # are read whole once done.
     poll_s = WOKEN_POLL_S if state.own_workers else WAIT_POLL_S
-    while True:
-        seen = state.settled.count
-        if await run_in_threadpool(_all_done, state.queue, job_ids):
-            break
-        if await request.is_disconnected():
-            break  # nobody to answer; the jobs carry on, durable as any other
-        await state.settled.wait(seen, poll_s)
+    await state.waits.until_done(job_ids, poll_s, request.is_disconnected)
     return await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
-
-
-_STATUSES = select(JOB.c.status, JOB.c.given_up, JOB.c.error_transient)
-
-
-def _all_done(queue: JobQueue, job_ids: list[int]) -> bool:
-    with queue.db.read() as conn:
-        rows = conn.execute(_STATUSES.where(JOB.c.id.in_(job_ids))).all()
-    return len(rows) == len(set(job_ids)) and all(_done_row(*row) for row in rows)
-
-
-def _done_row(status: str, given_up: bool, error_transient: bool | None) -> bool:
-    """A job the request waits no more for: finished, cancelled, given up (`retry.is_settled`)
-    or failed with a lasting error."""
-    if status == JobStatus.FAILED.value:
-        return bool(given_up) or not error_transient
-    if status == JobStatus.TIMEOUT.value:
-        return bool(given_up)
-    return JobStatus(status).is_terminal
 
 
 def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, Any]:

@@ -3,7 +3,6 @@ of each job its own workers run, and the model A1111 clients picked."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -20,6 +19,7 @@ from app.engine.settings import Settings
 from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.server.records import Records
 from app.server.security import ServedNames
+from app.server.waits import JobWaits, Settled
 
 MAX_BODY_BYTES = 16 * 2**20  # a base64 init image of the largest accepted size fits
 MAX_IN_FLIGHT = 64  # requests served at once (event streams apart); more get 503
@@ -31,42 +31,6 @@ SLOT_KEY = "easel.slot"  # a request's in-flight `Slot`, in its ASGI scope (the 
 ESTIMATE_FOR_S = 30.0  # learned run times are read again after this long
 MODELS_FOR_S = 10.0
 KEEP_STEPS = 1000  # jobs whose last reported step is kept
-
-
-class Settled:
-    """Wakes the requests that wait for jobs (A1111's txt2img) the moment one of this
-    server's own workers settles a job, so that they need not read the store many times a
-    second to answer soon. A waiter takes `count` before it reads the store and waits for
-    a settle after that: one that lands between its read and its wait is not missed."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-        self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-
-    def notify(self) -> None:
-        """From the supervisor's thread: a job was settled (its transition committed)."""
-        with self._lock:
-            self.count += 1
-            waiting = list(self._waiting)
-        for loop, event in waiting:
-            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits there
-                loop.call_soon_threadsafe(event.set)
-
-    async def wait(self, after: int, timeout_s: float) -> None:
-        """Until a job settles after `count` was `after`, or `timeout_s` passes."""
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self.count != after:
-                return
-            self._waiting.add(entry)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout_s)
-        finally:
-            with self._lock:
-                self._waiting.discard(entry)
 
 
 @dataclass(frozen=True)
@@ -140,6 +104,7 @@ class ServerState:
     # `settled` hears of at once; jobs a peer runs are only seen in the store.
     own_workers: bool = False
     settled: Settled = field(default_factory=Settled)
+    waits: JobWaits = field(init=False)
     # The jobs of each A1111 request this server is waiting for, by each of its job ids:
     # what /interrupt stops with the generation in progress (A1111: the rest of its batch).
     a1111_batches: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -152,6 +117,7 @@ class ServerState:
     def __post_init__(self) -> None:
         self.records = Records(self.queue.db)
         self.slots = Slots(self.limits)
+        self.waits = JobWaits(self.queue, self.settled)
 
     def on_worker_message(self, message: WorkerMessage) -> None:
         """From the supervisor of this server's workers: keep each job's newest preview."""

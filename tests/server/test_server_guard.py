@@ -8,7 +8,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
@@ -21,6 +21,7 @@ from app.engine.api_access import host_name_problem
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.engine.settings import Settings
+from app.server import a1111, waits
 from app.server.run import ServeOptions, make_server
 from app.server.security import (
     FOREIGN_HOST,
@@ -197,9 +198,20 @@ def test_refusals_carry_the_cors_headers_a_configured_page_needs(queue: JobQueue
         assert "access-control-allow-origin" not in evil.headers
 
 
-def test_waiting_a1111_requests_leave_progress_and_interrupt_answerable(queue: JobQueue) -> None:
+def test_waiting_a1111_requests_leave_progress_and_interrupt_answerable(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """More waiting txt2img requests than there are slots in flight (64; no worker runs
-    their jobs): status, progress, interrupt and cancel still answer, at once."""
+    their jobs): status, progress, interrupt and cancel still answer, at once, and one
+    reader reads all their jobs' statuses (not each request its own, every 50 ms)."""
+    reads = [0]
+    real_done_ids = waits.done_ids
+
+    def counted(queue: JobQueue, job_ids: Iterable[int]) -> set[int]:
+        reads[0] += 1
+        return real_done_ids(queue, job_ids)
+
+    monkeypatch.setattr(waits, "done_ids", counted)
     waiting_count, burst = 80, 16
     body = {"prompt": "a slow cat", "width": 64, "height": 64, "steps": 2, "sampler_name": "Euler"}
     with in_process(queue, limits=Limits(max_waiting=waiting_count)) as (url, state):
@@ -218,6 +230,10 @@ def test_waiting_a1111_requests_leave_progress_and_interrupt_answerable(queue: J
                     assert time.monotonic() < deadline, f"{len(queue.jobs())} jobs stored"
                     time.sleep(0.05)
         assert state.slots.used[SlotKind.WAITING] == waiting_count
+        before = reads[0]
+        time.sleep(1.0)
+        polls = 1.0 / a1111.WAIT_POLL_S
+        assert reads[0] - before <= 2 * polls, f"{reads[0] - before} reads in 1 s"
         with httpx.Client(base_url=url, timeout=30) as client:
             started = time.monotonic()
             progress = client.get("/sdapi/v1/progress")
