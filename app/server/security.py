@@ -164,7 +164,8 @@ def cross_site_refusal(
     if method.upper() in SAFE_METHODS:
         return None
     origin = headers.get("origin")
-    configured = origin is not None and origin in cors_origins
+    allowed = set(cors_origins)
+    configured = origin is not None and (origin in allowed or "*" in allowed)  # `--cors '*'`
     ours = origin is not None and _same_origin(origin, headers.get("host"))
     if origin is not None and not (configured or ours):
         return FOREIGN_PAGE

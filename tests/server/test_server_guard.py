@@ -28,6 +28,7 @@ from app.server.security import (
     FOREIGN_PAGE,
     NOT_A_PROGRAM,
     ServedNames,
+    cross_site_refusal,
     read_token,
 )
 from app.server.state import Limits, ServerState, SlotKind
@@ -364,3 +365,28 @@ def test_which_names_a_server_answers_to() -> None:
     assert host_name_problem("easel.lan") is None and host_name_problem("[::1]") is None
     for wrong in ("http://easel.lan", "easel.lan:7860", "*.lan", "a b", ""):
         assert host_name_problem(wrong) is not None, wrong
+
+
+def test_which_changes_look_sent_by_another_sites_page() -> None:
+    here = {"host": "127.0.0.1:7860"}
+    json_type = {"content-type": "application/json; charset=utf-8"}
+    cases = [
+        ("GET", {"origin": EVIL}, (), None),  # reads: the Host check and CORS
+        ("POST", {}, (), None),  # curl -X POST, webuiapi's interrupt
+        ("POST", {"content-length": "0"}, (), None),
+        ("POST", {"content-length": "3", **json_type}, (), None),
+        ("POST", {"content-length": "3", "content-type": "text/plain"}, (), NOT_A_PROGRAM),
+        ("POST", {"content-type": "multipart/form-data; b=x"}, (), NOT_A_PROGRAM),
+        ("POST", {"transfer-encoding": "chunked"}, (), NOT_A_PROGRAM),
+        ("POST", {"sec-fetch-mode": "no-cors"}, (), NOT_A_PROGRAM),
+        ("POST", {"content-type": "text/plain", "x-easel-client": "krita"}, (), None),
+        ("POST", {"origin": EVIL, **json_type}, (), FOREIGN_PAGE),
+        ("DELETE", {"origin": "null"}, (), FOREIGN_PAGE),
+        ("POST", {"sec-fetch-site": "same-site", **json_type}, (), FOREIGN_PAGE),
+        ("POST", {"origin": "http://127.0.0.1:7860", "content-type": "text/plain"}, (), None),
+        ("POST", {"origin": "http://127.0.0.1:7861", **json_type}, (), FOREIGN_PAGE),
+        ("POST", {"origin": EVIL, "sec-fetch-site": "cross-site"}, (EVIL,), None),
+        ("POST", {"origin": EVIL, "sec-fetch-site": "cross-site"}, ("*",), None),
+    ]
+    for method, headers, cors, expected in cases:
+        assert cross_site_refusal(method, {**here, **headers}, cors) == expected, headers
