@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 
 from app.cli.jobs import with_queue
+from app.engine.api_access import host_name_problem
 from app.engine.jobs.queue import JobQueue
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import DB_ENV, load_settings
@@ -34,6 +35,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="make and store a new token (mode 0600), print it and use it",
     )
+    serve.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="also answer to this host name (a reverse proxy's, this computer's on the "
+        "network); others get 421. Repeatable; Settings add more",
+    )  # fmt: skip
+    serve.add_argument(
+        "--require-token", action="store_true",
+        help="want the token even on 127.0.0.1 (the stored one, made if there is none)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--a1111-without-token", action="store_true",
+        help="let /sdapi clients that cannot send the token in without it (127.0.0.1 only)",
+    )  # fmt: skip
     serve.add_argument(
         "--cors",
         action="append",
@@ -69,7 +83,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
     from app.server.run import ServeOptions, serve
-    from app.server.security import is_loopback, new_token, token_for, token_path
+    from app.server.security import new_token, token_for, token_path
     from app.server.signing import callback_secret
 
     if args.show_callback_secret:
@@ -82,14 +96,20 @@ def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
     if args.new_token:
         given = new_token()
         print(f"new token stored in {token_path()}: {given}", file=sys.stderr)
-    token = token_for(args.host, given)
+    token = token_for(args.host, given, required=args.require_token)
     settings = load_settings()
     if args.allow_private_callbacks:
         settings = replace(settings, allow_private_callbacks=True)
     if args.max_in_flight < 1:
         raise BadInput(f"--max-in-flight must be at least 1, not {args.max_in_flight}")
+    if problems := [p for name in args.allow_host if (p := host_name_problem(name))]:
+        raise BadInput(f"--allow-host: {problems[0]}")
     limits = Limits(max_in_flight=args.max_in_flight)
-    options = ServeOptions(args.host, args.port, token, tuple(args.cors), limits)
+    options = ServeOptions(
+        args.host, args.port, token, tuple(args.cors), limits,
+        allowed_hosts=(*settings.api_allowed_hosts, *args.allow_host),
+        a1111_without_token=args.a1111_without_token,
+    )  # fmt: skip
     workers = None
     if not args.no_workers:
         worker_queue = open_queue(purpose=OpenFor.HEADLESS)
@@ -103,7 +123,7 @@ def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
               file=sys.stderr)  # fmt: skip
 
     def ready(address: str) -> None:
-        where = "" if is_loopback(args.host) else " (token required)"
+        where = "" if token is None else " (token required)"
         print(f"serving on {address}{where}; API docs at {address}/docs", flush=True)
 
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.engine import paths
+from app.engine.api_access import host_name_problem
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
 from app.engine.jobs.affinity import AffinityBound
 from app.engine.jobs.params import (
@@ -104,6 +105,12 @@ class Settings:
     # The HTTP API (`python -m app serve`) on 127.0.0.1 at this port while the window is
     # open (app/ui/qt/api_server.py); 0: off.
     api_port: int = 0
+    # Host names the API server answers to beside its address's own (a name for this
+    # computer on the network, a reverse proxy's); any other Host gets 421.
+    api_allowed_hosts: tuple[str, ...] = ()
+    # The window's server wants its token (app/engine/api_access.py) from every client; this
+    # lets A1111 clients that cannot send one use /sdapi without it, on 127.0.0.1 only.
+    api_a1111_without_token: bool = False
     # A retried submit with the same Idempotency-Key gets the same jobs within this many
     # hours; older keys are forgotten (app/engine/jobs/request_keys.py). Stripe's is 24.
     idempotency_key_hours: float = 24.0
@@ -138,6 +145,7 @@ class Settings:
             problems.append("keeping finished jobs takes 0 (no limit) or a positive number")
         if not (self.api_port == 0 or 1024 <= self.api_port <= 65535):
             problems.append("the API port must be 0 (off) or between 1024 and 65535")
+        problems += [p for name in self.api_allowed_hosts if (p := host_name_problem(name))]
         if not 0.01 <= self.idempotency_key_hours <= 24 * 365:
             problems.append("Idempotency-Keys must be kept between 0.01 and 8760 hours")
         problems += [f"new-job defaults: {p}" for p in self.new_job_defaults.problems()]
@@ -239,6 +247,10 @@ def _from_json(raw: dict[str, Any]) -> Settings:
     values = {k: v for k, v in raw.items() if k in known}
     if "new_jobs_start_with" in values:
         values["new_jobs_start_with"] = NewJobValues(values["new_jobs_start_with"])
+    if "api_allowed_hosts" in values:
+        if not isinstance(values["api_allowed_hosts"], list):
+            raise InvalidSettings("api_allowed_hosts must be a list of host names")
+        values["api_allowed_hosts"] = tuple(str(name) for name in values["api_allowed_hosts"])
     if "new_job_defaults" in values:
         values["new_job_defaults"] = JobDefaults.from_json(values["new_job_defaults"])
     return Settings(**values)

@@ -17,20 +17,19 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
 from app.engine.generation.files import a1111_parameters
 from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
-from app.engine.jobs.queue import JobQueue, params_of
-from app.engine.jobs.states import JobStatus
+from app.engine.jobs.queue import JobNotFound, params_of
+from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import image_bytes
 from app.errors import BadInput
-from app.models.tables import JOB, Job
+from app.models.tables import Job
 from app.server.records import A1111_API
 from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
-from app.server.state import ServerState
+from app.server.state import SLOT_KEY, ServerState, Slot, SlotKind
 
 router = APIRouter(prefix="/sdapi/v1", tags=["automatic1111"])
 # How often a waiting request reads its jobs' statuses: quickly when only the store tells
@@ -138,44 +137,31 @@ async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict
     job = JobRequest(params, count=count, init_image=init)
     client = client_name(request)
     key = request.headers.get("idempotency-key")
-    submitted = await run_in_threadpool(
-        lambda: submit(state, job, api=A1111_API, client=client, key=key)
-    )
-    jobs = await _wait(request, state, list(submitted.jobs))
+    waiting = state.slots.take(SlotKind.WAITING)  # before storing: a 503 stores nothing
+    if waiting is None:
+        raise HTTPException(503, state.slots.busy(SlotKind.WAITING), {"Retry-After": "1"})
+    try:
+        submitted = await run_in_threadpool(
+            lambda: submit(state, job, api=A1111_API, client=client, key=key)
+        )
+        # Stored: from here it only waits, which must not keep /progress, /interrupt, status
+        # and cancel out (they need the in-flight slots), so it waits in a slot of its own.
+        in_flight: Slot | None = request.scope.get(SLOT_KEY)
+        if in_flight is not None:
+            in_flight.release()
+        with state.waiting_for(tuple(submitted.jobs)):
+            jobs = await _wait(request, state, list(submitted.jobs))
+    finally:
+        waiting.release()
     return _response(body, jobs, state)
 
 
 async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> list[Job]:
-    # One small read of the jobs' statuses a poll (not every job whole, each on its own:
-    # CPU the worker beside the server would lose); the jobs are read whole once done.
+    # One reader reads the statuses of every waiting request's jobs (`JobWaits`); the jobs
+    # are read whole once done.
     poll_s = WOKEN_POLL_S if state.own_workers else WAIT_POLL_S
-    while True:
-        seen = state.settled.count
-        if await run_in_threadpool(_all_done, state.queue, job_ids):
-            break
-        if await request.is_disconnected():
-            break  # nobody to answer; the jobs carry on, durable as any other
-        await state.settled.wait(seen, poll_s)
+    await state.waits.until_done(job_ids, poll_s, request.is_disconnected)
     return await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
-
-
-_STATUSES = select(JOB.c.status, JOB.c.given_up, JOB.c.error_transient)
-
-
-def _all_done(queue: JobQueue, job_ids: list[int]) -> bool:
-    with queue.db.read() as conn:
-        rows = conn.execute(_STATUSES.where(JOB.c.id.in_(job_ids))).all()
-    return len(rows) == len(set(job_ids)) and all(_done_row(*row) for row in rows)
-
-
-def _done_row(status: str, given_up: bool, error_transient: bool | None) -> bool:
-    """A job the request waits no more for: finished, cancelled, given up (`retry.is_settled`)
-    or failed with a lasting error."""
-    if status == JobStatus.FAILED.value:
-        return bool(given_up) or not error_transient
-    if status == JobStatus.TIMEOUT.value:
-        return bool(given_up)
-    return JobStatus(status).is_terminal
 
 
 def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, Any]:
@@ -301,21 +287,35 @@ def progress(request: Request, skip_current_image: bool = False) -> dict[str, An
 
 @router.post("/interrupt")
 def interrupt(request: Request) -> dict[str, Any]:
-    """Cancel the A1111 jobs not finished yet: a running one stops at its next step.
-    Answers which, and the step each had reported when its cancel was committed."""
-    state = state_of(request)
-    source = source_for(client_name(request))
-    cancelled, at_step = [], {}
-    for job_id in state.records.unsettled(A1111_API):
-        record = state.queue.cancel(job_id, source=source, message="interrupt (A1111 API)")
-        cancelled.append(record.job_id)
-        at_step[str(job_id)] = state.live_step(job_id)
-    return {"cancelled": cancelled, "at_step": at_step}
+    """Stop the generation in progress, as A1111 does: the A1111 jobs running now and the
+    rest of their requests' batches; queued requests keep their turn. Answers which were
+    cancelled, and the step each had reported when its cancel was committed."""
+    return _stop_running(request, whole_batch=True, what="interrupt")
 
 
 @router.post("/skip")
 def skip(request: Request) -> dict[str, Any]:
-    return interrupt(request)
+    """Skip the image in progress, as A1111 does: the A1111 jobs running now are cancelled,
+    the rest of their batches go on."""
+    return _stop_running(request, whole_batch=False, what="skip")
+
+
+def _stop_running(request: Request, *, whole_batch: bool, what: str) -> dict[str, Any]:
+    state = state_of(request)
+    source = source_for(client_name(request))
+    targets: set[int] = set()
+    for running_id in state.records.running(A1111_API):
+        targets.update(state.batch_of(running_id) if whole_batch else (running_id,))
+    cancelled, at_step = [], {}
+    for job_id in sorted(targets):
+        try:
+            record = state.queue.cancel(job_id, source=source, message=f"{what} (A1111 API)")
+        except (TransitionNotAllowed, JobNotFound):
+            continue  # it finished (or was pruned) since the read: nothing left to stop
+        if record.changed:
+            cancelled.append(record.job_id)
+            at_step[str(job_id)] = state.live_step(job_id)
+    return {"cancelled": cancelled, "at_step": at_step}
 
 
 @router.get("/sd-models")

@@ -23,8 +23,13 @@ from app.engine.jobs.states import TransitionNotAllowed
 from app.errors import DatabaseError, MissingModel, UserError, internal_error
 from app.server import a1111, api_v1
 from app.server.redact import LOG_NAME
-from app.server.security import presented_token, token_matches
-from app.server.state import ServerState
+from app.server.security import (
+    FOREIGN_HOST,
+    cross_site_refusal,
+    presented_token,
+    token_matches,
+)
+from app.server.state import SLOT_KEY, ServerState, SlotKind
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 STREAM_PATHS = ("/api/v1/events",)
+A1111_PREFIX = "/sdapi/"
+# What a configured browser client may read of an answer, refusals included.
+EXPOSED_HEADERS = ["Location", "Retry-After", "WWW-Authenticate"]
 HANDLER_THREADS = int(os.environ.get("EASEL_SERVER_THREADS", "8"))
 
 
@@ -58,12 +66,14 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(api_v1.router)
     app.include_router(a1111.router)
     _add_error_handlers(app, state)
+    app.add_middleware(Guard, state=state)  # before routing and bodies
     if state.cors_origins:
+        # Outside the Guard, so that its refusals (401, 403, 413, 421, 503) carry the headers
+        # a configured page needs to read them; an origin not configured gets none.
         app.add_middleware(
             CORSMiddleware, allow_origins=list(state.cors_origins), allow_methods=["*"],
-            allow_headers=["*"], expose_headers=["Location"],
+            allow_headers=["*"], expose_headers=EXPOSED_HEADERS,
         )  # fmt: skip
-    app.add_middleware(Guard, state=state)  # outermost: before CORS, routing and bodies
     return app
 
 
@@ -125,16 +135,16 @@ def _sentence(text: str) -> str:
 
 
 class Guard:
-    """In front of everything: the token, the body size and the requests in flight.
+    """In front of everything: the Host, another site's page, the token, the body size and
+    the requests in flight.
 
     Pure ASGI, so a refused request never reaches a router, reads no body and stores
-    nothing. Event streams count against their own limit, not the in-flight one."""
+    nothing. Event streams count against their own limit, not the in-flight one, and so do
+    A1111 requests once they only wait for their jobs (`SLOT_KEY`)."""
 
     def __init__(self, app: ASGIApp, state: ServerState) -> None:
         self.app = app
         self.state = state
-        self.in_flight = 0
-        self.streams = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -145,17 +155,13 @@ class Guard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        stream = scope["path"] in STREAM_PATHS
-        limit = self.state.limits.max_streams if stream else self.state.limits.max_in_flight
-        if (self.streams if stream else self.in_flight) >= limit:
-            what = "event streams are open" if stream else "requests are in flight"
-            sentence = f"Too many {what} ({limit}); try again shortly."
-            await error(503, sentence, {"Retry-After": "1"})(scope, receive, send)
+        kind = SlotKind.STREAM if scope["path"] in STREAM_PATHS else SlotKind.IN_FLIGHT
+        slot = self.state.slots.take(kind)
+        if slot is None:
+            busy = self.state.slots.busy(kind)
+            await error(503, busy, {"Retry-After": "1"})(scope, receive, send)
             return
-        if stream:
-            self.streams += 1
-        else:
-            self.in_flight += 1
+        scope[SLOT_KEY] = slot
         try:
             if "content-length" not in headers and scope["method"] in ("POST", "PUT", "PATCH"):
                 buffered = await self._read_limited(receive)
@@ -165,16 +171,17 @@ class Guard:
                 receive = _replay(buffered, receive)
             await self.app(scope, receive, send)
         finally:
-            if stream:
-                self.streams -= 1
-            else:
-                self.in_flight -= 1
+            slot.release()
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> JSONResponse | None:
-        token = self.state.token
-        if token is not None and scope["method"] != "OPTIONS":
+        if not self.state.served.serves(headers.get("host")):
+            return error(421, FOREIGN_HOST)
+        page = cross_site_refusal(scope["method"], headers, self.state.cors_origins)
+        if page is not None:
+            return error(403, page)
+        if self._token_needed(scope):
             presented = presented_token(headers.get("authorization"), headers.get("x-easel-token"))
-            if not token_matches(token, presented):
+            if not token_matches(self.state.token or "", presented):
                 return error(
                     401, "This server needs a token: send it as `Authorization: Bearer <token>`.",
                     {"WWW-Authenticate": 'Bearer realm="easel", Basic realm="easel"'},
@@ -186,6 +193,12 @@ class Guard:
             if int(length) > self.state.limits.max_body_bytes:
                 return _too_large(self.state.limits.max_body_bytes)
         return None
+
+    def _token_needed(self, scope: Scope) -> bool:
+        if self.state.token is None or scope["method"] == "OPTIONS":
+            return False
+        # Only where the user allowed it, and only on loopback (`serve` checks the address).
+        return not (self.state.a1111_without_token and scope["path"].startswith(A1111_PREFIX))
 
     async def _read_limited(self, receive: Receive) -> bytes | None:
         """A body sent without a length (chunked), read as it comes; None past the limit

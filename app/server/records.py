@@ -82,8 +82,14 @@ class Records:
         return Job.model_validate(row._mapping), timeline, None if api is None else _record(api)
 
     def unsettled(self, api: str) -> list[int]:
-        """Jobs submitted through `api` that are not finished (A1111's interrupt)."""
-        open_statuses = ("PENDING", "PROCESSING", "PAUSING", "BLOCKED", "PAUSED")
+        """Jobs submitted through `api` that are not finished (A1111's progress)."""
+        return self._in_statuses(api, ("PENDING", "PROCESSING", "PAUSING", "BLOCKED", "PAUSED"))
+
+    def running(self, api: str) -> list[int]:
+        """Jobs submitted through `api` that a worker is generating now (A1111's interrupt)."""
+        return self._in_statuses(api, ("PROCESSING", "PAUSING"))
+
+    def _in_statuses(self, api: str, open_statuses: tuple[str, ...]) -> list[int]:
         query = (
             select(API_JOB.c.job_id)
             .join(JOB, JOB.c.id == API_JOB.c.job_id)

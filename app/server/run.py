@@ -18,6 +18,7 @@ from app.engine.workers.messages import WorkerMessage
 from app.engine.workers.worker import WorkerConfig
 from app.server.app import create_app
 from app.server.callbacks import CallbackPolicy, CallbackSender
+from app.server.security import ServedNames, TokenNeeded, is_loopback
 from app.server.state import Limits, ServerState
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ class ServeOptions:
     token: str | None = None
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    allowed_hosts: tuple[str, ...] = ()  # names it answers to beyond its address's own
+    a1111_without_token: bool = False  # /sdapi without the token (loopback only)
 
 
 class ListeningServer(uvicorn.Server):
@@ -47,9 +50,13 @@ class ListeningServer(uvicorn.Server):
 
 def make_server(queue: JobQueue, settings: Settings, options: ServeOptions,
                 log_file: str = "the log") -> tuple[ListeningServer, ServerState]:  # fmt: skip
+    if options.a1111_without_token and not is_loopback(options.host):
+        raise TokenNeeded("A1111 clients may go without the token on 127.0.0.1 only")
     state = ServerState(
         queue, settings, token=options.token, limits=options.limits,
         cors_origins=options.cors_origins, log_file=log_file,
+        served=ServedNames.for_bind(options.host, options.allowed_hosts),
+        a1111_without_token=options.a1111_without_token,
     )  # fmt: skip
     config = uvicorn.Config(
         create_app(state), host=options.host, port=options.port, log_level="warning",

@@ -125,6 +125,29 @@
     </message>
 </context>
 <context>
+    <name>ApiAccessFields</name>
+    <message>
+        <source>Programs send it as: Authorization: Bearer &lt;token&gt;</source>
+        <translation>程序这样发送它：Authorization: Bearer &lt;token&gt;</translation>
+    </message>
+    <message>
+        <source>e.g. easel.lan, separated by commas</source>
+        <translation>例如 easel.lan，用逗号分隔</translation>
+    </message>
+    <message>
+        <source>Other names the API answers to; any other is refused</source>
+        <translation>API 还接受的主机名；其他名称一律拒绝</translation>
+    </message>
+    <message>
+        <source>A1111 clients without the token (this computer only)</source>
+        <translation>A1111 客户端无需令牌（仅限本机）</translation>
+    </message>
+    <message>
+        <source>For A1111 clients that cannot send a token</source>
+        <translation>用于无法发送令牌的 A1111 客户端</translation>
+    </message>
+</context>
+<context>
     <name>ApiServer</name>
     <message>
         <source>API: starting on port {port}</source>
@@ -135,8 +158,8 @@
         <translation>API：{address}</translation>
     </message>
     <message>
-        <source>Other programs can queue jobs here; see /docs</source>
-        <translation>其他程序可以在这里排队任务；见 /docs</translation>
+        <source>Other programs can queue jobs here with the token from Settings; see /docs</source>
+        <translation>其他程序可以用设置中的令牌在这里排队任务；见 /docs</translation>
     </message>
     <message>
         <source>API stopped (exit {code}; see logs/server.log)</source>
@@ -1820,6 +1843,14 @@ Resume continues from there.</source>
         <translation>工作进程数</translation>
     </message>
     <message>
+        <source>API token</source>
+        <translation>API 令牌</translation>
+    </message>
+    <message>
+        <source>API host names</source>
+        <translation>API 主机名</translation>
+    </message>
+    <message>
         <source>Max attempts</source>
         <translation>最多尝试次数</translation>
     </message>
@@ -2331,6 +2362,17 @@ Resume continues from there.</source>
     <message>
         <source>Timeline · job {id}</source>
         <translation>时间线 · 任务 {id}</translation>
+    </message>
+</context>
+<context>
+    <name>TokenField</name>
+    <message>
+        <source>made when the API first starts</source>
+        <translation>在 API 首次启动时生成</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
     </message>
 </context>
 <context>

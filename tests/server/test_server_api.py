@@ -179,22 +179,29 @@ def test_bad_requests_are_one_sentence_and_store_nothing(queue: JobQueue) -> Non
 
 def test_too_many_requests_in_flight_are_refused_until_one_ends(queue: JobQueue) -> None:
     with running(queue, Limits(max_in_flight=1)) as api:
-        waiting: list[httpx.Response] = []
-        body = {"prompt": "a slow cat", "width": 64, "height": 64, "steps": 2,
-                "sampler_name": "Euler"}  # fmt: skip
-        # No worker runs here: the A1111 request waits for its job, holding its slot.
-        thread = threading.Thread(target=lambda: waiting.append(
-            httpx.post(f"{api.url}/sdapi/v1/txt2img", json=body, timeout=60)))  # fmt: skip
+        # A body that comes slowly holds its slot while the Guard reads it.
+        go_on, first_sent = threading.Event(), threading.Event()
+
+        def slow_body() -> Iterator[bytes]:
+            yield b'{"prompt": "a slow'
+            first_sent.set()  # asked for more: the headers and the first part are sent
+            go_on.wait(30)
+            yield b' cat"}'
+
+        posted: list[httpx.Response] = []
+        thread = threading.Thread(target=lambda: posted.append(httpx.post(
+            f"{api.url}/api/v1/jobs", content=slow_body(),
+            headers={"Content-Type": "application/json"}, timeout=60)))  # fmt: skip
         thread.start()
-        while not queue.jobs():
+        assert first_sent.wait(30)  # polling before would take the one slot first
+        deadline = time.monotonic() + 30
+        while (busy := api.client.get("/api/v1/queue")).status_code != 503:
+            assert time.monotonic() < deadline, "the slow request never held its slot"
             time.sleep(0.01)
-        busy = api.client.get("/api/v1/queue")
-        assert busy.status_code == 503 and "in flight" in busy.json()["error"]
-        assert busy.headers["Retry-After"] == "1"
-        [job] = queue.jobs()
-        queue.cancel(job.id or 0, source="test")
+        assert "in flight" in busy.json()["error"] and busy.headers["Retry-After"] == "1"
+        go_on.set()
         thread.join(timeout=30)
-        assert waiting[0].status_code == 200 and waiting[0].json()["images"] == []
+        assert posted[0].status_code == 201, posted[0].text
         assert api.client.get("/api/v1/queue").status_code == 200
 
 

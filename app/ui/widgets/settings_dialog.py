@@ -32,6 +32,7 @@ from app.engine.store.shared_queue import save_password as keep_password
 from app.errors import DatabaseError
 from app.ui.presenters.model_choices import ModelChoice
 from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language
+from app.ui.widgets.api_access_fields import ApiAccessFields
 from app.ui.widgets.new_jobs_section import NewJobsSection
 from app.ui.widgets.shared_queue_section import SharedQueueSection
 
@@ -126,6 +127,7 @@ class SettingsDialog(QDialog):
             self.tr("While the window is open, other programs (A1111 clients too) can queue "
                     "jobs at http://127.0.0.1:<port>; from the next start of Easel")
         )  # fmt: skip
+        self.api_access = ApiAccessFields(settings)
         self._settings = settings
         self.error = QLabel()
         self.error.setObjectName("error")
@@ -142,6 +144,9 @@ class SettingsDialog(QDialog):
         form.addRow(self.tr("Keep at most"), self.keep_jobs)
         form.addRow("", self.prune_images)
         form.addRow(self.tr("HTTP API port"), self.api_port)
+        form.addRow(self.tr("API token"), self.api_access.token)
+        form.addRow(self.tr("API host names"), self.api_access.hosts)
+        form.addRow("", self.api_access.a1111_open)
         form.addRow("", self.resume)
         if self._store is not None:
             form.addRow(self.tr("Language"), self.language)
@@ -214,7 +219,7 @@ class SettingsDialog(QDialog):
             new_job_defaults=self.new_jobs.defaults(),
             prune_images=self.prune_images.isChecked(),
             database_url=self.shared_queue.chosen_url(),
-            api_port=self.api_port.value(),
+            api_port=self.api_port.value(), **self.api_access.chosen(),
         )  # fmt: skip
 
     def accept(self) -> None:

@@ -90,7 +90,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_geometry()
         self._start_timers()
-        self.api_server = start_api_server(self, deps.settings.api_port)  # off: None
+        self.api_server = start_api_server(self, deps.settings)  # off: None
         self.quitting = Quitting(
             self, deps, self.store,
             stop_first=[*(t.stop for t in self.timers), self.vm.finish_cancel_now,
