@@ -375,6 +375,24 @@ def test_the_window_server_settings_default_to_public_callbacks_only() -> None:
         Settings(callback_deadline_s=0).validated()
 
 
+def read_request(conn: socket.socket) -> bytes:
+    """One whole HTTP request: its head, then as many body bytes as Content-Length says."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if not (chunk := conn.recv(65536)):
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+         if line.lower().startswith(b"content-length:")),
+        0,
+    )  # fmt: skip
+    while len(body) < length and (chunk := conn.recv(65536)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 @contextlib.contextmanager
 def tls_receiver(folder: Path, name: str) -> Iterator[tuple[int, list[str], Path]]:
     """A loopback HTTPS receiver with a certificate for `name` only (made by `openssl`):
@@ -401,7 +419,7 @@ def tls_receiver(folder: Path, name: str) -> Iterator[tuple[int, list[str], Path
             except TimeoutError:
                 continue
             with contextlib.suppress(OSError), context.wrap_socket(conn, server_side=True) as tls:
-                tls.recv(65536)
+                read_request(tls)  # all of it: closing on an unread body resets the answer
                 tls.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
 
     thread = threading.Thread(target=serve, daemon=True)
