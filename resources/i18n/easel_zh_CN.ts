@@ -2206,6 +2206,22 @@ Resume continues from there.</source>
         <translation>Easel 窗口已消失：工作进程将在当前步骤后暂停</translation>
     </message>
     <message>
+        <source>Easel&apos;s server was gone: its worker puts the job back in the queue</source>
+        <translation>Easel 服务器已消失：工作进程把任务放回队列</translation>
+    </message>
+    <message>
+        <source>Easel&apos;s worker supervisor was gone: its worker puts the job back in the queue</source>
+        <translation>Easel 工作进程管理器已消失：工作进程把任务放回队列</translation>
+    </message>
+    <message>
+        <source>Back in the queue with its progress: any worker continues from step {step}</source>
+        <translation>已带着进度回到队列：任一工作进程从第 {step} 步继续</translation>
+    </message>
+    <message>
+        <source>Back in the queue: any worker continues it</source>
+        <translation>已回到队列：任一工作进程都会继续它</translation>
+    </message>
+    <message>
         <source>Cancel undone by you; queued again</source>
         <translation>你撤销了取消，已重新排队</translation>
     </message>
