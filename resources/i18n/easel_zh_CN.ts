@@ -791,6 +791,10 @@ Resume continues from there.</source>
         <translation>出错了：{error}。详情见 {log}</translation>
     </message>
     <message>
+        <source>Easel cannot write its job store for now ({error}). It settles the last session&apos;s jobs and starts its workers as soon as it can.</source>
+        <translation>Easel 暂时无法写入任务库（{error}）。一旦可以写入，Easel 就会处理上次会话留下的任务并启动工作进程。</translation>
+    </message>
+    <message>
         <source>Could not check the last session&apos;s jobs: {error}</source>
         <translation>无法检查上次会话的任务：{error}</translation>
     </message>
