@@ -14,6 +14,7 @@ from app.engine.settings import DB_ENV, load_settings
 from app.engine.store.opening import OpenFor, open_queue
 from app.engine.workers.headless import WorkerCannotStart
 from app.engine.workers.worker import WorkerConfig, database_file
+from app.engine.workers.worker_states import StartedBy
 from app.errors import BadInput
 from app.server.state import MAX_IN_FLIGHT, Limits
 
@@ -113,7 +114,9 @@ def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
     workers = None
     if not args.no_workers:
         worker_queue = open_queue(purpose=OpenFor.HEADLESS)
-        config = WorkerConfig.from_settings(settings, database_file(worker_queue))
+        config = WorkerConfig.from_settings(
+            settings, database_file(worker_queue), started_by=StartedBy.SERVER
+        )
         workers = (worker_queue, config)
 
     secret, made = callback_secret(queue.db)

@@ -31,7 +31,12 @@ from app.engine.workers.recovery import RecoveryReport, recover_when_unlocked
 from app.engine.workers.roster import list_workers, request_workers
 from app.engine.workers.supervisor import Supervisor
 from app.engine.workers.worker import WorkerConfig, database_file, default_liveness_dir
-from app.engine.workers.worker_states import FROM_COMMAND_LINE, WorkerRequest, WorkerSummary
+from app.engine.workers.worker_states import (
+    FROM_COMMAND_LINE,
+    StartedBy,
+    WorkerRequest,
+    WorkerSummary,
+)
 from app.errors import BadInput
 from app.models.tables import Job
 
@@ -95,8 +100,9 @@ def _worker(args: argparse.Namespace, queue: JobQueue) -> int:
     configure_logging("worker", echo=True)
     settings = load_settings()
     config = WorkerConfig.from_settings(
-        settings, database_file(queue), until_idle=args.until_idle, name=args.name
-    )
+        settings, database_file(queue), until_idle=args.until_idle, name=args.name,
+        started_by=StartedBy.WORKER_COMMAND,
+    )  # fmt: skip
     try:
         # The worker runs in a child process, replaced when it gets stuck or dies.
         run_headless(
@@ -178,7 +184,7 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
         return EXIT_INTERRUPTED
     supervisor = Supervisor.for_app(
         queue, settings, workers=1, only_job=job_id, warm_model=params.model,
-        recover_at_start=False,
+        recover_at_start=False, started_by=StartedBy.GENERATE,
     )  # fmt: skip
     try:
         job = _run_until_settled(supervisor, queue, job_id)

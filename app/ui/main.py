@@ -30,7 +30,7 @@ from app.engine.settings import (
     shared_queue_from_settings,
 )
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.interfaces import LaunchWait, NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 from app.ui.presenters.queue_service import QueueService
 from app.ui.qt.dbthread import ThreadRunner
@@ -95,20 +95,21 @@ def launch(
         prune=lambda chosen: _prune(service, chosen),
     )  # fmt: skip
 
-    def recovered(restore: RestoreSummary | None) -> None:
-        if restore is not None:
+    def recovered(restore: RestoreSummary | LaunchWait | None) -> None:
+        if isinstance(restore, RestoreSummary):
             _ready(window, service, settings, restore, make_workers, previous_run)
             return
-        # Another program holds the write lock: say so, and wait for it on the database
-        # thread (the window stays usable); the workers start only after recovery.
-        window.show_error(_lock_wait_text(), sticky=True)
+        # Another program holds the write lock (None), or the store refuses writes for a
+        # while: say so, and wait on the database thread as `recover` on the command line
+        # does (the window stays usable); the workers start only after recovery.
+        window.show_error(_lock_wait_text() if restore is None else restore.text, sticky=True)
         runner.run(
             lambda: _recover(service, settings, previous_run, wait_for_lock=True), lock_free, failed
         )
 
-    def lock_free(restore: RestoreSummary | None) -> None:
+    def lock_free(restore: RestoreSummary | LaunchWait | None) -> None:
         window.error_banner.hide()
-        recovered(restore or RestoreSummary())
+        recovered(restore if isinstance(restore, RestoreSummary) else RestoreSummary())
 
     def failed(message: str) -> None:
         window.show_error(_store_failure(message), sticky=True)
@@ -157,7 +158,7 @@ def _recover(
     previous_run: UncleanExit | None,
     *,
     wait_for_lock: bool = False,
-) -> RestoreSummary | None:
+) -> RestoreSummary | LaunchWait | None:
     from app.ui.wiring import recover_at_launch
 
     if service.queue.read_only:

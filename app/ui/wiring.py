@@ -6,13 +6,14 @@ The only module of `app.ui` that knows the engine's recovery, supervisor and mod
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.engine.settings import Settings
 from app.ui.presenters.i18n import translate
-from app.ui.presenters.interfaces import NoWorkers, RestoreSummary, WorkerPool
+from app.ui.presenters.interfaces import LaunchWait, NoWorkers, RestoreSummary, WorkerPool
 from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 
 if TYPE_CHECKING:
@@ -30,14 +31,47 @@ def recover_at_launch(
     *,
     wait_for_lock: bool = False,
     killed_since: float | None = None,
-) -> RestoreSummary | None:
-    """Settle jobs an earlier run left running; must run before any worker starts.
+) -> RestoreSummary | LaunchWait | None:
+    """Settle jobs an earlier run left running; must run before any worker starts (on the
+    database thread: it may wait).
 
     `killed_since`: when the last run began, if it did not close cleanly: jobs its workers
     paused by themselves once it was gone are told too. None when another program holds
-    the write lock: recovery left nothing half done (each job is settled in a transaction
-    of its own), and the window says so before it calls again with `wait_for_lock`, which
-    waits until the lock is free."""
+    the write lock, a `LaunchWait` for another store error that passes (a full disk, the
+    shared queue's server away): recovery left nothing half done (each job is settled in
+    a transaction of its own), and the window says so before it calls again with
+    `wait_for_lock`, which waits as the command line's `recover` does: the lock out
+    (`recover_when_unlocked`), and any such error, trying again every `LOCK_RETRY_S`
+    until it passes. Only an error that does not pass is told as a problem."""
+    from app.engine.workers.recovery import LOCK_RETRY_S
+    from app.errors import DatabaseLocked, EaselError
+
+    while True:
+        try:
+            return _recover_and_tell(queue, settings, wait_for_lock, killed_since)
+        except EaselError as error:
+            if not error.transient:
+                return _could_not_check(error)
+            if wait_for_lock:
+                log.info("launch recovery waits: %s", error)
+                time.sleep(LOCK_RETRY_S)
+                continue
+            log.warning("launch recovery waits until this passes: %s", error)
+            if isinstance(error, DatabaseLocked):
+                return None
+            text = translate(
+                "Launch",
+                "Easel cannot write its job store for now ({error}). It settles the last "
+                "session's jobs and starts its workers as soon as it can.",
+            )
+            return LaunchWait(text.format(error=error))
+        except Exception as error:  # recovery must never keep the window from opening
+            return _could_not_check(error)
+
+
+def _recover_and_tell(
+    queue: JobQueue, settings: Settings, wait_for_lock: bool, killed_since: float | None
+) -> RestoreSummary:
     from app.engine.jobs.retry import RetryPolicy
     from app.engine.workers.recovery import (
         paused_when_window_gone,
@@ -45,27 +79,24 @@ def recover_at_launch(
         recover_when_unlocked,
     )
     from app.engine.workers.worker import default_liveness_dir
-    from app.errors import DatabaseLocked
 
     recovering = recover_when_unlocked if wait_for_lock else recover
-    try:
-        report = recovering(
-            queue,
-            liveness_dir=default_liveness_dir(),
-            heartbeat_timeout_s=settings.heartbeat_timeout_s,
-            policy=RetryPolicy(),
-        )
-    except DatabaseLocked:
-        log.warning("the job database's write lock is held elsewhere; recovery waits for it")
-        return None
-    except Exception as error:  # recovery must never keep the window from opening
-        log.exception("recovery at launch failed")
-        text = translate("Launch", "Could not check the last session's jobs: {error}")
-        return RestoreSummary(problems=(text.format(error=error),))
+    report = recovering(
+        queue,
+        liveness_dir=default_liveness_dir(),
+        heartbeat_timeout_s=settings.heartbeat_timeout_s,
+        policy=RetryPolicy(),
+    )
     if killed_since is None:  # a clean last run: running jobs are another window's, not news
         return summary_of(report)
     gone = paused_when_window_gone(queue, killed_since)
     return summary_of(report, gone, still_running=tuple(report.still_running))
+
+
+def _could_not_check(error: Exception) -> RestoreSummary:
+    log.error("recovery at launch failed", exc_info=error)
+    text = translate("Launch", "Could not check the last session's jobs: {error}")
+    return RestoreSummary(problems=(text.format(error=error),))
 
 
 def summary_of(

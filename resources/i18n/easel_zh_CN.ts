@@ -814,6 +814,10 @@ Resume continues from there.</source>
         <translation>出错了：{error}。详情见 {log}</translation>
     </message>
     <message>
+        <source>Easel cannot write its job store for now ({error}). It settles the last session&apos;s jobs and starts its workers as soon as it can.</source>
+        <translation>Easel 暂时无法写入任务库（{error}）。一旦可以写入，Easel 就会处理上次会话留下的任务并启动工作进程。</translation>
+    </message>
+    <message>
         <source>Could not check the last session&apos;s jobs: {error}</source>
         <translation>无法检查上次会话的任务：{error}</translation>
     </message>
@@ -2235,6 +2239,22 @@ Resume continues from there.</source>
     <message>
         <source>Easel&apos;s window was gone: its worker pauses after the current step</source>
         <translation>Easel 窗口已消失：工作进程将在当前步骤后暂停</translation>
+    </message>
+    <message>
+        <source>Easel&apos;s server was gone: its worker puts the job back in the queue</source>
+        <translation>Easel 服务器已消失：工作进程把任务放回队列</translation>
+    </message>
+    <message>
+        <source>Easel&apos;s worker supervisor was gone: its worker puts the job back in the queue</source>
+        <translation>Easel 工作进程管理器已消失：工作进程把任务放回队列</translation>
+    </message>
+    <message>
+        <source>Back in the queue with its progress: any worker continues from step {step}</source>
+        <translation>已带着进度回到队列：任一工作进程从第 {step} 步继续</translation>
+    </message>
+    <message>
+        <source>Back in the queue: any worker continues it</source>
+        <translation>已回到队列：任一工作进程都会继续它</translation>
     </message>
     <message>
         <source>Cancel undone by you; queued again</source>

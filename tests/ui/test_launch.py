@@ -308,3 +308,60 @@ def test_a_launch_under_a_write_lock_held_elsewhere_says_so_then_recovers(
         finally:
             window.deps.confirm_quit = lambda _n: True
             window.close()
+
+
+def test_a_launch_on_a_full_disk_waits_off_the_gui_thread_then_recovers(
+    qtbot: QtBot,
+    tmp_path: Path,
+    easel_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    restore_process_state: None,
+) -> None:
+    """Issue 41.5: a store error that passes (here a real full disk under the job database)
+    met by launch recovery was "Could not check the last session's jobs", and the workers
+    started beside jobs nobody had settled. Now the window says it waits, waits on the
+    database thread as `recover` on the command line does (the GUI thread runs on), and
+    recovers once there is room, before any worker starts."""
+    from PySide6.QtCore import QTimer
+
+    from tests.faults import fill_disk, small_disk
+
+    with small_disk(tmp_path / "disk", "4m") as disk:
+        database = disk / "easel.db"
+        monkeypatch.setenv(DB_ENV, str(database))
+        store = open_queue(database)  # kept open: the journal files stay as they are
+        orphan = job_in(store, JobStatus.PROCESSING, worker=f"{this_host()}:999999:deadbeef0000")
+        filler = fill_disk(disk)
+        pools: list[FakeWorkers] = []
+
+        def workers(queue: JobQueue, settings: Settings) -> tuple[FakeWorkers, None]:
+            pools.append(FakeWorkers(queue, easel_home / "outputs"))
+            return pools[-1], None
+
+        _app, window = launch([], make_workers=workers)
+        qtbot.addWidget(window)
+        ticks: list[int] = []
+        timer = QTimer()
+        timer.timeout.connect(lambda: ticks.append(1))
+        try:
+            qtbot.waitUntil(window.error_banner.isVisible, timeout=WAIT_MS * 2)
+            text = window.error_banner.label.text()
+            assert "cannot write its job store for now" in text, text
+            assert "Could not check" not in text
+            timer.start(50)
+            qtbot.wait(1500)  # still waiting: nothing settled, no worker, the GUI thread free
+            timer.stop()
+            assert len(ticks) >= 10, len(ticks)
+            assert not pools and not window.restore_banner.isVisible()
+            assert store.get(orphan).status == JobStatus.PROCESSING
+            filler.unlink()  # room again
+            qtbot.waitUntil(window.restore_banner.isVisible, timeout=WAIT_MS * 2)
+            assert "1 requeued" in window.restore_banner.label.text()
+            assert not window.error_banner.isVisible()  # the wait is over: its line goes
+            qtbot.waitUntil(lambda: bool(pools) and pools[0].started, timeout=WAIT_MS)
+            statuses = [t.to_status for t in window.deps.queue.timeline(orphan)]
+            assert JobStatus.TIMEOUT in statuses
+        finally:
+            window.deps.confirm_quit = lambda _n: True
+            window.close()
+            store.db.dispose()

@@ -23,6 +23,7 @@ from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import WINDOW_GONE
 from app.engine.settings import Settings
 from app.models.opening import open_database
+from app.ui.presenters.interfaces import RestoreSummary
 from app.ui.wiring import recover_at_launch
 
 pytestmark = [
@@ -90,6 +91,6 @@ def test_a_window_killed_in_its_undo_time_has_the_cancel_finished_at_the_next_la
         assert (last.event, last.source, last.message) == (
             JobEvent.CANCEL.value, "recovery", WINDOW_GONE
         )  # fmt: skip
-        assert restored is not None and restored.cancelled == (job_id,)
+        assert isinstance(restored, RestoreSummary) and restored.cancelled == (job_id,)
     finally:
         db.dispose()

@@ -265,6 +265,7 @@ def test_empty_prompt_is_refused_without_a_job(
 def test_orphaned_job_shows_the_restore_banner(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, workers: FakeWorkers
 ) -> None:
+    from app.ui.presenters.interfaces import RestoreSummary
     from app.ui.wiring import recover_at_launch
 
     workers.claiming = False
@@ -276,7 +277,7 @@ def test_orphaned_job_shows_the_restore_banner(
     assert queue_job.status == S.PROCESSING
     settings = load_settings()
     restore = recover_at_launch(queue, settings)
-    assert restore is not None and restore.job_ids == (job_id,), restore
+    assert isinstance(restore, RestoreSummary) and restore.job_ids == (job_id,), restore
     window = make_window(restore=restore)
     assert window.restore_banner.isVisible()
     assert "1 requeued" in window.restore_banner.label.text()
@@ -296,6 +297,7 @@ def test_a_recovered_job_shows_its_saved_step_on_the_row_and_in_the_timeline(
     from app.engine.workers.liveness import this_host
     from app.ui.itemmodels.delegates import progress_text
     from app.ui.itemmodels.timeline_model import TCol
+    from app.ui.presenters.interfaces import RestoreSummary
     from app.ui.wiring import recover_at_launch
     from tests.engine.workers.test_recovery import _checkpoint_bytes
 
@@ -308,7 +310,7 @@ def test_a_recovered_job_shows_its_saved_step_on_the_row_and_in_the_timeline(
     )
     queue.report_progress(job_id, dead, 6, 10)  # the step reached after that checkpoint
     restore = recover_at_launch(queue, load_settings())
-    assert restore is not None and restore.job_ids == (job_id,), restore
+    assert isinstance(restore, RestoreSummary) and restore.job_ids == (job_id,), restore
     window = make_window(restore=restore)
     show = banner_button(qtbot, window.restore_banner, "Show")
     qtbot.mouseClick(show, Qt.MouseButton.LeftButton)

@@ -78,7 +78,7 @@ def test_the_launch_after_a_killed_window_says_its_workers_paused_their_jobs(
                worker_id=worker)  # fmt: skip
     queue.fire(job_id, JobEvent.STOPPED, source="worker", worker_id=worker)
     summary = recover_at_launch(queue, load_settings(), killed_since=time.time() - 60)
-    assert summary is not None  # None only under a write lock held elsewhere
+    assert isinstance(summary, RestoreSummary)  # else it waits for the store
     assert summary.window_gone == (job_id,) and job_id in summary.paused  # Resume all takes it
     killed = UncleanExit(pid=1, started_at=0.0, crash_log=None, crash_text="")
     text = restore_text(summary, (), killed)
@@ -89,4 +89,4 @@ def test_the_launch_after_a_killed_window_says_its_workers_paused_their_jobs(
     window = make_window(restore=summary)
     assert "paused it when the window was gone" in window.restore_banner.label.text()
     again = recover_at_launch(queue, load_settings())
-    assert again is not None and again.window_gone == ()  # a clean last run
+    assert isinstance(again, RestoreSummary) and again.window_gone == ()  # a clean last run

@@ -11,6 +11,11 @@ SIGTERM and Ctrl+C still pause the job in hand at its next step: the signal is p
 the worker, whose own handler pauses it ("the worker is stopping"), and the command waits
 for it to leave. A worker that leaves when asked (drain, stop on its row) or that found no
 more work (`--until-idle`) is not replaced, and the command ends with it.
+
+A command killed outright (SIGKILL) leaves its worker to notice alone: the worker's config
+says a headless supervisor started it (`StartedBy.WORKER_COMMAND`, `SERVER` for `serve`),
+so it hands the job in hand back to the queue with its checkpoint at the next step, for
+any worker of the farm, rather than leaving it PAUSED for a person (the window's policy).
 """
 
 from __future__ import annotations

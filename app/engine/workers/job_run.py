@@ -57,6 +57,7 @@ from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path
 from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
 from app.engine.workers.wakeup import EveryStep, StepReads
+from app.engine.workers.worker_states import REQUEUED
 from app.errors import DatabaseUnreachable
 from app.models.tables import Job
 
@@ -118,6 +119,9 @@ class RunContext:
     send: Send
     # The worker is stopping: pause the job in hand, for this reason (None: carry on).
     pause_requested: Callable[[], str | None]
+    # After the run paused its job for that reason: why it goes back to the queue (its
+    # headless supervisor was gone); None: it stays PAUSED.
+    hand_back: Callable[[str], str | None] = lambda _reason: None
     heartbeat_interval_s: float = 3.0
     # Stuck outside the step loop for this long, or while a step's time is unknown (see
     # `stall`); between steps, a few times the time a step takes (this run's, or the ETA's).
@@ -202,6 +206,7 @@ class JobRun:
         self._last_tick = self._last_checkpoint
         self._reads: StepReads = EveryStep()  # the run's own, from `context.watch`
         self._status: JobStatus | None = JobStatus.PROCESSING  # as last read at a step
+        self._hand_back: str | None = None  # paused by the run itself, to be queued again
         self._tick_s = max(
             MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s)
         )
@@ -411,6 +416,8 @@ class JobRun:
             record = self._fire(JobEvent.PAUSE, message=reason)
         except DatabaseUnreachable:
             return JobStatus.PROCESSING  # asked again at the next step
+        if record is JobStatus.PAUSING:
+            self._hand_back = self.context.hand_back(reason)
         return record if record is not None else JobStatus.PROCESSING
 
     def _report(self, progress: StepProgress) -> None:
@@ -452,10 +459,29 @@ class JobRun:
                     f"the progress could not be saved ({outcome.unsaved_reason}); it will {then}"
                 )
         message = self._with_notes("")
-        if self._fire(
+        stopped = self._fire(
             JobEvent.STOPPED, message=message, changes=changes, only_from=STOPPING_STATUSES
-        ):
+        )
+        if stopped is JobStatus.PAUSED and self._hand_back is not None:
+            self._requeue(self._hand_back, outcome)
+        if stopped:
             self.context.send(MessageKind.FINISHED, self.job_id)
+
+    def _requeue(self, cause: str, outcome: GenerationOutcome) -> None:
+        """Queue the job this run paused again, with the progress it saved, for any worker
+        (RESUME: PAUSED -> PENDING, as a person's resume): the supervisor of this headless
+        worker is gone, and a render node's work must go on without it. Only if it is still
+        ours and PAUSED: a user who resumed or cancelled it meanwhile decided already."""
+        saved_now = outcome.checkpoint_path is not None and outcome.unsaved_reason is None
+        if saved_now and self._latest is not None:
+            what = f"{REQUEUED} {self._latest.step}"
+        elif outcome.checkpoint_path is not None:
+            what = "requeued with its last saved progress"
+        else:
+            what = "requeued to start over from step 0"
+        paused = frozenset({JobStatus.PAUSED})
+        if self._fire(JobEvent.RESUME, message=f"{what}: {cause}", only_from=paused):
+            log.info("job %s: %s: %s", self.job_id, what, cause)
 
     def _note(self, note: str | None) -> None:
         if note is not None:

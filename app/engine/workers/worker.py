@@ -40,7 +40,7 @@ from app.engine.workers.messages import MessageKind, WorkerMessage
 from app.engine.workers.presence import BEAT_MAX_S, Presence
 from app.engine.workers.stall import ExpectedStepTimes
 from app.engine.workers.wakeup import Sleeper, Wakeup, wakeup_for
-from app.engine.workers.worker_states import WINDOW_GONE_REASON, WorkerRequest, WorkerState
+from app.engine.workers.worker_states import StartedBy, WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable, DiskFull, EaselError
 from app.models.tables import Job
 
@@ -123,6 +123,9 @@ class WorkerConfig:
     # (see `app.engine.jobs.affinity`; the settings' affinity_max_wait_s, _max_skips).
     affinity_max_wait_s: float = 60.0
     affinity_max_skips: int = 8
+    # Whose supervisor starts this worker: what happens to the job in hand once that
+    # program is gone (the window's is paused; `worker`'s and `serve`'s go back to the queue).
+    started_by: StartedBy = StartedBy.WINDOW
 
     @property
     def affinity(self) -> AffinityBound:
@@ -224,6 +227,7 @@ class Worker:
         *,
         stop_event: EventLike | None = None,
         parent_alive: Callable[[], bool] = lambda: True,
+        parent_pid: int | None = None,
         wakeup: Wakeup | None = None,
         db_file: DatabaseFileWatch | None = None,
     ) -> None:
@@ -234,6 +238,7 @@ class Worker:
         self.outbox = outbox
         self._stop_event = stop_event
         self._parent_alive = parent_alive
+        self._parent_pid = parent_pid  # named in the timeline once it is gone
         self.wakeup: Wakeup = wakeup or Sleeper()
         self._reconnect_delay_s = RECONNECT_FIRST_S
         self._pause_and_exit = False  # a plain bool: set from a signal handler
@@ -266,7 +271,16 @@ class Worker:
             return SHUTDOWN_REASON
         if self._stop_reason is not None:
             return self._stop_reason
-        return WINDOW_GONE_REASON if self.orphaned else None
+        return self.config.started_by.gone_reason(self._parent_pid) if self.orphaned else None
+
+    def hand_back_cause(self, pause_reason: str) -> str | None:
+        """After its own pause for `pause_reason`, why the job goes back to the queue ("the
+        worker supervisor (pid 4242) was gone"); None: it stays PAUSED. Only a headless
+        worker's supervisor being gone hands a job back (`StartedBy.hands_back`)."""
+        started_by = self.config.started_by
+        if not started_by.hands_back or pause_reason != started_by.gone_reason(self._parent_pid):
+            return None
+        return started_by.parent_gone(self._parent_pid)
 
     @property
     def asked_to_leave(self) -> bool:
@@ -294,10 +308,12 @@ class Worker:
 
     @property
     def orphaned(self) -> bool:
-        """The app that started us is gone (killed, say): pause the job in hand at its next
-        step, with a checkpoint, claim no more and leave, rather than run on unseen beside
-        the next window's workers. Asked at every step: looked up at most every
-        `PARENT_CHECK_S` (a wait on the parent's pipe), and once gone, gone for good."""
+        """The program that started us is gone (killed, say): stop the job in hand at its
+        next step, with a checkpoint, claim no more and leave, rather than run on unseen
+        beside the next window's workers. The window's job then waits PAUSED; a headless
+        supervisor's goes back to the queue (`hand_back_cause`). Asked at every step: looked
+        up at most every `PARENT_CHECK_S` (a wait on the parent's pipe), and once gone,
+        gone for good."""
         if self._orphaned:
             return True
         now = time.monotonic()
@@ -499,7 +515,7 @@ class Worker:
         return RunContext(
             queue=self.queue, worker_id=self.worker_id, runner=self.runner,
             outputs_dir=Path(config.outputs_dir), checkpoints_dir=Path(config.checkpoints_dir),
-            send=self.send, pause_requested=self._step_request,
+            send=self.send, pause_requested=self._step_request, hand_back=self.hand_back_cause,
             heartbeat_interval_s=config.heartbeat_interval_s,
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
             expected_step_s=self._step_times.for_job(job, self.worker_id, steps),
@@ -553,6 +569,7 @@ def run_worker(
     sink: Callable[[WorkerMessage], object] | None = None,
     stop_event: EventLike | None = None,
     parent_alive: Callable[[], bool] = lambda: True,
+    parent_pid: int | None = None,
     stop_on_sigint: bool = False,
 ) -> bool:
     """Be a worker in this process until stopped (or idle, with `until_idle`). True: nobody
@@ -568,8 +585,8 @@ def run_worker(
         _limit_torch_threads(config.torch_threads)
         worker = Worker(
             config, queue, config.runner_factory(), worker_id, outbox,
-            stop_event=stop_event, parent_alive=parent_alive, wakeup=wakeup_for(queue.db),
-            db_file=db_file,
+            stop_event=stop_event, parent_alive=parent_alive, parent_pid=parent_pid,
+            wakeup=wakeup_for(queue.db), db_file=db_file,
         )  # fmt: skip
         # SIGTERM must reach a worker waiting for disk space: it stops waiting and leaves.
         queue.db.stop_waiting = lambda: worker.gives_up_waiting
@@ -602,6 +619,7 @@ def worker_process_main(
     left_on_request = run_worker(
         config, token=token, sink=conn.send, stop_event=stop_event,
         parent_alive=parent.is_alive if parent is not None else lambda: True,
+        parent_pid=parent.pid if parent is not None else None,
     )  # fmt: skip
     if left_on_request:
         sys.exit(EXIT_LEFT_ON_REQUEST)  # the supervisor starts none in its place

@@ -48,8 +48,55 @@ class WorkerSummary:
     models: tuple[str, ...] = ()  # the models it holds in memory, most recently used first
 
 
-# Why a worker paused its job by itself: the process that started it (the window, or the
-# `worker` command's supervisor) was gone, killed say. The job keeps its progress in a
-# checkpoint and waits PAUSED, so nothing runs unseen beside the next window's workers;
-# the next launch tells the user (`app.engine.workers.recovery.paused_when_window_gone`).
+class StartedBy(StrEnum):
+    """The program whose supervisor started a worker: what the worker does with the job in
+    hand once that program is gone (killed, say), and how the timeline names it."""
+
+    WINDOW = "window"
+    GENERATE = "generate"  # `python -m app generate`
+    WORKER_COMMAND = "worker"  # `python -m app worker`
+    SERVER = "serve"  # `python -m app serve`
+
+    @property
+    def words(self) -> str:
+        """What was gone, as the job's timeline says it."""
+        return _STARTER_WORDS[self]
+
+    @property
+    def hands_back(self) -> bool:
+        """A render node's work must go on without its supervisor: the job goes back to the
+        queue, with its checkpoint, for any worker. A window or a `generate` was a person's:
+        their job waits PAUSED until they look (pause-when-gone is theirs, not the farm's)."""
+        return self in (StartedBy.WORKER_COMMAND, StartedBy.SERVER)
+
+    def gone_reason(self, pid: int | None) -> str:
+        """Why the worker stops its job at the next step: the PAUSE row's message."""
+        if self is StartedBy.WINDOW:
+            return WINDOW_GONE_REASON  # the relaunch finds its jobs by it
+        if self.hands_back:
+            return f"{HANDING_BACK}: {self.parent_gone(pid)}"
+        return f"paused: {self.words} that started its worker was gone"
+
+    def parent_gone(self, pid: int | None) -> str:
+        """ "the worker supervisor (pid 4242) was gone" """
+        return f"{self.words} (pid {pid}) was gone" if pid else f"{self.words} was gone"
+
+
+_STARTER_WORDS = {
+    StartedBy.WINDOW: "the window",
+    StartedBy.GENERATE: "the generate command",
+    StartedBy.WORKER_COMMAND: "the worker supervisor",
+    StartedBy.SERVER: "the server",
+}
+
+# Why a worker paused its job by itself: the window that started it was gone, killed say.
+# The job keeps its progress in a checkpoint and waits PAUSED, so nothing runs unseen beside
+# the next window's workers; the next launch tells the user
+# (`app.engine.workers.recovery.paused_when_window_gone`).
 WINDOW_GONE_REASON = "paused: the window that started its worker was gone"
+# A headless worker whose supervisor (`worker`, `serve`) is gone pauses its job at the next
+# step with a checkpoint (PAUSE: "handing its job back to the queue: the worker supervisor
+# (pid 4242) was gone"), then queues it again itself (RESUME: "requeued with saved step 7:
+# the worker supervisor (pid 4242) was gone"): any worker of the farm continues it.
+HANDING_BACK = "handing its job back to the queue"
+REQUEUED = "requeued with saved step"

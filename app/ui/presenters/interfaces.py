@@ -54,6 +54,14 @@ class NoWorkers:
 
 
 @dataclass(frozen=True)
+class LaunchWait:
+    """Launch recovery could not run yet, for a reason that passes (a full disk, the shared
+    queue's server away): the window shows `text` and calls recovery again, waiting."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class RestoreSummary:
     """What the launch-time recovery did to jobs an earlier run left behind."""
 

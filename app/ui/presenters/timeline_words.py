@@ -12,7 +12,12 @@ import re
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_SOURCE
 from app.engine.workers.liveness import WorkerIdentity, this_host
-from app.engine.workers.worker_states import WINDOW_GONE_REASON
+from app.engine.workers.worker_states import (
+    HANDING_BACK,
+    REQUEUED,
+    WINDOW_GONE_REASON,
+    StartedBy,
+)
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.rows import NoteRow, TimelineRow, TransitionRow, status_label
 
@@ -42,6 +47,9 @@ _LATIN_HAN = re.compile(r"([A-Za-z0-9])([\u4e00-\u9fff])|([\u4e00-\u9fff])([A-Za
 
 _RESUMED = re.compile(r"resumed from step (\d+)")  # the worker's note (workers/job_run.py)
 _CONTINUES = re.compile(r"continues from saved step (\d+)")  # the retry policy's (jobs/retry.py)
+# A headless worker's own hand-back once its supervisor was gone (worker_states.StartedBy).
+_HANDING_BACK = re.compile(rf"{HANDING_BACK}: (?P<what>.+?) (?:\(pid \d+\) )?was gone")
+_REQUEUED = re.compile(rf"{REQUEUED} (\d+):")
 
 
 def spaced(text: str) -> str:
@@ -64,6 +72,22 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
         return translate(
             "Timeline", "Easel's window was gone: its worker pauses after the current step"
         )
+    if event is E.PAUSE and (handing := _HANDING_BACK.match(row.message)):
+        if handing.group("what") == StartedBy.SERVER.words:
+            return translate(
+                "Timeline", "Easel's server was gone: its worker puts the job back in the queue"
+            )
+        return translate(
+            "Timeline",
+            "Easel's worker supervisor was gone: its worker puts the job back in the queue",
+        )
+    if event is E.RESUME and row.source == "worker":  # handed back (see above)
+        if requeued := _REQUEUED.match(row.message):
+            return translate(
+                "Timeline",
+                "Back in the queue with its progress: any worker continues from step {step}",
+            ).format(step=requeued.group(1))
+        return translate("Timeline", "Back in the queue: any worker continues it")
     if event is E.RESUME and row.source == HOLD_SOURCE:  # Undo in that time
         return translate("Timeline", "Cancel undone by you; queued again")
     if event in (E.PAUSE, E.CANCEL) and to in (S.PAUSING, S.CANCELLING):

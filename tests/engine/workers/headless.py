@@ -48,27 +48,46 @@ def faketime_or_skip() -> str:
 
 @contextmanager
 def machines(
-    root: Path, db_location: str, settings: Settings, names: dict[str, str | None]
+    root: Path,
+    db_location: str,
+    settings: Settings,
+    names: dict[str, str | None],
+    *,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> Iterator[dict[str, Machine]]:
     """One headless worker per name, with that faketime offset ("+10m"; None: the true
-    clock); all stopped (SIGTERM, then SIGKILL) at the end."""
+    clock); all stopped (SIGTERM, then SIGKILL) at the end. `env`: more environment (see
+    `headless_main`); `args`: more `worker` arguments (`--until-idle`)."""
     started: dict[str, Machine] = {}
     try:
         for name, offset in names.items():
-            started[name] = _start(root / name, db_location, settings, name, offset)
+            home = root / name
+            started[name] = start_machine(home, db_location, settings, name, offset, env, args)
         yield started
     finally:
         for machine in started.values():
-            _stop(machine.process)
+            stop_machine(machine.process)
 
 
-def _start(
-    home: Path, db_location: str, settings: Settings, name: str, offset: str | None
+def start_machine(
+    home: Path,
+    db_location: str,
+    settings: Settings,
+    name: str,
+    offset: str | None = None,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> Machine:
-    home.mkdir(parents=True)
+    """A headless worker with `home` as its data folder (made if need be: a second worker
+    may run on the same machine after the first); its output goes to home/worker.out."""
+    home.mkdir(parents=True, exist_ok=True)
     save_settings(settings, home / "settings.json")
-    env = {**os.environ, "EASEL_HOME": str(home), DB_ENV: db_location, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "tests.engine.workers.headless_main", "--name", name]
+    env = {
+        **os.environ, **(env or {}),
+        "EASEL_HOME": str(home), DB_ENV: db_location, "PYTHONPATH": str(REPO),
+    }  # fmt: skip
+    command = [sys.executable, "-m", "tests.engine.workers.headless_main", "--name", name, *args]
     if offset is not None:
         # The wall clock is off, as on a machine whose clock is wrong. The monotonic clock
         # is shifted by the same constant, which no duration sees: with
@@ -80,7 +99,7 @@ def _start(
     return Machine(name, home, process)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_machine(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

@@ -1,9 +1,11 @@
 """A worker whose starting process is killed pauses its job at the next step (issue 28.3).
 
-Killing only the window (or the `worker` command) left its workers running unseen: they
-finished their jobs while the relaunch said "No jobs needed restoring" and started more
-workers beside them. Here a real `python -m app worker` process (its supervisor, with a
-spawned worker under it, the scripted runner) is killed with SIGKILL mid-job."""
+Killing only the window left its workers running unseen: they finished their jobs while the
+relaunch said "No jobs needed restoring" and started more workers beside them. Here a real
+`python -m app worker` process (its supervisor, with a spawned worker under it, the scripted
+runner), its worker told that a window started it, is killed with SIGKILL mid-job. (A
+headless worker whose own supervisor is killed hands its job back instead:
+test_headless_hand_back.py.)"""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from app.engine.workers.recovery import paused_when_window_gone
 from app.engine.workers.worker_states import WINDOW_GONE_REASON
 from app.models.opening import open_database
 from tests.engine.workers.headless import machines, wait_until
+from tests.engine.workers.headless_main import STARTED_BY_ENV
 from tests.engine.workers.worker_fixtures import fake_params
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,12 +40,15 @@ def gone(pid: int) -> bool:
     return False
 
 
-def test_a_killed_supervisor_leaves_its_job_paused_not_running_unseen(tmp_path: Path) -> None:
+def test_a_killed_window_leaves_its_job_paused_not_running_unseen(tmp_path: Path) -> None:
     db = open_database(tmp_path / "easel.db")
     queue = JobQueue(db)
     started = time.time()
+    as_window = {STARTED_BY_ENV: "window"}
     try:
-        with machines(tmp_path, str(tmp_path / "easel.db"), SETTINGS, {"box": None}) as running:
+        with machines(
+            tmp_path, str(tmp_path / "easel.db"), SETTINGS, {"box": None}, env=as_window
+        ) as running:
             job_id = queue.submit(fake_params("step=0.25", steps=STEPS))
             wait_until(
                 lambda: queue.get(job_id).status == JobStatus.PROCESSING
