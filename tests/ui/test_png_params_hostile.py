@@ -169,3 +169,31 @@ def _info(parameters: str) -> object:
     info = PngInfo()
     info.add_text("parameters", parameters)
     return info
+
+
+@pytest.mark.parametrize(
+    ("data", "phrase"),
+    [
+        (png_bytes(20_000, 20_000), "too large to load"),
+        (png_bytes(64, 64, ztxt_chunk("parameters", "x" * 2 * 2**20)), "'parameters' text"),
+        (b"\x89PNG\r\n\x1a\n but nothing after", "not an image that can be read"),
+    ],
+    ids=["bomb", "zTXt-2MB", "not-an-image"],
+)
+def test_a_dropped_hostile_png_is_one_sentence_and_the_window_goes_on(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, data: bytes, phrase: str
+) -> None:
+    path = tmp_path / "hostile.png"
+    path.write_bytes(data)
+    said: list[str] = []
+    window.prompt.message.connect(said.append)
+    window.prompt.problem.connect(said.append)
+    _drop(window, path)
+    qtbot.waitUntil(
+        lambda: any(phrase in text for text in [*said, window.error_banner.label.text()]),
+        timeout=TIMEOUT_MS,
+    )
+    shown = " ".join([*said, window.error_banner.label.text()])
+    assert "<" not in shown.replace("<br>", "") and "object at 0x" not in shown
+    window.prompt.prompt.setPlainText("still working")  # the form is alive
+    assert window.prompt.params().prompt == "still working"
