@@ -78,6 +78,8 @@ def open_rgb(data: bytes) -> Image.Image:
                     f"scale it below {MAX_INIT_PIXELS // 1_000_000} megapixels first"
                 )
             image.load()
+    except InvalidInitImage:
+        raise  # our own sentence (too many pixels); it is a ValueError too
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         # PIL's messages quote the file object ("<_io.BytesIO object at 0x7f...>"): ours.
         raise InvalidInitImage(

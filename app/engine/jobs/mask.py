@@ -45,6 +45,8 @@ def open_mask(data: bytes) -> Image.Image:
             if image.width * image.height > MAX_INIT_PIXELS:
                 raise InvalidMask(f"the mask is {image.width}x{image.height}, too large to load")
             image.load()
+    except InvalidMask:
+        raise  # our own sentence (too many pixels); it is a ValueError too
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         reason = unreadable_reason(error)  # PIL's own message quotes a Python object
         raise InvalidMask(f"the mask is not an image that can be read: {reason}") from error
