@@ -197,3 +197,18 @@ def test_a_dropped_hostile_png_is_one_sentence_and_the_window_goes_on(
     assert "<" not in shown.replace("<br>", "") and "object at 0x" not in shown
     window.prompt.prompt.setPlainText("still working")  # the form is alive
     assert window.prompt.params().prompt == "still working"
+
+
+def test_the_viewer_shows_parameters_within_the_limit_and_says_why_not_beyond(
+    tmp_path: Path,
+) -> None:
+    from app.ui.widgets.image_viewer import png_parameters
+
+    fine, huge, bomb = tmp_path / "fine.png", tmp_path / "huge.png", tmp_path / "bomb.png"
+    fine.write_bytes(png_bytes(8, 8, text_chunk("parameters", "a fox\nSteps: 9\n")))
+    huge.write_bytes(png_bytes(8, 8, ztxt_chunk("parameters", "x" * 2 * 2**20)))
+    bomb.write_bytes(png_bytes(20_000, 20_000, text_chunk("parameters", "a bomb\nSteps: 2")))
+    assert png_parameters(str(fine)) == "a fox\nSteps: 9"
+    assert png_parameters(str(huge)).startswith("huge.png: its 'parameters' text is over ")
+    assert png_parameters(str(bomb)) == "a bomb\nSteps: 2"  # its text, never its pixels
+    assert png_parameters(str(tmp_path / "missing.png")) == ""
