@@ -9,7 +9,6 @@ away does not take its jobs with it: they run, and stay in the history.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import random
 import time
@@ -385,14 +384,20 @@ def set_options(options: dict[str, Any], request: Request) -> None:
 
 @router.post("/png-info")
 def png_info(body: PngInfoBody) -> dict[str, Any]:
-    from PIL import Image, UnidentifiedImageError
+    """The text an image carries. The image may come from anyone: a picture too large to
+    open (a decompression bomb) or a text chunk over the size read is 413, not an image 422,
+    each in one sentence; nothing is decoded beyond its size and its text."""
+    from app.engine.jobs.image_text import ImageTooLarge, check_image, read_image_text
 
     data = decode_image(body.image, "image")
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            texts = {k: v for k, v in image.info.items() if isinstance(v, str)}
-    except (UnidentifiedImageError, OSError) as error:
-        raise BadInput(f"the image cannot be read ({error})") from error
+        found = read_image_text(data)
+        if found.refused:
+            raise ImageTooLarge(f"the image cannot be read: {next(iter(found.refused.values()))}")
+        check_image(data)
+    except ImageTooLarge as error:
+        raise HTTPException(413, str(error)) from None
+    texts = dict(found.texts)
     info = texts.pop("parameters", "")
     return {"info": info, "items": texts, "parameters": parse_parameters(info)}
 

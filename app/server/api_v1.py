@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import Path as PathParameter
 from pydantic import BaseModel, Field
 
 from app.engine.history.eta import job_estimate, queue_estimate
@@ -25,7 +26,7 @@ from app.engine.jobs.queue import JobQueue, TransitionRecord
 from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import image_bytes
 from app.engine.workers.roster import list_workers
-from app.models.tables import Job, JobNote, JobTransition
+from app.models.tables import MAX_JOB_ID, Job, JobNote, JobTransition
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
 from app.server.records import EASEL_API, ApiRecord
@@ -34,6 +35,9 @@ from app.server.state import ServerState
 
 PREFIX = "/api/v1"
 router = APIRouter(prefix=PREFIX, tags=["easel"])
+# Ids beyond the database's range are refused by validation (422, one sentence), before
+# any query: SQLite cannot bind an integer past 2^63 (OverflowError, a 500 before).
+JobId = Annotated[int, PathParameter(ge=1, le=MAX_JOB_ID, description="a job's id")]
 router.include_router(events_router)
 MAX_PAGE = 500
 RUNNING = [status for status in JobStatus if status.is_running]
@@ -55,7 +59,9 @@ class SubmitBody(BaseModel):
     height: int | None = Field(None, description="default: the init image's, else 64")
     seed: int = GenerationParams.seed
     count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
-    parents: list[int] = Field(default_factory=list, max_length=64)
+    parents: list[Annotated[int, Field(ge=1, le=MAX_JOB_ID)]] = Field(
+        default_factory=list, max_length=64
+    )
     init_image: str | None = Field(None, description="img2img: a base64 PNG or JPEG")
     strength: float = Field(0.75, description="img2img: share of the schedule redrawn")
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
@@ -100,7 +106,7 @@ def submit_job(
 
 
 @router.get("/jobs/{job_id}")
-def get_job(job_id: int, request: Request) -> dict[str, Any]:
+def get_job(job_id: JobId, request: Request) -> dict[str, Any]:
     """A job: status, progress, ETA, error, its whole timeline and links to its image."""
     state = state_of(request)
     job, timeline, record = state.records.job_view(state.queue, job_id)
@@ -115,7 +121,9 @@ def list_jobs(
     model: str | None = None,
     starred: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    before: Annotated[int | None, Query(description="page on: the last id seen")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=MAX_JOB_ID + 1, description="page on: the last id seen")
+    ] = None,
 ) -> dict[str, Any]:
     """Jobs newest first, filtered like the window's history search."""
     state = state_of(request)
@@ -137,7 +145,7 @@ def _searched(queue: JobQueue, job_filter: JobFilter, limit: int, before: int | 
 
 
 def _request(name: str) -> Any:
-    def act(job_id: int, request: Request) -> dict[str, Any]:
+    def act(job_id: JobId, request: Request) -> dict[str, Any]:
         state = state_of(request)
         source = source_for(client_name(request))
         action = getattr(state.queue, name)
@@ -157,7 +165,7 @@ for _name in ("cancel", "pause", "resume", "retry"):
 
 
 @router.post("/jobs/{job_id}/star")
-def star_job(job_id: int, request: Request, body: StarBody | None = None) -> dict[str, Any]:
+def star_job(job_id: JobId, request: Request, body: StarBody | None = None) -> dict[str, Any]:
     """Star (or with `{"starred": false}` unstar) a job: never pruned."""
     state = state_of(request)
     star(state.queue, job_id, on=True if body is None else body.starred)
@@ -166,7 +174,7 @@ def star_job(job_id: int, request: Request, body: StarBody | None = None) -> dic
 
 @router.get("/jobs/{job_id}/image", response_class=Response,
             responses={200: {"content": {"image/png": {}}}})  # fmt: skip
-def job_image(job_id: int, request: Request) -> Response:
+def job_image(job_id: JobId, request: Request) -> Response:
     """The finished PNG, with its `parameters` (A1111) and `easel` text chunks."""
     state = state_of(request)
     job = state.queue.get(job_id)
@@ -180,7 +188,7 @@ def job_image(job_id: int, request: Request) -> Response:
 
 @router.get("/jobs/{job_id}/preview", response_class=Response,
             responses={200: {"content": {"image/png": {}}}})  # fmt: skip
-def job_preview(job_id: int, request: Request) -> Response:
+def job_preview(job_id: JobId, request: Request) -> Response:
     """The newest preview of a running job (one this server's workers run)."""
     state = state_of(request)
     state.queue.get(job_id)  # 404 for an unknown job

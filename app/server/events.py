@@ -39,7 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.models.tables import JOB, TRANSITION
+from app.models.tables import JOB, MAX_JOB_ID, TRANSITION
 
 router = APIRouter(tags=["events"])
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ POLL_S = 0.05
 KEEP_ALIVE_S = 15.0
 GAP_WAIT_S = 2.0
 BATCH = 500
+MAX_ROW_ID = 2**63 - 1  # the largest id a database row can have (64-bit integers)
 BUFFER = 5000  # transitions the hub keeps for its streams (a reconnect within them reads none)
 WAKE_S = 1.0  # a stream waiting for news looks at its connection at least this often
 _RUNNING = [status.value for status in JobStatus if status.is_running]
@@ -201,8 +202,12 @@ def hub_of(request: Request) -> EventHub:
             responses={200: {"content": {"text/event-stream": {}}}})  # fmt: skip
 async def events(
     request: Request,
-    job: Annotated[int | None, Query(description="only this job's events")] = None,
-    after: Annotated[int | None, Query(description="transitions after this id")] = None,
+    job: Annotated[
+        int | None, Query(ge=1, le=MAX_JOB_ID, description="only this job's events")
+    ] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_ROW_ID, description="transitions after this id")
+    ] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Transitions (`event: transition`, id = the history row's id) and progress
@@ -269,6 +274,9 @@ async def _stream(
 def _event_id(text: str) -> int:
     from fastapi import HTTPException
 
-    if not text.strip().isdigit():
+    digits = text.strip()
+    # ASCII only: "²".isdigit() is true but int() refuses it; past 2^63 no row has the id.
+    numeric = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 19
+    if not numeric or int(digits) > MAX_ROW_ID:
         raise HTTPException(400, f"Last-Event-ID {text[:40]!r} is not a transition id")
-    return int(text)
+    return int(digits)

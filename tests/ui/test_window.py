@@ -441,7 +441,8 @@ def test_dropping_an_easel_png_fills_the_form(
     # Qt delivers a Drop only inside a real drag; call the handler as Qt would.
     window.prompt.dropEvent(drop)
     assert drop.isAccepted()
-    assert window.prompt.params() == params
+    # read on the window's image thread (a PNG from anyone never runs on the GUI thread)
+    qtbot.waitUntil(lambda: window.prompt.params() == params, timeout=TIMEOUT_MS)
     assert window.prompt.size_preset.currentText() == "Custom"
 
 

@@ -12,16 +12,19 @@ and so does the loader, never a crash in the worker.
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
+# Re-exported: the header readers of LoRAs, ControlNets, upscalers and IP-Adapters use it.
+from app.engine.generation.safetensors_header import (
+    read_safetensors_header as read_safetensors_header,
+)
+
 MODEL_INDEX = "model_index.json"
 SAFETENSORS_SUFFIX = ".safetensors"
 PICKLE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin")
-_MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit
 INPAINT_CHANNELS = 9  # an inpainting UNet's input: latents (4), mask (1), masked image (4)
 
 
@@ -250,47 +253,6 @@ def _in_channels_reason(in_channels: int) -> str:
 # ---------------------------------------------------------------- single files
 
 
-def read_safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a safetensors file (tensor name -> dtype, shape, offsets).
-
-    Raises ValueError with a sentence naming what is wrong (truncated, not safetensors).
-    """
-    try:
-        with path.open("rb") as handle:
-            prefix = handle.read(8)
-            if len(prefix) < 8:
-                raise ValueError("the file is empty or truncated")
-            (length,) = struct.unpack("<Q", prefix)
-            if not 2 <= length <= _MAX_HEADER_BYTES:
-                raise ValueError("it is not a safetensors file (no valid header)")
-            raw = handle.read(length)
-            size = path.stat().st_size
-    except OSError as error:
-        raise ValueError(f"it cannot be read ({error.strerror or error})") from error
-    if len(raw) < length:
-        raise ValueError("the file is truncated (its header is cut off)")
-    try:
-        header = json.loads(raw)
-    except ValueError as error:
-        raise ValueError("it is not a safetensors file (the header is not JSON)") from error
-    if not isinstance(header, dict):
-        raise ValueError("it is not a safetensors file (the header is not a table)")
-    _check_complete(header, size - 8 - length)
-    return header
-
-
-def _check_complete(header: dict[str, Any], data_bytes: int) -> None:
-    ends = [
-        int(entry["data_offsets"][1])
-        for name, entry in header.items()
-        if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
-    ]
-    if ends and max(ends) > data_bytes:
-        raise ValueError(
-            f"the file is truncated ({data_bytes} bytes of tensor data, {max(ends)} needed)"
-        )
-
-
 def detect_file(path: Path, shapes: dict[str, list[int]] | None = None) -> Detected:
     """A checkpoint file of the UNet families, from its header (`shapes`: already read)."""
     suffix = path.suffix.lower()
@@ -464,6 +426,6 @@ def _has_prefix(keys: list[str], prefix: str) -> bool:
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested beyond reason
         return None
     return data if isinstance(data, dict) else None

@@ -141,7 +141,7 @@ def _detect(entry: Path) -> ControlNetInfo | None:
 def _detect_folder(folder: Path) -> ControlNetInfo | None:
     try:
         config = json.loads((folder / _CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested beyond reason
         return None
     if not isinstance(config, dict):
         return None
@@ -181,7 +181,9 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
     widths = {
         header[key]["shape"][1]
         for key in keys
-        if key.startswith(prefix) and key.endswith("attn2.to_k.weight")
+        if key.startswith(prefix)
+        and key.endswith("attn2.to_k.weight")
+        and len(header[key]["shape"]) > 1  # a file from anyone: a matrix, or no width
     }
     architecture = Architecture.SD2 if _SD2_CROSS_ATTENTION in widths else Architecture.SD1
     return ControlNetInfo(path.stem, path, architecture, layout)

@@ -14,7 +14,6 @@ stock one, weight for weight, and images stay bit-identical.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import threading
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from app.engine.generation.safetensors_header import parse_header
 
 READ_THREADS = 4
 CHUNK_BYTES = 16 * 2**20  # one read at a time per thread, at most this much
@@ -91,9 +92,9 @@ def _header(file: Any, path: Path) -> tuple[dict[str, dict[str, Any]], int]:
     if length > HEADER_LIMIT:
         raise UnreadableCheckpoint(f"{path.name} has no readable safetensors header")
     try:
-        header = json.loads(file.read(length))
+        header = parse_header(file.read(length))  # never RecursionError (a swapped file)
     except ValueError as error:
-        raise UnreadableCheckpoint(f"{path.name}: its header is damaged ({error})") from error
+        raise UnreadableCheckpoint(f"{path.name} cannot be loaded: {error}") from error
     entries = {
         key: info
         for key, info in header.items()

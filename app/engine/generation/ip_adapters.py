@@ -98,4 +98,5 @@ def _width(path: Path) -> int | None:
         entry = read_safetensors_header(path).get("image_proj.proj.weight")
     except ValueError:
         return None
-    return int(entry["shape"][0]) // _TOKENS if isinstance(entry, dict) else None
+    shape = entry.get("shape") if isinstance(entry, dict) else None  # checked: ints
+    return int(shape[0]) // _TOKENS if shape else None  # a scalar ([]) has no width

@@ -150,10 +150,15 @@ def _fp8(header: dict[str, Any]) -> str:
 def _detect_gguf(path: Path) -> Detected:
     """A GGUF diffusion model (city96's ComfyUI-GGUF layout: the original keys, without
     `model.diffusion_model.`), from its tensor table; the weights are not read."""
+    problem = gguf_counts_problem(path)
+    if problem:
+        return unsupported(f"{path.name} cannot be used: {problem}")
     try:
         shapes, types = read_gguf_table(path)
-    except (OSError, ValueError, KeyError, IndexError, struct.error) as error:  # gguf's own
-        return unsupported(f"{path.name} cannot be used: it is not a readable GGUF file ({error})")
+    except Exception:  # gguf's reader fails on damage in many ways (numpy's)
+        return unsupported(
+            f"{path.name} cannot be used: it is not a readable GGUF file (its tables are damaged)"
+        )
     if not is_transformer_family(list(shapes)):
         return unsupported(
             f"{path.name} is a GGUF file, but not a Flux.1 or SD 3.5 diffusion model"
@@ -168,6 +173,38 @@ def _detect_gguf(path: Path) -> Detected:
     quantised = [kind for kind in types.values() if kind not in _UNQUANTISED]
     main = max(set(quantised), key=quantised.count) if quantised else "F16"
     return replace(found, quantisation=main) if found.supported else found
+
+
+_GGUF_MAGIC = b"GGUF"
+_GGUF_COUNTS = struct.Struct("<4sIQQ")  # magic, version, tensor count, key/value count
+_GGUF_COUNTS_BIG_ENDIAN = struct.Struct(">4sIQQ")
+# The fewest bytes one table entry takes: a tensor (name length, dimension count, type,
+# offset) and a key/value (key length, value type, a one-byte value).
+_GGUF_MIN_TENSOR_BYTES = 8 + 4 + 4 + 8
+_GGUF_MIN_KV_BYTES = 8 + 4 + 1
+
+
+def gguf_counts_problem(path: Path) -> str:
+    """Why the counts at the start of a GGUF file cannot be true ("" if they can): gguf's
+    reader loops over them in Python, so a file that claims 2^62 entries is refused first."""
+    try:
+        with path.open("rb") as handle:
+            start = handle.read(_GGUF_COUNTS.size)
+            size = path.stat().st_size
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or 'read error'})"
+    if len(start) < _GGUF_COUNTS.size or not start.startswith(_GGUF_MAGIC):
+        return "it is not a readable GGUF file (no GGUF header)"
+    _, version, tensors, keys = _GGUF_COUNTS.unpack(start)
+    if version & 0xFFFF == 0:  # a big-endian file (gguf's reader tells them apart so too)
+        _, _, tensors, keys = _GGUF_COUNTS_BIG_ENDIAN.unpack(start)
+    room = size - _GGUF_COUNTS.size
+    if tensors * _GGUF_MIN_TENSOR_BYTES + keys * _GGUF_MIN_KV_BYTES > room:
+        return (
+            f"it is not a readable GGUF file (it claims {tensors} tensors and {keys} "
+            f"metadata entries, more than its {size} bytes can hold)"
+        )
+    return ""
 
 
 def read_gguf_table(path: Path) -> tuple[Shapes, dict[str, str]]:

@@ -11,9 +11,11 @@ native size and size presets, or the reason it cannot be used.
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -29,6 +31,7 @@ from app.engine.generation.architecture import (
     detect_folder,
     size_presets,
     size_problem,
+    unsupported,
 )
 from app.engine.generation.model_files import (
     DIFFUSION_MODEL_FOLDERS,
@@ -37,6 +40,8 @@ from app.engine.generation.model_files import (
 )
 from app.engine.paths import bundled_models_dir, looks_like_path, models_dir, stays_inside
 from app.errors import MissingModel
+
+log = logging.getLogger(__name__)
 
 CHECKPOINTS_SUBFOLDER = (
     "checkpoints"  # A1111's "Stable-diffusion" folder; files at the top work too
@@ -258,12 +263,18 @@ def _pipeline_folders(folder: Path, source: ModelSource) -> Iterator[ModelInfo]:
 
 def _checkpoint_files(folder: Path, source: ModelSource) -> Iterator[ModelInfo]:
     try:
-        files = sorted(p for p in folder.iterdir() if p.is_file())
+        files = sorted(p for p in folder.iterdir() if p.is_file() or _dangling(p))
     except OSError:
         return
     for path in files:
         if path.suffix.lower() in _CHECKPOINT_SUFFIXES:
             yield _file_info(path, source)
+
+
+def _dangling(path: Path) -> bool:
+    """A symbolic link that loops or points nowhere: listed as unsupported, with why, rather
+    than left out (the user put a file there and should learn why it is not offered)."""
+    return path.is_symlink() and not path.exists()
 
 
 def _hf_cache_models(cache: Path) -> Iterator[ModelInfo]:
@@ -300,14 +311,43 @@ def _sorted_children(folder: Path) -> list[Path]:
 def _info(name: str, path: Path, source: ModelSource) -> ModelInfo:
     return _with_detection(
         ModelInfo(name=name, path=path, source=source, pipeline_class=_pipeline_class(path)),
-        detect_folder(path),
+        _guarded(detect_folder, path),
     )
 
 
 def _file_info(path: Path, source: ModelSource, name: str = "") -> ModelInfo:
     """A checkpoint file is listed under its file name without the suffix, as A1111 does."""
     info = ModelInfo(name=name or path.stem, path=path, source=source)
-    return _with_detection(info, detect_model_file(path))
+    link_problem = _link_problem(path)
+    if link_problem:
+        return _with_detection(info, unsupported(f"{path.name} cannot be used: {link_problem}"))
+    return _with_detection(info, _guarded(detect_model_file, path))
+
+
+def _link_problem(path: Path) -> str:
+    """Why a symbolic link leads to no file ("" if it is no link or leads to one)."""
+    if not path.is_symlink():
+        return ""
+    try:
+        path.stat()
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "it is a symbolic link that leads back to itself (a loop)"
+        return "it is a symbolic link to a file that is not there"
+    return ""
+
+
+def _guarded(detect: Callable[[Path], Detected], path: Path) -> Detected:
+    """`detect(path)`, or an unsupported model naming the file if detection failed.
+
+    The detectors turn every damage they know into a reason; this is the net under them,
+    so that one file nobody foresaw never takes the listing (and with it every model, the
+    window's picker and every A1111 request) down. The bug is logged with its traceback."""
+    try:
+        return detect(path)
+    except Exception:  # one model's file must not hide the others
+        log.exception("detecting the model %s failed", path)
+        return unsupported(f"{path.name} cannot be used: its files could not be understood")
 
 
 def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
@@ -327,6 +367,6 @@ def _with_detection(info: ModelInfo, detected: Detected) -> ModelInfo:
 def _pipeline_class(path: Path) -> str:
     try:
         index = json.loads((path / MODEL_INDEX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return ""
     return str(index.get("_class_name", "")) if isinstance(index, dict) else ""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from app.engine.jobs.image_text import unreadable_reason
 from app.engine.jobs.params import MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, InvalidParameters
 
 MAX_INIT_BYTES = 64 * 1024 * 1024
@@ -77,12 +78,18 @@ def open_rgb(data: bytes) -> Image.Image:
                     f"scale it below {MAX_INIT_PIXELS // 1_000_000} megapixels first"
                 )
             image.load()
+    except InvalidInitImage:
+        raise  # our own sentence (too many pixels); it is a ValueError too
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        # PIL's messages quote the file object ("<_io.BytesIO object at 0x7f...>"): ours.
         raise InvalidInitImage(
-            f"the init image is not an image that can be read ({error})"
+            f"the init image is not an image that can be read: {unreadable_reason(error)}"
         ) from error
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
-        raise InvalidInitImage(f"the init image is too large to load ({error})") from error
+        raise InvalidInitImage(
+            f"the init image is too large to load (more than {MAX_INIT_PIXELS // 1_000_000} "
+            "megapixels)"
+        ) from error
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         flat = Image.new("RGB", rgba.size, BACKGROUND)

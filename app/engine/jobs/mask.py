@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFilter, UnidentifiedImageError
 
+from app.engine.jobs.image_text import unreadable_reason
 from app.engine.jobs.init_image import MAX_INIT_BYTES, MAX_INIT_PIXELS, open_rgb
 from app.engine.jobs.params import MAX_SIZE, SIZE_MULTIPLE, InvalidParameters
 
@@ -44,10 +45,15 @@ def open_mask(data: bytes) -> Image.Image:
             if image.width * image.height > MAX_INIT_PIXELS:
                 raise InvalidMask(f"the mask is {image.width}x{image.height}, too large to load")
             image.load()
+    except InvalidMask:
+        raise  # our own sentence (too many pixels); it is a ValueError too
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        raise InvalidMask(f"the mask is not an image that can be read ({error})") from error
+        reason = unreadable_reason(error)  # PIL's own message quotes a Python object
+        raise InvalidMask(f"the mask is not an image that can be read: {reason}") from error
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
-        raise InvalidMask(f"the mask is too large to load ({error})") from error
+        raise InvalidMask(
+            f"the mask is too large to load (more than {MAX_INIT_PIXELS // 1_000_000} megapixels)"
+        ) from error
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         flat = Image.new("L", rgba.size, 0)

@@ -29,13 +29,17 @@ A1111_KEY = "parameters"
 # A1111 sampler names that have a scheduler of ours; "Karras" etc. variants map to the base.
 _SAMPLER_ALIASES = {name.lower(): name for name in SCHEDULERS}
 _NEGATIVE = "Negative prompt:"
-_SETTING = re.compile(r'\s*([\w ]+?):\s*("(?:[^"\\]|\\.)*"|[^,]*)(?:,|$)')
 _CONTROLNET = re.compile(r"ControlNet (\d+)")
-_HASH_SUFFIX = re.compile(r"\s*\[[0-9a-fA-F]+\]$")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_SHOWN_VALUE_CHARS = 40  # a value quoted in a warning (the text comes from a stranger's file)
 
 
 class NoParameters(ValueError):
     """The file carries no generation parameters we can read; the message says why."""
+
+
+class ParametersTooLong(NoParameters):
+    """The file's parameters text is over the size Easel reads; the image itself is fine."""
 
 
 @dataclass(frozen=True)
@@ -66,19 +70,25 @@ def with_controlnets(parsed: ParsedParams, available: Collection[str]) -> Parsed
 
 def read_png_params(path: Path, controlnets: Collection[str] | None = None) -> ParsedParams:
     """The parameters `path` was made with; its control layers where their ControlNet is
-    one of `controlnets` (default: the ones installed)."""
-    from PIL import Image, UnidentifiedImageError
+    one of `controlnets` (default: the ones installed).
+
+    The file may come from anyone: its text is read within a size limit (a larger
+    parameters text is `ParametersTooLong`; the picture itself is still usable) and parsed in
+    time linear in its length. It reads the file: call it off the GUI thread."""
+    from app.engine.jobs.image_text import UnreadableImage, read_image_text
 
     try:
-        with Image.open(path) as image:
-            text = {str(k): str(v) for k, v in image.info.items() if isinstance(v, str)}
-    except (OSError, UnidentifiedImageError) as error:
+        found = read_image_text(path)
+    except UnreadableImage as error:  # also a picture too large to open
         raise NoParameters(
             translate("PngParams", "{name} is not a readable image: {error}").format(
                 name=path.name, error=error
             )
-        ) from error
-    parsed = params_from_text_chunks(text, name=path.name)
+        ) from None
+    for key in (EASEL_KEY, A1111_KEY):
+        if key in found.refused and key not in found.texts:
+            raise ParametersTooLong(f"{path.name}: {found.refused[key]}")
+    parsed = params_from_text_chunks(found.texts, name=path.name)
     if parsed.control:
         if controlnets is None:
             from app.engine.generation.controlnets import list_controlnets
@@ -105,6 +115,10 @@ def params_from_text_chunks(chunks: dict[str, str], *, name: str = "") -> Parsed
 def parse_easel(text: str) -> ParsedParams:
     try:
         raw = json.loads(text)
+    except RecursionError:  # nested beyond reason: JSON from a stranger's file
+        raise NoParameters(
+            translate("PngParams", "the easel parameters are not valid JSON (nested too deeply)")
+        ) from None
     except ValueError as error:
         raise NoParameters(
             translate("PngParams", "the easel parameters are not valid JSON: {error}").format(
@@ -157,7 +171,7 @@ def parse_a1111(text: str) -> ParsedParams:
             in_negative = True
             line = line[len(_NEGATIVE) :].strip()
         (negative_lines if in_negative else prompt_lines).append(line)
-    settings = {k.strip(): v.strip().strip('"') for k, v in _SETTING.findall(settings_line)}
+    settings = {k.strip(): v.strip().strip('"') for k, v in settings_pairs(settings_line)}
     warnings: list[str] = []
     values: dict[str, Any] = {
         "prompt": "\n".join(prompt_lines).strip(),
@@ -176,12 +190,12 @@ def _a1111_control(settings: dict[str, str], warnings: list[str]) -> tuple[Contr
         match = _CONTROLNET.fullmatch(key)
         if not match:
             continue
-        fields_ = {k.strip(): v.strip() for k, v in _SETTING.findall(value)}
+        fields_ = {k.strip(): v.strip() for k, v in settings_pairs(value)}
         module = fields_.get("Module", "none")
         try:
             layers[int(match.group(1))] = ControlLayer(
                 image="",
-                model=_HASH_SUFFIX.sub("", fields_["Model"]),  # "name [d14c016b]": name
+                model=_without_hash(fields_["Model"]),  # "name [d14c016b]": name
                 # A1111's preprocessors go by longer names ("canny", "softedge_pidinet"...).
                 module=next((m for m in CONTROL_MODULES if module.startswith(m)), "none"),
                 weight=float(fields_.get("Weight", 1.0)),
@@ -203,7 +217,7 @@ def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, 
             except ValueError:
                 warnings.append(
                     translate("PngParams", "ignored {key} {value} (not a number)").format(
-                        key=key, value=repr(settings[key])
+                        key=key, value=_shown(settings[key])
                     )
                 )
     if "Size" in settings:
@@ -212,7 +226,9 @@ def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, 
             values["width"], values["height"] = int(size[0]), int(size[1])
         else:
             warnings.append(
-                translate("PngParams", "ignored Size {value}").format(value=repr(settings["Size"]))
+                translate("PngParams", "ignored Size {value}").format(
+                    value=_shown(settings["Size"])
+                )
             )
     if settings.get("Model"):
         values["model"] = settings["Model"]
@@ -223,7 +239,7 @@ def _a1111_settings(settings: dict[str, str], warnings: list[str]) -> dict[str, 
         else:
             warnings.append(
                 translate("PngParams", "sampler {name} is not available; kept the default").format(
-                    name=repr(settings["Sampler"])
+                    name=_shown(settings["Sampler"])
                 )
             )
     return values
@@ -238,3 +254,47 @@ def _scheduler_for(sampler: str) -> str | None:
         if name.startswith(known + " "):
             return _SAMPLER_ALIASES[known]
     return None
+
+
+# --------------------------------------------------------------------- the settings line
+# A1111 writes `Key: value, Key: "quoted, with commas", ...`. This was read with findall of
+#     \s*([\w ]+?):\s*("(?:[^"\\]|\\.)*"|[^,]*)(?:,|$)
+# which, where a match fails, tries again one character on: along a run of words without a
+# colon each try scans the rest of the run, and the \s* before the key gives its spaces back
+# one by one, so the time grew with the square of the length (64 KB: 33 s, on the GUI
+# thread). The same pairs (a test compares the two on many strings) now come from one pass:
+# the whitespace before a key is atomic (it gives back only the single space that a key
+# " " needs, which the old pattern also found), and where a pair fails, `skip` consumes the
+# run that failed, every position in it failing the same way, and the runs after it that
+# end in neither a colon nor whitespace ("a,a,a,..." in one step).
+_PAIR_OR_SKIP = re.compile(
+    r"""(?P<pair>(?>\s*?(?=\ :)|\s*)(?P<key>[\w ]+?):"""
+    r"""\s*(?P<value>"(?:[^"\\]|\\.)*"|[^,]*)(?:,|$))"""
+    r"""|(?P<skip>(?:(?>\s*)(?>[\w ]*)[^:\w\s])+|(?>\s*)(?:[\w ]+|\S)?)"""
+)
+
+
+def settings_pairs(line: str) -> list[tuple[str, str]]:
+    """(key, raw value) pairs of an A1111 settings line, in one pass over it."""
+    return [
+        (found["key"], found["value"])
+        for found in _PAIR_OR_SKIP.finditer(line)
+        if found["pair"] is not None
+    ]
+
+
+def _without_hash(model: str) -> str:
+    """ "name [d14c016b]" -> "name": A1111's hash suffix, if any, and the spaces before it."""
+    body = model.removesuffix("\n")  # as the regex's $ did: before a last newline too
+    opening = body.rfind("[")
+    digits = body[opening + 1 : -1]
+    if body.endswith("]") and opening >= 0 and digits and set(digits) <= _HEX_DIGITS:
+        return body[:opening].rstrip() + model[len(body) :]
+    return model
+
+
+def _shown(value: str) -> str:
+    """A value from the file as a warning quotes it: short."""
+    if len(value) > _SHOWN_VALUE_CHARS:
+        return repr(value[:_SHOWN_VALUE_CHARS] + "…")
+    return repr(value)

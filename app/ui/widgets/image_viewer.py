@@ -207,12 +207,14 @@ class ImageViewer(QDialog):
 
 def png_parameters(path: str) -> str:
     """The generation settings a PNG carries (A1111's `parameters` text; Easel writes it
-    too), line breaks kept (Qt's reader folds them); "" if there are none."""
-    from PIL import Image, UnidentifiedImageError
+    too), line breaks kept (Qt's reader folds them); "" if there are none, and the reason
+    if they are too long to read (the file may come from anyone: read within a limit)."""
+    from app.engine.jobs.image_text import UnreadableImage, read_image_text
 
     try:
-        with Image.open(path) as image:
-            text = image.info.get(A1111_KEY)
-    except (OSError, UnidentifiedImageError):
+        found = read_image_text(Path(path))
+    except UnreadableImage:
         return ""
-    return text.strip() if isinstance(text, str) else ""
+    if A1111_KEY in found.refused and A1111_KEY not in found.texts:
+        return f"{Path(path).name}: {found.refused[A1111_KEY]}"
+    return found.texts.get(A1111_KEY, "").strip()

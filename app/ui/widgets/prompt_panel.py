@@ -36,8 +36,14 @@ from app.ui.presenters import number_rules as rules
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 from app.ui.presenters.model_choices import LoraChoice, ModelChoice, unknown_model
 from app.ui.presenters.number_rules import format_number
-from app.ui.presenters.png_params import NoParameters, ParsedParams, read_png_params
+from app.ui.presenters.png_params import (
+    NoParameters,
+    ParametersTooLong,
+    ParsedParams,
+    read_png_params,
+)
 from app.ui.presenters.queue_service import InitImage
+from app.ui.qt.dbthread import InlineRunner, Runner
 from app.ui.qt.icons import dice_icon
 from app.ui.widgets.number_field import (
     FieldNote,
@@ -108,6 +114,8 @@ class PromptPanel(QWidget):
         self.setAcceptDrops(True)
         self._choosing_preset = False
         self._choices: dict[str, ModelChoice] = {}
+        # Where dropped PNGs are read: the window gives its image thread; alone, inline.
+        self.png_runner: Runner = InlineRunner()
         self._build()
         self.set_params(GenerationParams(prompt=""))
 
@@ -327,15 +335,24 @@ class PromptPanel(QWidget):
                                      self.tr("the clipboard"))  # fmt: skip
 
     def _image_file(self, path: Path) -> None:
-        """An Easel or A1111 PNG gives its settings; any other image becomes the init image."""
-        if path.suffix.lower() == ".png":
-            try:
-                parsed = read_png_params(path)
-            except NoParameters:
-                pass  # no settings in it (or not an image: preparing it will say so)
-            else:
-                self._use_parsed(path, parsed)
-                return
+        """An Easel or A1111 PNG gives its settings; any other image becomes the init image.
+
+        The PNG is read on `png_runner`'s thread: it may come from anyone, and even read
+        within its limits a file on a slow drive must not freeze the window."""
+        if path.suffix.lower() != ".png":
+            self.init_requested.emit(path, path.name)
+            return
+        self.png_runner.run(
+            lambda: _params_or_reason(path), lambda found: self._png_read(path, found)
+        )
+
+    def _png_read(self, path: Path, found: ParsedParams | NoParameters) -> None:
+        if isinstance(found, ParsedParams):
+            self._use_parsed(path, found)
+            return
+        if isinstance(found, ParametersTooLong):
+            self.message.emit(str(found))  # the picture is still fine: it starts the image
+        # no settings in it (or not an image: preparing it will say so)
         self.init_requested.emit(path, path.name)
 
     # --- reading and filling the form ---------------------------------------------------------
@@ -623,12 +640,13 @@ class PromptPanel(QWidget):
             self.take_image(event.mimeData())
 
     def load_png(self, path: Path) -> bool:
-        try:
-            parsed = read_png_params(path)
-        except NoParameters as error:
-            self.problem.emit(str(error))
+        """Fill the form from `path` now, on the calling thread (scripts and tests; a drop
+        reads on `png_runner`); False, with the problem shown, if it has no settings."""
+        found = _params_or_reason(path)
+        if isinstance(found, NoParameters):
+            self.problem.emit(str(found))
             return False
-        self._use_parsed(path, parsed)
+        self._use_parsed(path, found)
         return True
 
     def _use_parsed(self, path: Path, parsed: ParsedParams) -> None:
@@ -636,6 +654,15 @@ class PromptPanel(QWidget):
         self.settings_read.emit(parsed)
         note = self.tr("Settings from {name}").format(name=path.name)
         self.message.emit("; ".join([note, *parsed.warnings]))
+
+
+def _params_or_reason(path: Path) -> ParsedParams | NoParameters:
+    """The settings in a PNG, or why there are none (returned, not raised: an expected
+    answer, not a failure for the runner to log)."""
+    try:
+        return read_png_params(path)
+    except NoParameters as error:
+        return error
 
 
 def defaults_form(defaults: JobDefaults) -> dict[str, str]:

@@ -112,6 +112,7 @@ class MainWindow(QMainWindow):
     def _build(self) -> None:
         self.prompt = PromptPanel()
         self.prompt.defaults = self.deps.settings.new_job_defaults
+        self.prompt.png_runner = self.image_runner  # dropped PNGs are read off the GUI thread
         self.image = ImagePanel()
         self.gallery_model = GalleryModel(self.thumbs, self)
         self.gallery = GalleryView()
