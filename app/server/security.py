@@ -15,6 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
+from app.durable import durable_replace
 from app.engine import paths
 from app.errors import BadInput
 
@@ -59,7 +60,7 @@ def new_token(path: Path | None = None) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(token + "\n")
     os.chmod(temp, 0o600)
-    os.replace(temp, path)
+    durable_replace(temp, path)  # a client given this token keeps it through a power cut
     return token
 
 
