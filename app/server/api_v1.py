@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from app.engine.history.eta import job_estimate, queue_estimate
@@ -35,6 +35,10 @@ PREFIX = "/api/v1"
 router = APIRouter(prefix=PREFIX, tags=["easel"])
 router.include_router(events_router)
 MAX_PAGE = 500
+# The largest id a store holds (a signed 64-bit integer): a bigger one names no job, and
+# overflowed the driver (a 500) before it could say so.
+MAX_ID = 2**63 - 1
+JobId = Annotated[int, Path(ge=1, le=MAX_ID)]
 RUNNING = [status for status in JobStatus if status.is_running]
 
 
@@ -54,7 +58,9 @@ class SubmitBody(BaseModel):
     height: int | None = Field(None, description="default: the init image's, else 64")
     seed: int = GenerationParams.seed
     count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
-    parents: list[int] = Field(default_factory=list, max_length=64)
+    parents: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+        default_factory=list, max_length=64
+    )
     init_image: str | None = Field(None, description="img2img: a base64 PNG or JPEG")
     strength: float = Field(0.75, description="img2img: share of the schedule redrawn")
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
@@ -99,7 +105,7 @@ def submit_job(
 
 
 @router.get("/jobs/{job_id}")
-def get_job(job_id: int, request: Request) -> dict[str, Any]:
+def get_job(job_id: JobId, request: Request) -> dict[str, Any]:
     """A job: status, progress, ETA, error, its whole timeline and links to its image."""
     state = state_of(request)
     job, timeline, record = state.records.job_view(state.queue, job_id)
@@ -114,7 +120,7 @@ def list_jobs(
     model: str | None = None,
     starred: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    before: Annotated[int | None, Query(description="page on: the last id seen")] = None,
+    before: Annotated[int | None, Query(le=MAX_ID, description="page on: the last id seen")] = None,
 ) -> dict[str, Any]:
     """Jobs newest first, filtered like the window's history search."""
     state = state_of(request)
@@ -136,7 +142,7 @@ def _searched(queue: JobQueue, job_filter: JobFilter, limit: int, before: int | 
 
 
 def _request(name: str) -> Any:
-    def act(job_id: int, request: Request) -> dict[str, Any]:
+    def act(job_id: JobId, request: Request) -> dict[str, Any]:
         state = state_of(request)
         source = source_for(client_name(request))
         action = getattr(state.queue, name)
@@ -156,7 +162,7 @@ for _name in ("cancel", "pause", "resume", "retry"):
 
 
 @router.post("/jobs/{job_id}/star")
-def star_job(job_id: int, request: Request, body: StarBody | None = None) -> dict[str, Any]:
+def star_job(job_id: JobId, request: Request, body: StarBody | None = None) -> dict[str, Any]:
     """Star (or with `{"starred": false}` unstar) a job: never pruned."""
     state = state_of(request)
     star(state.queue, job_id, on=True if body is None else body.starred)
@@ -165,7 +171,7 @@ def star_job(job_id: int, request: Request, body: StarBody | None = None) -> dic
 
 @router.get("/jobs/{job_id}/image", response_class=Response,
             responses={200: {"content": {"image/png": {}}}})  # fmt: skip
-def job_image(job_id: int, request: Request) -> Response:
+def job_image(job_id: JobId, request: Request) -> Response:
     """The finished PNG, with its `parameters` (A1111) and `easel` text chunks."""
     state = state_of(request)
     job = state.queue.get(job_id)
@@ -179,7 +185,7 @@ def job_image(job_id: int, request: Request) -> Response:
 
 @router.get("/jobs/{job_id}/preview", response_class=Response,
             responses={200: {"content": {"image/png": {}}}})  # fmt: skip
-def job_preview(job_id: int, request: Request) -> Response:
+def job_preview(job_id: JobId, request: Request) -> Response:
     """The newest preview of a running job (one this server's workers run)."""
     state = state_of(request)
     state.queue.get(job_id)  # 404 for an unknown job
