@@ -15,7 +15,7 @@ from tests.server.serving import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
-EXAMPLES = 10  # per operation and phase: about 1100 requests, 15-20 s here
+EXAMPLES = 10  # per operation and phase: about 1,300 requests, 15-35 s here
 
 
 def test_fuzzed_requests_get_no_server_error_and_answers_that_fit_the_schema(
