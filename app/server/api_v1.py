@@ -25,7 +25,7 @@ from app.engine.jobs.queue import JobQueue, TransitionRecord
 from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import image_bytes
 from app.engine.workers.roster import list_workers
-from app.models.tables import Job, JobNote, JobTransition
+from app.models.tables import MAX_JOB_ID, Job, JobNote, JobTransition
 from app.server.events import router as events_router
 from app.server.records import EASEL_API, ApiRecord
 from app.server.requests import (
@@ -49,10 +49,8 @@ PREFIX = "/api/v1"
 router = APIRouter(prefix=PREFIX, tags=["easel"])
 router.include_router(events_router)
 MAX_PAGE = 500
-# The largest id a store holds (a signed 64-bit integer): a bigger one names no job, and
-# overflowed the driver (a 500) before it could say so.
-MAX_ID = 2**63 - 1
-JobId = Annotated[int, Path(ge=1, le=MAX_ID)]
+# A bigger id names no job (and overflowed SQLite's driver, a 500, before it could say so).
+JobId = Annotated[int, Path(ge=1, le=MAX_JOB_ID)]
 RUNNING = [status for status in JobStatus if status.is_running]
 
 
@@ -80,7 +78,7 @@ class SubmitBody(BaseModel):
     )
     seed: int = Field(GenerationParams.seed, json_schema_extra=SEED_LIMITS)
     count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
-    parents: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+    parents: list[Annotated[int, Field(ge=1, le=MAX_JOB_ID)]] = Field(
         default_factory=list, max_length=64
     )
     init_image: str | None = Field(None, description="img2img: a base64 PNG or JPEG")
@@ -142,7 +140,9 @@ def list_jobs(
     model: str | None = None,
     starred: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    before: Annotated[int | None, Query(le=MAX_ID, description="page on: the last id seen")] = None,
+    before: Annotated[
+        int | None, Query(le=MAX_JOB_ID, description="page on: the last id seen")
+    ] = None,
 ) -> dict[str, Any]:
     """Jobs newest first, filtered like the window's history search."""
     state = state_of(request)

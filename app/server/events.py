@@ -39,7 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.models.tables import JOB, TRANSITION
+from app.models.tables import JOB, MAX_JOB_ID, TRANSITION
 
 router = APIRouter(tags=["events"])
 log = logging.getLogger(__name__)
@@ -201,8 +201,12 @@ def hub_of(request: Request) -> EventHub:
             responses={200: {"content": {"text/event-stream": {}}}})  # fmt: skip
 async def events(
     request: Request,
-    job: Annotated[int | None, Query(description="only this job's events")] = None,
-    after: Annotated[int | None, Query(description="transitions after this id")] = None,
+    job: Annotated[
+        int | None, Query(ge=1, le=MAX_JOB_ID, description="only this job's events")
+    ] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_JOB_ID, description="transitions after this id")
+    ] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Transitions (`event: transition`, id = the history row's id) and progress
@@ -267,6 +271,8 @@ async def _stream(
 def _event_id(text: str) -> int:
     from fastapi import HTTPException
 
-    if not text.strip().isdigit():
+    digits = text.strip()
+    # ASCII digits only ("²" is a digit to isdigit, not to int); ids are INTEGERs, as jobs'.
+    if not (digits.isascii() and digits.isdigit()) or int(digits) > MAX_JOB_ID:
         raise HTTPException(400, f"Last-Event-ID {text[:40]!r} is not a transition id")
-    return int(text)
+    return int(digits)

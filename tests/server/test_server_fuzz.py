@@ -5,8 +5,10 @@ every time); `benchmarks/security.py` runs a longer, random one."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.engine.jobs.queue import JobQueue
@@ -25,3 +27,26 @@ def test_fuzzed_requests_get_no_server_error_and_answers_that_fit_the_schema(
         report = run_schemathesis(url, tmp_path, examples=EXAMPLES, seed=1)
     assert report.requests > 500, f"schemathesis hardly ran:\n{report.output}"
     assert report.server_errors == 0 and report.passed, report.output
+
+
+@pytest.mark.parametrize(
+    ("params", "headers", "status"),
+    [
+        ({"after": str(2**66)}, {}, 422),
+        ({"job": str(2**66)}, {}, 422),
+        ({}, {b"Last-Event-ID": str(2**66).encode()}, 400),
+        ({}, {b"Last-Event-ID": b"\xb2"}, 400),  # "²": a digit to str.isdigit, not to int
+    ],
+    ids=["after", "job", "last-event-id", "superscript"],
+)
+def test_an_event_stream_asked_from_an_id_no_store_holds_is_refused(
+    queue: JobQueue, params: dict[str, str], headers: dict[bytes, bytes], status: int
+) -> None:
+    """What the fuzzer leaves out (a stream never ends): such an id overflowed the driver
+    inside the stream, after its 200, or was a 500."""
+    with (
+        fuzzable_server(queue, free_port()) as url,
+        httpx.stream("GET", f"{url}/api/v1/events", params=params, headers=headers) as answer,
+    ):
+        assert answer.status_code == status
+        assert "error" in json.loads(answer.read())
