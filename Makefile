@@ -44,6 +44,7 @@ bench: $(STAMP)
 	xvfb-run -a $(PY) benchmarks/gui.py
 	$(PY) benchmarks/chaos.py
 	$(PY) benchmarks/integrity.py
+	$(PY) benchmarks/security.py
 	$(PY) -m benchmarks.history
 
 # The window's Chinese: collect the strings of app/ui into the .ts (translations are kept),

@@ -4,14 +4,18 @@ Each process claims until nothing is PENDING; a double claim would show as a job
 claimed by two processes, or as two START rows in one job's history.
 
     .venv/bin/python benchmarks/claims.py [--jobs 2000] [--processes 4] [--db URL]
+        [--synchronous NORMAL]
 
 `--db postgresql://...`: the same on PostgreSQL, in a scratch schema dropped afterwards.
+`--synchronous NORMAL`: SQLite commits as before issue 34 (not durable against a power cut),
+to see what FULL costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import tempfile
 import time
 from collections import Counter
@@ -23,6 +27,7 @@ from sqlalchemy import func, select
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.models.db import SYNCHRONOUS_ENV
 from app.models.opening import open_database
 from app.models.postgres import scratch_schema
 from app.models.tables import TRANSITION
@@ -58,7 +63,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--db", metavar="URL", help="a PostgreSQL URL (default: a SQLite file)")
+    parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL",
+                        help="SQLite's commit level (NORMAL: only to compare)")  # fmt: skip
     args = parser.parse_args()
+    os.environ[SYNCHRONOUS_ENV] = args.synchronous  # the spawned claimers inherit it
     with scratch_store(args.db) as db_path:
         queue = JobQueue(open_database(db_path))
         queue.submit_many([GenerationParams("a blue triangle", seed=1, steps=2)] * args.jobs)

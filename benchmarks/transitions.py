@@ -6,14 +6,18 @@ history INSERT, on the same schema (SQLite: a WAL file with the same pragmas).
 `ratio_vs_raw` is the share of the physical limit that the queue's code keeps.
 
     .venv/bin/python benchmarks/transitions.py [--transitions 2000] [--rounds 5] [--db URL]
+        [--synchronous NORMAL]
 
 `--db postgresql://...`: the same on PostgreSQL (raw side: plain psycopg), in scratch
 schemas dropped afterwards; prints `raw_postgres_per_s` instead of `raw_sqlite_per_s`.
+`--synchronous NORMAL`: SQLite commits as before issue 34 (not durable against a power cut),
+to see what FULL costs (`benchmarks/security.py` prints both).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -26,7 +30,7 @@ from typing import Any
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
-from app.models.db import BUSY_TIMEOUT_MS
+from app.models.db import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV, sqlite_synchronous
 from app.models.opening import open_database
 from app.models.postgres import parse_url, scratch_schema
 
@@ -74,7 +78,8 @@ def raw_side(location: str) -> Callable[[int], float]:
 
 def raw_sqlite(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
-    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={BUSY_TIMEOUT_MS}"):
+    synchronous = f"synchronous={sqlite_synchronous()}"  # the queue's own, FULL unless asked
+    for pragma in ("journal_mode=WAL", synchronous, f"busy_timeout={BUSY_TIMEOUT_MS}"):
         conn.execute(f"PRAGMA {pragma}")
     return conn
 
@@ -122,7 +127,10 @@ def main() -> None:
     parser.add_argument("--transitions", type=int, default=2000, help="per round and side")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--db", metavar="URL", help="a PostgreSQL URL (default: a SQLite file)")
+    parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL",
+                        help="SQLite's commit level (NORMAL: only to compare)")  # fmt: skip
     args = parser.parse_args()
+    os.environ[SYNCHRONOUS_ENV] = args.synchronous
     with ExitStack() as stores:
         if args.db:
             raw_at, ours_at = (stores.enter_context(scratch_schema(args.db)) for _ in "ab")

@@ -14,6 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
+from app.durable import durable_replace
 from app.engine import paths
 
 TOKEN_FILE = "server-token"
@@ -45,7 +46,7 @@ def new_token(path: Path | None = None) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(token + "\n")
     os.chmod(temp, 0o600)
-    os.replace(temp, path)
+    durable_replace(temp, path)  # a client given this token keeps it through a power cut
     return token
 
 

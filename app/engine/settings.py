@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.durable import durable_replace
 from app.engine import paths
 from app.engine.api_access import host_name_problem
 from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
@@ -257,8 +258,9 @@ def _from_json(raw: dict[str, Any]) -> Settings:
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> None:
-    """Write atomically, so a crash mid-save never leaves a half-written file."""
+    """Write atomically and durably, so neither a crash mid-save nor a power cut after it
+    leaves a half-written file or takes the saved settings back."""
     path = path or settings_path()
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(settings.validated()), indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    durable_replace(tmp, path)

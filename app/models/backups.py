@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from app.durable import durable_replace
 from app.errors import DatabaseError
-from app.models.db import Database
+from app.models.db import Database, sqlite_synchronous
 from app.models.migrations import SCHEMA_VERSION
 
 _DETAIL_CHARS = 120  # of SQLite's finding, in the one-line refusal
@@ -57,7 +58,7 @@ def back_up(db: Database, *, keep: int = BACKUPS_KEPT, now: float | None = None)
         except BaseException:
             partial.unlink(missing_ok=True)  # a half copy must not keep the space it took
             raise
-        os.replace(partial, target)
+        durable_replace(partial, target)
     for old in list_backups(db.path)[:-keep]:
         old.unlink(missing_ok=True)
     return target
@@ -90,6 +91,7 @@ def _copy_database(db_path: Path, copy_path: Path) -> None:
     source = sqlite3.connect(f"file:{quote(str(db_path.resolve()))}?mode=ro", uri=True)
     copy = sqlite3.connect(copy_path)
     try:
+        copy.execute(f"PRAGMA synchronous={sqlite_synchronous()}")  # as every queue connection
         source.backup(copy)
     finally:
         copy.close()
@@ -129,7 +131,7 @@ def restore_backup(db_path: Path, backup: Path | None = None) -> tuple[Path, Pat
             os.replace(current, Path(f"{set_aside}{suffix}"))
     partial = db_path.with_suffix(".restoring")
     shutil.copyfile(chosen, partial)
-    os.replace(partial, db_path)
+    durable_replace(partial, db_path)  # flushes the folder: the set-aside renames too
     return chosen, set_aside
 
 

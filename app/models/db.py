@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,11 +38,24 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
+# SQLite's `synchronous` on every connection Easel opens. FULL: a commit (an acknowledged
+# submit, a claim, a result) is on the disk when it returns, in WAL mode too; under NORMAL
+# it survives a crash of the app but, as SQLite documents, may roll back after a power cut
+# or an OS crash. The variable exists only so benchmarks can measure what FULL costs.
+SYNCHRONOUS_ENV = "EASEL_SQLITE_SYNCHRONOUS"
+_SYNCHRONOUS_CHOICES = ("FULL", "EXTRA", "NORMAL")
 # The execution option of `Database.read_only_connection`: its transactions never take the
 # write lock (the SQLite engine's "begin" listener reads it).
 READ_ONLY_OPTION = "easel_read_only"
 FULL_DISK_FIRST_WAIT_S, FULL_DISK_MAX_WAIT_S = 0.5, 10.0
 STOP_WAITING_CHECK_S = 0.05  # a wait for disk space notices `stop_waiting` this quickly
+
+
+def sqlite_synchronous() -> str:
+    """FULL, unless $EASEL_SQLITE_SYNCHRONOUS names another of SQLite's durable-enough
+    levels (EXTRA) or, for a benchmark's comparison only, NORMAL."""
+    chosen = os.environ.get(SYNCHRONOUS_ENV, "").strip().upper()
+    return chosen if chosen in _SYNCHRONOUS_CHOICES else "FULL"
 
 
 class Dialect(Protocol):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL
 
+from app.durable import fsync_folder
+
 PASSFILE_ENV = "PGPASSFILE"
 DEFAULT_PORT = 5432
 WILDCARD = "*"
@@ -118,6 +120,7 @@ def _write_private(path: Path, lines: list[str]) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
+        fsync_folder(path.parent)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

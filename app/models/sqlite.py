@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event
 
+from app.durable import fsync_folder
 from app.errors import (
     DatabaseCorrupt,
     DatabaseError,
@@ -28,7 +29,7 @@ from app.errors import (
     free_megabytes,
 )
 from app.models.backups import BACKUP_FOLDER
-from app.models.db import LOCK_TIMEOUT_S, READ_ONLY_OPTION, Database
+from app.models.db import LOCK_TIMEOUT_S, READ_ONLY_OPTION, Database, sqlite_synchronous
 from app.models.migrations import SCHEMA_VERSION, ensure_schema, read_version
 
 log = logging.getLogger(__name__)
@@ -193,10 +194,12 @@ def _create_compactable(path: Path) -> None:
     writes it), so it is set on a connection of its own before anything else."""
     conn = sqlite3.connect(path)
     try:
+        conn.execute(f"PRAGMA synchronous={sqlite_synchronous()}")
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL")
     finally:
         conn.close()
+    fsync_folder(path.parent)  # SQLite flushes the folder for its -wal, not for the file itself
 
 
 def _busy_timeout_ms(lock_timeout_s: float | None) -> int:
@@ -209,9 +212,11 @@ def _connection_setup(busy_ms: int, *, read_only: bool) -> Callable[[Any, Any], 
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        # FULL, in WAL too: an acknowledged job survives a power cut (`sqlite_synchronous`).
+        # A connection's own setting, so every one sets it, the read-only ones included.
+        cursor.execute(f"PRAGMA synchronous={sqlite_synchronous()}")
         if not read_only:  # journal settings are the writer's business (and need writing)
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
             cursor.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}")
         cursor.execute("PRAGMA foreign_keys=ON")

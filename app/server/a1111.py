@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
@@ -27,7 +28,19 @@ from app.engine.store.db_files import image_bytes
 from app.errors import BadInput
 from app.models.tables import Job
 from app.server.records import A1111_API
-from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
+from app.server.requests import (
+    CFG_LIMITS,
+    PROMPT_LIMITS,
+    SEED_LIMITS,
+    SIDE_LIMITS,
+    STEPS_LIMITS,
+    TEXT_LIMITS,
+    JobRequest,
+    client_name,
+    decode_image,
+    source_for,
+    submit,
+)
 from app.server.state import SLOT_KEY, ServerState, Slot, SlotKind
 
 router = APIRouter(prefix="/sdapi/v1", tags=["automatic1111"])
@@ -59,28 +72,38 @@ class UnsupportedRequest(BadInput):
     """An A1111 feature Easel does not have: refused, never silently ignored."""
 
 
-class Txt2Img(BaseModel):
-    model_config = ConfigDict(extra="allow")
+UNSUPPORTED: JsonDict = {"enum": [False, None]}
+SAMPLER_NAMES: JsonDict = {
+    "enum": [None, *SAMPLER_ALIASES, *(a for n in SAMPLER_ALIASES.values() for a in n)]
+}
 
-    prompt: str = Field("", max_length=20_000)
-    negative_prompt: str = Field("", max_length=20_000)
-    seed: int = -1
-    sampler_name: str | None = None
-    sampler_index: str | None = None
+
+class Txt2Img(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={"examples": [{"prompt": "a red circle", "width": 64, "height": 64}]},
+    )
+
+    prompt: str = Field("", max_length=20_000, json_schema_extra=PROMPT_LIMITS)
+    negative_prompt: str = Field("", max_length=20_000, json_schema_extra=TEXT_LIMITS)
+    seed: int = Field(-1, json_schema_extra=SEED_LIMITS)
+    sampler_name: str | None = Field(None, json_schema_extra=SAMPLER_NAMES)
+    sampler_index: str | None = Field(None, json_schema_extra=SAMPLER_NAMES)
     scheduler: str | None = None
     batch_size: int = Field(1, ge=1, le=MAX_IMAGES)
     n_iter: int = Field(1, ge=1, le=MAX_IMAGES)
-    steps: int = 20
-    cfg_scale: float = 7.0
-    width: int = 512
-    height: int = 512
-    enable_hr: bool = False
-    restore_faces: bool | None = False
-    tiling: bool | None = False
-    subseed_strength: float = 0.0
+    steps: int = Field(20, json_schema_extra=STEPS_LIMITS)
+    cfg_scale: float = Field(7.0, json_schema_extra=CFG_LIMITS)
+    width: int = Field(512, json_schema_extra=SIDE_LIMITS)
+    height: int = Field(512, json_schema_extra=SIDE_LIMITS)
+    # What Easel does not do is refused (`_refuse_unsupported`); the schema says so too.
+    enable_hr: bool = Field(False, json_schema_extra=UNSUPPORTED)
+    restore_faces: bool | None = Field(False, json_schema_extra=UNSUPPORTED)
+    tiling: bool | None = Field(False, json_schema_extra=UNSUPPORTED)
+    subseed_strength: float = Field(0.0, json_schema_extra={"enum": [0]})
     override_settings: dict[str, Any] | None = None
-    alwayson_scripts: dict[str, Any] | None = None
-    script_name: str | None = None
+    alwayson_scripts: dict[str, Any] | None = Field(None, json_schema_extra={"maxProperties": 0})
+    script_name: str | None = Field(None, json_schema_extra={"enum": [None, ""]})
     send_images: bool = True
 
 

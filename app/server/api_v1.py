@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi import Path as PathParameter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
@@ -30,7 +30,21 @@ from app.models.tables import MAX_JOB_ID, Job, JobNote, JobTransition
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
 from app.server.records import EASEL_API, ApiRecord
-from app.server.requests import JobRequest, client_name, decode_image, source_for, submit
+from app.server.requests import (
+    CFG_LIMITS,
+    KEY_LIMITS,
+    PROMPT_LIMITS,
+    SCHEDULER_LIMITS,
+    SEED_LIMITS,
+    SIDE_LIMITS,
+    STEPS_LIMITS,
+    TEXT_LIMITS,
+    JobRequest,
+    client_name,
+    decode_image,
+    source_for,
+    submit,
+)
 from app.server.state import ServerState
 
 PREFIX = "/api/v1"
@@ -49,15 +63,23 @@ def state_of(request: Request) -> ServerState:
 
 
 class SubmitBody(BaseModel):
-    prompt: str = Field(max_length=20_000)
-    negative_prompt: str = Field("", max_length=20_000)
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"prompt": "a red circle", "width": 64, "height": 64}]}
+    )
+
+    prompt: str = Field(max_length=20_000, json_schema_extra=PROMPT_LIMITS)
+    negative_prompt: str = Field("", max_length=20_000, json_schema_extra=TEXT_LIMITS)
     model: str = DEFAULT_MODEL
-    scheduler: str = DEFAULT_SCHEDULER
-    steps: int = GenerationParams.steps
-    cfg: float = GenerationParams.cfg
-    width: int | None = Field(None, description="default: the init image's, else 64")
-    height: int | None = Field(None, description="default: the init image's, else 64")
-    seed: int = GenerationParams.seed
+    scheduler: str = Field(DEFAULT_SCHEDULER, json_schema_extra=SCHEDULER_LIMITS)
+    steps: int = Field(GenerationParams.steps, json_schema_extra=STEPS_LIMITS)
+    cfg: float = Field(GenerationParams.cfg, json_schema_extra=CFG_LIMITS)
+    width: int | None = Field(
+        None, description="default: the init image's, else 64", json_schema_extra=SIDE_LIMITS
+    )
+    height: int | None = Field(
+        None, description="default: the init image's, else 64", json_schema_extra=SIDE_LIMITS
+    )
+    seed: int = Field(GenerationParams.seed, json_schema_extra=SEED_LIMITS)
     count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
     parents: list[Annotated[int, Field(ge=1, le=MAX_JOB_ID)]] = Field(
         default_factory=list, max_length=64
@@ -78,7 +100,7 @@ def submit_job(
     body: SubmitBody,
     request: Request,
     response: Response,
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header(json_schema_extra=KEY_LIMITS)] = None,
 ) -> dict[str, Any]:
     """Queue a job (or `count` of them). Send `Idempotency-Key` to make a retried request
     safe: the same key answers with the first request's jobs (200), never new ones."""

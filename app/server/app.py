@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
@@ -57,7 +58,7 @@ async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(
-        lifespan=_lifespan,
+        lifespan=_lifespan, responses=ERROR_RESPONSES,
         title="Easel", version=__version__,
         description="Easel's job queue over HTTP: durable jobs, the same transition table as "
         "the window and the command line. `/sdapi/v1` speaks AUTOMATIC1111's API.",
@@ -75,6 +76,20 @@ def create_app(state: ServerState) -> FastAPI:
             allow_headers=["*"], expose_headers=EXPOSED_HEADERS,
         )  # fmt: skip
     return app
+
+
+class ErrorBody(BaseModel):
+    """What every refusal and failure answers: one sentence."""
+
+    error: str
+
+
+# In the published schema, so a client (and the fuzzer, tests/server/test_server_fuzz.py)
+# knows every 4xx and 5xx is `{"error": "..."}`, not FastAPI's default `{"detail": [...]}`.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorBody, "description": "Refused: one sentence saying why"},
+    "5XX": {"model": ErrorBody, "description": "Failed or busy: one sentence saying why"},
+}
 
 
 def error(status: int, sentence: str, headers: Mapping[str, str] | None = None) -> JSONResponse:

@@ -10,12 +10,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fastapi import Request
+from pydantic.json_schema import JsonDict
 
 from app.engine.generation.request_checks import check_runnable
 from app.engine.jobs.follow_ups import NewJob, Submitted, submit_with_follow_ups
 from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image
-from app.engine.jobs.params import GenerationParams
-from app.engine.jobs.request_keys import RequestKey, fingerprint_of
+from app.engine.jobs.params import (
+    MAX_CFG,
+    MAX_SEED,
+    MAX_SIZE,
+    MAX_STEPS,
+    MIN_CFG,
+    MIN_SIZE,
+    MIN_STEPS,
+    RANDOM_SEED,
+    SCHEDULERS,
+    SIZE_MULTIPLE,
+    GenerationParams,
+)
+from app.engine.jobs.request_keys import MAX_KEY_CHARS, RequestKey, fingerprint_of
 from app.server.callback_targets import check_callback_url
 from app.server.state import ServerState
 
@@ -24,6 +37,19 @@ CLIENT_HEADER = "x-easel-client"
 KEY_HEADER = "idempotency-key"
 _CLIENT_CHARS = re.compile(r"[^A-Za-z0-9._/+-]")
 MAX_CLIENT_CHARS = 40
+
+# The limits `GenerationParams` checks, published in the OpenAPI schema (`json_schema_extra`)
+# so that clients, and the fuzzer's requests that fit the schema, know them. Only published:
+# a pydantic constraint would refuse in pydantic's words, not in the sentence every other
+# way of submitting answers with.
+PROMPT_LIMITS: JsonDict = {"pattern": "^[^\\x00]*[^\\x00\\s][^\\x00]*$"}  # some text, no NUL
+TEXT_LIMITS: JsonDict = {"pattern": "^[^\\x00]*$"}
+STEPS_LIMITS: JsonDict = {"minimum": MIN_STEPS, "maximum": MAX_STEPS}
+CFG_LIMITS: JsonDict = {"minimum": MIN_CFG, "maximum": MAX_CFG}
+SIDE_LIMITS: JsonDict = {"minimum": MIN_SIZE, "maximum": MAX_SIZE, "multipleOf": SIZE_MULTIPLE}
+SEED_LIMITS: JsonDict = {"minimum": RANDOM_SEED, "maximum": MAX_SEED}  # -1: a random one
+SCHEDULER_LIMITS: JsonDict = {"enum": list(SCHEDULERS)}
+KEY_LIMITS: JsonDict = {"minLength": 1, "maxLength": MAX_KEY_CHARS, "pattern": "^[ -~]+$"}
 
 
 def client_name(request: Request) -> str:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from app.durable import durable_replace
 
 SUFFIX = ".ckpt"
 MAGIC = b"EASEL-CHECKPOINT\n"  # a checkpoint file's first line (see checkpoint.py)
@@ -77,7 +78,7 @@ def adopt_earlier(claim: Claim, also: Path | None = None) -> bool:
             if adopted:
                 path.unlink()
             else:
-                os.replace(path, mine)
+                durable_replace(path, mine)
                 adopted = True
     return adopted
 
@@ -93,7 +94,7 @@ def set_aside(path: Path) -> Path | None:
     stamp = time.strftime("%Y%m%dT%H%M%S")
     target = path.with_name(f"{path.name}.damaged-{stamp}")
     try:
-        os.replace(path, target)
+        durable_replace(path, target)
     except FileNotFoundError:
         return None
     return target

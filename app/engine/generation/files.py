@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from app.durable import fsync_folder
 from app.engine.jobs.params import GenerationParams
 
 if TYPE_CHECKING:
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write via a temp file in the same folder + rename, so readers never see half a file."""
+    """Write via a temp file in the same folder + rename, so readers never see half a file;
+    the file and then its folder are flushed, so a power cut never takes a written file back."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -26,6 +28,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp_name, path)
+        fsync_folder(path.parent)  # the new name too: an acknowledged image survives a power cut
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
