@@ -69,7 +69,7 @@ def test_a_new_database_uses_wal(tmp_path: Path) -> None:
     db = open_database(tmp_path / "wal.db")
     with db.read() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 1  # NORMAL
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2  # FULL
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() > 0
     db.dispose()
 

@@ -229,7 +229,10 @@ def resolve_model_name(name: str, search: ModelSearchPath | None = None) -> Mode
 
 def inside_model_folders(info: ModelInfo, search: ModelSearchPath) -> bool:
     """Whether every file of the model lies inside the model folders, links followed: what
-    the network may use and see (a link out is this machine's user's own affair)."""
+    the network may use and see (a link out is this machine's user's own affair). A link
+    that loops or leads nowhere is listed as the unsupported file it is: nothing is read."""
+    if info.unsupported_reason and not any(path.exists() for path in info.files):
+        return True
     return all(stays_inside(path, search.all_folders()) for path in info.files)
 
 
