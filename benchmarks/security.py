@@ -10,6 +10,9 @@
 - claims_per_s_full, claims_per_s_normal: four spawned processes draining one queue
 - submit_p50_ms_full, submit_p50_ms_normal, submit_p99_ms_*: POST /api/v1/jobs, 8 clients at
   once, on `python -m app serve --no-workers`
+- png_params_ms_64kb (goal <= 5), png_params_ms_1mb_refused: benchmarks/security_png.py
+- callback_slow_receiver_delay_s (goal <= callback_deadline_s), callback_sender_held_s,
+  callback_one_slow_receiver_delay_s: benchmarks/security_callbacks.py
 
     .venv/bin/python benchmarks/security.py [--examples 100] [--seed N] [--only NAME]
 
@@ -39,6 +42,8 @@ from app.models.db import SYNCHRONOUS_ENV
 from app.models.opening import open_database
 from app.testing.api_fuzz import fuzzable_server, run_schemathesis
 from benchmarks.claims import claim_until_empty, warm_up
+from benchmarks.security_callbacks import measure as callback_cost
+from benchmarks.security_png import png_params_ms_1mb_refused, png_params_ms_64kb
 from benchmarks.server import free_port, p99, server, submit_latencies
 from benchmarks.transitions import queue_side
 
@@ -159,7 +164,28 @@ def measures(args: argparse.Namespace) -> list[tuple[str, Measure]]:
         ("transitions", partial(transitions, args.transitions, args.rounds)),
         ("claims", partial(claims, args.jobs, 4, args.rounds)),
         ("submits", partial(submits, args.submits, args.rounds)),
+        ("png", png_params),
+        ("callbacks", callbacks),
     ]
+
+
+def png_params() -> dict[str, str]:
+    """A hostile A1111 settings line parsed, an oversized text chunk refused (ms)."""
+    return {
+        "png_params_ms_64kb": f"{png_params_ms_64kb():.2f}",
+        "png_params_ms_1mb_refused": f"{png_params_ms_1mb_refused():.2f}",
+    }
+
+
+def callbacks() -> dict[str, str]:
+    """What slow receivers cost another job's callback: every sender held, then one."""
+    every, one = callback_cost(), callback_cost(slow_receivers=1)
+    return {
+        "callback_slow_receiver_delay_s": f"{every.delay_s:.2f}",
+        "callback_sender_held_s": f"{every.held_s:.2f}",
+        "callback_deadline_s": f"{every.deadline_s:g}",
+        "callback_one_slow_receiver_delay_s": f"{one.delay_s:.2f}",
+    }
 
 
 def report(name: str, result: object) -> None:
