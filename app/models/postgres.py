@@ -41,6 +41,7 @@ from app.models.tables import (
     REQUEST_KEY,
     TRANSITION,
     WORKER,
+    QueueSecret,
     SchemaInfo,
 )
 
@@ -361,9 +362,11 @@ COPIED_TABLES: tuple[Table, ...] = (
     JOB_GROUP, JOB, TRANSITION, JOB_PARENT, JOB_INPUT, JOB_FILE, API_JOB, REQUEST_KEY,
     JOB_NOTE,
 )  # fmt: skip
-# Not the user's data: each database has its own schema version, and worker rows describe
-# processes of the source's machine, which will never beat on the target.
-NOT_COPIED = frozenset({WORKER.name, SchemaInfo.__tablename__})
+# Not the user's data: each database has its own schema version, worker rows describe
+# processes of the source's machine, which will never beat on the target, and each queue
+# signs its callbacks with its own secret (the target's servers make or keep theirs; a
+# receiver is given it by `serve --show-callback-secret` on the target).
+NOT_COPIED = frozenset({WORKER.name, SchemaInfo.__tablename__, QueueSecret.__tablename__})
 
 
 @dataclass(frozen=True)

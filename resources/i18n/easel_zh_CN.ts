@@ -1395,6 +1395,10 @@ Resume continues from there.</source>
         <translation>{name} 不含生成参数（不是由 Easel 或 A1111 生成的）</translation>
     </message>
     <message>
+        <source>the easel parameters are not valid JSON (nested too deeply)</source>
+        <translation>easel 参数不是有效的 JSON（嵌套过深）</translation>
+    </message>
+    <message>
         <source>the easel parameters are not valid JSON: {error}</source>
         <translation>easel 参数不是有效的 JSON：{error}</translation>
     </message>
