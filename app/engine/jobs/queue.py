@@ -35,7 +35,7 @@ from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
 from app.engine.jobs.params import KIND_GRID, GenerationParams
-from app.engine.jobs.queue_sql import QueueStatements, job_from_cursor
+from app.engine.jobs.queue_sql import QueueStatements
 from app.engine.jobs.request_keys import KeyStatements, RequestKey
 from app.engine.jobs.states import (
     JobEvent,
@@ -569,31 +569,38 @@ class JobQueue:
             params.update(max_wait_s=bound.max_wait_s, max_skips=bound.max_skips)
             statement = self._sql.claim_next
 
-        def take(tx: HotTransaction) -> tuple[Job, TransitionRecord] | None:
+        def take(tx: HotTransaction) -> tuple[dict[str, Any], TransitionRecord] | None:
             if job_id is None:
-                tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
+                # Read before the claims' lock, which the others wait for: it guards the
+                # queue's rows, not the worker table (a peer's row a moment old is as good).
                 peers = self._peer_models(tx, worker_id, now, set(models))
                 params.update(model_slots("peer", peers, MAX_PEERS))
+                tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
             cursor = tx.execute(statement, params)
             rows = cursor.fetchall()
-            jobs = [job_from_cursor(cursor, row) for row in rows]
-            taken = [job for job in jobs if job.status == target.value]
+            names = [column[0] for column in cursor.description]
+            # The passed-over rows come back too; only the taken one becomes a Job, after the
+            # commit: making one costs more than the statement, and a claim passes several.
+            status_at = names.index("status")
+            taken = [row for row in rows if row[status_at] == target.value]
             if not taken:
-                if jobs:  # the chosen job moved meanwhile (a cancel): count no passes
+                if rows:  # the chosen job moved meanwhile (a cancel): count no passes
                     raise _ClaimMissed
                 return None
-            [job] = taken
-            assert job.id is not None and job.worker_id == worker_id
+            [row] = taken
+            values = dict(zip(names, row, strict=True))
             record = TransitionRecord(
-                job.id, JobStatus.PENDING, target, JobEvent.START, source,
-                f"claimed by {worker_id}", job.attempt, job.updated_at,
+                values["id"], JobStatus.PENDING, target, JobEvent.START, source,
+                f"claimed by {worker_id}", values["attempt"], values["updated_at"],
             )  # fmt: skip
             self._insert_history(tx, record)
-            return job, record
+            return values, record
 
         for _ in range(MAX_DECIDE_AGAIN):
             try:
-                taken = self.db.in_hot_write(take)
+                # PostgreSQL: the lock and the claim go in one round trip, the history row
+                # and the commit in another, so the claims' lock is held for one trip.
+                taken = self.db.in_hot_write(take, pipelined=True)
                 break
             except _ClaimMissed:
                 log.debug("the job a claim chose moved meanwhile; claiming again")
@@ -602,8 +609,10 @@ class JobQueue:
         if taken is None:
             self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
             return None
+        job = Job.model_validate(taken[0])
+        assert job.id is not None and job.worker_id == worker_id
         self._notify(taken[1])
-        return taken[0]
+        return job
 
     def _peer_models(
         self, tx: HotTransaction, worker_id: str, now: float, mine: set[str]

@@ -24,7 +24,7 @@ from sqlalchemy import (
 from app.engine.jobs.affinity import CLAIM_WINDOW, MAX_HELD, MAX_PEERS
 from app.engine.jobs.states import JobStatus
 from app.models.db import Database, Prepared
-from app.models.tables import JOB, MAX_JOB_ID, TRANSITION, WORKER, Job
+from app.models.tables import JOB, MAX_JOB_ID, TRANSITION, WORKER
 
 HISTORY_COLUMNS = (
     "job_id", "attempt", "from_status", "to_status", "event", "source", "message", "at",
@@ -251,8 +251,3 @@ def affinity_claim_statement() -> Any:
         )
         .returning(*JOB.c)
     )
-
-
-def job_from_cursor(cursor: Any, row: tuple[Any, ...]) -> Job:
-    names = [column[0] for column in cursor.description]
-    return Job.model_validate(dict(zip(names, row, strict=True)))
