@@ -8,18 +8,20 @@ import json
 import statistics
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, text
 
 from app.engine.jobs.affinity import CLAIM_WINDOW, AffinityBound
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.models.db import Database
+from app.models.opening import open_database
 from app.models.tables import JOB, TRANSITION, WORKER
 
 pytestmark = pytest.mark.both_backends
@@ -432,6 +434,55 @@ def test_the_claim_reads_the_window_by_index_never_the_whole_queue(
     assert on_job and all(step.startswith("SEARCH job USING") for step in on_job), steps
     # The window comes in the index's order: no sorting of the queued rows before LIMIT.
     [window] = [row[0] for row in plan if row[3] == "MATERIALIZE candidates"]
-    inside = [row[3] for row in plan if row[1] == window]
+    within = {window}
+    for node, parent, *_ in plan:  # parents come before their children
+        if parent in within:
+            within.add(node)
+    inside = [row[3] for row in plan if row[0] in within - {window}]
     assert any("INDEX ix_job_claim (status=? AND priority=?)" in step for step in inside), steps
     assert not any("TEMP B-TREE" in step for step in inside), steps
+
+
+def test_a_chosen_job_a_transition_moves_meanwhile_is_left_and_counts_no_passes(
+    affinity_queue: JobQueue, backend: str
+) -> None:
+    """A user cancels the job a claim chose while the claim waits for its row: the claim
+    takes the next one, and the job it passes over counts one pass, not one per try."""
+    queue = affinity_queue
+    older = queue.submit(GenerationParams("a dog", model="B", seed=1))
+    chosen = queue.submit(GenerationParams("a cat", model="A", seed=2))
+    second = queue.submit(GenerationParams("a cat", model="A", seed=3))
+    other = open_database(queue.db.location)
+    try:
+        raw = other.hot_connection()
+        cursor = raw.cursor()
+        if backend == "sqlite":
+            cursor.execute("BEGIN IMMEDIATE")
+        mark = "?" if backend == "sqlite" else "%s"
+        cursor.execute(f"UPDATE job SET status = 'CANCELLED' WHERE id = {mark}", (chosen,))
+        with ThreadPoolExecutor(1) as pool:
+            claim = pool.submit(queue.claim, "wa", models=["A"])
+            if backend == "postgresql":  # the claim reads the queue, then waits for the row
+                assert waiting_for_a_row_lock(other), "the claim never waited for the row"
+            else:
+                time.sleep(0.2)  # SQLite: it waits for the write lock before reading
+            raw.commit()
+            taken = claim.result(timeout=30)
+    finally:
+        other.dispose()
+    assert taken is not None and taken.id == second
+    assert (queue.get(older).passed_over, queue.get(chosen).status) == (1, "CANCELLED")
+
+
+def waiting_for_a_row_lock(db: Database, within_s: float = 10.0) -> bool:
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND query LIKE 'WITH candidates%' AND datname = current_database()"
+    )
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with db.read() as conn:
+            if conn.execute(query).scalar():
+                return True
+        time.sleep(0.02)
+    return False
