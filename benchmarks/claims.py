@@ -77,6 +77,7 @@ class BenchWorker:
         self.held: list[str] = [first_model] if first_model else []
         self.presence = Presence(queue.db, worker_id, "bench")
         self.presence.register(device=None)
+        self.rows_written = 0
         self.write_row()
 
     def took(self, model: str) -> None:
@@ -87,13 +88,15 @@ class BenchWorker:
 
     def write_row(self) -> None:
         self.row_written_at = time.monotonic()
+        self.rows_written += 1
         self.presence.update(WorkerState.IDLE, models=json.dumps(self.held))
 
 
 def claim_until_empty(
     location: str, worker_id: str, first_model: str | None, start: Any
-) -> tuple[list[int], int, float, float]:
-    """(the jobs claimed, how many were for a model held at the time, start, end)."""
+) -> tuple[list[int], int, float, float, int]:
+    """(the jobs claimed, how many were for a model held at the time, start, end, worker
+    row writes)."""
     queue = JobQueue(open_database(location))
     worker = BenchWorker(queue, worker_id, first_model)
     claimed: list[int] = []
@@ -106,7 +109,7 @@ def claim_until_empty(
         worker.took(job.model)
     ended = time.perf_counter()
     queue.db.dispose()
-    return claimed, hits, began, ended
+    return claimed, hits, began, ended, worker.rows_written
 
 
 def submit_queue(queue: JobQueue, models: list[str], queued: int) -> None:
@@ -186,6 +189,8 @@ def main() -> None:
     print(f"claimed: {len(claimed)} of {args.queued}")
     print(f"double_claims: {double_claims}")
     print(f"held_model_claims: {hits / max(len(claimed), 1):.2f}")
+    # On SQLite these take the same write lock as the claims (a new model, a new row).
+    print(f"worker_row_writes: {sum(result[4] for result in results)}")
     print(f"max_passed_over: {overtaken} (bound {DEFAULT_BOUND.max_skips})")
     print(f"affinity_bound_held: {'yes' if overtaken <= DEFAULT_BOUND.max_skips else 'NO'}")
     print(f"per_worker: {' '.join(str(len(r[0])) for r in results)}")
