@@ -10,8 +10,10 @@ serialised, so the history's START order is the claim order, and no job may have
 `max_skips` younger jobs started before it.
 
     .venv/bin/python benchmarks/claims.py [--db URL|PATH] [--models 20] [--queued 10000]
-        [--workers 8]
+        [--workers 8] [--static-rows]
 
+`--static-rows`: the worker rows are written once, at start (the claims alone; on SQLite a
+row write takes the claims' write lock).
 `--db postgresql://...`: the same on PostgreSQL, in a scratch schema dropped afterwards;
 `--db PATH`: a new SQLite file at PATH (removed afterwards); by default one in a temp folder.
 """
@@ -72,8 +74,11 @@ class BenchWorker:
     (written as a real worker's is, by `Presence`: a write that fails is logged and
     forgotten, never a reason to stop claiming)."""
 
-    def __init__(self, queue: JobQueue, worker_id: str, first_model: str | None) -> None:
+    def __init__(
+        self, queue: JobQueue, worker_id: str, first_model: str | None, *, static_row: bool
+    ) -> None:
         self.queue = queue
+        self.static_row = static_row
         self.held: list[str] = [first_model] if first_model else []
         self.presence = Presence(queue.db, worker_id, "bench")
         self.presence.register(device=None)
@@ -83,6 +88,8 @@ class BenchWorker:
     def took(self, model: str) -> None:
         before = self.held
         self.held = [model, *[m for m in self.held if m != model]][:HELD_CAPACITY]
+        if self.static_row:
+            return
         if set(self.held) != set(before) or time.monotonic() - self.row_written_at > ROW_BEAT_S:
             self.write_row()
 
@@ -93,12 +100,12 @@ class BenchWorker:
 
 
 def claim_until_empty(
-    location: str, worker_id: str, first_model: str | None, start: Any
+    location: str, worker_id: str, first_model: str | None, static_row: bool, start: Any
 ) -> tuple[list[int], int, float, float, int]:
     """(the jobs claimed, how many were for a model held at the time, start, end, worker
     row writes)."""
     queue = JobQueue(open_database(location))
-    worker = BenchWorker(queue, worker_id, first_model)
+    worker = BenchWorker(queue, worker_id, first_model, static_row=static_row)
     claimed: list[int] = []
     hits = 0
     start.wait()  # all processes race from the same moment, not from their spawn times
@@ -152,6 +159,11 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--queued", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument(
+        "--static-rows",
+        action="store_true",
+        help="workers write their row once, at start, not at each new model: the claims alone",
+    )
     args = parser.parse_args()
     if min(args.models, args.queued, args.workers) < 1:
         parser.error("--models, --queued and --workers must each be at least 1")
@@ -163,7 +175,9 @@ def main() -> None:
         ctx = multiprocessing.get_context("spawn")
         with ctx.Manager() as manager, ctx.Pool(args.workers) as pool:
             start = manager.Barrier(args.workers)
-            arguments = [(location, f"w{i}", firsts[i], start) for i in range(args.workers)]
+            arguments = [
+                (location, f"w{i}", firsts[i], args.static_rows, start) for i in range(args.workers)
+            ]
             results = pool.starmap(claim_until_empty, arguments)
         elapsed = max(r[3] for r in results) - min(r[2] for r in results)
         claimed = Counter(job_id for result in results for job_id in result[0])
