@@ -16,9 +16,9 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import psycopg.sql
@@ -315,6 +315,9 @@ class PostgresDialect:
 
     def begin_hot_write(self, cursor: Any, lock_timeout_s: float | None) -> None:
         pass  # psycopg opens the transaction at its first statement; row locks do the rest
+
+    def pipeline(self, raw: Any) -> AbstractContextManager[Any]:
+        return cast(AbstractContextManager[Any], raw.dbapi_connection.pipeline())
 
     def translate(self, error: BaseException, db: Database) -> DatabaseError | None:
         return translate_error(error, db.engine.url)

@@ -7,11 +7,13 @@ write-ahead log, integrity check and compaction that a file needs looked after.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -66,6 +68,9 @@ class SqliteDialect:
 
     def begin_hot_write(self, cursor: Any, lock_timeout_s: float | None) -> None:
         _begin_immediate(cursor, lock_timeout_s)
+
+    def pipeline(self, raw: Any) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # the store is in this process: no round trips
 
     def translate(self, error: BaseException, db: Database) -> DatabaseError | None:
         if not isinstance(error, sqlite3.Error):

@@ -35,7 +35,7 @@ from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
 from app.engine.jobs.params import KIND_GRID, GenerationParams
-from app.engine.jobs.queue_sql import QueueStatements, job_from_cursor
+from app.engine.jobs.queue_sql import QueueStatements
 from app.engine.jobs.request_keys import KeyStatements, RequestKey
 from app.engine.jobs.states import (
     JobEvent,
@@ -558,42 +558,21 @@ class JobQueue:
         `job_id`: only that job (`python -m app generate` runs exactly the job it submitted).
         """
         now = self.clock()
-        target = next_status(None, JobStatus.PENDING, JobEvent.START)
         params: dict[str, Any] = {"now": now, "worker_id": worker_id}
         if job_id is not None:
             params["job_id"] = job_id
-            statement = self._sql.claim_job
         else:
             bound = self.affinity
             params.update(model_slots("held", tuple(models), MAX_HELD))
             params.update(max_wait_s=bound.max_wait_s, max_skips=bound.max_skips)
-            statement = self._sql.claim_next
-
-        def take(tx: HotTransaction) -> tuple[Job, TransitionRecord] | None:
-            if job_id is None:
-                tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
-                peers = self._peer_models(tx, worker_id, now, set(models))
-                params.update(model_slots("peer", peers, MAX_PEERS))
-            cursor = tx.execute(statement, params)
-            rows = cursor.fetchall()
-            jobs = [job_from_cursor(cursor, row) for row in rows]
-            taken = [job for job in jobs if job.status == target.value]
-            if not taken:
-                if jobs:  # the chosen job moved meanwhile (a cancel): count no passes
-                    raise _ClaimMissed
-                return None
-            [job] = taken
-            assert job.id is not None and job.worker_id == worker_id
-            record = TransitionRecord(
-                job.id, JobStatus.PENDING, target, JobEvent.START, source,
-                f"claimed by {worker_id}", job.attempt, job.updated_at,
-            )  # fmt: skip
-            self._insert_history(tx, record)
-            return job, record
-
+        message = f"claimed by {worker_id}"
         for _ in range(MAX_DECIDE_AGAIN):
             try:
-                taken = self.db.in_hot_write(take)
+                if job_id is None and self._sql.claim_next_with_history is not None:
+                    params.update(source=source, message=message)
+                    taken = self._claim_sent_whole(worker_id, models, params)
+                else:
+                    taken = self._claim_in_steps(worker_id, models, params, source, message)
                 break
             except _ClaimMissed:
                 log.debug("the job a claim chose moved meanwhile; claiming again")
@@ -602,8 +581,74 @@ class JobQueue:
         if taken is None:
             self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
             return None
-        self._notify(taken[1])
-        return taken[0]
+        job = Job.model_validate(taken)
+        assert job.id is not None and job.worker_id == worker_id
+        record = TransitionRecord(
+            job.id, JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source, message,
+            job.attempt, job.updated_at,
+        )  # fmt: skip
+        self._notify(record)
+        return job
+
+    def _claim_in_steps(
+        self,
+        worker_id: str,
+        models: Sequence[str],
+        params: dict[str, Any],
+        source: str,
+        message: str,
+    ) -> dict[str, Any] | None:
+        """The claim, then its history row, in one transaction: the taken job's columns."""
+        only_job = "job_id" in params
+        statement = self._sql.claim_job if only_job else self._sql.claim_next
+
+        def take(tx: HotTransaction) -> dict[str, Any] | None:
+            if not only_job:
+                # Read before the claims' lock, which the others wait for: it guards the
+                # queue's rows, not the worker table (a peer's row a moment old is as good).
+                peers = self._peer_models(tx, worker_id, params["now"], set(models))
+                params.update(model_slots("peer", peers, MAX_PEERS))
+                tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
+            cursor = tx.execute(statement, params)
+            rows = cursor.fetchall()
+            names = [column[0] for column in cursor.description]
+            taken = _taken_row(names, rows)
+            if taken is None:
+                if rows:  # the chosen job moved meanwhile (a cancel): count no passes
+                    raise _ClaimMissed
+                return None
+            record = TransitionRecord(
+                taken["id"], JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source,
+                message, taken["attempt"], taken["updated_at"],
+            )  # fmt: skip
+            self._insert_history(tx, record)
+            return taken
+
+        return self.db.in_hot_write(take, pipelined=True)
+
+    def _claim_sent_whole(
+        self, worker_id: str, models: Sequence[str], params: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """PostgreSQL: the claims' lock, the claim (which writes its history row) and the
+        commit go to the server together, in one round trip, so the lock is held for the
+        server's work alone (`affinity_claim_statement(with_history=True)`)."""
+        statement = self._sql.claim_next_with_history
+        assert statement is not None
+
+        def send(tx: HotTransaction) -> Any:
+            peers = self._peer_models(tx, worker_id, params["now"], set(models))
+            params.update(model_slots("peer", peers, MAX_PEERS))
+            tx.serialise(CLAIMS_KEY)
+            return tx.execute(statement, params)  # its answer comes with the commit's
+
+        cursor = self.db.in_hot_write(send, pipelined=True)
+        with self.db.translated_errors():
+            rows = cursor.fetchall()
+            names = [column[0] for column in cursor.description]
+        taken = _taken_row(names, rows)
+        if taken is None and rows and rows[0][names.index("chosen_id")] is not None:
+            raise _ClaimMissed  # nothing was written: the chosen job moved meanwhile
+        return taken
 
     def _peer_models(
         self, tx: HotTransaction, worker_id: str, now: float, mine: set[str]
@@ -892,6 +937,18 @@ class JobQueue:
 class Placement(Enum):
     TOP = "top"
     BOTTOM = "bottom"
+
+
+def _taken_row(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """The job a claim took, of the rows it returned (the passed-over ones come back too;
+    only the taken one becomes a Job, after the commit: making one costs more than the
+    statement, and a claim passes several)."""
+    status_at = names.index("status")
+    taken = [row for row in rows if row[status_at] == JobStatus.PROCESSING.value]
+    if not taken:
+        return None
+    [row] = taken
+    return {name: value for name, value in zip(names, row, strict=True) if name != "chosen_id"}
 
 
 # The claim's order (`queue_sql._claim_statement`): higher priority first, then older.

@@ -12,19 +12,21 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    exists,
     func,
     insert,
     literal,
     null,
     or_,
     select,
+    true,
     update,
 )
 
 from app.engine.jobs.affinity import CLAIM_WINDOW, MAX_HELD, MAX_PEERS
-from app.engine.jobs.states import JobStatus
+from app.engine.jobs.states import JobEvent, JobStatus
 from app.models.db import Database, Prepared
-from app.models.tables import JOB, MAX_JOB_ID, TRANSITION, WORKER, Job
+from app.models.tables import JOB, MAX_JOB_ID, TRANSITION, WORKER
 
 HISTORY_COLUMNS = (
     "job_id", "attempt", "from_status", "to_status", "event", "source", "message", "at",
@@ -48,6 +50,15 @@ class QueueStatements:
             "queue.insert_history", lambda: insert(TRANSITION), HISTORY_COLUMNS
         )
         self.claim_next = db.prepare_once("queue.claim_next", affinity_claim_statement)
+        # PostgreSQL's claim writes its own history row (see `affinity_claim_statement`).
+        self.claim_next_with_history = (
+            db.prepare_once(
+                "queue.claim_next_with_history",
+                lambda: affinity_claim_statement(with_history=True),
+            )
+            if db.engine.dialect.name == "postgresql"
+            else None
+        )
         self.claim_job = db.prepare_once("queue.claim_job", lambda: _claim_statement(only_job=True))
         self.peer_models = db.prepare_once(
             "queue.peer_models",
@@ -153,7 +164,7 @@ def not_before_last_change(now: Any) -> Any:
     return case((JOB.c.updated_at > now, JOB.c.updated_at), else_=now)
 
 
-def affinity_claim_statement() -> Any:
+def affinity_claim_statement(*, with_history: bool = False) -> Any:
     """START the due PENDING job a worker holding some models should take, in one statement
     (the rule: `app.engine.jobs.affinity`): among the candidates (the highest priority) up to
     the oldest one at its fairness bound, less those left to another worker, the oldest for
@@ -165,6 +176,14 @@ def affinity_claim_statement() -> Any:
     single writer, and on PostgreSQL a lock the claim's transaction takes first (a claim is
     a read of the whole candidate set, which row locks cannot guard); the outer `status =
     'PENDING'` re-checks each row against a concurrent transition (a cancel).
+
+    `with_history` (PostgreSQL): the same claim, which also writes the START history row
+    (`INSERT` in a `WITH`, which SQLite has not), so the claim transaction needs nothing
+    from its client between the lock and the commit and can be sent with both: the lock is
+    held for the server's work only, never while a client process waits for a core. The
+    chosen row is locked first (`FOR UPDATE`, re-read if a transition moved it since the
+    statement began); if it moved, nothing changes and the one row returned is all NULL
+    but `chosen_id`: claim again. Otherwise the rows are the UPDATE's, each with `chosen_id`.
     """
     pending = JobStatus.PENDING.value
     now: BindParameter[float] = bindparam("now")
@@ -232,9 +251,20 @@ def affinity_claim_statement() -> Any:
     chosen_id = select(chosen.c.id).scalar_subquery()
     is_chosen = JOB.c.id == chosen_id
     passed_or_taken = select(allowed.c.id).where(allowed.c.id <= chosen_id)
-    return (
+    taking = [JOB.c.id.in_(passed_or_taken), JOB.c.status == pending]
+    if with_history:
+        # Locked before anything is written: a chosen job a transition moved is left, and
+        # with it every pass (the claim is made again).
+        locked = (
+            select(JOB.c.id)
+            .where(JOB.c.id == chosen_id, JOB.c.status == pending)
+            .with_for_update()
+            .cte("locked")
+        )
+        taking.append(exists(select(locked.c.id)))
+    claim = (
         update(JOB)
-        .where(JOB.c.id.in_(passed_or_taken), JOB.c.status == pending)
+        .where(*taking)
         .values(
             status=case((is_chosen, JobStatus.PROCESSING.value), else_=JOB.c.status),
             version=case((is_chosen, JOB.c.version + 1), else_=JOB.c.version),
@@ -251,8 +281,22 @@ def affinity_claim_statement() -> Any:
         )
         .returning(*JOB.c)
     )
-
-
-def job_from_cursor(cursor: Any, row: tuple[Any, ...]) -> Job:
-    names = [column[0] for column in cursor.description]
-    return Job.model_validate(dict(zip(names, row, strict=True)))
+    if not with_history:
+        return claim
+    claimed = claim.cte("claimed")
+    started = JobStatus.PROCESSING.value
+    history = insert(TRANSITION).from_select(
+        HISTORY_COLUMNS,
+        select(
+            claimed.c.id, claimed.c.attempt, literal(pending), literal(started),
+            literal(JobEvent.START.value), bindparam("source"), bindparam("message"),
+            claimed.c.updated_at,
+        ).where(claimed.c.status == started),
+    )  # fmt: skip
+    # One row even when nothing was claimed: `chosen_id` tells a moved job from none due.
+    one = select(literal(1).label("one")).subquery("one")
+    return (
+        select(*[claimed.c[column.name] for column in JOB.c], chosen_id.label("chosen_id"))
+        .select_from(one.outerjoin(claimed, true()))
+        .add_cte(history.cte("history"))
+    )
