@@ -239,8 +239,8 @@ class StallRule:
             what = f"the image was not written {_s(silent_s)} s after the last step"
         else:
             what = f"no step finished for {_s(silent_s)} s"
-        joined = f" and {cpu}" if quiet else f" {cpu}"
-        return f"{what}{joined} (limit {_s(limit_s)} s)"
+        doing = cpu if quiet else "the worker kept computing"
+        return f"{what} (limit {_s(limit_s)} s); {doing}"
 
 
 def _s(seconds: float) -> str:
