@@ -8,7 +8,8 @@ to fifty times slower with nothing stuck. So, between steps:
 
 - A job is stuck once no step finished AND the worker's step threads used no CPU time
   (`CpuWatch`) for the quiet limit: max(the floor, `STEPS_ALLOWED` x the slowest of its last
-  `RECENT_STEPS` steps; before two steps, the ETA's learned step time), times up to
+  `RECENT_STEPS` steps; before two steps, the ETA's learned step time, else the first step's
+  time with the loading), times up to
   `MAX_LOAD_STRETCH` when the machine's load rose since the run began (`LoadWatch`: a swap
   storm keeps a step off the CPU and shows in the load). The floor fits the device: two
   beats and at least `MIN_STALL_S` on the CPU, `GPU_FLOOR_S` on a GPU (a GPU step waits off
@@ -18,8 +19,8 @@ to fifty times slower with nothing stuck. So, between steps:
   past the busy ceiling, max(the `stall_limit_s` setting, `BUSY_STEPS_ALLOWED` x its slowest
   recent step). A step spinning forever in a loop is caught there.
 - Before the first step (loading a model, reading a checkpoint) and after the last one
-  (decoding the image), or while nothing says how long a step takes, the limit is the
-  `stall_limit_s` setting (or the steps' allowance, if that is longer).
+  (decoding the image), the limit is the `stall_limit_s` setting (or the steps' allowance,
+  if that is longer).
 
 Time the heartbeat thread itself could not run (the process stopped by SIGSTOP, a suspended
 machine, a starved CPU) is no evidence of anything: `StepTimer.excuse` and `CpuWatch` leave
@@ -80,6 +81,7 @@ class StepTimer:
 
     def __init__(self, started_at: float) -> None:
         self.last_sign_at = started_at  # the claim, then the newest step
+        self.first_step_s: float | None = None  # from the claim, so with the loading
         self._steps = 0  # steps seen by this run (a resumed run starts past step 0)
         self._recent: deque[float] = deque(maxlen=RECENT_STEPS)  # their durations, seconds
         self._at_last_step = False
@@ -87,6 +89,8 @@ class StepTimer:
     def record(self, now: float, step: int, total: int) -> None:
         if self._steps > 0:  # the first step also carries the loading: not a step's time
             self._recent.append(now - self.last_sign_at)
+        else:
+            self.first_step_s = now - self.last_sign_at
         self._steps += 1
         self.last_sign_at = now
         self._at_last_step = step >= total
@@ -203,7 +207,8 @@ class StallRule:
         `load_stretch`: how much the machine's load rose since the run began (`LoadWatch`)."""
         silent_s = now - timer.last_sign_at
         slowest_s = timer.slowest_step_s
-        step_s = slowest_s or self.expected_step_s
+        # Before two steps: the ETA's, else the first step's with the loading (never short).
+        step_s = slowest_s or self.expected_step_s or timer.first_step_s
         allowance_s = STEPS_ALLOWED * step_s if step_s else 0.0
         phase = timer.phase
         stepping = phase is Phase.STEPPING and step_s is not None
@@ -223,11 +228,12 @@ class StallRule:
         )
         if stepping:
             joined = f" and {cpu}" if quiet else f" {cpu}"
-            step = (
-                f"its slowest recent step took {_s(step_s or 0.0)} s"
-                if slowest_s
-                else f"a step should take about {_s(step_s or 0.0)} s"
-            )
+            if slowest_s:
+                step = f"its slowest recent step took {_s(slowest_s)} s"
+            elif self.expected_step_s:
+                step = f"a step should take about {_s(self.expected_step_s)} s"
+            else:
+                step = f"its first step took {_s(step_s or 0.0)} s with the loading"
             stretched = ", stretched for the machine's load" if quiet and load_stretch > 1 else ""
             return (
                 f"no step finished for {_s(silent_s)} s{joined}; {step} "

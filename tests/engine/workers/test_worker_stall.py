@@ -56,7 +56,8 @@ BEAT_S = 0.25  # the test workers' heartbeat interval (`worker_fixtures.worker_c
 GOAL_S = MAX_LOAD_STRETCH * MIN_STALL_S + BEAT_S
 STUCK = re.compile(
     r"^stuck: no step finished for [\d.]+ s and the worker used no CPU time for [\d.]+ s; "
-    r"(its slowest recent step took|a step should take about) 0\.\d+ s "
+    r"(its slowest recent step took|a step should take about|its first step took) 0\.\d+ s "
+    r"(with the loading )?"
     r"\(limit (?P<limit>[\d.]+) s(, stretched for the machine's load)?\)$"
 )
 SLACK_S = 0.5  # this test's own polling, on a busy machine
@@ -140,7 +141,12 @@ def test_a_rise_in_the_machines_load_stretches_the_quiet_limit() -> None:
 def test_before_two_steps_the_eta_says_how_long_a_step_takes() -> None:
     timer = timer_with_steps(2.0, steps=1)
     assert timer.slowest_step_s is None  # the first step also carried the loading
-    assert StallRule(limit_s=300.0).verdict(timer, now=12.0 + 60.0, cpu_quiet_s=60.0) is None
+    without_eta = StallRule(limit_s=300.0)  # then that first step, 12 s with the loading
+    assert without_eta.verdict(timer, now=12.0 + 35.0, cpu_quiet_s=35.0) is None
+    assert without_eta.verdict(timer, now=12.0 + 37.0, cpu_quiet_s=37.0) == (
+        "no step finished for 37 s and the worker used no CPU time for 37 s; "
+        "its first step took 12 s with the loading (limit 36 s)"
+    )
     with_eta = StallRule(limit_s=300.0, expected_step_s=2.0)
     assert with_eta.verdict(timer, now=12.0 + 7.0, cpu_quiet_s=6.5) == (
         "no step finished for 7 s and the worker used no CPU time for 6.5 s; "
@@ -278,6 +284,18 @@ def test_before_a_second_step_the_eta_judges_the_step(h: Harness, queue: JobQueu
     stuck = queue.submit(fake_params(f"step={STEP_S} hang@2", steps=10), max_attempts=1)
     h.wait_status(stuck, S.TIMEOUT, timeout=GOAL_S + 5)
     assert STUCK.match(queue.timeline(stuck)[-1].message), queue.timeline(stuck)[-1].message
+
+
+def test_with_nothing_learned_the_first_step_judges_a_hang_after_it(
+    h: Harness, queue: JobQueue
+) -> None:
+    supervisor = h.supervisor()
+    supervisor.start()
+    # A new queue (no ETA) and one step made: the setting's 300 s held before issue 41.
+    stuck = queue.submit(fake_params(f"step={STEP_S} hang@2", steps=10), max_attempts=1)
+    h.wait_status(stuck, S.TIMEOUT, timeout=GOAL_S + 5)
+    message = queue.timeline(stuck)[-1].message
+    assert STUCK.match(message) and "its first step took" in message, message
 
 
 def throttle(pid: int, stop_s: float, run_s: float, until: Callable[[], bool]) -> int:
