@@ -38,11 +38,23 @@ taken ends with `end-lost` (its worker was alive), a killed one ends silent.
                   by anyone but its worker (a stall never noticed counts its whole length)
     stalls_late   stalls noticed later than 3 x the run's step time + the heartbeat
                   timeout, or never (goal 0)
+
+Figures of issue 41 (a busy machine is not a broken one):
+
+    healthy_jobs_called_stuck  jobs whose worker judged them stuck ("stuck: ..." in the
+                  history) though no stall or hang was planted in any of their runs (goal 0)
+    hang_detected_s  the longest time from a planted hang (the contention fault's stalled
+                  step) to its worker's "stuck" verdict (a hang never judged counts its
+                  whole length)
+    hang_bound_s  the tightest bound those verdicts stated: their limit + one heartbeat
+                  interval (`app.engine.workers.stall`)
+    hangs_late    planted hangs judged later than their bound, or never (goal 0)
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -64,6 +76,7 @@ FAULT_FIGURES = (
     "lost", "double_runs", "illegal_paths", "stuck", "unrecorded", "garbage_images",
     "resumed_after_crash_max_diff", "orphaned_children", "healthy_jobs_timed_out",
     "attempts_burned_by_outage", "overwritten_images", "stalls_late",
+    "healthy_jobs_called_stuck", "hangs_late",
 )  # fmt: skip
 WORKER_SOURCE = "worker"  # the history's source of a worker's own transitions
 STALL_STEPS = 3  # a stall is noticed in time within this many step times + the timeout
@@ -365,6 +378,7 @@ class Timing:
     # When the database file was replaced: a run then in progress held its job in a file
     # nobody sees any more, and the restored copy's TIMEOUT of it is right.
     replaced_at: Sequence[float] = ()
+    planted: Sequence[int] = ()  # jobs the contention fault planted a hang on
 
     @property
     def silence_allowed_s(self) -> float:
@@ -389,7 +403,7 @@ def fault_figures(
         "stall_goal_s": round(min((s.goal_s for s in stalls), default=0.0), 2),
         "stalls": len(stalls),
         "stalls_late": sum(s.late for s in stalls),
-    }
+    } | contention_figures(timelines, ledger, timing)
 
 
 @dataclass(frozen=True)
@@ -581,4 +595,73 @@ def stall_detections(
         else:  # lifted, or its worker went on, before anybody noticed
             lasted = (after[0] if after else stalled) - stalled
             detections.append(StallDetection(run.job, lasted, goal, noticed=False))
+    return detections
+
+
+# --- figures of issue 41: a busy machine -----------------------------------------------------
+
+STUCK_VERDICT = "stuck: "  # how a worker's own stall verdict begins in the history
+VERDICT_LIMIT = re.compile(r"\(limit ([\d.]+) s")
+
+
+@dataclass(frozen=True)
+class HangDetection:
+    job: int
+    detected_s: float  # from the hung step to its worker's "stuck" verdict
+    bound_s: float  # the limit the verdict stated + one heartbeat interval; inf: no verdict
+
+    @property
+    def late(self) -> bool:
+        return not math.isfinite(self.bound_s) or self.detected_s > self.bound_s
+
+
+def contention_figures(
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Sequence[LedgerEntry],
+    timing: Timing,
+) -> dict[str, float]:
+    hangs = hang_detections(ledger, timelines, timing)
+    return {
+        "healthy_jobs_called_stuck": len(healthy_jobs_called_stuck(timelines, ledger)),
+        "hang_detected_s": round(max((h.detected_s for h in hangs), default=0.0), 2),
+        "hang_bound_s": round(min((h.bound_s for h in hangs), default=0.0), 2),
+        "hangs": len(hangs),
+        "hangs_late": sum(h.late for h in hangs),
+    }
+
+
+def healthy_jobs_called_stuck(
+    timelines: Mapping[int, Sequence[JobTransition]], ledger: Iterable[LedgerEntry]
+) -> set[int]:
+    """Jobs with a "stuck" verdict none of whose runs was stalled on purpose."""
+    stalled = {run.job for run in runs_of(ledger) if run.stalled_at() is not None}
+    return {
+        job for job, rows in timelines.items()
+        if job not in stalled and any(row.message.startswith(STUCK_VERDICT) for row in rows)
+    }  # fmt: skip
+
+
+def hang_detections(
+    ledger: Iterable[LedgerEntry],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    timing: Timing,
+) -> list[HangDetection]:
+    """For each run of a planted job that hung: how long until its worker said "stuck"."""
+    detections = []
+    for run in runs_of(ledger):
+        stalled = run.stalled_at()
+        if stalled is None or run.job not in timing.planted:
+            continue
+        verdicts = [
+            row for row in timelines.get(run.job, [])
+            if row.at >= stalled and row.message.startswith(STUCK_VERDICT)
+        ]  # fmt: skip
+        if not verdicts:
+            after = [m.at for m in run.marks if m.at > stalled]
+            lasted = (after[0] if after else stalled) - stalled
+            detections.append(HangDetection(run.job, lasted, math.inf))
+            continue
+        limit = VERDICT_LIMIT.search(verdicts[0].message)
+        bound_s = float(limit.group(1)) + timing.heartbeat_interval_s if limit else math.inf
+        detections.append(HangDetection(run.job, verdicts[0].at - stalled, bound_s))
     return detections
