@@ -47,7 +47,7 @@ Figures of issue 41 (a busy machine is not a broken one):
                   step) to its worker's "stuck" verdict (a hang never judged counts its
                   whole length)
     hang_bound_s  the tightest bound those verdicts stated: their limit + one heartbeat
-                  interval (`app.engine.workers.stall`)
+                  interval + the CPU samples' spacing, 0.25 s (`app.engine.workers.stall`)
     hangs_late    planted hangs judged later than their bound, or never (goal 0)
 """
 
@@ -68,6 +68,7 @@ from PIL import Image, ImageChops, UnidentifiedImageError
 from app.engine.jobs.queue import params_of
 from app.engine.jobs.retry import is_settled
 from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus
+from app.engine.workers.stall import CPU_SAMPLE_SPACING_S
 from app.models.tables import Job, JobTransition
 from app.testing.ledger import LedgerEntry, Mark, job_key
 
@@ -641,6 +642,12 @@ def healthy_jobs_called_stuck(
     }  # fmt: skip
 
 
+def hang_slack_s(timing: Timing) -> float:
+    """What a verdict may come later than its limit: the next beat, and the spacing of the
+    CPU samples its quiet time is read from."""
+    return timing.heartbeat_interval_s + CPU_SAMPLE_SPACING_S
+
+
 def hang_detections(
     ledger: Iterable[LedgerEntry],
     timelines: Mapping[int, Sequence[JobTransition]],
@@ -662,6 +669,6 @@ def hang_detections(
             detections.append(HangDetection(run.job, lasted, math.inf))
             continue
         limit = VERDICT_LIMIT.search(verdicts[0].message)
-        bound_s = float(limit.group(1)) + timing.heartbeat_interval_s if limit else math.inf
+        bound_s = float(limit.group(1)) + hang_slack_s(timing) if limit else math.inf
         detections.append(HangDetection(run.job, verdicts[0].at - stalled, bound_s))
     return detections

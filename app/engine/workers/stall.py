@@ -9,12 +9,12 @@ to fifty times slower with nothing stuck. So, between steps:
 - A job is stuck once no step finished AND the worker's step threads used no CPU time
   (`CpuWatch`) for the quiet limit: max(the floor, `STEPS_ALLOWED` x the slowest of its last
   `RECENT_STEPS` steps; before two steps, the ETA's learned step time, else the first step's
-  time with the loading), times up to
-  `MAX_LOAD_STRETCH` when the machine's load rose since the run began (`LoadWatch`: a swap
-  storm keeps a step off the CPU and shows in the load). The floor fits the device: two
+  time with the loading), times up to `MAX_LOAD_STRETCH` when the machine's load rose since
+  the run began (`LoadWatch`: a swap storm keeps a step off the CPU and shows in the load). The floor fits the device: two
   beats and at least `MIN_STALL_S` on the CPU, `GPU_FLOOR_S` on a GPU (a GPU step waits off
   the CPU, and on a spilled GPU one can take a minute). A hung step (asleep, or waiting on a
-  dead driver call) is so settled within the quiet limit + one heartbeat interval.
+  dead driver call) is so settled within the quiet limit + one heartbeat interval +
+  `CPU_SAMPLE_SPACING_S` (the quiet time is read off samples that far apart).
 - A worker whose CPU time still advances is computing, however slowly: it is stuck only
   past the busy ceiling, max(the `stall_limit_s` setting, `BUSY_STEPS_ALLOWED` x its slowest
   recent step). A step spinning forever in a loop is caught there.
