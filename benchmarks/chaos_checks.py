@@ -34,10 +34,14 @@ taken ends with `end-lost` (its worker was alive), a killed one ends silent.
                   attempts spent on heartbeats stale only because nobody could write them
     overwritten_images  output files completed by runs of two different jobs (jobs with
                   one id in two databases differ in the ledger's job key)
-    stall_detected_s  the longest time from a stalled step to the job's first transition
-                  by anyone but its worker (a stall never noticed counts its whole length)
+    stall_detected_s  the longest time from a stalled step to its worker's "stuck" verdict
+                  or the job's first transition by anyone else (a stall never noticed counts
+                  its whole length)
     stalls_late   stalls noticed later than 3 x the run's step time + the heartbeat
                   timeout, or never (goal 0)
+    stalls_unmeasured  stalls whose database file was replaced (replace-db) before they
+                  were noticed: the restored copy lost that time's rows, so the history
+                  cannot time them (left out of the two figures above)
 
 Figures of issue 41 (a busy machine is not a broken one):
 
@@ -58,7 +62,7 @@ import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import cast
@@ -395,7 +399,10 @@ def fault_figures(
     timing: Timing,
 ) -> dict[str, float]:
     wrong = unearned_timeouts(jobs, timelines, ledger, timing)
-    stalls = stall_detections(ledger, timelines, timing.heartbeat_timeout_s)
+    every_stall = stall_detections(
+        ledger, timelines, timing.heartbeat_timeout_s, timing.replaced_at
+    )
+    stalls = [s for s in every_stall if s.measured]
     return {
         "healthy_jobs_timed_out": sum(not w.during_outage for w in wrong),
         "attempts_burned_by_outage": sum(w.count for w in wrong if w.during_outage),
@@ -404,6 +411,7 @@ def fault_figures(
         "stall_goal_s": round(min((s.goal_s for s in stalls), default=0.0), 2),
         "stalls": len(stalls),
         "stalls_late": sum(s.late for s in stalls),
+        "stalls_unmeasured": len(every_stall) - len(stalls),
     } | contention_figures(timelines, ledger, timing)
 
 
@@ -568,18 +576,23 @@ class StallDetection:
     detected_s: float  # from the stalled step to the job's first transition not by its worker
     goal_s: float  # STALL_STEPS x the run's step time + the heartbeat timeout
     noticed: bool  # False: the stall ended (or the run did) before anybody acted
+    measured: bool = True  # False: its database file was replaced meanwhile (no history)
 
     @property
     def late(self) -> bool:
-        return not self.noticed or self.detected_s > self.goal_s
+        return self.measured and (not self.noticed or self.detected_s > self.goal_s)
 
 
 def stall_detections(
     ledger: Iterable[LedgerEntry],
     timelines: Mapping[int, Sequence[JobTransition]],
     heartbeat_timeout_s: float,
+    replaced_at: Sequence[float] = (),
 ) -> list[StallDetection]:
-    """For each stalled run: how long until somebody other than its worker moved the job."""
+    """For each stalled run: how long until its worker judged it stuck ("stuck: ..."), or
+    somebody else moved the job. A run whose database file was replaced after its stall
+    and before that (`replaced_at`) is left out: the restored copy has no rows of that
+    time, and its later ones are another story (`stalls_unmeasured` counts them)."""
     detections = []
     for run in runs_of(ledger):
         stalled = run.stalled_at()
@@ -588,14 +601,18 @@ def stall_detections(
         goal = STALL_STEPS * run.step_time_s() + heartbeat_timeout_s
         acted = [
             row.at for row in timelines.get(run.job, [])
-            if row.at >= stalled and row.source != WORKER_SOURCE
+            if row.at >= stalled
+            and (row.source != WORKER_SOURCE or row.message.startswith(STUCK_VERDICT))
         ]  # fmt: skip
         after = [m.at for m in run.marks if m.at > stalled]
         if acted and (not after or min(acted) <= after[0]):
-            detections.append(StallDetection(run.job, min(acted) - stalled, goal, noticed=True))
+            detection = StallDetection(run.job, min(acted) - stalled, goal, noticed=True)
         else:  # lifted, or its worker went on, before anybody noticed
             lasted = (after[0] if after else stalled) - stalled
-            detections.append(StallDetection(run.job, lasted, goal, noticed=False))
+            detection = StallDetection(run.job, lasted, goal, noticed=False)
+        if any(stalled <= at <= stalled + detection.detected_s for at in replaced_at):
+            detection = replace(detection, measured=False)
+        detections.append(detection)
     return detections
 
 

@@ -722,3 +722,32 @@ def test_a_hang_judged_late_or_never_is_late(queue: JobQueue) -> None:
     lifted = [*ledger, LedgerEntry(planted, "a", Mark.STEP, 25.0, 21)]  # nobody judged it
     result = fault_figures({planted: job}, {planted: history(planted)[:2]}, lifted, timing)
     assert (result["hang_detected_s"], result["hangs_late"]) == (20.0, 1)
+
+
+def test_a_stall_is_noticed_by_its_workers_stuck_verdict(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 10.0, every=0.5), None),
+        LedgerEntry(job_id, "a", Mark.STALLED, 10.0),
+    ]
+    judged = [*history(job_id)[:2], stuck_row(job_id, 11.5)]
+    result = fault_figures({job_id: job}, {job_id: judged}, ledger, TIMING)
+    assert (result["stall_detected_s"], result["stalls_late"]) == (1.5, 0)
+
+
+def test_a_stall_whose_database_file_was_replaced_before_it_was_noticed_is_unmeasured(
+    queue: JobQueue,
+) -> None:
+    """The restored copy lost the verdict; the next row is the recovery's, 40 s later."""
+    job_id, job = job_of(queue)
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 10.0, every=0.5), None),
+        LedgerEntry(job_id, "a", Mark.STALLED, 10.0),
+    ]
+    recovered = history(job_id, (E.TIMEOUT, "recovery", 50.0))
+    replaced = Timing(heartbeat_timeout_s=3.0, heartbeat_interval_s=0.5, replaced_at=[12.0])
+    result = fault_figures({job_id: job}, {job_id: recovered}, ledger, replaced)
+    assert (result["stalls"], result["stalls_late"], result["stalls_unmeasured"]) == (0, 0, 1)
+    before = Timing(heartbeat_timeout_s=3.0, heartbeat_interval_s=0.5, replaced_at=[9.0])
+    result = fault_figures({job_id: job}, {job_id: recovered}, ledger, before)
+    assert (result["stall_detected_s"], result["stalls_late"]) == (40.0, 1)  # measured: late
