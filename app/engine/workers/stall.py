@@ -10,11 +10,12 @@ to fifty times slower with nothing stuck. So, between steps:
   (`CpuWatch`) for the quiet limit: max(the floor, `STEPS_ALLOWED` x the slowest of its last
   `RECENT_STEPS` steps; before two steps, the ETA's learned step time, else the first step's
   time with the loading), times up to `MAX_LOAD_STRETCH` when the machine's load rose since
-  the run began (`LoadWatch`: a swap storm keeps a step off the CPU and shows in the load). The floor fits the device: two
-  beats and at least `MIN_STALL_S` on the CPU, `GPU_FLOOR_S` on a GPU (a GPU step waits off
-  the CPU, and on a spilled GPU one can take a minute). A hung step (asleep, or waiting on a
-  dead driver call) is so settled within the quiet limit + one heartbeat interval +
-  `CPU_SAMPLE_SPACING_S` (the quiet time is read off samples that far apart).
+  the run began (`LoadWatch`: a swap storm keeps a step off the CPU and shows in the load).
+  The floor fits the device: two beats and at least `MIN_STALL_S` on the CPU, `GPU_FLOOR_S`
+  on a GPU (a GPU step waits off the CPU, and on a spilled GPU one can take a minute). A
+  hung step (asleep, or waiting on a dead driver call) is so settled within the quiet limit
+  + one heartbeat interval + `CPU_SAMPLE_SPACING_S` (the quiet time is read off samples
+  that far apart).
 - A worker whose CPU time still advances is computing, however slowly: it is stuck only
   past the busy ceiling, max(the `stall_limit_s` setting, `BUSY_STEPS_ALLOWED` x its slowest
   recent step). A step spinning forever in a loop is caught there.
@@ -206,9 +207,8 @@ class StallRule:
         `cpu_quiet_s`: how long its step threads used no CPU time (`CpuWatch.quiet_s`);
         `load_stretch`: how much the machine's load rose since the run began (`LoadWatch`)."""
         silent_s = now - timer.last_sign_at
-        slowest_s = timer.slowest_step_s
         # Before two steps: the ETA's, else the first step's with the loading (never short).
-        step_s = slowest_s or self.expected_step_s or timer.first_step_s
+        step_s = timer.slowest_step_s or self.expected_step_s or timer.first_step_s
         allowance_s = STEPS_ALLOWED * step_s if step_s else 0.0
         phase = timer.phase
         stepping = phase is Phase.STEPPING and step_s is not None
@@ -221,32 +221,33 @@ class StallRule:
         if silent_s <= (quiet_limit_s if quiet else busy_limit_s):
             return None
         limit_s = quiet_limit_s if quiet else busy_limit_s
-        cpu = (
-            f"the worker used no CPU time for {_s(cpu_quiet_s)} s"
-            if quiet
-            else "though the worker kept computing"
-        )
+        doing = f"the worker used no CPU time for {_s(cpu_quiet_s)} s" if quiet else ""
         if stepping:
-            joined = f" and {cpu}" if quiet else f" {cpu}"
-            if slowest_s:
-                step = f"its slowest recent step took {_s(slowest_s)} s"
-            elif self.expected_step_s:
-                step = f"a step should take about {_s(self.expected_step_s)} s"
-            else:
-                step = f"its first step took {_s(step_s or 0.0)} s with the loading"
             stretched = ", stretched for the machine's load" if quiet and load_stretch > 1 else ""
             return (
-                f"no step finished for {_s(silent_s)} s{joined}; {step} "
-                f"(limit {_s(limit_s)} s{stretched})"
+                f"no step finished for {_s(silent_s)} s"
+                f"{f' and {doing}' if quiet else ' though the worker kept computing'}; "
+                f"{self._step_words(timer)} (limit {_s(limit_s)} s{stretched})"
             )
-        if phase is Phase.LOADING:
-            what = f"no step finished {_s(silent_s)} s after the claim"
-        elif phase is Phase.DECODING:
-            what = f"the image was not written {_s(silent_s)} s after the last step"
-        else:
-            what = f"no step finished for {_s(silent_s)} s"
-        doing = cpu if quiet else "the worker kept computing"
-        return f"{what} (limit {_s(limit_s)} s); {doing}"
+        return f"{_silence_words(phase, silent_s)} (limit {_s(limit_s)} s); " + (
+            doing or "the worker kept computing"
+        )
+
+    def _step_words(self, timer: StepTimer) -> str:
+        """What the limit was judged against, as the verdict says it."""
+        if timer.slowest_step_s:
+            return f"its slowest recent step took {_s(timer.slowest_step_s)} s"
+        if self.expected_step_s:
+            return f"a step should take about {_s(self.expected_step_s)} s"
+        return f"its first step took {_s(timer.first_step_s or 0.0)} s with the loading"
+
+
+def _silence_words(phase: Phase, silent_s: float) -> str:
+    if phase is Phase.LOADING:
+        return f"no step finished {_s(silent_s)} s after the claim"
+    if phase is Phase.DECODING:
+        return f"the image was not written {_s(silent_s)} s after the last step"
+    return f"no step finished for {_s(silent_s)} s"
 
 
 def _s(seconds: float) -> str:
