@@ -148,7 +148,7 @@ REPLACE_SEED = 1
 # ... and those jobs go first (claims take the highest priority), so that they run on the
 # old file before the restore, as the work a user is waiting for would.
 URGENT = 1
-CONTENTION_WORK_S = 0.04  # contention: of a fake step's 0.05 s, this much computes
+CONTENTION_WORK_S = 0.1  # contention: a fake step computes this long (1/8 of a core: 0.8 s)
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------

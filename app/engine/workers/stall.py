@@ -8,9 +8,10 @@ to fifty times slower with nothing stuck. So, between steps:
 
 - A job is stuck once no step finished AND the worker's step threads used no CPU time
   (`CpuWatch`) for the quiet limit: max(the floor, `STEPS_ALLOWED` x the slowest of its last
-  `RECENT_STEPS` steps; before two steps, the ETA's learned step time, else the first step's
-  time with the loading), times up to `MAX_LOAD_STRETCH` when the machine's load rose since
-  the run began (`LoadWatch`: a swap storm keeps a step off the CPU and shows in the load).
+  `RECENT_STEPS` steps; before two steps, the shorter of the ETA's learned step time and the
+  first step's time with the loading), times up to `MAX_LOAD_STRETCH` when the machine's
+  load rose since the run began (`LoadWatch`: a swap storm keeps a step off the CPU and
+  shows in the load).
   The floor fits the device: two beats and at least `MIN_STALL_S` on the CPU, `GPU_FLOOR_S`
   on a GPU (a GPU step waits off the CPU, and on a spilled GPU one can take a minute). A
   hung step (asleep, or waiting on a dead driver call) is so settled within the quiet limit
@@ -207,8 +208,7 @@ class StallRule:
         `cpu_quiet_s`: how long its step threads used no CPU time (`CpuWatch.quiet_s`);
         `load_stretch`: how much the machine's load rose since the run began (`LoadWatch`)."""
         silent_s = now - timer.last_sign_at
-        # Before two steps: the ETA's, else the first step's with the loading (never short).
-        step_s = timer.slowest_step_s or self.expected_step_s or timer.first_step_s
+        step_s = self._step_s(timer)
         allowance_s = STEPS_ALLOWED * step_s if step_s else 0.0
         phase = timer.phase
         stepping = phase is Phase.STEPPING and step_s is not None
@@ -233,11 +233,20 @@ class StallRule:
             doing or "the worker kept computing"
         )
 
+    def _step_s(self, timer: StepTimer) -> float | None:
+        """How long a step may take: the slowest recent one; before two steps, the shorter
+        of the ETA's (loading and decoding spread over the steps) and the first step's (with
+        the loading): both are longer than a step, so the shorter is the truer."""
+        if timer.slowest_step_s:
+            return timer.slowest_step_s
+        known = [s for s in (self.expected_step_s, timer.first_step_s) if s]
+        return min(known, default=None)
+
     def _step_words(self, timer: StepTimer) -> str:
         """What the limit was judged against, as the verdict says it."""
         if timer.slowest_step_s:
             return f"its slowest recent step took {_s(timer.slowest_step_s)} s"
-        if self.expected_step_s:
+        if self.expected_step_s and self._step_s(timer) == self.expected_step_s:
             return f"a step should take about {_s(self.expected_step_s)} s"
         return f"its first step took {_s(timer.first_step_s or 0.0)} s with the loading"
 

@@ -150,6 +150,11 @@ def test_before_two_steps_the_eta_says_how_long_a_step_takes() -> None:
         "no step finished for 37 s and the worker used no CPU time for 37 s; "
         "its first step took 12 s with the loading (limit 36 s)"
     )
+    # The ETA's step, if shorter than that first one; a stale ETA's never longer.
+    slow_eta = StallRule(limit_s=300.0, expected_step_s=30.0)
+    assert "its first step took 12 s with the loading (limit 36 s)" in (
+        slow_eta.verdict(timer, now=12.0 + 37.0, cpu_quiet_s=37.0) or ""
+    )
     with_eta = StallRule(limit_s=300.0, expected_step_s=2.0)
     assert with_eta.verdict(timer, now=12.0 + 7.0, cpu_quiet_s=6.5) == (
         "no step finished for 7 s and the worker used no CPU time for 6.5 s; "
