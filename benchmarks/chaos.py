@@ -156,6 +156,7 @@ REPLACE_SEED = 1
 # ... and those jobs go first (claims take the highest priority), so that they run on the
 # old file before the restore, as the work a user is waiting for would.
 URGENT = 1
+CONTENTION_WORK_S = 0.1  # contention: a fake step computes this long (1/8 of a core: 0.8 s)
 
 
 # --- the supervising process (what the GUI does) -------------------------------------------
@@ -265,10 +266,12 @@ class Chaos:
         self._chosen: dict[int, WorkerIdentity] = {}  # pid -> the worker it was, when chosen
         self._acted_at_step = 0  # the queue's steps done at the last random action
         self._steps: dict[int, int] = {}  # job id -> its denoising steps
+        self._own_queue: JobQueue | None = None  # the contention fault's thread reads this one
         hooks = DriverHooks(
             start_skewed=self.start_skewed_machine if self.on_server else None,
             job_to_stall=self._job_to_stall, server=server, ledger=ledger_path(),
             backed_up=self._submit_forgettable, replaced=self._after_replace,
+            workers=self._live_workers,
         )  # fmt: skip
         self.faults = FaultDriver(
             args.faults, self.rng, home, worker_pid=self._busy_worker_pid,
@@ -279,7 +282,7 @@ class Chaos:
     def submit(self, count: int, priority: int = 0) -> list[int]:
         ids = submit_jobs(
             self.queue, count, self.args.runner, self.rng, self.parents,
-            serial=self.numbered, seed=self.seed, priority=priority,
+            serial=self.numbered, seed=self.seed, priority=priority, work_s=self.work_s,
         )  # fmt: skip
         self.numbered += count
         self.submitted += ids
@@ -288,6 +291,11 @@ class Chaos:
     @property
     def seed(self) -> int | None:
         return REPLACE_SEED if FaultKind.REPLACE_DB in self.args.faults else None
+
+    @property
+    def work_s(self) -> float:
+        """CPU seconds a fake step computes: under contention, steps must need the CPU."""
+        return CONTENTION_WORK_S if FaultKind.CONTENTION in self.args.faults else 0.0
 
     @property
     def on_server(self) -> bool:
@@ -355,6 +363,25 @@ class Chaos:
         ]  # fmt: skip
         return self.rng.choice(running).id if running else None
 
+    def _live_workers(self, planted: int) -> list[tuple[int, bool]]:
+        """contention: the pids of the live workers holding jobs, each with whether its job
+        is `planted` (called from the fault's own thread: a connection of its own)."""
+        workers = []
+        try:
+            running = self._contention_queue().jobs([S.PROCESSING])
+        except DatabaseError:
+            return []
+        for job in running:
+            identity = WorkerIdentity.parse(job.worker_id or "")
+            if identity and is_alive(identity, self._liveness_dir(identity)):
+                workers.append((identity.pid, job.id == planted))
+        return workers
+
+    def _contention_queue(self) -> JobQueue:
+        if self._own_queue is None:
+            self._own_queue = open_queue()
+        return self._own_queue
+
     def _submit_forgettable(self) -> None:
         """replace-db, after its backup: work the user adds, which the restore will forget."""
         ids = self.submit(RESTORE_FORGETS, priority=URGENT)
@@ -365,6 +392,8 @@ class Chaos:
         """replace-db, once restored: this driver reopens the file at the path, as a new
         command would, and the user submits again, into ids the forgotten jobs had."""
         self.queue.db.dispose()
+        if self._own_queue is not None:
+            self._own_queue.db.dispose()
         self.counts.extra["forgotten_by_restore"] += len(self.forgettable)
         self.forgettable.clear()
         self.submit(RESTORE_FORGETS, priority=URGENT)
@@ -626,15 +655,16 @@ def check(
     parents: Parents,
     outages: list[tuple[float, float]] | None = None,
     replaced_at: list[float] | None = None,
+    planted: list[int] | None = None,
 ) -> dict[str, float]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing.
     `outages`: when the store could not be written, `replaced_at`: when the database file
-    was replaced (the fault driver's record)."""
+    was replaced, `planted`: the jobs planted a hang (the fault driver's record)."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
     timing = Timing(
         CHAOS_SETTINGS["heartbeat_timeout_s"], HEARTBEAT_INTERVAL_S, outages=outages or [],
-        replaced_at=replaced_at or [],
+        replaced_at=replaced_at or [], planted=planted or [],
     )  # fmt: skip
     results = figures(
         submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents,
@@ -712,11 +742,13 @@ def submit_jobs(
     serial: int = 0,
     seed: int | None = None,
     priority: int = 0,
+    work_s: float = 0.0,
 ) -> list[int]:
     """The jobs, a third of them chained after an earlier one (recorded in `parents`).
 
     Fake jobs carry their number (from `serial`) in the prompt, so no two are alike: the
-    ledger tells two jobs of one id apart by their parameters. `seed`: all the same."""
+    ledger tells two jobs of one id apart by their parameters. `seed`: all the same.
+    `work_s`: CPU seconds each fake step computes (its sleep shortened to match)."""
     ids: list[int] = []
     for number in range(serial + 1, serial + count + 1):
         if runner == "tiny":
@@ -731,9 +763,12 @@ def submit_jobs(
         else:
             # 0.3-0.8 s: longer than a worker's progress writes are apart (0.25 s), so the
             # driver sees jobs mid-way, the only ones it kills.
+            sleep_s = max(0.01, 0.05 - work_s)
+            work = f" work={work_s}" if work_s else ""
             params = GenerationParams(
-                f"a cat step=0.05 number-{number}", model="fake", steps=rng.randint(6, 16)
-            )
+                f"a cat step={sleep_s}{work} number-{number}", model="fake",
+                steps=rng.randint(6, 16),
+            )  # fmt: skip
         if seed is not None:
             params = dataclasses.replace(params, seed=seed)
         after = [rng.choice(ids)] if ids and rng.random() < CHAINED_SHARE else []
@@ -777,7 +812,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--faults", type=parse_faults, default=frozenset(),
         help="fault kinds to add, comma-separated: disk, lock, stop, ckpt, "
-        "skew, stall, db-outage, replace-db",
+        "skew, stall, db-outage, replace-db, contention",
     )  # fmt: skip
     parser.add_argument(
         "--each-fault", type=int, default=1,
@@ -867,7 +902,7 @@ def run_chaos(
     try:
         results = check(
             chaos.queue, chaos.submitted, ledger_path(), references, chaos.parents,
-            chaos.faults.outages, chaos.faults.replaced_at,
+            chaos.faults.outages, chaos.faults.replaced_at, chaos.faults.planted,
         )  # fmt: skip
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)

@@ -34,19 +34,35 @@ taken ends with `end-lost` (its worker was alive), a killed one ends silent.
                   attempts spent on heartbeats stale only because nobody could write them
     overwritten_images  output files completed by runs of two different jobs (jobs with
                   one id in two databases differ in the ledger's job key)
-    stall_detected_s  the longest time from a stalled step to the job's first transition
-                  by anyone but its worker (a stall never noticed counts its whole length)
+    stall_detected_s  the longest time from a stalled step to its worker's "stuck" verdict
+                  or the job's first transition by anyone else (a stall never noticed counts
+                  its whole length)
     stalls_late   stalls noticed later than 3 x the run's step time + the heartbeat
                   timeout, or never (goal 0)
+    stalls_unmeasured  stalls whose database file was replaced (replace-db) before they
+                  were noticed: the restored copy lost that time's rows, so the history
+                  cannot time them (left out of the two figures above)
+
+Figures of issue 41 (a busy machine is not a broken one):
+
+    healthy_jobs_called_stuck  jobs whose worker judged them stuck ("stuck: ..." in the
+                  history) though no stall or hang was planted in any of their runs (goal 0)
+    hang_detected_s  the longest time from a planted hang (the contention fault's stalled
+                  step) to its worker's "stuck" verdict (a hang never judged counts its
+                  whole length)
+    hang_bound_s  the tightest bound those verdicts stated: their limit + one heartbeat
+                  interval + the CPU samples' spacing, 0.25 s (`app.engine.workers.stall`)
+    hangs_late    planted hangs judged later than their bound, or never (goal 0)
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import cast
@@ -56,6 +72,7 @@ from PIL import Image, ImageChops, UnidentifiedImageError
 from app.engine.jobs.queue import params_of
 from app.engine.jobs.retry import is_settled
 from app.engine.jobs.states import TRANSITIONS, JobEvent, JobStatus
+from app.engine.workers.stall import CPU_SAMPLE_SPACING_S
 from app.models.tables import Job, JobTransition
 from app.testing.ledger import LedgerEntry, Mark, job_key
 
@@ -64,6 +81,7 @@ FAULT_FIGURES = (
     "lost", "double_runs", "illegal_paths", "stuck", "unrecorded", "garbage_images",
     "resumed_after_crash_max_diff", "orphaned_children", "healthy_jobs_timed_out",
     "attempts_burned_by_outage", "overwritten_images", "stalls_late",
+    "healthy_jobs_called_stuck", "hangs_late",
 )  # fmt: skip
 WORKER_SOURCE = "worker"  # the history's source of a worker's own transitions
 STALL_STEPS = 3  # a stall is noticed in time within this many step times + the timeout
@@ -365,6 +383,7 @@ class Timing:
     # When the database file was replaced: a run then in progress held its job in a file
     # nobody sees any more, and the restored copy's TIMEOUT of it is right.
     replaced_at: Sequence[float] = ()
+    planted: Sequence[int] = ()  # jobs the contention fault planted a hang on
 
     @property
     def silence_allowed_s(self) -> float:
@@ -380,7 +399,10 @@ def fault_figures(
     timing: Timing,
 ) -> dict[str, float]:
     wrong = unearned_timeouts(jobs, timelines, ledger, timing)
-    stalls = stall_detections(ledger, timelines, timing.heartbeat_timeout_s)
+    every_stall = stall_detections(
+        ledger, timelines, timing.heartbeat_timeout_s, timing.replaced_at
+    )
+    stalls = [s for s in every_stall if s.measured]
     return {
         "healthy_jobs_timed_out": sum(not w.during_outage for w in wrong),
         "attempts_burned_by_outage": sum(w.count for w in wrong if w.during_outage),
@@ -389,7 +411,8 @@ def fault_figures(
         "stall_goal_s": round(min((s.goal_s for s in stalls), default=0.0), 2),
         "stalls": len(stalls),
         "stalls_late": sum(s.late for s in stalls),
-    }
+        "stalls_unmeasured": len(every_stall) - len(stalls),
+    } | contention_figures(timelines, ledger, timing)
 
 
 @dataclass(frozen=True)
@@ -553,18 +576,23 @@ class StallDetection:
     detected_s: float  # from the stalled step to the job's first transition not by its worker
     goal_s: float  # STALL_STEPS x the run's step time + the heartbeat timeout
     noticed: bool  # False: the stall ended (or the run did) before anybody acted
+    measured: bool = True  # False: its database file was replaced meanwhile (no history)
 
     @property
     def late(self) -> bool:
-        return not self.noticed or self.detected_s > self.goal_s
+        return self.measured and (not self.noticed or self.detected_s > self.goal_s)
 
 
 def stall_detections(
     ledger: Iterable[LedgerEntry],
     timelines: Mapping[int, Sequence[JobTransition]],
     heartbeat_timeout_s: float,
+    replaced_at: Sequence[float] = (),
 ) -> list[StallDetection]:
-    """For each stalled run: how long until somebody other than its worker moved the job."""
+    """For each stalled run: how long until its worker judged it stuck ("stuck: ..."), or
+    somebody else moved the job. A run whose database file was replaced after its stall
+    and before that (`replaced_at`) is left out: the restored copy has no rows of that
+    time, and its later ones are another story (`stalls_unmeasured` counts them)."""
     detections = []
     for run in runs_of(ledger):
         stalled = run.stalled_at()
@@ -573,12 +601,91 @@ def stall_detections(
         goal = STALL_STEPS * run.step_time_s() + heartbeat_timeout_s
         acted = [
             row.at for row in timelines.get(run.job, [])
-            if row.at >= stalled and row.source != WORKER_SOURCE
+            if row.at >= stalled
+            and (row.source != WORKER_SOURCE or row.message.startswith(STUCK_VERDICT))
         ]  # fmt: skip
         after = [m.at for m in run.marks if m.at > stalled]
         if acted and (not after or min(acted) <= after[0]):
-            detections.append(StallDetection(run.job, min(acted) - stalled, goal, noticed=True))
+            detection = StallDetection(run.job, min(acted) - stalled, goal, noticed=True)
         else:  # lifted, or its worker went on, before anybody noticed
             lasted = (after[0] if after else stalled) - stalled
-            detections.append(StallDetection(run.job, lasted, goal, noticed=False))
+            detection = StallDetection(run.job, lasted, goal, noticed=False)
+        if any(stalled <= at <= stalled + detection.detected_s for at in replaced_at):
+            detection = replace(detection, measured=False)
+        detections.append(detection)
+    return detections
+
+
+# --- figures of issue 41: a busy machine -----------------------------------------------------
+
+STUCK_VERDICT = "stuck: "  # how a worker's own stall verdict begins in the history
+VERDICT_LIMIT = re.compile(r"\(limit ([\d.]+) s")
+
+
+@dataclass(frozen=True)
+class HangDetection:
+    job: int
+    detected_s: float  # from the hung step to its worker's "stuck" verdict
+    bound_s: float  # the limit the verdict stated + one heartbeat interval; inf: no verdict
+
+    @property
+    def late(self) -> bool:
+        return not math.isfinite(self.bound_s) or self.detected_s > self.bound_s
+
+
+def contention_figures(
+    timelines: Mapping[int, Sequence[JobTransition]],
+    ledger: Sequence[LedgerEntry],
+    timing: Timing,
+) -> dict[str, float]:
+    hangs = hang_detections(ledger, timelines, timing)
+    return {
+        "healthy_jobs_called_stuck": len(healthy_jobs_called_stuck(timelines, ledger)),
+        "hang_detected_s": round(max((h.detected_s for h in hangs), default=0.0), 2),
+        "hang_bound_s": round(min((h.bound_s for h in hangs), default=0.0), 2),
+        "hangs": len(hangs),
+        "hangs_late": sum(h.late for h in hangs),
+    }
+
+
+def healthy_jobs_called_stuck(
+    timelines: Mapping[int, Sequence[JobTransition]], ledger: Iterable[LedgerEntry]
+) -> set[int]:
+    """Jobs with a "stuck" verdict none of whose runs was stalled on purpose."""
+    stalled = {run.job for run in runs_of(ledger) if run.stalled_at() is not None}
+    return {
+        job for job, rows in timelines.items()
+        if job not in stalled and any(row.message.startswith(STUCK_VERDICT) for row in rows)
+    }  # fmt: skip
+
+
+def hang_slack_s(timing: Timing) -> float:
+    """What a verdict may come later than its limit: the next beat, and the spacing of the
+    CPU samples its quiet time is read from."""
+    return timing.heartbeat_interval_s + CPU_SAMPLE_SPACING_S
+
+
+def hang_detections(
+    ledger: Iterable[LedgerEntry],
+    timelines: Mapping[int, Sequence[JobTransition]],
+    timing: Timing,
+) -> list[HangDetection]:
+    """For each run of a planted job that hung: how long until its worker said "stuck"."""
+    detections = []
+    for run in runs_of(ledger):
+        stalled = run.stalled_at()
+        if stalled is None or run.job not in timing.planted:
+            continue
+        verdicts = [
+            row for row in timelines.get(run.job, [])
+            if row.at >= stalled and row.message.startswith(STUCK_VERDICT)
+        ]  # fmt: skip
+        if not verdicts:
+            after = [m.at for m in run.marks if m.at > stalled]
+            lasted = (after[0] if after else stalled) - stalled
+            detections.append(HangDetection(run.job, lasted, math.inf))
+            continue
+        limit = VERDICT_LIMIT.search(verdicts[0].message)
+        bound_s = float(limit.group(1)) + hang_slack_s(timing) if limit else math.inf
+        detections.append(HangDetection(run.job, verdicts[0].at - stalled, bound_s))
     return detections

@@ -16,6 +16,14 @@ and of issue 21:
     replace-db  the SQLite file is replaced under the running workers by a backup taken
                 a few seconds before, as `db restore` would, while jobs were submitted
 
+and of issue 41:
+
+    contention  a busy machine: for `contention_s` the workers share one core with
+                `BUSY_LOOPS` busy loops (1/8 of a core each, with two workers) and the
+                healthy ones are also stopped (SIGSTOP) for 0.3-1.5 s every 2.5 s;
+                one running job is planted a hang (the stall file) on a worker left out
+                of the bursts, so that its detection is measured under the same load
+
 Each injector returns what undoes it, and `FaultDriver` schedules the undo, so that the
 chaos driver can, whatever happens, run every pending undo at the end. The faults that need
 the chaos driver (a worker to start, jobs to submit) reach it through `DriverHooks`.
@@ -31,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -57,6 +66,7 @@ class FaultKind(StrEnum):
     STALL = "stall"
     DB_OUTAGE = "db-outage"
     REPLACE_DB = "replace-db"
+    CONTENTION = "contention"
 
 
 # Where each kind can run: a shared queue (PostgreSQL) has no file to fill, lock or replace,
@@ -89,7 +99,9 @@ def check_combination(kinds: frozenset[FaultKind]) -> None:
             f"{', '.join(sorted(kinds & SERVER_ONLY))} need a PostgreSQL queue and "
             f"{', '.join(sorted(kinds & SQLITE_ONLY))} a SQLite one: run them apart."
         )
-    if FaultKind.SKEW in kinds and FaultKind.STALL in kinds:
+    if FaultKind.CONTENTION in kinds and not hasattr(os, "sched_setaffinity"):
+        raise FaultRefused("contention pins the workers to one core, which needs Linux.")
+    if FaultKind.SKEW in kinds and kinds & {FaultKind.STALL, FaultKind.CONTENTION}:
         # A stall's detection is read off the history's times, which a skewed watchdog
         # writes on its own clock until the queue has one clock.
         raise FaultRefused("skew and stall cannot be measured together: run them apart.")
@@ -276,6 +288,75 @@ def replace_database(db_path: Path, replacement: Path) -> Path:
     return set_aside
 
 
+# --- a busy machine -------------------------------------------------------------------------
+
+BUSY_LOOPS = 6  # beside two workers on one core: each process gets 1/8 of it
+BURST_EVERY_S = 2.5  # and every this often the healthy workers are stopped (SIGSTOP) ...
+BURST_STOP_S = (0.3, 1.5)  # ... for this long, at random: shorter and longer than the floor
+_BUSY_LOOP = "while True: pass"
+
+
+class Contention:
+    """The contention fault in place: busy loops on one core, every worker pinned beside
+    them, and the healthy workers stopped in bursts, until `end`.
+
+    `workers()`: the pids of the live workers now, each with whether it runs the planted
+    hang (spared the bursts: a stopped process is no evidence of a hang, by design, so
+    bursts would only delay its verdict by the time it spent stopped)."""
+
+    def __init__(self, workers: Callable[[], list[tuple[int, bool]]], rng: random.Random) -> None:
+        self._workers = workers
+        self._rng = rng
+        self._core = {max(os.sched_getaffinity(0))}
+        self._pinned: set[int] = set()
+        self._loops = [
+            subprocess.Popen([sys.executable, "-c", _BUSY_LOOP]) for _ in range(BUSY_LOOPS)
+        ]
+        for loop in self._loops:
+            os.sched_setaffinity(loop.pid, self._core)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._bursts, name="contention", daemon=True)
+        self._thread.start()
+
+    def _bursts(self) -> None:
+        while not self._done.is_set():
+            workers = self._workers()
+            for pid, _ in workers:
+                self._pin(pid)
+            healthy = [pid for pid, planted in workers if not planted]
+            stop_s = self._rng.uniform(*BURST_STOP_S)
+            for pid in healthy:
+                _signal(pid, signal.SIGSTOP)
+            self._done.wait(stop_s)
+            for pid in healthy:
+                _signal(pid, signal.SIGCONT)
+            self._done.wait(BURST_EVERY_S - stop_s)
+
+    def _pin(self, pid: int) -> None:
+        if pid not in self._pinned:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.sched_setaffinity(pid, self._core)
+                self._pinned.add(pid)
+
+    def end(self) -> None:
+        """Everything thawed and unpinned, the loops gone."""
+        self._done.set()
+        self._thread.join(BURST_EVERY_S + 5.0)
+        everywhere = os.sched_getaffinity(0)
+        for pid in self._pinned:
+            _signal(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.sched_setaffinity(pid, everywhere)
+        for loop in self._loops:
+            loop.kill()
+            loop.wait()
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # ended meanwhile (killed, or stuck)
+        os.kill(pid, signum)
+
+
 # --- the schedule ----------------------------------------------------------------------------
 
 
@@ -310,7 +391,8 @@ class DriverHooks:
     `start_skewed(offset_s)` starts a worker whose clock is that far off and returns what
     stops it; `job_to_stall()` is a running job (None: none); `server` is the PostgreSQL
     server to stop; `backed_up()` runs after the replace fault's backup (the driver submits
-    jobs the restore will forget), `replaced()` after the file was replaced."""
+    jobs the restore will forget), `replaced()` after the file was replaced; `workers(job)`
+    lists the live workers' pids, each with whether it holds `job` (contention)."""
 
     start_skewed: Callable[[float], Callable[[], None]] | None = None
     job_to_stall: Callable[[], int | None] = lambda: None
@@ -318,6 +400,8 @@ class DriverHooks:
     ledger: Path | None = None
     backed_up: Callable[[], None] = _nothing
     replaced: Callable[[], None] = _nothing
+    # contention: the live workers' pids, each with whether its job is the given one
+    workers: Callable[[int], list[tuple[int, bool]]] = lambda _job: []
 
 
 @dataclass
@@ -349,6 +433,8 @@ class FaultDriver:
     wall_clock: Callable[[], float] = time.time
     outages: list[tuple[float, float]] = field(default_factory=list)
     replaced_at: list[float] = field(default_factory=list)  # on the true clock
+    contention_s: float = 20.0  # how long the machine stays busy
+    planted: list[int] = field(default_factory=list)  # contention: jobs planted a hang
 
     def active(self) -> set[FaultKind]:
         return {undo.kind for undo in self.pending}
@@ -373,6 +459,7 @@ class FaultDriver:
             FaultKind.STALL: self._stall,
             FaultKind.DB_OUTAGE: self._db_outage,
             FaultKind.REPLACE_DB: self._replace_db,
+            FaultKind.CONTENTION: self._contention,
         }[kind]()
         if done:
             self.injected[kind] += 1
@@ -391,7 +478,11 @@ class FaultDriver:
     def stalled_jobs(self) -> set[int]:
         """Jobs whose step is frozen now: the driver leaves them alone, so that what ends a
         stall is the engine noticing it, never a kill, cancel or pause of ours."""
-        return {undo.target for undo in self.pending if undo.kind is FaultKind.STALL}
+        return {
+            undo.target
+            for undo in self.pending
+            if undo.kind in (FaultKind.STALL, FaultKind.CONTENTION) and undo.target
+        }
 
     def _later(
         self, delay_s: float, kind: FaultKind, run: Callable[[], None], target: int = 0
@@ -433,6 +524,22 @@ class FaultDriver:
             return False
         path = stall(self.hooks.ledger, job)
         self._later(self.stall_s, FaultKind.STALL, lambda: lift_stall(path), target=job)
+        return True
+
+    def _contention(self) -> bool:
+        """A busy machine for `contention_s`, and a hang planted on one running job."""
+        job = self.hooks.job_to_stall()
+        if job is None or self.hooks.ledger is None:
+            return False
+        path = stall(self.hooks.ledger, job)
+        self.planted.append(job)
+        contention = Contention(lambda: self.hooks.workers(job), random.Random(self.rng.random()))
+
+        def undo() -> None:
+            contention.end()
+            lift_stall(path)
+
+        self._later(self.contention_s, FaultKind.CONTENTION, undo, target=job)
         return True
 
     def _db_outage(self) -> bool:

@@ -89,8 +89,9 @@ class Settings:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 15.0
     cancel_grace_s: float = 5.0
-    # A running job is stuck once no step finished for 3 times a step's usual time; outside
-    # the step loop (loading a model, decoding) and before a step's time is known, after this.
+    # A running job is stuck once no step finished and it used no CPU time for 3 times its
+    # slowest recent step (see `workers.stall`); outside the step loop (loading a model,
+    # decoding), before a step's time is known, or while it computes, after this.
     stall_limit_s: float = 300.0
     # A PostgreSQL URL shared by several machines; empty: the SQLite file in the data folder.
     # Never with a password: libpq finds it in PGPASSWORD or ~/.pgpass.

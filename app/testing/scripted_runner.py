@@ -3,7 +3,8 @@
 Like Krita's mock client, it lets engine tests and the chaos benchmark drive real worker
 processes through every path in milliseconds. Words in the prompt script it:
 
-    step=0.05       seconds per step (default 0.01)
+    step=0.05       seconds per step (default 0.01), asleep
+    work=0.2        and this many seconds of CPU time per step, computing (a busy loop)
     crash@3         SIGKILL its own process on reaching step 3, on every attempt
     crash-once@3    the same, on the first attempt only (a marker file remembers)
     hang            sleep for an hour before the first step (outside the step loop)
@@ -70,8 +71,10 @@ class ScriptedRunner:
             raise MemoryError("scripted: CUDA out of memory")
         step_s = float(script.get("step", DEFAULT_STEP_S))
         start = _read_checkpoint(checkpoint_path)
+        work_s = float(script.get("work", 0.0))
         for step in range(start + 1, params.steps + 1):
             time.sleep(step_s)
+            _compute(work_s)
             if script.get("hang") == str(step):
                 time.sleep(HANG_S)
             _maybe_crash(script, step, checkpoint_path)
@@ -89,6 +92,14 @@ class ScriptedRunner:
 
 def fake_image(params: GenerationParams) -> bytes:
     return json.dumps(params.to_dict(), sort_keys=True).encode()
+
+
+def _compute(cpu_s: float) -> None:
+    """Spin until this thread used `cpu_s` of CPU time: a step that takes longer the less
+    CPU the process gets, as a real one does on a busy machine."""
+    until = time.thread_time() + cpu_s
+    while time.thread_time() < until:
+        pass
 
 
 def _script(prompt: str) -> dict[str, str]:

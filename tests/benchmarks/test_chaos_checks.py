@@ -669,3 +669,85 @@ def test_a_run_whose_database_was_replaced_under_it_earns_its_timeout(queue: Job
         fault_figures({job_id: job}, {job_id: timeline}, ledger, TIMING)["healthy_jobs_timed_out"]
         == 1
     )
+
+
+# --- a busy machine (issue 41) ---------------------------------------------------------------
+
+VERDICT = (
+    "stuck: no step finished for 1.6 s and the worker used no CPU time for 1.5 s; its slowest "
+    "recent step took 0.05 s (limit 1 s)"
+)
+
+
+def stuck_row(job_id: int, at: float, message: str = VERDICT) -> JobTransition:
+    return JobTransition(
+        job_id=job_id, attempt=1, from_status=S.PROCESSING, to_status=S.TIMEOUT,
+        event=E.TIMEOUT, source="worker", at=at, message=message,
+    )  # fmt: skip
+
+
+def test_a_stuck_verdict_on_a_job_nobody_stalled_is_a_healthy_job_called_stuck(
+    queue: JobQueue,
+) -> None:
+    (healthy, job), (planted, other) = job_of(queue, "healthy"), job_of(queue, "planted")
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 5.0), None),
+        *keyed_run(other, "b", steady(1.0, 5.0), None),
+        LedgerEntry(planted, "b", Mark.STALLED, 5.0),
+    ]
+    timelines = {
+        healthy: [*history(healthy)[:2], stuck_row(healthy, 5.3)],
+        planted: [*history(planted)[:2], stuck_row(planted, 6.2)],
+    }
+    timing = Timing(heartbeat_interval_s=0.5, planted=[planted])
+    result = fault_figures({healthy: job, planted: other}, timelines, ledger, timing)
+    assert result["healthy_jobs_called_stuck"] == 1
+    # The planted hang: judged 1.2 s after its step; its verdict's limit 1 s + a 0.5 s beat
+    # + the CPU samples' 0.25 s.
+    assert (result["hang_detected_s"], result["hang_bound_s"], result["hangs_late"]) == (
+        1.2, 1.75, 0,
+    )  # fmt: skip
+    assert {"healthy_jobs_called_stuck", "hangs_late"} <= set(FAULT_FIGURES)
+
+
+def test_a_hang_judged_late_or_never_is_late(queue: JobQueue) -> None:
+    planted, job = job_of(queue, "planted")
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 5.0), None),
+        LedgerEntry(planted, "a", Mark.STALLED, 5.0),
+    ]
+    timing = Timing(heartbeat_interval_s=0.5, planted=[planted])
+    late = [*history(planted)[:2], stuck_row(planted, 6.8)]
+    assert fault_figures({planted: job}, {planted: late}, ledger, timing)["hangs_late"] == 1
+    lifted = [*ledger, LedgerEntry(planted, "a", Mark.STEP, 25.0, 21)]  # nobody judged it
+    result = fault_figures({planted: job}, {planted: history(planted)[:2]}, lifted, timing)
+    assert (result["hang_detected_s"], result["hangs_late"]) == (20.0, 1)
+
+
+def test_a_stall_is_noticed_by_its_workers_stuck_verdict(queue: JobQueue) -> None:
+    job_id, job = job_of(queue)
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 10.0, every=0.5), None),
+        LedgerEntry(job_id, "a", Mark.STALLED, 10.0),
+    ]
+    judged = [*history(job_id)[:2], stuck_row(job_id, 11.5)]
+    result = fault_figures({job_id: job}, {job_id: judged}, ledger, TIMING)
+    assert (result["stall_detected_s"], result["stalls_late"]) == (1.5, 0)
+
+
+def test_a_stall_whose_database_file_was_replaced_before_it_was_noticed_is_unmeasured(
+    queue: JobQueue,
+) -> None:
+    """The restored copy lost the verdict; the next row is the recovery's, 40 s later."""
+    job_id, job = job_of(queue)
+    ledger = [
+        *keyed_run(job, "a", steady(1.0, 10.0, every=0.5), None),
+        LedgerEntry(job_id, "a", Mark.STALLED, 10.0),
+    ]
+    recovered = history(job_id, (E.TIMEOUT, "recovery", 50.0))
+    replaced = Timing(heartbeat_timeout_s=3.0, heartbeat_interval_s=0.5, replaced_at=[12.0])
+    result = fault_figures({job_id: job}, {job_id: recovered}, ledger, replaced)
+    assert (result["stalls"], result["stalls_late"], result["stalls_unmeasured"]) == (0, 0, 1)
+    before = Timing(heartbeat_timeout_s=3.0, heartbeat_interval_s=0.5, replaced_at=[9.0])
+    result = fault_figures({job_id: job}, {job_id: recovered}, ledger, before)
+    assert (result["stall_detected_s"], result["stalls_late"]) == (40.0, 1)  # measured: late

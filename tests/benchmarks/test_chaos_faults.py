@@ -25,6 +25,8 @@ from app.engine.workers.job_run import LostJob
 from app.testing.ledger import LedgerRunner, Mark, read_ledger
 from app.testing.scripted_runner import ScriptedRunner
 from benchmarks.chaos_faults import (
+    BUSY_LOOPS,
+    Contention,
     DriverHooks,
     FaultDriver,
     FaultKind,
@@ -431,3 +433,35 @@ def can_query(engine: sqlalchemy.Engine) -> bool:
             return conn.execute(sqlalchemy.text("SELECT 1")).scalar() == 1
     except sqlalchemy.exc.OperationalError:
         return False
+
+
+# --- a busy machine (issue 41) ---------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pinning needs Linux")
+def test_contention_pins_and_stops_the_healthy_workers_and_undoes_it_all() -> None:
+    healthy, planted = (
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in "ab"
+    )
+    everywhere = os.sched_getaffinity(0)
+    try:
+        contention = Contention(
+            lambda: [(healthy.pid, False), (planted.pid, True)], random.Random(1)
+        )
+        deadline = time.monotonic() + 10
+        while not is_frozen(healthy.pid):  # the first burst stops it at once
+            assert time.monotonic() < deadline, "the healthy worker was never stopped"
+            time.sleep(0.01)
+        assert not is_frozen(planted.pid)  # the hang's worker is spared the bursts
+        core = os.sched_getaffinity(healthy.pid)
+        assert len(core) == 1 and os.sched_getaffinity(planted.pid) == core
+        loops = contention._loops
+        assert len(loops) == BUSY_LOOPS and all(os.sched_getaffinity(p.pid) == core for p in loops)
+        contention.end()
+        assert not is_frozen(healthy.pid)
+        assert os.sched_getaffinity(healthy.pid) == everywhere
+        assert all(loop.poll() is not None for loop in loops)
+    finally:
+        for child in (healthy, planted):
+            child.kill()
+            child.wait()

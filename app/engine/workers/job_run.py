@@ -4,8 +4,9 @@ The step checkpoint is where the app's requests take effect: it reads the job's 
 (a two-column SELECT at every step on SQLite; on PostgreSQL at the step after a
 notification names the job, else once a second: `wakeup.JobWatch`) and stops on
 CANCELLING or PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling
-checkpoint. A run whose step is stuck (judged by `stall.StallRule` against the time a step
-takes) is settled by its own heartbeat thread with TIMEOUT, saying so, and its worker then
+checkpoint. A run whose step is stuck (judged by `stall.StallRule`: no step for a few times
+the slowest recent one while its threads used no CPU time, or far longer while they did) is
+settled by its own heartbeat thread with TIMEOUT, saying so, and its worker then
 ends (`RunContext.on_stuck`) so that a fresh one takes its place.
 
 Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's id so a
@@ -55,7 +56,13 @@ from app.engine.workers.db_file import DatabaseFileReplaced
 from app.engine.workers.grid_run import compose_grid
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path
-from app.engine.workers.stall import MIN_STALL_S, StallRule, StepTimer
+from app.engine.workers.stall import (
+    CpuWatch,
+    LoadWatch,
+    StallRule,
+    StepTimer,
+    device_floor_s,
+)
 from app.engine.workers.wakeup import EveryStep, StepReads
 from app.engine.workers.worker_states import REQUEUED
 from app.errors import DatabaseUnreachable
@@ -124,8 +131,9 @@ class RunContext:
     hand_back: Callable[[str], str | None] = lambda _reason: None
     heartbeat_interval_s: float = 3.0
     # Stuck outside the step loop for this long, or while a step's time is unknown (see
-    # `stall`); between steps, a few times the time a step takes (this run's, or the ETA's).
+    # `stall`); between steps, a few times the slowest recent step with no CPU used.
     stall_limit_s: float = 300.0
+    device: str | None = None  # "cuda", "mps", "cpu"; None: a fake runner (see `stall`)
     expected_step_s: float | None = None  # from the ETA's learned run times; None: unknown
     # Called once this run was settled as stuck: the worker ends, to be replaced.
     on_stuck: Callable[[], None] = _keep_running
@@ -200,7 +208,7 @@ class JobRun:
         self._steps = StepTimer(self._last_checkpoint)
         self._stall_rule = StallRule(
             context.stall_limit_s,
-            floor_s=max(MIN_STALL_BEATS * context.heartbeat_interval_s, MIN_STALL_S),
+            floor_s=device_floor_s(context.device, MIN_STALL_BEATS * context.heartbeat_interval_s),
             expected_step_s=context.expected_step_s,
         )
         self._last_tick = self._last_checkpoint
@@ -210,6 +218,8 @@ class JobRun:
         self._tick_s = max(
             MIN_TICK_S, min(context.progress_interval_s, context.heartbeat_interval_s)
         )
+        self._cpu = CpuWatch(self._tick_s)  # sampled by the heartbeat thread only
+        self._load = LoadWatch()
 
     def _row_problem(self, job: Job, context: RunContext) -> Exception | None:
         """What a row from a shared queue (any peer writes rows) asks that this machine
@@ -264,8 +274,10 @@ class JobRun:
                 time.sleep(SETTLE_RETRY_S)
 
     def _tick(self) -> None:
-        """On the heartbeat thread: copy a rolling checkpoint saved since the last tick into
-        the database; write new progress (which also beats), else beat when due."""
+        """On the heartbeat thread: note the CPU time the step used; copy a rolling
+        checkpoint saved since the last tick into the database; write new progress (which
+        also beats), else beat when due."""
+        self._cpu.sample(time.monotonic())
         self._note(self.shared.share_checkpoint())
         if self._latest is not self._written:
             self._write_progress()
@@ -275,7 +287,10 @@ class JobRun:
         if now - self._last_beat < self.context.heartbeat_interval_s:
             return
         self._last_beat = now
-        if (stuck := self._stall_rule.verdict(self._steps, now)) is not None:
+        stuck = self._stall_rule.verdict(
+            self._steps, now, cpu_quiet_s=self._cpu.quiet_s(), load_stretch=self._load.stretch()
+        )
+        if stuck is not None:
             self._settle_stuck_run(stuck)
             return
         self.queue.heartbeat(self.job_id, self.context.worker_id)

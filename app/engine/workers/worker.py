@@ -518,6 +518,7 @@ class Worker:
             send=self.send, pause_requested=self._step_request, hand_back=self.hand_back_cause,
             heartbeat_interval_s=config.heartbeat_interval_s,
             stall_limit_s=config.stall_limit_s, progress_interval_s=config.progress_interval_s,
+            device=_device_kind(self.runner),
             expected_step_s=self._step_times.for_job(job, self.worker_id, steps),
             on_stuck=self._end_stuck_process,
             checkpoint_interval_s=config.checkpoint_interval_s,
@@ -552,6 +553,12 @@ class Worker:
         while (left := deadline - time.monotonic()) > 0 and not self.stopping:
             if self.wakeup.wait(min(STOP_CHECK_S, left)):
                 return
+
+
+def _device_kind(runner: RunnerLike) -> str | None:
+    """ "cuda:1", "mps", "cpu": where a step runs, for the stall rule's floor; fakes: None."""
+    device = getattr(runner, "device", None)
+    return None if device is None else str(device.device)
 
 
 def _device_label(runner: RunnerLike) -> str | None:
