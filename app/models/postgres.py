@@ -316,6 +316,15 @@ class PostgresDialect:
     def begin_hot_write(self, cursor: Any, lock_timeout_s: float | None) -> None:
         pass  # psycopg opens the transaction at its first statement; row locks do the rest
 
+    def writers_turn(self, db: Database) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()  # the server queues lock waiters itself
+
+    def numbered_cursor(self, cursor: Any) -> Any:
+        return psycopg.RawCursor(cursor.connection)  # `$n` SQL, sent as it is
+
+    def dispose(self) -> None:
+        pass
+
     def pipeline(self, raw: Any) -> AbstractContextManager[Any]:
         return cast(AbstractContextManager[Any], raw.dbapi_connection.pipeline())
 

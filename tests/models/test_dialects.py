@@ -8,6 +8,8 @@ another in one direction only (no circle dodged by an import inside a function).
 from __future__ import annotations
 
 import ast
+import fcntl
+import os
 import sqlite3
 import time
 from contextlib import closing
@@ -21,10 +23,10 @@ from sqlalchemy import Connection
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.errors import DatabaseError, DatabaseLocked
-from app.models.db import Database, check_database, compact
+from app.models.db import Database, check_database, compact, numbered_placeholders
 from app.models.opening import open_database
 from app.models.postgres import NOTIFY_SQL, PostgresDialect
-from app.models.sqlite import TRIM_JOURNAL_EVERY_S, SqliteDialect
+from app.models.sqlite import TRIM_JOURNAL_EVERY_S, WRITERS_LINE_SUFFIX, SqliteDialect
 from tests import pg
 from tests.faults import write_lock_held
 
@@ -198,3 +200,43 @@ def test_a_hot_write_asks_its_dialect_to_begin_and_to_translate_a_held_lock(
     assert dialect.asked[-1] == "translate OperationalError"
     with closing(sqlite3.connect(path)) as plain:  # the refused write wrote nothing
         assert plain.execute("SELECT COUNT(*) FROM job").fetchone() == (1,)
+
+
+def test_long_postgresql_statements_are_numbered_once_per_name_and_percent_signs_kept() -> None:
+    sql = "UPDATE job SET at = %s WHERE worker_id = %s AND at < %s AND note LIKE 'x%%'"
+    assert numbered_placeholders(sql, ("now", "worker_id", "now")) == (
+        "UPDATE job SET at = $1 WHERE worker_id = $2 AND at < $1 AND note LIKE 'x%'",
+        ("now", "worker_id"),
+    )
+
+
+def test_the_postgresql_claim_is_sent_numbered_past_the_drivers_statement_cache() -> None:
+    with pg.fresh_schema() as location:
+        queue = JobQueue(open_database(location))
+        try:
+            statement = queue._sql.claim_next_with_history
+            assert statement is not None and statement.numbered
+            assert "%s" not in statement.sql  # no conversion left for the driver to do
+            queue.submit(GenerationParams("a cat", seed=1))
+            job = queue.claim("w1", models=["m"])
+            assert job is not None and job.worker_id == "w1"
+        finally:
+            queue.db.dispose()
+
+
+def test_a_patient_sqlite_databases_hot_writers_wait_in_line_on_a_file_lock(
+    tmp_path: Path,
+) -> None:
+    """Each hot write holds the line (an flock beside the file) until its commit, so the
+    next waiter is woken at once rather than polling for SQLite's lock (`WritersLine`)."""
+    path = tmp_path / "easel.db"
+    db = open_database(path, lock_timeout_s=None)
+    try:
+        with db.hot_write():
+            line = os.open(f"{path}{WRITERS_LINE_SUFFIX}", os.O_RDWR)
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(line, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(line, fcntl.LOCK_EX | fcntl.LOCK_NB)  # let go after the commit
+        os.close(line)
+    finally:
+        db.dispose()

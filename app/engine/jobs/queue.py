@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 MOVES_KEY = 0x45A5E3
 # Claims on every machine take it, one at a time (see `queue_sql.affinity_claim_statement`).
 CLAIMS_KEY = 0x45A5E4
+# A claimer's worker-row models once it has taken a job for the given model (None: as before).
+RowModels = Callable[[str], Sequence[str] | None]
 
 MAX_DECIDE_AGAIN = 20
 DEFAULT_MAX_ATTEMPTS = 3
@@ -547,6 +549,7 @@ class JobQueue:
         source: str = "worker",
         job_id: int | None = None,
         models: Sequence[str] = (),
+        row_models: RowModels | None = None,
     ) -> Job | None:
         """START the next due PENDING job for `worker_id`, atomically; None when nothing is due.
 
@@ -556,6 +559,11 @@ class JobQueue:
         (`affinity`), else the model with the most pressure, leaving models other live
         workers hold (the worker table) to them. A higher priority always goes first.
         `job_id`: only that job (`python -m app generate` runs exactly the job it submitted).
+        `row_models`: given the taken job's model, the models the worker holds once it has
+        taken it (None: its row's list stays): written to its worker row, which peers read
+        to leave those models to it. On SQLite in the claim's own commit (a separate write
+        would wait for the same write lock and pay a second commit's sync); on PostgreSQL
+        right after, as the claims' lock does not guard the worker table.
         """
         now = self.clock()
         params: dict[str, Any] = {"now": now, "worker_id": worker_id}
@@ -571,8 +579,12 @@ class JobQueue:
                 if job_id is None and self._sql.claim_next_with_history is not None:
                     params.update(source=source, message=message)
                     taken = self._claim_sent_whole(worker_id, models, params)
+                    if taken is not None and row_models is not None:
+                        self._write_row_models(worker_id, taken, row_models)
                 else:
-                    taken = self._claim_in_steps(worker_id, models, params, source, message)
+                    taken = self._claim_in_steps(
+                        worker_id, models, params, source, message, row_models
+                    )
                 break
             except _ClaimMissed:
                 log.debug("the job a claim chose moved meanwhile; claiming again")
@@ -597,17 +609,23 @@ class JobQueue:
         params: dict[str, Any],
         source: str,
         message: str,
+        row_models: RowModels | None = None,
     ) -> dict[str, Any] | None:
-        """The claim, then its history row, in one transaction: the taken job's columns."""
+        """The claim, then its history row (and the worker row's models, see `claim`), in
+        one transaction: the taken job's columns."""
         only_job = "job_id" in params
         statement = self._sql.claim_job if only_job else self._sql.claim_next
 
+        if not only_job:
+            # Read before the claims' lock (SQLite's write lock), which the others wait for:
+            # it guards the queue's rows, not the worker table (a peer's row a moment old is
+            # as good).
+            with self.db.hot_read() as reading:
+                peers = self._peer_models(reading, worker_id, params["now"], set(models))
+            params.update(model_slots("peer", peers, MAX_PEERS))
+
         def take(tx: HotTransaction) -> dict[str, Any] | None:
             if not only_job:
-                # Read before the claims' lock, which the others wait for: it guards the
-                # queue's rows, not the worker table (a peer's row a moment old is as good).
-                peers = self._peer_models(tx, worker_id, params["now"], set(models))
-                params.update(model_slots("peer", peers, MAX_PEERS))
                 tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
             cursor = tx.execute(statement, params)
             rows = cursor.fetchall()
@@ -622,9 +640,33 @@ class JobQueue:
                 message, taken["attempt"], taken["updated_at"],
             )  # fmt: skip
             self._insert_history(tx, record)
+            if row_models is not None:
+                self._set_row_models(tx, worker_id, taken, row_models)
             return taken
 
         return self.db.in_hot_write(take, pipelined=True)
+
+    def _set_row_models(
+        self, tx: HotTransaction, worker_id: str, taken: dict[str, Any], row_models: RowModels
+    ) -> None:
+        held = row_models(taken["model"])
+        if held is not None:
+            values = {"worker_id": worker_id, "models": json.dumps(list(held)),
+                      "last_seen_at": taken["updated_at"]}  # fmt: skip
+            tx.execute(self._sql.worker_models, values)
+
+    def _write_row_models(
+        self, worker_id: str, taken: dict[str, Any], row_models: RowModels
+    ) -> None:
+        """PostgreSQL: the worker row's models, in a transaction of their own right after
+        the claim's (one round trip; no lock that claims wait for). A failed write is the
+        row's loss, not the claim's: the job is taken already."""
+        try:
+            self.db.in_hot_write(
+                lambda tx: self._set_row_models(tx, worker_id, taken, row_models), pipelined=True
+            )
+        except EaselError as error:
+            log.warning("worker row's models not written: %s", error)
 
     def _claim_sent_whole(
         self, worker_id: str, models: Sequence[str], params: dict[str, Any]

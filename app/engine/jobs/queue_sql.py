@@ -69,6 +69,15 @@ class QueueStatements:
                 WORKER.c.models.is_not(None),
             ),
         )
+        # The models a claimer holds, in its worker row (`JobQueue.claim(row_models=...)`).
+        self.worker_models = db.prepare_once(
+            "queue.worker_models",
+            lambda: (
+                update(WORKER)
+                .where(WORKER.c.id == bindparam("worker_id"))
+                .values(models=bindparam("models"), last_seen_at=bindparam("last_seen_at"))
+            ),
+        )
         self.heartbeat = self._touch(("heartbeat_at",))
         self.progress = self._touch(("heartbeat_at", "progress_step", "progress_total"))
 

@@ -486,3 +486,38 @@ def waiting_for_a_row_lock(db: Database, within_s: float = 10.0) -> bool:
                 return True
         time.sleep(0.02)
     return False
+
+
+def worker_models(queue: JobQueue, worker_id: str) -> tuple[list[str], float]:
+    query = select(WORKER.c.models, WORKER.c.last_seen_at).where(WORKER.c.id == worker_id)
+    with queue.db.read() as conn:
+        listed, seen_at = conn.execute(query).one()
+    return json.loads(listed), seen_at
+
+
+def test_a_claim_writes_the_models_its_worker_will_hold_to_its_row_for_peers(
+    affinity_queue: JobQueue,
+) -> None:
+    queue = affinity_queue
+    first_b = queue.submit(GenerationParams("a cat", model="B", seed=1))
+    queue.submit(GenerationParams("a cat", model="B", seed=2))
+    other = queue.submit(GenerationParams("a dog", model="C", seed=3))
+    add_worker(queue, "wa", ["A"], START)
+    queue.clock.now += 1.0  # type: ignore[attr-defined]
+    job = queue.claim("wa", models=["A"], row_models=lambda model: [model, "A"])
+    assert job is not None and job.id == first_b
+    assert worker_models(queue, "wa") == (["B", "A"], queue.clock())
+    # A worker holding nothing now leaves the second B to wa, which loaded B with its claim.
+    job = queue.claim("fresh")
+    assert job is not None and job.id == other
+
+
+def test_a_claim_whose_worker_keeps_its_models_leaves_its_row_as_it_was(
+    affinity_queue: JobQueue,
+) -> None:
+    queue = affinity_queue
+    queue.submit(GenerationParams("a cat", model="A", seed=1))
+    add_worker(queue, "wa", ["A"], START)
+    queue.clock.now += 1.0  # type: ignore[attr-defined]
+    assert queue.claim("wa", models=["A"], row_models=lambda model: None) is not None
+    assert worker_models(queue, "wa") == (["A"], START)
