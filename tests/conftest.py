@@ -33,9 +33,8 @@ def easel_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
-        "both_backends"
-    ):
+    marked = metafunc.definition.get_closest_marker
+    if "backend" in metafunc.fixturenames and marked("both_backends") and not marked("sqlite_only"):
         metafunc.parametrize("backend", pg.BACKENDS, indirect=True)
 
 

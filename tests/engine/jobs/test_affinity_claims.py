@@ -414,14 +414,13 @@ def test_a_claim_passing_a_whole_window_costs_a_few_plain_claims_at_most(db: Dat
     )
 
 
+@pytest.mark.sqlite_only  # PostgreSQL picks its plan by the table's size
 def test_the_claim_reads_the_window_by_index_never_the_whole_queue(
-    affinity_queue: JobQueue, backend: str
+    affinity_queue: JobQueue,
 ) -> None:
     """SQLite's plan of the claim: the queue's rows are only ever looked up through an index
     (the window through ix_job_claim, in its order), never scanned nor sorted; what is
     scanned and sorted is the window of at most CLAIM_WINDOW rows."""
-    if backend != "sqlite":
-        pytest.skip("PostgreSQL picks its plan by the table's size; checked on SQLite")
     queue = affinity_queue
     queue.submit_many([GenerationParams("a cat", model="AB"[i % 2], seed=i) for i in range(300)])
     statement = queue._sql.claim_next
