@@ -68,17 +68,23 @@ def host_name(text: str) -> str:
     return name
 
 
+def is_ip_address(name: str) -> bool:
+    """Whether `name` (as `host_name` gives it) is an IPv4 or IPv6 address, not a DNS name."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
 def host_name_problem(text: str) -> str | None:
     """Why `text` cannot be a name the server answers to (None: it can): a bare name or
     address, no scheme, port, path or wildcard."""
     name = host_name(text)
     if not name:
         return "an allowed host name is empty"
-    try:
-        ipaddress.ip_address(name)
+    if is_ip_address(name):
         return None
-    except ValueError:
-        pass
     if not _DNS_NAME.fullmatch(name):
         return (
             f"{text.strip()[:80]!r} is not a host name (give a bare name or address such as "

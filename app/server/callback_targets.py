@@ -22,6 +22,7 @@ from concurrent.futures import TimeoutError as ResolveTimeout
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from app.engine.api_access import is_ip_address
 from app.engine.jobs.params import InvalidParameters
 
 MAX_URL_CHARS = 2000
@@ -131,7 +132,7 @@ def checked_address(target: CallbackTarget, *, allow_private: bool, timeout_s: f
     not only the first: a client's next connection may take any."""
     addresses = resolve(target.host, target.port, timeout_s)
     if not allow_private and not all(is_public(address) for address in addresses):
-        literal = _is_literal(target.host)
+        literal = is_ip_address(target.host)
         raise CallbackRefused(
             f"the callback host {target.host} "
             + ("is" if literal else "resolves to")
@@ -147,14 +148,6 @@ def checked_address(target: CallbackTarget, *, allow_private: bool, timeout_s: f
 def check_callback_url(url: str, *, allow_private: bool, timeout_s: float) -> None:
     """At submit: the whole check, so a client hears at once what the sender would refuse."""
     checked_address(parse_callback_url(url), allow_private=allow_private, timeout_s=timeout_s)
-
-
-def _is_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def shown_url(url: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from app.engine.api_access import (  # noqa: F401 (where the CLI and tests have found them)
     TOKEN_FILE,
     host_name,
+    is_ip_address,
     new_token,
     read_token,
     stored_or_new_token,
@@ -138,13 +139,7 @@ class ServedNames:
         name = name_in_host_header(host_header)
         if name in self.names:
             return True
-        if not self.any_address:
-            return False
-        try:
-            ipaddress.ip_address(name)
-        except ValueError:
-            return False
-        return True
+        return self.any_address and is_ip_address(name)
 
 
 def name_in_host_header(value: str) -> str:
