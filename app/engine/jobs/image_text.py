@@ -26,7 +26,7 @@ from app.errors import BadInput
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_TEXT_BYTES = 256 * 1024  # per chunk: A1111's parameters are a few KB, prompts included
 MAX_TEXT_CHUNKS = 64  # text chunks read per image; more are ignored
-MAX_IMAGE_PIXELS = 64_000_000  # as init images: larger ones are refused unread
+MAX_IMAGE_PIXELS = 64_000_000  # init images, masks, dropped PNGs: larger ones are refused unread
 _TEXT_CHUNKS = (b"tEXt", b"zTXt", b"iTXt")
 _CHUNK_HEAD = struct.Struct(">I4s")
 _CRC_BYTES = 4

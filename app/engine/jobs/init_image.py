@@ -13,11 +13,13 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-from app.engine.jobs.image_text import unreadable_reason
+from app.engine.jobs.image_text import MAX_IMAGE_PIXELS, unreadable_reason
 from app.engine.jobs.params import MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, InvalidParameters
 
 MAX_INIT_BYTES = 64 * 1024 * 1024
-MAX_INIT_PIXELS = 64_000_000  # refused before decoding: a "decompression bomb" stays unread
+# Refused before decoding: a "decompression bomb" stays unread (the limit of every image
+# Easel reads from outside, /png-info and dropped PNGs too).
+MAX_INIT_PIXELS = MAX_IMAGE_PIXELS
 BACKGROUND = (255, 255, 255)  # what transparent pixels become
 
 
