@@ -5,6 +5,7 @@ On a mismatch the failure prints the rows to add and to remove, ready to paste.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Set
 from pathlib import Path
 
@@ -68,3 +69,53 @@ def test_the_already_satisfied_requests_on_the_page_are_the_code_s() -> None:
 def test_every_event_appears_on_the_page() -> None:
     events_on_page = {event for _s, event, _t, _why in table_after("trans")}
     assert events_on_page == {event.value for event in JobEvent}
+
+
+ROOT = DOC.parents[1]
+TREE_INDENT = 2  # each level of the tree in "Where code lives" is two spaces deeper
+TREE_ENTRY = re.compile(r"[\w.]+(/|\.py)(, [\w.]+\.py)*")  # `state.py, run.py`, `jobs/`
+
+
+def tree_paths() -> list[str]:
+    """The paths the "Where code lives" tree names: `app/engine/jobs/queue.py`, ...
+
+    An entry is a line's leading names, e.g. `controlnets.py, ip_adapters.py  finding ...`;
+    a line that starts with none, or deeper than a folder's children, continues a
+    description."""
+    text = DOC.read_text(encoding="utf-8").split("## Where code lives", 1)[1]
+    block = text.split("```", 2)[1].splitlines()[1:]
+    parents: list[str] = []
+    paths = []
+    for line in block:
+        rest = line.lstrip()
+        level = (len(line) - len(rest)) // TREE_INDENT
+        entry = TREE_ENTRY.match(rest)
+        if level > len(parents) or entry is None:
+            continue  # a description carried over from the line above
+        del parents[level:]
+        names = [name.strip() for name in entry[0].split(",")]
+        paths += ["".join(parents) + name for name in names]
+        if entry[0].endswith("/"):
+            parents.append(entry[0])
+    return paths
+
+
+def test_every_path_the_code_tree_names_exists() -> None:
+    missing = [path for path in tree_paths() if not (ROOT / path).exists()]
+    assert not missing, f"docs/architecture.md's tree names what is not there: {missing}"
+
+
+def test_every_package_of_app_is_in_the_code_tree() -> None:
+    listed = set(tree_paths())
+    packages = {
+        f"{init.parent.relative_to(ROOT).as_posix()}/" for init in ROOT.glob("app/**/__init__.py")
+    }
+    assert not packages - listed, f"add to docs/architecture.md's tree: {sorted(packages - listed)}"
+
+
+def test_every_model_family_module_is_named_in_the_code_tree() -> None:
+    """The families line lists its modules by name: a new family's module must be there."""
+    families = ROOT / "app" / "engine" / "generation" / "families"
+    text = DOC.read_text(encoding="utf-8").split("## Where code lives", 1)[1].split("```", 2)[1]
+    unnamed = [m.name for m in families.glob("*.py") if m.stem != "__init__" and m.name not in text]
+    assert not unnamed, f"docs/architecture.md's tree does not name the families' {unnamed}"

@@ -3,7 +3,7 @@
 Pure filesystem and JSON (no torch): a diffusers folder is read through its config files,
 a `.safetensors` file through its header alone (the first 8 bytes give the length of a JSON
 table of tensor names and shapes), so the GUI can list many multi-GB files in milliseconds.
-Anything that is not SD 1.x, SD 2.x or SDXL (Flux.1 and SD 3.5 files: model_files.py), and
+Anything that is not a UNet family here or a transformer family (its files: model_files.py), and
 a checkpoint file without one of its parts (UNet, VAE, text encoders), gets an
 `unsupported_reason` instead of an architecture: the listing shows it, `submit` refuses it
 and so does the loader, never a crash in the worker.
@@ -62,6 +62,13 @@ _ARCHITECTURE_LABELS = {
     "zimage": "Z-Image",
     "flux2-klein": "Flux.2 Klein",
 }
+
+
+def families_easel_runs() -> str:
+    """ "SD 1.x, SD 2.x, ..., or Flux.2 Klein": for messages that say what a model is not, so
+    that they name every family and never fall behind when one is added."""
+    labels = [architecture.label for architecture in Architecture]
+    return f"{', '.join(labels[:-1])} or {labels[-1]}"
 
 
 class Prediction(Enum):
@@ -234,7 +241,8 @@ _FOLDER_PIPELINES = (
 def _folder_unsupported_reason(pipeline: str, index: dict[str, Any], unet: dict[str, Any]) -> str:
     if pipeline not in _FOLDER_PIPELINES:
         kind = pipeline or "an unknown pipeline"
-        return f"{kind} is not a text-to-image Stable Diffusion 1.x, 2.x or SDXL pipeline"
+        families = families_easel_runs()
+        return f"{kind} is not a text-to-image pipeline of a family Easel runs ({families})"
     missing = [name for name in ("unet", "vae", "scheduler", "text_encoder") if name not in index]
     if missing or index.get("text_encoder") in (None, [None, None]):
         return f"the pipeline has no {', '.join(missing) or 'text_encoder'} (a refiner-only model?)"
@@ -380,7 +388,7 @@ def _no_architecture_reason(keys: list[str]) -> str:
         )
     if _has_prefix(keys, _UNET):
         return "the file has a UNet but no text encoder (an incomplete checkpoint)"
-    return "no Stable Diffusion UNet in it (not an SD 1.x, 2.x or SDXL checkpoint)"
+    return f"no diffusion model Easel knows in it (not an {families_easel_runs()} checkpoint)"
 
 
 def _incomplete_reason(architecture: Architecture, missing: list[str]) -> str:

@@ -13,7 +13,11 @@ The command line and the window on this machine's own queue may also name a mode
 
 from __future__ import annotations
 
-from app.engine.generation.architecture import Architecture, is_distilled_folder
+from app.engine.generation.architecture import (
+    Architecture,
+    families_easel_runs,
+    is_distilled_folder,
+)
 from app.engine.generation.controlnets import (
     check_control_type,
     check_fits,
@@ -85,4 +89,4 @@ def _why_not(info: ModelInfo) -> str:
         return f"cannot be used: {info.unsupported_reason}"
     if (info.path / MODEL_INDEX).is_file():
         return f"has an unreadable {MODEL_INDEX}"
-    return "is not a Stable Diffusion 1.x, 2.x or SDXL model"
+    return f"is not a model of a family Easel runs ({families_easel_runs()})"

@@ -57,3 +57,12 @@ def test_the_tiny_t5_tokenizer_round_trips_through_save_pretrained(tmp_path: Pat
     ids = reloaded("a cat", padding="max_length", max_length=8).input_ids
     assert ids[-4:] == [1, 0, 0, 0]  # "</s>" appended, then padding, as the real T5 does
     assert reloaded.decode(ids, skip_special_tokens=True) == "a cat"
+
+
+def test_an_unknown_pipeline_is_refused_naming_every_family_easel_runs(tmp_path: Path) -> None:
+    """The sentence must not fall behind the families: every label is in it, none is
+    hard-coded, so a family added to `Architecture` is named without touching messages."""
+    detected = detect_folder(_folder(tmp_path, "QwenImagePipeline", _PARTS, {}))
+    assert detected.unsupported_reason.startswith("QwenImagePipeline is not a text-to-image")
+    for architecture in Architecture:
+        assert architecture.label in detected.unsupported_reason
