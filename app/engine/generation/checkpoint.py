@@ -54,10 +54,6 @@ class Checkpoint:
     scheduler_class: str
     scheduler_state: dict[str, Any]  # by our names (`schedulers.scheduler_state`)
 
-    def check_matches(self, params: GenerationParams) -> None:
-        """Raise `CheckpointMismatch` naming each field that differs from `params`."""
-        check_params(self.params, params)
-
 
 @dataclass(frozen=True)
 class SavedCheckpoint:

@@ -115,12 +115,3 @@ def write_png(
             handle, format="PNG", pnginfo=info, compress_level=compress_level
         ),
     )
-
-
-def read_png_params(path: Path) -> GenerationParams:
-    """The parameters an Easel PNG was generated with (its `easel` chunk)."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        text = image.info["easel"]
-    return GenerationParams(**json.loads(text))

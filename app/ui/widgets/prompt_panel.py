@@ -564,9 +564,6 @@ class PromptPanel(QWidget):
             self.tr("Generate {n} images").format(n=count) if many else self.tr("Generate")
         )
 
-    def roll_seed(self) -> None:
-        self.seed.setText(str(random.randint(0, MAX_SEED)))
-
     def use_seed(self, seed: int) -> None:
         """ "Reuse this image's seed": the seed only, fixed; the rest of the form stays."""
         self.seed.setText(str(seed))
