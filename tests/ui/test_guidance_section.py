@@ -151,15 +151,14 @@ def test_layers_move_up_and_are_queued_in_their_order_and_result_needs_a_selecti
     qtbot.waitUntil(lambda: len(queue.jobs(None)) == 1, timeout=TIMEOUT_MS)
     modules = [layer.module for layer in decode_control(queue.get(only_job(queue)).control)]
     assert modules == ["scribble", "canny"]
-    messages: list[str] = []
-    window.show_error = lambda text, **_: messages.append(text)  # type: ignore[method-assign]
     window.jobs.select_jobs([])
     result = next(
         button for button in section.controls.findChildren(QPushButton)
         if button.text() == "Result"
     )  # fmt: skip
     result.click()
-    assert messages == ["Select a finished job first"] and len(section.controls.rows) == 2
+    assert window.error_banner.label.text() == "Select a finished job first"
+    assert len(section.controls.rows) == 2
 
 
 def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_editor(
@@ -190,7 +189,7 @@ def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_ed
     assert len(control_images_of(queue, job)) == 1 and len(reference_images_of(queue, job)) == 2
     assert [r.weight for r in decode_reference(job.reference)] == [1.0, 0.4]  # each its own
     assert [layer.control_type for layer in decode_control(job.control)] == ["depth"]
-    editor = window.mask_editing.open(picture(), None, None)  # type: ignore[attr-defined]
+    editor = window.mask_editing.open(picture(), None, None)
     qtbot.addWidget(editor)
     qtbot.waitExposed(editor)
     editor.canvas.fit()

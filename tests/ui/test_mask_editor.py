@@ -117,7 +117,7 @@ def test_inpaint_from_the_window_stores_the_painted_mask_with_a_child_job(
                changes={"output_path": str(output)})  # fmt: skip
     qtbot.waitUntil(lambda: window.vm.jobs.rowCount() == 1, timeout=TIMEOUT_MS)
     row = window.vm.jobs.rows()[0]
-    editor = window.mask_editing.open(QImage(str(output)), row.id, row.params)  # type: ignore[attr-defined]
+    editor = window.mask_editing.open(QImage(str(output)), row.id, row.params)
     qtbot.addWidget(editor)
     qtbot.waitExposed(editor)
     editor.canvas.fit()
@@ -139,7 +139,7 @@ def test_inpaint_from_the_window_stores_the_painted_mask_with_a_child_job(
 def test_an_empty_mask_cannot_be_inpainted_from_the_window(
     qtbot: QtBot, window: MainWindow, queue: JobQueue
 ) -> None:
-    editing: Callable[..., MaskEditor] = window.mask_editing.open  # type: ignore[attr-defined]
+    editing: Callable[..., MaskEditor] = window.mask_editing.open
     editor = editing(picture((72, 40)))
     qtbot.addWidget(editor)
     editor.inpaint_requested.emit((editor.settings(), editor.canvas.mask_png()))

@@ -50,7 +50,7 @@ from app.ui.presenters.i18n import translate
 from app.ui.presenters.png_params import ParsedParams
 
 if TYPE_CHECKING:
-    from app.ui.widgets.window import MainWindow
+    from app.ui.widgets.window_parts import WindowParts
 
 THUMB = 56
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.bmp)"
@@ -436,7 +436,7 @@ class GuidanceSection(QWidget):
             self.unfold()
 
 
-def install_guidance(window: MainWindow) -> GuidanceSection:
+def install_guidance(window: WindowParts) -> GuidanceSection:
     """Put the section under the prompt panel's form; Generate then queues the form with
     the section's layers (through `submit_job`) whenever one is switched on."""
     section = GuidanceSection()
@@ -453,7 +453,7 @@ def install_guidance(window: MainWindow) -> GuidanceSection:
     return section
 
 
-def _selected_result(window: MainWindow) -> bytes | None:
+def _selected_result(window: WindowParts) -> bytes | None:
     """The image of the job selected in the list, or None (saying why)."""
     row = window.jobs.current_row()
     if row is None or not row.output_path:
@@ -466,15 +466,14 @@ def _selected_result(window: MainWindow) -> bytes | None:
         return None
 
 
-def guided(window: MainWindow, job: NewJob) -> NewJob:
+def guided(section: GuidanceSection | None, job: NewJob) -> NewJob:
     """`job` guided by the window's Control section (its enabled layers and references)."""
-    section: GuidanceSection | None = getattr(window, "guidance", None)
     if section is None:
         return job
     return with_guidance(job, section.controls.layers, section.references.layers)
 
 
-def guided_submit(window: MainWindow, section: GuidanceSection) -> bool:
+def guided_submit(window: WindowParts, section: GuidanceSection) -> bool:
     """Queue the form with the section's layers; False when none is in use (or refused)."""
     if not section.in_use():
         return False

@@ -2,11 +2,12 @@
 picture…" (the selected job's image, else a file) and "Fix a pasted picture"; what the
 editor asks for is submitted as a job, and its finished image comes back to the editor.
 
-Kept out of the window's own files: the window calls `install_mask_editor(self)` once.
+Kept out of the window's own files: the window calls `install_mask_editor` once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +19,11 @@ from app.errors import UserError
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.inpaint_requests import EditedImage, inpaint_job, outpaint_job
 from app.ui.presenters.rows import JobRow
-from app.ui.widgets.guidance_section import guided
 from app.ui.widgets.mask_editor import MaskEditor
 
 if TYPE_CHECKING:
-    from app.ui.widgets.window import MainWindow
+    from app.engine.jobs.follow_ups import NewJob
+    from app.ui.widgets.window_parts import WindowParts
 
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.bmp)"
 
@@ -30,8 +31,9 @@ IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.bmp)"
 class MaskEditing:
     """The editor windows of one main window, and the jobs they are waiting for."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts, guide: Callable[[NewJob], NewJob]) -> None:
         self.window = window
+        self.guide = guide  # the Control section's layers and references, as Generate's
         self.editors: list[tuple[MaskEditor, EditedImage]] = []
         self.waiting: dict[int, MaskEditor] = {}  # submitted job -> the editor to show it in
         window.vm.settled.connect(self._settled)
@@ -42,7 +44,7 @@ class MaskEditing:
             self.open_row(row)
             return
         name, _ = QFileDialog.getOpenFileName(
-            self.window, translate("MaskEditor", "Fix part of a picture"), "", IMAGE_FILTER
+            self.window.window, translate("MaskEditor", "Fix part of a picture"), "", IMAGE_FILTER
         )
         if name:
             self.open_file(Path(name))
@@ -89,7 +91,7 @@ class MaskEditing:
             params = self._form_params()
         edited = EditedImage(png, image.width(), image.height(), job_id, params)
         prompt = params.prompt if params is not None else ""
-        editor = MaskEditor(image, prompt, self.window)
+        editor = MaskEditor(image, prompt, self.window.window)
         editor.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         editor.inpaint_requested.connect(lambda asked: self._inpaint(editor, edited, asked))
         editor.extend_requested.connect(lambda asked: self._extend(editor, edited, asked))
@@ -108,7 +110,7 @@ class MaskEditing:
     def _inpaint(self, editor: MaskEditor, edited: EditedImage, asked: Any) -> None:
         settings, mask_png = asked
         # Guided by the Control section's layers and references, as Generate is.
-        self._submit(editor, lambda: guided(self.window, inpaint_job(edited, settings, mask_png)))
+        self._submit(editor, lambda: self.guide(inpaint_job(edited, settings, mask_png)))
 
     def _extend(self, editor: MaskEditor, edited: EditedImage, asked: Any) -> None:
         prompt, extension, fill = asked
@@ -139,19 +141,19 @@ class MaskEditing:
         self.waiting = {k: e for k, e in self.waiting.items() if e is not editor}
 
 
-def install_mask_editor(window: MainWindow) -> MaskEditing:
-    """The "Image" menu of `window`, opening mask editors."""
-    editing = MaskEditing(window)
-    menu = window.menuBar().addMenu(translate("MaskEditor", "&Image"))
+def install_mask_editor(window: WindowParts, guide: Callable[[NewJob], NewJob]) -> MaskEditing:
+    """The "Image" menu of `window`, opening mask editors; `guide` adds the Control
+    section's layers to an inpaint job."""
+    editing = MaskEditing(window, guide)
+    menu = window.window.menuBar().addMenu(translate("MaskEditor", "&Image"))
     for text, slot, keys in (
         (translate("MaskEditor", "&Fix part of the picture…"), editing.open_selected, "Ctrl+E"),
         (translate("MaskEditor", "Fix a &pasted picture"), editing.open_pasted, "Ctrl+Shift+E"),
     ):
-        action = QAction(text, window)
+        action = QAction(text, window.window)
         action.setShortcut(QKeySequence(keys))
         action.triggered.connect(slot)
         menu.addAction(action)
-    window.mask_editing = editing  # type: ignore[attr-defined]  # kept alive with the window
     return editing
 
 

@@ -33,7 +33,7 @@ from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
 from app.ui.widgets.gallery_deleting import GalleryDeleting
 from app.ui.widgets.groups_menu import add_groups_menu
-from app.ui.widgets.guidance_section import guided_submit, install_guidance
+from app.ui.widgets.guidance_section import guided, guided_submit, install_guidance
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.image_viewing import ImageViewing
 from app.ui.widgets.jobs_panel import JobsPanel
@@ -48,6 +48,7 @@ from app.ui.widgets.timeline_panel import TimelinePanel
 from app.ui.widgets.window_dependencies import Dependencies as Dependencies  # re-exported
 from app.ui.widgets.window_dialogs import WindowDialogs
 from app.ui.widgets.window_layout import lay_out
+from app.ui.widgets.window_parts import WindowParts
 
 WATCH_STORE_MS = 250  # the change counter: microseconds to read, so poll it often
 CLOCK_MS = 1000  # durations and ETAs of running jobs
@@ -153,13 +154,19 @@ class MainWindow(QMainWindow):
             workers=dialogs.show_workers, shortcuts=dialogs.show_shortcuts,
             models_folder=self.open_models_folder,
         ))  # fmt: skip
-        install_mask_editor(self)  # the Image menu: inpaint and outpaint (mask_hook)
+        parts = self.parts()
+        # The Image menu: inpaint and outpaint (mask_hook), kept alive with the window.
+        self.mask_editing = install_mask_editor(parts, lambda job: guided(self.guidance, job))
         self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
             self.menuBar(), self, self.deps.queue,
             lambda call, done: self.runner.run(call, done, self.show_error),
             self.jobs.selected_rows, self.prompt.params, self.vm.refresh,
         )  # fmt: skip
-        self.guidance = install_guidance(self)  # the prompt panel's Control section
+        self.guidance = install_guidance(parts)  # the prompt panel's Control section
+
+    def parts(self) -> WindowParts:
+        """What the sections installed into the window use of it."""
+        return WindowParts(self, self.prompt, self.jobs, self.vm, self.show_error, self.show_note)
 
     def _connect(self) -> None:
         for keys in key_sequences(shortcuts.GENERATE):
@@ -230,7 +237,7 @@ class MainWindow(QMainWindow):
             return
         if self.vm.filter_name in (ListFilter.DONE, ListFilter.FAILED):  # new jobs hide there
             self.set_filter(ListFilter.ALL)
-        if guided_submit(self, self.guidance):  # with control layers or reference images
+        if guided_submit(self.parts(), self.guidance):  # with control layers or reference images
             self._save_form()
             return
         self.vm.submit(
