@@ -30,9 +30,10 @@ from typing import Any
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
+from app.models.database_urls import parse_url
 from app.models.db import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV, sqlite_synchronous
 from app.models.opening import open_database
-from app.models.postgres import parse_url, scratch_schema
+from app.models.postgres import scratch_schema
 
 JOBS = 100
 # PENDING -> PAUSED -> PENDING -> ...: a legal walk that never ends.

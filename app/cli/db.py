@@ -20,7 +20,7 @@ from app.engine.workers.liveness import held_locks
 from app.engine.workers.worker import LIVENESS_FOLDER
 from app.errors import DatabaseError
 from app.models.backups import back_up, list_backups, restore_backup
-from app.models.postgres import is_database_url, safe_url
+from app.models.database_urls import is_database_url, safe_url
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -203,7 +203,7 @@ def database_override() -> str | None:
     chosen = os.environ.get(DB_ENV)
     if not chosen:
         return None
-    from app.models.postgres import is_database_url, safe_url
+    from app.models.database_urls import is_database_url, safe_url
 
     return safe_url(chosen) if is_database_url(chosen) else chosen
 
@@ -211,7 +211,7 @@ def database_override() -> str | None:
 def queue_is_shared() -> bool:
     """Whether the job database is a shared (PostgreSQL) queue. Any peer writes its rows, so
     its workers take models by name only, and submits name them so (README "Files and names")."""
-    from app.models.postgres import is_database_url
+    from app.models.database_urls import is_database_url
 
     return is_database_url(database_location())
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.models.database_urls import is_database_url
 from app.models.db import LOCK_TIMEOUT_S, Database
-from app.models.postgres import is_database_url, open_postgres
 from app.models.sqlite import open_sqlite
 
 
@@ -29,6 +29,8 @@ def open_database(
     `path` may also be a PostgreSQL URL (see `postgres`); the SQLite options do not apply.
     """
     if is_database_url(str(path)):
+        from app.models.postgres import open_postgres  # the driver only for a URL
+
         return open_postgres(str(path))
     return open_sqlite(
         Path(path),

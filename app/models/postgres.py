@@ -23,11 +23,11 @@ from typing import Any, cast
 import psycopg
 import psycopg.sql
 from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select, text
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError as SQLAlchemyDBAPIError
 
 from app.errors import DatabaseError, DatabaseUnreachable
+from app.models.database_urls import parse_url, safe_url
 from app.models.db import Database
 from app.models.migrations import SchemaTooNew, ensure_schema, stored_version
 from app.models.tables import (
@@ -47,8 +47,6 @@ from app.models.tables import (
 
 log = logging.getLogger(__name__)
 
-SCHEMES = ("postgresql", "postgres")
-DRIVER = "postgresql+psycopg"
 CONNECT_TIMEOUT_S = 10
 # Any fixed number: every Easel on every machine takes this lock around schema set-up.
 SCHEMA_LOCK_KEY = 0x45A5E1
@@ -67,32 +65,6 @@ _SQLSTATE_MESSAGES = {
     "3D000": "the database {database} does not exist (create it with `createdb {database}`)",
     "42501": "user {user} lacks the rights to create Easel's tables",
 }
-
-
-def is_database_url(location: str) -> bool:
-    """A PostgreSQL URL rather than the path of a SQLite file."""
-    scheme = location.partition("://")[0].split("+")[0].lower()
-    return "://" in location and scheme in SCHEMES
-
-
-def parse_url(location: str) -> URL:
-    """The URL with Easel's driver; libpq parameters (sslmode, ...) pass through the query."""
-    try:
-        url = make_url(location)
-    except (ArgumentError, ValueError) as error:  # ValueError: a port that is not a number
-        raise DatabaseError(f"{safe_url(location)} is not a database URL: {error}") from None
-    if not url.database:
-        raise DatabaseError(f"{safe_url(location)} names no database (…/DATABASE at the end)")
-    return url.set(drivername=DRIVER)
-
-
-def safe_url(location: str | URL) -> str:
-    """The URL as it may be shown or logged: never with its password."""
-    try:
-        url = location if isinstance(location, URL) else make_url(location)
-    except (ArgumentError, ValueError):
-        return "the database URL"
-    return url.set(drivername=url.drivername.split("+")[0]).render_as_string(hide_password=True)
 
 
 @contextmanager

@@ -60,10 +60,13 @@ def test_the_models_modules_import_one_another_one_way_only() -> None:
     graph: dict[str, set[str]] = {}
     hidden: dict[str, list[str]] = {}
     for source in sorted(MODELS.glob("*.py")):
-        graph[source.stem], nested = models_imports(source)
+        at_top, nested = models_imports(source)
+        graph[source.stem] = at_top | set(nested)
         if nested:
             hidden[source.stem] = nested
-    assert hidden == {}, "imports inside functions (a circle dodged?)"
+    # The one import inside a function: the PostgreSQL driver, loaded only to open a URL
+    # (the window opens a SQLite file, and psycopg was a tenth of its start-up).
+    assert hidden == {"opening": ["postgres"]}, "imports inside functions (a circle dodged?)"
     try:
         TopologicalSorter(graph).prepare()
     except CycleError as error:

@@ -19,9 +19,9 @@ from app.engine.store.db_files import FETCHED_FOLDER, FileKind, remove_files
 from app.engine.store.leftovers import sweep_interrupted_writes
 from app.errors import DatabaseError
 from app.models.backups import NoRoomForBackup, back_up, backups_dir, list_backups
+from app.models.database_urls import is_database_url
 from app.models.db import LOCK_TIMEOUT_S, PATIENT, Database
 from app.models.opening import open_database
-from app.models.postgres import is_database_url
 
 log = logging.getLogger(__name__)
 

@@ -14,16 +14,10 @@ from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import copy_local_files
 from app.engine.store.opening import OpenFor, open_queue
 from app.errors import DatabaseError
+from app.models.database_urls import is_database_url, parse_url, safe_url
 from app.models.migrations import SCHEMA_VERSION, SchemaTooNew
 from app.models.opening import open_database
 from app.models.pgpass import PasswordRefused, has_password, remember_password
-from app.models.postgres import (
-    copy_store,
-    is_database_url,
-    parse_url,
-    safe_url,
-    schema_version_at,
-)
 
 WAITING = (JobStatus.PENDING, JobStatus.PROCESSING)
 
@@ -53,6 +47,8 @@ def probe_queue(url: str, password: str = "") -> QueueProbe:
     password file). Creates and migrates nothing. Raises `DatabaseError` with one sentence
     saying what is wrong (unreachable, refused, missing, written by a newer Easel).
     """
+    from app.models.postgres import schema_version_at  # the driver only when asked
+
     location = _with_password(url, password)
     version = schema_version_at(location)
     where = safe_url(url)
@@ -97,6 +93,8 @@ def copy_local_queue(url: str, password: str = "", source: Path | None = None) -
     source = source or paths.database_path()
     if not source.is_file():
         raise DatabaseError(f"There is no job database at {source} to copy.")
+    from app.models.postgres import copy_store
+
     local = open_database(source, read_only=True)
     try:
         shared = open_database(_with_password(url, password))

@@ -8,8 +8,9 @@ from typing import IO
 import pytest
 
 from app.engine.generation.errors import is_transient
-from app.engine.generation.files import a1111_parameters, atomic_write, read_png_params, write_png
+from app.engine.generation.files import a1111_parameters, atomic_write, write_png
 from app.engine.jobs.params import GenerationParams
+from tests.easel_png import read_png_params
 
 
 def test_atomic_write_replaces_the_file_whole(tmp_path: Path) -> None:

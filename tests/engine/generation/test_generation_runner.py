@@ -19,12 +19,12 @@ from app.engine.generation import denoise
 from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch, is_transient
-from app.engine.generation.files import read_png_params
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.preview import LinearPreviewer, VaePreviewer
 from app.engine.generation.runner import Runner
 from app.engine.generation.sources import ModelInfo, ModelNotFound, ModelSource, resolve_model
 from app.engine.jobs.params import SCHEDULERS, GenerationParams, InvalidParameters
+from tests.easel_png import read_png_params
 from tests.engine.conftest import TINY_MODEL
 
 # diffusers' schedulers call np.array on tensors, which numpy 2 flags; not our code to fix.

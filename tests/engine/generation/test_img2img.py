@@ -15,10 +15,10 @@ from PIL import Image
 
 from app.engine.generation import denoise
 from app.engine.generation.device import CPU
-from app.engine.generation.files import read_png_params
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams, InvalidParameters
+from tests.easel_png import read_png_params
 from tests.engine.conftest import TINY_MODEL
 from tests.engine.generation.test_generation_runner import (
     BUNDLED,

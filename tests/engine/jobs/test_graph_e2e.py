@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.engine.generation.files import read_png_params
 from app.engine.jobs.follow_ups import submit_upscale, submit_variations
 from app.engine.jobs.params import DEFAULT_MODEL, GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.workers.worker import WorkerConfig, default_runner
+from tests.easel_png import read_png_params
 from tests.engine.workers.worker_fixtures import (
     Harness,
     harness,

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.generation.files import read_png_params
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.graph import parents_of
 from app.engine.jobs.params import DEFAULT_MODEL, GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.workers.worker import WorkerConfig, default_runner
+from tests.easel_png import read_png_params
 from tests.engine.workers.worker_fixtures import Harness, harness, statuses, worker_config
 
 pytestmark = pytest.mark.slow

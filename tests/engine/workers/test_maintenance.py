@@ -26,9 +26,9 @@ from app.engine.workers.recovery import recover
 from app.engine.workers.watchdog import TimedOut
 from app.engine.workers.worker import Outbox, Worker
 from app.errors import BadInput, DatabaseUnreachable
+from app.models.database_urls import parse_url
 from app.models.db import Database
 from app.models.opening import open_database
-from app.models.postgres import parse_url
 from app.testing.scripted_runner import ScriptedRunner
 from tests import pg
 from tests.engine.conftest import TINY_MODEL
