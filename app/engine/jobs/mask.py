@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-import numpy as np
 from PIL import Image, ImageFilter, UnidentifiedImageError
 
 from app.engine.jobs.image_text import unreadable_reason
@@ -131,6 +130,8 @@ def outpaint(
             f"the extended canvas would be {width}x{height}; this model goes up to "
             f"{max_size} pixels a side"
         )
+    import numpy as np  # here, not at import: the window imports this module at start-up
+
     pixels = np.asarray(image)
     pad = ((extension.top, extension.bottom), (extension.left, extension.right), (0, 0))
     if fill is Fill.EDGE:

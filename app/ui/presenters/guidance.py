@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 
 from app.engine.generation.controlnets import list_controlnets
 from app.engine.generation.ip_adapters import list_ip_adapters
-from app.engine.jobs.control_image import preprocess
 from app.engine.jobs.follow_ups import NewJob
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import (
@@ -48,6 +47,9 @@ class GuideLayer:
     def image(self) -> bytes:
         """What is stored with the job: the source through the preprocessor (cached)."""
         if self._output is None or self._output[0] != self.module:
+            # numpy and OpenCV load with the first layer, not with the window.
+            from app.engine.jobs.control_image import preprocess
+
             self._output = (self.module, preprocess(self.module, self.source))
         return self._output[1]
 

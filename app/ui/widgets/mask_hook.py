@@ -19,10 +19,10 @@ from app.errors import UserError
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.inpaint_requests import EditedImage, inpaint_job, outpaint_job
 from app.ui.presenters.rows import JobRow
-from app.ui.widgets.mask_editor import MaskEditor
 
 if TYPE_CHECKING:
     from app.engine.jobs.follow_ups import NewJob
+    from app.ui.widgets.mask_editor import MaskEditor
     from app.ui.widgets.window_parts import WindowParts
 
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.bmp)"
@@ -91,6 +91,9 @@ class MaskEditing:
             params = self._form_params()
         edited = EditedImage(png, image.width(), image.height(), job_id, params)
         prompt = params.prompt if params is not None else ""
+        # The editor (and numpy, its mask's test for emptiness) loads when first opened.
+        from app.ui.widgets.mask_editor import MaskEditor
+
         editor = MaskEditor(image, prompt, self.window.window)
         editor.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         editor.inpaint_requested.connect(lambda asked: self._inpaint(editor, edited, asked))
