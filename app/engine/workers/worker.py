@@ -60,10 +60,14 @@ RunnerFactory = Callable[[], RunnerLike]
 
 
 def default_runner() -> RunnerLike:
-    """The real runner, finding models where the app's model picker looks for them."""
+    """The real runner, finding models where the app's model picker looks for them: every
+    resolver it uses (models, LoRAs, upscalers, ControlNets, IP-Adapters) searches the
+    settings' folders, as the checks at submit do, never the data folder's defaults."""
     from functools import partial
 
+    from app.engine.generation.controlnets import controlnet_folders, find_controlnet
     from app.engine.generation.device import pick_device
+    from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
     from app.engine.generation.loader import PipelineCache
     from app.engine.generation.lora import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
@@ -81,6 +85,8 @@ def default_runner() -> RunnerLike:
             budget_bytes=int(settings.memory_budget_gb * 2**30),  # 0: from RAM and VRAM
         ),
         upscalers=upscaler_folders(search),
+        resolve_control=partial(find_controlnet, folders=controlnet_folders(search)),
+        resolve_reference=partial(find_ip_adapter, folders=ip_adapter_folders(search)),
     )
 
 
