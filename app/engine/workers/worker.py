@@ -123,6 +123,9 @@ class WorkerConfig:
     # torch's CPU threads; 0: its default (every core). Workers must share the cores:
     # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
     torch_threads: int = 0
+    # How many workers share this one's device: its supervisor's worker count (they all run
+    # on one device), so each plans for its share of the GPU's memory (`memory`).
+    device_workers: int = 1
     # The worker row's beat (see `presence`), also while idle; it reads drain/stop requests.
     presence_interval_s: float = BEAT_MAX_S
     # Model-aware claims: how far affinity to the models this worker holds may delay a job
@@ -629,6 +632,7 @@ def worker_process_main(
     role = multiprocessing.current_process().name.removeprefix("easel-")
     configure_logging(role, level=config.log_level)
     parent = multiprocessing.parent_process()
+    _share_device(config.device_workers)
     left_on_request = run_worker(
         config, token=token, sink=conn.send, stop_event=stop_event,
         parent_alive=parent.is_alive if parent is not None else lambda: True,
@@ -640,6 +644,14 @@ def worker_process_main(
 
 def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def _share_device(workers: int) -> None:
+    """Tell the memory budget, in this worker process only, how many workers share its
+    device (the environment, as $EASEL_DEVICE tells it which device)."""
+    from app.engine.generation.memory import DEVICE_WORKERS_ENV  # no torch at import
+
+    os.environ[DEVICE_WORKERS_ENV] = str(max(1, workers))
 
 
 def _limit_torch_threads(threads: int) -> None:
