@@ -6,7 +6,7 @@ so torch's out-of-memory error is recognised by its name, not its class.
 
 from __future__ import annotations
 
-from app.errors import EaselError, MissingModel, is_transient
+from app.errors import EaselError, MissingModel, UserError, is_transient
 
 __all__ = [
     "CheckpointCorrupt",
@@ -14,6 +14,7 @@ __all__ = [
     "CheckpointMismatch",
     "GenerationError",
     "ModelLoadFailed",
+    "NotEnoughGraphicsMemory",
     "UnsupportedModel",
     "is_out_of_memory",
     "is_transient",
@@ -65,3 +66,23 @@ class CheckpointCorrupt(CheckpointError):
 
 class NonFiniteLatents(GenerationError):
     """The model produced NaN or infinite values: decoding them would give a garbage image."""
+
+
+GB = 1e9  # graphics memory is sold and shown in decimal gigabytes
+
+
+class NotEnoughGraphicsMemory(GenerationError, UserError):
+    """Out of GPU memory even with low-VRAM mode: no retry cures it on this GPU. Not
+    transient: another attempt on the same card fails the same way."""
+
+    @classmethod
+    def for_model(cls, name: str, needed: int | None, free: int | None) -> NotEnoughGraphicsMemory:
+        """One sentence naming the model, what its largest part needs and what the GPU has
+        (each left out when unknown)."""
+        has = f"; this GPU has {free / GB:.1f} GB free" if free is not None else ""
+        if needed is None:
+            return cls(f"{name} does not fit in graphics memory even with low-VRAM mode{has}")
+        return cls(
+            f"{name} needs about {needed / GB:.1f} GB of graphics memory even with low-VRAM "
+            f"mode{has}"
+        )

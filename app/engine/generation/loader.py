@@ -396,13 +396,21 @@ class PipelineCache:
         return loaded
 
     def budget_for(self, device: DeviceChoice) -> MemoryBudget:
-        if self._budget is None:
-            self._budget = (
-                MemoryBudget.total(self._budget_bytes, device.device)
-                if self._budget_bytes
-                else default_budget(device.device)
-            )
-        return self._budget
+        """The budget given, else measured now: on a GPU it follows the memory free (another
+        worker or program may have taken or given back some since the last load)."""
+        if self._budget is not None:
+            return self._budget
+        if self._budget_bytes:
+            return MemoryBudget.total(self._budget_bytes, device.device)
+        return default_budget(device.device)
+
+    def holding(self, model: ModelInfo) -> LoadedModel | None:
+        """The pipeline held for `model` (most recently used first), if any."""
+        path = model.path.resolve()
+        for entry in reversed(self._entries.values()):
+            if entry.loaded.model.path.resolve() == path:
+                return entry.loaded
+        return None
 
     def held(self) -> list[tuple[ModelInfo, Tier]]:
         """The models held, on the device first, most recently used first."""

@@ -19,6 +19,9 @@ GIB = 2**30
 DEVICE_HEADROOM_BYTES = 2 * GIB
 DEVICE_SHARE = 0.9  # of the rest, loaded models may take this much
 RAM_SHARE = 0.5  # of the machine's RAM, models (on a CPU, or standing by) may take this much
+# How many workers share this process's device: a supervisor starts all its workers on one
+# device and sets this in each (`WorkerConfig.device_workers`), so each plans for its share.
+DEVICE_WORKERS_ENV = "EASEL_DEVICE_WORKERS"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".ckpt", ".pt", ".pth")
 
 
@@ -40,7 +43,8 @@ class MemoryBudget:
 
 
 def default_budget(device: str) -> MemoryBudget:
-    """From the machine: most of the accelerator's memory, half of the RAM."""
+    """From the machine: most of this worker's share of the accelerator's memory (see
+    `_device_memory`), half of the RAM."""
     ram = int(RAM_SHARE * _total_ram())
     if device == "cpu":
         return MemoryBudget(ram)
@@ -115,10 +119,48 @@ def _total_ram() -> int:
     return int(psutil.virtual_memory().total)
 
 
-def _device_memory(device: str) -> int | None:
+def device_workers() -> int:
+    """$EASEL_DEVICE_WORKERS: the workers sharing this device (1 when unset or not a count)."""
+    value = os.environ.get(DEVICE_WORKERS_ENV, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
+def device_memory_free(device: str) -> int | None:
+    """Graphics memory this process could use now: free on the device plus what torch's
+    allocator holds for this process already (its loaded models, its cached blocks).
+    None off CUDA (MPS shares the RAM)."""
     import torch
 
-    if device.startswith("cuda") and torch.cuda.is_available():
-        index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
-        return int(torch.cuda.get_device_properties(index).total_memory)
-    return None
+    if not (device.startswith("cuda") and torch.cuda.is_available()):
+        return None
+    index = _cuda_index(device)
+    free, _total = torch.cuda.mem_get_info(index)
+    return int(free + torch.cuda.memory_reserved(index))
+
+
+def largest_part_bytes(pipe: Any) -> int:
+    """The weights of a pipeline's largest part: what model CPU offload (low-VRAM mode),
+    which puts one part at a time on the GPU, needs there at least."""
+    import torch
+
+    parts = [c for c in pipe.components.values() if isinstance(c, torch.nn.Module)]
+    return max((module_bytes([part]) for part in parts), default=0)
+
+
+def _device_memory(device: str) -> int | None:
+    """What this worker may plan for on a CUDA device: its even share of the card among the
+    workers that share it, and never more than is free now plus what this process holds
+    (memory another program or worker took is not ours to plan for)."""
+    import torch
+
+    available = device_memory_free(device)
+    if available is None:
+        return None
+    _free, total = torch.cuda.mem_get_info(_cuda_index(device))
+    return min(int(total) // device_workers(), available)
+
+
+def _cuda_index(device: str) -> int:
+    import torch
+
+    return int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()

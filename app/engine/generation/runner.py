@@ -9,6 +9,7 @@ import io
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -35,14 +36,24 @@ from app.engine.generation.controlnets import (
     find_controlnet,
 )
 from app.engine.generation.device import DeviceChoice, pick_device
-from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
+from app.engine.generation.errors import (
+    NonFiniteLatents,
+    NotEnoughGraphicsMemory,
+    is_out_of_memory,
+)
 from app.engine.generation.families import family_of
 from app.engine.generation.fast_load import prefetch
 from app.engine.generation.files import write_png
 from app.engine.generation.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.loader import LoadedModel, PipelineCache
 from app.engine.generation.lora import LoraRef, parse_loras
-from app.engine.generation.memory import available_memory, module_bytes, weight_files
+from app.engine.generation.memory import (
+    available_memory,
+    device_memory_free,
+    largest_part_bytes,
+    module_bytes,
+    weight_files,
+)
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -196,25 +207,71 @@ class Runner:
         or deleted then), and whatever the model raises (see `errors.is_transient`).
         `LoraError` too. Running out of GPU memory (`errors.is_out_of_memory`) is retried
         once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
-        note says so; every other error, transient or not, goes up unchanged.
+        note says so; out of memory in low-VRAM mode raises `NotEnoughGraphicsMemory`. Every
+        other error, transient or not, goes up unchanged.
         """
         inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
+        attempt = partial(self._attempt, params, output_path, checkpoint_path, on_step, inputs)
+        outcome = attempt()
+        if outcome is not None:
+            return outcome
+        # Here, out of the `except`, the error and its traceback are gone: the frames of
+        # the failed run (its activations, the pipeline that ran out) are freed, so emptying
+        # the GPU's cache now gives their memory back before the retry loads anything.
+        if self._device.low_vram:
+            raise self._does_not_fit(params)
+        self._switch_to_low_vram()
+        outcome = attempt()
+        if outcome is None:
+            raise self._does_not_fit(params)
+        return replace(outcome, note=LOW_VRAM_NOTE)
+
+    def _attempt(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        inputs: _Inputs,
+    ) -> GenerationOutcome | None:
+        """One run; None when it ran out of GPU memory. Nothing of that error leaves this
+        function: memory is freed only once no frame of the failed run holds on to it."""
         try:
             return self._run_once(params, output_path, checkpoint_path, on_step, inputs)
         except Exception as error:
             # Only memory is cured by offloading; a database away or a full disk is the
             # retry policy's to decide, and must not cost the worker its speed for good.
-            if self._device.low_vram or not is_out_of_memory(error):
+            if not is_out_of_memory(error):
                 raise
-            self._switch_to_low_vram()
-        outcome = self._run_once(params, output_path, checkpoint_path, on_step, inputs)
-        return replace(outcome, note=LOW_VRAM_NOTE)
+            # The text, not the error: a log handler that keeps records (pytest's, a crash
+            # reporter's) would keep the traceback, and with it every frame's tensors.
+            log.warning("%s ran out of GPU memory: %s", params.model, str(error))
+            traceback.clear_frames(error.__traceback__)  # whoever else holds it, not them
+        return None
 
     def _switch_to_low_vram(self) -> None:
         self._cache.clear()  # frees the pipeline that ran out of memory before reloading
         self._controlnets.clear()
         _empty_gpu_cache()
         self._device = replace(self._device, low_vram=True)
+
+    def _does_not_fit(self, params: GenerationParams) -> NotEnoughGraphicsMemory:
+        """The one sentence for a job that ran out of memory even with low-VRAM mode: what
+        the model's largest part needs (model CPU offload puts one part at a time on the
+        GPU) and what this worker has."""
+        _empty_gpu_cache()
+        name = params.upscaler if params.kind == KIND_UPSCALE else params.model
+        needed = None if params.kind == KIND_UPSCALE else self._largest_part_bytes(params.model)
+        return NotEnoughGraphicsMemory.for_model(
+            name, needed, device_memory_free(self._device.device)
+        )
+
+    def _largest_part_bytes(self, model_name: str) -> int | None:
+        try:
+            loaded = self._cache.holding(self._resolve(model_name))
+        except EaselError:
+            return None
+        return largest_part_bytes(loaded.pipe) if loaded is not None else None
 
     def _run_once(
         self,

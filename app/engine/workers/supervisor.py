@@ -23,7 +23,7 @@ import queue as stdlib_queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event
@@ -242,9 +242,11 @@ class Supervisor:
         reader, writer = self._context.Pipe(duplex=False)
         slot.token = new_token()
         slot.stop = self._context.Event()
+        # Every worker of this supervisor runs on the one device: they share its memory.
+        config = replace(self.config, device_workers=len(self._slots))
         slot.process = self._context.Process(
             target=worker_process_main,
-            args=(self.config, slot.token, writer, slot.stop),
+            args=(config, slot.token, writer, slot.stop),
             name=f"easel-worker-{slot.index}",
             daemon=True,
         )

@@ -60,10 +60,14 @@ RunnerFactory = Callable[[], RunnerLike]
 
 
 def default_runner() -> RunnerLike:
-    """The real runner, finding models where the app's model picker looks for them."""
+    """The real runner, finding models where the app's model picker looks for them: every
+    resolver it uses (models, LoRAs, upscalers, ControlNets, IP-Adapters) searches the
+    settings' folders, as the checks at submit do, never the data folder's defaults."""
     from functools import partial
 
+    from app.engine.generation.controlnets import controlnet_folders, find_controlnet
     from app.engine.generation.device import pick_device
+    from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
     from app.engine.generation.loader import PipelineCache
     from app.engine.generation.lora import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
@@ -81,6 +85,8 @@ def default_runner() -> RunnerLike:
             budget_bytes=int(settings.memory_budget_gb * 2**30),  # 0: from RAM and VRAM
         ),
         upscalers=upscaler_folders(search),
+        resolve_control=partial(find_controlnet, folders=controlnet_folders(search)),
+        resolve_reference=partial(find_ip_adapter, folders=ip_adapter_folders(search)),
     )
 
 
@@ -117,6 +123,9 @@ class WorkerConfig:
     # torch's CPU threads; 0: its default (every core). Workers must share the cores:
     # N workers x all-cores threads oversubscribe, measured 30x slower on 2 busy cores.
     torch_threads: int = 0
+    # How many workers share this one's device: its supervisor's worker count (they all run
+    # on one device), so each plans for its share of the GPU's memory (`memory`).
+    device_workers: int = 1
     # The worker row's beat (see `presence`), also while idle; it reads drain/stop requests.
     presence_interval_s: float = BEAT_MAX_S
     # Model-aware claims: how far affinity to the models this worker holds may delay a job
@@ -623,6 +632,7 @@ def worker_process_main(
     role = multiprocessing.current_process().name.removeprefix("easel-")
     configure_logging(role, level=config.log_level)
     parent = multiprocessing.parent_process()
+    _share_device(config.device_workers)
     left_on_request = run_worker(
         config, token=token, sink=conn.send, stop_event=stop_event,
         parent_alive=parent.is_alive if parent is not None else lambda: True,
@@ -634,6 +644,14 @@ def worker_process_main(
 
 def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def _share_device(workers: int) -> None:
+    """Tell the memory budget, in this worker process only, how many workers share its
+    device (the environment, as $EASEL_DEVICE tells it which device)."""
+    from app.engine.generation.memory import DEVICE_WORKERS_ENV  # no torch at import
+
+    os.environ[DEVICE_WORKERS_ENV] = str(max(1, workers))
 
 
 def _limit_torch_threads(threads: int) -> None:

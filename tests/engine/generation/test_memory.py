@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,14 @@ import pytest
 import torch
 
 from app.engine.generation import denoise
+from app.engine.generation import runner as runner_module
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU, DeviceChoice
-from app.engine.generation.errors import is_out_of_memory
+from app.engine.generation.errors import NotEnoughGraphicsMemory, is_out_of_memory
+from app.engine.generation.memory import largest_part_bytes, module_bytes
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
-from app.errors import DatabaseLocked, DatabaseUnreachable, DiskFull, is_transient
+from app.errors import DatabaseLocked, DatabaseUnreachable, DiskFull, is_transient, is_user_error
 from tests.engine.generation.tiny_architectures import (
     generate,
     go_on,
@@ -69,9 +72,11 @@ def test_out_of_memory_is_retried_once_in_low_vram_mode(
     assert max_diff(reference, pixels(tmp_path / "x.png")) == 0
 
 
-def test_out_of_memory_in_low_vram_mode_is_not_retried_again(
+def test_out_of_memory_in_low_vram_mode_is_not_retried_again_and_says_what_is_needed(
     tiny_folders: dict[Architecture, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One sentence naming the model, what its largest part takes (offloading puts one part
+    at a time on the GPU) and what the GPU has; not transient: no retry cures it."""
     model = model_info(tiny_folders[Architecture.SD1], "m")
     runner = Runner(device=DeviceChoice("cpu", "float32", low_vram=True), resolve=lambda _n: model)
     calls = []
@@ -81,14 +86,47 @@ def test_out_of_memory_in_low_vram_mode_is_not_retried_again(
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(denoise, "advance", always_out_of_memory)
-    with pytest.raises(torch.cuda.OutOfMemoryError):
+    monkeypatch.setattr(runner_module, "largest_part_bytes", lambda pipe: 23_800_000_000)
+    monkeypatch.setattr(runner_module, "device_memory_free", lambda device: 8 * 10**9)
+    with pytest.raises(NotEnoughGraphicsMemory) as raised:
         runner.run(
             params_for("m"),
             output_path=tmp_path / "x.png",
             checkpoint_path=tmp_path / "x.ckpt",
             on_step=go_on,
         )
-    assert len(calls) == 1
+    assert str(raised.value) == (
+        "m needs about 23.8 GB of graphics memory even with low-VRAM mode; this GPU has 8.0 GB free"
+    )
+    assert len(calls) == 1 and is_user_error(raised.value) and not is_transient(raised.value)
+
+
+def test_a_job_that_fits_neither_way_fails_after_its_one_low_vram_retry(
+    tiny_folders: dict[Architecture, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measured need: the UNet, the tiny pipeline's largest part, in the job's dtype."""
+    model = model_info(tiny_folders[Architecture.SD1], "m")
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    unet_bytes = module_bytes([runner.load("m").pipe.unet])
+    calls = []
+
+    def always_out_of_memory(pipe: Any, state: Any) -> bool:
+        calls.append(1)
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(denoise, "advance", always_out_of_memory)
+    with pytest.raises(NotEnoughGraphicsMemory) as raised:
+        runner.run(
+            params_for("m"),
+            output_path=tmp_path / "x.png",
+            checkpoint_path=tmp_path / "x.ckpt",
+            on_step=go_on,
+        )
+    assert len(calls) == 2 and runner.device.low_vram
+    assert largest_part_bytes(runner.load("m").pipe) == unet_bytes > 0
+    assert str(raised.value) == (
+        f"m needs about {unet_bytes / 1e9:.1f} GB of graphics memory even with low-VRAM mode"
+    )  # on a CPU: no GPU free memory to tell
 
 
 NOT_MEMORY = [
@@ -171,3 +209,47 @@ def test_out_of_memory_while_loading_is_still_retried_in_low_vram_mode(
     )
     assert out.kind is OutcomeKind.COMPLETED and out.note == LOW_VRAM_NOTE
     assert [device.low_vram for device in placed] == [False, True]
+
+
+def test_the_failed_attempts_memory_is_collected_before_the_low_vram_retry_frees_and_loads(
+    tiny_folders: dict[Architecture, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the failed attempt held (a tensor in a frame of its traceback, and the weights
+    of the pipeline that ran out of memory) is gone, by weak reference, when the retry empties
+    the GPU's cache and when it loads its low-VRAM pipeline: emptying the cache while the
+    traceback still holds them (inside the `except`) gives nothing back to the GPU."""
+    from app.engine.generation import loader
+
+    model = model_info(tiny_folders[Architecture.SD1], "m")
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    held: dict[str, weakref.ref[torch.Tensor]] = {}
+    alive: list[tuple[str, list[str]]] = []  # (where, what of the failed attempt still lives)
+    real_advance, real_load = denoise.advance, loader.load_pipeline
+
+    def out_of_memory_holding_activations(pipe: Any, state: Any) -> bool:
+        if not held:
+            activations = torch.ones(4, 1024, 1024)  # 16 MiB, as a forward pass holds them
+            held["activations"] = weakref.ref(activations)
+            held["weights"] = weakref.ref(next(pipe.unet.parameters()))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_advance(pipe, state)
+
+    def noting(where: str, then: Any) -> Any:
+        def hook(*args: Any, **kwargs: Any) -> Any:
+            alive.append((where, [name for name, ref in held.items() if ref() is not None]))
+            return then(*args, **kwargs)
+
+        return hook
+
+    runner.load("m")
+    monkeypatch.setattr(denoise, "advance", out_of_memory_holding_activations)
+    monkeypatch.setattr(runner_module, "_empty_gpu_cache", noting("empty cache", lambda: None))
+    monkeypatch.setattr(loader, "load_pipeline", noting("load", real_load))
+    out = runner.run(
+        params_for("m"),
+        output_path=tmp_path / "x.png",
+        checkpoint_path=tmp_path / "x.ckpt",
+        on_step=go_on,
+    )
+    assert out.kind is OutcomeKind.COMPLETED and out.note == LOW_VRAM_NOTE
+    assert alive == [("empty cache", []), ("load", [])]
