@@ -144,9 +144,9 @@ class ZImageFamily(FlowFamily):
             negative_prompt=sentence_prompt(params.negative_prompt),  # "": the stock None
             max_sequence_length=MAX_SEQUENCE_LENGTH,
         )
-        conditioning = {PROMPT_EMBEDS: prompt_embeds[0]}
+        conditioning = {PROMPT_EMBEDS: self.for_transformer(prompt_embeds[0])}  # Qwen3's
         if do_cfg:
-            conditioning[NEGATIVE_EMBEDS] = negative_embeds[0]
+            conditioning[NEGATIVE_EMBEDS] = self.for_transformer(negative_embeds[0])
         return conditioning
 
     def initial_latents(
