@@ -181,6 +181,9 @@ def _mps_computes_bfloat16() -> bool:
     value; any error (older macOS or torch refuse the dtype) or a wrong value means no."""
     import torch
 
+    mps = getattr(torch.backends, "mps", None)
+    if mps is None or not mps.is_available():
+        return False
     try:
         ones = torch.ones(4, 4, dtype=torch.bfloat16, device="mps")
         value = float((ones @ ones).sum().float().cpu())
