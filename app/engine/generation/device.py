@@ -38,7 +38,9 @@ BF16_CAPABILITY = (8, 0)  # Ampere and later compute in bfloat16 natively
 DEVICE_ENV = "EASEL_DEVICE"  # `worker --device cuda:1` sets it: one worker per GPU
 # A diagnostic for tests and benchmarks, not a user setting: forces the compute dtype on any
 # device, the CPU included (PyTorch runs both half types there, slowly), so that what a GPU
-# computes in half precision can be checked on a machine without one.
+# computes in half precision can be checked on a machine without one. One exception, as
+# on a GPU: a transformer family's text encoders that overflow float16 never run in it
+# (`precision`), so float16 on the CPU runs as a GPU before Ampere does.
 DTYPE_ENV = "EASEL_DTYPE"
 DTYPE_NAMES = ("float16", "bfloat16", "float32")
 _DEVICE_NAME = re.compile(r"cpu|mps|cuda(:\d+)?")
