@@ -60,8 +60,10 @@ def assemble_pipeline(
     dtype: torch.dtype,
     tokenizers: dict[str, Any],
     quantisation: str = "",
+    encoder_dtypes: dict[str, torch.dtype] | None = None,
 ) -> Any:
-    """The stock pipeline of `architecture` from `parts`, configured by `config`; an fp8
+    """The stock pipeline of `architecture` from `parts`, configured by `config`, in
+    `dtype` but for the text encoders `encoder_dtypes` names (by component); an fp8
     diffusion model stays in fp8, each layer upcast to `dtype` only while it runs. The
     files are read ahead meanwhile (fast_load.prefetch), as single UNet files are."""
     from app.engine.generation.fast_load import prefetch
@@ -70,8 +72,9 @@ def assemble_pipeline(
     with ThreadPoolExecutor(1, thread_name_prefix="prefetch") as pool:
         reading = pool.submit(lambda: [prefetch(path) for path in files])
         pipe = _assemble(
-            architecture, pipeline_class, parts, config, dtype, tokenizers, quantisation
-        )
+            architecture, pipeline_class, parts, config, dtype, tokenizers, quantisation,
+            encoder_dtypes or {},
+        )  # fmt: skip
         reading.result()
     return pipe
 
@@ -84,6 +87,7 @@ def _assemble(
     dtype: torch.dtype,
     tokenizers: dict[str, Any],
     quantisation: str,
+    encoder_dtypes: dict[str, torch.dtype],
 ) -> Any:
     import diffusers
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler
@@ -120,8 +124,9 @@ def _assemble(
     del transformer_weights
     index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
     for kind, component in _COMPONENTS[architecture].items():
+        encoder_options = {**options, "torch_dtype": encoder_dtypes.get(component, dtype)}
         components[component] = _text_encoder(
-            kind, index[component][1], files.weights(by_kind[kind]), component, options
+            kind, index[component][1], files.weights(by_kind[kind]), component, encoder_options
         )
         tokenizer = component.replace("text_encoder", "tokenizer")
         components[tokenizer] = tokenizers.get(tokenizer) or _tokenizer(config, index, tokenizer)

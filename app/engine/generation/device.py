@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
+from app.engine.generation.architecture import Architecture
 from app.errors import BadInput
 
 if TYPE_CHECKING:
@@ -36,7 +38,9 @@ BF16_CAPABILITY = (8, 0)  # Ampere and later compute in bfloat16 natively
 DEVICE_ENV = "EASEL_DEVICE"  # `worker --device cuda:1` sets it: one worker per GPU
 # A diagnostic for tests and benchmarks, not a user setting: forces the compute dtype on any
 # device, the CPU included (PyTorch runs both half types there, slowly), so that what a GPU
-# computes in half precision can be checked on a machine without one.
+# computes in half precision can be checked on a machine without one. One exception, as
+# on a GPU: a transformer family's text encoders that overflow float16 never run in it
+# (`precision`), so float16 on the CPU runs as a GPU before Ampere does.
 DTYPE_ENV = "EASEL_DTYPE"
 DTYPE_NAMES = ("float16", "bfloat16", "float32")
 _DEVICE_NAME = re.compile(r"cpu|mps|cuda(:\d+)?")
@@ -83,19 +87,108 @@ def pick_device(*, low_vram: bool = False) -> DeviceChoice:
 
 
 def transformer_dtype(device: DeviceChoice) -> torch.dtype:
-    """The dtype to run a flow-matching transformer family (Flux.1, SD 3.x) in on `device`.
-
-    Their released weights are bfloat16 and their activations (T5's above all) overflow in
-    float16, so a CUDA GPU that computes in bfloat16 natively gets bfloat16; any other
-    device keeps its own choice (a CPU float32, MPS and older GPUs float16). $EASEL_DTYPE,
-    when set, is kept as it is: it exists to run exactly that dtype."""
+    """The dtype to run a flow-matching transformer family (Flux.1, SD 3.x, Z-Image,
+    Flux.2 Klein) in on `device`: `family_precision(device).transformer`."""
     import torch
 
-    if forced_dtype() or device.dtype_name != "float16" or not device.device.startswith("cuda"):
-        return device.torch_dtype
-    if not torch.cuda.is_available():
-        return device.torch_dtype
-    index = int(device.device.partition(":")[2] or torch.cuda.current_device())
-    if torch.cuda.get_device_capability(index) >= BF16_CAPABILITY:
-        return torch.bfloat16
-    return device.torch_dtype
+    return getattr(torch, family_precision(device).transformer)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a flow-matching transformer family computes in: the transformer (with the VAE
+    and the CLIP encoders, which are safe in float16), and the text encoders that float16
+    overflows (see `precision`)."""
+
+    transformer: str
+    text_encoder: str
+
+
+# Each transformer family's text encoders that overflow float16, by pipeline component:
+# T5 v1.1 XXL (Flux.1, SD 3.x), Qwen3 (Z-Image, Flux.2 Klein). Their CLIPs are safe in it.
+FLOAT16_OVERFLOWING_ENCODERS = {
+    Architecture.FLUX1: ("text_encoder_2",),
+    Architecture.SD3: ("text_encoder_3",),
+    Architecture.ZIMAGE: ("text_encoder",),
+    Architecture.FLUX2_KLEIN: ("text_encoder",),
+}
+DEFAULT_COMPONENT = "default"  # diffusers' key, in a per-component dtype, for the rest
+
+
+def component_dtypes(architecture: Architecture, chosen: Precision) -> dict[str, str]:
+    """Each component's dtype name as diffusers' `from_pretrained(dtype={...})` takes it:
+    `DEFAULT_COMPONENT` (the transformer, VAE and CLIPs) and the float16-overflowing text
+    encoders of `architecture`."""
+    dtypes = {DEFAULT_COMPONENT: chosen.transformer}
+    for component in FLOAT16_OVERFLOWING_ENCODERS.get(architecture, ()):
+        dtypes[component] = chosen.text_encoder
+    return dtypes
+
+
+def family_precision(device: DeviceChoice) -> Precision:
+    """`precision` for `device`, from what torch reports of it."""
+    return precision(
+        device.device, device.dtype_name, forced=forced_dtype(), bf16_native=bf16_native(device)
+    )
+
+
+def precision(kind: str, chosen: str, *, forced: str | None, bf16_native: bool) -> Precision:
+    """The dtypes of a transformer family on a device of `kind` ("cuda", "cuda:N", "mps",
+    "cpu") whose own choice is `chosen`; pure, so each case is testable without the device.
+
+    - The transformer: bfloat16 on a CUDA GPU that computes it natively (Ampere and later;
+      the families' weights are released in bfloat16), else the device's choice: float16
+      on older GPUs and MPS, as stock diffusers users run Flux there (diffusers clips Flux's
+      float16 activations for that; float32 would double the memory, and a 12B transformer
+      does not fit a 16 GB card even in float16 without offloading), float32 on a CPU.
+    - The text encoders that overflow float16 (T5 v1.1 XXL: its feed-forward activations
+      exceed 65504, giving inf, then NaN latents; the Qwen3 LLMs were trained in bfloat16)
+      run in the transformer's dtype unless that is float16: then in bfloat16 where the
+      device computes it natively (MPS on recent macOS, probed), else float32, as diffusers'
+      Flux docs advise for float16 GPUs. They run once per job, so the wider dtype costs
+      memory (T5 XXL: 19 GB in float32, offloaded on a small card), not time; their output
+      is cast to the transformer's dtype (`FlowFamily.for_transformer`).
+    - $EASEL_DTYPE (`forced`) sets the transformer's dtype exactly, never promoted; the
+      text-encoder rule still applies to it, so a forced float16 on the CPU (no native
+      bfloat16 counted there) runs as a Turing GPU does: transformer float16, T5 float32.
+    """
+    if forced:
+        transformer = forced
+    elif chosen == "float16" and kind.startswith("cuda") and bf16_native:
+        transformer = "bfloat16"
+    else:
+        transformer = chosen
+    if transformer != "float16":
+        return Precision(transformer, transformer)
+    return Precision(transformer, "bfloat16" if bf16_native else "float32")
+
+
+def bf16_native(device: DeviceChoice) -> bool:
+    """Whether `device` computes bfloat16 natively: a CUDA GPU of capability 8.0 or later;
+    MPS where a tiny bfloat16 product runs (macOS 14 and a recent torch); never the CPU
+    (slow there: the CPU is a stand-in for float16 GPUs, see `precision`)."""
+    import torch
+
+    if device.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return False
+        index = int(device.device.partition(":")[2] or torch.cuda.current_device())
+        return tuple(torch.cuda.get_device_capability(index)) >= BF16_CAPABILITY
+    return device.device == "mps" and _mps_computes_bfloat16()
+
+
+@cache
+def _mps_computes_bfloat16() -> bool:
+    """Conservative: a product and a sum in bfloat16 on MPS, checked against their exact
+    value; any error (older macOS or torch refuse the dtype) or a wrong value means no."""
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    if mps is None or not mps.is_available():
+        return False
+    try:
+        ones = torch.ones(4, 4, dtype=torch.bfloat16, device="mps")
+        value = float((ones @ ones).sum().float().cpu())
+    except (RuntimeError, TypeError):
+        return False
+    return value == 64.0

@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.generation.architecture import INPAINT_CHANNELS, Architecture, Prediction
-from app.engine.generation.device import DeviceChoice, transformer_dtype
+from app.engine.generation.device import (
+    DEFAULT_COMPONENT,
+    DeviceChoice,
+    component_dtypes,
+    family_precision,
+)
 from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel, is_transient
 from app.engine.generation.load_failure import load_failure
 from app.engine.generation.lora import (
@@ -187,7 +192,8 @@ def load_pipeline(
         raise UnsupportedModel(f"model {model.name!r} cannot be used: {model.unsupported_reason}")
     _quiet_loading()
     pipeline_class = _pipeline_class(model.architecture)
-    dtype = transformer_dtype(device) if model.architecture.is_transformer else device.torch_dtype
+    dtypes = _component_dtypes(model.architecture, device)
+    dtype = dtypes[DEFAULT_COMPONENT]
     options: dict[str, Any] = {"local_files_only": True, "dtype": dtype}
     if model.architecture is Architecture.SDXL:
         options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
@@ -196,7 +202,7 @@ def load_pipeline(
     if model.is_single_file and model.architecture.is_transformer:
         config = (configs or bundled_configs()).root / model.config_name
         _check_configs(model, config)
-        load = partial(_assembled, pipeline_class, model, config, options)
+        load = partial(_assembled, pipeline_class, model, config, options, dtypes)
     elif model.is_single_file:
         config = (configs or bundled_configs()).folder(model.architecture, model.prediction)
         _check_configs(model, config)
@@ -204,6 +210,8 @@ def load_pipeline(
     else:
         _check_layout(model)
         options["low_cpu_mem_usage"] = True
+        if len(dtypes) > 1:  # a text encoder wider than the rest (device.precision)
+            options["dtype"] = dtypes
         options.update(_parts_left_out(model))
         load = partial(pipeline_class.from_pretrained, model.path, **options)
     with _failure_in_one_sentence(model):
@@ -211,6 +219,17 @@ def load_pipeline(
         _place(pipe, device)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
     return LoadedModel(model, device, pipe, previewer_for(pipe))
+
+
+def _component_dtypes(architecture: Architecture, device: DeviceChoice) -> dict[str, Any]:
+    """Each component's torch dtype (`DEFAULT_COMPONENT`: all the others): one for a UNet
+    family; a transformer family's per `device.precision`."""
+    import torch
+
+    if not architecture.is_transformer:
+        return {DEFAULT_COMPONENT: device.torch_dtype}
+    names = component_dtypes(architecture, family_precision(device))
+    return {component: getattr(torch, name) for component, name in names.items()}
 
 
 def _place(pipe: Any, device: DeviceChoice) -> None:
@@ -293,8 +312,15 @@ def _from_single_file(
     return fast_single_file(pipeline_class, Path(model.path), options)
 
 
-def _assembled(pipeline_class: Any, model: ModelInfo, config: Path, options: dict[str, Any]) -> Any:
-    """A Flux / SD 3.x pipeline from its single or split files (assemble.py)."""
+def _assembled(
+    pipeline_class: Any,
+    model: ModelInfo,
+    config: Path,
+    options: dict[str, Any],
+    dtypes: dict[str, Any],
+) -> Any:
+    """A Flux / SD 3.x pipeline from its single or split files (assemble.py), each text
+    encoder in its own dtype of `dtypes` where it has one."""
     from app.engine.generation.assemble import assemble_pipeline
 
     assert model.architecture is not None
@@ -306,6 +332,7 @@ def _assembled(pipeline_class: Any, model: ModelInfo, config: Path, options: dic
         options["dtype"],
         _tokenizers_from_shared_vocabulary(config),
         model.quantisation,
+        encoder_dtypes={k: v for k, v in dtypes.items() if k != DEFAULT_COMPONENT},
     )
 
 

@@ -434,3 +434,20 @@ def tiny_t5_encoder(*, d_model: int = 32, seed: int = 0) -> Any:
     with torch.random.fork_rng():  # the caller's random stream stays untouched
         torch.manual_seed(seed)
         return T5EncoderModel(config).eval()
+
+
+T5_FLOAT16_OVERFLOW_SCALE = 600.0  # gated products ~1e5: inf in float16 (65504 at most)
+
+
+def overflow_t5_in_float16(encoder: Any) -> Any:
+    """`encoder` (a tiny T5) with its feed-forward input weights scaled so that its gated
+    activations overflow float16 (inf, then NaN) while float32 and bfloat16 stay finite,
+    as the released T5 v1.1 XXL's do; the final norm brings its output back to size."""
+    import torch
+
+    with torch.no_grad():
+        for block in encoder.encoder.block:
+            feed_forward = block.layer[-1].DenseReluDense
+            feed_forward.wi_0.weight.mul_(T5_FLOAT16_OVERFLOW_SCALE)
+            feed_forward.wi_1.weight.mul_(T5_FLOAT16_OVERFLOW_SCALE)
+    return encoder

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from app.engine.generation.architecture import Architecture, Prediction
-from app.engine.generation.device import CPU
+from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.loader import SingleFileConfigs, _pipeline_class, load_pipeline
 from app.engine.generation.request_checks import check_runnable
@@ -104,6 +104,31 @@ def test_the_assembled_pipeline_is_its_diffusers_twin(
     assert ours.scheduler.config == twin.scheduler.config  # type: ignore[attr-defined]
     drawn = _image(_aligned(ours), architecture)
     assert np.abs(drawn - _image(_aligned(twin), architecture)).max() == 0
+
+
+T5_COMPONENTS = {Architecture.FLUX1: "text_encoder_2", Architecture.SD3: "text_encoder_3"}
+
+
+@pytest.mark.parametrize("architecture", FAMILIES, ids=lambda a: a.value)
+def test_on_a_float16_only_device_the_assembled_t5_runs_in_float32(
+    layouts: dict[Architecture, TinyLayouts], architecture: Architecture
+) -> None:
+    """As the folder loads with diffusers' per-component dtype (device.precision): T5 in
+    float32, everything else in float16, each weight equal to the twin's so loaded."""
+    files = layouts[architecture]
+    float16_only = DeviceChoice("cpu", "float16")  # a Turing GPU's choice, see test_float16_devices
+    ours = load_pipeline(_info(files.split_model), float16_only, SingleFileConfigs(files.configs))
+    t5 = T5_COMPONENTS[architecture]
+    dtypes = {"default": torch.float16, t5: torch.float32}
+    twin = _pipeline_class(architecture).from_pretrained(
+        files.folder, local_files_only=True, dtype=dtypes
+    )
+    for name, component in twin.components.items():
+        if isinstance(component, torch.nn.Module):
+            mine = getattr(ours.pipe, name)
+            assert mine.dtype == dtypes.get(name, torch.float16), name
+            theirs, held = component.state_dict(), mine.state_dict()
+            assert all(torch.equal(held[k], theirs[k]) for k in theirs), name
 
 
 def test_the_split_layout_is_listed_with_its_parts_and_only_the_diffusion_model(

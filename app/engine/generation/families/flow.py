@@ -83,6 +83,15 @@ class FlowFamily:
         dtype: torch.dtype = self.pipe.transformer.dtype
         return dtype
 
+    def for_transformer(self, embeds: torch.Tensor) -> torch.Tensor:
+        """A text encoder's output in the transformer's dtype. Where float16 would overflow
+        a text encoder, it runs wider than the transformer (`device.precision`) and the
+        stock pipelines pass its output on uncast (their latents take its dtype): a stock
+        user there casts the embeddings and passes them in, as this does. Otherwise a
+        no-op: the encoders already run in the transformer's dtype. (Z-Image's stock loop
+        keeps float32 latents and passes the embeddings as encoded: it does not use this.)"""
+        return embeds.to(self.dtype)
+
     def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
         if images:  # submit refuses them (flow_params); a job stored before that lands here
             raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")

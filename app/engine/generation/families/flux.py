@@ -117,6 +117,7 @@ class FluxFamily(FlowFamily):
             max_sequence_length=MAX_SEQUENCE_LENGTH,
             lora_scale=None,
         )
+        prompt_embeds = self.for_transformer(prompt_embeds)  # T5's; the latents take its dtype
         _, _, height, width = self.latent_shape(params)
         image_ids = pipe._prepare_latent_image_ids(
             1, height // 2, width // 2, self.device, prompt_embeds.dtype

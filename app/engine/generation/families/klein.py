@@ -152,8 +152,7 @@ class Flux2KleinFamily(FlowFamily):
             max_sequence_length=MAX_SEQUENCE_LENGTH,
             text_encoder_out_layers=TEXT_ENCODER_OUT_LAYERS,
         )
-        embeds: torch.Tensor = prompt_embeds
-        return embeds
+        return self.for_transformer(prompt_embeds)  # Qwen3's; the latents take its dtype
 
     def initial_latents(
         self,

@@ -126,7 +126,8 @@ class StableDiffusion3Family(flow.FlowFamily):
             )
         if do_cfg:
             cond, pooled = torch.cat([uncond, cond]), torch.cat([uncond_pooled, pooled])
-        return {PROMPT_EMBEDS: cond, POOLED_EMBEDS: pooled}
+        # CLIP's and T5's joined take T5's dtype where it runs wider; the latents take theirs.
+        return {PROMPT_EMBEDS: self.for_transformer(cond), POOLED_EMBEDS: pooled}
 
     def clip_encoders(self) -> ClipEncoders:
         pipe = self.pipe

@@ -90,7 +90,7 @@ class ZImageFamily(FlowFamily):
     def dtype(self) -> torch.dtype:
         """float32: the stock loop keeps its latents in float32 whatever the transformer's
         dtype (it casts them for each call), so restored latents must be float32 too; the
-        restored hidden states are cast back to the transformer's dtype in `predict`,
+        restored hidden states are cast back to the text encoder's dtype in `predict`,
         exactly (float32 holds every bf16/fp16 value)."""
         return torch.float32
 
@@ -251,16 +251,20 @@ class ZImageFamily(FlowFamily):
     ) -> torch.Tensor:
         transformer = self.pipe.transformer
         dtype = transformer.dtype
+        # The embeddings as the stock loop passes them: in the text encoder's dtype, which
+        # is wider than the transformer's on a float16-only device (device.precision; the
+        # transformer takes them so). A checkpoint restores them in float32: cast back.
+        embeds_dtype = self.pipe.text_encoder.dtype
         timestep = t.expand(latents.shape[0])
         timestep = (1000 - timestep) / 1000
         scale = guidance
         if do_cfg and float(timestep[0].item()) > CFG_TRUNCATION:
             scale = 0.0  # never at the default truncation; kept as the stock loop has it
         apply_cfg = do_cfg and scale > 0
-        embeds = [conditioning[PROMPT_EMBEDS].to(dtype)]
+        embeds = [conditioning[PROMPT_EMBEDS].to(embeds_dtype)]
         if apply_cfg:
             model_input = latents.to(dtype).repeat(2, 1, 1, 1)
-            embeds.append(conditioning[NEGATIVE_EMBEDS].to(dtype))
+            embeds.append(conditioning[NEGATIVE_EMBEDS].to(embeds_dtype))
             timestep = timestep.repeat(2)
         else:
             model_input = latents.to(dtype)
