@@ -26,13 +26,14 @@ from PIL import Image
 
 from app.engine.generation import denoise
 from app.engine.generation.device import DTYPE_ENV, pick_device
-from app.engine.generation.errors import NonFiniteLatents
+from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.memory import weight_files
 from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
 from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobStatus
+from app.errors import EaselError
 from app.testing.images import max_diff, pixels
 from benchmarks.generation import _Bench
 from benchmarks.gpu_models import (
@@ -299,6 +300,10 @@ def _oom_retry(plan: Plan, model: ModelInfo, work: Path) -> str:
         try:
             with _out_of_memory_forced(plan, runner, model):
                 outcome = _run(runner, params, work / "oom.png")
+        except Exception as error:  # the retry ran out too (or said it cannot fit)
+            if not (is_out_of_memory(error) or isinstance(error, EaselError)):
+                raise
+            return f"0 ({type(error).__name__}: {' '.join(str(error).split())[:300]})"
         finally:
             runner.cache.clear()
             _free(plan)
