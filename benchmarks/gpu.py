@@ -21,8 +21,10 @@ prints `name: value` lines:
                                     loaded in bfloat16 from the same folder (1/255 units)
   step_ms_flux_1024_cached, step_ms_flux_1024_compiled  "not run: ..." until Easel has step
                                     caching and a torch.compile option
-A figure whose part failed reads `failed: <why>` (the traceback on stderr); the others are
-still measured. Flux needs a GPU with 36 GiB free; on a smaller one its lines say so.
+Beside them `device` (GPU, torch and diffusers versions), `sdxl_written_s`, `flux_written_s`
+and `total_s`: where the time goes. A figure whose part failed reads `failed: <why>` (the
+traceback on stderr); the others are still measured. Flux needs a GPU with 36 GiB free; on
+a smaller one its lines say so.
 
 Run: `.venv/bin/python benchmarks/gpu.py [--work DIR]` (DIR: where the ~30 GB of model
 files go, default the temp folder). Without CUDA it stops with one line, unless `--smoke`:

@@ -355,7 +355,9 @@ def _flux_figures(plan: Plan, work: Path, report: Report) -> None:
         for name in FLUX_FIGURES:
             report(name, f"not run: {why_not}")
         return
+    started = time.perf_counter()
     folder = write_flux(work / "flux-random", plan.device, smoke=plan.smoke)
+    report("flux_written_s", f"{time.perf_counter() - started:.1f}")
     model = detected(ModelInfo("flux-random", folder, ModelSource.USER))
     params = GenerationParams(
         prompt=PROMPT, model=model.name, steps=plan.flux_steps, cfg=FLUX_GUIDANCE,
