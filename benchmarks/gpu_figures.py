@@ -1,0 +1,494 @@
+"""The measurements of benchmarks/gpu.py (its docstring lists the figures).
+
+Imports torch and diffusers: gpu.py imports this module only once it has checked that
+they are there (and, without `--smoke`, that CUDA is).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import shutil
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from app.engine.generation import denoise
+from app.engine.generation.device import DTYPE_ENV, pick_device
+from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
+from app.engine.generation.memory import weight_files
+from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
+from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
+from app.engine.generation.sources import ModelInfo, ModelSource, detected
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.states import JobStatus
+from app.errors import EaselError
+from app.testing.images import max_diff, pixels
+from benchmarks.generation import _Bench
+from benchmarks.gpu_models import (
+    FLUX_DTYPE,
+    SDXL_DTYPE,
+    init_picture,
+    picture_tensor,
+    write_flux,
+    write_sdxl,
+)
+
+SDXL_FIGURES = (
+    "step_ms_sdxl_1024", "step_ms_stock_sdxl_1024", "queue_vs_direct_ratio_sdxl_1024",
+    "vram_peak_mb_sdxl", "sdxl_img2img_fp16_finite",
+)  # fmt: skip
+OOM_FIGURES = ("oom_retry_ok",)
+FLUX_FIGURES = ("step_ms_flux_1024", "flux_bf16_same_as_diffusers_max_diff")
+# Figures for features Easel does not have yet: each says so until the feature lands, and
+# is then measured beside `step_ms_flux_1024` (same model, size and steps).
+LATER_FIGURES = {
+    "step_ms_flux_1024_cached": "Easel has no step caching yet (no step of the loop reuses "
+    "an earlier step's transformer output)",
+    "step_ms_flux_1024_compiled": "Easel has no torch.compile option yet (its pipelines run "
+    "eagerly)",
+}
+FIGURES = (*SDXL_FIGURES, *OOM_FIGURES, *FLUX_FIGURES, *LATER_FIGURES)
+
+PROMPT = "a lighthouse on a cliff at dusk, oil painting"
+NEGATIVE = "blurry"
+SDXL_CFG, FLUX_GUIDANCE, IMG2IMG_STRENGTH = 5.0, 3.5, 0.6
+# A full-size Flux.1 on the GPU: its 12 B transformer in bfloat16 (22 GiB), the other parts
+# and the activations of a 1024 px step; and its files on disk (written once, read twice).
+FLUX_NEEDS_GPU_GIB, FLUX_NEEDS_DISK_GIB = 36, 30
+# The forced out-of-memory: a GPU cap of the UNet's weights and this much more, under the
+# whole pipeline's weights (so putting it all on the GPU fails) and above what offloading
+# needs at `Plan.oom_size` (one part on the GPU at a time, the UNet the largest).
+OOM_HEADROOM_BYTES = 1 << 30
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one run: the GPU's 1024 px, or `--smoke`'s tiny ones on the CPU."""
+
+    device: str
+    size: int  # pixels per side (the figures' names say 1024: the GPU's size)
+    steps: int  # of each SDXL job, queued and direct
+    timed_steps: int  # steps timed for a step_ms, after one warm-up step
+    rounds: int  # timed images per side of the queue/direct ratio, after one warm-up
+    oom_size: int
+    flux_steps: int
+
+    @property
+    def smoke(self) -> bool:
+        return self.device == "cpu"
+
+    @property
+    def threads(self) -> int | None:
+        """torch's CPU threads: one for the smoke run (tiny ops on a busy machine wait for a
+        second thread longer than they compute: measured 10x slower), else torch's own."""
+        return 1 if self.smoke else None
+
+
+GPU_PLAN = Plan("cuda", size=1024, steps=20, timed_steps=10, rounds=2, oom_size=512, flux_steps=4)
+SMOKE_PLAN = Plan("cpu", size=64, steps=2, timed_steps=2, rounds=1, oom_size=64, flux_steps=2)
+
+
+class Report:
+    """Prints `name: value` lines; a section that fails names each figure it left out."""
+
+    def __init__(self) -> None:
+        self.printed: set[str] = set()
+
+    def __call__(self, name: str, value: object) -> None:
+        print(f"{name}: {value}", flush=True)
+        self.printed.add(name)
+
+    @contextmanager
+    def section(self, names: tuple[str, ...]) -> Iterator[None]:
+        """Each figure of `names` not printed when the section raises: `failed: <why>`,
+        the traceback on stderr; the next section still runs."""
+        try:
+            yield
+        except Exception as error:  # a one-shot GPU run reports what it can
+            traceback.print_exc(file=sys.stderr)
+            why = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+            for name in names:
+                if name not in self.printed:
+                    self(name, f"failed: {why}")
+
+
+def run_all(plan: Plan, work: Path) -> None:
+    report = Report()
+    _quiet()
+    if plan.threads is not None:
+        torch.set_num_threads(plan.threads)
+    report("device", _device_line(plan))
+    picture = init_picture(plan.size)
+    started = time.perf_counter()
+    with report.section((*SDXL_FIGURES, *OOM_FIGURES)):
+        folder = write_sdxl(work / "sdxl-random", plan.device, picture, smoke=plan.smoke)
+        report("sdxl_written_s", f"{time.perf_counter() - started:.1f}")
+        model = detected(ModelInfo("sdxl-random", folder, ModelSource.USER))
+        with report.section(SDXL_FIGURES):
+            _sdxl_figures(plan, model, picture, work, report)
+        with report.section(OOM_FIGURES):
+            report("oom_retry_ok", _oom_retry(plan, model, work))
+        shutil.rmtree(folder)  # room on the disk for Flux
+    with report.section(FLUX_FIGURES):
+        _flux_figures(plan, work, report)
+    for name, missing in LATER_FIGURES.items():
+        report(name, f"not run: {missing}")
+    report("total_s", f"{time.perf_counter() - started:.0f}")
+
+
+# --- SDXL -------------------------------------------------------------------------------
+
+
+def _sdxl_figures(
+    plan: Plan, model: ModelInfo, picture: Image.Image, work: Path, report: Report
+) -> None:
+    params = GenerationParams(
+        prompt=PROMPT, negative_prompt=NEGATIVE, model=model.name, steps=plan.steps,
+        cfg=SDXL_CFG, width=plan.size, height=plan.size, seed=42,
+    )  # fmt: skip
+    stock_step_ms, direct_s = _stock_sdxl(plan, model.path, params, work)
+    report("step_ms_stock_sdxl_1024", f"{stock_step_ms:.1f}")
+    with _easel_dtype(plan, "float16"):
+        runner = Runner(device=pick_device(), resolve=lambda _name: model)
+        try:
+            pipe = runner.load(model.name).pipe
+            report("step_ms_sdxl_1024", f"{_easel_step_ms(plan, pipe, params):.1f}")
+            queued_s, peak_mb = _queued(plan, runner, params, work)
+            report("queue_vs_direct_ratio_sdxl_1024", f"{direct_s / queued_s:.3f}")
+            report("vram_peak_mb_sdxl", peak_mb)
+            report("sdxl_img2img_fp16_finite", _img2img_finite(plan, runner, model, picture, work))
+        finally:
+            runner.cache.clear()
+            _free(plan)
+
+
+def _stock_sdxl(
+    plan: Plan, folder: Path, params: GenerationParams, work: Path
+) -> tuple[float, float]:
+    """Stock `StableDiffusionXLPipeline` as its users load it (float16, then `.to`): the
+    median step in ms, and the median seconds of one whole image, PNG written."""
+    from diffusers import StableDiffusionXLPipeline
+
+    stock: dict[str, Any] = {
+        "pipe": StableDiffusionXLPipeline.from_pretrained(
+            folder, dtype=SDXL_DTYPE, local_files_only=True
+        ).to(plan.device)
+    }
+    stock["pipe"].set_progress_bar_config(disable=True)
+    ends: list[float] = []
+
+    def at_step_end(_pipe: Any, _i: int, _t: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+        _sync(plan)
+        ends.append(time.perf_counter())
+        return tensors
+
+    def image(seed: int, steps: int, **extra: Any) -> Image.Image:
+        return stock["pipe"](
+            prompt=params.prompt, negative_prompt=params.negative_prompt,
+            num_inference_steps=steps, guidance_scale=params.cfg, width=params.width,
+            height=params.height, generator=torch.Generator().manual_seed(seed), **extra,
+        ).images[0]  # fmt: skip
+
+    try:
+        image(0, params.steps)  # warm-up: kernels chosen, memory reserved
+        image(1, plan.timed_steps + 1, callback_on_step_end=at_step_end)
+        step_ms = statistics.median(np.diff(ends) * 1000)  # the first step: its warm-up
+        seconds = []
+        for seed in range(plan.rounds):
+            begun = time.perf_counter()
+            image(seed, params.steps).save(work / "stock.png")
+            seconds.append(time.perf_counter() - begun)
+        return step_ms, statistics.median(seconds)
+    finally:
+        stock.clear()  # its 7 GB off the GPU before Easel loads its own
+        _free(plan)
+
+
+def _easel_step_ms(plan: Plan, pipe: Any, params: GenerationParams) -> float:
+    """Easel's loop, one step (UNet with CFG + scheduler) at a time, after one warm-up."""
+    timed = GenerationParams(**{**params.to_dict(), "steps": plan.timed_steps + 1})
+    state = denoise.start(pipe, timed)
+    denoise.advance(pipe, state)
+    times = []
+    while not state.finished:
+        begun = time.perf_counter()
+        denoise.advance(pipe, state)
+        _sync(plan)
+        times.append((time.perf_counter() - begun) * 1000)
+    return statistics.median(times)
+
+
+def _queued(plan: Plan, runner: Runner, params: GenerationParams, work: Path) -> tuple[float, str]:
+    """Median seconds of one job submitted to a real queue (a SQLite file) and run by a
+    warm headless worker, as `python -m app worker` runs it; and the most GPU memory
+    allocated meanwhile, in MB."""
+    if plan.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    seconds = []
+    for seed in range(plan.rounds + 1):  # the first: a warm-up, as on the stock side
+        bench = _Bench(runner, work)
+        job_id = bench.queue.submit(GenerationParams(**{**params.to_dict(), "seed": seed}))
+        elapsed = bench.drain()
+        job = bench.queue.get(job_id)
+        bench.queue.db.dispose()
+        if job.status != JobStatus.SUCCESS:
+            raise RuntimeError(f"the queued job ended {job.status}: {job.error}")
+        seconds.append(elapsed)
+    if plan.device != "cuda":
+        return statistics.median(seconds[1:]), "n/a (no GPU: smoke run on the CPU)"
+    return statistics.median(seconds[1:]), str(torch.cuda.max_memory_allocated() // 2**20)
+
+
+def _img2img_finite(
+    plan: Plan, runner: Runner, model: ModelInfo, picture: Image.Image, work: Path
+) -> str:
+    """1 when Easel's img2img in float16 gives a finite, non-blank image from a VAE whose
+    encoder overflows float16 (and whose config says `force_upcast`); 0 and why if not."""
+    if not _encoder_overflows_in_float16(plan, model.path, picture):
+        return "not measured: the stressed VAE encoder stays finite in float16 (no check)"
+    params = GenerationParams(
+        prompt=PROMPT, negative_prompt=NEGATIVE, model=model.name, steps=plan.steps,
+        cfg=SDXL_CFG, width=plan.size, height=plan.size, seed=7, init_image="job:1",
+        strength=IMG2IMG_STRENGTH,
+    )  # fmt: skip
+    try:
+        outcome = _run(runner, params, work / "img2img.png", init_image=_png(picture))
+    except NonFiniteLatents as error:
+        return f"0 ({error})"
+    return _image_verdict(outcome)
+
+
+def _encoder_overflows_in_float16(plan: Plan, folder: Path, picture: Image.Image) -> bool:
+    """The check can fail: the VAE encoder, run plainly in float16, gives NaN or inf."""
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL.from_pretrained(folder / "vae", dtype=torch.float16)
+    with torch.no_grad():
+        moments = (
+            vae.to(plan.device)
+            .encode(picture_tensor(picture, plan.device, torch.float16))
+            .latent_dist.mean
+        )
+    overflows = not bool(torch.isfinite(moments).all())
+    del vae, moments
+    _free(plan)
+    return overflows
+
+
+def _oom_retry(plan: Plan, model: ModelInfo, work: Path) -> str:
+    """1 when a job that runs out of GPU memory is retried in low-VRAM mode (model CPU
+    offload, VAE tiling) and finishes with a real image, the timeline told."""
+    params = GenerationParams(
+        prompt=PROMPT, negative_prompt=NEGATIVE, model=model.name, steps=plan.steps,
+        cfg=SDXL_CFG, width=plan.oom_size, height=plan.oom_size, seed=3,
+    )  # fmt: skip
+    with _easel_dtype(plan, "float16"):
+        runner = Runner(device=pick_device(), resolve=lambda _name: model)
+        try:
+            with _out_of_memory_forced(plan, runner, model):
+                outcome = _run(runner, params, work / "oom.png")
+        except Exception as error:  # the retry ran out too (or said it cannot fit)
+            if not (is_out_of_memory(error) or isinstance(error, EaselError)):
+                raise
+            return f"0 ({type(error).__name__}: {' '.join(str(error).split())[:300]})"
+        finally:
+            runner.cache.clear()
+            _free(plan)
+    if outcome.note != LOW_VRAM_NOTE:
+        return f"0 (no low-VRAM retry happened; the outcome's note: {outcome.note!r})"
+    return _image_verdict(outcome)
+
+
+@contextmanager
+def _out_of_memory_forced(plan: Plan, runner: Runner, model: ModelInfo) -> Iterator[None]:
+    """On the GPU: cap this process's GPU memory below the whole pipeline's weights and
+    above the UNet's (`OOM_HEADROOM_BYTES`), so the normal load runs out and the offloaded
+    retry fits. On the CPU (smoke): the UNet's first call raises torch's out-of-memory
+    error once, as CUDA would."""
+    if plan.device != "cuda":
+        pipe = runner.load(model.name).pipe
+        hook = pipe.unet.register_forward_pre_hook(_out_of_memory)
+        try:
+            yield
+        finally:
+            hook.remove()
+        return
+    _free(plan)
+    whole = sum(path.stat().st_size for path in weight_files(model.path))
+    unet = sum(path.stat().st_size for path in weight_files(model.path / "unet"))
+    cap = unet + OOM_HEADROOM_BYTES
+    if cap >= whole:
+        raise RuntimeError(f"cannot force it: a cap of {cap} B holds the whole {whole} B")
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(cap / total)
+    try:
+        yield
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def _out_of_memory(_module: Any, _args: Any) -> None:
+    raise torch.OutOfMemoryError("CUDA out of memory (forced by benchmarks/gpu.py --smoke)")
+
+
+# --- Flux.1 -----------------------------------------------------------------------------
+
+
+def _flux_figures(plan: Plan, work: Path, report: Report) -> None:
+    """Flux.1 dev-style, full size, in bfloat16: Easel's step time, and Easel's image
+    against stock `FluxPipeline` loaded in bfloat16 from the same folder."""
+    why_not = _no_room_for_flux(plan, work)
+    if why_not:
+        for name in FLUX_FIGURES:
+            report(name, f"not run: {why_not}")
+        return
+    started = time.perf_counter()
+    folder = write_flux(work / "flux-random", plan.device, smoke=plan.smoke)
+    report("flux_written_s", f"{time.perf_counter() - started:.1f}")
+    model = detected(ModelInfo("flux-random", folder, ModelSource.USER))
+    params = GenerationParams(
+        prompt=PROMPT, model=model.name, steps=plan.flux_steps, cfg=FLUX_GUIDANCE,
+        width=plan.size, height=plan.size, seed=42,
+    )  # fmt: skip
+    ours = work / "flux-easel.png"
+    with _easel_dtype(plan, "bfloat16"):
+        runner = Runner(device=pick_device(), resolve=lambda _name: model)
+        try:
+            pipe = runner.load(model.name).pipe
+            ran_in = str(pipe.transformer.dtype).removeprefix("torch.")
+            report("step_ms_flux_1024", f"{_easel_step_ms(plan, pipe, params):.1f}")
+            _run(runner, params, ours)
+        finally:
+            runner.cache.clear()  # one 12 B model on the GPU at a time
+            _free(plan)
+    stock = _stock_flux(plan, folder, params)
+    difference = max_diff(pixels(ours), pixels(stock))
+    note = "" if ran_in == "bfloat16" else f" (Easel ran {ran_in})"
+    report("flux_bf16_same_as_diffusers_max_diff", f"{difference}{note}")
+    shutil.rmtree(folder)
+
+
+def _no_room_for_flux(plan: Plan, work: Path) -> str:
+    if plan.device != "cuda":
+        return ""
+    free_gpu = torch.cuda.mem_get_info()[0] / GIB
+    if free_gpu < FLUX_NEEDS_GPU_GIB:
+        return f"a full-size Flux.1 needs {FLUX_NEEDS_GPU_GIB} GiB on the GPU, {free_gpu:.0f} free"
+    free_disk = shutil.disk_usage(work).free / GIB
+    if free_disk < FLUX_NEEDS_DISK_GIB:
+        return f"its files need {FLUX_NEEDS_DISK_GIB} GiB on disk, {free_disk:.0f} free in {work}"
+    return ""
+
+
+def _stock_flux(plan: Plan, folder: Path, params: GenerationParams) -> Image.Image:
+    """Stock `FluxPipeline` as its model card calls it: bfloat16, a CPU generator."""
+    from diffusers import FluxPipeline
+
+    pipe: Any = FluxPipeline.from_pretrained(folder, dtype=FLUX_DTYPE, local_files_only=True)
+    pipe.to(plan.device)
+    pipe.set_progress_bar_config(disable=True)
+    try:
+        image: Image.Image = pipe(
+            prompt=params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+            width=params.width, height=params.height,
+            generator=torch.Generator().manual_seed(params.seed),
+        ).images[0]  # fmt: skip
+        return image
+    finally:
+        del pipe
+        _free(plan)
+
+
+# --- shared -----------------------------------------------------------------------------
+
+
+@contextmanager
+def _easel_dtype(plan: Plan, name: str) -> Iterator[None]:
+    """Smoke: $EASEL_DTYPE forces the GPU's dtype on the CPU, so the same half-precision
+    paths run. On the GPU Easel chooses by itself: that choice is part of what is checked."""
+    if not plan.smoke:
+        yield
+        return
+    before = os.environ.get(DTYPE_ENV)
+    os.environ[DTYPE_ENV] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DTYPE_ENV, None)
+        else:
+            os.environ[DTYPE_ENV] = before
+
+
+def _run(
+    runner: Runner, params: GenerationParams, out: Path, init_image: bytes | None = None
+) -> GenerationOutcome:
+    return runner.run(
+        params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=_go,
+        init_image=init_image,
+    )  # fmt: skip
+
+
+def _go(_progress: StepProgress) -> StepDecision:
+    return StepDecision.CONTINUE
+
+
+def _image_verdict(outcome: GenerationOutcome) -> str:
+    if outcome.image_path is None:
+        return f"0 (no image: the job ended {outcome.kind.value})"
+    image = pixels(outcome.image_path)
+    if int(image.max()) == int(image.min()):
+        return f"0 (the image is one colour, {int(image.max())})"
+    return "1"
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _sync(plan: Plan) -> None:
+    if plan.device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _free(plan: Plan) -> None:
+    """Give the GPU back what the last part held (the CPU's few MB can wait for Python)."""
+    if plan.device == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def _device_line(plan: Plan) -> str:
+    import diffusers
+
+    versions = f"torch {torch.__version__}, diffusers {diffusers.__version__}"
+    if plan.device != "cuda":
+        return f"cpu (--smoke: {plan.size} px, {plan.steps} steps; not a speed figure), {versions}"
+    gpu = torch.cuda.get_device_properties(0)
+    return f"{gpu.name} ({gpu.total_memory / GIB:.0f} GiB, sm_{gpu.major}{gpu.minor}), {versions}"
+
+
+def _quiet() -> None:
+    import diffusers
+    import transformers
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    diffusers.utils.logging.disable_progress_bar()
+    diffusers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
