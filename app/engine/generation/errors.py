@@ -14,6 +14,8 @@ __all__ = [
     "CheckpointMismatch",
     "GenerationError",
     "ModelLoadFailed",
+    "NonFiniteLatents",
+    "NonFiniteVaeOutput",
     "UnsupportedModel",
     "is_out_of_memory",
     "is_transient",
@@ -65,3 +67,8 @@ class CheckpointCorrupt(CheckpointError):
 
 class NonFiniteLatents(GenerationError):
     """The model produced NaN or infinite values: decoding them would give a garbage image."""
+
+
+class NonFiniteVaeOutput(NonFiniteLatents):
+    """The VAE produced them (it overflowed in half precision): the runner retries the job
+    once with that VAE in float32 (`vae_precision.keep_in_float32`)."""

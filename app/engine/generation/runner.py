@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise, tiled
+from app.engine.generation import denoise, tiled, vae_precision
 from app.engine.generation.checkpoint import (
     Checkpoint,
     SavedCheckpoint,
@@ -35,7 +35,7 @@ from app.engine.generation.controlnets import (
     find_controlnet,
 )
 from app.engine.generation.device import DeviceChoice, pick_device
-from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
+from app.engine.generation.errors import NonFiniteLatents, NonFiniteVaeOutput, is_out_of_memory
 from app.engine.generation.families import family_of
 from app.engine.generation.fast_load import prefetch
 from app.engine.generation.files import write_png
@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 
 StepCallback = Callable[[StepProgress], StepDecision]
 LOW_VRAM_NOTE = "out of GPU memory: retried with low-VRAM mode on (model CPU offload, VAE tiling)"
+VAE_FLOAT32_NOTE = "the VAE gave NaN or infinity in half precision: retried with the VAE in float32"
 
 
 class Runner:
@@ -196,7 +197,9 @@ class Runner:
         or deleted then), and whatever the model raises (see `errors.is_transient`).
         `LoraError` too. Running out of GPU memory (`errors.is_out_of_memory`) is retried
         once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
-        note says so; every other error, transient or not, goes up unchanged.
+        note says so; so is a VAE that gave NaN or infinity (`NonFiniteVaeOutput`), with
+        that VAE in float32 (it then stays so for this loaded model). Every other error,
+        transient or not, goes up unchanged.
         """
         inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
         try:
@@ -217,6 +220,29 @@ class Runner:
         self._device = replace(self._device, low_vram=True)
 
     def _run_once(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        inputs: _Inputs,
+    ) -> GenerationOutcome:
+        """One run, retried once if its VAE overflowed (half precision) and can be upcast."""
+        attempt = partial(self._attempt, params, output_path, checkpoint_path, on_step, inputs)
+        try:
+            return attempt()
+        except NonFiniteVaeOutput:
+            if not self._keep_vae_in_float32(params):
+                raise  # in float32 already: nothing left to try
+        return replace(attempt(), note=VAE_FLOAT32_NOTE)
+
+    def _keep_vae_in_float32(self, params: GenerationParams) -> bool:
+        """The job's VAE in float32 from now on (the model is held: no load); False when it
+        runs so already."""
+        pipe = self.load(params.model, parse_loras(params.prompt)[1]).pipe
+        return vae_precision.keep_in_float32(pipe.vae)
+
+    def _attempt(
         self,
         params: GenerationParams,
         output_path: Path,
