@@ -165,3 +165,14 @@ def test_a_vae_that_gives_nan_in_float32_too_fails_after_one_retry(
         run(runner, tmp_path, "nan")
     assert decodes == [torch.float16, torch.float32]
     assert not (tmp_path / "nan.png").exists()
+
+
+def test_sdxl_previews_in_float16_decode_in_float32_as_the_image(
+    tiny_folders: dict[Architecture, Path],
+) -> None:
+    loaded = runner_for(tiny_folders[Architecture.SDXL]).load("m")
+    overflowing(loaded.pipe.vae.decoder.conv_in)
+    latents = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    png = loaded.previewer.png(latents.half(), (64, 64))
+    assert pixels(Image.open(io.BytesIO(png))).std() > 10  # not NaN-black
+    assert loaded.pipe.vae.dtype == torch.float16
