@@ -24,7 +24,10 @@ from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import NonFiniteVaeOutput
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import VAE_FLOAT32_NOTE, Runner
+from app.engine.generation.tiny_flux import write_tiny_flux
+from app.engine.generation.tiny_klein import write_tiny_klein
 from app.engine.generation.vae_precision import keep_in_float32
+from app.engine.jobs.params import GenerationParams
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.tiny_architectures import (
     go_on,
@@ -55,6 +58,12 @@ def overflowing(conv: torch.nn.Conv2d) -> None:
     """`conv` sums its inputs times 3000: infinity in float16 wherever they are near +-1."""
     with torch.no_grad():
         conv.weight.fill_(OVERFLOWING_WEIGHT)
+
+
+def overflowing_output(conv: torch.nn.Module) -> None:
+    """`conv`'s output times 1e5: infinity in float16 wherever it passes 0.66, whatever its
+    input (Flux.2's batch-normalised latents are too small for `overflowing`)."""
+    conv.register_forward_hook(lambda _module, _args, output: output * 1e5)
 
 
 def run(runner: Runner, folder: Path, name: str, **changes: Any) -> tuple[np.ndarray, str]:
@@ -176,3 +185,22 @@ def test_sdxl_previews_in_float16_decode_in_float32_as_the_image(
     png = loaded.previewer.png(latents.half(), (64, 64))
     assert pixels(Image.open(io.BytesIO(png))).std() > 10  # not NaN-black
     assert loaded.pipe.vae.dtype == torch.float16
+
+
+@pytest.mark.parametrize("write", [write_tiny_flux, write_tiny_klein], ids=["flux", "klein"])
+def test_a_flow_familys_vae_that_overflows_is_retried_in_float32_too(
+    write: Any, tmp_path: Path
+) -> None:
+    """Their stock pipelines never upcast, nor does Easel at first; the retry does (Flux.2's
+    decode is its own: batch norm undone, patches unfolded)."""
+    runner = runner_for(write(tmp_path / "model"))
+    vae = runner.load("m").pipe.vae
+    assert vae.dtype == torch.float16
+    overflowing_output(vae.decoder.conv_in)
+    params = GenerationParams("the cat", model="m", steps=2, cfg=3.5, width=64, height=48)
+    out = runner.run(
+        params.with_concrete_seed(), output_path=tmp_path / "out.png",
+        checkpoint_path=tmp_path / "out.ckpt", on_step=go_on,
+    )  # fmt: skip
+    assert out.kind is OutcomeKind.COMPLETED and out.note == VAE_FLOAT32_NOTE
+    assert out.image_path is not None and pixels(out.image_path).std() > 10
