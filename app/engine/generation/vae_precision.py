@@ -4,7 +4,9 @@ SDXL's VAE overflows in float16 (NaN, a black image); its config says so (`force
 and diffusers' SDXL pipelines then run it in float32 and move it back after:
 `prepare_latents` (img2img) and `_encode_vae_image` (inpaint) whenever the config asks,
 the decode after the loop when the VAE is in float16. Their latents are normalised with
-the config's `latents_mean`/`latents_std` where it has them. The SD 1.x/2.x, Flux, SD 3.x,
+the config's `latents_mean`/`latents_std` where it has them (img2img's encode and every
+decode; the inpaint pipeline's encode forgets it, which would leave its kept area in other
+units than the loop's, so here every encode normalises). The SD 1.x/2.x, Flux, SD 3.x,
 Z-Image and Flux.2 pipelines never upcast (whatever `force_upcast` says), so their
 families pass `upcast=False`: the same arithmetic as stock in every dtype.
 
