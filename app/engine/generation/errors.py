@@ -14,6 +14,8 @@ __all__ = [
     "CheckpointMismatch",
     "GenerationError",
     "ModelLoadFailed",
+    "NonFiniteLatents",
+    "NonFiniteVaeOutput",
     "NotEnoughGraphicsMemory",
     "UnsupportedModel",
     "is_out_of_memory",
@@ -66,6 +68,11 @@ class CheckpointCorrupt(CheckpointError):
 
 class NonFiniteLatents(GenerationError):
     """The model produced NaN or infinite values: decoding them would give a garbage image."""
+
+
+class NonFiniteVaeOutput(NonFiniteLatents):
+    """The VAE produced them (it overflowed in half precision): the runner retries the job
+    once with that VAE in float32 (`vae_precision.keep_in_float32`)."""
 
 
 GB = 1e9  # graphics memory is sold and shown in decimal gigabytes

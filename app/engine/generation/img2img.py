@@ -2,7 +2,8 @@
 
 Mirrors `StableDiffusionImg2ImgPipeline`: `get_timesteps` skips the first
 `steps * (1 - strength)` steps, `prepare_latents` encodes the image with the VAE (sampling
-its latent distribution with the job's generator) and adds noise at the first remaining
+its latent distribution with the job's generator; SDXL's VAE in float32, see
+`vae_precision`) and adds noise at the first remaining
 timestep. Same order of random draws, same arithmetic: the same image as the stock
 pipeline. The rest of the loop (steps, checkpoints, pause/resume) is unchanged.
 """
@@ -12,9 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
-    retrieve_latents,
-)
 from diffusers.utils.torch_utils import randn_tensor
 
 from app.engine.jobs.init_image import fit_to, open_rgb
@@ -35,20 +33,21 @@ def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tenso
 
 @torch.no_grad()
 def start_latents(
-    pipe: Any,
+    family: Any,
     scheduler: Any,
     params: GenerationParams,
     init_png: bytes,
     generator: torch.Generator,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, int, torch.Tensor]:
-    """(timesteps, steps, latents) to start the loop from `init_png`, resized to the job."""
+    """(timesteps, steps, latents) to start the loop from `init_png`, resized to the job;
+    the image encoded by `family.encode_image` (in float32 where the stock pipeline upcasts
+    the VAE: SDXL's)."""
     timesteps, steps = trim_schedule(scheduler, params)
-    device = pipe._execution_device
+    device = family.device
     image = fit_to(open_rgb(init_png), (params.width, params.height))
-    pixels = pipe.image_processor.preprocess(image).to(device=device, dtype=dtype)
-    encoded = retrieve_latents(pipe.vae.encode(pixels), generator=generator)
-    image_latents = pipe.vae.config.scaling_factor * encoded
+    pixels = family.pipe.image_processor.preprocess(image).to(device=device, dtype=dtype)
+    image_latents = family.encode_image(pixels, generator)
     noise = randn_tensor(image_latents.shape, generator=generator, device=device, dtype=dtype)
     latents = scheduler.add_noise(image_latents, noise, timesteps[:1])
     return timesteps, steps, latents

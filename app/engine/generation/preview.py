@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from app.engine.generation import vae_precision
+
 PREVIEW_MAX_SIDE = 128
 TINY_VAE_MAX_PARAMS = 5_000_000  # SD's VAE has 83M; easel-tiny's well under 1M
 
@@ -60,10 +62,11 @@ class VaePreviewer:
         if latents.shape[-2] > size[0] or latents.shape[-1] > size[1]:
             latents = F.interpolate(latents, size=size, mode="area")
         # No generator: AutoencoderKL.decode draws no noise, so the run's RNG is untouched.
-        config = self._vae.config
-        # Flux's and SD 3.x's VAEs also shift their latents (`shift_factor`); SD's do not.
-        unscaled = latents / config.scaling_factor + (getattr(config, "shift_factor", None) or 0)
-        decoded = self._vae.decode(unscaled, return_dict=False)[0]
+        # Unscaled as each family's decode (Flux's and SD 3.x's latents are also shifted),
+        # in float32 when the VAE asks (SDXL's overflows in float16); never a failed job.
+        vae = self._vae
+        upcast = vae_precision.decode_upcasts(vae)
+        decoded = vae_precision.decode(vae, latents, upcast=upcast, check=False)
         return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
 
 
@@ -89,7 +92,10 @@ class Flux2Previewer:
         size = (-(-height // factor), -(-width // factor))
         if unpatched.shape[-2] > size[0] or unpatched.shape[-1] > size[1]:
             unpatched = F.interpolate(unpatched, size=size, mode="area")
-        decoded = self._pipe.vae.decode(unpatched, return_dict=False)[0]
+        vae = self._pipe.vae
+        decoded = vae_precision.run_decoder(
+            vae, unpatched, False, lambda z: vae.decode(z, return_dict=False)[0], check=False
+        )  # in float32 after a NaN, as the family's decode
         return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise, tiled
+from app.engine.generation import denoise, tiled, vae_precision
 from app.engine.generation.checkpoint import (
     Checkpoint,
     SavedCheckpoint,
@@ -38,6 +38,7 @@ from app.engine.generation.controlnets import (
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import (
     NonFiniteLatents,
+    NonFiniteVaeOutput,
     NotEnoughGraphicsMemory,
     is_out_of_memory,
 )
@@ -92,6 +93,7 @@ log = logging.getLogger(__name__)
 
 StepCallback = Callable[[StepProgress], StepDecision]
 LOW_VRAM_NOTE = "out of GPU memory: retried with low-VRAM mode on (model CPU offload, VAE tiling)"
+VAE_FLOAT32_NOTE = "the VAE gave NaN or infinity in half precision: retried with the VAE in float32"
 
 
 class Runner:
@@ -207,11 +209,15 @@ class Runner:
         or deleted then), and whatever the model raises (see `errors.is_transient`).
         `LoraError` too. Running out of GPU memory (`errors.is_out_of_memory`) is retried
         once with the low-VRAM mode on (it then stays on for this runner) and the outcome's
-        note says so; out of memory in low-VRAM mode raises `NotEnoughGraphicsMemory`. Every
-        other error, transient or not, goes up unchanged.
+        note says so; out of memory in low-VRAM mode raises `NotEnoughGraphicsMemory`. So is
+        a VAE that gave NaN or infinity (`NonFiniteVaeOutput`) retried, with that VAE in
+        float32 (it then stays so for this loaded model). Every other error, transient or
+        not, goes up unchanged.
         """
         inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
-        attempt = partial(self._attempt, params, output_path, checkpoint_path, on_step, inputs)
+        attempt = partial(
+            self._attempt_within_memory, params, output_path, checkpoint_path, on_step, inputs
+        )
         outcome = attempt()
         if outcome is not None:
             return outcome
@@ -224,9 +230,9 @@ class Runner:
         outcome = attempt()
         if outcome is None:
             raise self._does_not_fit(params)
-        return replace(outcome, note=LOW_VRAM_NOTE)
+        return replace(outcome, note="; ".join(filter(None, (LOW_VRAM_NOTE, outcome.note))))
 
-    def _attempt(
+    def _attempt_within_memory(
         self,
         params: GenerationParams,
         output_path: Path,
@@ -274,6 +280,29 @@ class Runner:
         return largest_part_bytes(loaded.pipe) if loaded is not None else None
 
     def _run_once(
+        self,
+        params: GenerationParams,
+        output_path: Path,
+        checkpoint_path: Path,
+        on_step: StepCallback,
+        inputs: _Inputs,
+    ) -> GenerationOutcome:
+        """One run, retried once if its VAE overflowed (half precision) and can be upcast."""
+        attempt = partial(self._generate, params, output_path, checkpoint_path, on_step, inputs)
+        try:
+            return attempt()
+        except NonFiniteVaeOutput:
+            if not self._keep_vae_in_float32(params):
+                raise  # in float32 already: nothing left to try
+        return replace(attempt(), note=VAE_FLOAT32_NOTE)
+
+    def _keep_vae_in_float32(self, params: GenerationParams) -> bool:
+        """The job's VAE in float32 from now on (the model is held: no load); False when it
+        runs so already."""
+        pipe = self.load(params.model, parse_loras(params.prompt)[1]).pipe
+        return vae_precision.keep_in_float32(pipe.vae)
+
+    def _generate(
         self,
         params: GenerationParams,
         output_path: Path,

@@ -27,11 +27,10 @@ import numpy as np
 import torch
 from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
-from diffusers.pipelines.flux.pipeline_flux_img2img import retrieve_latents
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint
+from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
@@ -209,10 +208,8 @@ class FluxFamily(FlowFamily):
         return start
 
     def _encode_vae_image(self, image: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        config = self.pipe.vae.config
-        latents = retrieve_latents(self.pipe.vae.encode(image), generator=generator)
-        encoded: torch.Tensor = (latents - config.shift_factor) * config.scaling_factor
-        return encoded
+        # Flux's pipelines never upcast the VAE (see vae_precision).
+        return vae_precision.encode(self.pipe.vae, image, generator, upcast=False)
 
     def _mask_processor(self) -> VaeImageProcessor:
         """`FluxInpaintPipeline.mask_processor` (the text-to-image pipeline has none)."""
@@ -259,9 +256,7 @@ class FluxFamily(FlowFamily):
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         pipe = self.pipe
-        config = pipe.vae.config
-        latents = (latents / config.scaling_factor) + config.shift_factor
-        image = pipe.vae.decode(latents, return_dict=False)[0]
+        image = vae_precision.decode(pipe.vae, latents, upcast=False)  # as stock: no upcast
         pil: Image.Image = pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
 

@@ -46,6 +46,7 @@ loader path (`load_lora_weights`).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,7 +60,7 @@ from diffusers.pipelines.flux2.pipeline_flux2_klein_inpaint import Flux2KleinInp
 from diffusers.utils.torch_utils import get_module_execution_device, randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint
+from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
@@ -203,7 +204,12 @@ class Flux2KleinFamily(FlowFamily):
         )  # fmt: skip
         latent_timestep = timesteps[:1].repeat(1)
         vae_device = get_module_execution_device(pipe.vae)
-        image_latents = pipe._encode_vae_image(init.to(vae_device, dtype), generator)
+        # The stock pipeline's own encode (patchified, batch-normalised), never upcast but
+        # in float32 after a NaN (vae_precision).
+        image_latents = vae_precision.run_encoder(
+            pipe.vae, init.to(vae_device, dtype), False,
+            lambda pixels: pipe._encode_vae_image(pixels, generator),
+        )  # fmt: skip
         image_latents = image_latents.to(self.device)
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
@@ -296,10 +302,14 @@ class Flux2KleinFamily(FlowFamily):
         """The stock pipeline after its loop: the VAE's batch-norm normalisation undone,
         the 2x2 patches back to the VAE's latent grid, decoded."""
         pipe = self.pipe
-        latents = denormalised(pipe, latents)
-        image = pipe.vae.decode(latents, return_dict=False)[0]
+        image = vae_precision.run_decoder(pipe.vae, latents, False, partial(_decoded, pipe))
         pil: Image.Image = pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
+
+
+def _decoded(pipe: Any, latents: torch.Tensor) -> torch.Tensor:
+    image: torch.Tensor = pipe.vae.decode(denormalised(pipe, latents), return_dict=False)[0]
+    return image
 
 
 def denormalised(pipe: Any, latents: torch.Tensor) -> torch.Tensor:

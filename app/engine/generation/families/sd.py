@@ -40,8 +40,7 @@ class StableDiffusionFamily(UNetFamily):
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         pipe = self.pipe
-        scaled = latents / pipe.vae.config.scaling_factor
-        image = pipe.vae.decode(scaled, return_dict=False, generator=generator)[0]
+        image = self.decoded_pixels(latents, generator)  # the generator, as the pipeline's
         pil: Image.Image = pipe.image_processor.postprocess(
             image, output_type="pil", do_denormalize=[True]
         )[0]

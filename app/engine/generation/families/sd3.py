@@ -34,14 +34,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
-    retrieve_latents,
-)
 from diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3 import calculate_shift
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint
+from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families import flow
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.lora import prompt_text
@@ -251,10 +248,8 @@ class StableDiffusion3Family(flow.FlowFamily):
         return Schedule(timesteps, steps, latents)
 
     def encode_image(self, pixels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        vae = self.pipe.vae
-        encoded = retrieve_latents(vae.encode(pixels), generator=generator)
-        latents: torch.Tensor = (encoded - vae.config.shift_factor) * vae.config.scaling_factor
-        return latents
+        # SD 3.x's pipelines never upcast the VAE (see vae_precision).
+        return vae_precision.encode(self.pipe.vae, pixels, generator, upcast=False)
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
         if params.init_image:
@@ -288,8 +283,6 @@ class StableDiffusion3Family(flow.FlowFamily):
         return noise_pred
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
-        vae = self.pipe.vae
-        unscaled = (latents / vae.config.scaling_factor) + vae.config.shift_factor
-        image = vae.decode(unscaled, return_dict=False)[0]
+        image = vae_precision.decode(self.pipe.vae, latents, upcast=False)  # as stock
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil

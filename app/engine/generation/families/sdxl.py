@@ -7,9 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
-    retrieve_latents,
-)
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
@@ -32,6 +29,8 @@ class StableDiffusionXLFamily(UNetFamily):
     name = "sdxl"
     label = "SDXL"
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS, ADD_TIME_IDS)
+    # SDXL's VAE overflows to NaN (a black image) in float16; its config asks for float32.
+    follows_force_upcast = True
 
     def scheduler(self, params: GenerationParams) -> Any:
         scheduler = super().scheduler(params)
@@ -88,47 +87,10 @@ class StableDiffusionXLFamily(UNetFamily):
     def added_conditioning(self, conditioning: Conditioning) -> dict[str, torch.Tensor] | None:
         return {"text_embeds": conditioning[POOLED_EMBEDS], "time_ids": conditioning[ADD_TIME_IDS]}
 
-    def encode_image(self, pixels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """As `StableDiffusionXLInpaintPipeline._encode_vae_image`: in float32 when the VAE
-        asks for it."""
-        vae = self.pipe.vae
-        dtype = pixels.dtype
-        upcast = bool(vae.config.force_upcast)
-        if upcast:
-            pixels = pixels.float()
-            vae.to(dtype=torch.float32)
-        try:
-            encoded = retrieve_latents(vae.encode(pixels), generator=generator)
-        finally:
-            if upcast:
-                vae.to(dtype)
-        latents: torch.Tensor = vae.config.scaling_factor * encoded.to(dtype)
-        return latents
-
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
-        vae = self.pipe.vae
-        # SDXL's VAE overflows to NaN (a black image) in float16; its config asks for float32.
-        upcast = vae.dtype == torch.float16 and vae.config.force_upcast
-        if upcast:
-            vae.to(dtype=torch.float32)
-            latents = latents.to(torch.float32)
-        try:
-            image = vae.decode(self._unscaled(latents), return_dict=False)[0]
-        finally:
-            if upcast:
-                vae.to(dtype=torch.float16)
+        image = self.decoded_pixels(latents)  # in float32 when the VAE asks (vae_precision)
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
-
-    def _unscaled(self, latents: torch.Tensor) -> torch.Tensor:
-        config = self.pipe.vae.config
-        mean = getattr(config, "latents_mean", None)
-        std = getattr(config, "latents_std", None)
-        if mean is None or std is None:
-            return latents / config.scaling_factor
-        mean_t = torch.tensor(mean).view(1, 4, 1, 1).to(latents.device, latents.dtype)
-        std_t = torch.tensor(std).view(1, 4, 1, 1).to(latents.device, latents.dtype)
-        return latents * std_t / config.scaling_factor + mean_t
 
 
 def _stock_negative(negative: str) -> str | None:

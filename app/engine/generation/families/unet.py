@@ -13,13 +13,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_img2img import (
-    retrieve_latents,
-)
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import img2img, inpaint, reference
+from app.engine.generation import img2img, inpaint, reference, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.prompt_weights import ClipEncoders
 from app.engine.generation.schedulers import make_scheduler
@@ -44,6 +41,9 @@ class UNetFamily(ABC):
     name = ""
     label = ""
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
+    # Whether the stock pipelines run the VAE in float32 when its config says
+    # `force_upcast` (SDXL's do; SD 1.x/2.x's never do, see `vae_precision`).
+    follows_force_upcast = False
 
     def __init__(self, pipe: Any) -> None:
         self.pipe = pipe
@@ -143,7 +143,7 @@ class UNetFamily(ABC):
             return Schedule(timesteps, steps, latents)
         if init_image is not None:
             timesteps, steps, latents = img2img.start_latents(
-                self.pipe, scheduler, params, init_image, generator, dtype
+                self, scheduler, params, init_image, generator, dtype
             )
             return Schedule(timesteps, steps, latents)
         shape = self.latent_shape(params)
@@ -208,11 +208,19 @@ class UNetFamily(ABC):
         return inpaint.blend(scheduler, latents, timesteps, index, conditioning)
 
     def encode_image(self, pixels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """`pixels` as latents (sampled with `generator`): the inpaint pipelines'
-        `_encode_vae_image`."""
-        encoded = retrieve_latents(self.pipe.vae.encode(pixels), generator=generator)
-        latents: torch.Tensor = self.pipe.vae.config.scaling_factor * encoded
-        return latents
+        """`pixels` as latents (sampled with `generator`): the img2img pipelines'
+        `prepare_latents` and the inpaint pipelines' `_encode_vae_image`."""
+        vae = self.pipe.vae
+        upcast = self.follows_force_upcast and vae_precision.encode_upcasts(vae)
+        return vae_precision.encode(vae, pixels, generator, upcast=upcast)
+
+    def decoded_pixels(
+        self, latents: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """The loop's latents decoded, as the pipelines after their loop."""
+        vae = self.pipe.vae
+        upcast = self.follows_force_upcast and vae_precision.decode_upcasts(vae)
+        return vae_precision.decode(vae, latents, upcast=upcast, generator=generator)
 
     def finish(self, image: Image.Image, masked: inpaint.MaskedImage | None) -> Image.Image:
         return image if masked is None else inpaint.paste_back(self.pipe, image, masked)

@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers.pipelines.flux.pipeline_flux_img2img import retrieve_latents
 from diffusers.pipelines.z_image.pipeline_z_image import (
     calculate_shift,
     get_default_z_image_sigmas,
@@ -56,7 +55,7 @@ from diffusers.pipelines.z_image.pipeline_z_image import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint
+from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
@@ -189,10 +188,9 @@ class ZImageFamily(FlowFamily):
             raise InvalidParameters(
                 f"strength {params.strength:g} leaves no step of {params.steps} to run"
             )
-        vae = self.pipe.vae
         pixels = pixels.to(device=self.device, dtype=dtype)
-        encoded = retrieve_latents(vae.encode(pixels), generator=generator)
-        image_latents = (encoded - vae.config.shift_factor) * vae.config.scaling_factor
+        # Z-Image's pipelines never upcast the VAE (see vae_precision).
+        image_latents = vae_precision.encode(self.pipe.vae, pixels, generator, upcast=False)
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=dtype)
         latents = scheduler.scale_noise(image_latents, timesteps[:1].repeat(1), noise)
@@ -293,10 +291,8 @@ class ZImageFamily(FlowFamily):
         return dtype
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
-        vae = self.pipe.vae
-        latents = latents.to(vae.dtype)
-        unscaled = (latents / vae.config.scaling_factor) + vae.config.shift_factor
-        image = vae.decode(unscaled, return_dict=False)[0]
+        # In the VAE's dtype, as the stock pipeline casts them; never upcast (vae_precision).
+        image = vae_precision.decode(self.pipe.vae, latents, upcast=False)
         pil: Image.Image = self.pipe.image_processor.postprocess(image, output_type="pil")[0]
         return pil
 
