@@ -103,7 +103,7 @@ CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default="float32")
     dtype = parser.parse_args(argv).dtype
     if dtype != "float32":

@@ -21,6 +21,8 @@ alike:
 - The second, `workdir`, is a folder shared by all the cases of one run (and one dtype or
   several): a case writes its tiny models there once (the next case of the family finds
   them) and its images in a sub-folder of its own name and dtype. It must outlive the run.
+  This module keeps to `workdir/models/{sd1,sd2,sdxl,controlnet,ipadapter}` and
+  `workdir/runs/<name>-<dtype>`; another module's cases keep to names of their own.
 - `easel`: Easel's image (a `Runner` on `DeviceChoice("cpu", dtype)`).
 - `stock`: the stock pipeline's image, the pipeline loaded with `torch_dtype=dtype` from
   the same files and called as its documentation shows.

@@ -16,10 +16,7 @@ import pytest
 from app.testing.images import max_diff, pixels
 from benchmarks import dtype_matrix
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::FutureWarning"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
 CASES = {case.name: case for case in dtype_matrix.CASES}
 # diffusers' SDXL img2img encodes with the VAE in float32 when its config says
