@@ -39,11 +39,25 @@ GGUF and fp8, for Flux through Easel's key conversion, as diffusers' own fixes t
 the released 3072); and `vs_unquantised_max_diff[arch-layout]`: the quantised file's image
 against the full-precision one's.
 
-Run alone (`.venv/bin/python benchmarks/architectures.py`) or from benchmarks/generation.py.
+With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
+above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
+SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` where that module is present,
+computed in that dtype on the CPU:
+- `same_as_diffusers_max_diff[<family>-<kind>-<dtype>]`: pixel difference (1/255) between
+  Easel's image and the stock pipeline's, loaded in that dtype and called with its defaults;
+- `pause_resume_max_diff[<family>-<kind>-<dtype>]`: between an uninterrupted run and one
+  paused at step k and resumed in a fresh process;
+- `dtype_cases[<dtype>]` (figures printed), `dtype_cases_within_1[<dtype>]` (those at
+  most 1) and `dtype_cases_failed[<dtype>]`: the names of the others. A case that raises
+  prints `error (<exception>: <message>)` as its value.
+
+Run alone (`.venv/bin/python benchmarks/architectures.py [--dtype float16]`) or from
+benchmarks/generation.py (float32).
 """
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import shutil
@@ -66,7 +80,7 @@ from diffusers import Flux2KleinInpaintPipeline
 
 from app.engine.generation import denoise
 from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
-from app.engine.generation.device import CPU
+from app.engine.generation.device import CPU, DTYPE_NAMES
 from app.engine.generation.loader import (
     PipelineCache,
     SingleFileConfigs,
@@ -88,9 +102,73 @@ STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
 CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="float32")
+    dtype = parser.parse_args(argv).dtype
+    if dtype != "float32":
+        run_dtype_matrix(dtype)
+        return
     run_architectures()
     run_file_layouts()
+
+
+def matrix_cases() -> list[Any]:
+    """The UNet families' cases, then the flow families' where their module is present."""
+    from benchmarks.dtype_matrix import CASES
+
+    try:
+        from benchmarks.dtype_matrix_flow import CASES as FLOW_CASES  # type: ignore[import-not-found,unused-ignore]
+    except ModuleNotFoundError as missing:
+        if missing.name != "benchmarks.dtype_matrix_flow":
+            raise
+        FLOW_CASES = []
+    return [*CASES, *FLOW_CASES]
+
+
+def run_dtype_matrix(dtype: str) -> None:
+    """Each case's two figures in `dtype`, then the count (see the docstring)."""
+    from diffusers.utils import logging as diffusers_logging
+
+    from benchmarks import dtype_matrix
+
+    # Quiet diffusers' notices (half precision "cannot run" on a CPU, which it does here).
+    diffusers_logging.set_verbosity_error()
+    within, failed = 0, []
+    cases = matrix_cases()
+    try:
+        with tempfile.TemporaryDirectory() as temp:
+            for case in cases:
+                label = f"{case.name}-{dtype}"
+                stock = _figure(lambda c=case: _diff(*_pair(c, dtype, Path(temp))))
+                resumed = _figure(lambda c=case: _diff(*c.pause_resume(dtype, Path(temp))))
+                report(f"same_as_diffusers_max_diff[{label}]", stock)
+                report(f"pause_resume_max_diff[{label}]", resumed)
+                if all(isinstance(v, int) and v <= 1 for v in (stock, resumed)):
+                    within += 1
+                else:
+                    failed.append(case.name)
+    finally:
+        dtype_matrix.close()
+    report(f"dtype_cases[{dtype}]", len(cases))
+    report(f"dtype_cases_within_1[{dtype}]", within)
+    report(f"dtype_cases_failed[{dtype}]", " ".join(failed) or "none")
+
+
+def _pair(case: Any, dtype: str, workdir: Path) -> tuple[Image.Image, Image.Image]:
+    return case.easel(dtype, workdir), case.stock(dtype, workdir)
+
+
+def _diff(a: Image.Image, b: Image.Image) -> int:
+    return max_diff(pixels(a), pixels(b))
+
+
+def _figure(compute: Any) -> int | str:
+    """The figure, or `error (...)` when the case raised (a NaN stop, a load that failed)."""
+    try:
+        return int(compute())
+    except Exception as error:  # the matrix goes on: one case's failure is its figure
+        return f"error ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
 
 
 def run_architectures() -> None:
