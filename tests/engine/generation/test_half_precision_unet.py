@@ -19,20 +19,14 @@ from benchmarks import dtype_matrix
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
 CASES = {case.name: case for case in dtype_matrix.CASES}
-# diffusers' SDXL img2img encodes with the VAE in float32 when its config says
-# `force_upcast` (in bfloat16 too); `img2img.start_latents` encodes in the job's dtype.
-VAE_NOT_UPCAST = pytest.mark.xfail(
-    strict=True,
-    reason="img2img.start_latents skips the VAE's force_upcast (SDXL img2img, hires, tiled)",
-)
 # One of each job kind, the families and both half types spread over them: the whole
 # matrix is the benchmark's (a minute or two per dtype).
 SAME_AS_STOCK = [
     ("sd1-txt2img", "float16"),
     ("sd2-txt2img", "bfloat16"),
     ("sdxl-txt2img", "float16"),
-    pytest.param("sdxl-img2img", "float16", marks=VAE_NOT_UPCAST),
-    pytest.param("sdxl-hires", "bfloat16", marks=VAE_NOT_UPCAST),
+    ("sdxl-img2img", "float16"),  # diffusers encodes in float32 (`force_upcast`): so must we
+    ("sdxl-hires", "bfloat16"),  # and in bfloat16 too
     ("sd2-img2img", "bfloat16"),
     ("sdxl-inpaint", "bfloat16"),
     ("sd1-inpaint-masked", "float16"),
