@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.engine.jobs.api_jobs import EASEL_API, ApiJobs
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue, NewJobs
 from app.models.opening import open_database
 from app.server.callbacks import DEADLINE_S, SENDERS, CallbackPolicy, CallbackSender
-from app.server.records import EASEL_API, Records
 from tests.server.callback_receiver import Receiver
 
 TRICKLE_EVERY_S = 5.0
@@ -46,7 +46,7 @@ class SlowReceiverCost:
 
 
 def _job_with_callback(queue: JobQueue, url: str) -> int:
-    hook = Records(queue.db).hook(EASEL_API, "benchmark", url)
+    hook = ApiJobs(queue.db).hook(EASEL_API, "benchmark", url)
     [job_id] = queue.submit_keyed(NewJobs([GenerationParams("a cat")]), with_jobs=hook).jobs
     return job_id
 
@@ -60,7 +60,7 @@ def measure(deadline_s: float = DEADLINE_S, slow_receivers: int = SENDERS) -> Sl
         queue = JobQueue(db)
         # Loopback receivers: private networks allowed, as a test's receiver would need.
         policy = CallbackPolicy(allow_private=True, deadline_s=deadline_s)
-        sender = CallbackSender(queue, Records(db), policy=policy)
+        sender = CallbackSender(queue, ApiJobs(db), policy=policy)
         try:
             for _ in range(slow_receivers):
                 queue.cancel(_job_with_callback(queue, slow.url), source="benchmark")

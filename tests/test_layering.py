@@ -163,6 +163,16 @@ def test_an_engine_module_that_imports_qt_breaks_its_contract(tmp_path: Path) ->
     assert "app.engine.jobs.planted -> PySide6" in result.stdout
 
 
+def test_a_server_module_that_writes_sql_breaks_its_contract(tmp_path: Path) -> None:
+    copy = _copy_of_app(tmp_path)
+    (copy / "app" / "server" / "planted.py").write_text("from sqlalchemy import select\n")
+
+    result = _lint_imports(copy)
+
+    assert result.returncode != 0
+    assert "app.server.planted -> sqlalchemy" in result.stdout
+
+
 def _copy_of_app(tmp_path: Path) -> Path:
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "app", copy / "app", ignore=shutil.ignore_patterns("__pycache__"))

@@ -83,9 +83,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace, queue: JobQueue) -> int:
+    from app.engine.jobs.api_jobs import callback_secret
     from app.server.run import ServeOptions, serve
     from app.server.security import new_token, token_for, token_path
-    from app.server.signing import callback_secret
 
     if args.show_callback_secret:
         print(callback_secret(queue.db)[0])

@@ -164,10 +164,6 @@ class Outage:
         self._since: float | None = None  # when the outage in progress began (monotonic)
         self.ended_at: float | None = None  # when the last one ended (monotonic), if any
 
-    @property
-    def ongoing(self) -> bool:
-        return self._since is not None
-
     def began(self, error: DatabaseUnreachable) -> None:
         with self._lock:
             if self._since is not None:

@@ -21,13 +21,12 @@ from starlette.concurrency import run_in_threadpool
 
 from app import __version__
 from app.engine.generation.files import a1111_parameters
+from app.engine.jobs.api_jobs import A1111_API
 from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
-from app.engine.jobs.queue import JobNotFound, params_of
+from app.engine.jobs.queue import Job, JobNotFound, params_of
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.store.db_files import image_bytes
 from app.errors import BadInput
-from app.models.tables import Job
-from app.server.records import A1111_API
 from app.server.requests import (
     CFG_LIMITS,
     PROMPT_LIMITS,

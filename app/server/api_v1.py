@@ -16,20 +16,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
+from app.engine.jobs.api_jobs import EASEL_API, ApiRecord
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     MAX_IMAGES,
     GenerationParams,
 )
-from app.engine.jobs.queue import JobQueue, TransitionRecord
+from app.engine.jobs.queue import (
+    MAX_JOB_ID,
+    Job,
+    JobNote,
+    JobQueue,
+    JobTransition,
+    TransitionRecord,
+)
 from app.engine.jobs.states import JobStatus
 from app.engine.store.db_files import image_bytes
 from app.engine.workers.roster import list_workers
-from app.models.tables import MAX_JOB_ID, Job, JobNote, JobTransition
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
-from app.server.records import EASEL_API, ApiRecord
 from app.server.requests import (
     CFG_LIMITS,
     KEY_LIMITS,
@@ -131,7 +137,7 @@ def submit_job(
 def get_job(job_id: JobId, request: Request) -> dict[str, Any]:
     """A job: status, progress, ETA, error, its whole timeline and links to its image."""
     state = state_of(request)
-    job, timeline, record = state.records.job_view(state.queue, job_id)
+    job, timeline, record = state.records.job_view(job_id)
     return job_json(state, job, timeline=timeline, record=record)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
@@ -250,7 +249,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 def _too_large(limit: int) -> JSONResponse:
     size = f"{limit // 2**20} MB" if limit >= 2**20 else f"{limit} bytes"
     return error(413, f"The request body is larger than the limit of {size}.")
-
-
-def json_line(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"))

@@ -28,10 +28,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.api_jobs import ApiJobs, ApiRecord
+from app.engine.jobs.queue import Job, JobQueue
 from app.engine.settings import Settings
 from app.errors import EaselError
-from app.models.tables import Job
 from app.server.callback_http import CallbackFailed, DeadlinePassed, post
 from app.server.callback_targets import (
     CallbackRefused,
@@ -39,8 +39,7 @@ from app.server.callback_targets import (
     parse_callback_url,
     shown_url,
 )
-from app.server.records import ApiRecord, Records
-from app.server.signing import SIGNATURE_HEADER, callback_secret, signature
+from app.server.signing import SIGNATURE_HEADER, signature
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ class Outcome:
 
 class CallbackSender:
     def __init__(
-        self, queue: JobQueue, records: Records, *, policy: CallbackPolicy | None = None,
+        self, queue: JobQueue, records: ApiJobs, *, policy: CallbackPolicy | None = None,
         secret: str | None = None, poll_s: float = POLL_S, senders: int = SENDERS,
     ) -> None:  # fmt: skip
         self.queue = queue
@@ -164,7 +163,7 @@ class CallbackSender:
 
     def secret(self) -> str:
         if self._secret is None:
-            self._secret = callback_secret(self.queue.db)[0]
+            self._secret = self.records.callback_secret()[0]
         return self._secret
 
     def _send(self, record: ApiRecord, status: str) -> bool:

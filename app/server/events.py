@@ -34,12 +34,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
-from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
-from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.states import JobStatus
-from app.models.tables import JOB, MAX_JOB_ID, TRANSITION
+from app.engine.jobs.queue import MAX_JOB_ID, JobQueue
 
 router = APIRouter(tags=["events"])
 log = logging.getLogger(__name__)
@@ -51,7 +48,6 @@ BATCH = 500
 MAX_ROW_ID = 2**63 - 1  # the largest id a database row can have (64-bit integers)
 BUFFER = 5000  # transitions the hub keeps for its streams (a reconnect within them reads none)
 WAKE_S = 1.0  # a stream waiting for news looks at its connection at least this often
-_RUNNING = [status.value for status in JobStatus if status.is_running]
 
 
 @dataclass
@@ -63,10 +59,7 @@ class Cursor:
 def read_after(queue: JobQueue, cursor: Cursor, job_id: int | None) -> list[dict[str, Any]]:
     """The transitions after `cursor.last_id` that may be handed on now, in id order; moves
     the cursor past them (see the module's note on gaps)."""
-    query = select(TRANSITION).where(TRANSITION.c.id > cursor.last_id)
-    query = query.order_by(TRANSITION.c.id).limit(BATCH)
-    with queue.db.read() as conn:
-        rows = [dict(row._mapping) for row in conn.execute(query)]
+    rows = queue.transitions_after(cursor.last_id, BATCH)
     now = queue.clock()
     ready: list[dict[str, Any]] = []
     for row in rows:
@@ -77,21 +70,6 @@ def read_after(queue: JobQueue, cursor: Cursor, job_id: int | None) -> list[dict
         if job_id is None or row["job_id"] == job_id:
             ready.append(row)
     return ready
-
-
-def newest_id(queue: JobQueue) -> int:
-    with queue.db.read() as conn:
-        return int(conn.execute(select(func.coalesce(func.max(TRANSITION.c.id), 0))).scalar_one())
-
-
-def progress_of(queue: JobQueue, job_id: int | None) -> dict[int, tuple[int, int]]:
-    query = select(JOB.c.id, JOB.c.progress_step, JOB.c.progress_total).where(
-        JOB.c.status.in_(_RUNNING)
-    )
-    if job_id is not None:
-        query = query.where(JOB.c.id == job_id)
-    with queue.db.read() as conn:
-        return {int(i): (int(step), int(total)) for i, step, total in conn.execute(query)}
 
 
 def transition_event(row: dict[str, Any]) -> str:
@@ -135,7 +113,7 @@ class EventHub:
         self._starting = self._starting or asyncio.Lock()
         async with self._starting:
             if self._task is None:
-                newest = await run_in_threadpool(newest_id, self.queue)
+                newest = await run_in_threadpool(self.queue.newest_transition_id)
                 self.base = self.last_id = newest
                 self._rows, self._ids, self.progress = [], [], {}
                 self._news = asyncio.Event()
@@ -171,9 +149,9 @@ class EventHub:
 
     async def _poll(self) -> bool:
         # The thread moves a cursor of its own: `last_id` moves only once its rows are in.
-        cursor = Cursor(self.last_id, waits_for_gaps=not self.queue.db.is_sqlite)
+        cursor = Cursor(self.last_id, waits_for_gaps=not self.queue.ids_in_commit_order)
         rows = await run_in_threadpool(read_after, self.queue, cursor, None)
-        progress = await run_in_threadpool(progress_of, self.queue, None)
+        progress = await run_in_threadpool(self.queue.running_progress)
         self.polls += 1
         self._rows += rows
         self._ids += [row["id"] for row in rows]
@@ -216,8 +194,8 @@ async def events(
     queue: JobQueue = request.app.state.easel.queue
     start = _event_id(last_event_id) if last_event_id else after
     if start is None:
-        start = await run_in_threadpool(newest_id, queue)
-    cursor = Cursor(start, waits_for_gaps=not queue.db.is_sqlite)
+        start = await run_in_threadpool(queue.newest_transition_id)
+    cursor = Cursor(start, waits_for_gaps=not queue.ids_in_commit_order)
     return StreamingResponse(
         _stream(request, hub_of(request), cursor, job), media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

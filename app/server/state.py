@@ -13,11 +13,11 @@ from pathlib import Path
 
 from app.engine.generation.sources import ModelInfo, inside_model_folders, list_models
 from app.engine.history.eta import Estimator, learned
+from app.engine.jobs.api_jobs import ApiJobs
 from app.engine.jobs.params import DEFAULT_MODEL
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
 from app.engine.workers.messages import MessageKind, WorkerMessage
-from app.server.records import Records
 from app.server.redact import redact, server_folders
 from app.server.security import ServedNames
 from app.server.waits import JobWaits, Settled
@@ -98,7 +98,7 @@ class ServerState:
     served: ServedNames = field(default_factory=lambda: ServedNames.for_bind("127.0.0.1"))
     # A1111 clients that cannot send a token may use /sdapi without one (loopback only).
     a1111_without_token: bool = False
-    records: Records = field(init=False)
+    records: ApiJobs = field(init=False)
     slots: Slots = field(init=False)
     sd_model: str = DEFAULT_MODEL  # A1111's sd_model_checkpoint: the model its clients get
     # Whether this server supervises workers of its own (not `--no-workers`), whose settles
@@ -123,7 +123,7 @@ class ServerState:
         return redact(text, self._folders)
 
     def __post_init__(self) -> None:
-        self.records = Records(self.queue.db)
+        self.records = ApiJobs(self.queue.db)
         self.slots = Slots(self.limits)
         self.waits = JobWaits(self.queue, self.settled)
 

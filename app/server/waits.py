@@ -16,16 +16,12 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.models.tables import JOB
 
 Gone = Callable[[], Awaitable[bool]]  # whether the client went away
-IDS_A_QUERY = 500  # well under every driver's limit of bound parameters
-_STATUSES = select(JOB.c.id, JOB.c.status, JOB.c.given_up, JOB.c.error_transient)
 
 
 class Settled:
@@ -126,14 +122,11 @@ GONE_CHECK_S = 1.0  # how often a waiting request asks whether its client is sti
 
 def done_ids(queue: JobQueue, job_ids: Iterable[int]) -> set[int]:
     """Which of `job_ids` a request waits no more for (a job not found is not done)."""
-    ids = sorted(job_ids)
-    done: set[int] = set()
-    with queue.db.read() as conn:
-        for start in range(0, len(ids), IDS_A_QUERY):
-            chunk = ids[start : start + IDS_A_QUERY]
-            rows = conn.execute(_STATUSES.where(JOB.c.id.in_(chunk))).all()
-            done.update(int(row[0]) for row in rows if _done_row(*row[1:]))
-    return done
+    return {
+        job_id
+        for job_id, status, given_up, transient in queue.endings(job_ids)
+        if _done_row(status, given_up, transient)
+    }
 
 
 def _done_row(status: str, given_up: bool, error_transient: bool | None) -> bool:

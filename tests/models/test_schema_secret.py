@@ -9,11 +9,11 @@ import threading
 import pytest
 from sqlalchemy import inspect, text
 
+from app.engine.jobs.api_jobs import callback_secret
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.models.migrations import SCHEMA_VERSION, stored_schema_version
 from app.models.opening import open_database
-from app.server.signing import callback_secret
 
 
 @pytest.mark.both_backends

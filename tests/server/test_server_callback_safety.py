@@ -24,14 +24,14 @@ from typing import Any
 import httpx
 import pytest
 
+from app.engine.jobs.api_jobs import EASEL_API, ApiJobs, callback_secret
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue, NewJobs
 from app.engine.settings import Settings
 from app.server import callback_targets
 from app.server.callback_targets import CallbackRefused, is_public, parse_callback_url
 from app.server.callbacks import CallbackPolicy, CallbackSender
-from app.server.records import EASEL_API, Records
-from app.server.signing import callback_secret, signature
+from app.server.signing import signature
 from tests.server.callback_receiver import Receiver
 from tests.server.serving import Served, serving, shown_callback_secret
 from tests.server.test_server_api import running
@@ -137,7 +137,7 @@ def test_a_public_name_that_dns_resolves_to_a_private_address_is_refused_at_subm
 def settled_job(queue: JobQueue, url: str) -> int:
     """A cancelled job whose callback is due, stored as a submit stores it (its URL checked
     then, not now: what a name resolves to can change after the submit)."""
-    hook = Records(queue.db).hook(EASEL_API, "test", url)
+    hook = ApiJobs(queue.db).hook(EASEL_API, "test", url)
     stored = queue.submit_keyed(NewJobs([GenerationParams("a cat")]), with_jobs=hook)
     [job_id] = stored.jobs
     queue.cancel(job_id, source="test")
@@ -145,7 +145,7 @@ def settled_job(queue: JobQueue, url: str) -> int:
 
 
 def notes(queue: JobQueue, job_id: int) -> list[str]:
-    _job, timeline, _record = Records(queue.db).job_view(queue, job_id)
+    _job, timeline, _record = ApiJobs(queue.db).job_view(job_id)
     return [row.message for row in timeline if not hasattr(row, "event")]
 
 
@@ -163,7 +163,7 @@ def test_a_name_that_turns_private_after_the_submit_is_refused_at_send(
     fake_dns(monkeypatch, {"rebind.example": ["127.0.0.1"]})
     url = f"http://rebind.example:{receiver.port}/hook"
     job_id = settled_job(queue, url)
-    sender = CallbackSender(queue, Records(queue.db), policy=CallbackPolicy(allow_private=False))
+    sender = CallbackSender(queue, ApiJobs(queue.db), policy=CallbackPolicy(allow_private=False))
     assert sender.send_due() == 0
     assert receiver.posts == []
     assert notes(queue, job_id) == [
@@ -180,7 +180,7 @@ def test_the_sender_connects_to_the_address_it_checked_with_the_name_in_host(
     monkeypatch.setattr(callback_targets.socket, "getaddrinfo", _fail_after_first(asked))
     url = f"http://pinned.example:{receiver.port}/hook?x=1"
     job_id = settled_job(queue, url)
-    sender = CallbackSender(queue, Records(queue.db), policy=CallbackPolicy(allow_private=True))
+    sender = CallbackSender(queue, ApiJobs(queue.db), policy=CallbackPolicy(allow_private=True))
     assert sender.send_due() == 1
     [post] = receiver.posts
     assert post.headers["host"] == f"pinned.example:{receiver.port}"
@@ -244,7 +244,7 @@ def closed_port() -> int:
 def test_outcomes_are_fixed_words_never_what_the_probe_found(
     queue: JobQueue, answer: bytes | None, said: str
 ) -> None:
-    sender = CallbackSender(queue, Records(queue.db), policy=CallbackPolicy(allow_private=True))
+    sender = CallbackSender(queue, ApiJobs(queue.db), policy=CallbackPolicy(allow_private=True))
     with contextlib.ExitStack() as stack:
         if answer is None:
             url = f"http://127.0.0.1:{closed_port()}/hook"
@@ -254,7 +254,7 @@ def test_outcomes_are_fixed_words_never_what_the_probe_found(
         assert sender.send_due() == 0
     [note] = notes(queue, job_id)
     assert note == f"callback 1 of 8 to {url}: {said}; tried again in 1 s"
-    record = Records(queue.db).get(job_id)
+    record = ApiJobs(queue.db).get(job_id)
     assert record is not None and record.callback_result == f"attempt 1 {said}; next in 1 s"
 
 
@@ -439,7 +439,7 @@ def test_https_to_the_pinned_address_checks_the_certificate_of_the_name(
     """Pinned to the checked address, TLS still speaks to the name: SNI and the certificate
     check are for it, so a certificate for another name fails the try."""
     fake_dns(monkeypatch, {"hooks.example": ["127.0.0.1"], "elsewhere.example": ["127.0.0.1"]})
-    sender = CallbackSender(queue, Records(queue.db), policy=CallbackPolicy(allow_private=True))
+    sender = CallbackSender(queue, ApiJobs(queue.db), policy=CallbackPolicy(allow_private=True))
     with tls_receiver(tmp_path, "hooks.example") as (port, sni, cert):
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trust the receiver's certificate
         good = settled_job(queue, f"https://hooks.example:{port}/hook")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
+from app.engine.jobs.api_jobs import EASEL_API, ApiJobs
 from app.engine.jobs.notes import notes_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue, NewJobs
@@ -20,7 +21,6 @@ from app.models.opening import open_database
 from app.server import callbacks
 from app.server.api_v1 import timeline_json
 from app.server.callbacks import CallbackPolicy, CallbackSender
-from app.server.records import EASEL_API, Records
 
 pytestmark = pytest.mark.both_backends
 
@@ -56,7 +56,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def settled_job(queue: JobQueue, url: str) -> int:
-    records = Records(queue.db)
+    records = ApiJobs(queue.db)
     stored = queue.submit_keyed(NewJobs([GenerationParams("a cat")]),
                                 with_jobs=records.hook(EASEL_API, "test", url))  # fmt: skip
     [job_id] = stored.jobs
@@ -72,18 +72,18 @@ def test_a_callback_waits_for_the_end_retries_and_is_sent_once_each_try_in_the_t
 ) -> None:
     monkeypatch.setattr(callbacks, "FIRST_BACKOFF_S", 0.0)
     job_id = settled_job(queue, receiver.url)
-    sender = CallbackSender(queue, Records(queue.db), policy=LOOPBACK_ALLOWED)
+    sender = CallbackSender(queue, ApiJobs(queue.db), policy=LOOPBACK_ALLOWED)
     assert sender.send_due() == 0 and receiver.got == []  # PENDING: nothing to tell yet
     queue.cancel(job_id, source="test")
     assert sender.send_due() == 0  # the receiver answered 500
     assert sender.send_due() == 1
     assert sender.send_due() == 0  # delivered: never again
     assert [(b["job_id"], b["status"]) for b in receiver.got] == [(job_id, "CANCELLED")] * 2
-    record = Records(queue.db).get(job_id)
+    record = ApiJobs(queue.db).get(job_id)
     assert record is not None and record.callback_attempts == 2
     assert record.callback_result.startswith("delivered (HTTP 204)")
     # Each try is a note in the job's timeline, after the transition that settled it.
-    job, timeline, _ = Records(queue.db).job_view(queue, job_id)
+    job, timeline, _ = ApiJobs(queue.db).job_view(job_id)
     shown = [timeline_json(row) for row in timeline]
     assert [(row["kind"], row.get("event"), row["source"]) for row in shown] == [
         ("transition", "SUBMIT", "user"), ("transition", "CANCEL", "test"),
@@ -109,7 +109,7 @@ def test_two_servers_on_one_database_send_a_callback_once(
         job_id = settled_job(queue, receiver.url)
         queue.cancel(job_id, source="test")
         others = [JobQueue(open_database(db_location)) for _ in range(4)]
-        senders = [CallbackSender(other, Records(other.db), policy=LOOPBACK_ALLOWED)
+        senders = [CallbackSender(other, ApiJobs(other.db), policy=LOOPBACK_ALLOWED)
                    for other in others]  # fmt: skip
         start = threading.Barrier(len(senders))
 

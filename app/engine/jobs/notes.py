@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from app.models.db import Database
 from app.models.tables import JOB_NOTE, JobNote, JobTransition
@@ -21,9 +21,14 @@ CALLBACK_SOURCE = "callback"  # the notes of the server's callback tries (server
 
 
 def notes_of(db: Database, job_id: int) -> list[JobNote]:
-    query = select(JOB_NOTE).where(JOB_NOTE.c.job_id == job_id).order_by(JOB_NOTE.c.id)
     with db.read() as conn:
-        return [JobNote.model_validate(row._mapping) for row in conn.execute(query)]
+        return notes_in(conn, job_id)
+
+
+def notes_in(conn: Connection, job_id: int) -> list[JobNote]:
+    """The job's notes, oldest first, read in the caller's transaction."""
+    query = select(JOB_NOTE).where(JOB_NOTE.c.job_id == job_id).order_by(JOB_NOTE.c.id)
+    return [JobNote.model_validate(row._mapping) for row in conn.execute(query)]
 
 
 def merged(

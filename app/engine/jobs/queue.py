@@ -35,7 +35,7 @@ from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
 from app.engine.jobs.params import KIND_GRID, GenerationParams
-from app.engine.jobs.queue_sql import QueueStatements
+from app.engine.jobs.queue_sql import RUNNING, QueueStatements
 from app.engine.jobs.request_keys import KeyStatements, RequestKey
 from app.engine.jobs.states import (
     JobEvent,
@@ -47,6 +47,7 @@ from app.engine.jobs.states import (
 from app.errors import EaselError, UserError
 from app.models.db import Database, HotTransaction, Prepared
 from app.models.tables import JOB, TRANSITION, WORKER, Job, JobNote, JobTransition
+from app.models.tables import MAX_JOB_ID as MAX_JOB_ID  # the largest id (the server checks it)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ RowModels = Callable[[str], Sequence[str] | None]
 MAX_DECIDE_AGAIN = 20
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_PAGE_SIZE = 200
+IDS_A_QUERY = 500  # ids in one IN (...): well under every driver's limit of bound parameters
+_IS_RUNNING = JOB.c.status.in_(RUNNING)
+_ENDINGS = select(JOB.c.id, JOB.c.status, JOB.c.given_up, JOB.c.error_transient)
 
 Clock = Callable[[], float]
 # Statuses that give a worker something to do: a job to claim, a run to stop. Only these
@@ -202,6 +206,12 @@ class JobQueue:
     def shares_files(self) -> bool:
         """Images live in the database too: other machines' images are fetched from it."""
         return self.db.shares_files
+
+    @property
+    def ids_in_commit_order(self) -> bool:
+        """Whether history ids are handed out in commit order (SQLite: its write lock), or
+        before commit (PostgreSQL), so that a reader may see a gap fill later."""
+        return self.db.is_sqlite
 
     def change_watcher(self) -> ChangeWatcher:
         """A cheap "has anyone committed?" for polling; the caller closes it."""
@@ -911,10 +921,10 @@ class JobQueue:
 
     def get(self, job_id: int) -> Job:
         with self.db.read() as conn:
-            row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
-        if row is None:
+            job = job_in(conn, job_id)
+        if job is None:
             raise JobNotFound(job_id)
-        return _job(row)
+        return job
 
     def jobs(
         self,
@@ -946,12 +956,11 @@ class JobQueue:
         return notes_of(self.db, job_id)
 
     def timeline(self, job_id: int) -> list[JobTransition]:
-        query = select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
         with self.db.read() as conn:
-            rows = conn.execute(query).all()
-        if not rows:
+            transitions = timeline_in(conn, job_id)
+        if not transitions:
             self.get(job_id)  # raises JobNotFound for an unknown id
-        return [JobTransition.model_validate(row._mapping) for row in rows]
+        return transitions
 
     def running_times(self, job_ids: Sequence[int]) -> dict[int, RunningTime]:
         """Each job's time in PROCESSING over all its attempts, from its history (one
@@ -971,9 +980,45 @@ class JobQueue:
         return {job_id: running_time(rows) for job_id, rows in history.items()}
 
     def running_jobs(self) -> list[Job]:
-        running = [s.value for s in JobStatus if s.is_running]
         with self.db.read() as conn:
-            return [_job(row) for row in conn.execute(select(JOB).where(JOB.c.status.in_(running)))]
+            return [_job(row) for row in conn.execute(select(JOB).where(_IS_RUNNING))]
+
+    # --- what a server streams and waits for: a few columns, no model per row -----------------
+
+    def running_progress(self, job_id: int | None = None) -> dict[int, tuple[int, int]]:
+        """(step, total) of each running job (or of `job_id` alone, if it runs)."""
+        query = select(JOB.c.id, JOB.c.progress_step, JOB.c.progress_total).where(_IS_RUNNING)
+        if job_id is not None:
+            query = query.where(JOB.c.id == job_id)
+        with self.db.read() as conn:
+            return {int(i): (int(step), int(total)) for i, step, total in conn.execute(query)}
+
+    def transitions_after(self, last_id: int, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` history rows with an id above `last_id`, in id order, as plain dicts
+        (an event stream reads them every few milliseconds; see `server/events.py` on gaps)."""
+        query = select(TRANSITION).where(TRANSITION.c.id > last_id)
+        query = query.order_by(TRANSITION.c.id).limit(limit)
+        with self.db.read() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
+
+    def newest_transition_id(self) -> int:
+        """The id of the newest history row (0 for none): where a new event stream starts."""
+        query = select(func.coalesce(func.max(TRANSITION.c.id), 0))
+        with self.db.read() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def endings(self, job_ids: Iterable[int]) -> list[tuple[int, str, bool, bool | None]]:
+        """(id, status, given_up, error_transient) of each of `job_ids` found: what says
+        whether a job is over (`retry.is_settled`), in one read for them all."""
+        ids = sorted(job_ids)
+        found: list[tuple[int, str, bool, bool | None]] = []
+        with self.db.read() as conn:
+            for start in range(0, len(ids), IDS_A_QUERY):
+                chunk = ids[start : start + IDS_A_QUERY]
+                rows = conn.execute(_ENDINGS.where(JOB.c.id.in_(chunk)))
+                found += [(int(i), status, bool(given_up), transient)
+                          for i, status, given_up, transient in rows]  # fmt: skip
+        return found
 
 
 class Placement(Enum):
@@ -1109,3 +1154,15 @@ def _event_effects(event: JobEvent, target: JobStatus, now: float) -> dict[str, 
 
 def _job(row: Row[Any]) -> Job:
     return Job.model_validate(row._mapping)
+
+
+def job_in(conn: Connection, job_id: int) -> Job | None:
+    """The job, read in the caller's transaction (None: no such job)."""
+    row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
+    return None if row is None else _job(row)
+
+
+def timeline_in(conn: Connection, job_id: int) -> list[JobTransition]:
+    """The job's history, oldest first, read in the caller's transaction."""
+    query = select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
+    return [JobTransition.model_validate(row._mapping) for row in conn.execute(query)]

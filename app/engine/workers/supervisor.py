@@ -219,10 +219,6 @@ class Supervisor:
         """Every worker left for good (drained, stopped, or idle with `until_idle`)."""
         return all(slot.retired for slot in self._slots)
 
-    @property
-    def ready_workers(self) -> int:
-        return sum(1 for slot in self._slots if slot.alive and slot.ready)
-
     # --- workers -----------------------------------------------------------------------------
 
     @property

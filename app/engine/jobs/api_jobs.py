@@ -1,19 +1,27 @@
-"""What the server keeps about the jobs HTTP clients submitted (`api_job`, schema 9): which
-API and client asked, and the callback told of the job's final status."""
+"""What the store keeps about the jobs HTTP clients submitted (`api_job`, schema 9): which
+API and client asked, and the callback told of the job's final status; and the queue's
+callback secret (`queue_secret`). The server (`app.server`) reads and writes them only here:
+like the window, it writes no SQL of its own."""
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import and_, bindparam, insert, or_, select, update
 
-from app.engine.jobs.notes import CALLBACK_SOURCE, merged
-from app.engine.jobs.queue import JobNotFound, JobQueue, StoredHook
+from app.engine.jobs.notes import CALLBACK_SOURCE, merged, notes_in
+from app.engine.jobs.queue import JobNotFound, StoredHook, job_in, timeline_in
 from app.models.db import Database, HotTransaction
-from app.models.tables import API_JOB, JOB, JOB_NOTE, TRANSITION, Job, JobNote, JobTransition
+from app.models.tables import API_JOB, JOB, JOB_NOTE, QUEUE_SECRET, Job, JobNote, JobTransition
 
 EASEL_API, A1111_API = "easel", "sdapi"
+CALLBACK_SECRET = "callback"
+SECRETS_KEY = 0x45A5E9  # `serialised_write`: two servers starting at once make one secret
+_SECRET = select(QUEUE_SECRET.c.value).where(QUEUE_SECRET.c.name == CALLBACK_SECRET)
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,7 @@ class ApiRecord:
     callback_result: str
 
 
-class Records:
+class ApiJobs:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._insert = db.prepare(
@@ -59,27 +67,16 @@ class Records:
             row = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
         return None if row is None else _record(row)
 
-    def job_view(
-        self, queue: JobQueue, job_id: int
-    ) -> tuple[Job, list[JobTransition | JobNote], ApiRecord | None]:
+    def job_view(self, job_id: int) -> tuple[Job, list[JobTransition | JobNote], ApiRecord | None]:
         """A job, its timeline (transitions and notes) and its record, in one read (what a
         status poll asks)."""
         with self.db.read() as conn:
-            row = conn.execute(select(JOB).where(JOB.c.id == job_id)).first()
-            if row is None:
+            job = job_in(conn, job_id)
+            if job is None:
                 raise JobNotFound(job_id)
-            history = conn.execute(
-                select(TRANSITION).where(TRANSITION.c.job_id == job_id).order_by(TRANSITION.c.id)
-            ).all()
-            notes = conn.execute(
-                select(JOB_NOTE).where(JOB_NOTE.c.job_id == job_id).order_by(JOB_NOTE.c.id)
-            ).all()
+            timeline = merged(timeline_in(conn, job_id), notes_in(conn, job_id))
             api = conn.execute(select(API_JOB).where(API_JOB.c.job_id == job_id)).first()
-        timeline = merged(
-            [JobTransition.model_validate(t._mapping) for t in history],
-            [JobNote.model_validate(n._mapping) for n in notes],
-        )
-        return Job.model_validate(row._mapping), timeline, None if api is None else _record(api)
+        return job, timeline, None if api is None else _record(api)
 
     def unsettled(self, api: str) -> list[int]:
         """Jobs submitted through `api` that are not finished (A1111's progress)."""
@@ -158,10 +155,35 @@ class Records:
         with self.db.read() as conn:
             return {int(row.job_id): _record(row) for row in conn.execute(query)}
 
+    def callback_secret(self) -> tuple[str, bool]:
+        return callback_secret(self.db)
 
-def _record(row: object) -> ApiRecord:
-    m = row._mapping  # type: ignore[attr-defined]
+
+def _record(row: Any) -> ApiRecord:
+    m = row._mapping
     return ApiRecord(
         int(m["job_id"]), m["api"], m["client"], m["callback_url"], int(m["callback_attempts"]),
         m["callback_done_at"], m["callback_result"],
     )  # fmt: skip
+
+
+def callback_secret(db: Database) -> tuple[str, bool]:
+    """The queue's callback secret (`server/signing.py`), made now if it has none; and
+    whether it was made now."""
+    found = _stored_secret(db)
+    if found is not None:
+        return found, False
+    with db.serialised_write(SECRETS_KEY) as conn:
+        row = conn.execute(_SECRET).first()
+        if row is not None:  # another server made it while this one waited for the lock
+            return str(row.value), False
+        secret = secrets.token_hex(32)
+        values = {"name": CALLBACK_SECRET, "value": secret, "created_at": time.time()}
+        conn.execute(insert(QUEUE_SECRET), values)
+    return secret, True
+
+
+def _stored_secret(db: Database) -> str | None:
+    with db.read() as conn:
+        value = conn.execute(_SECRET).scalar_one_or_none()
+    return None if value is None else str(value)
