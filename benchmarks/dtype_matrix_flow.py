@@ -8,7 +8,10 @@ IP-Adapter, and Klein no img2img, so neither its hires fix nor its tiled upscale
 dtype asked (float16 or bfloat16, computed on the CPU as a GPU would; float32 runs too):
 - `same_as_diffusers_max_diff[<case>-<dtype>]`: the pixel difference (of 255) between
   Easel's image and the stock diffusers pipeline's, loaded in that same dtype
-  (`from_pretrained(..., dtype=dtype)`) and called as its users call it;
+  (`from_pretrained(..., dtype=dtype)`) and called as its users call it; in float16 as
+  its users run it on a float16-only GPU: the text encoder float16 overflows (T5, Qwen3)
+  in float32 (diffusers' Flux docs), its embeddings cast to float16 where the pipeline
+  would otherwise hand float32 ones to its float16 transformer;
 - `pause_resume_max_diff[<case>-<dtype>]`: between the uninterrupted run and one paused at
   step k and resumed in a fresh (spawned) process, in that dtype;
 - `cases_within_one[<dtype>]`: how many cases have both figures <= 1, of how many.
@@ -112,13 +115,28 @@ def _runner(folder: Path, dtype: str) -> Runner:
     return Runner(device=DeviceChoice("cpu", dtype), resolve=lambda _n: info, threads=1)
 
 
+# The text encoders float16 overflows (T5 v1.1 XXL; the Qwen3 LLMs, trained in bfloat16), by
+# family: on a float16-only GPU their users load them in float32, as diffusers' Flux docs
+# advise, and the rest in float16.
+WIDE_ENCODERS = {
+    "flux1": "text_encoder_2",
+    "sd3.5": "text_encoder_3",
+    "zimage": "text_encoder",
+    "flux2": "text_encoder",
+}
+
+
 @cache
 def _stock_pipeline(cls_name: str, folder: Path, dtype: str) -> Any:
-    """The stock pipeline `cls_name` as its users load it, in `dtype`."""
+    """The stock pipeline `cls_name` as its users load it in `dtype` (float16: the text
+    encoder that overflows it in float32, as they run it on a float16-only GPU)."""
     import diffusers
 
     cls = getattr(diffusers, cls_name)
-    pipe = cls.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
+    dtypes: Any = getattr(torch, dtype)
+    if dtype == "float16":
+        dtypes = {"default": torch.float16, WIDE_ENCODERS[_family_of(folder.name)]: torch.float32}
+    pipe = cls.from_pretrained(folder, dtype=dtypes, local_files_only=True)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
@@ -259,18 +277,58 @@ def _fresh_process() -> Fresh:
 # --- the stock calls ------------------------------------------------------------------------
 
 
-def _common(case: FlowCase) -> dict[str, Any]:
+def _common(case: FlowCase, pipe: Any) -> dict[str, Any]:
     """What every stock call gets: the prompt (and negative, where the family reads one),
     steps, guidance, size and the seeded generator."""
     params = case.params
     call: dict[str, Any] = {
-        "prompt": params.prompt, "num_inference_steps": params.steps,
-        "guidance_scale": params.cfg, "height": params.height, "width": params.width,
+        "num_inference_steps": params.steps, "guidance_scale": params.cfg,
+        "height": params.height, "width": params.width,
         "generator": torch.Generator("cpu").manual_seed(params.seed),
     }  # fmt: skip
-    if params.negative_prompt:
-        call["negative_prompt"] = params.negative_prompt
-    return call
+    return {**call, **_prompt(case, pipe)}
+
+
+def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
+    """The prompt as the stock pipeline takes it. With its text encoder in float32 and its
+    transformer in float16, Flux.1's, SD 3.5's and Klein's pipelines make their latents in
+    the embeddings' dtype, which the float16 transformer then refuses, and Z-Image's img2img
+    and inpaint pipelines encode the picture in it with the float16 VAE ("Input type
+    (float) and bias type (c10::Half)"): there the prompt is encoded first and the
+    embeddings cast to float16 and passed in. Z-Image's text-to-image pipeline runs uncast."""
+    params, family = case.params, _family(case)
+    half = pipe.transformer.dtype
+    encodes_picture = type(pipe).__name__ in (IMG2IMG["zimage"], INPAINT["zimage"])
+    if getattr(pipe, WIDE_ENCODERS[family]).dtype == half or (
+        family == "zimage" and not encodes_picture
+    ):
+        negative = {"negative_prompt": params.negative_prompt} if params.negative_prompt else {}
+        return {"prompt": params.prompt, **negative}
+    with torch.no_grad():  # as the pipelines encode
+        if family == "zimage":
+            embeds, negatives = pipe.encode_prompt(
+                params.prompt, do_classifier_free_guidance=params.cfg > 0,
+                negative_prompt=params.negative_prompt or None,
+            )  # fmt: skip
+            return {
+                "prompt_embeds": [embed.to(half) for embed in embeds],
+                "negative_prompt_embeds": [negative.to(half) for negative in negatives],
+            }
+        if family == "flux1":
+            embeds, pooled, _ = pipe.encode_prompt(params.prompt, None, max_sequence_length=512)
+            return {"prompt_embeds": embeds.to(half), "pooled_prompt_embeds": pooled}
+        if family == "flux2":
+            embeds, _ = pipe.encode_prompt(params.prompt)
+            negative, _ = pipe.encode_prompt("")  # the pipeline's own negative prompt
+            return {"prompt_embeds": embeds.to(half), "negative_prompt_embeds": negative.to(half)}
+        embeds, negative, pooled, negative_pooled = pipe.encode_prompt(
+            params.prompt, None, None, negative_prompt=params.negative_prompt,
+            max_sequence_length=256,
+        )  # fmt: skip
+    return {
+        "prompt_embeds": embeds.to(half), "negative_prompt_embeds": negative.to(half),
+        "pooled_prompt_embeds": pooled, "negative_pooled_prompt_embeds": negative_pooled,
+    }  # fmt: skip
 
 
 TXT2IMG = {
@@ -293,12 +351,17 @@ INPAINT = {
 
 
 def _family(case: FlowCase) -> str:
-    return case.model.split("-")[0]
+    return _family_of(case.model)
+
+
+def _family_of(model: str) -> str:
+    """ "flux1", "sd3.5", "zimage" or "flux2", of a model ("flux1-dev", ...) or its folder."""
+    return model.split("-")[0]
 
 
 def _txt2img(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     pipe = _stock_pipeline(TXT2IMG[_family(case)], folder, dtype)
-    image: Image.Image = pipe(**_common(case)).images[0]
+    image: Image.Image = pipe(**_common(case, pipe)).images[0]
     return image
 
 
@@ -310,9 +373,9 @@ def _img2img(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     size = (case.params.width, case.params.height)
     if picture.size != size:
         picture = picture.resize(size, Image.Resampling.LANCZOS)
-    image: Image.Image = pipe(**_common(case), image=picture, strength=case.params.strength).images[
-        0
-    ]
+    image: Image.Image = pipe(
+        **_common(case, pipe), image=picture, strength=case.params.strength
+    ).images[0]
     return image
 
 
@@ -329,7 +392,7 @@ def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     noise = varied_noise(torch.randn(shape, generator=generator, dtype=draw), params)
     if _family(case) == "flux1":  # FluxPipeline takes its latents packed
         noise = pipe._pack_latents(noise, *noise.shape)
-    image: Image.Image = pipe(**_common(case), latents=noise).images[0]
+    image: Image.Image = pipe(**_common(case, pipe), latents=noise).images[0]
     return image
 
 
@@ -344,7 +407,12 @@ def _inpaint(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     mask_png_bytes = case.mask_png()
     assert mask_png_bytes is not None
     mask = pipe.mask_processor.blur(_open(mask_png_bytes), blur_factor=params.mask_blur)
-    call = {**_common(case), "image": picture, "mask_image": mask, "strength": params.strength}
+    call = {
+        **_common(case, pipe),
+        "image": picture,
+        "mask_image": mask,
+        "strength": params.strength,
+    }
     if params.only_masked:
         call["padding_mask_crop"] = params.mask_padding
     if _family(case) == "flux2":  # Klein's draws at the picture's size: its users pass none
@@ -386,7 +454,7 @@ def _zimage_only_masked(case: FlowCase, folder: Path, dtype: str) -> Image.Image
     size = {"height": params.height, "width": params.width}
     crop = pipe.mask_processor.get_crop_region(mask, **size, pad=params.mask_padding)
     out = pipe(
-        **_common(case), strength=params.strength,
+        **_common(case, pipe), strength=params.strength,
         image=pipe.image_processor.resize(picture.crop(crop), **size, resize_mode="fill"),
         mask_image=pipe.mask_processor.resize(mask.crop(crop), **size, resize_mode="fill"),
     ).images[0]  # fmt: skip
@@ -404,7 +472,7 @@ def _tiled(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     image = image.resize((params.width, params.height), Image.Resampling.LANCZOS)
 
     def redraw(region: Image.Image, job: GenerationParams) -> Image.Image:
-        call = _common(replace(case, params=job))
+        call = _common(replace(case, params=job), pipe)
         drawn: Image.Image = pipe(**call, image=region, strength=job.strength).images[0]
         return drawn
 
