@@ -22,7 +22,7 @@ from diffusers import FluxImg2ImgPipeline, FluxInpaintPipeline, FluxPipeline
 from PIL import Image
 
 from app.engine.generation.checkpoint import load_checkpoint
-from app.engine.generation.device import CPU, DeviceChoice
+from app.engine.generation.device import CPU
 from app.engine.generation.families import family_of
 from app.engine.generation.families.flow import sentence_prompt
 from app.engine.generation.families.flux import FluxFamily
@@ -352,34 +352,6 @@ def test_flux_runs_in_bfloat16_on_gpus_that_compute_in_it(
     monkeypatch.setattr(torch.cuda, "get_device_capability", reported)
     assert transformer_dtype(device_choice(device)) == expected
     assert asked == ([int(device.partition(":")[2] or 0)] if capability else [])
-
-
-def test_in_bfloat16_flux_equals_the_stock_pipeline_and_resumes_exactly(
-    folders: dict[str, Path], models: dict[str, ModelInfo], tmp_path: Path
-) -> None:
-    """bfloat16 arithmetic as on an Ampere GPU, run here on the CPU: casts, the float32
-    guidance, the scheduler's float32 step and a checkpoint's restored tensors included."""
-    bf16 = DeviceChoice("cpu", "bfloat16")
-    runner = Runner(device=bf16, resolve=lambda _n: models["dev"], threads=1)
-    params = flux_params()
-    image = generate(runner, params, tmp_path, "ours")
-    assert runner.load("m").pipe.transformer.dtype == torch.bfloat16
-    pipe: Any = FluxPipeline.from_pretrained(
-        folders["dev"], dtype=torch.bfloat16, local_files_only=True
-    )
-    pipe.set_progress_bar_config(disable=True)
-    stock_image = pipe(
-        params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
-        height=params.height, width=params.width,
-        generator=torch.Generator("cpu").manual_seed(params.seed),
-    ).images[0]  # fmt: skip
-    assert max_diff(image, pixels(stock_image)) == 0
-    paused = ours(runner, params, tmp_path, "job", on_step=pause_at(PAUSE_AT))
-    assert paused.kind is OutcomeKind.PAUSED
-    fresh = Runner(device=bf16, resolve=lambda _n: models["dev"], threads=1)
-    resumed = ours(fresh, params, tmp_path, "job", on_step=lambda _p: StepDecision.CONTINUE)
-    assert resumed.resumed_from is not None
-    assert max_diff(pixels(tmp_path / "job.png"), image) == 0
 
 
 def test_a1111_weights_and_break_reach_flux_as_plain_words(
