@@ -30,7 +30,6 @@ SUITE = [  # (case, dtype): every family once, both dtypes, the encode paths inc
     ("flux1-schnell-img2img", "float16"),
     ("sd3.5-inpaint-masked", "float16"),
     ("zimage-img2img", "bfloat16"),
-    ("zimage-inpaint", "float16"),  # its embeddings cast, as the stock inpaint needs
     ("zimage-variation", "float16"),
     ("flux2-klein-inpaint", "float16"),
 ]

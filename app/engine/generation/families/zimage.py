@@ -143,14 +143,9 @@ class ZImageFamily(FlowFamily):
             negative_prompt=sentence_prompt(params.negative_prompt),  # "": the stock None
             max_sequence_length=MAX_SEQUENCE_LENGTH,
         )
-        # The stock text-to-image loop takes the embeddings as encoded (float32 where Qwen3
-        # runs wider than a float16 transformer, `device.precision`); the stock img2img and
-        # inpaint pipelines encode the picture in the embeddings' dtype, which a float16 VAE
-        # refuses, so their users pass embeddings cast to the transformer's dtype: as here.
-        cast = self.for_transformer if params.init_image else (lambda embeds: embeds)
-        conditioning = {PROMPT_EMBEDS: cast(prompt_embeds[0])}
+        conditioning = {PROMPT_EMBEDS: prompt_embeds[0]}
         if do_cfg:
-            conditioning[NEGATIVE_EMBEDS] = cast(negative_embeds[0])
+            conditioning[NEGATIVE_EMBEDS] = negative_embeds[0]
         return conditioning
 
     def initial_latents(
