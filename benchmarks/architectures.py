@@ -41,7 +41,7 @@ against the full-precision one's.
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
-SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` where that module is present,
+SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image),
 computed in that dtype on the CPU:
 - `same_as_diffusers_max_diff[<family>-<kind>-<dtype>]`: pixel difference (1/255) between
   Easel's image and the stock pipeline's, loaded in that dtype and called with its defaults;
@@ -114,15 +114,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def matrix_cases() -> list[Any]:
-    """The UNet families' cases, then the flow families' where their module is present."""
+    """The UNet families' cases, then the flow families'."""
     from benchmarks.dtype_matrix import CASES
+    from benchmarks.dtype_matrix_flow import CASES as FLOW_CASES
 
-    try:
-        from benchmarks.dtype_matrix_flow import CASES as FLOW_CASES  # type: ignore[import-not-found,unused-ignore]
-    except ModuleNotFoundError as missing:
-        if missing.name != "benchmarks.dtype_matrix_flow":
-            raise
-        FLOW_CASES = []
     return [*CASES, *FLOW_CASES]
 
 
