@@ -30,6 +30,7 @@ SUITE = [  # (case, dtype): every family once, both dtypes, the encode paths inc
     ("flux1-schnell-img2img", "float16"),
     ("sd3.5-inpaint-masked", "float16"),
     ("zimage-img2img", "bfloat16"),
+    ("zimage-inpaint", "float16"),  # embeddings cast for a picture, as stock's users must
     ("zimage-variation", "float16"),
     ("flux2-klein-inpaint", "float16"),
 ]

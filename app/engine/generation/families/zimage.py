@@ -143,9 +143,14 @@ class ZImageFamily(FlowFamily):
             negative_prompt=sentence_prompt(params.negative_prompt),  # "": the stock None
             max_sequence_length=MAX_SEQUENCE_LENGTH,
         )
-        conditioning = {PROMPT_EMBEDS: prompt_embeds[0]}
+        # The stock text-to-image loop takes the embeddings as encoded (float32 where Qwen3
+        # runs wider than a float16 transformer, `device.precision`); the stock img2img and
+        # inpaint pipelines encode the picture in the embeddings' dtype, which a float16 VAE
+        # refuses, so their users pass embeddings cast to the transformer's: as here.
+        wanted = self.pipe.transformer.dtype if params.init_image else prompt_embeds[0].dtype
+        conditioning = {PROMPT_EMBEDS: prompt_embeds[0].to(wanted)}
         if do_cfg:
-            conditioning[NEGATIVE_EMBEDS] = negative_embeds[0]
+            conditioning[NEGATIVE_EMBEDS] = negative_embeds[0].to(wanted)
         return conditioning
 
     def initial_latents(
@@ -283,11 +288,12 @@ class ZImageFamily(FlowFamily):
         return noise_pred.to(torch.float32)
 
     def blend_dtype(self) -> torch.dtype:
-        """`ZImageInpaintPipeline` blends in the prompt embeddings' dtype (the text
-        encoder's); a checkpoint restores the tensors in float32, so they are cast back
-        (exactly: they hold its values) and a resumed job blends in the same arithmetic as
-        an uninterrupted one (without it a bfloat16 job resumed 21/255 off)."""
-        dtype: torch.dtype = self.pipe.text_encoder.dtype
+        """`ZImageInpaintPipeline` blends in the prompt embeddings' dtype, which for a job
+        with a picture is the transformer's (`encode`); a checkpoint restores the tensors in
+        float32, so they are cast back (exactly: they hold its values) and a resumed job
+        blends in the same arithmetic as an uninterrupted one (without it a bfloat16 job
+        resumed 21/255 off)."""
+        dtype: torch.dtype = self.pipe.transformer.dtype
         return dtype
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
