@@ -1,13 +1,11 @@
 """Claims per second: worker processes, each holding models, draining a mixed queue.
 
 `--queued` jobs spread over `--models` models (shuffled, one seed) wait in one queue;
-`--workers` spawned processes claim until nothing is PENDING, as a real worker claims
-(`Worker._claim`): each passes the models it holds (it "loads" the model of each job it
-takes, and keeps the two most recent), and each claim writes its worker row (busy, the job,
-its model, the models held once it is loaded, which the others leave to it) in the claim's
-own commit (`JobQueue.claim(claimer_row=...)`, the row `Presence.claimed_row`); the row's
-beat comes every `BEAT_MAX_S`, as a worker's. Claimers open the store patient, as a worker
-does (on SQLite they wait in line for the write lock). A
+`--workers` spawned processes claim until nothing is PENDING, model-aware like a real
+worker: each passes the models it holds (it "loads" the model of each job it takes, and
+keeps the two most recent) and writes them to its worker row, so the others leave those
+models to it: in the claim's own commit (`JobQueue.claim(row_models=...)`). Claimers open
+the store patient, as a worker does (on SQLite they wait in line for the write lock). A
 double claim would show as a job id claimed by two processes, or as two START rows in one
 job's history. The affinity bound is checked from the history: claims are serialised, so
 the history's START order is the claim order, and no job may have more than `max_skips`
@@ -17,9 +15,9 @@ younger jobs started before it.
         [--workers 8] [--static-rows | --separate-rows] [--synchronous NORMAL]
 
 `--static-rows`: the worker rows are written once, at start (the claims alone).
-`--separate-rows`: each claim's row write is a transaction of its own after the claim
-(`Presence.update`, as the worker did before issue 41; on SQLite it waits for the claims'
-write lock and pays a commit of its own).
+`--separate-rows`: each new model's row write is a transaction of its own after the claim
+(`Presence.update`, as before issue 41; on SQLite it waits for the claims' write lock and
+pays a commit of its own).
 `--db postgresql://...`: the same on PostgreSQL, in a scratch schema dropped afterwards;
 `--db PATH`: a new SQLite file at PATH (removed afterwards); by default one in a temp folder.
 `--synchronous NORMAL`: SQLite commits as before issue 34 (not durable against a power cut),
@@ -47,14 +45,15 @@ from sqlalchemy import func, select
 from app.engine.jobs.affinity import DEFAULT_BOUND
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
-from app.engine.workers.presence import BEAT_MAX_S, Presence
+from app.engine.workers.presence import Presence
 from app.engine.workers.worker_states import WorkerState
 from app.models.db import SYNCHRONOUS_ENV
 from app.models.opening import open_database
 from app.models.postgres import scratch_schema
-from app.models.tables import TRANSITION, Job
+from app.models.tables import TRANSITION
 
 HELD_CAPACITY = 2  # models a benchmark worker keeps, most recently used first
+ROW_BEAT_S = 2.0  # a worker row is written at least this often (peers count it 15 s)
 
 
 @contextmanager
@@ -92,60 +91,55 @@ class BenchWorker:
         self.presence = Presence(queue.db, worker_id, "bench")
         self.presence.register(device=None)
         self.rows_written = 0
-        self.beat_at = time.monotonic()
         self.write_row()
 
     def holding(self, model: str) -> list[str]:
         """What it holds once it has `model`: that first, then the most recent others."""
         return [model, *[m for m in self.held if m != model]][:HELD_CAPACITY]
 
-    def claimed_row(self, job_id: int, model: str) -> dict[str, Any] | None:
-        """For the claim's commit, as a worker's (`Worker._claim`): busy with the job."""
-        if self.rows != "claim":
+    def row_models(self, model: str) -> list[str] | None:
+        """For the claim's commit: the held models once it has `model`, if they change."""
+        if self.rows != "claim" or set(self.holding(model)) == set(self.held):
             return None
         self.rows_written += 1  # counted as written: the claim that calls this commits it
-        return self.presence.claimed_row(WorkerState.BUSY, job_id, model, self.holding(model))
+        return self.holding(model)
 
-    def took(self, job: Job) -> None:
-        self.held = self.holding(job.model)
+    def took(self, model: str) -> None:
+        before = self.held
+        self.held = self.holding(model)
         if self.rows == "static":
             return
-        if self.rows == "separate":  # as the worker did before issue 41
-            self.rows_written += 1
-            self.presence.update(WorkerState.BUSY, current_job=job.id, model=job.model,
-                                 models=json.dumps(self.held))  # fmt: skip
-        if time.monotonic() - self.beat_at > BEAT_MAX_S:
-            self.beat_at = time.monotonic()
-            self.rows_written += 1
-            self.presence.beat(WorkerState.BUSY)
+        changed = self.rows == "separate" and set(self.held) != set(before)
+        if changed or time.monotonic() - self.row_written_at > ROW_BEAT_S:
+            self.write_row()
 
     def write_row(self) -> None:
-        self.beat_at = time.monotonic()
+        self.row_written_at = time.monotonic()
         self.rows_written += 1
         self.presence.update(WorkerState.IDLE, models=json.dumps(self.held))
 
 
 def claim_until_empty(
     location: str, worker_id: str, first_model: str | None, rows: str, start: Any
-) -> tuple[list[int], int, float, float, int, float]:
+) -> tuple[list[int], int, float, float, int]:
     """(the jobs claimed, how many were for a model held at the time, start, end, worker
-    row writes, the CPU seconds this process spent claiming)."""
+    row writes)."""
     # Patient, as a worker's store is (`app.engine.store.opening`): it waits out a held lock.
     queue = JobQueue(open_database(location, lock_timeout_s=None))
     worker = BenchWorker(queue, worker_id, first_model, rows=rows)
     claimed: list[int] = []
     hits = 0
     start.wait()  # all processes race from the same moment, not from their spawn times
-    began, cpu_began = time.perf_counter(), time.process_time()
+    began = time.perf_counter()
     while (
-        job := queue.claim(worker_id, models=worker.held, claimer_row=worker.claimed_row)
+        job := queue.claim(worker_id, models=worker.held, row_models=worker.row_models)
     ) is not None:
         claimed.append(job.id or 0)  # a claimed job is stored: it has an id
         hits += job.model in worker.held
-        worker.took(job)
-    ended, cpu_s = time.perf_counter(), time.process_time() - cpu_began
+        worker.took(job.model)
+    ended = time.perf_counter()
     queue.db.dispose()
-    return claimed, hits, began, ended, worker.rows_written, cpu_s
+    return claimed, hits, began, ended, worker.rows_written
 
 
 def submit_queue(queue: JobQueue, models: list[str], queued: int) -> None:
@@ -239,14 +233,10 @@ def main() -> None:
     overtaken = most_overtaken(order)
     hits = sum(result[1] for result in results)
     print(f"claims_per_s: {len(claimed) / elapsed:.0f}")
-    # The claimers' own CPU time (user and system) per claim: what a claim costs whatever
-    # else the machine runs (claims_per_s falls with the cores other programs take).
-    cpu_ms = 1000 * sum(result[5] for result in results) / max(len(claimed), 1)
-    print(f"claimer_cpu_ms_per_claim: {cpu_ms:.2f}")
     print(f"claimed: {len(claimed)} of {args.queued}")
     print(f"double_claims: {double_claims}")
     print(f"held_model_claims: {hits / max(len(claimed), 1):.2f}")
-    # Each claim's row write goes in the claim's commit unless --separate-rows.
+    # A new model's row write goes in the claim's commit unless --separate-rows.
     print(f"worker_row_writes: {sum(result[4] for result in results)} ({row_writes})")
     print(f"max_passed_over: {overtaken} (bound {DEFAULT_BOUND.max_skips})")
     print(f"affinity_bound_held: {'yes' if overtaken <= DEFAULT_BOUND.max_skips else 'NO'}")

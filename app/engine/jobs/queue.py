@@ -46,7 +46,7 @@ from app.engine.jobs.states import (
 )
 from app.errors import EaselError, UserError
 from app.models.db import Database, HotTransaction, Prepared
-from app.models.tables import JOB, TRANSITION, WORKER, Job, JobNote, JobTransition, stored_job
+from app.models.tables import JOB, TRANSITION, WORKER, Job, JobNote, JobTransition
 from app.models.tables import MAX_JOB_ID as MAX_JOB_ID  # the largest id (the server checks it)
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,8 @@ log = logging.getLogger(__name__)
 MOVES_KEY = 0x45A5E3
 # Claims on every machine take it, one at a time (see `queue_sql.affinity_claim_statement`).
 CLAIMS_KEY = 0x45A5E4
-# What a claim writes to its claimer's worker row in its own commit, given the taken job's id
-# and model: worker table columns and their values (None: the row stays as it was).
-ClaimerRow = Callable[[int, str], Mapping[str, Any] | None]
+# A claimer's worker-row models once it has taken a job for the given model (None: as before).
+RowModels = Callable[[str], Sequence[str] | None]
 
 MAX_DECIDE_AGAIN = 20
 DEFAULT_MAX_ATTEMPTS = 3
@@ -560,7 +559,7 @@ class JobQueue:
         source: str = "worker",
         job_id: int | None = None,
         models: Sequence[str] = (),
-        claimer_row: ClaimerRow | None = None,
+        row_models: RowModels | None = None,
     ) -> Job | None:
         """START the next due PENDING job for `worker_id`, atomically; None when nothing is due.
 
@@ -570,12 +569,11 @@ class JobQueue:
         (`affinity`), else the model with the most pressure, leaving models other live
         workers hold (the worker table) to them. A higher priority always goes first.
         `job_id`: only that job (`python -m app generate` runs exactly the job it submitted).
-        `claimer_row`: given the taken job's id and model, what to write to the worker's row
-        (its state, the job in hand, the models it holds once it has taken it, which peers
-        read to leave those models to it; `last_seen_at` is the claim's time unless given).
-        On SQLite in the claim's own commit (a separate write would wait for the same write
-        lock and pay a second commit's sync); on PostgreSQL right after, in one round trip,
-        as the claim is sent whole before its job is known.
+        `row_models`: given the taken job's model, the models the worker holds once it has
+        taken it (None: its row's list stays): written to its worker row, which peers read
+        to leave those models to it. On SQLite in the claim's own commit (a separate write
+        would wait for the same write lock and pay a second commit's sync); on PostgreSQL
+        right after, as the claims' lock does not guard the worker table.
         """
         now = self.clock()
         params: dict[str, Any] = {"now": now, "worker_id": worker_id}
@@ -591,11 +589,11 @@ class JobQueue:
                 if job_id is None and self._sql.claim_next_with_history is not None:
                     params.update(source=source, message=message)
                     taken = self._claim_sent_whole(worker_id, models, params)
-                    if taken is not None and claimer_row is not None:
-                        self._write_claimer_row(worker_id, taken, claimer_row)
+                    if taken is not None and row_models is not None:
+                        self._write_row_models(worker_id, taken, row_models)
                 else:
                     taken = self._claim_in_steps(
-                        worker_id, models, params, source, message, claimer_row
+                        worker_id, models, params, source, message, row_models
                     )
                 break
             except _ClaimMissed:
@@ -605,7 +603,7 @@ class JobQueue:
         if taken is None:
             self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
             return None
-        job = stored_job(taken)
+        job = Job.model_validate(taken)
         assert job.id is not None and job.worker_id == worker_id
         record = TransitionRecord(
             job.id, JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source, message,
@@ -621,7 +619,7 @@ class JobQueue:
         params: dict[str, Any],
         source: str,
         message: str,
-        claimer_row: ClaimerRow | None = None,
+        row_models: RowModels | None = None,
     ) -> dict[str, Any] | None:
         """The claim, then its history row (and the worker row's models, see `claim`), in
         one transaction: the taken job's columns."""
@@ -652,33 +650,33 @@ class JobQueue:
                 message, taken["attempt"], taken["updated_at"],
             )  # fmt: skip
             self._insert_history(tx, record)
-            if claimer_row is not None:
-                self._set_claimer_row(tx, worker_id, taken, claimer_row)
+            if row_models is not None:
+                self._set_row_models(tx, worker_id, taken, row_models)
             return taken
 
         return self.db.in_hot_write(take, pipelined=True)
 
-    def _set_claimer_row(
-        self, tx: HotTransaction, worker_id: str, taken: dict[str, Any], claimer_row: ClaimerRow
+    def _set_row_models(
+        self, tx: HotTransaction, worker_id: str, taken: dict[str, Any], row_models: RowModels
     ) -> None:
-        row = claimer_row(taken["id"], taken["model"])
-        if row is not None:
-            values = {"last_seen_at": taken["updated_at"], **row}
-            tx.execute(self._sql.worker_row(frozenset(values)), {**values, "worker_id": worker_id})
+        held = row_models(taken["model"])
+        if held is not None:
+            values = {"worker_id": worker_id, "models": json.dumps(list(held)),
+                      "last_seen_at": taken["updated_at"]}  # fmt: skip
+            tx.execute(self._sql.worker_models, values)
 
-    def _write_claimer_row(
-        self, worker_id: str, taken: dict[str, Any], claimer_row: ClaimerRow
+    def _write_row_models(
+        self, worker_id: str, taken: dict[str, Any], row_models: RowModels
     ) -> None:
-        """PostgreSQL: the worker row, in a transaction of its own right after the claim's
-        (one round trip; no lock that claims wait for). A failed write is the row's loss,
-        not the claim's: the job is taken already."""
+        """PostgreSQL: the worker row's models, in a transaction of their own right after
+        the claim's (one round trip; no lock that claims wait for). A failed write is the
+        row's loss, not the claim's: the job is taken already."""
         try:
             self.db.in_hot_write(
-                lambda tx: self._set_claimer_row(tx, worker_id, taken, claimer_row),
-                pipelined=True,
+                lambda tx: self._set_row_models(tx, worker_id, taken, row_models), pipelined=True
             )
         except EaselError as error:
-            log.warning("worker row not written with its claim: %s", error)
+            log.warning("worker row's models not written: %s", error)
 
     def _claim_sent_whole(
         self, worker_id: str, models: Sequence[str], params: dict[str, Any]

@@ -69,7 +69,15 @@ class QueueStatements:
                 WORKER.c.models.is_not(None),
             ),
         )
-        self._worker_rows: dict[frozenset[str], Prepared] = {}
+        # The models a claimer holds, in its worker row (`JobQueue.claim(row_models=...)`).
+        self.worker_models = db.prepare_once(
+            "queue.worker_models",
+            lambda: (
+                update(WORKER)
+                .where(WORKER.c.id == bindparam("worker_id"))
+                .values(models=bindparam("models"), last_seen_at=bindparam("last_seen_at"))
+            ),
+        )
         self.heartbeat = self._touch(("heartbeat_at",))
         self.progress = self._touch(("heartbeat_at", "progress_step", "progress_total"))
 
@@ -92,26 +100,6 @@ class QueueStatements:
 
             name = "queue.conditional_update " + ",".join(sorted(columns))
             prepared = self._updates[columns] = self._db.prepare_once(name, statement)
-        return prepared
-
-    def worker_row(self, columns: frozenset[str]) -> Prepared:
-        """`UPDATE worker SET <columns> WHERE id = :worker_id`: what a claim writes to its
-        claimer's row in its own commit (`JobQueue.claim(claimer_row=...)`)."""
-        prepared = self._worker_rows.get(columns)
-        if prepared is None:
-            refused = (columns - {column.name for column in WORKER.c}) | (columns & {"id"})
-            if refused:
-                raise ValueError(f"a claim cannot set these worker row columns: {sorted(refused)}")
-
-            def statement() -> Any:
-                return (
-                    update(WORKER)
-                    .where(WORKER.c.id == bindparam("worker_id"))
-                    .values({name: bindparam(name) for name in sorted(columns)})
-                )
-
-            name = "queue.worker_row " + ",".join(sorted(columns))
-            prepared = self._worker_rows[columns] = self._db.prepare_once(name, statement)
         return prepared
 
     def insert_job(self, columns: frozenset[str]) -> Prepared:

@@ -11,10 +11,9 @@ Old rows are forgotten when a worker starts: exited or lost for `FORGET_AFTER_S`
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -62,16 +61,6 @@ class Presence:
         values = {"state": state.value, "last_seen_at": self._clock(), **changes}
         with self._quietly(state.value), self.db.write() as conn:
             conn.execute(update(WORKER).where(WORKER.c.id == self.worker_id).values(**values))
-
-    def claimed_row(
-        self, state: WorkerState, job_id: int, model: str, models: Sequence[str]
-    ) -> dict[str, Any]:
-        """The row a claim writes in its own commit (`JobQueue.claim(claimer_row=...)`), in
-        place of an update of its own right after: `state` (busy), the job taken, its model
-        and the models held once it is loaded (peers leave those to us). The claim's time
-        is its `last_seen_at`. Written with the claim, it fails with it: no job is taken."""
-        return {"state": state.value, "current_job": job_id, "model": model,
-                "models": json.dumps(list(models))}  # fmt: skip
 
     def beat(self, state: WorkerState) -> tuple[WorkerRequest, str] | None:
         """Say we are alive, in `state` (it also mends a state written out of order by the

@@ -261,9 +261,6 @@ class Worker:
         self.presence = Presence(queue.db, worker_id, machine, clock=queue.clock)
         self._ready = False
         self._job_id: int | None = None
-        # Held while the row is written and while a claim writes it with the job it takes
-        # (`_claim`): the beat's thread never writes a state read before that (idle) after it.
-        self._row_lock = threading.RLock()
         self._jobs_done = 0
         self._step_times = ExpectedStepTimes(queue)
         # A SQLite file deleted or replaced under us (see `db_file`): once seen, we stop and
@@ -353,9 +350,8 @@ class Worker:
         self.send(MessageKind.EXITING)
 
     def _update_row(self, state: WorkerState, **changes: Any) -> None:
-        with self._row_lock:
-            if self.replaced is None:  # the row is in a file nobody looks at any more
-                self.presence.update(state, **changes)
+        if self.replaced is None:  # the row is in a file nobody looks at any more
+            self.presence.update(state, **changes)
 
     def database_replaced(self) -> bool:
         """Whether our SQLite file was deleted or replaced (checked now: one `stat`). The
@@ -375,35 +371,31 @@ class Worker:
     @property
     def state(self) -> WorkerState:
         """What the worker row says, from this process's own flags."""
-        return self._state(holding_job=self._job_id is not None)
-
-    def _state(self, *, holding_job: bool) -> WorkerState:
         if self._pause_and_exit or self._stop_reason is not None:
             return WorkerState.STOPPING
         if self._draining:
             return WorkerState.DRAINING
         if not self._ready:
             return WorkerState.STARTING
-        return WorkerState.BUSY if holding_job else WorkerState.IDLE
+        return WorkerState.BUSY if self._job_id is not None else WorkerState.IDLE
 
     def _beat(self) -> None:
         """On the presence thread: we are alive (and in this state); take up a request. Also
         where a replaced database file is noticed, within one beat while a job runs."""
         if self.database_replaced():
             return
-        with self._row_lock:
-            asked = self.presence.beat(self.state)
-            if asked is None:
-                return
-            request, by = asked
-            if request is WorkerRequest.STOP and self._stop_reason is None:
-                self._stop_reason = f"stop requested from {by}"
-            elif request is WorkerRequest.DRAIN and not self._draining:
-                self._draining = True
-            else:
-                return
-            log.info("%s requested from %s: %s", request.value, by, self.worker_id)
-            self._update_row(self.state)
+        asked = self.presence.beat(self.state)
+        if asked is None:
+            return
+        request, by = asked
+        if request is WorkerRequest.STOP and self._stop_reason is None:
+            self._stop_reason = f"stop requested from {by}"
+        elif request is WorkerRequest.DRAIN and not self._draining:
+            self._draining = True
+        else:
+            return
+        log.info("%s requested from %s: %s", request.value, by, self.worker_id)
+        self._update_row(self.state)
 
     def held_models(self) -> list[str]:
         """The models the runner holds in memory, most recently used first (a runner without
@@ -431,28 +423,9 @@ class Worker:
                 read_ahead(model)
                 return
 
-    def _claim(self) -> Job | None:
-        """The next job for us, if any. Its claim also writes our row (busy, the job, its
-        model, the models held once it is loaded): one write transaction, not a second one
-        after it (on SQLite a second wait for the write lock and a second commit's sync)."""
-        held = self.held_models()
-
-        def row(job_id: int, model: str) -> dict[str, Any] | None:
-            if self.replaced is not None:
-                return None  # the row is in a file nobody looks at any more
-            holding = [model, *(other for other in held if other != model)]
-            return self.presence.claimed_row(self._state(holding_job=True), job_id, model, holding)
-
-        with self._row_lock:  # no beat between the row written busy and the job ours here
-            job = self.queue.claim(
-                self.worker_id, job_id=self.config.only_job, models=held, claimer_row=row
-            )
-            if job is not None:
-                self._job_id = job.id
-        return job
-
     def _run_job(self, job: Job) -> None:
-        """Run the job `_claim` took (our row already says so)."""
+        self._job_id = job.id
+        self._update_row(self.state, current_job=job.id, model=job.model)
         self._read_ahead(job)
         run = JobRun(self._run_context(job), job)
         try:
@@ -509,7 +482,9 @@ class Worker:
     def _work(self) -> None:
         while not (self.stopping or self.orphaned or self.database_replaced()):
             try:
-                job = self._claim()
+                job = self.queue.claim(
+                    self.worker_id, job_id=self.config.only_job, models=self.held_models()
+                )
                 if job is not None:
                     self._run_job(job)
             except DatabaseFileReplaced:
@@ -573,7 +548,7 @@ class Worker:
             return
         try:
             self.runner.load(self.config.warm_model)
-            self._update_row(self.state, model=self.config.warm_model, **self._models_row())
+            self.presence.update(self.state, model=self.config.warm_model, **self._models_row())
         except Exception as error:
             # Not fatal: the model may be installed later; each job then fails with the reason.
             log.warning("could not load %s while warming up: %s", self.config.warm_model, error)

@@ -9,15 +9,12 @@ import statistics
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, insert, select, text
 
 from app.engine.jobs.affinity import CLAIM_WINDOW, AffinityBound
 from app.engine.jobs.params import GenerationParams
@@ -25,7 +22,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.models.db import Database
 from app.models.opening import open_database
-from app.models.tables import JOB, TRANSITION, WORKER, stored_job
+from app.models.tables import JOB, TRANSITION, WORKER
 
 pytestmark = pytest.mark.both_backends
 
@@ -497,10 +494,6 @@ def worker_models(queue: JobQueue, worker_id: str) -> tuple[list[str], float]:
     return json.loads(listed), seen_at
 
 
-def held_row(models: list[str]) -> dict[str, str]:
-    return {"models": json.dumps(models)}
-
-
 def test_a_claim_writes_the_models_its_worker_will_hold_to_its_row_for_peers(
     affinity_queue: JobQueue,
 ) -> None:
@@ -510,7 +503,7 @@ def test_a_claim_writes_the_models_its_worker_will_hold_to_its_row_for_peers(
     other = queue.submit(GenerationParams("a dog", model="C", seed=3))
     add_worker(queue, "wa", ["A"], START)
     queue.clock.now += 1.0  # type: ignore[attr-defined]
-    job = queue.claim("wa", models=["A"], claimer_row=lambda _id, model: held_row([model, "A"]))
+    job = queue.claim("wa", models=["A"], row_models=lambda model: [model, "A"])
     assert job is not None and job.id == first_b
     assert worker_models(queue, "wa") == (["B", "A"], queue.clock())
     # A worker holding nothing now leaves the second B to wa, which loaded B with its claim.
@@ -525,77 +518,5 @@ def test_a_claim_whose_worker_keeps_its_models_leaves_its_row_as_it_was(
     queue.submit(GenerationParams("a cat", model="A", seed=1))
     add_worker(queue, "wa", ["A"], START)
     queue.clock.now += 1.0  # type: ignore[attr-defined]
-    assert queue.claim("wa", models=["A"], claimer_row=lambda _id, _model: None) is not None
+    assert queue.claim("wa", models=["A"], row_models=lambda model: None) is not None
     assert worker_models(queue, "wa") == (["A"], START)
-
-
-def test_a_claimed_job_equals_the_stored_one_field_by_field(affinity_queue: JobQueue) -> None:
-    queue = affinity_queue
-    job_id = queue.submit(GenerationParams("a cat", model="A", seed=2**32 - 1, cfg=7.0))
-    odd = {"starred": True, "only_masked": True, "error_transient": True, "strength": 1.0,
-           "passed_over": 2, "error": "an earlier try"}  # fmt: skip
-    with queue.db.write() as conn:
-        conn.execute(update(JOB).where(JOB.c.id == job_id).values(**odd))
-    claimed = queue.claim("wa", models=["A"])
-    assert claimed is not None
-    stored = queue.get(job_id)
-    for name, value in stored.model_dump().items():
-        got = getattr(claimed, name)
-        assert (got, type(got)) == (value, type(value)), name
-    assert claimed == stored and claimed.model_fields_set == stored.model_fields_set
-    claimed.prompt = "still a model: its fields can be set"  # as on one that was validated
-    assert claimed.model_copy(update={"seed": 3}).seed == 3
-
-
-def test_a_stored_job_of_an_incomplete_row_is_refused_with_its_missing_field() -> None:
-    row = {column.name: None for column in JOB.c if column.name != "prompt"}
-    with pytest.raises(ValidationError, match="prompt"):
-        stored_job(row)
-
-
-def counted_write_transactions(db: Database) -> list[int]:
-    """How many write transactions `db` begins from now on (hot or not): [count]."""
-    count = [0]
-    hot_write, write = db.hot_write, db.write
-
-    @contextmanager
-    def counted(opened: Any) -> Iterator[Any]:
-        count[0] += 1
-        with opened as transaction:
-            yield transaction
-
-    db.hot_write = lambda **kw: counted(hot_write(**kw))  # type: ignore[method-assign]
-    db.write = lambda: counted(write())  # type: ignore[method-assign]
-    return count
-
-
-def test_a_claim_with_its_claimers_row_is_one_write_transaction_on_sqlite(
-    affinity_queue: JobQueue, backend: str
-) -> None:
-    queue = affinity_queue
-    job_id = queue.submit(GenerationParams("a cat", model="B", seed=1))
-    add_worker(queue, "wa", ["A"], START)
-    queue.clock.now += 1.0  # type: ignore[attr-defined]
-    writes = counted_write_transactions(queue.db)
-    row = {"state": "busy", "current_job": job_id, "model": "B", "models": '["B", "A"]'}
-    job = queue.claim("wa", models=["A"], claimer_row=lambda taken, model: {**row, "model": model})
-    assert job is not None and job.id == job_id
-    # PostgreSQL's claim is sent whole before its job is known: the row follows it, in a
-    # transaction of its own (one round trip more).
-    assert writes[0] == (1 if backend == "sqlite" else 2)
-    query = select(WORKER.c.state, WORKER.c.current_job, WORKER.c.model, WORKER.c.models,
-                   WORKER.c.last_seen_at).where(WORKER.c.id == "wa")  # fmt: skip
-    with queue.db.read() as conn:
-        written = conn.execute(query).one()
-    assert tuple(written) == ("busy", job_id, "B", '["B", "A"]', job.started_at)
-
-
-def test_a_claimer_row_naming_no_worker_column_is_refused(
-    affinity_queue: JobQueue, backend: str
-) -> None:
-    queue = affinity_queue
-    job_id = queue.submit(GenerationParams("a cat", model="B", seed=1))
-    with pytest.raises(ValueError, match="wheels"):
-        queue.claim("wa", claimer_row=lambda _id, _model: {"wheels": 4})
-    if backend == "sqlite":  # refused inside the claim's commit: nothing was taken
-        assert queue.get(job_id).status == "PENDING"
