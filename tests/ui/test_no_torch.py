@@ -41,7 +41,10 @@ sys.exit(code)
 def started(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The real entry point run once: what it printed."""
     home = tmp_path_factory.mktemp("no-torch") / "home"
-    env = {**os.environ, "EASEL_HOME": str(home), "QT_QPA_PLATFORM": "offscreen",
+    # Not this process's EASEL_* variables: an in-process CLI test's `--db URL` sets
+    # EASEL_DB here for good, and the window would then open that PostgreSQL queue.
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith("EASEL_")}
+    env = {**inherited, "EASEL_HOME": str(home), "QT_QPA_PLATFORM": "offscreen",
            "PYTHONPATH": str(ROOT)}  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
