@@ -15,10 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from diffusers import StableDiffusionXLImg2ImgPipeline
 from PIL import Image
 
-from app.engine.generation import denoise
 from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import NonFiniteVaeOutput
@@ -29,6 +27,7 @@ from app.engine.generation.tiny_klein import write_tiny_klein
 from app.engine.generation.vae_precision import keep_in_float32
 from app.engine.jobs.params import GenerationParams
 from tests.engine.generation.test_img2img import init_png
+from tests.engine.generation.test_img2img_architectures import stock
 from tests.engine.generation.tiny_architectures import (
     go_on,
     max_diff,
@@ -82,21 +81,7 @@ def run(runner: Runner, folder: Path, name: str, **changes: Any) -> tuple[np.nda
 
 def stock_img2img(runner: Runner, params_changes: dict[str, Any]) -> np.ndarray:
     """`StableDiffusionXLImg2ImgPipeline` on the same modules, called with its defaults."""
-    params = params_for("m", **params_changes)
-    pipe = runner.load("m").pipe
-    stock: Any = StableDiffusionXLImg2ImgPipeline(**pipe.components)
-    stock.scheduler = denoise.make_scheduler(pipe, params.scheduler)
-    stock.set_progress_bar_config(disable=True)
-    image = stock(
-        params.prompt,
-        image=Image.open(io.BytesIO(init_png())),
-        strength=params.strength,
-        negative_prompt=params.negative_prompt,
-        num_inference_steps=params.steps,
-        guidance_scale=params.cfg,
-        generator=torch.Generator().manual_seed(params.seed),
-    ).images[0]
-    return pixels(image)
+    return stock(runner, Architecture.SDXL, params_for("m", **params_changes))
 
 
 IMG2IMG = {"init_image": "job:1", "strength": 0.6}
