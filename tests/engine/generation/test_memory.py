@@ -16,7 +16,12 @@ from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import NotEnoughGraphicsMemory, is_out_of_memory
 from app.engine.generation.memory import largest_part_bytes, module_bytes
-from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
+from app.engine.generation.outcome import (
+    GenerationOutcome,
+    OutcomeKind,
+    StepDecision,
+    StepProgress,
+)
 from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
 from app.errors import DatabaseLocked, DatabaseUnreachable, DiskFull, is_transient, is_user_error
 from tests.engine.generation.tiny_architectures import (
@@ -32,6 +37,16 @@ from tests.engine.generation.tiny_architectures import (
 __all__ = ["tiny_folders"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
+def run_m(runner: Runner, folder: Path) -> GenerationOutcome:
+    """Model "m" at its test parameters, every step let through; the outcome (its note)."""
+    return runner.run(
+        params_for("m"),
+        output_path=folder / "x.png",
+        checkpoint_path=folder / "x.ckpt",
+        on_step=go_on,
+    )
 
 
 def test_low_vram_mode_gives_the_same_image_at_native_size(
@@ -89,12 +104,7 @@ def test_out_of_memory_in_low_vram_mode_is_not_retried_again_and_says_what_is_ne
     monkeypatch.setattr(runner_module, "largest_part_bytes", lambda pipe: 23_800_000_000)
     monkeypatch.setattr(runner_module, "device_memory_free", lambda device: 8 * 10**9)
     with pytest.raises(NotEnoughGraphicsMemory) as raised:
-        runner.run(
-            params_for("m"),
-            output_path=tmp_path / "x.png",
-            checkpoint_path=tmp_path / "x.ckpt",
-            on_step=go_on,
-        )
+        run_m(runner, tmp_path)
     assert str(raised.value) == (
         "m needs about 23.8 GB of graphics memory even with low-VRAM mode; this GPU has 8.0 GB free"
     )
@@ -116,12 +126,7 @@ def test_a_job_that_fits_neither_way_fails_after_its_one_low_vram_retry(
 
     monkeypatch.setattr(denoise, "advance", always_out_of_memory)
     with pytest.raises(NotEnoughGraphicsMemory) as raised:
-        runner.run(
-            params_for("m"),
-            output_path=tmp_path / "x.png",
-            checkpoint_path=tmp_path / "x.ckpt",
-            on_step=go_on,
-        )
+        run_m(runner, tmp_path)
     assert len(calls) == 2 and runner.device.low_vram
     assert largest_part_bytes(runner.load("m").pipe) == unet_bytes > 0
     assert str(raised.value) == (
@@ -201,12 +206,7 @@ def test_out_of_memory_while_loading_is_still_retried_in_low_vram_mode(
         real_place(pipe, device)
 
     monkeypatch.setattr(loader, "_place", out_of_memory_at_first)
-    out = runner.run(
-        params_for("m"),
-        output_path=tmp_path / "x.png",
-        checkpoint_path=tmp_path / "x.ckpt",
-        on_step=go_on,
-    )
+    out = run_m(runner, tmp_path)
     assert out.kind is OutcomeKind.COMPLETED and out.note == LOW_VRAM_NOTE
     assert [device.low_vram for device in placed] == [False, True]
 
@@ -245,11 +245,6 @@ def test_the_failed_attempts_memory_is_collected_before_the_low_vram_retry_frees
     monkeypatch.setattr(denoise, "advance", out_of_memory_holding_activations)
     monkeypatch.setattr(runner_module, "_empty_gpu_cache", noting("empty cache", lambda: None))
     monkeypatch.setattr(loader, "load_pipeline", noting("load", real_load))
-    out = runner.run(
-        params_for("m"),
-        output_path=tmp_path / "x.png",
-        checkpoint_path=tmp_path / "x.ckpt",
-        on_step=go_on,
-    )
+    out = run_m(runner, tmp_path)
     assert out.kind is OutcomeKind.COMPLETED and out.note == LOW_VRAM_NOTE
     assert alive == [("empty cache", []), ("load", [])]
