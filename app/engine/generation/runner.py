@@ -215,9 +215,8 @@ class Runner:
         not, goes up unchanged.
         """
         inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
-        attempt = partial(
-            self._attempt_within_memory, params, output_path, checkpoint_path, on_step, inputs
-        )
+        generate = partial(self._generate, params, output_path, checkpoint_path, on_step, inputs)
+        attempt = partial(self._attempt_within_memory, params, generate)
         outcome = attempt()
         if outcome is not None:
             return outcome
@@ -233,17 +232,13 @@ class Runner:
         return replace(outcome, note="; ".join(filter(None, (LOW_VRAM_NOTE, outcome.note))))
 
     def _attempt_within_memory(
-        self,
-        params: GenerationParams,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: StepCallback,
-        inputs: _Inputs,
+        self, params: GenerationParams, generate: Callable[[], GenerationOutcome]
     ) -> GenerationOutcome | None:
-        """One run; None when it ran out of GPU memory. Nothing of that error leaves this
-        function: memory is freed only once no frame of the failed run holds on to it."""
+        """One run of `generate`; None when it ran out of GPU memory. Nothing of that error
+        leaves this function: memory is freed only once no frame of the failed run holds on
+        to it."""
         try:
-            return self._run_once(params, output_path, checkpoint_path, on_step, inputs)
+            return self._run_once(params, generate)
         except Exception as error:
             # Only memory is cured by offloading; a database away or a full disk is the
             # retry policy's to decide, and must not cost the worker its speed for good.
@@ -280,21 +275,16 @@ class Runner:
         return largest_part_bytes(loaded.pipe) if loaded is not None else None
 
     def _run_once(
-        self,
-        params: GenerationParams,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: StepCallback,
-        inputs: _Inputs,
+        self, params: GenerationParams, generate: Callable[[], GenerationOutcome]
     ) -> GenerationOutcome:
-        """One run, retried once if its VAE overflowed (half precision) and can be upcast."""
-        attempt = partial(self._generate, params, output_path, checkpoint_path, on_step, inputs)
+        """One run of `generate`, retried once if its VAE overflowed (half precision) and
+        can be upcast."""
         try:
-            return attempt()
+            return generate()
         except NonFiniteVaeOutput:
             if not self._keep_vae_in_float32(params):
                 raise  # in float32 already: nothing left to try
-        return replace(attempt(), note=VAE_FLOAT32_NOTE)
+        return replace(generate(), note=VAE_FLOAT32_NOTE)
 
     def _keep_vae_in_float32(self, params: GenerationParams) -> bool:
         """The job's VAE in float32 from now on (the model is held: no load); False when it
