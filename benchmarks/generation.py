@@ -410,15 +410,23 @@ def _default_size(pipe: object) -> int:
     return int(unet.config.sample_size) * int(factor)
 
 
-def _step_ms(pipe: object, params: GenerationParams) -> float:
-    """Median UNet + scheduler step with CFG (two UNet batches), after one warm-up step."""
-    timed = GenerationParams(**{**params.to_dict(), "steps": TIMED_STEPS + 1})
+def _step_ms(
+    pipe: object,
+    params: GenerationParams,
+    *,
+    steps: int = TIMED_STEPS,
+    sync: Callable[[], object] = lambda: None,
+) -> float:
+    """Median UNet + scheduler step with CFG (two UNet batches) of `steps`, after one
+    warm-up step; `sync` waits for the device (a GPU runs its kernels after the call)."""
+    timed = GenerationParams(**{**params.to_dict(), "steps": steps + 1})
     state = denoise.start(pipe, timed)
     denoise.advance(pipe, state)
     times = []
     while not state.finished:
         started = time.perf_counter()
         denoise.advance(pipe, state)
+        sync()
         times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
 

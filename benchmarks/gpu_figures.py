@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise
 from app.engine.generation.device import DTYPE_ENV, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
 from app.engine.generation.memory import weight_files
@@ -35,7 +34,7 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobStatus
 from app.errors import EaselError
 from app.testing.images import max_diff, pixels
-from benchmarks.generation import _Bench
+from benchmarks.generation import _Bench, _step_ms
 from benchmarks.gpu_models import (
     FLUX_DTYPE,
     SDXL_DTYPE,
@@ -219,16 +218,7 @@ def _stock_sdxl(
 
 def _easel_step_ms(plan: Plan, pipe: Any, params: GenerationParams) -> float:
     """Easel's loop, one step (UNet with CFG + scheduler) at a time, after one warm-up."""
-    timed = GenerationParams(**{**params.to_dict(), "steps": plan.timed_steps + 1})
-    state = denoise.start(pipe, timed)
-    denoise.advance(pipe, state)
-    times = []
-    while not state.finished:
-        begun = time.perf_counter()
-        denoise.advance(pipe, state)
-        _sync(plan)
-        times.append((time.perf_counter() - begun) * 1000)
-    return statistics.median(times)
+    return _step_ms(pipe, params, steps=plan.timed_steps, sync=lambda: _sync(plan))
 
 
 def _queued(plan: Plan, runner: Runner, params: GenerationParams, work: Path) -> tuple[float, str]:
