@@ -6,14 +6,18 @@ after the queue already recorded the new one. So: flush the file, rename it, flu
 folder (POSIX's recipe, and what SQLite does for its own journals).
 
 Below every layer (standard library only): the models' backups and the engine's images,
-checkpoints and settings all write through `durable_replace`.
+checkpoints and settings all write through `durable_replace` or `atomic_write`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 # A folder on a file system that cannot flush one (some network and FUSE mounts) answers
 # these; the rename is done and as durable as that file system makes anything, so it
@@ -60,3 +64,21 @@ def fsync_folder(folder: str | os.PathLike[str]) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write via a temp file in the same folder + rename, so readers never see half a file;
+    the file and then its folder are flushed, so a power cut never takes a written file back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+        fsync_folder(path.parent)  # the new name too: an acknowledged image survives a power cut
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise

@@ -79,9 +79,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from diffusers import Flux2KleinInpaintPipeline
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
 from app.engine.generation.device import CPU, DTYPE_NAMES
-from app.engine.generation.loader import (
+from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.load.pipelines import (
     PipelineCache,
     SingleFileConfigs,
     _pipeline_class,
@@ -89,14 +90,13 @@ from app.engine.generation.loader import (
 )
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSource, detected
-from app.engine.generation.tiny_flux import write_tiny_flux
-from app.engine.generation.tiny_klein import write_tiny_klein
-from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
-from app.engine.generation.tiny_sd3 import write_tiny_sd3
-from app.engine.generation.tiny_zimage import write_tiny_zimage
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.testing.images import max_diff, pixels, stock_image
+from app.testing.tiny.flux import write_tiny_flux
+from app.testing.tiny.klein import write_tiny_klein
+from app.testing.tiny.sd3 import write_tiny_sd3
+from app.testing.tiny.unet import write_tiny_pipeline, write_tiny_single_file
+from app.testing.tiny.zimage import write_tiny_zimage
 
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
 CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
@@ -332,7 +332,7 @@ def _figures(label: str, path: Path, work: Path, configs: SingleFileConfigs) -> 
     shutil.rmtree(folder)
 
 
-SD3_FOLDERS = {  # label: (tiny_sd3 variant, with T5)
+SD3_FOLDERS = {  # label: (tiny.sd3 variant, with T5)
     "sd3.5-medium": ("3.5-medium", True),
     "sd3.5-medium-no-t5": ("3.5-medium", False),
     "sd3.5-large": ("3.5-large", True),
@@ -388,7 +388,7 @@ def _pause(progress: StepProgress) -> StepDecision:
 
 
 def run_file_layouts() -> None:
-    """Flux.1 and SD 3.5 from single, split, GGUF and fp8 files (model_files.py), through
+    """Flux.1 and SD 3.5 from single, split, GGUF and fp8 files (transformer_files.py), through
     Easel's loop; the reference is stock diffusers' own load: the diffusers-folder twin for
     the full-precision files, the same quantised file for GGUF and fp8."""
     from safetensors.torch import load_file, save_file
@@ -453,7 +453,7 @@ def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) 
     from diffusers import GGUFQuantizationConfig
     from safetensors.torch import load_file
 
-    from app.engine.generation.assemble import flux_to_diffusers
+    from app.engine.generation.load.assemble import flux_to_diffusers
 
     cls = type(pipe.transformer)
     options: dict[str, Any] = {

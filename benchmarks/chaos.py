@@ -790,7 +790,7 @@ def prepare_home(args: argparse.Namespace) -> Path:
         ledger = Path(tempfile.mkdtemp(prefix="easel-chaos-ledger-")) / LEDGER_FILE
     os.environ[LEDGER_ENV] = str(ledger)
     if args.runner == "tiny" and not (paths.models_dir() / TINY_MODEL).exists():
-        from app.engine.generation.tiny_model import write_tiny_pipeline
+        from app.testing.tiny.unet import write_tiny_pipeline
 
         write_tiny_pipeline(paths.models_dir() / TINY_MODEL)
     return home

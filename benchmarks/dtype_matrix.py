@@ -49,7 +49,7 @@ from PIL import Image
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.engine.generation.architecture import Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.engine.jobs.params import (
     KIND_TILED,
     ControlLayer,
@@ -188,7 +188,7 @@ def _models(workdir: Path) -> Path:
 
 def model_folder(workdir: Path, family: str) -> Path:
     """`family`'s tiny diffusers folder under `workdir`, written the first time it is asked."""
-    from app.engine.generation.tiny_model import write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_pipeline
 
     folder = _models(workdir) / family
     if not (folder / "model_index.json").is_file():
@@ -197,7 +197,7 @@ def model_folder(workdir: Path, family: str) -> Path:
 
 
 def controlnet_folder(workdir: Path, family: str) -> Path:
-    from app.engine.generation.tiny_model import write_tiny_controlnet
+    from app.testing.tiny.unet import write_tiny_controlnet
 
     folder = _models(workdir) / "controlnet" / f"{CONTROLNET}-{family}"
     if not (folder / "config.json").is_file():
@@ -207,7 +207,7 @@ def controlnet_folder(workdir: Path, family: str) -> Path:
 
 def adapters_folder(workdir: Path, family: str) -> tuple[Path, str]:
     """(the folder artists download, h94/IP-Adapter's layout; the subfolder of `family`)."""
-    from app.engine.generation.tiny_model import write_tiny_ip_adapter
+    from app.testing.tiny.unet import write_tiny_ip_adapter
 
     root = _models(workdir) / "ipadapter"
     subfolder = "sdxl_models" if family == "sdxl" else "models"
@@ -234,11 +234,11 @@ def runner(workdir: Path, family: str, dtype: str) -> Any:
 
 
 def _new_runner(workdir: Path, family: str, dtype: str) -> Any:
-    from app.engine.generation.controlnets import find_controlnet
     from app.engine.generation.device import DeviceChoice
-    from app.engine.generation.ip_adapters import find_ip_adapter
+    from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+    from app.engine.generation.guidance.controlnets import find_controlnet
+    from app.engine.generation.guidance.ip_adapters import find_ip_adapter
     from app.engine.generation.runner import Runner
-    from app.engine.generation.sources import ModelInfo, ModelSource, detected
 
     model = detected(ModelInfo(family, model_folder(workdir, family), ModelSource.USER))
     return Runner(
@@ -454,7 +454,7 @@ def _stock_tiled(pipe: Any, the_job: Job) -> Image.Image:
     diffusion is diffusers'."""
     import torch
 
-    from app.engine.generation import tiled
+    from app.engine.generation.post import tiled
 
     params = the_job.params
     assert the_job.init_image is not None

@@ -59,18 +59,18 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.engine.generation import tiled
 from app.engine.generation.device import DTYPE_NAMES, DeviceChoice
 from app.engine.generation.families import family_of
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.loop.variation import varied_noise
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
     StepDecision,
     StepProgress,
 )
+from app.engine.generation.post import tiled
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSource, detected
-from app.engine.generation.variation import varied_noise
 from app.engine.jobs.params import KIND_TILED, GenerationParams
 from app.testing.images import max_diff, pixels
 
@@ -84,10 +84,10 @@ Fresh = Callable[..., Any]  # `fresh(target, *args)`: target(*args) in a spawned
 
 
 def _write_model(model: str, dest: Path) -> None:
-    from app.engine.generation.tiny_flux import write_tiny_flux
-    from app.engine.generation.tiny_klein import write_tiny_klein
-    from app.engine.generation.tiny_sd3 import write_tiny_sd3
-    from app.engine.generation.tiny_zimage import write_tiny_zimage
+    from app.testing.tiny.flux import write_tiny_flux
+    from app.testing.tiny.klein import write_tiny_klein
+    from app.testing.tiny.sd3 import write_tiny_sd3
+    from app.testing.tiny.zimage import write_tiny_zimage
 
     writers: dict[str, Callable[[Path], Any]] = {
         "flux1-dev": lambda d: write_tiny_flux(d, guidance_embeds=True),

@@ -41,10 +41,9 @@ from PIL import Image
 
 from app.engine.generation import denoise
 from app.engine.generation.device import pick_device
+from app.engine.generation.files.sources import ModelInfo, ModelSource
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSource
-from app.engine.generation.tiny_model import write_tiny_pipeline
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
@@ -57,6 +56,7 @@ from app.engine.workers.supervisor import Supervisor
 from app.engine.workers.worker import Outbox, RunnerFactory, Worker, WorkerConfig
 from app.models.postgres import scratch_schema
 from app.testing.slow_phases import slow_decoding_runner, slow_loading_runner
+from app.testing.tiny.unet import write_tiny_pipeline
 from benchmarks.architectures import run_architectures, run_file_layouts
 from benchmarks.guidance import run_guidance
 from benchmarks.inpaint import run_inpaint

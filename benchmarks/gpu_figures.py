@@ -26,10 +26,10 @@ from PIL import Image
 
 from app.engine.generation.device import DTYPE_ENV, pick_device
 from app.engine.generation.errors import NonFiniteLatents, is_out_of_memory
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.memory import weight_files
 from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
-from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobStatus
 from app.errors import EaselError

@@ -9,7 +9,7 @@ take minutes. Flux's T5-XXL keeps its width (4096, what the transformer reads) w
 read twice.
 
 Smoke (`--smoke`): the same builders on the same configs with small widths (`SMOKE_SIZES`)
-and the tiny vocabularies of `tiny_model` (the released CLIP vocabulary takes seconds to
+and the tiny vocabularies of `tiny.unet` (the released CLIP vocabulary takes seconds to
 load, and every load of a pipeline reads it again), on the CPU in the same dtypes.
 """
 
@@ -24,8 +24,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from app.engine.generation.loader import bundled_configs, shipped_t5_tokenizer, shipped_tokenizer
-from app.engine.generation.tiny_model import _tokenizer, tiny_t5_tokenizer, tokenizer_vocab
+from app.engine.generation.load.pipelines import (
+    bundled_configs,
+    shipped_t5_tokenizer,
+    shipped_tokenizer,
+)
+from app.testing.tiny.unet import _tokenizer, tiny_t5_tokenizer, tokenizer_vocab
 
 SDXL_DTYPE = torch.float16
 FLUX_DTYPE = torch.bfloat16

@@ -144,7 +144,7 @@ def upscale_model_ms_per_mp(work: Path) -> float:
     import torch
     from safetensors.torch import save_file
 
-    from app.engine.generation.upscale import _spandrel, load_upscaler, upscale_tiles
+    from app.engine.generation.post.upscale import _spandrel, load_upscaler, upscale_tiles
 
     esrgan = _spandrel().architectures.ESRGAN.ESRGAN
     torch.manual_seed(0)

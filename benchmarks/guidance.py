@@ -47,15 +47,15 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.controlnets import find_controlnet
 from app.engine.generation.device import CPU
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.guidance.controlnets import find_controlnet
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSource, detected
-from app.engine.generation.tiny_model import write_tiny_controlnet, write_tiny_pipeline
 from app.engine.jobs.params import SCHEDULERS, ControlLayer, GenerationParams, encode_control
 from app.testing.images import max_diff, pixels
+from app.testing.tiny.unet import write_tiny_controlnet, write_tiny_pipeline
 
 SIZE, STEPS, TIMED_STEPS = 64, 6, 30
 MODELS = {"sd15": Architecture.SD1, "sdxl": Architecture.SDXL}
@@ -253,8 +253,8 @@ def _original_file_diff(work: Path, images: list[bytes]) -> int:
     """An SDXL ControlNet as one original-layout file against its folder twin (net0)."""
     import shutil
 
-    from app.engine.generation.control import ControlNetCache
-    from app.engine.generation.tiny_model import write_tiny_controlnet_file
+    from app.engine.generation.guidance.control import ControlNetCache
+    from app.testing.tiny.unet import write_tiny_controlnet_file
 
     files = work / "nets-file"
     write_tiny_controlnet_file(
@@ -305,9 +305,9 @@ def _mask_png() -> bytes:
 def _ip_worst(work: Path, name: str, count: int = 1) -> int:
     from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
 
-    from app.engine.generation.ip_adapters import find_ip_adapter
-    from app.engine.generation.tiny_model import write_tiny_ip_adapter
+    from app.engine.generation.guidance.ip_adapters import find_ip_adapter
     from app.engine.jobs.params import ReferenceImage, encode_reference
+    from app.testing.tiny.unet import write_tiny_ip_adapter
 
     weights = work / f"ip-{name}" / "models" / "ip-adapter_tiny.safetensors"
     if not weights.exists():

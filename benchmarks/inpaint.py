@@ -29,15 +29,15 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSource, detected
-from app.engine.generation.tiny_model import write_tiny_pipeline
-from app.engine.generation.tiny_zimage import write_tiny_zimage
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.testing.images import max_diff, pixels
+from app.testing.tiny.unet import write_tiny_pipeline
+from app.testing.tiny.zimage import write_tiny_zimage
 
 SIZE, STEPS = 64, 6
 MODELS = {  # figure suffix: (architecture, inpainting UNet)

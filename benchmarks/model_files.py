@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from app.engine.generation.loader import bundled_configs
-from app.engine.generation.original_layout import (
+from app.engine.generation.load.pipelines import bundled_configs
+from app.testing.tiny.original_layout import (
     _prefixed,
     _with_text_model_prefix,
     open_clip_to_original,

@@ -136,16 +136,16 @@ def _child_load(path: Path, name: str, loader: str) -> None:
     import psutil
     import torch
 
-    from app.engine.generation.architecture import Architecture
     from app.engine.generation.device import DeviceChoice
-    from app.engine.generation.loader import (
+    from app.engine.generation.files.architecture import Architecture
+    from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+    from app.engine.generation.load.pipelines import (
         _quiet_loading,
         _tokenizers_from_shared_vocabulary,
         bundled_configs,
         load_pipeline,
     )
     from app.engine.generation.memory import pipeline_bytes
-    from app.engine.generation.sources import ModelInfo, ModelSource, detected
 
     _quiet_loading()
     from diffusers import StableDiffusionPipeline, StableDiffusionXLPipeline
@@ -208,9 +208,9 @@ def _warm_switch(work: Path, sd15: Path, cold_s: float) -> None:
     other = work / "sd15-other.safetensors"
     write_random_checkpoint(other, "sd1", seed=3)
     from app.engine.generation.device import DeviceChoice
-    from app.engine.generation.loader import PipelineCache
+    from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+    from app.engine.generation.load.pipelines import PipelineCache
     from app.engine.generation.memory import MemoryBudget
-    from app.engine.generation.sources import ModelInfo, ModelSource, detected
 
     device = DeviceChoice("cpu", "float16")
     cache = PipelineCache(budget=MemoryBudget(6 * GIB))
@@ -276,7 +276,7 @@ def _mixed_queue_figures(work: Path, kind: str) -> None:
 
 
 def _mixed_models(folder: Path, kind: str) -> dict[str, Path]:
-    from app.engine.generation.tiny_model import write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_pipeline
 
     folder.mkdir(parents=True, exist_ok=True)
     if kind == "tiny":

@@ -11,7 +11,7 @@ import pytest
 
 from app.cli import main
 from app.engine.generation.errors import CheckpointCorrupt, UnsupportedModel
-from app.engine.generation.sources import ModelNotFound
+from app.engine.generation.files.sources import ModelNotFound
 from app.engine.jobs.params import InvalidParameters
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, RequestRefused
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed

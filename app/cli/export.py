@@ -10,8 +10,8 @@ from app.cli import arguments
 from app.cli.jobs import EXIT_REFUSED, with_queue
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings
-from app.engine.store.db_files import export_image
 from app.engine.store.opening import OpenFor
+from app.engine.store.stored_files import export_image
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -158,8 +158,8 @@ def check_upscaler_deeply(name: str) -> None:
     """The upscaler loaded as the worker will load it (spandrel, weights only): a file that
     is not one is refused now, in one sentence. Torch is imported here, in the command line
     process only (never in the window's)."""
-    from app.engine.generation.upscale import load_upscaler
-    from app.engine.generation.upscalers import check_upscaler
+    from app.engine.generation.post.upscale import load_upscaler
+    from app.engine.generation.post.upscalers import check_upscaler
 
     load_upscaler(check_upscaler(name, load_settings().model_search_path()))
 

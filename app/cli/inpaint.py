@@ -35,7 +35,7 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.settings import load_settings
-from app.engine.store.db_files import image_bytes
+from app.engine.store.stored_files import image_bytes
 
 OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
 

@@ -22,8 +22,8 @@ from app.engine.jobs.retry import RetryPolicy, is_settled
 from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings
-from app.engine.store.db_files import export_image
 from app.engine.store.opening import OpenFor
+from app.engine.store.stored_files import export_image
 from app.engine.workers.headless import WorkerCannotStart as HeadlessCannotStart
 from app.engine.workers.headless import run_headless
 from app.engine.workers.messages import MessageKind, WorkerMessage

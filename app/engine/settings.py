@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from app.durable import durable_replace
 from app.engine import paths
 from app.engine.api_access import host_name_problem
-from app.engine.generation.sources import ModelSearchPath, hf_cache_dirs
+from app.engine.generation.files.sources import ModelSearchPath, hf_cache_dirs
 from app.engine.jobs.affinity import AffinityBound
 from app.engine.jobs.params import (
     DEFAULT_MODEL,

@@ -222,7 +222,7 @@ class JobInput(SQLModel, table=True):
 
 class JobFile(SQLModel, table=True):
     """A job's finished image or its saved denoising progress, as bytes: no machine needs
-    another's disk (see app/engine/store/db_files.py). Local files stay a cache beside it."""
+    another's disk (see app/engine/store/stored_files.py). Local files stay a cache beside it."""
 
     __tablename__ = "job_file"
     __table_args__ = (Index("ix_job_file_job", "job_id", "kind"),)

@@ -20,12 +20,12 @@ from pydantic.json_schema import JsonDict
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
-from app.engine.generation.files import a1111_parameters
 from app.engine.jobs.api_jobs import A1111_API
 from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
 from app.engine.jobs.queue import Job, JobNotFound, params_of
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
-from app.engine.store.db_files import image_bytes
+from app.engine.outputs.image import a1111_parameters
+from app.engine.store.stored_files import image_bytes
 from app.errors import BadInput
 from app.server.requests import (
     CFG_LIMITS,
@@ -51,7 +51,7 @@ WOKEN_POLL_S = 0.5
 
 # A1111's sampler names (and the old k-diffusion aliases) -> Easel's schedulers, which are
 # named as A1111 names them (app/engine/jobs/params.py SCHEDULERS; the worker maps each to
-# its diffusers scheduler in app/engine/generation/schedulers.py).
+# its diffusers scheduler in app/engine/generation/loop/schedulers.py).
 SAMPLER_ALIASES: dict[str, tuple[str, ...]] = {
     "Euler": ("k_euler",),
     "Euler a": ("k_euler_a", "k_euler_ancestral"),
@@ -223,7 +223,7 @@ def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, A
 def _default_sampler(state: ServerState, model: str) -> str:
     """A1111's default sampler ("Euler a"), or the model's own where it takes only its own:
     a flow-matching model (Flux, SD 3.5, ...) runs with Euler, as Forge picks for Flux."""
-    from app.engine.generation.flow_params import samplers_for
+    from app.engine.generation.families.flow_params import samplers_for
 
     info = next((m for m in state.models() if m.name == model), None)
     own = samplers_for(info.architecture if info is not None else None)
@@ -357,7 +357,7 @@ def sd_models(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/loras")
 def loras(request: Request) -> list[dict[str, Any]]:
-    from app.engine.generation.lora import installed_loras
+    from app.engine.generation.prompts.loras import installed_loras
 
     search_path = state_of(request).settings.model_search_path()
     return [{"name": name, "alias": name, "path": path.name, "metadata": {}}

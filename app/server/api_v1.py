@@ -32,7 +32,7 @@ from app.engine.jobs.queue import (
     TransitionRecord,
 )
 from app.engine.jobs.states import JobStatus
-from app.engine.store.db_files import image_bytes
+from app.engine.store.stored_files import image_bytes
 from app.engine.workers.roster import list_workers
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
@@ -244,7 +244,7 @@ def models(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/loras")
 def loras(request: Request) -> list[dict[str, Any]]:
-    from app.engine.generation.lora import installed_loras
+    from app.engine.generation.prompts.loras import installed_loras
 
     search_path = state_of(request).settings.model_search_path()
     return [{"name": name, "prompt": f"<lora:{name}:1>"}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from app.engine.generation.sources import ModelInfo, inside_model_folders, list_models
+from app.engine.generation.files.sources import ModelInfo, inside_model_folders, list_models
 from app.engine.history.eta import Estimator, learned
 from app.engine.jobs.api_jobs import ApiJobs
 from app.engine.jobs.params import DEFAULT_MODEL

@@ -18,7 +18,7 @@ STUCK_S = 600.0  # far longer than anyone waits: only the supervisor's kill ends
 
 def slow_loading_runner() -> RunnerLike:
     """The real runner, whose model load (inside the job) takes "forever"."""
-    from app.engine.generation.loader import PipelineCache
+    from app.engine.generation.load.pipelines import PipelineCache
 
     original = PipelineCache.get
 

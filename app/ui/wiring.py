@@ -17,7 +17,7 @@ from app.ui.presenters.interfaces import LaunchWait, NoWorkers, RestoreSummary, 
 from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 
 if TYPE_CHECKING:
-    from app.engine.generation.sources import ModelInfo
+    from app.engine.generation.files.sources import ModelInfo
     from app.engine.history.auto_prune import Pruned
     from app.engine.jobs.queue import JobQueue
     from app.engine.workers.recovery import RecoveryReport
@@ -146,13 +146,13 @@ def prune_note(pruned: Pruned) -> str:
 
 def model_choices(settings: Settings) -> list[ModelChoice]:
     """Installed models for the picker (a filesystem scan, run off the GUI thread)."""
-    from app.engine.generation.architecture import MAX_SIDE_PER_NATIVE
-    from app.engine.generation.flow_params import (
+    from app.engine.generation.families.flow_params import (
         guidance_is_distilled,
         samplers_for,
         takes_negative_prompt,
     )
-    from app.engine.generation.sources import disk_bytes, list_models
+    from app.engine.generation.files.architecture import MAX_SIDE_PER_NATIVE
+    from app.engine.generation.files.sources import disk_bytes, list_models
 
     return [
         ModelChoice(
@@ -175,7 +175,7 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
 
 def _distilled(model: ModelInfo) -> bool:
     """A step-distilled Flux.2 Klein folder (its model index says so): it runs without CFG."""
-    from app.engine.generation.architecture import Architecture, is_distilled_folder
+    from app.engine.generation.files.architecture import Architecture, is_distilled_folder
 
     return model.architecture is Architecture.FLUX2_KLEIN and is_distilled_folder(model.path)
 
@@ -188,7 +188,7 @@ def _kind(model: ModelInfo) -> str:
 def lora_choices(settings: Settings) -> list[LoraChoice]:
     """LoRA files in the models folder's lora/ subfolder, by name, each with its size and
     the preview picture beside it (off the GUI thread)."""
-    from app.engine.generation.lora import available_loras, lora_folders, lora_preview
+    from app.engine.generation.prompts.loras import available_loras, lora_folders, lora_preview
 
     found = available_loras(lora_folders(settings.model_search_path()))
     return [

@@ -303,7 +303,7 @@ def write_tokenizer_settings(folder: Path, pad: str) -> None:
 
 def check_tokenizer(folder: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from app.engine.generation.loader import shipped_tokenizer
+    from app.engine.generation.load.pipelines import shipped_tokenizer
 
     for sub in sorted(folder.glob("tokenizer*")):
         ids = shipped_tokenizer(sub)("a photo of a cat").input_ids

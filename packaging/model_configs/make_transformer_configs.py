@@ -248,7 +248,7 @@ def write_t5_tokenizer_settings(folder: Path, max_length: int) -> None:
 
 def check_t5(folder: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from app.engine.generation.loader import shipped_t5_tokenizer
+    from app.engine.generation.load.pipelines import shipped_t5_tokenizer
 
     tokenizer = shipped_t5_tokenizer(folder)
     ids = tokenizer("Hello world").input_ids

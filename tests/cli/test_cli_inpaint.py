@@ -57,7 +57,7 @@ def test_a_flux2_klein_inpaint_is_queued_and_its_img2img_refused_in_one_sentence
 ) -> None:
     """Klein inpaints (diffusers' Klein inpaint pipeline) but has no img2img: the image
     without its mask is not checked on its own as an img2img before the mask is added."""
-    from app.engine.generation.tiny_klein import write_tiny_klein
+    from app.testing.tiny.klein import write_tiny_klein
 
     write_tiny_klein(paths.models_dir() / "klein")
     capsys.readouterr()  # its progress bar

@@ -11,10 +11,10 @@ from PIL import Image
 from app.cli import main
 from app.engine import paths
 from app.engine.generation.request_checks import check_runnable
-from app.engine.generation.tiny_model import write_tiny_lora
 from app.engine.jobs.params import DEFAULT_MODEL, GenerationParams
 from app.engine.settings import load_settings
 from app.errors import BadInput
+from app.testing.tiny.unet import write_tiny_lora
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

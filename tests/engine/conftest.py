@@ -13,22 +13,22 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from app.engine.generation.files.sources import ModelInfo
     from app.engine.generation.runner import Runner
-    from app.engine.generation.sources import ModelInfo
 
 TINY_MODEL = "tiny-test"
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from app.engine.generation.tiny_model import write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_pipeline
 
     return write_tiny_pipeline(tmp_path_factory.mktemp("models") / TINY_MODEL)
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir: Path) -> ModelInfo:
-    from app.engine.generation.sources import ModelInfo, ModelSource
+    from app.engine.generation.files.sources import ModelInfo, ModelSource
 
     return ModelInfo(TINY_MODEL, tiny_model_dir, ModelSource.USER, "StableDiffusionPipeline")
 
@@ -45,7 +45,7 @@ def tiny_runner(tiny_model: ModelInfo) -> Runner:
 
 
 def _only(model: ModelInfo, name: str) -> ModelInfo:
-    from app.engine.generation.sources import ModelNotFound
+    from app.engine.generation.files.sources import ModelNotFound
 
     if name != model.name:
         raise ModelNotFound(name, [model.path.parent])

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.durable import durable_replace
-from app.engine.generation.files import atomic_write
+from app.durable import atomic_write, durable_replace
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue

@@ -355,8 +355,8 @@ def test_browsers_are_let_in_only_from_the_origins_configured(queue: JobQueue) -
 def test_a1111_requests_without_a_sampler_get_the_models_own(
     queue: JobQueue, tmp_path: Path
 ) -> None:
-    from app.engine.generation.tiny_flux import write_tiny_flux
     from app.server.a1111 import _default_sampler
+    from app.testing.tiny.flux import write_tiny_flux
 
     write_tiny_flux(tmp_path / "flux-tiny")
     options = ServeOptions(port=free_port())

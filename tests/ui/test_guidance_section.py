@@ -103,8 +103,8 @@ def test_a_broken_image_is_refused_in_one_sentence(window: MainWindow, tmp_path:
 def test_a_dropped_png_gives_its_layers_back_waiting_for_their_images(
     qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
 ) -> None:
-    from app.engine.generation.files import write_png
     from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
+    from app.engine.outputs.image import write_png
 
     install_controlnet("edges-sd15")
     layers = [

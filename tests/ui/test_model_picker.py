@@ -148,7 +148,7 @@ def test_the_picker_says_each_models_size_and_the_lora_list_shows_previews(
     (A1111's name.preview.png, else name.png, beside the file) in the LoRA list."""
     from PIL import Image
 
-    from app.engine.generation.sources import disk_bytes, list_models
+    from app.engine.generation.files.sources import disk_bytes, list_models
     from app.ui.presenters.model_choices import disk_size_text
 
     lora = tmp_path / "lora"
@@ -220,7 +220,7 @@ def test_a_flux_model_offers_only_what_it_takes_and_gives_the_rest_back(
 
 
 def test_the_scan_says_what_a_flux_folder_takes(tmp_path: Path) -> None:
-    from app.engine.generation.tiny_flux import write_tiny_flux
+    from app.testing.tiny.flux import write_tiny_flux
 
     write_tiny_flux(tmp_path / "flux-tiny", guidance_embeds=True)
     choices = model_choices(Settings(models_dir=str(tmp_path)))
@@ -230,7 +230,7 @@ def test_the_scan_says_what_a_flux_folder_takes(tmp_path: Path) -> None:
 
 
 def test_the_scan_greys_out_the_negative_prompt_of_a_step_distilled_klein(tmp_path: Path) -> None:
-    from app.engine.generation.tiny_klein import write_tiny_klein
+    from app.testing.tiny.klein import write_tiny_klein
 
     write_tiny_klein(tmp_path / "klein-base", is_distilled=False)
     write_tiny_klein(tmp_path / "klein-distilled", is_distilled=True)

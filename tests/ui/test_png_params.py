@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from app.engine.generation.files import a1111_parameters
 from app.engine.jobs.params import GenerationParams
+from app.engine.outputs.image import a1111_parameters
 from app.ui.presenters.png_params import NoParameters, parse_a1111, parse_easel, read_png_params
 
 # A hang must fail fast, not stall the whole suite (the suite-wide limit is 10 min).

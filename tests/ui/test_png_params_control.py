@@ -8,7 +8,6 @@ from pathlib import Path
 
 from PIL import Image
 
-from app.engine.generation.files import a1111_parameters, write_png
 from app.engine.jobs.params import (
     ControlLayer,
     GenerationParams,
@@ -16,6 +15,7 @@ from app.engine.jobs.params import (
     encode_control,
     encode_reference,
 )
+from app.engine.outputs.image import a1111_parameters, write_png
 from app.ui.presenters.png_params import parse_a1111, read_png_params, with_controlnets
 
 EDGES = "upload:" + "1" * 64

@@ -16,7 +16,7 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.engine.settings import load_settings
-from app.engine.store.db_files import FETCHED_FOLDER, FileKind, store_file
+from app.engine.store.stored_files import FETCHED_FOLDER, FileKind, store_file
 from app.models.tables import JOB
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers

@@ -12,10 +12,10 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QAbstractItemView, QSplitter
 from pytestqt.qtbot import QtBot
 
-from app.engine.generation.files import write_png
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.outputs.image import write_png
 from app.engine.settings import load_settings, save_settings
 from app.engine.workers.messages import WorkerMessage
 from app.ui.presenters.actions import Action
@@ -293,7 +293,7 @@ def test_a_recovered_job_shows_its_saved_step_on_the_row_and_in_the_timeline(
     """Issue 28.3: a job requeued by crash recovery said "queued · 10 steps" although it
     continues from its rolling checkpoint; the row and the timeline now say from which step."""
     from app.engine import paths
-    from app.engine.generation.checkpoint_files import Claim
+    from app.engine.generation.loop.checkpoint_files import Claim
     from app.engine.workers.liveness import this_host
     from app.ui.itemmodels.delegates import progress_text
     from app.ui.itemmodels.timeline_model import TCol
@@ -328,7 +328,7 @@ def test_retry_by_hand_also_says_from_which_step_it_continues(
     qtbot: QtBot, window: MainWindow, queue: JobQueue, workers: FakeWorkers
 ) -> None:
     from app.engine import paths
-    from app.engine.generation.checkpoint_files import Claim
+    from app.engine.generation.loop.checkpoint_files import Claim
     from app.ui.itemmodels.delegates import progress_text
     from tests.engine.workers.test_recovery import _checkpoint_bytes
 

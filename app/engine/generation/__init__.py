@@ -4,7 +4,6 @@ Importing this package never imports torch; the GUI may list models with it. Wor
 processes import `app.engine.generation.runner` for `Runner`.
 """
 
-from app.engine.generation.architecture import Architecture, Prediction, size_presets
 from app.engine.generation.errors import (
     CheckpointCorrupt,
     CheckpointError,
@@ -14,14 +13,8 @@ from app.engine.generation.errors import (
     UnsupportedModel,
     is_transient,
 )
-from app.engine.generation.lora import LoraError, check_loras, parse_loras
-from app.engine.generation.outcome import (
-    GenerationOutcome,
-    OutcomeKind,
-    StepDecision,
-    StepProgress,
-)
-from app.engine.generation.sources import (
+from app.engine.generation.files.architecture import Architecture, Prediction, size_presets
+from app.engine.generation.files.sources import (
     ModelInfo,
     ModelNotFound,
     ModelSearchPath,
@@ -29,6 +22,13 @@ from app.engine.generation.sources import (
     list_models,
     resolve_model,
 )
+from app.engine.generation.outcome import (
+    GenerationOutcome,
+    OutcomeKind,
+    StepDecision,
+    StepProgress,
+)
+from app.engine.generation.prompts.loras import LoraError, check_loras, parse_loras
 
 __all__ = [
     "Architecture",

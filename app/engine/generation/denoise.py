@@ -18,13 +18,13 @@ from typing import Any
 import torch
 from PIL import Image
 
-from app.engine.generation.architecture import size_problem
-from app.engine.generation.checkpoint import Checkpoint
-from app.engine.generation.control import ControlGuide, make_guide
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.generation.families import Conditioning, ModelFamily, family_label, family_of
-from app.engine.generation.inpaint import MaskedImage, masked_image
-from app.engine.generation.schedulers import (
+from app.engine.generation.files.architecture import size_problem
+from app.engine.generation.guidance.control import ControlGuide, make_guide
+from app.engine.generation.loop.checkpoint import Checkpoint
+from app.engine.generation.loop.inpaint import MaskedImage, masked_image
+from app.engine.generation.loop.schedulers import (
     SCHEDULER_CLASSES,
     load_scheduler_state,
     make_scheduler,

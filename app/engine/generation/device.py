@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from app.engine.generation.architecture import Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.errors import BadInput
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from app.engine.generation import vae_precision
+from app.engine.generation.loop import vae_precision
 
 PREVIEW_MAX_SIDE = 128
 TINY_VAE_MAX_PARAMS = 5_000_000  # SD's VAE has 83M; easel-tiny's well under 1M

@@ -13,30 +13,30 @@ The command line and the window on this machine's own queue may also name a mode
 
 from __future__ import annotations
 
-from app.engine.generation.architecture import (
+from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.families.flow_params import flow_problems
+from app.engine.generation.files.architecture import (
     Architecture,
     families_easel_runs,
     is_distilled_folder,
 )
-from app.engine.generation.controlnets import (
-    check_control_type,
-    check_fits,
-    controlnet_folders,
-    find_controlnet,
-)
-from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.flow_params import flow_problems
-from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
-from app.engine.generation.lora import check_loras
-from app.engine.generation.prompt_syntax import check_prompt_syntax
-from app.engine.generation.sources import (
+from app.engine.generation.files.sources import (
     MODEL_INDEX,
     ModelInfo,
     ModelSearchPath,
     resolve_model,
     resolve_model_name,
 )
-from app.engine.generation.upscalers import check_upscaler
+from app.engine.generation.guidance.controlnets import (
+    check_control_type,
+    check_fits,
+    controlnet_folders,
+    find_controlnet,
+)
+from app.engine.generation.guidance.ip_adapters import find_ip_adapter, ip_adapter_folders
+from app.engine.generation.post.upscalers import check_upscaler
+from app.engine.generation.prompts.loras import check_loras
+from app.engine.generation.prompts.syntax import check_prompt_syntax
 from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams, InvalidParameters
 from app.errors import BadInput
 

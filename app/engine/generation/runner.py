@@ -19,22 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise, tiled, vae_precision
-from app.engine.generation.checkpoint import (
-    Checkpoint,
-    SavedCheckpoint,
-    delete_checkpoint,
-    detached_copy,
-    load_checkpoint,
-    save_checkpoint,
-)
-from app.engine.generation.control import ControlNetCache
-from app.engine.generation.controlnets import (
-    ControlNetInfo,
-    check_control_type,
-    check_fits,
-    find_controlnet,
-)
+from app.engine.generation import denoise
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import (
     NonFiniteLatents,
@@ -43,11 +28,27 @@ from app.engine.generation.errors import (
     is_out_of_memory,
 )
 from app.engine.generation.families import family_of
-from app.engine.generation.fast_load import prefetch
-from app.engine.generation.files import write_png
-from app.engine.generation.ip_adapters import IPAdapterInfo, find_ip_adapter
-from app.engine.generation.loader import LoadedModel, PipelineCache
-from app.engine.generation.lora import LoraRef, parse_loras
+from app.engine.generation.files.sources import ModelInfo, resolve_model
+from app.engine.generation.guidance.control import ControlNetCache
+from app.engine.generation.guidance.controlnets import (
+    ControlNetInfo,
+    check_control_type,
+    check_fits,
+    find_controlnet,
+)
+from app.engine.generation.guidance.ip_adapters import IPAdapterInfo, find_ip_adapter
+from app.engine.generation.guidance.reference import use_ip_adapters
+from app.engine.generation.load.pipelines import LoadedModel, PipelineCache
+from app.engine.generation.load.single_file import prefetch
+from app.engine.generation.loop import vae_precision
+from app.engine.generation.loop.checkpoint import (
+    Checkpoint,
+    SavedCheckpoint,
+    delete_checkpoint,
+    detached_copy,
+    load_checkpoint,
+    save_checkpoint,
+)
 from app.engine.generation.memory import (
     available_memory,
     device_memory_free,
@@ -62,9 +63,8 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.generation.reference import use_ip_adapters
-from app.engine.generation.sources import ModelInfo, resolve_model
-from app.engine.generation.upscale import (
+from app.engine.generation.post import tiled
+from app.engine.generation.post.upscale import (
     CANCEL,
     CONTINUE,
     DEFAULT_TILE,
@@ -78,7 +78,8 @@ from app.engine.generation.upscale import (
     upscale_png,
     upscale_tiles,
 )
-from app.engine.generation.upscalers import resolve_upscaler, upscaler_folders
+from app.engine.generation.post.upscalers import resolve_upscaler, upscaler_folders
+from app.engine.generation.prompts.loras import LoraRef, parse_loras
 from app.engine.jobs.graph_sql import check_guide_images
 from app.engine.jobs.params import (
     KIND_TILED,
@@ -87,6 +88,7 @@ from app.engine.jobs.params import (
     GenerationParams,
     InvalidParameters,
 )
+from app.engine.outputs.image import write_png
 from app.errors import EaselError
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from app.engine.generation.files import atomic_write
+from app.durable import atomic_write
 from app.engine.jobs.queue import JobNotFound, JobQueue
 from app.engine.paths import recorded_file
 from app.engine.settings import load_settings

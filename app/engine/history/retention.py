@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 
 from app.engine import paths
-from app.engine.generation.checkpoint_files import Claim, earlier_files
+from app.engine.generation.loop.checkpoint_files import Claim, earlier_files
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.paths import is_inside

@@ -11,8 +11,8 @@ from sqlalchemy.engine import URL
 
 from app.engine import paths
 from app.engine.jobs.states import JobStatus
-from app.engine.store.db_files import copy_local_files
 from app.engine.store.opening import OpenFor, open_queue
+from app.engine.store.stored_files import copy_local_files
 from app.errors import DatabaseError
 from app.models.database_urls import is_database_url, parse_url, safe_url
 from app.models.migrations import SCHEMA_VERSION, SchemaTooNew

@@ -12,20 +12,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.engine.generation.files import write_png
-from app.engine.generation.grid import Cell, compose
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
     StepDecision,
     StepProgress,
 )
+from app.engine.generation.post.grid import Cell, compose
 from app.engine.jobs.grid_spec import GridSpec
 from app.engine.jobs.groups import group_info, newest_members
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
-from app.engine.store.db_files import image_bytes
+from app.engine.outputs.image import write_png
+from app.engine.store.stored_files import image_bytes
 from app.errors import EaselError
 from app.models.tables import Job
 

@@ -30,8 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.engine.generation.checkpoint_files import Claim, adopt_earlier, remove_earlier, set_aside
 from app.engine.generation.errors import CheckpointError, CheckpointMismatch
+from app.engine.generation.files.sources import ModelNotInstalled
+from app.engine.generation.loop.checkpoint_files import (
+    Claim,
+    adopt_earlier,
+    remove_earlier,
+    set_aside,
+)
 from app.engine.generation.outcome import (
     GenerationOutcome,
     OutcomeKind,
@@ -39,7 +45,6 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.generation.sources import ModelNotInstalled
 from app.engine.jobs.graph import (
     control_images_of,
     init_image_of,
@@ -51,8 +56,8 @@ from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_o
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.paths import OutsideItsFolder, is_inside, looks_like_path, recorded_file
-from app.engine.store.db_files import SharedProgress
-from app.engine.workers.db_file import DatabaseFileReplaced
+from app.engine.store.stored_files import SharedProgress
+from app.engine.workers.database_watch import DatabaseFileReplaced
 from app.engine.workers.grid_run import compose_grid
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path

@@ -29,7 +29,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.undo import complete_pending_cancels
 from app.engine.settings import PRUNE_EVERY_S, Settings
-from app.engine.store.db_files import saved_step_reader
+from app.engine.store.stored_files import saved_step_reader
 from app.engine.workers.watchdog import SOURCE as WATCHDOG_SOURCE
 from app.engine.workers.watchdog import TimedOut, time_out_stale_jobs
 from app.errors import DatabaseError, DatabaseUnreachable, EaselError

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, update
 
-from app.engine.workers.db_file import DatabaseFileReplaced
+from app.engine.workers.database_watch import DatabaseFileReplaced
 from app.engine.workers.worker_states import WorkerRequest, WorkerState
 from app.errors import DatabaseUnreachable, EaselError
 from app.models.db import Database

@@ -33,7 +33,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, apply_retry_policy
 from app.engine.jobs.states import JobStatus
 from app.engine.jobs.undo import complete_pending_cancels
-from app.engine.store.db_files import saved_step_reader
+from app.engine.store.stored_files import saved_step_reader
 from app.engine.workers.liveness import (
     WorkerIdentity,
     is_alive,

@@ -32,7 +32,7 @@ from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging
 from app.engine.settings import Settings, database_location
 from app.engine.store.opening import OpenFor, open_queue
-from app.engine.workers.db_file import DatabaseFileReplaced, DatabaseFileWatch
+from app.engine.workers.database_watch import DatabaseFileReplaced, DatabaseFileWatch
 from app.engine.workers.job_run import Heartbeat, JobRun, LostJob, RunContext
 from app.engine.workers.job_run import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.workers.liveness import LivenessLock, WorkerIdentity, new_token, this_host
@@ -65,14 +65,14 @@ def default_runner() -> RunnerLike:
     settings' folders, as the checks at submit do, never the data folder's defaults."""
     from functools import partial
 
-    from app.engine.generation.controlnets import controlnet_folders, find_controlnet
     from app.engine.generation.device import pick_device
-    from app.engine.generation.ip_adapters import find_ip_adapter, ip_adapter_folders
-    from app.engine.generation.loader import PipelineCache
-    from app.engine.generation.lora import lora_folders
+    from app.engine.generation.files.sources import resolve_model
+    from app.engine.generation.guidance.controlnets import controlnet_folders, find_controlnet
+    from app.engine.generation.guidance.ip_adapters import find_ip_adapter, ip_adapter_folders
+    from app.engine.generation.load.pipelines import PipelineCache
+    from app.engine.generation.post.upscalers import upscaler_folders
+    from app.engine.generation.prompts.loras import lora_folders
     from app.engine.generation.runner import Runner  # torch: only ever inside a worker
-    from app.engine.generation.sources import resolve_model
-    from app.engine.generation.upscalers import upscaler_folders
     from app.engine.settings import load_settings
 
     settings = load_settings()
@@ -263,7 +263,7 @@ class Worker:
         self._job_id: int | None = None
         self._jobs_done = 0
         self._step_times = ExpectedStepTimes(queue)
-        # A SQLite file deleted or replaced under us (see `db_file`): once seen, we stop and
+        # A SQLite file deleted or replaced under us (see `database_watch`): once seen, we stop and
         # write nothing more.
         self._db_file = db_file
         self.replaced: DatabaseFileReplaced | None = None

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from app.engine.generation.controlnets import list_controlnets
-from app.engine.generation.ip_adapters import list_ip_adapters
+from app.engine.generation.guidance.controlnets import list_controlnets
+from app.engine.generation.guidance.ip_adapters import list_ip_adapters
 from app.engine.jobs.follow_ups import NewJob
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import (

@@ -91,7 +91,7 @@ def read_png_params(path: Path, controlnets: Collection[str] | None = None) -> P
     parsed = params_from_text_chunks(found.texts, name=path.name)
     if parsed.control:
         if controlnets is None:
-            from app.engine.generation.controlnets import list_controlnets
+            from app.engine.generation.guidance.controlnets import list_controlnets
 
             controlnets = [info.name for info in list_controlnets() if info.supported]
         parsed = with_controlnets(parsed, controlnets)

@@ -375,7 +375,7 @@ class QueueService:
         return replace(row, output_path=str(local) if local is not None else None)
 
     def _fetch_image(self, job: Any) -> Path | None:
-        from app.engine.store.db_files import queue_image_file
+        from app.engine.store.stored_files import queue_image_file
 
         try:
             local = queue_image_file(self.queue, job, self._outputs_dir())
@@ -523,7 +523,7 @@ class QueueService:
     def _retry(self, job_id: int) -> None:
         """Retry by hand; the row keeps the step the job's saved checkpoint reached, as
         the retry policy's does (the worker continues from there)."""
-        from app.engine.store.db_files import retry_from_saved_step
+        from app.engine.store.stored_files import retry_from_saved_step
 
         retry_from_saved_step(self.queue, job_id)
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from app.engine.generation.architecture import Architecture, Prediction, size_presets
-from app.engine.generation.checkpoint import load_checkpoint
+from app.engine.generation.files.architecture import Architecture, Prediction, size_presets
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from tests.engine.generation.tiny_architectures import (
     PAUSE_AT,

@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.checkpoint import MAGIC, VERSION, load_checkpoint
 from app.engine.generation.errors import CheckpointMismatch
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo, resolve_model
+from app.engine.generation.loop.checkpoint import MAGIC, VERSION, load_checkpoint
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, resolve_model
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from tests.engine.generation.tiny_architectures import (
     generate,

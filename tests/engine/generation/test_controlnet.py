@@ -16,8 +16,9 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.controlnets import (
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.guidance.controlnets import (
     ControlNetInfo,
     ControlNetMismatch,
     find_controlnet,
@@ -25,7 +26,6 @@ from app.engine.generation.controlnets import (
 )
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
 from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
 from tests.engine.generation.tiny_architectures import (
     go_on,
@@ -58,7 +58,7 @@ def upload(png: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from app.engine.generation.tiny_model import write_tiny_controlnet, write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_controlnet, write_tiny_pipeline
 
     root = tmp_path_factory.mktemp("control-models")
     nets = root / "controlnet"
@@ -315,9 +315,9 @@ def test_a_single_file_controlnet_loads_offline_as_its_folder_twin(
     its added embedding, which Easel maps itself."""
     import shutil
 
-    from app.engine.generation.control import ControlNetCache
     from app.engine.generation.device import CPU
-    from app.engine.generation.tiny_model import write_tiny_controlnet_file
+    from app.engine.generation.guidance.control import ControlNetCache
+    from app.testing.tiny.unet import write_tiny_controlnet_file
 
     architecture = Architecture(model)
     nets = tmp_path / "controlnet"
@@ -352,10 +352,10 @@ def test_a_single_file_controlnet_loads_offline_as_its_folder_twin(
 def test_a_single_file_without_a_config_for_its_architecture_is_refused_clearly(
     models: dict[str, ModelInfo], tmp_path: Path
 ) -> None:
-    from app.engine.generation.control import ControlNetCache
-    from app.engine.generation.controlnets import ControlNetNotFound
     from app.engine.generation.device import CPU
-    from app.engine.generation.tiny_model import write_tiny_controlnet_file
+    from app.engine.generation.guidance.control import ControlNetCache
+    from app.engine.generation.guidance.controlnets import ControlNetNotFound
+    from app.testing.tiny.unet import write_tiny_controlnet_file
 
     nets = tmp_path / "controlnet"
     write_tiny_controlnet_file(nets / "cn-file.safetensors")
@@ -377,7 +377,7 @@ def test_the_shipped_controlnet_configs_fit_the_shipped_models(architecture: str
     from accelerate import init_empty_weights
     from diffusers import ControlNetModel, UNet2DConditionModel
 
-    from app.engine.generation.control import controlnet_config
+    from app.engine.generation.guidance.control import controlnet_config
     from app.engine.paths import resources_dir
 
     unet_config = UNet2DConditionModel.load_config(

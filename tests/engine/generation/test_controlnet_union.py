@@ -16,8 +16,12 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.controlnets import ControlNetMismatch, find_controlnet, list_controlnets
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.guidance.controlnets import (
+    ControlNetMismatch,
+    find_controlnet,
+    list_controlnets,
+)
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import (
@@ -38,7 +42,7 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from app.engine.generation.tiny_model import write_tiny_controlnet, write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_controlnet, write_tiny_pipeline
 
     root = tmp_path_factory.mktemp("union-models")
     nets = root / "controlnet"
@@ -181,7 +185,7 @@ def test_a_union_is_detected_as_a_folder_and_as_a_single_file_which_loads_as_its
     from diffusers import ControlNetUnionModel
     from safetensors.torch import save_file
 
-    from app.engine.generation.control import ControlNetCache
+    from app.engine.generation.guidance.control import ControlNetCache
 
     listed = {
         info.name: (info.architecture, info.union) for info in list_controlnets([folders["nets"]])

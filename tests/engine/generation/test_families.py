@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
-from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families import family_of
+from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind
 from tests.engine.generation.tiny_architectures import (
     model_info,

@@ -9,14 +9,14 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.fast_load import (
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.load.pipelines import SingleFileConfigs, _pipeline_class
+from app.engine.generation.load.single_file import (
     fast_single_file,
     prefetch,
     read_checkpoint,
     reading_checkpoints_with,
 )
-from app.engine.generation.loader import SingleFileConfigs, _pipeline_class
 from tests.engine.generation.tiny_architectures import (
     CONFIG_NAMES,
     single_files,

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import (
     DTYPE_ENV,
     DeviceChoice,
@@ -23,10 +22,11 @@ from app.engine.generation.device import (
     family_precision,
     precision,
 )
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
-from app.engine.generation.tiny_model import overflow_t5_in_float16
 from app.engine.jobs.params import GenerationParams
+from app.testing.tiny.unet import overflow_t5_in_float16
 from tests.engine.generation.tiny_architectures import (
     generate,
     max_diff,
@@ -117,10 +117,10 @@ def test_forced_float16_on_the_cpu_runs_as_a_float16_only_gpu(
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Flux.1 and SD 3.5 with a T5 that overflows float16; Z-Image and Flux.2 Klein as they
     are (a tiny Qwen3 does not overflow: their runs check the dtypes and casts alone)."""
-    from app.engine.generation.tiny_flux import build_tiny_flux
-    from app.engine.generation.tiny_klein import write_tiny_klein
-    from app.engine.generation.tiny_sd3 import build_tiny_sd3
-    from app.engine.generation.tiny_zimage import write_tiny_zimage
+    from app.testing.tiny.flux import build_tiny_flux
+    from app.testing.tiny.klein import write_tiny_klein
+    from app.testing.tiny.sd3 import build_tiny_sd3
+    from app.testing.tiny.zimage import write_tiny_zimage
 
     root = tmp_path_factory.mktemp("float16-devices")
     flux = build_tiny_flux(guidance_embeds=True)

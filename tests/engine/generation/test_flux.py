@@ -21,22 +21,22 @@ import torch
 from diffusers import FluxImg2ImgPipeline, FluxInpaintPipeline, FluxPipeline
 from PIL import Image
 
-from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU
 from app.engine.generation.families import family_of
 from app.engine.generation.families.flow import sentence_prompt
 from app.engine.generation.families.flux import FluxFamily
-from app.engine.generation.loader import PipelineCache
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
+from app.engine.generation.load.pipelines import PipelineCache
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSearchPath
-from app.engine.generation.tiny_flux import (
+from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.testing.tiny.flux import (
     write_tiny_flux,
     write_tiny_flux_kohya_lora,
     write_tiny_flux_lora,
 )
-from app.engine.jobs.params import GenerationParams, InvalidParameters
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (

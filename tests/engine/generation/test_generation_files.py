@@ -7,9 +7,10 @@ from typing import IO
 
 import pytest
 
+from app.durable import atomic_write
 from app.engine.generation.errors import is_transient
-from app.engine.generation.files import a1111_parameters, atomic_write, write_png
 from app.engine.jobs.params import GenerationParams
+from app.engine.outputs.image import a1111_parameters, write_png
 from tests.easel_png import read_png_params
 
 

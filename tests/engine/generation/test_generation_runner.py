@@ -16,13 +16,13 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch, is_transient
+from app.engine.generation.files.sources import ModelInfo, ModelNotFound, ModelSource, resolve_model
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.preview import LinearPreviewer, VaePreviewer
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelNotFound, ModelSource, resolve_model
 from app.engine.jobs.params import SCHEDULERS, GenerationParams, InvalidParameters
 from tests.easel_png import read_png_params
 from tests.engine.conftest import TINY_MODEL

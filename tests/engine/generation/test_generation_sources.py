@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.generation.sources import (
+from app.engine.generation.files.sources import (
     ModelNotFound,
     ModelSearchPath,
     ModelSource,
@@ -122,8 +122,8 @@ def test_default_search_uses_the_app_folders_and_the_hub_cache(
 
 def test_importing_the_package_does_not_import_torch() -> None:
     code = (
-        "import sys, app.engine.generation, app.engine.generation.sources, "
-        "app.engine.generation.files, app.engine.generation.device, app.engine.generation.outcome; "
+        "import sys, app.engine.generation, app.engine.generation.files.sources, "
+        "app.engine.outputs.image, app.engine.generation.device, app.engine.generation.outcome; "
         "app.engine.generation.list_models(); "
         "sys.exit('torch' in sys.modules)"
     )

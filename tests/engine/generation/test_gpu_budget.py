@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from app.engine.generation.device import DeviceChoice
-from app.engine.generation.loader import PipelineCache
+from app.engine.generation.load.pipelines import PipelineCache
 from app.engine.generation.memory import (
     DEVICE_HEADROOM_BYTES,
     DEVICE_SHARE,

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.controlnets import find_controlnet
-from app.engine.generation.ip_adapters import find_ip_adapter
-from app.engine.generation.loader import PipelineCache
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.guidance.controlnets import find_controlnet
+from app.engine.generation.guidance.ip_adapters import find_ip_adapter
+from app.engine.generation.load.pipelines import PipelineCache
 from app.engine.generation.memory import MemoryBudget, module_bytes, pipeline_bytes
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
 from app.engine.jobs.params import (
     ControlLayer,
     GenerationParams,
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from app.engine.generation.tiny_model import (
+    from app.testing.tiny.unet import (
         write_tiny_controlnet,
         write_tiny_ip_adapter,
         write_tiny_pipeline,
@@ -87,7 +87,7 @@ def test_a_controlnet_counts_in_the_budget_while_its_jobs_need_it(
 ) -> None:
     """Two models fit the budget, not with a ControlNet beside one: the other goes while
     guided jobs run, and the net goes as soon as a job names none."""
-    from app.engine.generation.control import _load
+    from app.engine.generation.guidance.control import _load
 
     probe = runner_for(folders)
     size = pipeline_bytes(probe.load("a").pipe)

@@ -16,9 +16,9 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.controlnets import find_controlnet
-from app.engine.generation.ip_adapters import find_ip_adapter
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.guidance.controlnets import find_controlnet
+from app.engine.generation.guidance.ip_adapters import find_ip_adapter
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import (
@@ -43,7 +43,7 @@ MASK_DIGEST = "upload:" + "0" * 64  # the runner is handed the bytes; only the n
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from app.engine.generation.tiny_model import (
+    from app.testing.tiny.unet import (
         write_tiny_controlnet,
         write_tiny_ip_adapter,
         write_tiny_pipeline,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.generation.safetensors_header import read_safetensors_header
-from app.engine.generation.sources import ModelSearchPath, list_models, resolve_model
+from app.engine.generation.files.safetensors_header import read_safetensors_header
+from app.engine.generation.files.sources import ModelSearchPath, list_models, resolve_model
 from app.engine.paths import bundled_models_dir
 from tests.hostile_files import UNET_KEY, write_hostile_models
 

@@ -13,7 +13,7 @@ from diffusers import StableDiffusionImg2ImgPipeline, StableDiffusionXLImg2ImgPi
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams

@@ -18,11 +18,15 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from app.cli import main
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
-from app.engine.generation.loader import PipelineCache, SingleFileConfigs
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import (
+    CHECKPOINTS_SUBFOLDER,
+    ModelSearchPath,
+    resolve_model,
+)
+from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import CHECKPOINTS_SUBFOLDER, ModelSearchPath, resolve_model
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus

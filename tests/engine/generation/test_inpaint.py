@@ -15,10 +15,10 @@ from diffusers import StableDiffusionInpaintPipeline, StableDiffusionXLInpaintPi
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
 from app.engine.jobs.mask import open_mask
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from tests.engine.generation.test_img2img import init_png
@@ -49,7 +49,7 @@ def mask_png(
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelInfo]:
-    from app.engine.generation.tiny_model import write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_pipeline
 
     root = tmp_path_factory.mktemp("inpaint-models")
     folders = {
@@ -266,9 +266,9 @@ def test_an_inpainting_checkpoint_file_is_detected_listed_and_runs_as_the_stock_
     apart by its first convolution's shape, listed as such, and loaded with 9 channels."""
     import shutil
 
-    from app.engine.generation.loader import PipelineCache, SingleFileConfigs
-    from app.engine.generation.sources import ModelSearchPath, list_models
-    from app.engine.generation.tiny_model import write_tiny_pipeline, write_tiny_single_file
+    from app.engine.generation.files.sources import ModelSearchPath, list_models
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from app.testing.tiny.unet import write_tiny_pipeline, write_tiny_single_file
 
     configs = tmp_path / "configs"
     write_tiny_pipeline(tmp_path / "folder", architecture=Architecture.SD1)

@@ -15,11 +15,15 @@ import torch
 from PIL import Image
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.ip_adapters import IPAdapterNotFound, find_ip_adapter, list_ip_adapters
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.guidance.ip_adapters import (
+    IPAdapterNotFound,
+    find_ip_adapter,
+    list_ip_adapters,
+)
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
 from app.engine.jobs.params import GenerationParams, ReferenceImage, encode_reference
 from tests.engine.generation.tiny_architectures import (
     go_on,
@@ -44,7 +48,7 @@ def reference_png() -> bytes:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from app.engine.generation.tiny_model import write_tiny_ip_adapter, write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_ip_adapter, write_tiny_pipeline
 
     root = tmp_path_factory.mktemp("ip-adapter-models")
     adapters = root / "ipadapter"

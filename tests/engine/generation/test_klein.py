@@ -20,19 +20,19 @@ from diffusers import Flux2KleinInpaintPipeline, Flux2KleinPipeline
 from diffusers.image_processor import VaeImageProcessor
 from PIL import Image
 
-from app.engine.generation import inpaint
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
 from app.engine.generation.families.klein import NEGATIVE_EMBEDS, Flux2KleinFamily
-from app.engine.generation.loader import PipelineCache
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
+from app.engine.generation.load.pipelines import PipelineCache
+from app.engine.generation.loop import inpaint
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSearchPath
-from app.engine.generation.tiny_klein import write_tiny_klein, write_tiny_klein_lora
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.testing.tiny.klein import write_tiny_klein, write_tiny_klein_lora
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
-from app.engine.generation.loader import PipelineCache
-from app.engine.generation.lora import LoraError, LoraRef, check_loras, parse_loras
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelSearchPath, list_models
+from app.engine.generation.load.pipelines import PipelineCache
+from app.engine.generation.prompts.loras import LoraError, LoraRef, check_loras, parse_loras
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelSearchPath, list_models
 from tests.engine.generation.tiny_architectures import (
     generate,
     max_diff,
@@ -33,7 +33,7 @@ def models_root(
 ) -> Path:
     """A user models folder: lora/style.safetensors and lora/ink.safetensors (SD 1.x),
     lora/xl-style.safetensors (SDXL) and a checkpoint wrongly put in lora/."""
-    from app.engine.generation.tiny_model import write_tiny_lora, write_tiny_single_file
+    from app.testing.tiny.unet import write_tiny_lora, write_tiny_single_file
 
     root = tmp_path_factory.mktemp("user-models")
     write_tiny_lora(root / "lora" / "style.safetensors", seed=1)

@@ -12,9 +12,9 @@ import torch
 
 from app.engine.generation import denoise
 from app.engine.generation import runner as runner_module
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import NotEnoughGraphicsMemory, is_out_of_memory
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.memory import largest_part_bytes, module_bytes
 from app.engine.generation.outcome import (
     GenerationOutcome,
@@ -192,7 +192,7 @@ def test_out_of_memory_while_loading_is_still_retried_in_low_vram_mode(
 ) -> None:
     """The loader words its failures in one sentence, but never memory: that stays the
     runner's to retry."""
-    from app.engine.generation import loader
+    from app.engine.generation.load import pipelines as loader
 
     model = model_info(tiny_folders[Architecture.SD1], "m")
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
@@ -218,7 +218,7 @@ def test_the_failed_attempts_memory_is_collected_before_the_low_vram_retry_frees
     of the pipeline that ran out of memory) is gone, by weak reference, when the retry empties
     the GPU's cache and when it loads its low-VRAM pipeline: emptying the cache while the
     traceback still holds them (inside the `except`) gives nothing back to the GPU."""
-    from app.engine.generation import loader
+    from app.engine.generation.load import pipelines as loader
 
     model = model_info(tiny_folders[Architecture.SD1], "m")
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
-from app.engine.generation.loader import PipelineCache
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelNotFound
+from app.engine.generation.load.pipelines import PipelineCache
 from app.engine.generation.memory import MemoryBudget, default_budget, pipeline_bytes
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelNotFound
 from tests.engine.generation.tiny_architectures import generate, model_info, params_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 @pytest.fixture(scope="module")
 def three_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelInfo]:
-    from app.engine.generation.tiny_model import write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_pipeline
 
     root = tmp_path_factory.mktemp("budget-models")
     return {

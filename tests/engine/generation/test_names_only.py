@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from app.engine import paths
-from app.engine.generation.controlnets import ControlNetNotFound, find_controlnet
-from app.engine.generation.sources import (
+from app.engine.generation.files.sources import (
     ModelNotInstalled,
     ModelSearchPath,
     resolve_model,
     resolve_model_name,
 )
-from app.engine.generation.upscalers import UpscalerNotFound, resolve_upscaler
+from app.engine.generation.guidance.controlnets import ControlNetNotFound, find_controlnet
+from app.engine.generation.post.upscalers import UpscalerNotFound, resolve_upscaler
 
 TINY = paths.bundled_models_dir() / "easel-tiny"
 

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import CLIPTextModel, CLIPTokenizer
 
-from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
 from app.engine.generation.families import family_of
 from app.engine.generation.families.unet import UNetFamily
-from app.engine.generation.prompt_syntax import UnreadableWeight, parse_attention
-from app.engine.generation.prompt_weights import (
+from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.prompts.syntax import UnreadableWeight, parse_attention
+from app.engine.generation.prompts.weights import (
     CHUNK_TOKENS,
     ClipEncoders,
     apply_weights,

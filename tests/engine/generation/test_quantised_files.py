@@ -24,19 +24,19 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.loader import SingleFileConfigs, _pipeline_class, load_pipeline
-from app.engine.generation.model_files import GGUF_RUNNABLE
-from app.engine.generation.request_checks import check_runnable
-from app.engine.generation.sources import (
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import (
     ModelInfo,
     ModelSearchPath,
     ModelSource,
     detected,
     list_models,
 )
+from app.engine.generation.files.transformer_files import GGUF_RUNNABLE
+from app.engine.generation.load.pipelines import SingleFileConfigs, _pipeline_class, load_pipeline
+from app.engine.generation.request_checks import check_runnable
 from app.engine.jobs.params import GenerationParams
 from tests.engine.generation.tiny_transformer_files import (
     CONFIG_NAMES,
@@ -134,7 +134,7 @@ def test_flux_gguf_holds_the_files_weights_and_draws_within_the_bound(
     from diffusers.models.model_loading_utils import load_gguf_checkpoint
     from diffusers.quantizers.gguf.utils import GGUFParameter, dequantize_gguf_tensor
 
-    from app.engine.generation.assemble import flux_to_diffusers
+    from app.engine.generation.load.assemble import flux_to_diffusers
 
     def plain(value: torch.Tensor) -> torch.Tensor:
         return dequantize_gguf_tensor(value) if isinstance(value, GGUFParameter) else value
@@ -210,7 +210,7 @@ def _fp8_file(layout: TinyLayouts, arch: Architecture) -> Path:
 def test_an_fp8_model_stays_fp8_and_draws_what_diffusers_draws_from_the_file(
     quantised: dict[Architecture, TinyLayouts], arch: Architecture
 ) -> None:
-    from app.engine.generation.assemble import flux_to_diffusers
+    from app.engine.generation.load.assemble import flux_to_diffusers
 
     layout = quantised[arch]
     path = _fp8_file(layout, arch)
@@ -261,7 +261,7 @@ def test_scaled_fp8_files_are_refused_naming_the_file(
 def test_the_window_lists_the_quantisation_and_the_size_of_every_part(
     quantised: dict[Architecture, TinyLayouts],
 ) -> None:
-    from app.engine.generation.sources import disk_bytes
+    from app.engine.generation.files.sources import disk_bytes
     from app.engine.settings import Settings
     from app.ui.presenters.model_choices import disk_size_text
     from app.ui.wiring import model_choices

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from app.engine.generation import denoise
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
 from app.engine.generation.families.unet import PROMPT_EMBEDS
-from app.engine.generation.loader import PipelineCache
-from app.engine.generation.lora import parse_loras
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.load.pipelines import PipelineCache
+from app.engine.generation.prompts.loras import parse_loras
 from app.engine.generation.runner import Runner
 from tests.engine.generation.tiny_architectures import (
     generate,
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 @pytest.fixture(scope="module")
 def lora_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from app.engine.generation.tiny_model import write_tiny_lora
+    from app.testing.tiny.unet import write_tiny_lora
 
     folder = tmp_path_factory.mktemp("loras")
     write_tiny_lora(folder / "style.safetensors", seed=1)

@@ -15,8 +15,8 @@ import pytest
 import torch
 from diffusers import HeunDiscreteScheduler
 
-from app.engine.generation import schedulers
 from app.engine.generation.errors import CheckpointMismatch
+from app.engine.generation.loop import schedulers
 from app.engine.jobs.params import SCHEDULERS
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

@@ -1,6 +1,6 @@
 """SD 3.x through Easel's own loop: the stock StableDiffusion3Pipeline's image, exactly.
 
-On a tiny random SD 3.5 (tiny_sd3) saved as a diffusers folder, with and without T5:
+On a tiny random SD 3.5 (app.testing.tiny.sd3) saved as a diffusers folder, with and without T5:
 the same image as `StableDiffusion3Pipeline` called as its users call it, a pause (or a
 crash after a rolling checkpoint) resumed in a fresh process to the uninterrupted image,
 a LoRA equal to diffusers' `load_lora_weights` and gone from the next job, A1111 prompt
@@ -22,15 +22,15 @@ import pytest
 import torch
 from PIL import Image
 
-from app.engine.generation.architecture import Architecture, Prediction
-from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import CPU
 from app.engine.generation.families import family_of
-from app.engine.generation.loader import PipelineCache
+from app.engine.generation.files.architecture import Architecture, Prediction
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
+from app.engine.generation.load.pipelines import PipelineCache
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSearchPath
 from app.engine.jobs.params import GenerationParams
 from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
@@ -60,7 +60,7 @@ FOLDERS = ["sd3", "sd3-no-t5", *VARIANTS]
 def models_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user models folder: a tiny SD 3.5 medium with T5, one without, one of each
     transformer shape (SD 3.5 large, SD 3 medium), and an SD3 LoRA."""
-    from app.engine.generation.tiny_sd3 import write_tiny_sd3, write_tiny_sd3_lora
+    from app.testing.tiny.sd3 import write_tiny_sd3, write_tiny_sd3_lora
 
     root = tmp_path_factory.mktemp("sd3-models")
     write_tiny_sd3(root / "sd3")

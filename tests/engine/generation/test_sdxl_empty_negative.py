@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.families import family_of
 from app.engine.generation.families.sdxl import POOLED_EMBEDS
 from app.engine.generation.families.unet import PROMPT_EMBEDS
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
 from app.testing.images import pixels

@@ -10,17 +10,17 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture, Prediction
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.loader import (
+from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture, Prediction
+from app.engine.generation.files.sources import ModelSearchPath, list_models, resolve_model
+from app.engine.generation.load.pipelines import (
     PipelineCache,
     SingleFileConfigs,
     bundled_configs,
     shipped_tokenizer,
 )
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelSearchPath, list_models, resolve_model
 from tests.engine.generation.tiny_architectures import (
     generate,
     max_diff,
@@ -44,7 +44,7 @@ def tiny_configs_shared_vocabulary(
     `clip-vocabulary` folder holds the (tiny) vocabulary for all of them."""
     import json
 
-    from app.engine.generation.tiny_model import TOKENIZER_MERGES, tokenizer_vocab
+    from app.testing.tiny.unet import TOKENIZER_MERGES, tokenizer_vocab
 
     root = tmp_path_factory.mktemp("shipped-layout")
     shutil.copytree(tiny_configs.root, root, dirs_exist_ok=True)

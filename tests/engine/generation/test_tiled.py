@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.generation import tiled
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
+from app.engine.generation.post import tiled
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import KIND_TILED, GenerationParams
 

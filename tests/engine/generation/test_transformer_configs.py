@@ -8,7 +8,11 @@ import json
 import pytest
 import torch
 
-from app.engine.generation.loader import bundled_configs, shipped_t5_tokenizer, shipped_tokenizer
+from app.engine.generation.load.pipelines import (
+    bundled_configs,
+    shipped_t5_tokenizer,
+    shipped_tokenizer,
+)
 
 # Parameter counts of the released models: [transformer, VAE, CLIP-L, (CLIP-G,) T5-XXL].
 # - Flux.1 transformers: the `total_size` of the reference repositories'

@@ -17,12 +17,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU
-from app.engine.generation.loader import PipelineCache, SingleFileConfigs, load_pipeline
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs, load_pipeline
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo
 from app.engine.jobs.params import GenerationParams
 from tests.engine.generation.tiny_architectures import max_diff, model_info, pause_at, pixels
 from tests.engine.generation.tiny_transformer_files import (

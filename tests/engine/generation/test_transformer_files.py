@@ -17,12 +17,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from app.engine.generation.architecture import Architecture, Prediction
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.loader import SingleFileConfigs, _pipeline_class, load_pipeline
+from app.engine.generation.files.architecture import Architecture, Prediction
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath, ModelSource, list_models
+from app.engine.generation.load.pipelines import SingleFileConfigs, _pipeline_class, load_pipeline
 from app.engine.generation.request_checks import check_runnable
-from app.engine.generation.sources import ModelInfo, ModelSearchPath, ModelSource, list_models
 from app.engine.jobs.params import GenerationParams
 from tests.engine.generation.tiny_transformer_files import (
     CONFIG_NAMES,
@@ -51,7 +51,7 @@ def twins(layouts: dict[Architecture, TinyLayouts]) -> dict[Architecture, object
 
 
 def _info(path: Path) -> ModelInfo:
-    from app.engine.generation.sources import detected
+    from app.engine.generation.files.sources import detected
 
     return detected(ModelInfo(path.stem, path, ModelSource.USER))
 
@@ -270,8 +270,8 @@ def test_flux_keys_convert_as_diffusers_converts_them_at_the_released_width() ->
         convert_flux_transformer_checkpoint_to_diffusers,
     )
 
-    from app.engine.generation.assemble import flux_from_diffusers, flux_to_diffusers
-    from app.engine.generation.loader import bundled_configs
+    from app.engine.generation.load.assemble import flux_from_diffusers, flux_to_diffusers
+    from app.engine.generation.load.pipelines import bundled_configs
 
     config = FluxTransformer2DModel.load_config(
         bundled_configs().root / "flux1-dev" / "transformer"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.generation.architecture import Architecture, Prediction, detect_folder
+from app.engine.generation.files.architecture import Architecture, Prediction, detect_folder
 
 _PARTS = ["transformer", "vae", "scheduler", "text_encoder", "text_encoder_2", "tokenizer"]
 
@@ -50,7 +50,7 @@ def test_a_flux_folder_without_t5_names_the_missing_part(tmp_path: Path) -> None
 def test_the_tiny_t5_tokenizer_round_trips_through_save_pretrained(tmp_path: Path) -> None:
     from transformers import T5Tokenizer
 
-    from app.engine.generation.tiny_model import tiny_t5_tokenizer
+    from app.testing.tiny.unet import tiny_t5_tokenizer
 
     tiny_t5_tokenizer().save_pretrained(tmp_path)
     reloaded = T5Tokenizer.from_pretrained(tmp_path)

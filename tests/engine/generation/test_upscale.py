@@ -17,14 +17,14 @@ from safetensors.torch import save_file
 
 from app.engine.generation.device import CPU
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
-from app.engine.generation.runner import Runner
-from app.engine.generation.upscale import _spandrel, load_upscaler, to_tensor, upscale_tiles
-from app.engine.generation.upscalers import (
+from app.engine.generation.post.upscale import _spandrel, load_upscaler, to_tensor, upscale_tiles
+from app.engine.generation.post.upscalers import (
     NotAnUpscaler,
     UpscalerNotFound,
     check_upscaler_file,
     resolve_upscaler,
 )
+from app.engine.generation.runner import Runner
 from app.engine.jobs.params import KIND_UPSCALE, GenerationParams
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -157,7 +157,7 @@ def test_files_that_are_not_upscalers_are_refused_in_one_sentence(tmp_path: Path
 def test_hires_fix_with_a_model_is_the_model_upscale_then_img2img(
     folder: Path, tmp_path: Path, tiny_model: object
 ) -> None:
-    from app.engine.generation.upscale import upscale_png
+    from app.engine.generation.post.upscale import upscale_png
 
     runner = Runner(device=CPU, resolve=lambda _name: tiny_model, upscalers=[folder], threads=1)  # type: ignore[arg-type,return-value]
     small = png_of(picture(32, 32))

@@ -17,15 +17,15 @@ import pytest
 import torch
 from PIL import Image
 
-from app.engine.generation.architecture import Architecture
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.errors import NonFiniteVaeOutput
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.loop.vae_precision import keep_in_float32
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import VAE_FLOAT32_NOTE, Runner
-from app.engine.generation.tiny_flux import write_tiny_flux
-from app.engine.generation.tiny_klein import write_tiny_klein
-from app.engine.generation.vae_precision import keep_in_float32
 from app.engine.jobs.params import GenerationParams
+from app.testing.tiny.flux import write_tiny_flux
+from app.testing.tiny.klein import write_tiny_klein
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_img2img_architectures import stock
 from tests.engine.generation.tiny_architectures import (

@@ -10,9 +10,9 @@ import pytest
 import torch
 from PIL import Image
 
+from app.engine.generation.loop.variation import varied_noise
 from app.engine.generation.outcome import StepDecision
 from app.engine.generation.runner import Runner
-from app.engine.generation.variation import varied_noise
 from app.engine.jobs.params import GenerationParams
 from tests.engine.conftest import TINY_MODEL
 

@@ -1,6 +1,6 @@
 """Z-Image through Easel's own loop: the stock ZImagePipeline's image, exactly.
 
-On a tiny random Z-Image (tiny_zimage: a Qwen3 text encoder with a chat-template tokenizer,
+On a tiny random Z-Image (tiny.zimage: a Qwen3 text encoder with a chat-template tokenizer,
 the single-stream DiT, Flux's VAE) saved as a diffusers folder: the same image as
 `ZImagePipeline` called as its users call it (with a negative prompt, without, and at
 Turbo's guidance 0), img2img equal to `ZImageImg2ImgPipeline`, inpaint (the whole image and
@@ -23,14 +23,14 @@ import pytest
 import torch
 from PIL import Image
 
-from app.engine.generation.architecture import Architecture, Prediction, detect_folder
-from app.engine.generation.checkpoint import load_checkpoint
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.families import family_of
+from app.engine.generation.files.architecture import Architecture, Prediction, detect_folder
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
+from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSearchPath
 from app.engine.jobs.params import GenerationParams
 from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
@@ -55,7 +55,7 @@ STEPS, PAUSE_AT = 4, 2
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from app.engine.generation.tiny_zimage import write_tiny_zimage
+    from app.testing.tiny.zimage import write_tiny_zimage
 
     return write_tiny_zimage(tmp_path_factory.mktemp("zimage-models") / "zimage")
 

@@ -17,12 +17,12 @@ import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-from app.engine.generation.architecture import UNET_ARCHITECTURES, Architecture
 from app.engine.generation.device import CPU
-from app.engine.generation.loader import SingleFileConfigs
+from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.load.pipelines import SingleFileConfigs
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.generation.sources import ModelInfo, ModelSource, detected
 from app.engine.jobs.params import GenerationParams
 from app.testing.images import max_diff, pixels, stock_image
 
@@ -34,7 +34,7 @@ PAUSE_AT = 2
 
 @pytest.fixture(scope="session")
 def tiny_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture, Path]:
-    from app.engine.generation.tiny_model import write_tiny_pipeline
+    from app.testing.tiny.unet import write_tiny_pipeline
 
     root = tmp_path_factory.mktemp("arch-models")
     return {
@@ -48,7 +48,7 @@ CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture
 
 @pytest.fixture(scope="module")
 def single_files(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture, Path]:
-    from app.engine.generation.tiny_model import write_tiny_single_file
+    from app.testing.tiny.unet import write_tiny_single_file
 
     folder = tmp_path_factory.mktemp("checkpoints")
     return {

@@ -21,9 +21,9 @@ from safetensors.torch import save_file
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.assemble import flux_from_diffusers
-from app.engine.generation.tiny_model import (
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.load.assemble import flux_from_diffusers
+from app.testing.tiny.unet import (
     _text_config,
     _tokenizer,
     tiny_t5_encoder,

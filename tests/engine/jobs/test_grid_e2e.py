@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.generation.grid import PLACEHOLDER, Cell, compose
+from app.engine.generation.post.grid import PLACEHOLDER, Cell, compose
 from app.engine.jobs.grid_spec import GridSpec, spec_from_axes
 from app.engine.jobs.groups import group_info, newest_members, retry_member, submit_grid
 from app.engine.jobs.params import DEFAULT_MODEL, KIND_GRID, GenerationParams

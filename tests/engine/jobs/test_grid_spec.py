@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.generation.grid import PLACEHOLDER, Cell, compose
+from app.engine.generation.post.grid import PLACEHOLDER, Cell, compose
 from app.engine.jobs.grid_spec import GridAxisRefused, grid_cells, parse_axis, spec_from_axes
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 

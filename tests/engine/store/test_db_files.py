@@ -19,8 +19,8 @@ from app.cli import main
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
-from app.engine.store.db_files import LIMIT_ENV, FileKind, latest_file, store_file
 from app.engine.store.opening import open_queue
+from app.engine.store.stored_files import LIMIT_ENV, FileKind, latest_file, store_file
 from app.engine.workers.job_run import JobRun
 from app.engine.workers.supervisor import Supervisor
 from app.models.tables import JOB_FILE

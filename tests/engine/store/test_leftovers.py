@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 WRITER = """
 import sys, time
 from pathlib import Path
-from app.engine.generation.files import atomic_write
+from app.durable import atomic_write
 
 def half(handle):
     handle.write(b"half an image")

@@ -22,8 +22,8 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.paths import OutsideItsFolder
-from app.engine.store.db_files import image_bytes, image_file
 from app.engine.store.opening import open_queue
+from app.engine.store.stored_files import image_bytes, image_file
 from app.engine.workers.job_run import JobRun
 from app.models.tables import JOB, JOB_FILE
 from app.testing.scripted_runner import fake_image

@@ -19,8 +19,8 @@ import pytest
 import torch
 from PIL import Image
 
-from app.engine.generation.checkpoint import load_checkpoint, save_checkpoint
 from app.engine.generation.errors import NonFiniteLatents
+from app.engine.generation.loop.checkpoint import load_checkpoint, save_checkpoint
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams

@@ -172,7 +172,7 @@ def test_a_job_retried_by_the_user_meanwhile_is_not_marked_given_up(queue: JobQu
 def _checkpoint_bytes(steps_done: int) -> bytes:
     import torch
 
-    from app.engine.generation.checkpoint import Checkpoint, encode_checkpoint
+    from app.engine.generation.loop.checkpoint import Checkpoint, encode_checkpoint
 
     return encode_checkpoint(
         Checkpoint(
@@ -192,8 +192,8 @@ def test_a_requeued_job_shows_the_step_its_saved_checkpoint_reached(
     ran past it), read from the file's header, or from the database's copy on a shared
     store when this machine has no file."""
     from app.engine import paths
-    from app.engine.generation.checkpoint_files import Claim
-    from app.engine.store.db_files import FileKind, store_file
+    from app.engine.generation.loop.checkpoint_files import Claim
+    from app.engine.store.stored_files import FileKind, store_file
 
     worker = dead_worker()
     job_id = running_job(queue, worker)

@@ -20,7 +20,7 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.store.opening import open_queue
-from app.engine.workers.db_file import DatabaseFileReplaced, DatabaseFileWatch
+from app.engine.workers.database_watch import DatabaseFileReplaced, DatabaseFileWatch
 from app.engine.workers.job_run import JobRun, RunContext
 from app.engine.workers.presence import Presence
 from app.engine.workers.worker_states import WorkerState

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.generation.architecture import Architecture
-from app.engine.generation.controlnets import CONTROLNET_SUBFOLDER
-from app.engine.generation.ip_adapters import IP_ADAPTER_SUBFOLDER
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.guidance.controlnets import CONTROLNET_SUBFOLDER
+from app.engine.generation.guidance.ip_adapters import IP_ADAPTER_SUBFOLDER
 from app.engine.jobs.params import (
     ControlLayer,
     GenerationParams,
@@ -51,7 +51,7 @@ def upload(image: bytes) -> str:
 def custom_models(tmp_path: Path, tiny_model_dir: Path, easel_home: Path) -> Path:
     """A models folder outside the data folder, named by the settings: the tiny model (a
     link), a tiny ControlNet and a tiny IP-Adapter, in the layout artists download."""
-    from app.engine.generation.tiny_model import write_tiny_controlnet, write_tiny_ip_adapter
+    from app.testing.tiny.unet import write_tiny_controlnet, write_tiny_ip_adapter
 
     folder = tmp_path / "elsewhere" / "models"
     folder.mkdir(parents=True)

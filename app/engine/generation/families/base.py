@@ -23,8 +23,8 @@ from PIL import Image
 from app.engine.jobs.params import GenerationParams
 
 if TYPE_CHECKING:
-    from app.engine.generation.control import ControlGuide
-    from app.engine.generation.inpaint import MaskedImage
+    from app.engine.generation.guidance.control import ControlGuide
+    from app.engine.generation.loop.inpaint import MaskedImage
 
 # What the model is conditioned on for the whole job (prompt embeddings and the like), by
 # name. A checkpoint stores these tensors as they are, so a resumed job is conditioned on

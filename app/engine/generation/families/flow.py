@@ -17,15 +17,15 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 from PIL import Image
 
-from app.engine.generation import inpaint
 from app.engine.generation.families.base import Conditioning
-from app.engine.generation.flow_params import sampler_problem
-from app.engine.generation.lora import prompt_text
-from app.engine.generation.prompt_weights import plain_text
+from app.engine.generation.families.flow_params import sampler_problem
+from app.engine.generation.loop import inpaint
+from app.engine.generation.prompts.loras import prompt_text
+from app.engine.generation.prompts.weights import plain_text
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
-    from app.engine.generation.inpaint import MaskedImage
+    from app.engine.generation.loop.inpaint import MaskedImage
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {"Euler": FlowMatchEulerDiscreteScheduler}
 
@@ -54,7 +54,7 @@ def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tenso
 def sentence_prompt(prompt: str) -> str:
     """What a sentence-reading text encoder (T5, Qwen3; Flux's CLIP too) reads of `prompt`:
     the prompt without its `<lora:...>` tags,
-    and without A1111's syntax if it has any (`prompt_weights.plain_text`: brackets and
+    and without A1111's syntax if it has any (`prompts.weights.plain_text`: brackets and
     weights dropped, BREAK a space). T5 reads 512 tokens of sentences, not chunks of 75, and
     A1111's per-token weights were made for CLIP's hidden states, which Flux does not use:
     of CLIP it takes the pooled output, which A1111 also computes from the unweighted words.

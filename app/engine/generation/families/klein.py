@@ -60,7 +60,6 @@ from diffusers.pipelines.flux2.pipeline_flux2_klein_inpaint import Flux2KleinInp
 from diffusers.utils.torch_utils import get_module_execution_device, randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
@@ -68,13 +67,14 @@ from app.engine.generation.families.flow import (
     sentence_prompt,
     trim_schedule,
 )
-from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE, KLEIN_IMG2IMG_REFUSAL
-from app.engine.generation.variation import varied_noise
+from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE, KLEIN_IMG2IMG_REFUSAL
+from app.engine.generation.loop import inpaint, vae_precision
+from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
-    from app.engine.generation.control import ControlGuide
-    from app.engine.generation.inpaint import MaskedImage
+    from app.engine.generation.guidance.control import ControlGuide
+    from app.engine.generation.loop.inpaint import MaskedImage
 
 PROMPT_EMBEDS = "prompt_embeds"  # Qwen3's three hidden-state layers, per token
 NEGATIVE_EMBEDS = "negative_prompt_embeds"  # the same of the negative prompt (CFG only)

@@ -7,8 +7,8 @@ from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
 from app.engine.generation.families.unet import PROMPT_EMBEDS, UNetFamily
-from app.engine.generation.lora import prompt_text
-from app.engine.generation.prompt_weights import (
+from app.engine.generation.prompts.loras import prompt_text
+from app.engine.generation.prompts.weights import (
     ClipEncoders,
     encode_weighted,
     needs_a1111_encoding,

@@ -24,7 +24,7 @@ A checkpoint carries the prompt embeddings and pooled embeddings ([negative, pro
 CFG); the scheduler's state is its step index and sigmas (`schedulers.KINDS`).
 
 Prompt weights: A1111's syntax (weights, BREAK, prompts longer than 75 tokens) is encoded
-the A1111 way on the two CLIP encoders (`prompt_weights`); T5 gets the prompt's plain words
+the A1111 way on the two CLIP encoders (`prompts.weights`); T5 gets the prompt's plain words
 (`plain_text`: no brackets, no weights), unchunked, as the stock pipeline encodes them. A
 plain prompt goes through the stock `encode_prompt`.
 """
@@ -38,22 +38,22 @@ from diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3 import c
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families import flow
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.lora import prompt_text
-from app.engine.generation.prompt_weights import (
+from app.engine.generation.loop import inpaint, vae_precision
+from app.engine.generation.loop.variation import varied_noise
+from app.engine.generation.prompts.loras import prompt_text
+from app.engine.generation.prompts.weights import (
     ClipEncoders,
     encode_weighted,
     needs_a1111_encoding,
     plain_text,
 )
-from app.engine.generation.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
-    from app.engine.generation.control import ControlGuide
+    from app.engine.generation.guidance.control import ControlGuide
 
 PROMPT_EMBEDS = "prompt_embeds"  # [CLIP-L | CLIP-G, padded] ++ T5, per token
 POOLED_EMBEDS = "pooled_embeds"  # CLIP-L's and CLIP-G's pooled projections side by side

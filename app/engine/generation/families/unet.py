@@ -16,15 +16,16 @@ import torch
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import img2img, inpaint, reference, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.prompt_weights import ClipEncoders
-from app.engine.generation.schedulers import make_scheduler
-from app.engine.generation.variation import varied_noise
+from app.engine.generation.guidance import reference
+from app.engine.generation.loop import img2img, inpaint, vae_precision
+from app.engine.generation.loop.schedulers import make_scheduler
+from app.engine.generation.loop.variation import varied_noise
+from app.engine.generation.prompts.weights import ClipEncoders
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
-    from app.engine.generation.control import ControlGuide
+    from app.engine.generation.guidance.control import ControlGuide
 
 PROMPT_EMBEDS = "prompt_embeds"  # [uncond, cond] when CFG is on
 TIMESTEP_COND = "timestep_cond"  # guidance-distilled UNets only (time_cond_proj_dim)
@@ -119,7 +120,7 @@ class UNetFamily(ABC):
 
     @abstractmethod
     def clip_encoders(self) -> ClipEncoders:
-        """The text encoders, for prompts in A1111's syntax (`prompt_weights`)."""
+        """The text encoders, for prompts in A1111's syntax (`prompts.weights`)."""
 
     @abstractmethod
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image: ...

@@ -55,7 +55,6 @@ from diffusers.pipelines.z_image.pipeline_z_image import (
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation import inpaint, vae_precision
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
@@ -63,14 +62,15 @@ from app.engine.generation.families.flow import (
     sentence_prompt,
     trim_schedule,
 )
-from app.engine.generation.flow_params import FLOW_SIZE_MULTIPLE
-from app.engine.generation.variation import varied_noise
+from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE
+from app.engine.generation.loop import inpaint, vae_precision
+from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
-    from app.engine.generation.control import ControlGuide
-    from app.engine.generation.inpaint import MaskedImage
+    from app.engine.generation.guidance.control import ControlGuide
+    from app.engine.generation.loop.inpaint import MaskedImage
 
 PROMPT_EMBEDS = "prompt_embeds"  # the prompt's hidden states, (its tokens, width)
 NEGATIVE_EMBEDS = "negative_embeds"  # the negative prompt's, under CFG

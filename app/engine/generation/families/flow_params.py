@@ -1,0 +1,99 @@
+"""What the flow-matching families (Flux.1, SD 3.x, Z-Image, Flux.2 Klein) make of
+`GenerationParams`, torch-free.
+
+`request_checks.check_runnable` asks `flow_problems` at submit time, so a sampler or size
+such a model cannot take is one sentence then, never a FAILED job later.
+
+- The sampler: only "Euler" (Easel's default) is a flow-matching sampler here; it maps
+  to diffusers' `FlowMatchEulerDiscreteScheduler`, the scheduler the released folders ship.
+  The other A1111 names are noise-prediction (epsilon/v) samplers and are refused.
+- The size: the transformer sees 2x2 patches of the latents, so a side must be a multiple
+  of 16 pixels (the VAE's 8 times the patch's 2); the stock pipelines would otherwise
+  draw a smaller image than asked (they round down and warn).
+- Flux.1's guidance: `cfg` is the distilled guidance the dev model takes as an input
+  (ComfyUI's FluxGuidance, Forge's "Distilled CFG"), one model call per step; schnell has
+  no guidance input and ignores it. Easel runs no true CFG on Flux.1, so a negative
+  prompt would change nothing: it is refused rather than silently dropped.
+- Flux.2 Klein: `cfg` is true CFG on the base models (the negative prompt is read) and
+  ignored by the step-distilled ones, as by the stock pipelines (`families.klein`); text to
+  image and inpaint (`Flux2KleinInpaintPipeline`), no img2img: diffusers has no Klein
+  img2img pipeline to mirror.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.engine.generation.files.architecture import Architecture
+    from app.engine.jobs.params import GenerationParams
+
+FLOW_SAMPLERS: dict[str, str] = {"Euler": "FlowMatchEulerDiscreteScheduler"}
+FLOW_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 patches
+KLEIN_IMG2IMG_REFUSAL = (  # diffusers has a Klein inpaint pipeline, no img2img one
+    "Flux.2 Klein cannot run img2img in Easel (an init image without a mask), only text to "
+    "image and inpaint; add a mask or clear the init image"
+)
+
+
+def sampler_problem(scheduler: str, label: str) -> str | None:
+    """Why a `label` (flow-matching) model cannot use sampler `scheduler`, or None."""
+    if scheduler in FLOW_SAMPLERS:
+        return None
+    known = ", ".join(FLOW_SAMPLERS)
+    return f"{label} models run with the {known} sampler (flow matching), not {scheduler!r}"
+
+
+def flow_problems(
+    architecture: Architecture, params: GenerationParams, distilled: bool = False
+) -> list[str]:
+    """Every reason `params` cannot run on a flow-matching `architecture` model
+    (`distilled`: a step-distilled Flux.2 Klein, which runs without CFG)."""
+    from app.engine.generation.files.architecture import Architecture
+
+    problems = []
+    if problem := sampler_problem(params.scheduler, architecture.label):
+        problems.append(problem)
+    if params.width % FLOW_SIZE_MULTIPLE or params.height % FLOW_SIZE_MULTIPLE:
+        problems.append(
+            f"{architecture.label} draws sizes in multiples of {FLOW_SIZE_MULTIPLE} pixels, "
+            f"not {params.width}x{params.height}"
+        )
+    if architecture is Architecture.FLUX1 and params.negative_prompt.strip():
+        problems.append(
+            "Flux.1 takes no negative prompt (it is guidance-distilled and runs without "
+            "true CFG); clear the negative prompt"
+        )
+    if distilled and params.negative_prompt.strip():
+        problems.append(
+            f"this {architecture.label} model is step-distilled and runs without CFG, so it "
+            "takes no negative prompt; clear the negative prompt"
+        )
+    if params.reference:
+        problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
+    if architecture is Architecture.FLUX2_KLEIN and params.init_image and not params.mask:
+        problems.append(KLEIN_IMG2IMG_REFUSAL)
+    return problems
+
+
+def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
+    """The samplers a model of `architecture` takes; () when it takes every one Easel has."""
+    if architecture is not None and architecture.is_transformer:
+        return tuple(FLOW_SAMPLERS)
+    return ()
+
+
+def takes_negative_prompt(architecture: Architecture | None, distilled: bool = False) -> bool:
+    """Whether a negative prompt changes anything: not on Flux.1 (no true CFG), nor on a
+    step-distilled model (`distilled`: a Flux.2 Klein folder that says so), which run
+    without CFG."""
+    from app.engine.generation.files.architecture import Architecture
+
+    return architecture is not Architecture.FLUX1 and not distilled
+
+
+def guidance_is_distilled(architecture: Architecture | None) -> bool:
+    """Whether `cfg` is a distilled-guidance input of the model (Flux.1) rather than CFG."""
+    from app.engine.generation.files.architecture import Architecture
+
+    return architecture is Architecture.FLUX1

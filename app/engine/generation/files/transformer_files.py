@@ -1,0 +1,419 @@
+"""Flux.1 and SD 3.5 from the files artists download, told apart by their headers alone.
+
+Pure filesystem and JSON (no torch), like architecture.py. A diffusion model of these
+families comes as
+- one all-in-one `.safetensors` in the original key layout (Black Forest Labs'
+  `double_blocks.` / `single_blocks.`, Stability's `joint_blocks.`, either possibly under
+  `model.diffusion_model.`), with or without its text encoders (`text_encoders.clip_l.`,
+  `text_encoders.clip_g.`, `text_encoders.t5xxl.`) and VAE (`first_stage_model.`, `vae.`);
+- or the split layout ComfyUI made common: the diffusion model in `diffusion_models/` (or
+  `unet/`), the text encoders in `text_encoders/` (or `clip/`), the VAE in `vae/`, all in
+  one models folder.
+
+Every part the diffusion model file lacks is looked for in the split folders beside it, and
+paired by family and size, from the headers: the transformer's input layers state the
+width of each text encoder it was trained with (Flux: `vector_in` = CLIP-L, `txt_in` = T5;
+SD 3.x: `y_embedder` = CLIP-L + CLIP-G, `context_embedder` = T5) and the latent channels of
+its VAE. Of several files that fit, the first by name is used (`text_encoders/` before
+`clip/`); a file of the right kind but the wrong size is named in the refusal when nothing
+fits. What is still missing is said in one sentence, e.g. "flux1-dev: needs a T5-XXL text
+encoder in text_encoders/".
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.engine.generation.files.architecture import (
+    SAFETENSORS_SUFFIX,
+    Architecture,
+    Detected,
+    Part,
+    Prediction,
+    detect_file,
+    header_shapes,
+    is_lora,
+    read_safetensors_header,
+    unsupported,
+)
+
+Shapes = dict[str, list[int]]
+
+DIFFUSION_MODEL_FOLDERS = ("diffusion_models", "unet")
+TEXT_ENCODER_FOLDERS = ("text_encoders", "clip")
+VAE_FOLDERS = ("vae",)
+CHECKPOINT_FOLDERS = ("checkpoints",)
+
+DIFFUSION_PREFIX = "model.diffusion_model."
+CLIP_L_PREFIX = "text_encoders.clip_l.transformer."
+CLIP_G_PREFIX = "text_encoders.clip_g.transformer."
+T5_PREFIX = "text_encoders.t5xxl.transformer."
+VAE_PREFIXES = ("first_stage_model.", "vae.")
+
+_CLIP_EMBEDDING = "text_model.embeddings.token_embedding.weight"
+_CLIP_EMBEDDING_FLAT = "embeddings.token_embedding.weight"  # transformers >= 5 saves these
+_T5_NORM = "encoder.final_layer_norm.weight"
+_VAE_DECODER_IN = "decoder.conv_in.weight"
+
+# The parts of each family, in the order a refusal names them.
+CLIP_L = "clip_l"
+CLIP_G = "clip_g"
+T5 = "t5"
+VAE = "vae"
+TRANSFORMER = "transformer"
+_FAMILY_PARTS = {
+    Architecture.FLUX1: (CLIP_L, T5, VAE),
+    Architecture.SD3: (CLIP_L, CLIP_G, T5, VAE),
+}
+_PART_NAMES = {
+    CLIP_L: "a CLIP-L text encoder",
+    CLIP_G: "a CLIP-G text encoder",
+    T5: "a T5-XXL text encoder",
+    VAE: "a VAE",
+}
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kind: str  # "clip", "t5" or "vae" (which CLIP it is comes from its width)
+    path: Path
+    prefix: str
+    width: int  # hidden size of a text encoder; latent channels of a VAE
+
+
+@dataclass(frozen=True)
+class _Needs:
+    """What a transformer's header says its other parts must be."""
+
+    architecture: Architecture
+    config_name: str
+    widths: dict[str, int]  # part -> width it must have
+
+
+GGUF_SUFFIX = ".gguf"
+# The GGUF tensor types diffusers 0.42 runs (diffusers.quantizers.gguf.utils.
+# SUPPORTED_GGUF_QUANT_TYPES, plus the plain F32 / F16; a test checks they agree).
+GGUF_RUNNABLE = (
+    "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
+)  # fmt: skip
+_UNQUANTISED = ("F32", "F16", "BF16")
+
+
+def detect_model_file(path: Path) -> Detected:
+    """Any checkpoint file: Flux / SD 3.x here, the UNet families by architecture.py."""
+    if path.suffix.lower() == GGUF_SUFFIX:
+        return _detect_gguf(path)
+    if path.suffix.lower() != SAFETENSORS_SUFFIX:
+        return detect_file(path)
+    try:
+        header = read_safetensors_header(path)
+    except ValueError as error:
+        return unsupported(f"{path.name} cannot be used: {error}")
+    shapes = header_shapes(header)
+    if is_transformer_family(list(shapes)) and not is_lora(list(shapes)):
+        found = detect_transformer_file(path, shapes)
+        quantisation = _fp8(header)
+        if quantisation == _SCALED_FP8:
+            return unsupported(
+                f"{path.stem}: its fp8 weights are scaled (ComfyUI's fp8_scaled), a layout "
+                "diffusers cannot read; use an fp8 e4m3fn file without scales, or a GGUF"
+            )
+        return replace(found, quantisation=quantisation) if found.supported else found
+    return detect_file(path, shapes)
+
+
+FP8 = "fp8"  # float8_e4m3fn weights, as the fp8 Flux / SD 3.5 files are stored
+FP8_E5M2 = "fp8 e5m2"
+_SCALED_FP8 = "scaled"
+_FP8_DTYPES = {"F8_E4M3": FP8, "F8_E5M2": FP8_E5M2}
+
+
+def _fp8(header: dict[str, Any]) -> str:
+    """ "fp8" when the diffusion model's weight matrices are stored in float8 ("" if not)."""
+    if "scaled_fp8" in header or any(k.endswith(".scale_weight") for k in header):
+        return _SCALED_FP8
+    kinds = [
+        entry.get("dtype", "")
+        for key, entry in header.items()
+        if isinstance(entry, dict)
+        and is_transformer_family([key])
+        and len(entry.get("shape", [])) == 2
+    ]
+    fp8 = [_FP8_DTYPES[kind] for kind in kinds if kind in _FP8_DTYPES]
+    return max(set(fp8), key=fp8.count) if len(fp8) * 2 > len(kinds) else ""
+
+
+def _detect_gguf(path: Path) -> Detected:
+    """A GGUF diffusion model (city96's ComfyUI-GGUF layout: the original keys, without
+    `model.diffusion_model.`), from its tensor table; the weights are not read."""
+    problem = gguf_counts_problem(path)
+    if problem:
+        return unsupported(f"{path.name} cannot be used: {problem}")
+    try:
+        shapes, types = read_gguf_table(path)
+    except Exception:  # gguf's reader fails on damage in many ways (numpy's)
+        return unsupported(
+            f"{path.name} cannot be used: it is not a readable GGUF file (its tables are damaged)"
+        )
+    if not is_transformer_family(list(shapes)):
+        return unsupported(
+            f"{path.name} is a GGUF file, but not a Flux.1 or SD 3.5 diffusion model"
+        )
+    odd = sorted({kind for kind in types.values() if kind not in GGUF_RUNNABLE})
+    if odd:
+        return unsupported(
+            f"{path.stem}: its weights are GGUF {_listed(odd)}, a quantisation diffusers "
+            f"cannot run (it runs {', '.join(k for k in GGUF_RUNNABLE if k not in _UNQUANTISED)})"
+        )
+    found = detect_transformer_file(path, shapes)
+    quantised = [kind for kind in types.values() if kind not in _UNQUANTISED]
+    main = max(set(quantised), key=quantised.count) if quantised else "F16"
+    return replace(found, quantisation=main) if found.supported else found
+
+
+_GGUF_MAGIC = b"GGUF"
+_GGUF_COUNTS = struct.Struct("<4sIQQ")  # magic, version, tensor count, key/value count
+_GGUF_COUNTS_BIG_ENDIAN = struct.Struct(">4sIQQ")
+# The fewest bytes one table entry takes: a tensor (name length, dimension count, type,
+# offset) and a key/value (key length, value type, a one-byte value).
+_GGUF_MIN_TENSOR_BYTES = 8 + 4 + 4 + 8
+_GGUF_MIN_KV_BYTES = 8 + 4 + 1
+
+
+def gguf_counts_problem(path: Path) -> str:
+    """Why the counts at the start of a GGUF file cannot be true ("" if they can): gguf's
+    reader loops over them in Python, so a file that claims 2^62 entries is refused first."""
+    try:
+        with path.open("rb") as handle:
+            start = handle.read(_GGUF_COUNTS.size)
+            size = path.stat().st_size
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or 'read error'})"
+    if len(start) < _GGUF_COUNTS.size or not start.startswith(_GGUF_MAGIC):
+        return "it is not a readable GGUF file (no GGUF header)"
+    _, version, tensors, keys = _GGUF_COUNTS.unpack(start)
+    if version & 0xFFFF == 0:  # a big-endian file (gguf's reader tells them apart so too)
+        _, _, tensors, keys = _GGUF_COUNTS_BIG_ENDIAN.unpack(start)
+    room = size - _GGUF_COUNTS.size
+    if tensors * _GGUF_MIN_TENSOR_BYTES + keys * _GGUF_MIN_KV_BYTES > room:
+        return (
+            f"it is not a readable GGUF file (it claims {tensors} tensors and {keys} "
+            f"metadata entries, more than its {size} bytes can hold)"
+        )
+    return ""
+
+
+def read_gguf_table(path: Path) -> tuple[Shapes, dict[str, str]]:
+    """Tensor name -> shape (torch order) and -> GGUF type name, from the file's table."""
+    from gguf import GGUFReader  # numpy, not torch: fine for the listing
+
+    reader = GGUFReader(str(path))
+    shapes = {t.name: [int(n) for n in reversed(t.shape)] for t in reader.tensors}
+    return shapes, {t.name: t.tensor_type.name for t in reader.tensors}
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def is_transformer_family(keys: list[str]) -> bool:
+    bare = [k.removeprefix(DIFFUSION_PREFIX) for k in keys]
+    return any(k.startswith(("double_blocks.", "single_blocks.", "joint_blocks.")) for k in bare)
+
+
+def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
+    """A Flux.1 or SD 3.x diffusion model file, with the parts found for it, or the reason
+    it cannot be used (what is missing, or which file does not fit)."""
+    name = path.stem
+    prefix = DIFFUSION_PREFIX if any(k.startswith(DIFFUSION_PREFIX) for k in shapes) else ""
+    bare = {k.removeprefix(prefix): v for k, v in shapes.items() if k.startswith(prefix)}
+    needs = _needs(bare, name)
+    if isinstance(needs, str):
+        return unsupported(f"{name}: {needs}")
+    parts = {TRANSFORMER: Part(TRANSFORMER, path, prefix)}
+    embedded = _embedded_candidates(path, shapes)
+    found, problems = _pair(needs, embedded, _split_candidates(path))
+    parts.update(found)
+    missing = [kind for kind in _FAMILY_PARTS[needs.architecture] if kind not in parts]
+    if missing:
+        if problems:
+            return unsupported(f"{name}: {problems[0]}")
+        return unsupported(f"{name}: needs {_needs_sentence(missing)}")
+    return Detected(
+        needs.architecture,
+        Prediction.FLOW,
+        1024,
+        config_name=needs.config_name,
+        parts=tuple(sorted(parts.values(), key=lambda p: p.kind)),
+    )
+
+
+def _needs(bare: Shapes, name: str) -> _Needs | str:
+    if any(k.startswith("double_blocks.") for k in bare):
+        try:
+            in_channels = bare["img_in.weight"][1]
+            widths = {
+                CLIP_L: bare["vector_in.in_layer.weight"][1],
+                T5: bare["txt_in.weight"][1],
+                VAE: in_channels // 4,  # 2 x 2 patches of the latents, packed
+            }
+        except (KeyError, IndexError):
+            return "an incomplete Flux transformer (no img_in, txt_in or vector_in weights)"
+        dev = "guidance_in.in_layer.weight" in bare
+        return _Needs(Architecture.FLUX1, "flux1-dev" if dev else "flux1-schnell", widths)
+    try:
+        pooled = bare["y_embedder.mlp.0.weight"][1]
+        widths = {T5: bare["context_embedder.weight"][1], VAE: bare["x_embedder.proj.weight"][1]}
+    except (KeyError, IndexError):
+        return "an incomplete SD 3 transformer (no x_embedder, context_embedder or y_embedder)"
+    layers = {k.split(".")[1] for k in bare if k.startswith("joint_blocks.")}
+    if any(".attn2." in k for k in bare):
+        config = "sd3.5-medium"  # MMDiT-X: dual attention in the first blocks
+    elif len(layers) == 38:
+        config = "sd3.5-large-turbo" if "turbo" in name.lower() else "sd3.5-large"
+    else:
+        return (
+            f"an SD 3 model with {len(layers)} blocks and no dual attention (SD 3.0 medium?); "
+            "Easel runs SD 3.5 medium, large and large turbo"
+        )
+    # The pooled text vector is CLIP-L's and CLIP-G's side by side: G is the wider one.
+    widths[CLIP_L + "+" + CLIP_G] = pooled
+    return _Needs(Architecture.SD3, config, widths)
+
+
+def _embedded_candidates(path: Path, shapes: Shapes) -> list[_Candidate]:
+    found = []
+    for prefix in (CLIP_L_PREFIX, CLIP_G_PREFIX):
+        clip = _clip_width(shapes, prefix)
+        if clip:
+            found.append(_Candidate("clip", path, prefix, clip))
+    t5 = shapes.get(T5_PREFIX + _T5_NORM)
+    if t5:
+        found.append(_Candidate("t5", path, T5_PREFIX, t5[0]))
+    for prefix in VAE_PREFIXES:
+        vae = shapes.get(prefix + _VAE_DECODER_IN)
+        if vae and len(vae) == 4:
+            found.append(_Candidate("vae", path, prefix, vae[1]))
+            break
+    return found
+
+
+def _clip_width(shapes: Shapes, prefix: str) -> int:
+    for key in (_CLIP_EMBEDDING, _CLIP_EMBEDDING_FLAT):
+        shape = shapes.get(prefix + key)
+        if shape and len(shape) == 2:
+            return shape[1]
+    return 0
+
+
+def _split_candidates(path: Path) -> list[_Candidate]:
+    """Text encoder and VAE files in the split folders of the models folder `path` is in."""
+    root = path.parent
+    if root.name in (*DIFFUSION_MODEL_FOLDERS, *CHECKPOINT_FOLDERS):
+        root = root.parent
+    found: list[_Candidate] = []
+    for folder in (*TEXT_ENCODER_FOLDERS, *VAE_FOLDERS):
+        for file in _safetensors_in(root / folder):
+            candidate = _classify(file)
+            if candidate is not None:
+                found.append(candidate)
+    return found
+
+
+def _safetensors_in(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.suffix.lower() == SAFETENSORS_SUFFIX)
+    except OSError:
+        return []
+
+
+def _classify(path: Path) -> _Candidate | None:
+    try:
+        header = read_safetensors_header(path)
+    except ValueError:
+        return None  # a damaged file is no candidate; it is named if the part stays missing
+    shapes = header_shapes(header)
+    clip = _clip_width(shapes, "")
+    if clip:
+        return _Candidate("clip", path, "", clip)
+    t5 = shapes.get(_T5_NORM)
+    if t5:
+        return _Candidate("t5", path, "", t5[0])
+    vae = shapes.get(_VAE_DECODER_IN)
+    if vae and len(vae) == 4:
+        return _Candidate("vae", path, "", vae[1])
+    embedded = _embedded_candidates(path, shapes)  # an all-in-one file's parts also serve
+    return embedded[0] if len(embedded) == 1 else None
+
+
+def _pair(
+    needs: _Needs, embedded: list[_Candidate], split: list[_Candidate]
+) -> tuple[dict[str, Part], list[str]]:
+    """The parts that fit, the file's own first, and why a file of a kind did not fit."""
+    parts: dict[str, Part] = {}
+    problems: list[str] = []
+    candidates = embedded + split
+    for kind in (T5, VAE):
+        width = needs.widths[kind]
+        fits = [c for c in candidates if c.kind == kind and c.width == width]
+        if fits:
+            parts[kind] = _part(kind, fits[0])
+        else:
+            problems += [_misfit(kind, c, width) for c in candidates if c.kind == kind]
+    clips = [c for c in candidates if c.kind == "clip"]
+    if needs.architecture is Architecture.FLUX1:
+        width = needs.widths[CLIP_L]
+        fits = [c for c in clips if c.width == width]
+        if fits:
+            parts[CLIP_L] = _part(CLIP_L, fits[0])
+        else:
+            problems += [_misfit(CLIP_L, c, width) for c in clips]
+        return parts, problems
+    pooled = needs.widths[CLIP_L + "+" + CLIP_G]
+    pairs = [
+        (small, wide)
+        for small in clips
+        for wide in clips
+        if small.width < wide.width and small.width + wide.width == pooled
+    ]
+    if pairs:
+        parts[CLIP_L], parts[CLIP_G] = _part(CLIP_L, pairs[0][0]), _part(CLIP_G, pairs[0][1])
+    elif clips:
+        widths = ", ".join(f"{c.path.name} ({c.width})" for c in clips)
+        problems.append(
+            f"its CLIP-L and CLIP-G text encoders must be {pooled} wide together; found {widths}"
+        )
+    return parts, problems
+
+
+def _part(kind: str, candidate: _Candidate) -> Part:
+    return Part(kind, candidate.path, candidate.prefix)
+
+
+def _misfit(kind: str, candidate: _Candidate, width: int) -> str:
+    if kind == VAE:
+        return (
+            f"{_where(candidate)} is a VAE of {candidate.width} latent channels, "
+            f"but the model needs {width}"
+        )
+    what = "T5" if kind == T5 else "CLIP"
+    return (
+        f"{_where(candidate)} is a {what} text encoder {candidate.width} wide, but the model "
+        f"needs {_PART_NAMES[kind]} {width} wide"
+    )
+
+
+def _where(candidate: _Candidate) -> str:
+    return f"{candidate.path.name} in {candidate.path.parent.name}/"
+
+
+def _needs_sentence(missing: list[str]) -> str:
+    phrases = [
+        f"{_PART_NAMES[kind]} in {VAE_FOLDERS[0] if kind == VAE else TEXT_ENCODER_FOLDERS[0]}/"
+        for kind in missing
+    ]
+    return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} and {phrases[-1]}"

@@ -1,0 +1,1 @@
+"""Guiding the loop beyond the prompt: ControlNet layers and IP-Adapter reference images."""

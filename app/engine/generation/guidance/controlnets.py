@@ -1,0 +1,189 @@
+"""ControlNet files: found in `<models folder>/controlnet/`, told apart by their tensors.
+
+Torch-free (the CLI and the GUI list and check them at submit). A ControlNet is a diffusers
+folder (`config.json` of a `ControlNetModel` and its weights) or one `.safetensors` file,
+in the original layout (`control_model.*`, as A1111's and ComfyUI's `models/controlnet/`
+hold them) or with diffusers' key names. Which architecture it fits is read from its
+config or, for a file, from its header only (tensor names and shapes, no weights): SDXL's
+have the "text_time" added embedding, and the cross-attention width says SD 1.x (768) from
+SD 2.x (1024). Single files load in both layouts, SDXL's too.
+
+A ControlNet Union (SDXL: one net for many control types, `ControlNetUnionModel`) is told
+by its config's class or, for a file, by its `task_embedding` (one row per control type).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.engine.generation.files.architecture import (
+    SAFETENSORS_SUFFIX,
+    Architecture,
+    read_safetensors_header,
+)
+from app.engine.generation.files.sources import ModelSearchPath, default_search_path
+from app.engine.jobs.params import UNION_TYPES, ControlLayer
+from app.engine.paths import stays_inside
+from app.errors import BadInput, MissingModel
+
+CONTROLNET_SUBFOLDER = "controlnet"  # ComfyUI's models/controlnet; A1111's models/ControlNet
+_CONFIG = "config.json"
+_SD2_CROSS_ATTENTION = 1024
+
+
+UNION_CLASS = "ControlNetUnionModel"
+UNION_KEY = "task_embedding"  # [control types, channels]: only a Union has it
+
+
+class ControlNetNotFound(MissingModel):
+    """No ControlNet of that name; the message names it and the folders searched."""
+
+
+class ControlNetMismatch(BadInput):
+    """A ControlNet made for another architecture than the job's model."""
+
+
+@dataclass(frozen=True)
+class ControlNetInfo:
+    name: str
+    path: Path
+    architecture: Architecture | None
+    layout: str  # "diffusers" (a folder or a file with diffusers' keys) or "original"
+    unsupported_reason: str = ""
+    union: bool = False  # a ControlNet Union: each layer says its control type
+
+    @property
+    def supported(self) -> bool:
+        return self.architecture is not None and not self.unsupported_reason
+
+    @property
+    def label(self) -> str:
+        return self.architecture.label if self.supported and self.architecture else "unsupported"
+
+
+def controlnet_folders(search: ModelSearchPath | None = None) -> list[Path]:
+    search = search or default_search_path()
+    return [folder / CONTROLNET_SUBFOLDER for folder in search.user]
+
+
+def list_controlnets(folders: Sequence[Path] | None = None) -> list[ControlNetInfo]:
+    """Every ControlNet in `folders` (the first folder wins a name clash), by name."""
+    found: dict[str, ControlNetInfo] = {}
+    for folder in controlnet_folders() if folders is None else folders:
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            info = _detect(entry)
+            if info is not None:
+                found.setdefault(info.name, info)
+    return list(found.values())
+
+
+def find_controlnet(
+    name: str, folders: Sequence[Path] | None = None, *, names_only: bool = False
+) -> ControlNetInfo:
+    """The usable ControlNet called `name`, or a one-sentence error saying why not.
+
+    `names_only` (a request from the network): its files inside `folders`, links followed,
+    and refusals that name no folder."""
+    searched = controlnet_folders() if folders is None else list(folders)
+    not_installed = ControlNetNotFound(
+        f"ControlNet {name!r} is not one of the installed ControlNets"
+    )
+    for info in list_controlnets(searched):
+        if info.name == name:
+            if names_only and not stays_inside(info.path, searched):
+                raise not_installed
+            if not info.supported:
+                raise ControlNetNotFound(
+                    f"ControlNet {name!r} cannot be used: {info.unsupported_reason}"
+                )
+            return info
+    if names_only:
+        raise not_installed
+    places = ", ".join(str(p) for p in searched) or "(no ControlNet folders)"
+    raise ControlNetNotFound(f"ControlNet {name!r} was not found; looked in: {places}")
+
+
+def check_fits(control: ControlNetInfo, model_name: str, architecture: Architecture | None) -> None:
+    """Refuse a ControlNet made for another architecture than the model's, naming both."""
+    if architecture is None or control.architecture is architecture:
+        return
+    made_for = control.architecture.label if control.architecture else "an unknown architecture"
+    raise ControlNetMismatch(
+        f"ControlNet {control.name!r} is for {made_for}, but model {model_name!r} is "
+        f"{architecture.label}"
+    )
+
+
+def check_control_type(control: ControlNetInfo, layer: ControlLayer, index: int) -> None:
+    """A ControlNet Union is told each layer's control type: refuse a layer that has none."""
+    if control.union and not layer.union_type:
+        raise ControlNetMismatch(
+            f"control layer {index} uses ControlNet Union {control.name!r}: give its control "
+            f"type ({', '.join(UNION_TYPES)})"
+        )
+
+
+def _detect(entry: Path) -> ControlNetInfo | None:
+    if entry.is_dir():
+        return _detect_folder(entry)
+    if entry.suffix.lower() == SAFETENSORS_SUFFIX:
+        return _detect_file(entry)
+    return None
+
+
+def _detect_folder(folder: Path) -> ControlNetInfo | None:
+    try:
+        config = json.loads((folder / _CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested beyond reason
+        return None
+    if not isinstance(config, dict):
+        return None
+    union = config.get("_class_name") == UNION_CLASS
+    if config.get("_class_name") != "ControlNetModel" and not union:
+        return None
+    if union and config.get("addition_embed_type") != "text_time":
+        reason = "a ControlNet Union not made for SDXL (diffusers' Union pipelines are SDXL's)"
+        return ControlNetInfo(folder.name, folder, None, "diffusers", reason, union=True)
+    if config.get("addition_embed_type") == "text_time":
+        architecture = Architecture.SDXL
+    elif config.get("cross_attention_dim") == _SD2_CROSS_ATTENTION:
+        architecture = Architecture.SD2
+    else:
+        architecture = Architecture.SD1
+    return ControlNetInfo(folder.name, folder, architecture, "diffusers", union=union)
+
+
+def _detect_file(path: Path) -> ControlNetInfo | None:
+    try:
+        header = read_safetensors_header(path)
+    except ValueError as error:
+        return ControlNetInfo(path.stem, path, None, "", f"the file is unreadable: {error}")
+    keys = [key for key in header if key != "__metadata__"]
+    if any(key.startswith("control_model.") for key in keys):
+        prefix, layout, added = "control_model.", "original", "control_model.label_emb."
+    elif any(key.startswith("controlnet_cond_embedding.") for key in keys):
+        prefix, layout, added = "", "diffusers", "add_embedding."
+    else:
+        return None  # some other file (a LoRA, a checkpoint): not listed as a ControlNet
+    if layout == "diffusers" and UNION_KEY in keys:
+        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout, union=True)
+    if any(key.startswith(added) for key in keys):
+        # In the original layout diffusers 0.42's converter drops the added embedding
+        # (`label_emb`): `control._load_sdxl_original` maps it itself.
+        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout)
+    widths = {
+        header[key]["shape"][1]
+        for key in keys
+        if key.startswith(prefix)
+        and key.endswith("attn2.to_k.weight")
+        and len(header[key]["shape"]) > 1  # a file from anyone: a matrix, or no width
+    }
+    architecture = Architecture.SD2 if _SD2_CROSS_ATTENTION in widths else Architecture.SD1
+    return ControlNetInfo(path.stem, path, architecture, layout)

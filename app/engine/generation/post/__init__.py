@@ -1,0 +1,1 @@
+"""After the loop: upscalers, tiled upscale and the labelled grid of a grid job."""

@@ -1,0 +1,1 @@
+"""Prompts as AUTOMATIC1111 writes them: attention weights, BREAK, LoRA references."""

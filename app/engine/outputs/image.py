@@ -1,0 +1,96 @@
+"""A finished image as a PNG file, with the parameters AUTOMATIC1111 writes into it (no torch)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.durable import atomic_write
+from app.engine.jobs.params import GenerationParams
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+
+def a1111_parameters(params: GenerationParams) -> str:
+    """The `parameters` text AUTOMATIC1111 writes, so other tools can read our PNGs."""
+    lines = [params.prompt]
+    if params.negative_prompt:
+        lines.append(f"Negative prompt: {params.negative_prompt}")
+    lines.append(
+        f"Steps: {params.steps}, Sampler: {params.scheduler}, CFG scale: {params.cfg:g}, "
+        f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
+        + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
+        + _inpaint_parameters(params)
+        + (
+            f", Variation seed: {params.variation_seed}, "
+            f"Variation seed strength: {params.variation_strength:g}"
+            if params.variation_strength > 0
+            else ""
+        )
+        + (f", Upscaler: {params.upscaler}" if params.upscaler else "")
+        + _control_parameters(params)
+        + "".join(
+            f', IP-Adapter {index}: "Model: {reference.model}, Weight: {float(reference.weight)!r}"'
+            for index, reference in enumerate(params.references)
+        )
+    )
+    if params.prompt_template and params.prompt_template != params.prompt:
+        # As the Dynamic Prompts extension records the prompt before it was expanded.
+        lines.append(f"Template: {params.prompt_template}")
+    return "\n".join(lines)
+
+
+def _control_parameters(params: GenerationParams) -> str:
+    """Each control layer as A1111's ControlNet extension writes it (`ControlNet 0: "..."`)."""
+    return "".join(
+        f', ControlNet {index}: "Module: {layer.module}, Model: {layer.model}, '
+        f"Weight: {float(layer.weight)!r}, Guidance Start: {float(layer.start)!r}, "
+        f'Guidance End: {float(layer.end)!r}"'
+        for index, layer in enumerate(params.control_layers)
+    )
+
+
+def _inpaint_parameters(params: GenerationParams) -> str:
+    """An inpaint's settings, worded as A1111 writes them."""
+    if not params.is_inpaint:
+        return ""
+    text = f", Mask blur: {params.mask_blur}"
+    if params.only_masked:
+        text += f", Inpaint area: Only masked, Masked area padding: {params.mask_padding}"
+    return text
+
+
+def write_png(
+    image: Image.Image,
+    path: Path,
+    params: GenerationParams,
+    *,
+    extra_parameters: str = "",
+    chunks: Mapping[str, str] | None = None,
+    compress_level: int = 6,
+) -> None:
+    """Save `image` atomically with its parameters as `parameters` and `easel` text chunks.
+
+    `extra_parameters`: appended to the settings line of `parameters` (a grid's axes, as
+    A1111 writes them); `chunks`: more text chunks (a grid's `easel-grid`);
+    `compress_level`: zlib's, 6 as PIL's default (a grid takes 1: see `grid_run`)."""
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    text = a1111_parameters(params)
+    if extra_parameters:
+        first, _, rest = text.partition("\nTemplate: ")
+        text = f"{first}, {extra_parameters}" + (f"\nTemplate: {rest}" if rest else "")
+    info.add_text("parameters", text)
+    info.add_text("easel", json.dumps(params.to_dict(), sort_keys=True))
+    for key, value in (chunks or {}).items():
+        info.add_text(key, value)
+    atomic_write(
+        path,
+        lambda handle: image.save(
+            handle, format="PNG", pnginfo=info, compress_level=compress_level
+        ),
+    )

@@ -1,0 +1,1 @@
+"""Tiny random pipelines of each architecture, for tests and benchmarks (never the app)."""

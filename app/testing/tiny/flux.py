@@ -1,0 +1,140 @@
+"""A tiny random Flux.1 pipeline (dev-style or schnell-style), for tests and benchmarks.
+
+The same components as the released FLUX.1 folders, each a few thousand parameters: a
+`FluxTransformer2DModel` of one double and one single block, the tiny CLIP text encoder and
+tokenizer of `tiny.unet`, the tiny T5 v1.1-style encoder and unigram tokenizer, an
+`AutoencoderKL` with Flux's 16 latent channels, no quant convs and its scaling and shift
+factors, and a `FlowMatchEulerDiscreteScheduler` with the released configs: dev's
+resolution-dependent shift (`use_dynamic_shifting`), schnell's fixed shift of 1.
+dev-style has a guidance embedder (distilled guidance as a model input); schnell-style has
+none. Saved with `save_pretrained`, the folder loads as a `FluxPipeline` from disk alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.testing.tiny.unet import (
+    _text_config,
+    _tokenizer,
+    tiny_flow_vae,
+    tiny_t5_encoder,
+    tiny_t5_tokenizer,
+)
+
+# FLUX.1's VAE (black-forest-labs/FLUX.1-dev, vae/config.json).
+FLUX_SCALING_FACTOR = 0.3611
+FLUX_SHIFT_FACTOR = 0.1159
+FLUX_LATENT_CHANNELS = 16
+# scheduler/scheduler_config.json of FLUX.1-dev (dynamic shift) and FLUX.1-schnell (none).
+DEV_SCHEDULER = {
+    "base_image_seq_len": 256,
+    "base_shift": 0.5,
+    "max_image_seq_len": 4096,
+    "max_shift": 1.15,
+    "num_train_timesteps": 1000,
+    "shift": 3.0,
+    "use_dynamic_shifting": True,
+}
+SCHNELL_SCHEDULER = {**DEV_SCHEDULER, "shift": 1.0, "use_dynamic_shifting": False}
+T5_WIDTH = 32  # the tiny T5's d_model: the transformer's joint_attention_dim
+CLIP_WIDTH = 32  # the tiny CLIP's hidden size: its pooled output, the pooled projection
+
+
+def build_tiny_flux(*, guidance_embeds: bool, seed: int = 0) -> Any:
+    """A tiny `FluxPipeline`: dev-style with `guidance_embeds`, schnell-style without."""
+    import torch
+    from diffusers import (
+        FlowMatchEulerDiscreteScheduler,
+        FluxPipeline,
+        FluxTransformer2DModel,
+    )
+    from transformers import CLIPTextModel
+
+    with torch.random.fork_rng():  # seed the weights without disturbing the caller's RNG
+        torch.manual_seed(seed)
+        transformer = FluxTransformer2DModel(
+            patch_size=1,
+            in_channels=FLUX_LATENT_CHANNELS * 4,  # 2x2 patches of the latents, packed
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=T5_WIDTH,
+            pooled_projection_dim=CLIP_WIDTH,
+            guidance_embeds=guidance_embeds,
+            axes_dims_rope=(4, 6, 6),  # sums to attention_head_dim, as (16, 56, 56) to 128
+        )
+        text_encoder = CLIPTextModel(_text_config(hidden_size=CLIP_WIDTH))
+        vae = tiny_flow_vae(scaling_factor=FLUX_SCALING_FACTOR, shift_factor=FLUX_SHIFT_FACTOR)
+        text_encoder_2 = tiny_t5_encoder(d_model=T5_WIDTH, seed=seed + 1)
+    config = DEV_SCHEDULER if guidance_embeds else SCHNELL_SCHEDULER
+    return FluxPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(**config),
+        vae=vae,
+        text_encoder=text_encoder.eval(),
+        tokenizer=_tokenizer(),
+        text_encoder_2=text_encoder_2,
+        tokenizer_2=tiny_t5_tokenizer(),
+        transformer=transformer,
+    )
+
+
+def write_tiny_flux(dest: Path, *, guidance_embeds: bool = True, seed: int = 0) -> Path:
+    """Save `build_tiny_flux(...)` as a diffusers folder at `dest`."""
+    pipe = build_tiny_flux(guidance_embeds=guidance_embeds, seed=seed)
+    dest.mkdir(parents=True, exist_ok=True)
+    pipe.save_pretrained(dest)
+    return dest
+
+
+def write_tiny_flux_lora(dest: Path, *, guidance_embeds: bool = True, seed: int = 1) -> Path:
+    """A random LoRA (rank 4: the transformer's attention and the CLIP text encoder) for
+    `build_tiny_flux(guidance_embeds=...)`, saved in diffusers' Flux LoRA format as `dest`."""
+    import torch
+    from peft import LoraConfig, inject_adapter_in_model
+    from peft.utils import get_peft_model_state_dict
+
+    pipe = build_tiny_flux(guidance_embeds=guidance_embeds)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        # init_lora_weights=False: random A and B, so the LoRA visibly changes the image.
+        targets = ["to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj"]
+        pipe.transformer.add_adapter(
+            LoraConfig(r=4, target_modules=targets, init_lora_weights=False)
+        )
+        text = LoraConfig(
+            r=4, target_modules=["q_proj", "k_proj", "v_proj", "out_proj"], init_lora_weights=False
+        )
+        inject_adapter_in_model(text, pipe.text_encoder)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    type(pipe).save_lora_weights(
+        dest.parent,
+        weight_name=dest.name,
+        transformer_lora_layers=get_peft_model_state_dict(pipe.transformer),
+        text_encoder_lora_layers=get_peft_model_state_dict(pipe.text_encoder),
+    )
+    return dest
+
+
+def write_tiny_flux_kohya_lora(dest: Path, *, seed: int = 3) -> Path:
+    """A random LoRA for the tiny Flux transformer's double block in kohya's (sd-scripts)
+    key layout, as most Flux LoRAs artists download are: `lora_unet_double_blocks_0_img_attn_qkv`
+    with `lora_down`/`lora_up` and an alpha, on the fused q/k/v of the original model,
+    which diffusers' loader splits into `to_q`/`to_k`/`to_v`."""
+    import torch
+    from safetensors.torch import save_file
+
+    width = 2 * 16  # heads x head dim of `build_tiny_flux`
+    generator = torch.Generator().manual_seed(seed)
+    weights: dict[str, torch.Tensor] = {}
+    for stream in ("img", "txt"):
+        for layer, outputs in (("qkv", 3 * width), ("proj", width)):
+            key = f"lora_unet_double_blocks_0_{stream}_attn_{layer}"
+            weights[f"{key}.lora_down.weight"] = torch.randn(4, width, generator=generator)
+            weights[f"{key}.lora_up.weight"] = torch.randn(outputs, 4, generator=generator)
+            weights[f"{key}.alpha"] = torch.tensor(2.0)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(dest))
+    return dest
