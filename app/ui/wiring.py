@@ -174,10 +174,10 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
 
 
 def _distilled(model: ModelInfo) -> bool:
-    """A step-distilled Flux.2 Klein folder (its model index says so): it runs without CFG."""
-    from app.engine.generation.files.architecture import Architecture, is_distilled_folder
+    """A step-distilled folder (its model index says so; Flux.2 Klein): it runs without CFG."""
+    from app.engine.generation.files.architecture import is_step_distilled
 
-    return model.architecture is Architecture.FLUX2_KLEIN and is_distilled_folder(model.path)
+    return is_step_distilled(model.architecture, model.path)
 
 
 def _kind(model: ModelInfo) -> str:

@@ -19,7 +19,8 @@ import torch
 from PIL import Image
 
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
-from app.engine.generation.families import Conditioning, ModelFamily, family_label, family_of
+from app.engine.generation.families import family_label, family_of
+from app.engine.generation.families.base import Conditioning, ModelFamily
 from app.engine.generation.files.architecture import size_problem
 from app.engine.generation.guidance.control import ControlGuide, make_guide
 from app.engine.generation.loop.checkpoint import Checkpoint

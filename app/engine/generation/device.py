@@ -104,23 +104,16 @@ class Precision:
     text_encoder: str
 
 
-# Each transformer family's text encoders that overflow float16, by pipeline component:
-# T5 v1.1 XXL (Flux.1, SD 3.x), Qwen3 (Z-Image, Flux.2 Klein). Their CLIPs are safe in it.
-FLOAT16_OVERFLOWING_ENCODERS = {
-    Architecture.FLUX1: ("text_encoder_2",),
-    Architecture.SD3: ("text_encoder_3",),
-    Architecture.ZIMAGE: ("text_encoder",),
-    Architecture.FLUX2_KLEIN: ("text_encoder",),
-}
 DEFAULT_COMPONENT = "default"  # diffusers' key, in a per-component dtype, for the rest
 
 
 def component_dtypes(architecture: Architecture, chosen: Precision) -> dict[str, str]:
     """Each component's dtype name as diffusers' `from_pretrained(dtype={...})` takes it:
-    `DEFAULT_COMPONENT` (the transformer, VAE and CLIPs) and the float16-overflowing text
-    encoders of `architecture`."""
+    `DEFAULT_COMPONENT` (the transformer, VAE and CLIPs) and the text encoders float16
+    overflows, as `architecture`'s declaration names them (T5 v1.1 XXL of Flux.1 and SD
+    3.x, Qwen3 of Z-Image and Flux.2 Klein; their CLIPs are safe in it)."""
     dtypes = {DEFAULT_COMPONENT: chosen.transformer}
-    for component in FLOAT16_OVERFLOWING_ENCODERS.get(architecture, ()):
+    for component in architecture.spec.float16_overflowing_encoders:
         dtypes[component] = chosen.text_encoder
     return dtypes
 

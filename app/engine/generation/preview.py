@@ -37,9 +37,14 @@ class Previewer(Protocol):
         ...
 
 
-def previewer_for(pipe: Any) -> Previewer:
+PREVIEW_KINDS = ("latents", "flux2")  # what a family declares (`FamilySpec.preview`)
+
+
+def previewer_for(pipe: Any, kind: str = "latents") -> Previewer:
+    """How `pipe`'s previews are drawn: `kind` "flux2" for latents in normalised 2x2 patches
+    (Flux.2), else plain latents, through a tiny VAE or a linear map."""
     vae = pipe.vae
-    if hasattr(vae, "bn") and hasattr(pipe, "_unpatchify_latents"):
+    if kind == "flux2":
         return Flux2Previewer(pipe)
     if sum(p.numel() for p in vae.parameters()) <= TINY_VAE_MAX_PARAMS:
         return VaePreviewer(vae, int(pipe.vae_scale_factor))
@@ -71,7 +76,7 @@ class VaePreviewer:
 
 
 class Flux2Previewer:
-    """Flux.2's latents are 2x2 patches normalised by the VAE's batch norm (`families.klein`):
+    """Flux.2's latents are 2x2 patches normalised by the VAE's batch norm (`families.klein.model`):
     denormalised and unpatchified first, then decoded (a tiny VAE) or mapped to grey."""
 
     def __init__(self, pipe: Any) -> None:
@@ -82,7 +87,7 @@ class Flux2Previewer:
 
     @torch.no_grad()
     def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
-        from app.engine.generation.families.klein import denormalised
+        from app.engine.generation.families.klein.model import denormalised
 
         unpatched = denormalised(self._pipe, latents)
         if not self._tiny:

@@ -15,11 +15,7 @@ from __future__ import annotations
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.flow_params import flow_problems
-from app.engine.generation.files.architecture import (
-    Architecture,
-    families_easel_runs,
-    is_distilled_folder,
-)
+from app.engine.generation.files.architecture import families_easel_runs, is_step_distilled
 from app.engine.generation.files.sources import (
     MODEL_INDEX,
     ModelInfo,
@@ -63,7 +59,7 @@ def check_runnable(
     elif problem := info.size_problem(params.width, params.height):
         raise BadInput(problem)
     arch = info.architecture
-    distilled = arch is Architecture.FLUX2_KLEIN and is_distilled_folder(info.path)
+    distilled = is_step_distilled(arch, info.path)
     if (
         arch is not None
         and arch.is_transformer

@@ -24,7 +24,7 @@ from PIL import Image
 from app.engine.generation.device import CPU
 from app.engine.generation.families import family_of
 from app.engine.generation.families.flow import sentence_prompt
-from app.engine.generation.families.flux import FluxFamily
+from app.engine.generation.families.flux.model import FluxFamily
 from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.load.pipelines import PipelineCache
 from app.engine.generation.loop.checkpoint import load_checkpoint

@@ -22,7 +22,7 @@ from PIL import Image
 
 from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
-from app.engine.generation.families.klein import NEGATIVE_EMBEDS, Flux2KleinFamily
+from app.engine.generation.families.klein.model import NEGATIVE_EMBEDS, Flux2KleinFamily
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.load.pipelines import PipelineCache

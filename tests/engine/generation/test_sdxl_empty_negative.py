@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from app.engine.generation.families import family_of
-from app.engine.generation.families.sdxl import POOLED_EMBEDS
+from app.engine.generation.families.sdxl.model import POOLED_EMBEDS
 from app.engine.generation.families.unet import PROMPT_EMBEDS
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.runner import Runner

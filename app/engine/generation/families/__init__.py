@@ -1,74 +1,38 @@
-"""Model families behind one interface (`ModelFamily`); `family_of` picks a pipeline's.
+"""Model families: one package each (`<name>/__init__.py` declares it, torch-free, in
+`files.registry`'s terms; `<name>/model.py` drives it behind `ModelFamily`, base.py), and
+what they share (unet.py, flow.py, flow_params.py). `family_of` picks a pipeline's driver.
 
 The denoise loop asks the family (chosen once per job) how to encode, start, step and
-decode; it never branches on the model. A new family is a module here with one class,
-and one line in `_pipeline_families`.
+decode; it never branches on the model. Importing this package loads no torch: the
+declarations are read by detection and the window too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.families.base import Conditioning, ModelFamily, Schedule
-from app.engine.generation.families.flux import FluxFamily
-from app.engine.generation.families.klein import Flux2KleinFamily
-from app.engine.generation.families.sd import StableDiffusionFamily
-from app.engine.generation.families.sd3 import StableDiffusion3Family
-from app.engine.generation.families.sdxl import StableDiffusionXLFamily
-from app.engine.generation.families.zimage import ZImageFamily
+from app.engine.generation.files.registry import families
 
-__all__ = ["Conditioning", "ModelFamily", "Schedule", "family_label", "family_of"]
+if TYPE_CHECKING:
+    from app.engine.generation.families.base import ModelFamily
 
-_LABELS = {
-    family.name: family.label
-    for family in (
-        StableDiffusionFamily,
-        StableDiffusionXLFamily,
-        StableDiffusion3Family,
-        FluxFamily,
-        ZImageFamily,
-        Flux2KleinFamily,
-    )
-}
-
-
-def _pipeline_families() -> list[tuple[tuple[type[Any], ...], Callable[[Any], ModelFamily]]]:
-    """(diffusers pipeline classes, the family that drives them)."""
-    from diffusers import (
-        Flux2KleinPipeline,
-        FluxImg2ImgPipeline,
-        FluxInpaintPipeline,
-        FluxPipeline,
-        StableDiffusion3Img2ImgPipeline,
-        StableDiffusion3Pipeline,
-        StableDiffusionImg2ImgPipeline,
-        StableDiffusionPipeline,
-        StableDiffusionXLImg2ImgPipeline,
-        StableDiffusionXLPipeline,
-        ZImageImg2ImgPipeline,
-        ZImagePipeline,
-    )
-
-    return [
-        ((StableDiffusionXLPipeline, StableDiffusionXLImg2ImgPipeline), StableDiffusionXLFamily),
-        ((StableDiffusionPipeline, StableDiffusionImg2ImgPipeline), StableDiffusionFamily),
-        ((StableDiffusion3Pipeline, StableDiffusion3Img2ImgPipeline), StableDiffusion3Family),
-        ((FluxPipeline, FluxImg2ImgPipeline, FluxInpaintPipeline), FluxFamily),
-        ((ZImagePipeline, ZImageImg2ImgPipeline), ZImageFamily),
-        ((Flux2KleinPipeline,), Flux2KleinFamily),
-    ]
+__all__ = ["family_label", "family_of"]
 
 
 def family_of(pipe: Any) -> ModelFamily:
     """The family that drives `pipe`; `UnsupportedModel` for a pipeline of no family."""
-    for classes, family in _pipeline_families():
+    import diffusers
+
+    for spec in families():
+        classes = tuple(getattr(diffusers, name) for name in spec.driven_pipelines)
         if isinstance(pipe, classes):
-            return family(pipe)
+            family: ModelFamily = spec.driver_class()(pipe)
+            return family
     raise UnsupportedModel(f"no model family drives a {type(pipe).__name__}")
 
 
 def family_label(name: str) -> str:
     """What to call the family a checkpoint names (`ModelFamily.name`) in a message."""
-    return _LABELS.get(name, f"unknown ({name!r})")
+    labels = {spec.checkpoint_family: spec.checkpoint_label for spec in families()}
+    return labels.get(name, f"unknown ({name!r})")

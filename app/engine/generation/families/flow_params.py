@@ -15,7 +15,7 @@ such a model cannot take is one sentence then, never a FAILED job later.
   no guidance input and ignores it. Easel runs no true CFG on Flux.1, so a negative
   prompt would change nothing: it is refused rather than silently dropped.
 - Flux.2 Klein: `cfg` is true CFG on the base models (the negative prompt is read) and
-  ignored by the step-distilled ones, as by the stock pipelines (`families.klein`); text to
+  ignored by the step-distilled ones, as by the stock pipelines (`families.klein.model`); text to
   image and inpaint (`Flux2KleinInpaintPipeline`), no img2img: diffusers has no Klein
   img2img pipeline to mirror.
 """
@@ -48,52 +48,48 @@ def flow_problems(
     architecture: Architecture, params: GenerationParams, distilled: bool = False
 ) -> list[str]:
     """Every reason `params` cannot run on a flow-matching `architecture` model
-    (`distilled`: a step-distilled Flux.2 Klein, which runs without CFG)."""
-    from app.engine.generation.files.architecture import Architecture
-
+    (`distilled`: a step-distilled Flux.2 Klein, which runs without CFG), from what its
+    declaration says it takes (`Requests`)."""
+    label, takes = architecture.label, architecture.spec.requests
     problems = []
-    if problem := sampler_problem(params.scheduler, architecture.label):
+    if problem := sampler_problem(params.scheduler, label):
         problems.append(problem)
-    if params.width % FLOW_SIZE_MULTIPLE or params.height % FLOW_SIZE_MULTIPLE:
+    multiple = takes.size_multiple
+    if params.width % multiple or params.height % multiple:
         problems.append(
-            f"{architecture.label} draws sizes in multiples of {FLOW_SIZE_MULTIPLE} pixels, "
+            f"{label} draws sizes in multiples of {multiple} pixels, "
             f"not {params.width}x{params.height}"
         )
-    if architecture is Architecture.FLUX1 and params.negative_prompt.strip():
+    if not takes.negative_prompt and params.negative_prompt.strip():
         problems.append(
-            "Flux.1 takes no negative prompt (it is guidance-distilled and runs without "
+            f"{label} takes no negative prompt (it is guidance-distilled and runs without "
             "true CFG); clear the negative prompt"
         )
     if distilled and params.negative_prompt.strip():
         problems.append(
-            f"this {architecture.label} model is step-distilled and runs without CFG, so it "
+            f"this {label} model is step-distilled and runs without CFG, so it "
             "takes no negative prompt; clear the negative prompt"
         )
-    if params.reference:
-        problems.append(f"IP-Adapter reference images do not work with {architecture.label}")
-    if architecture is Architecture.FLUX2_KLEIN and params.init_image and not params.mask:
-        problems.append(KLEIN_IMG2IMG_REFUSAL)
+    if params.reference and not takes.reference_images:
+        problems.append(f"IP-Adapter reference images do not work with {label}")
+    if not takes.img2img and params.init_image and not params.mask:
+        problems.append(takes.img2img_refusal)
     return problems
 
 
 def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
     """The samplers a model of `architecture` takes; () when it takes every one Easel has."""
-    if architecture is not None and architecture.is_transformer:
-        return tuple(FLOW_SAMPLERS)
-    return ()
+    return architecture.spec.requests.samplers if architecture is not None else ()
 
 
 def takes_negative_prompt(architecture: Architecture | None, distilled: bool = False) -> bool:
     """Whether a negative prompt changes anything: not on Flux.1 (no true CFG), nor on a
     step-distilled model (`distilled`: a Flux.2 Klein folder that says so), which run
     without CFG."""
-    from app.engine.generation.files.architecture import Architecture
-
-    return architecture is not Architecture.FLUX1 and not distilled
+    takes = architecture is None or architecture.spec.requests.negative_prompt
+    return takes and not distilled
 
 
 def guidance_is_distilled(architecture: Architecture | None) -> bool:
     """Whether `cfg` is a distilled-guidance input of the model (Flux.1) rather than CFG."""
-    from app.engine.generation.files.architecture import Architecture
-
-    return architecture is Architecture.FLUX1
+    return architecture is not None and architecture.spec.requests.distilled_guidance

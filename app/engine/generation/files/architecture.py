@@ -3,10 +3,12 @@
 Pure filesystem and JSON (no torch): a diffusers folder is read through its config files,
 a `.safetensors` file through its header alone (the first 8 bytes give the length of a JSON
 table of tensor names and shapes), so the GUI can list many multi-GB files in milliseconds.
-Anything that is not a UNet family here or a transformer family (its files:
-transformer_files.py), and a checkpoint file without one of its parts (UNet, VAE, text
-encoders), gets an `unsupported_reason` instead of an architecture: the listing shows it,
-`submit` refuses it and so does the loader, never a crash in the worker.
+What each family's folders and files look like is its declaration's (files/registry.py);
+this module only reads the configs and headers and asks the registry. Anything no family
+claims (a transformer family's single files: transformer_files.py), and a checkpoint file
+without one of its parts (UNet, VAE, text encoders), gets an `unsupported_reason` instead
+of an architecture: the listing shows it, `submit` refuses it and so does the loader,
+never a crash in the worker.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+# Re-exported: Architecture and families_easel_runs are asked of this module all over.
+from app.engine.generation.files.registry import Architecture as Architecture
+from app.engine.generation.files.registry import FamilySpec, families, spec_of
+from app.engine.generation.files.registry import families_easel_runs as families_easel_runs
 
 # Re-exported: the header readers of LoRAs, ControlNets, upscalers and IP-Adapters use it.
 from app.engine.generation.files.safetensors_header import (
@@ -28,47 +35,9 @@ PICKLE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin")
 INPAINT_CHANNELS = 9  # an inpainting UNet's input: latents (4), mask (1), masked image (4)
 
 
-class Architecture(Enum):
-    SD1 = "sd1"
-    SD2 = "sd2"
-    SDXL = "sdxl"
-    FLUX1 = "flux1"  # Flux.1 dev and schnell: a transformer on packed latents, CLIP + T5
-    SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
-    ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
-    FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
-
-    @property
-    def label(self) -> str:
-        return _ARCHITECTURE_LABELS[self.value]
-
-    @property
-    def is_transformer(self) -> bool:
-        """A flow-matching transformer family (no UNet): Flux, SD 3.x, Z-Image, Flux.2 Klein."""
-        return self in (
-            Architecture.FLUX1, Architecture.SD3, Architecture.ZIMAGE, Architecture.FLUX2_KLEIN
-        )  # fmt: skip
-
-
 # The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
 # tiny test models exist for today.
 UNET_ARCHITECTURES = (Architecture.SD1, Architecture.SD2, Architecture.SDXL)
-
-_ARCHITECTURE_LABELS = {
-    "sd1": "SD 1.x",
-    "sd2": "SD 2.x",
-    "sdxl": "SDXL",
-    "flux1": "Flux.1",
-    "sd3": "SD 3.5",
-    "zimage": "Z-Image",
-    "flux2-klein": "Flux.2 Klein",
-}
-
-
-def families_easel_runs() -> str:
-    """ "SD 1.x, SD 2.x, ..., or Flux.2 Klein": for messages that say what a model is not, so
-    that they name every family and never fall behind when one is added."""
-    labels = [architecture.label for architecture in Architecture]
-    return f"{', '.join(labels[:-1])} or {labels[-1]}"
 
 
 class Prediction(Enum):
@@ -165,62 +134,46 @@ def detect_folder(folder: Path) -> Detected:
     if index is None:
         return unsupported(f"cannot read {folder / MODEL_INDEX}")
     pipeline = str(index.get("_class_name", ""))
-    if pipeline in _TRANSFORMER_PIPELINES:
-        return _detect_transformer_folder(folder, index, _TRANSFORMER_PIPELINES[pipeline])
-    unet = _read_json(folder / "unet" / "config.json") or {}
-    reason = _folder_unsupported_reason(pipeline, index, unet)
+    claimants = [spec for spec in families() if pipeline in spec.folder.pipelines]
+    if not claimants:
+        kind = pipeline or "an unknown pipeline"
+        families_run = families_easel_runs()
+        return unsupported(
+            f"{kind} is not a text-to-image pipeline of a family Easel runs ({families_run})"
+        )
+    if claimants[0].transformer:
+        return _detect_transformer_folder(folder, index, claimants[0])
+    configs = {name: _read_json(folder / name / "config.json") or {} for name in _UNET_CONFIGS}
+    spec = next(s for s in claimants if s.folder.claims is None or s.folder.claims(configs))
+    unet = configs["unet"]
+    reason = _unet_folder_reason(spec, index, unet)
     if reason:
         return unsupported(reason)
     scheduler = _read_json(folder / "scheduler" / "scheduler_config.json") or {}
     prediction = (
         Prediction.V if scheduler.get("prediction_type") == "v_prediction" else Prediction.EPSILON
     )
-    vae = _read_json(folder / "vae" / "config.json") or {}
+    vae = configs["vae"]
     vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
     native = int(unet.get("sample_size", 64)) * vae_factor
     inpainting = unet.get("in_channels", 4) == INPAINT_CHANNELS
-    if pipeline in ("StableDiffusionXLPipeline", "StableDiffusionXLInpaintPipeline"):
-        return Detected(Architecture.SDXL, prediction, native, inpainting=inpainting)
-    text_encoder = _read_json(folder / "text_encoder" / "config.json") or {}
-    # SD 2.x's text encoder is OpenCLIP ViT-H (1024 wide, plain GELU); SD 1.x's is OpenAI
-    # CLIP ViT-L (768 wide, quick GELU).
-    is_sd2 = unet.get("cross_attention_dim") == 1024 or text_encoder.get("hidden_act") == "gelu"
-    architecture = Architecture.SD2 if is_sd2 else Architecture.SD1
-    return Detected(architecture, prediction, native, inpainting=inpainting)
+    return Detected(spec.architecture, prediction, native, inpainting=inpainting)
 
 
-# The transformer families' diffusers folders: (pipeline class name, architecture).
-_TRANSFORMER_PIPELINES = {
-    "FluxPipeline": Architecture.FLUX1,
-    "StableDiffusion3Pipeline": Architecture.SD3,
-    "ZImagePipeline": Architecture.ZIMAGE,
-    "Flux2KleinPipeline": Architecture.FLUX2_KLEIN,
-}
-# The parts every folder of these families must have (T5 may be absent in SD 3.x, where the
-# stock pipeline encodes the T5 part as zeros; Flux cannot run without it).
-_TRANSFORMER_PARTS = {
-    Architecture.FLUX1: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
-    Architecture.SD3: ("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
-    Architecture.ZIMAGE: ("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
-    Architecture.FLUX2_KLEIN: ("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
-}
+_UNET_CONFIGS = ("unet", "vae", "text_encoder")
 
 
-def _detect_transformer_folder(
-    folder: Path, index: dict[str, Any], architecture: Architecture
-) -> Detected:
-    missing = [
-        name for name in _TRANSFORMER_PARTS[architecture] if index.get(name) in (None, [None, None])
-    ]
+def _detect_transformer_folder(folder: Path, index: dict[str, Any], spec: FamilySpec) -> Detected:
+    missing = [name for name in spec.folder.parts if index.get(name) in (None, [None, None])]
     if missing:
-        return unsupported(f"the {architecture.label} pipeline has no {_listed(missing)}")
+        return unsupported(f"the {spec.label} pipeline has no {_listed(missing)}")
     transformer = _read_json(folder / "transformer" / "config.json") or {}
     vae = _read_json(folder / "vae" / "config.json") or {}
     vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
-    # SD 3.x's transformer states its latent size; Flux's and Z-Image's do not (1024).
+    # SD 3.x's transformer states its latent size; Flux's and Z-Image's do not.
     sample_size = transformer.get("sample_size")
-    native = int(sample_size) * vae_factor if sample_size else 1024
-    return Detected(architecture, Prediction.FLOW, native)
+    native = int(sample_size) * vae_factor if sample_size else spec.native_size
+    return Detected(spec.architecture, Prediction.FLOW, native)
 
 
 def is_distilled_folder(folder: Path) -> bool:
@@ -230,20 +183,16 @@ def is_distilled_folder(folder: Path) -> bool:
     return bool(index.get("is_distilled", False))
 
 
-_FOLDER_PIPELINES = (
-    "StableDiffusionPipeline",
-    "StableDiffusionXLPipeline",
-    "StableDiffusionInpaintPipeline",
-    "StableDiffusionXLInpaintPipeline",
-)
+def is_step_distilled(architecture: Architecture | None, path: Path) -> bool:
+    """Whether a model runs without CFG because its folder says it is step-distilled (a
+    family whose folders may be: Flux.2 Klein); then a negative prompt changes nothing."""
+    if architecture is None or not spec_of(architecture).requests.step_distilled_folders:
+        return False
+    return is_distilled_folder(path)
 
 
-def _folder_unsupported_reason(pipeline: str, index: dict[str, Any], unet: dict[str, Any]) -> str:
-    if pipeline not in _FOLDER_PIPELINES:
-        kind = pipeline or "an unknown pipeline"
-        families = families_easel_runs()
-        return f"{kind} is not a text-to-image pipeline of a family Easel runs ({families})"
-    missing = [name for name in ("unet", "vae", "scheduler", "text_encoder") if name not in index]
+def _unet_folder_reason(spec: FamilySpec, index: dict[str, Any], unet: dict[str, Any]) -> str:
+    missing = [name for name in spec.folder.parts if name not in index]
     if missing or index.get("text_encoder") in (None, [None, None]):
         return f"the pipeline has no {', '.join(missing) or 'text_encoder'} (a refiner-only model?)"
     in_channels = unet.get("in_channels", 4)
@@ -304,28 +253,8 @@ def _sidecar_yaml(path: Path) -> str | None:
 
 
 _LORA_MARKERS = ("lora_unet_", "lora_te", "lora_down", "lora_up", "lora_A", "lora_B")
-_FLUX_MARKERS = ("double_blocks.", "single_blocks.")
-_SD3_MARKERS = ("joint_blocks.",)
 _UNET = "model.diffusion_model."
-_VAE = "first_stage_model."
-_SDXL_CLIP = "conditioner.embedders.0.transformer."  # CLIP ViT-L, as SD 1.x's
-_SDXL_OPEN_CLIP = "conditioner.embedders.1.model."  # OpenCLIP ViT-bigG
-_SD2_OPEN_CLIP = "cond_stage_model.model."  # OpenCLIP ViT-H
-_SD1_CLIP = "cond_stage_model.transformer."
-
-# What a single-file checkpoint of each kind holds: (the part, the prefix of its weights).
-# diffusers builds every part it lacks from the config folder, which has no weights, and
-# fails in the worker with a page of Python advice; the header shows the gap at once.
-_PARTS: dict[Architecture, tuple[tuple[str, str], ...]] = {
-    Architecture.SD1: (("UNet", _UNET), ("VAE", _VAE), ("text encoder", _SD1_CLIP)),
-    Architecture.SD2: (("UNet", _UNET), ("VAE", _VAE), ("text encoder", _SD2_OPEN_CLIP)),
-    Architecture.SDXL: (
-        ("UNet", _UNET),
-        ("VAE", _VAE),
-        ("first text encoder (CLIP ViT-L)", _SDXL_CLIP),
-        ("second text encoder (OpenCLIP ViT-bigG)", _SDXL_OPEN_CLIP),
-    ),
-}
+_SDXL_REFINER_CLIP = "conditioner.embedders.0.model."  # OpenCLIP ViT-bigG alone
 
 
 def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = None) -> Detected:
@@ -354,34 +283,32 @@ def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = N
 
 def _missing_parts(architecture: Architecture, keys: list[str]) -> list[str]:
     """The parts (UNet, VAE, text encoders) a checkpoint of `architecture` has no weights of."""
-    return [part for part, prefix in _PARTS[architecture] if not _has_prefix(keys, prefix)]
+    file = spec_of(architecture).checkpoint_file
+    assert file is not None  # _architecture found it by these markers
+    return [part for part, prefix in file.parts if not _has_prefix(keys, prefix)]
 
 
 def _complete(architecture: Architecture, keys: list[str], sidecar_yaml: str | None) -> Detected:
-    if architecture is Architecture.SDXL:
-        return Detected(
-            Architecture.SDXL, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 1024
-        )
-    if architecture is Architecture.SD2:
-        # SD 2.x ships two kinds: 512 epsilon (base) and 768 v-prediction (the common one).
-        prediction = _prediction(keys, sidecar_yaml, Prediction.V)
-        return Detected(Architecture.SD2, prediction, 768 if prediction is Prediction.V else 512)
-    return Detected(Architecture.SD1, _prediction(keys, sidecar_yaml, Prediction.EPSILON), 512)
+    spec = spec_of(architecture)
+    file = spec.checkpoint_file
+    assert file is not None
+    default = Prediction.V if file.v_prediction else Prediction.EPSILON
+    prediction = _prediction(keys, sidecar_yaml, default)
+    v_size = file.native_size_v if prediction is Prediction.V else 0
+    return Detected(architecture, prediction, v_size or spec.native_size)
 
 
 def _architecture(keys: list[str]) -> Architecture | None:
-    """Which kind of checkpoint the text encoder(s) make it, whatever else it lacks."""
-    if _has_prefix(keys, _SDXL_OPEN_CLIP) or _has_prefix(keys, _SDXL_CLIP):
-        return Architecture.SDXL
-    if _has_prefix(keys, _SD2_OPEN_CLIP):
-        return Architecture.SD2
-    if _has_prefix(keys, _SD1_CLIP):
-        return Architecture.SD1
+    """Which family's checkpoint the text encoder(s) make it, whatever else it lacks."""
+    for spec in families():
+        file = spec.checkpoint_file
+        if file is not None and any(_has_prefix(keys, marker) for marker in file.markers):
+            return spec.architecture
     return None
 
 
 def _no_architecture_reason(keys: list[str]) -> str:
-    if _has_prefix(keys, "conditioner.embedders.0.model."):
+    if _has_prefix(keys, _SDXL_REFINER_CLIP):
         return (
             "an SDXL refiner (it has only the OpenCLIP text encoder); "
             "refiner-only models cannot make an image from a prompt alone"
@@ -392,10 +319,13 @@ def _no_architecture_reason(keys: list[str]) -> str:
 
 
 def _incomplete_reason(architecture: Architecture, missing: list[str]) -> str:
-    encoders = "text encoders" if architecture is Architecture.SDXL else "text encoder"
+    file = spec_of(architecture).checkpoint_file
+    assert file is not None
+    encoders = [part for part, _ in file.parts if "text encoder" in part]
+    encoders_named = "text encoders" if len(encoders) > 1 else "text encoder"
     return (
         f"an incomplete {architecture.label} checkpoint, without its {_listed(missing)}; "
-        f"Easel needs the UNet, the VAE and the {encoders} in the one file"
+        f"Easel needs the UNet, the VAE and the {encoders_named} in the one file"
     )
 
 
@@ -405,10 +335,10 @@ def _listed(parts: list[str]) -> str:
 
 def _family_reason(keys: list[str]) -> str:
     bare = [k.removeprefix(_UNET) for k in keys]
-    if any(k.startswith(_FLUX_MARKERS) for k in bare):  # transformer_files.py detects these
-        return "a Flux model (its file is read by transformer_files.detect_model_file)"
-    if any(k.startswith(_SD3_MARKERS) for k in bare):
-        return "an SD 3 model (its file is read by transformer_files.detect_model_file)"
+    for spec in families():  # transformer_files.py detects these
+        file = spec.transformer_file
+        if file is not None and any(k.startswith(file.markers) for k in bare):
+            return f"a model of {spec.label} (its file is read by transformer_files)"
     if "edm_mean" in keys:
         return "a Playground v2.5 model (EDM); it is not supported"
     if _has_prefix(keys, "control_model.") or _has_prefix(keys, "controlnet_cond_embedding."):

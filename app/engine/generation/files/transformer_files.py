@@ -39,6 +39,7 @@ from app.engine.generation.files.architecture import (
     read_safetensors_header,
     unsupported,
 )
+from app.engine.generation.files.registry import FamilySpec, families
 
 Shapes = dict[str, list[int]]
 
@@ -64,10 +65,7 @@ CLIP_G = "clip_g"
 T5 = "t5"
 VAE = "vae"
 TRANSFORMER = "transformer"
-_FAMILY_PARTS = {
-    Architecture.FLUX1: (CLIP_L, T5, VAE),
-    Architecture.SD3: (CLIP_L, CLIP_G, T5, VAE),
-}
+CLIP_PAIR = CLIP_L + "+" + CLIP_G  # the width of CLIP-L's and CLIP-G's pooled vectors together
 _PART_NAMES = {
     CLIP_L: "a CLIP-L text encoder",
     CLIP_G: "a CLIP-G text encoder",
@@ -85,8 +83,9 @@ class _Candidate:
 
 
 @dataclass(frozen=True)
-class _Needs:
-    """What a transformer's header says its other parts must be."""
+class FileNeeds:
+    """What a transformer's header says its other parts must be (each family reads its own
+    header: `TransformerFile.read_header` of its declaration)."""
 
     architecture: Architecture
     config_name: str
@@ -114,7 +113,7 @@ def detect_model_file(path: Path) -> Detected:
     except ValueError as error:
         return unsupported(f"{path.name} cannot be used: {error}")
     shapes = header_shapes(header)
-    if is_transformer_family(list(shapes)) and not is_lora(list(shapes)):
+    if _family_of_keys(list(shapes)) is not None and not is_lora(list(shapes)):
         found = detect_transformer_file(path, shapes)
         quantisation = _fp8(header)
         if quantisation == _SCALED_FP8:
@@ -140,7 +139,7 @@ def _fp8(header: dict[str, Any]) -> str:
         entry.get("dtype", "")
         for key, entry in header.items()
         if isinstance(entry, dict)
-        and is_transformer_family([key])
+        and _family_of_keys([key]) is not None
         and len(entry.get("shape", [])) == 2
     ]
     fp8 = [_FP8_DTYPES[kind] for kind in kinds if kind in _FP8_DTYPES]
@@ -159,10 +158,9 @@ def _detect_gguf(path: Path) -> Detected:
         return unsupported(
             f"{path.name} cannot be used: it is not a readable GGUF file (its tables are damaged)"
         )
-    if not is_transformer_family(list(shapes)):
-        return unsupported(
-            f"{path.name} is a GGUF file, but not a Flux.1 or SD 3.5 diffusion model"
-        )
+    if _family_of_keys(list(shapes)) is None:
+        kinds = " or ".join(spec.label for spec in families() if spec.transformer_file)
+        return unsupported(f"{path.name} is a GGUF file, but not a {kinds} diffusion model")
     odd = sorted({kind for kind in types.values() if kind not in GGUF_RUNNABLE})
     if odd:
         return unsupported(
@@ -220,9 +218,14 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def is_transformer_family(keys: list[str]) -> bool:
+def _family_of_keys(keys: list[str]) -> FamilySpec | None:
+    """The transformer family whose block keys these are (original layout), if any."""
     bare = [k.removeprefix(DIFFUSION_PREFIX) for k in keys]
-    return any(k.startswith(("double_blocks.", "single_blocks.", "joint_blocks.")) for k in bare)
+    for spec in families():
+        file = spec.transformer_file
+        if file is not None and any(k.startswith(file.markers) for k in bare):
+            return spec
+    return None
 
 
 def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
@@ -231,14 +234,18 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     name = path.stem
     prefix = DIFFUSION_PREFIX if any(k.startswith(DIFFUSION_PREFIX) for k in shapes) else ""
     bare = {k.removeprefix(prefix): v for k, v in shapes.items() if k.startswith(prefix)}
-    needs = _needs(bare, name)
+    spec = _family_of_keys(list(bare))
+    if spec is None or spec.transformer_file is None:
+        return unsupported(f"{name}: no diffusion model Easel knows in it")
+    needs = spec.transformer_file.read_header(bare, name)
     if isinstance(needs, str):
         return unsupported(f"{name}: {needs}")
     parts = {TRANSFORMER: Part(TRANSFORMER, path, prefix)}
     embedded = _embedded_candidates(path, shapes)
-    found, problems = _pair(needs, embedded, _split_candidates(path))
+    wanted = spec.transformer_file.split_parts
+    found, problems = _pair(needs, wanted, embedded, _split_candidates(path))
     parts.update(found)
-    missing = [kind for kind in _FAMILY_PARTS[needs.architecture] if kind not in parts]
+    missing = [kind for kind in wanted if kind not in parts]
     if missing:
         if problems:
             return unsupported(f"{name}: {problems[0]}")
@@ -246,43 +253,10 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     return Detected(
         needs.architecture,
         Prediction.FLOW,
-        1024,
+        spec.native_size,
         config_name=needs.config_name,
         parts=tuple(sorted(parts.values(), key=lambda p: p.kind)),
     )
-
-
-def _needs(bare: Shapes, name: str) -> _Needs | str:
-    if any(k.startswith("double_blocks.") for k in bare):
-        try:
-            in_channels = bare["img_in.weight"][1]
-            widths = {
-                CLIP_L: bare["vector_in.in_layer.weight"][1],
-                T5: bare["txt_in.weight"][1],
-                VAE: in_channels // 4,  # 2 x 2 patches of the latents, packed
-            }
-        except (KeyError, IndexError):
-            return "an incomplete Flux transformer (no img_in, txt_in or vector_in weights)"
-        dev = "guidance_in.in_layer.weight" in bare
-        return _Needs(Architecture.FLUX1, "flux1-dev" if dev else "flux1-schnell", widths)
-    try:
-        pooled = bare["y_embedder.mlp.0.weight"][1]
-        widths = {T5: bare["context_embedder.weight"][1], VAE: bare["x_embedder.proj.weight"][1]}
-    except (KeyError, IndexError):
-        return "an incomplete SD 3 transformer (no x_embedder, context_embedder or y_embedder)"
-    layers = {k.split(".")[1] for k in bare if k.startswith("joint_blocks.")}
-    if any(".attn2." in k for k in bare):
-        config = "sd3.5-medium"  # MMDiT-X: dual attention in the first blocks
-    elif len(layers) == 38:
-        config = "sd3.5-large-turbo" if "turbo" in name.lower() else "sd3.5-large"
-    else:
-        return (
-            f"an SD 3 model with {len(layers)} blocks and no dual attention (SD 3.0 medium?); "
-            "Easel runs SD 3.5 medium, large and large turbo"
-        )
-    # The pooled text vector is CLIP-L's and CLIP-G's side by side: G is the wider one.
-    widths[CLIP_L + "+" + CLIP_G] = pooled
-    return _Needs(Architecture.SD3, config, widths)
 
 
 def _embedded_candidates(path: Path, shapes: Shapes) -> list[_Candidate]:
@@ -351,13 +325,13 @@ def _classify(path: Path) -> _Candidate | None:
 
 
 def _pair(
-    needs: _Needs, embedded: list[_Candidate], split: list[_Candidate]
+    needs: FileNeeds, wanted: tuple[str, ...], embedded: list[_Candidate], split: list[_Candidate]
 ) -> tuple[dict[str, Part], list[str]]:
     """The parts that fit, the file's own first, and why a file of a kind did not fit."""
     parts: dict[str, Part] = {}
     problems: list[str] = []
     candidates = embedded + split
-    for kind in (T5, VAE):
+    for kind in (kind for kind in (T5, VAE) if kind in wanted):
         width = needs.widths[kind]
         fits = [c for c in candidates if c.kind == kind and c.width == width]
         if fits:
@@ -365,7 +339,7 @@ def _pair(
         else:
             problems += [_misfit(kind, c, width) for c in candidates if c.kind == kind]
     clips = [c for c in candidates if c.kind == "clip"]
-    if needs.architecture is Architecture.FLUX1:
+    if CLIP_G not in wanted:  # one CLIP (Flux.1): its width is stated alone
         width = needs.widths[CLIP_L]
         fits = [c for c in clips if c.width == width]
         if fits:
@@ -373,7 +347,7 @@ def _pair(
         else:
             problems += [_misfit(CLIP_L, c, width) for c in clips]
         return parts, problems
-    pooled = needs.widths[CLIP_L + "+" + CLIP_G]
+    pooled = needs.widths[CLIP_PAIR]
     pairs = [
         (small, wide)
         for small in clips

@@ -41,16 +41,6 @@ from app.engine.generation.files.transformer_files import (
 
 StateDict = dict[str, torch.Tensor]
 
-# Component names in each family's pipeline.
-_COMPONENTS = {
-    Architecture.FLUX1: {CLIP_L: "text_encoder", T5: "text_encoder_2"},
-    Architecture.SD3: {CLIP_L: "text_encoder", CLIP_G: "text_encoder_2", T5: "text_encoder_3"},
-}
-_TRANSFORMERS = {
-    Architecture.FLUX1: "FluxTransformer2DModel",
-    Architecture.SD3: "SD3Transformer2DModel",
-}
-
 
 def assemble_pipeline(
     architecture: Architecture,
@@ -92,13 +82,14 @@ def _assemble(
     import diffusers
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler
 
+    declared = architecture.spec.transformer_file
+    if declared is None:
+        raise ValueError(f"{architecture.label} is not assembled from files")
     by_kind = {part.kind: part for part in parts}
     files = _Files()
     options = {"config": str(config), "torch_dtype": dtype, "local_files_only": True}
-    transformer_weights = files.weights(by_kind[TRANSFORMER])
-    if architecture is Architecture.FLUX1:
-        transformer_weights = flux_to_diffusers(transformer_weights)
-    transformer_class = getattr(diffusers, _TRANSFORMERS[architecture])
+    transformer_weights = _KEY_CONVERSIONS[declared.key_layout](files.weights(by_kind[TRANSFORMER]))
+    transformer_class = getattr(diffusers, declared.transformer_class)
     transformer_options = dict(options)
     storage = _FP8_STORAGE.get(quantisation)
     if by_kind[TRANSFORMER].path.suffix.lower() == GGUF_SUFFIX:
@@ -123,7 +114,7 @@ def _assemble(
     }
     del transformer_weights
     index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
-    for kind, component in _COMPONENTS[architecture].items():
+    for kind, component in declared.components:
         encoder_options = {**options, "torch_dtype": encoder_dtypes.get(component, dtype)}
         components[component] = _text_encoder(
             kind, index[component][1], files.weights(by_kind[kind]), component, encoder_options
@@ -134,6 +125,10 @@ def _assemble(
 
 
 _FP8_STORAGE = {FP8: torch.float8_e4m3fn, FP8_E5M2: torch.float8_e5m2}
+
+
+def _as_is(checkpoint: StateDict) -> StateDict:
+    return checkpoint
 
 
 def upcast_per_layer(model: Any, storage: torch.dtype, compute: torch.dtype) -> None:
@@ -356,3 +351,7 @@ _FLUX_SINGLE_RENAMES = [
     ("attn.norm_k.weight", "norm.key_norm.scale"),
     *_pairs("proj_out", "linear2"),
 ]
+
+
+# A transformer file's key layout (`TransformerFile.key_layout`) -> diffusers' keys.
+_KEY_CONVERSIONS = {"diffusers": _as_is, "bfl": flux_to_diffusers}

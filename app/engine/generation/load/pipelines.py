@@ -1,9 +1,11 @@
-"""Loading Stable Diffusion 1.x/2.x and SDXL pipelines offline, and keeping the last one(s)
-in memory.
+"""Loading every family's pipeline offline, and keeping the last one(s) in memory.
 
 A diffusers folder loads with `from_pretrained`; a single checkpoint file with diffusers'
 `from_single_file`, given the matching config folder shipped in `resources/model_configs`
-(model_index.json, component configs, tokenizers), so nothing is ever fetched from a hub.
+(model_index.json, component configs, tokenizers), so nothing is ever fetched from a hub;
+a transformer family's single or split files are assembled (assemble.py). Which stock
+pipeline class, which options and which config folder: the family's declaration
+(files/registry.py), never a branch here.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ from app.errors import EaselError
 log = logging.getLogger(__name__)
 
 REQUIRED_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
-# Flux.1, SD 3.x, Z-Image and Flux.2 Klein folders: a transformer instead of the UNet (their
-# text encoders are checked by detection, `architecture._TRANSFORMER_PARTS`).
+# The transformer families' folders: a transformer instead of the UNet (their text
+# encoders are checked by detection, against each family's declared `Folder.parts`).
 REQUIRED_TRANSFORMER_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 
 CacheKey = tuple[str, str, str, bool]
@@ -66,10 +68,11 @@ class SingleFileConfigs:
     root: Path
 
     def folder(self, architecture: Architecture, prediction: Prediction) -> Path:
-        name = architecture.value
-        if architecture is Architecture.SD2:
-            name += "-v" if prediction is Prediction.V else "-base"
-        return self.root / name
+        file = architecture.spec.checkpoint_file
+        if file is None:
+            raise UnsupportedModel(f"{architecture.label} has no one-file checkpoints")
+        v_folder = file.config_folder_v if prediction is Prediction.V else ""
+        return self.root / (v_folder or file.config_folder)
 
 
 def bundled_configs() -> SingleFileConfigs:
@@ -195,10 +198,7 @@ def load_pipeline(
     dtypes = _component_dtypes(model.architecture, device)
     dtype = dtypes[DEFAULT_COMPONENT]
     options: dict[str, Any] = {"local_files_only": True, "dtype": dtype}
-    if model.architecture is Architecture.SDXL:
-        options["add_watermarker"] = False  # an invisible watermark alters pixels; not ours to add
-    elif not model.architecture.is_transformer:
-        options.update(safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    options.update(model.architecture.spec.load_options)  # no watermark, no safety checker
     if model.is_single_file and model.architecture.is_transformer:
         config = (configs or bundled_configs()).root / model.config_name
         _check_configs(model, config)
@@ -218,7 +218,7 @@ def load_pipeline(
         pipe = load()
         _place(pipe, device)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
-    return LoadedModel(model, device, pipe, previewer_for(pipe))
+    return LoadedModel(model, device, pipe, previewer_for(pipe, model.architecture.spec.preview))
 
 
 def _component_dtypes(architecture: Architecture, device: DeviceChoice) -> dict[str, Any]:
@@ -258,18 +258,7 @@ def _quiet_loading() -> None:
 def _pipeline_class(architecture: Architecture) -> Any:
     import diffusers
 
-    return getattr(diffusers, _PIPELINE_CLASSES[architecture])
-
-
-_PIPELINE_CLASSES = {
-    Architecture.SD1: "StableDiffusionPipeline",
-    Architecture.SD2: "StableDiffusionPipeline",
-    Architecture.SDXL: "StableDiffusionXLPipeline",
-    Architecture.FLUX1: "FluxPipeline",
-    Architecture.SD3: "StableDiffusion3Pipeline",
-    Architecture.ZIMAGE: "ZImagePipeline",
-    Architecture.FLUX2_KLEIN: "Flux2KleinPipeline",
-}
+    return getattr(diffusers, architecture.spec.pipeline)
 
 
 @contextmanager
@@ -538,14 +527,11 @@ def _empty_device_cache() -> None:
         torch.cuda.empty_cache()
 
 
-# Parts a pipeline runs without, as their stock pipelines allow: SD 3.x without T5 (its
-# part of the prompt is zeros). A folder saved without them says null in its model_index,
-# which `from_pretrained` loads only when told the part is None.
-OPTIONAL_PARTS = {Architecture.SD3: ("text_encoder_3", "tokenizer_3")}
-
-
 def _parts_left_out(model: ModelInfo) -> dict[str, None]:
-    names = OPTIONAL_PARTS.get(model.architecture) if model.architecture else None
+    """Parts a pipeline runs without, as their stock pipelines allow (`optional_parts`: SD
+    3.x without T5, its part of the prompt zeros). A folder saved without them says null
+    in its model_index, which `from_pretrained` loads only when told the part is None."""
+    names = model.architecture.spec.optional_parts if model.architecture else None
     if not names:
         return {}
     try:

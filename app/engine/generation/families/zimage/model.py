@@ -63,6 +63,7 @@ from app.engine.generation.families.flow import (
     trim_schedule,
 )
 from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE
+from app.engine.generation.families.zimage import ZIMAGE
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
@@ -81,8 +82,8 @@ CFG_TRUNCATION = 1.0  # the stock default: guidance dropped only where (1000 - t
 class ZImageFamily(FlowFamily):
     """`ZImagePipeline`'s models (Z-Image Turbo and the base model)."""
 
-    name = "zimage"
-    label = "Z-Image"
+    name = ZIMAGE.checkpoint_family  # as declared: what its checkpoints say
+    label = ZIMAGE.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
 
     @property

@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
+from app.engine.generation.families.sdxl import SDXL
 from app.engine.generation.families.unet import PROMPT_EMBEDS, UNetFamily
 from app.engine.generation.prompts.loras import prompt_text
 from app.engine.generation.prompts.weights import (
@@ -26,8 +27,8 @@ ADD_TIME_IDS = "add_time_ids"
 class StableDiffusionXLFamily(UNetFamily):
     """`StableDiffusionXLPipeline`'s models."""
 
-    name = "sdxl"
-    label = "SDXL"
+    name = SDXL.checkpoint_family  # as declared: what its checkpoints say
+    label = SDXL.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS, ADD_TIME_IDS)
     # SDXL's VAE overflows to NaN (a black image) in float16; its config asks for float32.
     follows_force_upcast = True

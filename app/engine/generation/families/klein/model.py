@@ -68,6 +68,7 @@ from app.engine.generation.families.flow import (
     trim_schedule,
 )
 from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE, KLEIN_IMG2IMG_REFUSAL
+from app.engine.generation.families.klein import FLUX2_KLEIN
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
@@ -85,8 +86,8 @@ TEXT_ENCODER_OUT_LAYERS = (9, 18, 27)  # the stock pipeline's default
 class Flux2KleinFamily(FlowFamily):
     """`Flux2KleinPipeline`'s models, base (true CFG) and step-distilled (none)."""
 
-    name = "flux2-klein"
-    label = "Flux.2 Klein"
+    name = FLUX2_KLEIN.checkpoint_family  # as declared: what its checkpoints say
+    label = FLUX2_KLEIN.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
 
     @property

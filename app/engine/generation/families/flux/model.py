@@ -38,6 +38,7 @@ from app.engine.generation.families.flow import (
     trim_schedule,
 )
 from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE
+from app.engine.generation.families.flux import FLUX1
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
@@ -57,8 +58,8 @@ MAX_SEQUENCE_LENGTH = 512  # the stock pipeline's default: T5 tokens read
 class FluxFamily(FlowFamily):
     """`FluxPipeline`'s models (dev-style with a guidance embedder, schnell-style without)."""
 
-    name = "flux"
-    label = "Flux.1"
+    name = FLUX1.checkpoint_family  # as declared: what its checkpoints say
+    label = FLUX1.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS, TEXT_IDS, LATENT_IMAGE_IDS)
 
     def native_size(self) -> int:

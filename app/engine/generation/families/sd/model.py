@@ -6,6 +6,7 @@ import torch
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
+from app.engine.generation.families.sd import SD1
 from app.engine.generation.families.unet import PROMPT_EMBEDS, UNetFamily
 from app.engine.generation.prompts.loras import prompt_text
 from app.engine.generation.prompts.weights import (
@@ -19,8 +20,8 @@ from app.engine.jobs.params import GenerationParams
 class StableDiffusionFamily(UNetFamily):
     """`StableDiffusionPipeline`'s models; SD 2.x differs only in its configs."""
 
-    name = "sd"
-    label = "SD 1.x/2.x"
+    name = SD1.checkpoint_family  # as declared: what its checkpoints say
+    label = SD1.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS,)
 
     def encode_prompt(self, params: GenerationParams, do_cfg: bool) -> Conditioning:

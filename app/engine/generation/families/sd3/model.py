@@ -40,6 +40,7 @@ from PIL import Image
 
 from app.engine.generation.families import flow
 from app.engine.generation.families.base import Conditioning, Schedule
+from app.engine.generation.families.sd3 import SD3
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.generation.prompts.loras import prompt_text
@@ -65,8 +66,8 @@ INPAINT_TENSORS = (inpaint.MASK, inpaint.IMAGE_LATENTS, inpaint.NOISE)
 class StableDiffusion3Family(flow.FlowFamily):
     """`StableDiffusion3Pipeline`'s models (SD 3 medium, SD 3.5 medium/large/large turbo)."""
 
-    name = "sd3"
-    label = "SD 3.5"
+    name = SD3.checkpoint_family  # as declared: what its checkpoints say
+    label = SD3.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, POOLED_EMBEDS)
 
     def native_size(self) -> int:

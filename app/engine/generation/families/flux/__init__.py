@@ -1,0 +1,69 @@
+"""Flux.1 (dev and schnell): a transformer on packed latents, CLIP-L + T5-XXL; `model.py`
+drives it as `FluxPipeline` (and its img2img and inpaint pipelines) do."""
+
+from __future__ import annotations
+
+from app.engine.generation.families.flow_params import FLOW_SAMPLERS, FLOW_SIZE_MULTIPLE
+from app.engine.generation.files.registry import (
+    Architecture,
+    FamilySpec,
+    Folder,
+    Requests,
+    Shapes,
+    TransformerFile,
+)
+from app.engine.generation.files.transformer_files import CLIP_L, T5, VAE, FileNeeds
+
+
+def read_header(bare: Shapes, name: str) -> FileNeeds | str:
+    """What a Flux transformer (Black Forest Labs' keys) needs: its text encoders' widths
+    from its input layers, its VAE's latent channels; dev has a guidance input."""
+    try:
+        in_channels = bare["img_in.weight"][1]
+        widths = {
+            CLIP_L: bare["vector_in.in_layer.weight"][1],
+            T5: bare["txt_in.weight"][1],
+            VAE: in_channels // 4,  # 2 x 2 patches of the latents, packed
+        }
+    except (KeyError, IndexError):
+        return "an incomplete Flux transformer (no img_in, txt_in or vector_in weights)"
+    dev = "guidance_in.in_layer.weight" in bare
+    return FileNeeds(Architecture.FLUX1, "flux1-dev" if dev else "flux1-schnell", widths)
+
+
+FLUX1 = FamilySpec(
+    architecture=Architecture.FLUX1,
+    label="Flux.1",
+    transformer=True,
+    native_size=1024,
+    # Flux cannot run without T5 (text_encoder_2).
+    folder=Folder(
+        pipelines=("FluxPipeline",),
+        parts=("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+    ),
+    pipeline="FluxPipeline",
+    driven_pipelines=("FluxPipeline", "FluxImg2ImgPipeline", "FluxInpaintPipeline"),
+    driver="app.engine.generation.families.flux.model:FluxFamily",
+    checkpoint_family="flux",
+    checkpoint_label="Flux.1",
+    # `cfg` is the distilled guidance dev takes as an input; no true CFG, so a negative
+    # prompt would change nothing: refused rather than silently dropped.
+    requests=Requests(
+        samplers=tuple(FLOW_SAMPLERS),
+        size_multiple=FLOW_SIZE_MULTIPLE,
+        negative_prompt=False,
+        distilled_guidance=True,
+        reference_images=False,
+    ),
+    transformer_file=TransformerFile(
+        markers=("double_blocks.", "single_blocks."),
+        split_parts=(CLIP_L, T5, VAE),
+        read_header=read_header,
+        transformer_class="FluxTransformer2DModel",
+        components=((CLIP_L, "text_encoder"), (T5, "text_encoder_2")),
+        key_layout="bfl",
+    ),
+    float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL
+)
+
+FAMILIES = (FLUX1,)

@@ -1,0 +1,77 @@
+"""SD 1.x and SD 2.x: one UNet pipeline class, one runtime class (`model.py`), two families
+told apart by their text encoder (SD 1.x: OpenAI CLIP ViT-L, 768 wide, quick GELU; SD 2.x:
+OpenCLIP ViT-H, 1024 wide, plain GELU)."""
+
+from __future__ import annotations
+
+from app.engine.generation.files.registry import (
+    Architecture,
+    CheckpointFile,
+    FamilySpec,
+    Folder,
+    FolderConfigs,
+)
+
+UNET = "model.diffusion_model."
+VAE = "first_stage_model."
+SD1_CLIP = "cond_stage_model.transformer."
+SD2_OPEN_CLIP = "cond_stage_model.model."
+
+_PIPELINES = ("StableDiffusionPipeline", "StableDiffusionInpaintPipeline")
+_DRIVEN = ("StableDiffusionPipeline", "StableDiffusionImg2ImgPipeline")
+_FOLDER_PARTS = ("unet", "vae", "scheduler", "text_encoder")
+# No safety checker: Easel's user decides what to keep; diffusers asks to be told so.
+_LOAD_OPTIONS = (
+    ("safety_checker", None),
+    ("feature_extractor", None),
+    ("requires_safety_checker", False),
+)
+
+
+def is_sd2_folder(configs: FolderConfigs) -> bool:
+    unet, text_encoder = configs.get("unet", {}), configs.get("text_encoder", {})
+    return unet.get("cross_attention_dim") == 1024 or text_encoder.get("hidden_act") == "gelu"
+
+
+SD1 = FamilySpec(
+    architecture=Architecture.SD1,
+    label="SD 1.x",
+    transformer=False,
+    native_size=512,
+    folder=Folder(_PIPELINES, _FOLDER_PARTS, claims=lambda configs: not is_sd2_folder(configs)),
+    pipeline="StableDiffusionPipeline",
+    driven_pipelines=_DRIVEN,
+    driver="app.engine.generation.families.sd.model:StableDiffusionFamily",
+    checkpoint_family="sd",
+    checkpoint_label="SD 1.x/2.x",
+    checkpoint_file=CheckpointFile(
+        markers=(SD1_CLIP,),
+        parts=(("UNet", UNET), ("VAE", VAE), ("text encoder", SD1_CLIP)),
+        config_folder="sd1",
+    ),
+    load_options=_LOAD_OPTIONS,
+)
+
+SD2 = FamilySpec(
+    architecture=Architecture.SD2,
+    label="SD 2.x",
+    transformer=False,
+    native_size=512,  # the base model; the common 768 one is v-prediction
+    folder=Folder(_PIPELINES, _FOLDER_PARTS, claims=is_sd2_folder),
+    pipeline="StableDiffusionPipeline",
+    driven_pipelines=_DRIVEN,
+    driver="app.engine.generation.families.sd.model:StableDiffusionFamily",
+    checkpoint_family="sd",
+    checkpoint_label="SD 1.x/2.x",
+    checkpoint_file=CheckpointFile(
+        markers=(SD2_OPEN_CLIP,),
+        parts=(("UNet", UNET), ("VAE", VAE), ("text encoder", SD2_OPEN_CLIP)),
+        config_folder="sd2-base",
+        config_folder_v="sd2-v",
+        v_prediction=True,  # SD 2.x ships two kinds: 512 epsilon (base) and 768 v (common)
+        native_size_v=768,
+    ),
+    load_options=_LOAD_OPTIONS,
+)
+
+FAMILIES = (SD1, SD2)
