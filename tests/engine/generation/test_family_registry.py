@@ -100,6 +100,18 @@ def test_every_architecture_has_exactly_one_declaration() -> None:
     assert sorted(declared, key=list(Architecture).index) == list(Architecture)
 
 
+def test_a_folder_class_two_families_claim_is_told_apart_by_each() -> None:
+    """SD 1.x and 2.x share StableDiffusionPipeline: each says which folders are its own."""
+    claimed: dict[str, list[FamilySpec]] = {}
+    for spec in families():
+        for pipeline in spec.folder.pipelines:
+            claimed.setdefault(pipeline, []).append(spec)
+    shared = {name: specs for name, specs in claimed.items() if len(specs) > 1}
+    assert shared, "no shared class: this test checks nothing"
+    for name, specs in shared.items():
+        assert all(spec.folder.claims is not None for spec in specs), name
+
+
 @pytest.mark.parametrize("spec", families(), ids=lambda spec: spec.id)
 def test_every_family_is_whole(spec: FamilySpec) -> None:
     assert problems(spec) == []

@@ -144,7 +144,9 @@ def detect_folder(folder: Path) -> Detected:
     if claimants[0].transformer:
         return _detect_transformer_folder(folder, index, claimants[0])
     configs = {name: _read_json(folder / name / "config.json") or {} for name in _UNET_CONFIGS}
-    spec = next(s for s in claimants if s.folder.claims is None or s.folder.claims(configs))
+    spec = next((s for s in claimants if s.folder.claims is None or s.folder.claims(configs)), None)
+    if spec is None:
+        return unsupported(f"a {pipeline} whose configs no family Easel runs claims")
     unet = configs["unet"]
     reason = _unet_folder_reason(spec, index, unet)
     if reason:
