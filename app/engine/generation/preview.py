@@ -10,6 +10,7 @@ Two ways, chosen once per loaded model:
 
 from __future__ import annotations
 
+import importlib
 import io
 from typing import Any, Protocol
 
@@ -37,15 +38,15 @@ class Previewer(Protocol):
         ...
 
 
-PREVIEW_KINDS = ("latents", "flux2")  # what a family declares (`FamilySpec.preview`)
-
-
-def previewer_for(pipe: Any, kind: str = "latents") -> Previewer:
-    """How `pipe`'s previews are drawn: `kind` "flux2" for latents in normalised 2x2 patches
-    (Flux.2), else plain latents, through a tiny VAE or a linear map."""
+def previewer_for(pipe: Any, own: str = "") -> Previewer:
+    """How `pipe`'s previews are drawn: by the family's own previewer where it declares one
+    (`own`, "module:Class" taking the pipeline: latents in another layout, as Flux.2's
+    patches), else from plain latents, through a tiny VAE or a linear map."""
+    if own:
+        module, name = own.split(":")
+        previewer: Previewer = getattr(importlib.import_module(module), name)(pipe)
+        return previewer
     vae = pipe.vae
-    if kind == "flux2":
-        return Flux2Previewer(pipe)
     if sum(p.numel() for p in vae.parameters()) <= TINY_VAE_MAX_PARAMS:
         return VaePreviewer(vae, int(pipe.vae_scale_factor))
     channels = int(vae.config.latent_channels)
@@ -62,7 +63,7 @@ class VaePreviewer:
     @torch.no_grad()
     def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
         # Decode only as many pixels as the preview shows: the cost grows with the area.
-        width, height = _preview_size(image_size)
+        width, height = preview_size(image_size)
         size = (-(-height // self._scale_factor), -(-width // self._scale_factor))
         if latents.shape[-2] > size[0] or latents.shape[-1] > size[1]:
             latents = F.interpolate(latents, size=size, mode="area")
@@ -72,36 +73,7 @@ class VaePreviewer:
         vae = self._vae
         upcast = vae_precision.decode_upcasts(vae)
         decoded = vae_precision.decode(vae, latents, upcast=upcast, check=False)
-        return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
-
-
-class Flux2Previewer:
-    """Flux.2's latents are 2x2 patches normalised by the VAE's batch norm (`families.klein.model`):
-    denormalised and unpatchified first, then decoded (a tiny VAE) or mapped to grey."""
-
-    def __init__(self, pipe: Any) -> None:
-        self._pipe = pipe
-        self._tiny = sum(p.numel() for p in pipe.vae.parameters()) <= TINY_VAE_MAX_PARAMS
-        channels = int(pipe.vae.config.latent_channels)
-        self._linear = LinearPreviewer(torch.full((channels, 3), 1.0 / channels))
-
-    @torch.no_grad()
-    def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
-        from app.engine.generation.families.klein.model import denormalised
-
-        unpatched = denormalised(self._pipe, latents)
-        if not self._tiny:
-            return self._linear.png(unpatched, image_size)
-        width, height = _preview_size(image_size)
-        factor = int(self._pipe.vae_scale_factor)
-        size = (-(-height // factor), -(-width // factor))
-        if unpatched.shape[-2] > size[0] or unpatched.shape[-1] > size[1]:
-            unpatched = F.interpolate(unpatched, size=size, mode="area")
-        vae = self._pipe.vae
-        decoded = vae_precision.run_decoder(
-            vae, unpatched, False, lambda z: vae.decode(z, return_dict=False)[0], check=False
-        )  # in float32 after a NaN, as the family's decode
-        return _png(_to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
+        return png_of(to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
 
 
 class LinearPreviewer:
@@ -110,25 +82,25 @@ class LinearPreviewer:
 
     def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
         pixels = latents[0].detach().float().cpu().permute(1, 2, 0) @ self._factors
-        return _png(_to_uint8_hwc(pixels), image_size)
+        return png_of(to_uint8_hwc(pixels), image_size)
 
 
-def _to_uint8_hwc(pixels: torch.Tensor) -> Any:
+def to_uint8_hwc(pixels: torch.Tensor) -> Any:
     """[-1, 1] (h, w, 3) -> uint8 numpy array."""
     scaled = (pixels.detach().float().cpu().clamp(-1, 1) + 1) * 127.5
     return scaled.round().to(torch.uint8).numpy()
 
 
-def _png(pixels: Any, image_size: tuple[int, int]) -> bytes:
+def png_of(pixels: Any, image_size: tuple[int, int]) -> bytes:
     image = Image.fromarray(pixels, mode="RGB").resize(
-        _preview_size(image_size), Image.Resampling.BILINEAR
+        preview_size(image_size), Image.Resampling.BILINEAR
     )
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=1)  # speed over size: it is thrown away
     return buffer.getvalue()
 
 
-def _preview_size(image_size: tuple[int, int]) -> tuple[int, int]:
+def preview_size(image_size: tuple[int, int]) -> tuple[int, int]:
     width, height = image_size
     scale = min(1.0, PREVIEW_MAX_SIDE / max(width, height))
     return max(1, round(width * scale)), max(1, round(height * scale))

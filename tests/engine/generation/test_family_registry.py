@@ -8,6 +8,7 @@ shown to fail on a declaration with the piece taken out.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,6 @@ from app.engine.generation.files.registry import (
 from app.engine.generation.load.assemble import _KEY_CONVERSIONS
 from app.engine.generation.load.pipelines import bundled_configs
 from app.engine.generation.loop.schedulers import SCHEDULER_CLASSES
-from app.engine.generation.preview import PREVIEW_KINDS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -47,14 +47,22 @@ def problems(spec: FamilySpec) -> list[str]:
         found.append(f"its driver does not drive its own {spec.pipeline}")
     found += _driver_problems(spec)
     found += _file_problems(spec)
-    if spec.preview not in PREVIEW_KINDS:
-        found.append(f"preview {spec.preview!r} is not one of {PREVIEW_KINDS}")
+    if spec.preview and not _resolves(spec.preview):
+        found.append(f"its previewer {spec.preview!r} cannot be imported")
     unknown = [s for s in spec.requests.samplers if s not in SCHEDULER_CLASSES]
     if unknown:
         found.append(f"samplers Easel does not have: {unknown}")
     if not spec.requests.img2img and not spec.requests.img2img_refusal:
         found.append("no img2img, and no sentence saying so")
     return found
+
+
+def _resolves(dotted: str) -> bool:
+    module, _, name = dotted.partition(":")
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except ImportError:
+        return False
 
 
 def _driver_problems(spec: FamilySpec) -> list[str]:
@@ -126,6 +134,7 @@ def test_the_checks_find_each_missing_piece() -> None:
         "pipeline": dataclasses.replace(whole, pipeline="NoSuchPipeline"),
         "folder": dataclasses.replace(whole, folder=dataclasses.replace(whole.folder, parts=())),
         "checkpoint": dataclasses.replace(whole, checkpoint_family="another"),
+        "previewer": dataclasses.replace(whole, preview="app.engine.generation.preview:Nothing"),
         "samplers": dataclasses.replace(
             whole, requests=dataclasses.replace(whole.requests, samplers=("Nope",))
         ),

@@ -138,7 +138,9 @@ class FamilySpec:
     load_options: tuple[tuple[str, Any], ...] = ()  # from_pretrained / from_single_file extras
     optional_parts: tuple[str, ...] = ()  # components a folder may leave out (null)
     float16_overflowing_encoders: tuple[str, ...] = ()  # components float16 overflows
-    preview: str = "latents"  # how previews decode: "latents", or "flux2" (patched, normalised)
+    # Its own previewer, "module:Class" taking the pipeline (latents in another layout, as
+    # Flux.2's patches); "": previews from plain latents (preview.py).
+    preview: str = ""
 
     @property
     def id(self) -> str:

@@ -34,7 +34,7 @@ FLUX2_KLEIN = FamilySpec(
         step_distilled_folders=True,
     ),
     float16_overflowing_encoders=("text_encoder",),  # Qwen3
-    preview="flux2",
+    preview="app.engine.generation.families.klein.model:Flux2Previewer",
 )
 
 FAMILIES = (FLUX2_KLEIN,)

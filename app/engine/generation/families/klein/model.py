@@ -71,6 +71,13 @@ from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE, KLEIN
 from app.engine.generation.families.klein import FLUX2_KLEIN
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
+from app.engine.generation.preview import (
+    TINY_VAE_MAX_PARAMS,
+    LinearPreviewer,
+    png_of,
+    preview_size,
+    to_uint8_hwc,
+)
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
@@ -322,3 +329,31 @@ def denormalised(pipe: Any, latents: torch.Tensor) -> torch.Tensor:
     latents = latents * std.to(latents.device, latents.dtype) + mean
     unpatched: torch.Tensor = pipe._unpatchify_latents(latents)
     return unpatched
+
+
+class Flux2Previewer:
+    """Previews of Flux.2's latents, 2x2 patches normalised by the VAE's batch norm
+    (`denormalised`): denormalised and unpatchified first, then decoded (a tiny VAE) or
+    mapped to grey; the declaration names it (`FamilySpec.preview`)."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+        self._tiny = sum(p.numel() for p in pipe.vae.parameters()) <= TINY_VAE_MAX_PARAMS
+        channels = int(pipe.vae.config.latent_channels)
+        self._linear = LinearPreviewer(torch.full((channels, 3), 1.0 / channels))
+
+    @torch.no_grad()
+    def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
+        unpatched = denormalised(self._pipe, latents)
+        if not self._tiny:
+            return self._linear.png(unpatched, image_size)
+        width, height = preview_size(image_size)
+        factor = int(self._pipe.vae_scale_factor)
+        size = (-(-height // factor), -(-width // factor))
+        if unpatched.shape[-2] > size[0] or unpatched.shape[-1] > size[1]:
+            unpatched = torch.nn.functional.interpolate(unpatched, size=size, mode="area")
+        vae = self._pipe.vae
+        decoded = vae_precision.run_decoder(
+            vae, unpatched, False, lambda z: vae.decode(z, return_dict=False)[0], check=False
+        )  # in float32 after a NaN, as the family's decode
+        return png_of(to_uint8_hwc(decoded[0].permute(1, 2, 0)), image_size)
