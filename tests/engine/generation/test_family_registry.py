@@ -46,6 +46,8 @@ def problems(spec: FamilySpec) -> list[str]:
     if spec.pipeline not in spec.driven_pipelines:
         found.append(f"its driver does not drive its own {spec.pipeline}")
     found += _driver_problems(spec)
+    if not _tiny_builder(spec).is_file():
+        found.append(f"no tiny builder {_tiny_builder(spec).relative_to(ROOT)} for its tests")
     found += _file_problems(spec)
     if spec.preview and not _resolves(spec.preview):
         found.append(f"its previewer {spec.preview!r} cannot be imported")
@@ -63,6 +65,13 @@ def _resolves(dotted: str) -> bool:
         return hasattr(importlib.import_module(module), name)
     except ImportError:
         return False
+
+
+def _tiny_builder(spec: FamilySpec) -> Path:
+    """The family's tiny random pipeline for the tests: app/testing/tiny/<package>.py (the
+    UNet families share unet.py)."""
+    package = spec.driver.split(":")[0].split(".")[-2]
+    return ROOT / "app" / "testing" / "tiny" / f"{'unet' if not spec.transformer else package}.py"
 
 
 def _driver_problems(spec: FamilySpec) -> list[str]:
@@ -141,6 +150,8 @@ def test_the_checks_find_each_missing_piece() -> None:
     }
     for piece, spec in broken.items():
         assert problems(spec), f"a family without its {piece} passed"
+    elsewhere = dataclasses.replace(whole, driver="app.engine.generation.families.nothing.model:X")
+    assert not _tiny_builder(elsewhere).is_file()
     unet = families()[0]
     assert problems(dataclasses.replace(unet, checkpoint_file=None))
 
