@@ -24,12 +24,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.engine.generation.files.registry import Requests
+
 if TYPE_CHECKING:
     from app.engine.generation.files.architecture import Architecture
     from app.engine.jobs.params import GenerationParams
 
 FLOW_SAMPLERS: dict[str, str] = {"Euler": "FlowMatchEulerDiscreteScheduler"}
 FLOW_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 patches
+# What every flow-matching family takes unless its declaration says otherwise.
+FLOW_REQUESTS = Requests(
+    samplers=tuple(FLOW_SAMPLERS), size_multiple=FLOW_SIZE_MULTIPLE, reference_images=False
+)
 KLEIN_IMG2IMG_REFUSAL = (  # diffusers has a Klein inpaint pipeline, no img2img one
     "Flux.2 Klein cannot run img2img in Easel (an init image without a mask), only text to "
     "image and inpaint; add a mask or clear the init image"

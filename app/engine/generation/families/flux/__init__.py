@@ -3,12 +3,13 @@ drives it as `FluxPipeline` (and its img2img and inpaint pipelines) do."""
 
 from __future__ import annotations
 
-from app.engine.generation.families.flow_params import FLOW_SAMPLERS, FLOW_SIZE_MULTIPLE
+from dataclasses import replace
+
+from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
-    Requests,
     Shapes,
     TransformerFile,
 )
@@ -48,13 +49,7 @@ FLUX1 = FamilySpec(
     checkpoint_label="Flux.1",
     # `cfg` is the distilled guidance dev takes as an input; no true CFG, so a negative
     # prompt would change nothing: refused rather than silently dropped.
-    requests=Requests(
-        samplers=tuple(FLOW_SAMPLERS),
-        size_multiple=FLOW_SIZE_MULTIPLE,
-        negative_prompt=False,
-        distilled_guidance=True,
-        reference_images=False,
-    ),
+    requests=replace(FLOW_REQUESTS, negative_prompt=False, distilled_guidance=True),
     transformer_file=TransformerFile(
         markers=("double_blocks.", "single_blocks."),
         split_parts=(CLIP_L, T5, VAE),

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from app.engine.generation.families.flow_params import (
-    FLOW_SAMPLERS,
-    FLOW_SIZE_MULTIPLE,
-    KLEIN_IMG2IMG_REFUSAL,
-)
-from app.engine.generation.files.registry import Architecture, FamilySpec, Folder, Requests
+from dataclasses import replace
+
+from app.engine.generation.families.flow_params import FLOW_REQUESTS, KLEIN_IMG2IMG_REFUSAL
+from app.engine.generation.files.registry import Architecture, FamilySpec, Folder
 
 FLUX2_KLEIN = FamilySpec(
     architecture=Architecture.FLUX2_KLEIN,
@@ -25,12 +23,10 @@ FLUX2_KLEIN = FamilySpec(
     checkpoint_family="flux2-klein",
     checkpoint_label="Flux.2 Klein",
     # Text to image and inpaint: diffusers has no Klein img2img pipeline to mirror.
-    requests=Requests(
-        samplers=tuple(FLOW_SAMPLERS),
-        size_multiple=FLOW_SIZE_MULTIPLE,
+    requests=replace(
+        FLOW_REQUESTS,
         img2img=False,
         img2img_refusal=KLEIN_IMG2IMG_REFUSAL,
-        reference_images=False,
         step_distilled_folders=True,
     ),
     float16_overflowing_encoders=("text_encoder",),  # Qwen3

@@ -4,6 +4,8 @@ OpenCLIP ViT-H, 1024 wide, plain GELU)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.engine.generation.files.registry import (
     Architecture,
     CheckpointFile,
@@ -52,17 +54,13 @@ SD1 = FamilySpec(
     load_options=_LOAD_OPTIONS,
 )
 
-SD2 = FamilySpec(
+# SD 1.x's runtime, pipelines and options; its own text encoder, config folders and sizes.
+SD2 = replace(
+    SD1,
     architecture=Architecture.SD2,
     label="SD 2.x",
-    transformer=False,
     native_size=512,  # the base model; the common 768 one is v-prediction
-    folder=Folder(_PIPELINES, _FOLDER_PARTS, claims=is_sd2_folder),
-    pipeline="StableDiffusionPipeline",
-    driven_pipelines=_DRIVEN,
-    driver="app.engine.generation.families.sd.model:StableDiffusionFamily",
-    checkpoint_family="sd",
-    checkpoint_label="SD 1.x/2.x",
+    folder=replace(SD1.folder, claims=is_sd2_folder),
     checkpoint_file=CheckpointFile(
         markers=(SD2_OPEN_CLIP,),
         parts=(("UNet", UNET), ("VAE", VAE), ("text encoder", SD2_OPEN_CLIP)),
@@ -71,7 +69,6 @@ SD2 = FamilySpec(
         v_prediction=True,  # SD 2.x ships two kinds: 512 epsilon (base) and 768 v (common)
         native_size_v=768,
     ),
-    load_options=_LOAD_OPTIONS,
 )
 
 FAMILIES = (SD1, SD2)

@@ -3,12 +3,11 @@ it as `StableDiffusion3Pipeline` (and its img2img and inpaint pipelines) do."""
 
 from __future__ import annotations
 
-from app.engine.generation.families.flow_params import FLOW_SAMPLERS, FLOW_SIZE_MULTIPLE
+from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
-    Requests,
     Shapes,
     TransformerFile,
 )
@@ -62,9 +61,7 @@ SD3 = FamilySpec(
     driver="app.engine.generation.families.sd3.model:StableDiffusion3Family",
     checkpoint_family="sd3",
     checkpoint_label="SD 3.5",
-    requests=Requests(
-        samplers=tuple(FLOW_SAMPLERS), size_multiple=FLOW_SIZE_MULTIPLE, reference_images=False
-    ),
+    requests=FLOW_REQUESTS,
     transformer_file=TransformerFile(
         markers=("joint_blocks.",),
         split_parts=(CLIP_L, CLIP_G, T5, VAE),

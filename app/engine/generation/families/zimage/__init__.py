@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from app.engine.generation.families.flow_params import FLOW_SAMPLERS, FLOW_SIZE_MULTIPLE
-from app.engine.generation.files.registry import Architecture, FamilySpec, Folder, Requests
+from app.engine.generation.families.flow_params import FLOW_REQUESTS
+from app.engine.generation.files.registry import Architecture, FamilySpec, Folder
 
 ZIMAGE = FamilySpec(
     architecture=Architecture.ZIMAGE,
@@ -20,9 +20,7 @@ ZIMAGE = FamilySpec(
     driver="app.engine.generation.families.zimage.model:ZImageFamily",
     checkpoint_family="zimage",
     checkpoint_label="Z-Image",
-    requests=Requests(
-        samplers=tuple(FLOW_SAMPLERS), size_multiple=FLOW_SIZE_MULTIPLE, reference_images=False
-    ),
+    requests=FLOW_REQUESTS,
     float16_overflowing_encoders=("text_encoder",),  # Qwen3
 )
 
