@@ -58,6 +58,7 @@ from app.engine.jobs.params import (
     encode_control,
     encode_reference,
 )
+from app.engine.jobs.run_inputs import RunInputs
 
 SCHEDULER = "Euler a"  # A1111's default; its per-step noise makes a resume's RNG state count
 STEPS, PAUSE_AT = 6, 2
@@ -266,10 +267,17 @@ def _run(workdir: Path, family: str, kind: str, dtype: str, out: Path, pause_at:
         return StepDecision.PAUSE if progress.step == pause_at else StepDecision.CONTINUE
 
     return runner(workdir, family, dtype).run(
-        the_job.params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-        on_step=decide, init_image=the_job.init_image, mask=the_job.mask,
-        control_images=the_job.control_images, reference_images=the_job.reference_images,
-    )  # fmt: skip
+        the_job.params,
+        RunInputs(
+            init_image=the_job.init_image,
+            mask=the_job.mask,
+            control_images=the_job.control_images,
+            reference_images=the_job.reference_images,
+        ),
+        output_path=out,
+        checkpoint_path=out.with_suffix(".ckpt"),
+        on_step=decide,
+    )
 
 
 def _folder(workdir: Path, family: str, kind: str, dtype: str) -> Path:

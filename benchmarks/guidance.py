@@ -54,6 +54,7 @@ from app.engine.generation.guidance.controlnets import find_controlnet
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, ControlLayer, GenerationParams, encode_control
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels
 from app.testing.tiny.unet import write_tiny_controlnet, write_tiny_pipeline
 
@@ -156,10 +157,16 @@ def _diff(
     tag = f"{name}-{scheduler}-{len(layers)}-{mode}"
     init, mask = _init_png(), _mask_png()
     out = runner.run(
-        params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-        on_step=_go, control_images=images, init_image=init if kind else None,
-        mask=mask if mode == "inpaint" else None,
-    )  # fmt: skip
+        params,
+        RunInputs(
+            control_images=images,
+            init_image=init if kind else None,
+            mask=mask if mode == "inpaint" else None,
+        ),
+        output_path=work / f"{tag}.png",
+        checkpoint_path=work / f"{tag}.ckpt",
+        on_step=_go,
+    )
     assert out.image_path is not None
     pipe = runner.load(name).pipe
     loaded = [ControlNetModel.from_pretrained(nets / f"net{i}") for i in range(len(layers))]
@@ -224,9 +231,12 @@ def _union_worst(work: Path, images: list[bytes]) -> int:
         )
         tag = f"union-{scheduler}-{len(case)}-{case[-1][0]}"
         out = runner.run(
-            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go, control_images=pngs,
-        )  # fmt: skip
+            params,
+            RunInputs(control_images=pngs),
+            output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt",
+            on_step=_go,
+        )
         assert out.image_path is not None
         names = list(dict.fromkeys(net for net, *_ in case))
         loaded = [ControlNetUnionModel.from_pretrained(nets / n) for n in names]
@@ -273,9 +283,12 @@ def _original_file_diff(work: Path, images: list[bytes]) -> int:
         params = _params("sdxl", "Euler a", LAYERS[0], images[:1])
         tag = f"file-{folder.name}"
         out = runner.run(
-            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go, control_images=images[:1],
-        )  # fmt: skip
+            params,
+            RunInputs(control_images=images[:1]),
+            output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt",
+            on_step=_go,
+        )
         assert out.image_path is not None
         made.append(pixels(out.image_path))
     return max_diff(made[0], made[1])
@@ -339,9 +352,12 @@ def _ip_worst(work: Path, name: str, count: int = 1) -> int:
         params = GenerationParams(**{**params.to_dict(), "reference": reference})
         tag = f"ip-{name}-{scheduler}-{count}"
         out = runner.run(
-            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go, reference_images=pngs,
-        )  # fmt: skip
+            params,
+            RunInputs(reference_images=pngs),
+            output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt",
+            on_step=_go,
+        )
         assert out.image_path is not None
         stock.scheduler = denoise.make_scheduler(stock, scheduler)
         result = stock(
@@ -357,10 +373,13 @@ def _ip_worst(work: Path, name: str, count: int = 1) -> int:
 def _median_step_s(
     runner: Runner, params: GenerationParams, images: list[bytes], work: Path
 ) -> float:
-    runner.run(  # warm: loads the model and the ControlNet
-        params, output_path=work / "warm.png", checkpoint_path=work / "warm.ckpt",
-        on_step=_go, control_images=images,
-    )  # fmt: skip
+    runner.run(
+        params,
+        RunInputs(control_images=images),
+        output_path=work / "warm.png",
+        checkpoint_path=work / "warm.ckpt",
+        on_step=_go,
+    )
     stamps: list[float] = []
 
     def timed(_: StepProgress) -> StepDecision:
@@ -368,9 +387,12 @@ def _median_step_s(
         return StepDecision.CONTINUE
 
     runner.run(
-        params, output_path=work / "timed.png", checkpoint_path=work / "timed.ckpt",
-        on_step=timed, control_images=images,
-    )  # fmt: skip
+        params,
+        RunInputs(control_images=images),
+        output_path=work / "timed.png",
+        checkpoint_path=work / "timed.ckpt",
+        on_step=timed,
+    )
     return statistics.median(b - a for a, b in itertools.pairwise(stamps))
 
 
