@@ -247,12 +247,9 @@ def _klein_inpaint_figures(label: str, model: ModelInfo, work: Path, folder: Pat
     ours, resumed = folder_run / "ref.png", folder_run / "job.png"
     for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
         runner.run(
-            params,
-            RunInputs(init_image=init_png, mask=mask_png),
-            output_path=out,
-            checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=on_step,
-        )
+            params, RunInputs(init_image=init_png, mask=mask_png), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
     stock_pipe: Any = Flux2KleinInpaintPipeline.from_pretrained(folder, local_files_only=True)
     stock_pipe.set_progress_bar_config(disable=True)
     stock = stock_pipe(

@@ -231,12 +231,9 @@ class FlowCase:
     ) -> GenerationOutcome:
         runner = _runner(model_folder(self.model, workdir), dtype)
         return runner.run(
-            self.params,
-            RunInputs(init_image=self.init_png(), mask=self.mask_png()),
-            output_path=out,
-            checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=on_step,
-        )
+            self.params, RunInputs(init_image=self.init_png(), mask=self.mask_png()),
+            output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
 
     def _run_dir(self, dtype: str, workdir: Path) -> Path:
         folder = workdir / "runs" / f"{self.name}-{dtype}"

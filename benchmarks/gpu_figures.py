@@ -428,12 +428,9 @@ def _run(
     runner: Runner, params: GenerationParams, out: Path, init_image: bytes | None = None
 ) -> GenerationOutcome:
     return runner.run(
-        params,
-        RunInputs(init_image=init_image),
-        output_path=out,
-        checkpoint_path=out.with_suffix(".ckpt"),
-        on_step=_go,
-    )
+        params, RunInputs(init_image=init_image), output_path=out,
+        checkpoint_path=out.with_suffix(".ckpt"), on_step=_go,
+    )  # fmt: skip
 
 
 def _go(_progress: StepProgress) -> StepDecision:

@@ -125,12 +125,9 @@ def tiled_child(size: int, threads: int | None) -> None:
                   strength=0.35, steps=4)  # fmt: skip
     started = time.perf_counter()
     runner.run(
-        job,
-        RunInputs(init_image=small.read_bytes()),
-        output_path=work / "big.png",
-        checkpoint_path=work / "b.ckpt",
-        on_step=_go,
-    )
+        job, RunInputs(init_image=small.read_bytes()), output_path=work / "big.png",
+        checkpoint_path=work / "b.ckpt", on_step=_go,
+    )  # fmt: skip
     seconds = time.perf_counter() - started
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps({"peak_rss_mb": peak_kb / 1024, "seconds": seconds}))

@@ -156,17 +156,11 @@ def _diff(
     params = GenerationParams(**{**_params(name, scheduler, layers, images).to_dict(), **changes})
     tag = f"{name}-{scheduler}-{len(layers)}-{mode}"
     init, mask = _init_png(), _mask_png()
+    inputs = RunInputs(init if kind else None, mask if mode == "inpaint" else None, images)
     out = runner.run(
-        params,
-        RunInputs(
-            control_images=images,
-            init_image=init if kind else None,
-            mask=mask if mode == "inpaint" else None,
-        ),
-        output_path=work / f"{tag}.png",
-        checkpoint_path=work / f"{tag}.ckpt",
+        params, inputs, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
         on_step=_go,
-    )
+    )  # fmt: skip
     assert out.image_path is not None
     pipe = runner.load(name).pipe
     loaded = [ControlNetModel.from_pretrained(nets / f"net{i}") for i in range(len(layers))]
@@ -231,12 +225,9 @@ def _union_worst(work: Path, images: list[bytes]) -> int:
         )
         tag = f"union-{scheduler}-{len(case)}-{case[-1][0]}"
         out = runner.run(
-            params,
-            RunInputs(control_images=pngs),
-            output_path=work / f"{tag}.png",
-            checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go,
-        )
+            params, RunInputs(control_images=pngs), output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt", on_step=_go,
+        )  # fmt: skip
         assert out.image_path is not None
         names = list(dict.fromkeys(net for net, *_ in case))
         loaded = [ControlNetUnionModel.from_pretrained(nets / n) for n in names]
@@ -283,12 +274,9 @@ def _original_file_diff(work: Path, images: list[bytes]) -> int:
         params = _params("sdxl", "Euler a", LAYERS[0], images[:1])
         tag = f"file-{folder.name}"
         out = runner.run(
-            params,
-            RunInputs(control_images=images[:1]),
-            output_path=work / f"{tag}.png",
-            checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go,
-        )
+            params, RunInputs(control_images=images[:1]), output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt", on_step=_go,
+        )  # fmt: skip
         assert out.image_path is not None
         made.append(pixels(out.image_path))
     return max_diff(made[0], made[1])
@@ -352,12 +340,9 @@ def _ip_worst(work: Path, name: str, count: int = 1) -> int:
         params = GenerationParams(**{**params.to_dict(), "reference": reference})
         tag = f"ip-{name}-{scheduler}-{count}"
         out = runner.run(
-            params,
-            RunInputs(reference_images=pngs),
-            output_path=work / f"{tag}.png",
-            checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go,
-        )
+            params, RunInputs(reference_images=pngs), output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt", on_step=_go,
+        )  # fmt: skip
         assert out.image_path is not None
         stock.scheduler = denoise.make_scheduler(stock, scheduler)
         result = stock(
@@ -373,13 +358,10 @@ def _ip_worst(work: Path, name: str, count: int = 1) -> int:
 def _median_step_s(
     runner: Runner, params: GenerationParams, images: list[bytes], work: Path
 ) -> float:
-    runner.run(
-        params,
-        RunInputs(control_images=images),
-        output_path=work / "warm.png",
-        checkpoint_path=work / "warm.ckpt",
-        on_step=_go,
-    )
+    runner.run(  # warm: loads the model and the ControlNet
+        params, RunInputs(control_images=images), output_path=work / "warm.png",
+        checkpoint_path=work / "warm.ckpt", on_step=_go,
+    )  # fmt: skip
     stamps: list[float] = []
 
     def timed(_: StepProgress) -> StepDecision:
@@ -387,12 +369,9 @@ def _median_step_s(
         return StepDecision.CONTINUE
 
     runner.run(
-        params,
-        RunInputs(control_images=images),
-        output_path=work / "timed.png",
-        checkpoint_path=work / "timed.ckpt",
-        on_step=timed,
-    )
+        params, RunInputs(control_images=images), output_path=work / "timed.png",
+        checkpoint_path=work / "timed.ckpt", on_step=timed,
+    )  # fmt: skip
     return statistics.median(b - a for a, b in itertools.pairwise(stamps))
 
 

@@ -82,12 +82,9 @@ def run_zimage_inpaint(work: Path, image: bytes, mask: bytes) -> None:
             mask="upload:" + "0" * 64, mask_blur=4,
         )  # fmt: skip
         out = runner.run(
-            params,
-            RunInputs(init_image=image, mask=mask),
-            output_path=work / f"{name}.png",
-            checkpoint_path=work / f"{name}.ckpt",
-            on_step=_go,
-        )
+            params, RunInputs(init_image=image, mask=mask), output_path=work / f"{name}.png",
+            checkpoint_path=work / f"{name}.ckpt", on_step=_go,
+        )  # fmt: skip
         assert out.image_path is not None
         stock: Any = ZImageInpaintPipeline(**runner.load("zimage").pipe.components)
         stock.set_progress_bar_config(disable=True)
@@ -114,12 +111,10 @@ def _diff(runner: Runner, name: str, scheduler: str, image: bytes, mask: bytes, 
         mask="upload:" + "0" * 64, mask_blur=4,
     )  # fmt: skip
     out = runner.run(
-        params,
-        RunInputs(init_image=image, mask=mask),
+        params, RunInputs(init_image=image, mask=mask),
         output_path=work / f"{name}-{scheduler}.png",
-        checkpoint_path=work / f"{name}-{scheduler}.ckpt",
-        on_step=_go,
-    )
+        checkpoint_path=work / f"{name}-{scheduler}.ckpt", on_step=_go,
+    )  # fmt: skip
     assert out.image_path is not None
     pipe = runner.load(name).pipe
     stock_class = _stock_class(pipe)

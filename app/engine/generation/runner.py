@@ -214,7 +214,9 @@ class Runner:
         float32 (it then stays so for this loaded model). Every other error, transient or
         not, goes up unchanged.
         """
-        generate = partial(self._generate, params, output_path, checkpoint_path, on_step, inputs)
+        _check_params(params, inputs)
+        work = self._work_of(params.kind)
+        generate = partial(work, params, output_path, checkpoint_path, on_step, inputs)
         attempt = partial(self._attempt_within_memory, params, generate)
         outcome = attempt()
         if outcome is not None:
@@ -290,18 +292,6 @@ class Runner:
         runs so already."""
         pipe = self.load(params.model, parse_loras(params.prompt)[1]).pipe
         return vae_precision.keep_in_float32(pipe.vae)
-
-    def _generate(
-        self,
-        params: GenerationParams,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: StepCallback,
-        inputs: RunInputs,
-    ) -> GenerationOutcome:
-        _check_params(params, inputs)
-        work = self._work_of(params.kind)
-        return work(params, output_path, checkpoint_path, on_step, inputs)
 
     def _work_of(self, kind: str) -> _Work:
         """The runner's part of `workers.kinds.WORK_OF_KIND`: the work of each kind whose

@@ -117,12 +117,9 @@ def ours(
     on_step: Any = go_on,
 ) -> Any:
     return runner.run(
-        params,
-        RunInputs(control_images=images),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=on_step,
-    )
+        params, RunInputs(control_images=images), output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=on_step,
+    )  # fmt: skip
 
 
 def finished(outcome: Any) -> np.ndarray:

@@ -91,12 +91,9 @@ def ours(
     on_step: Any = go_on,
 ) -> Any:  # fmt: skip
     return runner.run(
-        params,
-        RunInputs(control_images=images),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=on_step,
-    )
+        params, RunInputs(control_images=images), output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=on_step,
+    )  # fmt: skip
 
 
 def finished(outcome: Any) -> np.ndarray:

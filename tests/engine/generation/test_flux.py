@@ -125,12 +125,9 @@ def ours(
     init = init_png(SIZE) if params.init_image else None
     mask = mask_png(SIZE, MASK_BOX) if params.mask else None
     return runner.run(
-        params,
-        RunInputs(init_image=init, mask=mask),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        **kwargs,
-    )
+        params, RunInputs(init_image=init, mask=mask), output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", **kwargs,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", KINDS)

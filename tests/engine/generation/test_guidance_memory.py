@@ -74,16 +74,14 @@ def guided(model: str, control: bool = True, reference: bool = False) -> Generat
 
 
 def run(runner: Runner, params: GenerationParams, folder: Path, name: str) -> Any:
-    outcome = runner.run(
-        params,
-        RunInputs(
-            control_images=[control_png(7)] if params.control else [],
-            reference_images=[reference_png()] if params.reference else [],
-        ),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=go_on,
+    inputs = RunInputs(
+        control_images=[control_png(7)] if params.control else [],
+        reference_images=[reference_png()] if params.reference else [],
     )
+    outcome = runner.run(
+        params, inputs, output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=go_on,
+    )  # fmt: skip
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
     return pixels_of(outcome.image_path)
 

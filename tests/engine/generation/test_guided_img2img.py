@@ -110,18 +110,14 @@ def ours(
     name: str = "ours",
     on_step: Any = go_on,
 ) -> np.ndarray | None:
+    inputs = RunInputs(
+        init_png(), mask_png() if params.mask else None, images,
+        [reference_png()] if params.reference else [],
+    )  # fmt: skip
     outcome = runner.run(
-        params,
-        RunInputs(
-            init_image=init_png(),
-            mask=mask_png() if params.mask else None,
-            control_images=images,
-            reference_images=[reference_png()] if params.reference else [],
-        ),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=on_step,
-    )
+        params, inputs, output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=on_step,
+    )  # fmt: skip
     if outcome.kind is OutcomeKind.PAUSED:
         return None
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None

@@ -124,21 +124,15 @@ def test_pause_then_resume_of_img2img_is_exact(
     reference = pixels(run(tiny_runner, params, tmp_path, "reference"))
     ckpt, out = tmp_path / "job.ckpt", tmp_path / "job.png"
     paused = tiny_runner.run(
-        params,
-        RunInputs(init_image=init_png()),
-        output_path=out,
-        checkpoint_path=ckpt,
+        params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
         on_step=decide_at(2, StepDecision.PAUSE),
-    )
+    )  # fmt: skip
     assert paused.kind is OutcomeKind.PAUSED and not out.exists()
     resumed: list[StepProgress] = []
     tiny_runner.run(
-        params,
-        RunInputs(init_image=init_png()),
-        output_path=out,
-        checkpoint_path=ckpt,
+        params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
         on_step=recording(resumed),
-    )
+    )  # fmt: skip
     assert [p.step for p in resumed] == [3, 4, 5, 6]
     assert int(np.abs(pixels(out) - reference).max()) == 0
 
@@ -151,12 +145,9 @@ def test_cancel_stops_within_a_step(tiny_runner: Runner, tmp_path: Path) -> None
         return StepDecision.CANCEL if progress.step == 2 else StepDecision.CONTINUE
 
     outcome = tiny_runner.run(
-        params_for(),
-        RunInputs(init_image=init_png()),
-        output_path=tmp_path / "x.png",
-        checkpoint_path=tmp_path / "x.ckpt",
-        on_step=cancel_at_2,
-    )
+        params_for(), RunInputs(init_image=init_png()), output_path=tmp_path / "x.png",
+        checkpoint_path=tmp_path / "x.ckpt", on_step=cancel_at_2,
+    )  # fmt: skip
     assert outcome.kind is OutcomeKind.CANCELLED
     assert [p.step for p in seen] == [1, 2]
     assert not (tmp_path / "x.png").exists()
@@ -205,10 +196,7 @@ def test_bundled_model_img2img_equals_the_stock_pipeline_and_resumes_exactly(
     ckpt, out = tmp_path / "job.ckpt", tmp_path / "job.png"
     for on_step in (decide_at(2, StepDecision.PAUSE), go_on):
         runner.run(
-            params,
-            RunInputs(init_image=init_png()),
-            output_path=out,
-            checkpoint_path=ckpt,
+            params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
             on_step=on_step,
-        )
+        )  # fmt: skip
     assert int(np.abs(pixels(out) - ours).max()) == 0

@@ -47,20 +47,14 @@ def ours(runner: Runner, params: GenerationParams, folder: Path, *decisions: Ste
     out, ckpt = folder / "ours.png", folder / "ours.ckpt"
     for _ in decisions:
         paused = runner.run(
-            params,
-            RunInputs(init_image=init_png()),
-            output_path=out,
-            checkpoint_path=ckpt,
+            params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
             on_step=lambda p: StepDecision.PAUSE if p.step == 2 else StepDecision.CONTINUE,
-        )
+        )  # fmt: skip
         assert paused.kind is OutcomeKind.PAUSED
     done = runner.run(
-        params,
-        RunInputs(init_image=init_png()),
-        output_path=out,
-        checkpoint_path=ckpt,
+        params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
         on_step=go_on,
-    )
+    )  # fmt: skip
     assert done.kind is OutcomeKind.COMPLETED
     return out
 

@@ -90,12 +90,10 @@ def ours(
     on_step: Any = go_on,
 ) -> Any:
     return runner.run(
-        params,
-        RunInputs(init_image=image or init_png(), mask=mask or mask_png()),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
+        params, RunInputs(init_image=image or init_png(), mask=mask or mask_png()),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
         on_step=on_step,
-    )
+    )  # fmt: skip
 
 
 def finished(outcome: Any) -> np.ndarray:

@@ -93,12 +93,10 @@ def referenced(model: str, weight: float = 0.7, scheduler: str = "Euler a") -> G
 
 def ours(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any) -> Any:
     return runner.run(
-        params,
-        RunInputs(reference_images=[reference_png()] if params.reference else []),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
+        params, RunInputs(reference_images=[reference_png()] if params.reference else []),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
         on_step=kw.get("on_step", go_on),
-    )
+    )  # fmt: skip
 
 
 def finished(outcome: Any) -> np.ndarray:
@@ -210,12 +208,10 @@ def two_references(
 
 def ours_two(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any) -> Any:
     return runner.run(
-        params,
-        RunInputs(reference_images=[reference_png(), second_reference_png()]),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
+        params, RunInputs(reference_images=[reference_png(), second_reference_png()]),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
         on_step=kw.get("on_step", go_on),
-    )
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("model", ["sd1", "sdxl"])
@@ -288,10 +284,7 @@ def test_reference_images_whose_adapters_need_different_image_encoders_are_refus
     params = params_for("sd1", steps=STEPS, reference=both)
     with pytest.raises(IPAdapterNotFound, match="use different image encoders"):
         runner.run(
-            params,
-            RunInputs(reference_images=[png, png]),
-            output_path=tmp_path / "x.png",
-            checkpoint_path=tmp_path / "x.ckpt",
-            on_step=go_on,
-        )
+            params, RunInputs(reference_images=[png, png]), output_path=tmp_path / "x.png",
+            checkpoint_path=tmp_path / "x.ckpt", on_step=go_on,
+        )  # fmt: skip
     assert not (tmp_path / "x.png").exists()

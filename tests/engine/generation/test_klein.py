@@ -142,12 +142,9 @@ def run_inpaint(
 ) -> Any:
     """Easel's run of the inpaint `params`, handed the picture and mask they name."""
     return runner.run(
-        params,
-        RunInputs(init_image=init_png(SIZE), mask=mask_of(params)),
-        output_path=out,
-        checkpoint_path=ckpt,
-        **kwargs,
-    )
+        params, RunInputs(init_image=init_png(SIZE), mask=mask_of(params)), output_path=out,
+        checkpoint_path=ckpt, **kwargs,
+    )  # fmt: skip
 
 
 def test_klein_folders_are_detected_as_flux2_klein(models: dict[str, ModelInfo]) -> None:

@@ -52,12 +52,9 @@ def run(
     runner: Runner, out: Path, small: bytes, decide: Callable[[StepProgress], StepDecision]
 ) -> OutcomeKind:
     outcome = runner.run(
-        JOB,
-        RunInputs(init_image=small),
-        output_path=out,
-        checkpoint_path=out.with_suffix(".ckpt"),
+        JOB, RunInputs(init_image=small), output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
         on_step=decide,
-    )
+    )  # fmt: skip
     return outcome.kind
 
 

@@ -102,12 +102,9 @@ def run_job(
         return decision if progress.step == stop_at else StepDecision.CONTINUE
 
     outcome = runner.run(
-        params,
-        RunInputs(init_image=image),
-        output_path=out,
-        checkpoint_path=out.with_suffix(".ckpt"),
-        on_step=on_step,
-    )
+        params, RunInputs(init_image=image), output_path=out,
+        checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+    )  # fmt: skip
     return outcome.kind, seen
 
 

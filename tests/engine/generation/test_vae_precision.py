@@ -70,12 +70,9 @@ def run(runner: Runner, folder: Path, name: str, **changes: Any) -> tuple[np.nda
     """The job's image and its outcome's note (what the timeline shows)."""
     params = params_for("m", **changes)
     out = runner.run(
-        params,
-        RunInputs(init_image=init_png() if params.init_image else None),
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=go_on,
-    )
+        params, RunInputs(init_image=init_png() if params.init_image else None),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt", on_step=go_on,
+    )  # fmt: skip
     assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
     return pixels(out.image_path), out.note
 

@@ -94,12 +94,9 @@ def test_a_controlnet_job_is_run_by_a_real_worker_from_its_stored_control_image(
     runner = Runner(device=CPU, threads=1)
     stored = replace(params, seed=done.seed)
     here = runner.run(
-        stored,
-        RunInputs(control_images=[png]),
-        output_path=tmp_path / "here.png",
-        checkpoint_path=tmp_path / "here.ckpt",
-        on_step=lambda _p: StepDecision.CONTINUE,
-    )
+        stored, RunInputs(control_images=[png]), output_path=tmp_path / "here.png",
+        checkpoint_path=tmp_path / "here.ckpt", on_step=lambda _p: StepDecision.CONTINUE,
+    )  # fmt: skip
     with Image.open(here.image_path or "") as image:
         assert int(np.abs(np.asarray(image.convert("RGB")) - worker_image).max()) == 0
     plain = runner.run(
