@@ -91,6 +91,7 @@ from app.engine.generation.load.pipelines import (
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
@@ -246,8 +247,8 @@ def _klein_inpaint_figures(label: str, model: ModelInfo, work: Path, folder: Pat
     ours, resumed = folder_run / "ref.png", folder_run / "job.png"
     for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
         runner.run(
-            params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
-            init_image=init_png, mask=mask_png,
+            params, RunInputs(init_image=init_png, mask=mask_png), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
         )  # fmt: skip
     stock_pipe: Any = Flux2KleinInpaintPipeline.from_pretrained(folder, local_files_only=True)
     stock_pipe.set_progress_bar_config(disable=True)

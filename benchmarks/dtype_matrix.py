@@ -58,6 +58,7 @@ from app.engine.jobs.params import (
     encode_control,
     encode_reference,
 )
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 
 SCHEDULER = "Euler a"  # A1111's default; its per-step noise makes a resume's RNG state count
 STEPS, PAUSE_AT = 6, 2
@@ -122,10 +123,7 @@ def _upload(png: bytes) -> str:
 @dataclass(frozen=True)
 class Job:
     params: GenerationParams
-    init_image: bytes | None = None
-    mask: bytes | None = None
-    control_images: tuple[bytes, ...] = ()
-    reference_images: tuple[bytes, ...] = ()
+    inputs: RunInputs = NO_INPUTS
 
     @property
     def pause_at(self) -> int:
@@ -142,34 +140,34 @@ def job(family: str, kind: str) -> Job:
     if kind == "txt2img":
         return Job(base)
     if kind == "img2img":
-        return Job(replace(base, init_image="job:1", strength=0.6), picture())
+        return Job(replace(base, init_image="job:1", strength=0.6), RunInputs(picture()))
     if kind == "inpaint":
         inpaint = replace(base, init_image="job:1", mask=MASK_NAME, strength=0.8, mask_blur=4)
-        return Job(inpaint, picture(), mask(square, (16, 8, 48, 40)))
+        return Job(inpaint, RunInputs(picture(), mask(square, (16, 8, 48, 40))))
     if kind == "inpaint-masked":  # A1111's "only masked": the box + padding drawn at 64x64
         masked = replace(
             base, init_image="job:1", mask=MASK_NAME, strength=0.9, mask_blur=4,
             only_masked=True, mask_padding=8,
         )  # fmt: skip
-        return Job(masked, picture((128, 96)), mask((128, 96), (70, 30, 100, 60)))
+        return Job(masked, RunInputs(picture((128, 96)), mask((128, 96), (70, 30, 100, 60))))
     if kind == "hires":  # the second pass: the picture enlarged (Lanczos), then img2img
         hires = replace(base, init_image="job:1", strength=0.5, width=BIG, height=BIG)
-        return Job(hires, picture())
+        return Job(hires, RunInputs(picture()))
     if kind == "tiled":
         tiled = replace(
             base, kind=KIND_TILED, init_image="job:1", strength=0.35, width=BIG, height=BIG
         )
-        return Job(tiled, picture())
+        return Job(tiled, RunInputs(picture()))
     if kind == "controlnet":
         png = control_png()
         layer = ControlLayer(_upload(png), f"{CONTROLNET}-{family}", "canny", 0.8, 0.0, 1.0)
-        return Job(
-            replace(base, control=encode_control([layer])).validated(), control_images=(png,)
-        )
+        controlled = replace(base, control=encode_control([layer])).validated()
+        return Job(controlled, RunInputs(control_images=[png]))
     if kind == "ip-adapter":
         png = reference_png()
         reference = ReferenceImage(_upload(png), _adapter_name(family), 0.7)
-        return Job(replace(base, reference=encode_reference([reference])), reference_images=(png,))
+        referenced = replace(base, reference=encode_reference([reference]))
+        return Job(referenced, RunInputs(reference_images=[png]))
     if kind == "variation":
         return Job(replace(base, variation_seed=77, variation_strength=0.3))
     raise ValueError(f"no job kind {kind!r}")
@@ -266,9 +264,8 @@ def _run(workdir: Path, family: str, kind: str, dtype: str, out: Path, pause_at:
         return StepDecision.PAUSE if progress.step == pause_at else StepDecision.CONTINUE
 
     return runner(workdir, family, dtype).run(
-        the_job.params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-        on_step=decide, init_image=the_job.init_image, mask=the_job.mask,
-        control_images=the_job.control_images, reference_images=the_job.reference_images,
+        the_job.params, the_job.inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
+        on_step=decide,
     )  # fmt: skip
 
 
@@ -396,27 +393,27 @@ def stock_image(family: str, kind: str, dtype: str, workdir: Path) -> Image.Imag
         "negative_prompt": params.negative_prompt, "num_inference_steps": params.steps,
         "guidance_scale": params.cfg, "generator": torch.Generator().manual_seed(params.seed),
     }  # fmt: skip
-    if the_job.init_image is not None:
-        image = _opened_bytes(the_job.init_image)
+    if the_job.inputs.init_image is not None:
+        image = _opened_bytes(the_job.inputs.init_image)
         if kind == "hires":
             image = image.resize((params.width, params.height), Image.Resampling.LANCZOS)
         call |= {"image": image, "strength": params.strength}
-    if the_job.mask is not None:
-        blurred = pipe.mask_processor.blur(_opened_bytes(the_job.mask), params.mask_blur)
+    if the_job.inputs.mask is not None:
+        blurred = pipe.mask_processor.blur(_opened_bytes(the_job.inputs.mask), params.mask_blur)
         call |= {"mask_image": blurred, "width": params.width, "height": params.height}
         if params.only_masked:
             call["padding_mask_crop"] = params.mask_padding
     if kind == "controlnet":
         [layer] = params.control_layers
         call |= {
-            "image": _opened_bytes(the_job.control_images[0]),
+            "image": _opened_bytes(the_job.inputs.control_images[0]),
             "controlnet_conditioning_scale": layer.weight,
             "control_guidance_start": layer.start, "control_guidance_end": layer.end,
         }  # fmt: skip
     if kind == "ip-adapter":
         [reference] = params.references
         pipe.set_ip_adapter_scale(reference.weight)
-        call["ip_adapter_image"] = _opened_bytes(the_job.reference_images[0])
+        call["ip_adapter_image"] = _opened_bytes(the_job.inputs.reference_images[0])
     if kind == "variation":  # the seed's noise drawn from the generator the steps go on with
         call["latents"] = _a1111_variation_noise(
             pipe, params, getattr(torch, dtype), call["generator"]
@@ -457,8 +454,8 @@ def _stock_tiled(pipe: Any, the_job: Job) -> Image.Image:
     from app.engine.generation.post import tiled
 
     params = the_job.params
-    assert the_job.init_image is not None
-    image = _opened_bytes(the_job.init_image).resize(
+    assert the_job.inputs.init_image is not None
+    image = _opened_bytes(the_job.inputs.init_image).resize(
         (params.width, params.height), Image.Resampling.LANCZOS
     )
 

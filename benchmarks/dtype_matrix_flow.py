@@ -72,6 +72,7 @@ from app.engine.generation.outcome import (
 from app.engine.generation.post import tiled
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import KIND_TILED, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels
 
 DTYPES = ("float16", "bfloat16")  # the matrix's; float32 (as the suite's tests) also runs
@@ -230,8 +231,8 @@ class FlowCase:
     ) -> GenerationOutcome:
         runner = _runner(model_folder(self.model, workdir), dtype)
         return runner.run(
-            self.params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=on_step, init_image=self.init_png(), mask=self.mask_png(),
+            self.params, RunInputs(init_image=self.init_png(), mask=self.mask_png()),
+            output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
         )  # fmt: skip
 
     def _run_dir(self, dtype: str, workdir: Path) -> Path:

@@ -31,6 +31,7 @@ from app.engine.generation.memory import weight_files
 from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.generation.runner import LOW_VRAM_NOTE, Runner
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.errors import EaselError
 from app.testing.images import max_diff, pixels
@@ -427,8 +428,8 @@ def _run(
     runner: Runner, params: GenerationParams, out: Path, init_image: bytes | None = None
 ) -> GenerationOutcome:
     return runner.run(
-        params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=_go,
-        init_image=init_image,
+        params, RunInputs(init_image=init_image), output_path=out,
+        checkpoint_path=out.with_suffix(".ckpt"), on_step=_go,
     )  # fmt: skip
 
 

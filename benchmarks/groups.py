@@ -39,6 +39,7 @@ from app.engine.jobs.grid_spec import grid_cells, spec_from_axes
 from app.engine.jobs.groups import submit_grid
 from app.engine.jobs.params import DEFAULT_MODEL, KIND_TILED, GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.engine.store.opening import open_queue
 from app.engine.workers.liveness import WorkerIdentity, new_token, this_host
@@ -123,8 +124,10 @@ def tiled_child(size: int, threads: int | None) -> None:
     job = replace(BASE, kind=KIND_TILED, width=size, height=size, init_image="job:1",
                   strength=0.35, steps=4)  # fmt: skip
     started = time.perf_counter()
-    runner.run(job, output_path=work / "big.png", checkpoint_path=work / "b.ckpt",
-               on_step=_go, init_image=small.read_bytes())  # fmt: skip
+    runner.run(
+        job, RunInputs(init_image=small.read_bytes()), output_path=work / "big.png",
+        checkpoint_path=work / "b.ckpt", on_step=_go,
+    )  # fmt: skip
     seconds = time.perf_counter() - started
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps({"peak_rss_mb": peak_kb / 1024, "seconds": seconds}))

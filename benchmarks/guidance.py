@@ -54,6 +54,7 @@ from app.engine.generation.guidance.controlnets import find_controlnet
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, ControlLayer, GenerationParams, encode_control
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels
 from app.testing.tiny.unet import write_tiny_controlnet, write_tiny_pipeline
 
@@ -155,10 +156,10 @@ def _diff(
     params = GenerationParams(**{**_params(name, scheduler, layers, images).to_dict(), **changes})
     tag = f"{name}-{scheduler}-{len(layers)}-{mode}"
     init, mask = _init_png(), _mask_png()
+    inputs = RunInputs(init if kind else None, mask if mode == "inpaint" else None, images)
     out = runner.run(
-        params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-        on_step=_go, control_images=images, init_image=init if kind else None,
-        mask=mask if mode == "inpaint" else None,
+        params, inputs, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
+        on_step=_go,
     )  # fmt: skip
     assert out.image_path is not None
     pipe = runner.load(name).pipe
@@ -224,8 +225,8 @@ def _union_worst(work: Path, images: list[bytes]) -> int:
         )
         tag = f"union-{scheduler}-{len(case)}-{case[-1][0]}"
         out = runner.run(
-            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go, control_images=pngs,
+            params, RunInputs(control_images=pngs), output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt", on_step=_go,
         )  # fmt: skip
         assert out.image_path is not None
         names = list(dict.fromkeys(net for net, *_ in case))
@@ -273,8 +274,8 @@ def _original_file_diff(work: Path, images: list[bytes]) -> int:
         params = _params("sdxl", "Euler a", LAYERS[0], images[:1])
         tag = f"file-{folder.name}"
         out = runner.run(
-            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go, control_images=images[:1],
+            params, RunInputs(control_images=images[:1]), output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt", on_step=_go,
         )  # fmt: skip
         assert out.image_path is not None
         made.append(pixels(out.image_path))
@@ -339,8 +340,8 @@ def _ip_worst(work: Path, name: str, count: int = 1) -> int:
         params = GenerationParams(**{**params.to_dict(), "reference": reference})
         tag = f"ip-{name}-{scheduler}-{count}"
         out = runner.run(
-            params, output_path=work / f"{tag}.png", checkpoint_path=work / f"{tag}.ckpt",
-            on_step=_go, reference_images=pngs,
+            params, RunInputs(reference_images=pngs), output_path=work / f"{tag}.png",
+            checkpoint_path=work / f"{tag}.ckpt", on_step=_go,
         )  # fmt: skip
         assert out.image_path is not None
         stock.scheduler = denoise.make_scheduler(stock, scheduler)
@@ -358,8 +359,8 @@ def _median_step_s(
     runner: Runner, params: GenerationParams, images: list[bytes], work: Path
 ) -> float:
     runner.run(  # warm: loads the model and the ControlNet
-        params, output_path=work / "warm.png", checkpoint_path=work / "warm.ckpt",
-        on_step=_go, control_images=images,
+        params, RunInputs(control_images=images), output_path=work / "warm.png",
+        checkpoint_path=work / "warm.ckpt", on_step=_go,
     )  # fmt: skip
     stamps: list[float] = []
 
@@ -368,8 +369,8 @@ def _median_step_s(
         return StepDecision.CONTINUE
 
     runner.run(
-        params, output_path=work / "timed.png", checkpoint_path=work / "timed.ckpt",
-        on_step=timed, control_images=images,
+        params, RunInputs(control_images=images), output_path=work / "timed.png",
+        checkpoint_path=work / "timed.ckpt", on_step=timed,
     )  # fmt: skip
     return statistics.median(b - a for a, b in itertools.pairwise(stamps))
 

@@ -35,6 +35,7 @@ from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels
 from app.testing.tiny.unet import write_tiny_pipeline
 from app.testing.tiny.zimage import write_tiny_zimage
@@ -81,8 +82,8 @@ def run_zimage_inpaint(work: Path, image: bytes, mask: bytes) -> None:
             mask="upload:" + "0" * 64, mask_blur=4,
         )  # fmt: skip
         out = runner.run(
-            params, output_path=work / f"{name}.png", checkpoint_path=work / f"{name}.ckpt",
-            on_step=_go, init_image=image, mask=mask,
+            params, RunInputs(init_image=image, mask=mask), output_path=work / f"{name}.png",
+            checkpoint_path=work / f"{name}.ckpt", on_step=_go,
         )  # fmt: skip
         assert out.image_path is not None
         stock: Any = ZImageInpaintPipeline(**runner.load("zimage").pipe.components)
@@ -110,9 +111,9 @@ def _diff(runner: Runner, name: str, scheduler: str, image: bytes, mask: bytes, 
         mask="upload:" + "0" * 64, mask_blur=4,
     )  # fmt: skip
     out = runner.run(
-        params, output_path=work / f"{name}-{scheduler}.png",
-        checkpoint_path=work / f"{name}-{scheduler}.ckpt", on_step=_go, init_image=image,
-        mask=mask,
+        params, RunInputs(init_image=image, mask=mask),
+        output_path=work / f"{name}-{scheduler}.png",
+        checkpoint_path=work / f"{name}-{scheduler}.ckpt", on_step=_go,
     )  # fmt: skip
     assert out.image_path is not None
     pipe = runner.load(name).pipe

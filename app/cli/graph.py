@@ -31,6 +31,7 @@ from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import prepare_init_image, read_init_image
 from app.engine.jobs.params import GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.settings import load_settings
 
 DEFAULT_IMG2IMG_STRENGTH = 0.75  # what AUTOMATIC1111 starts its img2img tab with
@@ -131,7 +132,8 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
     params, init_png = request_from_args(args)
     attempts = load_settings().max_attempts  # the user's setting, as the window's submit
-    job = NewJob(params, parents=args.after, init_png=init_png, max_attempts=attempts)
+    inputs = RunInputs(init_image=init_png)
+    job = NewJob(params, parents=args.after, inputs=inputs, max_attempts=attempts)
     return _submitted(queue, job)
 
 

@@ -26,6 +26,7 @@ from app.engine.jobs.groups import (
 )
 from app.engine.jobs.params import MAX_SEED, RANDOM_SEED, InvalidParameters
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.wildcards import check_template, has_dynamic_syntax
 from app.engine.settings import load_settings
 
@@ -104,7 +105,8 @@ def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
         check_template(params.prompt, folder)  # a missing file or a loop: refused now
     attempts = load_settings().max_attempts
     if args.batch_count == 1 and not args.combinatorial and not dynamic:
-        job = NewJob(params, parents=args.after, init_png=init_png, max_attempts=attempts)
+        inputs = RunInputs(init_image=init_png)
+        job = NewJob(params, parents=args.after, inputs=inputs, max_attempts=attempts)
         [job_id] = submit_with_follow_ups(queue, job, source="cli", check=check_model).jobs
         print(job_id)
         return 0

@@ -34,6 +34,7 @@ from app.engine.jobs.params import (
     InvalidParameters,
 )
 from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.settings import load_settings
 from app.engine.store.stored_files import image_bytes
 
@@ -134,8 +135,8 @@ def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
     params, reference_pngs = reference_from_args(args, params)
     attempts = load_settings().max_attempts
     job = NewJob(
-        params, parents=args.after, init_png=init_png, mask_png=mask_png, max_attempts=attempts,
-        control_pngs=control_pngs, reference_pngs=reference_pngs,
+        params, parents=args.after, max_attempts=attempts,
+        inputs=RunInputs(init_png, mask_png, control_pngs, reference_pngs),
     )  # fmt: skip
     return _submitted(queue, job)
 
@@ -151,7 +152,8 @@ def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
     ).validated()  # fmt: skip
     check_model(params)
     attempts = load_settings().max_attempts
-    job = NewJob(params, parents=[args.job_id], mask_png=mask_png, max_attempts=attempts)
+    inputs = RunInputs(mask=mask_png)
+    job = NewJob(params, parents=[args.job_id], inputs=inputs, max_attempts=attempts)
     return _submitted(queue, job)
 
 
@@ -178,7 +180,7 @@ def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
     check_model(params)  # beyond the model's size limit: refused here
     attempts = load_settings().max_attempts
     job = NewJob(
-        params, parents=[args.job_id], init_png=canvas.image_png, mask_png=canvas.mask_png,
+        params, parents=[args.job_id], inputs=RunInputs(canvas.image_png, canvas.mask_png),
         max_attempts=attempts,
     )  # fmt: skip
     return _submitted(queue, job)

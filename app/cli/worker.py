@@ -19,6 +19,7 @@ from app.cli.jobs import add_generation_arguments, with_queue
 from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy, is_settled
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings
@@ -175,7 +176,7 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
     copy_to = out if queue.shares_files else None
     job_id = queue.submit(
         params, max_attempts=settings.max_attempts, source="cli",
-        output_dir=None if copy_to else out, init_png=init_png,
+        output_dir=None if copy_to else out, inputs=RunInputs(init_image=init_png),
     )  # fmt: skip
     try:
         _recover_at_launch(queue, settings)  # before its worker starts, waiting out a lock

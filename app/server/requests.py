@@ -29,6 +29,7 @@ from app.engine.jobs.params import (
     GenerationParams,
 )
 from app.engine.jobs.request_keys import MAX_KEY_CHARS, RequestKey, fingerprint_of
+from app.engine.jobs.run_inputs import RunInputs
 from app.server.callback_targets import check_callback_url
 from app.server.state import ServerState
 
@@ -120,8 +121,8 @@ def submit(
         request_key = RequestKey(key, fingerprint_of(content), keep_s=keep_s)
     attempts = job.max_attempts or state.settings.max_attempts
     new = NewJob(
-        params, count=job.count, parents=tuple(job.parents), init_png=init_png,
-        max_attempts=attempts, priority=job.priority,
+        params, count=job.count, parents=tuple(job.parents),
+        inputs=RunInputs(init_image=init_png), max_attempts=attempts, priority=job.priority,
     )  # fmt: skip
     return submit_with_follow_ups(
         state.queue, new, source=source_for(client),

@@ -23,6 +23,7 @@ from typing import Any
 
 from app.engine.generation.outcome import GenerationOutcome, StepProgress
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.testing.scripted_runner import ScriptedRunner
 
 CAPACITY_ENV, LOAD_S_ENV, LEDGER_ENV = (
@@ -71,19 +72,19 @@ class HoldingRunner(ScriptedRunner):
     def run(
         self,
         params: GenerationParams,
+        inputs: RunInputs = NO_INPUTS,
         *,
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
-        **inputs: Any,  # the job's stored inputs, passed on as they came
     ) -> GenerationOutcome:
         from dataclasses import replace
 
         self.load(params.model)
         note = self.last_note
         outcome = super().run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path,
-            on_step=on_step, **inputs,
+            params, inputs, output_path=output_path, checkpoint_path=checkpoint_path,
+            on_step=on_step,
         )  # fmt: skip
         return replace(outcome, load_note=note)
 

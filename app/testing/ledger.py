@@ -22,7 +22,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any
 from app.engine import paths
 from app.engine.generation.outcome import GenerationOutcome, OutcomeKind, StepProgress
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.workers.job_run import LostJob
 from app.engine.workers.worker import RunnerLike, default_runner
 from app.testing.scripted_runner import ScriptedRunner
@@ -144,24 +145,21 @@ class LedgerRunner(StepHookRunner):
         self._run = ""
         self._attempt = 0
 
-    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.worker).
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.kinds).
     def run(
         self,
         params: GenerationParams,
+        inputs: RunInputs = NO_INPUTS,
         *,
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
-        control_images: Sequence[bytes] = (),
-        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         self._attempt = attempt_of_checkpoint(checkpoint_path)
         try:
             return super().run(
-                params, output_path=output_path, checkpoint_path=checkpoint_path,
-                on_step=on_step, init_image=init_image, mask=mask,
+                params, inputs, output_path=output_path, checkpoint_path=checkpoint_path,
+                on_step=on_step,
             )  # fmt: skip
         except LostJob:
             self._write(Mark.LOST)

@@ -22,7 +22,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 
 DEFAULT_STEP_S = 0.01
 HANG_S = 3600.0
@@ -47,19 +48,16 @@ class ScriptedRunner:
         self.loaded.append(model_name)
         return model_name
 
-    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.worker), which every
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.kinds), which every
     # runner repeats so type checkers can match it to the protocol.
     def run(
         self,
         params: GenerationParams,
+        inputs: RunInputs = NO_INPUTS,
         *,
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
-        control_images: Sequence[bytes] = (),
-        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         # The inputs are ignored: the fake "image" depends on the parameters alone.
         script = _script(params.prompt)

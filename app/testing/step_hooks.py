@@ -9,7 +9,7 @@ pickle by name (see `app.testing`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from app.engine.generation.outcome import (
     StepProgress,
 )
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.workers.worker import RunnerLike
 from app.testing.scripted_runner import ScriptedRunner
 
@@ -32,19 +33,16 @@ class StepHookRunner:
     def load(self, model_name: str) -> object:
         return self.inner.load(model_name)
 
-    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.worker), which every
+    # Intentional copy: the signature of `RunnerLike.run` (app.engine.workers.kinds), which every
     # runner repeats so type checkers can match it to the protocol.
     def run(
         self,
         params: GenerationParams,
+        inputs: RunInputs = NO_INPUTS,
         *,
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
-        control_images: Sequence[bytes] = (),
-        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         self.started(params, output_path)
 
@@ -53,10 +51,8 @@ class StepHookRunner:
             return on_step(progress)
 
         outcome = self.inner.run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step,
-            init_image=init_image, mask=mask,
-            control_images=control_images, reference_images=reference_images,
-        )  # fmt: skip
+            params, inputs, output_path=output_path, checkpoint_path=checkpoint_path, on_step=step
+        )
         self.finished(params, outcome)
         return outcome
 

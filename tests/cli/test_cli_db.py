@@ -19,6 +19,7 @@ from app.engine.jobs.graph import init_image_of, parents_of
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.paths import database_path
 from app.engine.settings import InvalidSettings, Settings
@@ -80,7 +81,7 @@ def test_db_copy_keeps_a_chain_waiting_on_its_parent_and_an_init_image(
     child = local.submit(GenerationParams("its upscale", seed=2, steps=3), parents=[parent])
     png = b"\x89PNG an uploaded init image"
     params = GenerationParams("a cat", init_image=digest(png), strength=0.5, steps=4, seed=3)
-    uploaded = local.submit(params, init_png=png)
+    uploaded = local.submit(params, inputs=RunInputs(init_image=png))
     local.db.dispose()
 
     code, out, err = run_cli(capsys, "db", "copy", "--to", pg_url)

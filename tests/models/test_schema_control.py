@@ -20,6 +20,7 @@ from app.engine.jobs.params import (
     encode_reference,
 )
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.models.migrations import SCHEMA_VERSION, stored_schema_version
 from app.models.opening import open_database
@@ -46,7 +47,7 @@ def _referenced(png: bytes) -> str:
 def test_a_version_12_database_gains_control_layers_and_keeps_its_jobs(db_location: str) -> None:
     db = open_database(db_location)
     params = GenerationParams("an old cat", init_image=_upload(INIT), strength=0.5)
-    old_job = JobQueue(db).submit(params, init_png=INIT)
+    old_job = JobQueue(db).submit(params, inputs=RunInputs(init_image=INIT))
     with db.write() as conn:
         conn.execute(text("ALTER TABLE job DROP COLUMN control"))
         conn.execute(text("ALTER TABLE job DROP COLUMN reference"))
@@ -63,9 +64,8 @@ def test_a_version_12_database_gains_control_layers_and_keeps_its_jobs(db_locati
         assert job.reference == "" and reference_images_of(queue, job) == ()
         assert init_image_of(queue, job) == INIT
         guided = replace(_controlled(EDGES, POSE), reference=_referenced(STYLE))
-        new_job = queue.get(
-            queue.submit(guided, control_pngs=[EDGES, POSE], reference_pngs=[STYLE])
-        )
+        inputs = RunInputs(control_images=[EDGES, POSE], reference_images=[STYLE])
+        new_job = queue.get(queue.submit(guided, inputs=inputs))
         assert control_images_of(queue, new_job) == (EDGES, POSE)
         assert reference_images_of(queue, new_job) == (STYLE,)
         layers = GenerationParams("x", control=new_job.control).control_layers
@@ -83,15 +83,15 @@ def test_control_images_must_match_their_layers_and_nothing_is_stored_otherwise(
     try:
         queue = JobQueue(db)
         with pytest.raises(InvalidParameters, match="2 control layers named, but 1 images given"):
-            queue.submit(_controlled(EDGES, POSE), control_pngs=[EDGES])
+            queue.submit(_controlled(EDGES, POSE), inputs=RunInputs(control_images=[EDGES]))
         with pytest.raises(
             InvalidParameters, match="control layer 1's image is not the one it names"
         ):
-            queue.submit(_controlled(EDGES, POSE), control_pngs=[EDGES, EDGES])
+            queue.submit(_controlled(EDGES, POSE), inputs=RunInputs(control_images=[EDGES, EDGES]))
         bad = GenerationParams("a cat", control=encode_control([ControlLayer(_upload(EDGES), "n",
                                end=1.5)]))  # fmt: skip
         with pytest.raises(InvalidParameters, match="start and end must satisfy"):
-            queue.submit(bad, control_pngs=[EDGES])
+            queue.submit(bad, inputs=RunInputs(control_images=[EDGES]))
         assert sum(queue.count_by_status().values()) == 0
     finally:
         db.dispose()
@@ -101,7 +101,7 @@ def test_a_rerun_keeps_the_control_images(db_location: str) -> None:
     db = open_database(db_location)
     try:
         queue = JobQueue(db)
-        job_id = queue.submit(_controlled(POSE), control_pngs=[POSE])
+        job_id = queue.submit(_controlled(POSE), inputs=RunInputs(control_images=[POSE]))
         queue.cancel(job_id)
         assert JobStatus(queue.get(job_id).status) is JobStatus.CANCELLED
         again = queue.get(queue.rerun(job_id))

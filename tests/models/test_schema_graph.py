@@ -8,6 +8,7 @@ from app.engine.jobs.graph import init_image_of, parents_of
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.models.migrations import SCHEMA_VERSION, stored_schema_version
 from app.models.opening import open_database
 
@@ -24,7 +25,7 @@ def test_an_old_database_gains_the_job_graph_and_keeps_its_jobs(tmp_path: Path) 
     assert (old.prompt, old.init_image, old.strength) == ("an old cat", "", 1.0)
     png = b"an init image"
     params = GenerationParams("a cat", init_image=digest(png), strength=0.5, steps=4)
-    child = queue.submit(params, parents=[1], init_png=png)
+    child = queue.submit(params, parents=[1], inputs=RunInputs(init_image=png))
     assert queue.get(child).status == "BLOCKED"
     assert parents_of(queue, child) == [1]
     assert init_image_of(queue, queue.get(child)) == png

@@ -11,6 +11,7 @@ from sqlalchemy import inspect, text
 from app.engine.jobs.graph import init_image_of, mask_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.models.migrations import SCHEMA_VERSION, stored_schema_version
 from app.models.opening import open_database
 
@@ -25,7 +26,7 @@ def _back_to_version_8(db_location: str) -> int:
     """A database as version 8 left it, holding an img2img job with its init image."""
     db = open_database(db_location)
     params = GenerationParams("an old cat", init_image=_upload(INIT), strength=0.5)
-    job_id = JobQueue(db).submit(params, init_png=INIT)
+    job_id = JobQueue(db).submit(params, inputs=RunInputs(init_image=INIT))
     blob = "BYTEA" if not db.is_sqlite else "BLOB"
     with db.write() as conn:
         for column in ("mask", "mask_blur", "only_masked", "mask_padding"):
@@ -63,7 +64,7 @@ def test_a_version_8_database_gains_masks_and_keeps_its_init_images(db_location:
         params = GenerationParams(
             "a new cat", init_image=_upload(INIT), mask=_upload(MASK), only_masked=True
         )
-        new_job = queue.get(queue.submit(params, init_png=INIT, mask_png=MASK))
+        new_job = queue.get(queue.submit(params, inputs=RunInputs(INIT, MASK)))
         assert init_image_of(queue, new_job) == INIT and mask_of(queue, new_job) == MASK
         assert new_job.only_masked
     finally:

@@ -82,12 +82,14 @@ from app.engine.generation.post.upscalers import resolve_upscaler, upscaler_fold
 from app.engine.generation.prompts.loras import LoraRef, parse_loras
 from app.engine.jobs.graph_sql import check_guide_images
 from app.engine.jobs.params import (
+    KIND_GENERATE,
     KIND_TILED,
     KIND_UPSCALE,
     RANDOM_SEED,
     GenerationParams,
     InvalidParameters,
 )
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.outputs.image import write_png
 from app.errors import EaselError
 
@@ -188,21 +190,17 @@ class Runner:
     def run(
         self,
         params: GenerationParams,
+        inputs: RunInputs = NO_INPUTS,
         *,
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
-        control_images: Sequence[bytes] = (),
-        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         """Generate `params` into `output_path`, resuming from `checkpoint_path` if it exists.
 
-        `init_image`: the PNG bytes img2img starts from (`params.init_image` names it);
-        `mask`: the inpaint mask's PNG (`params.mask` names it), white where to repaint;
-        `control_images`: each control layer's PNG (`params.control` names them), in order;
-        `reference_images`: each reference image's PNG (`params.reference` names them).
+        `inputs`: the images the parameters name (init image, mask, control layers' and
+        reference images), each checked against its name. The parameters' kind picks the
+        work (`_work_of`): denoising, an upscaler's tiles, or a tiled redraw.
         `on_step` may answer `CHECKPOINT`: the state is then saved to `checkpoint_path` in
         the background (a rolling checkpoint), and the run goes on.
         Raises `CheckpointError` for a checkpoint that is damaged or made for other params
@@ -216,8 +214,9 @@ class Runner:
         float32 (it then stays so for this loaded model). Every other error, transient or
         not, goes up unchanged.
         """
-        inputs = _Inputs(init_image, mask, tuple(control_images), tuple(reference_images))
-        generate = partial(self._generate, params, output_path, checkpoint_path, on_step, inputs)
+        _check_params(params, inputs)
+        work = self._work_of(params.kind)
+        generate = partial(work, params, output_path, checkpoint_path, on_step, inputs)
         attempt = partial(self._attempt_within_memory, params, generate)
         outcome = attempt()
         if outcome is not None:
@@ -294,22 +293,27 @@ class Runner:
         pipe = self.load(params.model, parse_loras(params.prompt)[1]).pipe
         return vae_precision.keep_in_float32(pipe.vae)
 
-    def _generate(
+    def _work_of(self, kind: str) -> _Work:
+        """The runner's part of `workers.kinds.WORK_OF_KIND`: the work of each kind whose
+        entry there is the runner's (tests/engine/generation/test_generation_runner.py
+        holds the two together)."""
+        works: dict[str, _Work] = {
+            KIND_GENERATE: self._denoise, KIND_UPSCALE: self._upscale, KIND_TILED: self._tiled,
+        }  # fmt: skip
+        if kind not in works:
+            raise InvalidParameters(f"a {kind!r} job is its worker's to run, not the runner's")
+        return works[kind]
+
+    def _denoise(
         self,
         params: GenerationParams,
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
-        inputs: _Inputs,
+        inputs: RunInputs,
     ) -> GenerationOutcome:
-        _check_params(params, inputs)
+        """Draw (txt2img, img2img, inpaint, hires fix: the parameters say which)."""
         init_image = inputs.init_image
-        if params.kind == KIND_UPSCALE:
-            assert init_image is not None  # _check_params: an upscale names its image
-            return self._upscale(params, output_path, checkpoint_path, on_step, init_image)
-        if params.kind == KIND_TILED:
-            assert init_image is not None
-            return self._tiled(params, output_path, checkpoint_path, on_step, init_image)
         saved = _matching_checkpoint(checkpoint_path, params)  # fail before a slow load
         if params.upscaler and init_image is not None and saved is None:
             # Hires fix with a model: the parent's image through the upscaler, then img2img.
@@ -361,10 +365,11 @@ class Runner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
-        init_image: bytes,
+        inputs: RunInputs,
     ) -> GenerationOutcome:
         """An upscale job: the image through the upscaler tile by tile, each tile a step
         (cancel, pause and rolling saves between tiles; a resume continues at its tile)."""
+        init_image = _named_init_image(inputs)
         upscaler = self.upscaler(params.upscaler)
         saved = load_progress(checkpoint_path, params)
         done, output = saved if saved is not None else (0, None)
@@ -405,10 +410,11 @@ class Runner:
         output_path: Path,
         checkpoint_path: Path,
         on_step: StepCallback,
-        init_image: bytes,
+        inputs: RunInputs,
     ) -> GenerationOutcome:
         """A tiled upscale (see `tiled`): every region redrawn is one step; cancel, pause
         and rolling saves between regions, and a resume continues at its region."""
+        init_image = _named_init_image(inputs)
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         size = family_of(loaded.pipe).native_size()
         if params.width < size or params.height < size:
@@ -530,7 +536,7 @@ class _Job:
     params: GenerationParams
     checkpoint_path: Path
     on_step: StepCallback
-    inputs: _Inputs
+    inputs: RunInputs
     control_nets: Sequence[Any] = ()
 
     def begin(self, checkpoint: Checkpoint | None) -> tuple[denoise.DenoiseState, float]:
@@ -631,17 +637,17 @@ def _set_cpu_threads(threads: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
-@dataclass(frozen=True)
-class _Inputs:
-    """A job's stored inputs, as the runner is handed them."""
-
-    init_image: bytes | None = None
-    mask: bytes | None = None
-    control_images: tuple[bytes, ...] = ()
-    reference_images: tuple[bytes, ...] = ()
+# One of the runner's works (`Runner._work_of`).
+_Work = Callable[[GenerationParams, Path, Path, StepCallback, RunInputs], GenerationOutcome]
 
 
-def _check_params(params: GenerationParams, inputs: _Inputs) -> None:
+def _named_init_image(inputs: RunInputs) -> bytes:
+    """An upscale's image: `_check_params` made sure the parameters name one."""
+    assert inputs.init_image is not None
+    return inputs.init_image
+
+
+def _check_params(params: GenerationParams, inputs: RunInputs) -> None:
     init_image, mask = inputs.init_image, inputs.mask
     params.validated()
     if params.seed == RANDOM_SEED:

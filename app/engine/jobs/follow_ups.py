@@ -32,6 +32,7 @@ from app.engine.jobs.queue import (
     params_of,
 )
 from app.engine.jobs.request_keys import RequestKey
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 
 # What a worker would refuse, raised as a UserError before anything is stored: the CLI and
 # the window hand in `check_runnable` (request_checks), so a follow-up job is refused at
@@ -75,17 +76,15 @@ class FollowUps:
 @dataclass(frozen=True)
 class NewJob:
     """A job to submit, `count` times: a random seed gives each its own, a fixed seed counts
-    up from itself (a seed batch). `init_png`: an uploaded init image (img2img), which the
-    job's settings are made to name; `mask_png` likewise (inpaint, `mask.prepare_mask`).
-    `parents`: jobs it waits for (`--after`)."""
+    up from itself (a seed batch). `inputs`: the images stored with it; its settings are
+    made to name an uploaded init image (img2img) and a mask (inpaint, `mask.prepare_mask`),
+    and name the control and reference images themselves. `parents`: jobs it waits for
+    (`--after`)."""
 
     params: GenerationParams
     count: int = 1
     parents: Sequence[int] = ()
-    init_png: bytes | None = None
-    mask_png: bytes | None = None
-    control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
-    reference_pngs: Sequence[bytes] = ()  # each reference image (`params.reference`)
+    inputs: RunInputs = NO_INPUTS
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     priority: int = 0
 
@@ -122,16 +121,15 @@ def submit_with_follow_ups(
     if isinstance(job, int):
         return _follow_stored(queue, job, follow_ups, source, check)
     params = job.params
-    if job.init_png is not None:
-        params = replace(params, init_image=digest(job.init_png))
-    if job.mask_png is not None:
-        params = replace(params, mask=digest(job.mask_png))
+    if job.inputs.init_image is not None:
+        params = replace(params, init_image=digest(job.inputs.init_image))
+    if job.inputs.mask is not None:
+        params = replace(params, mask=digest(job.inputs.mask))
     params = params.validated()
     _check_all([params, *_follow_up_params(params, _NOT_STORED_YET, follow_ups)], check)
     batch = NewJobs(
-        seed_batch(params, job.count), parents=job.parents, init_png=job.init_png,
-        mask_png=job.mask_png, priority=job.priority, max_attempts=job.max_attempts, source=source,
-        control_pngs=job.control_pngs, reference_pngs=job.reference_pngs,
+        seed_batch(params, job.count), parents=job.parents, inputs=job.inputs,
+        priority=job.priority, max_attempts=job.max_attempts, source=source,
     )  # fmt: skip
     stored = queue.submit_keyed(
         batch, _followers(follow_ups, batch), key=key, with_jobs=with_jobs

@@ -49,6 +49,7 @@ from app.engine.jobs.queue import (
     TransitionRecord,
     params_of,
 )
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.paths import recorded_file
 from app.errors import EaselError
@@ -368,6 +369,19 @@ def _scaled(size: int, scale: float) -> int:
 
 
 # --- the worker's side ------------------------------------------------------------------------
+
+
+def run_inputs_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) -> RunInputs:
+    """What `job`'s run needs beyond its parameters, read once when a worker claims it: its
+    init image (a parent's output, or stored with the job), its mask, its control layers'
+    and reference images. Raises `InputImageMissing` for one the parameters name but the
+    store (or the outputs folder) no longer has."""
+    return RunInputs(
+        init_image=init_image_of(queue, job, outputs_dir),
+        mask=mask_of(queue, job),
+        control_images=control_images_of(queue, job),
+        reference_images=reference_images_of(queue, job),
+    )
 
 
 def init_image_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) -> bytes | None:

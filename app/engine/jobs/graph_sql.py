@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 
 from app.engine.jobs.params import INIT_UPLOADED, GenerationParams, InvalidParameters
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.jobs.states import JobStatus
 from app.models.db import Database, HotTransaction
 from app.models.tables import JOB, JOB_GROUP, JOB_INPUT, JOB_PARENT
@@ -115,10 +116,7 @@ class GraphStatements:
         tx: HotTransaction,
         job_id: int,
         parents: Sequence[int],
-        init_png: bytes | None,
-        mask_png: bytes | None = None,
-        control_pngs: Sequence[bytes] = (),
-        reference_pngs: Sequence[bytes] = (),
+        inputs: RunInputs = NO_INPUTS,
         *,
         settled: bool = False,
     ) -> None:
@@ -131,13 +129,13 @@ class GraphStatements:
             tx.execute(
                 self.insert_parent, {"job_id": job_id, "parent_id": parent, "settled": settled}
             )
-        for kind, png in ((InputKind.INIT, init_png), (InputKind.MASK, mask_png)):
+        for kind, png in ((InputKind.INIT, inputs.init_image), (InputKind.MASK, inputs.mask)):
             if png is not None:
                 tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
-        for layer, png in enumerate(control_pngs):
+        for layer, png in enumerate(inputs.control_images):
             values = {"job_id": job_id, "kind": control_kind(layer), "png": png}
             tx.execute(self.insert_input, values)
-        for index, png in enumerate(reference_pngs):
+        for index, png in enumerate(inputs.reference_images):
             values = {"job_id": job_id, "kind": reference_kind(index), "png": png}
             tx.execute(self.insert_input, values)
 
@@ -185,10 +183,7 @@ def latest_cells(db: Database, group_id: int) -> list[int]:
 @dataclass(frozen=True)
 class StoredLinks:
     parents: list[int]
-    init_png: bytes | None
-    mask_png: bytes | None
-    control_pngs: tuple[bytes, ...] = ()
-    reference_pngs: tuple[bytes, ...] = ()
+    inputs: RunInputs  # what was stored with the job (never a parent's output)
 
 
 def stored_links(db: Database, job_id: int) -> StoredLinks:
@@ -199,10 +194,12 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
         stored = {kind: bytes(png) for kind, png in conn.execute(inputs)}
         return StoredLinks(
             sorted(conn.execute(parents).scalars()),
-            stored.get(InputKind.INIT.value),
-            stored.get(InputKind.MASK.value),
-            _numbered(stored, control_kind),
-            _numbered(stored, reference_kind),
+            RunInputs(
+                stored.get(InputKind.INIT.value),
+                stored.get(InputKind.MASK.value),
+                _numbered(stored, control_kind),
+                _numbered(stored, reference_kind),
+            ),
         )
 
 
@@ -224,15 +221,11 @@ def stored_input(db: Database, job_id: int, kind: str) -> bytes | None:
 
 
 def check_inputs(
-    params: GenerationParams,
-    parents: Sequence[int],
-    init_png: bytes | None,
-    mask_png: bytes | None = None,
-    control_pngs: Sequence[bytes] = (),
-    reference_pngs: Sequence[bytes] = (),
+    params: GenerationParams, parents: Sequence[int], inputs: RunInputs = NO_INPUTS
 ) -> None:
     """The inputs the parameters name are the ones given: an init image (a parent's, or
     these bytes), a mask, the control layers' and the reference images (these bytes)."""
+    init_png, mask_png = inputs.init_image, inputs.mask
     parent = params.init_parent
     if parent is not None and parent not in parents:
         raise InvalidDependency(
@@ -249,7 +242,7 @@ def check_inputs(
         raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
-    check_guide_images(params, control_pngs, reference_pngs)
+    check_guide_images(params, inputs.control_images, inputs.reference_images)
 
 
 def check_guide_images(

@@ -39,6 +39,7 @@ from app.engine.jobs.queue import (
     NewJobs,
     TransitionRecord,
 )
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.wildcards import expand_all, expand_random, has_dynamic_syntax
 from app.errors import UserError
@@ -156,7 +157,7 @@ def submit_members(
         if check is not None:
             check(checked)
     cells = NewJobs(
-        batch, parents=parents, init_png=init_png, priority=priority,
+        batch, parents=parents, inputs=RunInputs(init_image=init_png), priority=priority,
         max_attempts=max_attempts, source=source,
     )  # fmt: skip
     then = None

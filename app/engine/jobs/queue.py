@@ -37,6 +37,7 @@ from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cell
 from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue_sql import RUNNING, QueueStatements
 from app.engine.jobs.request_keys import KeyStatements, RequestKey
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.jobs.states import (
     JobEvent,
     JobStatus,
@@ -109,15 +110,13 @@ TransitionListener = Callable[[TransitionRecord], None]
 @dataclass(frozen=True)
 class NewJobs:
     """Jobs stored together that share their parents, priority and attempts
-    (`JobQueue.submit_linked`). `init_png`: the uploaded init image the parameters name;
-    `mask_png`: the inpaint mask they name (`mask.prepare_mask`)."""
+    (`JobQueue.submit_linked`). `inputs`: the images the parameters name, stored with each
+    job (an uploaded init image, the inpaint mask (`mask.prepare_mask`), control and
+    reference images); a parent's output is named, never stored."""
 
     batch: Sequence[GenerationParams]
     parents: Sequence[int] = ()
-    init_png: bytes | None = None
-    mask_png: bytes | None = None
-    control_pngs: Sequence[bytes] = ()  # each control layer's image, in layer order
-    reference_pngs: Sequence[bytes] = ()  # each reference image (IP-Adapter), in order
+    inputs: RunInputs = NO_INPUTS
     priority: int = 0
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     source: str = "user"
@@ -228,19 +227,15 @@ class JobQueue:
         source: str = "user",
         rerun_of: int | None = None,
         parents: Sequence[int] = (),
-        init_png: bytes | None = None,
-        mask_png: bytes | None = None,
+        inputs: RunInputs = NO_INPUTS,
         output_dir: Path | None = None,
-        control_pngs: Sequence[bytes] = (),
-        reference_pngs: Sequence[bytes] = (),
     ) -> int:
         """Validate, store as PENDING (or BLOCKED, with `parents`) and return the new id.
 
         `output_dir`: the folder the image must go to, whichever worker runs the job."""
         [job_id] = self.submit_many(
             [params], priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, parents=parents, init_png=init_png, mask_png=mask_png,
-            output_dir=output_dir, control_pngs=control_pngs, reference_pngs=reference_pngs,
+            rerun_of=rerun_of, parents=parents, inputs=inputs, output_dir=output_dir,
         )  # fmt: skip
         return job_id
 
@@ -253,23 +248,18 @@ class JobQueue:
         source: str = "user",
         rerun_of: int | None = None,
         parents: Sequence[int] = (),
-        init_png: bytes | None = None,
-        mask_png: bytes | None = None,
+        inputs: RunInputs = NO_INPUTS,
         output_dir: Path | None = None,
-        control_pngs: Sequence[bytes] = (),
-        reference_pngs: Sequence[bytes] = (),
     ) -> list[int]:
         """Submit several jobs in one transaction: all are stored, or (on bad input) none.
 
         `parents`: every job of the batch waits for these (SUBMIT_AFTER, BLOCKED) and is
-        unblocked once all of them succeeded (see `graph`). `init_png`: the uploaded init
-        image the parameters name (`graph_sql.digest`), stored with each job; `mask_png`
-        the inpaint mask they name, likewise, and `control_pngs` each control layer's image.
+        unblocked once all of them succeeded (see `graph`). `inputs`: the images the
+        parameters name by digest (`graph_sql.digest`), stored with each job.
         """
         jobs = NewJobs(
             batch, priority=priority, max_attempts=max_attempts, source=source,
-            rerun_of=rerun_of, parents=parents, init_png=init_png, mask_png=mask_png,
-            output_dir=output_dir, control_pngs=control_pngs, reference_pngs=reference_pngs,
+            rerun_of=rerun_of, parents=parents, inputs=inputs, output_dir=output_dir,
         )  # fmt: skip
         ids, _follow_up_ids = self.submit_linked(jobs)
         return ids
@@ -379,10 +369,7 @@ class JobQueue:
             }  # fmt: skip
             insert_job = self._sql.insert_job(frozenset(values))
             job_id = int(tx.execute(insert_job, values).fetchone()[0])
-            self._graph.link(
-                tx, job_id, parents, jobs.init_png, jobs.mask_png, jobs.control_pngs,
-                jobs.reference_pngs, settled=jobs.settled_parents,
-            )  # fmt: skip
+            self._graph.link(tx, job_id, parents, jobs.inputs, settled=jobs.settled_parents)
             record = TransitionRecord(job_id, None, status, event, jobs.source, message, 1, now)
             self._insert_history(tx, record)
             records.append(record)
@@ -803,9 +790,7 @@ class JobQueue:
             parents = latest_cells(self.db, job.group_id)  # a grid recomposes what is there now
         again = NewJobs(
             [params_of(job)], priority=job.priority, max_attempts=job.max_attempts,
-            source=source, rerun_of=job_id, parents=parents, init_png=links.init_png,
-            mask_png=links.mask_png, control_pngs=links.control_pngs,
-            reference_pngs=links.reference_pngs,
+            source=source, rerun_of=job_id, parents=parents, inputs=links.inputs,
             group_id=job.group_id, group_cell=job.group_cell,  # into the same cell
             settled_parents=job.kind == KIND_GRID,
         )  # fmt: skip
@@ -1107,9 +1092,7 @@ def _checked_batch(jobs: NewJobs) -> tuple[list[GenerationParams], list[int]]:
     checked = [params.validated().with_concrete_seed() for params in jobs.batch]
     parents = list(dict.fromkeys(jobs.parents))
     for params in checked:
-        check_inputs(
-            params, parents, jobs.init_png, jobs.mask_png, jobs.control_pngs, jobs.reference_pngs
-        )
+        check_inputs(params, parents, jobs.inputs)
     if jobs.max_attempts < 1:
         raise RequestRefused(f"max_attempts must be at least 1, not {jobs.max_attempts}")
     return checked, parents

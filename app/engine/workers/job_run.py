@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,20 +45,15 @@ from app.engine.generation.outcome import (
     StepDecision,
     StepProgress,
 )
-from app.engine.jobs.graph import (
-    control_images_of,
-    init_image_of,
-    mask_of,
-    reference_images_of,
-)
-from app.engine.jobs.params import KIND_GRID, GenerationParams
+from app.engine.jobs.graph import run_inputs_of
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.paths import OutsideItsFolder, is_inside, looks_like_path, recorded_file
 from app.engine.store.stored_files import SharedProgress
 from app.engine.workers.database_watch import DatabaseFileReplaced
-from app.engine.workers.grid_run import compose_grid
+from app.engine.workers.kinds import KindRun, work_of
+from app.engine.workers.kinds import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.workers.messages import MessageKind
 from app.engine.workers.output_names import image_path
 from app.engine.workers.stall import (
@@ -84,25 +79,6 @@ ENDINGS = {JobStatus.TIMEOUT: "crash", JobStatus.FAILED: "failure"}
 class LostJob(Exception):
     """Raised at a step checkpoint when this worker no longer holds its job: the runner
     unwinds without writing or deleting anything, and nothing is settled."""
-
-
-class RunnerLike(Protocol):
-    """What a job run needs of `generation.runner.Runner` (fakes implement the same)."""
-
-    def load(self, model_name: str) -> object: ...
-
-    def run(
-        self,
-        params: GenerationParams,
-        *,
-        output_path: Path,
-        checkpoint_path: Path,
-        on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
-        control_images: Sequence[bytes] = (),
-        reference_images: Sequence[bytes] = (),
-    ) -> GenerationOutcome: ...
 
 
 class Send(Protocol):
@@ -342,14 +318,20 @@ class JobRun:
             )
 
     def _generate(self) -> GenerationOutcome:
+        work = work_of(self.params.kind)
+        run = KindRun(
+            self.context.runner, self.queue, self.job, self.params,
+            run_inputs_of(self.queue, self.job, self.context.outputs_dir),
+            self.output_path, self.checkpoint_path, self.on_step,
+        )  # fmt: skip
         try:
-            outcome = self._run_runner()
+            outcome = work(run)
         except CheckpointError as error:
             # Same seed, same image: starting over costs time but never changes the result.
             log.warning("job %s: setting its checkpoint aside: %s", self.job_id, error)
             self.shared.set_aside_copy_of(self.checkpoint_path)
             self.notes.append(_unusable_note(error, set_aside(self.checkpoint_path)))
-            outcome = self._run_runner()
+            outcome = work(run)
         if outcome.resumed_from is not None:
             self.notes.insert(0, self._resumed_note(outcome.resumed_from))
         if outcome.note:
@@ -366,20 +348,6 @@ class JobRun:
         before_s = max(0.0, ended.at - resumed.saved_at)
         ending = ENDINGS[JobStatus(ended.to_status)]
         return f"resumed from step {resumed.step} (saved {before_s:.0f} s before the {ending})"
-
-    def _run_runner(self) -> GenerationOutcome:
-        if self.params.kind == KIND_GRID:  # no model: the group's cells into one image
-            return compose_grid(self.queue, self.job, self.params, self.output_path, self.on_step)
-        return self.context.runner.run(
-            self.params,
-            output_path=self.output_path,
-            checkpoint_path=self.checkpoint_path,
-            on_step=self.on_step,
-            init_image=init_image_of(self.queue, self.job, self.context.outputs_dir),
-            mask=mask_of(self.queue, self.job),
-            control_images=control_images_of(self.queue, self.job),
-            reference_images=reference_images_of(self.queue, self.job),
-        )
 
     # --- the step checkpoint -----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from app.engine.jobs.params import (
     encode_control,
     encode_reference,
 )
+from app.engine.jobs.run_inputs import RunInputs
 
 
 @dataclass
@@ -72,7 +73,7 @@ def guided_job(
 ) -> NewJob:
     """The job the form asks for with the section's enabled layers and references;
     `init_png`: the form's init image (img2img), if it has one."""
-    job = NewJob(params, count, init_png=init_png, max_attempts=max_attempts)
+    job = NewJob(params, count, inputs=RunInputs(init_image=init_png), max_attempts=max_attempts)
     return with_guidance(job, layers, references)
 
 
@@ -92,7 +93,8 @@ def with_guidance(
     params = replace(
         job.params, control=encode_control(control), reference=encode_reference(reference)
     )
-    return replace(
-        job, params=params, control_pngs=[layer.image for layer in controls],
-        reference_pngs=[r.image for r in styles],
+    inputs = replace(
+        job.inputs, control_images=[layer.image for layer in controls],
+        reference_images=[r.image for r in styles],
     )  # fmt: skip
+    return replace(job, params=params, inputs=inputs)

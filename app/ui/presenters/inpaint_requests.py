@@ -18,6 +18,7 @@ from app.engine.jobs.params import (
     RANDOM_SEED,
     GenerationParams,
 )
+from app.engine.jobs.run_inputs import RunInputs
 
 DEFAULT_INPAINT_STRENGTH = 0.75  # A1111's inpaint tab starts here
 OUTPAINT_STRENGTH = 1.0
@@ -53,8 +54,10 @@ def inpaint_job(
     )  # fmt: skip
     if image.job_id is not None:
         params = replace(params, init_image=f"{INIT_FROM_JOB}{image.job_id}")
-        return NewJob(params, parents=[image.job_id], mask_png=mask, max_attempts=max_attempts)
-    return NewJob(params, init_png=image.png, mask_png=mask, max_attempts=max_attempts)
+        inputs = RunInputs(mask=mask)
+        return NewJob(params, parents=[image.job_id], inputs=inputs, max_attempts=max_attempts)
+    inputs = RunInputs(init_image=image.png, mask=mask)
+    return NewJob(params, inputs=inputs, max_attempts=max_attempts)
 
 
 def outpaint_job(
@@ -68,7 +71,7 @@ def outpaint_job(
     )  # fmt: skip
     parents = [image.job_id] if image.job_id is not None else []
     return NewJob(
-        params, parents=parents, init_png=canvas.image_png, mask_png=canvas.mask_png,
+        params, parents=parents, inputs=RunInputs(canvas.image_png, canvas.mask_png),
         max_attempts=max_attempts,
     )  # fmt: skip
 

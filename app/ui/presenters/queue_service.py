@@ -430,8 +430,10 @@ class QueueService:
         transaction, so the chain survives closing the app between the two; a refused
         child queues nothing, its parents included."""
         from app.engine.jobs.follow_ups import FollowUps, NewJob, Upscale
+        from app.engine.jobs.run_inputs import RunInputs
 
-        job = NewJob(params, count, init_png=init_png, max_attempts=self.max_attempts)
+        inputs = RunInputs(init_image=init_png)
+        job = NewJob(params, count, inputs=inputs, max_attempts=self.max_attempts)
         follow_ups = FollowUps(upscale=Upscale() if upscale else None)
         return self._submitted(job, follow_ups)
 

@@ -27,6 +27,7 @@ from app.engine.generation.guidance.controlnets import (
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.tiny_architectures import (
     go_on,
     max_diff,
@@ -116,12 +117,9 @@ def ours(
     on_step: Any = go_on,
 ) -> Any:
     return runner.run(
-        params,
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=on_step,
-        control_images=images,
-    )
+        params, RunInputs(control_images=images), output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=on_step,
+    )  # fmt: skip
 
 
 def finished(outcome: Any) -> np.ndarray:

@@ -31,6 +31,7 @@ from app.engine.jobs.params import (
     InvalidParameters,
     encode_control,
 )
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.test_controlnet import control_png, upload
 from tests.engine.generation.tiny_architectures import go_on, max_diff, model_info, params_for
 from tests.engine.generation.tiny_architectures import pixels as pixels_of
@@ -90,8 +91,8 @@ def ours(
     on_step: Any = go_on,
 ) -> Any:  # fmt: skip
     return runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
-        on_step=on_step, control_images=images,
+        params, RunInputs(control_images=images), output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=on_step,
     )  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.tiny.flux import (
     write_tiny_flux,
     write_tiny_flux_kohya_lora,
@@ -124,8 +125,8 @@ def ours(
     init = init_png(SIZE) if params.init_image else None
     mask = mask_png(SIZE, MASK_BOX) if params.mask else None
     return runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
-        init_image=init, mask=mask, **kwargs,
+        params, RunInputs(init_image=init, mask=mask), output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", **kwargs,
     )  # fmt: skip
 
 

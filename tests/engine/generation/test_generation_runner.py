@@ -24,6 +24,7 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.preview import LinearPreviewer, VaePreviewer
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams, InvalidParameters
+from app.engine.workers.kinds import WORK_OF_KIND, on_the_runner
 from tests.easel_png import read_png_params
 from tests.engine.conftest import TINY_MODEL
 
@@ -472,3 +473,20 @@ def test_bundled_model_end_to_end(tmp_path: Path) -> None:
         runner.run(params, output_path=out, checkpoint_path=ckpt, on_step=go_on)
         assert max_diff(reference, out) <= 1, scheduler
         assert pixels(out).std() > 1, scheduler  # not a blank image
+
+
+def test_the_runner_does_the_work_the_kinds_table_hands_it_and_no_other(
+    tiny_runner: Runner, tmp_path: Path
+) -> None:
+    """`workers.kinds.WORK_OF_KIND` sends some kinds to the runner: it has work for each of
+    them, and refuses the others (a grid is composed by its worker)."""
+    for kind, work in WORK_OF_KIND.items():
+        if work is on_the_runner:
+            assert callable(tiny_runner._work_of(kind))
+            continue
+        with pytest.raises(InvalidParameters, match=f"a '{kind}' job is its worker's to run"):
+            tiny_runner.run(
+                replace(params_for(), kind=kind), output_path=tmp_path / "x.png",
+                checkpoint_path=tmp_path / "x.ckpt", on_step=go_on,
+            )  # fmt: skip
+    assert not (tmp_path / "x.png").exists()

@@ -25,6 +25,7 @@ from app.engine.jobs.params import (
     encode_control,
     encode_reference,
 )
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.test_controlnet import control_png, upload
 from tests.engine.generation.test_ip_adapter import ADAPTER, reference_png
 from tests.engine.generation.tiny_architectures import go_on, max_diff, model_info, params_for
@@ -73,10 +74,13 @@ def guided(model: str, control: bool = True, reference: bool = False) -> Generat
 
 
 def run(runner: Runner, params: GenerationParams, folder: Path, name: str) -> Any:
-    outcome = runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
-        on_step=go_on, control_images=[control_png(7)] if params.control else [],
+    inputs = RunInputs(
+        control_images=[control_png(7)] if params.control else [],
         reference_images=[reference_png()] if params.reference else [],
+    )
+    outcome = runner.run(
+        params, inputs, output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=go_on,
     )  # fmt: skip
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
     return pixels_of(outcome.image_path)

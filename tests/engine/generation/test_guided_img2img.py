@@ -28,6 +28,7 @@ from app.engine.jobs.params import (
     encode_control,
     encode_reference,
 )
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.test_controlnet import control_png, upload
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import mask_png
@@ -109,10 +110,13 @@ def ours(
     name: str = "ours",
     on_step: Any = go_on,
 ) -> np.ndarray | None:
+    inputs = RunInputs(
+        init_png(), mask_png() if params.mask else None, images,
+        [reference_png()] if params.reference else [],
+    )  # fmt: skip
     outcome = runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
-        on_step=on_step, init_image=init_png(), mask=mask_png() if params.mask else None,
-        control_images=images, reference_images=[reference_png()] if params.reference else [],
+        params, inputs, output_path=folder / f"{name}.png",
+        checkpoint_path=folder / f"{name}.ckpt", on_step=on_step,
     )  # fmt: skip
     if outcome.kind is OutcomeKind.PAUSED:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from app.engine.generation.device import CPU
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams, InvalidParameters
+from app.engine.jobs.run_inputs import RunInputs
 from tests.easel_png import read_png_params
 from tests.engine.conftest import TINY_MODEL
 from tests.engine.generation.test_generation_runner import (
@@ -52,10 +54,19 @@ def params_for(scheduler: str = "Euler", **changes: object) -> GenerationParams:
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def run(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: object) -> Path:
+def run(
+    runner: Runner,
+    params: GenerationParams,
+    folder: Path,
+    name: str,
+    *,
+    init: bytes | None = None,
+    on_step: Callable[[StepProgress], StepDecision] = go_on,
+) -> Path:
     out = runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
-        on_step=kw.pop("on_step", go_on), init_image=kw.pop("init", init_png()),  # type: ignore[arg-type]
+        params, RunInputs(init_image=init_png() if init is None else init),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        on_step=on_step,
     )  # fmt: skip
     assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
     return out.image_path
@@ -113,14 +124,14 @@ def test_pause_then_resume_of_img2img_is_exact(
     reference = pixels(run(tiny_runner, params, tmp_path, "reference"))
     ckpt, out = tmp_path / "job.ckpt", tmp_path / "job.png"
     paused = tiny_runner.run(
-        params, output_path=out, checkpoint_path=ckpt,
-        on_step=decide_at(2, StepDecision.PAUSE), init_image=init_png(),
+        params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
+        on_step=decide_at(2, StepDecision.PAUSE),
     )  # fmt: skip
     assert paused.kind is OutcomeKind.PAUSED and not out.exists()
     resumed: list[StepProgress] = []
     tiny_runner.run(
-        params, output_path=out, checkpoint_path=ckpt, on_step=recording(resumed),
-        init_image=init_png(),
+        params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
+        on_step=recording(resumed),
     )  # fmt: skip
     assert [p.step for p in resumed] == [3, 4, 5, 6]
     assert int(np.abs(pixels(out) - reference).max()) == 0
@@ -134,8 +145,8 @@ def test_cancel_stops_within_a_step(tiny_runner: Runner, tmp_path: Path) -> None
         return StepDecision.CANCEL if progress.step == 2 else StepDecision.CONTINUE
 
     outcome = tiny_runner.run(
-        params_for(), output_path=tmp_path / "x.png", checkpoint_path=tmp_path / "x.ckpt",
-        on_step=cancel_at_2, init_image=init_png(),
+        params_for(), RunInputs(init_image=init_png()), output_path=tmp_path / "x.png",
+        checkpoint_path=tmp_path / "x.ckpt", on_step=cancel_at_2,
     )  # fmt: skip
     assert outcome.kind is OutcomeKind.CANCELLED
     assert [p.step for p in seen] == [1, 2]
@@ -185,6 +196,7 @@ def test_bundled_model_img2img_equals_the_stock_pipeline_and_resumes_exactly(
     ckpt, out = tmp_path / "job.ckpt", tmp_path / "job.png"
     for on_step in (decide_at(2, StepDecision.PAUSE), go_on):
         runner.run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=on_step, init_image=init_png()
-        )
+            params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
+            on_step=on_step,
+        )  # fmt: skip
     assert int(np.abs(pixels(out) - ours).max()) == 0

@@ -17,6 +17,7 @@ from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.tiny_architectures import (
     go_on,
@@ -46,13 +47,14 @@ def ours(runner: Runner, params: GenerationParams, folder: Path, *decisions: Ste
     out, ckpt = folder / "ours.png", folder / "ours.ckpt"
     for _ in decisions:
         paused = runner.run(
-            params, output_path=out, checkpoint_path=ckpt, init_image=init_png(),
+            params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
             on_step=lambda p: StepDecision.PAUSE if p.step == 2 else StepDecision.CONTINUE,
         )  # fmt: skip
         assert paused.kind is OutcomeKind.PAUSED
     done = runner.run(
-        params, output_path=out, checkpoint_path=ckpt, on_step=go_on, init_image=init_png()
-    )
+        params, RunInputs(init_image=init_png()), output_path=out, checkpoint_path=ckpt,
+        on_step=go_on,
+    )  # fmt: skip
     assert done.kind is OutcomeKind.COMPLETED
     return out
 

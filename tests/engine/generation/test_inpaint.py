@@ -21,6 +21,7 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.runner import Runner
 from app.engine.jobs.mask import open_mask
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.tiny_architectures import (
     go_on,
@@ -89,13 +90,10 @@ def ours(
     on_step: Any = go_on,
 ) -> Any:
     return runner.run(
-        params,
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
+        params, RunInputs(init_image=image or init_png(), mask=mask or mask_png()),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
         on_step=on_step,
-        init_image=image or init_png(),
-        mask=mask or mask_png(),
-    )
+    )  # fmt: skip
 
 
 def finished(outcome: Any) -> np.ndarray:

@@ -25,6 +25,7 @@ from app.engine.generation.guidance.ip_adapters import (
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams, ReferenceImage, encode_reference
+from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.tiny_architectures import (
     go_on,
     max_diff,
@@ -92,9 +93,9 @@ def referenced(model: str, weight: float = 0.7, scheduler: str = "Euler a") -> G
 
 def ours(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any) -> Any:
     return runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        params, RunInputs(reference_images=[reference_png()] if params.reference else []),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
         on_step=kw.get("on_step", go_on),
-        reference_images=[reference_png()] if params.reference else [],
     )  # fmt: skip
 
 
@@ -207,9 +208,9 @@ def two_references(
 
 def ours_two(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any) -> Any:
     return runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        params, RunInputs(reference_images=[reference_png(), second_reference_png()]),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
         on_step=kw.get("on_step", go_on),
-        reference_images=[reference_png(), second_reference_png()],
     )  # fmt: skip
 
 
@@ -283,7 +284,7 @@ def test_reference_images_whose_adapters_need_different_image_encoders_are_refus
     params = params_for("sd1", steps=STEPS, reference=both)
     with pytest.raises(IPAdapterNotFound, match="use different image encoders"):
         runner.run(
-            params, output_path=tmp_path / "x.png", checkpoint_path=tmp_path / "x.ckpt",
-            on_step=go_on, reference_images=[png, png],
+            params, RunInputs(reference_images=[png, png]), output_path=tmp_path / "x.png",
+            checkpoint_path=tmp_path / "x.ckpt", on_step=go_on,
         )  # fmt: skip
     assert not (tmp_path / "x.png").exists()

@@ -32,6 +32,7 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.tiny.klein import write_tiny_klein, write_tiny_klein_lora
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
@@ -141,8 +142,8 @@ def run_inpaint(
 ) -> Any:
     """Easel's run of the inpaint `params`, handed the picture and mask they name."""
     return runner.run(
-        params, output_path=out, checkpoint_path=ckpt, init_image=init_png(SIZE),
-        mask=mask_of(params), **kwargs,
+        params, RunInputs(init_image=init_png(SIZE), mask=mask_of(params)), output_path=out,
+        checkpoint_path=ckpt, **kwargs,
     )  # fmt: skip
 
 

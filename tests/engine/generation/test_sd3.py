@@ -32,6 +32,7 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
@@ -206,8 +207,8 @@ def _mask_of(params: GenerationParams) -> bytes | None:
 def _resume_in_child(jobs: list[Job]) -> None:
     for model, params, out, ckpt, image in jobs:
         outcome = runner_for(model).run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=go_on, init_image=image,
-            mask=_mask_of(params),
+            params, RunInputs(init_image=image, mask=_mask_of(params)), output_path=out,
+            checkpoint_path=ckpt, on_step=go_on,
         )  # fmt: skip
         assert outcome.kind is OutcomeKind.COMPLETED and outcome.resumed_from is not None
 
@@ -229,8 +230,8 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     for index, (name, params, image) in enumerate(cases):
         out, ckpt = tmp_path / f"job-{index}.png", tmp_path / f"job-{index}.ckpt"
         paused = runners[name].run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT),
-            init_image=image, mask=_mask_of(params),
+            params, RunInputs(init_image=image, mask=_mask_of(params)), output_path=out,
+            checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT),
         )  # fmt: skip
         assert paused.kind is OutcomeKind.PAUSED
         jobs.append((models[name], params, out, ckpt, image))
@@ -246,9 +247,9 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     names = [name for name, _, _ in cases] + ["sd3"]
     for index, (name, (_, params, out, ckpt, image)) in enumerate(zip(names, jobs, strict=True)):
         done = runners[name].run(
-            params, output_path=tmp_path / f"reference-{index}.png",
+            params, RunInputs(init_image=image, mask=_mask_of(params)),
+            output_path=tmp_path / f"reference-{index}.png",
             checkpoint_path=tmp_path / f"reference-{index}.ckpt", on_step=go_on,
-            init_image=image, mask=_mask_of(params),
         )  # fmt: skip
         assert done.image_path is not None and not ckpt.exists()
         assert max_diff(pixels(done.image_path), pixels(out)) == 0, (name, params)
@@ -274,8 +275,8 @@ def test_img2img_equals_the_stock_img2img_pipeline(
         seen.clear()
         out = tmp_path / f"ours-{steps}-{strength}.png"
         runners["sd3"].run(
-            params, output_path=out, checkpoint_path=tmp_path / "x.ckpt", on_step=count,
-            init_image=init_png(),
+            params, RunInputs(init_image=init_png()), output_path=out,
+            checkpoint_path=tmp_path / "x.ckpt", on_step=count,
         )  # fmt: skip
         expected_steps = steps - int(max(steps - steps * strength, 0))
         assert seen == [expected_steps] * expected_steps
@@ -311,8 +312,8 @@ def test_inpaint_equals_the_stock_inpaint_pipelines_latents(
     if not params.only_masked:
         picture, mask = init_png(), mask_png()
     out = runner.run(
-        params, output_path=tmp_path / "ours.png", checkpoint_path=tmp_path / "ours.ckpt",
-        on_step=go_on, init_image=picture, mask=mask,
+        params, RunInputs(init_image=picture, mask=mask), output_path=tmp_path / "ours.png",
+        checkpoint_path=tmp_path / "ours.ckpt", on_step=go_on,
     )  # fmt: skip
     assert out.image_path is not None
     loaded = runner.load("m").pipe

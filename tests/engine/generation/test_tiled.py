@@ -20,6 +20,7 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgres
 from app.engine.generation.post import tiled
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import KIND_TILED, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 PROMPT = "a red circle on a blue background"
@@ -50,8 +51,10 @@ JOB = GenerationParams(PROMPT, seed=5, steps=8, width=192, height=192, kind=KIND
 def run(
     runner: Runner, out: Path, small: bytes, decide: Callable[[StepProgress], StepDecision]
 ) -> OutcomeKind:
-    outcome = runner.run(JOB, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-                         on_step=decide, init_image=small)  # fmt: skip
+    outcome = runner.run(
+        JOB, RunInputs(init_image=small), output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
+        on_step=decide,
+    )  # fmt: skip
     return outcome.kind
 
 

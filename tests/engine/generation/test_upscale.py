@@ -26,6 +26,7 @@ from app.engine.generation.post.upscalers import (
 )
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import KIND_UPSCALE, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -100,8 +101,10 @@ def run_job(
         seen.append(progress.step)
         return decision if progress.step == stop_at else StepDecision.CONTINUE
 
-    outcome = runner.run(params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-                         on_step=on_step, init_image=image)  # fmt: skip
+    outcome = runner.run(
+        params, RunInputs(init_image=image), output_path=out,
+        checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+    )  # fmt: skip
     return outcome.kind, seen
 
 

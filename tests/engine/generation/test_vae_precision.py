@@ -24,6 +24,7 @@ from app.engine.generation.loop.vae_precision import keep_in_float32
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import VAE_FLOAT32_NOTE, Runner
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
 from tests.engine.generation.test_img2img import init_png
@@ -69,12 +70,9 @@ def run(runner: Runner, folder: Path, name: str, **changes: Any) -> tuple[np.nda
     """The job's image and its outcome's note (what the timeline shows)."""
     params = params_for("m", **changes)
     out = runner.run(
-        params,
-        output_path=folder / f"{name}.png",
-        checkpoint_path=folder / f"{name}.ckpt",
-        on_step=go_on,
-        init_image=init_png() if params.init_image else None,
-    )
+        params, RunInputs(init_image=init_png() if params.init_image else None),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt", on_step=go_on,
+    )  # fmt: skip
     assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
     return pixels(out.image_path), out.note
 

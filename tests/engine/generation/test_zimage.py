@@ -32,6 +32,7 @@ from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.errors import BadInput
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
@@ -147,8 +148,8 @@ def test_img2img_equals_the_stock_img2img_pipeline(
         params = zimage_params(init_image="job:1", strength=strength, steps=steps)
         out = tmp_path / f"ours-{steps}-{strength}.png"
         runner.run(
-            params, output_path=out, checkpoint_path=tmp_path / "x.ckpt", on_step=go_on,
-            init_image=init_png(),
+            params, RunInputs(init_image=init_png()), output_path=out,
+            checkpoint_path=tmp_path / "x.ckpt", on_step=go_on,
         )  # fmt: skip
         reference = pipe(
             prompt=params.prompt, image=Image.open(io.BytesIO(init_png())), strength=strength,
@@ -168,8 +169,9 @@ def inpaint_run(
 ) -> Any:
     """Easel's inpaint of the test picture, its box repainted."""
     return runner.run(
-        params, output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
-        init_image=init_png(SIZE), mask=mask_png(SIZE, MASK_BOX), **{"on_step": go_on, **kw},
+        params, RunInputs(init_image=init_png(SIZE), mask=mask_png(SIZE, MASK_BOX)),
+        output_path=folder / f"{name}.png", checkpoint_path=folder / f"{name}.ckpt",
+        **{"on_step": go_on, **kw},
     )  # fmt: skip
 
 
@@ -252,8 +254,9 @@ Job = tuple[ModelInfo, GenerationParams, Path, Path, bytes | None]
 def _resume_in_child(jobs: list[Job]) -> None:
     for model, params, out, ckpt, image in jobs:
         outcome = runner_for(model).run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=go_on, init_image=image
-        )
+            params, RunInputs(init_image=image), output_path=out, checkpoint_path=ckpt,
+            on_step=go_on,
+        )  # fmt: skip
         assert outcome.kind is OutcomeKind.COMPLETED and outcome.resumed_from is not None
 
 
@@ -272,8 +275,8 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     for index, (params, image) in enumerate(cases):
         out, ckpt = tmp_path / f"job-{index}.png", tmp_path / f"job-{index}.ckpt"
         paused = runner.run(
-            params, output_path=out, checkpoint_path=ckpt, on_step=pause_at(PAUSE_AT),
-            init_image=image,
+            params, RunInputs(init_image=image), output_path=out, checkpoint_path=ckpt,
+            on_step=pause_at(PAUSE_AT),
         )  # fmt: skip
         assert paused.kind is OutcomeKind.PAUSED
         jobs.append((model, params, out, ckpt, image))
@@ -288,9 +291,8 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_process_to_the_same_image(
     fresh_process(_resume_in_child, jobs)  # spawned, as a worker after a crash
     for index, (_, params, out, ckpt, image) in enumerate(jobs):
         done = runner.run(
-            params, output_path=tmp_path / f"reference-{index}.png",
+            params, RunInputs(init_image=image), output_path=tmp_path / f"reference-{index}.png",
             checkpoint_path=tmp_path / f"reference-{index}.ckpt", on_step=go_on,
-            init_image=image,
         )  # fmt: skip
         assert done.image_path is not None and not ckpt.exists()
         assert max_diff(pixels(done.image_path), pixels(out)) == 0, params

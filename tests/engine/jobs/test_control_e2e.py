@@ -22,6 +22,7 @@ from app.engine.jobs.params import (
     encode_control,
 )
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.engine.paths import bundled_models_dir, models_dir
 from tests.engine.jobs.test_inpaint_e2e import bundled_config
@@ -81,7 +82,7 @@ def test_a_controlnet_job_is_run_by_a_real_worker_from_its_stored_control_image(
     layer = ControlLayer("upload:" + hashlib.sha256(png).hexdigest(), "tiny-edges", "canny",
                          0.9, 0.0, 0.8)  # fmt: skip
     params = GenerationParams("a red circle", steps=6, seed=5, control=encode_control([layer]))
-    job_id = queue.submit(params, control_pngs=[png])
+    job_id = queue.submit(params, inputs=RunInputs(control_images=[png]))
     h.supervisor(config=bundled_config(h)).start()
     done = h.wait_settled(job_id, timeout=180)
     assert done.status == JobStatus.SUCCESS, done.error
@@ -93,8 +94,8 @@ def test_a_controlnet_job_is_run_by_a_real_worker_from_its_stored_control_image(
     runner = Runner(device=CPU, threads=1)
     stored = replace(params, seed=done.seed)
     here = runner.run(
-        stored, output_path=tmp_path / "here.png", checkpoint_path=tmp_path / "here.ckpt",
-        on_step=lambda _p: StepDecision.CONTINUE, control_images=[png],
+        stored, RunInputs(control_images=[png]), output_path=tmp_path / "here.png",
+        checkpoint_path=tmp_path / "here.ckpt", on_step=lambda _p: StepDecision.CONTINUE,
     )  # fmt: skip
     with Image.open(here.image_path or "") as image:
         assert int(np.abs(np.asarray(image.convert("RGB")) - worker_image).max()) == 0

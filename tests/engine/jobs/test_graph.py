@@ -21,6 +21,7 @@ from app.engine.jobs.graph_sql import InvalidDependency, cycle_through, digest
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.retry import RetryPolicy
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobEvent, JobStatus, TransitionNotAllowed
 from app.engine.workers.recovery import recover
 from app.models.db import Database
@@ -224,10 +225,10 @@ def test_a_parent_image_that_is_gone_fails_naming_the_file(
 def test_an_uploaded_init_image_is_stored_with_its_job(graph_queue: JobQueue) -> None:
     png = b"uploaded png"
     params = GenerationParams("a cat", init_image=digest(png), strength=0.5, steps=4)
-    job_id = graph_queue.submit(params, init_png=png)
+    job_id = graph_queue.submit(params, inputs=RunInputs(init_image=png))
     assert init_image_of(graph_queue, graph_queue.get(job_id)) == png
     with pytest.raises(InvalidParameters, match="do not match"):
-        graph_queue.submit(params, init_png=b"other bytes")
+        graph_queue.submit(params, inputs=RunInputs(init_image=b"other bytes"))
     with pytest.raises(InvalidParameters, match="needs its bytes"):
         graph_queue.submit(params)
 
@@ -241,7 +242,7 @@ def test_a_rerun_keeps_its_parents_and_its_stored_init_image(
     upscale = submit_upscale(graph_queue, parent)
     png = b"uploaded png"
     params = GenerationParams("a cat", init_image=digest(png), strength=0.5, steps=4)
-    uploaded = graph_queue.submit(params, init_png=png)
+    uploaded = graph_queue.submit(params, inputs=RunInputs(init_image=png))
     for job_id in (upscale, uploaded):
         graph_queue.cancel(job_id)
         again = graph_queue.get(graph_queue.rerun(job_id))

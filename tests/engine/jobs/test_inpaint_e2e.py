@@ -16,6 +16,7 @@ from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.graph import parents_of
 from app.engine.jobs.params import DEFAULT_MODEL, GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.engine.workers.worker import WorkerConfig, default_runner
 from tests.easel_png import read_png_params
@@ -59,7 +60,7 @@ def test_an_only_masked_inpaint_of_a_job_repaints_the_box_and_keeps_the_rest(
         mask_blur=2, only_masked=True, mask_padding=4,
     )  # fmt: skip
     [child] = submit_with_follow_ups(
-        queue, NewJob(params, parents=[parent], mask_png=mask_png())
+        queue, NewJob(params, parents=[parent], inputs=RunInputs(mask=mask_png()))
     ).jobs
     assert queue.get(child).status == JobStatus.BLOCKED and parents_of(queue, child) == [parent]
     h.supervisor(config=bundled_config(h)).start()

@@ -8,7 +8,7 @@ which the run calls synchronously at every step checkpoint.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +19,7 @@ import pytest
 from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.workers import job_run
 from app.engine.workers.job_run import JobRun, RunContext, RunnerLike
@@ -186,23 +187,19 @@ class OffersPreviews(ScriptedRunner):
     def run(
         self,
         params: GenerationParams,
+        inputs: RunInputs = NO_INPUTS,
         *,
         output_path: Path,
         checkpoint_path: Path,
         on_step: Callable[[StepProgress], Any],
-        init_image: bytes | None = None,
-        mask: bytes | None = None,
-        control_images: Sequence[bytes] = (),
-        reference_images: Sequence[bytes] = (),
     ) -> GenerationOutcome:
         def with_preview(progress: StepProgress) -> StepDecision:
             decision: StepDecision = on_step(replace(progress, render_preview=self._render))
             return decision
 
         return super().run(
-            params, output_path=output_path, checkpoint_path=checkpoint_path,
-            on_step=with_preview, init_image=init_image, mask=mask,
-            control_images=control_images, reference_images=reference_images,
+            params, inputs, output_path=output_path, checkpoint_path=checkpoint_path,
+            on_step=with_preview,
         )  # fmt: skip
 
     def _render(self) -> bytes:

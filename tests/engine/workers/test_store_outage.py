@@ -174,11 +174,11 @@ class AwayAtFirst(ScriptedRunner):
 
     runs = 0
 
-    def run(self, params: GenerationParams, **kwargs: Any) -> GenerationOutcome:
+    def run(self, params: GenerationParams, *args: Any, **kwargs: Any) -> GenerationOutcome:
         AwayAtFirst.runs += 1
         if AwayAtFirst.runs == 1:
             raise DatabaseUnreachable("Lost the job database: stopped.")
-        return super().run(params, **kwargs)
+        return super().run(params, *args, **kwargs)
 
 
 def test_a_run_broken_off_by_an_outage_runs_again_on_the_same_claim(tmp_path: Path) -> None:

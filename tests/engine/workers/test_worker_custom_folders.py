@@ -24,6 +24,7 @@ from app.engine.jobs.params import (
     encode_reference,
 )
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings, save_settings
 from app.engine.workers.worker import default_runner
@@ -82,8 +83,8 @@ def test_controlnet_and_ip_adapter_jobs_find_their_nets_in_the_settings_models_f
     )
     config = worker_config(h.queue, h.home, runner_factory=default_runner, warm_model=None)
     h.supervisor(config=replace(config, torch_threads=1)).start()
-    control_job = queue.submit(controlled, control_pngs=[control_png])
-    reference_job = queue.submit(referenced, reference_pngs=[reference_png])
+    control_job = queue.submit(controlled, inputs=RunInputs(control_images=[control_png]))
+    reference_job = queue.submit(referenced, inputs=RunInputs(reference_images=[reference_png]))
     for job_id in (control_job, reference_job):
         job = h.wait_settled(job_id, timeout=120)
         assert job.status == JobStatus.SUCCESS, job.error
