@@ -40,7 +40,7 @@ def tiny_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture,
     """One tiny folder per UNet architecture, written once per test process.
 
     The test modules import this fixture, and pytest keeps an imported fixture per module
-    whatever its scope: without the module-level dict, each of ~15 modules wrote all three
+    whatever its scope: without the module-level dict, each of the 13 modules wrote all three
     again. The tests only read or copy the folders."""
     from app.testing.tiny.unet import write_tiny_pipeline
 
