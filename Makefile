@@ -24,8 +24,13 @@ run: $(STAMP)
 # Two pytest processes, each test file whole in one (its module fixtures built once): one
 # process kept 0.8 of a core busy, mostly waiting on the worker processes it starts;
 # two ran the suite in 484 s instead of 916 s on a 2-core machine. TEST_PROCESSES=0: one.
+# PYTHONDONTWRITEBYTECODE cleared: where the shell sets it (this machine does), each pytest
+# process rewrote every test file's asserts and compiled app/ again (7 of the 22 s of CPU it
+# took to collect), and each process the tests start (`python -m app` commands, spawned
+# workers) compiled app/ again (0.1-0.2 s of CPU each). .pyc files go to git-ignored __pycache__/.
 TEST_PROCESSES ?= 2
 test: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= \
 	EASEL_TEST_PG_URL="$${EASEL_TEST_PG_URL:-$$(scripts/pg_test_server.sh start)}" \
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
 

@@ -32,15 +32,23 @@ STEPS = 4
 PAUSE_AT = 2
 
 
+_TINY_FOLDERS: dict[Architecture, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def tiny_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Architecture, Path]:
+    """One tiny folder per UNet architecture, written once per test process.
+
+    The test modules import this fixture, and pytest keeps an imported fixture per module
+    whatever its scope: without the module-level dict, each of the 13 modules wrote all three
+    again. The tests only read or copy the folders."""
     from app.testing.tiny.unet import write_tiny_pipeline
 
-    root = tmp_path_factory.mktemp("arch-models")
-    return {
-        arch: write_tiny_pipeline(root / arch.value, architecture=arch)
-        for arch in UNET_ARCHITECTURES
-    }
+    if not _TINY_FOLDERS:
+        root = tmp_path_factory.mktemp("arch-models")
+        for arch in UNET_ARCHITECTURES:
+            _TINY_FOLDERS[arch] = write_tiny_pipeline(root / arch.value, architecture=arch)
+    return dict(_TINY_FOLDERS)
 
 
 CONFIG_NAMES = {Architecture.SD1: "sd1", Architecture.SD2: "sd2-v", Architecture.SDXL: "sdxl"}
