@@ -157,7 +157,7 @@ def min_width(language: str) -> None:
     from app.ui.main import launch
     from app.ui.presenters.interfaces import NoWorkers
     from app.ui.qt.language import LANGUAGE_KEY
-    from app.ui.widgets.settings_dialog import ui_settings
+    from app.ui.qt.window_state import ui_settings
 
     store = ui_settings()
     store.setValue(LANGUAGE_KEY, language)
