@@ -5,8 +5,7 @@ second on a busy machine): the window's modules import no SQLAlchemy, SQLModel o
 (tests/ui/test_no_torch.py), and the database thread starts once the window has painted.
 The store opens and recovery runs as the first call on that thread, so every read the
 window queued comes after it, and the workers start only once recovery has settled the
-last session's jobs. Pruning by the settings starts
-then too, on a thread of its own.
+last session's jobs. Pruning by the settings starts then too, on a thread of its own.
 """
 
 from __future__ import annotations
