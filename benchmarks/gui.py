@@ -12,10 +12,11 @@ measures how late the event loop serves it.
 Then, with the two jobs still running, it types a prompt key by key (real key events,
 about 12 keys a second) and measures the same way.
 
-Prints `window_shown_s`, `max_stall_ms`, `p99_stall_ms` (goals: 1.5 s, 50 ms, 16 ms) and
-`typing_max_stall_ms`; then, in a fresh window per language, `min_window_width_px_en` and
-`min_window_width_px_zh_CN` (the window's minimumSizeHint; goal: 1280, a laptop's 1366 px
-screen with room for its frame).
+Prints `window_shown_s` (the window's first paint; goal: 1.0 s), `jobs_listed_s` (its job
+list's first rows: the store opened and recovered, the first page read), `max_stall_ms` and
+`p99_stall_ms` (goals: 50 ms, 16 ms) and `typing_max_stall_ms`; then, in a fresh window per
+language, `min_window_width_px_en` and `min_window_width_px_zh_CN` (the window's
+minimumSizeHint; goal: 1280, a laptop's 1366 px screen with room for its frame).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def min_width(language: str) -> None:
     from app.ui.main import launch
     from app.ui.presenters.interfaces import NoWorkers
     from app.ui.qt.language import LANGUAGE_KEY
-    from app.ui.widgets.settings_dialog import ui_settings
+    from app.ui.qt.window_state import ui_settings
 
     store = ui_settings()
     store.setValue(LANGUAGE_KEY, language)
@@ -198,6 +199,14 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
     )
     first_paint = FirstPaint()
     window.installEventFilter(first_paint)
+
+    def listed() -> None:
+        if window.vm.jobs.rowCount():
+            result["listed"] = time.time() - started_at
+        else:
+            QTimer.singleShot(10, listed)
+
+    QTimer.singleShot(0, listed)
     window.resize(1600, 960)
     qt_app.aboutToQuit.connect(window.shut_down)
     window.deps.confirm_quit = lambda _running: True  # no question at the end
@@ -250,8 +259,8 @@ def child(started_at: float, seconds: float, real_workers: bool) -> None:
         running = window.deps.queue.running_ids()
         if delays:
             delays.pop(0)  # the first interval started before the timer did
-        print(json.dumps({"shown": result.get("shown", -1), "delays": delays,
-                          "typing_delays": typing_delays, "typed": typing.typed,
+        print(json.dumps({"shown": result.get("shown", -1), "listed": result.get("listed", -1),
+                          "delays": delays, "typing_delays": typing_delays, "typed": typing.typed,
                           "running": len(running), "rows": window.vm.jobs.rowCount(),
                           "actions": workload.actions}), flush=True)  # fmt: skip
         window.close()
@@ -431,6 +440,7 @@ def report(data: dict, args: argparse.Namespace) -> None:
     print(f"rows_loaded_at_end: {data['rows']}")
     print(f"ticks: {len(delays)}")
     print(f"window_shown_s: {data['shown']:.2f}")
+    print(f"jobs_listed_s: {data['listed']:.2f}")
     print(f"max_stall_ms: {delays[-1] if delays else float('nan'):.1f}")
     print(f"p99_stall_ms: {p99:.1f}")
     typing = data["typing_delays"]

@@ -7,9 +7,9 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import import_module
 
 from app import __version__
-from app.cli import db, export, graph, groups, history, inpaint, jobs, serve, worker
 from app.engine import paths
 from app.engine.logs import configure_logging
 from app.engine.paths import HOME_ENV
@@ -18,18 +18,20 @@ from app.errors import internal_error
 
 log = logging.getLogger(__name__)
 
-# Each command module adds its sub-commands; a sub-command stores its handler as `run`.
-COMMAND_MODULES: list[Callable[[argparse._SubParsersAction], None]] = [
-    jobs.add_commands,
-    worker.add_commands,
-    db.add_commands,
-    graph.add_commands,  # after jobs: it extends `submit`
-    inpaint.add_commands,  # after graph: it extends `submit` again (masks)
-    groups.add_commands,  # after graph: batches and wildcards on `submit`, `retry` of a cell
-    history.add_commands,
-    export.add_commands,
-    serve.add_commands,
-]
+# Each command module (app.cli.<name>) adds its sub-commands; a sub-command stores its
+# handler as `run`. They are imported only when a command is given: they reach the store,
+# numpy and PIL, a second or more of imports that opening the window does not wait for.
+COMMAND_MODULES: tuple[str, ...] = (
+    "jobs",
+    "worker",
+    "db",
+    "graph",  # after jobs: it extends `submit`
+    "inpaint",  # after graph: it extends `submit` again (masks)
+    "groups",  # after graph: batches and wildcards on `submit`, `retry` of a cell
+    "history",
+    "export",
+    "serve",
+)
 EXIT_BUG = 1
 EXIT_REFUSED = 2  # as argparse exits on a bad argument
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE (128 + 13)
@@ -37,10 +39,21 @@ HOME_HELP = f"data folder (overrides ${HOME_ENV} and the default)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    parser = _options_parser()
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        import_module(f"app.cli.{name}").add_commands(commands)
+    _accept_home_after_the_command(commands)
+    return parser
+
+
+def _options_parser(*, add_help: bool = True) -> argparse.ArgumentParser:
+    """The options before any command: all that opening the window takes."""
     parser = argparse.ArgumentParser(
         prog="python -m app",
         description="Easel: local image generation where no job ever vanishes. "
         "With no command, opens the window.",
+        add_help=add_help,
     )
     parser.add_argument("--version", action="version", version=f"Easel {__version__}")
     parser.add_argument("--home", metavar="DIR", help=HOME_HELP)
@@ -49,10 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help=f"job database: a postgresql:// URL shared by several machines (overrides ${DB_ENV})",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add_commands in COMMAND_MODULES:
-        add_commands(commands)
-    _accept_home_after_the_command(commands)
     return parser
 
 
@@ -68,11 +77,10 @@ def _accept_home_after_the_command(commands: argparse._SubParsersAction) -> None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(argv)
     if args.home is not None:
         if not args.home.strip():  # never fall back to the default folder behind the user's back
-            parser.error("--home needs a folder, not an empty name")
+            build_parser().error("--home needs a folder, not an empty name")  # the full usage
         os.environ[HOME_ENV] = os.path.abspath(args.home)
     if args.db:
         os.environ[DB_ENV] = args.db  # also reaches worker processes, which inherit it
@@ -93,6 +101,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.exception("command %s failed", args.command)
         print(f"error: {internal_error(error, log_file)}", file=sys.stderr)
         return EXIT_BUG
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; the command modules are imported only when there is more than the
+    options that open the window (`--home`, `--db`). `-h` asks the full parser."""
+    options = _options_parser(add_help=False)
+    args, rest = options.parse_known_args(argv)
+    if not rest:
+        args.command = None
+        return args
+    return build_parser().parse_args(argv)
 
 
 def _reader_went_away() -> int:

@@ -1,10 +1,11 @@
 """The window's entry point: show the window, open the store and recover, then start workers.
 
 Order matters. The window shows first, before the database stack is even imported (a
-second on a busy machine). The store opens and recovery runs as the first call on the
-database thread, so every read the window queued comes after it, and the workers start
-only once recovery has settled the last session's jobs. Pruning by the settings starts
-then too, on a thread of its own.
+second on a busy machine): the window's modules import no SQLAlchemy, SQLModel or PIL
+(tests/ui/test_no_torch.py), and the database thread starts once the window has painted.
+The store opens and recovery runs as the first call on that thread, so every read the
+window queued comes after it, and the workers start only once recovery has settled the
+last session's jobs. Pruning by the settings starts then too, on a thread of its own.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.engine.crash import SessionGuard, UncleanExit
-from app.engine.generation.request_checks import check_runnable
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import (
     Settings,
@@ -36,10 +37,11 @@ from app.ui.presenters.queue_service import QueueService
 from app.ui.qt.dbthread import ThreadRunner
 from app.ui.qt.language import chosen_language, use_language
 from app.ui.qt.theme import apply_theme
-from app.ui.widgets.settings_dialog import ui_settings
+from app.ui.qt.window_state import ui_settings
 from app.ui.widgets.window import Dependencies, MainWindow
 
 if TYPE_CHECKING:
+    from app.engine.jobs.params import GenerationParams
     from app.engine.jobs.queue import JobQueue
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ MakeWorkers = Callable[["JobQueue", Settings], tuple[WorkerPool, str | None]]
 # A shorter GIL switch interval lets the GUI thread in sooner while the database and worker
 # threads run Python code (default 5 ms: a visible hitch when it happens every frame).
 GIL_SWITCH_S = 0.001
+STORE_AT_LATEST_MS = 2000  # the store opens at the window's first paint, or after this
 
 
 def run_gui(argv: list[str]) -> int:
@@ -78,15 +81,14 @@ def launch(
     apply_theme(app)
     use_language(chosen_language(ui_settings()))  # before any widget: texts are set once
     settings = load_settings()
-    runner = ThreadRunner()
+    # Held until the window has painted: opening the store first imports the database stack
+    # (SQLAlchemy, SQLModel: most of a second), and that thread would share the GIL with the
+    # GUI thread building and painting the window.
+    runner = ThreadRunner(start=False)
     service = QueueService(
         opener=_open_queue,
         max_attempts=settings.max_attempts,
-        # The saved settings at each submit: the models folder may change in Settings.
-        # A model path is this machine's user's to give, except to a shared queue.
-        check=lambda params: check_runnable(
-            params, load_settings().model_search_path(), names_only=queue_is_shared()
-        ),
+        check=_check_runnable,
     )
     deps = Dependencies(
         queue=service, workers=NoWorkers(), settings=settings, save_settings=save_settings,
@@ -119,7 +121,39 @@ def launch(
     window = MainWindow(deps, runner=runner)
     _show_errors_in(window)
     window.show()
+    _when_painted(window, runner.start)
     return app, window
+
+
+def _check_runnable(params: GenerationParams) -> object:
+    """The saved settings at each submit: the models folder may change in Settings. A model
+    path is this machine's user's to give, except to a shared queue."""
+    from app.engine.generation.request_checks import check_runnable  # at the first submit
+
+    return check_runnable(params, load_settings().model_search_path(), names_only=queue_is_shared())
+
+
+class _FirstPaint(QObject):
+    """Calls `then` once, right after `window` first painted itself."""
+
+    def __init__(self, window: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(window)
+        self._then = then
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            watched.removeEventFilter(self)
+            QTimer.singleShot(0, self._then)  # after this paint, its children's and the flush
+        return False
+
+
+def _when_painted(window: QWidget, then: Callable[[], None]) -> None:
+    """`then` after the window's first paint, or after STORE_AT_LATEST_MS if it has not
+    painted by then (started minimized, hidden): the jobs load whether it is seen or not.
+    `then` must be safe to call twice."""
+    _FirstPaint(window, then)
+    QTimer.singleShot(STORE_AT_LATEST_MS, then)
 
 
 def _lock_wait_text() -> str:

@@ -40,6 +40,7 @@ from app.engine.jobs.queue import (
     TransitionRecord,
 )
 from app.engine.jobs.run_inputs import RunInputs
+from app.engine.jobs.states import GroupAction as GroupAction  # re-exported for app.cli
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.wildcards import expand_all, expand_random, has_dynamic_syntax
 from app.errors import UserError
@@ -291,13 +292,6 @@ def newest_members(info: GroupInfo) -> list[Job]:
 
 
 # --- group actions ---------------------------------------------------------------------------
-
-
-class GroupAction(Enum):
-    PAUSE = "pause"
-    RESUME = "resume"
-    CANCEL = "cancel"
-    RETRY = "retry"
 
 
 _EVENTS = {

@@ -6,7 +6,7 @@ function that reads it. Everything that moves a job asks it first.
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import Enum, StrEnum
 
 from app.errors import UserError
 
@@ -100,6 +100,15 @@ TERMINAL_STATUSES: frozenset[JobStatus] = frozenset({S.SUCCESS, S.CANCELLED})
 RUNNING_STATUSES: frozenset[JobStatus] = frozenset({S.PROCESSING, S.CANCELLING, S.PAUSING})
 # Running, with a stop asked: the worker ends it at its next step checkpoint (STOPPED).
 STOPPING_STATUSES: frozenset[JobStatus] = frozenset({S.CANCELLING, S.PAUSING})
+
+
+class GroupAction(Enum):
+    """What a user does to every member of a group at once (`groups.act_on_group`)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    RETRY = "retry"
 
 
 class TransitionNotAllowed(UserError):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.engine.jobs.grid_spec import MAX_CELLS, GridAxisRefused, grid_cells, spec_from_axes
-from app.engine.jobs.groups import GroupAction, act_on_group, submit_grid
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.states import GroupAction
 from app.errors import UserError
 from app.ui.presenters.queue_service import Outcome, QueueService
 
@@ -43,6 +43,8 @@ def check_grid(params: GenerationParams, axes: Axes) -> str:
 
 def queue_grid(service: QueueService, params: GenerationParams, axes: Axes) -> Outcome:
     """The cells and the grid job, in one transaction; or, having stored nothing, why not."""
+    from app.engine.jobs.groups import submit_grid  # the SQL side: not at window start-up
+
     try:
         made = submit_grid(
             service.queue, params, spec_from_axes(_given(axes)),
@@ -55,6 +57,8 @@ def queue_grid(service: QueueService, params: GenerationParams, axes: Axes) -> O
 
 def act_on_groups(service: QueueService, group_ids: Sequence[int], action: GroupAction) -> Outcome:
     """`action` on every member of each group (one transaction per group)."""
+    from app.engine.jobs.groups import act_on_group  # the SQL side: not at window start-up
+
     moved: list[int] = []
     errors: list[str] = []
     for group_id in dict.fromkeys(group_ids):

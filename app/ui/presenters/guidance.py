@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from app.engine.generation.guidance.controlnets import list_controlnets
 from app.engine.generation.guidance.ip_adapters import list_ip_adapters
-from app.engine.jobs.follow_ups import NewJob
-from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import (
     ControlLayer,
     GenerationParams,
@@ -23,6 +22,9 @@ from app.engine.jobs.params import (
     encode_reference,
 )
 from app.engine.jobs.run_inputs import RunInputs
+
+if TYPE_CHECKING:
+    from app.engine.jobs.follow_ups import NewJob
 
 
 @dataclass
@@ -73,6 +75,10 @@ def guided_job(
 ) -> NewJob:
     """The job the form asks for with the section's enabled layers and references;
     `init_png`: the form's init image (img2img), if it has one."""
+    # Where the submit happens, not at window start-up: `follow_ups` and `graph_sql` hold
+    # the queue's SQL (SQLAlchemy, SQLModel), a second of imports the window must not wait for.
+    from app.engine.jobs.follow_ups import NewJob
+
     job = NewJob(params, count, inputs=RunInputs(init_image=init_png), max_attempts=max_attempts)
     return with_guidance(job, layers, references)
 
@@ -82,6 +88,8 @@ def with_guidance(
 ) -> NewJob:
     """`job` (from the form, or the mask editor's inpaint) guided by the enabled layers and
     references, their images stored with it."""
+    from app.engine.jobs.graph_sql import digest  # as in `guided_job`: not at start-up
+
     controls = [layer for layer in layers if layer.enabled and not layer.waiting]
     styles = [r for r in references if r.enabled and not r.waiting]
     control = [

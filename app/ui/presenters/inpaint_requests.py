@@ -8,9 +8,8 @@ submit, as on the command line: one sentence, nothing stored.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from app.engine.jobs.follow_ups import NewJob
-from app.engine.jobs.mask import Extension, Fill, outpaint, prepare_mask
 from app.engine.jobs.params import (
     DEFAULT_MASK_BLUR,
     DEFAULT_MASK_PADDING,
@@ -19,6 +18,10 @@ from app.engine.jobs.params import (
     GenerationParams,
 )
 from app.engine.jobs.run_inputs import RunInputs
+
+if TYPE_CHECKING:
+    from app.engine.jobs.follow_ups import NewJob
+    from app.engine.jobs.mask import Extension, Fill
 
 DEFAULT_INPAINT_STRENGTH = 0.75  # A1111's inpaint tab starts here
 OUTPAINT_STRENGTH = 1.0
@@ -47,6 +50,11 @@ class InpaintSettings:
 def inpaint_job(
     image: EditedImage, settings: InpaintSettings, mask_png: bytes, max_attempts: int = 3
 ) -> NewJob:
+    # Imported at submit, not at window start-up: `mask` reads images with PIL, and
+    # `follow_ups` holds the queue's SQL (SQLAlchemy, SQLModel).
+    from app.engine.jobs.follow_ups import NewJob
+    from app.engine.jobs.mask import prepare_mask
+
     mask = prepare_mask(mask_png, (image.width, image.height))
     params = replace(
         _base(image, settings.prompt), strength=settings.strength, mask_blur=settings.mask_blur,
@@ -63,6 +71,9 @@ def inpaint_job(
 def outpaint_job(
     image: EditedImage, prompt: str, extension: Extension, fill: Fill, max_attempts: int = 3
 ) -> NewJob:
+    from app.engine.jobs.follow_ups import NewJob  # as in `inpaint_job`: not at start-up
+    from app.engine.jobs.mask import outpaint
+
     base = _base(image, prompt)
     canvas = outpaint(image.png, extension, fill, seed=max(base.seed, 0))
     params = replace(

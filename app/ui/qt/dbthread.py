@@ -45,7 +45,8 @@ class ThreadRunner:
     want the GIL and one of Qt's shared connection locks).
     """
 
-    def __init__(self, name: str = "easel-db") -> None:
+    def __init__(self, name: str = "easel-db", *, start: bool = True) -> None:
+        """`start=False`: calls queue up, in order, until `start` (the window's first paint)."""
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._outstanding = 0
@@ -54,7 +55,15 @@ class ThreadRunner:
         self._drain.timeout.connect(self._deliver)
         self._closed = False
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        self._started = False
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Work through the calls queued so far, then the rest (once; later calls do nothing)."""
+        if not self._started and not self._closed:
+            self._started = True
+            self._thread.start()
 
     def run(self, call: Callable[[], Any], done: Done, failed: Failed | None = None) -> None:
         if self._closed:
@@ -95,7 +104,8 @@ class ThreadRunner:
             except queue.Empty:
                 break
         self._calls.put(_STOP)
-        self._thread.join(timeout)
+        if self._started:
+            self._thread.join(timeout)
 
 
 class InlineRunner:

@@ -11,6 +11,10 @@ from collections.abc import Sequence
 from PySide6.QtCore import QByteArray, QSettings, QSize
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
+from app.engine import paths
+
+UI_SETTINGS_FILE = "window.ini"
+RESUME_ON_LAUNCH = "jobs/resume_on_launch"
 GEOMETRY = "window/geometry"
 SPLITTER = "splitter/{name}"  # one per splitter, by its object name
 JOB_COLUMNS = "jobs/header"  # the job list's column widths and which columns show
@@ -22,6 +26,20 @@ DEFAULT_SIZE = (1480, 900)
 PROMPT_WIDTH = 300
 # The job list needs room for its columns; the image takes what is left.
 MIN_RIGHT_WIDTH, RIGHT_SHARE = 560, 0.42
+
+
+def ui_settings() -> QSettings:
+    """Window state lives in the data folder (not the registry), so EASEL_HOME isolates it."""
+    return QSettings(str(paths.data_dir() / UI_SETTINGS_FILE), QSettings.Format.IniFormat)
+
+
+def resume_on_launch(store: QSettings) -> bool:
+    """Whether jobs paused at quit (or found paused by recovery) resume when Easel starts."""
+    return bool(store.value(RESUME_ON_LAUNCH, False, type=bool))
+
+
+def save_resume_on_launch(store: QSettings, on: bool) -> None:
+    store.setValue(RESUME_ON_LAUNCH, on)
 
 
 def restore_geometry(window: QMainWindow, main: QSplitter, store: QSettings) -> None:

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.jobs.grid_spec import AXIS_NAMES, LABELS
-from app.engine.jobs.groups import GroupAction
 from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.states import GroupAction
 from app.ui.presenters.group_requests import act_on_groups, cells_count, check_grid, queue_grid
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.queue_service import Outcome, QueueService

@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.jobs.follow_ups import NewJob
 from app.engine.jobs.params import (
     CONTROL_MODULES,
     MAX_CONTROL_WEIGHT,
@@ -50,6 +49,7 @@ from app.ui.presenters.i18n import translate
 from app.ui.presenters.png_params import ParsedParams
 
 if TYPE_CHECKING:
+    from app.engine.jobs.follow_ups import NewJob
     from app.ui.widgets.window_parts import WindowParts
 
 THUMB = 56

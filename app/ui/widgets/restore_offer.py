@@ -23,7 +23,6 @@ from app.ui.qt import window_state
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.banner import Banner
 from app.ui.widgets.jobs_panel import JobsPanel
-from app.ui.widgets.settings_dialog import resume_on_launch
 
 
 class RestoreOffer:
@@ -49,7 +48,7 @@ class RestoreOffer:
         jobs paused at quit: resumed now if Settings say so, else offered with "Resume all"."""
         # One id once: a job paused at quit that recovery then settled is in both.
         paused = tuple(dict.fromkeys((*(restore.paused if restore else ()), *self.paused_at_quit)))
-        if paused and resume_on_launch(self.store):
+        if paused and window_state.resume_on_launch(self.store):
             self.resume_all(paused)
             self.show_note(words.resumed_note(len(paused)))
             paused = ()

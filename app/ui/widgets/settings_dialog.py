@@ -31,26 +31,15 @@ from app.engine.settings import InvalidSettings, Settings
 from app.engine.store.shared_queue import save_password as keep_password
 from app.errors import DatabaseError
 from app.ui.presenters.model_choices import ModelChoice
+from app.ui.qt import window_state
 from app.ui.qt.language import LANGUAGE_KEY, LANGUAGE_NAMES, Language, chosen_language
 from app.ui.widgets.api_access_fields import ApiAccessFields
 from app.ui.widgets.new_jobs_section import NewJobsSection
 from app.ui.widgets.shared_queue_section import SharedQueueSection
 
-UI_SETTINGS_FILE = "window.ini"
-RESUME_ON_LAUNCH = "jobs/resume_on_launch"
 COLUMN_GAP_PX = 16
 SCREEN_SHARE = 0.85  # the most of the screen's height the dialog takes when it opens
 SCROLL_ALLOWANCE_PX = 160  # the note, the error line, the buttons, margins, a status line
-
-
-def ui_settings() -> QSettings:
-    """Window state lives in the data folder (not the registry), so EASEL_HOME isolates it."""
-    return QSettings(str(paths.data_dir() / UI_SETTINGS_FILE), QSettings.Format.IniFormat)
-
-
-def resume_on_launch(store: QSettings) -> bool:
-    """Whether jobs paused at quit (or found paused by recovery) resume when Easel starts."""
-    return bool(store.value(RESUME_ON_LAUNCH, False, type=bool))
 
 
 class SettingsDialog(QDialog):
@@ -83,7 +72,7 @@ class SettingsDialog(QDialog):
         self.resume.setToolTip(
             self.tr("Jobs paused by quitting continue by themselves at the next launch")
         )
-        self.resume.setChecked(store is not None and resume_on_launch(store))
+        self.resume.setChecked(store is not None and window_state.resume_on_launch(store))
         self.resume.setVisible(store is not None)
         self.language = self._language_box(store)
         self.setWindowTitle(self.tr("Settings"))
@@ -237,7 +226,7 @@ class SettingsDialog(QDialog):
             return
         self.saved = chosen
         if self._store is not None:
-            self._store.setValue(RESUME_ON_LAUNCH, self.resume.isChecked())
+            window_state.save_resume_on_launch(self._store, self.resume.isChecked())
             self._store.setValue(LANGUAGE_KEY, self.language.currentData())
             self._store.sync()
         super().accept()

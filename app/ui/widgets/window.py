@@ -43,7 +43,6 @@ from app.ui.widgets.notify import Notifier
 from app.ui.widgets.prompt_panel import PromptPanel, defaults_form
 from app.ui.widgets.quitting import Quitting
 from app.ui.widgets.restore_offer import RestoreOffer
-from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings
 from app.ui.widgets.timeline_panel import TimelinePanel
 from app.ui.widgets.window_dependencies import Dependencies as Dependencies  # re-exported
 from app.ui.widgets.window_dialogs import WindowDialogs
@@ -71,7 +70,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(app_icon())
         self.runner = runner or ThreadRunner()
         self.image_runner = image_runner or ThreadRunner("easel-images")
-        self.store = settings_store or ui_settings()
+        self.store = settings_store or window_state.ui_settings()
         self.thumbs = ThumbnailCache(self.image_runner, self)
         self.vm = JobsViewModel(deps.queue, self.runner, self.thumbs, self)
         self.notifier = Notifier(app_icon(), self)
@@ -367,6 +366,10 @@ class MainWindow(QMainWindow):
         self.pruner.start()
 
     def open_settings(self) -> None:
+        # Imported when first opened: the dialog's Shared queue section reaches the database
+        # stack (SQLAlchemy, SQLModel), which the window must not wait for at start-up.
+        from app.ui.widgets.settings_dialog import SettingsDialog
+
         dialog = SettingsDialog(
             self.deps.settings, self.deps.save_settings, self, store=self.store,
             models=self.prompt.model_choices(),
