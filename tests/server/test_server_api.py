@@ -311,8 +311,19 @@ def test_a1111_names_and_png_info(api: Running) -> None:
     assert {"DPM++ 2M Karras", "Euler Karras"} <= samplers
     refused = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "sampler_name": "LMS"})
     assert refused.status_code == 422 and "unknown sampler 'LMS'" in refused.json()["error"]
-    hires = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "enable_hr": True})
-    assert hires.status_code == 422 and "hires fix" in hires.json()["error"]
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"enable_hr": True, "hr_upscaler": "Latent"}, "Easel resizes the image, not its latents"),
+        ({"restore_faces": True}, "Easel does not restore faces"),
+        ({"sampler_nmae": "Euler"}, "'sampler_nmae' is not in A1111's txt2img request"),
+        ({"mask": "x"}, "'mask' is not in A1111's txt2img request"),
+        ({"eta": 0.5, "sampler_name": "Euler a"}, "A1111's default eta only"),
+        ({"override_settings": {"CLIP_stop_at_last_layers": 2}}, "CLIP_stop_at_last_layers"),
+        ({"alwayson_scripts": {"ADetailer": {"args": []}}}, "extension script 'ADetailer'"),
+        ({"enable_hr": True, "hr_resize_x": 96, "hr_resize_y": 64}, "aspect ratio"),
+    ]
+    for body, sentence in refusals:
+        refused = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", **body})
+        assert refused.status_code == 422 and sentence in refused.json()["error"], body
     assert api.queue.jobs() == []
     assert api.client.post("/sdapi/v1/options", json={"sd_model_checkpoint": "nope"}
                            ).status_code == 422  # fmt: skip
