@@ -204,7 +204,7 @@ async def _generate(
     job = control_job(
         body.alwayson_scripts or {}, job, state, hires=getattr(body, "enable_hr", False)
     )
-    return await _submit_and_wait(body, request, state, job)
+    return _response(body, await submit_and_wait(request, state, job), state)
 
 
 def _img2img_job(body: Img2Img, job: JobRequest) -> JobRequest:
@@ -283,9 +283,9 @@ def hires_scale(body: Txt2Img) -> float:
     return scale
 
 
-async def _submit_and_wait(
-    body: Txt2Img | Img2Img, request: Request, state: ServerState, job: JobRequest
-) -> dict[str, Any]:
+async def submit_and_wait(request: Request, state: ServerState, job: JobRequest) -> list[Job]:
+    """Store `job` (as its client, with its Idempotency-Key) and wait for its jobs: for a
+    hires fix, the upscale of each image that succeeded stands for it."""
     client = client_name(request)
     key = request.headers.get("idempotency-key")
     waiting = state.slots.take(SlotKind.WAITING)  # before storing: a 503 stores nothing
@@ -306,7 +306,7 @@ async def _submit_and_wait(
                 jobs = await _wait_follow_ups(request, state, jobs, submitted.follow_ups)
     finally:
         waiting.release()
-    return _response(body, jobs, state)
+    return jobs
 
 
 async def _wait_follow_ups(

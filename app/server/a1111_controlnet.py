@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import CONTROL_MODULES, ControlLayer, encode_control
 from app.server.a1111_fields import UnsupportedRequest
 from app.server.requests import JobRequest, decode_image
@@ -103,11 +104,12 @@ def _layer(
         )
     data = decode_image(str(image), f"{name}'s image")
     _check_resize(name, unit.get("resize_mode", "Just Resize"), data, job)
+    png = preprocess(module, data)  # checked, stored as an RGB PNG (as `submit --control`)
     layer = ControlLayer(
-        image="", model=model, module=module, weight=float(unit.get("weight", 1.0)),
+        image=digest(png), model=model, module=module, weight=float(unit.get("weight", 1.0)),
         start=float(unit.get("guidance_start", 0.0)), end=float(unit.get("guidance_end", 1.0)),
     )  # fmt: skip
-    return layer, preprocess(module, data)
+    return layer, png
 
 
 def _check_resize(name: str, mode: object, data: bytes, job: JobRequest) -> None:

@@ -18,6 +18,8 @@ from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import InvalidInitImage, fit_to, open_rgb, prepare_init_image
 from app.engine.jobs.mask import open_mask, png_bytes, prepare_mask
 from app.engine.jobs.params import (
+    KIND_TILED,
+    KIND_UPSCALE,
     MAX_CFG,
     MAX_SEED,
     MAX_SIZE,
@@ -108,9 +110,7 @@ def submit(
     with its record; with `key`, at most once (a replay returns the first jobs)."""
     params = job.params
     init_png = mask_png = None
-    if job.init_image is not None and job.mask is not None and params.only_masked:
-        # Only masked: the whole picture is kept at its own size, the mask's box is drawn
-        # at the job's size and pasted back (as the command line's `submit --only-masked`).
+    if job.init_image is not None and keeps_own_size(params, job):
         init_png = prepare_init_image(job.init_image).png
     elif job.init_image is not None:
         size = (params.width, params.height) if job.init_sized else None
@@ -144,6 +144,15 @@ def submit(
         check=lambda p: check_runnable(p, state.settings.model_search_path(), names_only=True),
         key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
     )  # fmt: skip
+
+
+def keeps_own_size(params: GenerationParams, job: JobRequest) -> bool:
+    """Whether the init image is stored at its own size, not the job's: an upscale's (the
+    job's size is its result's), or an only-masked inpaint's (the whole picture is kept, the
+    mask's box is drawn at the job's size and pasted back, as `submit --only-masked` does)."""
+    return params.kind in (KIND_UPSCALE, KIND_TILED) or (
+        job.mask is not None and params.only_masked
+    )
 
 
 def fitted_mask(data: bytes, size: tuple[int, int]) -> bytes:
