@@ -117,9 +117,11 @@ def submit(
         prepared = prepare_init_image(job.init_image, size)
         init_png = prepared.png
         params = replace(params, width=prepared.width, height=prepared.height)
+    if init_png is not None:  # named now: what is checked below depends on it
+        params = replace(params, init_image=digest(init_png))
     if init_png is not None and job.mask is not None:
         mask_png = fitted_mask(job.mask, open_rgb(init_png).size)
-        params = replace(params, init_image=digest(init_png), mask=digest(mask_png))
+        params = replace(params, mask=digest(mask_png))
     if job.callback_url is not None:  # refused now rather than by the sender, unseen
         settings = state.settings
         check_callback_url(job.callback_url, allow_private=settings.allow_private_callbacks,

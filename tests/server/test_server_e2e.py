@@ -335,8 +335,11 @@ def test_webuiapi_controlnet_unit_is_the_engines_control_layer(
     edges = Image.open(io.BytesIO(edges_png()))
     unit = webuiapi.ControlNetUnit(image=edges, module="none", model="tiny-edges [abc123]",
                                    weight=0.9, guidance_end=0.8)  # fmt: skip
+    # A dict of our own: webuiapi adds the units to its default `alwayson_scripts`, which
+    # would then guide every later request of the process.
     result = api.txt2img(prompt=PROMPT, seed=8, width=64, height=64, cfg_scale=4, steps=4,
-                         sampler_name="Euler", controlnet_units=[unit])  # fmt: skip
+                         sampler_name="Euler", controlnet_units=[unit],
+                         alwayson_scripts={})  # fmt: skip
     [image] = result.images
     png = preprocess("none", edges_png())
     layer = ControlLayer(digest(png), "tiny-edges", "none", 0.9, 0.0, 0.8)
@@ -345,7 +348,7 @@ def test_webuiapi_controlnet_unit_is_the_engines_control_layer(
     same = cli_job(store, NewJob(params, control_pngs=[png]))
     assert image.convert("RGB").tobytes() == rgb_of(store, served, same)
     unguided = api.txt2img(prompt=PROMPT, seed=8, width=64, height=64, cfg_scale=4, steps=4,
-                           sampler_name="Euler")  # fmt: skip
+                           sampler_name="Euler", alwayson_scripts={})  # fmt: skip
     assert unguided.image.convert("RGB").tobytes() != image.convert("RGB").tobytes()
 
 
