@@ -38,7 +38,7 @@ from app.engine.outputs.image import a1111_parameters
 from app.engine.store.stored_files import image_bytes
 from app.errors import BadInput
 from app.server.a1111_controlnet import control_job
-from app.server.a1111_fields import Endpoint, UnsupportedRequest, check_fields
+from app.server.a1111_fields import Endpoint, UnsupportedRequest, check_fields, model_name
 from app.server.requests import (
     CFG_LIMITS,
     PROMPT_LIMITS,
@@ -399,14 +399,6 @@ def easel_scheduler(sampler: str | None, schedule: str | None) -> str:
             "(Easel has Karras for DPM++ 2M and Euler, else the model's own)"
         )
     return easel
-
-
-def model_name(title: str) -> str:
-    """A1111 titles carry a hash: `name [abc123]` -> `name`."""
-    text = title.strip()
-    if text.endswith("]") and " [" in text:
-        text = text.rsplit(" [", 1)[0]
-    return text
 
 
 @router.get("/progress")

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import CONTROL_MODULES, ControlLayer, encode_control
-from app.server.a1111_fields import UnsupportedRequest
+from app.server.a1111_fields import UnsupportedRequest, model_name
 from app.server.requests import JobRequest, decode_image
 from app.server.state import ServerState
 
@@ -64,7 +64,6 @@ def _layer(
     index: int, unit: dict[str, Any], job: JobRequest, *, hires: bool
 ) -> tuple[ControlLayer, bytes]:
     from app.engine.jobs.control_image import preprocess
-    from app.server.a1111 import model_name
 
     name = f"ControlNet unit {index}"
     unknown = sorted(set(unit) - UNIT_KEYS)

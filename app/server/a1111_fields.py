@@ -368,3 +368,11 @@ def markdown_table() -> str:
     for f in FIELDS:
         rows.append(f"| `{f.name}` | {f.endpoint} | {f.treatment} | {f.note.replace('|', '/')} |")
     return "\n".join(rows)
+
+
+def model_name(title: str) -> str:
+    """A1111 titles carry a hash: `name [abc123]` -> `name`."""
+    text = title.strip()
+    if text.endswith("]") and " [" in text:
+        text = text.rsplit(" [", 1)[0]
+    return text
