@@ -1,7 +1,7 @@
 """The HTTP server under load and faults (issue 22).
 
     .venv/bin/python benchmarks/server.py [--jobs 100000] [--pollers 100] [--quick]
-        [--only load|kills|sequential|overhead ...]
+        [--only load|kills|sequential|overhead|hires ...]
 
 Prints, each measured against a real `python -m app serve` on a loopback port:
 - submit_p99_ms: POST /api/v1/jobs, 8 clients at once (no worker: the queue only grows)
@@ -19,6 +19,12 @@ Prints, each measured against a real `python -m app serve` on a loopback port:
   rounds run back to back, and the median over the pairs (--rounds, --round-jobs); the
   API's client polls its last job five times a second, as a script would
 - server_overhead_ratio_rounds: each pair's ratio, to show their spread
+- a1111_hires_overhead_ratio: the same for A1111's hires fix: `txt2img` requests with
+  `enable_hr` (all sent at once, each waiting for its answer) over the same chains from the
+  command line (`python -m app submit`, `python -m app upscale` of each, then `python -m app
+  worker --until-idle`): each a first pass and its upscale job, the worker's COMPLETE to
+  COMPLETE times compared as above
+- a1111_hires_overhead_ratio_rounds: each pair's ratio
 - sequential_txt2img_ms: the median time of one A1111 txt2img of that job, when a client
   sends one after another (each waits for the previous answer, so the worker is idle when
   the next arrives: what it costs to start a job, not to queue one)
@@ -365,7 +371,53 @@ def overhead_ratios(root: Path, rounds: int, jobs: int) -> tuple[float, list[flo
     return statistics.median(each), each
 
 
-PARTS = ("load", "kills", "sequential", "overhead")
+HIRES = {"enable_hr": True, "hr_scale": 2, "hr_upscaler": "Lanczos", "denoising_strength": 0.5}
+
+
+def cli_hires_cycles(home: Path, chains: int) -> list[float]:
+    env = {**os.environ, "EASEL_HOME": str(home)}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=env,
+                              check=True, capture_output=True, text=True)  # fmt: skip
+        return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+    for n in range(chains):
+        parent = cli("submit", f"hires from the cli {n}", "--steps", "4", "--size", "64x64",
+                     "--seed", str(n), "--scheduler", "Euler", "--cfg", "7")  # fmt: skip
+        cli("upscale", parent, "--scale", "2", "--strength", "0.5")
+    cli("worker", "--until-idle")
+    return cycle_times(home)
+
+
+def api_hires_cycles(home: Path, chains: int) -> list[float]:
+    with server(home) as url:
+
+        def request(n: int) -> None:
+            body = {"prompt": f"hires from the api {n}", **TINY, "seed": n,
+                    "sampler_name": "Euler", **HIRES}  # fmt: skip
+            httpx.post(f"{url}/sdapi/v1/txt2img", json=body, timeout=600).raise_for_status()
+
+        threads = [threading.Thread(target=request, args=(n,)) for n in range(chains)]
+        for thread in threads:
+            thread.start()
+            time.sleep(0.05)  # in order, as the CLI's chains are queued
+        for thread in threads:
+            thread.join()
+    return cycle_times(home)
+
+
+def hires_overhead_ratios(root: Path, rounds: int, chains: int) -> tuple[float, list[float]]:
+    """As `overhead_ratios`, for hires chains (a first pass and its upscale job each)."""
+    each: list[float] = []
+    for round_ in range(rounds):
+        api_round = api_hires_cycles(root / f"hires-api-{round_}", chains)
+        cli_round = cli_hires_cycles(root / f"hires-cli-{round_}", chains)
+        each.append(statistics.median(cli_round) / statistics.median(api_round))
+    return statistics.median(each), each
+
+
+PARTS = ("load", "kills", "sequential", "overhead", "hires")
 
 
 def main() -> None:
@@ -395,6 +447,13 @@ def main() -> None:
             print(f"server_overhead_ratio: {ratio:.3f}", flush=True)
             rounds = " ".join(f"{r:.3f}" for r in each)
             print(f"server_overhead_ratio_rounds: {rounds}", flush=True)
+        if "hires" in parts:
+            ratio, each = hires_overhead_ratios(
+                root, 1 if args.quick else args.rounds, 3 if args.quick else args.round_jobs // 2
+            )  # fmt: skip
+            print(f"a1111_hires_overhead_ratio: {ratio:.3f}", flush=True)
+            rounds = " ".join(f"{r:.3f}" for r in each)
+            print(f"a1111_hires_overhead_ratio_rounds: {rounds}", flush=True)
 
 
 def measure_load(home: Path, jobs: int, pollers: int, quick: bool) -> None:

@@ -12,6 +12,7 @@ import base64
 import json
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -21,12 +22,23 @@ from starlette.concurrency import run_in_threadpool
 
 from app import __version__
 from app.engine.jobs.api_jobs import A1111_API
-from app.engine.jobs.params import MAX_IMAGES, MAX_SEED, SCHEDULERS, GenerationParams
+from app.engine.jobs.follow_ups import FollowUps, Upscale
+from app.engine.jobs.params import (
+    MAX_IMAGES,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_UPSCALED_SIZE,
+    RANDOM_SEED,
+    SCHEDULERS,
+    GenerationParams,
+)
 from app.engine.jobs.queue import Job, JobNotFound, params_of
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.outputs.image import a1111_parameters
 from app.engine.store.stored_files import image_bytes
 from app.errors import BadInput
+from app.server.a1111_controlnet import control_job
+from app.server.a1111_fields import Endpoint, UnsupportedRequest, check_fields, model_name
 from app.server.requests import (
     CFG_LIMITS,
     PROMPT_LIMITS,
@@ -67,25 +79,23 @@ _BY_NAME = {
 SCHEDULES_ACCEPTED = {"", "automatic", "normal", "uniform"}
 
 
-class UnsupportedRequest(BadInput):
-    """An A1111 feature Easel does not have: refused, never silently ignored."""
-
-
 UNSUPPORTED: JsonDict = {"enum": [False, None]}
 SAMPLER_NAMES: JsonDict = {
     "enum": [None, *SAMPLER_ALIASES, *(a for n in SAMPLER_ALIASES.values() for a in n)]
 }
+# The fields Easel reads; every other field of A1111's request is checked against the
+# table in `a1111_fields` (ignored, refused when set, or refused as unknown).
+STRICT = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
 
 
-class Txt2Img(BaseModel):
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={"examples": [{"prompt": "a red circle", "width": 64, "height": 64}]},
-    )
+class _Common(BaseModel):
+    model_config = STRICT
 
     prompt: str = Field("", max_length=20_000, json_schema_extra=PROMPT_LIMITS)
     negative_prompt: str = Field("", max_length=20_000, json_schema_extra=TEXT_LIMITS)
     seed: int = Field(-1, json_schema_extra=SEED_LIMITS)
+    subseed: int = Field(-1, json_schema_extra=SEED_LIMITS)
+    subseed_strength: float = Field(0.0, ge=0, le=1)
     sampler_name: str | None = Field(None, json_schema_extra=SAMPLER_NAMES)
     sampler_index: str | None = Field(None, json_schema_extra=SAMPLER_NAMES)
     scheduler: str | None = None
@@ -95,22 +105,41 @@ class Txt2Img(BaseModel):
     cfg_scale: float = Field(7.0, json_schema_extra=CFG_LIMITS)
     width: int = Field(512, json_schema_extra=SIDE_LIMITS)
     height: int = Field(512, json_schema_extra=SIDE_LIMITS)
-    # What Easel does not do is refused (`_refuse_unsupported`); the schema says so too.
-    enable_hr: bool = Field(False, json_schema_extra=UNSUPPORTED)
-    restore_faces: bool | None = Field(False, json_schema_extra=UNSUPPORTED)
-    tiling: bool | None = Field(False, json_schema_extra=UNSUPPORTED)
-    subseed_strength: float = Field(0.0, json_schema_extra={"enum": [0]})
     override_settings: dict[str, Any] | None = None
-    alwayson_scripts: dict[str, Any] | None = Field(None, json_schema_extra={"maxProperties": 0})
-    script_name: str | None = Field(None, json_schema_extra={"enum": [None, ""]})
+    alwayson_scripts: dict[str, Any] | None = None
     send_images: bool = True
 
 
-class Img2Img(Txt2Img):
+class Txt2Img(_Common):
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "additionalProperties": False,
+            "examples": [{"prompt": "a red circle", "width": 64, "height": 64}],
+        },
+    )
+
+    denoising_strength: float | None = Field(None, gt=0, le=1)  # the hires pass's
+    enable_hr: bool = False
+    hr_scale: float = Field(2.0, gt=0, le=8)
+    hr_upscaler: str | None = None
+    hr_second_pass_steps: int = Field(0, ge=0, json_schema_extra={"maximum": MAX_STEPS})
+    hr_resize_x: int = Field(0, ge=0, le=MAX_UPSCALED_SIZE)
+    hr_resize_y: int = Field(0, ge=0, le=MAX_UPSCALED_SIZE)
+
+
+class Img2Img(_Common):
     init_images: list[str] = Field(default_factory=list, max_length=1)
     denoising_strength: float = 0.75
-    mask: str | None = None
     resize_mode: int = 0
+    mask: str | None = None
+    mask_blur: int | None = None
+    mask_blur_x: int = 4
+    mask_blur_y: int = 4
+    inpainting_fill: int = 0
+    inpaint_full_res: bool = True
+    inpaint_full_res_padding: int = 0
+    inpainting_mask_invert: int = Field(0, ge=0, le=1)
 
 
 class PngInfoBody(BaseModel):
@@ -124,38 +153,139 @@ def state_of(request: Request) -> ServerState:
 
 @router.post("/txt2img")
 async def txt2img(body: Txt2Img, request: Request) -> dict[str, Any]:
-    return await _generate(body, request, init=None)
+    return await _generate(body, request, Endpoint.TXT2IMG)
 
 
 @router.post("/img2img")
 async def img2img(body: Img2Img, request: Request) -> dict[str, Any]:
     if len(body.init_images) != 1:
         raise UnsupportedRequest("img2img needs exactly one image in init_images")
-    if body.mask:
-        raise UnsupportedRequest("inpainting (a mask) is not supported by Easel yet")
     if body.resize_mode != 0:
-        raise UnsupportedRequest("only resize_mode 0 (just resize) is supported")
-    return await _generate(body, request, init=decode_image(body.init_images[0]))
+        raise UnsupportedRequest(
+            f"resize_mode {body.resize_mode} is not supported: Easel only resizes (0, just resize)"
+        )
+    return await _generate(body, request, Endpoint.IMG2IMG)
 
 
-async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict[str, Any]:
+def sent_fields(body: BaseModel) -> dict[str, Any]:
+    """The fields the client sent (declared or not), with their values."""
+    declared = {name: getattr(body, name) for name in body.model_fields_set}
+    return {**declared, **(body.model_extra or {})}
+
+
+async def _generate(
+    body: Txt2Img | Img2Img, request: Request, endpoint: Endpoint
+) -> dict[str, Any]:
     state = state_of(request)
-    _refuse_unsupported(body)
     model = (body.override_settings or {}).get("sd_model_checkpoint") or state.sd_model
-    seed = body.seed if body.seed != -1 else random.SystemRandom().randint(0, MAX_SEED)
-    strength = body.denoising_strength if isinstance(body, Img2Img) else 1.0
     name = model_name(str(model))
     sampler = body.sampler_name or body.sampler_index or _default_sampler(state, name)
+    scheduler = easel_scheduler(sampler, body.scheduler)
+    check_fields(sent_fields(body), endpoint, scheduler.removesuffix(" Karras"))
+    rng = random.SystemRandom()
+    seed = body.seed if body.seed != -1 else rng.randint(0, MAX_SEED)
+    variation_seed = body.subseed if body.subseed_strength > 0 else RANDOM_SEED
+    if body.subseed_strength > 0 and variation_seed == RANDOM_SEED:
+        variation_seed = rng.randint(0, MAX_SEED)  # answered in `info`, as A1111 does
     params = GenerationParams(
         prompt=body.prompt, negative_prompt=body.negative_prompt, model=name,
-        scheduler=easel_scheduler(sampler, body.scheduler),
-        steps=body.steps, cfg=body.cfg_scale, width=body.width, height=body.height,
-        seed=seed, strength=strength,
+        scheduler=scheduler, steps=body.steps, cfg=body.cfg_scale, width=body.width,
+        height=body.height, seed=seed, variation_seed=variation_seed,
+        variation_strength=body.subseed_strength,
     )  # fmt: skip
     count = body.batch_size * body.n_iter
     if count > MAX_IMAGES:
         raise BadInput(f"batch_size x n_iter is {count}; at most {MAX_IMAGES} images a request")
-    job = JobRequest(params, count=count, init_image=init)
+    job = JobRequest(params, count=count)
+    if isinstance(body, Img2Img):
+        job = _img2img_job(body, job)
+    else:
+        job = replace(job, follow_ups=hires_follow_ups(body, state))
+    job = control_job(
+        body.alwayson_scripts or {}, job, state, hires=getattr(body, "enable_hr", False)
+    )
+    return _response(body, await submit_and_wait(request, state, job), state)
+
+
+def _img2img_job(body: Img2Img, job: JobRequest) -> JobRequest:
+    params = replace(job.params, strength=body.denoising_strength)
+    init = decode_image(body.init_images[0])
+    if not body.mask:
+        return replace(job, params=params, init_image=init)
+    if body.inpainting_fill != 1:
+        raise UnsupportedRequest(
+            f"inpainting_fill {body.inpainting_fill} is not supported: Easel repaints "
+            "from the image itself (1, original)"
+        )
+    blur = body.mask_blur
+    if blur is None:
+        if body.mask_blur_x != body.mask_blur_y:
+            raise UnsupportedRequest(
+                "Easel blurs a mask alike both ways: give mask_blur_x = mask_blur_y"
+            )
+        blur = body.mask_blur_x
+    mask = decode_image(body.mask, "mask")
+    if body.inpainting_mask_invert:
+        mask = inverted(mask)
+    params = replace(
+        params, mask_blur=blur, only_masked=body.inpaint_full_res,
+        mask_padding=body.inpaint_full_res_padding,
+    )  # fmt: skip
+    return replace(job, params=params, init_image=init, mask=mask)
+
+
+def inverted(mask: bytes) -> bytes:
+    """The mask with black and white swapped (A1111's inpainting_mask_invert)."""
+    from PIL import ImageOps
+
+    from app.engine.jobs.mask import open_mask, png_bytes
+
+    return png_bytes(ImageOps.invert(open_mask(mask)))
+
+
+# A1111's hires upscalers that resize the image as Easel's Lanczos does ("None": A1111
+# resizes with Lanczos after its no-op upscaler); its latent ones work on the latents.
+LANCZOS_NAMES = {"", "none", "lanczos"}
+
+
+def hires_follow_ups(body: Txt2Img, state: ServerState) -> FollowUps:
+    """A1111's hires fix as Easel's: an upscale job following each image."""
+    if not body.enable_hr:
+        return FollowUps()
+    scale = hires_scale(body)
+    upscaler = (body.hr_upscaler or "").strip()
+    if upscaler.lower() in LANCZOS_NAMES:
+        upscaler = ""
+    elif upscaler.lower().startswith("latent") or upscaler.lower() == "nearest":
+        raise UnsupportedRequest(
+            f"the hires upscaler {upscaler!r} is not supported: Easel resizes the image, not "
+            "its latents (use Lanczos or an upscaler model from GET /sdapi/v1/upscalers)"
+        )
+    else:
+        from app.engine.generation.post.upscalers import check_upscaler
+
+        check_upscaler(upscaler, state.settings.model_search_path(), names_only=True)
+    strength = body.denoising_strength if body.denoising_strength is not None else 0.75
+    return FollowUps(upscale=Upscale(scale, strength, upscaler, steps=body.hr_second_pass_steps))
+
+
+def hires_scale(body: Txt2Img) -> float:
+    """The scale of A1111's hires fix: hr_scale, or hr_resize_x/y at the same aspect ratio."""
+    x, y = body.hr_resize_x, body.hr_resize_y
+    if not x and not y:
+        return body.hr_scale
+    scale = x / body.width if x else y / body.height
+    if x and y and (round(body.width * scale), round(body.height * scale)) != (x, y):
+        raise UnsupportedRequest(
+            f"hr_resize_x x hr_resize_y ({x}x{y}) must keep the first pass's aspect ratio "
+            f"({body.width}x{body.height}): Easel's hires fix scales, it does not crop"
+        )
+    return scale
+
+
+async def submit_and_wait(request: Request, state: ServerState, job: JobRequest) -> list[Job]:
+    """Store `job` (as its client, with its Idempotency-Key) and wait for its jobs: for a
+    hires fix, the upscale of each image that succeeded stands for it."""
     client = client_name(request)
     key = request.headers.get("idempotency-key")
     waiting = state.slots.take(SlotKind.WAITING)  # before storing: a 503 stores nothing
@@ -170,11 +300,28 @@ async def _generate(body: Txt2Img, request: Request, init: bytes | None) -> dict
         in_flight: Slot | None = request.scope.get(SLOT_KEY)
         if in_flight is not None:
             in_flight.release()
-        with state.waiting_for(tuple(submitted.jobs)):
+        with state.waiting_for(tuple(submitted.all)):
             jobs = await _wait(request, state, list(submitted.jobs))
+            if submitted.follow_ups:  # the hires fix: each image's upscale is the answer
+                jobs = await _wait_follow_ups(request, state, jobs, submitted.follow_ups)
     finally:
         waiting.release()
-    return _response(body, jobs, state)
+    return jobs
+
+
+async def _wait_follow_ups(
+    request: Request, state: ServerState, parents: list[Job], follow_ups: tuple[int, ...]
+) -> list[Job]:
+    """The follow-up of each parent that succeeded, once done; a parent that did not stands
+    for its own (its follow-up waits BLOCKED, for a retry of the parent)."""
+    following = [
+        (parent, child) for parent, child in zip(parents, follow_ups, strict=True)
+        if parent.status == JobStatus.SUCCESS
+    ]  # fmt: skip
+    done = await _wait(request, state, [child for _parent, child in following])
+    by_id = {job.id: job for job in done}
+    children = {parent.id: by_id[child] for parent, child in following}
+    return [children.get(parent.id, parent) for parent in parents]
 
 
 async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> list[Job]:
@@ -185,7 +332,7 @@ async def _wait(request: Request, state: ServerState, job_ids: list[int]) -> lis
     return await run_in_threadpool(lambda: [state.queue.get(i) for i in job_ids])
 
 
-def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, Any]:
+def _response(body: _Common, jobs: list[Job], state: ServerState) -> dict[str, Any]:
     failed = [job for job in jobs if job.status in (JobStatus.FAILED, JobStatus.TIMEOUT)]
     done = [job for job in jobs if job.status == JobStatus.SUCCESS]
     if failed and not done:
@@ -204,7 +351,8 @@ def _response(body: Txt2Img, jobs: list[Job], state: ServerState) -> dict[str, A
         "negative_prompt": first.negative_prompt,
         "all_negative_prompts": [j.negative_prompt for j in shown],
         "seed": first.seed, "all_seeds": [j.seed for j in shown],
-        "subseed": -1, "all_subseeds": [-1 for _ in shown], "subseed_strength": 0,
+        "subseed": first.variation_seed, "all_subseeds": [j.variation_seed for j in shown],
+        "subseed_strength": first.variation_strength,
         "width": first.width, "height": first.height, "sampler_name": first.scheduler,
         "cfg_scale": first.cfg, "steps": first.steps, "batch_size": body.batch_size,
         "restore_faces": False, "face_restoration_model": None, "sd_model_name": first.model,
@@ -233,20 +381,6 @@ def _default_sampler(state: ServerState, model: str) -> str:
 A1111_DEFAULT_SAMPLER = "Euler a"
 
 
-def _refuse_unsupported(body: Txt2Img) -> None:
-    unsupported = [
-        ("enable_hr", body.enable_hr, "hires fix (enable_hr); queue an upscale of the job"),
-        ("restore_faces", body.restore_faces, "face restoration (restore_faces)"),
-        ("tiling", body.tiling, "tiling"),
-        ("subseed_strength", body.subseed_strength, "variation seeds (subseed_strength)"),
-        ("script_name", body.script_name, f"scripts ({body.script_name})"),
-        ("alwayson_scripts", body.alwayson_scripts, "always-on scripts (extensions)"),
-    ]
-    for _name, value, what in unsupported:
-        if value:
-            raise UnsupportedRequest(f"Easel does not support {what}")
-
-
 def easel_scheduler(sampler: str | None, schedule: str | None) -> str:
     """The Easel scheduler for A1111's sampler name (and its 1.9+ schedule type)."""
     name = (sampler or A1111_DEFAULT_SAMPLER).strip()
@@ -265,14 +399,6 @@ def easel_scheduler(sampler: str | None, schedule: str | None) -> str:
             "(Easel has Karras for DPM++ 2M and Euler, else the model's own)"
         )
     return easel
-
-
-def model_name(title: str) -> str:
-    """A1111 titles carry a hash: `name [abc123]` -> `name`."""
-    text = title.strip()
-    if text.endswith("]") and " [" in text:
-        text = text.rsplit(" [", 1)[0]
-    return text
 
 
 @router.get("/progress")

@@ -13,9 +13,13 @@ from fastapi import Request
 from pydantic.json_schema import JsonDict
 
 from app.engine.generation.request_checks import check_runnable
-from app.engine.jobs.follow_ups import NewJob, Submitted, submit_with_follow_ups
-from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image
+from app.engine.jobs.follow_ups import FollowUps, NewJob, Submitted, submit_with_follow_ups
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.init_image import InvalidInitImage, fit_to, open_rgb, prepare_init_image
+from app.engine.jobs.mask import open_mask, png_bytes, prepare_mask
 from app.engine.jobs.params import (
+    KIND_TILED,
+    KIND_UPSCALE,
     MAX_CFG,
     MAX_SEED,
     MAX_SIZE,
@@ -76,6 +80,9 @@ def decode_image(data: str, what: str = "init image") -> bytes:
         raise InvalidInitImage(f"the {what} is not valid base64") from None
 
 
+NO_FOLLOW_UPS = FollowUps()
+
+
 @dataclass(frozen=True)
 class JobRequest:
     params: GenerationParams
@@ -83,6 +90,9 @@ class JobRequest:
     parents: Sequence[int] = ()
     init_image: bytes | None = None
     init_sized: bool = True  # the request gave the size; else the init image gives it
+    mask: bytes | None = None  # inpaint: white repaints; fitted to the init image here
+    control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
+    follow_ups: FollowUps = NO_FOLLOW_UPS  # what follows each job (a hires fix's upscale)
     priority: int = 0
     max_attempts: int | None = None
     callback_url: str | None = None
@@ -100,12 +110,19 @@ def submit(
     """Check `job` as a worker would, then store it (its `count` jobs) in one transaction
     with its record; with `key`, at most once (a replay returns the first jobs)."""
     params = job.params
-    init_png = None
-    if job.init_image is not None:
+    init_png = mask_png = None
+    if job.init_image is not None and keeps_own_size(params, job):
+        init_png = prepare_init_image(job.init_image).png
+    elif job.init_image is not None:
         size = (params.width, params.height) if job.init_sized else None
         prepared = prepare_init_image(job.init_image, size)
         init_png = prepared.png
         params = replace(params, width=prepared.width, height=prepared.height)
+    if init_png is not None:  # named now: what is checked below depends on it
+        params = replace(params, init_image=digest(init_png))
+    if init_png is not None and job.mask is not None:
+        mask_png = fitted_mask(job.mask, open_rgb(init_png).size)
+        params = replace(params, mask=digest(mask_png))
     if job.callback_url is not None:  # refused now rather than by the sender, unseen
         settings = state.settings
         check_callback_url(job.callback_url, allow_private=settings.allow_private_callbacks,
@@ -116,16 +133,33 @@ def submit(
         content = {"params": params.to_dict(), "count": job.count, "parents": list(job.parents),
                    "init": fingerprint_of(init_png.hex()) if init_png else None,
                    "priority": job.priority, "callback": job.callback_url, "api": api,
-                   "extra": fingerprint_extra}  # fmt: skip
+                   "extra": fingerprint_extra, "follow_ups": repr(job.follow_ups)}  # fmt: skip
         keep_s = state.settings.idempotency_key_hours * 3600
         request_key = RequestKey(key, fingerprint_of(content), keep_s=keep_s)
     attempts = job.max_attempts or state.settings.max_attempts
     new = NewJob(
         params, count=job.count, parents=tuple(job.parents),
-        inputs=RunInputs(init_image=init_png), max_attempts=attempts, priority=job.priority,
+        inputs=RunInputs(init_image=init_png, mask=mask_png, control_images=job.control_pngs),
+        max_attempts=attempts, priority=job.priority,
     )  # fmt: skip
     return submit_with_follow_ups(
-        state.queue, new, source=source_for(client),
+        state.queue, new, job.follow_ups, source=source_for(client),
         check=lambda p: check_runnable(p, state.settings.model_search_path(), names_only=True),
         key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
     )  # fmt: skip
+
+
+def keeps_own_size(params: GenerationParams, job: JobRequest) -> bool:
+    """Whether the init image is stored at its own size, not the job's: an upscale's (the
+    job's size is its result's), or an only-masked inpaint's (the whole picture is kept, the
+    mask's box is drawn at the job's size and pasted back, as `submit --only-masked` does)."""
+    return params.kind in (KIND_UPSCALE, KIND_TILED) or (
+        job.mask is not None and params.only_masked
+    )
+
+
+def fitted_mask(data: bytes, size: tuple[int, int]) -> bytes:
+    """The mask as a greyscale PNG at the init image's `size` (resized with Lanczos, as the
+    init image is), refused when it marks nothing to repaint."""
+    mask = open_mask(data)
+    return prepare_mask(png_bytes(fit_to(mask, size)) if mask.size != size else data, size)

@@ -182,6 +182,11 @@ class ServerState:
             self._estimator = (now, estimator)
         return estimator
 
+    def forget_models(self) -> None:
+        """The next `models()` reads the folders again (A1111's refresh-checkpoints)."""
+        with self._lock:
+            self._models = None
+
     def models(self) -> list[ModelInfo]:
         now = time.monotonic()
         with self._lock:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from app.engine.jobs.graph_sql import stored_input
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.settings import Settings
@@ -311,8 +312,19 @@ def test_a1111_names_and_png_info(api: Running) -> None:
     assert {"DPM++ 2M Karras", "Euler Karras"} <= samplers
     refused = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "sampler_name": "LMS"})
     assert refused.status_code == 422 and "unknown sampler 'LMS'" in refused.json()["error"]
-    hires = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", "enable_hr": True})
-    assert hires.status_code == 422 and "hires fix" in hires.json()["error"]
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"enable_hr": True, "hr_upscaler": "Latent"}, "Easel resizes the image, not its latents"),
+        ({"restore_faces": True}, "Easel does not restore faces"),
+        ({"sampler_nmae": "Euler"}, "'sampler_nmae' is not in A1111's txt2img request"),
+        ({"mask": "x"}, "'mask' is not in A1111's txt2img request"),
+        ({"eta": 0.5, "sampler_name": "Euler a"}, "A1111's default eta only"),
+        ({"override_settings": {"CLIP_stop_at_last_layers": 2}}, "CLIP_stop_at_last_layers"),
+        ({"alwayson_scripts": {"ADetailer": {"args": []}}}, "extension script 'ADetailer'"),
+        ({"enable_hr": True, "hr_resize_x": 96, "hr_resize_y": 64}, "aspect ratio"),
+    ]
+    for body, sentence in refusals:
+        refused = api.client.post("/sdapi/v1/txt2img", json={"prompt": "a", **body})
+        assert refused.status_code == 422 and sentence in refused.json()["error"], body
     assert api.queue.jobs() == []
     assert api.client.post("/sdapi/v1/options", json={"sd_model_checkpoint": "nope"}
                            ).status_code == 422  # fmt: skip
@@ -364,3 +376,117 @@ def test_a1111_requests_without_a_sampler_get_the_models_own(
     assert _default_sampler(state, "flux-tiny") == "Euler"  # Flux takes only its own
     assert _default_sampler(state, "easel-tiny") == "Euler a"  # A1111's default
     assert _default_sampler(state, "not-installed") == "Euler a"  # refused later, by name
+
+
+def stored_by(api: Running, path: str, body: dict[str, Any]) -> list[Any]:
+    """The jobs an A1111 request stores (read while it waits; then cancelled, so it answers)."""
+    answers: list[httpx.Response] = []
+    before = {job.id for job in api.queue.jobs()}
+    thread = threading.Thread(target=lambda: answers.append(
+        httpx.post(f"{api.url}{path}", json=body, timeout=60)))  # fmt: skip
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not (jobs := [j for j in api.queue.jobs() if j.id not in before]) and thread.is_alive():
+        assert time.monotonic() < deadline, "nothing was stored"
+        time.sleep(0.01)
+    for job in jobs:
+        api.queue.cancel(job.id or 0, source="test")
+    thread.join(timeout=30)
+    assert answers and answers[0].status_code == 200, answers and answers[0].text
+    return sorted(jobs, key=lambda job: job.id or 0)
+
+
+def png_b64(image: Image.Image) -> str:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_a1111_hires_variation_seeds_and_masks_are_stored_as_easels_jobs(api: Running) -> None:
+    body = {
+        "prompt": "a cat",
+        "width": 64,
+        "height": 48,
+        "steps": 3,
+        "seed": 4,
+        "subseed": 9,
+        "subseed_strength": 0.25,
+        "enable_hr": True,
+        "hr_resize_x": 128,
+        "hr_upscaler": "None",
+        "hr_second_pass_steps": 6,
+        "denoising_strength": 0.4,
+    }
+    first, hires = stored_by(api, "/sdapi/v1/txt2img", body)
+    assert (first.variation_seed, first.variation_strength, first.width) == (9, 0.25, 64)
+    assert (hires.width, hires.height, hires.steps, hires.strength, hires.upscaler) == (
+        128, 96, 6, 0.4, "")  # fmt: skip
+    assert hires.init_image == f"job:{first.id}"
+    picture = Image.new("RGB", (80, 64), (200, 40, 40))
+    mask = Image.new("L", (80, 64), 255)
+    mask.paste(0, (0, 0, 40, 64))  # repaints the right half; inverted: the left
+    body = {
+        "prompt": "a boat",
+        "init_images": [png_b64(picture)],
+        "mask": png_b64(mask),
+        "inpainting_fill": 1,
+        "inpaint_full_res": False,
+        "inpainting_mask_invert": 1,
+        "mask_blur": 3,
+        "width": 64,
+        "height": 48,
+        "steps": 4,
+    }
+    [inpaint] = [j for j in stored_by(api, "/sdapi/v1/img2img", body) if j.mask]
+    assert (inpaint.width, inpaint.height, inpaint.mask_blur, inpaint.only_masked) == (
+        64, 48, 3, False)  # fmt: skip
+    stored_mask = stored_input(api.queue.db, inpaint.id or 0, "mask")
+    with Image.open(io.BytesIO(stored_mask or b"")) as shown:
+        assert shown.size == (64, 48) and shown.getpixel((2, 24)) == 255
+        assert shown.getpixel((60, 24)) == 0
+
+
+def test_a1111_img2img_controlnet_and_extras_refuse_what_easel_cannot_do(api: Running) -> None:
+    picture, mask = png_b64(Image.new("RGB", (64, 64))), png_b64(Image.new("L", (64, 64), 255))
+    img2img = {"prompt": "a", "init_images": [picture], "width": 64, "height": 64}
+    unit = {"image": picture, "model": "tiny-edges", "module": "none"}
+    refusals: list[tuple[str, dict[str, Any], str]] = [
+        ("img2img", {**img2img, "resize_mode": 1}, "Easel only resizes"),
+        ("img2img", {**img2img, "mask": mask}, "inpainting_fill 0 is not supported"),
+        ("img2img", {**img2img, "mask": mask, "inpainting_fill": 1, "mask_blur_x": 2},
+         "mask_blur_x = mask_blur_y"),
+        ("img2img", {**img2img, "enable_hr": True}, "'enable_hr' is not in A1111's img2img"),
+        ("img2img", {**img2img, "subseed_strength": 0.5}, "txt2img only"),
+        ("txt2img", {"alwayson_scripts": {"controlnet": {"args": [{**unit, "mask": mask}]}}},
+         "take none"),
+        ("txt2img", {"alwayson_scripts": {"ControlNet": {"args": [{**unit, "control_mode": 2}]}}},
+         "Balanced"),
+        ("txt2img", {"alwayson_scripts": {"ControlNet": {"args": [{**unit, "gain": 2}]}}},
+         "does not know: gain"),
+        ("txt2img", {"alwayson_scripts": {"ControlNet": {"args": [{**unit, "model": "None"}]}}},
+         "names no ControlNet model"),
+        ("txt2img", {"width": 64, "height": 48, "alwayson_scripts": {"ControlNet": {
+            "args": [{**unit, "resize_mode": "Crop and Resize"}]}}}, "Just Resize"),
+        ("extra-single-image", {"image": picture, "gfpgan_visibility": 0.5}, "restore faces"),
+        ("extra-single-image", {"image": picture, "resize_mode": 1, "upscaling_resize_w": 100,
+                                "upscaling_resize_h": 50}, "aspect ratio"),
+    ]  # fmt: skip
+    for path, body, sentence in refusals:
+        sent = body if path == "extra-single-image" else {"prompt": "a", **body}
+        refused = api.client.post(f"/sdapi/v1/{path}", json=sent)
+        assert refused.status_code == 422, (path, body, refused.text)
+        assert sentence in refused.json()["error"], (sentence, refused.json())
+    assert api.queue.jobs() == []
+    assert api.client.get("/controlnet/version").json() == {"version": 2}
+    assert "canny" in api.client.get("/controlnet/module_list").json()["module_list"]
+    assert api.client.get("/controlnet/model_list").json() == {"model_list": []}
+    assert [u["name"] for u in api.client.get("/sdapi/v1/upscalers").json()] == [
+        "None", "Lanczos"]  # fmt: skip
+    assert api.client.get("/sdapi/v1/sd-vae").json() == []
+    assert api.client.post("/sdapi/v1/refresh-checkpoints").status_code == 200
+    memory = api.client.get("/sdapi/v1/memory").json()
+    assert memory["ram"]["total"] > 0 and "error" in memory["cuda"]
+    lanczos = api.client.post("/sdapi/v1/extra-single-image", json={
+        "image": picture, "upscaler_1": "Lanczos", "upscaling_resize": 1.5}).json()  # fmt: skip
+    with Image.open(io.BytesIO(base64.b64decode(lanczos["image"]))) as upscaled:
+        assert upscaled.size == (96, 96)

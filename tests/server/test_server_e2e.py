@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import http.server
+import io
 import json
 import math
 import subprocess
@@ -20,12 +21,27 @@ import httpx
 import pytest
 import webuiapi
 from PIL import Image
+from safetensors.torch import save_file
 
 from app.engine.history.search import JobFilter, search
+from app.engine.jobs.control_image import preprocess
+from app.engine.jobs.follow_ups import (
+    FollowUps,
+    NewJob,
+    Upscale,
+    submit_upscale,
+    submit_with_follow_ups,
+)
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.run_inputs import RunInputs
+from app.engine.store.stored_files import image_bytes
 from app.engine.workers.headless import POLL_S
 from app.models.opening import open_database
 from app.server.signing import signature
+from tests.engine.generation.test_upscale import tiny_esrgan
+from tests.engine.jobs.test_control_e2e import edges_png, install_bundled_controlnet
 from tests.server.serving import REPO, Served, serving, shown_callback_secret, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -243,3 +259,113 @@ def test_the_serving_process_never_loads_torch_while_its_worker_does(served: Ser
     assert "torch" not in Path(f"/proc/{pid}/maps").read_text()
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     assert any("torch" in Path(f"/proc/{child}/maps").read_text() for child in children)
+
+
+# --- what A1111's clients send: hires fix, inpaint, ControlNet, extras ------------------------
+# Each image is compared with the same job submitted as the command line submits it
+# (`submit_with_follow_ups`, source "cli") to the same served queue, run by the same worker.
+
+
+def cli_job(store: JobQueue, job: NewJob, follow_ups: FollowUps | None = None) -> int:
+    submitted = submit_with_follow_ups(store, job, follow_ups or FollowUps(), source="cli")
+    return (submitted.follow_ups or submitted.jobs)[0]
+
+
+def rgb_of(store: JobQueue, served: Served, job_id: int) -> bytes:
+    with served.client() as client:
+        wait_for(client, job_id, ["SUCCESS"], timeout_s=120)
+    data = image_bytes(store.db, store.get(job_id))
+    assert data is not None
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert("RGB").tobytes()
+
+
+def png_of(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_webuiapi_hires_fix_is_the_engines_upscale_chain(served: Served, store: JobQueue) -> None:
+    result = a1111(served).txt2img(
+        prompt=PROMPT, seed=21, width=64, height=64, cfg_scale=4, steps=3, sampler_name="Euler",
+        enable_hr=True, hr_scale=1.5, hr_upscaler="Lanczos", denoising_strength=0.5,
+        hr_second_pass_steps=4,
+    )  # fmt: skip
+    [image] = result.images
+    assert image.size == (96, 96) and result.info["all_seeds"] == [21]
+    [hires_id] = result.info["easel_job_ids"]
+    hires = store.get(hires_id)
+    assert (hires.strength, hires.steps, hires.init_image.startswith("job:")) == (0.5, 4, True)
+    params = GenerationParams(PROMPT, steps=3, cfg=4, width=64, height=64, seed=21)
+    same = cli_job(store, NewJob(params), FollowUps(upscale=Upscale(1.5, 0.5, steps=4)))
+    assert image.convert("RGB").tobytes() == rgb_of(store, served, same)
+
+
+def test_webuiapi_inpaint_only_masked_is_the_engines_inpaint(
+    served: Served, store: JobQueue
+) -> None:
+    start = Image.new("RGB", (64, 64), (30, 160, 220))
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (16, 16, 40, 40))
+    result = a1111(served).img2img(
+        images=[start], mask_image=mask, inpaint_full_res=True, inpaint_full_res_padding=8,
+        inpainting_fill=1, mask_blur=2, prompt="a boat", seed=5, width=64, height=64,
+        denoising_strength=0.8, cfg_scale=4, steps=4, sampler_name="Euler",
+    )  # fmt: skip
+    [image] = result.images
+    [job_id] = result.info["easel_job_ids"]
+    job = store.get(job_id)
+    assert (job.only_masked, job.mask_padding, job.mask_blur) == (True, 8, 2)
+    init_png, mask_png = png_of(start), png_of(mask)
+    params = GenerationParams(
+        "a boat", steps=4, cfg=4, width=64, height=64, seed=5, strength=0.8, mask_blur=2,
+        only_masked=True, mask_padding=8,
+    )  # fmt: skip
+    same = cli_job(store, NewJob(params, inputs=RunInputs(init_image=init_png, mask=mask_png)))
+    assert image.convert("RGB").tobytes() == rgb_of(store, served, same)
+
+
+def test_webuiapi_controlnet_unit_is_the_engines_control_layer(
+    served: Served, store: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EASEL_HOME", str(served.home))
+    install_bundled_controlnet("tiny-edges")
+    api = a1111(served)
+    assert api.controlnet_model_list() == ["tiny-edges"]
+    edges = Image.open(io.BytesIO(edges_png()))
+    unit = webuiapi.ControlNetUnit(image=edges, module="none", model="tiny-edges [abc123]",
+                                   weight=0.9, guidance_end=0.8)  # fmt: skip
+    # A dict of our own: webuiapi adds the units to its default `alwayson_scripts`, which
+    # would then guide every later request of the process.
+    result = api.txt2img(prompt=PROMPT, seed=8, width=64, height=64, cfg_scale=4, steps=4,
+                         sampler_name="Euler", controlnet_units=[unit],
+                         alwayson_scripts={})  # fmt: skip
+    [image] = result.images
+    png = preprocess("none", edges_png())
+    layer = ControlLayer(digest(png), "tiny-edges", "none", 0.9, 0.0, 0.8)
+    params = GenerationParams(PROMPT, steps=4, cfg=4, width=64, height=64, seed=8,
+                              control=encode_control([layer]))  # fmt: skip
+    same = cli_job(store, NewJob(params, inputs=RunInputs(control_images=[png])))
+    assert image.convert("RGB").tobytes() == rgb_of(store, served, same)
+    [job_id] = result.info["easel_job_ids"]
+    assert store.get(job_id).control == params.control  # guided, as the engine's job is
+
+
+def test_webuiapi_extra_single_image_is_the_engines_model_upscale(
+    served: Served, store: JobQueue
+) -> None:
+    folder = served.home / "models" / "upscale_models"
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tiny_esrgan(), str(folder / "tiny.safetensors"))
+    api = a1111(served)
+    assert [u["name"] for u in api.get_upscalers()] == ["None", "Lanczos", "tiny"]
+    parent = cli_job(store, NewJob(GenerationParams("a cat", steps=2, seed=3, width=40, height=32)))
+    source = rgb_of(store, served, parent)
+    picture = Image.frombytes("RGB", (40, 32), source)
+    result = api.extra_single_image(picture, upscaler_1="tiny", upscaling_resize=2)
+    assert result.image.size == (80, 64)
+    same = submit_upscale(store, parent, scale=2, upscaler="tiny", img2img=False, source="cli")
+    assert result.image.convert("RGB").tobytes() == rgb_of(store, served, same)
+    lanczos = api.extra_single_image(picture, upscaler_1="Lanczos", upscaling_resize=2)
+    assert lanczos.image.size == (80, 64)

@@ -55,6 +55,7 @@ class Upscale:
     upscaler: str = ""
     img2img: bool = True
     tiled: bool = False  # img2img region by region (Ultimate SD Upscale), for big results
+    steps: int = 0  # the img2img pass's steps (A1111's hr_second_pass_steps); 0: the parent's
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,11 @@ def _follow_up_params(
 
 
 def _upscaled(params: GenerationParams, parent_id: int, upscale: Upscale) -> GenerationParams:
-    return upscale_params(
+    upscaled = upscale_params(
         params, parent_id, scale=upscale.scale, strength=upscale.strength,
         upscaler=upscale.upscaler, img2img=upscale.img2img, tiled=upscale.tiled,
     )  # fmt: skip
+    return replace(upscaled, steps=upscale.steps) if upscale.steps else upscaled
 
 
 def _varied(params: GenerationParams, parent_id: int, variations: Variations) -> GenerationParams:
