@@ -11,7 +11,7 @@ from app.cli.jobs import EXIT_REFUSED, with_queue
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings
 from app.engine.store.opening import OpenFor
-from app.engine.store.stored_files import export_image
+from app.engine.store.stored_files import export_output
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def _export(args: argparse.Namespace, queue: JobQueue) -> int:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         outputs = load_settings().outputs_path()  # a shared queue's image: only from here
-        path = export_image(queue.db, queue.get(args.job_id), folder, outputs)
+        path = export_output(queue.db, queue.get(args.job_id), folder, outputs)
     except OSError as error:
         print(f"error: cannot write into {folder}: {error.strerror or error}", file=sys.stderr)
         return EXIT_REFUSED

@@ -35,7 +35,7 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.settings import load_settings
-from app.engine.store.stored_files import image_bytes
+from app.engine.store.stored_files import output_bytes
 
 OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
 
@@ -160,7 +160,7 @@ def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
     if not stored.output_path:
         raise InvalidMask(f"job {args.job_id} has no finished image to extend yet")
     try:  # on a shared queue, a file here only inside the outputs folder (else the database's)
-        image_png = image_bytes(queue.db, stored, load_settings().outputs_path())
+        image_png = output_bytes(queue.db, stored, load_settings().outputs_path())
     except OSError as error:
         raise InvalidMask(
             f"cannot read job {args.job_id}'s image {stored.output_path}: {error.strerror or error}"

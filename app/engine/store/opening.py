@@ -13,10 +13,11 @@ from pathlib import Path
 from app.engine import paths
 from app.engine.jobs.graph import graph_listener
 from app.engine.jobs.queue import JobQueue, TransitionListener, TransitionRecord
+from app.engine.outputs.kinds import FileKind
 from app.engine.paths import recorded_file
 from app.engine.settings import database_location, load_settings
 from app.engine.store.leftovers import sweep_interrupted_writes
-from app.engine.store.stored_files import FETCHED_FOLDER, FileKind, remove_files
+from app.engine.store.stored_files import FETCHED_FOLDER, remove_files
 from app.errors import DatabaseError
 from app.models.backups import NoRoomForBackup, back_up, backups_dir, list_backups
 from app.models.database_urls import is_database_url
