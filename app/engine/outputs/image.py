@@ -17,6 +17,7 @@ from app.engine.jobs.params import (
     GenerationParams,
 )
 from app.engine.outputs.kinds import FileKind, GalleryLook, OutputKind
+from app.engine.outputs.png_star import set_png_star
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -118,4 +119,5 @@ IMAGE = OutputKind(
     still=_the_file_itself,
     gallery=GalleryLook(badge="", in_viewer=True),
     is_picture=True,
+    record_star=set_png_star,
 )

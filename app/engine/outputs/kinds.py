@@ -2,9 +2,10 @@
 
 A kind answers, in one declaration: its files' names (the suffix), its rows in the database
 (`FileKind`), its media type on the server, what its thumbnail is made from, how the gallery
-marks it, whether it is one still picture, and how the runner's result is written. No torch,
-no Qt: the window, the server and the workers all read the same declaration. The kinds are
-collected in `registry`; each lives in its own module (`image.py`).
+marks it, whether it is one still picture, how the runner's result is written, and whether
+its file records a star. No torch, no Qt: the window, the server and the workers all read
+the same declaration. The kinds are collected in `registry`; each lives in its own module
+(`image.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ Writer = Callable[[Any, Path, GenerationParams], None]
 # What a thumbnail is made from: a file the window reads as a picture (an image's own
 # path), or an encoded picture's bytes (a video's first frame).
 StillSource = Callable[[Path], Path | bytes]
+# Adds (True) or removes a star in the file itself, so a copy says so anywhere; raises
+# OSError, or ValueError for a file that is not of its kind.
+StarRecorder = Callable[[Path, bool], None]
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class OutputKind:
     # One still picture: what A1111's `images` carry (base64), and what a later job can
     # start from (img2img, inpaint, a ControlNet image, a grid's cell).
     is_picture: bool
+    record_star: StarRecorder | None = None  # None: the star is in the job row only
 
     def __post_init__(self) -> None:
         if not (self.suffix.startswith(".") and len(self.suffix) > 1):

@@ -172,6 +172,18 @@ class JobRow:
         except UnknownOutputKind:
             return None
 
+    @property
+    def makes_picture(self) -> bool:
+        """Its kind of output is one picture, which a follow-up (upscale, variation, init
+        image, mask editor, Control section) can start from; a video is not one."""
+        kind = self.output_kind
+        return kind is not None and kind.is_picture
+
+    @property
+    def has_picture(self) -> bool:
+        """A finished output that is one picture."""
+        return bool(self.output_path) and self.makes_picture
+
     def allows(self, event: JobEvent) -> bool:
         if self.cancel_pending:  # only Undo, until the cancel is done or taken back
             return False
