@@ -1,6 +1,6 @@
 """The gallery shows each output as its kind says: its thumbnail made from what the kind
 gives (an image's own file, a clip's first frame), its badge, and whether the image viewer
-steps through it."""
+steps through it; the follow-ups that start from a picture ask the kind too."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from app.engine.outputs.kinds import OutputKind
 from app.engine.outputs.registry import output_of_job
 from app.ui.itemmodels.gallery_model import GalleryModel
 from app.ui.itemmodels.job_list_model import BADGE_ROLE
+from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.rows import JobRow
 from app.ui.qt.dbthread import InlineRunner
 from app.ui.qt.thumbnails import ThumbnailCache
@@ -80,3 +81,13 @@ def test_a_row_of_a_kind_this_easel_does_not_make_shows_without_a_picture(
     model.data(index, Qt.ItemDataRole.DecorationRole)  # starts (and, inline, ends) the load
     assert model.data(index, Qt.ItemDataRole.DecorationRole) is None
     assert model.data(index, BADGE_ROLE) == "" and model.paths() == []
+
+
+def test_follow_ups_that_start_from_a_picture_ask_the_kind(
+    tmp_path: Path, clip: OutputKind
+) -> None:
+    image_row = finished_row(2, "generate", tmp_path)
+    clip_row = finished_row(1, CLIP_JOB_KIND, tmp_path)
+    for action in (Action.USE_AS_INIT, Action.UPSCALE, Action.VARY):
+        assert (applies(action, image_row), applies(action, clip_row)) == (True, False)
+    assert applies(Action.SHOW_IN_FOLDER, clip_row)  # any file can be shown in its folder

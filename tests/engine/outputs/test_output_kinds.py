@@ -3,17 +3,21 @@ calls for the image kind and for a second kind registered here (`clip_kind`)."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from sqlalchemy import select
 
+from app.engine.history.favourites import star
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.outputs import registry
 from app.engine.outputs.image import IMAGE
 from app.engine.outputs.kinds import FileKind, GalleryLook, OutputKind
+from app.engine.outputs.png_star import png_is_starred
 from app.engine.outputs.registry import UnknownOutputKind, output_of_job, register
 from app.engine.store.stored_files import export_output, latest_file, output_bytes
 from app.engine.workers.job_run import JobRun
@@ -119,3 +123,23 @@ def test_a_declaration_says_what_is_wrong_with_it() -> None:
     with pytest.raises(ValueError, match="1 to 16 characters"):
         FileKind("a-kind-name-too-long")
     assert GalleryLook() == IMAGE.gallery  # an image: no badge, in the viewer
+
+
+def test_the_star_goes_into_the_file_only_for_a_kind_that_records_it(
+    queue: JobQueue, tmp_path: Path, clip: OutputKind
+) -> None:
+    image_job = run_one(queue, tmp_path)
+    clip_job = run_one(queue, tmp_path, clip_job=True)
+    image_path = Path(queue.get(image_job).output_path or "")
+    image_path.write_bytes(_tiny_png())  # the scripted runner's file is no PNG
+    clip_path = Path(queue.get(clip_job).output_path or "")
+    clip_bytes = clip_path.read_bytes()
+    assert star(queue, image_job) == image_path and png_is_starred(image_path)
+    assert star(queue, clip_job) is None and clip_path.read_bytes() == clip_bytes
+    assert queue.get(clip_job).starred  # the row holds it
+
+
+def _tiny_png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(buffer, format="PNG")
+    return buffer.getvalue()
