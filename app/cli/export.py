@@ -11,14 +11,14 @@ from app.cli.jobs import EXIT_REFUSED, with_queue
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings
 from app.engine.store.opening import OpenFor
-from app.engine.store.stored_files import export_image
+from app.engine.store.stored_files import export_output
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     exporting = commands.add_parser(
         "export",
-        help="write a job's image (with its PNG metadata) into a folder here, from this "
-        "machine's file or the job database; prints its path",
+        help="write a job's output (its file as it is, settings included) into a folder "
+        "here, from this machine's file or the job database; prints its path",
     )
     exporting.add_argument("job_id", type=arguments.job_id, metavar="ID")
     exporting.add_argument(
@@ -31,8 +31,8 @@ def _export(args: argparse.Namespace, queue: JobQueue) -> int:
     folder: Path = args.out or Path.cwd()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        outputs = load_settings().outputs_path()  # a shared queue's image: only from here
-        path = export_image(queue.db, queue.get(args.job_id), folder, outputs)
+        outputs = load_settings().outputs_path()  # a shared queue's output: only from here
+        path = export_output(queue.db, queue.get(args.job_id), folder, outputs)
     except OSError as error:
         print(f"error: cannot write into {folder}: {error.strerror or error}", file=sys.stderr)
         return EXIT_REFUSED

@@ -33,10 +33,11 @@ from app.engine.jobs.params import (
     GenerationParams,
     InvalidParameters,
 )
-from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.jobs.queue import Job, JobQueue, params_of
 from app.engine.jobs.run_inputs import RunInputs
+from app.engine.outputs.registry import output_of_job
 from app.engine.settings import load_settings
-from app.engine.store.stored_files import image_bytes
+from app.engine.store.stored_files import output_bytes
 
 OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
 
@@ -141,8 +142,17 @@ def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
     return _submitted(queue, job)
 
 
+def _picture_job(queue: JobQueue, job_id: int) -> Job:
+    """Job `job_id`, refused unless its kind of output is a picture (one to repaint)."""
+    job = queue.get(job_id)  # JobNotFound first: "There is no job 12"
+    kind = output_of_job(job.kind)
+    if not kind.is_picture:
+        raise InvalidMask(f"job {job_id} makes a {kind.name}, not a picture to paint on")
+    return job
+
+
 def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
-    parent = params_of(queue.get(args.job_id))  # JobNotFound first: "There is no job 12"
+    parent = params_of(_picture_job(queue, args.job_id))
     mask_png = prepare_mask(read_mask(args.mask), (parent.width, parent.height))
     params = _settings(args, parent)
     params = replace(
@@ -158,11 +168,11 @@ def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
 
 
 def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
-    stored = queue.get(args.job_id)
+    stored = _picture_job(queue, args.job_id)
     if not stored.output_path:
         raise InvalidMask(f"job {args.job_id} has no finished image to extend yet")
     try:  # on a shared queue, a file here only inside the outputs folder (else the database's)
-        image_png = image_bytes(queue.db, stored, load_settings().outputs_path())
+        image_png = output_bytes(queue.db, stored, load_settings().outputs_path())
     except OSError as error:
         raise InvalidMask(
             f"cannot read job {args.job_id}'s image {stored.output_path}: {error.strerror or error}"

@@ -24,7 +24,7 @@ from app.engine.jobs.states import JobStatus
 from app.engine.logs import configure_logging, log_path
 from app.engine.settings import Settings, load_settings
 from app.engine.store.opening import OpenFor
-from app.engine.store.stored_files import export_image
+from app.engine.store.stored_files import export_output
 from app.engine.workers.headless import WorkerCannotStart as HeadlessCannotStart
 from app.engine.workers.headless import run_headless
 from app.engine.workers.messages import MessageKind, WorkerMessage
@@ -196,7 +196,7 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED
     if copy_to is not None and job.status == JobStatus.SUCCESS:
-        print(export_image(queue.db, job, copy_to, settings.outputs_path()))
+        print(export_output(queue.db, job, copy_to, settings.outputs_path()))
         return 0
     return _report(job)
 

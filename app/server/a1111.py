@@ -34,8 +34,9 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.queue import Job, JobNotFound, params_of
 from app.engine.jobs.states import JobStatus, TransitionNotAllowed
-from app.engine.outputs.image import a1111_parameters
-from app.engine.store.stored_files import image_bytes
+from app.engine.outputs.image import IMAGE, a1111_parameters
+from app.engine.outputs.registry import output_of_job
+from app.engine.store.stored_files import output_bytes
 from app.errors import BadInput
 from app.server.a1111_controlnet import control_job
 from app.server.a1111_fields import Endpoint, UnsupportedRequest, check_fields, model_name
@@ -340,7 +341,9 @@ def _response(body: _Common, jobs: list[Job], state: ServerState) -> dict[str, A
         raise HTTPException(500, f"Job {first.id} {first.status}: {first.error or 'no reason'}")
     images = []
     for job in done if body.send_images else []:
-        data = image_bytes(state.queue.db, job)
+        if not output_of_job(job.kind).is_picture:
+            continue  # A1111's `images` are still pictures (base64); other kinds are not
+        data = output_bytes(state.queue.db, job)
         if data is not None:
             images.append(base64.b64encode(data).decode("ascii"))
     shown = done or jobs
@@ -511,7 +514,7 @@ def scripts() -> dict[str, list[str]]:
 def get_options(request: Request) -> dict[str, Any]:
     state = state_of(request)
     return {"sd_model_checkpoint": state.sd_model, "sd_checkpoint_hash": None,
-            "samples_format": "png"}  # fmt: skip
+            "samples_format": IMAGE.suffix.lstrip(".")}  # fmt: skip
 
 
 @router.post("/options")

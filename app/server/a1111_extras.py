@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.engine.jobs.params import KIND_UPSCALE, MAX_UPSCALED_SIZE, SIZE_MULTIPLE, GenerationParams
 from app.engine.jobs.states import JobStatus
-from app.engine.store.stored_files import image_bytes
+from app.engine.store.stored_files import output_bytes
 from app.server.a1111_fields import UnsupportedRequest
 from app.server.requests import JobRequest, decode_image
 from app.server.state import ServerState
@@ -114,7 +114,7 @@ async def extra_single_image(body: ExtrasSingleImage, request: Request) -> dict[
         width=size[0], height=size[1], strength=1.0,
     )  # fmt: skip
     [job] = await submit_and_wait(request, state, JobRequest(params, init_image=data))
-    png = await run_in_threadpool(image_bytes, state.queue.db, job)
+    png = await run_in_threadpool(output_bytes, state.queue.db, job)
     if job.status != JobStatus.SUCCESS or png is None:
         raise HTTPException(500, f"Job {job.id} {job.status}: {job.error or 'no image'}")
     return _extras_answer(body, png)

@@ -32,7 +32,8 @@ from app.engine.jobs.queue import (
     TransitionRecord,
 )
 from app.engine.jobs.states import JobStatus
-from app.engine.store.stored_files import image_bytes
+from app.engine.outputs.registry import all_output_kinds, output_of_job
+from app.engine.store.stored_files import output_bytes
 from app.engine.workers.roster import list_workers
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
@@ -200,18 +201,26 @@ def star_job(job_id: JobId, request: Request, body: StarBody | None = None) -> d
     return job_json(state, state.queue.get(job_id))
 
 
-@router.get("/jobs/{job_id}/image", response_class=Response,
-            responses={200: {"content": {"image/png": {}}}})  # fmt: skip
+# The path keeps its name for the clients that use it; what it serves is the job's kind of
+# output, with that kind's media type.
+OUTPUT_MEDIA: dict[int | str, dict[str, Any]] = {
+    200: {"content": {kind.media_type: {} for kind in all_output_kinds()}}
+}
+
+
+@router.get("/jobs/{job_id}/image", response_class=Response, responses=OUTPUT_MEDIA)
 def job_image(job_id: JobId, request: Request) -> Response:
-    """The finished PNG, with its `parameters` (A1111) and `easel` text chunks."""
+    """The finished output as its file (an image: the PNG, with its `parameters` (A1111)
+    and `easel` text chunks), sent as its kind's media type."""
     state = state_of(request)
     job = state.queue.get(job_id)
-    data = image_bytes(state.queue.db, job) if job.status == JobStatus.SUCCESS else None
+    kind = output_of_job(job.kind)
+    data = output_bytes(state.queue.db, job) if job.status == JobStatus.SUCCESS else None
     if data is None:
         from fastapi import HTTPException
 
-        raise HTTPException(404, f"Job {job_id} has no image ({job.status})")
-    return Response(data, media_type="image/png")
+        raise HTTPException(404, f"Job {job_id} has no {kind.name} ({job.status})")
+    return Response(data, media_type=kind.media_type)
 
 
 @router.get("/jobs/{job_id}/preview", response_class=Response,

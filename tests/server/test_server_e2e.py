@@ -36,7 +36,7 @@ from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.params import ControlLayer, GenerationParams, encode_control
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.run_inputs import RunInputs
-from app.engine.store.stored_files import image_bytes
+from app.engine.store.stored_files import output_bytes
 from app.engine.workers.headless import POLL_S
 from app.models.opening import open_database
 from app.server.signing import signature
@@ -274,7 +274,7 @@ def cli_job(store: JobQueue, job: NewJob, follow_ups: FollowUps | None = None) -
 def rgb_of(store: JobQueue, served: Served, job_id: int) -> bytes:
     with served.client() as client:
         wait_for(client, job_id, ["SUCCESS"], timeout_s=120)
-    data = image_bytes(store.db, store.get(job_id))
+    data = output_bytes(store.db, store.get(job_id))
     assert data is not None
     with Image.open(io.BytesIO(data)) as image:
         return image.convert("RGB").tobytes()

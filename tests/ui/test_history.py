@@ -125,7 +125,7 @@ def test_view_statistics_charts_the_history(
 def test_star_from_the_image_panel_marks_the_job_and_its_image(
     qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
 ) -> None:
-    from app.engine.history.favourites import png_is_starred
+    from app.engine.outputs.png_star import png_is_starred
     from app.ui.presenters.actions import Action
     from tests.ui.test_keyboard import finished_job, list_with
 

@@ -15,8 +15,9 @@ from sqlalchemy import update
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
+from app.engine.outputs.image import IMAGE
 from app.engine.settings import load_settings
-from app.engine.store.stored_files import FETCHED_FOLDER, FileKind, store_file
+from app.engine.store.stored_files import FETCHED_FOLDER, store_file
 from app.models.tables import JOB
 from app.ui.widgets.window import MainWindow
 from tests.ui.fakes import FakeWorkers
@@ -38,7 +39,7 @@ def made_on_another_machine(queue: JobQueue, folder: Path) -> int:
     image = folder / f"{job_id:06d}-7.png"
     folder.mkdir(parents=True)
     Image.new("RGB", (64, 48), "red").save(image)
-    assert store_file(queue.db, job, FileKind.IMAGE, image, worker_id=ELSEWHERE,
+    assert store_file(queue.db, job, IMAGE.file_kind, image, worker_id=ELSEWHERE,
                       claim=job.version)  # fmt: skip
     queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id=ELSEWHERE,
                changes={"output_path": str(image)})  # fmt: skip

@@ -90,7 +90,7 @@ from app.engine.jobs.params import (
     InvalidParameters,
 )
 from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
-from app.engine.outputs.image import write_png
+from app.engine.outputs.registry import output_of_job
 from app.errors import EaselError
 
 log = logging.getLogger(__name__)
@@ -341,7 +341,8 @@ class Runner:
             self._controlnets.offload()  # low-VRAM mode: back to RAM before the decode
         if stopped is not None:
             return replace(stopped, resumed_from=resumed, load_note=load_note)
-        write_png(denoise.decode(job.loaded.pipe, state), output_path, params)
+        result = denoise.decode(job.loaded.pipe, state)
+        output_of_job(params.kind).write(result, output_path, params)
         delete_checkpoint(checkpoint_path)
         return GenerationOutcome(
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed,
@@ -398,7 +399,7 @@ class Runner:
         result = to_image(upscaled)
         if result.size != (params.width, params.height):
             result = result.resize((params.width, params.height), Image.Resampling.LANCZOS)
-        write_png(result, output_path, params)
+        output_of_job(params.kind).write(result, output_path, params)
         delete_checkpoint(checkpoint_path)
         return GenerationOutcome(
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed
@@ -443,7 +444,7 @@ class Runner:
             if decision is StepDecision.CANCEL:
                 delete_checkpoint(checkpoint_path)
                 return GenerationOutcome(OutcomeKind.CANCELLED, resumed_from=resumed)
-        write_png(image, output_path, params)
+        output_of_job(params.kind).write(image, output_path, params)
         delete_checkpoint(checkpoint_path)
         return GenerationOutcome(
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed

@@ -1,4 +1,5 @@
-"""A finished image as a PNG file, with the parameters AUTOMATIC1111 writes into it (no torch)."""
+"""The image kind: a finished image as a PNG file, with the parameters AUTOMATIC1111 writes
+into it (no torch). The only place that knows an output is a PNG."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.durable import atomic_write
-from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.params import (
+    KIND_GENERATE,
+    KIND_GRID,
+    KIND_TILED,
+    KIND_UPSCALE,
+    GenerationParams,
+)
+from app.engine.outputs.kinds import FileKind, GalleryLook, OutputKind
+from app.engine.outputs.png_star import set_png_star
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -94,3 +103,21 @@ def write_png(
             handle, format="PNG", pnginfo=info, compress_level=compress_level
         ),
     )
+
+
+def _the_file_itself(path: Path) -> Path:
+    return path  # a PNG is its own thumbnail's source, read scaled down while decoding
+
+
+IMAGE = OutputKind(
+    name="image",
+    suffix=".png",
+    media_type="image/png",
+    file_kind=FileKind("image"),  # the value job_file rows have held since schema 6
+    job_kinds=(KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED),
+    write=write_png,
+    still=_the_file_itself,
+    gallery=GalleryLook(badge="", in_viewer=True),
+    is_picture=True,
+    record_star=set_png_star,
+)

@@ -13,10 +13,12 @@ from pathlib import Path
 from app.engine import paths
 from app.engine.jobs.graph import graph_listener
 from app.engine.jobs.queue import JobQueue, TransitionListener, TransitionRecord
+from app.engine.outputs.kinds import FileKind
+from app.engine.outputs.registry import all_output_kinds
 from app.engine.paths import recorded_file
 from app.engine.settings import database_location, load_settings
 from app.engine.store.leftovers import sweep_interrupted_writes
-from app.engine.store.stored_files import FETCHED_FOLDER, FileKind, remove_files
+from app.engine.store.stored_files import FETCHED_FOLDER, remove_files
 from app.errors import DatabaseError
 from app.models.backups import NoRoomForBackup, back_up, backups_dir, list_backups
 from app.models.database_urls import is_database_url
@@ -111,7 +113,7 @@ def _signs_of_use(path: Path) -> str:
     if set_aside := sorted(path.parent.glob(f"{path.name}.*-*")):
         signs.append(f"an earlier one was set aside as {set_aside[-1].name}")
     outputs = _outputs_folder()
-    if path == paths.database_path() and _has_images(outputs):
+    if path == paths.database_path() and _has_outputs(outputs):
         signs.append(f"its images are in {outputs}")
     return "; ".join(signs)
 
@@ -122,9 +124,10 @@ def _outputs_folder() -> Path:
     return Path(chosen) if chosen else paths.outputs_dir(create=False)
 
 
-def _has_images(folder: Path) -> bool:
+def _has_outputs(folder: Path) -> bool:
+    """Whether `folder` holds a file of any kind of output Easel writes."""
     try:
-        return any(folder.glob("*.png"))
+        return any(any(folder.glob(f"*{kind.suffix}")) for kind in all_output_kinds())
     except OSError:
         return False
 

@@ -1,19 +1,20 @@
-"""Images and checkpoints through the database, so no machine needs another's disk.
+"""Outputs and checkpoints through the database, so no machine needs another's disk.
 
 A worker writes a file locally first (atomically, as always), then copies it into the
-`job_file` table: the finished image, and the newest pause or rolling checkpoint of the
-claim it holds. The copy is conditional on the worker still holding the job (the same
-rule as every other worker write), so a worker that lost its job never replaces the
-progress of the claim that holds it now. A worker that resumes a job whose checkpoint is
-not on its disk, and a window or command that shows or exports an image made elsewhere,
-read it back from here, checked against its SHA-256. Local folders stay a cache.
+`job_file` table: the finished output (stored as its kind's `FileKind`), and the newest
+pause or rolling checkpoint of the claim it holds. The copy is conditional on the worker
+still holding the job (the same rule as every other worker write), so a worker that lost
+its job never replaces the progress of the claim that holds it now. A worker that resumes a
+job whose checkpoint is not on its disk, and a window or command that shows or exports an
+output made elsewhere, read it back from here, checked against its SHA-256. Local folders
+stay a cache.
 
 Only stores that are shared between machines (`Database.shares_files`: PostgreSQL) hold
 copies; on SQLite, one machine's store, the local files are the only copy.
 
 On a shared store any peer can write a row, so what a row says about files is confined:
 a stored file's name must be a plain file name (written only under `outputs/fetched`), and
-a job's recorded image is read here only from inside this machine's outputs folder
+a job's recorded output is read here only from inside this machine's outputs folder
 (`paths.recorded_file`); anything else is refused or ignored, never followed.
 """
 
@@ -26,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,8 @@ from app.engine.generation.loop.checkpoint_files import (
     saved_step_in,
 )
 from app.engine.jobs.states import JobStatus
+from app.engine.outputs.kinds import FileKind, OutputKind
+from app.engine.outputs.registry import output_of_job
 from app.engine.paths import OutsideItsFolder, plain_file_name, recorded_file
 from app.errors import DatabaseError, UserError
 from app.models.db import Database
@@ -53,14 +55,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIMIT_ENV = "EASEL_DB_FILE_LIMIT_MB"
-DEFAULT_LIMIT_MB = 64.0  # PostgreSQL's bytea takes up to 1 GB; a 4K PNG is a few tens of MB
-FETCHED_FOLDER = "fetched"  # under the outputs folder: images read back from the database
+DEFAULT_LIMIT_MB = 64.0  # PostgreSQL's bytea takes up to 1 GB; a 4K image is a few tens of MB
+FETCHED_FOLDER = "fetched"  # under the outputs folder: outputs read back from the database
 _RUNNING = [status.value for status in JobStatus if status.is_running]
-
-
-class FileKind(StrEnum):
-    IMAGE = "image"
-    CHECKPOINT = "checkpoint"
 
 
 class FileTooLarge(UserError):
@@ -114,7 +111,7 @@ def store_file(
     replaces: tuple[FileKind, ...] = (),
 ) -> bool:
     """Copy the local file `path` into the database as the job's `kind` file, replacing the
-    previous one (and the `replaces` kinds: a finished image ends the checkpoint's use).
+    previous one (and the `replaces` kinds: a finished output ends the checkpoint's use).
 
     Only while `worker_id` still holds the job (running, its worker): False otherwise, and
     nothing is written. Raises `FileTooLarge` (nothing written either) and `OSError`."""
@@ -211,18 +208,22 @@ def remove_files(db: Database, job_id: int, kind: FileKind) -> int:
 
 
 def copy_local_files(source: Database, target: Database) -> int:
-    """After `db copy`: store this machine's images of finished jobs and checkpoints of
+    """After `db copy`: store this machine's outputs of finished jobs and checkpoints of
     paused ones in `target`, so the other machines can show and resume them. Files that
     are gone or over the limit are skipped (said in the log). How many were stored."""
-    wanted = select(JOB.c.id, JOB.c.status, JOB.c.attempt, JOB.c.output_path, JOB.c.checkpoint_path)
+    wanted = select(
+        JOB.c.id, JOB.c.kind, JOB.c.status, JOB.c.attempt, JOB.c.output_path,
+        JOB.c.checkpoint_path,
+    )  # fmt: skip
     with source.read() as conn:
         rows = conn.execute(
             wanted.where(JOB.c.status.in_([JobStatus.SUCCESS.value, JobStatus.PAUSED.value]))
         ).all()
     stored = 0
-    for job_id, status, attempt, image, checkpoint in rows:
-        kind = FileKind.IMAGE if status == JobStatus.SUCCESS.value else FileKind.CHECKPOINT
-        local = image if kind is FileKind.IMAGE else checkpoint
+    for job_id, job_kind, status, attempt, output, checkpoint in rows:
+        finished = status == JobStatus.SUCCESS.value
+        kind = output_of_job(job_kind).file_kind if finished else FileKind.CHECKPOINT
+        local = output if finished else checkpoint
         if not local:
             continue
         path = Path(local)
@@ -244,16 +245,16 @@ def copy_local_files(source: Database, target: Database) -> int:
     return stored
 
 
-def image_file(db: Database, job: Job, outputs_dir: Path) -> Path | None:
-    """Where this machine can read the job's image: its own file if it is here, else a copy
-    from the database written under `outputs_dir/fetched`; None if there is no image.
+def output_file(db: Database, job: Job, outputs_dir: Path) -> Path | None:
+    """Where this machine can read the job's output: its own file if it is here, else a copy
+    from the database written under `outputs_dir/fetched`; None if there is no output.
 
     Raises `OSError` when the copy cannot be written here, and `OutsideItsFolder` when the
     database names the copy with anything but a plain file name."""
-    local = _local_image(db, job, outputs_dir)
+    local = _local_output(db, job, outputs_dir)
     if local is not None:
         return local
-    stored = _intact_image(db, job)
+    stored = _intact_output(db, job)
     if stored is None:
         return None
     target = outputs_dir / FETCHED_FOLDER / _fetched_name(stored)
@@ -262,23 +263,28 @@ def image_file(db: Database, job: Job, outputs_dir: Path) -> Path | None:
     return target
 
 
-def queue_image_file(queue: JobQueue, job: Job, outputs_dir: Path) -> Path | None:
-    """`image_file` for callers that hold the queue, not its database (the window)."""
-    return image_file(queue.db, job, outputs_dir)
+def queue_output_file(queue: JobQueue, job: Job, outputs_dir: Path) -> Path | None:
+    """`output_file` for callers that hold the queue, not its database (the window)."""
+    return output_file(queue.db, job, outputs_dir)
 
 
-def image_bytes(db: Database, job: Job, outputs_dir: Path | None = None) -> bytes | None:
-    """The job's image, from its file here or from the database; None if there is none.
+def output_bytes(db: Database, job: Job, outputs_dir: Path | None = None) -> bytes | None:
+    """The job's output, from its file here or from the database; None if there is none.
     On a shared store, a file here only inside `outputs_dir` (none given: the database's)."""
-    local = _local_image(db, job, outputs_dir)
+    local = _local_output(db, job, outputs_dir)
     if local is not None:
         return local.read_bytes()
-    stored = _intact_image(db, job)
+    stored = _intact_output(db, job)
     return stored.data if stored is not None else None
 
 
-def _local_image(db: Database, job: Job, outputs_dir: Path | None) -> Path | None:
-    """The job's image file on this disk, if the row names one this machine may read."""
+def output_kind_of(job: Job) -> OutputKind:
+    """The kind of output `job` leaves (its file's suffix, its media type), by its kind."""
+    return output_of_job(job.kind)
+
+
+def _local_output(db: Database, job: Job, outputs_dir: Path | None) -> Path | None:
+    """The job's output file on this disk, if the row names one this machine may read."""
     folders = [outputs_dir] if outputs_dir is not None else []
     path = recorded_file(job.output_path, shared=db.shares_files, folders=folders)
     return path if path is not None and path.is_file() else None
@@ -287,28 +293,30 @@ def _local_image(db: Database, job: Job, outputs_dir: Path | None) -> Path | Non
 def _fetched_name(stored: StoredFile) -> str:
     if not plain_file_name(stored.name):
         raise OutsideItsFolder(
-            f"job {stored.job_id}'s image in the job database is named {stored.name!r}, which "
-            "is not a plain file name; it was not written here"
+            f"job {stored.job_id}'s {stored.kind.value} in the job database is named "
+            f"{stored.name!r}, which is not a plain file name; it was not written here"
         )
     return stored.name
 
 
-class NoImage(UserError):
-    """The job has no image this machine can read."""
+class NoOutput(UserError):
+    """The job has no output this machine can read."""
 
 
-def export_image(db: Database, job: Job, folder: Path, outputs_dir: Path | None = None) -> Path:
-    """Write the job's image (its PNG metadata included) into `folder`; its path.
+def export_output(db: Database, job: Job, folder: Path, outputs_dir: Path | None = None) -> Path:
+    """Write the job's output (the file as it is, its metadata included) into `folder`.
 
     From the file here (on a shared store: inside `outputs_dir`), else from the database.
-    An existing file of the same name is left alone: kept if it holds the same image,
-    refused (`UserError`) otherwise.
-    Raises `NoImage` and `OSError`."""
-    data = image_bytes(db, job, outputs_dir)
+    An existing file of the same name is left alone: kept if it holds the same bytes,
+    refused (`UserError`) otherwise. Its path.
+    Raises `NoOutput` and `OSError`."""
+    data = output_bytes(db, job, outputs_dir)
     if data is None:
-        raise NoImage(_no_image_reason(job))
+        raise NoOutput(_no_output_reason(job))
     name = Path(job.output_path).name if job.output_path else ""
-    target = folder / (name if plain_file_name(name) else f"{job.id:06d}-{job.seed}.png")
+    if not plain_file_name(name):
+        name = output_kind_of(job).default_name(job.id or 0, job.seed)
+    target = folder / name
     if target.exists():
         if target.is_file() and target.read_bytes() == data:
             return target
@@ -317,25 +325,26 @@ def export_image(db: Database, job: Job, folder: Path, outputs_dir: Path | None 
     return target
 
 
-def _no_image_reason(job: Job) -> str:
+def _no_output_reason(job: Job) -> str:
+    noun = output_kind_of(job).name
     if job.status != JobStatus.SUCCESS.value:
-        return f"Job {job.id} has no image: it is {job.status}"
+        return f"Job {job.id} has no {noun}: it is {job.status}"
     return (
-        f"Job {job.id}'s image is not on this machine ({job.output_path}) and the job "
+        f"Job {job.id}'s {noun} is not on this machine ({job.output_path}) and the job "
         "database holds no copy of it"
     )
 
 
-def _intact_image(db: Database, job: Job) -> StoredFile | None:
+def _intact_output(db: Database, job: Job) -> StoredFile | None:
     if job.status != JobStatus.SUCCESS.value or job.id is None:
         return None
-    stored = latest_file(db, job.id, FileKind.IMAGE)
+    stored = latest_file(db, job.id, output_kind_of(job).file_kind)
     if stored is not None and not stored.intact:
-        log.warning("job %s: the image in the database is damaged; set aside", job.id)
+        log.warning("job %s: the output in the database is damaged; set aside", job.id)
         try:
             set_aside(db, stored)
         except DatabaseError as error:  # a reader (read-only here): the next writer will
-            log.info("could not set the damaged image aside: %s", error)
+            log.info("could not set the damaged output aside: %s", error)
         return None
     return stored
 
@@ -354,7 +363,7 @@ def _megabytes(size: int) -> str:
 
 class SharedProgress:
     """One claim's files and the database: the checkpoint fetched before the run when this
-    machine lacks it, each new save copied in, and the image copied at the end.
+    machine lacks it, each new save copied in, and the output copied at the end.
 
     Called from the run's thread and its heartbeat thread; one copy at a time."""
 
@@ -417,13 +426,15 @@ class SharedProgress:
                 self._copied = signature
             return None
 
-    def share_image(self, path: Path) -> str | None:
-        """Copy the finished image in (its checkpoint rows go); a note if it is too large."""
+    def share_output(self, path: Path) -> str | None:
+        """Copy the finished output in, as its kind is stored (its checkpoint rows go); a
+        note if it is too large."""
         if not self.db.shares_files or not path.is_file():
             return None
         try:
             store_file(
-                self.db, self.job, FileKind.IMAGE, path, worker_id=self.worker_id,
+                self.db, self.job, output_kind_of(self.job).file_kind, path,
+                worker_id=self.worker_id,
                 claim=self.claim.version, replaces=(FileKind.CHECKPOINT,),
             )  # fmt: skip
         except FileTooLarge as error:

@@ -25,7 +25,7 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.outputs.image import write_png
-from app.engine.store.stored_files import image_bytes
+from app.engine.store.stored_files import output_bytes, output_kind_of
 from app.errors import EaselError
 from app.models.tables import Job
 
@@ -75,9 +75,11 @@ def _cell(queue: JobQueue, member: Job | None) -> Cell:
     if member is None:
         return Cell(None, "no job")
     status = JobStatus(member.status)
+    if status is JobStatus.SUCCESS and not output_kind_of(member).is_picture:
+        return Cell(None, f"#{member.id}: its {output_kind_of(member).name} is not a picture")
     if status is JobStatus.SUCCESS:
-        png = image_bytes(queue.db, member)
-        return Cell(png, "" if png else f"#{member.id}: its image is gone")
+        picture = output_bytes(queue.db, member)
+        return Cell(picture, "" if picture else f"#{member.id}: its image is gone")
     why = status.value.lower()
     if member.error:
         why += f": {member.error}"

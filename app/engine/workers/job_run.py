@@ -49,13 +49,13 @@ from app.engine.jobs.graph import run_inputs_of
 from app.engine.jobs.queue import JobNotFound, JobQueue, NotHoldingJob, params_of
 from app.engine.jobs.retry import describe_error, failure_changes
 from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, TransitionNotAllowed
+from app.engine.outputs.registry import UnknownOutputKind, output_of_job
 from app.engine.paths import OutsideItsFolder, is_inside, looks_like_path, recorded_file
 from app.engine.store.stored_files import SharedProgress
 from app.engine.workers.database_watch import DatabaseFileReplaced
 from app.engine.workers.kinds import KindRun, work_of
 from app.engine.workers.kinds import RunnerLike as RunnerLike  # its home was here; keep the name
 from app.engine.workers.messages import MessageKind
-from app.engine.workers.output_names import image_path
 from app.engine.workers.stall import (
     CpuWatch,
     LoadWatch,
@@ -174,8 +174,15 @@ class JobRun:
         outputs = Path(job.output_dir) if job.output_dir else context.outputs_dir
         if self.refused is not None:
             outputs = context.outputs_dir  # nothing is written; never where the row says
-        # Where asked, if it was; never over another job's image (ids restart in a new database).
-        self.output_path = image_path(outputs, self.job_id, job.seed)
+        # Where asked, if it was; never over another job's output (ids restart in a new
+        # database); named as the job's kind of output is. A kind this Easel does not make
+        # (a newer one's job on a shared queue) is refused: its path is never written.
+        try:
+            self.output_path = output_of_job(self.params.kind).path_in(
+                outputs, self.job_id, job.seed
+            )
+        except UnknownOutputKind as error:
+            self.refused, self.output_path = self.refused or error, outputs
         self.claim = Claim(context.checkpoints_dir, self.job_id, job.attempt, job.version)
         self.checkpoint_path = self.claim.file
         self.shared = SharedProgress(self.queue.db, job, self.claim, context.worker_id)
@@ -429,7 +436,7 @@ class JobRun:
                 "error": None,
                 "progress_step": steps,
             }
-            self._note(self.shared.share_image(Path(path)))
+            self._note(self.shared.share_output(Path(path)))
             message = self._with_load_note(self._with_notes(f"wrote {path}"), outcome)
             if self._fire(JobEvent.COMPLETE, message=message, changes=done):
                 self.completed = True

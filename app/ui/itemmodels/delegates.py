@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from app.engine.jobs.states import JobStatus
-from app.ui.itemmodels.job_list_model import DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
+from app.ui.itemmodels.job_list_model import BADGE_ROLE, DETAIL_ROLE, PROGRESS_ROLE, ROW_ROLE
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, format_duration, status_label
 from app.ui.qt.theme import ACCENT, MUTED, TEXT, status_colour
@@ -269,6 +269,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
             painter.setPen(STAR_COLOUR)
             corner = Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight
             painter.drawText(box.adjusted(0, -2, -2, 0), corner, "★")
+        badge = index.data(BADGE_ROLE)
+        if badge:  # the output kind's mark (a video's), bottom left, off the star's corner
+            painter.setPen(QColor(255, 255, 255))
+            corner = Qt.AlignmentFlag.AlignBottom | Qt.AlignmentFlag.AlignLeft
+            painter.drawText(box.adjusted(3, 0, 0, -2), corner, badge)
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:

@@ -1,4 +1,5 @@
-"""The finished images for the gallery strip, newest first, as a Qt list model."""
+"""The finished outputs for the gallery strip, newest first, as a Qt list model; each
+shown as its output kind says (its thumbnail, its badge, whether the viewer takes it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
-from app.ui.itemmodels.job_list_model import ROW_ROLE
+from app.ui.itemmodels.job_list_model import BADGE_ROLE, ROW_ROLE, output_badge
 from app.ui.presenters.rows import JobRow
 from app.ui.qt.thumbnails import ThumbnailCache
 
@@ -44,8 +45,13 @@ class GalleryModel(QAbstractListModel):
         self.set_rows(self._given)
 
     def paths(self) -> list[str]:
-        """The finished images shown, newest first (the viewer steps through these)."""
-        return [row.output_path for row in self._rows if row.output_path]
+        """The finished outputs shown that the image viewer takes, newest first (it steps
+        through these)."""
+        return [
+            row.output_path
+            for row in self._rows
+            if row.output_path and (kind := row.output_kind) and kind.gallery.in_viewer
+        ]
 
     def follow_stars(self, fresh: Sequence[JobRow]) -> None:
         """Take the star of the jobs in `fresh` (the job list's newer rows): a star given in
@@ -65,11 +71,13 @@ class GalleryModel(QAbstractListModel):
             return None
         row = self._rows[index.row()]
         if role == Qt.ItemDataRole.DecorationRole and row.output_path:
-            return self._thumbs.get(row.output_path)
+            return self._thumbs.get(row.output_path, row.output_kind)
         if role == Qt.ItemDataRole.ToolTipRole:
             return f"Job {row.id}: {row.prompt}"
         if role == ROW_ROLE:
             return row
+        if role == BADGE_ROLE:
+            return output_badge(row)
         return None
 
     def _loaded(self, path: str) -> None:

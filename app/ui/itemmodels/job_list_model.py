@@ -62,6 +62,7 @@ _ALIGN_CENTRE = int(Qt.AlignmentFlag.AlignCenter)
 ROW_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the JobRow
 DETAIL_ROLE = int(Qt.ItemDataRole.UserRole) + 3  # the muted second line under the prompt
 PROGRESS_ROLE = int(Qt.ItemDataRole.UserRole) + 2  # (step, total, eta seconds or None)
+BADGE_ROLE = int(Qt.ItemDataRole.UserRole) + 4  # the output kind's mark on the thumbnail
 JOB_IDS_MIME = "application/x-easel-job-ids"  # queued jobs dragged within the list
 
 
@@ -155,6 +156,8 @@ class JobListModel(QAbstractTableModel):
             return self._progress(row)
         if role == DETAIL_ROLE:
             return detail_line(row)
+        if role == BADGE_ROLE:
+            return output_badge(row)
         if role == _DECORATION:
             return self._image(row) if col == Col.IMAGE else None
         if role == _TOOLTIP:
@@ -336,7 +339,7 @@ class JobListModel(QAbstractTableModel):
 
     def _image(self, row: JobRow) -> Any:
         if row.output_path:
-            return self._thumbs.get(row.output_path)
+            return self._thumbs.get(row.output_path, row.output_kind)
         live = self._live.get(row.id)
         if live is not None and live.preview is not None and row.status.is_running:
             return live.preview
@@ -345,7 +348,13 @@ class JobListModel(QAbstractTableModel):
 
 _CENTRED = frozenset({int(Col.ATTEMPT), int(Col.CREATED), int(Col.DURATION)})
 _ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, _ALIGNMENT, ROW_ROLE, PROGRESS_ROLE,
-                    DETAIL_ROLE})  # fmt: skip
+                    DETAIL_ROLE, BADGE_ROLE})  # fmt: skip
+
+
+def output_badge(row: JobRow) -> str:
+    """The mark the job's kind of output puts on its thumbnail ("": none, or no output)."""
+    kind = row.output_kind
+    return kind.gallery.badge if kind is not None and row.output_path else ""
 
 
 def detail_line(row: JobRow) -> str:

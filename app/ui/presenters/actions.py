@@ -116,11 +116,13 @@ def applies(action: Action, row: JobRow) -> bool:
         return row.can_rerun
     if action is Action.STAR:
         return True
-    if action in (Action.USE_AS_INIT, Action.SHOW_IN_FOLDER):
+    if action is Action.USE_AS_INIT:  # a picture only: the init image is one
+        return row.status is JobStatus.SUCCESS and row.has_picture
+    if action is Action.SHOW_IN_FOLDER:
         return row.status is JobStatus.SUCCESS and bool(row.output_path)
     if action in (Action.UPSCALE, Action.VARY):
         # A parent still queued or running is fine (the child waits), and so is a failed
         # one (retrying it carries the chain on); a cancelled one will never have an image.
-        return row.status not in (JobStatus.CANCELLED, JobStatus.CANCELLING)
+        return row.makes_picture and row.status not in (JobStatus.CANCELLED, JobStatus.CANCELLING)
     # Priority only matters while the job still waits for a worker.
     return row.status is JobStatus.PENDING

@@ -375,10 +375,10 @@ class QueueService:
         return replace(row, output_path=str(local) if local is not None else None)
 
     def _fetch_image(self, job: Any) -> Path | None:
-        from app.engine.store.stored_files import queue_image_file
+        from app.engine.store.stored_files import queue_output_file
 
         try:
-            local = queue_image_file(self.queue, job, self._outputs_dir())
+            local = queue_output_file(self.queue, job, self._outputs_dir())
         except OSError as error:  # no room or no right to write here: try again next time
             log.warning("job %s: could not copy its image here: %s", job.id, error)
             return None

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.states import JobEvent, JobStatus, allowed_events
+from app.engine.outputs.kinds import OutputKind
+from app.engine.outputs.registry import UnknownOutputKind, output_of_job
 from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.ui.presenters.i18n import QT_TRANSLATE_NOOP, translate
 
@@ -159,6 +161,28 @@ class JobRow:
     def after(self) -> int | None:
         """The job whose image this one builds on (upscale, variation), if any."""
         return self.params.init_parent
+
+    @property
+    def output_kind(self) -> OutputKind | None:
+        """The kind of output the job leaves, which says how its thumbnail is made and how
+        the gallery shows it. None: a kind this Easel does not make (a newer Easel's job on
+        a shared queue), shown without a picture."""
+        try:
+            return output_of_job(self.params.kind)
+        except UnknownOutputKind:
+            return None
+
+    @property
+    def makes_picture(self) -> bool:
+        """Its kind of output is one picture, which a follow-up (upscale, variation, init
+        image, mask editor, Control section) can start from; a video is not one."""
+        kind = self.output_kind
+        return kind is not None and kind.is_picture
+
+    @property
+    def has_picture(self) -> bool:
+        """A finished output that is one picture."""
+        return bool(self.output_path) and self.makes_picture
 
     def allows(self, event: JobEvent) -> bool:
         if self.cancel_pending:  # only Undo, until the cancel is done or taken back

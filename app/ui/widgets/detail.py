@@ -12,7 +12,7 @@ from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, NoteRow, TransitionRow
 from app.ui.qt.dbthread import Runner
-from app.ui.qt.thumbnails import load_image
+from app.ui.qt.thumbnails import load_still
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.image_panel import ImagePanel
 from app.ui.widgets.timeline_panel import TimelinePanel
@@ -84,7 +84,7 @@ class DetailController(QObject):
         path = row.output_path
         if path:
             self._images.run(
-                lambda: load_image(path, MAX_IMAGE_SIDE),
+                lambda: load_still(row.output_kind, path, MAX_IMAGE_SIDE),
                 lambda image: self._loaded(row, path, image),
                 lambda error: self._unreadable(
                     self.tr("Could not open the image: {error}").format(error=error)

@@ -456,7 +456,7 @@ def install_guidance(window: WindowParts) -> GuidanceSection:
 def _selected_result(window: WindowParts) -> bytes | None:
     """The image of the job selected in the list, or None (saying why)."""
     row = window.jobs.current_row()
-    if row is None or not row.output_path:
+    if row is None or not row.has_picture or not row.output_path:
         window.show_error(translate("GuidanceSection", "Select a finished job first"))
         return None
     try:

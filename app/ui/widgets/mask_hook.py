@@ -40,7 +40,7 @@ class MaskEditing:
 
     def open_selected(self) -> None:
         row = self.window.jobs.current_row()
-        if row is not None and row.output_path:
+        if row is not None and row.has_picture:
             self.open_row(row)
             return
         name, _ = QFileDialog.getOpenFileName(

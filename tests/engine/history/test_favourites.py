@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.engine.history.favourites import png_is_starred, set_png_star, star
+from app.engine.history.favourites import star
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobNotFound, JobQueue
 from app.engine.outputs.image import write_png
+from app.engine.outputs.png_star import png_is_starred, set_png_star
 from app.models.opening import open_database
 from tests.easel_png import read_png_params
 

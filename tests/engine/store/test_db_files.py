@@ -19,8 +19,10 @@ from app.cli import main
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent, JobStatus
+from app.engine.outputs.image import IMAGE
+from app.engine.outputs.kinds import FileKind
 from app.engine.store.opening import open_queue
-from app.engine.store.stored_files import LIMIT_ENV, FileKind, latest_file, store_file
+from app.engine.store.stored_files import LIMIT_ENV, latest_file, store_file
 from app.engine.workers.job_run import JobRun
 from app.engine.workers.supervisor import Supervisor
 from app.models.tables import JOB_FILE
@@ -85,7 +87,7 @@ def test_a_job_paused_on_one_machine_resumes_on_another_from_the_database(
     assert job.status == S.SUCCESS
     assert "came from the database" in pg_queue.timeline(job_id)[-1].message
     # The image is in the database; the checkpoint rows went with the finished image.
-    image = latest_file(pg_queue.db, job_id, FileKind.IMAGE)
+    image = latest_file(pg_queue.db, job_id, IMAGE.file_kind)
     assert image is not None and image.data == fake_image(fake_params(steps=6))
     assert latest_file(pg_queue.db, job_id, FileKind.CHECKPOINT) is None
 
@@ -123,7 +125,7 @@ def test_an_image_over_the_limit_is_refused_with_a_message_and_the_job_keeps_its
     assert (
         "over the job database's limit of 0.0 MB" in message and "only on this machine" in message
     )
-    assert latest_file(pg_queue.db, job_id, FileKind.IMAGE) is None
+    assert latest_file(pg_queue.db, job_id, IMAGE.file_kind) is None
 
 
 def test_a_checkpoint_over_the_limit_stays_here_and_the_pause_says_so(
@@ -246,7 +248,7 @@ def test_db_copy_takes_this_machines_images_and_pause_checkpoints_along(
         assert "and 2 images and checkpoints" in capsys.readouterr().out
         shared = open_queue(url)
         try:
-            image = latest_file(shared.db, done, FileKind.IMAGE)
+            image = latest_file(shared.db, done, IMAGE.file_kind)
             saved = latest_file(shared.db, paused, FileKind.CHECKPOINT)
         finally:
             shared.db.dispose()

@@ -23,7 +23,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.paths import OutsideItsFolder
 from app.engine.store.opening import open_queue
-from app.engine.store.stored_files import image_bytes, image_file
+from app.engine.store.stored_files import output_bytes, output_file
 from app.engine.workers.job_run import JobRun
 from app.models.tables import JOB, JOB_FILE
 from app.testing.scripted_runner import fake_image
@@ -80,7 +80,7 @@ def test_a_stored_file_name_that_leaves_the_fetched_folder_is_refused(
         conn.execute(update(JOB_FILE).where(JOB_FILE.c.job_id == job_id).values(name=name))
     outputs = tmp_path / "c" / "outputs"
     with pytest.raises(OutsideItsFolder) as refused:
-        image_file(pg_queue.db, pg_queue.get(job_id), outputs)
+        output_file(pg_queue.db, pg_queue.get(job_id), outputs)
     assert str(refused.value) == (
         f"job {job_id}'s image in the job database is named {name!r}, which is not a plain "
         "file name; it was not written here"
@@ -91,7 +91,7 @@ def test_a_stored_file_name_that_leaves_the_fetched_folder_is_refused(
     assert written == []  # nothing written anywhere but in machine b's own folders
     assert pg_queue.get(job_id).status == S.SUCCESS  # the job is as it was
     # The bytes themselves are no path: the API still serves them.
-    assert image_bytes(pg_queue.db, pg_queue.get(job_id)) == fake_image(fake_params(steps=2))
+    assert output_bytes(pg_queue.db, pg_queue.get(job_id)) == fake_image(fake_params(steps=2))
 
 
 def test_a_peer_row_naming_a_file_outside_is_never_read_written_or_removed(
@@ -103,8 +103,8 @@ def test_a_peer_row_naming_a_file_outside_is_never_read_written_or_removed(
     write_row(pg_queue, job_id, output_path=str(secret), checkpoint_path=str(secret))
     job = pg_queue.get(job_id)
     # Read: the API's image is the database's copy, never the file the row names.
-    assert image_bytes(pg_queue.db, job) == fake_image(fake_params(steps=2))
-    fetched = image_file(pg_queue.db, job, tmp_path / "c" / "outputs")
+    assert output_bytes(pg_queue.db, job) == fake_image(fake_params(steps=2))
+    fetched = output_file(pg_queue.db, job, tmp_path / "c" / "outputs")
     assert fetched is not None and fetched.read_bytes() != SECRET
     # Written: a star goes into the image file only inside this machine's outputs folder.
     assert star(pg_queue, job_id) is None and star(pg_queue, job_id, on=False) is None
@@ -172,7 +172,7 @@ def test_this_machines_own_store_keeps_its_users_folders(queue: JobQueue, tmp_pa
     JobRun(context(queue, tmp_path / "b", Sent()), claim(queue)).run()
     job = queue.get(job_id)
     assert job.status == S.SUCCESS and Path(job.output_path or "").parent == chosen
-    assert image_bytes(queue.db, job) == fake_image(fake_params(steps=2))
+    assert output_bytes(queue.db, job) == fake_image(fake_params(steps=2))
     assert paths.data_dir() not in Path(job.output_path or "").parents
 
 

@@ -193,7 +193,8 @@ def test_a_requeued_job_shows_the_step_its_saved_checkpoint_reached(
     store when this machine has no file."""
     from app.engine import paths
     from app.engine.generation.loop.checkpoint_files import Claim
-    from app.engine.store.stored_files import FileKind, store_file
+    from app.engine.outputs.kinds import FileKind
+    from app.engine.store.stored_files import store_file
 
     worker = dead_worker()
     job_id = running_job(queue, worker)
