@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from PIL import Image
@@ -15,6 +16,7 @@ from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.outputs import registry
 from app.engine.outputs.kinds import FileKind, GalleryLook, OutputKind
+from app.engine.workers import kinds
 from app.models.tables import JOB
 
 CLIP_JOB_KIND = "clip"
@@ -51,8 +53,11 @@ CLIP = OutputKind(
 
 
 def register_clip(monkeypatch: pytest.MonkeyPatch) -> OutputKind:
-    """CLIP registered for one test (the registry is restored after it)."""
+    """CLIP registered for one test (the registries are restored after it): its output kind,
+    and its job kind's work (drawn by the runner, as a video job's would be)."""
     monkeypatch.setattr(registry, "OUTPUT_KINDS", dict(registry.OUTPUT_KINDS))
+    works = {**kinds.WORK_OF_KIND, CLIP_JOB_KIND: kinds.on_the_runner}
+    monkeypatch.setattr(kinds, "WORK_OF_KIND", MappingProxyType(works))
     return registry.register(CLIP)
 
 
