@@ -689,7 +689,7 @@ class JobQueue:
     ) -> dict[str, Any] | None:
         """PostgreSQL: the claims' lock, the claim (which writes its history row) and the
         commit go to the server together, in one round trip, so the lock is held for the
-        server's work alone (`affinity_claim_statement(with_history=True)`)."""
+        server's work alone (`queue_sql.affinity_claim_statement`)."""
         statement = self._sql.claim_next_with_history
         assert statement is not None
 
