@@ -47,7 +47,7 @@ from app.engine.jobs.states import (
 )
 from app.errors import EaselError, UserError
 from app.models.db import Database, HotTransaction, Prepared
-from app.models.tables import JOB, TRANSITION, WORKER, Job, JobNote, JobTransition
+from app.models.tables import JOB, TRANSITION, WORKER, Job, JobNote, JobTransition, stored_job
 from app.models.tables import MAX_JOB_ID as MAX_JOB_ID  # the largest id (the server checks it)
 
 log = logging.getLogger(__name__)
@@ -590,7 +590,7 @@ class JobQueue:
         if taken is None:
             self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
             return None
-        job = Job.model_validate(taken)
+        job = stored_job(taken)
         assert job.id is not None and job.worker_id == worker_id
         record = TransitionRecord(
             job.id, JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source, message,
@@ -609,9 +609,10 @@ class JobQueue:
         row_models: RowModels | None = None,
     ) -> dict[str, Any] | None:
         """The claim, then its history row (and the worker row's models, see `claim`), in
-        one transaction: the taken job's columns."""
+        one transaction: the taken job's columns. A model-aware claim is three statements
+        under the claims' lock (SQLite's write lock): the choice, the taking of the chosen
+        row, the passes on the rows it passed over (`queue_sql.affinity_choice_statement`)."""
         only_job = "job_id" in params
-        statement = self._sql.claim_job if only_job else self._sql.claim_next
 
         if not only_job:
             # Read before the claims' lock (SQLite's write lock), which the others wait for:
@@ -622,15 +623,20 @@ class JobQueue:
             params.update(model_slots("peer", peers, MAX_PEERS))
 
         def take(tx: HotTransaction) -> dict[str, Any] | None:
-            if not only_job:
+            if only_job:
+                taken = _one_row(tx.execute(self._sql.claim_job, params))
+            else:
                 tx.serialise(CLAIMS_KEY)  # PostgreSQL: one claim at a time reads the queue
-            cursor = tx.execute(statement, params)
-            rows = cursor.fetchall()
-            names = [column[0] for column in cursor.description]
-            taken = _taken_row(names, rows)
-            if taken is None:
-                if rows:  # the chosen job moved meanwhile (a cancel): count no passes
+                choice = tx.execute(self._sql.choose_next, params).fetchone()
+                if choice is None:
+                    return None  # nothing due
+                job_id, priority = choice
+                chosen = {**params, "job_id": job_id, "priority": priority}
+                taken = _one_row(tx.execute(self._sql.take_chosen, chosen))
+                if taken is None:  # moved since the choice (a cancel): count no passes
                     raise _ClaimMissed
+                tx.execute(self._sql.pass_over, chosen)
+            if taken is None:
                 return None
             record = TransitionRecord(
                 taken["id"], JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source,
@@ -670,7 +676,7 @@ class JobQueue:
     ) -> dict[str, Any] | None:
         """PostgreSQL: the claims' lock, the claim (which writes its history row) and the
         commit go to the server together, in one round trip, so the lock is held for the
-        server's work alone (`affinity_claim_statement(with_history=True)`)."""
+        server's work alone (`queue_sql.affinity_claim_statement`)."""
         statement = self._sql.claim_next_with_history
         assert statement is not None
 
@@ -1011,10 +1017,18 @@ class Placement(Enum):
     BOTTOM = "bottom"
 
 
+def _one_row(cursor: Any) -> dict[str, Any] | None:
+    """The one row a statement returned, by column name; None when it returned none."""
+    rows = cursor.fetchall()
+    if not rows:
+        return None
+    [row] = rows
+    return dict(zip([column[0] for column in cursor.description], row, strict=True))
+
+
 def _taken_row(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
-    """The job a claim took, of the rows it returned (the passed-over ones come back too;
-    only the taken one becomes a Job, after the commit: making one costs more than the
-    statement, and a claim passes several)."""
+    """The job PostgreSQL's claim took, of the row it returned (all NULL but `chosen_id`
+    when it took none)."""
     status_at = names.index("status")
     taken = [row for row in rows if row[status_at] == JobStatus.PROCESSING.value]
     if not taken:

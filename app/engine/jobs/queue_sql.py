@@ -12,11 +12,9 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    exists,
     func,
     insert,
     literal,
-    null,
     or_,
     select,
     true,
@@ -49,13 +47,13 @@ class QueueStatements:
         self.insert_history = db.prepare_once(
             "queue.insert_history", lambda: insert(TRANSITION), HISTORY_COLUMNS
         )
-        self.claim_next = db.prepare_once("queue.claim_next", affinity_claim_statement)
-        # PostgreSQL's claim writes its own history row (see `affinity_claim_statement`).
+        # SQLite's claim: the choice, the taking, the passes (see `affinity_choice_statement`).
+        self.choose_next = db.prepare_once("queue.choose_next", affinity_choice_statement)
+        self.take_chosen = db.prepare_once("queue.take_chosen", take_chosen_statement)
+        self.pass_over = db.prepare_once("queue.pass_over", pass_over_statement)
+        # PostgreSQL's claim is one statement that writes its own history row too.
         self.claim_next_with_history = (
-            db.prepare_once(
-                "queue.claim_next_with_history",
-                lambda: affinity_claim_statement(with_history=True),
-            )
+            db.prepare_once("queue.claim_next_with_history", affinity_claim_statement)
             if db.engine.dialect.name == "postgresql"
             else None
         )
@@ -173,37 +171,20 @@ def not_before_last_change(now: Any) -> Any:
     return case((JOB.c.updated_at > now, JOB.c.updated_at), else_=now)
 
 
-def affinity_claim_statement(*, with_history: bool = False) -> Any:
-    """START the due PENDING job a worker holding some models should take, in one statement
-    (the rule: `app.engine.jobs.affinity`): among the candidates (the highest priority) up to
-    the oldest one at its fairness bound, less those left to another worker, the oldest for
-    a held model, else the model under the most pressure, then age.
-
-    The same UPDATE takes the chosen job and counts one more pass on every older candidate,
-    so the bound is kept by the statement that passes a job over. It returns all of these
-    rows; the claimed one is the one now PROCESSING. Two claims never interleave: SQLite's
-    single writer, and on PostgreSQL a lock the claim's transaction takes first (a claim is
-    a read of the whole candidate set, which row locks cannot guard); the outer `status =
-    'PENDING'` re-checks each row against a concurrent transition (a cancel).
-
-    `with_history` (PostgreSQL): the same claim, which also writes the START history row
-    (`INSERT` in a `WITH`, which SQLite has not), so the claim transaction needs nothing
-    from its client between the lock and the commit and can be sent with both: the lock is
-    held for the server's work only, never while a client process waits for a core. The
-    chosen row is locked first (`FOR UPDATE`, re-read if a transition moved it since the
-    statement began); if it moved, nothing changes and the one row returned is all NULL
-    but `chosen_id`: claim again. Otherwise the rows are the UPDATE's, each with `chosen_id`.
-    """
-    pending = JobStatus.PENDING.value
+def _affinity_choice() -> tuple[Any, Any]:
+    """The affinity rule's choice (`app.engine.jobs.affinity`) as CTEs: (`chosen`, one row
+    at most: the job to take, `id`, and its priority, `priority`, the top one; `candidates`,
+    the window it was chosen from). Among the candidates (the highest priority) up to the
+    oldest one at its fairness bound, less those left to another worker: the oldest for a
+    held model, else the model under the most pressure, then age."""
     now: BindParameter[float] = bindparam("now")
     max_wait: BindParameter[float] = bindparam("max_wait_s")
     max_skips: BindParameter[int] = bindparam("max_skips")
     held: list[BindParameter[str]] = [bindparam(f"held_{i}") for i in range(MAX_HELD)]
     peers: list[BindParameter[str]] = [bindparam(f"peer_{i}") for i in range(MAX_PEERS)]
-    due = and_(JOB.c.status == pending, or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now))
     # ORDER BY ... LIMIT 1, not max(): it walks the claim index and stops at the first due row.
     top = (
-        select(JOB.c.priority).where(due).order_by(JOB.c.priority.desc()).limit(1)
+        select(JOB.c.priority).where(_due(now)).order_by(JOB.c.priority.desc()).limit(1)
     ).scalar_subquery()
     # NULL padding never matches: `model IN ('a', NULL)` is NULL, not true, for 'b'.
     mine = case((JOB.c.model.in_(held), 1), else_=0)
@@ -216,14 +197,14 @@ def affinity_claim_statement(*, with_history: bool = False) -> Any:
     # until its job waited out the bound or reached it: then anyone may take it.
     left_to_peer = and_(JOB.c.model.in_(peers), waited < max_wait, ~at_bound)
     candidates = (
-        select(JOB.c.id, JOB.c.model)
+        select(JOB.c.id, JOB.c.model, JOB.c.priority)
         .add_columns(
             mine.label("mine"),
             waited.label("waited"),
             case((at_bound, 1), else_=0).label("at_bound"),
             case((left_to_peer, 1), else_=0).label("left_to_peer"),
         )
-        .where(due, JOB.c.priority == top)
+        .where(_due(now), JOB.c.priority == top)
         .order_by(JOB.c.id)
         .limit(CLAIM_WINDOW)  # the oldest only: a claim's cost does not grow with the queue
         .cte("candidates")
@@ -234,8 +215,11 @@ def affinity_claim_statement(*, with_history: bool = False) -> Any:
         MAX_JOB_ID,
     )
     # Nobody younger than a job at its bound may go before it.
-    allowed = select(candidates).where(candidates.c.id <= first_at_bound).cte("allowed")
-    takeable = select(allowed).where(allowed.c.left_to_peer == 0).cte("takeable")
+    takeable = (
+        select(candidates)
+        .where(candidates.c.id <= first_at_bound, candidates.c.left_to_peer == 0)
+        .cte("takeable")
+    )
     pressure = (
         select(
             takeable.c.model,
@@ -246,7 +230,7 @@ def affinity_claim_statement(*, with_history: bool = False) -> Any:
     )
     held_first = takeable.c.mine == 1
     chosen = (
-        select(takeable.c.id)
+        select(takeable.c.id, takeable.c.priority)
         .join(pressure, pressure.c.model == takeable.c.model)
         .order_by(
             takeable.c.mine.desc(),
@@ -255,57 +239,125 @@ def affinity_claim_statement(*, with_history: bool = False) -> Any:
         )
         .limit(1)
         .cte("chosen")
-        .prefix_with("MATERIALIZED")  # once: the UPDATE asks for it in every column it sets
+        .prefix_with("MATERIALIZED")  # once: the statements after ask for it several times
     )
-    chosen_id = select(chosen.c.id).scalar_subquery()
-    is_chosen = JOB.c.id == chosen_id
-    passed_or_taken = select(allowed.c.id).where(allowed.c.id <= chosen_id)
-    taking = [JOB.c.id.in_(passed_or_taken), JOB.c.status == pending]
-    if with_history:
-        # Locked before anything is written: a chosen job a transition moved is left, and
-        # with it every pass (the claim is made again).
-        locked = (
-            select(JOB.c.id)
-            .where(JOB.c.id == chosen_id, JOB.c.status == pending)
-            .with_for_update()
-            .cte("locked")
-        )
-        taking.append(exists(select(locked.c.id)))
-    claim = (
+    return chosen, candidates
+
+
+def _due(now: Any) -> Any:
+    return and_(
+        JOB.c.status == JobStatus.PENDING.value,
+        or_(JOB.c.not_before.is_(None), JOB.c.not_before <= now),
+    )
+
+
+def _taking(job_id: Any) -> Any:
+    """`UPDATE job SET <started by the claimer> WHERE id = <job_id> AND status = 'PENDING'`:
+    the chosen job, taken (its counters reset), returning its row."""
+    now: BindParameter[float] = bindparam("now")
+    return (
         update(JOB)
-        .where(*taking)
+        .where(JOB.c.id == job_id, JOB.c.status == JobStatus.PENDING.value)
         .values(
-            status=case((is_chosen, JobStatus.PROCESSING.value), else_=JOB.c.status),
-            version=case((is_chosen, JOB.c.version + 1), else_=JOB.c.version),
-            worker_id=case((is_chosen, bindparam("worker_id")), else_=JOB.c.worker_id),
-            heartbeat_at=case((is_chosen, now), else_=JOB.c.heartbeat_at),
-            started_at=case((is_chosen, not_before_last_change(now)), else_=JOB.c.started_at),
-            updated_at=case((is_chosen, not_before_last_change(now)), else_=JOB.c.updated_at),
-            not_before=case((is_chosen, null()), else_=JOB.c.not_before),
-            progress_step=case((is_chosen, 0), else_=JOB.c.progress_step),
-            passed_over=case((is_chosen, 0), else_=JOB.c.passed_over + 1),
-            passed_over_at=case(
-                (is_chosen, null()), else_=func.coalesce(JOB.c.passed_over_at, now)
-            ),
+            status=JobStatus.PROCESSING.value,
+            version=JOB.c.version + 1,
+            worker_id=bindparam("worker_id"),
+            heartbeat_at=now,
+            started_at=not_before_last_change(now),
+            updated_at=not_before_last_change(now),
+            not_before=None,
+            progress_step=0,
+            passed_over=0,
+            passed_over_at=None,
         )
-        .returning(*JOB.c)
     )
-    if not with_history:
-        return claim
-    claimed = claim.cte("claimed")
+
+
+def _passing(job_id: Any, priority: Any) -> Any:
+    """`UPDATE job SET passed_over = passed_over + 1 ...` on every job the claim of `job_id`
+    passes over: the due PENDING jobs of its priority (the top one) older than it, all of
+    them candidates, as it is one. Only the counters are set, so the rows' index entries
+    are left alone (SQLite rewrites an index's entry whenever the UPDATE sets one of its
+    columns, even to the value it had)."""
+    now: BindParameter[float] = bindparam("now")
+    return (
+        update(JOB)
+        .where(_due(now), JOB.c.priority == priority, JOB.c.id < job_id)
+        .values(
+            passed_over=JOB.c.passed_over + 1,
+            passed_over_at=func.coalesce(JOB.c.passed_over_at, now),
+        )
+    )
+
+
+def affinity_choice_statement() -> Any:
+    """SQLite: the job a worker holding some models should take (the rule:
+    `app.engine.jobs.affinity`), as one row (`id`, `priority`), none when nothing is due.
+    Run under the write lock, which SQLite's single writer holds from BEGIN, followed by
+    `take_chosen_statement` and `pass_over_statement`: one UPDATE of the taken row and one
+    of the counters of the rows it passes over, where a single UPDATE of both set every
+    column on each passed row too (and, for the status, rewrote their index entries) and
+    returned each passed row to the client."""
+    chosen, _ = _affinity_choice()
+    return select(chosen.c.id, chosen.c.priority)
+
+
+def take_chosen_statement() -> Any:
+    """SQLite: take job `job_id`, chosen under the same write lock: its row."""
+    return _taking(bindparam("job_id")).returning(*JOB.c)
+
+
+def pass_over_statement() -> Any:
+    """SQLite: count one more pass on every job that taking `job_id` (of priority
+    `priority`) passed over; the same transaction, before anything else could move them."""
+    return _passing(bindparam("job_id"), bindparam("priority"))
+
+
+def affinity_claim_statement() -> Any:
+    """PostgreSQL: START the due PENDING job a worker holding some models should take, in
+    one statement that also writes its START history row, so the claim transaction needs
+    nothing from its client between the claims' lock and the commit and is sent with both:
+    the lock is held for the server's work only, never while a client process waits for a
+    core. (An `INSERT` or `UPDATE` in a `WITH`, which SQLite has not.)
+
+    The choice is `_affinity_choice`'s. Two claims never interleave: a lock the claim's
+    transaction takes first (a claim is a read of the whole candidate set, which row locks
+    cannot guard). The chosen row is locked first (`FOR UPDATE`, re-read if a transition
+    moved it since the statement began); if it moved, nothing changes and the one row
+    returned is all NULL but `chosen_id`: claim again. Otherwise the one row is the taken
+    job's, with `chosen_id`. One UPDATE takes the chosen row, another counts one more pass
+    on every older candidate (only those counters), so the bound is kept by the statement
+    that passes a job over; the `status = 'PENDING'` in each re-checks its rows against a
+    concurrent transition (a cancel).
+    """
+    pending = JobStatus.PENDING.value
     started = JobStatus.PROCESSING.value
+    chosen, _ = _affinity_choice()
+    chosen_id = select(chosen.c.id).scalar_subquery()
+    # Locked before anything is written: a chosen job a transition moved is left, and with
+    # it every pass (the claim is made again).
+    locked = (
+        select(JOB.c.id)
+        .where(JOB.c.id == chosen_id, JOB.c.status == pending)
+        .with_for_update()
+        .cte("locked")
+    )
+    locked_id = select(locked.c.id).scalar_subquery()
+    claimed = _taking(locked_id).returning(*JOB.c).cte("claimed")
+    passes = _passing(locked_id, select(chosen.c.priority).scalar_subquery())
     history = insert(TRANSITION).from_select(
         HISTORY_COLUMNS,
         select(
             claimed.c.id, claimed.c.attempt, literal(pending), literal(started),
             literal(JobEvent.START.value), bindparam("source"), bindparam("message"),
             claimed.c.updated_at,
-        ).where(claimed.c.status == started),
+        ),
     )  # fmt: skip
     # One row even when nothing was claimed: `chosen_id` tells a moved job from none due.
     one = select(literal(1).label("one")).subquery("one")
     return (
         select(*[claimed.c[column.name] for column in JOB.c], chosen_id.label("chosen_id"))
         .select_from(one.outerjoin(claimed, true()))
+        .add_cte(passes.cte("passes"))
         .add_cte(history.cte("history"))
     )

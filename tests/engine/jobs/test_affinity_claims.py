@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert, select, text
+from pydantic import ValidationError
+from sqlalchemy import delete, insert, select, text, update
 
 from app.engine.jobs.affinity import CLAIM_WINDOW, AffinityBound
 from app.engine.jobs.params import GenerationParams
@@ -22,7 +23,7 @@ from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
 from app.models.db import Database
 from app.models.opening import open_database
-from app.models.tables import JOB, TRANSITION, WORKER
+from app.models.tables import JOB, TRANSITION, WORKER, stored_job
 
 pytestmark = pytest.mark.both_backends
 
@@ -393,9 +394,10 @@ def claim_cpu_s(queue: JobQueue, worker_id: str, models: list[str], claims: int)
 
 
 def test_a_claim_passing_a_whole_window_costs_a_few_plain_claims_at_most(db: Database) -> None:
-    """The claim's UPDATE returns every job it passed over with the one it takes; only the
-    taken one may cost what making a Job costs. (Making a Job of each passed row made a
-    model-aware claim 10-26 times the cost of a plain one here; now about 1.2-3.5 times.)"""
+    """Passing a window of jobs over costs one UPDATE of their counters, and only the taken
+    job comes back to the client. (Making a Job of each passed row made a model-aware claim
+    10-26 times the cost of a plain one here; returning each passed row with the taken one,
+    about 1.2-3.5 times.)"""
     unbounded = AffinityBound(max_wait_s=86_400, max_skips=1000)  # every claim passes them
     queue = JobQueue(db, clock=Clock(), affinity=unbounded)
     claims = 25
@@ -423,7 +425,7 @@ def test_the_claim_reads_the_window_by_index_never_the_whole_queue(
     scanned and sorted is the window of at most CLAIM_WINDOW rows."""
     queue = affinity_queue
     queue.submit_many([GenerationParams("a cat", model="AB"[i % 2], seed=i) for i in range(300)])
-    statement = queue._sql.claim_next
+    statement = queue._sql.choose_next
     raw = queue.db.hot_connection()
     plan = list(
         raw.execute("EXPLAIN QUERY PLAN " + statement.sql, [None] * len(statement.parameter_names))
@@ -440,6 +442,35 @@ def test_the_claim_reads_the_window_by_index_never_the_whole_queue(
     inside = [row[3] for row in plan if row[0] in within - {window}]
     assert any("INDEX ix_job_claim (status=? AND priority=?)" in step for step in inside), steps
     assert not any("TEMP B-TREE" in step for step in inside), steps
+    # The chosen row is taken by its id, and the passes read the older due rows of its
+    # priority as a range of the same index.
+    taking, passing = (
+        [row[3] for row in raw.execute("EXPLAIN QUERY PLAN " + prepared.sql,
+                                       [None] * len(prepared.parameter_names))]
+        for prepared in (queue._sql.take_chosen, queue._sql.pass_over)
+    )  # fmt: skip
+    assert taking == ["SEARCH job USING INTEGER PRIMARY KEY (rowid=?)"], taking
+    assert passing == ["SEARCH job USING INDEX ix_job_claim (status=? AND priority=? AND id<?)"]
+
+
+def test_a_claims_passes_set_only_the_counters_of_the_rows_it_passes(
+    affinity_queue: JobQueue,
+) -> None:
+    """A passed row keeps every column but its two counters: the passes are an UPDATE of
+    those alone (SQLite rewrites a row's index entries for any indexed column an UPDATE
+    sets, even to the value it had)."""
+    queue = affinity_queue
+    passed = [queue.submit(GenerationParams("a dog", model="B", seed=i)) for i in range(3)]
+    taken = queue.submit(GenerationParams("a cat", model="A", seed=9))
+    before = {job_id: queue.get(job_id).model_dump() for job_id in passed}
+    queue.clock.now += 2.0  # type: ignore[attr-defined]
+    job = queue.claim("wa", models=["A"])
+    assert job is not None and job.id == taken and job.passed_over == 0
+    for job_id in passed:
+        after = queue.get(job_id).model_dump()
+        changed = {name for name in after if after[name] != before[job_id][name]}
+        assert changed == {"passed_over", "passed_over_at"}, job_id
+        assert (after["passed_over"], after["passed_over_at"]) == (1, queue.clock())
 
 
 def test_a_chosen_job_a_transition_moves_meanwhile_is_left_and_counts_no_passes(
@@ -520,3 +551,27 @@ def test_a_claim_whose_worker_keeps_its_models_leaves_its_row_as_it_was(
     queue.clock.now += 1.0  # type: ignore[attr-defined]
     assert queue.claim("wa", models=["A"], row_models=lambda model: None) is not None
     assert worker_models(queue, "wa") == (["A"], START)
+
+
+def test_a_claimed_job_equals_the_stored_one_field_by_field(affinity_queue: JobQueue) -> None:
+    queue = affinity_queue
+    job_id = queue.submit(GenerationParams("a cat", model="A", seed=2**32 - 1, cfg=7.0))
+    odd = {"starred": True, "only_masked": True, "error_transient": True, "strength": 1.0,
+           "passed_over": 2, "error": "an earlier try"}  # fmt: skip
+    with queue.db.write() as conn:
+        conn.execute(update(JOB).where(JOB.c.id == job_id).values(**odd))
+    claimed = queue.claim("wa", models=["A"])
+    assert claimed is not None
+    stored = queue.get(job_id)
+    for name, value in stored.model_dump().items():
+        got = getattr(claimed, name)
+        assert (got, type(got)) == (value, type(value)), name
+    assert claimed == stored and claimed.model_fields_set == stored.model_fields_set
+    claimed.prompt = "still a model: its fields can be set"  # as on one that was validated
+    assert claimed.model_copy(update={"seed": 3}).seed == 3
+
+
+def test_a_stored_job_of_an_incomplete_row_is_refused_with_its_missing_field() -> None:
+    row = {column.name: None for column in JOB.c if column.name != "prompt"}
+    with pytest.raises(ValidationError, match="prompt"):
+        stored_job(row)
