@@ -47,8 +47,8 @@ from app.engine.jobs.params import (
 from app.errors import BadInput
 
 # The models whose loop runs diffusers' First Block Cache as their stock pipeline would
-# (`loop.step_cache`): their stock pipelines name the transformer call's cache context.
-CACHED_ARCHITECTURES = (Architecture.FLUX1, Architecture.FLUX2_KLEIN)
+# (`loop.step_cache`, which says why the others do not yet).
+CACHED_ARCHITECTURES = (Architecture.FLUX1,)
 
 
 def check_runnable(
@@ -83,8 +83,8 @@ def check_runnable(
     if params.speed != SPEED_OFF and arch not in CACHED_ARCHITECTURES:
         label = arch.label if arch is not None else "this"
         raise InvalidParameters(
-            f"step caching (speed {params.speed}) works on Flux.1 and Flux.2 Klein models, "
-            f"not on {label} models; set speed to off"
+            f"step caching (speed {params.speed}) works on Flux.1 models, not on {label} "
+            "models yet; set speed to off"
         )
     check_loras(params.prompt, search, names_only=names_only)
     check_prompt_syntax(params.prompt)

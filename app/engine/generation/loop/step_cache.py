@@ -13,10 +13,13 @@ as `prepare` does here; `saved` and `load` carry it through a checkpoint exactly
 tensors as they are, the decision flag as a bool), so the resumed steps decide and add
 exactly what the uninterrupted run would.
 
-The families call their transformer inside `transformer.cache_context(name)` as their
-stock pipelines do (Flux.1, Flux.2 Klein); stock `StableDiffusion3Pipeline` and
-`ZImagePipeline` name no context, so the hook cannot run there (`request_checks` refuses
-a speed for them).
+Where the hook works as diffusers 0.42.1 ships it: Flux.1, whose family calls the
+transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does. Not yet
+(`request_checks` refuses a speed there): Flux.2 Klein, where the stock pipeline with the
+hook fails (its last block returns one tensor, its first a pair: the hook subtracts a
+list from a tensor); SD 3.5 and Z-Image, whose stock pipelines name no cache context,
+so the hook raises there (a loop of ours could name one, but there would be no stock
+run to equal); the UNet families (no First Block Cache hook for UNets).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from diffusers.hooks.first_block_cache import _FBC_LEADER_BLOCK_HOOK, FBCSharedB
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
-CACHED_FAMILIES = ("flux", "flux2-klein")  # `ModelFamily.name`s whose loop names a context
+CACHED_FAMILIES = ("flux",)  # the `ModelFamily.name`s where the hook runs as stock's
 # What a checkpoint keeps of each context's `FBCSharedBlockState` (all of its attributes).
 _STATE_FIELDS = ("head_block_output", "head_block_residual", "tail_block_residuals")
 
