@@ -17,9 +17,10 @@ tokens): the transformer is nearly all of a step's time on a CPU.
   image and stock `FluxPipeline`'s with `transformer.enable_cache(FirstBlockCacheConfig(
   threshold))` on the same components;
 - `cache_pause_resume_max_diff`: between the uninterrupted cached run and one paused at
-  step `steps // 2`, written to a checkpoint file, and resumed on a second, separately
-  built copy of the pipeline (nothing shared in memory but the checkpoint file; the
-  fresh-process resume itself is tested in tests/engine/generation/test_step_cache.py);
+  step `steps // 2`, written to a checkpoint file, the hook taken off, and resumed on a
+  second copy of the pipeline made before any job ran (nothing shared in memory but the
+  checkpoint file; the fresh-process resume itself is tested in
+  tests/engine/generation/test_step_cache.py);
 - `cache_threshold`, `cache_steps`: what the figures were measured at.
 
 Random weights are not a trained model: the first block's residual changes far more from
@@ -28,13 +29,14 @@ authors on FLUX.1-dev) almost no step is skipped here. The threshold is therefor
 (`--threshold`, default 0.35 with 28 steps, Flux.1-dev's default count, where this model
 skips about half the steps) and printed; `--speed fast` measures the setting's own.
 
-Run: `.venv/bin/python benchmarks/speed.py` (`--smoke`: a tiny model and 6 steps, every
+Run: `.venv/bin/python benchmarks/speed.py` (`--smoke`: a tiny model and 4 steps, every
 code path and figure in seconds, for tests/benchmarks/test_speed.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import math
 import os
@@ -72,7 +74,7 @@ class Shape:
 
 
 MEDIUM = Shape(8, 64, 2, 10, (16, 24, 24), 256, 28, 0.35)
-SMOKE = Shape(2, 16, 1, 2, (4, 6, 6), 64, 6, 0.5)
+SMOKE = Shape(2, 16, 1, 2, (4, 6, 6), 64, 4, 0.5)
 
 
 def build_pipe(shape: Shape) -> Any:
@@ -152,14 +154,12 @@ def stock(pipe: Any, params: GenerationParams) -> np.ndarray:
     return _pixels(image)
 
 
-def resumed(shape: Shape, params: GenerationParams, folder: Path) -> np.ndarray:
-    """Paused at half the steps into a checkpoint file, resumed on another copy."""
-    first = build_pipe(shape)
+def resumed(first: Any, second: Any, params: GenerationParams, folder: Path) -> np.ndarray:
+    """Paused at half the steps on `first` into a checkpoint file, resumed on `second`."""
     state = easel(first, params, pause_at=params.steps // 2)
     path = folder / "paused.ckpt"
     save_checkpoint(path, denoise.snapshot(state, params, 0.0))
-    del first, state
-    second = build_pipe(shape)
+    first.transformer.disable_cache()  # the paused job's hook and state are gone
     saved = load_checkpoint(path, params).checkpoint
     state = denoise.restore(second, params, saved)
     while not state.finished:
@@ -180,17 +180,19 @@ def psnr_db(image: np.ndarray, reference: np.ndarray) -> float:
     return math.inf if mse == 0 else 10 * math.log10(255.0**2 / mse)
 
 
-def measure(shape: Shape, threshold: float, repeats: int) -> dict[str, Any]:
+def measure(shape: Shape, threshold: float, repeats: int, warm_up: bool) -> dict[str, Any]:
     pipe = build_pipe(shape)
+    second = copy.deepcopy(pipe)  # before any job: no hook, no cache state, no memory shared
     cached_params, plain_params = params_for(shape, threshold), params_for(shape, 0.0)
-    easel(pipe, plain_params)  # warm-up: first calls allocate
+    if warm_up:
+        easel(pipe, plain_params)  # first calls allocate
     plain = [easel(pipe, plain_params) for _ in range(repeats)]
     cached = [easel(pipe, cached_params) for _ in range(repeats)]
     best_plain = min(plain, key=lambda run: run.seconds)
     best_cached = min(cached, key=lambda run: run.seconds)
     theirs = stock(pipe, cached_params)
     with tempfile.TemporaryDirectory() as folder:
-        again = resumed(shape, cached_params, Path(folder))
+        again = resumed(pipe, second, cached_params, Path(folder))
     return {
         "cache_threshold": f"{threshold:g}",
         "cache_steps": shape.steps,
@@ -211,14 +213,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, help="the cache's threshold (see above)")
     parser.add_argument("--steps", type=int)
     parser.add_argument("--repeats", type=int, default=2, help="timed runs of each; best kept")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch's CPU threads (1: steadiest on a shared machine, where a busy core stalls "
+        "every thread of a step at its barriers)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     shape = SMOKE if args.smoke else MEDIUM
     threshold = args.threshold or (SPEED_THRESHOLDS[args.speed] if args.speed else 0)
     shape = Shape(**{**vars(shape), "threshold": threshold or shape.threshold})
     if args.steps:
         shape = Shape(**{**vars(shape), "steps": args.steps})
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    figures = measure(shape, shape.threshold, 1 if args.smoke else args.repeats)
+    repeats = 1 if args.smoke else args.repeats
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        figures = measure(shape, shape.threshold, repeats, warm_up=not args.smoke)
+    finally:
+        torch.set_num_threads(threads)  # as it was (the smoke test runs in pytest's process)
     out = io.StringIO()
     for name, value in figures.items():
         print(f"{name}: {value}", file=out)

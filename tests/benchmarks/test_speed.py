@@ -1,4 +1,4 @@
-"""benchmarks/speed.py's `--smoke` run (a tiny Flux, 6 steps): every figure printed, the
+"""benchmarks/speed.py's `--smoke` run (a tiny Flux, 4 steps): every figure printed, the
 cached image stock diffusers' with the same hook and the resumed one the uninterrupted
 one (both exactly), and the cache skipping steps at its threshold. In this process: the
 tiny model takes a second where a new interpreter's imports take many."""
