@@ -78,7 +78,7 @@ def saved(pipe: Any) -> CacheState:
 
 
 def load(pipe: Any, cache: CacheState, index: int) -> None:
-    """Put a checkpoint's cache state back (after `prepare`), on the transformer's device.
+    """Put a checkpoint's cache state back (after `prepare`), on the pipeline's device.
     A cached job's checkpoint after its first step must carry some: else it would resume
     as if the cache were empty, to another image."""
     manager = _state_manager(pipe)
@@ -88,7 +88,9 @@ def load(pipe: Any, cache: CacheState, index: int) -> None:
         return
     if not cache and index > 0:
         raise CheckpointMismatch("checkpoint lacks the step cache's state of this cached job")
-    device = pipe.transformer.device
+    # Where the transformer computes: with low-VRAM offloading its weights rest on the CPU
+    # between calls, and the hook's residuals live where its outputs are made.
+    device = pipe._execution_device
     states = {}
     for name, fields in cache.items():
         state = FBCSharedBlockState()
