@@ -27,7 +27,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 
 class SchemaTooNew(DatabaseError):
@@ -208,6 +208,20 @@ def _v14_to_v15(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[QUEUE_SECRET])
 
 
+_V16_JOB_COLUMNS = {
+    "speed": "VARCHAR(16) NOT NULL DEFAULT 'off'",
+    "speed_threshold": "FLOAT NOT NULL DEFAULT 0.0",
+}
+
+
+def _v15_to_v16(conn: Connection) -> None:
+    # Version 16 adds step caching (issue 40): the job's speed setting and its threshold.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, sql in _V16_JOB_COLUMNS.items():
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -223,6 +237,7 @@ MIGRATIONS: dict[int, Migration] = {
     12: _v12_to_v13,
     13: _v13_to_v14,
     14: _v14_to_v15,
+    15: _v15_to_v16,
 }
 
 

@@ -100,6 +100,13 @@ class Job(SQLModel, table=True):
     # IP-Adapter: "" or the reference images as JSON (`params.encode_reference`); each image
     # is a job_input row of kind "reference<i>".
     reference: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # Schema 16: step caching ("off", "fast", "fastest") and its threshold (0: the setting's).
+    speed: str = Field(
+        default="off", sa_column=Column(String(16), nullable=False, server_default="off")
+    )
+    speed_threshold: float = Field(
+        default=0.0, sa_column=Column(Float, nullable=False, server_default=text("0.0"))
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

@@ -59,6 +59,9 @@ def test_jobs_filters_by_status(capsys: pytest.CaptureFixture[str]) -> None:
         (["submit", "cat", "--size", "100x64"], "width 100 is not a multiple of 8"),
         (["submit", "cat", "--steps", "999"], "steps must be between 1 and 150, not 999"),
         (["submit", "cat", "--scheduler", "LMS"], "unknown scheduler 'LMS'"),
+        (["submit", "cat", "--cache", "ludicrous"], "unknown speed 'ludicrous'"),
+        (["submit", "cat", "--cache-threshold", "0.1"], "needs speed fast or fastest"),
+        (["submit", "cat", "--cache", "fast"], "works on Flux.1 models, not on SD 1.x"),
         (["show", "42"], "error: There is no job 42"),
     ],
 )

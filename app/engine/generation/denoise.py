@@ -23,6 +23,7 @@ from app.engine.generation.families import family_label, family_of
 from app.engine.generation.families.base import Conditioning, ModelFamily
 from app.engine.generation.files.architecture import size_problem
 from app.engine.generation.guidance.control import ControlGuide, make_guide
+from app.engine.generation.loop import step_cache
 from app.engine.generation.loop.checkpoint import Checkpoint
 from app.engine.generation.loop.inpaint import MaskedImage, masked_image
 from app.engine.generation.loop.schedulers import (
@@ -62,6 +63,7 @@ class DenoiseState:
     denoised: torch.Tensor | None = None  # the scheduler's x0 estimate, for previews
     masked: MaskedImage | None = None  # inpaint: the image and mask, to paste back
     control: ControlGuide | None = None  # ControlNet layers (from the job's inputs)
+    cached_pipe: Any = None  # the pipeline whose transformer holds the job's step cache
 
     @property
     def finished(self) -> bool:
@@ -92,6 +94,7 @@ def start(
     problem = size_problem(family.native_size(), params.width, params.height)
     if problem:
         raise InvalidParameters(problem)
+    step_cache.prepare(pipe, family.name, params)
     scheduler = family.scheduler(params)
     do_cfg = family.uses_cfg(params)
     conditioning = family.encode(params, do_cfg)
@@ -123,7 +126,12 @@ def start(
             do_cfg,
             _crop(masked),
         ),
+        cached_pipe=_cached(pipe, params),
     )
+
+
+def _cached(pipe: Any, params: GenerationParams) -> Any:
+    return pipe if params.cache_threshold else None
 
 
 def _masked(
@@ -165,6 +173,8 @@ def restore(
     masked = _masked(params, init_image, mask)
     # After the schedule: img2img's trimming sets a begin index that the saved one replaces.
     load_scheduler_state(scheduler, checkpoint.scheduler_state, device)
+    step_cache.prepare(pipe, family.name, params)
+    step_cache.load(pipe, checkpoint.step_cache, checkpoint.index)
     return DenoiseState(
         family=family,
         scheduler=scheduler,
@@ -187,6 +197,7 @@ def restore(
             family.uses_cfg(params),
             _crop(masked),
         ),
+        cached_pipe=_cached(pipe, params),
     )
 
 
@@ -230,6 +241,7 @@ def snapshot(state: DenoiseState, params: GenerationParams, elapsed_s: float) ->
         conditioning=dict(state.conditioning),
         scheduler_class=type(state.scheduler).__name__,
         scheduler_state=scheduler_state(state.scheduler),
+        step_cache={} if state.cached_pipe is None else step_cache.saved(state.cached_pipe),
     )
 
 

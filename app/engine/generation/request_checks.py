@@ -33,8 +33,18 @@ from app.engine.generation.guidance.ip_adapters import find_ip_adapter, ip_adapt
 from app.engine.generation.post.upscalers import check_upscaler
 from app.engine.generation.prompts.loras import check_loras
 from app.engine.generation.prompts.syntax import check_prompt_syntax
-from app.engine.jobs.params import KIND_TILED, KIND_UPSCALE, GenerationParams, InvalidParameters
+from app.engine.jobs.params import (
+    KIND_TILED,
+    KIND_UPSCALE,
+    SPEED_OFF,
+    GenerationParams,
+    InvalidParameters,
+)
 from app.errors import BadInput
+
+# The models whose loop runs diffusers' First Block Cache as their stock pipeline would
+# (`loop.step_cache`, which says why the others do not yet).
+CACHED_ARCHITECTURES = (Architecture.FLUX1,)
 
 
 def check_runnable(
@@ -66,6 +76,12 @@ def check_runnable(
         and (problems := flow_problems(arch, params, distilled))
     ):
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
+    if params.speed != SPEED_OFF and arch not in CACHED_ARCHITECTURES:
+        label = arch.label if arch is not None else "this"
+        raise InvalidParameters(
+            f"step caching (speed {params.speed}) works on Flux.1 models, not on {label} "
+            "models yet; set speed to off"
+        )
     check_loras(params.prompt, search, names_only=names_only)
     check_prompt_syntax(params.prompt)
     check_prompt_syntax(params.negative_prompt)

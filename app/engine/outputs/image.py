@@ -45,6 +45,7 @@ def a1111_parameters(params: GenerationParams) -> str:
             f', IP-Adapter {index}: "Model: {reference.model}, Weight: {float(reference.weight)!r}"'
             for index, reference in enumerate(params.references)
         )
+        + _speed_parameters(params)
     )
     if params.prompt_template and params.prompt_template != params.prompt:
         # As the Dynamic Prompts extension records the prompt before it was expanded.
@@ -60,6 +61,13 @@ def _control_parameters(params: GenerationParams) -> str:
         f'Guidance End: {float(layer.end)!r}"'
         for index, layer in enumerate(params.control_layers)
     )
+
+
+def _speed_parameters(params: GenerationParams) -> str:
+    """Step caching: the setting and the First Block Cache threshold it ran with."""
+    if not params.cache_threshold:
+        return ""
+    return f", Speed: {params.speed}, First Block Cache threshold: {params.cache_threshold:g}"
 
 
 def _inpaint_parameters(params: GenerationParams) -> str:

@@ -13,7 +13,8 @@ with `weights_only=True`, so it can only hold tensors and plain values, never co
 
 Version 3 names everything itself: the model family and its conditioning tensors (see
 `families`), and the scheduler's state as `schedulers.scheduler_state` spells it; the
-scheduler is rebuilt from the model's config on resume. Version 2 (before model families)
+scheduler is rebuilt from the model's config on resume. A cached job's file adds its step
+cache's state (`step_cache`); files without it read as uncached. Version 2 (before model families)
 kept SD/SDXL tensors as fields and the scheduler as its attribute values (`vars`, private
 ones included); such files are still read, converted on loading (`_from_version_2`).
 """
@@ -25,7 +26,7 @@ import hashlib
 import io
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,9 @@ class Checkpoint:
     conditioning: dict[str, torch.Tensor]  # the family's, by name (`checkpoint_tensors`)
     scheduler_class: str
     scheduler_state: dict[str, Any]  # by our names (`schedulers.scheduler_state`)
+    # A cached job's step cache between steps (`step_cache.saved`); {} uncached, and in
+    # files written before step caching.
+    step_cache: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,8 @@ def _check_types(path: Path, checkpoint: Checkpoint) -> None:
         wrong.append("params or scheduler_state")
     if not isinstance(checkpoint.family, str):
         wrong.append("family")
+    if not isinstance(checkpoint.step_cache, dict):
+        wrong.append("step_cache")
     conditioning = checkpoint.conditioning
     if not isinstance(conditioning, dict) or not all(
         isinstance(v, torch.Tensor) for v in conditioning.values()
