@@ -16,6 +16,7 @@ from __future__ import annotations
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.flow_params import flow_problems
 from app.engine.generation.files.architecture import families_easel_runs, is_step_distilled
+from app.engine.generation.files.registry import families
 from app.engine.generation.files.sources import (
     MODEL_INDEX,
     ModelInfo,
@@ -41,10 +42,6 @@ from app.engine.jobs.params import (
     InvalidParameters,
 )
 from app.errors import BadInput
-
-# The models whose loop runs diffusers' First Block Cache as their stock pipeline would
-# (`loop.step_cache`, which says why the others do not yet).
-CACHED_ARCHITECTURES = (Architecture.FLUX1,)
 
 
 def check_runnable(
@@ -76,11 +73,10 @@ def check_runnable(
         and (problems := flow_problems(arch, params, distilled))
     ):
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
-    if params.speed != SPEED_OFF and arch not in CACHED_ARCHITECTURES:
-        label = arch.label if arch is not None else "this"
+    if params.speed != SPEED_OFF and (arch is None or not arch.spec.step_cache):
         raise InvalidParameters(
-            f"step caching (speed {params.speed}) works on Flux.1 models, not on {label} "
-            "models yet; set speed to off"
+            f"step caching (speed {params.speed}) works on {_cached_families()} models, not "
+            f"on {arch.label if arch is not None else 'this'} models yet; set speed to off"
         )
     check_loras(params.prompt, search, names_only=names_only)
     check_prompt_syntax(params.prompt)
@@ -102,3 +98,8 @@ def _why_not(info: ModelInfo) -> str:
     if (info.path / MODEL_INDEX).is_file():
         return f"has an unreadable {MODEL_INDEX}"
     return f"is not a model of a family Easel runs ({families_easel_runs()})"
+
+
+def _cached_families() -> str:
+    """ "Flux.1": the families whose declaration says step caching runs on them."""
+    return " and ".join(spec.label for spec in families() if spec.step_cache)

@@ -138,6 +138,9 @@ class FamilySpec:
     load_options: tuple[tuple[str, Any], ...] = ()  # from_pretrained / from_single_file extras
     optional_parts: tuple[str, ...] = ()  # components a folder may leave out (null)
     float16_overflowing_encoders: tuple[str, ...] = ()  # components float16 overflows
+    # Whether diffusers' First Block Cache runs in its loop as in its stock pipeline (a job's
+    # speed; loop/step_cache.py). False: the stock pipeline with the hook fails or differs.
+    step_cache: bool = False
     # Its own previewer, "module:Class" taking the pipeline (latents in another layout, as
     # Flux.2's patches); "": previews from plain latents (preview.py).
     preview: str = ""

@@ -31,9 +31,9 @@ from diffusers.hooks import FirstBlockCacheConfig, HookRegistry
 from diffusers.hooks.first_block_cache import _FBC_LEADER_BLOCK_HOOK, FBCSharedBlockState
 
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
+from app.engine.generation.files.registry import families
 from app.engine.jobs.params import GenerationParams, InvalidParameters
 
-CACHED_FAMILIES = ("flux",)  # the `ModelFamily.name`s where the hook runs as stock's
 # What a checkpoint keeps of each context's `FBCSharedBlockState` (all of its attributes).
 _STATE_FIELDS = ("head_block_output", "head_block_residual", "tail_block_residuals")
 
@@ -51,7 +51,7 @@ def prepare(pipe: Any, family_name: str, params: GenerationParams) -> None:
             raise InvalidParameters("step caching works on transformer models only")
         return
     config = getattr(transformer, "_cache_config", None)
-    if threshold and family_name not in CACHED_FAMILIES:
+    if threshold and family_name not in _cached_families():
         raise InvalidParameters(f"step caching does not work with {family_name} models yet")
     wanted = FirstBlockCacheConfig(threshold=threshold) if threshold else None
     if config != wanted:
@@ -138,3 +138,8 @@ def _on(value: Any, device: torch.device) -> Any:
     if value is None:
         return None
     raise TypeError(f"unexpected {type(value).__name__} in the step cache")
+
+
+def _cached_families() -> set[str]:
+    """The `ModelFamily.name`s whose declaration says the hook runs there as in stock's."""
+    return {spec.checkpoint_family for spec in families() if spec.step_cache}

@@ -47,6 +47,7 @@ FLUX1 = FamilySpec(
     driver="app.engine.generation.families.flux.model:FluxFamily",
     checkpoint_family="flux",
     checkpoint_label="Flux.1",
+    step_cache=True,
     # `cfg` is the distilled guidance dev takes as an input; no true CFG, so a negative
     # prompt would change nothing: refused rather than silently dropped.
     requests=replace(FLOW_REQUESTS, negative_prompt=False, distilled_guidance=True),
