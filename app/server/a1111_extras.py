@@ -103,10 +103,11 @@ async def extra_single_image(body: ExtrasSingleImage, request: Request) -> dict[
     if body.upscaler_2 != "None" and body.extras_upscaler_2_visibility:
         raise UnsupportedRequest("Easel upscales with one upscaler, not a blend of two")
     data = decode_image(body.image, "image")
-    source = open_rgb(data)
+    # Decoding and resizing take CPU time: on a thread, so other requests are not held.
+    source = await run_in_threadpool(open_rgb, data)
     size = extras_size(body, source.size)
     if body.upscaler_1 in LANCZOS_UPSCALERS:  # a resize: no job, no model
-        resized = _png(fit_to(source, size))
+        resized = await run_in_threadpool(lambda: _png(fit_to(source, size)))
         return _extras_answer(body, resized)
     state = state_of(request)
     params = GenerationParams(
