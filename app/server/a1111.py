@@ -197,15 +197,22 @@ async def _generate(
     count = body.batch_size * body.n_iter
     if count > MAX_IMAGES:
         raise BadInput(f"batch_size x n_iter is {count}; at most {MAX_IMAGES} images a request")
-    job = JobRequest(params, count=count)
+    # Decoding the images and preprocessing control images take CPU time: on a thread,
+    # so that other requests are not held meanwhile.
+    job = await run_in_threadpool(_job_of, body, JobRequest(params, count=count), state)
+    return _response(body, await submit_and_wait(request, state, job), state)
+
+
+def _job_of(body: Txt2Img | Img2Img, job: JobRequest, state: ServerState) -> JobRequest:
+    """The request's job with its images: init image and mask (img2img), hires fix
+    (txt2img) and ControlNet units."""
     if isinstance(body, Img2Img):
         job = _img2img_job(body, job)
     else:
         job = replace(job, follow_ups=hires_follow_ups(body, state))
-    job = control_job(
+    return control_job(
         body.alwayson_scripts or {}, job, state, hires=getattr(body, "enable_hr", False)
     )
-    return _response(body, await submit_and_wait(request, state, job), state)
 
 
 def _img2img_job(body: Img2Img, job: JobRequest) -> JobRequest:
