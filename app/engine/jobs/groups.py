@@ -37,8 +37,10 @@ from app.engine.jobs.queue import (
     JobQueue,
     NewGroup,
     NewJobs,
+    StoredHook,
     TransitionRecord,
 )
+from app.engine.jobs.request_keys import RequestKey
 from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import GroupAction as GroupAction  # re-exported for app.cli
 from app.engine.jobs.states import JobEvent, JobStatus
@@ -69,6 +71,7 @@ class Group:
     group_id: int
     jobs: tuple[int, ...]  # the members with a cell, in cell order
     composer: int | None = None  # a grid's composing job
+    replayed: bool = False  # its request's key was seen before: the first request's group
 
 
 @dataclass(frozen=True)
@@ -146,9 +149,12 @@ def submit_members(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     source: str = "user",
     check: Check | None = None,
+    key: RequestKey | None = None,
+    with_jobs: StoredHook | None = None,
 ) -> Group:
     """Store `batch` as the cells of a new group (and `composer` waiting for all of them),
-    having checked every job first: all are stored, or none."""
+    having checked every job first: all are stored, or none. `key` (an Idempotency-Key)
+    and `with_jobs` (rows stored with the jobs): see `JobQueue.submit_keyed`."""
     if not batch:
         raise InvalidParameters("a group needs at least one job")
     if len(batch) > MAX_BATCH:
@@ -165,8 +171,10 @@ def submit_members(
     if composer is not None:
         then = NewJobs([composer], priority=priority, max_attempts=max_attempts, source=source)
     new_group = NewGroup(kind, label, json.dumps(spec) if spec is not None else "")
-    group_id, ids, composers = queue.submit_group(new_group, cells, then)
-    return Group(group_id, tuple(ids), composers[0] if composers else None)
+    stored = queue.submit_group(new_group, cells, then, key=key, with_jobs=with_jobs)
+    composers = stored.then
+    return Group(stored.group_id, tuple(stored.jobs), composers[0] if composers else None,
+                 replayed=stored.replayed)  # fmt: skip
 
 
 def _batch_label(params: GenerationParams, count: int) -> str:
@@ -188,6 +196,8 @@ def submit_dynamic(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     source: str = "user",
     check: Check | None = None,
+    key: RequestKey | None = None,
+    with_jobs: StoredHook | None = None,
 ) -> Group:
     """A prompt with wildcards as a group: `count` jobs, each expanded with its own seed,
     or (`combinatorial`) one job per combination, seeds as `mode` says."""
@@ -196,7 +206,7 @@ def submit_dynamic(
     return submit_members(
         queue, batch, kind, _batch_label(params, len(batch)), init_png=init_png,
         parents=parents, priority=priority, max_attempts=max_attempts, source=source,
-        check=check,
+        check=check, key=key, with_jobs=with_jobs,
     )  # fmt: skip
 
 
@@ -211,6 +221,9 @@ def submit_grid(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     source: str = "user",
     check: Check | None = None,
+    parents: Sequence[int] = (),
+    key: RequestKey | None = None,
+    with_jobs: StoredHook | None = None,
 ) -> Group:
     """An X/Y/Z plot: one job per cell and the grid's composing job, waiting for every
     cell to be settled, in one transaction. The seed is fixed once for every cell (unless
@@ -225,7 +238,8 @@ def submit_grid(
     label = f"grid {describe(spec)} of {base.prompt[:40]!r}"
     return submit_members(
         queue, cells, GRID, label, spec=spec.to_dict(), composer=composer_params(base),
-        init_png=init_png, priority=priority, max_attempts=max_attempts, source=source,
+        init_png=init_png, parents=parents, priority=priority, max_attempts=max_attempts,
+        source=source, key=key, with_jobs=with_jobs,
     )  # fmt: skip
 
 

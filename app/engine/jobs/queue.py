@@ -154,6 +154,16 @@ class StoredJobs:
     replayed: bool = False
 
 
+@dataclass(frozen=True)
+class StoredGroup:
+    """What `submit_group` stored, or (`replayed`) what the first request with its key did."""
+
+    group_id: int
+    jobs: list[int]  # the cells, in cell order
+    then: list[int]  # the jobs that wait for every cell (a grid's composer)
+    replayed: bool = False
+
+
 @dataclass
 class _Snapshot:
     status: JobStatus
@@ -315,34 +325,63 @@ class JobQueue:
         return StoredJobs(ids, follow_up_ids)
 
     def submit_group(
-        self, group: NewGroup, cells: NewJobs, then: NewJobs | None = None
-    ) -> tuple[int, list[int], list[int]]:
+        self,
+        group: NewGroup,
+        cells: NewJobs,
+        then: NewJobs | None = None,
+        *,
+        key: RequestKey | None = None,
+        with_jobs: StoredHook | None = None,
+    ) -> StoredGroup:
         """A group in one transaction: its `job_group` row, `cells` (cell 0, 1, ... of the
         group) and `then`, jobs of the group that wait for every cell to be settled (a
-        grid's composing job). All are stored, or none. Returns (group id, the cells' ids,
-        `then`'s ids)."""
+        grid's composing job). All are stored, or none. `key` and `with_jobs` as in
+        `submit_keyed`: a replayed key stores nothing and answers with the first group."""
         checked, parents = _checked_batch(cells)
         waiting = [params.validated() for params in then.batch] if then is not None else []
         now = self.clock()
-        records: list[TransitionRecord] = []
-        then_records: list[TransitionRecord] = []
         with self.db.hot_write() as tx:
-            self._graph.check_parents(tx, parents)
-            values = {"kind": group.kind, "label": group.label, "spec": group.spec,
-                      "created_at": now}  # fmt: skip
-            group_id = int(tx.execute(self._graph.insert_group, values).fetchone()[0])
-            members = replace(cells, group_id=group_id, group_cell=0)
-            records = self._insert_batch(tx, members, checked, parents, now)
-            if then is not None:
-                cell_ids = [r.job_id for r in records]
-                composer = replace(
-                    then, group_id=group_id, group_cell=None, parents=cell_ids,
-                    settled_parents=True,
+            earlier = self._keys.claim(tx, key, now) if key is not None else None
+            if earlier is None:
+                self._graph.check_parents(tx, parents)
+                group_id, records, then_records = self._insert_group(
+                    tx, group, replace(cells, batch=checked), parents, then, waiting, now
                 )  # fmt: skip
-                then_records = self._insert_batch(tx, composer, waiting, cell_ids, now)
+                ids, then_ids = [r.job_id for r in records], [r.job_id for r in then_records]
+                if key is not None:
+                    self._keys.record(tx, key, ids, then_ids)
+                if with_jobs is not None:
+                    with_jobs(tx, [*ids, *then_ids])
+        if earlier is not None:  # the group the first request with this key made
+            group_id = self.get(earlier.jobs[0]).group_id or 0
+            return StoredGroup(group_id, earlier.jobs, earlier.follow_ups, replayed=True)
         for record in [*records, *then_records]:
             self._notify(record)
-        return group_id, [r.job_id for r in records], [r.job_id for r in then_records]
+        return StoredGroup(group_id, ids, then_ids)
+
+    def _insert_group(
+        self,
+        tx: HotTransaction,
+        group: NewGroup,
+        cells: NewJobs,
+        parents: Sequence[int],
+        then: NewJobs | None,
+        waiting: Sequence[GenerationParams],
+        now: float,
+    ) -> tuple[int, list[TransitionRecord], list[TransitionRecord]]:
+        """The group's row, its cells (`cells.batch`, checked) and the jobs after them."""
+        values = {"kind": group.kind, "label": group.label, "spec": group.spec,
+                  "created_at": now}  # fmt: skip
+        group_id = int(tx.execute(self._graph.insert_group, values).fetchone()[0])
+        members = replace(cells, group_id=group_id, group_cell=0)
+        records = self._insert_batch(tx, members, cells.batch, parents, now)
+        if then is None:
+            return group_id, records, []
+        cell_ids = [r.job_id for r in records]
+        composer = replace(
+            then, group_id=group_id, group_cell=None, parents=cell_ids, settled_parents=True
+        )  # fmt: skip
+        return group_id, records, self._insert_batch(tx, composer, waiting, cell_ids, now)
 
     def _insert_batch(
         self,

@@ -9,6 +9,7 @@ import pytest
 
 from app.engine.jobs.graph import graph_listener, reconcile, waiting_reason
 from app.engine.jobs.groups import (
+    Group,
     GroupAction,
     SeedMode,
     act_on_group,
@@ -20,6 +21,7 @@ from app.engine.jobs.groups import (
 )
 from app.engine.jobs.params import KIND_GRID, GenerationParams, InvalidParameters
 from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.request_keys import KeyReused, RequestKey, fingerprint_of
 from app.engine.jobs.states import JobEvent, JobStatus
 
 pytestmark = pytest.mark.both_backends
@@ -170,3 +172,31 @@ def test_reconciliation_recomposes_a_grid_whose_reaction_was_lost(queue: JobQueu
     report = reconcile(queue)
     assert len(report.recomposed) == 1
     assert reconcile(queue).recomposed == []  # queued once
+
+
+def test_a_keyed_group_is_stored_once_with_its_rows_and_a_replay_answers_the_first(
+    q: JobQueue,
+) -> None:
+    """What the HTTP API needs of a batch or grid: its Idempotency-Key and its record of
+    who asked, written in the group's own transaction."""
+    written: list[list[int]] = []
+    key = RequestKey("grid-1", fingerprint_of({"grid": 1}))
+    batch = [GenerationParams("a cat", steps=2 + i, seed=1) for i in range(2)]
+    composer = GenerationParams("a cat", steps=2, seed=1, kind=KIND_GRID)
+
+    def submit() -> Group:
+        return submit_members(
+            q, batch, "grid", "steps", composer=composer, key=key,
+            with_jobs=lambda _tx, ids: written.append(ids),
+        )  # fmt: skip
+
+    first, again = submit(), submit()
+    assert not first.replayed and again.replayed
+    assert (again.group_id, again.jobs, again.composer) == (
+        first.group_id, first.jobs, first.composer,
+    )  # fmt: skip
+    assert written == [[*first.jobs, first.composer]]  # the replay wrote nothing
+    assert len(q.jobs(None, limit=10)) == 3
+    other = RequestKey("grid-1", fingerprint_of({"grid": 2}))
+    with pytest.raises(KeyReused, match="already used for a different request"):
+        submit_members(q, batch, "grid", "steps", composer=composer, key=other)
