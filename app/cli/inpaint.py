@@ -18,7 +18,6 @@ from app.engine.jobs.init_image import fit_to, open_rgb, prepare_init_image, rea
 from app.engine.jobs.mask import (
     Extension,
     Fill,
-    InvalidMask,
     open_mask,
     outpaint,
     png_bytes,
@@ -33,11 +32,10 @@ from app.engine.jobs.params import (
     GenerationParams,
     InvalidParameters,
 )
-from app.engine.jobs.queue import Job, JobQueue, params_of
+from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.jobs.run_inputs import RunInputs
-from app.engine.outputs.registry import output_of_job
 from app.engine.settings import load_settings
-from app.engine.store.stored_files import output_bytes
+from app.engine.store.job_pictures import finished_picture, picture_job
 
 OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
 
@@ -142,17 +140,8 @@ def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
     return _submitted(queue, job)
 
 
-def _picture_job(queue: JobQueue, job_id: int) -> Job:
-    """Job `job_id`, refused unless its kind of output is a picture (one to repaint)."""
-    job = queue.get(job_id)  # JobNotFound first: "There is no job 12"
-    kind = output_of_job(job.kind)
-    if not kind.is_picture:
-        raise InvalidMask(f"job {job_id} makes a {kind.name}, not a picture to paint on")
-    return job
-
-
 def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
-    parent = params_of(_picture_job(queue, args.job_id))
+    parent = params_of(picture_job(queue, args.job_id))
     mask_png = prepare_mask(read_mask(args.mask), (parent.width, parent.height))
     params = _settings(args, parent)
     params = replace(
@@ -168,17 +157,8 @@ def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
 
 
 def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
-    stored = _picture_job(queue, args.job_id)
-    if not stored.output_path:
-        raise InvalidMask(f"job {args.job_id} has no finished image to extend yet")
-    try:  # on a shared queue, a file here only inside the outputs folder (else the database's)
-        image_png = output_bytes(queue.db, stored, load_settings().outputs_path())
-    except OSError as error:
-        raise InvalidMask(
-            f"cannot read job {args.job_id}'s image {stored.output_path}: {error.strerror or error}"
-        ) from error
-    if image_png is None:
-        raise InvalidMask(f"job {args.job_id}'s image is neither on this machine nor in the queue")
+    outputs = load_settings().outputs_path()
+    stored, image_png = finished_picture(queue, args.job_id, outputs, to="extend")
     parent = params_of(stored)
     extension = Extension(args.left, args.right, args.top, args.bottom)
     canvas = outpaint(image_png, extension, Fill(args.fill), seed=max(parent.seed, 0))
