@@ -16,6 +16,7 @@ from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import fit_to, open_rgb, prepare_init_image, read_init_image
 from app.engine.jobs.mask import (
+    OUTPAINT_STRENGTH,
     Extension,
     Fill,
     open_mask,
@@ -36,8 +37,6 @@ from app.engine.jobs.queue import JobQueue, params_of
 from app.engine.jobs.run_inputs import RunInputs
 from app.engine.settings import load_settings
 from app.engine.store.job_pictures import finished_picture, picture_job
-
-OUTPAINT_STRENGTH = 1.0  # the new area has nothing worth keeping: all of it is painted
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

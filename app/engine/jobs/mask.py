@@ -84,6 +84,10 @@ def png_bytes(image: Image.Image) -> bytes:
 # --- outpaint ---------------------------------------------------------------------------------
 
 
+# An outpaint redraws all of the new area: it starts with nothing worth keeping.
+OUTPAINT_STRENGTH = 1.0
+
+
 class Fill(Enum):
     """What the new area of an outpaint holds before it is inpainted."""
 
