@@ -11,18 +11,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi import Path as PathParameter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
-from app.engine.jobs.api_jobs import EASEL_API, ApiRecord
-from app.engine.jobs.params import (
-    DEFAULT_MODEL,
-    DEFAULT_SCHEDULER,
-    MAX_IMAGES,
-    GenerationParams,
-)
+from app.engine.jobs.api_jobs import ApiRecord
 from app.engine.jobs.queue import (
     MAX_JOB_ID,
     Job,
@@ -37,20 +31,12 @@ from app.engine.store.stored_files import output_bytes
 from app.engine.workers.roster import list_workers
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
+from app.server.job_build import submit_body
+from app.server.job_fields import JobBody
 from app.server.requests import (
-    CFG_LIMITS,
     KEY_LIMITS,
-    PROMPT_LIMITS,
-    SCHEDULER_LIMITS,
-    SEED_LIMITS,
-    SIDE_LIMITS,
-    STEPS_LIMITS,
-    TEXT_LIMITS,
-    JobRequest,
     client_name,
-    decode_image,
     source_for,
-    submit,
 )
 from app.server.state import ServerState
 
@@ -69,69 +55,33 @@ def state_of(request: Request) -> ServerState:
     return state
 
 
-class SubmitBody(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"prompt": "a red circle", "width": 64, "height": 64}]}
-    )
-
-    prompt: str = Field(max_length=20_000, json_schema_extra=PROMPT_LIMITS)
-    negative_prompt: str = Field("", max_length=20_000, json_schema_extra=TEXT_LIMITS)
-    model: str = DEFAULT_MODEL
-    scheduler: str = Field(DEFAULT_SCHEDULER, json_schema_extra=SCHEDULER_LIMITS)
-    steps: int = Field(GenerationParams.steps, json_schema_extra=STEPS_LIMITS)
-    cfg: float = Field(GenerationParams.cfg, json_schema_extra=CFG_LIMITS)
-    width: int | None = Field(
-        None, description="default: the init image's, else 64", json_schema_extra=SIDE_LIMITS
-    )
-    height: int | None = Field(
-        None, description="default: the init image's, else 64", json_schema_extra=SIDE_LIMITS
-    )
-    seed: int = Field(GenerationParams.seed, json_schema_extra=SEED_LIMITS)
-    count: int = Field(1, ge=1, le=MAX_IMAGES, description="jobs to make (a seed batch)")
-    parents: list[Annotated[int, Field(ge=1, le=MAX_JOB_ID)]] = Field(
-        default_factory=list, max_length=64
-    )
-    init_image: str | None = Field(None, description="img2img: a base64 PNG or JPEG")
-    strength: float = Field(0.75, description="img2img: share of the schedule redrawn")
-    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
-    max_attempts: int | None = Field(None, ge=1, le=20)
-    callback_url: str | None = Field(None, description="POSTed the job's final status")
-
-
 class StarBody(BaseModel):
     starred: bool = True
 
 
 @router.post("/jobs", status_code=201)
 def submit_job(
-    body: SubmitBody,
+    body: JobBody,
     request: Request,
     response: Response,
     idempotency_key: Annotated[str | None, Header(json_schema_extra=KEY_LIMITS)] = None,
 ) -> dict[str, Any]:
-    """Queue a job (or `count` of them). Send `Idempotency-Key` to make a retried request
+    """Queue a job (or `count` of them), or a group: a batch, a wildcard prompt or an X/Y/Z
+    grid (answered with its `group`). Send `Idempotency-Key` to make a retried request
     safe: the same key answers with the first request's jobs (200), never new ones."""
     state = state_of(request)
-    init = decode_image(body.init_image) if body.init_image is not None else None
-    params = GenerationParams(
-        prompt=body.prompt, negative_prompt=body.negative_prompt, model=body.model,
-        scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
-        width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
-        seed=body.seed, strength=body.strength if init else 1.0,
-    )  # fmt: skip
-    sized = body.width is not None or body.height is not None
-    job = JobRequest(
-        params, count=body.count, parents=body.parents, init_image=init, init_sized=sized,
-        priority=body.priority, max_attempts=body.max_attempts, callback_url=body.callback_url,
-    )  # fmt: skip
-    submitted = submit(
-        state, job, api=EASEL_API, client=client_name(request), key=idempotency_key
-    )  # fmt: skip
-    if submitted.replayed:
+    made = submit_body(state, body, client=client_name(request), key=idempotency_key)
+    if made.replayed:
         response.status_code = 200
-    response.headers["Location"] = f"{PREFIX}/jobs/{submitted.jobs[0]}"
-    jobs = [job_json(state, state.queue.get(job_id)) for job_id in submitted.jobs]
-    return {"ids": list(submitted.jobs), "replayed": submitted.replayed, "jobs": jobs}
+    response.headers["Location"] = f"{PREFIX}/jobs/{made.jobs[0]}"
+    jobs = [job_json(state, state.queue.get(job_id)) for job_id in made.jobs]
+    out: dict[str, Any] = {"ids": list(made.jobs), "replayed": made.replayed, "jobs": jobs}
+    if made.group is not None:
+        group = made.group
+        out["group"] = {"id": group.group_id, "kind": made.group_kind, "cells": list(group.jobs),
+                        "composer": group.composer,
+                        "links": {"self": f"{PREFIX}/groups/{group.group_id}"}}  # fmt: skip
+    return out
 
 
 @router.get("/jobs/{job_id}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fastapi import Request
@@ -92,6 +92,7 @@ class JobRequest:
     init_sized: bool = True  # the request gave the size; else the init image gives it
     mask: bytes | None = None  # inpaint: white repaints; fitted to the init image here
     control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
+    reference_pngs: Sequence[bytes] = ()  # each reference image (`params.reference`)
     follow_ups: FollowUps = NO_FOLLOW_UPS  # what follows each job (a hires fix's upscale)
     priority: int = 0
     max_attempts: int | None = None
@@ -109,6 +110,31 @@ def submit(
 ) -> Submitted:
     """Check `job` as a worker would, then store it (its `count` jobs) in one transaction
     with its record; with `key`, at most once (a replay returns the first jobs)."""
+    params, init_png, mask_png = with_images(job)
+    check_callback(state, job.callback_url)
+    params = params.validated()  # checked as a worker would by `submit_with_follow_ups`
+    request_key = None
+    if key is not None:
+        content = {"params": params.to_dict(), "count": job.count, "parents": list(job.parents),
+                   "init": fingerprint_of(init_png.hex()) if init_png else None,
+                   "priority": job.priority, "callback": job.callback_url, "api": api,
+                   "extra": fingerprint_extra, "follow_ups": repr(job.follow_ups)}  # fmt: skip
+        request_key = keyed(state, key, content)
+    new = NewJob(
+        params, count=job.count, parents=tuple(job.parents),
+        inputs=RunInputs(init_image=init_png, mask=mask_png, control_images=job.control_pngs,
+                         reference_images=job.reference_pngs),
+        max_attempts=job.max_attempts or state.settings.max_attempts, priority=job.priority,
+    )  # fmt: skip
+    return submit_with_follow_ups(
+        state.queue, new, job.follow_ups, source=source_for(client), check=checker(state),
+        key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
+    )  # fmt: skip
+
+
+def with_images(job: JobRequest) -> tuple[GenerationParams, bytes | None, bytes | None]:
+    """`job`'s settings naming its init image and mask, and their PNGs: the init image
+    converted (and sized) as the command line's, the mask fitted to it."""
     params = job.params
     init_png = mask_png = None
     if job.init_image is not None and keeps_own_size(params, job):
@@ -120,33 +146,31 @@ def submit(
         params = replace(params, width=prepared.width, height=prepared.height)
     if init_png is not None:  # named now: what is checked below depends on it
         params = replace(params, init_image=digest(init_png))
-    if init_png is not None and job.mask is not None:
-        mask_png = fitted_mask(job.mask, open_rgb(init_png).size)
+    if job.mask is not None:  # on the init image given, or on a job's picture at the job's size
+        size = open_rgb(init_png).size if init_png is not None else (params.width, params.height)
+        mask_png = fitted_mask(job.mask, size)
         params = replace(params, mask=digest(mask_png))
-    if job.callback_url is not None:  # refused now rather than by the sender, unseen
+    return params, init_png, mask_png
+
+
+def check_callback(state: ServerState, callback_url: str | None) -> None:
+    """Refuse a callback URL now rather than have its sender fail, unseen, later."""
+    if callback_url is not None:
         settings = state.settings
-        check_callback_url(job.callback_url, allow_private=settings.allow_private_callbacks,
+        check_callback_url(callback_url, allow_private=settings.allow_private_callbacks,
                            timeout_s=settings.callback_deadline_s)  # fmt: skip
-    params = params.validated()  # checked as a worker would by `submit_with_follow_ups`
-    request_key = None
-    if key is not None:
-        content = {"params": params.to_dict(), "count": job.count, "parents": list(job.parents),
-                   "init": fingerprint_of(init_png.hex()) if init_png else None,
-                   "priority": job.priority, "callback": job.callback_url, "api": api,
-                   "extra": fingerprint_extra, "follow_ups": repr(job.follow_ups)}  # fmt: skip
-        keep_s = state.settings.idempotency_key_hours * 3600
-        request_key = RequestKey(key, fingerprint_of(content), keep_s=keep_s)
-    attempts = job.max_attempts or state.settings.max_attempts
-    new = NewJob(
-        params, count=job.count, parents=tuple(job.parents),
-        inputs=RunInputs(init_image=init_png, mask=mask_png, control_images=job.control_pngs),
-        max_attempts=attempts, priority=job.priority,
-    )  # fmt: skip
-    return submit_with_follow_ups(
-        state.queue, new, job.follow_ups, source=source_for(client),
-        check=lambda p: check_runnable(p, state.settings.model_search_path(), names_only=True),
-        key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
-    )  # fmt: skip
+
+
+def keyed(state: ServerState, key: str, content: object) -> RequestKey:
+    """The Idempotency-Key of a request of this `content`, kept as the settings say."""
+    keep_s = state.settings.idempotency_key_hours * 3600
+    return RequestKey(key, fingerprint_of(content), keep_s=keep_s)
+
+
+def checker(state: ServerState) -> Callable[[GenerationParams], object]:
+    """What a worker would refuse, by name only (a client names no server path)."""
+    search = state.settings.model_search_path()
+    return lambda params: check_runnable(params, search, names_only=True)
 
 
 def keeps_own_size(params: GenerationParams, job: JobRequest) -> bool:
