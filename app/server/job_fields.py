@@ -54,10 +54,10 @@ WEIGHT_LIMITS: JsonDict = {"minimum": 0, "maximum": MAX_CONTROL_WEIGHT}
 SHARE_LIMITS: JsonDict = {"minimum": 0, "maximum": 1}
 # What any image field takes, in the examples (the image's base64 cut short).
 EXAMPLE_PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA..."
-MASK_EXAMPLE = {"image": EXAMPLE_PNG, "blur": 4, "only_masked": True, "padding": 32}
-CONTROL_EXAMPLE = {"image": EXAMPLE_PNG, "module": "canny", "model": "control-canny",
+MASK_EXAMPLE: JsonDict = {"image": EXAMPLE_PNG, "blur": 4, "only_masked": True, "padding": 32}
+CONTROL_EXAMPLE: JsonDict = {"image": EXAMPLE_PNG, "module": "canny", "model": "control-canny",
                    "weight": 0.8, "start": 0.0, "end": 0.9}  # fmt: skip
-REFERENCE_EXAMPLE = {"image": {"job": 12}, "model": "ip-adapter_sd15", "weight": 0.6}
+REFERENCE_EXAMPLE: JsonDict = {"image": {"job": 12}, "model": "ip-adapter_sd15", "weight": 0.6}
 
 
 class Strict(BaseModel):
