@@ -7,6 +7,7 @@ repeated cancels and pauses are harmless (ALREADY_SATISFIED: `changed` is false)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -17,6 +18,7 @@ from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.api_jobs import ApiRecord
+from app.engine.jobs.params import decode_control, decode_reference
 from app.engine.jobs.queue import (
     MAX_JOB_ID,
     Job,
@@ -265,6 +267,7 @@ def job_json(
         "links": {"self": base, "image": f"{base}/image" if status is JobStatus.SUCCESS else None,
                   "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
     }  # fmt: skip
+    out.update(what_it_draws(job))
     if timeline is not None:
         out["timeline"] = [_redacted(state, timeline_json(row)) for row in timeline]
     if record is not None:
@@ -275,6 +278,20 @@ def job_json(
                                "done_at": record.callback_done_at,
                                "result": record.callback_result}  # fmt: skip
     return out
+
+
+def what_it_draws(job: Job) -> dict[str, Any]:
+    """What a job was asked for beyond its settings: its kind and group, a mask, control
+    layers, references, a variation seed, the wildcard template."""
+    return {
+        "kind": job.kind, "group_id": job.group_id, "group_cell": job.group_cell,
+        "prompt_template": job.prompt_template, "mask": job.mask or None,
+        "mask_blur": job.mask_blur, "only_masked": job.only_masked,
+        "mask_padding": job.mask_padding, "variation_seed": job.variation_seed,
+        "variation_strength": job.variation_strength,
+        "control": [asdict(layer) for layer in decode_control(job.control)],
+        "references": [asdict(ref) for ref in decode_reference(job.reference)],
+    }  # fmt: skip
 
 
 def _redacted(state: ServerState, row: dict[str, Any]) -> dict[str, Any]:

@@ -212,6 +212,11 @@ def test_control_layers_and_references_are_the_clis(
         "--reference", f"{drawn}:0.6", "--reference-model", "ip-adapter_sd15",
     )  # fmt: skip
     same_job(store, job_id, same)
+    shown = api.client.get(f"/api/v1/jobs/{job_id}").json()
+    [control], [ref] = shown["control"], shown["references"]
+    assert (control["module"], control["weight"], control["end"], ref["weight"]) == (
+        "canny", 0.7, 0.9, 0.6,
+    )  # fmt: skip
     other = post(api, {"prompt": "a cat", "control": [{**layer, "model": "xl-canny"}]})
     same_refusal(capsys, api, other, "submit", "a cat", "--control", f"canny:{drawn}",
                  "--control-model", "xl-canny")  # fmt: skip
@@ -253,6 +258,9 @@ def test_a_batch_with_seed_modes_and_variation_seeds_is_one_group_stored_once_pe
     ]  # fmt: skip
     shown = api.client.get(f"/api/v1/jobs/{jobs[0].id}").json()
     assert shown["client"]["api"] == "easel"  # recorded in the group's transaction
+    assert (shown["group_id"], shown["group_cell"], shown["variation_seed"]) == (
+        group["id"], 0, 100,
+    )  # fmt: skip
     fixed = made(post(api, {**body, "seed_mode": "fixed"}))
     assert {store.get(i).seed for i in fixed} == {7}
 
