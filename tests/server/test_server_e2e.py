@@ -4,6 +4,7 @@ event stream, a callback receiver."""
 
 from __future__ import annotations
 
+import base64
 import hmac
 import http.server
 import io
@@ -369,3 +370,34 @@ def test_webuiapi_extra_single_image_is_the_engines_model_upscale(
     assert result.image.convert("RGB").tobytes() == rgb_of(store, served, same)
     lanczos = api.extra_single_image(picture, upscaler_1="Lanczos", upscaling_resize=2)
     assert lanczos.image.size == (80, 64)
+
+
+def test_a_native_api_inpaint_is_pixel_equal_to_the_command_lines(
+    served: Served, store: JobQueue, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """`POST /api/v1/jobs` with an init image and a mask (only masked), in plain HTTP, and
+    `python -m app submit` with the same files: one image (tests/server/test_server_job_kinds.py
+    checks every other kind's stored job against the CLI's)."""
+    from app.cli import main
+
+    start = Image.new("RGB", (64, 64), (30, 160, 220))
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (16, 16, 40, 40))
+    (tmp_path / "in.png").write_bytes(png_of(start))
+    (tmp_path / "mask.png").write_bytes(png_of(mask))
+    body = {"prompt": "a boat", "seed": 5, "steps": 3, "cfg": 4, "strength": 0.9,
+            "init_image": base64.b64encode(png_of(start)).decode(),
+            "mask": {"image": base64.b64encode(png_of(mask)).decode(), "blur": 2,
+                     "only_masked": True, "padding": 8}}  # fmt: skip
+    with served.client() as client:
+        [api_id] = client.post("/api/v1/jobs", json=body).json()["ids"]
+    monkeypatch.setenv("EASEL_HOME", str(served.home))  # the served queue, as a user's CLI
+    assert main(["submit", "a boat", "--seed", "5", "--steps", "3", "--cfg", "4",
+                 "--strength", "0.9", "--init-image", str(tmp_path / "in.png"),
+                 "--mask", str(tmp_path / "mask.png"), "--mask-blur", "2", "--only-masked",
+                 "--padding", "8"]) == 0  # fmt: skip
+    cli_id = int(capsys.readouterr().out.split()[-1])
+    assert rgb_of(store, served, api_id) == rgb_of(store, served, cli_id) != start.tobytes()
+    assert store.timeline(api_id)[0].source.startswith("api")
+    assert store.timeline(cli_id)[0].source == "cli"

@@ -1,8 +1,8 @@
 """Every kind of job through `POST /api/v1/jobs`, in plain HTTP against the real server (in a
 thread, on the user's store, no worker): each is the job the command line makes of the same
 request (same settings, same stored images), each bad input the CLI's refusal where the CLI
-checks the same thing, nothing stored. One job is run through the bundled model both ways
-and compared pixel for pixel."""
+checks the same thing, nothing stored. The same job's image through both, pixel for pixel:
+`test_server_e2e.py` (its served worker has the bundled model loaded already)."""
 
 from __future__ import annotations
 
@@ -338,37 +338,3 @@ def test_the_schema_documents_every_part_of_a_job_with_an_example(api: Running) 
     examples = schemas["JobBody"]["examples"]
     for part in ("mask", "outpaint", "control", "references", "loras", "batch_count", "grid"):
         assert any(part in example for example in examples), part
-
-
-# --- the same image ----------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_an_inpaint_through_the_api_is_pixel_equal_to_the_clis_on_the_bundled_model(
-    api: Running, store: JobQueue, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    from app.engine.generation.outcome import StepDecision
-    from app.engine.workers.worker import default_runner
-
-    (tmp_path / "in.png").write_bytes(png_of(picture()))
-    (tmp_path / "mask.png").write_bytes(png_of(mask_image()))
-    mask = {"image": b64(png_of(mask_image())), "only_masked": True, "padding": 8}
-    body = {"prompt": "a boat", "seed": 5, "steps": 2, "strength": 0.9,
-            "init_image": b64(png_of(picture())), "mask": mask}  # fmt: skip
-    [job_id] = made(post(api, body))
-    same = cli_job(
-        capsys, "submit", "a boat", "--seed", "5", "--steps", "2", "--strength", "0.9",
-        "--init-image", str(tmp_path / "in.png"), "--mask", str(tmp_path / "mask.png"),
-        "--only-masked", "--padding", "8",
-    )  # fmt: skip
-    runner = default_runner()
-    pictures = []
-    for n in (job_id, same):
-        job = store.get(n)
-        runner.run(params_of(job), run_inputs_of(store, job), output_path=tmp_path / f"{n}.png",
-                   checkpoint_path=tmp_path / f"{n}.ckpt",
-                   on_step=lambda _step: StepDecision.CONTINUE)  # fmt: skip
-        with Image.open(tmp_path / f"{n}.png") as image:
-            pictures.append(image.convert("RGB").tobytes())
-    assert pictures[0] == pictures[1]
-    assert pictures[0] != picture().tobytes()  # it did repaint
