@@ -302,30 +302,32 @@ def test_a_grid_answers_with_its_group_and_a_bad_axis_is_the_clis_refusal(
 # --- refusals -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("body", "sentence"),
-    [
-        ({"prompt": "a cat", "sede": 5}, "sede: Extra inputs are not permitted."),
-        ({"prompt": "a cat", "mask": {"image": "", "feather": 2}},
-         "mask.feather: Extra inputs are not permitted."),
-        ({"prompt": "a cat", "init_image": "not base64!"}, "the init image is not valid base64."),
-        ({"prompt": "a cat", "init_image": b64(b"GIF89a, not really")},
-         "the init image is not an image that can be read: it is not a PNG, JPEG or WebP file."),
-        ({"prompt": "a cat", "mask": {"image": b64(png_of(mask_image()))}},
-         "mask needs init_image (the image to repaint)."),
-        ({"prompt": "a cat", "outpaint": {"left": 8}},
-         "outpaint needs init_image (the image to extend)."),
-        ({"prompt": "a cat", "batch_count": 2,
-          "control": [{"image": b64(png_of(picture())), "model": "x"}]},
-         "mask, outpaint, control and references make one job: they cannot be combined with "
-         "batch_count, combinatorial, grid or a wildcard prompt."),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_one_sentence_and_stores_nothing(
-    api: Running, store: JobQueue, body: dict[str, Any], sentence: str
-) -> None:
-    answer = post(api, body)
-    assert (answer.status_code, answer.json()) == (422, {"error": sentence})
+BAD_BODIES: list[tuple[dict[str, Any], str]] = [
+    ({"prompt": "a cat", "sede": 5}, "sede: Extra inputs are not permitted."),
+    ({"prompt": "a cat", "mask": {"image": "", "feather": 2}},
+     "mask.feather: Extra inputs are not permitted."),
+    ({"prompt": "a cat", "init_image": "not base64!"}, "the init image is not valid base64."),
+    ({"prompt": "a cat", "init_image": b64(b"GIF89a, not really")},
+     "the init image is not an image that can be read: it is not a PNG, JPEG or WebP file."),
+    ({"prompt": "a cat", "mask": {"image": b64(png_of(mask_image()))}},
+     "mask needs init_image (the image to repaint)."),
+    ({"prompt": "a cat", "outpaint": {"left": 8}},
+     "outpaint needs init_image (the image to extend)."),
+    ({"prompt": "a cat", "batch_count": 2,
+      "control": [{"image": b64(png_of(picture())), "model": "x"}]},
+     "mask, outpaint, control and references make one job: they cannot be combined with "
+     "batch_count, combinatorial, grid or a wildcard prompt."),
+    ({"prompt": "a cat", "grid": {"x": "steps=2,3"}, "batch_count": 2},
+     "a grid is a group of its own: give no batch_count or combinatorial."),
+    ({"prompt": "a cat", "count": 2, "batch_count": 2},
+     "count makes a seed batch of one job's settings: for a group, give batch_count instead."),
+]  # fmt: skip
+
+
+def test_a_bad_body_is_one_sentence_and_stores_nothing(api: Running, store: JobQueue) -> None:
+    for body, sentence in BAD_BODIES:  # one server for all: each refusal is a request
+        answer = post(api, body)
+        assert (answer.status_code, answer.json()) == (422, {"error": sentence}), body
     assert store.jobs(None, limit=5) == []
 
 
