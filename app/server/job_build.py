@@ -29,7 +29,7 @@ from app.engine.jobs.params import (
 )
 from app.engine.jobs.wildcards import check_template, has_dynamic_syntax
 from app.engine.store.job_pictures import finished_picture, picture_job
-from app.server.job_fields import ImageInput, JobBody, JobImage, LoraBody
+from app.server.job_fields import ImageInput, JobBody, JobImage, LoraBody, OutpaintBody
 from app.server.requests import (
     JobRequest,
     check_callback,
@@ -62,9 +62,9 @@ class Made:
 def submit_body(state: ServerState, body: JobBody, *, client: str, key: str | None) -> Made:
     """Check the body's jobs as a worker would and store them, or refuse having stored nothing."""
     params = base_params(body)
-    if body.batch_count > 1 or body.combinatorial or body.grid is not None:
-        return _submit_group(state, body, params, client=client, key=key)
-    if has_dynamic_syntax(params.prompt):  # one expanded prompt is a group of one, as the CLI's
+    # A dynamic prompt is a group even of one job (its template kept), as the CLI's.
+    grouped = body.batch_count > 1 or body.combinatorial or body.grid is not None
+    if grouped or has_dynamic_syntax(params.prompt):
         return _submit_group(state, body, params, client=client, key=key)
     job = one_job(state, body, params)
     submitted = submit(state, job, api=EASEL_API, client=client, key=key)
@@ -91,7 +91,10 @@ def with_loras(prompt: str, loras: list[LoraBody]) -> str:
 
 def one_job(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:
     """A single job: its init image (or outpaint canvas), mask, control and references."""
-    job = _outpainted(state, body, params) if body.outpaint else _with_init(state, body, params)
+    if body.outpaint is not None:
+        job = _outpainted(state, body, body.outpaint, params)
+    else:
+        job = _with_init(state, body, params)
     job = _with_mask(state, body, job)
     params, control_pngs = _with_control(state, body, job.params)
     params, reference_pngs = _with_references(state, body, params)
@@ -130,10 +133,10 @@ def _with_init(state: ServerState, body: JobBody, params: GenerationParams) -> J
     return replace(_request(body, params), init_image=data, init_sized=sized)
 
 
-def _outpainted(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:
+def _outpainted(
+    state: ServerState, body: JobBody, spec: OutpaintBody, params: GenerationParams
+) -> JobRequest:
     """The init image's canvas grown and its new area to paint (the engine's `outpaint`)."""
-    spec = body.outpaint
-    assert spec is not None
     if body.init_image is None:
         raise InvalidParameters("outpaint needs init_image (the image to extend)")
     if body.mask is not None:
