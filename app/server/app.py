@@ -141,6 +141,8 @@ def validation_sentence(errors: Any) -> str:
         return f"The body is not valid JSON ({first.get('ctx', {}).get('error', 'unreadable')})"
     where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
     message = str(first.get("msg", "is not valid"))
+    if first.get("type") == "extra_forbidden":  # it might change the result: never ignored
+        message = "not a field of this request (GET /openapi.json lists them)"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
     return f"{where or 'the request'}: {message}{more}"
 

@@ -303,9 +303,10 @@ def test_a_grid_answers_with_its_group_and_a_bad_axis_is_the_clis_refusal(
 
 
 BAD_BODIES: list[tuple[dict[str, Any], str]] = [
-    ({"prompt": "a cat", "sede": 5}, "sede: Extra inputs are not permitted."),
+    ({"prompt": "a cat", "sede": 5},
+     "sede: not a field of this request (GET /openapi.json lists them)."),
     ({"prompt": "a cat", "mask": {"image": "", "feather": 2}},
-     "mask.feather: Extra inputs are not permitted."),
+     "mask.feather: not a field of this request (GET /openapi.json lists them)."),
     ({"prompt": "a cat", "init_image": "not base64!"}, "the init image is not valid base64."),
     ({"prompt": "a cat", "init_image": b64(b"GIF89a, not really")},
      "the init image is not an image that can be read: it is not a PNG, JPEG or WebP file."),
