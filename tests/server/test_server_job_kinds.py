@@ -238,6 +238,13 @@ def test_loras_by_name_are_the_prompt_tags_the_cli_reads(
     }  # a server names no folder: the check by name only (the CLI's lists its folders)
 
 
+def test_step_caching_on_a_model_without_it_is_the_clis_refusal(
+    api: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer = post(api, {"prompt": "a cat", "speed": "fast"})
+    same_refusal(capsys, api, answer, "submit", "a cat", "--cache", "fast")
+
+
 # --- groups: batches, wildcards, grids ----------------------------------------------------------
 
 
