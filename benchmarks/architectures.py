@@ -22,6 +22,10 @@ And for Z-Image as a diffusers folder, with true CFG and a negative prompt (`zim
 Turbo's guidance 0 (`zimage-turbo`): the same four figures with its one sampler (Euler),
 `step_ms` being one transformer + scheduler step, and `same_as_diffusers_max_diff` against
 stock `ZImagePipeline`.
+And for Qwen-Image as a diffusers folder, with true CFG and a negative prompt (`qwen-image`,
+two transformer calls per step) and at `cfg` 1 (`qwen-image-no-cfg`, one): the same four
+figures with its one sampler (Euler), against stock `QwenImagePipeline` given the job's
+`cfg` as its `true_cfg_scale`.
 And for Flux.2 Klein as diffusers folders, the base model (`flux2-klein`, true CFG: two
 transformer calls per step) and a step-distilled one (`flux2-klein-distilled`, one call):
 the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`;
@@ -95,6 +99,7 @@ from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
+from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import write_tiny_pipeline, write_tiny_single_file
 from app.testing.tiny.zimage import write_tiny_zimage
@@ -180,6 +185,7 @@ def run_architectures() -> None:
         run_flux(work)
         run_zimage(work)
         run_klein(work)
+        run_qwen(work)
 
 
 def run_flux(work: Path) -> None:
@@ -206,6 +212,19 @@ def run_zimage(work: Path) -> None:
             seed=42,
         )  # fmt: skip
         _flow_figures(label, model, work, params)
+
+
+def run_qwen(work: Path) -> None:
+    """The Qwen-Image rows: a tiny diffusers folder with true CFG and a negative prompt
+    (`qwen-image`), and at `cfg` 1 (`qwen-image-no-cfg`: one transformer call a step)."""
+    folder = write_tiny_qwen(work / "qwen-image")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    for label, cfg in (("qwen-image", 4.0), ("qwen-image-no-cfg", 1.0)):
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=cfg,
+            seed=42,
+        )  # fmt: skip
+        _flow_figures(label, model, work, params, cfg_as="true_cfg_scale")
 
 
 def run_klein(work: Path) -> None:
@@ -276,9 +295,11 @@ def _flow_figures(
     params: GenerationParams,
     cache: PipelineCache | None = None,
     reference: Any = None,
+    cfg_as: str = "guidance_scale",
 ) -> Any:
     """A flow model's four figures through Easel's loop; `reference`: the stock pipeline to
-    compare with (default: the stock class on the components Easel loaded). The image."""
+    compare with (default: the stock class on the components Easel loaded); `cfg_as`: the
+    stock argument `params.cfg` is (Qwen-Image's true CFG is `true_cfg_scale`). The image."""
     runner = Runner(device=CPU, resolve=lambda _n: model, cache=cache, threads=1)
     started = time.perf_counter()
     pipe = runner.load("m").pipe
@@ -294,7 +315,7 @@ def _flow_figures(
     stock_pipe.set_progress_bar_config(disable=True)
     negative = {"negative_prompt": params.negative_prompt} if params.negative_prompt else {}
     stock = stock_pipe(
-        prompt=params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        prompt=params.prompt, num_inference_steps=params.steps, **{cfg_as: params.cfg},
         width=params.width, height=params.height,
         generator=torch.Generator().manual_seed(params.seed), **negative,
     ).images[0]  # fmt: skip
