@@ -78,7 +78,11 @@ def tiny_qwen25_vl(tokenizer: Any) -> Any:
             "bos_token_id": tokenizer.convert_tokens_to_ids("<|endoftext|>"),
             "eos_token_id": tokenizer.convert_tokens_to_ids("<|im_end|>"),
             # Multimodal RoPE: (time, height, width) sections of the head's 8 frequencies.
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 1e6,
+                "mrope_section": [2, 3, 3],
+            },
         },
         vision_config={
             "depth": 1,
