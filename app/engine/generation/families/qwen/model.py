@@ -131,7 +131,7 @@ class QwenImageFamily(FlowFamily):
             config.get("base_shift", 0.5),
             config.get("max_shift", 1.15),
         )
-        sigmas = np.linspace(1.0, 1 / steps, steps)
+        sigmas: Any = np.linspace(1.0, 1 / steps, steps)  # as stock: an array
         retrieve_timesteps(scheduler, steps, self.device, sigmas=sigmas, mu=mu)
         scheduler.set_begin_index(0)
         return scheduler
