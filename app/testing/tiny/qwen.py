@@ -161,3 +161,27 @@ def write_tiny_qwen(dest: Path, *, seed: int = 0) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest
+
+
+def write_tiny_qwen_lora(dest: Path, *, seed: int = 1) -> Path:
+    """A random LoRA (rank 4, the transformer's attention, as Qwen-Image's Lightning LoRAs
+    target) for `build_tiny_qwen()`, saved in diffusers' Qwen-Image LoRA format as `dest`."""
+    import torch
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    pipe = build_tiny_qwen()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        # init_lora_weights=False: random A and B, so the LoRA visibly changes the image.
+        targets = ["to_q", "to_k", "to_v", "add_q_proj", "add_k_proj", "add_v_proj"]
+        pipe.transformer.add_adapter(
+            LoraConfig(r=4, target_modules=targets, init_lora_weights=False)
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    type(pipe).save_lora_weights(
+        dest.parent,
+        weight_name=dest.name,
+        transformer_lora_layers=get_peft_model_state_dict(pipe.transformer),
+    )
+    return dest

@@ -24,10 +24,11 @@ import pytest
 import torch
 from PIL import Image
 
-from app.engine.generation.device import DeviceChoice
+from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.families import family_of
 from app.engine.generation.files.architecture import Architecture, Prediction, detect_folder
 from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
+from app.engine.generation.load.pipelines import PipelineCache
 from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.request_checks import check_runnable
@@ -35,6 +36,7 @@ from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.errors import BadInput
+from app.testing.tiny.qwen import write_tiny_qwen_lora
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.test_inpaint import MASK_DIGEST, mask_png
 from tests.engine.generation.tiny_architectures import (
@@ -273,6 +275,28 @@ def test_in_bfloat16_easel_equals_the_stock_pipeline_and_resumes_exactly(
     fresh = Runner(device=bf16, resolve=lambda _n: model, threads=1)
     assert run(fresh, params, tmp_path, "job").resumed_from is not None
     assert max_diff(pixels(tmp_path / "job.png"), image) == 0
+
+
+def test_a_qwen_image_lora_equals_diffusers_load_lora_weights_and_leaves_with_its_job(
+    folder: Path, model: ModelInfo, runner: Runner, tmp_path: Path
+) -> None:
+    """`<lora:name:1>` in the prompt: the stock pipeline after `load_lora_weights`; the
+    next job, naming none, is the plain model's image again."""
+    from diffusers import QwenImagePipeline
+
+    lora = write_tiny_qwen_lora(tmp_path / "lora" / "lightning.safetensors")
+    with_loras = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        cache=PipelineCache(lora_folders=[lora.parent]),
+    )  # fmt: skip
+    params = qwen_params(prompt="the cat <lora:lightning:1>")
+    image = ours(with_loras, params, tmp_path, "lora")
+    pipe: Any = QwenImagePipeline.from_pretrained(folder, local_files_only=True)
+    pipe.load_lora_weights(str(lora))
+    assert max_diff(image, stock(pipe, qwen_params())) == 0
+    plain = ours(with_loras, qwen_params(), tmp_path, "plain")
+    assert max_diff(plain, ours(runner, qwen_params(), tmp_path, "reference")) == 0
+    assert max_diff(image, plain) > 0
 
 
 @pytest.mark.parametrize(
