@@ -30,7 +30,7 @@ from app.engine.generation.files.architecture import Architecture, Prediction, d
 from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.load.pipelines import PipelineCache
 from app.engine.generation.loop.checkpoint import load_checkpoint
-from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
@@ -215,6 +215,30 @@ def test_a_checkpoint_carries_both_prompts_hidden_states_and_the_step_index(
     assert saved.latents.shape == (1, 16, 8, 8)  # unpacked, without the VAE's frame axis
     assert saved.scheduler_class == "FlowMatchEulerDiscreteScheduler"
     assert saved.scheduler_state["step_index"] == PAUSE_AT
+
+
+def test_a_qwen_image_job_shows_previews_of_its_5d_normalised_latents(
+    model: ModelInfo, tmp_path: Path
+) -> None:
+    """Each step's preview is the latents decoded as the family decodes them (a tiny VAE);
+    a real VAE's grey linear map takes the same (1, 16, h, w) latents."""
+    from app.engine.generation.families.qwen.model import QwenImagePreviewer
+
+    watched = Runner(device=CPU, resolve=lambda _n: model, threads=1, preview_interval_s=0)
+    previews: list[bytes] = []
+
+    def watch(progress: StepProgress) -> StepDecision:
+        assert progress.preview_png is not None
+        previews.append(progress.preview_png)
+        return StepDecision.CONTINUE
+
+    outcome = run(watched, qwen_params(**INPAINT), tmp_path, "previewed", on_step=watch)
+    assert outcome.kind is OutcomeKind.COMPLETED and len(previews) == STEPS  # 0.9 of 3 skips none
+    assert Image.open(io.BytesIO(previews[-1])).size == (64, 48)
+    linear = QwenImagePreviewer(watched.load("m").pipe)
+    linear._tiny = False  # as for the released VAE, too big to decode every step
+    png = linear.png(torch.randn(1, 16, 6, 8), (64, 48))
+    assert Image.open(io.BytesIO(png)).size == (64, 48)
 
 
 Job = tuple[ModelInfo, GenerationParams, Path, str]
