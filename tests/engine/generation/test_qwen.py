@@ -338,3 +338,28 @@ def test_what_qwen_image_cannot_run_is_refused_at_submit_in_one_sentence(
     assert check_runnable(base, search).architecture is Architecture.QWEN_IMAGE
     with pytest.raises(BadInput, match=message):
         check_runnable(params_for("qwen", steps=STEPS, **changes), search)
+
+
+@pytest.mark.parametrize("prefix", ["", "model.diffusion_model."])
+def test_a_comfyui_split_qwen_image_file_is_refused_in_one_sentence(
+    stock_pipe: Any, tmp_path: Path, prefix: str
+) -> None:
+    """ComfyUI's `diffusion_models/qwen_image_*.safetensors` (diffusers' key names, bare or
+    under `model.diffusion_model.`): recognised as Qwen-Image, not "no model Easel knows",
+    and refused with what to use instead."""
+    from safetensors.torch import save_file
+
+    from app.engine.generation.files.transformer_files import detect_model_file
+
+    weights = {prefix + k: v.contiguous() for k, v in stock_pipe.transformer.state_dict().items()}
+    path = tmp_path / "diffusion_models" / "qwen_image_bf16.safetensors"
+    path.parent.mkdir()
+    save_file(weights, path)
+    detected = detect_model_file(path)
+    assert not detected.supported
+    assert detected.unsupported_reason == (
+        "qwen_image_bf16: a Qwen-Image diffusion model in ComfyUI's split layout, which Easel "
+        "cannot load yet (its Qwen2.5-VL text encoder file comes without the tokenizer Easel "
+        "would need); use a diffusers folder of Qwen-Image (with model_index.json, e.g. a "
+        "copy of Qwen/Qwen-Image)"
+    )
