@@ -16,6 +16,7 @@ import io
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -217,14 +218,18 @@ def test_a_checkpoint_carries_both_prompts_hidden_states_and_the_step_index(
     assert saved.scheduler_state["step_index"] == PAUSE_AT
 
 
-def test_a_qwen_image_job_shows_previews_of_its_5d_normalised_latents(
-    model: ModelInfo, tmp_path: Path
+def test_a_qwen_image_job_shows_previews_and_runs_the_same_in_low_vram_mode(
+    model: ModelInfo, runner: Runner, tmp_path: Path
 ) -> None:
     """Each step's preview is the latents decoded as the family decodes them (a tiny VAE);
-    a real VAE's grey linear map takes the same (1, 16, h, w) latents."""
+    a real VAE's grey linear map takes the same (1, 16, h, w) latents. Low-VRAM mode (on a
+    CPU: the VAE tiled above its tile size; model CPU offload needs a GPU) draws the same."""
     from app.engine.generation.families.qwen.model import QwenImagePreviewer
 
-    watched = Runner(device=CPU, resolve=lambda _n: model, threads=1, preview_interval_s=0)
+    watched = Runner(
+        device=replace(CPU, low_vram=True), resolve=lambda _n: model, threads=1,
+        preview_interval_s=0,
+    )  # fmt: skip
     previews: list[bytes] = []
 
     def watch(progress: StepProgress) -> StepDecision:
@@ -235,6 +240,10 @@ def test_a_qwen_image_job_shows_previews_of_its_5d_normalised_latents(
     outcome = run(watched, qwen_params(**INPAINT), tmp_path, "previewed", on_step=watch)
     assert outcome.kind is OutcomeKind.COMPLETED and len(previews) == STEPS  # 0.9 of 3 skips none
     assert Image.open(io.BytesIO(previews[-1])).size == (64, 48)
+    assert watched.load("m").pipe.vae.use_tiling
+    assert outcome.image_path is not None
+    plain = ours(runner, qwen_params(**INPAINT), tmp_path, "plain")
+    assert max_diff(pixels(outcome.image_path), plain) == 0
     linear = QwenImagePreviewer(watched.load("m").pipe)
     linear._tiny = False  # as for the released VAE, too big to decode every step
     png = linear.png(torch.randn(1, 16, 6, 8), (64, 48))
