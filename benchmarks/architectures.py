@@ -22,6 +22,12 @@ And for Z-Image as a diffusers folder, with true CFG and a negative prompt (`zim
 Turbo's guidance 0 (`zimage-turbo`): the same four figures with its one sampler (Euler),
 `step_ms` being one transformer + scheduler step, and `same_as_diffusers_max_diff` against
 stock `ZImagePipeline`.
+And for Qwen-Image as a diffusers folder, with true CFG and a negative prompt (`qwen-image`,
+two transformer calls per step) and at `cfg` 1 (`qwen-image-no-cfg`, one): the same four
+figures with its one sampler (Euler), against stock `QwenImagePipeline` given the job's
+`cfg` as its `true_cfg_scale`; and an inpaint (`qwen-image-inpaint`: a 64x64 picture, a
+blurred square mask, strength 0.8, true CFG): `pause_resume_max_diff` and
+`same_as_diffusers_max_diff` against stock `QwenImageInpaintPipeline`.
 And for Flux.2 Klein as diffusers folders, the base model (`flux2-klein`, true CFG: two
 transformer calls per step) and a step-distilled one (`flux2-klein-distilled`, one call):
 the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`;
@@ -95,6 +101,7 @@ from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
+from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import write_tiny_pipeline, write_tiny_single_file
 from app.testing.tiny.zimage import write_tiny_zimage
@@ -180,6 +187,7 @@ def run_architectures() -> None:
         run_flux(work)
         run_zimage(work)
         run_klein(work)
+        run_qwen(work)
 
 
 def run_flux(work: Path) -> None:
@@ -206,6 +214,58 @@ def run_zimage(work: Path) -> None:
             seed=42,
         )  # fmt: skip
         _flow_figures(label, model, work, params)
+
+
+def run_qwen(work: Path) -> None:
+    """The Qwen-Image rows: a tiny diffusers folder with true CFG and a negative prompt
+    (`qwen-image`), and at `cfg` 1 (`qwen-image-no-cfg`: one transformer call a step)."""
+    folder = write_tiny_qwen(work / "qwen-image")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    for label, cfg in (("qwen-image", 4.0), ("qwen-image-no-cfg", 1.0)):
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=cfg,
+            seed=42,
+        )  # fmt: skip
+        _flow_figures(label, model, work, params, cfg_as="true_cfg_scale")
+    _qwen_inpaint_figures("qwen-image-inpaint", model, work)
+
+
+def _qwen_inpaint_figures(label: str, model: ModelInfo, work: Path) -> None:
+    """A Qwen-Image inpaint's `pause_resume_max_diff` and `same_as_diffusers_max_diff`
+    (against stock `QwenImageInpaintPipeline`, its mask blurred first as its documentation
+    shows): a 64x64 picture, a square mask, strength 0.8, true CFG."""
+    from diffusers import QwenImageInpaintPipeline
+
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient[::-1], gradient.T], axis=-1))
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (16, 16, 48, 48))
+    inputs = RunInputs(init_image=_png(picture), mask=_png(mask))
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=4.0,
+        seed=42, width=64, height=64, init_image="job:1", mask="upload:" + "0" * 64,
+        strength=0.8, mask_blur=4,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    folder = work / f"{label}-run"
+    folder.mkdir(exist_ok=True)
+    ours, resumed = folder / "ref.png", folder / "job.png"
+    for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
+        runner.run(
+            params, inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
+            on_step=on_step,
+        )  # fmt: skip
+    stock_pipe: Any = QwenImageInpaintPipeline(**runner.load("m").pipe.components)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, image=picture,
+        mask_image=stock_pipe.mask_processor.blur(mask, blur_factor=params.mask_blur),
+        strength=params.strength, num_inference_steps=params.steps, true_cfg_scale=params.cfg,
+        height=64, width=64, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder)
 
 
 def run_klein(work: Path) -> None:
@@ -276,9 +336,11 @@ def _flow_figures(
     params: GenerationParams,
     cache: PipelineCache | None = None,
     reference: Any = None,
+    cfg_as: str = "guidance_scale",
 ) -> Any:
     """A flow model's four figures through Easel's loop; `reference`: the stock pipeline to
-    compare with (default: the stock class on the components Easel loaded). The image."""
+    compare with (default: the stock class on the components Easel loaded); `cfg_as`: the
+    stock argument `params.cfg` is (Qwen-Image's true CFG is `true_cfg_scale`). The image."""
     runner = Runner(device=CPU, resolve=lambda _n: model, cache=cache, threads=1)
     started = time.perf_counter()
     pipe = runner.load("m").pipe
@@ -294,7 +356,7 @@ def _flow_figures(
     stock_pipe.set_progress_bar_config(disable=True)
     negative = {"negative_prompt": params.negative_prompt} if params.negative_prompt else {}
     stock = stock_pipe(
-        prompt=params.prompt, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        prompt=params.prompt, num_inference_steps=params.steps, **{cfg_as: params.cfg},
         width=params.width, height=params.height,
         generator=torch.Generator().manual_seed(params.seed), **negative,
     ).images[0]  # fmt: skip

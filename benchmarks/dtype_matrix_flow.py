@@ -1,11 +1,12 @@
 """The half-precision matrix of the flow-matching transformer families: prints `name: value`.
 
 For SD 3.5, Flux.1 (dev-style, with a guidance embedder, and schnell-style), Flux.2 Klein
-(base and step-distilled) and Z-Image, as tiny random diffusers folders, and each job kind
-the family takes (`txt2img`, `img2img`, `inpaint`, `inpaint-masked` for "only masked",
-`hires` fix, `tiled` upscale, `variation` seed; no family here takes a ControlNet or an
-IP-Adapter, and Klein no img2img, so neither its hires fix nor its tiled upscale), in the
-dtype asked (float16 or bfloat16, computed on the CPU as a GPU would; float32 runs too):
+(base and step-distilled), Z-Image and Qwen-Image (`cfg` its `true_cfg_scale`), as tiny
+random diffusers folders, and each job kind the family takes (`txt2img`, `img2img`,
+`inpaint`, `inpaint-masked` for "only masked", `hires` fix, `tiled` upscale, `variation`
+seed; no family here takes a ControlNet or an IP-Adapter, and Klein no img2img, so neither
+its hires fix nor its tiled upscale), in the dtype asked (float16 or bfloat16, computed on
+the CPU as a GPU would; float32 runs too):
 - `same_as_diffusers_max_diff[<case>-<dtype>]`: the pixel difference (of 255) between
   Easel's image and the stock diffusers pipeline's, loaded in that same dtype
   (`from_pretrained(..., dtype=dtype)`) and called as its users call it; in float16 as
@@ -87,6 +88,7 @@ Fresh = Callable[..., Any]  # `fresh(target, *args)`: target(*args) in a spawned
 def _write_model(model: str, dest: Path) -> None:
     from app.testing.tiny.flux import write_tiny_flux
     from app.testing.tiny.klein import write_tiny_klein
+    from app.testing.tiny.qwen import write_tiny_qwen
     from app.testing.tiny.sd3 import write_tiny_sd3
     from app.testing.tiny.zimage import write_tiny_zimage
 
@@ -97,6 +99,7 @@ def _write_model(model: str, dest: Path) -> None:
         "zimage": lambda d: write_tiny_zimage(d),
         "flux2-klein": lambda d: write_tiny_klein(d, is_distilled=False),
         "flux2-klein-distilled": lambda d: write_tiny_klein(d, is_distilled=True),
+        "qwen": lambda d: write_tiny_qwen(d),
     }
     writers[model](dest)
 
@@ -124,6 +127,7 @@ WIDE_ENCODERS = {
     "sd3.5": "text_encoder_3",
     "zimage": "text_encoder",
     "flux2": "text_encoder",
+    "qwen": "text_encoder",  # Qwen2.5-VL
 }
 
 
@@ -283,20 +287,26 @@ def _common(case: FlowCase, pipe: Any) -> dict[str, Any]:
     steps, guidance, size and the seeded generator."""
     params = case.params
     call: dict[str, Any] = {
-        "num_inference_steps": params.steps, "guidance_scale": params.cfg,
+        "num_inference_steps": params.steps, _cfg_argument(case): params.cfg,
         "height": params.height, "width": params.width,
         "generator": torch.Generator("cpu").manual_seed(params.seed),
     }  # fmt: skip
     return {**call, **_prompt(case, pipe)}
 
 
+def _cfg_argument(case: FlowCase) -> str:
+    """The stock argument `cfg` is: Qwen-Image's true CFG is `true_cfg_scale`."""
+    return "true_cfg_scale" if _family(case) == "qwen" else "guidance_scale"
+
+
 def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
     """The prompt as the stock pipeline takes it. With its text encoder in float32 and its
-    transformer in float16, Flux.1's, SD 3.5's and Klein's pipelines make their latents in
-    the embeddings' dtype, which the float16 transformer then refuses, and Z-Image's img2img
-    and inpaint pipelines encode the picture in it with the float16 VAE ("Input type
-    (float) and bias type (c10::Half)"): there the prompt is encoded first and the
-    embeddings cast to float16 and passed in. Z-Image's text-to-image pipeline runs uncast."""
+    transformer in float16, Flux.1's, SD 3.5's, Klein's and Qwen-Image's pipelines make
+    their latents in the embeddings' dtype, which the float16 transformer then refuses, and
+    Z-Image's img2img and inpaint pipelines encode the picture in it with the float16 VAE
+    ("Input type (float) and bias type (c10::Half)"): there the prompt is encoded first and
+    the embeddings cast to float16 and passed in. Z-Image's text-to-image pipeline runs
+    uncast."""
     params, family = case.params, _family(case)
     half = pipe.transformer.dtype
     encodes_picture = type(pipe).__name__ in (IMG2IMG["zimage"], INPAINT["zimage"])
@@ -318,6 +328,10 @@ def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
         if family == "flux1":
             embeds, pooled, _ = pipe.encode_prompt(params.prompt, None, max_sequence_length=512)
             return {"prompt_embeds": embeds.to(half), "pooled_prompt_embeds": pooled}
+        if family == "qwen":  # one text each: never padded, so no attention masks
+            embeds, _ = pipe.encode_prompt(params.prompt)
+            negative, _ = pipe.encode_prompt(params.negative_prompt)
+            return {"prompt_embeds": embeds.to(half), "negative_prompt_embeds": negative.to(half)}
         if family == "flux2":
             embeds, _ = pipe.encode_prompt(params.prompt)
             negative, _ = pipe.encode_prompt("")  # the pipeline's own negative prompt
@@ -337,17 +351,20 @@ TXT2IMG = {
     "sd3.5": "StableDiffusion3Pipeline",
     "zimage": "ZImagePipeline",
     "flux2": "Flux2KleinPipeline",
+    "qwen": "QwenImagePipeline",
 }
 IMG2IMG = {
     "flux1": "FluxImg2ImgPipeline",
     "sd3.5": "StableDiffusion3Img2ImgPipeline",
     "zimage": "ZImageImg2ImgPipeline",
+    "qwen": "QwenImageImg2ImgPipeline",
 }
 INPAINT = {
     "flux1": "FluxInpaintPipeline",
     "sd3.5": "StableDiffusion3InpaintPipeline",
     "zimage": "ZImageInpaintPipeline",
     "flux2": "Flux2KleinInpaintPipeline",
+    "qwen": "QwenImageInpaintPipeline",
 }
 
 
@@ -356,7 +373,8 @@ def _family(case: FlowCase) -> str:
 
 
 def _family_of(model: str) -> str:
-    """ "flux1", "sd3.5", "zimage" or "flux2", of a model ("flux1-dev", ...) or its folder."""
+    """ "flux1", "sd3.5", "zimage", "flux2" or "qwen", of a model ("flux1-dev", ...) or its
+    folder."""
     return model.split("-")[0]
 
 
@@ -391,7 +409,7 @@ def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     draw = torch.float32 if _family(case) == "zimage" else getattr(torch, dtype)
     generator = torch.Generator("cpu").manual_seed(params.seed)
     noise = varied_noise(torch.randn(shape, generator=generator, dtype=draw), params)
-    if _family(case) == "flux1":  # FluxPipeline takes its latents packed
+    if _family(case) in ("flux1", "qwen"):  # their pipelines take their latents packed
         noise = pipe._pack_latents(noise, *noise.shape)
     image: Image.Image = pipe(**_common(case, pipe), latents=noise).images[0]
     return image
@@ -564,6 +582,7 @@ CASES: list[FlowCase] = [
     *_cases_of("zimage", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
     *_cases_of("flux2-klein", ("txt2img", "inpaint", "inpaint-masked", "variation")),
     *_cases_of("flux2-klein-distilled", ("txt2img", "inpaint")),
+    *_cases_of("qwen", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
 ]
 
 

@@ -62,7 +62,7 @@ def test_the_tiny_t5_tokenizer_round_trips_through_save_pretrained(tmp_path: Pat
 def test_an_unknown_pipeline_is_refused_naming_every_family_easel_runs(tmp_path: Path) -> None:
     """The sentence must not fall behind the families: every label is in it, none is
     hard-coded, so a family added to `Architecture` is named without touching messages."""
-    detected = detect_folder(_folder(tmp_path, "QwenImagePipeline", _PARTS, {}))
-    assert detected.unsupported_reason.startswith("QwenImagePipeline is not a text-to-image")
+    detected = detect_folder(_folder(tmp_path, "SanaPipeline", _PARTS, {}))
+    assert detected.unsupported_reason.startswith("SanaPipeline is not a text-to-image")
     for architecture in Architecture:
         assert architecture.label in detected.unsupported_reason

@@ -39,6 +39,7 @@ class Architecture(Enum):
     SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
     ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
     FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
+    QWEN_IMAGE = "qwen-image"  # Qwen-Image: an MMDiT, a Qwen2.5-VL text encoder, Wan VAE
 
     @property
     def spec(self) -> FamilySpec:
