@@ -35,11 +35,6 @@ PICKLE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin")
 INPAINT_CHANNELS = 9  # an inpainting UNet's input: latents (4), mask (1), masked image (4)
 
 
-# The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
-# tiny test models exist for today.
-UNET_ARCHITECTURES = (Architecture.SD1, Architecture.SD2, Architecture.SDXL)
-
-
 class Prediction(Enum):
     EPSILON = "epsilon"
     V = "v_prediction"

@@ -14,6 +14,10 @@ from app.engine.generation.files.registry import (
     FolderConfigs,
 )
 
+# The ids it stores and is asked by (`Architecture.SD1`).
+SD1_ID = Architecture.declare("sd1", released="2022-08")
+SD2_ID = Architecture.declare("sd2", released="2022-11")
+
 UNET = "model.diffusion_model."
 VAE = "first_stage_model."
 SD1_CLIP = "cond_stage_model.transformer."
@@ -36,7 +40,7 @@ def is_sd2_folder(configs: FolderConfigs) -> bool:
 
 
 SD1 = FamilySpec(
-    architecture=Architecture.SD1,
+    architecture=SD1_ID,
     label="SD 1.x",
     transformer=False,
     native_size=512,
@@ -57,7 +61,7 @@ SD1 = FamilySpec(
 # SD 1.x's runtime, pipelines and options; its own text encoder, config folders and sizes.
 SD2 = replace(
     SD1,
-    architecture=Architecture.SD2,
+    architecture=SD2_ID,
     label="SD 2.x",
     native_size=512,  # the base model; the common 768 one is v-prediction
     folder=replace(SD1.folder, claims=is_sd2_folder),

@@ -10,13 +10,16 @@ from app.engine.generation.files.registry import (
     Folder,
 )
 
+# The ids it stores and is asked by (`Architecture.SDXL`).
+SDXL_ID = Architecture.declare("sdxl", released="2023-07")
+
 UNET = "model.diffusion_model."
 VAE = "first_stage_model."
 CLIP = "conditioner.embedders.0.transformer."  # CLIP ViT-L, as SD 1.x's
 OPEN_CLIP = "conditioner.embedders.1.model."  # OpenCLIP ViT-bigG
 
 SDXL = FamilySpec(
-    architecture=Architecture.SDXL,
+    architecture=SDXL_ID,
     label="SDXL",
     transformer=False,
     native_size=1024,
