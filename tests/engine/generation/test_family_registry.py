@@ -135,7 +135,7 @@ def test_an_architecture_is_asked_as_an_enum_member_would_be() -> None:
     """Declared by its package, it is looked up by id or name, one instance each (so `is`
     holds after a pickle: a worker's message), and written as its id (what is stored)."""
     sdxl = Architecture("sdxl")
-    assert sdxl is Architecture.SDXL and Architecture(sdxl) is sdxl and sdxl in Architecture
+    assert sdxl is Architecture.SDXL and sdxl in Architecture
     assert (sdxl.value, sdxl.name, str(sdxl), repr(sdxl)) == (
         "sdxl",
         "SDXL",

@@ -149,6 +149,9 @@ class CheckpointFile:
     config_folder_v: str = ""  # ... when it is a v-prediction model, if another
     v_prediction: bool = False  # whether a file that does not say is v-prediction (SD 2.x)
     native_size_v: int = 0  # the native size of a v-prediction file, if another (SD 2.x)
+    # Files that are part of the family's but cannot run alone, each as (the key prefix that
+    # gives it away when no marker is there, the sentence that refuses it): SDXL's refiner.
+    refused: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,21 @@ class TransformerFile:
     transformer_class: str
     components: tuple[tuple[str, str], ...]
     key_layout: str = "diffusers"
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """Which ControlNets and IP-Adapters fit the family, as their configs and headers tell
+    (guidance/controlnets.py, ip_adapters.py); the default: none do."""
+
+    # Its UNet's cross-attention width: what its ControlNets' `attn2.to_k` read and its
+    # IP-Adapters project images to. 0: no ControlNet or IP-Adapter is the family's.
+    cross_attention_width: int = 0
+    # Its UNet's `addition_embed_type` ("text_time"), which its ControlNets carry too (in the
+    # original layout as `label_emb`, which diffusers' converter drops: control.py maps it).
+    added_embedding: str = ""
+    # Whether diffusers' ControlNet Union (one net, many control types) is made for it.
+    controlnet_union: bool = False
 
 
 @dataclass(frozen=True)
@@ -201,6 +219,7 @@ class FamilySpec:
     checkpoint_family: str  # `ModelFamily.name`: what its checkpoints say they were made by
     checkpoint_label: str  # what a message calls that (SD 1.x and 2.x share a runtime)
     requests: Requests = field(default_factory=Requests)
+    guidance: Guidance = field(default_factory=Guidance)
     checkpoint_file: CheckpointFile | None = None  # UNet families
     transformer_file: TransformerFile | None = None  # transformer families' single files
     load_options: tuple[tuple[str, Any], ...] = ()  # from_pretrained / from_single_file extras
@@ -212,6 +231,9 @@ class FamilySpec:
     # Its own previewer, "module:Class" taking the pipeline (latents in another layout, as
     # Flux.2's patches); "": previews from plain latents (preview.py).
     preview: str = ""
+    # A big VAE's cheap preview: each latent channel's (R, G, B) weight, scaled latents ->
+    # RGB in [-1, 1]; (): grey (preview.py). A tiny VAE decodes instead.
+    preview_factors: tuple[tuple[float, float, float], ...] = ()
 
     @property
     def id(self) -> str:

@@ -12,6 +12,7 @@ from app.engine.generation.files.registry import (
     FamilySpec,
     Folder,
     FolderConfigs,
+    Guidance,
 )
 
 # The ids it stores and is asked by (`Architecture.SD1`).
@@ -31,6 +32,15 @@ _LOAD_OPTIONS = (
     ("safety_checker", None),
     ("feature_extractor", None),
     ("requires_safety_checker", False),
+)
+
+
+# AUTOMATIC1111's "cheap approximation" of SD's VAE: each scaled latent channel's RGB.
+PREVIEW_FACTORS = (
+    (0.298, 0.207, 0.208),
+    (0.187, 0.286, 0.173),
+    (-0.158, 0.189, 0.264),
+    (-0.184, -0.271, -0.473),
 )
 
 
@@ -56,6 +66,8 @@ SD1 = FamilySpec(
         config_folder="sd1",
     ),
     load_options=_LOAD_OPTIONS,
+    guidance=Guidance(cross_attention_width=768),  # OpenAI CLIP ViT-L's
+    preview_factors=PREVIEW_FACTORS,
 )
 
 # SD 1.x's runtime, pipelines and options; its own text encoder, config folders and sizes.
@@ -73,6 +85,7 @@ SD2 = replace(
         v_prediction=True,  # SD 2.x ships two kinds: 512 epsilon (base) and 768 v (common)
         native_size_v=768,
     ),
+    guidance=Guidance(cross_attention_width=1024),  # OpenCLIP ViT-H's
 )
 
 FAMILIES = (SD1, SD2)
