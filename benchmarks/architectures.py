@@ -454,7 +454,7 @@ def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) 
     from diffusers import GGUFQuantizationConfig
     from safetensors.torch import load_file
 
-    from app.engine.generation.load.assemble import flux_to_diffusers
+    from app.engine.generation.families.flux.keys import flux_to_diffusers
 
     cls = type(pipe.transformer)
     options: dict[str, Any] = {

@@ -25,7 +25,6 @@ from app.engine.generation.files.registry import (
     families,
     families_easel_runs,
 )
-from app.engine.generation.load.assemble import _KEY_CONVERSIONS
 from app.engine.generation.load.pipelines import bundled_configs
 from app.engine.generation.loop.schedulers import SCHEDULER_CLASSES
 from app.testing.tiny.unet import UNET_ARCHITECTURES
@@ -112,8 +111,8 @@ def _file_problems(spec: FamilySpec) -> list[str]:
         found.append("a transformer file without markers, split parts or components")
     if not hasattr(diffusers, tfile.transformer_class):
         found.append(f"diffusers has no {tfile.transformer_class}")
-    if tfile.key_layout not in _KEY_CONVERSIONS:
-        found.append(f"key layout {tfile.key_layout!r} has no conversion")
+    if tfile.to_diffusers_keys and not _resolves(tfile.to_diffusers_keys):
+        found.append(f"its key converter {tfile.to_diffusers_keys!r} cannot be imported")
     return found
 
 

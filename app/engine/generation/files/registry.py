@@ -164,11 +164,11 @@ class TransformerFile:
     # config folder, the widths of its parts), or why it cannot be used.
     read_header: Callable[[Shapes, str], Any]
     # Assembled from its parts (load/assemble.py): the diffusers transformer class, each
-    # part's pipeline component, and the transformer's key layout ("diffusers" needs no
-    # conversion; "bfl": Black Forest Labs' original keys).
+    # part's pipeline component, and the "module:function" that turns the transformer's
+    # keys into diffusers' ("": they are, or diffusers converts them itself).
     transformer_class: str
     components: tuple[tuple[str, str], ...]
-    key_layout: str = "diffusers"
+    to_diffusers_keys: str = ""
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ FLUX1 = FamilySpec(
         read_header=read_header,
         transformer_class="FluxTransformer2DModel",
         components=((CLIP_L, "text_encoder"), (T5, "text_encoder_2")),
-        key_layout="bfl",
+        to_diffusers_keys="app.engine.generation.families.flux.keys:flux_to_diffusers",
     ),
     float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL
 )
