@@ -72,7 +72,7 @@ class _Declared(type):
 class Architecture(metaclass=_Declared):
     """A family's id, as stored in the database and in settings; everything else about one is
     its `FamilySpec` (`spec_of`). Each family package declares its own
-    (`SDXL = Architecture.declare("sdxl", released="2023-07")`), which makes it
+    (`SDXL_ID = Architecture.declare("sdxl", released="2023-07")`), which makes it
     `Architecture.SDXL`; one instance per id, so ids compare with `is`. A test checks each
     id has exactly one `FamilySpec`."""
 
