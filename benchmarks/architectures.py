@@ -86,7 +86,7 @@ from diffusers import Flux2KleinInpaintPipeline
 
 from app.engine.generation import denoise
 from app.engine.generation.device import CPU, DTYPE_NAMES
-from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.load.pipelines import (
     PipelineCache,
@@ -103,7 +103,7 @@ from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
-from app.testing.tiny.unet import write_tiny_pipeline, write_tiny_single_file
+from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
 from app.testing.tiny.zimage import write_tiny_zimage
 
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -516,7 +516,7 @@ def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) 
     from diffusers import GGUFQuantizationConfig
     from safetensors.torch import load_file
 
-    from app.engine.generation.load.assemble import flux_to_diffusers
+    from app.engine.generation.families.flux.keys import flux_to_diffusers
 
     cls = type(pipe.transformer)
     options: dict[str, Any] = {

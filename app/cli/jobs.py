@@ -12,7 +12,7 @@ from typing import Any
 from app.cli import arguments
 from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
-from app.engine.generation.request_checks import check_runnable
+from app.engine.generation.request_checks import check_runnable, step_cache_families
 from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
 from app.engine.jobs.params import (
@@ -88,7 +88,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache", default=SPEED_OFF, metavar="SPEED",
         help=f"step caching (First Block Cache), one of: {', '.join(SPEED_THRESHOLDS)}; "
-        "faster, with a small loss of detail (Flux.1 models)",
+        f"faster, with a small loss of detail ({step_cache_families()} models)",
     )  # fmt: skip
     parser.add_argument(
         "--cache-threshold", type=float, default=0.0, metavar="T",

@@ -195,7 +195,7 @@ def models(request: Request) -> list[dict[str, Any]]:
         {
             "name": m.name,
             "source": m.source.value,
-            "architecture": str(m.architecture or ""),
+            "architecture": m.architecture.value if m.architecture else "",  # "sd1"
             "supported": m.supported,
             "why_not": m.unsupported_reason,
         }

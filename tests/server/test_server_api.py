@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from app.engine.generation.files.registry import Architecture
 from app.engine.jobs.graph_sql import stored_input
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
@@ -297,6 +298,15 @@ def test_listing_searching_starring_and_stats(api: Running) -> None:
     assert no_image.status_code == 404 and "has no image" in no_image.json()["error"]
     schema = api.client.get("/openapi.json").json()
     assert {"/api/v1/jobs", "/api/v1/events", "/sdapi/v1/txt2img"} <= set(schema["paths"])
+
+
+def test_models_name_each_family_by_its_stored_id(api: Running) -> None:
+    """`architecture` is the family id a client can compare and send back ("sd1"), never
+    Python's name for it ("Architecture.SD1")."""
+    listed = {m["name"]: m for m in api.client.get("/api/v1/models").json()}
+    assert listed["easel-tiny"]["architecture"] == "sd1"
+    ids = {architecture.value for architecture in Architecture}
+    assert all(m["architecture"] in ids or not m["supported"] for m in listed.values())
 
 
 def test_a1111_names_and_png_info(api: Running) -> None:

@@ -5,13 +5,14 @@ Two ways, chosen once per loaded model:
   milliseconds, and a linear map cannot follow a VAE that spreads colour across latent
   pixels (a least-squares fit on easel-tiny's VAE was off by ~40/255 on flat shapes);
 - a big VAE would cost as much as a denoising step, so a fixed linear latent -> RGB map
-  (Stable Diffusion 1.x factors) is used instead: microseconds, rough but recognisable.
+  (the factors the family declares) is used instead: microseconds, rough but recognisable.
 """
 
 from __future__ import annotations
 
 import importlib
 import io
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -23,14 +24,6 @@ from app.engine.generation.loop import vae_precision
 PREVIEW_MAX_SIDE = 128
 TINY_VAE_MAX_PARAMS = 5_000_000  # SD's VAE has 83M; easel-tiny's well under 1M
 
-# AUTOMATIC1111's "cheap approximation" for SD 1.x: scaled latents -> RGB in [-1, 1].
-_SD1_FACTORS = (
-    (0.298, 0.207, 0.208),
-    (0.187, 0.286, 0.173),
-    (-0.158, 0.189, 0.264),
-    (-0.184, -0.271, -0.473),
-)
-
 
 class Previewer(Protocol):
     def png(self, latents: torch.Tensor, image_size: tuple[int, int]) -> bytes:
@@ -38,10 +31,11 @@ class Previewer(Protocol):
         ...
 
 
-def previewer_for(pipe: Any, own: str = "") -> Previewer:
+def previewer_for(pipe: Any, own: str = "", factors: Sequence[Sequence[float]] = ()) -> Previewer:
     """How `pipe`'s previews are drawn: by the family's own previewer where it declares one
     (`own`, "module:Class" taking the pipeline: latents in another layout, as Flux.2's
-    patches), else from plain latents, through a tiny VAE or a linear map."""
+    patches), else from plain latents, through a tiny VAE or the linear map of `factors`
+    (each latent channel's RGB weights, as the family declares them)."""
     if own:
         module, name = own.split(":")
         previewer: Previewer = getattr(importlib.import_module(module), name)(pipe)
@@ -50,8 +44,8 @@ def previewer_for(pipe: Any, own: str = "") -> Previewer:
     if sum(p.numel() for p in vae.parameters()) <= TINY_VAE_MAX_PARAMS:
         return VaePreviewer(vae, int(pipe.vae_scale_factor))
     channels = int(vae.config.latent_channels)
-    if channels == len(_SD1_FACTORS):
-        return LinearPreviewer(torch.tensor(_SD1_FACTORS))
+    if len(factors) == channels:
+        return LinearPreviewer(torch.tensor(factors))
     return LinearPreviewer(torch.full((channels, 3), 1.0 / channels))  # grey: better than none
 
 

@@ -75,7 +75,7 @@ def check_runnable(
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
     if params.speed != SPEED_OFF and (arch is None or not arch.spec.step_cache):
         raise InvalidParameters(
-            f"step caching (speed {params.speed}) works on {_cached_families()} models, not "
+            f"step caching (speed {params.speed}) works on {step_cache_families()} models, not "
             f"on {arch.label if arch is not None else 'this'} models yet; set speed to off"
         )
     check_loras(params.prompt, search, names_only=names_only)
@@ -100,6 +100,7 @@ def _why_not(info: ModelInfo) -> str:
     return f"is not a model of a family Easel runs ({families_easel_runs()})"
 
 
-def _cached_families() -> str:
-    """ "Flux.1": the families whose declaration says step caching runs on them."""
+def step_cache_families() -> str:
+    """ "Flux.1": the families whose declaration says step caching runs on them (the refusal,
+    the command line's help)."""
     return " and ".join(spec.label for spec in families() if spec.step_cache)

@@ -15,6 +15,10 @@ from typing import Any
 
 from app.engine.generation.files.architecture import Architecture
 
+# The UNet families this module builds tiny pipelines of (the transformer families have a
+# module each here).
+UNET_ARCHITECTURES = (Architecture.SD1, Architecture.SD2, Architecture.SDXL)
+
 # Single characters plus their end-of-word forms: enough for CLIP's BPE to tokenize any
 # lowercase prompt (other characters become the unknown token, <|endoftext|>).
 _SPECIAL = ("<|startoftext|>", "<|endoftext|>")

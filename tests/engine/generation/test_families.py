@@ -8,9 +8,10 @@ import pytest
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families import family_of
-from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind
+from app.testing.tiny.unet import UNET_ARCHITECTURES
 from tests.engine.generation.tiny_architectures import (
     model_info,
     params_for,

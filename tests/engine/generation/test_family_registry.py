@@ -7,8 +7,10 @@ shown to fail on a declaration with the piece taken out.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +25,9 @@ from app.engine.generation.files.registry import (
     families,
     families_easel_runs,
 )
-from app.engine.generation.load.assemble import _KEY_CONVERSIONS
 from app.engine.generation.load.pipelines import bundled_configs
 from app.engine.generation.loop.schedulers import SCHEDULER_CLASSES
+from app.testing.tiny.unet import UNET_ARCHITECTURES
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -48,6 +50,8 @@ def problems(spec: FamilySpec) -> list[str]:
     found += _driver_problems(spec)
     if not _tiny_builder(spec).is_file():
         found.append(f"no tiny builder {_tiny_builder(spec).relative_to(ROOT)} for its tests")
+    elif not spec.transformer and spec.architecture not in UNET_ARCHITECTURES:
+        found.append("app/testing/tiny/unet.py builds no tiny pipeline of it")
     found += _file_problems(spec)
     if spec.preview and not _resolves(spec.preview):
         found.append(f"its previewer {spec.preview!r} cannot be imported")
@@ -107,14 +111,47 @@ def _file_problems(spec: FamilySpec) -> list[str]:
         found.append("a transformer file without markers, split parts or components")
     if not hasattr(diffusers, tfile.transformer_class):
         found.append(f"diffusers has no {tfile.transformer_class}")
-    if tfile.key_layout not in _KEY_CONVERSIONS:
-        found.append(f"key layout {tfile.key_layout!r} has no conversion")
+    if tfile.to_diffusers_keys and not _resolves(tfile.to_diffusers_keys):
+        found.append(f"its key converter {tfile.to_diffusers_keys!r} cannot be imported")
     return found
 
 
+def unmatched(ids: list[Architecture], specs: tuple[FamilySpec, ...]) -> list[str]:
+    """Each id a package declares without exactly one `FamilySpec` of it."""
+    counts = {a: sum(spec.architecture is a for spec in specs) for a in ids}
+    return [f"{a.value}: {n} declarations" for a, n in counts.items() if n != 1]
+
+
 def test_every_architecture_has_exactly_one_declaration() -> None:
-    declared = [spec.architecture for spec in families()]
-    assert sorted(declared, key=list(Architecture).index) == list(Architecture)
+    assert unmatched(list(Architecture), families()) == []
+    assert [spec.architecture for spec in families()] == list(Architecture)
+    # An id whose package holds no FamilySpec for it, or two, is found.
+    assert unmatched(list(Architecture), families()[1:]) == [f"{families()[0].id}: 0 declarations"]
+    assert unmatched(list(Architecture), (*families(), families()[0]))
+
+
+def test_an_architecture_is_asked_as_an_enum_member_would_be() -> None:
+    """Declared by its package, it is looked up by id or name, one instance each (so `is`
+    holds after a pickle: a worker's message), and written as its id (what is stored)."""
+    sdxl = Architecture("sdxl")
+    assert sdxl is Architecture.SDXL and sdxl in Architecture
+    assert (sdxl.value, sdxl.name, str(sdxl), repr(sdxl)) == (
+        "sdxl",
+        "SDXL",
+        "sdxl",
+        "Architecture.SDXL",
+    )
+    assert pickle.loads(pickle.dumps(sdxl)) is sdxl and copy.deepcopy(sdxl) is sdxl
+    assert sdxl.spec.label == sdxl.label == "SDXL" and not sdxl.is_transformer
+    with pytest.raises(ValueError, match="'sdxl' is taken"):
+        Architecture.declare("sdxl", released="2023-07")
+    with pytest.raises(ValueError, match="'nope' is not a model family Easel runs"):
+        Architecture("nope")
+    with pytest.raises(AttributeError, match=r"no family package declares Architecture\.NOPE"):
+        _ = Architecture.NOPE
+    # Listed in the order the families came out, as messages name them.
+    releases = [a.released for a in Architecture]
+    assert releases == sorted(releases) and all(releases)
 
 
 def test_a_folder_class_two_families_claim_is_told_apart_by_each() -> None:
@@ -154,6 +191,7 @@ def test_the_checks_find_each_missing_piece() -> None:
     assert not _tiny_builder(elsewhere).is_file()
     unet = families()[0]
     assert problems(dataclasses.replace(unet, checkpoint_file=None))
+    assert problems(dataclasses.replace(unet, architecture=whole.architecture))
 
 
 def test_labels_and_checkpoint_names_come_from_the_declarations() -> None:

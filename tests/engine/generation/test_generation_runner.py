@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,16 @@ from PIL import Image
 from app.engine.generation import denoise
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch, is_transient
+from app.engine.generation.files.registry import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelNotFound, ModelSource, resolve_model
 from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
-from app.engine.generation.preview import LinearPreviewer, VaePreviewer
+from app.engine.generation.preview import (
+    TINY_VAE_MAX_PARAMS,
+    LinearPreviewer,
+    VaePreviewer,
+    previewer_for,
+)
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams, InvalidParameters
 from app.engine.workers.kinds import WORK_OF_KIND, on_the_runner
@@ -248,6 +255,28 @@ def test_big_vae_models_get_a_linear_preview() -> None:
     png = previewer.png(torch.randn(1, 4, 64, 96), (512, 768))
     with Image.open(io.BytesIO(png)) as preview:
         assert preview.size == (85, 128)
+
+
+def _big_vae_pipe(channels: int) -> Any:
+    """Enough of a pipeline for `previewer_for`: a VAE too big to decode each step."""
+    vae = SimpleNamespace(
+        parameters=lambda: [torch.empty(TINY_VAE_MAX_PARAMS + 1)],
+        config=SimpleNamespace(latent_channels=channels),
+    )
+    return SimpleNamespace(vae=vae)
+
+
+def test_a_big_vae_is_previewed_with_the_factors_its_family_declares() -> None:
+    for family in (Architecture.SD1, Architecture.SDXL):
+        factors = family.spec.preview_factors
+        previewer = previewer_for(_big_vae_pipe(4), family.spec.preview, factors)
+        assert isinstance(previewer, LinearPreviewer)
+        assert torch.equal(previewer._factors, torch.tensor(factors))
+    assert Architecture.SD1.spec.preview_factors != Architecture.SDXL.spec.preview_factors
+    # A family that declares none (Flux.1's 16 channels) is previewed in grey.
+    grey = previewer_for(_big_vae_pipe(16), "", Architecture.FLUX1.spec.preview_factors)
+    assert isinstance(grey, LinearPreviewer)
+    assert torch.equal(grey._factors, torch.full((16, 3), 1 / 16))
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)

@@ -13,7 +13,7 @@ from transformers import CLIPTextModel, CLIPTokenizer
 
 from app.engine.generation.families import family_of
 from app.engine.generation.families.unet import UNetFamily
-from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.prompts.syntax import UnreadableWeight, parse_attention
 from app.engine.generation.prompts.weights import (
     CHUNK_TOKENS,
@@ -26,6 +26,7 @@ from app.engine.generation.prompts.weights import (
 )
 from app.engine.jobs.params import DEFAULT_MODEL
 from app.engine.paths import bundled_models_dir
+from app.testing.tiny.unet import UNET_ARCHITECTURES
 from tests.engine.generation import a1111_reference
 from tests.engine.generation.tiny_architectures import (
     PAUSE_AT,

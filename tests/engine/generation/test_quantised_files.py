@@ -134,7 +134,7 @@ def test_flux_gguf_holds_the_files_weights_and_draws_within_the_bound(
     from diffusers.models.model_loading_utils import load_gguf_checkpoint
     from diffusers.quantizers.gguf.utils import GGUFParameter, dequantize_gguf_tensor
 
-    from app.engine.generation.load.assemble import flux_to_diffusers
+    from app.engine.generation.families.flux.keys import flux_to_diffusers
 
     def plain(value: torch.Tensor) -> torch.Tensor:
         return dequantize_gguf_tensor(value) if isinstance(value, GGUFParameter) else value
@@ -210,7 +210,7 @@ def _fp8_file(layout: TinyLayouts, arch: Architecture) -> Path:
 def test_an_fp8_model_stays_fp8_and_draws_what_diffusers_draws_from_the_file(
     quantised: dict[Architecture, TinyLayouts], arch: Architecture
 ) -> None:
-    from app.engine.generation.load.assemble import flux_to_diffusers
+    from app.engine.generation.families.flux.keys import flux_to_diffusers
 
     layout = quantised[arch]
     path = _fp8_file(layout, arch)

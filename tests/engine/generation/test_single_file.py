@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from app.engine.generation.device import CPU
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture, Prediction
+from app.engine.generation.files.architecture import Architecture, Prediction
 from app.engine.generation.files.sources import ModelSearchPath, list_models, resolve_model
 from app.engine.generation.load.pipelines import (
     PipelineCache,
@@ -21,6 +21,7 @@ from app.engine.generation.load.pipelines import (
     shipped_tokenizer,
 )
 from app.engine.generation.runner import Runner
+from app.testing.tiny.unet import UNET_ARCHITECTURES
 from tests.engine.generation.tiny_architectures import (
     generate,
     max_diff,

@@ -270,7 +270,7 @@ def test_flux_keys_convert_as_diffusers_converts_them_at_the_released_width() ->
         convert_flux_transformer_checkpoint_to_diffusers,
     )
 
-    from app.engine.generation.load.assemble import flux_from_diffusers, flux_to_diffusers
+    from app.engine.generation.families.flux.keys import flux_from_diffusers, flux_to_diffusers
     from app.engine.generation.load.pipelines import bundled_configs
 
     config = FluxTransformer2DModel.load_config(

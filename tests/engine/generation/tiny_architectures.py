@@ -18,13 +18,14 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 from app.engine.generation.device import CPU
-from app.engine.generation.files.architecture import UNET_ARCHITECTURES, Architecture
+from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.load.pipelines import SingleFileConfigs
 from app.engine.generation.outcome import OutcomeKind, StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
 from app.testing.images import max_diff, pixels, stock_image
+from app.testing.tiny.unet import UNET_ARCHITECTURES
 
 __all__ = ["max_diff", "pixels", "stock_image"]  # the tests import them from here too
 

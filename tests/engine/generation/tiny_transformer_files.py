@@ -4,7 +4,7 @@ Stability's names, text encoders under `text_encoders.*`, the VAE in LDM names) 
 ComfyUI split layout (diffusion_models/, text_encoders/, vae/).
 
 The original layouts are written from the folder's weights with diffusers' own key
-conversions inverted (`sd3_to_original`, `vae_to_ldm`, and assemble.flux_from_diffusers);
+conversions inverted (`sd3_to_original`, `vae_to_ldm`, and families/flux/keys.flux_from_diffusers);
 tests check each inverse round-trips through diffusers' forward conversion.
 """
 
@@ -21,8 +21,8 @@ from safetensors.torch import save_file
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+from app.engine.generation.families.flux.keys import flux_from_diffusers
 from app.engine.generation.files.architecture import Architecture
-from app.engine.generation.load.assemble import flux_from_diffusers
 from app.testing.tiny.unet import (
     _text_config,
     _tokenizer,

@@ -35,11 +35,6 @@ PICKLE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin")
 INPAINT_CHANNELS = 9  # an inpainting UNet's input: latents (4), mask (1), masked image (4)
 
 
-# The UNet families (SD 1.x, 2.x, SDXL): what single-file configs, ControlNets and the
-# tiny test models exist for today.
-UNET_ARCHITECTURES = (Architecture.SD1, Architecture.SD2, Architecture.SDXL)
-
-
 class Prediction(Enum):
     EPSILON = "epsilon"
     V = "v_prediction"
@@ -256,7 +251,6 @@ def _sidecar_yaml(path: Path) -> str | None:
 
 _LORA_MARKERS = ("lora_unet_", "lora_te", "lora_down", "lora_up", "lora_A", "lora_B")
 _UNET = "model.diffusion_model."
-_SDXL_REFINER_CLIP = "conditioner.embedders.0.model."  # OpenCLIP ViT-bigG alone
 
 
 def detect_state_dict(shapes: dict[str, list[int]], sidecar_yaml: str | None = None) -> Detected:
@@ -310,11 +304,11 @@ def _architecture(keys: list[str]) -> Architecture | None:
 
 
 def _no_architecture_reason(keys: list[str]) -> str:
-    if _has_prefix(keys, _SDXL_REFINER_CLIP):
-        return (
-            "an SDXL refiner (it has only the OpenCLIP text encoder); "
-            "refiner-only models cannot make an image from a prompt alone"
-        )
+    for spec in families():  # a file a family knows as a part of its own (SDXL's refiner)
+        refused = spec.checkpoint_file.refused if spec.checkpoint_file else ()
+        for prefix, reason in refused:
+            if _has_prefix(keys, prefix):
+                return reason
     if _has_prefix(keys, _UNET):
         return "the file has a UNet but no text encoder (an incomplete checkpoint)"
     return f"no diffusion model Easel knows in it (not an {families_easel_runs()} checkpoint)"

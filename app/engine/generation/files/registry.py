@@ -1,10 +1,11 @@
 """Every model family Easel runs, as each declares itself: the one place that says what a
 family is (torch-free, so the GUI and detection ask it as freely as the worker).
 
-A family is a package `app/engine/generation/families/<name>/`: its `__init__.py` holds
-`FAMILIES`, one `FamilySpec` per `Architecture` it declares (the SD package declares SD 1.x
-and SD 2.x, which one runtime class drives), and its `model.py` the runtime class behind
-`ModelFamily`, named here by its dotted path and imported only by the worker (`driver`).
+A family is a package `app/engine/generation/families/<name>/`: its `__init__.py` declares
+its id(s) (`Architecture.declare`) and holds `FAMILIES`, one `FamilySpec` per id (the SD
+package declares SD 1.x and SD 2.x, which one runtime class drives), and its `model.py` the
+runtime class behind `ModelFamily`, named here by its dotted path and imported only by the
+worker (`driver`).
 The registry finds the packages itself (`pkgutil`), so adding a family names it nowhere
 else; `tests/engine/generation/test_family_registry.py` fails on an incomplete one.
 
@@ -17,29 +18,95 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cache
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 # Where the family packages are: found by name, never imported statically from here (the
 # families' runtime code imports the file detection below; this keeps that one way).
 FAMILIES_PACKAGE = "app.engine.generation.families"
 
 
-class Architecture(Enum):
-    """The families' ids, as stored in the database and in settings; everything else about
-    one is its `FamilySpec` (`spec_of`). A test checks each id has exactly one declaration."""
+class _Declared(type):
+    """`Architecture`'s class: its members are the ids the family packages declare, so it is
+    asked as an Enum would be (`Architecture.SDXL`, `Architecture("sdxl")`, `list(...)`)
+    while no list of families is written here. Asking for the members loads the packages."""
 
-    SD1 = "sd1"
-    SD2 = "sd2"
-    SDXL = "sdxl"
-    FLUX1 = "flux1"  # Flux.1 dev and schnell: a transformer on packed latents, CLIP + T5
-    SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
-    ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
-    FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
-    QWEN_IMAGE = "qwen-image"  # Qwen-Image: an MMDiT, a Qwen2.5-VL text encoder, Wan VAE
+    _by_value: dict[str, Architecture]
+
+    def __getattr__(cls, name: str) -> Architecture:
+        # Only for a name not yet set by `declare`: its package may not be imported yet.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        _import_family_packages()
+        found = cls.__dict__.get(name)
+        if not isinstance(found, Architecture):
+            raise AttributeError(f"no family package declares Architecture.{name}")
+        return found
+
+    def __call__(cls, value: str | Architecture) -> Architecture:
+        if isinstance(value, Architecture):
+            return value
+        if value not in cls._by_value:
+            _import_family_packages()
+        try:
+            return cls._by_value[value]
+        except KeyError:
+            raise ValueError(f"{value!r} is not a model family Easel runs") from None
+
+    def __iter__(cls) -> Iterator[Architecture]:
+        """In the order the families came out (then by id): how messages list them."""
+        _import_family_packages()
+        return iter(sorted(cls._by_value.values(), key=lambda a: (a.released, a.value)))
+
+    def __len__(cls) -> int:
+        _import_family_packages()
+        return len(cls._by_value)
+
+    def __contains__(cls, value: object) -> bool:
+        return isinstance(value, Architecture) and cls._by_value.get(value.value) is value
+
+
+class Architecture(metaclass=_Declared):
+    """A family's id, as stored in the database and in settings; everything else about one is
+    its `FamilySpec` (`spec_of`). Each family package declares its own
+    (`SDXL_ID = Architecture.declare("sdxl", released="2023-07")`), which makes it
+    `Architecture.SDXL`; one instance per id, so ids compare with `is`. A test checks each
+    id has exactly one `FamilySpec`."""
+
+    _by_value: ClassVar[dict[str, Architecture]] = {}
+    __slots__ = ("name", "released", "value")
+
+    def __init__(self, value: str) -> None:
+        # Called by `declare` only: `Architecture("sdxl")` goes to the metaclass's look-up.
+        self.value = value  # "sdxl": what is stored
+        self.name = value.upper().replace("-", "_")  # "SDXL": the attribute it is asked by
+        self.released = ""  # "2023-07": when the family came out, its place in lists
+
+    @classmethod
+    def declare(cls, value: str, *, released: str) -> Architecture:
+        """The id `value` ("flux2-klein"), asked for as `Architecture.FLUX2_KLEIN`; called once,
+        by the family's own package."""
+        # The metaclass's __call__ looks ids up: a new one is made past it, by type's own.
+        declared: Architecture = type.__call__(cls, value)
+        if not declared.name.isidentifier() or value in cls._by_value or declared.name in vars(cls):
+            raise ValueError(f"family id {value!r} is taken or cannot be an attribute name")
+        declared.released = released
+        cls._by_value[value] = declared
+        setattr(cls, declared.name, declared)
+        return declared
+
+    def __repr__(self) -> str:
+        return f"Architecture.{self.name}"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # Unpickled (a worker's message, a deepcopy) as the one declared instance, not a copy.
+        return (Architecture, (self.value,))
 
     @property
     def spec(self) -> FamilySpec:
@@ -82,6 +149,9 @@ class CheckpointFile:
     config_folder_v: str = ""  # ... when it is a v-prediction model, if another
     v_prediction: bool = False  # whether a file that does not say is v-prediction (SD 2.x)
     native_size_v: int = 0  # the native size of a v-prediction file, if another (SD 2.x)
+    # Files that are part of the family's but cannot run alone, each as (the key prefix that
+    # gives it away when no marker is there, the sentence that refuses it): SDXL's refiner.
+    refused: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,11 +164,26 @@ class TransformerFile:
     # config folder, the widths of its parts), or why it cannot be used.
     read_header: Callable[[Shapes, str], Any]
     # Assembled from its parts (load/assemble.py): the diffusers transformer class, each
-    # part's pipeline component, and the transformer's key layout ("diffusers" needs no
-    # conversion; "bfl": Black Forest Labs' original keys).
+    # part's pipeline component, and the "module:function" that turns the transformer's
+    # keys into diffusers' ("": they are, or diffusers converts them itself).
     transformer_class: str
     components: tuple[tuple[str, str], ...]
-    key_layout: str = "diffusers"
+    to_diffusers_keys: str = ""
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """Which ControlNets and IP-Adapters fit the family, as their configs and headers tell
+    (guidance/controlnets.py, ip_adapters.py); the default: none do."""
+
+    # Its UNet's cross-attention width: what its ControlNets' `attn2.to_k` read and its
+    # IP-Adapters project images to. 0: no ControlNet or IP-Adapter is the family's.
+    cross_attention_width: int = 0
+    # Its UNet's `addition_embed_type` ("text_time"), which its ControlNets carry too (in the
+    # original layout as `label_emb`, which diffusers' converter drops: control.py maps it).
+    added_embedding: str = ""
+    # Whether diffusers' ControlNet Union (one net, many control types) is made for it.
+    controlnet_union: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +219,7 @@ class FamilySpec:
     checkpoint_family: str  # `ModelFamily.name`: what its checkpoints say they were made by
     checkpoint_label: str  # what a message calls that (SD 1.x and 2.x share a runtime)
     requests: Requests = field(default_factory=Requests)
+    guidance: Guidance = field(default_factory=Guidance)
     checkpoint_file: CheckpointFile | None = None  # UNet families
     transformer_file: TransformerFile | None = None  # transformer families' single files
     load_options: tuple[tuple[str, Any], ...] = ()  # from_pretrained / from_single_file extras
@@ -145,6 +231,9 @@ class FamilySpec:
     # Its own previewer, "module:Class" taking the pipeline (latents in another layout, as
     # Flux.2's patches); "": previews from plain latents (preview.py).
     preview: str = ""
+    # A big VAE's cheap preview: each latent channel's (R, G, B) weight, scaled latents ->
+    # RGB in [-1, 1]; (): grey (preview.py). A tiny VAE decodes instead.
+    preview_factors: tuple[tuple[float, float, float], ...] = ()
 
     @property
     def id(self) -> str:
@@ -156,15 +245,29 @@ class FamilySpec:
         return getattr(importlib.import_module(module), name)
 
 
+def _family_packages() -> list[ModuleType]:
+    """Every family package under `FAMILIES_PACKAGE`, imported (each declares its ids and its
+    `FAMILIES` as it is imported)."""
+    package = importlib.import_module(FAMILIES_PACKAGE)
+    found = pkgutil.iter_modules(package.__path__)
+    return [importlib.import_module(f"{FAMILIES_PACKAGE}.{m.name}") for m in found if m.ispkg]
+
+
+_imported = False
+
+
+def _import_family_packages() -> None:
+    """What asking for an id that is not declared yet does first; later calls cost a flag."""
+    global _imported
+    if not _imported:
+        _family_packages()
+        _imported = True
+
+
 @cache
 def families() -> tuple[FamilySpec, ...]:
     """Every family declared under `FAMILIES_PACKAGE`, in `Architecture` order."""
-    package = importlib.import_module(FAMILIES_PACKAGE)
-    found: list[FamilySpec] = []
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.ispkg:
-            declared = importlib.import_module(f"{FAMILIES_PACKAGE}.{module.name}")
-            found.extend(getattr(declared, "FAMILIES", ()))
+    found = [spec for package in _family_packages() for spec in getattr(package, "FAMILIES", ())]
     order = list(Architecture)
     return tuple(sorted(found, key=lambda spec: order.index(spec.architecture)))
 

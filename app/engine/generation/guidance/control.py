@@ -276,8 +276,8 @@ def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any
         )
     if info.union:
         return _load_union_file(info, config, dtype)
-    if info.layout == "original" and info.architecture is Architecture.SDXL:
-        return _load_sdxl_original(info, config, dtype)
+    if info.layout == "original" and info.architecture.spec.guidance.added_embedding:
+        return _load_original_added_embedding(info, config, dtype)
     # Offline: diffusers converts the original keys itself (`convert_controlnet_checkpoint`)
     # and takes the shape of the model from our shipped config, never from the hub.
     return ControlNetModel.from_single_file(
@@ -306,7 +306,7 @@ def _load_union_file(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> 
     return net.to(dtype=dtype)
 
 
-_ADDED_EMBEDDING = {  # the original layout's `label_emb` is SDXL's "text_time" embedding
+_ADDED_EMBEDDING = {  # the original layout's `label_emb` is the "text_time" embedding (SDXL's)
     "add_embedding.linear_1.weight": "label_emb.0.0.weight",
     "add_embedding.linear_1.bias": "label_emb.0.0.bias",
     "add_embedding.linear_2.weight": "label_emb.0.2.weight",
@@ -314,11 +314,12 @@ _ADDED_EMBEDDING = {  # the original layout's `label_emb` is SDXL's "text_time" 
 }
 
 
-def _load_sdxl_original(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> Any:
-    """An SDXL ControlNet file in the original layout (`control_model.*`): diffusers'
-    own converter for everything but the added embedding, which it drops (0.42: its
-    `convert_controlnet_checkpoint` never maps `label_emb`); we map that one ourselves,
-    and load strictly, so a key left out fails loudly instead of staying random."""
+def _load_original_added_embedding(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> Any:
+    """A ControlNet file in the original layout (`control_model.*`) of a family with an added
+    embedding (SDXL's "text_time"): diffusers' own converter for everything but the added
+    embedding, which it drops (0.42: its `convert_controlnet_checkpoint` never maps
+    `label_emb`); we map that one ourselves, and load strictly, so a key left out fails
+    loudly instead of staying random."""
     from diffusers import ControlNetModel
     from diffusers.loaders.single_file_utils import convert_controlnet_checkpoint
     from safetensors.torch import load_file

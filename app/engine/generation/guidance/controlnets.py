@@ -3,13 +3,14 @@
 Torch-free (the CLI and the GUI list and check them at submit). A ControlNet is a diffusers
 folder (`config.json` of a `ControlNetModel` and its weights) or one `.safetensors` file,
 in the original layout (`control_model.*`, as A1111's and ComfyUI's `models/controlnet/`
-hold them) or with diffusers' key names. Which architecture it fits is read from its
-config or, for a file, from its header only (tensor names and shapes, no weights): SDXL's
-have the "text_time" added embedding, and the cross-attention width says SD 1.x (768) from
-SD 2.x (1024). Single files load in both layouts, SDXL's too.
+hold them) or with diffusers' key names. Which family it fits is read from its config or,
+for a file, from its header only (tensor names and shapes, no weights), against what each
+family declares (`FamilySpec.guidance`): the added embedding its UNet has (SDXL's
+"text_time"), else its cross-attention width (SD 1.x 768, SD 2.x 1024).
 
-A ControlNet Union (SDXL: one net for many control types, `ControlNetUnionModel`) is told
-by its config's class or, for a file, by its `task_embedding` (one row per control type).
+A ControlNet Union (one net for many control types, `ControlNetUnionModel`) is told by its
+config's class or, for a file, by its `task_embedding` (one row per control type); it is
+the family's that declares `controlnet_union`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from app.engine.generation.files.architecture import (
     Architecture,
     read_safetensors_header,
 )
+from app.engine.generation.files.registry import families
 from app.engine.generation.files.sources import ModelSearchPath, default_search_path
 from app.engine.jobs.params import UNION_TYPES, ControlLayer
 from app.engine.paths import stays_inside
@@ -31,7 +33,6 @@ from app.errors import BadInput, MissingModel
 
 CONTROLNET_SUBFOLDER = "controlnet"  # ComfyUI's models/controlnet; A1111's models/ControlNet
 _CONFIG = "config.json"
-_SD2_CROSS_ATTENTION = 1024
 
 
 UNION_CLASS = "ControlNetUnionModel"
@@ -148,16 +149,43 @@ def _detect_folder(folder: Path) -> ControlNetInfo | None:
     union = config.get("_class_name") == UNION_CLASS
     if config.get("_class_name") != "ControlNetModel" and not union:
         return None
-    if union and config.get("addition_embed_type") != "text_time":
-        reason = "a ControlNet Union not made for SDXL (diffusers' Union pipelines are SDXL's)"
-        return ControlNetInfo(folder.name, folder, None, "diffusers", reason, union=True)
-    if config.get("addition_embed_type") == "text_time":
-        architecture = Architecture.SDXL
-    elif config.get("cross_attention_dim") == _SD2_CROSS_ATTENTION:
-        architecture = Architecture.SD2
-    else:
-        architecture = Architecture.SD1
-    return ControlNetInfo(folder.name, folder, architecture, "diffusers", union=union)
+    added = str(config.get("addition_embed_type") or "")
+    if union:
+        architecture = _union_family(added)
+        reason = "" if architecture else _union_refusal()
+        return ControlNetInfo(folder.name, folder, architecture, "diffusers", reason, union=True)
+    width = config.get("cross_attention_dim")
+    architecture = _family(added, {width} if isinstance(width, int) else set())
+    return ControlNetInfo(folder.name, folder, architecture, "diffusers")
+
+
+def _family(added: str, widths: set[int]) -> Architecture:
+    """The family a ControlNet with the added embedding `added` ("": none) and these
+    cross-attention widths fits: the one whose UNet has that embedding, else the one of
+    that width; a net of a width no family declares is taken as the oldest family's
+    without an added embedding (SD 1.x), as Easel always has."""
+    fitting = [s for s in families() if s.guidance.cross_attention_width]
+    if added:
+        embedded = [s for s in fitting if s.guidance.added_embedding == added]
+        if embedded:
+            return embedded[0].architecture
+    plain = [s for s in fitting if not s.guidance.added_embedding]
+    wide = [s for s in plain if s.guidance.cross_attention_width in widths]
+    return (wide or plain)[0].architecture
+
+
+def _union_family(added: str) -> Architecture | None:
+    """The family a ControlNet Union with the added embedding `added` is made for, if any
+    (diffusers' Union pipelines run only the families that declare `controlnet_union`)."""
+    unions = [s for s in families() if s.guidance.controlnet_union]
+    return next((s.architecture for s in unions if s.guidance.added_embedding == added), None)
+
+
+def _union_refusal() -> str:
+    made_for = " or ".join(s.label for s in families() if s.guidance.controlnet_union)
+    return (
+        f"a ControlNet Union not made for {made_for} (diffusers' Union pipelines are only for it)"
+    )
 
 
 def _detect_file(path: Path) -> ControlNetInfo | None:
@@ -173,11 +201,14 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
     else:
         return None  # some other file (a LoRA, a checkpoint): not listed as a ControlNet
     if layout == "diffusers" and UNION_KEY in keys:
-        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout, union=True)
-    if any(key.startswith(added) for key in keys):
+        # A Union file (diffusers' keys) carries the added embedding of the family it is for.
+        architecture = _union_family(_TEXT_TIME if _has(keys, added) else "")
+        reason = "" if architecture else _union_refusal()
+        return ControlNetInfo(path.stem, path, architecture, layout, reason, union=True)
+    if _has(keys, added):
         # In the original layout diffusers 0.42's converter drops the added embedding
-        # (`label_emb`): `control._load_sdxl_original` maps it itself.
-        return ControlNetInfo(path.stem, path, Architecture.SDXL, layout)
+        # (`label_emb`): `control._load_original_added_embedding` maps it itself.
+        return ControlNetInfo(path.stem, path, _family(_TEXT_TIME, set()), layout)
     widths = {
         header[key]["shape"][1]
         for key in keys
@@ -185,5 +216,13 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
         and key.endswith("attn2.to_k.weight")
         and len(header[key]["shape"]) > 1  # a file from anyone: a matrix, or no width
     }
-    architecture = Architecture.SD2 if _SD2_CROSS_ATTENTION in widths else Architecture.SD1
-    return ControlNetInfo(path.stem, path, architecture, layout)
+    return ControlNetInfo(path.stem, path, _family("", widths), layout)
+
+
+# The added embedding a file's header shows only as tensors: the one diffusers knows as
+# "text_time" (a family's `added_embedding`), the only kind ControlNets have.
+_TEXT_TIME = "text_time"
+
+
+def _has(keys: list[str], prefix: str) -> bool:
+    return any(key.startswith(prefix) for key in keys)

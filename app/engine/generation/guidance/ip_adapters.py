@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.generation.files.architecture import SAFETENSORS_SUFFIX, read_safetensors_header
+from app.engine.generation.files.registry import families
 from app.engine.generation.files.sources import ModelSearchPath, default_search_path
 from app.engine.paths import stays_inside
 from app.errors import MissingModel
@@ -23,7 +24,6 @@ IP_ADAPTER_SUBFOLDER = "ipadapter"  # ComfyUI's models/ipadapter
 IMAGE_ENCODER = "image_encoder"
 _SUFFIXES = (SAFETENSORS_SUFFIX, ".bin")
 _TOKENS = 4  # a plain IP-Adapter's image tokens
-_ARCHITECTURES = {768: "SD 1.x", 1024: "SD 2.x", 2048: "SDXL"}
 
 
 class IPAdapterNotFound(MissingModel):
@@ -42,7 +42,9 @@ class IPAdapterInfo:
 
     @property
     def label(self) -> str:
-        return _ARCHITECTURES.get(self.cross_attention_dim or 0, "IP-Adapter")
+        """The family whose cross-attention width it projects images to ("SDXL")."""
+        widths = {s.guidance.cross_attention_width: s.label for s in families()}
+        return widths.get(self.cross_attention_dim or 0, "IP-Adapter")
 
 
 def ip_adapter_folders(search: ModelSearchPath | None = None) -> list[Path]:

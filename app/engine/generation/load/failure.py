@@ -26,7 +26,7 @@ _COMPONENTS = {
 
 def load_failure(model: ModelInfo, error: BaseException) -> str:
     """Why `model` did not load, as one line naming its file."""
-    kind = model.architecture.label if model.architecture else "Stable Diffusion"
+    kind = model.architecture.label if model.architecture else "a diffusion model"
     what = _what(model, kind, error)
     return f"model {model.name!r} ({model.path}) could not be loaded as {kind}: {what}"
 

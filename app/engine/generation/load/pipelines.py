@@ -218,7 +218,9 @@ def load_pipeline(
         pipe = load()
         _place(pipe, device)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
-    return LoadedModel(model, device, pipe, previewer_for(pipe, model.architecture.spec.preview))
+    spec = model.architecture.spec
+    previewer = previewer_for(pipe, spec.preview, spec.preview_factors)
+    return LoadedModel(model, device, pipe, previewer)
 
 
 def _component_dtypes(architecture: Architecture, device: DeviceChoice) -> dict[str, Any]:
@@ -555,5 +557,5 @@ def _check_layout(model: ModelInfo) -> None:
     if missing:
         raise UnsupportedModel(
             f"model {model.name!r} ({model.pipeline_class or 'unknown pipeline'}) is not a "
-            f"Stable Diffusion pipeline: missing {', '.join(missing)} in {index_path}"
+            f"pipeline Easel runs: missing {', '.join(missing)} in {index_path}"
         )

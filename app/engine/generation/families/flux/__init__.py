@@ -15,6 +15,9 @@ from app.engine.generation.files.registry import (
 )
 from app.engine.generation.files.transformer_files import CLIP_L, T5, VAE, FileNeeds
 
+# The ids it stores and is asked by (`Architecture.FLUX1`).
+FLUX1_ID = Architecture.declare("flux1", released="2024-08")
+
 
 def read_header(bare: Shapes, name: str) -> FileNeeds | str:
     """What a Flux transformer (Black Forest Labs' keys) needs: its text encoders' widths
@@ -29,11 +32,11 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
     except (KeyError, IndexError):
         return "an incomplete Flux transformer (no img_in, txt_in or vector_in weights)"
     dev = "guidance_in.in_layer.weight" in bare
-    return FileNeeds(Architecture.FLUX1, "flux1-dev" if dev else "flux1-schnell", widths)
+    return FileNeeds(FLUX1_ID, "flux1-dev" if dev else "flux1-schnell", widths)
 
 
 FLUX1 = FamilySpec(
-    architecture=Architecture.FLUX1,
+    architecture=FLUX1_ID,
     label="Flux.1",
     transformer=True,
     native_size=1024,
@@ -57,7 +60,7 @@ FLUX1 = FamilySpec(
         read_header=read_header,
         transformer_class="FluxTransformer2DModel",
         components=((CLIP_L, "text_encoder"), (T5, "text_encoder_2")),
-        key_layout="bfl",
+        to_diffusers_keys="app.engine.generation.families.flux.keys:flux_to_diffusers",
     ),
     float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL
 )

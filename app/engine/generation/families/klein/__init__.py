@@ -8,8 +8,11 @@ from dataclasses import replace
 from app.engine.generation.families.flow_params import FLOW_REQUESTS, KLEIN_IMG2IMG_REFUSAL
 from app.engine.generation.files.registry import Architecture, FamilySpec, Folder
 
+# The ids it stores and is asked by (`Architecture.FLUX2_KLEIN`).
+FLUX2_KLEIN_ID = Architecture.declare("flux2-klein", released="2026-01")
+
 FLUX2_KLEIN = FamilySpec(
-    architecture=Architecture.FLUX2_KLEIN,
+    architecture=FLUX2_KLEIN_ID,
     label="Flux.2 Klein",
     transformer=True,
     native_size=1024,

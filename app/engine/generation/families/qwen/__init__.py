@@ -20,6 +20,8 @@ from app.engine.generation.files.registry import (
 )
 from app.engine.generation.files.transformer_files import VAE
 
+QWEN_IMAGE_ID = Architecture.declare("qwen-image", released="2025-08")
+
 QWEN_VL = "qwen2.5-vl"  # the text encoder part of the split layout
 SPLIT_REFUSAL = (
     "a Qwen-Image diffusion model in ComfyUI's split layout, which Easel cannot load yet (its "
@@ -36,7 +38,7 @@ def read_header(bare: Shapes, name: str) -> str:
 
 
 QWEN_IMAGE = FamilySpec(
-    architecture=Architecture.QWEN_IMAGE,
+    architecture=QWEN_IMAGE_ID,
     label="Qwen-Image",
     transformer=True,
     native_size=1024,  # the pipeline's default_sample_size (128) times its VAE's 8

@@ -12,7 +12,12 @@ from app.engine.generation.files.registry import (
     FamilySpec,
     Folder,
     FolderConfigs,
+    Guidance,
 )
+
+# The ids it stores and is asked by (`Architecture.SD1`).
+SD1_ID = Architecture.declare("sd1", released="2022-08")
+SD2_ID = Architecture.declare("sd2", released="2022-11")
 
 UNET = "model.diffusion_model."
 VAE = "first_stage_model."
@@ -30,13 +35,22 @@ _LOAD_OPTIONS = (
 )
 
 
+# AUTOMATIC1111's "cheap approximation" of SD's VAE: each scaled latent channel's RGB.
+PREVIEW_FACTORS = (
+    (0.298, 0.207, 0.208),
+    (0.187, 0.286, 0.173),
+    (-0.158, 0.189, 0.264),
+    (-0.184, -0.271, -0.473),
+)
+
+
 def is_sd2_folder(configs: FolderConfigs) -> bool:
     unet, text_encoder = configs.get("unet", {}), configs.get("text_encoder", {})
     return unet.get("cross_attention_dim") == 1024 or text_encoder.get("hidden_act") == "gelu"
 
 
 SD1 = FamilySpec(
-    architecture=Architecture.SD1,
+    architecture=SD1_ID,
     label="SD 1.x",
     transformer=False,
     native_size=512,
@@ -52,12 +66,14 @@ SD1 = FamilySpec(
         config_folder="sd1",
     ),
     load_options=_LOAD_OPTIONS,
+    guidance=Guidance(cross_attention_width=768),  # OpenAI CLIP ViT-L's
+    preview_factors=PREVIEW_FACTORS,
 )
 
 # SD 1.x's runtime, pipelines and options; its own text encoder, config folders and sizes.
 SD2 = replace(
     SD1,
-    architecture=Architecture.SD2,
+    architecture=SD2_ID,
     label="SD 2.x",
     native_size=512,  # the base model; the common 768 one is v-prediction
     folder=replace(SD1.folder, claims=is_sd2_folder),
@@ -69,6 +85,7 @@ SD2 = replace(
         v_prediction=True,  # SD 2.x ships two kinds: 512 epsilon (base) and 768 v (common)
         native_size_v=768,
     ),
+    guidance=Guidance(cross_attention_width=1024),  # OpenCLIP ViT-H's
 )
 
 FAMILIES = (SD1, SD2)

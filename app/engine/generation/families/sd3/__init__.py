@@ -20,6 +20,9 @@ from app.engine.generation.files.transformer_files import (
     FileNeeds,
 )
 
+# The ids it stores and is asked by (`Architecture.SD3`).
+SD3_ID = Architecture.declare("sd3", released="2024-10")
+
 _LARGE_LAYERS = 38
 
 
@@ -43,11 +46,11 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
         )
     # The pooled text vector is CLIP-L's and CLIP-G's side by side: G is the wider one.
     widths[CLIP_PAIR] = pooled
-    return FileNeeds(Architecture.SD3, config, widths)
+    return FileNeeds(SD3_ID, config, widths)
 
 
 SD3 = FamilySpec(
-    architecture=Architecture.SD3,
+    architecture=SD3_ID,
     label="SD 3.5",
     transformer=True,
     native_size=1024,  # a folder's transformer states its own (sample_size)

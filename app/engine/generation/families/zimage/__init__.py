@@ -6,8 +6,11 @@ from __future__ import annotations
 from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.files.registry import Architecture, FamilySpec, Folder
 
+# The ids it stores and is asked by (`Architecture.ZIMAGE`).
+ZIMAGE_ID = Architecture.declare("zimage", released="2025-11")
+
 ZIMAGE = FamilySpec(
-    architecture=Architecture.ZIMAGE,
+    architecture=ZIMAGE_ID,
     label="Z-Image",
     transformer=True,
     native_size=1024,
