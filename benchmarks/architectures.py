@@ -29,6 +29,9 @@ and a Klein inpaint of each (`flux2-klein-inpaint`, `flux2-klein-distilled-inpai
 64x64 picture, a blurred square mask, strength 0.8): `step_ms` being one step with the
 picture's reference tokens, `pause_resume_max_diff`, and `same_as_diffusers_max_diff`
 against stock `Flux2KleinInpaintPipeline` called with the picture and mask.
+And for Chroma as a diffusers folder (`chroma`: true CFG with a negative prompt, T5 alone):
+the same four figures with its one sampler (Euler), `step_ms` being one step of two
+transformer calls, against stock `ChromaPipeline`.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -41,7 +44,8 @@ against the full-precision one's.
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
-SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image),
+SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image,
+Chroma),
 computed in that dtype on the CPU:
 - `same_as_diffusers_max_diff[<family>-<kind>-<dtype>]`: pixel difference (1/255) between
   Easel's image and the stock pipeline's, loaded in that dtype and called with its defaults;
@@ -93,6 +97,7 @@ from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
+from app.testing.tiny.chroma import write_tiny_chroma
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.sd3 import write_tiny_sd3
@@ -180,6 +185,16 @@ def run_architectures() -> None:
         run_flux(work)
         run_zimage(work)
         run_klein(work)
+        run_chroma(work)
+
+
+def run_chroma(work: Path) -> None:
+    """The Chroma row: a tiny diffusers folder, true CFG with a negative prompt."""
+    folder = write_tiny_chroma(work / "chroma")
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0, seed=42
+    )
+    _flow_figures("chroma", detected(ModelInfo("m", folder, ModelSource.USER)), work, params)
 
 
 def run_flux(work: Path) -> None:

@@ -1,7 +1,7 @@
 """The half-precision matrix of the flow-matching transformer families: prints `name: value`.
 
 For SD 3.5, Flux.1 (dev-style, with a guidance embedder, and schnell-style), Flux.2 Klein
-(base and step-distilled) and Z-Image, as tiny random diffusers folders, and each job kind
+(base and step-distilled), Z-Image and Chroma, as tiny random diffusers folders, and each job kind
 the family takes (`txt2img`, `img2img`, `inpaint`, `inpaint-masked` for "only masked",
 `hires` fix, `tiled` upscale, `variation` seed; no family here takes a ControlNet or an
 IP-Adapter, and Klein no img2img, so neither its hires fix nor its tiled upscale), in the
@@ -85,6 +85,7 @@ Fresh = Callable[..., Any]  # `fresh(target, *args)`: target(*args) in a spawned
 
 
 def _write_model(model: str, dest: Path) -> None:
+    from app.testing.tiny.chroma import write_tiny_chroma
     from app.testing.tiny.flux import write_tiny_flux
     from app.testing.tiny.klein import write_tiny_klein
     from app.testing.tiny.sd3 import write_tiny_sd3
@@ -97,6 +98,7 @@ def _write_model(model: str, dest: Path) -> None:
         "zimage": lambda d: write_tiny_zimage(d),
         "flux2-klein": lambda d: write_tiny_klein(d, is_distilled=False),
         "flux2-klein-distilled": lambda d: write_tiny_klein(d, is_distilled=True),
+        "chroma": lambda d: write_tiny_chroma(d),
     }
     writers[model](dest)
 
@@ -124,6 +126,7 @@ WIDE_ENCODERS = {
     "sd3.5": "text_encoder_3",
     "zimage": "text_encoder",
     "flux2": "text_encoder",
+    "chroma": "text_encoder",
 }
 
 
@@ -318,6 +321,8 @@ def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
         if family == "flux1":
             embeds, pooled, _ = pipe.encode_prompt(params.prompt, None, max_sequence_length=512)
             return {"prompt_embeds": embeds.to(half), "pooled_prompt_embeds": pooled}
+        if family == "chroma":
+            return _chroma_prompt(case, pipe)
         if family == "flux2":
             embeds, _ = pipe.encode_prompt(params.prompt)
             negative, _ = pipe.encode_prompt("")  # the pipeline's own negative prompt
@@ -332,22 +337,41 @@ def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _chroma_prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
+    """Chroma's embeddings and attention masks (its pipeline's `encode_prompt`, at the
+    pipeline's own default length: 256 tokens for inpaint, 512 for the others), cast."""
+    params, half = case.params, pipe.transformer.dtype
+    length = 256 if type(pipe).__name__ == INPAINT["chroma"] else 512
+    embeds, _, mask, negative, _, negative_mask = pipe.encode_prompt(
+        params.prompt, negative_prompt=params.negative_prompt or None,
+        do_classifier_free_guidance=params.cfg > 1, max_sequence_length=length,
+    )  # fmt: skip
+    return {
+        "prompt_embeds": embeds.to(half), "prompt_attention_mask": mask.to(half),
+        "negative_prompt_embeds": negative.to(half),
+        "negative_prompt_attention_mask": negative_mask.to(half),
+    }  # fmt: skip
+
+
 TXT2IMG = {
     "flux1": "FluxPipeline",
     "sd3.5": "StableDiffusion3Pipeline",
     "zimage": "ZImagePipeline",
     "flux2": "Flux2KleinPipeline",
+    "chroma": "ChromaPipeline",
 }
 IMG2IMG = {
     "flux1": "FluxImg2ImgPipeline",
     "sd3.5": "StableDiffusion3Img2ImgPipeline",
     "zimage": "ZImageImg2ImgPipeline",
+    "chroma": "ChromaImg2ImgPipeline",
 }
 INPAINT = {
     "flux1": "FluxInpaintPipeline",
     "sd3.5": "StableDiffusion3InpaintPipeline",
     "zimage": "ZImageInpaintPipeline",
     "flux2": "Flux2KleinInpaintPipeline",
+    "chroma": "ChromaInpaintPipeline",
 }
 
 
@@ -356,7 +380,8 @@ def _family(case: FlowCase) -> str:
 
 
 def _family_of(model: str) -> str:
-    """ "flux1", "sd3.5", "zimage" or "flux2", of a model ("flux1-dev", ...) or its folder."""
+    """ "flux1", "sd3.5", "zimage", "flux2" or "chroma", of a model ("flux1-dev", ...) or
+    its folder."""
     return model.split("-")[0]
 
 
@@ -391,7 +416,7 @@ def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     draw = torch.float32 if _family(case) == "zimage" else getattr(torch, dtype)
     generator = torch.Generator("cpu").manual_seed(params.seed)
     noise = varied_noise(torch.randn(shape, generator=generator, dtype=draw), params)
-    if _family(case) == "flux1":  # FluxPipeline takes its latents packed
+    if _family(case) in ("flux1", "chroma"):  # their pipelines take the latents packed
         noise = pipe._pack_latents(noise, *noise.shape)
     image: Image.Image = pipe(**_common(case, pipe), latents=noise).images[0]
     return image
@@ -403,6 +428,10 @@ def _inpaint(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     if _family(case) == "zimage" and case.params.only_masked:
         return _zimage_only_masked(case, folder, dtype)
     pipe = _stock_pipeline(INPAINT[_family(case)], folder, dtype)
+    if _family(case) == "chroma":
+        # diffusers 0.42's Chroma inpaint pipeline reads `guidance_embeds` from the
+        # transformer's config, which Chroma's has not, and passes nothing made of it on.
+        pipe.transformer.register_to_config(guidance_embeds=False)
     params = case.params
     picture = _open(picture_png(case.picture)).convert("RGB")
     mask_png_bytes = case.mask_png()
@@ -418,6 +447,15 @@ def _inpaint(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
         call["padding_mask_crop"] = params.mask_padding
     if _family(case) == "flux2":  # Klein's draws at the picture's size: its users pass none
         call.pop("height"), call.pop("width")
+    if _family(case) == "chroma" and params.only_masked:
+        # diffusers 0.42's Chroma inpaint pipeline crops (`padding_mask_crop`) but returns
+        # the box alone: pasted back as every other inpaint pipeline does at its end.
+        drawn = pipe(**call).images[0]
+        crop = pipe.mask_processor.get_crop_region(
+            mask, params.width, params.height, pad=params.mask_padding
+        )
+        pasted: Image.Image = pipe.image_processor.apply_overlay(mask, picture, drawn, crop)
+        return pasted
     if _family(case) != "sd3.5":
         image: Image.Image = pipe(**call).images[0]
         return image
@@ -564,6 +602,7 @@ CASES: list[FlowCase] = [
     *_cases_of("zimage", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
     *_cases_of("flux2-klein", ("txt2img", "inpaint", "inpaint-masked", "variation")),
     *_cases_of("flux2-klein-distilled", ("txt2img", "inpaint")),
+    *_cases_of("chroma", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
 ]
 
 

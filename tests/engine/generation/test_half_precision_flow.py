@@ -1,9 +1,9 @@
-"""Half precision on the flow-matching families (Flux.1, SD 3.5, Z-Image, Flux.2 Klein), on
-the CPU as a GPU computes it: Easel's image equals the stock diffusers pipeline's loaded in
-that same dtype and called with its defaults, and a job paused at step k resumes in a fresh
-process to the uninterrupted image. A subset of `benchmarks/dtype_matrix_flow.py`'s matrix
-(each family, the job kinds whose arithmetic differs most, both dtypes); the benchmark runs
-every family, kind and dtype."""
+"""Half precision on the flow-matching families (Flux.1, SD 3.5, Z-Image, Flux.2 Klein,
+Chroma), on the CPU as a GPU computes it: Easel's image equals the stock diffusers
+pipeline's loaded in that same dtype and called with its defaults, and a job paused at step
+k resumes in a fresh process to the uninterrupted image. A subset of
+`benchmarks/dtype_matrix_flow.py`'s matrix (each family, the job kinds whose arithmetic
+differs most, both dtypes); the benchmark runs every family, kind and dtype."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ SUITE = [  # (case, dtype): every family once, both dtypes, the encode paths inc
     ("zimage-inpaint", "float16"),  # embeddings cast for a picture, as stock's users must
     ("zimage-variation", "float16"),
     ("flux2-klein-inpaint", "float16"),
+    ("chroma-inpaint", "float16"),  # T5 in float32, its embeddings and masks cast
 ]
 
 
@@ -44,7 +45,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_matrix_covers_every_flow_family_and_its_job_kinds() -> None:
     names = {case.name for case in CASES}
-    for model in ("flux1-dev", "sd3.5", "zimage"):  # each kind these take
+    for model in ("flux1-dev", "sd3.5", "zimage", "chroma"):  # each kind these take
         kinds = ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")
         assert {f"{model}-{kind}" for kind in kinds} <= names
     assert "sd3.5-tiled" in names

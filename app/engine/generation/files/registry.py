@@ -39,6 +39,7 @@ class Architecture(Enum):
     SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
     ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
     FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
+    CHROMA = "chroma"  # Chroma: Flux.1-schnell-shaped, T5 only, true CFG
 
     @property
     def spec(self) -> FamilySpec:
