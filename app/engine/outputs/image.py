@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from app.durable import atomic_write
 from app.engine.jobs.params import (
+    KIND_EDIT,
     KIND_GENERATE,
     KIND_GRID,
     KIND_TILED,
@@ -122,7 +123,7 @@ IMAGE = OutputKind(
     suffix=".png",
     media_type="image/png",
     file_kind=FileKind("image"),  # the value job_file rows have held since schema 6
-    job_kinds=(KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED),
+    job_kinds=(KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_EDIT),
     write=write_png,
     still=_the_file_itself,
     gallery=GalleryLook(badge="", in_viewer=True),

@@ -40,6 +40,7 @@ class Architecture(Enum):
     ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
     FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
     CHROMA = "chroma"  # Chroma: Flux.1-schnell-shaped, T5 only, true CFG
+    FLUX1_KONTEXT = "flux1-kontext"  # Flux.1 Kontext: edits an input image from an instruction
 
     @property
     def spec(self) -> FamilySpec:
@@ -112,6 +113,8 @@ class Requests:
     img2img: bool = True  # an init image without a mask
     img2img_refusal: str = ""  # the sentence when it cannot
     reference_images: bool = True  # IP-Adapter references
+    edit: bool = False  # an edit job (an instruction and an input image: jobs.params.KIND_EDIT)
+    max_area: int = 0  # the most pixels (width x height) it draws; 0: no bound of its own
     # Whether its folders may be step-distilled (`is_distilled` in model_index.json): a
     # distilled one runs without CFG, so it takes no negative prompt.
     step_distilled_folders: bool = False
