@@ -42,8 +42,10 @@ from tests.engine.generation.tiny_architectures import (
     pause_at,
     pixels,
     runner_for,
-    tiny_folders,  # noqa: F401  (a fixture: the SD 1.x model an edit is refused on)
+    tiny_folders,
 )
+
+__all__ = ["tiny_folders"]  # the fixture (the SD 1.x model an edit is refused on), for pytest
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

@@ -7,6 +7,7 @@ that job). Torch-free: what submit checks is here too."""
 from __future__ import annotations
 
 from dataclasses import replace
+
 from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.files.registry import Architecture, FamilySpec, Folder
 

@@ -87,7 +87,8 @@ class KontextFamily(FluxFamily):
 
     def _read_input_image(self, image: Image.Image, conditioning: Conditioning) -> None:
         """The stock pipeline's image steps: resized to the preferred resolution nearest its
-        aspect ratio, preprocessed, encoded (the mode: nothing random is drawn) and packed; its position ids (first 1) appended to the latents' own."""
+        aspect ratio, preprocessed, encoded (the mode: nothing random is drawn) and packed;
+        its position ids (first 1) appended to the latents' own."""
         processor = self.pipe.image_processor
         multiple_of = self.pipe.vae_scale_factor * 2
         height, width = processor.get_default_height_width(image)
