@@ -118,8 +118,12 @@ def test_an_edit_is_the_stock_kontext_pipelines_image(
     folder: Path, runner: Runner, tmp_path: Path, size: tuple[int, int]
 ) -> None:
     params = edit_params(width=size[0], height=size[1])
-    image = image_of(ours(runner, params, tmp_path, "ours"))
+    outcome = ours(runner, params, tmp_path, "ours")
+    image = image_of(outcome)
     assert image.shape == (size[1], size[0], 3)
+    recorded = Image.open(outcome.image_path).text["parameters"]  # the instruction and input
+    assert recorded.startswith("make it night\n") and "Edit image: job:1" in recorded
+    assert "Denoising strength" not in recorded
     assert max_diff(image, pixels(stock(folder, params))) == 0
     other = image_of(ours(runner, edit_params(prompt="make it snow"), tmp_path, "other"))
     assert max_diff(image_of(ours(runner, edit_params(), tmp_path, "same")), other) > 0
