@@ -1,10 +1,11 @@
 """The half-precision matrix of the flow-matching transformer families: prints `name: value`.
 
 For SD 3.5, Flux.1 (dev-style, with a guidance embedder, and schnell-style), Flux.2 Klein
-(base and step-distilled), Z-Image and Chroma, as tiny random diffusers folders, and each job kind
-the family takes (`txt2img`, `img2img`, `inpaint`, `inpaint-masked` for "only masked",
-`hires` fix, `tiled` upscale, `variation` seed; no family here takes a ControlNet or an
-IP-Adapter, and Klein no img2img, so neither its hires fix nor its tiled upscale), in the
+(base and step-distilled), Z-Image, Chroma and Flux.1 Kontext, as tiny random diffusers
+folders, and each job kind the family takes (`txt2img`, `img2img`, `inpaint`,
+`inpaint-masked` for "only masked", `hires` fix, `tiled` upscale, `variation` seed, a
+Kontext `edit`; no family here takes a ControlNet or an IP-Adapter, and Klein no img2img,
+so neither its hires fix nor its tiled upscale), in the
 dtype asked (float16 or bfloat16, computed on the CPU as a GPU would; float32 runs too):
 - `same_as_diffusers_max_diff[<case>-<dtype>]`: the pixel difference (of 255) between
   Easel's image and the stock diffusers pipeline's, loaded in that same dtype
@@ -71,7 +72,7 @@ from app.engine.generation.outcome import (
 )
 from app.engine.generation.post import tiled
 from app.engine.generation.runner import Runner
-from app.engine.jobs.params import KIND_TILED, GenerationParams
+from app.engine.jobs.params import KIND_EDIT, KIND_TILED, GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels
 
@@ -88,6 +89,7 @@ def _write_model(model: str, dest: Path) -> None:
     from app.testing.tiny.chroma import write_tiny_chroma
     from app.testing.tiny.flux import write_tiny_flux
     from app.testing.tiny.klein import write_tiny_klein
+    from app.testing.tiny.kontext import write_tiny_kontext
     from app.testing.tiny.sd3 import write_tiny_sd3
     from app.testing.tiny.zimage import write_tiny_zimage
 
@@ -99,6 +101,7 @@ def _write_model(model: str, dest: Path) -> None:
         "flux2-klein": lambda d: write_tiny_klein(d, is_distilled=False),
         "flux2-klein-distilled": lambda d: write_tiny_klein(d, is_distilled=True),
         "chroma": lambda d: write_tiny_chroma(d),
+        "flux1-kontext": lambda d: write_tiny_kontext(d),
     }
     writers[model](dest)
 
@@ -405,6 +408,18 @@ def _img2img(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     return image
 
 
+def _edit(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
+    """A Kontext edit: `FluxKontextPipeline` on the picture and the instruction, its input
+    at the preferred resolution nearest the picture's aspect ratio (its `_auto_resize`),
+    the job's size as `height`, `width` and `max_area` (their product: the size kept)."""
+    pipe = _stock_pipeline("FluxKontextPipeline", folder, dtype)
+    call = _common(case, pipe)
+    call["max_area"] = case.params.width * case.params.height
+    picture = _open(picture_png(case.picture)).convert("RGB")
+    image: Image.Image = pipe(**call, image=picture).images[0]
+    return image
+
+
 def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     """The text-to-image pipeline handed, as `latents`, A1111's slerp of its own noise (the
     seed's, drawn as its `prepare_latents` draws it) and the variation seed's."""
@@ -603,6 +618,15 @@ CASES: list[FlowCase] = [
     *_cases_of("flux2-klein", ("txt2img", "inpaint", "inpaint-masked", "variation")),
     *_cases_of("flux2-klein-distilled", ("txt2img", "inpaint")),
     *_cases_of("chroma", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
+    # An edit reads its input at about 1 megapixel (the real table): the slowest case here.
+    FlowCase(
+        "flux1-kontext",
+        "edit",
+        replace(_base("flux1"), kind=KIND_EDIT, init_image=JOB, prompt="make it night"),
+        (64, 48),
+        pause_at=2,
+        stock_call=_edit,
+    ),
 ]
 
 
