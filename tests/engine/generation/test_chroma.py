@@ -83,9 +83,12 @@ def chroma_params(**changes: Any) -> GenerationParams:
 
 
 def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.float32) -> Any:
-    """The stock pipeline's image, called as its documentation shows: the prompt (and a
-    negative one if the job has it), size, steps, guidance and the seeded generator;
-    img2img and inpaint the picture (the mask blurred first by its mask processor)."""
+    """The stock pipeline's image, called as its documentation shows (`stock_call`)."""
+    return stock_call(stock_pipeline(folder, params, dtype), params)
+
+
+def stock_pipeline(folder: Path, params: GenerationParams, dtype: torch.dtype) -> Any:
+    """The stock pipeline of `params`' job, loaded in `dtype`."""
     cls = (
         ChromaInpaintPipeline
         if params.mask
@@ -100,6 +103,13 @@ def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.flo
         # config, which Chroma's has not (AttributeError), and never passes the guidance it
         # makes of it on: its users say False, which changes no number.
         pipe.transformer.register_to_config(guidance_embeds=False)
+    return pipe
+
+
+def stock_call(pipe: Any, params: GenerationParams) -> Any:
+    """The stock pipeline's image, called as its documentation shows: the prompt (and a
+    negative one if the job has it), size, steps, guidance and the seeded generator;
+    img2img and inpaint the picture (the mask blurred first by its mask processor)."""
     inputs: dict[str, Any] = {}
     if params.negative_prompt:
         inputs["negative_prompt"] = params.negative_prompt
@@ -208,3 +218,36 @@ def test_what_chroma_cannot_take_is_refused_at_submit_in_one_sentence(folder: Pa
     for field, (value, message) in refused.items():
         with pytest.raises(InvalidParameters, match=re.escape(message)):
             check_runnable(chroma_params(model=name, **{field: value}), search)
+
+
+@pytest.mark.parametrize("job", ["txt2img negative", "img2img"])
+def test_the_transformer_sees_each_stock_pipelines_timesteps_in_bfloat16(
+    folder: Path, model: ModelInfo, tmp_path: Path, job: str
+) -> None:
+    """The stock text-to-image (and inpaint) pipeline casts the timestep to the latents'
+    dtype before dividing it by 1000, its img2img pipeline does not: in bfloat16 these are
+    other numbers (the tiny model's pixels happen not to show it), and Easel's transformer
+    calls get each pipeline's own, call by call."""
+    params = chroma_params(**JOBS[job])
+    runner = Runner(device=DeviceChoice("cpu", "bfloat16"), resolve=lambda _n: model, threads=1)
+    pipe = runner.load("m").pipe
+    ours_seen = _timesteps(pipe, lambda: ours(runner, params, tmp_path, "ours"))
+    reference = stock_pipeline(folder, params, torch.bfloat16)
+    stock_seen = _timesteps(reference, lambda: stock_call(reference, params))
+    assert [(t.dtype, t.tolist()) for t in ours_seen] == [(t.dtype, t.tolist()) for t in stock_seen]
+    assert {t.dtype for t in ours_seen} == {torch.float32 if job == "img2img" else torch.bfloat16}
+
+
+def _timesteps(pipe: Any, run: Any) -> list[torch.Tensor]:
+    """The `timestep` of each call of `pipe`'s transformer while `run()` runs."""
+    seen: list[torch.Tensor] = []
+
+    def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+        seen.append(kwargs["timestep"].clone())
+
+    handle = pipe.transformer.register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        run()
+    finally:
+        handle.remove()
+    return seen
