@@ -131,6 +131,24 @@ def test_an_edit_is_the_stock_kontext_pipelines_image(
         assert max_diff(image, other) > 0
 
 
+def test_without_an_input_image_kontext_draws_the_stock_pipelines_text_to_image(
+    folder: Path, runner: Runner, tmp_path: Path
+) -> None:
+    """A Kontext model given no image is Flux.1 text to image, as its pipeline given none."""
+    params = edit_params(kind="generate", init_image="", prompt="a red circle")
+    outcome = runner.run(
+        params, output_path=tmp_path / "t2i.png", checkpoint_path=tmp_path / "t2i.ckpt",
+        on_step=lambda _p: StepDecision.CONTINUE,
+    )  # fmt: skip
+    pipe: Any = FluxKontextPipeline.from_pretrained(folder, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    reference = pipe(
+        prompt=params.prompt, num_inference_steps=params.steps, height=48, width=64,
+        max_area=64 * 48, generator=torch.Generator("cpu").manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    assert max_diff(image_of(outcome), pixels(reference)) == 0
+
+
 def test_a_paused_edit_resumes_in_a_fresh_runner_to_the_same_image(
     model: ModelInfo, runner: Runner, tmp_path: Path
 ) -> None:
