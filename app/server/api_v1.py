@@ -7,6 +7,7 @@ repeated cancels and pauses are harmless (ALREADY_SATISFIED: `changed` is false)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -20,8 +21,11 @@ from app.engine.jobs.api_jobs import EASEL_API, ApiRecord
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
+    INIT_FROM_JOB,
+    KIND_EDIT,
     MAX_IMAGES,
     GenerationParams,
+    InvalidParameters,
 )
 from app.engine.jobs.queue import (
     MAX_JOB_ID,
@@ -30,6 +34,7 @@ from app.engine.jobs.queue import (
     JobQueue,
     JobTransition,
     TransitionRecord,
+    params_of,
 )
 from app.engine.jobs.states import JobStatus
 from app.engine.outputs.registry import all_output_kinds, output_of_job
@@ -93,6 +98,12 @@ class SubmitBody(BaseModel):
     )
     init_image: str | None = Field(None, description="img2img: a base64 PNG or JPEG")
     strength: float = Field(0.75, description="img2img: share of the schedule redrawn")
+    edit_image: str | None = Field(
+        None, description="an edit: the picture (base64) the prompt's instruction edits"
+    )
+    edit_of: int | None = Field(
+        None, ge=1, le=MAX_JOB_ID, description="an edit of this job's image (its child)"
+    )
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)
     callback_url: str | None = Field(None, description="POSTed the job's final status")
@@ -120,8 +131,11 @@ def submit_job(
         seed=body.seed, strength=body.strength if init else 1.0,
     )  # fmt: skip
     sized = body.width is not None or body.height is not None
+    parents = list(body.parents)
+    if body.edit_image is not None or body.edit_of is not None:
+        params, init, parents = _as_edit(state, body, params, parents)
     job = JobRequest(
-        params, count=body.count, parents=body.parents, init_image=init, init_sized=sized,
+        params, count=body.count, parents=parents, init_image=init, init_sized=sized,
         priority=body.priority, max_attempts=body.max_attempts, callback_url=body.callback_url,
     )  # fmt: skip
     submitted = submit(
@@ -132,6 +146,23 @@ def submit_job(
     response.headers["Location"] = f"{PREFIX}/jobs/{submitted.jobs[0]}"
     jobs = [job_json(state, state.queue.get(job_id)) for job_id in submitted.jobs]
     return {"ids": list(submitted.jobs), "replayed": submitted.replayed, "jobs": jobs}
+
+
+def _as_edit(
+    state: ServerState, body: SubmitBody, params: GenerationParams, parents: list[int]
+) -> tuple[GenerationParams, bytes | None, list[int]]:
+    """An edit (jobs.params.KIND_EDIT): of the picture sent (`edit_image`), or of job
+    `edit_of`'s image as its child, at that job's size unless one is given."""
+    if body.init_image is not None or (body.edit_image is not None) == (body.edit_of is not None):
+        raise InvalidParameters("an edit takes edit_image or edit_of (one), and no init_image")
+    params = replace(params, kind=KIND_EDIT)
+    if body.edit_image is not None:
+        return params, decode_image(body.edit_image, "edit image"), parents
+    parent = params_of(state.queue.get(body.edit_of or 0))  # "There is no job N" first
+    if body.width is None and body.height is None:
+        params = replace(params, width=parent.width, height=parent.height)
+    params = replace(params, init_image=f"{INIT_FROM_JOB}{body.edit_of}")
+    return params, None, [*parents, body.edit_of or 0]
 
 
 @router.get("/jobs/{job_id}")
