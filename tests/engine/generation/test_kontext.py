@@ -122,7 +122,7 @@ def test_an_edit_is_the_stock_kontext_pipelines_image(
     outcome = ours(runner, params, tmp_path, "ours")
     image = image_of(outcome)
     assert image.shape == (size[1], size[0], 3)
-    recorded = Image.open(outcome.image_path).text["parameters"]  # the instruction and input
+    recorded = Image.open(outcome.image_path).info["parameters"]  # the instruction and input
     assert recorded.startswith("make it night\n") and "Edit image: job:1" in recorded
     assert "Denoising strength" not in recorded
     assert max_diff(image, pixels(stock(folder, params))) == 0
