@@ -35,6 +35,14 @@ and a Klein inpaint of each (`flux2-klein-inpaint`, `flux2-klein-distilled-inpai
 64x64 picture, a blurred square mask, strength 0.8): `step_ms` being one step with the
 picture's reference tokens, `pause_resume_max_diff`, and `same_as_diffusers_max_diff`
 against stock `Flux2KleinInpaintPipeline` called with the picture and mask.
+And for Chroma as a diffusers folder (`chroma`: true CFG with a negative prompt, T5 alone):
+the same four figures with its one sampler (Euler), `step_ms` being one step of two
+transformer calls, against stock `ChromaPipeline`.
+And for Flux.1 Kontext as a diffusers folder (`flux1-kontext`): an edit of a 64x48 picture
+("make it night") at the stock pipeline's defaults but for its steps (2: the input is read
+at about 1 megapixel, its real table of preferred resolutions, and the output is
+1024x1024): `pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff`
+against stock `FluxKontextPipeline` called with the picture, the instruction and the steps.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -47,7 +55,8 @@ against the full-precision one's.
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
-SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image),
+SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image,
+Chroma),
 computed in that dtype on the CPU:
 - `same_as_diffusers_max_diff[<family>-<kind>-<dtype>]`: pixel difference (1/255) between
   Easel's image and the stock pipeline's, loaded in that dtype and called with its defaults;
@@ -99,8 +108,10 @@ from app.engine.generation.runner import Runner
 from app.engine.jobs.params import SCHEDULERS, GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
+from app.testing.tiny.chroma import write_tiny_chroma
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
+from app.testing.tiny.kontext import write_tiny_kontext
 from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
@@ -188,6 +199,52 @@ def run_architectures() -> None:
         run_zimage(work)
         run_klein(work)
         run_qwen(work)
+        run_chroma(work)
+        run_kontext(work)
+
+
+def run_chroma(work: Path) -> None:
+    """The Chroma row: a tiny diffusers folder, true CFG with a negative prompt."""
+    folder = write_tiny_chroma(work / "chroma")
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0, seed=42
+    )
+    _flow_figures("chroma", detected(ModelInfo("m", folder, ModelSource.USER)), work, params)
+
+
+def run_kontext(work: Path) -> None:
+    """The Flux.1 Kontext row: an edit at the stock pipeline's defaults (see the docstring)."""
+    from diffusers import FluxKontextPipeline
+
+    from app.engine.jobs.params import KIND_EDIT
+
+    folder = write_tiny_kontext(work / "flux1-kontext")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (48, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient[::-1], gradient], axis=-1))
+    params = GenerationParams(
+        prompt="make it night", model="m", steps=2, cfg=3.5, seed=42, width=1024, height=1024,
+        kind=KIND_EDIT, init_image="job:1",
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    folder_run = work / "flux1-kontext-run"
+    folder_run.mkdir(exist_ok=True)
+    ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+    pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
+    for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        runner.run(
+            params, RunInputs(init_image=_png(picture)), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
+    stock_pipe: Any = FluxKontextPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=picture, prompt=params.prompt, num_inference_steps=params.steps,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report("pause_resume_max_diff[flux1-kontext]", max_diff(pixels(ours), pixels(resumed)))
+    report("same_as_diffusers_max_diff[flux1-kontext]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder_run)
 
 
 def run_flux(work: Path) -> None:

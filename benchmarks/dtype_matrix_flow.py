@@ -1,12 +1,13 @@
 """The half-precision matrix of the flow-matching transformer families: prints `name: value`.
 
 For SD 3.5, Flux.1 (dev-style, with a guidance embedder, and schnell-style), Flux.2 Klein
-(base and step-distilled), Z-Image and Qwen-Image (`cfg` its `true_cfg_scale`), as tiny
-random diffusers folders, and each job kind the family takes (`txt2img`, `img2img`,
-`inpaint`, `inpaint-masked` for "only masked", `hires` fix, `tiled` upscale, `variation`
-seed; no family here takes a ControlNet or an IP-Adapter, and Klein no img2img, so neither
-its hires fix nor its tiled upscale), in the dtype asked (float16 or bfloat16, computed on
-the CPU as a GPU would; float32 runs too):
+(base and step-distilled), Z-Image, Qwen-Image (`cfg` its `true_cfg_scale`), Chroma and
+Flux.1 Kontext, as tiny random diffusers
+folders, and each job kind the family takes (`txt2img`, `img2img`, `inpaint`,
+`inpaint-masked` for "only masked", `hires` fix, `tiled` upscale, `variation` seed, a
+Kontext `edit`; no family here takes a ControlNet or an IP-Adapter, and Klein no img2img,
+so neither its hires fix nor its tiled upscale), in the
+dtype asked (float16 or bfloat16, computed on the CPU as a GPU would; float32 runs too):
 - `same_as_diffusers_max_diff[<case>-<dtype>]`: the pixel difference (of 255) between
   Easel's image and the stock diffusers pipeline's, loaded in that same dtype
   (`from_pretrained(..., dtype=dtype)`) and called as its users call it; in float16 as
@@ -72,7 +73,7 @@ from app.engine.generation.outcome import (
 )
 from app.engine.generation.post import tiled
 from app.engine.generation.runner import Runner
-from app.engine.jobs.params import KIND_TILED, GenerationParams
+from app.engine.jobs.params import KIND_EDIT, KIND_TILED, GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels
 
@@ -86,8 +87,10 @@ Fresh = Callable[..., Any]  # `fresh(target, *args)`: target(*args) in a spawned
 
 
 def _write_model(model: str, dest: Path) -> None:
+    from app.testing.tiny.chroma import write_tiny_chroma
     from app.testing.tiny.flux import write_tiny_flux
     from app.testing.tiny.klein import write_tiny_klein
+    from app.testing.tiny.kontext import write_tiny_kontext
     from app.testing.tiny.qwen import write_tiny_qwen
     from app.testing.tiny.sd3 import write_tiny_sd3
     from app.testing.tiny.zimage import write_tiny_zimage
@@ -100,6 +103,8 @@ def _write_model(model: str, dest: Path) -> None:
         "flux2-klein": lambda d: write_tiny_klein(d, is_distilled=False),
         "flux2-klein-distilled": lambda d: write_tiny_klein(d, is_distilled=True),
         "qwen": lambda d: write_tiny_qwen(d),
+        "chroma": lambda d: write_tiny_chroma(d),
+        "flux1-kontext": lambda d: write_tiny_kontext(d),
     }
     writers[model](dest)
 
@@ -128,6 +133,7 @@ WIDE_ENCODERS = {
     "zimage": "text_encoder",
     "flux2": "text_encoder",
     "qwen": "text_encoder",  # Qwen2.5-VL
+    "chroma": "text_encoder",
 }
 
 
@@ -332,6 +338,8 @@ def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
             embeds, _ = pipe.encode_prompt(params.prompt)
             negative, _ = pipe.encode_prompt(params.negative_prompt)
             return {"prompt_embeds": embeds.to(half), "negative_prompt_embeds": negative.to(half)}
+        if family == "chroma":
+            return _chroma_prompt(case, pipe)
         if family == "flux2":
             embeds, _ = pipe.encode_prompt(params.prompt)
             negative, _ = pipe.encode_prompt("")  # the pipeline's own negative prompt
@@ -346,18 +354,36 @@ def _prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _chroma_prompt(case: FlowCase, pipe: Any) -> dict[str, Any]:
+    """Chroma's embeddings and attention masks (its pipeline's `encode_prompt`, at the
+    pipeline's own default length: 256 tokens for inpaint, 512 for the others), cast."""
+    params, half = case.params, pipe.transformer.dtype
+    length = 256 if type(pipe).__name__ == INPAINT["chroma"] else 512
+    embeds, _, mask, negative, _, negative_mask = pipe.encode_prompt(
+        params.prompt, negative_prompt=params.negative_prompt or None,
+        do_classifier_free_guidance=params.cfg > 1, max_sequence_length=length,
+    )  # fmt: skip
+    return {
+        "prompt_embeds": embeds.to(half), "prompt_attention_mask": mask.to(half),
+        "negative_prompt_embeds": negative.to(half),
+        "negative_prompt_attention_mask": negative_mask.to(half),
+    }  # fmt: skip
+
+
 TXT2IMG = {
     "flux1": "FluxPipeline",
     "sd3.5": "StableDiffusion3Pipeline",
     "zimage": "ZImagePipeline",
     "flux2": "Flux2KleinPipeline",
     "qwen": "QwenImagePipeline",
+    "chroma": "ChromaPipeline",
 }
 IMG2IMG = {
     "flux1": "FluxImg2ImgPipeline",
     "sd3.5": "StableDiffusion3Img2ImgPipeline",
     "zimage": "ZImageImg2ImgPipeline",
     "qwen": "QwenImageImg2ImgPipeline",
+    "chroma": "ChromaImg2ImgPipeline",
 }
 INPAINT = {
     "flux1": "FluxInpaintPipeline",
@@ -365,6 +391,7 @@ INPAINT = {
     "zimage": "ZImageInpaintPipeline",
     "flux2": "Flux2KleinInpaintPipeline",
     "qwen": "QwenImageInpaintPipeline",
+    "chroma": "ChromaInpaintPipeline",
 }
 
 
@@ -373,8 +400,8 @@ def _family(case: FlowCase) -> str:
 
 
 def _family_of(model: str) -> str:
-    """ "flux1", "sd3.5", "zimage", "flux2" or "qwen", of a model ("flux1-dev", ...) or its
-    folder."""
+    """ "flux1", "sd3.5", "zimage", "flux2", "qwen" or "chroma", of a model ("flux1-dev",
+    ...) or its folder."""
     return model.split("-")[0]
 
 
@@ -398,6 +425,18 @@ def _img2img(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     return image
 
 
+def _edit(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
+    """A Kontext edit: `FluxKontextPipeline` on the picture and the instruction, its input
+    at the preferred resolution nearest the picture's aspect ratio (its `_auto_resize`),
+    the job's size as `height`, `width` and `max_area` (their product: the size kept)."""
+    pipe = _stock_pipeline("FluxKontextPipeline", folder, dtype)
+    call = _common(case, pipe)
+    call["max_area"] = case.params.width * case.params.height
+    picture = _open(picture_png(case.picture)).convert("RGB")
+    image: Image.Image = pipe(**call, image=picture).images[0]
+    return image
+
+
 def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     """The text-to-image pipeline handed, as `latents`, A1111's slerp of its own noise (the
     seed's, drawn as its `prepare_latents` draws it) and the variation seed's."""
@@ -409,7 +448,7 @@ def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     draw = torch.float32 if _family(case) == "zimage" else getattr(torch, dtype)
     generator = torch.Generator("cpu").manual_seed(params.seed)
     noise = varied_noise(torch.randn(shape, generator=generator, dtype=draw), params)
-    if _family(case) in ("flux1", "qwen"):  # their pipelines take their latents packed
+    if _family(case) in ("flux1", "qwen", "chroma"):  # their pipelines take the latents packed
         noise = pipe._pack_latents(noise, *noise.shape)
     image: Image.Image = pipe(**_common(case, pipe), latents=noise).images[0]
     return image
@@ -421,6 +460,10 @@ def _inpaint(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     if _family(case) == "zimage" and case.params.only_masked:
         return _zimage_only_masked(case, folder, dtype)
     pipe = _stock_pipeline(INPAINT[_family(case)], folder, dtype)
+    if _family(case) == "chroma":
+        # diffusers 0.42's Chroma inpaint pipeline reads `guidance_embeds` from the
+        # transformer's config, which Chroma's has not, and passes nothing made of it on.
+        pipe.transformer.register_to_config(guidance_embeds=False)
     params = case.params
     picture = _open(picture_png(case.picture)).convert("RGB")
     mask_png_bytes = case.mask_png()
@@ -436,6 +479,15 @@ def _inpaint(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
         call["padding_mask_crop"] = params.mask_padding
     if _family(case) == "flux2":  # Klein's draws at the picture's size: its users pass none
         call.pop("height"), call.pop("width")
+    if _family(case) == "chroma" and params.only_masked:
+        # diffusers 0.42's Chroma inpaint pipeline crops (`padding_mask_crop`) but returns
+        # the box alone: pasted back as every other inpaint pipeline does at its end.
+        drawn = pipe(**call).images[0]
+        crop = pipe.mask_processor.get_crop_region(
+            mask, params.width, params.height, pad=params.mask_padding
+        )
+        pasted: Image.Image = pipe.image_processor.apply_overlay(mask, picture, drawn, crop)
+        return pasted
     if _family(case) != "sd3.5":
         image: Image.Image = pipe(**call).images[0]
         return image
@@ -583,6 +635,16 @@ CASES: list[FlowCase] = [
     *_cases_of("flux2-klein", ("txt2img", "inpaint", "inpaint-masked", "variation")),
     *_cases_of("flux2-klein-distilled", ("txt2img", "inpaint")),
     *_cases_of("qwen", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
+    *_cases_of("chroma", ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")),
+    # An edit reads its input at about 1 megapixel (the real table): the slowest case here.
+    FlowCase(
+        "flux1-kontext",
+        "edit",
+        replace(_base("flux1"), kind=KIND_EDIT, init_image=JOB, prompt="make it night"),
+        (64, 48),
+        pause_at=2,
+        stock_call=_edit,
+    ),
 ]
 
 

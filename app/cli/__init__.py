@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "graph",  # after jobs: it extends `submit`
     "inpaint",  # after graph: it extends `submit` again (masks)
     "groups",  # after graph: batches and wildcards on `submit`, `retry` of a cell
+    "edit",  # after groups: `submit --edit-image` goes before submit's own run
     "history",
     "export",
     "serve",

@@ -19,6 +19,7 @@ from app.engine.jobs.init_image import open_rgb, prepare_init_image
 from app.engine.jobs.mask import OUTPAINT_STRENGTH, Extension, Fill, outpaint, prepare_mask
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
+    KIND_EDIT,
     RANDOM_SEED,
     ControlLayer,
     GenerationParams,
@@ -44,8 +45,8 @@ from app.server.requests import (
 from app.server.state import ServerState
 
 ONE_JOB_ONLY = (
-    "mask, outpaint, control and references make one job: they cannot be combined with "
-    "batch_count, combinatorial, grid or a wildcard prompt"
+    "mask, outpaint, control, references and edit_image make one job: they cannot be "
+    "combined with batch_count, combinatorial, grid or a wildcard prompt"
 )
 
 
@@ -91,7 +92,9 @@ def with_loras(prompt: str, loras: list[LoraBody]) -> str:
 
 def one_job(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:
     """A single job: its init image (or outpaint canvas), mask, control and references."""
-    if body.outpaint is not None:
+    if body.edit_image is not None:
+        job = _as_edit(state, body, params)
+    elif body.outpaint is not None:
         job = _outpainted(state, body, body.outpaint, params)
     else:
         job = _with_init(state, body, params)
@@ -99,6 +102,17 @@ def one_job(state: ServerState, body: JobBody, params: GenerationParams) -> JobR
     params, control_pngs = _with_control(state, body, job.params)
     params, reference_pngs = _with_references(state, body, params)
     return replace(job, params=params, control_pngs=control_pngs, reference_pngs=reference_pngs)
+
+
+def _as_edit(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:
+    """An edit (Flux.1 Kontext): the prompt is the instruction, `edit_image` the picture it
+    edits; a job's picture makes the edit its child, drawn at its size, as `edit N` does."""
+    if body.init_image is not None or body.mask is not None or body.outpaint is not None:
+        raise InvalidParameters(
+            "an edit takes its picture as edit_image: give no init_image, mask or outpaint"
+        )
+    picture = body.model_copy(update={"init_image": body.edit_image})
+    return _with_init(state, picture, replace(params, kind=KIND_EDIT))
 
 
 def _request(body: JobBody, params: GenerationParams) -> JobRequest:
@@ -224,7 +238,7 @@ def _submit_group(
 ) -> Made:
     """A batch (seed modes, variation seeds), a wildcard prompt or an X/Y/Z grid, as one
     group in one transaction (`groups.submit_dynamic`, `submit_grid`)."""
-    if body.mask or body.outpaint or body.control or body.references:
+    if body.mask or body.outpaint or body.control or body.references or body.edit_image:
         raise InvalidParameters(ONE_JOB_ONLY)
     if body.count != 1:
         raise InvalidParameters("count makes a seed batch of one job's settings: for a group, "

@@ -193,6 +193,7 @@ class JobBody(Strict):
                 {"prompt": "a {red|blue} __animal__", "batch_count": 4, "seed": 7,
                  "seed_mode": "increment", "variation_strength": 0.2},
                 {"prompt": "a cat", "seed": 7, "grid": {"x": "steps=4,8", "y": "cfg=3,7"}},
+                {"prompt": "make it night", "model": "kontext", "edit_image": {"job": 12}},
             ]
         },
     )  # fmt: skip
@@ -216,6 +217,11 @@ class JobBody(Strict):
     )
     init_image: ImageInput | None = Field(None, description="img2img: the image to start from")
     strength: float = Field(DEFAULT_STRENGTH, description="img2img: share of the schedule redrawn")
+    edit_image: ImageInput | None = Field(
+        None,
+        description="an edit (a model that edits, e.g. Flux.1 Kontext): the picture the "
+        "prompt's instruction edits; {\"job\": ID} makes the edit that job's child, at its size",
+    )
     mask: MaskBody | None = None
     outpaint: OutpaintBody | None = None
     control: list[ControlBody] = Field(default_factory=list, max_length=MAX_CONTROL_LAYERS)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.flow_params import flow_problems
 from app.engine.generation.files.architecture import families_easel_runs, is_step_distilled
-from app.engine.generation.files.registry import families
+from app.engine.generation.files.registry import Architecture, families
 from app.engine.generation.files.sources import (
     MODEL_INDEX,
     ModelInfo,
@@ -35,6 +35,7 @@ from app.engine.generation.post.upscalers import check_upscaler
 from app.engine.generation.prompts.loras import check_loras
 from app.engine.generation.prompts.syntax import check_prompt_syntax
 from app.engine.jobs.params import (
+    KIND_EDIT,
     KIND_TILED,
     KIND_UPSCALE,
     SPEED_OFF,
@@ -66,6 +67,8 @@ def check_runnable(
     elif problem := info.size_problem(params.width, params.height):
         raise BadInput(problem)
     arch = info.architecture
+    if params.kind == KIND_EDIT and (arch is None or not arch.spec.requests.edit):
+        raise InvalidParameters(_cannot_edit(params.model, arch))
     distilled = is_step_distilled(arch, info.path)
     if (
         arch is not None
@@ -90,6 +93,16 @@ def check_runnable(
     for reference in params.references:  # each IP-Adapter is here (its width: at load)
         find_ip_adapter(reference.model, ip_adapter_folders(search), names_only=names_only)
     return info
+
+
+def _cannot_edit(model: str, arch: Architecture | None) -> str:
+    """An edit (an instruction) on a model that draws from a prompt only."""
+    editors = " or ".join(spec.label for spec in families() if spec.requests.edit)
+    what = f"a {arch.label}" if arch is not None else "this"
+    return (
+        f"model {model!r} is {what} model, which draws from a prompt and cannot follow an "
+        f"instruction to edit an image; pick a model that edits ({editors})"
+    )
 
 
 def _why_not(info: ModelInfo) -> str:

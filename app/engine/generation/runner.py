@@ -82,6 +82,7 @@ from app.engine.generation.post.upscalers import resolve_upscaler, upscaler_fold
 from app.engine.generation.prompts.loras import LoraRef, parse_loras
 from app.engine.jobs.graph_sql import check_guide_images
 from app.engine.jobs.params import (
+    KIND_EDIT,
     KIND_GENERATE,
     KIND_TILED,
     KIND_UPSCALE,
@@ -299,6 +300,7 @@ class Runner:
         holds the two together)."""
         works: dict[str, _Work] = {
             KIND_GENERATE: self._denoise, KIND_UPSCALE: self._upscale, KIND_TILED: self._tiled,
+            KIND_EDIT: self._denoise,  # the family reads the input image (Flux.1 Kontext)
         }  # fmt: skip
         if kind not in works:
             raise InvalidParameters(f"a {kind!r} job is its worker's to run, not the runner's")

@@ -38,7 +38,10 @@ DEFAULT_MASK_PADDING, MAX_MASK_PADDING = 32, 256  # "Only masked padding, pixels
 # parent's image with an upscaler model (see docs/architecture.md, *Groups of jobs*).
 # A tiled upscale (Ultimate SD Upscale) enlarges, then redraws the image region by region.
 KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED = "generate", "grid", "upscale", "tiled"
-KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED)
+# An edit (DESIGN.md "Edit with words"): the prompt is an instruction, the init image the
+# picture it edits (`job:<id>`: a child of that job), on a model that edits (Flux.1 Kontext).
+KIND_EDIT = "edit"
+KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_EDIT)
 # Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
 # larger than what a model draws in one piece.
 MAX_UPSCALED_SIZE = 8192
@@ -215,6 +218,8 @@ class GenerationParams:
     def denoising_steps(self) -> int:
         """The steps that actually run: img2img skips the first `steps * (1 - strength)`.
         A grid is one step (composing); an upscale job counts its tiles as it goes."""
+        if self.kind == KIND_EDIT:
+            return self.steps  # the input image is read beside the latents, not trimmed to
         if self.kind != KIND_GENERATE:
             return 1
         if not self.init_image:
@@ -379,6 +384,10 @@ def _group_problems(p: GenerationParams) -> list[str]:
         problems.append("an upscale job needs an upscaler model and an image to upscale")
     if p.kind == KIND_TILED and not p.init_image:
         problems.append("a tiled upscale needs an image to upscale")
+    if p.kind == KIND_EDIT and not p.init_image:
+        problems.append("an edit needs the image it edits (init_image)")
+    if p.kind == KIND_EDIT and p.mask:
+        problems.append("an edit takes no mask: the instruction says what to change")
     for label, text in (("prompt template", p.prompt_template), ("upscaler", p.upscaler)):
         problems.extend(_text_problems(label, text))
     return problems

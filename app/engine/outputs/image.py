@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from app.durable import atomic_write
 from app.engine.jobs.params import (
+    KIND_EDIT,
     KIND_GENERATE,
     KIND_GRID,
     KIND_TILED,
@@ -31,7 +32,7 @@ def a1111_parameters(params: GenerationParams) -> str:
     lines.append(
         f"Steps: {params.steps}, Sampler: {params.scheduler}, CFG scale: {params.cfg:g}, "
         f"Seed: {params.seed}, Size: {params.width}x{params.height}, Model: {params.model}"
-        + (f", Denoising strength: {params.strength:g}" if params.init_image else "")
+        + _image_parameters(params)
         + _inpaint_parameters(params)
         + (
             f", Variation seed: {params.variation_seed}, "
@@ -51,6 +52,14 @@ def a1111_parameters(params: GenerationParams) -> str:
         # As the Dynamic Prompts extension records the prompt before it was expanded.
         lines.append(f"Template: {params.prompt_template}")
     return "\n".join(lines)
+
+
+def _image_parameters(params: GenerationParams) -> str:
+    """An img2img's strength as A1111 writes it; an edit's input image instead (the prompt
+    is its instruction; `upload:<sha256>` or `job:<id>`, the job whose image it edits)."""
+    if params.kind == KIND_EDIT:
+        return f", Edit image: {params.init_image}"
+    return f", Denoising strength: {params.strength:g}" if params.init_image else ""
 
 
 def _control_parameters(params: GenerationParams) -> str:
@@ -122,7 +131,7 @@ IMAGE = OutputKind(
     suffix=".png",
     media_type="image/png",
     file_kind=FileKind("image"),  # the value job_file rows have held since schema 6
-    job_kinds=(KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED),
+    job_kinds=(KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_EDIT),
     write=write_png,
     still=_the_file_itself,
     gallery=GalleryLook(badge="", in_viewer=True),

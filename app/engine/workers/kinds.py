@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from app.engine.generation.outcome import GenerationOutcome, StepDecision, StepProgress
 from app.engine.jobs.params import (
+    KIND_EDIT,
     KIND_GENERATE,
     KIND_GRID,
     KIND_TILED,
@@ -85,6 +86,7 @@ WORK_OF_KIND: Mapping[str, Work] = MappingProxyType(
         KIND_GENERATE: on_the_runner,  # txt2img, img2img, inpaint, hires fix: params say which
         KIND_UPSCALE: on_the_runner,  # the parent's image through an upscaler model
         KIND_TILED: on_the_runner,  # enlarged, then redrawn region by region
+        KIND_EDIT: on_the_runner,  # an instruction on an input image (Flux.1 Kontext)
         KIND_GRID: composed_grid,
     }
 )

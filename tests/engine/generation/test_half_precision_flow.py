@@ -1,5 +1,5 @@
 """Half precision on the flow-matching families (Flux.1, SD 3.5, Z-Image, Flux.2 Klein,
-Qwen-Image), on the CPU as a GPU computes it: Easel's image equals the stock diffusers
+Qwen-Image, Chroma), on the CPU as a GPU computes it: Easel's image equals the stock diffusers
 pipeline's loaded in that same dtype and called with its defaults, and a job paused at step
 k resumes in a fresh process to the uninterrupted image. A subset of
 `benchmarks/dtype_matrix_flow.py`'s matrix (each family, the job kinds whose arithmetic
@@ -35,6 +35,7 @@ SUITE = [  # (case, dtype): every family once, both dtypes, the encode paths inc
     ("flux2-klein-inpaint", "float16"),
     ("qwen-txt2img", "float16"),  # embeddings cast: Qwen2.5-VL runs in float32
     ("qwen-inpaint", "bfloat16"),
+    ("chroma-inpaint", "float16"),  # T5 in float32, its embeddings and masks cast
 ]
 
 
@@ -46,7 +47,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_matrix_covers_every_flow_family_and_its_job_kinds() -> None:
     names = {case.name for case in CASES}
-    for model in ("flux1-dev", "sd3.5", "zimage", "qwen"):  # each kind these take
+    for model in ("flux1-dev", "sd3.5", "zimage", "qwen", "chroma"):  # each kind these take
         kinds = ("txt2img", "img2img", "inpaint", "inpaint-masked", "hires", "variation")
         assert {f"{model}-{kind}" for kind in kinds} <= names
     assert "sd3.5-tiled" in names

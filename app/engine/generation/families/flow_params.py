@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.engine.generation.files.registry import Requests
+from app.engine.jobs.params import KIND_EDIT
 
 if TYPE_CHECKING:
     from app.engine.generation.files.architecture import Architecture
@@ -57,6 +58,7 @@ def flow_problems(
     (`distilled`: a step-distilled Flux.2 Klein, which runs without CFG), from what its
     declaration says it takes (`Requests`)."""
     label, takes = architecture.label, architecture.spec.requests
+    edit = params.kind == KIND_EDIT
     problems = []
     if problem := sampler_problem(params.scheduler, label):
         problems.append(problem)
@@ -78,8 +80,14 @@ def flow_problems(
         )
     if params.reference and not takes.reference_images:
         problems.append(f"IP-Adapter reference images do not work with {label}")
-    if not takes.img2img and params.init_image and not params.mask:
+    if not takes.img2img and params.init_image and not params.mask and not edit:
         problems.append(takes.img2img_refusal)
+    area = params.width * params.height
+    if takes.max_area and area > takes.max_area:
+        problems.append(
+            f"{label} draws at most {takes.max_area} pixels (1024x1024 or the same area), "
+            f"not {params.width}x{params.height}"
+        )
     return problems
 
 

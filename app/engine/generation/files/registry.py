@@ -197,6 +197,8 @@ class Requests:
     img2img: bool = True  # an init image without a mask
     img2img_refusal: str = ""  # the sentence when it cannot
     reference_images: bool = True  # IP-Adapter references
+    edit: bool = False  # an edit job (an instruction and an input image: jobs.params.KIND_EDIT)
+    max_area: int = 0  # the most pixels (width x height) it draws; 0: no bound of its own
     # Whether its folders may be step-distilled (`is_distilled` in model_index.json): a
     # distilled one runs without CFG, so it takes no negative prompt.
     step_distilled_folders: bool = False

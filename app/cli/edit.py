@@ -1,0 +1,119 @@
+"""Edit with words from the command line: `edit N "make it night"` (an edit of job N's
+image, a child of job N) and `submit "make it night" --edit-image X.png --model M` (an edit
+of a picture). The model must be one that edits (Flux.1 Kontext); the checks of submit
+say so in one sentence otherwise, before anything is stored."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from app.cli import arguments
+from app.cli.jobs import check_model, with_queue
+from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.init_image import prepare_init_image, read_init_image
+from app.engine.jobs.params import (
+    INIT_FROM_JOB,
+    KIND_EDIT,
+    RANDOM_SEED,
+    GenerationParams,
+    InvalidParameters,
+    parse_size,
+)
+from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.jobs.run_inputs import RunInputs
+from app.engine.outputs.registry import output_of_job
+from app.engine.settings import load_settings
+
+# FluxKontextPipeline's own defaults: what an edit runs with unless told.
+EDIT_STEPS, EDIT_GUIDANCE = 28, 3.5
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    edit = commands.add_parser("edit", help="queue an edit of a job's image from an instruction")
+    edit.add_argument("job_id", type=arguments.job_id, metavar="ID")
+    edit.add_argument("instruction", help='what to change, e.g. "make it night"')
+    edit.add_argument("--model", help="a model that edits (default: the job's model)")
+    _add_settings(edit)
+    edit.set_defaults(run=with_queue(_edit))
+
+    submit = commands.choices["submit"]
+    submit.add_argument(
+        "--edit-image", type=Path, metavar="PNG",
+        help="edit this picture as the prompt instructs (a model that edits: Flux.1 Kontext)",
+    )  # fmt: skip
+    plain: Callable[[argparse.Namespace], int] = submit.get_default("run")
+    edit_run = with_queue(_submit_edit)
+    submit.set_defaults(run=lambda args: (edit_run if args.edit_image else plain)(args))
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--image", type=Path, action="append", default=[], metavar="PNG",
+        help="another input image (for models that read several)",
+    )  # fmt: skip
+    parser.add_argument("--steps", type=int, default=EDIT_STEPS)
+    parser.add_argument("--cfg", type=float, default=EDIT_GUIDANCE, help="guidance")
+    parser.add_argument("--seed", type=int, default=RANDOM_SEED)
+
+
+def _edit(args: argparse.Namespace, queue: JobQueue) -> int:
+    """An edit of job `job_id`'s picture, at its size: a child of that job."""
+    job = queue.get(args.job_id)  # JobNotFound first: "There is no job 12"
+    kind = output_of_job(job.kind)
+    if not kind.is_picture:
+        raise InvalidParameters(f"job {args.job_id} makes a {kind.name}, not a picture to edit")
+    parent = params_of(job)
+    params = _edit_params(args, parent, f"{INIT_FROM_JOB}{args.job_id}", args.model)
+    return _submitted(queue, NewJob(params, parents=[args.job_id], max_attempts=_attempts()))
+
+
+def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
+    """`submit --edit-image X.png`: an edit of a picture, stored with the job."""
+    if args.init_image is not None or getattr(args, "mask", None) is not None:
+        raise InvalidParameters(
+            "--edit-image is the picture edited: give no --init-image or --mask"
+        )
+    size = parse_size(args.size) if args.size else None  # default: the picture's own
+    prepared = prepare_init_image(read_init_image(args.edit_image), size)
+    picture = prepared.png
+    base = GenerationParams(
+        args.prompt, model=args.model, width=prepared.width, height=prepared.height
+    )
+    args.instruction = args.prompt
+    params = _edit_params(args, base, digest(picture), args.model)
+    job = NewJob(
+        params, parents=args.after, inputs=RunInputs(init_image=picture),
+        max_attempts=_attempts(),
+    )  # fmt: skip
+    return _submitted(queue, job)
+
+
+def _edit_params(
+    args: argparse.Namespace, base: GenerationParams, image: str, model: str | None
+) -> GenerationParams:
+    """`base`'s model and size as an edit of `image` by the instruction; refused (one
+    sentence) where the model cannot edit or take it."""
+    if getattr(args, "image", None):
+        raise InvalidParameters(
+            "this model edits one image: extra input images (--image) are not taken"
+        )
+    params = GenerationParams(
+        prompt=args.instruction, model=model or base.model, steps=args.steps, cfg=args.cfg,
+        width=base.width, height=base.height, seed=args.seed, init_image=image,
+        kind=KIND_EDIT,
+    ).validated()  # fmt: skip
+    check_model(params)
+    return params
+
+
+def _attempts() -> int:
+    return load_settings().max_attempts
+
+
+def _submitted(queue: JobQueue, job: NewJob) -> int:
+    [job_id] = submit_with_follow_ups(queue, job, source="cli").jobs
+    print(job_id)
+    return 0

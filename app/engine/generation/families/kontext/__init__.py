@@ -1,0 +1,54 @@
+"""Flux.1 Kontext: Flux.1 dev's transformer that reads an input image's latents beside its
+own and edits the image as an instruction says; `model.py` drives it as
+`FluxKontextPipeline` does. Folders only. An edit is a job of kind "edit" (jobs.params):
+the instruction is its prompt, the image it edits its init image (`job:<id>`: a child of
+that job). Torch-free: what submit checks is here too."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.engine.generation.families.flow_params import FLOW_REQUESTS
+from app.engine.generation.files.registry import Architecture, FamilySpec, Folder
+
+FLUX1_KONTEXT_ID = Architecture.declare("flux1-kontext", released="2025-06")
+
+# The stock pipeline's `max_area` default: it draws about this many pixels at the asked
+# aspect ratio. Easel draws the job's own size, at most this (a larger one the stock
+# pipeline would shrink, so it is refused rather than drawn otherwise than asked).
+MAX_AREA = 1024 * 1024
+KONTEXT_IMG2IMG_REFUSAL = (
+    "Flux.1 Kontext edits an image from an instruction rather than running img2img; submit "
+    'an edit (python -m app edit N "instruction") or clear the init image'
+)
+
+FLUX1_KONTEXT = FamilySpec(
+    architecture=FLUX1_KONTEXT_ID,
+    label="Flux.1 Kontext",
+    transformer=True,
+    native_size=1024,
+    folder=Folder(
+        pipelines=("FluxKontextPipeline",),
+        parts=("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+    ),
+    pipeline="FluxKontextPipeline",
+    driven_pipelines=("FluxKontextPipeline",),
+    driver="app.engine.generation.families.kontext.model:KontextFamily",
+    checkpoint_family="flux1-kontext",
+    checkpoint_label="Flux.1 Kontext",
+    # Guidance-distilled as Flux.1 dev: `cfg` is the model's guidance input, no negative
+    # prompt; text to image (no input image) as the stock pipeline, and edits; no img2img.
+    requests=replace(
+        FLOW_REQUESTS,
+        negative_prompt=False,
+        distilled_guidance=True,
+        img2img=False,
+        img2img_refusal=KONTEXT_IMG2IMG_REFUSAL,
+        edit=True,
+        max_area=MAX_AREA,
+    ),
+    optional_parts=("image_encoder", "feature_extractor"),  # IP-Adapter's, never shipped
+    float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL
+)
+
+FAMILIES = (FLUX1_KONTEXT,)

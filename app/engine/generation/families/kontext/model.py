@@ -1,0 +1,155 @@
+"""Flux.1 Kontext: Flux.1 dev (CLIP's pooled output, T5's sequence, distilled guidance as a
+model input, packed latents, the resolution-dependent shift) whose transformer also reads
+the input image's latents, as tokens after its own with the first position id 1, and
+whose output for those tokens is dropped.
+
+Mirrors `FluxKontextPipeline.__call__` (diffusers 0.42) with its defaults: the input image
+is resized to the preferred Kontext resolution (`PREFERRED_KONTEXT_RESOLUTIONS`, about
+1 megapixel) nearest its aspect ratio (`_auto_resize`), preprocessed and encoded to the
+mode of the VAE's distribution (nothing random), before the noise is drawn. Easel's job
+size is the output size; the stock pipeline is called with it as `height` and `width` and
+`max_area` their product (which keeps it: at 1024x1024 these are its defaults), and a
+larger one is refused at submit (`Requests.max_area`). The input image's latents and
+position ids are in the conditioning, so a checkpoint carries them and a resumed job reads
+exactly the image it started from.
+
+As `FluxFamily` (whose latents, schedule, encode and decode it shares) the loop keeps the
+latents unpacked and `predict` packs them. What `GenerationParams` means: the prompt is the
+instruction; `cfg` the distilled guidance (the stock default 3.5); no true CFG (the stock
+`true_cfg_scale` 1), so no negative prompt; an edit's init image is the input image; a job
+without one is Flux text to image, as the stock pipeline given no image.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from diffusers.pipelines.flux import pipeline_flux_kontext
+from diffusers.pipelines.flux.pipeline_flux_kontext import retrieve_latents
+from diffusers.utils.torch_utils import randn_tensor
+
+from app.engine.generation.families.base import Conditioning, Schedule
+from app.engine.generation.families.flux.model import (
+    LATENT_IMAGE_IDS,
+    POOLED_EMBEDS,
+    PROMPT_EMBEDS,
+    TEXT_IDS,
+    FluxFamily,
+    _unpacked,
+)
+from app.engine.generation.families.kontext import FLUX1_KONTEXT, KONTEXT_IMG2IMG_REFUSAL
+from app.engine.generation.loop import vae_precision
+from app.engine.jobs.init_image import open_rgb
+from app.engine.jobs.params import KIND_EDIT, GenerationParams, InvalidParameters
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from app.engine.generation.guidance.control import ControlGuide
+    from app.engine.generation.loop.inpaint import MaskedImage
+
+INPUT_LATENTS = "input_image_latents"  # the input image's latents, packed: the extra tokens
+
+
+class KontextFamily(FluxFamily):
+    """`FluxKontextPipeline`'s models."""
+
+    name = FLUX1_KONTEXT.checkpoint_family  # as declared: what its checkpoints say
+    label = FLUX1_KONTEXT.checkpoint_label
+
+    def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        if params.kind == KIND_EDIT:
+            return (*self.checkpoint_tensors, INPUT_LATENTS)
+        return self.checkpoint_tensors
+
+    def initial_latents(
+        self,
+        scheduler: Any,
+        params: GenerationParams,
+        generator: torch.Generator,
+        init_image: bytes | None,
+        conditioning: Conditioning,
+        masked: MaskedImage | None = None,
+    ) -> Schedule:
+        if masked is not None or (init_image is not None and params.kind != KIND_EDIT):
+            raise InvalidParameters(KONTEXT_IMG2IMG_REFUSAL)  # submit refuses both first
+        if init_image is not None:
+            self._read_input_image(open_rgb(init_image), conditioning)
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        noise = randn_tensor(
+            self.latent_shape(params), generator=generator, device=self.device, dtype=dtype
+        )
+        return Schedule(scheduler.timesteps, len(scheduler.timesteps), noise)
+
+    def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        return scheduler.timesteps, len(scheduler.timesteps)  # never trimmed
+
+    def _read_input_image(self, image: Image.Image, conditioning: Conditioning) -> None:
+        """The stock pipeline's image steps: resized to the preferred resolution nearest its
+        aspect ratio, preprocessed, encoded (the mode: nothing random is drawn) and packed;
+        its position ids (first 1) appended to the latents' own."""
+        processor = self.pipe.image_processor
+        multiple_of = self.pipe.vae_scale_factor * 2
+        height, width = processor.get_default_height_width(image)
+        aspect_ratio = width / height
+        # The stock pipeline's table, read where it reads it (a test shrinks both at once).
+        preferred = pipeline_flux_kontext.PREFERRED_KONTEXT_RESOLUTIONS
+        _, width, height = min((abs(aspect_ratio - w / h), w, h) for w, h in preferred)
+        width, height = width // multiple_of * multiple_of, height // multiple_of * multiple_of
+        pixels = processor.preprocess(processor.resize(image, height, width), height, width)
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        pixels = pixels.to(device=self.device, dtype=dtype)
+        vae = self.pipe.vae
+
+        def mode(image: torch.Tensor) -> torch.Tensor:
+            encoded: torch.Tensor = retrieve_latents(vae.encode(image), sample_mode="argmax")
+            return encoded
+
+        # As every Flux pipeline: the VAE never upcast (see vae_precision).
+        latents = vae_precision.normalised(
+            vae.config, vae_precision.run_encoder(vae, pixels, False, mode)
+        )
+        _, channels, latent_height, latent_width = latents.shape
+        packed = self.pipe._pack_latents(latents, 1, channels, latent_height, latent_width)
+        ids = self.pipe._prepare_latent_image_ids(
+            1, latent_height // 2, latent_width // 2, self.device, dtype
+        )
+        ids[..., 0] = 1  # the stock pipeline's mark of the input image's tokens
+        conditioning[INPUT_LATENTS] = packed
+        conditioning[LATENT_IMAGE_IDS] = torch.cat([conditioning[LATENT_IMAGE_IDS], ids], dim=0)
+
+    def predict(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        t: torch.Tensor,
+        conditioning: Conditioning,
+        guidance: float,
+        do_cfg: bool,
+        control: ControlGuide | None = None,
+        index: int = 0,
+    ) -> torch.Tensor:
+        pipe = self.pipe
+        batch, channels, height, width = latents.shape
+        packed = pipe._pack_latents(latents, batch, channels, height, width)
+        model_input = packed
+        if INPUT_LATENTS in conditioning:
+            model_input = torch.cat([packed, conditioning[INPUT_LATENTS]], dim=1)
+        timestep = t.expand(packed.shape[0]).to(packed.dtype)
+        embedded_guidance = None
+        if pipe.transformer.config.guidance_embeds:
+            embedded_guidance = torch.full([1], guidance, device=self.device, dtype=torch.float32)
+            embedded_guidance = embedded_guidance.expand(packed.shape[0])
+        noise_pred: torch.Tensor = pipe.transformer(
+            hidden_states=model_input,
+            timestep=timestep / 1000,
+            guidance=embedded_guidance,
+            pooled_projections=conditioning[POOLED_EMBEDS],
+            encoder_hidden_states=conditioning[PROMPT_EMBEDS],
+            txt_ids=conditioning[TEXT_IDS],
+            img_ids=conditioning[LATENT_IMAGE_IDS],
+            joint_attention_kwargs={},
+            return_dict=False,
+        )[0]
+        return _unpacked(noise_pred[:, : packed.size(1)], height, width)

@@ -1,0 +1,63 @@
+"""Edits through the native API: `edit_image` as a job (its child, at its size) or as base64
+(the picture stored with the job) on a model that edits (Flux.1 Kontext); an edit on a
+model that cannot edit, or one that names two pictures, is refused in one sentence with
+nothing stored."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+from PIL import Image
+
+from app.engine.jobs.graph import init_image_of, parents_of
+from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.queue import JobQueue
+from app.engine.settings import Settings
+from tests.server.test_server_api import running
+
+
+def picture_b64() -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_an_edit_is_queued_through_the_api_and_a_bad_one_refused(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    from app.testing.tiny.kontext import write_tiny_kontext
+
+    write_tiny_kontext(tmp_path / "kontext")
+    parent = queue.submit(GenerationParams("a cat", width=64, height=48))
+    with running(queue, settings=Settings(models_dir=str(tmp_path))) as api:
+        edit = {"prompt": "make it night", "model": "kontext", "steps": 2, "cfg": 3.5}
+        answer = api.client.post("/api/v1/jobs", json={**edit, "edit_image": {"job": parent}})
+        assert answer.status_code == 201, answer.text
+        [child] = answer.json()["ids"]
+        job = queue.get(child)
+        assert (job.kind, job.init_image, job.width, job.height) == (
+            "edit",
+            f"job:{parent}",
+            64,
+            48,
+        )
+        assert parents_of(queue, child) == [parent]
+        answer = api.client.post("/api/v1/jobs", json={**edit, "edit_image": picture_b64()})
+        assert answer.status_code == 201, answer.text
+        uploaded = queue.get(answer.json()["ids"][0])
+        assert uploaded.kind == "edit" and uploaded.init_image.startswith("upload:")
+        assert init_image_of(queue, uploaded) is not None
+        before = len(queue.jobs())
+        for body, sentence in (
+            (
+                {**edit, "model": "easel-tiny", "edit_image": {"job": parent}},
+                "cannot follow an instruction",
+            ),
+            ({**edit, "edit_image": {"job": parent}, "init_image": picture_b64()}, "no init_image"),
+        ):
+            refused = api.client.post("/api/v1/jobs", json=body)
+            assert refused.status_code in (400, 422), refused.text
+            assert sentence in refused.json()["error"]
+        assert len(queue.jobs()) == before
