@@ -21,6 +21,7 @@ from app.engine.jobs.params import (
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     MAX_IMAGES,
+    SPEED_OFF,
     GenerationParams,
 )
 from app.engine.jobs.queue import (
@@ -96,6 +97,9 @@ class SubmitBody(BaseModel):
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)
     callback_url: str | None = Field(None, description="POSTed the job's final status")
+    speed: str = Field(SPEED_OFF, description="step caching: off, fast or fastest (Flux.1)")
+    speed_threshold: float = Field(0.0, description="the cache's threshold; 0: the speed's")
+    compile: bool = Field(False, description="run the model compiled (torch.compile)")
 
 
 class StarBody(BaseModel):
@@ -117,7 +121,8 @@ def submit_job(
         prompt=body.prompt, negative_prompt=body.negative_prompt, model=body.model,
         scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
         width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
-        seed=body.seed, strength=body.strength if init else 1.0,
+        seed=body.seed, strength=body.strength if init else 1.0, speed=body.speed,
+        speed_threshold=body.speed_threshold, compile=body.compile,
     )  # fmt: skip
     sized = body.width is not None or body.height is not None
     job = JobRequest(
@@ -304,7 +309,8 @@ def job_json(
         "prompt": job.prompt, "negative_prompt": job.negative_prompt, "model": job.model,
         "scheduler": job.scheduler, "steps": job.steps, "cfg": job.cfg, "width": job.width,
         "height": job.height, "seed": job.seed, "strength": job.strength,
-        "init_image": job.init_image, "priority": job.priority, "attempt": job.attempt,
+        "init_image": job.init_image, "speed": job.speed, "compile": job.compile,
+        "priority": job.priority, "attempt": job.attempt,
         "max_attempts": job.max_attempts, "given_up": job.given_up, "starred": job.starred,
         "progress": {"step": job.progress_step, "total": job.progress_total,
                      "live_step": state.live_step(job.id or 0)},
