@@ -38,7 +38,7 @@ from app.engine.generation.guidance.controlnets import (
 )
 from app.engine.generation.guidance.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.guidance.reference import use_ip_adapters
-from app.engine.generation.load import compiled
+from app.engine.generation.load import attention, compiled
 from app.engine.generation.load.pipelines import LoadedModel, PipelineCache
 from app.engine.generation.load.single_file import prefetch
 from app.engine.generation.loop import vae_precision
@@ -340,6 +340,8 @@ class Runner:
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
         compiled.prepare(loaded.pipe, params.compile)
+        chosen = attention.use_best(loaded.pipe, family_of(loaded.pipe).name)
+        load_note = "; ".join(filter(None, (load_note, chosen)))
         for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
             check_fits(control, params.model, loaded.model.architecture)
             check_control_type(control, layer, index)
