@@ -39,8 +39,9 @@ it then runs as uncached plus the hook's small cost). The threshold is therefore
 (`--threshold`, default 0.5 with 28 steps, Flux.1-dev's default count, where this model
 runs 12 of 28 steps in full) and printed; `--speed fast` measures the setting's own.
 
-Compiling needs a C compiler (gcc) on a CPU. Run: `.venv/bin/python benchmarks/speed.py` (`--smoke`: a tiny model and 4 steps, every
-code path and figure in seconds, for tests/benchmarks/test_speed.py).
+Compiling needs a C compiler (gcc) on a CPU. Run: `.venv/bin/python benchmarks/speed.py`
+(`--smoke`: a tiny model and 4 steps, every code path and figure in seconds, for
+tests/benchmarks/test_speed.py).
 """
 
 from __future__ import annotations
