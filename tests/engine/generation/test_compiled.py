@@ -10,6 +10,7 @@ and its speed, are benchmarks/speed.py's (`compile_speedup_ratio`)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.engine.generation.tiny_architectures import (
     go_on,
     max_diff,
     model_info,
+    pause_at,
     pixels,
     runner_for,
 )
@@ -95,3 +97,20 @@ def test_a_compiled_job_uses_the_data_folders_cache_and_says_so_once(
     # A job that does not ask runs the same loaded model eagerly: stock-exact as before.
     assert max_diff(generate(runner, params(), tmp_path, "eager-again"), eager) == 0
     assert not compiled.is_compiled(runner.load("m").pipe)
+
+
+def test_a_compiled_cached_job_paused_and_resumed_draws_the_uninterrupted_image(
+    model: ModelInfo, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dynamo traces the blocks through First Block Cache's hooks: the cache still decides
+    per step, and its state still travels in the checkpoint."""
+    monkeypatch.setattr(compiled, "BACKEND", "eager")
+    job = params(compile=True, steps=4, speed="fast", speed_threshold=0.5)
+    runner = runner_for(model)
+    whole = generate(runner, job, tmp_path, "whole")
+    assert max_diff(whole, generate(runner, replace(job, compile=False), tmp_path, "e")) == 0
+    out, ckpt = tmp_path / "p.png", tmp_path / "p.ckpt"
+    paused = runner.run(job, output_path=out, checkpoint_path=ckpt, on_step=pause_at(2))
+    assert paused.kind is OutcomeKind.PAUSED
+    resumed = runner_for(model).run(job, output_path=out, checkpoint_path=ckpt, on_step=go_on)
+    assert resumed.resumed_from is not None and max_diff(pixels(out), whole) == 0
