@@ -223,17 +223,25 @@ def measure(shape: Shape, threshold: float, repeats: int, warm_up: bool) -> dict
 
 def measure_compile(shape: Shape, repeats: int, backend: str) -> dict[str, Any]:
     """Compiled against eager on a fresh pipeline, uncached, through `compiled.prepare` as
-    a job's `compile` runs it; the compile cache in a new temporary folder (cold)."""
+    a job's `compile` runs it; the compile cache in a new temporary folder (cold). Eager
+    and compiled runs alternate (`prepare` puts the compiled blocks aside and back), so a
+    shared machine's changing load stretches both alike."""
     pipe = build_pipe(shape)
     params = params_for(shape, 0.0)
     with tempfile.TemporaryDirectory() as folder:
         previous, compiled.BACKEND = compiled.BACKEND, backend
         os.environ[compiled.CACHE_ENV] = folder
         try:
-            eager = [easel(pipe, params) for _ in range(repeats + 1)]  # the first: warm-up
+            easel(pipe, params)  # warm-up: first calls allocate
+            eager_first = easel(pipe, params)
             compiled.prepare(pipe, True)
             first = easel(pipe, params)
-            warm = [easel(pipe, params) for _ in range(repeats)]
+            eager, warm = [eager_first], []
+            for _ in range(repeats):
+                compiled.prepare(pipe, False)
+                eager.append(easel(pipe, params))
+                compiled.prepare(pipe, True)
+                warm.append(easel(pipe, params))
             torch._dynamo.reset()  # a later worker: traced again, its kernels on disk
             again = build_pipe(shape)
             compiled.prepare(again, True)
@@ -242,8 +250,8 @@ def measure_compile(shape: Shape, repeats: int, backend: str) -> dict[str, Any]:
             compiled.BACKEND = previous
             os.environ.pop(compiled.CACHE_ENV, None)
             torch._dynamo.reset()
-    eager_job = min(run.seconds for run in eager[1:])
-    eager_step = _median([t for run in eager[1:] for t in run.step_seconds])
+    eager_job = _median([run.seconds for run in eager])
+    eager_step = _median([t for run in eager for t in run.step_seconds])
     compiled_step = _median([t for run in warm for t in run.step_seconds])
     return {
         "compile_backend": backend,
