@@ -22,6 +22,15 @@ tokens): the transformer is nearly all of a step's time on a CPU.
   checkpoint file; the fresh-process resume itself is tested in
   tests/engine/generation/test_step_cache.py);
 - `cache_threshold`, `cache_steps`: what the figures were measured at.
+- `compile_speedup_ratio`: a step's time with the transformer compiled (a job's `compile`:
+  `load/compiled.py`, inductor) / its eager time, uncached, medians after a warm-up run
+  of each (below 1: compiling pays);
+- `compile_first_job_extra_s`: the first compiled job's wall time less an eager job's,
+  with an empty compile cache (the one-off cost an artist waits for once per model);
+  `compile_cached_first_job_extra_s`: the same after dynamo forgot it, the compile cache
+  on disk kept (what a later worker pays); `compile_vs_eager_max_diff`: pixels apart;
+  `compile_backend`: torch.compile's backend (the smoke run uses dynamo's "eager", which
+  traces but builds nothing, to stay quick; `--no-compile` skips these figures).
 
 Random weights are not a trained model: the first block's residual changes far more from
 step to step than a trained Flux.1's: at the "fast" setting's 0.08 (tuned by the method's
@@ -30,8 +39,9 @@ it then runs as uncached plus the hook's small cost). The threshold is therefore
 (`--threshold`, default 0.5 with 28 steps, Flux.1-dev's default count, where this model
 runs 12 of 28 steps in full) and printed; `--speed fast` measures the setting's own.
 
-Run: `.venv/bin/python benchmarks/speed.py` (`--smoke`: a tiny model and 4 steps, every
-code path and figure in seconds, for tests/benchmarks/test_speed.py).
+Compiling needs a C compiler (gcc) on a CPU. Run: `.venv/bin/python benchmarks/speed.py`
+(`--smoke`: a tiny model and 4 steps, every code path and figure in seconds, for
+tests/benchmarks/test_speed.py).
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from app.engine.generation import denoise
+from app.engine.generation.load import compiled
 from app.engine.generation.loop import step_cache
 from app.engine.generation.loop.checkpoint import load_checkpoint, save_checkpoint
 from app.engine.jobs.params import SPEED_THRESHOLDS, GenerationParams
@@ -119,22 +130,25 @@ class Run:
     seconds: float  # wall
     cpu_seconds: float  # this process's
     full_steps: int
+    step_seconds: list[float]  # each step's wall time
 
 
 def easel(pipe: Any, params: GenerationParams, pause_at: int | None = None) -> Any:
     """Easel's loop on `pipe`; with `pause_at`, the state after that many steps instead."""
     started, cpu_started = time.perf_counter(), time.process_time()
     state = denoise.start(pipe, params)
-    full_steps = 0
+    full_steps, step_seconds = 0, []
     while not state.finished:
+        step_started = time.perf_counter()
         denoise.advance(pipe, state)
+        step_seconds.append(time.perf_counter() - step_started)
         if params.cache_threshold:
             full_steps += step_cache.saved(pipe)["cond"]["should_compute"]
         if pause_at is not None and state.steps_done == pause_at:
             return state
     image = _pixels(denoise.decode(pipe, state))
     cpu = time.process_time() - cpu_started
-    return Run(image, time.perf_counter() - started, cpu, full_steps)
+    return Run(image, time.perf_counter() - started, cpu, full_steps, step_seconds)
 
 
 def stock(pipe: Any, params: GenerationParams) -> np.ndarray:
@@ -207,12 +221,61 @@ def measure(shape: Shape, threshold: float, repeats: int, warm_up: bool) -> dict
     }
 
 
+def measure_compile(shape: Shape, repeats: int, backend: str) -> dict[str, Any]:
+    """Compiled against eager on a fresh pipeline, uncached, through `compiled.prepare` as
+    a job's `compile` runs it; the compile cache in a new temporary folder (cold). Eager
+    and compiled runs alternate (`prepare` puts the compiled blocks aside and back), so a
+    shared machine's changing load stretches both alike."""
+    pipe = build_pipe(shape)
+    params = params_for(shape, 0.0)
+    with tempfile.TemporaryDirectory() as folder:
+        previous, compiled.BACKEND = compiled.BACKEND, backend
+        os.environ[compiled.CACHE_ENV] = folder
+        try:
+            easel(pipe, params)  # warm-up: first calls allocate
+            eager_first = easel(pipe, params)
+            compiled.prepare(pipe, True)
+            first = easel(pipe, params)
+            eager, warm = [eager_first], []
+            for _ in range(repeats):
+                compiled.prepare(pipe, False)
+                eager.append(easel(pipe, params))
+                compiled.prepare(pipe, True)
+                warm.append(easel(pipe, params))
+            torch._dynamo.reset()  # a later worker: traced again, its kernels on disk
+            again = build_pipe(shape)
+            compiled.prepare(again, True)
+            cached_first = easel(again, params)
+        finally:
+            compiled.BACKEND = previous
+            os.environ.pop(compiled.CACHE_ENV, None)
+            torch._dynamo.reset()
+    eager_job = _median([run.seconds for run in eager])
+    eager_step = _median([t for run in eager for t in run.step_seconds])
+    compiled_step = _median([t for run in warm for t in run.step_seconds])
+    return {
+        "compile_backend": backend,
+        "compile_eager_step_ms": f"{1000 * eager_step:.1f}",
+        "compile_compiled_step_ms": f"{1000 * compiled_step:.1f}",
+        "compile_speedup_ratio": f"{compiled_step / eager_step:.3f}",
+        "compile_first_job_extra_s": f"{first.seconds - eager_job:.1f}",
+        "compile_cached_first_job_extra_s": f"{cached_first.seconds - eager_job:.1f}",
+        "compile_vs_eager_max_diff": max_diff(warm[0].image, eager[-1].image),
+    }
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny model, every figure")
     parser.add_argument("--speed", choices=[k for k, v in SPEED_THRESHOLDS.items() if v])
     parser.add_argument("--threshold", type=float, help="the cache's threshold (see above)")
     parser.add_argument("--steps", type=int)
+    parser.add_argument("--no-compile", action="store_true", help="skip the compile figures")
+    parser.add_argument("--no-cache", action="store_true", help="skip the cache figures")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs of each; best kept")
     parser.add_argument(
         "--threads", type=int, default=1,
@@ -229,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
-        figures = measure(shape, shape.threshold, repeats, warm_up=not args.smoke)
+        figures = {} if args.no_cache else measure(shape, shape.threshold, repeats, not args.smoke)
+        if not args.no_compile:
+            backend = "eager" if args.smoke else "inductor"
+            figures.update(measure_compile(shape, repeats, backend))
     finally:
         torch.set_num_threads(threads)  # as it was (the smoke test runs in pytest's process)
     out = io.StringIO()

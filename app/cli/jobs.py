@@ -95,6 +95,11 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --cache: the cache's threshold instead of the setting's own "
         f"({', '.join(f'{k} {v:g}' for k, v in SPEED_THRESHOLDS.items() if v)})",
     )  # fmt: skip
+    parser.add_argument(
+        "--compile", action="store_true",
+        help="run the model compiled (torch.compile): faster steps after a one-off compile "
+        "per worker and model (kept in the data folder's compile-cache)",
+    )  # fmt: skip
 
 
 def params_from_args(args: argparse.Namespace) -> GenerationParams:
@@ -107,6 +112,7 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         width=width, height=height, seed=args.seed,
         speed=getattr(args, "cache", SPEED_OFF),
         speed_threshold=getattr(args, "cache_threshold", 0.0),
+        compile=getattr(args, "compile", False),
     ).validated()  # fmt: skip
     check_model(params)
     return params
@@ -244,6 +250,7 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         ("template", job.prompt_template), ("upscaler", job.upscaler),
         ("group", _group_text(job)),
         ("speed", _speed_text(job)),
+        ("compile", "torch.compile" if job.compile else ""),
     ]  # fmt: skip
     details += [(label, value) for label, value in optional if value]
     for index, layer in enumerate(decode_control(job.control)):

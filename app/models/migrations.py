@@ -27,7 +27,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 
 class SchemaTooNew(DatabaseError):
@@ -222,6 +222,13 @@ def _v15_to_v16(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
 
 
+def _v16_to_v17(conn: Connection) -> None:
+    # Version 17 adds compiled models (issue 40): whether a job runs its model compiled.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    if "compile" not in columns:
+        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN compile BOOLEAN NOT NULL DEFAULT FALSE")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -238,6 +245,7 @@ MIGRATIONS: dict[int, Migration] = {
     13: _v13_to_v14,
     14: _v14_to_v15,
     15: _v15_to_v16,
+    16: _v16_to_v17,
 }
 
 

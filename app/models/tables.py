@@ -107,6 +107,10 @@ class Job(SQLModel, table=True):
     speed_threshold: float = Field(
         default=0.0, sa_column=Column(Float, nullable=False, server_default=text("0.0"))
     )
+    # Schema 17: run the model compiled (torch.compile of its repeated blocks).
+    compile: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

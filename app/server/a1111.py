@@ -39,7 +39,13 @@ from app.engine.outputs.registry import output_of_job
 from app.engine.store.stored_files import output_bytes
 from app.errors import BadInput
 from app.server.a1111_controlnet import control_job
-from app.server.a1111_fields import Endpoint, UnsupportedRequest, check_fields, model_name
+from app.server.a1111_fields import (
+    Endpoint,
+    UnsupportedRequest,
+    check_fields,
+    compile_asked,
+    model_name,
+)
 from app.server.requests import (
     CFG_LIMITS,
     PROMPT_LIMITS,
@@ -193,6 +199,7 @@ async def _generate(
         scheduler=scheduler, steps=body.steps, cfg=body.cfg_scale, width=body.width,
         height=body.height, seed=seed, variation_seed=variation_seed,
         variation_strength=body.subseed_strength,
+        compile=compile_asked(body.override_settings or {}),
     )  # fmt: skip
     count = body.batch_size * body.n_iter
     if count > MAX_IMAGES:

@@ -322,6 +322,27 @@ IMAGE_SETTINGS: Mapping[str, tuple[Any, ...]] = {
 }
 
 
+# SD.Next's compile setting in `override_settings`: parts to compile (["Model"]), or a bool
+# in its older releases. Easel compiles the model's repeated blocks only.
+COMPILE_SETTING = "cuda_compile"
+
+
+def compile_asked(settings: Mapping[str, Any]) -> bool:
+    """Whether `override_settings` asks to compile the model (SD.Next's `cuda_compile`);
+    `UnsupportedRequest` for parts Easel does not compile."""
+    value = settings.get(COMPILE_SETTING, False)
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, list) or not all(isinstance(part, str) for part in value):
+        raise UnsupportedRequest(f"{COMPILE_SETTING} must be true, false or a list of parts")
+    others = sorted(set(value) - {"Model"})
+    if others:
+        raise UnsupportedRequest(
+            f"Easel compiles the model only, not {', '.join(others)} ({COMPILE_SETTING})"
+        )
+    return "Model" in value
+
+
 def fields_of(endpoint: Endpoint) -> dict[str, A1111Field]:
     return {f.name: f for f in FIELDS if f.endpoint in (Endpoint.BOTH, endpoint)}
 

@@ -80,7 +80,7 @@ def base_params(body: JobBody) -> GenerationParams:
         width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
         seed=body.seed, variation_seed=body.variation_seed,
         variation_strength=body.variation_strength, speed=body.speed,
-        speed_threshold=body.speed_threshold,
+        speed_threshold=body.speed_threshold, compile=body.compile,
     )  # fmt: skip
 
 

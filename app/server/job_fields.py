@@ -239,6 +239,7 @@ class JobBody(Strict):
     grid: GridBody | None = None
     speed: str = Field(SPEED_OFF, json_schema_extra={"enum": list(SPEED_THRESHOLDS)})
     speed_threshold: float = Field(0.0, json_schema_extra={"minimum": 0, "maximum": 1})
+    compile: bool = Field(False, description="run the model compiled (torch.compile)")
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)
     callback_url: str | None = Field(None, description="POSTed the job's final status")

@@ -1,6 +1,7 @@
 """benchmarks/speed.py's `--smoke` run (a tiny Flux, 4 steps): every figure printed, the
 cached image stock diffusers' with the same hook and the resumed one the uninterrupted
-one (both exactly), and the cache skipping steps at its threshold. In this process: the
+one (both exactly), the cache skipping steps at its threshold, and the compile figures
+(traced, not built). In this process: the
 tiny model takes a second where a new interpreter's imports take many."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from benchmarks import speed
 FIGURES = (
     "cache_model_calls_ratio", "cache_wall_ratio", "cache_vs_uncached_psnr_db",
     "cache_same_as_diffusers_max_diff", "cache_pause_resume_max_diff",
+    "compile_speedup_ratio", "compile_first_job_extra_s",
 )  # fmt: skip
 
 
@@ -26,3 +28,6 @@ def test_smoke_run_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> No
     assert 0 < float(figures["cache_model_calls_ratio"]) < 1  # some steps were skipped
     assert float(figures["cache_wall_ratio"]) > 0
     assert float(figures["cache_vs_uncached_psnr_db"]) > 0
+    # Traced by dynamo's "eager" backend (no kernels built): the same image as eager.
+    assert figures["compile_backend"] == "eager" and figures["compile_vs_eager_max_diff"] == "0"
+    assert float(figures["compile_speedup_ratio"]) > 0

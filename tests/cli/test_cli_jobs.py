@@ -128,3 +128,10 @@ def test_submit_gives_jobs_the_attempts_the_settings_ask_for(
     assert attempts == [20, 20, 20, 20]
     code, out, _ = run_cli(capsys, "show", str(first))
     assert code == 0 and "attempt     1 of 20" in out
+
+
+def test_a_compiled_job_is_stored_and_shown_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    run_cli(capsys, "submit", "a cat", "--compile")
+    run_cli(capsys, "submit", "a dog")
+    assert "compile" in run_cli(capsys, "show", "1")[1]
+    assert "compile" not in run_cli(capsys, "show", "2")[1]

@@ -500,3 +500,17 @@ def test_a1111_img2img_controlnet_and_extras_refuse_what_easel_cannot_do(api: Ru
         "image": picture, "upscaler_1": "Lanczos", "upscaling_resize": 1.5}).json()  # fmt: skip
     with Image.open(io.BytesIO(base64.b64decode(lanczos["image"]))) as upscaled:
         assert upscaled.size == (96, 96)
+
+
+def test_a_compiled_model_is_asked_in_easels_field_and_sdnexts_setting(api: Running) -> None:
+    answer = api.client.post("/api/v1/jobs", json={"prompt": "a cat", "compile": True})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["jobs"][0]["compile"] is True
+    body: dict[str, Any] = {"prompt": "a dog", "width": 64, "height": 64, "steps": 2}
+    body["override_settings"] = {"cuda_compile": ["Model"]}
+    [compiled] = stored_by(api, "/sdapi/v1/txt2img", body)
+    [eager] = stored_by(api, "/sdapi/v1/txt2img", {**body, "override_settings": {}})
+    assert compiled.compile and not eager.compile
+    body["override_settings"] = {"cuda_compile": ["Model", "VAE"]}
+    refused = api.client.post("/sdapi/v1/txt2img", json=body)
+    assert refused.status_code == 422 and "compiles the model only, not VAE" in refused.text

@@ -38,6 +38,7 @@ from app.engine.generation.guidance.controlnets import (
 )
 from app.engine.generation.guidance.ip_adapters import IPAdapterInfo, find_ip_adapter
 from app.engine.generation.guidance.reference import use_ip_adapters
+from app.engine.generation.load import attention, compiled
 from app.engine.generation.load.pipelines import LoadedModel, PipelineCache
 from app.engine.generation.load.single_file import prefetch
 from app.engine.generation.loop import vae_precision
@@ -282,11 +283,27 @@ class Runner:
         """One run of `generate`, retried once if its VAE overflowed (half precision) and
         can be upcast."""
         try:
-            return generate()
+            return self._compiled_or_eager(params, generate)
         except NonFiniteVaeOutput:
             if not self._keep_vae_in_float32(params):
                 raise  # in float32 already: nothing left to try
         return replace(generate(), note=VAE_FLOAT32_NOTE)
+
+    def _compiled_or_eager(
+        self, params: GenerationParams, generate: Callable[[], GenerationOutcome]
+    ) -> GenerationOutcome:
+        """One run of `generate`; if compiling the job's model failed, run again without
+        compiling (it stays so for this loaded model), with one sentence saying so: asking
+        for speed must never cost the job."""
+        try:
+            return generate()
+        except Exception as error:
+            if not (params.compile and compiled.is_compile_failure(error)):
+                raise
+            pipe = self.load(params.model, parse_loras(params.prompt)[1]).pipe  # held: no load
+            note = compiled.give_up(pipe, error)
+        outcome = generate()
+        return replace(outcome, note="; ".join(filter(None, (note, outcome.note))))
 
     def _keep_vae_in_float32(self, params: GenerationParams) -> bool:
         """The job's VAE in float32 from now on (the model is held: no load); False when it
@@ -324,6 +341,9 @@ class Runner:
         self._controlnets.retain(controls)  # unneeded nets go before a load needs the room
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
+        compiled.prepare(loaded.pipe, params.compile)
+        chosen = attention.use_best(loaded.pipe, family_of(loaded.pipe).name)
+        load_note = "; ".join(filter(None, (load_note, chosen)))
         for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
             check_fits(control, params.model, loaded.model.architecture)
             check_control_type(control, layer, index)
@@ -341,6 +361,8 @@ class Runner:
                 stopped = job.run_steps(state, elapsed_before, self._previews, saver)
         finally:
             self._controlnets.offload()  # low-VRAM mode: back to RAM before the decode
+        # The compile happened in the first step: counted as load time (`history.eta`).
+        load_note = "; ".join(filter(None, (load_note, compiled.note(loaded.pipe))))
         if stopped is not None:
             return replace(stopped, resumed_from=resumed, load_note=load_note)
         result = denoise.decode(job.loaded.pipe, state)
@@ -419,6 +441,7 @@ class Runner:
         and rolling saves between regions, and a resume continues at its region."""
         init_image = _named_init_image(inputs)
         loaded = self.load(params.model, parse_loras(params.prompt)[1])
+        compiled.prepare(loaded.pipe, params.compile)
         size = family_of(loaded.pipe).native_size()
         if params.width < size or params.height < size:
             raise InvalidParameters(

@@ -31,6 +31,7 @@ from app.models.tables import JOB, TRANSITION, Job
 MIN_SAMPLES = 3
 LEARN_FROM_LAST = 2000  # the newest successes only: drivers, models and machines change
 _LOADED_IN = re.compile(r"model (?:loaded|copied back from RAM) in (\d+(?:\.\d+)?) s")
+_COMPILED_IN = re.compile(r"compiling the model… \(once\) took (\d+(?:\.\d+)?) s")
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,12 @@ def samples(queue: JobQueue, limit: int = LEARN_FROM_LAST) -> list[Sample]:
 
 
 def load_seconds(message: str | None) -> float:
-    """The load a COMPLETE message reports ("...; model loaded in 6.2 s"); 0 if none."""
-    found = _LOADED_IN.search(message or "")
-    return float(found.group(1)) if found else 0.0
+    """The load a COMPLETE message reports ("...; model loaded in 6.2 s"), with the model's
+    compile if it compiled then ("compiling the model… (once) took 41.2 s"); 0 if none."""
+    return sum(
+        float(found.group(1)) for pattern in (_LOADED_IN, _COMPILED_IN)
+        if (found := pattern.search(message or ""))
+    )  # fmt: skip
 
 
 def job_estimate(

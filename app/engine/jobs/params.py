@@ -184,6 +184,9 @@ class GenerationParams:
     reference: str = ""  # IP-Adapter reference images, as `encode_reference` writes them
     speed: str = SPEED_OFF  # step caching: "off", "fast" or "fastest" (`SPEED_THRESHOLDS`)
     speed_threshold: float = 0.0  # the cache's threshold; 0: the speed setting's own
+    # Run the model's blocks compiled (torch.compile; load/compiled.py): faster steps after
+    # a one-off compile per worker and model; images may differ from eager in the last bits.
+    compile: bool = False
 
     @property
     def cache_threshold(self) -> float:
@@ -282,6 +285,8 @@ def _problems(p: GenerationParams) -> list[str]:
     if p.reference:
         problems.extend(_reference_problems(p))
     problems.extend(_speed_problems(p))
+    if not isinstance(p.compile, bool):
+        problems.append(f"compile must be true or false, not {p.compile!r}")
     return problems
 
 

@@ -47,6 +47,7 @@ def a1111_parameters(params: GenerationParams) -> str:
             for index, reference in enumerate(params.references)
         )
         + _speed_parameters(params)
+        + (", Compile: torch.compile" if params.compile else "")
     )
     if params.prompt_template and params.prompt_template != params.prompt:
         # As the Dynamic Prompts extension records the prompt before it was expanded.

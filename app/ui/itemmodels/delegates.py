@@ -188,8 +188,12 @@ def progress_text(row: JobRow, step: int, total: int, eta: float | None) -> str:
         )
     if status is JobStatus.PROCESSING:
         if step == 0 and row.running_since is not None:  # the model loads before step 1
-            waited = max(0.0, time.time() - row.running_since)
-            return translate("Progress", "loading the model… {s}").format(s=format_duration(waited))
+            waited = format_duration(max(0.0, time.time() - row.running_since))
+            if row.params.compile:  # its first job compiles the model in its first step
+                return translate("Progress", "loading the model, compiling it… (once) {s}").format(
+                    s=waited
+                )
+            return translate("Progress", "loading the model… {s}").format(s=waited)
         if eta:
             return translate("Progress", "step {step}/{total} · ~{eta} left").format(
                 step=step, total=total, eta=format_duration(eta)

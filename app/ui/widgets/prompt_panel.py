@@ -52,6 +52,7 @@ from app.ui.widgets.number_field import (
     field_row,
     number_in,
 )
+from app.ui.widgets.speed_section import SpeedSection
 
 CUSTOM = QT_TRANSLATE_NOOP("PromptPanel", "Custom")
 
@@ -209,6 +210,7 @@ class PromptPanel(QWidget):
             self.tr("Model, sampler, steps, CFG, size and images as set in Settings > New jobs")
         )
         self.reset.clicked.connect(self.reset_to_defaults)
+        self.speed = SpeedSection()  # speed, and under Advanced: threshold, compile, attention
         self._lay_out()
         self._seed_typed()
 
@@ -247,6 +249,7 @@ class PromptPanel(QWidget):
         layout.addWidget(self.init_box)
         layout.addSpacing(6)
         layout.addLayout(form)
+        layout.addWidget(self.speed)
         layout.addWidget(self.reset, 0, Qt.AlignmentFlag.AlignRight)
         layout.addStretch(1)
         hint = QLabel(
@@ -492,14 +495,14 @@ class PromptPanel(QWidget):
             raise InvalidParameters("; ".join(problem for _edit, problem in problems))
         seed = self.seed.reading().value
         strength = 1.0 if self.init is None else float(number_in(self.strength))
-        return GenerationParams(
+        return self.speed.applied(GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self._negative_prompt(),
             model=self.model_name() or DEFAULT_MODEL,
             scheduler=self.scheduler.currentText(), steps=int(number_in(self.steps)),
             cfg=float(number_in(self.cfg)), width=int(number_in(self.width_box)),
             height=int(number_in(self.height_box)),
             seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def _negative_prompt(self) -> str:
         """The negative prompt, or "" for a model that takes none (the field is greyed out;
@@ -530,6 +533,7 @@ class PromptPanel(QWidget):
         self.seed.setText("" if p.seed == RANDOM_SEED else str(p.seed))
         self.width_box.setValue(p.width)
         self.height_box.setValue(p.height)
+        self.speed.show_params(p)
 
     # --- remembered between runs ----------------------------------------------------------
 
@@ -537,7 +541,7 @@ class PromptPanel(QWidget):
         """The settings to offer again next time (not the prompt or the seed), as shown."""
         fields = {name: edit.text() for name, edit in self._remembered_numbers().items()}
         return {"model": self.model_name(), "sampler": self.scheduler.currentText(),
-                **fields}  # fmt: skip
+                **fields, **self.speed.remembered()}  # fmt: skip
 
     def recall(self, saved: dict[str, str]) -> None:
         """Fill in what `remembered()` gave last time; unknown or missing entries are skipped."""
@@ -548,6 +552,7 @@ class PromptPanel(QWidget):
         for name, edit in self._remembered_numbers().items():
             if name in saved:
                 edit.setText(saved[name])  # shown as saved; a bad value is flagged, not fixed
+        self.speed.recall(saved)
 
     def reset_to_defaults(self) -> None:
         self.recall(defaults_form(self.defaults))

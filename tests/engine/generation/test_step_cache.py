@@ -22,6 +22,7 @@ from diffusers import FluxPipeline
 from diffusers.hooks import FirstBlockCacheConfig
 
 from app.engine.generation.errors import CheckpointMismatch
+from app.engine.generation.files.registry import families
 from app.engine.generation.files.sources import ModelInfo
 from app.engine.generation.loop import step_cache
 from app.engine.generation.loop.checkpoint import load_checkpoint, save_checkpoint
@@ -156,3 +157,47 @@ def test_speed_settings_are_checked_and_recorded() -> None:
     ):
         with pytest.raises(InvalidParameters, match=words):
             GenerationParams(prompt="a", **wrong).validated()
+
+
+def _klein() -> Any:
+    from app.testing.tiny.klein import build_tiny_klein
+
+    return build_tiny_klein()
+
+
+def _sd3() -> Any:
+    from app.testing.tiny.sd3 import build_tiny_sd3
+
+    return build_tiny_sd3()
+
+
+def _zimage() -> Any:
+    from app.testing.tiny.zimage import build_tiny_zimage
+
+    return build_tiny_zimage()
+
+
+# Why the other transformer families declare no step cache: each stock pipeline fails with
+# the hook as diffusers 0.42 ships it (loop/step_cache.py says where). When one of these no
+# longer fails, its family may run the hook: turn its `step_cache` on with a stock test.
+STOCK_FAILURES = {
+    "klein": (_klein, TypeError, "'Tensor' and 'list'"),
+    "sd3": (_sd3, ValueError, "No cache context is set"),
+    "zimage": (_zimage, ValueError, "'hidden_states' not found"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STOCK_FAILURES))
+def test_the_families_without_step_caching_are_those_whose_stock_pipeline_fails_with_it(
+    name: str,
+) -> None:
+    from diffusers.hooks import apply_first_block_cache
+
+    build, error, words = STOCK_FAILURES[name]
+    pipe = build()
+    pipe.set_progress_bar_config(disable=True)
+    # What `enable_cache` applies (SD3's and Z-Image's transformers lack that method).
+    apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=THRESHOLD))
+    with pytest.raises(error, match=words):
+        pipe(prompt="a", num_inference_steps=2, height=64, width=64)
+    assert {s.checkpoint_family for s in families() if s.step_cache} == {"flux"}

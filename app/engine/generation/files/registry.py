@@ -230,6 +230,9 @@ class FamilySpec:
     # Whether diffusers' First Block Cache runs in its loop as in its stock pipeline (a job's
     # speed; loop/step_cache.py). False: the stock pipeline with the hook fails or differs.
     step_cache: bool = False
+    # Whether its transformer's attention runs through diffusers' dispatcher without a mask,
+    # so that a faster backend (FlashAttention) may run it (load/attention.py).
+    attention_backends: bool = False
     # Its own previewer, "module:Class" taking the pipeline (latents in another layout, as
     # Flux.2's patches); "": previews from plain latents (preview.py).
     preview: str = ""

@@ -14,12 +14,15 @@ tensors as they are, the decision flag as a bool), so the resumed steps decide a
 exactly what the uninterrupted run would.
 
 Where the hook works as diffusers 0.42.1 ships it: Flux.1, whose family calls the
-transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does. Not yet
-(`request_checks` refuses a speed there): Flux.2 Klein, where the stock pipeline with the
-hook fails (its last block returns one tensor, its first a pair: the hook subtracts a
-list from a tensor); SD 3.5 and Z-Image, whose stock pipelines name no cache context,
-so the hook raises there (a loop of ours could name one, but there would be no stock
-run to equal); the UNet families (no First Block Cache hook for UNets).
+transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does. Not
+(`request_checks` refuses a speed there; tests/engine/generation/test_step_cache.py shows
+each stock pipeline failing): Flux.2 Klein, where the stock pipeline with the hook fails
+(its last block returns one tensor, its first a pair: the hook subtracts a list from a
+tensor); SD 3.5, whose transformer has no `enable_cache` and whose stock pipeline names
+no cache context, so the hook applied by hand raises; Z-Image, likewise without
+`enable_cache`, whose blocks name their input `x` where the hook asks for `hidden_states`
+(a loop of ours could work around each, but there would be no stock run to equal); the
+UNet families (no First Block Cache hook for UNets).
 """
 
 from __future__ import annotations

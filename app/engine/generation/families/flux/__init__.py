@@ -51,6 +51,7 @@ FLUX1 = FamilySpec(
     checkpoint_family="flux",
     checkpoint_label="Flux.1",
     step_cache=True,
+    attention_backends=True,  # FluxAttnProcessor dispatches, with no mask in our loop
     # `cfg` is the distilled guidance dev takes as an input; no true CFG, so a negative
     # prompt would change nothing: refused rather than silently dropped.
     requests=replace(FLOW_REQUESTS, negative_prompt=False, distilled_guidance=True),
