@@ -21,7 +21,7 @@ from app.engine.jobs.queue import JobNotFound, RequestRefused
 from app.engine.jobs.request_keys import KeyReused
 from app.engine.jobs.states import TransitionNotAllowed
 from app.errors import DatabaseError, MissingModel, UserError, internal_error
-from app.server import a1111, a1111_controlnet, a1111_extras, api_v1
+from app.server import a1111, a1111_controlnet, a1111_extras, api_v1, follow_ups
 from app.server.redact import LOG_NAME
 from app.server.security import (
     FOREIGN_HOST,
@@ -64,6 +64,7 @@ def create_app(state: ServerState) -> FastAPI:
     )  # fmt: skip
     app.state.easel = state
     app.include_router(api_v1.router)
+    app.include_router(follow_ups.router)
     app.include_router(a1111.router)
     app.include_router(a1111_extras.router)
     app.include_router(a1111_controlnet.router)
