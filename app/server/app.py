@@ -23,6 +23,7 @@ from app.engine.jobs.request_keys import KeyReused
 from app.engine.jobs.states import TransitionNotAllowed
 from app.errors import DatabaseError, MissingModel, UserError, internal_error
 from app.server import a1111, a1111_controlnet, a1111_extras, api_v1, follow_ups, group_routes
+from app.server.openapi_examples import with_examples
 from app.server.redact import LOG_NAME
 from app.server.security import (
     FOREIGN_HOST,
@@ -70,6 +71,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(a1111.router)
     app.include_router(a1111_extras.router)
     app.include_router(a1111_controlnet.router)
+    with_examples(app)  # every /api/v1 operation: an example in the schema
     _add_error_handlers(app, state)
     app.add_middleware(Guard, state=state)  # before routing and bodies
     if state.cors_origins:

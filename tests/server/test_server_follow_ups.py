@@ -19,8 +19,12 @@ from app.engine.jobs.graph import mask_of, parents_of
 from app.engine.jobs.mask import open_mask
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
+from app.engine.settings import Settings
 from app.engine.store.opening import open_queue
 from app.models.tables import JOB
+from app.server.app import create_app
+from app.server.openapi_examples import has_example
+from app.server.state import ServerState
 from tests.cli.test_cli_jobs import run_cli
 from tests.server.test_server_api import Running, running
 
@@ -146,3 +150,27 @@ def test_a_follow_up_sent_again_with_its_key_stores_nothing_new(
     assert [a.status_code for a in inpaint] == [201, 200]
     assert inpaint[0].json()["ids"] == inpaint[1].json()["ids"]
     assert len(home_queue.jobs(None)) == 4
+
+
+def test_every_operation_of_api_v1_has_an_example_and_every_post_a_key(
+    home_queue: JobQueue,
+) -> None:
+    """What a client's author reads first, and where schemathesis starts from."""
+    schema = create_app(ServerState(home_queue, Settings())).openapi()
+    components = schema["components"]["schemas"]
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if not path.startswith("/api/v1"):
+                continue
+            where = f"{method.upper()} {path}"
+            answers = [
+                content for code, answer in operation["responses"].items()
+                if code.startswith("2") for content in answer.get("content", {}).values()
+            ]  # fmt: skip
+            assert any(has_example(content) for content in answers), where
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                ref = content["schema"].get("$ref", "").rsplit("/", 1)[-1]
+                assert has_example(content) or has_example(components.get(ref, {})), where
+            if method == "post":
+                headers = {p["name"].lower() for p in operation.get("parameters", [])}
+                assert "idempotency-key" in headers, where
