@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.engine.generation.request_checks import check_runnable
 from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.follow_ups import (
+    Check,
     FollowUps,
     NewJob,
     Submitted,
@@ -50,6 +51,7 @@ from app.server.state import ServerState
 router = APIRouter(prefix=PREFIX, tags=["follow-ups"])
 MAX_SCALE = 8.0  # as A1111's hr_scale
 MAX_SIDE_PX = 2048  # an outpaint's extension of one side
+NOTHING_FOLLOWS = FollowUps()
 
 
 def _examples(*examples: dict[str, Any]) -> ConfigDict:
@@ -130,41 +132,29 @@ FOLLOW_UP_ANSWER: dict[int | str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def _check(state: ServerState) -> Any:
+def _check(state: ServerState) -> Check:
     """What a worker would refuse, refused now (model names only, as every API request)."""
     search = state.settings.model_search_path()
     return lambda params: check_runnable(params, search, names_only=True)
 
 
-def _follow(
+def _submitted(
     request: Request,
     response: Response,
     job_id: int,
     what: str,
     body: BaseModel,
     key: str | None,
-    follow_ups: FollowUps,
+    job: NewJob | None = None,
+    follow_ups: FollowUps = NOTHING_FOLLOWS,
 ) -> dict[str, Any]:
-    """The `follow_ups` of stored job `job_id`, once per key."""
+    """`job` (an inpaint, an outpaint: built and checked already), else the `follow_ups`
+    of stored job `job_id`, once per Idempotency-Key; the answer names the new jobs."""
     state = state_of(request)
     client = client_name(request)
     submitted = submit_with_follow_ups(
-        state.queue, job_id, follow_ups, source=source_for(client), check=_check(state),
-        key=request_key(state, key, f"{PREFIX}/jobs/{job_id}/{what}", body),
-        with_jobs=state.records.hook(EASEL_API, client, None),
-    )  # fmt: skip
-    return _answer(state, response, job_id, submitted)
-
-
-def _submit_one(
-    request: Request, response: Response, job_id: int, what: str, body: BaseModel,
-    key: str | None, job: NewJob,
-) -> dict[str, Any]:  # fmt: skip
-    """One new job that follows `job_id` (an inpaint, an outpaint), once per key."""
-    state = state_of(request)
-    client = client_name(request)
-    submitted = submit_with_follow_ups(
-        state.queue, job, source=source_for(client),
+        state.queue, job_id if job is None else job, follow_ups, source=source_for(client),
+        check=_check(state) if job is None else None,
         key=request_key(state, key, f"{PREFIX}/jobs/{job_id}/{what}", body),
         with_jobs=state.records.hook(EASEL_API, client, None),
     )  # fmt: skip
@@ -193,7 +183,9 @@ def hires(
     """Hires fix of the job's image (`python -m app upscale ID`): it waits for the job."""
     upscale = Upscale(body.scale, body.strength, body.upscaler.strip(), steps=body.steps)
     follow_ups = FollowUps(upscale=upscale)
-    return _follow(request, response, job_id, "hires", body, idempotency_key, follow_ups)
+    return _submitted(
+        request, response, job_id, "hires", body, idempotency_key, follow_ups=follow_ups
+    )
 
 
 @router.post("/jobs/{job_id}/upscale", status_code=201, responses=FOLLOW_UP_ANSWER)
@@ -205,7 +197,9 @@ def upscale(
     --model-only`)."""
     upscale = Upscale(body.scale, 1.0, body.upscaler.strip(), img2img=False)
     follow_ups = FollowUps(upscale=upscale)
-    return _follow(request, response, job_id, "upscale", body, idempotency_key, follow_ups)
+    return _submitted(
+        request, response, job_id, "upscale", body, idempotency_key, follow_ups=follow_ups
+    )
 
 
 @router.post("/jobs/{job_id}/tiled", status_code=201, responses=FOLLOW_UP_ANSWER)
@@ -216,7 +210,9 @@ def tiled(
     """A tiled upscale of the job's image (`upscale ID --tiled`), for big results."""
     upscale = Upscale(body.scale, body.strength, body.upscaler.strip(), tiled=True)
     follow_ups = FollowUps(upscale=upscale)
-    return _follow(request, response, job_id, "tiled", body, idempotency_key, follow_ups)
+    return _submitted(
+        request, response, job_id, "tiled", body, idempotency_key, follow_ups=follow_ups
+    )
 
 
 @router.post("/jobs/{job_id}/vary", status_code=201, responses=FOLLOW_UP_ANSWER)
@@ -226,7 +222,9 @@ def vary(
 ) -> dict[str, Any]:  # fmt: skip
     """Variations of the job's image (`vary ID --count N`), in one transaction."""
     follow_ups = FollowUps(variations=Variations(body.count, body.strength))
-    return _follow(request, response, job_id, "vary", body, idempotency_key, follow_ups)
+    return _submitted(
+        request, response, job_id, "vary", body, idempotency_key, follow_ups=follow_ups
+    )
 
 
 @router.post("/jobs/{job_id}/inpaint", status_code=201, responses=FOLLOW_UP_ANSWER)
@@ -243,7 +241,7 @@ def inpaint(
         repaint=Repaint(body.prompt, body.seed), strength=body.strength, settings=settings,
         check=_check(state), max_attempts=state.settings.max_attempts,
     )  # fmt: skip
-    return _submit_one(request, response, job_id, "inpaint", body, idempotency_key, job)
+    return _submitted(request, response, job_id, "inpaint", body, idempotency_key, job)
 
 
 @router.post("/jobs/{job_id}/outpaint", status_code=201, responses=FOLLOW_UP_ANSWER)
@@ -259,4 +257,4 @@ def outpaint(
         mask_blur=body.mask_blur, outputs_dir=state.settings.outputs_path(), check=_check(state),
         max_attempts=state.settings.max_attempts,
     )  # fmt: skip
-    return _submit_one(request, response, job_id, "outpaint", body, idempotency_key, job)
+    return _submitted(request, response, job_id, "outpaint", body, idempotency_key, job)
