@@ -15,28 +15,18 @@ from app.cli.jobs import check_model, with_queue
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import fit_to, open_rgb, prepare_init_image, read_init_image
-from app.engine.jobs.mask import (
-    OUTPAINT_STRENGTH,
-    Extension,
-    Fill,
-    open_mask,
-    outpaint,
-    png_bytes,
-    prepare_mask,
-    read_mask,
-)
+from app.engine.jobs.mask import Extension, Fill, open_mask, png_bytes, prepare_mask, read_mask
 from app.engine.jobs.params import (
     DEFAULT_MASK_BLUR,
     DEFAULT_MASK_PADDING,
-    INIT_FROM_JOB,
     RANDOM_SEED,
     GenerationParams,
     InvalidParameters,
 )
-from app.engine.jobs.queue import JobQueue, params_of
+from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.run_inputs import RunInputs
 from app.engine.settings import load_settings
-from app.engine.store.job_pictures import finished_picture, picture_job
+from app.engine.store.repaint import MaskSettings, Repaint, inpaint_job, outpaint_job
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -140,37 +130,25 @@ def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
 
 
 def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
-    parent = params_of(picture_job(queue, args.job_id))
-    mask_png = prepare_mask(read_mask(args.mask), (parent.width, parent.height))
-    params = _settings(args, parent)
-    params = replace(
-        params, prompt=args.prompt or parent.prompt, seed=args.seed,
-        init_image=f"{INIT_FROM_JOB}{args.job_id}", strength=args.strength,
-        mask=digest(mask_png),
-    ).validated()  # fmt: skip
-    check_model(params)
-    attempts = load_settings().max_attempts
-    inputs = RunInputs(mask=mask_png)
-    job = NewJob(params, parents=[args.job_id], inputs=inputs, max_attempts=attempts)
+    settings = MaskSettings(
+        DEFAULT_MASK_BLUR if args.mask_blur is None else args.mask_blur, args.only_masked,
+        DEFAULT_MASK_PADDING if args.padding is None else args.padding,
+    )  # fmt: skip
+    job = inpaint_job(
+        queue, args.job_id, read_mask(args.mask), repaint=Repaint(args.prompt or "", args.seed),
+        strength=args.strength, settings=settings, check=check_model,
+        max_attempts=load_settings().max_attempts,
+    )  # fmt: skip
     return _submitted(queue, job)
 
 
 def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
-    outputs = load_settings().outputs_path()
-    stored, image_png = finished_picture(queue, args.job_id, outputs, to="extend")
-    parent = params_of(stored)
-    extension = Extension(args.left, args.right, args.top, args.bottom)
-    canvas = outpaint(image_png, extension, Fill(args.fill), seed=max(parent.seed, 0))
-    params = replace(
-        parent, prompt=args.prompt or parent.prompt, seed=args.seed, width=canvas.width,
-        height=canvas.height, init_image=digest(canvas.image_png), strength=OUTPAINT_STRENGTH,
-        mask=digest(canvas.mask_png), mask_blur=args.mask_blur, only_masked=False,
-    ).validated()  # fmt: skip
-    check_model(params)  # beyond the model's size limit: refused here
-    attempts = load_settings().max_attempts
-    job = NewJob(
-        params, parents=[args.job_id], inputs=RunInputs(canvas.image_png, canvas.mask_png),
-        max_attempts=attempts,
+    settings = load_settings()  # on a shared queue, a file here only inside its outputs folder
+    job = outpaint_job(
+        queue, args.job_id, Extension(args.left, args.right, args.top, args.bottom),
+        fill=Fill(args.fill), repaint=Repaint(args.prompt or "", args.seed),
+        mask_blur=args.mask_blur, outputs_dir=settings.outputs_path(), check=check_model,
+        max_attempts=settings.max_attempts,
     )  # fmt: skip
     return _submitted(queue, job)
 

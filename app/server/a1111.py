@@ -466,7 +466,7 @@ def skip(request: Request) -> dict[str, Any]:
 
 def _stop_running(request: Request, *, whole_batch: bool, what: str) -> dict[str, Any]:
     state = state_of(request)
-    source = source_for(client_name(request))
+    source = source_for(client_name(request), A1111_API)
     targets: set[int] = set()
     for running_id in state.records.running(A1111_API):
         targets.update(state.batch_of(running_id) if whole_batch else (running_id,))

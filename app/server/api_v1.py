@@ -33,6 +33,7 @@ from app.engine.store.stored_files import output_bytes
 from app.engine.workers.roster import list_workers
 from app.server.callback_targets import shown_url
 from app.server.events import router as events_router
+from app.server.idempotency import IdempotencyKey, answered_once
 from app.server.job_build import submit_body
 from app.server.job_fields import JobBody
 from app.server.requests import (
@@ -126,12 +127,21 @@ def _searched(queue: JobQueue, job_filter: JobFilter, limit: int, before: int | 
 
 
 def _request(name: str) -> Any:
-    def act(job_id: JobId, request: Request) -> dict[str, Any]:
+    def act(
+        job_id: JobId,
+        request: Request,
+        idempotency_key: IdempotencyKey = None,
+    ) -> dict[str, Any]:
         state = state_of(request)
         source = source_for(client_name(request))
         action = getattr(state.queue, name)
-        record: TransitionRecord = action(job_id, source=source)
-        return {"changed": record.changed, "job": job_json(state, state.queue.get(job_id))}
+
+        def fire() -> dict[str, Any]:
+            record: TransitionRecord = action(job_id, source=source)
+            return {"changed": record.changed, "job": job_json(state, state.queue.get(job_id))}
+
+        route = f"{PREFIX}/jobs/{job_id}/{name}"
+        return answered_once(state, idempotency_key, route, None, fire)[0]
 
     act.__name__ = f"{name}_job"
     act.__doc__ = (
@@ -146,11 +156,21 @@ for _name in ("cancel", "pause", "resume", "retry"):
 
 
 @router.post("/jobs/{job_id}/star")
-def star_job(job_id: JobId, request: Request, body: StarBody | None = None) -> dict[str, Any]:
+def star_job(
+    job_id: JobId,
+    request: Request,
+    body: StarBody | None = None,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:
     """Star (or with `{"starred": false}` unstar) a job: never pruned."""
     state = state_of(request)
-    star(state.queue, job_id, on=True if body is None else body.starred)
-    return job_json(state, state.queue.get(job_id))
+
+    def starred() -> dict[str, Any]:
+        star(state.queue, job_id, on=True if body is None else body.starred)
+        return job_json(state, state.queue.get(job_id))
+
+    route = f"{PREFIX}/jobs/{job_id}/star"
+    return answered_once(state, idempotency_key, route, body or StarBody(), starred)[0]
 
 
 # The path keeps its name for the clients that use it; what it serves is the job's kind of

@@ -17,11 +17,13 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
+from app.engine.jobs.groups import GroupNotFound
 from app.engine.jobs.queue import JobNotFound, RequestRefused
 from app.engine.jobs.request_keys import KeyReused
 from app.engine.jobs.states import TransitionNotAllowed
 from app.errors import DatabaseError, MissingModel, UserError, internal_error
-from app.server import a1111, a1111_controlnet, a1111_extras, api_v1
+from app.server import a1111, a1111_controlnet, a1111_extras, api_v1, follow_ups, group_routes
+from app.server.openapi_examples import with_examples
 from app.server.redact import LOG_NAME
 from app.server.security import (
     FOREIGN_HOST,
@@ -64,9 +66,12 @@ def create_app(state: ServerState) -> FastAPI:
     )  # fmt: skip
     app.state.easel = state
     app.include_router(api_v1.router)
+    app.include_router(follow_ups.router)
+    app.include_router(group_routes.router)
     app.include_router(a1111.router)
     app.include_router(a1111_extras.router)
     app.include_router(a1111_controlnet.router)
+    with_examples(app)  # every /api/v1 operation: an example in the schema
     _add_error_handlers(app, state)
     app.add_middleware(Guard, state=state)  # before routing and bodies
     if state.cors_origins:
@@ -98,7 +103,7 @@ def error(status: int, sentence: str, headers: Mapping[str, str] | None = None) 
 
 
 def status_of(failure: UserError) -> int:
-    if isinstance(failure, JobNotFound):
+    if isinstance(failure, JobNotFound | GroupNotFound):
         return 404
     if isinstance(failure, TransitionNotAllowed | RequestRefused | KeyReused):
         return 409

@@ -13,6 +13,7 @@ from fastapi import Request
 from pydantic.json_schema import JsonDict
 
 from app.engine.generation.request_checks import check_runnable
+from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.follow_ups import FollowUps, NewJob, Submitted, submit_with_follow_ups
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import InvalidInitImage, fit_to, open_rgb, prepare_init_image
@@ -38,6 +39,7 @@ from app.server.callback_targets import check_callback_url
 from app.server.state import ServerState
 
 SOURCE = "api"
+A1111_SOURCE = "sdapi"
 CLIENT_HEADER = "x-easel-client"
 KEY_HEADER = "idempotency-key"
 _CLIENT_CHARS = re.compile(r"[^A-Za-z0-9._/+-]")
@@ -64,9 +66,12 @@ def client_name(request: Request) -> str:
     return _CLIENT_CHARS.sub("", first)[:MAX_CLIENT_CHARS]
 
 
-def source_for(client: str) -> str:
-    """The timeline's source: `api`, or `api:<client>` when the client names itself."""
-    return f"{SOURCE}:{client}" if client else SOURCE
+def source_for(client: str, api: str = EASEL_API) -> str:
+    """The timeline's source, naming the door: `api` (Easel's own API) or `sdapi` (the
+    A1111 API), then `:<client>` when the client names itself (`cli` and the window's
+    own are the other doors' sources)."""
+    door = SOURCE if api == EASEL_API else A1111_SOURCE
+    return f"{door}:{client}" if client else door
 
 
 def decode_image(data: str, what: str = "init image") -> bytes:
@@ -127,7 +132,7 @@ def submit(
         max_attempts=job.max_attempts or state.settings.max_attempts, priority=job.priority,
     )  # fmt: skip
     return submit_with_follow_ups(
-        state.queue, new, job.follow_ups, source=source_for(client), check=checker(state),
+        state.queue, new, job.follow_ups, source=source_for(client, api), check=checker(state),
         key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
     )  # fmt: skip
 

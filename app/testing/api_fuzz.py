@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
@@ -46,6 +48,7 @@ class FuzzReport:
     server_errors: int  # of them answered 5xx
     passed: bool  # schemathesis found no failure (5xx or a schema mismatch)
     output: str  # the tail of what it printed: the failures, each with a curl to reproduce
+    requested: tuple[str, ...] = ()  # "METHOD /path" of each request sent (ids filled in)
 
 
 @contextmanager
@@ -92,18 +95,25 @@ def run_schemathesis(url: str, folder: Path, *, examples: int, seed: int | None)
         *(["--seed", str(seed)] if seed is not None else []),
     ]  # fmt: skip
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
-    statuses = _statuses(har)
+    entries = _entries(har)
+    statuses = [int(entry["response"]["status"]) for entry in entries]
     return FuzzReport(
         requests=len(statuses),
         server_errors=sum(1 for status in statuses if status >= 500),
         passed=done.returncode == 0,
         output=(done.stdout + done.stderr)[-OUTPUT_TAIL_CHARS:],
+        requested=tuple(_requested(entry) for entry in entries),
     )
 
 
-def _statuses(har: Path) -> list[int]:
-    """Each answer's status, from schemathesis' record of every request it sent."""
+def _entries(har: Path) -> list[dict[str, Any]]:
+    """Schemathesis' record of every request it sent, each with its answer."""
     if not har.exists():
         return []
-    entries = json.loads(har.read_text(encoding="utf-8"))["log"]["entries"]
-    return [int(entry["response"]["status"]) for entry in entries]
+    entries: list[dict[str, Any]] = json.loads(har.read_text(encoding="utf-8"))["log"]["entries"]
+    return entries
+
+
+def _requested(entry: dict[str, Any]) -> str:
+    request = entry["request"]
+    return f"{request['method'].upper()} {urlsplit(request['url']).path}"

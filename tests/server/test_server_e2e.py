@@ -95,7 +95,7 @@ def test_webuiapi_txt2img_is_pixel_equal_to_generate_and_a_job_with_a_timeline(
     assert job_id in [job.id for job in search(store, JobFilter(text="red circle"))]
     timeline = store.timeline(job_id)
     assert [t.event for t in timeline] == ["SUBMIT", "START", "COMPLETE"]
-    assert timeline[0].source.startswith("api:python-requests")
+    assert timeline[0].source.startswith("sdapi:python-requests")  # the door, the client
 
 
 def test_webuiapi_img2img_is_a_job_with_its_init_image_and_png_info_reads_it_back(
@@ -144,7 +144,7 @@ def test_interrupt_cancels_the_running_job_at_its_next_step(served: Served) -> N
     assert stopped <= step_at_cancel + 1 + unseen, (stopped, step_at_cancel, unseen)
     assert stopped < 150 // 2  # and far from running on: it stopped, not finished
     events = [(t["event"], t["to"], t["source"]) for t in job["timeline"]]
-    assert events[-2][:2] == ("CANCEL", "CANCELLING") and events[-2][2].startswith("api:")
+    assert events[-2][:2] == ("CANCEL", "CANCELLING") and events[-2][2].startswith("sdapi:")
     assert events[-1][:3] == ("STOPPED", "CANCELLED", "worker")  # the worker stopped itself
     [result] = answer
     assert result.images == [] and result.info["easel_statuses"] == {str(job_id): "CANCELLED"}

@@ -6,6 +6,7 @@ every time); `benchmarks/security.py` runs a longer, random one."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,12 @@ from tests.server.serving import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
+FOLLOW_UPS_AND_GROUPS = [
+    *[rf"POST /api/v1/jobs/\d+/{what}" for what in ("hires", "upscale", "tiled", "vary",
+                                                    "inpaint", "outpaint")],
+    r"GET /api/v1/groups/\d+",
+    *[rf"POST /api/v1/groups/\d+/{what}" for what in ("pause", "resume", "cancel", "retry")],
+]  # fmt: skip
 EXAMPLES = 10  # per operation and phase: about 1,300 requests, 15-35 s here
 
 
@@ -27,6 +34,8 @@ def test_fuzzed_requests_get_no_server_error_and_answers_that_fit_the_schema(
         report = run_schemathesis(url, tmp_path, examples=EXAMPLES, seed=1)
     assert report.requests > 500, f"schemathesis hardly ran:\n{report.output}"
     assert report.server_errors == 0 and report.passed, report.output
+    for route in FOLLOW_UPS_AND_GROUPS:  # the newer routes are in the run too
+        assert any(re.fullmatch(route, sent) for sent in report.requested), route
 
 
 @pytest.mark.parametrize(

@@ -116,11 +116,11 @@ def submit_with_follow_ups(
     stored; follow-ups get their parent's priority and attempts. Raises `UserError` (bad
     settings, no such job, what `check` refuses) having stored nothing. `key`: an
     Idempotency-Key, `with_jobs`: rows stored with the jobs (see `JobQueue.submit_keyed`);
-    for a new job only."""
+    for a stored job, they cover its follow-ups."""
     if follow_ups.variations is not None and follow_ups.variations.count < 1:
         raise ValueError(f"count must be at least 1, not {follow_ups.variations.count}")
     if isinstance(job, int):
-        return _follow_stored(queue, job, follow_ups, source, check)
+        return _follow_stored(queue, job, follow_ups, source, check, key, with_jobs)
     params = job.params
     if job.inputs.init_image is not None:
         params = replace(params, init_image=digest(job.inputs.init_image))
@@ -139,18 +139,23 @@ def submit_with_follow_ups(
 
 
 def _follow_stored(
-    queue: JobQueue, job_id: int, follow_ups: FollowUps, source: str, check: Check | None
+    queue: JobQueue,
+    job_id: int,
+    follow_ups: FollowUps,
+    source: str,
+    check: Check | None,
+    key: RequestKey | None = None,
+    with_jobs: StoredHook | None = None,
 ) -> Submitted:
     parent = queue.get(job_id)  # JobNotFound first: "There is no job 12"
     batch = _follow_up_params(params_of(parent), job_id, follow_ups)
     _check_all(batch, check)
     if not batch:
         return Submitted()
-    ids = queue.submit_many(
-        batch, parents=[job_id], priority=parent.priority, max_attempts=parent.max_attempts,
-        source=source,
-    )  # fmt: skip
-    return Submitted((), tuple(ids))
+    waiting = NewJobs(batch, parents=[job_id], priority=parent.priority,
+                      max_attempts=parent.max_attempts, source=source)  # fmt: skip
+    stored = queue.submit_keyed(waiting, key=key, with_jobs=with_jobs)
+    return Submitted((), tuple(stored.jobs), stored.replayed)
 
 
 def seed_batch(params: GenerationParams, count: int) -> list[GenerationParams]:

@@ -36,7 +36,7 @@ from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
 from app.engine.jobs.params import KIND_GRID, GenerationParams
 from app.engine.jobs.queue_sql import RUNNING, QueueStatements
-from app.engine.jobs.request_keys import KeyStatements, RequestKey
+from app.engine.jobs.request_keys import Answer, KeyStatements, RequestKey, answer_once
 from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.jobs.states import (
     JobEvent,
@@ -323,6 +323,10 @@ class JobQueue:
         for record in [*records, *follow_up_records]:
             self._notify(record)
         return StoredJobs(ids, follow_up_ids)
+
+    def answer_once(self, key: RequestKey, act: Callable[[], Answer]) -> tuple[Answer, bool]:
+        """`act()`'s answer once per Idempotency-Key (see `request_keys.answer_once`)."""
+        return answer_once(self.db, self._keys, key, self.clock(), act)
 
     def submit_group(
         self,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,10 @@ FORGET_BATCH = 100  # expired keys a keyed submit deletes besides its own
 
 class KeyReused(UserError):
     """The key was used before for a request with other settings."""
+
+
+class KeyInUse(KeyReused):
+    """The first request with the key is still being answered (a conflict, as reuse is)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Earlier:
 
     jobs: list[int]
     follow_ups: list[int]
+    answer: dict[str, Any] | None = None  # an action's first answer (`answer_once`)
 
 
 class KeyStatements:
@@ -93,6 +99,9 @@ class KeyStatements:
                 REQUEST_KEY.c.key == bindparam("key"),
                 REQUEST_KEY.c.created_at < bindparam("before"),
             )
+        )
+        self._forget_key = db.prepare(
+            delete(REQUEST_KEY).where(REQUEST_KEY.c.key == bindparam("key"))
         )
         expired = (
             select(REQUEST_KEY.c.key)
@@ -127,11 +136,56 @@ class KeyStatements:
             raise KeyReused(
                 f"the Idempotency-Key {key.key!r} was already used for a different request"
             )
+        if not job_ids:  # claimed by an action still running (`answer_once`)
+            raise KeyInUse(
+                f"the request with the Idempotency-Key {key.key!r} is still being answered; "
+                "send it again in a moment"
+            )
         stored = json.loads(job_ids)
-        return Earlier(list(stored["jobs"]), list(stored["follow_ups"]))
+        return Earlier(list(stored["jobs"]), list(stored["follow_ups"]), stored.get("answer"))
 
     def record(
-        self, tx: HotTransaction, key: RequestKey, jobs: list[int], follow_ups: list[int]
+        self,
+        tx: HotTransaction,
+        key: RequestKey,
+        jobs: list[int],
+        follow_ups: list[int],
+        answer: dict[str, Any] | None = None,
     ) -> None:
-        job_ids = json.dumps({"jobs": jobs, "follow_ups": follow_ups})
-        tx.execute(self._record, {"key": key.key, "job_ids": job_ids})
+        stored: dict[str, Any] = {"jobs": jobs, "follow_ups": follow_ups}
+        if answer is not None:
+            stored["answer"] = answer
+        tx.execute(self._record, {"key": key.key, "job_ids": json.dumps(stored, default=str)})
+
+    def forget(self, tx: HotTransaction, key: RequestKey) -> None:
+        tx.execute(self._forget_key, {"key": key.key})
+
+
+Answer = dict[str, Any]
+
+
+def answer_once(
+    db: Database, statements: KeyStatements, key: RequestKey, now: float, act: Callable[[], Answer]
+) -> tuple[Answer, bool]:
+    """`act()` once per `key`: (its answer, False), or (the first answer, True) when the key
+    was seen before. For actions that write in transactions of their own (a cancel, a group's
+    pause): the key is claimed first, `act` runs, then its answer is recorded; a refused
+    action forgets the key (a retry is decided afresh), and a request that comes while the
+    first is still running is refused (`KeyInUse`) rather than acting twice."""
+    with db.hot_write() as tx:
+        earlier = statements.claim(tx, key, now)
+    if earlier is not None:
+        if earlier.answer is None:  # a submit's key: its fingerprint differs, but be sure
+            raise KeyReused(
+                f"the Idempotency-Key {key.key!r} was already used for a different request"
+            )
+        return earlier.answer, True
+    try:
+        answer = act()
+    except BaseException:
+        with db.hot_write() as tx:
+            statements.forget(tx, key)
+        raise
+    with db.hot_write() as tx:
+        statements.record(tx, key, [], [], answer)
+    return answer, False

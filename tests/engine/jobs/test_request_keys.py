@@ -149,3 +149,30 @@ def test_racing_requests_with_an_expired_key_make_one_new_job(db_location: str) 
     finally:
         for queue in queues:
             queue.db.dispose()
+
+
+def test_an_action_answers_once_per_key_and_a_refused_one_leaves_its_key_free(
+    queue: JobQueue,
+) -> None:
+    """`answer_once`, for actions that write in transactions of their own (a cancel)."""
+    job_id = queue.submit(GenerationParams("a cat"))
+    calls: list[int] = []
+
+    def cancel() -> dict[str, object]:
+        calls.append(job_id)
+        return {"changed": queue.cancel(job_id, source="test").changed}
+
+    key = RequestKey("act-1", fingerprint_of({"route": "cancel", "job": job_id}))
+    assert queue.answer_once(key, cancel) == ({"changed": True}, False)
+    assert queue.answer_once(key, cancel) == ({"changed": True}, True)
+    assert calls == [job_id]  # acted once
+    with pytest.raises(KeyReused):
+        queue.answer_once(RequestKey("act-1", "another request"), cancel)
+
+    def refused() -> dict[str, object]:
+        raise InvalidParameters("no")
+
+    free = RequestKey("act-2", "f")
+    with pytest.raises(InvalidParameters):
+        queue.answer_once(free, refused)
+    assert queue.answer_once(free, lambda: {"ok": True}) == ({"ok": True}, False)
