@@ -1506,6 +1506,10 @@ Resume continues from there.</source>
         <translation>{place} · 将从第 {step}/{total} 步继续</translation>
     </message>
     <message>
+        <source>loading the model, compiling it… (once) {s}</source>
+        <translation>正在加载模型并编译…（仅一次）{s}</translation>
+    </message>
+    <message>
         <source>waits for #{id}</source>
         <translation>等待 #{id}</translation>
     </message>
@@ -2062,6 +2066,65 @@ Resume continues from there.</source>
     <message>
         <source>Keyboard shortcuts</source>
         <translation>键盘快捷键</translation>
+    </message>
+</context>
+<context>
+    <name>SpeedSection</name>
+    <message>
+        <source>Off (exact)</source>
+        <translation>关（精确）</translation>
+    </message>
+    <message>
+        <source>Fast (step caching, slightly softer)</source>
+        <translation>快（步骤缓存，略柔和）</translation>
+    </message>
+    <message>
+        <source>Fastest (step caching, softer)</source>
+        <translation>最快（步骤缓存，较柔和）</translation>
+    </message>
+    <message>
+        <source>Skip the model&apos;s work on steps that change little (First Block Cache): about twice as fast at a small cost in detail. Flux.1 models only</source>
+        <translation>在变化很小的步骤上跳过模型的计算（First Block Cache）：速度约快一倍，细节略有损失。仅限 Flux.1 模型</translation>
+    </message>
+    <message>
+        <source>Advanced ▸</source>
+        <translation>高级 ▸</translation>
+    </message>
+    <message>
+        <source>the speed&apos;s own</source>
+        <translation>按速度设置</translation>
+    </message>
+    <message>
+        <source>Higher skips more steps and softens more (fast: 0.08, fastest: 0.12)</source>
+        <translation>数值越高，跳过的步骤越多，画面越柔和（快：0.08，最快：0.12）</translation>
+    </message>
+    <message>
+        <source>Compile the model</source>
+        <translation>编译模型</translation>
+    </message>
+    <message>
+        <source>Faster steps after compiling the model once per worker (that first job waits for it; kept for later starts). Falls back to running uncompiled if compiling fails</source>
+        <translation>每个工作进程编译一次模型后步骤更快（第一个任务需等待编译；结果会保留供以后启动使用）。编译失败时改为不编译运行</translation>
+    </message>
+    <message>
+        <source>PyTorch SDPA; FlashAttention on NVIDIA GPUs where installed (each worker chooses)</source>
+        <translation>PyTorch SDPA；在已安装 FlashAttention 的 NVIDIA GPU 上使用它（由各工作进程选择）</translation>
+    </message>
+    <message>
+        <source>Cache threshold</source>
+        <translation>缓存阈值</translation>
+    </message>
+    <message>
+        <source>Attention</source>
+        <translation>注意力</translation>
+    </message>
+    <message>
+        <source>Speed</source>
+        <translation>速度</translation>
+    </message>
+    <message>
+        <source>Advanced ▾</source>
+        <translation>高级 ▾</translation>
     </message>
 </context>
 <context>
