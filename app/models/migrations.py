@@ -27,7 +27,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 
 class SchemaTooNew(DatabaseError):
@@ -222,6 +222,20 @@ def _v15_to_v16(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
 
 
+_V17_JOB_COLUMNS = {
+    "frames": "INTEGER NOT NULL DEFAULT 1",
+    "fps": "INTEGER NOT NULL DEFAULT 16",
+}
+
+
+def _v16_to_v17(conn: Connection) -> None:
+    # Version 17 adds video jobs (issue 38): a clip's frame count and frames a second.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, sql in _V17_JOB_COLUMNS.items():
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -238,6 +252,7 @@ MIGRATIONS: dict[int, Migration] = {
     13: _v13_to_v14,
     14: _v14_to_v15,
     15: _v15_to_v16,
+    16: _v16_to_v17,
 }
 
 

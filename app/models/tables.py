@@ -107,6 +107,13 @@ class Job(SQLModel, table=True):
     speed_threshold: float = Field(
         default=0.0, sa_column=Column(Float, nullable=False, server_default=text("0.0"))
     )
+    # Schema 17: a video job's frame count and rate (1 frame for every other kind).
+    frames: int = Field(
+        default=1, sa_column=Column(Integer, nullable=False, server_default=text("1"))
+    )
+    fps: int = Field(
+        default=16, sa_column=Column(Integer, nullable=False, server_default=text("16"))
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

@@ -38,7 +38,15 @@ DEFAULT_MASK_PADDING, MAX_MASK_PADDING = 32, 256  # "Only masked padding, pixels
 # parent's image with an upscaler model (see docs/architecture.md, *Groups of jobs*).
 # A tiled upscale (Ultimate SD Upscale) enlarges, then redraws the image region by region.
 KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED = "generate", "grid", "upscale", "tiled"
-KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED)
+# A video clip (issue 38): drawn as an image is (the same loop), `frames` at `fps`, its
+# output an MP4 (outputs/video.py). Which frame counts and sizes a model takes is its
+# family's (families/video_params.py), checked at submit.
+KIND_VIDEO = "video"
+KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_VIDEO)
+# The kinds whose work is the denoising loop on a model (txt2img, img2img, ..., a clip).
+DRAWN_KINDS = (KIND_GENERATE, KIND_VIDEO)
+MAX_FRAMES = 481  # 30 s at 16 fps: far beyond what any video model draws in one clip
+DEFAULT_FPS, MAX_FPS = 16, 60  # Wan 2.1's 16 frames a second
 # Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
 # larger than what a model draws in one piece.
 MAX_UPSCALED_SIZE = 8192
@@ -181,6 +189,8 @@ class GenerationParams:
     reference: str = ""  # IP-Adapter reference images, as `encode_reference` writes them
     speed: str = SPEED_OFF  # step caching: "off", "fast" or "fastest" (`SPEED_THRESHOLDS`)
     speed_threshold: float = 0.0  # the cache's threshold; 0: the speed setting's own
+    frames: int = 1  # a video job's frame count (1 for every other kind)
+    fps: int = DEFAULT_FPS  # a video job's frames a second, as its MP4 plays them
 
     @property
     def cache_threshold(self) -> float:
@@ -215,7 +225,7 @@ class GenerationParams:
     def denoising_steps(self) -> int:
         """The steps that actually run: img2img skips the first `steps * (1 - strength)`.
         A grid is one step (composing); an upscale job counts its tiles as it goes."""
-        if self.kind != KIND_GENERATE:
+        if self.kind not in DRAWN_KINDS:
             return 1
         if not self.init_image:
             return self.steps
@@ -277,6 +287,22 @@ def _problems(p: GenerationParams) -> list[str]:
     if p.reference:
         problems.extend(_reference_problems(p))
     problems.extend(_speed_problems(p))
+    problems.extend(_video_problems(p))
+    return problems
+
+
+def _video_problems(p: GenerationParams) -> list[str]:
+    """A clip's frame count and rate (the model's own rules, 4k+1 frames for Wan, are its
+    family's: `video_params`, at submit); other kinds draw one frame."""
+    if p.kind != KIND_VIDEO:
+        return [] if p.frames == 1 else [f"{p.frames} frames need a video job (--video)"]
+    problems = []
+    if not isinstance(p.frames, int) or not 1 <= p.frames <= MAX_FRAMES:
+        problems.append(f"a video takes 1 to {MAX_FRAMES} frames, not {p.frames}")
+    if not isinstance(p.fps, int) or not 1 <= p.fps <= MAX_FPS:
+        problems.append(f"a video plays at 1 to {MAX_FPS} frames a second, not {p.fps}")
+    if p.init_image or p.mask or p.control or p.reference or p.upscaler:
+        problems.append("a video job takes a prompt only (no init image, mask or guidance yet)")
     return problems
 
 

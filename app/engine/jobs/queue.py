@@ -1121,7 +1121,7 @@ def params_of(job: Job) -> GenerationParams:
         mask_padding=job.mask_padding, control=job.control, reference=job.reference,
         variation_seed=job.variation_seed, variation_strength=job.variation_strength,
         prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
-        speed=job.speed, speed_threshold=job.speed_threshold,
+        speed=job.speed, speed_threshold=job.speed_threshold, frames=job.frames, fps=job.fps,
     )  # fmt: skip
 
 

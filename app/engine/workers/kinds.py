@@ -23,6 +23,7 @@ from app.engine.jobs.params import (
     KIND_GRID,
     KIND_TILED,
     KIND_UPSCALE,
+    KIND_VIDEO,
     KINDS,
     GenerationParams,
     InvalidParameters,
@@ -86,6 +87,7 @@ WORK_OF_KIND: Mapping[str, Work] = MappingProxyType(
         KIND_UPSCALE: on_the_runner,  # the parent's image through an upscaler model
         KIND_TILED: on_the_runner,  # enlarged, then redrawn region by region
         KIND_GRID: composed_grid,
+        KIND_VIDEO: on_the_runner,  # a clip, drawn by a video model's family
     }
 )
 

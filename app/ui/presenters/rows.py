@@ -139,7 +139,7 @@ class JobRow:
             mask_padding=job.mask_padding,
             variation_seed=job.variation_seed, variation_strength=job.variation_strength,
             prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
-            speed=job.speed, speed_threshold=job.speed_threshold,
+            speed=job.speed, speed_threshold=job.speed_threshold, frames=job.frames, fps=job.fps,
         )  # fmt: skip
         return cls(
             id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,

@@ -39,6 +39,7 @@ class Architecture(Enum):
     SD3 = "sd3"  # SD 3 and 3.5 (medium, large, large turbo): MMDiT, two CLIPs + T5
     ZIMAGE = "zimage"  # Z-Image (Turbo): a single-stream DiT, a Qwen3 text encoder
     FLUX2_KLEIN = "flux2-klein"  # Flux.2 Klein (4B, 9B; base and distilled): Qwen3, patched
+    WAN21 = "wan2.1"  # Wan 2.1 text to video (1.3B, 14B): a 3D DiT, UMT5, the Wan VAE
 
     @property
     def spec(self) -> FamilySpec:
