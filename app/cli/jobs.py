@@ -16,12 +16,15 @@ from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
 from app.engine.jobs.params import (
+    DEFAULT_FPS,
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
+    KIND_VIDEO,
     SCHEDULERS,
     SPEED_OFF,
     SPEED_THRESHOLDS,
     GenerationParams,
+    InvalidParameters,
     decode_control,
     decode_reference,
     parse_size,
@@ -95,6 +98,16 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --cache: the cache's threshold instead of the setting's own "
         f"({', '.join(f'{k} {v:g}' for k, v in SPEED_THRESHOLDS.items() if v)})",
     )  # fmt: skip
+    video = parser.add_argument_group("video (a video model such as Wan 2.1)")
+    video.add_argument("--video", action="store_true", help="draw a clip: an MP4")
+    video.add_argument(
+        "--frames", type=int, metavar="N",
+        help=f"with --video: the clip's frames (Wan: 4k+1; default {DEFAULT_VIDEO_FRAMES})",
+    )  # fmt: skip
+    video.add_argument(
+        "--fps", type=int, metavar="F",
+        help=f"with --video: frames a second (default {DEFAULT_FPS})",
+    )  # fmt: skip
 
 
 def params_from_args(args: argparse.Namespace) -> GenerationParams:
@@ -107,9 +120,27 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         width=width, height=height, seed=args.seed,
         speed=getattr(args, "cache", SPEED_OFF),
         speed_threshold=getattr(args, "cache_threshold", 0.0),
+        **_video_args(args),
     ).validated()  # fmt: skip
     check_model(params)
     return params
+
+
+DEFAULT_VIDEO_FRAMES = 81  # Wan 2.1's default: 5 s at 16 frames a second
+
+
+def _video_args(args: argparse.Namespace) -> dict[str, Any]:
+    """`kind`, `frames` and `fps` of a --video request; nothing for an image."""
+    frames, fps = getattr(args, "frames", None), getattr(args, "fps", None)
+    if not getattr(args, "video", False):
+        if frames is not None or fps is not None:
+            raise InvalidParameters("--frames and --fps need --video")
+        return {}
+    return {
+        "kind": KIND_VIDEO,
+        "frames": DEFAULT_VIDEO_FRAMES if frames is None else frames,
+        "fps": DEFAULT_FPS if fps is None else fps,
+    }
 
 
 def check_model(params: GenerationParams) -> None:
@@ -244,6 +275,7 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         ("template", job.prompt_template), ("upscaler", job.upscaler),
         ("group", _group_text(job)),
         ("speed", _speed_text(job)),
+        ("video", f"{job.frames} frames at {job.fps} fps" if job.kind == KIND_VIDEO else ""),
     ]  # fmt: skip
     details += [(label, value) for label, value in optional if value]
     for index, layer in enumerate(decode_control(job.control)):

@@ -9,6 +9,7 @@ first-frame PNG, and what it cannot run refused at submit in one sentence.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,31 @@ def test_a_video_on_an_image_model_and_bad_frame_settings_are_one_sentence() -> 
         wan_params(fps=0).validated()
     with pytest.raises(InvalidParameters, match="9 frames need a video job"):
         wan_params(kind="generate").validated()
+
+
+def test_the_command_line_refuses_a_bad_clip_in_one_line_and_stores_nothing(
+    folder: Path, easel_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    (easel_home / "models").mkdir(parents=True)
+    (easel_home / "models" / "wan").symlink_to(folder)
+    asks = {
+        ("--model", "wan", "--video", "--frames", "8"):
+            "error: Wan 2.1 draws 4k+1 frames, not 8; the nearest are 5 or 9\n",
+        ("--video", "--frames", "9"):  # the bundled model draws images
+            "error: SD 1.x models draw images, not videos; choose a video model such as Wan 2.1\n",
+        ("--model", "wan", "--frames", "9"): "error: --frames and --fps need --video\n",
+    }  # fmt: skip
+    for argv, sentence in asks.items():
+        assert main(["submit", "a cat", "--size", "32x32", *argv]) == 2
+        assert capsys.readouterr() == ("", sentence)
+    assert (
+        main(["submit", "a cat", "--size", "32x32", "--model", "wan", "--video", "--frames", "9"])
+        == 0
+    )
+    job_id = int(capsys.readouterr().out)
+    assert main(["jobs", "--all", "--json"]) == 0
+    stored = json.loads(capsys.readouterr().out)
+    assert [job["id"] for job in stored] == [job_id]
+    assert (stored[0]["kind"], stored[0]["frames"], stored[0]["fps"]) == (KIND_VIDEO, 9, 16)
