@@ -92,6 +92,7 @@ def test_a_killed_video_worker_is_resumed_by_another_to_the_same_clip(
     ]  # fmt: skip
     assert queue.timeline(job_id)[-1].message.startswith("resumed from step ")
     ours, theirs = frames_of(job.output_path), frames_of(reference.output_path)
-    assert len(ours) == FRAMES and all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+    assert len(ours) == len(theirs) == FRAMES
+    assert all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
     stills = [first_frame_path(Path(j.output_path or "")).read_bytes() for j in (job, reference)]
     assert stills[0] == stills[1]
