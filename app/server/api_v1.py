@@ -18,8 +18,12 @@ from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.api_jobs import EASEL_API, ApiRecord
 from app.engine.jobs.params import (
+    DEFAULT_FPS,
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
+    KIND_VIDEO,
+    MAX_FPS,
+    MAX_FRAMES,
     MAX_IMAGES,
     GenerationParams,
 )
@@ -96,6 +100,11 @@ class SubmitBody(BaseModel):
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)
     callback_url: str | None = Field(None, description="POSTed the job's final status")
+    frames: int | None = Field(
+        None, ge=1, le=MAX_FRAMES,
+        description="a video (an MP4) of this many frames, on a video model (Wan: 4k+1)",
+    )  # fmt: skip
+    fps: int = Field(DEFAULT_FPS, ge=1, le=MAX_FPS, description="a video's frames a second")
 
 
 class StarBody(BaseModel):
@@ -118,6 +127,8 @@ def submit_job(
         scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
         width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
         seed=body.seed, strength=body.strength if init else 1.0,
+        **({} if body.frames is None else {"kind": KIND_VIDEO, "frames": body.frames,
+                                           "fps": body.fps}),
     )  # fmt: skip
     sized = body.width is not None or body.height is not None
     job = JobRequest(
@@ -315,6 +326,8 @@ def job_json(
         "links": {"self": base, "image": f"{base}/image" if status is JobStatus.SUCCESS else None,
                   "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
     }  # fmt: skip
+    if job.kind == KIND_VIDEO:  # its output (links.image) is an MP4 of these frames
+        out["video"] = {"frames": job.frames, "fps": job.fps}
     if timeline is not None:
         out["timeline"] = [_redacted(state, timeline_json(row)) for row in timeline]
     if record is not None:

@@ -10,6 +10,7 @@ first-frame PNG, and what it cannot run refused at submit in one sentence.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,23 @@ def test_the_command_line_refuses_a_bad_clip_in_one_line_and_stores_nothing(
     stored = json.loads(capsys.readouterr().out)
     assert [job["id"] for job in stored] == [job_id]
     assert (stored[0]["kind"], stored[0]["frames"], stored[0]["fps"]) == (KIND_VIDEO, 9, 16)
+
+
+def test_the_native_api_takes_a_clip_and_refuses_a_bad_one_in_one_sentence(
+    folder: Path, easel_home: Path
+) -> None:
+    from app.engine.jobs.queue import JobQueue
+    from app.engine.store.opening import open_queue
+    from tests.server.test_server_api import running
+
+    shutil.copytree(folder, easel_home / "models" / "wan")  # a name inside the models folder
+    queue: JobQueue = open_queue(easel_home / "easel.db")
+    body = {"prompt": "a cat", "model": "wan", "width": 32, "height": 32, "frames": 8}
+    with running(queue) as api:
+        refused = api.client.post("/api/v1/jobs", json=body)
+        taken = api.client.post("/api/v1/jobs", json={**body, "frames": 9, "fps": 12})
+    assert refused.status_code == 422, refused.text
+    assert refused.json() == {"error": "Wan 2.1 draws 4k+1 frames, not 8; the nearest are 5 or 9."}
+    assert taken.status_code == 201, taken.text
+    [job] = taken.json()["jobs"]
+    assert job["video"] == {"frames": 9, "fps": 12} and len(queue.jobs()) == 1
