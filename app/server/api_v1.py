@@ -7,6 +7,7 @@ repeated cancels and pauses are harmless (ALREADY_SATISFIED: `changed` is false)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -127,9 +128,9 @@ def submit_job(
         scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
         width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
         seed=body.seed, strength=body.strength if init else 1.0,
-        **({} if body.frames is None else {"kind": KIND_VIDEO, "frames": body.frames,
-                                           "fps": body.fps}),
     )  # fmt: skip
+    if body.frames is not None:  # a clip: checked as one at submit (frames, model)
+        params = replace(params, kind=KIND_VIDEO, frames=body.frames, fps=body.fps)
     sized = body.width is not None or body.height is not None
     job = JobRequest(
         params, count=body.count, parents=body.parents, init_image=init, init_sized=sized,
