@@ -20,6 +20,7 @@ TEXT_WIDTH = 32  # the tiny UMT5's d_model: the transformer's text_dim
 LATENT_CHANNELS = 16  # the Wan VAE's z_dim, as released
 # Easel's "Euler" on Wan: the flow-matching Euler scheduler with Wan 2.1's shift (the
 # released folders' `flow_shift` of 3.0 for 480p).
+WAN22_BOUNDARY_RATIO = 0.875  # Wan-AI/Wan2.2-T2V-A14B-Diffusers, model_index.json
 WAN_SCHEDULER = {"num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": False}
 
 
@@ -46,8 +47,10 @@ def tiny_umt5_encoder(*, d_model: int = TEXT_WIDTH, seed: int = 0) -> Any:
         return UMT5EncoderModel(config).eval()
 
 
-def build_tiny_wan(*, seed: int = 0) -> Any:
-    """A tiny `WanPipeline` (Wan 2.1 text to video)."""
+def build_tiny_wan(*, seed: int = 0, experts: bool = False) -> Any:
+    """A tiny `WanPipeline` (Wan 2.1 text to video); with `experts`, Wan 2.2 A14B's shape:
+    a high-noise `transformer` and a low-noise `transformer_2`, switched at the released
+    boundary ratio (0.875 of the training timesteps)."""
     import torch
     from diffusers import (
         AutoencoderKLWan,
@@ -56,9 +59,8 @@ def build_tiny_wan(*, seed: int = 0) -> Any:
         WanTransformer3DModel,
     )
 
-    with torch.random.fork_rng():  # seed the weights without disturbing the caller's RNG
-        torch.manual_seed(seed)
-        transformer = WanTransformer3DModel(
+    def dit() -> Any:
+        return WanTransformer3DModel(
             patch_size=(1, 2, 2),
             num_attention_heads=2,
             attention_head_dim=12,
@@ -72,6 +74,11 @@ def build_tiny_wan(*, seed: int = 0) -> Any:
             qk_norm="rms_norm_across_heads",
             rope_max_seq_len=32,
         )
+
+    with torch.random.fork_rng():  # seed the weights without disturbing the caller's RNG
+        torch.manual_seed(seed)
+        transformer = dit()
+        transformer_2 = dit() if experts else None
         vae = AutoencoderKLWan(
             base_dim=3,
             z_dim=LATENT_CHANNELS,
@@ -85,12 +92,14 @@ def build_tiny_wan(*, seed: int = 0) -> Any:
         transformer=transformer,
         vae=vae,
         scheduler=FlowMatchEulerDiscreteScheduler(**WAN_SCHEDULER),
+        transformer_2=transformer_2,
+        boundary_ratio=WAN22_BOUNDARY_RATIO if experts else None,
     )
 
 
-def write_tiny_wan(dest: Path, *, seed: int = 0) -> Path:
+def write_tiny_wan(dest: Path, *, seed: int = 0, experts: bool = False) -> Path:
     """Save `build_tiny_wan(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan(seed=seed)
+    pipe = build_tiny_wan(seed=seed, experts=experts)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

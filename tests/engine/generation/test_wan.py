@@ -251,3 +251,28 @@ def test_the_native_api_takes_a_clip_and_refuses_a_bad_one_in_one_sentence(
     assert taken.status_code == 201, taken.text
     [job] = taken.json()["jobs"]
     assert job["video"] == {"frames": 9, "fps": 12} and len(queue.jobs()) == 1
+
+
+def test_two_experts_switch_at_the_boundary_as_stock_and_across_a_resume(
+    tmp_path: Path, written: Written
+) -> None:
+    """Wan 2.2 A14B's shape (a high- and a low-noise transformer, `boundary_ratio`): the
+    clip equals the stock pipeline's, and a pause before the switch resumes on a fresh
+    runner to the same frames (the switch is the step's timestep's: nothing to carry)."""
+    from diffusers import WanPipeline
+
+    from app.testing.tiny.wan import write_tiny_wan
+
+    folder = write_tiny_wan(tmp_path / "wan22", experts=True)
+    model = model_info(folder, "wan")
+    params = wan_params(steps=4, frames=5)  # timesteps 1000, 858, 602, 9: the switch at 875
+    whole = clip(runner_for(model), params, tmp_path, "whole")
+    stock_pipe = WanPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    assert whole.image_path is not None
+    assert max_frame_diff(written.frames[whole.image_path], stock(stock_pipe, params)) == 0
+    paused = clip(runner_for(model), params, tmp_path, "paused", on_step=pause_at(1))
+    assert paused.kind is OutcomeKind.PAUSED
+    resumed = clip(runner_for(model), params, tmp_path, "paused")
+    assert resumed.resumed_from is not None and resumed.image_path is not None
+    assert max_frame_diff(written.frames[resumed.image_path], written.frames[whole.image_path]) == 0
