@@ -18,7 +18,7 @@ DEFAULT_MODEL = "easel-tiny"
 
 # Names as AUTOMATIC1111 shows them; the runner maps each to a diffusers scheduler class.
 SCHEDULERS: tuple[str, ...] = (
-    "Euler", "Euler a", "DDIM", "DPM++ 2M", "DPM++ 2M Karras", "Euler Karras",
+    "Euler", "Euler a", "DDIM", "DPM++ 2M", "DPM++ 2M Karras", "Euler Karras", "UniPC",
 )  # fmt: skip
 DEFAULT_SCHEDULER = "Euler"
 

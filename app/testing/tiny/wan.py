@@ -20,6 +20,20 @@ TEXT_WIDTH = 32  # the tiny UMT5's d_model: the transformer's text_dim
 LATENT_CHANNELS = 16  # the Wan VAE's z_dim, as released
 # Easel's "Euler" on Wan: the flow-matching Euler scheduler with Wan 2.1's shift (the
 # released folders' `flow_shift` of 3.0 for 480p).
+# Wan-AI/Wan2.1-T2V-1.3B-Diffusers, scheduler/scheduler_config.json: what the released
+# folders ship (UniPC on flow sigmas), and so what the stock pipeline runs by default.
+RELEASED_SCHEDULER = {
+    "num_train_timesteps": 1000,
+    "prediction_type": "flow_prediction",
+    "use_flow_sigmas": True,
+    "flow_shift": 3.0,
+    "solver_order": 2,
+    "solver_type": "bh2",
+    "predict_x0": True,
+    "lower_order_final": True,
+    "final_sigmas_type": "zero",
+    "timestep_spacing": "linspace",
+}
 WAN22_BOUNDARY_RATIO = 0.875  # Wan-AI/Wan2.2-T2V-A14B-Diffusers, model_index.json
 WAN_SCHEDULER = {"num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": False}
 
@@ -47,14 +61,16 @@ def tiny_umt5_encoder(*, d_model: int = TEXT_WIDTH, seed: int = 0) -> Any:
         return UMT5EncoderModel(config).eval()
 
 
-def build_tiny_wan(*, seed: int = 0, experts: bool = False) -> Any:
+def build_tiny_wan(*, seed: int = 0, experts: bool = False, released: bool = False) -> Any:
     """A tiny `WanPipeline` (Wan 2.1 text to video); with `experts`, Wan 2.2 A14B's shape:
     a high-noise `transformer` and a low-noise `transformer_2`, switched at the released
-    boundary ratio (0.875 of the training timesteps)."""
+    boundary ratio (0.875 of the training timesteps); with `released`, the released folders'
+    UniPC scheduler instead of Euler."""
     import torch
     from diffusers import (
         AutoencoderKLWan,
         FlowMatchEulerDiscreteScheduler,
+        UniPCMultistepScheduler,
         WanPipeline,
         WanTransformer3DModel,
     )
@@ -91,15 +107,19 @@ def build_tiny_wan(*, seed: int = 0, experts: bool = False) -> Any:
         text_encoder=tiny_umt5_encoder(seed=seed + 1),
         transformer=transformer,
         vae=vae,
-        scheduler=FlowMatchEulerDiscreteScheduler(**WAN_SCHEDULER),
+        scheduler=UniPCMultistepScheduler(**RELEASED_SCHEDULER)
+        if released
+        else FlowMatchEulerDiscreteScheduler(**WAN_SCHEDULER),
         transformer_2=transformer_2,
         boundary_ratio=WAN22_BOUNDARY_RATIO if experts else None,
     )
 
 
-def write_tiny_wan(dest: Path, *, seed: int = 0, experts: bool = False) -> Path:
+def write_tiny_wan(
+    dest: Path, *, seed: int = 0, experts: bool = False, released: bool = False
+) -> Path:
     """Save `build_tiny_wan(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan(seed=seed, experts=experts)
+    pipe = build_tiny_wan(seed=seed, experts=experts, released=released)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

@@ -118,6 +118,7 @@ def stock_scheduler(name: str, config: Any) -> Any:
         DPMSolverMultistepScheduler,
         EulerAncestralDiscreteScheduler,
         EulerDiscreteScheduler,
+        UniPCMultistepScheduler,
     )
 
     return {
@@ -129,6 +130,7 @@ def stock_scheduler(name: str, config: Any) -> Any:
             config, use_karras_sigmas=True
         ),
         "Euler Karras": lambda: EulerDiscreteScheduler.from_config(config, use_karras_sigmas=True),
+        "UniPC": lambda: UniPCMultistepScheduler.from_config(config),
     }[name]()
 
 

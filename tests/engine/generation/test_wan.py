@@ -276,3 +276,33 @@ def test_two_experts_switch_at_the_boundary_as_stock_and_across_a_resume(
     resumed = clip(runner_for(model), params, tmp_path, "paused")
     assert resumed.resumed_from is not None and resumed.image_path is not None
     assert max_frame_diff(written.frames[resumed.image_path], written.frames[whole.image_path]) == 0
+
+
+def test_a_released_folder_s_unipc_equals_stock_with_its_defaults_and_resumes_mid_multistep(
+    tmp_path: Path, written: Written
+) -> None:
+    """The released folders ship UniPC (predictor-corrector, two steps of history): with
+    the "UniPC" sampler the clip equals stock `WanPipeline` with its own scheduler, and a
+    pause at step 2 (history and the sample to correct in the checkpoint) resumes on a fresh
+    runner to the same frames; "Euler" there runs with the folder's shift."""
+    from diffusers import WanPipeline
+
+    from app.testing.tiny.wan import write_tiny_wan
+
+    folder = write_tiny_wan(tmp_path / "released", released=True)
+    model = model_info(folder, "wan")
+    params = wan_params(scheduler="UniPC", steps=4, frames=5)
+    whole = clip(runner_for(model), params, tmp_path, "whole")
+    stock_pipe = WanPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    assert type(stock_pipe.scheduler).__name__ == "UniPCMultistepScheduler"
+    assert whole.image_path is not None
+    assert max_frame_diff(written.frames[whole.image_path], stock(stock_pipe, params)) == 0
+    paused = clip(runner_for(model), params, tmp_path, "paused", on_step=pause_at(2))
+    assert paused.kind is OutcomeKind.PAUSED
+    resumed = clip(runner_for(model), params, tmp_path, "paused")
+    assert resumed.resumed_from is not None and resumed.image_path is not None
+    assert max_frame_diff(written.frames[resumed.image_path], written.frames[whole.image_path]) == 0
+    euler = clip(runner_for(model), replace(params, scheduler="Euler"), tmp_path, "euler")
+    assert euler.image_path is not None
+    assert max_frame_diff(written.frames[euler.image_path], written.frames[whole.image_path]) > 0

@@ -4,11 +4,13 @@ does. Diffusers folders only, for now."""
 
 from __future__ import annotations
 
-from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.families.video_params import VideoRequests
 from app.engine.generation.files.registry import Architecture, FamilySpec, Folder, Requests
 
 WAN_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 spatial patches
+# UniPC first: the released folders' own scheduler (the stock pipeline's default there);
+# Euler: the flow-matching Euler of the other flow families, with the folder's shift.
+WAN_SAMPLERS = ("UniPC", "Euler")
 
 WAN21 = FamilySpec(
     architecture=Architecture.WAN21,
@@ -25,7 +27,7 @@ WAN21 = FamilySpec(
     checkpoint_family="wan2.1",
     checkpoint_label="Wan 2.1",
     requests=Requests(
-        samplers=FLOW_REQUESTS.samplers,
+        samplers=WAN_SAMPLERS,
         size_multiple=WAN_SIZE_MULTIPLE,
         img2img=False,
         img2img_refusal="Wan 2.1 text to video takes no init image",

@@ -17,9 +17,10 @@ Mirrors `WanPipeline.__call__` (diffusers 0.42), call for call:
 - decoding: the latents in the VAE's dtype, un-normalised by the VAE's `latents_mean` and
   `latents_std`, decoded whole, post-processed to frames (`VideoProcessor`).
 
-What `GenerationParams` means here: `cfg` is the stock `guidance_scale` (5.0 by default),
-the sampler is "Euler": the flow-matching Euler scheduler of the folder (a folder that ships
-another flow scheduler, as the released ones ship UniPC, gets Euler with its `flow_shift`).
+What `GenerationParams` means here: `cfg` is the stock `guidance_scale` (5.0 by default);
+the sampler "UniPC" is the folder's own UniPC (the released folders ship it: the stock
+pipeline's default), "Euler" the flow-matching Euler with the folder's shift (its own
+scheduler when the folder ships Euler). Each, built so, equals the stock pipeline given it.
 `frames` and `fps` are the clip's (`video_params` checks them at submit). A checkpoint
 carries the prompt's hidden states (and the negative's, under CFG); the scheduler's state is
 its step index and sigmas (`schedulers.KINDS`), the latents are the whole clip's.
@@ -30,14 +31,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers import FlowMatchEulerDiscreteScheduler
+from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import FlowFamily, sentence_prompt
 from app.engine.generation.families.flow_params import sampler_problem
-from app.engine.generation.families.wan import WAN21, WAN_SIZE_MULTIPLE
+from app.engine.generation.families.wan import WAN21, WAN_SAMPLERS, WAN_SIZE_MULTIPLE
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.generation.preview import png_of, to_uint8_hwc
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams, InvalidParameters
@@ -88,10 +89,11 @@ class WanFamily(FlowFamily):
     def scheduler(self, params: GenerationParams) -> Any:
         """Steps 4 of the stock pipeline: `set_timesteps(steps)`, then its loop's
         `set_begin_index(0)`."""
-        problem = sampler_problem(params.scheduler, self.label)
+        problem = sampler_problem(params.scheduler, self.label, WAN_SAMPLERS)
         if problem:
             raise InvalidParameters(problem)
-        scheduler = _euler_of(self.pipe.scheduler)
+        made = _unipc_of if params.scheduler == "UniPC" else _euler_of
+        scheduler = made(self.pipe.scheduler)
         scheduler.set_timesteps(params.steps, device=self.device)
         scheduler.set_begin_index(0)
         return scheduler
@@ -201,6 +203,25 @@ class WanFamily(FlowFamily):
         return image  # a clip: nothing to paste back
 
 
+def _flow_shift(config: Any) -> float:
+    """A flow scheduler config's shift: UniPC's `flow_shift`, Euler's `shift`."""
+    return float(config.get("flow_shift", config.get("shift", 1.0)))
+
+
+def _unipc_of(scheduler: Any) -> Any:
+    """UniPC on flow sigmas: the folder's own when it ships one (the released folders), else
+    one made as they make it (flow prediction, flow sigmas, the folder's shift)."""
+    config = scheduler.config
+    if isinstance(scheduler, UniPCMultistepScheduler):
+        return UniPCMultistepScheduler.from_config(config)
+    return UniPCMultistepScheduler(
+        num_train_timesteps=config.get("num_train_timesteps", 1000),
+        prediction_type="flow_prediction",
+        use_flow_sigmas=True,
+        flow_shift=_flow_shift(config),
+    )
+
+
 def _euler_of(scheduler: Any) -> Any:
     """The flow-matching Euler scheduler of the folder's scheduler config: the same config
     when the folder ships Euler; the shift of another flow scheduler (the released folders'
@@ -209,8 +230,7 @@ def _euler_of(scheduler: Any) -> Any:
     if isinstance(scheduler, FlowMatchEulerDiscreteScheduler):
         return FlowMatchEulerDiscreteScheduler.from_config(config)
     return FlowMatchEulerDiscreteScheduler(
-        num_train_timesteps=config.get("num_train_timesteps", 1000),
-        shift=config.get("flow_shift", config.get("shift", 1.0)),
+        num_train_timesteps=config.get("num_train_timesteps", 1000), shift=_flow_shift(config)
     )
 
 
