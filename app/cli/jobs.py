@@ -17,6 +17,7 @@ from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
 from app.engine.jobs.params import (
     DEFAULT_FPS,
+    DEFAULT_FRAMES,
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     KIND_VIDEO,
@@ -102,7 +103,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     video.add_argument("--video", action="store_true", help="draw a clip: an MP4")
     video.add_argument(
         "--frames", type=int, metavar="N",
-        help=f"with --video: the clip's frames (Wan: 4k+1; default {DEFAULT_VIDEO_FRAMES})",
+        help=f"with --video: the clip's frames (Wan: 4k+1; default {DEFAULT_FRAMES})",
     )  # fmt: skip
     video.add_argument(
         "--fps", type=int, metavar="F",
@@ -126,9 +127,6 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
     return params
 
 
-DEFAULT_VIDEO_FRAMES = 81  # Wan 2.1's default: 5 s at 16 frames a second
-
-
 def _video_args(args: argparse.Namespace) -> dict[str, Any]:
     """`kind`, `frames` and `fps` of a --video request; nothing for an image."""
     frames, fps = getattr(args, "frames", None), getattr(args, "fps", None)
@@ -138,7 +136,7 @@ def _video_args(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     return {
         "kind": KIND_VIDEO,
-        "frames": DEFAULT_VIDEO_FRAMES if frames is None else frames,
+        "frames": DEFAULT_FRAMES if frames is None else frames,
         "fps": DEFAULT_FPS if fps is None else fps,
     }
 

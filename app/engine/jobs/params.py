@@ -47,6 +47,7 @@ KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_VIDEO)
 DRAWN_KINDS = (KIND_GENERATE, KIND_VIDEO)
 MAX_FRAMES = 481  # 30 s at 16 fps: far beyond what any video model draws in one clip
 DEFAULT_FPS, MAX_FPS = 16, 60  # Wan 2.1's 16 frames a second
+DEFAULT_FRAMES = 81  # a clip's frames when none are given: Wan 2.1's 5 s at 16 fps
 # Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
 # larger than what a model draws in one piece.
 MAX_UPSCALED_SIZE = 8192

@@ -129,9 +129,22 @@ def max_frame_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> int:
     return max(int(np.abs(a - b).max()) for a, b in zip(ours, theirs, strict=True))
 
 
-def test_a_tiny_wan_folder_is_detected_as_wan_with_flow_prediction(model: ModelInfo) -> None:
+def test_a_tiny_wan_folder_is_detected_as_wan_with_flow_prediction(
+    model: ModelInfo, folder: Path
+) -> None:
+    from app.engine.settings import Settings
+    from app.ui.wiring import model_choices
+
     assert model.architecture is Architecture.WAN21 and model.prediction is Prediction.FLOW
     assert output_of_job(KIND_VIDEO) is VIDEO and VIDEO.media_type == "video/mp4"
+    choices = model_choices(Settings(models_dir=str(folder.parent)))  # the window's scan
+    choice = next(choice for choice in choices if choice.name == folder.name)
+    assert (choice.kind, choice.samplers, choice.draws_video) == (
+        "Wan 2.1",
+        ("UniPC", "Euler"),
+        True,
+    )
+    assert (choice.frame_step, choice.default_frames, choice.default_fps) == (4, 81, 16)
 
 
 def test_every_frame_equals_the_stock_pipeline_and_the_mp4_holds_them(
