@@ -319,3 +319,16 @@ def test_a_released_folder_s_unipc_equals_stock_with_its_defaults_and_resumes_mi
     euler = clip(runner_for(model), replace(params, scheduler="Euler"), tmp_path, "euler")
     assert euler.image_path is not None
     assert max_frame_diff(written.frames[euler.image_path], written.frames[whole.image_path]) > 0
+
+
+def test_a_preview_is_the_middle_frame_drawn_cheaply(runner: Runner) -> None:
+    """The latent preview (no VAE: a linear map of the middle latent frame) at the
+    preview's size, a PNG, for a clip of any length."""
+    import io
+
+    from app.engine.generation import denoise
+
+    loaded = runner.load("wan")
+    state = denoise.start(loaded.pipe, wan_params(frames=17, width=64, height=32))
+    with Image.open(io.BytesIO(loaded.previewer.png(state.latents, (64, 32)))) as preview:
+        assert preview.format == "PNG" and preview.size == (64, 32)
