@@ -45,10 +45,6 @@ def video_families() -> dict[Architecture, VideoRequests]:
     return found
 
 
-def draws_video(architecture: Architecture | None) -> bool:
-    return architecture is not None and architecture in video_families()
-
-
 def nearest_frame_counts(frames: int, step: int) -> tuple[int, ...]:
     """The valid counts (step*k + 1) nearest `frames`: the one below and the one above."""
     below = (frames - 1) // step * step + 1
@@ -64,10 +60,10 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
     takes = video_families().get(architecture) if architecture is not None else None
     if params.kind != KIND_VIDEO:
         if takes is not None:
-            return [f"{label} models draw videos; ask for a video (--video) with its frames"]
+            return [f"{label} models draw videos, not images; ask for a video and its frames"]
         return []
     if takes is None:
-        return [f"{label} models draw images, not videos; choose a video model such as Wan 2.1"]
+        return [f"{label} models draw images, not videos; choose a video model ({_labels()})"]
     problems = []
     step = takes.frame_step
     if params.frames % step != 1 % step:
@@ -76,3 +72,8 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
             f"{label} draws {step}k+1 frames, not {params.frames}; the nearest are {counts}"
         )
     return problems
+
+
+def _labels() -> str:
+    """ "Wan 2.1": the video families, as a refusal names them (never falling behind)."""
+    return " or ".join(architecture.label for architecture in video_families())
