@@ -332,3 +332,34 @@ def test_a_preview_is_the_middle_frame_drawn_cheaply(runner: Runner) -> None:
     state = denoise.start(loaded.pipe, wan_params(frames=17, width=64, height=32))
     with Image.open(io.BytesIO(loaded.previewer.png(state.latents, (64, 32)))) as preview:
         assert preview.format == "PNG" and preview.size == (64, 32)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_in_half_precision_every_frame_equals_stock_and_a_pause_resumes_exactly(
+    folder: Path, model: ModelInfo, written: Written, tmp_path: Path, dtype: str
+) -> None:
+    """Computed in `dtype` on the CPU as a GPU would: against the stock pipeline loaded in
+    it, in float16 with UMT5 in float32 as a float16-only GPU's users load it (T5 v1.1
+    overflows float16; Easel runs it so too: `device.precision`)."""
+    from diffusers import WanPipeline
+
+    from app.engine.generation.device import CPU
+
+    half = getattr(torch, dtype)
+    runner = Runner(device=replace(CPU, dtype_name=dtype), resolve=lambda _n: model, threads=1)
+    params = wan_params(steps=3, frames=5, negative_prompt="blurry")
+    whole = clip(runner, params, tmp_path, "whole")
+    wide = {"default": half, "text_encoder": torch.float32} if dtype == "float16" else half
+    stock_pipe = WanPipeline.from_pretrained(folder, local_files_only=True, dtype=wide)
+    stock_pipe.set_progress_bar_config(disable=True)
+    assert whole.image_path is not None
+    assert max_frame_diff(written.frames[whole.image_path], stock(stock_pipe, params)) == 0
+    assert clip(runner, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
+    resumed = clip(
+        Runner(device=runner.device, resolve=lambda _n: model, threads=1),
+        params,
+        tmp_path,
+        "paused",
+    )
+    assert resumed.image_path is not None
+    assert max_frame_diff(written.frames[resumed.image_path], written.frames[whole.image_path]) == 0
