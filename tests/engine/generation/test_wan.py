@@ -334,20 +334,37 @@ def test_a_preview_is_the_middle_frame_drawn_cheaply(runner: Runner) -> None:
         assert preview.format == "PNG" and preview.size == (64, 32)
 
 
+@pytest.fixture(scope="module")
+def released_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.wan import write_tiny_wan
+
+    return write_tiny_wan(tmp_path_factory.mktemp("wan-released") / "wan", released=True)
+
+
+@pytest.mark.parametrize("sampler", ["Euler", "UniPC"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_in_half_precision_every_frame_equals_stock_and_a_pause_resumes_exactly(
-    folder: Path, model: ModelInfo, written: Written, tmp_path: Path, dtype: str
+    folder: Path,
+    released_folder: Path,
+    written: Written,
+    tmp_path: Path,
+    dtype: str,
+    sampler: str,
 ) -> None:
     """Computed in `dtype` on the CPU as a GPU would: against the stock pipeline loaded in
     it, in float16 with UMT5 in float32 as a float16-only GPU's users load it (T5 v1.1
-    overflows float16; Easel runs it so too: `device.precision`)."""
+    overflows float16; Easel runs it so too: `device.precision`). Euler on a folder that
+    ships it (the latents take the transformer's dtype after a step), UniPC on a released
+    one's (they stay float32): a checkpoint restores either exactly."""
     from diffusers import WanPipeline
 
     from app.engine.generation.device import CPU
 
+    folder = released_folder if sampler == "UniPC" else folder
+    model = model_info(folder, "wan")
     half = getattr(torch, dtype)
     runner = Runner(device=replace(CPU, dtype_name=dtype), resolve=lambda _n: model, threads=1)
-    params = wan_params(steps=3, frames=5, negative_prompt="blurry")
+    params = wan_params(steps=3, frames=5, negative_prompt="blurry", scheduler=sampler)
     whole = clip(runner, params, tmp_path, "whole")
     wide = {"default": half, "text_encoder": torch.float32} if dtype == "float16" else half
     stock_pipe = WanPipeline.from_pretrained(folder, local_files_only=True, dtype=wide)

@@ -61,6 +61,14 @@ class WanFamily(FlowFamily):
 
     @property
     def dtype(self) -> torch.dtype:
+        """float32, what a checkpoint's tensors are restored in: the latents start in float32
+        and UniPC keeps them so, Euler in the transformer's dtype after its first step (it
+        upcasts its sample anyway), and the prompt's states are cast back to the
+        transformer's dtype in `predict`; float32 holds every bf16/fp16 value exactly."""
+        return torch.float32
+
+    @property
+    def transformer_dtype(self) -> torch.dtype:
         dtype: torch.dtype = self._experts()[0].dtype
         return dtype
 
@@ -109,9 +117,9 @@ class WanFamily(FlowFamily):
             max_sequence_length=MAX_SEQUENCE_LENGTH,
             device=self.device,
         )
-        conditioning = {PROMPT_EMBEDS: prompt_embeds.to(self.dtype)}
+        conditioning = {PROMPT_EMBEDS: prompt_embeds.to(self.transformer_dtype)}
         if do_cfg:
-            conditioning[NEGATIVE_EMBEDS] = negative_embeds.to(self.dtype)
+            conditioning[NEGATIVE_EMBEDS] = negative_embeds.to(self.transformer_dtype)
         return conditioning
 
     def initial_latents(
@@ -144,12 +152,13 @@ class WanFamily(FlowFamily):
         index: int = 0,
     ) -> torch.Tensor:
         model = self._expert_at(scheduler, t)
-        model_input = latents.to(self.dtype)
+        dtype = self.transformer_dtype
+        model_input = latents.to(dtype)
         timestep = self._timestep(latents, t)
         noise_pred: torch.Tensor = model(
             hidden_states=model_input,
             timestep=timestep,
-            encoder_hidden_states=conditioning[PROMPT_EMBEDS],
+            encoder_hidden_states=conditioning[PROMPT_EMBEDS].to(dtype),
             attention_kwargs=None,
             return_dict=False,
         )[0]
@@ -157,7 +166,7 @@ class WanFamily(FlowFamily):
             noise_uncond = model(
                 hidden_states=model_input,
                 timestep=timestep,
-                encoder_hidden_states=conditioning[NEGATIVE_EMBEDS],
+                encoder_hidden_states=conditioning[NEGATIVE_EMBEDS].to(dtype),
                 attention_kwargs=None,
                 return_dict=False,
             )[0]
