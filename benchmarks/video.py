@@ -1,15 +1,17 @@
 """Video jobs' durability figures (issue 38) on a tiny random Wan 2.1: prints `name: value`.
 
-- `video_checkpoint_mb[tiny-33f]`, `video_checkpoint_ms[tiny-33f]`: a rolling checkpoint of
-  a 33-frame 64x64 clip of the tiny model (its latents, its prompt's and negative's UMT5
-  states, the scheduler and generator), taken after its first step: the file's size, and
-  the median time of writing it as the rolling saver does (serialise, hash, write, fsync,
+- `video_checkpoint_mb[tiny-33f-<sampler>]`, `video_checkpoint_ms[tiny-33f-<sampler>]`: a
+  rolling checkpoint of a 33-frame 64x64 clip of the tiny model (its latents, its prompt's
+  and negative's UMT5 states, the scheduler's state and the generator), taken after its
+  second step, with Euler and with UniPC (the released folders' default, whose history
+  holds two more latent-sized outputs and the last sample): the file's size, and the
+  median time of writing it as the rolling saver does (serialise, hash, write, fsync,
   rename);
-- `video_checkpoint_mb[wan2.1-480p-81f]`, `video_checkpoint_ms[wan2.1-480p-81f]`: the same
-  checkpoint with its tensors at the shapes of an 81-frame 832x480 Wan 2.1 clip, scaled by
-  the latent shape (latents (1, 16, 21, 60, 104); UMT5-XXL states (1, 512, 4096) for the
-  prompt and the negative), in bfloat16 as a GPU keeps them (the latents take the
-  transformer's dtype after the first step): written and timed here, on this disk;
+- `video_checkpoint_mb[wan2.1-480p-81f-<sampler>]`, `..._ms[...]`: the same checkpoint with
+  its tensors at the shapes of an 81-frame 832x480 Wan 2.1 clip, scaled by the latent
+  shape (latents (1, 16, 21, 60, 104); UMT5-XXL states (1, 512, 4096) for the prompt and
+  the negative), in the dtypes a GPU run in bfloat16 keeps them (Euler's latents in
+  bfloat16 after a step, UniPC's in float32): written and timed here, on this disk;
 - `video_checkpoint_overhead_ratio`: clips/s through a warm headless worker taking rolling
   checkpoints every `--interval` seconds (1 s: ten times the default's rate) / the same
   with none; median of alternating rounds;
@@ -75,30 +77,59 @@ def main(argv: list[str] | None = None) -> None:
             prompt="a red circle rolling", negative_prompt="blurry", model="wan", cfg=5.0,
             seed=42, kind=KIND_VIDEO,
         )  # fmt: skip
-        _checkpoint_figures(runner, base, work)
+        _checkpoint_figures(work, base)
         clip = replace(base, steps=args.steps, frames=args.frames, width=128, height=128)
         _queue_figures(runner, clip, work, args.clips, args.interval)
 
 
-def _checkpoint_figures(runner: Runner, base: GenerationParams, work: Path) -> None:
+def _checkpoint_figures(work: Path, base: GenerationParams) -> None:
+    """Euler (on a folder that ships it) and UniPC (the released folders' default, on a
+    folder shaped as they are): each a tiny clip's checkpoint after its second step, and
+    the same scaled to a real 480p clip."""
     params = replace(base, steps=4, frames=33, width=64, height=64)
-    pipe = runner.load(params.model).pipe
-    state = denoise.start(pipe, params)
-    denoise.advance(pipe, state)  # after a step, as a rolling save is taken
-    tiny = denoise.snapshot(state, params, elapsed_s=1.0)
-    _report_saves("tiny-33f", tiny, work)
-    _report_saves("wan2.1-480p-81f", _scaled_to_480p(tiny), work)
+    for sampler, released in (("Euler", False), ("UniPC", True)):
+        folder = write_tiny_wan(work / f"ckpt-{sampler}", released=released)
+        model = detected(ModelInfo("wan", folder, ModelSource.USER))
+        pipe = _runner_of(model).load("wan").pipe
+        job = replace(params, scheduler=sampler)
+        state = denoise.start(pipe, job)
+        for _ in range(2):  # past UniPC's first step: its history is full
+            denoise.advance(pipe, state)
+        tiny = denoise.snapshot(state, job, elapsed_s=1.0)
+        label = sampler.lower()
+        _report_saves(f"tiny-33f-{label}", tiny, work)
+        _report_saves(f"wan2.1-480p-81f-{label}", _scaled_to_480p(tiny), work)
+
+
+def _runner_of(model: ModelInfo) -> Runner:
+    return Runner(device=CPU, resolve=lambda _name: model, threads=1)
 
 
 def _scaled_to_480p(tiny: Checkpoint) -> Checkpoint:
-    """`tiny` with the tensors a real 81-frame 480p Wan 2.1 clip's checkpoint holds."""
+    """`tiny` with the tensors a real 81-frame 480p Wan 2.1 clip's checkpoint holds on a
+    GPU in bfloat16: every latent-shaped tensor (the latents, UniPC's outputs and last
+    sample) at the real shape, float32 where the run keeps float32 (UniPC) and bfloat16
+    where the transformer's dtype (Euler); UMT5-XXL's states in bfloat16."""
     generator = torch.Generator().manual_seed(0)
+    shape = tiny.latents.shape
+    sampler_dtype = torch.float32 if "last_sample" in tiny.scheduler_state else torch.bfloat16
 
-    def like(shape: tuple[int, ...]) -> torch.Tensor:
-        return torch.randn(shape, generator=generator).to(torch.bfloat16)
+    def like(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return torch.randn(size, generator=generator).to(dtype)
 
-    conditioning = {name: like(UMT5_XXL_STATES) for name in tiny.conditioning}
-    return replace(tiny, latents=like(WAN_480P_81F_LATENTS), conditioning=conditioning)
+    def scaled(value: object) -> object:
+        if isinstance(value, torch.Tensor) and value.shape == shape:
+            return like(WAN_480P_81F_LATENTS, sampler_dtype)
+        if isinstance(value, list):
+            return [scaled(item) for item in value]
+        return value
+
+    conditioning = {name: like(UMT5_XXL_STATES, torch.bfloat16) for name in tiny.conditioning}
+    state = {name: scaled(value) for name, value in tiny.scheduler_state.items()}
+    return replace(
+        tiny, latents=like(WAN_480P_81F_LATENTS, sampler_dtype), conditioning=conditioning,
+        scheduler_state=state,
+    )  # fmt: skip
 
 
 def _report_saves(label: str, checkpoint: Checkpoint, work: Path) -> None:
