@@ -12,7 +12,8 @@ from typing import Any
 from app.cli import arguments
 from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
-from app.engine.generation.request_checks import check_runnable, step_cache_families
+from app.engine.generation.files.registry import step_cache_families
+from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
 from app.engine.jobs.params import (

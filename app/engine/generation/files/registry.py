@@ -299,3 +299,10 @@ def families_easel_runs() -> str:
     that they name every family and never fall behind when one is added."""
     labels = [spec.label for spec in families()]
     return f"{', '.join(labels[:-1])} or {labels[-1]}"
+
+
+def step_cache_families() -> str:
+    """ "Flux.1 and Qwen-Image": the families whose declaration says step caching runs on
+    them (the refusal, the command line's help, the window's tooltip)."""
+    labels = [spec.label for spec in families() if spec.step_cache]
+    return " and ".join(filter(None, (", ".join(labels[:-1]), labels[-1])))
