@@ -229,7 +229,8 @@ def _v16_to_v17(conn: Connection) -> None:
     # statistics said most jobs were queued, past every job claimed before (17 ms a claim
     # after 3,000 claims of 10,000 instead of 0.3).
     conn.exec_driver_sql(
-        f"CREATE INDEX IF NOT EXISTS ix_job_queue ON job (status, priority DESC, id) WHERE {QUEUED_ONLY}"
+        "CREATE INDEX IF NOT EXISTS ix_job_queue ON job (status, priority DESC, id)"
+        f" WHERE {QUEUED_ONLY}"
     )
 
 

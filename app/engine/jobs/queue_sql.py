@@ -287,9 +287,7 @@ def _passing(job_id: Any, priority: Any) -> Any:
     columns, even to the value it had)."""
     now: BindParameter[float] = bindparam("now")
     return (
-        update(JOB)
-        .where(_due(now), JOB.c.priority == priority, JOB.c.id < job_id)
-        .values(_PASSED)
+        update(JOB).where(_due(now), JOB.c.priority == priority, JOB.c.id < job_id).values(_PASSED)
     )
 
 
