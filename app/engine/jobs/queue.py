@@ -35,7 +35,7 @@ from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
 from app.engine.jobs.params import KIND_GRID, GenerationParams
-from app.engine.jobs.queue_sql import RUNNING, QueueStatements
+from app.engine.jobs.queue_sql import CLAIM_COLUMNS, RUNNING, QueueStatements
 from app.engine.jobs.request_keys import KeyStatements, RequestKey
 from app.engine.jobs.run_inputs import NO_INPUTS, RunInputs
 from app.engine.jobs.states import (
@@ -689,9 +689,8 @@ class JobQueue:
         cursor = self.db.in_hot_write(send, pipelined=True)
         with self.db.translated_errors():
             rows = cursor.fetchall()
-            names = [column[0] for column in cursor.description]
-        taken = _taken_row(names, rows)
-        if taken is None and rows and rows[0][names.index("chosen_id")] is not None:
+        taken = _taken_row(CLAIM_COLUMNS, rows)
+        if taken is None and rows and rows[0][-1] is not None:  # its last column: chosen_id
             raise _ClaimMissed  # nothing was written: the chosen job moved meanwhile
         return taken
 
@@ -1026,7 +1025,7 @@ def _one_row(cursor: Any) -> dict[str, Any] | None:
     return dict(zip([column[0] for column in cursor.description], row, strict=True))
 
 
-def _taken_row(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+def _taken_row(names: Sequence[str], rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
     """The job PostgreSQL's claim took, of the row it returned (all NULL but `chosen_id`
     when it took none)."""
     status_at = names.index("status")
