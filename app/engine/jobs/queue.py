@@ -647,7 +647,9 @@ class JobQueue:
                 self._set_row_models(tx, worker_id, taken, row_models)
             return taken
 
-        return self.db.in_hot_write(take, pipelined=True)
+        # Not synced (SQLite): a claim a power cut undoes leaves the job queued, which is
+        # right, as its worker died with the machine; the worker's next commit syncs it.
+        return self.db.in_hot_write(take, pipelined=True, synced=False)
 
     def _set_row_models(
         self, tx: HotTransaction, worker_id: str, taken: dict[str, Any], row_models: RowModels
