@@ -233,10 +233,9 @@ def _affinity_choice() -> tuple[Any, Any]:
     )
     # Each job with its model's pressure, in one pass over the takeable jobs (a join to a
     # per-model aggregate ran the aggregate again for every takeable job on PostgreSQL).
-    by_model = {"partition_by": takeable.c.model}
-    pressure = (
-        func.count().over(**by_model) + func.sum(takeable.c.waited).over(**by_model) / max_wait
-    )
+    model = takeable.c.model
+    count = func.count().over(partition_by=model)
+    pressure = count + func.sum(takeable.c.waited).over(partition_by=model) / max_wait
     weighed = select(
         takeable.c.id, takeable.c.priority, takeable.c.mine, pressure.label("pressure")
     ).cte("weighed")
