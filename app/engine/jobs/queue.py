@@ -664,12 +664,12 @@ class JobQueue:
         self, worker_id: str, taken: dict[str, Any], row_models: RowModels
     ) -> None:
         """PostgreSQL: the worker row's models, in a transaction of their own right after
-        the claim's (one round trip; no lock that claims wait for). A failed write is the
-        row's loss, not the claim's: the job is taken already."""
+        the claim's (no lock that claims wait for), not pipelined: for one statement and
+        its commit, psycopg's pipeline cost 0.1 ms more of the claimer's CPU than the
+        second round trip it saves. A failed write is the row's loss, not the claim's: the
+        job is taken already."""
         try:
-            self.db.in_hot_write(
-                lambda tx: self._set_row_models(tx, worker_id, taken, row_models), pipelined=True
-            )
+            self.db.in_hot_write(lambda tx: self._set_row_models(tx, worker_id, taken, row_models))
         except EaselError as error:
             log.warning("worker row's models not written: %s", error)
 
