@@ -40,9 +40,10 @@ BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
 # SQLite's `synchronous` on every connection Easel opens. FULL: a commit (an acknowledged
-# submit, a claim, a result) is on the disk when it returns, in WAL mode too; under NORMAL
-# it survives a crash of the app but, as SQLite documents, may roll back after a power cut
-# or an OS crash. The variable exists only so benchmarks can measure what FULL costs.
+# submit, a result; not a claim, see `Dialect.unsynced`) is on the disk when it returns, in
+# WAL mode too; under NORMAL it survives a crash of the app but, as SQLite documents, may
+# roll back after a power cut or an OS crash. The variable exists only so benchmarks can
+# measure what FULL costs.
 SYNCHRONOUS_ENV = "EASEL_SQLITE_SYNCHRONOUS"
 _SYNCHRONOUS_CHOICES = ("FULL", "EXTRA", "NORMAL")
 # The execution option of `Database.read_only_connection`: its transactions never take the
