@@ -9,12 +9,14 @@ import json
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import inspect, select, text, update
 
 from app.engine.jobs.affinity import CLAIM_WINDOW, MAX_HELD, MAX_PEERS, model_slots
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.workers.presence import Presence
+from app.models.migrations import SCHEMA_VERSION, stored_schema_version
+from app.models.opening import open_database
 from app.models.tables import JOB, WORKER
 
 pytestmark = pytest.mark.both_backends
@@ -127,3 +129,23 @@ def _rows_on(node: dict[str, Any], table: str) -> int:
     if node.get("Relation Name") == table and "Scan" in node["Node Type"]:
         own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
     return own + sum(_rows_on(child, table) for child in node.get("Plans", []))
+
+
+def test_a_version_16_database_gains_the_queued_jobs_index_and_claims_from_it(
+    db_location: str,
+) -> None:
+    db = open_database(db_location)
+    job_id = JobQueue(db).submit(GenerationParams("an old cat", model="A"))
+    with db.write() as conn:
+        conn.execute(text("DROP INDEX ix_job_queue"))
+        conn.execute(text("UPDATE schema_info SET version = 16"))
+    db.dispose()
+    db = open_database(db_location)
+    try:
+        assert stored_schema_version(db) == SCHEMA_VERSION
+        with db.read() as conn:
+            assert "ix_job_queue" in {index["name"] for index in inspect(conn).get_indexes("job")}
+        job = JobQueue(db).claim("wa", models=["B"])
+        assert job is not None and job.id == job_id
+    finally:
+        db.dispose()
