@@ -18,6 +18,9 @@ younger jobs started before it.
 `--separate-rows`: each new model's row write is a transaction of its own after the claim
 (`Presence.update`, as before issue 41; on SQLite it waits for the claims' write lock and
 pays a commit of its own).
+`claimer_cpu_ms_per_claim`: the claimers' own CPU a claim; `server_cpu_ms_per_claim`
+(PostgreSQL on this machine only): that of the server processes behind their claims, which
+share the cores with them.
 `--db postgresql://...`: the same on PostgreSQL, in a scratch schema dropped afterwards;
 `--db PATH`: a new SQLite file at PATH (removed afterwards); by default one in a temp folder.
 `--synchronous NORMAL`: SQLite commits as before issue 34 (not durable against a power cut),
@@ -119,17 +122,33 @@ class BenchWorker:
         self.presence.update(WorkerState.IDLE, models=json.dumps(self.held))
 
 
+def server_cpu_s(queue: JobQueue) -> float | None:
+    """The CPU seconds so far of the PostgreSQL server process behind this thread's hot
+    connection, which makes the claims (read from /proc: a server on this machine only);
+    None on SQLite or where it cannot be read."""
+    if queue.db.is_sqlite:
+        return None
+    pid = queue.db.hot_connection().dbapi_connection.info.backend_pid
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def claim_until_empty(
     location: str, worker_id: str, first_model: str | None, rows: str, start: Any
-) -> tuple[list[int], int, float, float, int, float]:
+) -> tuple[list[int], int, float, float, int, float, float | None]:
     """(the jobs claimed, how many were for a model held at the time, start, end, worker
-    row writes, the CPU seconds this process spent claiming)."""
+    row writes, the CPU seconds this process spent claiming, and its PostgreSQL server
+    process (None if unknown))."""
     # Patient, as a worker's store is (`app.engine.store.opening`): it waits out a held lock.
     queue = JobQueue(open_database(location, lock_timeout_s=None))
     worker = BenchWorker(queue, worker_id, first_model, rows=rows)
     claimed: list[int] = []
     hits = 0
     start.wait()  # all processes race from the same moment, not from their spawn times
+    server_began = server_cpu_s(queue)
     began, cpu_began = time.perf_counter(), time.process_time()
     while (
         job := queue.claim(worker_id, models=worker.held, row_models=worker.row_models)
@@ -138,8 +157,10 @@ def claim_until_empty(
         hits += job.model in worker.held
         worker.took(job.model)
     ended, cpu_s = time.perf_counter(), time.process_time() - cpu_began
+    server_ended = server_cpu_s(queue)
+    server_s = None if server_began is None or server_ended is None else server_ended - server_began
     queue.db.dispose()
-    return claimed, hits, began, ended, worker.rows_written, cpu_s
+    return claimed, hits, began, ended, worker.rows_written, cpu_s, server_s
 
 
 def submit_queue(queue: JobQueue, models: list[str], queued: int) -> None:
@@ -237,6 +258,10 @@ def main() -> None:
     # else the machine runs (claims_per_s falls with the cores other programs take).
     cpu_ms = 1000 * sum(result[5] for result in results) / max(len(claimed), 1)
     print(f"claimer_cpu_ms_per_claim: {cpu_ms:.2f}")
+    server_s = [result[6] for result in results]
+    if all(seconds is not None for seconds in server_s):  # PostgreSQL on this machine
+        server_ms = 1000 * sum(s for s in server_s if s is not None) / max(len(claimed), 1)
+        print(f"server_cpu_ms_per_claim: {server_ms:.2f}")
     print(f"claimed: {len(claimed)} of {args.queued}")
     print(f"double_claims: {double_claims}")
     print(f"held_model_claims: {hits / max(len(claimed), 1):.2f}")

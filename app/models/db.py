@@ -40,9 +40,10 @@ BUSY_TIMEOUT_MS = 10_000
 LOCK_TIMEOUT_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock by default
 PATIENT = None  # lock_timeout_s for workers: wait for the lock as long as it takes
 # SQLite's `synchronous` on every connection Easel opens. FULL: a commit (an acknowledged
-# submit, a claim, a result) is on the disk when it returns, in WAL mode too; under NORMAL
-# it survives a crash of the app but, as SQLite documents, may roll back after a power cut
-# or an OS crash. The variable exists only so benchmarks can measure what FULL costs.
+# submit, a result; not a claim, see `Dialect.unsynced`) is on the disk when it returns, in
+# WAL mode too; under NORMAL it survives a crash of the app but, as SQLite documents, may
+# roll back after a power cut or an OS crash. The variable exists only so benchmarks can
+# measure what FULL costs.
 SYNCHRONOUS_ENV = "EASEL_SQLITE_SYNCHRONOUS"
 _SYNCHRONOUS_CHOICES = ("FULL", "EXTRA", "NORMAL")
 # The execution option of `Database.read_only_connection`: its transactions never take the
@@ -98,6 +99,12 @@ class Dialect(Protocol):
 
     def numbered_cursor(self, cursor: Any) -> Any:
         """A cursor on `cursor`'s connection for `Prepared.numbered` SQL (PostgreSQL)."""
+        ...
+
+    def unsynced(self, raw: Any) -> AbstractContextManager[None]:
+        """Around a hot write whose commit need not be on the disk when it returns (see
+        `Database.hot_write`'s `synced`): SQLite commits it without waiting for the disk;
+        a server's commit is as it is (its workers are on other machines)."""
         ...
 
     def writers_turn(self, db: Database) -> AbstractContextManager[None]:
@@ -276,7 +283,9 @@ class Database:
         return self.engine.connect().execution_options(**{READ_ONLY_OPTION: True})
 
     @contextmanager
-    def hot_write(self, *, pipelined: bool = False) -> Iterator[HotTransaction]:
+    def hot_write(
+        self, *, pipelined: bool = False, synced: bool = True
+    ) -> Iterator[HotTransaction]:
         """`write()` for the hot paths: the driver's own cursor, statements compiled once.
 
         SQLAlchemy's per-statement execution costs several times what SQLite spends on the
@@ -284,25 +293,29 @@ class Database:
         `pipelined`: statements whose answer is not read yet (and the commit) travel to a
         database server together (`Dialect.pipeline`), for a transaction that holds a lock
         others wait for: each round trip less is time less that they wait.
+        `synced=False`: a commit that a power cut may undo, for a write that is harmless to
+        lose with the processes that made it (`Dialect.unsynced`): a claim.
         """
         self.check_writable()
         with self.translated_errors(), self.dialect.writers_turn(self):
             raw = self.hot_connection()
-            cursor = raw.cursor()
-            self.dialect.begin_hot_write(cursor, self.lock_timeout_s)
-            try:
-                with self.dialect.pipeline(raw) if pipelined else contextlib.nullcontext():
-                    yield HotTransaction(
-                        cursor,
-                        self.dialect.notify_sql,
-                        self.dialect.serialise_sql,
-                        self.dialect.numbered_cursor,
-                    )
-                    raw.commit()
-            except BaseException:
-                _rollback_quietly(raw)
-                self._drop_if_broken(raw)
-                raise
+            unsynced = contextlib.nullcontext() if synced else self.dialect.unsynced(raw)
+            with unsynced:
+                cursor = raw.cursor()
+                self.dialect.begin_hot_write(cursor, self.lock_timeout_s)
+                try:
+                    with self.dialect.pipeline(raw) if pipelined else contextlib.nullcontext():
+                        yield HotTransaction(
+                            cursor,
+                            self.dialect.notify_sql,
+                            self.dialect.serialise_sql,
+                            self.dialect.numbered_cursor,
+                        )
+                        raw.commit()
+                except BaseException:
+                    _rollback_quietly(raw)
+                    self._drop_if_broken(raw)
+                    raise
 
     @contextmanager
     def hot_read(self) -> Iterator[HotTransaction]:
@@ -339,7 +352,9 @@ class Database:
         """Waits out a held lock and a full disk instead of failing (a worker's database)."""
         return self.lock_timeout_s is None
 
-    def in_hot_write(self, work: Callable[[HotTransaction], T], *, pipelined: bool = False) -> T:
+    def in_hot_write(
+        self, work: Callable[[HotTransaction], T], *, pipelined: bool = False, synced: bool = True
+    ) -> T:
         """`work(tx)` in one `hot_write` transaction; its result.
 
         A patient database runs it again once there is room when the disk was full: the
@@ -348,7 +363,7 @@ class Database:
         delay_s = 0.0
         while True:
             try:
-                with self.hot_write(pipelined=pipelined) as tx:
+                with self.hot_write(pipelined=pipelined, synced=synced) as tx:
                     result = work(tx)
             except DiskFull as error:
                 if not self.patient or self.stop_waiting():

@@ -22,12 +22,13 @@ from app.models.tables import (
     JOB_NOTE,
     JOB_PARENT,
     QUEUE_SECRET,
+    QUEUED_ONLY,
     REQUEST_KEY,
     WORKER,
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 
 class SchemaTooNew(DatabaseError):
@@ -243,6 +244,17 @@ def _v17_to_v18(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
 
 
+def _v18_to_v19(conn: Connection) -> None:
+    # Version 19 indexes the queued jobs alone, in the order they go (issue 41): the
+    # model-aware claim's window, which PostgreSQL read through the primary key once its
+    # statistics said most jobs were queued, past every job claimed before (17 ms a claim
+    # after 3,000 claims of 10,000 instead of 0.3).
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_job_queue ON job (status, priority DESC, id)"
+        f" WHERE {QUEUED_ONLY}"
+    )
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -261,6 +273,7 @@ MIGRATIONS: dict[int, Migration] = {
     15: _v15_to_v16,
     16: _v16_to_v17,
     17: _v17_to_v18,
+    18: _v18_to_v19,
 }
 
 

@@ -294,6 +294,11 @@ class PostgresDialect:
     def numbered_cursor(self, cursor: Any) -> Any:
         return psycopg.RawCursor(cursor.connection)  # `$n` SQL, sent as it is
 
+    def unsynced(self, raw: Any) -> AbstractContextManager[None]:
+        # A claim lost by the server while its worker, on another machine, runs the job
+        # would let a second worker take it: the server's commit stays as configured.
+        return contextlib.nullcontext()
+
     def dispose(self) -> None:
         pass
 

@@ -28,6 +28,10 @@ from sqlmodel import Field, SQLModel
 
 STATUS_TYPE = String(16)
 
+# The partial index of queued jobs (`ix_job_queue`): a statement that reads it says this
+# literally (a bound value cannot prove a row is in a partial index).
+QUEUED_ONLY = "status = 'PENDING'"
+
 # job.id is an INTEGER: 64 bits on SQLite but 32 on PostgreSQL, so no job id is larger.
 MAX_JOB_ID = 2**31 - 1
 
@@ -37,6 +41,16 @@ class Job(SQLModel, table=True):
     __table_args__ = (
         # The claim: next PENDING job by priority, then age.
         Index("ix_job_claim", "status", "priority", "id"),
+        # The model-aware claim's window: the queued jobs alone, in the order they go
+        # (`queue_sql.affinity_choice_statement`). Schema 19.
+        Index(
+            "ix_job_queue",
+            "status",  # its equality, as the claim index's, and then no sorting: SQLite's pick
+            text("priority DESC"),
+            "id",
+            sqlite_where=text(QUEUED_ONLY),
+            postgresql_where=text(QUEUED_ONLY),
+        ),
         # The watchdog: running jobs whose heartbeat is stale.
         Index("ix_job_heartbeat", "status", "heartbeat_at"),
         # The job list: newest first, optionally filtered by status.

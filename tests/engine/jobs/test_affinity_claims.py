@@ -5,6 +5,7 @@ priorities checked from the history itself."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -421,8 +422,8 @@ def test_the_claim_reads_the_window_by_index_never_the_whole_queue(
     affinity_queue: JobQueue,
 ) -> None:
     """SQLite's plan of the claim: the queue's rows are only ever looked up through an index
-    (the window through ix_job_claim, in its order), never scanned nor sorted; what is
-    scanned and sorted is the window of at most CLAIM_WINDOW rows."""
+    (the window through ix_job_queue, the queued jobs in the order they go), never scanned
+    nor sorted; what is scanned and sorted is the window of at most CLAIM_WINDOW rows."""
     queue = affinity_queue
     queue.submit_many([GenerationParams("a cat", model="AB"[i % 2], seed=i) for i in range(300)])
     statement = queue._sql.choose_next
@@ -434,23 +435,27 @@ def test_the_claim_reads_the_window_by_index_never_the_whole_queue(
     on_job = [step for step in steps if step.split(" USING ")[0].split()[-1] == "job"]
     assert on_job and all(step.startswith("SEARCH job USING") for step in on_job), steps
     # The window comes in the index's order: no sorting of the queued rows before LIMIT.
-    [window] = [row[0] for row in plan if row[3] == "MATERIALIZE candidates"]
+    [window] = [row[0] for row in plan if row[3] == "MATERIALIZE queue_window"]
     within = {window}
     for node, parent, *_ in plan:  # parents come before their children
         if parent in within:
             within.add(node)
     inside = [row[3] for row in plan if row[0] in within - {window}]
-    assert any("INDEX ix_job_claim (status=? AND priority=?)" in step for step in inside), steps
+    assert any("INDEX ix_job_queue (status=?)" in step for step in inside), steps
     assert not any("TEMP B-TREE" in step for step in inside), steps
     # The chosen row is taken by its id, and the passes read the older due rows of its
-    # priority as a range of the same index.
+    # priority as a range of an index (the queued jobs' or the claim's: SQLite's pick
+    # between the two, equally good here, is not always the same).
     taking, passing = (
         [row[3] for row in raw.execute("EXPLAIN QUERY PLAN " + prepared.sql,
                                        [None] * len(prepared.parameter_names))]
         for prepared in (queue._sql.take_chosen, queue._sql.pass_over)
     )  # fmt: skip
     assert taking == ["SEARCH job USING INTEGER PRIMARY KEY (rowid=?)"], taking
-    assert passing == ["SEARCH job USING INDEX ix_job_claim (status=? AND priority=? AND id<?)"]
+    range_of = (
+        r"SEARCH job USING INDEX ix_job_(queue|claim) \(status=\? AND priority=\? AND id<\?\)"
+    )
+    assert len(passing) == 1 and re.fullmatch(range_of, passing[0]), passing
 
 
 def test_a_claims_passes_set_only_the_counters_of_the_rows_it_passes(
@@ -507,7 +512,7 @@ def test_a_chosen_job_a_transition_moves_meanwhile_is_left_and_counts_no_passes(
 def waiting_for_a_row_lock(db: Database, within_s: float = 10.0) -> bool:
     query = text(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        " AND query LIKE 'WITH candidates%' AND datname = current_database()"
+        " AND query LIKE 'WITH queue_window%' AND datname = current_database()"
     )
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
