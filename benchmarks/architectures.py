@@ -408,7 +408,7 @@ def run_wan(work: Path) -> None:
     runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
                on_step=_pause)  # fmt: skip
     resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
-    stock_pipe: Any = _pipeline_class(Architecture.WAN21).from_pretrained(
+    stock_pipe: Any = _pipeline_class(Architecture.WAN2_1).from_pretrained(
         folder, local_files_only=True
     )
     stock_pipe.set_progress_bar_config(disable=True)

@@ -135,7 +135,7 @@ def test_a_tiny_wan_folder_is_detected_as_wan_with_flow_prediction(
     from app.engine.settings import Settings
     from app.ui.wiring import model_choices
 
-    assert model.architecture is Architecture.WAN21 and model.prediction is Prediction.FLOW
+    assert model.architecture is Architecture.WAN2_1 and model.prediction is Prediction.FLOW
     assert output_of_job(KIND_VIDEO) is VIDEO and VIDEO.media_type == "video/mp4"
     choices = model_choices(Settings(models_dir=str(folder.parent)))  # the window's scan
     choice = next(choice for choice in choices if choice.name == folder.name)
@@ -192,7 +192,7 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_runner_to_the_same_frames(
 
 def test_what_wan_cannot_draw_is_refused_at_submit_in_one_sentence(folder: Path) -> None:
     search = ModelSearchPath(user=(folder.parent,))
-    assert check_runnable(wan_params(), search).architecture is Architecture.WAN21
+    assert check_runnable(wan_params(), search).architecture is Architecture.WAN2_1
     with pytest.raises(BadInput) as refused:
         check_runnable(wan_params(frames=8), search)
     assert str(refused.value) == "Wan 2.1 draws 4k+1 frames, not 8; the nearest are 5 or 9"
