@@ -33,6 +33,7 @@ class ModelChoice:
     takes_negative_prompt: bool = True  # Flux.1 runs without true CFG: a negative does nothing
     distilled_guidance: bool = False  # CFG is the model's guidance input (Flux.1 dev)
     quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
+    edits: bool = False  # follows an instruction to edit an image (Flux.1 Kontext)
 
     def allows_sampler(self, sampler: str) -> bool:
         return not self.samplers or sampler in self.samplers
