@@ -124,3 +124,22 @@ def test_with_no_model_that_edits_the_dialog_says_so_and_queues_nothing(
     assert sentence.startswith("No model that edits is installed: put a Flux.1 Kontext model")
     assert sentence.endswith("in the models folder.") and "\n" not in sentence
     assert not dialog.edit.isEnabled() and [job.id for job in queue.jobs()] == [cat]
+
+
+def test_an_edit_of_an_unfinished_job_waits_for_it_and_shows_its_picture_when_done(
+    qtbot: QtBot, window: MainWindow, queue: JobQueue, tmp_path: Path
+) -> None:
+    cat = queue.submit(GenerationParams("a cat", width=64, height=64))  # still queued
+    list_with(qtbot, window, cat)
+    click_follow_up(qtbot, window, Action.EDIT)
+    dialog = only_dialog(qtbot, window)
+    assert dialog.thumbnail.pixmap().isNull() and "once its job" in dialog.thumbnail.text()
+    edit = queue.get(ask(qtbot, dialog, "make it night"))
+    assert (edit.status, edit.init_image) == ("BLOCKED", f"job:{cat}")
+    finished_cat = tmp_path / "cat.png"
+    Image.new("RGB", (64, 64), "red").save(finished_cat)
+    assert queue.claim("w", job_id=cat) is not None
+    queue.fire(cat, JobEvent.COMPLETE, source="worker", worker_id="w",
+               changes={"output_path": str(finished_cat)})  # fmt: skip
+    qtbot.waitUntil(lambda: not dialog.thumbnail.pixmap().isNull(), timeout=TIMEOUT_MS)
+    assert dialog.thumbnail.pixmap().toImage().pixelColor(5, 5).red() > 200

@@ -8,8 +8,10 @@ It submits nothing itself: it emits what was asked for and the window's hook
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QImage, QKeySequence, QPixmap, QShortcut
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -27,6 +29,7 @@ THUMBNAIL_PX = 320  # the picture's longer side in the window
 
 class EditDialog(QDialog):
     edit_requested = Signal(str, str)  # (instruction, model)
+    file_dropped = Signal(object)  # a Path dropped on the dialog: edit it in another one
 
     def __init__(
         self,
@@ -67,6 +70,7 @@ class EditDialog(QDialog):
             self.model.setEnabled(False)
             self.status_line.setText(self.no_model_sentence())
         self._update_buttons()
+        self.setAcceptDrops(True)
         self.instruction.setFocus()
 
     def _buttons(self) -> QHBoxLayout:
@@ -122,6 +126,11 @@ class EditDialog(QDialog):
     def refused(self, sentence: str) -> None:
         self.status_line.setText(sentence)
 
+    def set_picture(self, image: QImage) -> None:
+        """The edited job's picture, once that job has finished."""
+        self.picture = image
+        self._show_after(self.before_after.isChecked())
+
     def set_result(self, image: QImage) -> None:
         """The finished edit: shown at once ("after"); the toggle goes back and forth."""
         self.result_image = image
@@ -148,6 +157,15 @@ class EditDialog(QDialog):
             Qt.TransformationMode.SmoothTransformation,
         )  # fmt: skip
         self.thumbnail.setPixmap(QPixmap.fromImage(scaled))
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.file_dropped.emit(Path(url.toLocalFile()))
 
     def shown_image(self) -> str:
         """Which picture the thumbnail shows: "before" or "after" (tests, screenshots)."""

@@ -46,12 +46,17 @@ class WordEdits:
         self.show_error = show_error
         self.dialogs: list[EditDialog] = []
         self.waiting: dict[int, EditDialog] = {}  # submitted edit -> the dialog to show it in
+        self.unfinished: dict[int, EditDialog] = {}  # edited job, not done yet -> its dialog
         vm.settled.connect(self._settled)
 
     def open_row(self, row: JobRow) -> EditDialog:
         """An edit of `row`'s picture (shown once it exists), as a child of the job."""
         caption = translate("EditDialog", "Job {id}: {prompt}").format(id=row.id, prompt=row.prompt)
-        return self._open(QImage(row.output_path or ""), caption, row.id, row.params.model)
+        picture = QImage(row.output_path or "")
+        dialog = self._open(picture, caption, row.id, row.params.model)
+        if picture.isNull():
+            self.unfinished[row.id] = dialog
+        return dialog
 
     def open_file(self, path: Path | None = None) -> EditDialog | None:
         """An edit of a picture file (asked for when not given)."""
@@ -107,6 +112,7 @@ class WordEdits:
         dialog.edit_requested.connect(
             lambda instruction, model: self._submit(dialog, source, instruction, model)
         )
+        dialog.file_dropped.connect(self.open_file)
         dialog.destroyed.connect(lambda: self._forget(dialog))
         self.dialogs.append(dialog)
         dialog.show()
@@ -129,6 +135,9 @@ class WordEdits:
         )
 
     def _settled(self, row: JobRow) -> None:
+        edited = self.unfinished.pop(row.id, None)
+        if edited is not None and row.output_path:
+            edited.set_picture(QImage(row.output_path))
         dialog = self.waiting.pop(row.id, None)
         if dialog is not None and row.output_path:
             dialog.set_result(QImage(row.output_path))
@@ -136,3 +145,4 @@ class WordEdits:
     def _forget(self, dialog: object) -> None:
         self.dialogs = [d for d in self.dialogs if d is not dialog]
         self.waiting = {k: d for k, d in self.waiting.items() if d is not dialog}
+        self.unfinished = {k: d for k, d in self.unfinished.items() if d is not dialog}
