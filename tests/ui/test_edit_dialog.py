@@ -50,6 +50,8 @@ def window(
     write_kontext_index(paths.models_dir() / "kontext")
     monkeypatch.setattr(conftest, "fake_models", lambda: [*fake_models(), KONTEXT])
     window = make_window(check=runnable)
+    # The scan answers off the GUI thread: the dialog lists what it has answered.
+    qtbot.waitUntil(lambda: KONTEXT in window.prompt.model_choices(), timeout=TIMEOUT_MS)
     with qtbot.waitActive(window):
         window.activateWindow()
     return window
@@ -67,7 +69,11 @@ def ask(qtbot: QtBot, dialog: EditDialog, instruction: str) -> int:
     assert not dialog.edit.isEnabled()  # nothing to do yet
     qtbot.keyClicks(dialog.instruction, instruction)
     qtbot.mouseClick(dialog.edit, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "queued as job" in dialog.status_line.text(), timeout=TIMEOUT_MS)
+
+    def queued() -> None:  # on timeout, what the dialog said instead
+        assert "queued as job" in dialog.status_line.text(), dialog.status_line.text()
+
+    qtbot.waitUntil(queued, timeout=TIMEOUT_MS)
     return int(dialog.status_line.text().rsplit(" ", 1)[-1])
 
 
@@ -114,6 +120,7 @@ def test_with_no_model_that_edits_the_dialog_says_so_and_queues_nothing(
     qtbot: QtBot, make_window: Callable[..., MainWindow], queue: JobQueue, tmp_path: Path
 ) -> None:
     window = make_window(check=runnable)  # the usual models: none of them edits
+    qtbot.waitUntil(lambda: bool(window.prompt.model_choices()), timeout=TIMEOUT_MS)
     cat = finished(queue, tmp_path / "cat.png", GenerationParams("a cat", width=64, height=64))
     list_with(qtbot, window, cat)
     click_follow_up(qtbot, window, Action.EDIT)
@@ -143,3 +150,14 @@ def test_an_edit_of_an_unfinished_job_waits_for_it_and_shows_its_picture_when_do
                changes={"output_path": str(finished_cat)})  # fmt: skip
     qtbot.waitUntil(lambda: not dialog.thumbnail.pixmap().isNull(), timeout=TIMEOUT_MS)
     assert dialog.thumbnail.pixmap().toImage().pixelColor(5, 5).red() > 200
+
+
+def test_the_model_scan_says_which_models_edit(tmp_path: Path) -> None:
+    """What the dialog lists comes from the engine's family declarations (no torch)."""
+    from app.engine.settings import Settings
+    from app.ui.wiring import model_choices
+
+    write_kontext_index(tmp_path / "models" / "kontext")
+    choices = {c.name: c for c in model_choices(Settings(models_dir=str(tmp_path / "models")))}
+    assert choices["kontext"].edits and choices["kontext"].kind == "Flux.1 Kontext"
+    assert not choices["easel-tiny"].edits  # the bundled model draws from a prompt
