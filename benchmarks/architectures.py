@@ -43,6 +43,11 @@ And for Flux.1 Kontext as a diffusers folder (`flux1-kontext`): an edit of a 64x
 at about 1 megapixel, its real table of preferred resolutions, and the output is
 1024x1024): `pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff`
 against stock `FluxKontextPipeline` called with the picture, the instruction and the steps.
+And for Wan 2.1 text to video as a diffusers folder (`wan2.1`: a 9-frame 32x32 clip, CFG
+with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step of the whole
+clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
+frame: the decoded frames of Easel's loop (before the MP4's lossy encoding), against a run
+paused at step 3 and resumed from its checkpoint file, and against stock `WanPipeline`.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -115,6 +120,7 @@ from app.testing.tiny.kontext import write_tiny_kontext
 from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
+from app.testing.tiny.wan import write_tiny_wan
 from app.testing.tiny.zimage import write_tiny_zimage
 
 STEPS, PAUSE_AT, TIMED_STEPS = 8, 3, 10
@@ -201,6 +207,7 @@ def run_architectures() -> None:
         run_qwen(work)
         run_chroma(work)
         run_kontext(work)
+        run_wan(work)
 
 
 def run_chroma(work: Path) -> None:
@@ -378,6 +385,70 @@ def _klein_inpaint_figures(label: str, model: ModelInfo, work: Path, folder: Pat
     report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
     report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
     shutil.rmtree(folder_run)
+
+
+WAN_CLIP: dict[str, Any] = {"width": 32, "height": 32, "kind": "video", "frames": 9}
+
+
+def run_wan(work: Path) -> None:
+    """The Wan 2.1 row (see the docstring): every frame compared, before the MP4."""
+    folder = write_tiny_wan(work / "wan2.1")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0,
+        seed=42, **WAN_CLIP,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report("load_s[wan2.1]", f"{time.perf_counter() - started:.2f}")
+    report("step_ms[wan2.1]", f"{_step_ms(pipe, params):.1f}")
+    ours = clip_frames(pipe, params)
+    paused = work / "wan-paused.mp4"
+    runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+               on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    stock_pipe: Any = _pipeline_class(Architecture.WAN21).from_pretrained(
+        folder, local_files_only=True
+    )
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
+        width=params.width, num_frames=params.frames, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+        output_type="pil",
+    ).frames[0]  # fmt: skip
+    report("pause_resume_max_diff[wan2.1]", _frames_diff(ours, resumed))
+    report("same_as_diffusers_max_diff[wan2.1]", _frames_diff(ours, stock))
+
+
+def clip_frames(pipe: Any, params: GenerationParams) -> list[Image.Image]:
+    """A clip through Easel's loop, start to decoded frames (no MP4: its encoding is lossy)."""
+    state = denoise.start(pipe, params)
+    while not state.finished:
+        denoise.advance(pipe, state)
+    return _frames(denoise.decode(pipe, state))
+
+
+def resumed_frames(pipe: Any, params: GenerationParams, checkpoint: Path) -> list[Image.Image]:
+    """The clip finished from a checkpoint file, as a fresh runner would."""
+    from app.engine.generation.loop.checkpoint import load_checkpoint
+
+    state = denoise.restore(pipe, params, load_checkpoint(checkpoint, params).checkpoint)
+    while not state.finished:
+        denoise.advance(pipe, state)
+    return _frames(denoise.decode(pipe, state))
+
+
+def _frames(decoded: Any) -> list[Image.Image]:
+    """A clip's decode: its frames (`denoise.decode` is typed for the image families)."""
+    return list(decoded)
+
+
+def _frames_diff(ours: list[Image.Image], theirs: list[Image.Image]) -> int:
+    if len(ours) != len(theirs):
+        return 255
+    return max(max_diff(pixels(a), pixels(b)) for a, b in zip(ours, theirs, strict=True))
 
 
 def _png(image: Image.Image) -> bytes:

@@ -12,16 +12,21 @@ from typing import Any
 from app.cli import arguments
 from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
-from app.engine.generation.request_checks import check_runnable, step_cache_families
+from app.engine.generation.files.registry import step_cache_families
+from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
 from app.engine.jobs.params import (
+    DEFAULT_FPS,
+    DEFAULT_FRAMES,
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
+    KIND_VIDEO,
     SCHEDULERS,
     SPEED_OFF,
     SPEED_THRESHOLDS,
     GenerationParams,
+    InvalidParameters,
     decode_control,
     decode_reference,
     parse_size,
@@ -100,6 +105,16 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the model compiled (torch.compile): faster steps after a one-off compile "
         "per worker and model (kept in the data folder's compile-cache)",
     )  # fmt: skip
+    video = parser.add_argument_group("video (a video model such as Wan 2.1)")
+    video.add_argument("--video", action="store_true", help="draw a clip: an MP4")
+    video.add_argument(
+        "--frames", type=int, metavar="N",
+        help=f"with --video: the clip's frames (Wan: 4k+1; default {DEFAULT_FRAMES})",
+    )  # fmt: skip
+    video.add_argument(
+        "--fps", type=int, metavar="F",
+        help=f"with --video: frames a second (default {DEFAULT_FPS})",
+    )  # fmt: skip
 
 
 def params_from_args(args: argparse.Namespace) -> GenerationParams:
@@ -113,9 +128,24 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         speed=getattr(args, "cache", SPEED_OFF),
         speed_threshold=getattr(args, "cache_threshold", 0.0),
         compile=getattr(args, "compile", False),
+        **_video_args(args),
     ).validated()  # fmt: skip
     check_model(params)
     return params
+
+
+def _video_args(args: argparse.Namespace) -> dict[str, Any]:
+    """`kind`, `frames` and `fps` of a --video request; nothing for an image."""
+    frames, fps = getattr(args, "frames", None), getattr(args, "fps", None)
+    if not getattr(args, "video", False):
+        if frames is not None or fps is not None:
+            raise InvalidParameters("--frames and --fps need --video")
+        return {}
+    return {
+        "kind": KIND_VIDEO,
+        "frames": DEFAULT_FRAMES if frames is None else frames,
+        "fps": DEFAULT_FPS if fps is None else fps,
+    }
 
 
 def check_model(params: GenerationParams) -> None:
@@ -251,6 +281,7 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         ("group", _group_text(job)),
         ("speed", _speed_text(job)),
         ("compile", "torch.compile" if job.compile else ""),
+        ("video", f"{job.frames} frames at {job.fps} fps" if job.kind == KIND_VIDEO else ""),
     ]  # fmt: skip
     details += [(label, value) for label, value in optional if value]
     for index, layer in enumerate(decode_control(job.control)):

@@ -27,7 +27,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 
 class SchemaTooNew(DatabaseError):
@@ -229,6 +229,20 @@ def _v16_to_v17(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN compile BOOLEAN NOT NULL DEFAULT FALSE")
 
 
+_V18_JOB_COLUMNS = {
+    "frames": "INTEGER NOT NULL DEFAULT 1",
+    "fps": "INTEGER NOT NULL DEFAULT 16",
+}
+
+
+def _v17_to_v18(conn: Connection) -> None:
+    # Version 18 adds video jobs (issue 38): a clip's frame count and frames a second.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    for name, sql in _V18_JOB_COLUMNS.items():
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {sql}")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -246,6 +260,7 @@ MIGRATIONS: dict[int, Migration] = {
     14: _v14_to_v15,
     15: _v15_to_v16,
     16: _v16_to_v17,
+    17: _v17_to_v18,
 }
 
 

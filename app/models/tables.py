@@ -111,6 +111,13 @@ class Job(SQLModel, table=True):
     compile: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
+    # Schema 18: a video job's frame count and rate (1 frame for every other kind).
+    frames: int = Field(
+        default=1, sa_column=Column(Integer, nullable=False, server_default=text("1"))
+    )
+    fps: int = Field(
+        default=16, sa_column=Column(Integer, nullable=False, server_default=text("16"))
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

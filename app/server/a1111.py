@@ -78,6 +78,7 @@ SAMPLER_ALIASES: dict[str, tuple[str, ...]] = {
     "DPM++ 2M": ("k_dpmpp_2m",),
     "DPM++ 2M Karras": ("k_dpmpp_2m_ka",),
     "Euler Karras": (),
+    "UniPC": (),
 }
 _BY_NAME = {
     name.lower(): easel for easel, aliases in SAMPLER_ALIASES.items() for name in (easel, *aliases)

@@ -18,7 +18,7 @@ from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.api_jobs import ApiRecord
-from app.engine.jobs.params import decode_control, decode_reference
+from app.engine.jobs.params import KIND_VIDEO, decode_control, decode_reference
 from app.engine.jobs.queue import (
     MAX_JOB_ID,
     Job,
@@ -289,6 +289,8 @@ def job_json(
                   "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
     }  # fmt: skip
     out.update(what_it_draws(job))
+    if job.kind == KIND_VIDEO:  # its output (links.image) is an MP4 of these frames
+        out["video"] = {"frames": job.frames, "fps": job.fps}
     if timeline is not None:
         out["timeline"] = [_redacted(state, timeline_json(row)) for row in timeline]
     if record is not None:

@@ -20,6 +20,7 @@ from app.engine.jobs.mask import OUTPAINT_STRENGTH, Extension, Fill, outpaint, p
 from app.engine.jobs.params import (
     INIT_FROM_JOB,
     KIND_EDIT,
+    KIND_VIDEO,
     RANDOM_SEED,
     ControlLayer,
     GenerationParams,
@@ -73,8 +74,9 @@ def submit_body(state: ServerState, body: JobBody, *, client: str, key: str | No
 
 
 def base_params(body: JobBody) -> GenerationParams:
-    """The body's settings, its LoRAs in the prompt as the command line writes them."""
-    return GenerationParams(
+    """The body's settings, its LoRAs in the prompt as the command line writes them; with
+    `frames`, a clip (its count and the model checked at submit)."""
+    params = GenerationParams(
         prompt=with_loras(body.prompt, body.loras), negative_prompt=body.negative_prompt,
         model=body.model, scheduler=body.scheduler, steps=body.steps, cfg=body.cfg,
         width=body.width or GenerationParams.width, height=body.height or GenerationParams.height,
@@ -82,6 +84,9 @@ def base_params(body: JobBody) -> GenerationParams:
         variation_strength=body.variation_strength, speed=body.speed,
         speed_threshold=body.speed_threshold, compile=body.compile,
     )  # fmt: skip
+    if body.frames is not None:
+        params = replace(params, kind=KIND_VIDEO, frames=body.frames, fps=body.fps)
+    return params
 
 
 def with_loras(prompt: str, loras: list[LoraBody]) -> str:

@@ -22,12 +22,15 @@ from app.engine.jobs.groups import MAX_BATCH, SeedMode
 from app.engine.jobs.mask import Fill
 from app.engine.jobs.params import (
     CONTROL_MODULES,
+    DEFAULT_FPS,
     DEFAULT_MASK_BLUR,
     DEFAULT_MASK_PADDING,
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
     MAX_CONTROL_LAYERS,
     MAX_CONTROL_WEIGHT,
+    MAX_FPS,
+    MAX_FRAMES,
     MAX_IMAGES,
     MAX_MASK_BLUR,
     MAX_MASK_PADDING,
@@ -240,6 +243,11 @@ class JobBody(Strict):
     speed: str = Field(SPEED_OFF, json_schema_extra={"enum": list(SPEED_THRESHOLDS)})
     speed_threshold: float = Field(0.0, json_schema_extra={"minimum": 0, "maximum": 1})
     compile: bool = Field(False, description="run the model compiled (torch.compile)")
+    frames: int | None = Field(
+        None, ge=1, le=MAX_FRAMES,
+        description="a video (an MP4) of this many frames, on a video model (Wan: 4k+1)",
+    )  # fmt: skip
+    fps: int = Field(DEFAULT_FPS, ge=1, le=MAX_FPS, description="a video's frames a second")
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)
     callback_url: str | None = Field(None, description="POSTed the job's final status")

@@ -17,6 +17,7 @@ from app.ui.presenters.interfaces import LaunchWait, NoWorkers, RestoreSummary, 
 from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 
 if TYPE_CHECKING:
+    from app.engine.generation.files.registry import VideoRequests
     from app.engine.generation.files.sources import ModelInfo
     from app.engine.history.auto_prune import Pruned
     from app.engine.jobs.queue import JobQueue
@@ -152,9 +153,11 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
         samplers_for,
         takes_negative_prompt,
     )
+    from app.engine.generation.families.video_params import video_families
     from app.engine.generation.files.architecture import MAX_SIDE_PER_NATIVE
     from app.engine.generation.files.sources import disk_bytes, list_models
 
+    videos = video_families()
     return [
         ModelChoice(
             name=model.name,
@@ -170,9 +173,18 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             disk_bytes=sum(disk_bytes(path) for path in model.files),
             quantisation=model.quantisation,
             edits=edits_images(model.architecture),
+            **_video_fields(videos.get(model.architecture) if model.architecture else None),
         )
         for model in list_models(settings.model_search_path())
     ]
+
+
+def _video_fields(video: VideoRequests | None) -> dict[str, int]:
+    """A video model's frame rules for the form (none for an image model)."""
+    if video is None:
+        return {}
+    return {"frame_step": video.frame_step, "default_frames": video.default_frames,
+            "default_fps": video.default_fps}  # fmt: skip
 
 
 def _distilled(model: ModelInfo) -> bool:

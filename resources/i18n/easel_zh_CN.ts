@@ -1368,6 +1368,14 @@ Resume continues from there.</source>
         <translation>随机</translation>
     </message>
     <message>
+        <source>Frames</source>
+        <translation>帧数</translation>
+    </message>
+    <message>
+        <source>FPS</source>
+        <translation>帧率</translation>
+    </message>
+    <message>
         <source>{name} is empty</source>
         <translation>{name}为空</translation>
     </message>
@@ -1585,12 +1593,24 @@ Resume continues from there.</source>
         <translation>数量</translation>
     </message>
     <message>
+        <source>Frames</source>
+        <translation>帧数</translation>
+    </message>
+    <message>
+        <source>FPS</source>
+        <translation>帧率</translation>
+    </message>
+    <message>
         <source>Prompt</source>
         <translation>提示词</translation>
     </message>
     <message>
         <source>Negative prompt</source>
         <translation>反向提示词</translation>
+    </message>
+    <message>
+        <source>{seconds} s</source>
+        <translation>{seconds} 秒</translation>
     </message>
     <message>
         <source>size {w}×{h}, the largest {model} takes in that shape</source>
@@ -2083,8 +2103,8 @@ Resume continues from there.</source>
         <translation>最快（步骤缓存，较柔和）</translation>
     </message>
     <message>
-        <source>Skip the model&apos;s work on steps that change little (First Block Cache): about twice as fast at a small cost in detail. Flux.1 models only</source>
-        <translation>在变化很小的步骤上跳过模型的计算（First Block Cache）：速度约快一倍，细节略有损失。仅限 Flux.1 模型</translation>
+        <source>Skip the model&apos;s work on steps that change little (First Block Cache): about twice as fast at a small cost in detail. {families} models only</source>
+        <translation>在变化很小的步骤上跳过模型的计算（First Block Cache）：速度约快一倍，细节略有损失。仅限 {families} 模型</translation>
     </message>
     <message>
         <source>Advanced ▸</source>

@@ -61,7 +61,10 @@ def test_jobs_filters_by_status(capsys: pytest.CaptureFixture[str]) -> None:
         (["submit", "cat", "--scheduler", "LMS"], "unknown scheduler 'LMS'"),
         (["submit", "cat", "--cache", "ludicrous"], "unknown speed 'ludicrous'"),
         (["submit", "cat", "--cache-threshold", "0.1"], "needs speed fast or fastest"),
-        (["submit", "cat", "--cache", "fast"], "works on Flux.1 models, not on SD 1.x"),
+        (
+            ["submit", "cat", "--cache", "fast"],
+            "works on Flux.1 and Qwen-Image models, not on SD 1.x",
+        ),
         (["show", "42"], "error: There is no job 42"),
     ],
 )

@@ -61,3 +61,26 @@ def test_the_image_route_sends_each_kind_as_its_media_type(
     assert video.content == Path(queue.get(clip_job).output_path or "").read_bytes()
     # Only the picture goes into A1111's images.
     assert [base64.b64decode(data) for data in answer["images"]] == [image.content]
+
+
+def test_a_video_job_s_mp4_is_sent_as_video_mp4_and_kept_out_of_a1111_images(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    from app.engine.outputs.video import VIDEO, first_frame_path
+
+    params = GenerationParams("a fox", seed=3, model="fake", kind="video", frames=5, fps=8)
+    job_id = queue.submit(params)
+    job = queue.claim(WORKER)
+    assert job is not None and output_of_job(job.kind) is VIDEO
+    path = VIDEO.path_in(tmp_path, job_id, job.seed)
+    VIDEO.write([Image.new("RGB", (16, 16), (40 * i, 0, 0)) for i in range(5)], path, params)
+    queue.fire(job_id, JobEvent.COMPLETE, source="worker", worker_id=WORKER,
+               changes={"output_path": str(path)})  # fmt: skip
+    with running(queue) as api:
+        sent = api.client.get(f"/api/v1/jobs/{job_id}/image")
+        assert api.state is not None
+        body = a1111.Txt2Img.model_validate({"prompt": "a fox"})
+        answer = a1111._response(body, [queue.get(job_id)], api.state)
+    assert sent.headers["content-type"] == "video/mp4" and path.suffix == ".mp4"
+    assert sent.content == path.read_bytes() and sent.content[4:8] == b"ftyp"
+    assert first_frame_path(path).is_file() and answer["images"] == []

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from app.engine.generation.errors import UnsupportedModel
 from app.engine.generation.families.flow_params import flow_problems
+from app.engine.generation.families.video_params import video_problems
 from app.engine.generation.files.architecture import families_easel_runs, is_step_distilled
-from app.engine.generation.files.registry import Architecture, families
+from app.engine.generation.files.registry import Architecture, families, step_cache_families
 from app.engine.generation.files.sources import (
     MODEL_INDEX,
     ModelInfo,
@@ -76,6 +77,8 @@ def check_runnable(
         and (problems := flow_problems(arch, params, distilled))
     ):
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
+    if problems := video_problems(arch, params):
+        raise InvalidParameters("; ".join(problems))  # frames, sizes; a video of an image model
     if params.speed != SPEED_OFF and (arch is None or not arch.spec.step_cache):
         raise InvalidParameters(
             f"step caching (speed {params.speed}) works on {step_cache_families()} models, not "
@@ -117,9 +120,3 @@ def _why_not(info: ModelInfo) -> str:
     if (info.path / MODEL_INDEX).is_file():
         return f"has an unreadable {MODEL_INDEX}"
     return f"is not a model of a family Easel runs ({families_easel_runs()})"
-
-
-def step_cache_families() -> str:
-    """ "Flux.1": the families whose declaration says step caching runs on them (the refusal,
-    the command line's help)."""
-    return " and ".join(spec.label for spec in families() if spec.step_cache)

@@ -28,6 +28,7 @@ from app.engine.generation.errors import (
     is_out_of_memory,
 )
 from app.engine.generation.families import family_of
+from app.engine.generation.families.video_params import video_problems
 from app.engine.generation.files.sources import ModelInfo, resolve_model
 from app.engine.generation.guidance.control import ControlNetCache
 from app.engine.generation.guidance.controlnets import (
@@ -87,6 +88,7 @@ from app.engine.jobs.params import (
     KIND_GENERATE,
     KIND_TILED,
     KIND_UPSCALE,
+    KIND_VIDEO,
     RANDOM_SEED,
     GenerationParams,
     InvalidParameters,
@@ -318,6 +320,7 @@ class Runner:
         works: dict[str, _Work] = {
             KIND_GENERATE: self._denoise, KIND_UPSCALE: self._upscale, KIND_TILED: self._tiled,
             KIND_EDIT: self._denoise,  # the family reads the input image (Flux.1 Kontext)
+            KIND_VIDEO: self._denoise,  # a clip: the same loop, its family decodes frames
         }  # fmt: skip
         if kind not in works:
             raise InvalidParameters(f"a {kind!r} job is its worker's to run, not the runner's")
@@ -344,6 +347,9 @@ class Runner:
         compiled.prepare(loaded.pipe, params.compile)
         chosen = attention.use_best(loaded.pipe, family_of(loaded.pipe).name)
         load_note = "; ".join(filter(None, (load_note, chosen)))
+        problems = video_problems(loaded.model.architecture, params)  # checked at submit too
+        if problems:
+            raise InvalidParameters("; ".join(problems))
         for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
             check_fits(control, params.model, loaded.model.architecture)
             check_control_type(control, layer, index)

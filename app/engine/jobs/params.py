@@ -18,7 +18,7 @@ DEFAULT_MODEL = "easel-tiny"
 
 # Names as AUTOMATIC1111 shows them; the runner maps each to a diffusers scheduler class.
 SCHEDULERS: tuple[str, ...] = (
-    "Euler", "Euler a", "DDIM", "DPM++ 2M", "DPM++ 2M Karras", "Euler Karras",
+    "Euler", "Euler a", "DDIM", "DPM++ 2M", "DPM++ 2M Karras", "Euler Karras", "UniPC",
 )  # fmt: skip
 DEFAULT_SCHEDULER = "Euler"
 
@@ -41,7 +41,16 @@ KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED = "generate", "grid", "upscal
 # An edit (DESIGN.md "Edit with words"): the prompt is an instruction, the init image the
 # picture it edits (`job:<id>`: a child of that job), on a model that edits (Flux.1 Kontext).
 KIND_EDIT = "edit"
-KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_EDIT)
+# A video clip (issue 38): drawn as an image is (the same loop), `frames` at `fps`, its
+# output an MP4 (outputs/video.py). Which frame counts and sizes a model takes is its
+# family's (families/video_params.py), checked at submit.
+KIND_VIDEO = "video"
+KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_EDIT, KIND_VIDEO)
+# The kinds whose work is the denoising loop on a model (txt2img, img2img, ..., a clip).
+DRAWN_KINDS = (KIND_GENERATE, KIND_VIDEO)
+MAX_FRAMES = 481  # 30 s at 16 fps: far beyond what any video model draws in one clip
+DEFAULT_FPS, MAX_FPS = 16, 60  # Wan 2.1's 16 frames a second
+DEFAULT_FRAMES = 81  # a clip's frames when none are given: Wan 2.1's 5 s at 16 fps
 # Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
 # larger than what a model draws in one piece.
 MAX_UPSCALED_SIZE = 8192
@@ -187,6 +196,8 @@ class GenerationParams:
     # Run the model's blocks compiled (torch.compile; load/compiled.py): faster steps after
     # a one-off compile per worker and model; images may differ from eager in the last bits.
     compile: bool = False
+    frames: int = 1  # a video job's frame count (1 for every other kind)
+    fps: int = DEFAULT_FPS  # a video job's frames a second, as its MP4 plays them
 
     @property
     def cache_threshold(self) -> float:
@@ -223,7 +234,7 @@ class GenerationParams:
         A grid is one step (composing); an upscale job counts its tiles as it goes."""
         if self.kind == KIND_EDIT:
             return self.steps  # the input image is read beside the latents, not trimmed to
-        if self.kind != KIND_GENERATE:
+        if self.kind not in DRAWN_KINDS:
             return 1
         if not self.init_image:
             return self.steps
@@ -287,6 +298,22 @@ def _problems(p: GenerationParams) -> list[str]:
     problems.extend(_speed_problems(p))
     if not isinstance(p.compile, bool):
         problems.append(f"compile must be true or false, not {p.compile!r}")
+    problems.extend(_video_problems(p))
+    return problems
+
+
+def _video_problems(p: GenerationParams) -> list[str]:
+    """A clip's frame count and rate (the model's own rules, 4k+1 frames for Wan, are its
+    family's: `video_params`, at submit); other kinds draw one frame."""
+    if p.kind != KIND_VIDEO:
+        return [] if p.frames == 1 else [f"{p.frames} frames need a video job (--video)"]
+    problems = []
+    if not isinstance(p.frames, int) or not 1 <= p.frames <= MAX_FRAMES:
+        problems.append(f"a video takes 1 to {MAX_FRAMES} frames, not {p.frames}")
+    if not isinstance(p.fps, int) or not 1 <= p.fps <= MAX_FPS:
+        problems.append(f"a video plays at 1 to {MAX_FPS} frames a second, not {p.fps}")
+    if p.init_image or p.mask or p.control or p.reference or p.upscaler:
+        problems.append("a video job takes a prompt only (no init image, mask or guidance yet)")
     return problems
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from app.engine.outputs.image import IMAGE
 from app.engine.outputs.kinds import FileKind, OutputKind
+from app.engine.outputs.video import VIDEO
 from app.errors import BadInput
 
 OUTPUT_KINDS: dict[str, OutputKind] = {}
@@ -54,3 +55,4 @@ def all_output_kinds() -> tuple[OutputKind, ...]:
 
 
 register(IMAGE)
+register(VIDEO)

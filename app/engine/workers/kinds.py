@@ -24,6 +24,7 @@ from app.engine.jobs.params import (
     KIND_GRID,
     KIND_TILED,
     KIND_UPSCALE,
+    KIND_VIDEO,
     KINDS,
     GenerationParams,
     InvalidParameters,
@@ -88,6 +89,7 @@ WORK_OF_KIND: Mapping[str, Work] = MappingProxyType(
         KIND_TILED: on_the_runner,  # enlarged, then redrawn region by region
         KIND_EDIT: on_the_runner,  # an instruction on an input image (Flux.1 Kontext)
         KIND_GRID: composed_grid,
+        KIND_VIDEO: on_the_runner,  # a clip, drawn by a video model's family
     }
 )
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from app.engine.jobs.params import (
     MAX_CFG,
+    MAX_FPS,
+    MAX_FRAMES,
     MAX_IMAGES,
     MAX_SEED,
     MAX_SIZE,
@@ -150,3 +152,5 @@ SEED = NumberRule(
     blank=QT_TRANSLATE_NOOP("NumberRule", "random"), means_blank=-1,
 )  # fmt: skip
 STRENGTH = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Strength"), 0.01, 1.0, decimals=2)
+FRAMES = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Frames"), 1, MAX_FRAMES)
+FPS = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "FPS"), 1, MAX_FPS)

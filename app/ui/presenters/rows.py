@@ -140,6 +140,7 @@ class JobRow:
             variation_seed=job.variation_seed, variation_strength=job.variation_strength,
             prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
             speed=job.speed, speed_threshold=job.speed_threshold, compile=job.compile,
+            frames=job.frames, fps=job.fps,
         )  # fmt: skip
         return cls(
             id=job.id, params=params, status=JobStatus(job.status), attempt=job.attempt,

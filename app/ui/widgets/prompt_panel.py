@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
@@ -24,7 +25,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.jobs.params import (
+    DEFAULT_FPS,
+    DEFAULT_FRAMES,
     DEFAULT_MODEL,
+    KIND_VIDEO,
     MAX_SEED,
     RANDOM_SEED,
     SCHEDULERS,
@@ -115,6 +119,7 @@ class PromptPanel(QWidget):
         self.setAcceptDrops(True)
         self._choosing_preset = False
         self._choices: dict[str, ModelChoice] = {}
+        self._video_shown_before = False
         # Where dropped PNGs are read: the window gives its image thread; alone, inline.
         self.png_runner: Runner = InlineRunner()
         self._build()
@@ -200,6 +205,7 @@ class PromptPanel(QWidget):
         )
         self.generate_upscale.clicked.connect(self.generate_upscale_requested)
         self._build_init()
+        self._build_video()
         self.count = NumberEdit(rules.IMAGES)
         self.count.textChanged.connect(self._label_generate)
         self.count.setValue(1)
@@ -230,6 +236,8 @@ class PromptPanel(QWidget):
             ("", self.size_box, None),
             (self.tr("Images"), self.count, FieldNote(self.count)),
             (self.tr("Strength"), self.strength, FieldNote(self.strength)),
+            (self.tr("Frames"), self._frames_field, FieldNote(self.frames)),
+            (self.tr("FPS"), self.fps, FieldNote(self.fps)),
         ]  # fmt: skip
         form = QGridLayout()
         form.setHorizontalSpacing(10)
@@ -239,6 +247,12 @@ class PromptPanel(QWidget):
         strength = next(i for i, row in enumerate(rows) if row[1] is self.strength)
         # shown only with an init image
         self._strength_row = (captions[strength], self.strength, rows[strength][2])
+        # shown only for a video model (its clip's frames and rate)
+        self._video_rows = [
+            (captions[i], field, note) for i, (_label, field, note) in enumerate(rows)
+            if field in (self._frames_field, self.fps)
+        ]  # fmt: skip
+        self._show_video(self.model_choice())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 14, 14, 14)
         layout.setSpacing(8)
@@ -283,6 +297,41 @@ class PromptPanel(QWidget):
         row.addWidget(self.init_thumb)
         row.addWidget(self.init_caption, 1)
         row.addWidget(self.init_clear)
+
+    def _build_video(self) -> None:
+        """A video model's fields: the clip's frames (with its length in seconds beside
+        them) and its frames a second; hidden for image models."""
+        self.frames = NumberEdit(rules.FRAMES)
+        self.frames.setValue(DEFAULT_FRAMES)
+        self.fps = NumberEdit(rules.FPS)
+        self.fps.setValue(DEFAULT_FPS)
+        self.clip_length = QLabel()
+        self.clip_length.setObjectName("fieldNote")
+        self._frames_field = field_row(self.frames, self.clip_length)
+        for edit in (self.frames, self.fps):
+            edit.textChanged.connect(self._show_clip_length)
+        self._show_clip_length()
+
+    def _show_clip_length(self) -> None:
+        frames, fps = self.frames.reading().value, self.fps.reading().value
+        seconds = "" if not frames or not fps else f"{float(frames) / float(fps):.1f}"
+        self.clip_length.setText(self.tr("{seconds} s").format(seconds=seconds) if seconds else "")
+
+    def draws_video(self) -> bool:
+        return self.model_choice().draws_video
+
+    def _show_video(self, choice: ModelChoice) -> None:
+        """The frame fields for a video model only; a model's own count and rate the first
+        time one is chosen (the fields keep what the artist typed after that)."""
+        shown = choice.draws_video
+        if shown and not self._video_shown_before:
+            self.frames.setValue(choice.default_frames)
+            self.fps.setValue(choice.default_fps)
+            self._video_shown_before = True
+        for row in getattr(self, "_video_rows", ()):
+            for widget in row:
+                if widget is not None:
+                    widget.setVisible(shown)
 
     def set_init(self, init: InitImage) -> None:
         """Start from this image: the image, its size and the strength; nothing else of the
@@ -416,6 +465,7 @@ class PromptPanel(QWidget):
             item = items.item(row)  # type: ignore[attr-defined]  # a QStandardItemModel
             item.setEnabled(choice.allows_sampler(item.text()))
         self._set_sampler(self._wanted_sampler)
+        self._show_video(choice)
         self.negative.setEnabled(choice.takes_negative_prompt)
         self.negative.setToolTip(
             ""
@@ -476,7 +526,11 @@ class PromptPanel(QWidget):
             self.prompt.setFocus()
 
     def number_fields(self) -> tuple[NumberEdit, ...]:
-        fields = (self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count)
+        fields: tuple[NumberEdit, ...] = (
+            self.steps, self.cfg, self.seed, self.width_box, self.height_box, self.count,
+        )  # fmt: skip
+        if self.draws_video():
+            fields = (*fields, self.frames, self.fps)
         return fields if self.init is None else (*fields, self.strength)
 
     def problems(self) -> list[tuple[NumberEdit, str]]:
@@ -495,14 +549,21 @@ class PromptPanel(QWidget):
             raise InvalidParameters("; ".join(problem for _edit, problem in problems))
         seed = self.seed.reading().value
         strength = 1.0 if self.init is None else float(number_in(self.strength))
-        return self.speed.applied(GenerationParams(
+        return self._as_clip(self.speed.applied(GenerationParams(
             prompt=self.prompt.toPlainText(), negative_prompt=self._negative_prompt(),
             model=self.model_name() or DEFAULT_MODEL,
             scheduler=self.scheduler.currentText(), steps=int(number_in(self.steps)),
             cfg=float(number_in(self.cfg)), width=int(number_in(self.width_box)),
             height=int(number_in(self.height_box)),
             seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
-        ))  # fmt: skip
+        )))  # fmt: skip
+
+    def _as_clip(self, params: GenerationParams) -> GenerationParams:
+        """A video model's job: a clip of the frames and rate on screen; else `params`."""
+        if not self.draws_video():
+            return params
+        frames, fps = int(number_in(self.frames)), int(number_in(self.fps))
+        return replace(params, kind=KIND_VIDEO, frames=frames, fps=fps)
 
     def _negative_prompt(self) -> str:
         """The negative prompt, or "" for a model that takes none (the field is greyed out;
@@ -534,6 +595,9 @@ class PromptPanel(QWidget):
         self.width_box.setValue(p.width)
         self.height_box.setValue(p.height)
         self.speed.show_params(p)
+        if p.kind == KIND_VIDEO:
+            self.frames.setValue(p.frames)
+            self.fps.setValue(p.fps)
 
     # --- remembered between runs ----------------------------------------------------------
 

@@ -125,6 +125,7 @@ def stock_scheduler(name: str, config: Any) -> Any:
         DPMSolverMultistepScheduler,
         EulerAncestralDiscreteScheduler,
         EulerDiscreteScheduler,
+        UniPCMultistepScheduler,
     )
 
     return {
@@ -136,6 +137,7 @@ def stock_scheduler(name: str, config: Any) -> Any:
             config, use_karras_sigmas=True
         ),
         "Euler Karras": lambda: EulerDiscreteScheduler.from_config(config, use_karras_sigmas=True),
+        "UniPC": lambda: UniPCMultistepScheduler.from_config(config),
     }[name]()
 
 

@@ -177,14 +177,31 @@ def _zimage() -> Any:
     return build_tiny_zimage()
 
 
+def _chroma() -> Any:
+    from app.testing.tiny.chroma import build_tiny_chroma
+
+    return build_tiny_chroma()
+
+
+def _kontext() -> Any:
+    from app.testing.tiny.kontext import build_tiny_kontext
+
+    return build_tiny_kontext()
+
+
 # Why the other transformer families declare no step cache: each stock pipeline fails with
 # the hook as diffusers 0.42 ships it (loop/step_cache.py says where). When one of these no
 # longer fails, its family may run the hook: turn its `step_cache` on with a stock test.
 STOCK_FAILURES = {
+    "chroma": (_chroma, ValueError, "ChromaTransformerBlock'> not registered"),
     "klein": (_klein, TypeError, "'Tensor' and 'list'"),
+    "kontext": (_kontext, ValueError, "No cache context is set"),
     "sd3": (_sd3, ValueError, "No cache context is set"),
     "zimage": (_zimage, ValueError, "'hidden_states' not found"),
 }
+# A text to image call of each at 64 px: Kontext's scales its size to `max_area` else.
+SIZE = {"height": 64, "width": 64}
+CALLS = {"kontext": {**SIZE, "max_area": 64 * 64}}
 
 
 @pytest.mark.parametrize("name", sorted(STOCK_FAILURES))
@@ -196,8 +213,9 @@ def test_the_families_without_step_caching_are_those_whose_stock_pipeline_fails_
     build, error, words = STOCK_FAILURES[name]
     pipe = build()
     pipe.set_progress_bar_config(disable=True)
-    # What `enable_cache` applies (SD3's and Z-Image's transformers lack that method).
-    apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=THRESHOLD))
-    with pytest.raises(error, match=words):
-        pipe(prompt="a", num_inference_steps=2, height=64, width=64)
-    assert {s.checkpoint_family for s in families() if s.step_cache} == {"flux"}
+    with pytest.raises(error, match=words):  # Chroma's fails here, the others when called
+        # What `enable_cache` applies (SD3's and Z-Image's transformers lack that method).
+        apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=THRESHOLD))
+        pipe(prompt="a", num_inference_steps=2, **CALLS.get(name, SIZE))
+    cached = {s.checkpoint_family for s in families() if s.step_cache}
+    assert cached == {"flux", "qwen-image"}  # test_step_cache_qwen.py shows Qwen-Image's

@@ -29,8 +29,8 @@ def test_every_kind_has_its_work_and_nothing_else_does() -> None:
 
 
 def test_a_kind_without_work_is_refused_naming_the_known_ones() -> None:
-    with pytest.raises(InvalidParameters, match=r"unknown job kind 'video' \(known: generate"):
-        work_of("video")
+    with pytest.raises(InvalidParameters, match=r"unknown job kind 'hologram' \(known: generate"):
+        work_of("hologram")
 
 
 def test_only_a_grid_is_composed_by_the_worker_itself() -> None:

@@ -22,6 +22,7 @@ such a model cannot take is one sentence then, never a FAILED job later.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.engine.generation.files.registry import Requests
@@ -43,12 +44,16 @@ KLEIN_IMG2IMG_REFUSAL = (  # diffusers has a Klein inpaint pipeline, no img2img 
 )
 
 
-def sampler_problem(scheduler: str, label: str) -> str | None:
-    """Why a `label` (flow-matching) model cannot use sampler `scheduler`, or None."""
-    if scheduler in FLOW_SAMPLERS:
+def sampler_problem(
+    scheduler: str, label: str, samplers: Sequence[str] = tuple(FLOW_SAMPLERS)
+) -> str | None:
+    """Why a `label` (flow-matching) model, which takes `samplers`, cannot use sampler
+    `scheduler`, or None."""
+    if scheduler in samplers:
         return None
-    known = ", ".join(FLOW_SAMPLERS)
-    return f"{label} models run with the {known} sampler (flow matching), not {scheduler!r}"
+    known = " or ".join(samplers)
+    noun = "sampler" if len(samplers) == 1 else "samplers"
+    return f"{label} models run with the {known} {noun} (flow matching), not {scheduler!r}"
 
 
 def flow_problems(
@@ -60,7 +65,7 @@ def flow_problems(
     label, takes = architecture.label, architecture.spec.requests
     edit = params.kind == KIND_EDIT
     problems = []
-    if problem := sampler_problem(params.scheduler, label):
+    if problem := sampler_problem(params.scheduler, label, takes.samplers or tuple(FLOW_SAMPLERS)):
         problems.append(problem)
     multiple = takes.size_multiple
     if params.width % multiple or params.height % multiple:

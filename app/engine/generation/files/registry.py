@@ -205,6 +205,15 @@ class Requests:
 
 
 @dataclass(frozen=True)
+class VideoRequests:
+    """What a video family takes (families/video_params.py checks a job against it)."""
+
+    frame_step: int  # frames per latent frame after the first: counts of frame_step*k + 1
+    default_frames: int  # the stock pipeline's default count (Wan 2.1: 81, 5 s at 16 fps)
+    default_fps: int  # the rate its clips were trained at
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """One family, whole: what it is called, how its files are recognised, how it loads,
     what a request may ask of it and which runtime class drives it."""
@@ -233,6 +242,7 @@ class FamilySpec:
     # Whether its transformer's attention runs through diffusers' dispatcher without a mask,
     # so that a faster backend (FlashAttention) may run it (load/attention.py).
     attention_backends: bool = False
+    video: VideoRequests | None = None  # a video family's frames; None: it draws images
     # Its own previewer, "module:Class" taking the pipeline (latents in another layout, as
     # Flux.2's patches); "": previews from plain latents (preview.py).
     preview: str = ""
@@ -289,3 +299,10 @@ def families_easel_runs() -> str:
     that they name every family and never fall behind when one is added."""
     labels = [spec.label for spec in families()]
     return f"{', '.join(labels[:-1])} or {labels[-1]}"
+
+
+def step_cache_families() -> str:
+    """ "Flux.1 and Qwen-Image": the families whose declaration says step caching runs on
+    them (the refusal, the command line's help, the window's tooltip)."""
+    labels = [spec.label for spec in families() if spec.step_cache]
+    return " and ".join(filter(None, (", ".join(labels[:-1]), labels[-1])))

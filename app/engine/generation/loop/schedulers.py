@@ -24,6 +24,7 @@ from diffusers import (
     EulerDiscreteScheduler,
     FlowMatchEulerDiscreteScheduler,
     HeunDiscreteScheduler,
+    UniPCMultistepScheduler,
 )
 
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
@@ -35,6 +36,8 @@ SCHEDULER_CLASSES: dict[str, type[Any]] = {
     "DPM++ 2M": DPMSolverMultistepScheduler,
     "DPM++ 2M Karras": DPMSolverMultistepScheduler,
     "Euler Karras": EulerDiscreteScheduler,
+    # A1111's UniPC; also the scheduler the released Wan folders ship (flow sigmas).
+    "UniPC": UniPCMultistepScheduler,
 }
 # What a kind sets over the model's scheduler config: A1111's "Karras" is the noise
 # schedule of Karras et al. (2022), diffusers' `use_karras_sigmas`. The state between steps
@@ -67,6 +70,11 @@ KINDS: dict[type[Any], SchedulerKind] = {
     # rebuilt by `set_timesteps` from the job's steps and size, and kept anyway, so the
     # resumed steps walk the very schedule the first ones did.
     FlowMatchEulerDiscreteScheduler: SchedulerKind(history=("sigmas",)),
+    # UniPC's predictor-corrector: the last outputs and their timesteps, the sample the next
+    # step corrects, and the order it ran at (the corrector reuses it).
+    UniPCMultistepScheduler: SchedulerKind(
+        history=("model_outputs", "timestep_list", "lower_order_nums", "last_sample", "this_order")
+    ),
 }
 
 

@@ -14,15 +14,20 @@ tensors as they are, the decision flag as a bool), so the resumed steps decide a
 exactly what the uninterrupted run would.
 
 Where the hook works as diffusers 0.42.1 ships it: Flux.1, whose family calls the
-transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does. Not
+transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does; Qwen-Image,
+whose family names the prompt's call "cond" and the negative prompt's "uncond" as
+`QwenImagePipeline` does (true CFG: two states, both in the checkpoint). Not
 (`request_checks` refuses a speed there; tests/engine/generation/test_step_cache.py shows
 each stock pipeline failing): Flux.2 Klein, where the stock pipeline with the hook fails
 (its last block returns one tensor, its first a pair: the hook subtracts a list from a
 tensor); SD 3.5, whose transformer has no `enable_cache` and whose stock pipeline names
-no cache context, so the hook applied by hand raises; Z-Image, likewise without
-`enable_cache`, whose blocks name their input `x` where the hook asks for `hidden_states`
-(a loop of ours could work around each, but there would be no stock run to equal); the
-UNet families (no First Block Cache hook for UNets).
+no cache context, so the hook applied by hand raises; Flux.1 Kontext, whose transformer is
+Flux.1's but whose `FluxKontextPipeline` names no cache context, so its first call raises;
+Chroma, whose `enable_cache` itself raises (diffusers registers no block metadata for
+`ChromaTransformerBlock`, and `ChromaPipeline` names no cache context either); Z-Image,
+likewise without `enable_cache`, whose blocks name their input `x` where the hook asks for
+`hidden_states` (a loop of ours could work around each, but there would be no stock run to
+equal); the UNet families (no First Block Cache hook for UNets).
 """
 
 from __future__ import annotations

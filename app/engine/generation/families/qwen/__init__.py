@@ -56,6 +56,9 @@ QWEN_IMAGE = FamilySpec(
     checkpoint_family="qwen-image",
     checkpoint_label="Qwen-Image",
     requests=FLOW_REQUESTS,  # Euler, sides in multiples of 16, true CFG (a negative prompt)
+    # First Block Cache runs on the stock pipelines, which name the prompt's transformer
+    # call "cond" and the negative prompt's "uncond", as `model.py` does.
+    step_cache=True,
     float16_overflowing_encoders=("text_encoder",),  # Qwen2.5-VL, trained in bfloat16
     # Its VAE's latents are 5D (a time axis) and normalised per channel: its own previewer.
     preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",

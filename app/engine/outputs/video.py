@@ -1,0 +1,105 @@
+"""The video kind: a finished clip as an MP4 (H.264 through PyAV, which bundles FFmpeg),
+and beside it a PNG of its first frame carrying the job's parameters (as an image's PNG
+does), which is also its thumbnail. No torch; PyAV only when a clip is written or read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from app.durable import atomic_write
+from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.engine.outputs.image import write_png
+from app.engine.outputs.kinds import FileKind, GalleryLook, OutputKind
+
+if TYPE_CHECKING:
+    from av.video.stream import VideoStream
+    from PIL import Image
+
+log = logging.getLogger(__name__)
+
+CODEC = "libx264"  # H.264: what every player, browser and editor opens
+PIXEL_FORMAT = "yuv420p"  # the one H.264 flavour every player takes
+# x264's constant quality: 17 looks lossless to the eye; the default 23 smears fine detail.
+QUALITY = "17"
+
+
+def first_frame_path(clip: Path) -> Path:
+    """Where a clip's first-frame PNG goes: beside it, under its name (`000042-7.png`)."""
+    return clip.with_suffix(".png")
+
+
+def video_parameters(params: GenerationParams) -> str:
+    """What a clip adds to A1111's settings line in its first frame's PNG."""
+    return f"Frames: {params.frames}, FPS: {params.fps}"
+
+
+def write_video(frames: Sequence[Image.Image], path: Path, params: GenerationParams) -> None:
+    """The clip as an MP4 at `path` (atomically), then its first frame as a PNG beside it,
+    with the parameters in its text chunks. The PNG is written only where no file is: an
+    existing one (another database's job of the same number) is never replaced."""
+    atomic_write(path, lambda handle: encode_mp4(frames, handle, params.fps))
+    still = first_frame_path(path)
+    if still.exists():
+        log.warning("first frame of %s not written: %s is there already", path, still)
+        return
+    write_png(frames[0], still, params, extra_parameters=video_parameters(params))
+
+
+def encode_mp4(frames: Sequence[Image.Image], handle: object, fps: int) -> None:
+    """H.264 frames at `fps` into the open binary file `handle`. Sides are even (4:2:0
+    halves them); every size a video model draws is."""
+    import av
+
+    width, height = frames[0].size
+    with av.open(handle, mode="w", format="mp4") as container:
+        stream = cast("VideoStream", container.add_stream(CODEC, rate=Fraction(fps)))
+        stream.width, stream.height = width, height
+        stream.pix_fmt = PIXEL_FORMAT
+        stream.options = {"crf": QUALITY}
+        for frame in frames:
+            picture = av.VideoFrame.from_image(frame.convert("RGB"))
+            container.mux(stream.encode(picture))
+        container.mux(stream.encode(None))  # flush the encoder's delayed frames
+
+
+def decode_frames(path: Path) -> list[Image.Image]:
+    """Every frame of a clip, as pictures (tests, the gallery's player, frame exports)."""
+    import av
+
+    with av.open(os.fspath(path)) as container:
+        return [frame.to_image() for frame in container.decode(video=0)]
+
+
+def _first_frame(path: Path) -> Path | bytes:
+    """The clip's thumbnail: its first-frame PNG if it is beside it, else decoded."""
+    still = first_frame_path(path)
+    if still.is_file():
+        return still
+    import io
+
+    import av
+
+    with av.open(os.fspath(path)) as container:
+        frame = next(container.decode(video=0)).to_image()
+    buffer = io.BytesIO()
+    frame.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+VIDEO = OutputKind(
+    name="video",
+    suffix=".mp4",
+    media_type="video/mp4",
+    file_kind=FileKind("video"),
+    job_kinds=(KIND_VIDEO,),
+    write=write_video,
+    still=_first_frame,
+    gallery=GalleryLook(badge="▶", in_viewer=False),
+    is_picture=False,
+)

@@ -1,0 +1,173 @@
+"""Video jobs' durability figures (issue 38) on a tiny random Wan 2.1: prints `name: value`.
+
+- `video_checkpoint_mb[tiny-33f-<sampler>]`, `video_checkpoint_ms[tiny-33f-<sampler>]`: a
+  rolling checkpoint of a 33-frame 64x64 clip of the tiny model (its latents, its prompt's
+  and negative's UMT5 states, the scheduler's state and the generator), taken after its
+  second step, with Euler and with UniPC (the released folders' default, whose history
+  holds two more latent-sized outputs and the last sample): the file's size, and the
+  median time of writing it as the rolling saver does (serialise, hash, write, fsync,
+  rename);
+- `video_checkpoint_mb[wan2.1-480p-81f-<sampler>]`, `..._ms[...]`: the same checkpoint with
+  its tensors at the shapes of an 81-frame 832x480 Wan 2.1 clip, scaled by the latent
+  shape (latents (1, 16, 21, 60, 104); UMT5-XXL states (1, 512, 4096) for the prompt and
+  the negative), in the dtypes a GPU run in bfloat16 keeps them (Euler's latents in
+  bfloat16 after a step, UniPC's in float32): written and timed here, on this disk;
+- `video_checkpoint_overhead_ratio`: clips/s through a warm headless worker taking rolling
+  checkpoints every `--interval` seconds (1 s: ten times the default's rate) / the same
+  with none; median of alternating rounds;
+- `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
+  `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
+  first-frame PNG either way); median of alternating rounds.
+
+The queue figures use clips of `--frames` frames (33) at 128x128 and `--steps` steps (20),
+so a clip lasts a second or two on a CPU. Run: `.venv/bin/python benchmarks/video.py`
+(`--smoke`: fewer, shorter clips, every figure in well under a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+
+from app.engine.generation import denoise
+from app.engine.generation.device import CPU
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.loop.checkpoint import Checkpoint, save_checkpoint
+from app.engine.generation.runner import Runner
+from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.testing.tiny.wan import write_tiny_wan
+from benchmarks.generation import _go, _median_ratio, _queued_s, _quiet_progress_bars, report
+
+SAVES = 7  # checkpoint writes timed per shape (the median is reported)
+# An 81-frame 832x480 Wan 2.1 clip: 4 frames a latent frame after the first, 8x8 pixels a
+# latent pixel, 16 channels; UMT5-XXL's width and the stock 512 tokens.
+WAN_480P_81F_LATENTS = (1, 16, 21, 60, 104)
+UMT5_XXL_STATES = (1, 512, 4096)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
+    parser.add_argument("--frames", type=int, default=33, help="queue figures' clips (4k+1)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--clips", type=int, default=4, help="clips per queue/direct figure")
+    parser.add_argument("--interval", type=float, default=1.0, help="rolling saves, seconds")
+    parser.add_argument("--smoke", action="store_true", help="9 frames, 4 steps, 2 clips")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.frames, args.steps, args.clips = 9, 4, 2
+    _quiet_progress_bars()
+    torch.set_num_threads(1)  # a shared machine: one thread steadies the ratios
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        model = detected(ModelInfo("wan", write_tiny_wan(work / "wan"), ModelSource.USER))
+        runner = Runner(device=CPU, resolve=lambda _name: model, threads=1)
+        base = GenerationParams(
+            prompt="a red circle rolling", negative_prompt="blurry", model="wan", cfg=5.0,
+            seed=42, kind=KIND_VIDEO,
+        )  # fmt: skip
+        _checkpoint_figures(work, base)
+        clip = replace(base, steps=args.steps, frames=args.frames, width=128, height=128)
+        _queue_figures(runner, clip, work, args.clips, args.interval)
+
+
+def _checkpoint_figures(work: Path, base: GenerationParams) -> None:
+    """Euler (on a folder that ships it) and UniPC (the released folders' default, on a
+    folder shaped as they are): each a tiny clip's checkpoint after its second step, and
+    the same scaled to a real 480p clip."""
+    params = replace(base, steps=4, frames=33, width=64, height=64)
+    for sampler, released in (("Euler", False), ("UniPC", True)):
+        folder = write_tiny_wan(work / f"ckpt-{sampler}", released=released)
+        model = detected(ModelInfo("wan", folder, ModelSource.USER))
+        pipe = _runner_of(model).load("wan").pipe
+        job = replace(params, scheduler=sampler)
+        state = denoise.start(pipe, job)
+        for _ in range(2):  # past UniPC's first step: its history is full
+            denoise.advance(pipe, state)
+        tiny = denoise.snapshot(state, job, elapsed_s=1.0)
+        label = sampler.lower()
+        _report_saves(f"tiny-33f-{label}", tiny, work)
+        _report_saves(f"wan2.1-480p-81f-{label}", _scaled_to_480p(tiny), work)
+
+
+def _runner_of(model: ModelInfo) -> Runner:
+    return Runner(device=CPU, resolve=lambda _name: model, threads=1)
+
+
+def _scaled_to_480p(tiny: Checkpoint) -> Checkpoint:
+    """`tiny` with the tensors a real 81-frame 480p Wan 2.1 clip's checkpoint holds on a
+    GPU in bfloat16: every latent-shaped tensor (the latents, UniPC's outputs and last
+    sample) at the real shape, float32 where the run keeps float32 (UniPC) and bfloat16
+    where the transformer's dtype (Euler); UMT5-XXL's states in bfloat16."""
+    generator = torch.Generator().manual_seed(0)
+    shape = tiny.latents.shape
+    sampler_dtype = torch.float32 if "last_sample" in tiny.scheduler_state else torch.bfloat16
+
+    def like(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return torch.randn(size, generator=generator).to(dtype)
+
+    def scaled(value: object) -> object:
+        if isinstance(value, torch.Tensor) and value.shape == shape:
+            return like(WAN_480P_81F_LATENTS, sampler_dtype)
+        if isinstance(value, list):
+            return [scaled(item) for item in value]
+        return value
+
+    conditioning = {name: like(UMT5_XXL_STATES, torch.bfloat16) for name in tiny.conditioning}
+    state = {name: scaled(value) for name, value in tiny.scheduler_state.items()}
+    return replace(
+        tiny, latents=like(WAN_480P_81F_LATENTS, sampler_dtype), conditioning=conditioning,
+        scheduler_state=state,
+    )  # fmt: skip
+
+
+def _report_saves(label: str, checkpoint: Checkpoint, work: Path) -> None:
+    path = work / f"{label}.ckpt"
+    times = []
+    for _ in range(SAVES):
+        started = time.perf_counter()
+        save_checkpoint(path, checkpoint)
+        times.append((time.perf_counter() - started) * 1000)
+    report(f"video_checkpoint_mb[{label}]", f"{path.stat().st_size / 1e6:.2f}")
+    report(f"video_checkpoint_ms[{label}]", f"{statistics.median(times):.1f}")
+    path.unlink()
+
+
+def _queue_figures(
+    runner: Runner, clip: GenerationParams, work: Path, clips: int, interval_s: float
+) -> None:
+    direct = partial(_direct_s, runner, clip, work, clips)
+    headless = partial(_queued_s, runner, clip, work, clips, checkpoint_interval_s=0.0)
+    saving = partial(_queued_s, runner, clip, work, clips, checkpoint_interval_s=interval_s)
+    report("video_clip_s", f"{direct() / clips:.2f}")
+    report("video_queue_vs_direct_ratio", f"{_median_ratio(direct, headless):.3f}")
+    report("video_checkpoint_overhead_ratio", f"{_median_ratio(headless, saving):.3f}")
+
+
+def _direct_s(runner: Runner, clip: GenerationParams, work: Path, count: int) -> float:
+    """Seconds for `count` clips from the runner in a loop (after one to warm it)."""
+    warm = work / f"warm-{time.monotonic_ns()}.mp4"
+    runner.run(clip, output_path=warm, checkpoint_path=work / "w.ckpt", on_step=_go)
+    started = time.perf_counter()
+    for seed in range(count):
+        out = work / f"direct-{time.monotonic_ns()}.mp4"
+        runner.run(
+            replace(clip, seed=seed), output_path=out, checkpoint_path=work / "d.ckpt",
+            on_step=_go,
+        )  # fmt: skip
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    main()
