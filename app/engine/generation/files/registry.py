@@ -82,7 +82,8 @@ class Architecture(metaclass=_Declared):
     def __init__(self, value: str) -> None:
         # Called by `declare` only: `Architecture("sdxl")` goes to the metaclass's look-up.
         self.value = value  # "sdxl": what is stored
-        self.name = value.upper().replace("-", "_")  # "SDXL": the attribute it is asked by
+        # "SDXL", "WAN21" (of "wan2.1"): the attribute it is asked by
+        self.name = value.upper().replace("-", "_").replace(".", "")
         self.released = ""  # "2023-07": when the family came out, its place in lists
 
     @classmethod
