@@ -12,23 +12,17 @@ from pathlib import Path
 from app.cli import arguments
 from app.cli.jobs import check_model, with_queue
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
-from app.engine.jobs.graph_sql import digest
-from app.engine.jobs.init_image import prepare_init_image, read_init_image
-from app.engine.jobs.params import (
-    INIT_FROM_JOB,
-    KIND_EDIT,
-    RANDOM_SEED,
-    GenerationParams,
-    InvalidParameters,
-    parse_size,
-)
-from app.engine.jobs.queue import JobQueue, params_of
-from app.engine.jobs.run_inputs import RunInputs
-from app.engine.outputs.registry import output_of_job
+from app.engine.jobs.init_image import read_init_image
+from app.engine.jobs.params import RANDOM_SEED, InvalidParameters, parse_size
+from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings
-
-# FluxKontextPipeline's own defaults: what an edit runs with unless told.
-EDIT_STEPS, EDIT_GUIDANCE = 28, 3.5
+from app.engine.store.edits import (
+    EDIT_GUIDANCE,
+    EDIT_STEPS,
+    EditSettings,
+    edit_job,
+    picture_edit_job,
+)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -61,13 +55,12 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 
 def _edit(args: argparse.Namespace, queue: JobQueue) -> int:
     """An edit of job `job_id`'s picture, at its size: a child of that job."""
-    job = queue.get(args.job_id)  # JobNotFound first: "There is no job 12"
-    kind = output_of_job(job.kind)
-    if not kind.is_picture:
-        raise InvalidParameters(f"job {args.job_id} makes a {kind.name}, not a picture to edit")
-    parent = params_of(job)
-    params = _edit_params(args, parent, f"{INIT_FROM_JOB}{args.job_id}", args.model)
-    return _submitted(queue, NewJob(params, parents=[args.job_id], max_attempts=_attempts()))
+    _one_image(args)
+    job = edit_job(
+        queue, args.job_id, _settings(args, args.instruction), check=check_model,
+        max_attempts=_attempts(),
+    )  # fmt: skip
+    return _submitted(queue, job)
 
 
 def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
@@ -77,36 +70,24 @@ def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
             "--edit-image is the picture edited: give no --init-image or --mask"
         )
     size = parse_size(args.size) if args.size else None  # default: the picture's own
-    prepared = prepare_init_image(read_init_image(args.edit_image), size)
-    picture = prepared.png
-    base = GenerationParams(
-        args.prompt, model=args.model, width=prepared.width, height=prepared.height
-    )
-    args.instruction = args.prompt
-    params = _edit_params(args, base, digest(picture), args.model)
-    job = NewJob(
-        params, parents=args.after, inputs=RunInputs(init_image=picture),
-        max_attempts=_attempts(),
+    job = picture_edit_job(
+        read_init_image(args.edit_image), _settings(args, args.prompt), size=size,
+        parents=args.after, check=check_model, max_attempts=_attempts(),
     )  # fmt: skip
     return _submitted(queue, job)
 
 
-def _edit_params(
-    args: argparse.Namespace, base: GenerationParams, image: str, model: str | None
-) -> GenerationParams:
-    """`base`'s model and size as an edit of `image` by the instruction; refused (one
-    sentence) where the model cannot edit or take it."""
+def _settings(args: argparse.Namespace, instruction: str) -> EditSettings:
+    return EditSettings(
+        instruction, model=args.model or "", steps=args.steps, cfg=args.cfg, seed=args.seed
+    )
+
+
+def _one_image(args: argparse.Namespace) -> None:
     if getattr(args, "image", None):
         raise InvalidParameters(
             "this model edits one image: extra input images (--image) are not taken"
         )
-    params = GenerationParams(
-        prompt=args.instruction, model=model or base.model, steps=args.steps, cfg=args.cfg,
-        width=base.width, height=base.height, seed=args.seed, init_image=image,
-        kind=KIND_EDIT,
-    ).validated()  # fmt: skip
-    check_model(params)
-    return params
 
 
 def _attempts() -> int:

@@ -1,6 +1,6 @@
 """Follow-ups of a stored job over HTTP, as the window's actions and the command line's
-`upscale`, `vary`, `inpaint` and `outpaint` make them: `POST /api/v1/jobs/{id}/hires|
-upscale|tiled|vary|inpaint|outpaint`. Each builds its jobs with the engine function the
+`upscale`, `vary`, `inpaint`, `outpaint` and `edit` make them: `POST /api/v1/jobs/{id}/
+hires|upscale|tiled|vary|inpaint|outpaint|edit`. Each builds its jobs with the engine function the
 command line calls, so the same bad input is refused in the same sentence; the new jobs
 wait for their parent (recorded as such) and carry its priority and attempts."""
 
@@ -36,6 +36,7 @@ from app.engine.jobs.params import (
     MAX_IMAGES,
     RANDOM_SEED,
 )
+from app.engine.store.edits import EDIT_GUIDANCE, EDIT_STEPS, EditSettings, edit_job
 from app.engine.store.repaint import (
     DEFAULT_INPAINT_STRENGTH,
     MaskSettings,
@@ -118,6 +119,18 @@ class OutpaintBody(BaseModel):
     prompt: str = Field("", max_length=20_000, description="default: the job's prompt")
     seed: int = Field(RANDOM_SEED, json_schema_extra=SEED_LIMITS)
     mask_blur: int = Field(DEFAULT_MASK_BLUR, description="the new area's mask blur, pixels")
+
+
+class EditBody(BaseModel):
+    """Edit with words: the image changed as the instruction says, on a model that edits
+    (Flux.1 Kontext), at the image's size."""
+
+    model_config = _examples({"prompt": "make it night", "model": "flux1-kontext-dev"})
+    prompt: str = Field(min_length=1, max_length=20_000, description="the instruction")
+    model: str = Field("", max_length=200, description="a model that edits; default: the job's")
+    steps: int = Field(EDIT_STEPS, ge=1, le=1000)
+    cfg: float = Field(EDIT_GUIDANCE, description="guidance")
+    seed: int = Field(RANDOM_SEED, json_schema_extra=SEED_LIMITS)
 
 
 FOLLOW_UP_ANSWER: dict[int | str, dict[str, Any]] = {
@@ -258,3 +271,19 @@ def outpaint(
         max_attempts=state.settings.max_attempts,
     )  # fmt: skip
     return _submitted(request, response, job_id, "outpaint", body, idempotency_key, job)
+
+
+@router.post("/jobs/{job_id}/edit", status_code=201, responses=FOLLOW_UP_ANSWER)
+def edit(
+    job_id: JobId, body: EditBody, request: Request, response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:  # fmt: skip
+    """An edit of the job's image from an instruction (`python -m app edit ID "make it
+    night"`): a child of the job, waiting for it when it has not finished yet."""
+    state = state_of(request)
+    settings = EditSettings(body.prompt, body.model.strip(), body.steps, body.cfg, body.seed)
+    job = edit_job(
+        state.queue, job_id, settings, check=_check(state),
+        max_attempts=state.settings.max_attempts,
+    )  # fmt: skip
+    return _submitted(request, response, job_id, "edit", body, idempotency_key, job)

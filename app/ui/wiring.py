@@ -148,6 +148,7 @@ def prune_note(pruned: Pruned) -> str:
 def model_choices(settings: Settings) -> list[ModelChoice]:
     """Installed models for the picker (a filesystem scan, run off the GUI thread)."""
     from app.engine.generation.families.flow_params import (
+        edits_images,
         guidance_is_distilled,
         samplers_for,
         takes_negative_prompt,
@@ -171,6 +172,7 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             distilled_guidance=guidance_is_distilled(model.architecture),
             disk_bytes=sum(disk_bytes(path) for path in model.files),
             quantisation=model.quantisation,
+            edits=edits_images(model.architecture),
             **_video_fields(videos.get(model.architecture) if model.architecture else None),
         )
         for model in list_models(settings.model_search_path())

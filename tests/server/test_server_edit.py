@@ -15,6 +15,7 @@ from app.engine.jobs.graph import init_image_of, parents_of
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
+from tests.edit_models import write_kontext_index
 from tests.server.test_server_api import running
 
 
@@ -27,9 +28,7 @@ def picture_b64() -> str:
 def test_an_edit_is_queued_through_the_api_and_a_bad_one_refused(
     queue: JobQueue, tmp_path: Path
 ) -> None:
-    from app.testing.tiny.kontext import write_tiny_kontext
-
-    write_tiny_kontext(tmp_path / "kontext")
+    write_kontext_index(tmp_path / "kontext")  # submit reads no weights
     parent = queue.submit(GenerationParams("a cat", width=64, height=48))
     with running(queue, settings=Settings(models_dir=str(tmp_path))) as api:
         edit = {"prompt": "make it night", "model": "kontext", "steps": 2, "cfg": 3.5}

@@ -1,5 +1,5 @@
 """Follow-ups of a stored job over plain HTTP (`POST /api/v1/jobs/{id}/hires|upscale|tiled|
-vary|inpaint|outpaint`) on the real server over a real SQLite store, no worker: the jobs
+vary|inpaint|outpaint|edit`) on the real server over a real SQLite store, no worker: the jobs
 the command line makes for the same request, their parent recorded, the command line's
 refusal sentences, and an Idempotency-Key on each."""
 
@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import update
 
+from app.engine import paths
 from app.engine.jobs.graph import mask_of, parents_of
 from app.engine.jobs.mask import open_mask
 from app.engine.jobs.params import GenerationParams
@@ -26,6 +27,7 @@ from app.server.app import create_app
 from app.server.openapi_examples import has_example
 from app.server.state import ServerState
 from tests.cli.test_cli_jobs import run_cli
+from tests.edit_models import write_kontext_index
 from tests.server.test_server_api import Running, running
 
 pytestmark = pytest.mark.timeout(120)
@@ -174,3 +176,30 @@ def test_every_operation_of_api_v1_has_an_example_and_every_post_a_key(
             if method == "post":
                 headers = {p["name"].lower() for p in operation.get("parameters", [])}
                 assert "idempotency-key" in headers, where
+
+
+def test_an_edit_is_a_child_of_the_job_refused_as_the_command_line_refuses_it(
+    api: Running, home_queue: JobQueue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_kontext_index(paths.models_dir() / "kontext")
+    job_id = parent(home_queue)
+    body = {"prompt": "make it night", "model": "kontext", "steps": 4, "seed": 7}
+    key = {"Idempotency-Key": "night"}
+    answers = [
+        api.client.post(f"/api/v1/jobs/{job_id}/edit", json=body, headers=key) for _ in range(2)
+    ]
+    assert [a.status_code for a in answers] == [201, 200], answers[0].text
+    [edit_id] = answers[0].json()["ids"]
+    assert answers[1].json()["ids"] == [edit_id]  # the same key again: nothing new
+    edit = home_queue.get(edit_id)
+    assert (edit.kind, edit.prompt, edit.init_image) == ("edit", "make it night", f"job:{job_id}")
+    assert (edit.model, edit.steps, edit.cfg, edit.seed) == ("kontext", 4, 3.5, 7)
+    assert (edit.width, edit.height, edit.status) == (64, 64, "BLOCKED")
+    assert parents_of(home_queue, edit_id) == [job_id]
+    # The job's own model draws from a prompt: the command line's sentence, nothing stored.
+    refused = api.client.post(f"/api/v1/jobs/{job_id}/edit", json={"prompt": "make it night"})
+    code, _, err = run_cli(capsys, "edit", str(job_id), "make it night")
+    assert refused.status_code == 422 and code == 2
+    assert "cannot follow an instruction to edit an image" in refused.json()["error"]
+    assert err.strip() == f"error: {refused.json()['error'].removesuffix('.')}"
+    assert len(home_queue.jobs(None)) == 2

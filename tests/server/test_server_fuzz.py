@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(180)
 
 FOLLOW_UPS_AND_GROUPS = [
     *[rf"POST /api/v1/jobs/\d+/{what}" for what in ("hires", "upscale", "tiled", "vary",
-                                                    "inpaint", "outpaint")],
+                                                    "inpaint", "outpaint", "edit")],
     r"GET /api/v1/groups/\d+",
     *[rf"POST /api/v1/groups/\d+/{what}" for what in ("pause", "resume", "cancel", "retry")],
 ]  # fmt: skip

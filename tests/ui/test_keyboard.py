@@ -137,7 +137,7 @@ def test_shift_f10_opens_the_actions_menu_and_enter_runs_one(
     qtbot.waitUntil(menu.isVisible, timeout=TIMEOUT_MS)
     enabled = [a.text() for a in menu.actions() if a.isEnabled() and not a.isSeparator()]
     assert enabled == ["Cancel", "Pause", "Move up", "Move down", "Move to top", "Move to bottom",
-                       "Star", "Upscale ×2", "Variations…"]  # fmt: skip
+                       "Star", "Upscale ×2", "Variations…", "Edit with words…"]  # fmt: skip
     assert menu.activeAction().text() == "Cancel"
     qtbot.keyClick(menu, Qt.Key.Key_Down)  # to Pause
     qtbot.keyClick(menu, Qt.Key.Key_Return)

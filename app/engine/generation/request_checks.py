@@ -100,12 +100,18 @@ def check_runnable(
 
 def _cannot_edit(model: str, arch: Architecture | None) -> str:
     """An edit (an instruction) on a model that draws from a prompt only."""
-    editors = " or ".join(spec.label for spec in families() if spec.requests.edit)
+    editors = editing_families()
     what = f"a {arch.label}" if arch is not None else "this"
     return (
         f"model {model!r} is {what} model, which draws from a prompt and cannot follow an "
         f"instruction to edit an image; pick a model that edits ({editors})"
     )
+
+
+def editing_families() -> str:
+    """ "Flux.1 Kontext": the families whose declaration says they edit from an instruction
+    (the refusal; the window's word when no such model is installed)."""
+    return " or ".join(spec.label for spec in families() if spec.requests.edit)
 
 
 def _why_not(info: ModelInfo) -> str:

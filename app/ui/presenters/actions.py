@@ -24,6 +24,7 @@ class Action(Enum):
     STAR = QT_TRANSLATE_NOOP("Action", "Star")
     UPSCALE = QT_TRANSLATE_NOOP("Action", "Upscale ×2")
     VARY = QT_TRANSLATE_NOOP("Action", "Variations…")
+    EDIT = QT_TRANSLATE_NOOP("Action", "Edit with words…")
     USE_AS_INIT = QT_TRANSLATE_NOOP("Action", "Use as init image")
     SHOW_IN_FOLDER = QT_TRANSLATE_NOOP("Action", "Show in folder")
     UNDO = QT_TRANSLATE_NOOP("Action", "Undo cancel")
@@ -73,6 +74,9 @@ TIPS = {
         "Action", "Queue a job that enlarges the image twice and redraws its details"
     ),
     Action.VARY: QT_TRANSLATE_NOOP("Action", "Queue images close to this one, with new seeds"),
+    Action.EDIT: QT_TRANSLATE_NOOP(
+        "Action", 'Change this image as an instruction says ("make it night")'
+    ),
     Action.USE_AS_INIT: QT_TRANSLATE_NOOP(
         "Action", "Start a new picture from this image (image to image)"
     ),
@@ -87,7 +91,7 @@ ROW_BUTTONS = (Action.UNDO, Action.CANCEL, Action.PAUSE, Action.RESUME, Action.R
                Action.RERUN, Action.UP, Action.DOWN)  # fmt: skip
 # Shown only while they apply (the others are greyed out).
 SHOWN_WHEN_APPLICABLE = (Action.UNDO,)
-FOLLOW_UPS = (Action.UPSCALE, Action.VARY, Action.USE_AS_INIT)
+FOLLOW_UPS = (Action.UPSCALE, Action.VARY, Action.EDIT, Action.USE_AS_INIT)
 # Actions on one job that the window carries out (the list only says which rows).
 FOR_THE_WINDOW = (*FOLLOW_UPS, Action.SHOW_IN_FOLDER)
 IMAGE_ACTIONS = (Action.STAR, *FOLLOW_UPS)  # the buttons under the shown image
@@ -120,7 +124,7 @@ def applies(action: Action, row: JobRow) -> bool:
         return row.status is JobStatus.SUCCESS and row.has_picture
     if action is Action.SHOW_IN_FOLDER:
         return row.status is JobStatus.SUCCESS and bool(row.output_path)
-    if action in (Action.UPSCALE, Action.VARY):
+    if action in (Action.UPSCALE, Action.VARY, Action.EDIT):
         # A parent still queued or running is fine (the child waits), and so is a failed
         # one (retrying it carries the chain on); a cancelled one will never have an image.
         return row.makes_picture and row.status not in (JobStatus.CANCELLED, JobStatus.CANCELLING)

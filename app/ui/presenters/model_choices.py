@@ -33,6 +33,7 @@ class ModelChoice:
     takes_negative_prompt: bool = True  # Flux.1 runs without true CFG: a negative does nothing
     distilled_guidance: bool = False  # CFG is the model's guidance input (Flux.1 dev)
     quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
+    edits: bool = False  # follows an instruction to edit an image (Flux.1 Kontext)
     # A video model: its frame counts are frame_step * k + 1 (Wan: 4); 0 draws images.
     frame_step: int = 0
     default_frames: int = 0  # its stock pipeline's frame count (Wan 2.1: 81)

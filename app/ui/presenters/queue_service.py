@@ -443,6 +443,22 @@ class QueueService:
 
         return self._submitted(replace(job, max_attempts=self.max_attempts), FollowUps())
 
+    def edit(self, source: int | bytes, instruction: str, model: str) -> Outcome:
+        """An edit by `instruction` on `model`: of job `source`'s picture (its child, waiting
+        for it) or of a picture's bytes (a file's, a paste's), or why it was refused."""
+        from app.engine.jobs.follow_ups import FollowUps
+        from app.engine.store.edits import EditSettings, edit_job, picture_edit_job
+
+        settings, check, attempts = EditSettings(instruction, model), self._check, self.max_attempts
+        try:
+            if isinstance(source, int):
+                job = edit_job(self.queue, source, settings, check=check, max_attempts=attempts)
+            else:
+                job = picture_edit_job(source, settings, check=check, max_attempts=attempts)
+        except UserError as error:
+            return Outcome((), (_readable(error),))
+        return self._submitted(job, FollowUps())
+
     def upscale(self, job_ids: Sequence[int]) -> Outcome:
         """An upscale x2 child of each job (it waits BLOCKED while its parent is unfinished)."""
         from app.engine.jobs.follow_ups import FollowUps, Upscale

@@ -1,6 +1,6 @@
 """Actions on finished jobs, from the job list or the shown image: star, upscale,
-variations, "use as init image" and "show in folder", plus init images dropped or pasted
-on the form. Store reads run on the window's database thread.
+variations, edit with words, "use as init image" and "show in folder", plus init images
+dropped or pasted on the form. Store reads run on the window's database thread.
 
 Words keep the "MainWindow" translation context they had inside the window.
 """
@@ -20,6 +20,7 @@ from app.ui.presenters.rows import JobRow
 from app.ui.qt.dbthread import Runner
 from app.ui.qt.file_manager import FileManager
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
+from app.ui.widgets.edit_hook import WordEdits
 from app.ui.widgets.prompt_panel import PromptPanel
 from app.ui.widgets.variations_dialog import VariationsDialog
 
@@ -41,6 +42,7 @@ class FollowUps:
         self.file_manager = file_manager
         self.show_error = show_error
         self.variations_dialog: VariationsDialog | None = None
+        self.word_edits = WordEdits(parent, vm, queue, prompt.model_choices, show_error)
 
     @property
     def runner(self) -> Runner:
@@ -56,6 +58,8 @@ class FollowUps:
             self.vm.upscale([row.id for row in rows])
         elif action is Action.VARY:
             self.ask_variations(rows[0])
+        elif action is Action.EDIT:
+            self.word_edits.open_row(rows[0])
         elif action is Action.USE_AS_INIT:
             self.use_as_init(rows[0].id)
         elif action is Action.SHOW_IN_FOLDER and rows[0].output_path:

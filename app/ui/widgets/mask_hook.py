@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
 from PySide6.QtGui import QAction, QGuiApplication, QImage, QKeySequence
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMenu
 
 from app.errors import UserError
 from app.ui.presenters.i18n import translate
@@ -36,6 +36,7 @@ class MaskEditing:
         self.guide = guide  # the Control section's layers and references, as Generate's
         self.editors: list[tuple[MaskEditor, EditedImage]] = []
         self.waiting: dict[int, MaskEditor] = {}  # submitted job -> the editor to show it in
+        self.menu: QMenu | None = None  # the window's Image menu, once installed
         window.vm.settled.connect(self._settled)
 
     def open_selected(self) -> None:
@@ -77,7 +78,7 @@ class MaskEditing:
     def open(self, image: QImage, job_id: int | None = None, params: Any = None) -> MaskEditor:
         """An editor on `image`; an image from outside Easel is fitted first (sides that are
         multiples of 8, at most 2048), as an init image is."""
-        png = _png(image)
+        png = png_of(image)
         if job_id is None:
             from app.engine.jobs.init_image import prepare_init_image
 
@@ -149,6 +150,7 @@ def install_mask_editor(window: WindowParts, guide: Callable[[NewJob], NewJob]) 
     section's layers to an inpaint job."""
     editing = MaskEditing(window, guide)
     menu = window.window.menuBar().addMenu(translate("MaskEditor", "&Image"))
+    editing.menu = menu  # "Edit with words…" joins it (edit_hook)
     for text, slot, keys in (
         (translate("MaskEditor", "&Fix part of the picture…"), editing.open_selected, "Ctrl+E"),
         (translate("MaskEditor", "Fix a &pasted picture"), editing.open_pasted, "Ctrl+Shift+E"),
@@ -160,7 +162,8 @@ def install_mask_editor(window: WindowParts, guide: Callable[[NewJob], NewJob]) 
     return editing
 
 
-def _png(image: QImage) -> bytes:
+def png_of(image: QImage) -> bytes:
+    """`image` as RGB PNG bytes (a pasted or opened picture, as a job stores it)."""
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)

@@ -156,6 +156,8 @@ class MainWindow(QMainWindow):
         parts = self.parts()
         # The Image menu: inpaint and outpaint (mask_hook), kept alive with the window.
         self.mask_editing = install_mask_editor(parts, lambda job: guided(self.guidance, job))
+        if self.mask_editing.menu is not None:  # Edit with words, for a file or a paste too
+            self.follow_ups.word_edits.add_to(self.mask_editing.menu, self.jobs.current_row)
         self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
             self.menuBar(), self, self.deps.queue,
             lambda call, done: self.runner.run(call, done, self.show_error),

@@ -101,6 +101,12 @@ def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
     return architecture.spec.requests.samplers if architecture is not None else ()
 
 
+def edits_images(architecture: Architecture | None) -> bool:
+    """Whether a model of `architecture` follows an instruction to edit an image (an edit
+    job: Flux.1 Kontext)."""
+    return architecture is not None and architecture.spec.requests.edit
+
+
 def takes_negative_prompt(architecture: Architecture | None, distilled: bool = False) -> bool:
     """Whether a negative prompt changes anything: not on Flux.1 (no true CFG), nor on a
     step-distilled model (`distilled`: a Flux.2 Klein folder that says so), which run

@@ -1,0 +1,37 @@
+"""A Flux.1 Kontext folder as submit sees it, without weights: its model index and empty
+part files. Enough for the checks at submit (files only, no torch) in tests that queue an
+edit and never run it; writing the tiny random Kontext (`app.testing.tiny.kontext`) takes
+seconds of torch that such a test does not need."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PARTS = {
+    "scheduler": ("diffusers", "FlowMatchEulerDiscreteScheduler"),
+    "text_encoder": ("transformers", "CLIPTextModel"),
+    "text_encoder_2": ("transformers", "T5EncoderModel"),
+    "tokenizer": ("transformers", "CLIPTokenizer"),
+    "tokenizer_2": ("transformers", "T5Tokenizer"),
+    "transformer": ("diffusers", "FluxTransformer2DModel"),
+    "vae": ("diffusers", "AutoencoderKL"),
+}
+WEIGHTS = {
+    "transformer": "diffusion_pytorch_model.safetensors",
+    "vae": "diffusion_pytorch_model.safetensors",
+    "text_encoder": "model.safetensors",
+    "text_encoder_2": "model.safetensors",
+}
+
+
+def write_kontext_index(folder: Path) -> Path:
+    """`folder` made a Kontext model as the model scan reads it (no weights)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    index = {"_class_name": "FluxKontextPipeline", **{k: list(v) for k, v in PARTS.items()}}
+    (folder / "model_index.json").write_text(json.dumps(index))
+    for part in PARTS:
+        (folder / part).mkdir(exist_ok=True)
+    for part, name in WEIGHTS.items():
+        (folder / part / name).touch()
+    return folder
