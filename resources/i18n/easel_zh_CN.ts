@@ -32,6 +32,10 @@
         <translation>下移</translation>
     </message>
     <message>
+        <source>Edit with words…</source>
+        <translation>用文字编辑…</translation>
+    </message>
+    <message>
         <source>Show in folder</source>
         <translation>在文件夹中显示</translation>
     </message>
@@ -58,6 +62,10 @@
     <message>
         <source>Queue a new job with the same settings and seed</source>
         <translation>用相同的设置和种子新建一个任务</translation>
+    </message>
+    <message>
+        <source>Change this image as an instruction says (&quot;make it night&quot;)</source>
+        <translation>按指令修改这张图片（&quot;改成夜晚&quot;）</translation>
     </message>
     <message>
         <source>Open the folder of the image file with the file selected</source>
@@ -287,6 +295,89 @@ Resume continues from there.</source>
     <message>
         <source>{n} h</source>
         <translation>{n} 小时</translation>
+    </message>
+</context>
+<context>
+    <name>EditDialog</name>
+    <message>
+        <source>Edit with words</source>
+        <translation>用文字编辑</translation>
+    </message>
+    <message>
+        <source>What to change, e.g. “make it night”</source>
+        <translation>要修改什么，例如“改成夜晚”</translation>
+    </message>
+    <message>
+        <source>After</source>
+        <translation>之后</translation>
+    </message>
+    <message>
+        <source>Edit</source>
+        <translation>编辑</translation>
+    </message>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Instruction</source>
+        <translation>指令</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>No model that edits is installed: put a {families} model folder (a diffusers folder from Hugging Face, such as FLUX.1-Kontext-dev) in the models folder.</source>
+        <translation>没有安装可编辑图片的模型：请将 {families} 模型文件夹（来自 Hugging Face 的 diffusers 文件夹，例如 FLUX.1-Kontext-dev）放入模型文件夹。</translation>
+    </message>
+    <message>
+        <source>Queuing the edit…</source>
+        <translation>正在排队编辑…</translation>
+    </message>
+    <message>
+        <source>Edit queued as job {id}</source>
+        <translation>编辑已作为任务 {id} 排队</translation>
+    </message>
+    <message>
+        <source>The edit is ready</source>
+        <translation>编辑已完成</translation>
+    </message>
+    <message>
+        <source>Before</source>
+        <translation>之前</translation>
+    </message>
+    <message>
+        <source>The picture appears once its job has finished</source>
+        <translation>任务完成后将显示图片</translation>
+    </message>
+    <message>
+        <source>Job {id}: {prompt}</source>
+        <translation>任务 {id}：{prompt}</translation>
+    </message>
+    <message>
+        <source>Edit a picture with words</source>
+        <translation>用文字编辑图片</translation>
+    </message>
+    <message>
+        <source>{path} is not an image that can be read</source>
+        <translation>{path} 不是可读取的图片</translation>
+    </message>
+    <message>
+        <source>The clipboard holds no picture</source>
+        <translation>剪贴板中没有图片</translation>
+    </message>
+    <message>
+        <source>A pasted picture</source>
+        <translation>粘贴的图片</translation>
+    </message>
+    <message>
+        <source>Edit with &amp;words…</source>
+        <translation>用文字编辑(&amp;W)…</translation>
+    </message>
+    <message>
+        <source>Edit a pasted picture with words</source>
+        <translation>用文字编辑粘贴的图片</translation>
     </message>
 </context>
 <context>
