@@ -1,6 +1,6 @@
 """The real server (`python -m app serve` on a loopback port, its spawned worker running the
 bundled model), spoken to as its users speak to it: the `webuiapi` client, plain HTTP, an
-event stream, a callback receiver, the command line (one job through every door)."""
+event stream, a callback receiver."""
 
 from __future__ import annotations
 
@@ -401,76 +401,3 @@ def test_a_native_api_inpaint_is_pixel_equal_to_the_command_lines(
     assert rgb_of(store, served, api_id) == rgb_of(store, served, cli_id) != start.tobytes()
     assert store.timeline(api_id)[0].source.startswith("api")
     assert store.timeline(cli_id)[0].source == "cli"
-
-
-# --- every door: the command line, Easel's API, the A1111 API ---------------------------------
-# The same job through each door to this module's server (the command line in this process,
-# on the served data folder) makes the same image, pixel for pixel; each job's timeline names
-# its door; the same bad input is refused in the same sentence.
-
-DOORS_STEPS, DOORS_SEED, DOORS_CFG, SIDE = 2, 7, 4.0, 64
-DOORS_CLIENT = {"X-Easel-Client": "doors"}
-IMPOSSIBLE_WIDTH = 65  # not a multiple of 8
-
-
-def doors_cli_submit(capsys: pytest.CaptureFixture[str], width: int) -> tuple[int, str, str]:
-    from app.cli import main
-
-    code = main([
-        "submit", PROMPT, "--steps", str(DOORS_STEPS), "--seed", str(DOORS_SEED),
-        "--cfg", str(DOORS_CFG), "--size", f"{width}x{SIDE}", "--scheduler", "Euler",
-    ])  # fmt: skip
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def doors_easel_body(width: int) -> dict[str, object]:
-    return {"prompt": PROMPT, "steps": DOORS_STEPS, "seed": DOORS_SEED, "cfg": DOORS_CFG,
-            "width": width, "height": SIDE, "scheduler": "Euler"}  # fmt: skip
-
-
-def doors_a1111_body(width: int) -> dict[str, object]:
-    return {"prompt": PROMPT, "steps": DOORS_STEPS, "seed": DOORS_SEED, "cfg_scale": DOORS_CFG,
-            "width": width, "height": SIDE, "sampler_name": "Euler"}  # fmt: skip
-
-
-def square_rgb(png: bytes) -> bytes:
-    with Image.open(io.BytesIO(png)) as image:
-        assert image.size == (SIDE, SIDE)
-        return image.convert("RGB").tobytes()
-
-
-def test_one_job_through_every_door_is_one_image_and_one_refusal(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("EASEL_HOME", str(served.home))  # the served queue, as a user's CLI
-    started = time.monotonic()
-    code, out, err = doors_cli_submit(capsys, SIDE)
-    assert code == 0, err
-    by_cli = int(out.strip())
-    with served.client(headers=DOORS_CLIENT) as client:
-        by_api = client.post("/api/v1/jobs", json=doors_easel_body(SIDE)).json()["ids"][0]
-        # The A1111 request answers once its job is done: the other two run meanwhile.
-        answer = client.post("/sdapi/v1/txt2img", json=doors_a1111_body(SIDE), timeout=120)
-        assert answer.status_code == 200, answer.text
-        [by_a1111] = json.loads(answer.json()["info"])["easel_job_ids"]  # a string, as A1111's
-        images = {}
-        for door, job_id in (("cli", by_cli), ("api", by_api)):
-            wait_for(client, job_id, ["SUCCESS"], timeout_s=120)
-            images[door] = square_rgb(client.get(f"/api/v1/jobs/{job_id}/image").content)
-        images["sdapi"] = square_rgb(base64.b64decode(answer.json()["images"][0]))
-        assert images["cli"] == images["api"] == images["sdapi"]
-        sources = {
-            door: client.get(f"/api/v1/jobs/{job_id}").json()["timeline"][0]["source"]
-            for door, job_id in (("cli", by_cli), ("api", by_api), ("sdapi", by_a1111))
-        }
-        assert sources == {"cli": "cli", "api": "api:doors", "sdapi": "sdapi:doors"}
-        # The same impossible size through each door: one sentence, the same one.
-        api_refusal = client.post("/api/v1/jobs", json=doors_easel_body(IMPOSSIBLE_WIDTH))
-        a1111_refusal = client.post("/sdapi/v1/txt2img", json=doors_a1111_body(IMPOSSIBLE_WIDTH))
-    code, _, err = doors_cli_submit(capsys, IMPOSSIBLE_WIDTH)
-    sentence = f"width {IMPOSSIBLE_WIDTH} is not a multiple of 8"
-    assert (code, err.strip()) == (2, f"error: {sentence}")
-    assert (api_refusal.status_code, api_refusal.json()) == (422, {"error": f"{sentence}."})
-    assert (a1111_refusal.status_code, a1111_refusal.json()) == (422, {"error": f"{sentence}."})
-    assert time.monotonic() - started < 60
