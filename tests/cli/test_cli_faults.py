@@ -196,10 +196,12 @@ def test_a_full_disk_is_one_line_with_the_free_space(tmp_path: Path) -> None:
 
 
 def test_a_damaged_database_refuses_every_write_and_restores_from_the_backup(
-    easel_home: Path,
+    easel_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Each refusal in a real process, as a user meets it; the backup that sets the folder
+    # up and the commands after the restore in this one.
     jobs_in(easel_home, 500)
-    assert app_command(easel_home, "db", "backup").returncode == 0
+    assert main(["db", "backup"]) == 0
     database = easel_home / "easel.db"
     damage(database, offset=126_000, size=8192)
     before = file_digest(database)
@@ -211,10 +213,11 @@ def test_a_damaged_database_refuses_every_write_and_restores_from_the_backup(
         assert f"{database} is damaged" in line and "python -m app db restore" in line
     assert file_digest(database) == before  # not one byte written
     [backup] = list_backups(database)
-    restored = app_command(easel_home, "db", "restore")
-    assert restored.returncode == 0 and str(backup) in restored.stdout
-    assert app_command(easel_home, "db", "check").stdout.strip().endswith("no damage found")
-    assert app_command(easel_home, "submit", "a cat").stdout.strip() == "501"
+    capsys.readouterr()
+    assert main(["db", "restore"]) == 0 and str(backup) in capsys.readouterr().out
+    assert main(["db", "check"]) == 0
+    assert capsys.readouterr().out.strip().endswith("no damage found")
+    assert main(["submit", "a cat"]) == 0 and capsys.readouterr().out.strip() == "501"
 
 
 # --- 10.8: a read-only data folder ---------------------------------------------------------

@@ -3,8 +3,9 @@
 `jobs` on a data folder whose easel.db was deleted printed nothing and exited 0, having
 made a new, empty database; the next job 1 then took the old job 1's image name. Commands
 that read or make requests now say in one line that the database is missing and point at
-`db restore`; the first launch of a new data folder still makes it. Real processes, as a
-user runs them.
+`db restore`; the first launch of a new data folder still makes it. The command under test
+runs in a real process, as a user runs it; the `db backup` that sets a folder up and the
+`db restore` after run in this one (what they do is tests/cli/test_cli_db_restore.py's).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import main
 from app.engine.store.opening import OpenFor, open_queue
 from tests.cli.test_cli_faults import app_command, assert_one_line_error, jobs_in, stored_count
 
@@ -21,7 +23,7 @@ EXIT_STORE = 1
 
 def a_used_folder_without_its_database(home: Path) -> Path:
     jobs_in(home, 3)
-    assert app_command(home, "db", "backup").returncode == 0
+    assert main(["--home", str(home), "db", "backup"]) == 0
     database = home / "easel.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{database}{suffix}").unlink(missing_ok=True)
@@ -37,7 +39,7 @@ def test_a_deleted_database_is_said_in_one_line_and_not_made_anew(
     assert f"There is no job database at {database}, though its backups are in" in line
     assert "`python -m app db restore`" in line
     assert not database.exists()  # nothing was made in its place
-    assert app_command(easel_home, "db", "restore").returncode == 0
+    assert main(["db", "restore"]) == 0
     assert stored_count(easel_home) == 3  # and the backup it pointed at brings the jobs back
 
 
