@@ -56,10 +56,11 @@ NOTHING_FOLLOWS = FollowUps()
 
 
 def _examples(*examples: dict[str, Any]) -> ConfigDict:
-    return ConfigDict(json_schema_extra={"examples": list(examples)})
+    # A field it does not know is refused, not ignored: it might have changed the image.
+    return ConfigDict(extra="forbid", json_schema_extra={"examples": list(examples)})
 
 
-class HiresBody(BaseModel):
+class HiresFollowUp(BaseModel):
     """Hires fix: the image resized by `scale`, then redrawn by img2img at `strength`."""
 
     model_config = _examples({"scale": 2.0, "strength": 0.35})
@@ -69,7 +70,7 @@ class HiresBody(BaseModel):
     steps: int = Field(0, ge=0, le=1000, description="the img2img pass's steps; 0: the job's")
 
 
-class UpscaleBody(BaseModel):
+class UpscaleFollowUp(BaseModel):
     """A real upscaler alone (ESRGAN, SwinIR, HAT, ...): no img2img pass after it."""
 
     model_config = _examples({"upscaler": "RealESRGAN_x4plus", "scale": 2.0})
@@ -77,7 +78,7 @@ class UpscaleBody(BaseModel):
     scale: float = Field(DEFAULT_UPSCALE, gt=0, le=MAX_SCALE)
 
 
-class TiledBody(BaseModel):
+class TiledFollowUp(BaseModel):
     """Ultimate SD Upscale: enlarge, then img2img region by region with a seam fix."""
 
     model_config = _examples({"scale": 2.0, "strength": 0.35, "upscaler": ""})
@@ -86,7 +87,7 @@ class TiledBody(BaseModel):
     upscaler: str = Field("", max_length=200, description="an upscaler model; empty: Lanczos")
 
 
-class VaryBody(BaseModel):
+class VaryFollowUp(BaseModel):
     """Variations: img2img children of the image at low strength, each its own seed."""
 
     model_config = _examples({"count": 4, "strength": 0.3})
@@ -94,7 +95,7 @@ class VaryBody(BaseModel):
     strength: float = Field(DEFAULT_VARIATION_STRENGTH, description="share of the schedule redrawn")
 
 
-class InpaintBody(BaseModel):
+class InpaintFollowUp(BaseModel):
     """A repaint of the image where the mask is white."""
 
     model_config = _examples({"mask": "iVBORw0KGgo...", "prompt": "a blue square"})
@@ -107,7 +108,7 @@ class InpaintBody(BaseModel):
     padding: int = Field(DEFAULT_MASK_PADDING, description="with only_masked: around the box")
 
 
-class OutpaintBody(BaseModel):
+class OutpaintFollowUp(BaseModel):
     """An extension of the finished image: the new area filled, then painted."""
 
     model_config = _examples({"right": 64, "fill": "edge", "prompt": "more sky"})
@@ -121,7 +122,7 @@ class OutpaintBody(BaseModel):
     mask_blur: int = Field(DEFAULT_MASK_BLUR, description="the new area's mask blur, pixels")
 
 
-class EditBody(BaseModel):
+class EditFollowUp(BaseModel):
     """Edit with words: the image changed as the instruction says, on a model that edits
     (Flux.1 Kontext), at the image's size."""
 
@@ -190,7 +191,7 @@ def _answer(
 
 @router.post("/jobs/{job_id}/hires", status_code=201, responses=FOLLOW_UP_ANSWER)
 def hires(
-    job_id: JobId, body: HiresBody, request: Request, response: Response,
+    job_id: JobId, body: HiresFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Hires fix of the job's image (`python -m app upscale ID`): it waits for the job."""
@@ -203,7 +204,7 @@ def hires(
 
 @router.post("/jobs/{job_id}/upscale", status_code=201, responses=FOLLOW_UP_ANSWER)
 def upscale(
-    job_id: JobId, body: UpscaleBody, request: Request, response: Response,
+    job_id: JobId, body: UpscaleFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The job's image through an upscaler model alone (`upscale ID --upscaler NAME
@@ -217,7 +218,7 @@ def upscale(
 
 @router.post("/jobs/{job_id}/tiled", status_code=201, responses=FOLLOW_UP_ANSWER)
 def tiled(
-    job_id: JobId, body: TiledBody, request: Request, response: Response,
+    job_id: JobId, body: TiledFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A tiled upscale of the job's image (`upscale ID --tiled`), for big results."""
@@ -230,7 +231,7 @@ def tiled(
 
 @router.post("/jobs/{job_id}/vary", status_code=201, responses=FOLLOW_UP_ANSWER)
 def vary(
-    job_id: JobId, body: VaryBody, request: Request, response: Response,
+    job_id: JobId, body: VaryFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Variations of the job's image (`vary ID --count N`), in one transaction."""
@@ -242,7 +243,7 @@ def vary(
 
 @router.post("/jobs/{job_id}/inpaint", status_code=201, responses=FOLLOW_UP_ANSWER)
 def inpaint(
-    job_id: JobId, body: InpaintBody, request: Request, response: Response,
+    job_id: JobId, body: InpaintFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A repaint of part of the job's image (`inpaint ID --mask M.png`): it waits for the
@@ -259,7 +260,7 @@ def inpaint(
 
 @router.post("/jobs/{job_id}/outpaint", status_code=201, responses=FOLLOW_UP_ANSWER)
 def outpaint(
-    job_id: JobId, body: OutpaintBody, request: Request, response: Response,
+    job_id: JobId, body: OutpaintFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """An extension of the job's finished image (`outpaint ID --right 64`)."""
@@ -275,7 +276,7 @@ def outpaint(
 
 @router.post("/jobs/{job_id}/edit", status_code=201, responses=FOLLOW_UP_ANSWER)
 def edit(
-    job_id: JobId, body: EditBody, request: Request, response: Response,
+    job_id: JobId, body: EditFollowUp, request: Request, response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:  # fmt: skip
     """An edit of the job's image from an instruction (`python -m app edit ID "make it

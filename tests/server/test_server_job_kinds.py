@@ -323,8 +323,8 @@ BAD_BODIES: list[tuple[dict[str, Any], str]] = [
      "outpaint needs init_image (the image to extend)."),
     ({"prompt": "a cat", "batch_count": 2,
       "control": [{"image": b64(png_of(picture())), "model": "x"}]},
-     "mask, outpaint, control and references make one job: they cannot be combined with "
-     "batch_count, combinatorial, grid or a wildcard prompt."),
+     "mask, outpaint, control, references and edit_image make one job: they cannot be "
+     "combined with batch_count, combinatorial, grid or a wildcard prompt."),
     ({"prompt": "a cat", "grid": {"x": "steps=2,3"}, "batch_count": 2},
      "a grid is a group of its own: give no batch_count or combinatorial."),
     ({"prompt": "a cat", "count": 2, "batch_count": 2},
