@@ -34,7 +34,11 @@ def easel_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = metafunc.definition.get_closest_marker
-    if "backend" in metafunc.fixturenames and marked("both_backends") and not marked("sqlite_only"):
+    if "backend" not in metafunc.fixturenames or not marked("both_backends"):
+        return
+    if marked("postgresql_only"):
+        metafunc.parametrize("backend", ("postgresql",), indirect=True)
+    elif not marked("sqlite_only"):
         metafunc.parametrize("backend", pg.BACKENDS, indirect=True)
 
 

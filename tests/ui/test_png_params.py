@@ -63,9 +63,9 @@ def test_a1111_text_from_another_tool() -> None:
 
 
 def test_unknown_sampler_keeps_default_and_says_so() -> None:
-    parsed = parse_a1111("a cat\nSteps: 20, Sampler: UniPC, CFG scale: 7, Seed: 1, Size: 64x64")
+    parsed = parse_a1111("a cat\nSteps: 20, Sampler: DPM fast, CFG scale: 7, Seed: 1, Size: 64x64")
     assert parsed.params.scheduler == GenerationParams.scheduler
-    assert any("UniPC" in w for w in parsed.warnings)
+    assert any("DPM fast" in w for w in parsed.warnings)
 
 
 def test_prompt_only_a1111_text() -> None:

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+from app.engine.generation.files.registry import families
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.workers.worker_states import WorkerRequest, WorkerState, WorkerSummary
@@ -54,12 +55,15 @@ TS = I18N_DIR / "easel_zh_CN.ts"
 QM = I18N_DIR / "easel_zh_CN.qm"
 TOOLS = Path(sys.executable).parent
 
-# Names that stay as they are in Chinese: the app, keys, file kinds, the CFG setting and the
-# model and sampler names the user picks (data, not words of the interface).
+# Names that stay as they are in Chinese: the app, keys, file kinds, the CFG setting, the
+# model, family and sampler names the user picks (data, not words of the interface) and the
+# name of the step cache diffusers gives it.
+FAMILY_LABELS = "|".join(re.escape(spec.label) for spec in families())
 KEEP = re.compile(
     r"Ctrl\+(?:Up|Down)|Easel|CFG|LoRA|lora/|A1111|PNG|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
     r"|easel-tiny|other-model|SD 1\.x v-prediction|SDXL"  # model names and kinds: data
-    r"|Euler a|Euler|DPM\+\+ 2M|DDIM|PNDM|LMS|Heun|UniPC|DEIS|LCM"
+    r"|Euler a|Euler|DPM\+\+ 2M|DDIM|PNDM|LMS|Heun|UniPC|DEIS|LCM|First Block Cache|"
+    + FAMILY_LABELS
 )
 ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 

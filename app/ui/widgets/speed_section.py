@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.generation.files.registry import step_cache_families
+from app.engine.generation.files.registry import step_cache_labels
 from app.engine.jobs.params import MAX_SPEED_THRESHOLD, SPEED_OFF, GenerationParams
 
 SPEEDS = ("off", "fast", "fastest")
@@ -44,7 +44,7 @@ class SpeedSection(QWidget):
         self.speed.setToolTip(
             self.tr("Skip the model's work on steps that change little (First Block Cache): "
                     "about twice as fast at a small cost in detail. {families} models only")
-            .format(families=step_cache_families())
+            .format(families=" / ".join(step_cache_labels()))  # names only: any language
         )  # fmt: skip
         self.speed.currentIndexChanged.connect(self._speed_changed)
         self.show_advanced = QToolButton()

@@ -76,15 +76,14 @@ def test_a_sqlite_claim_commits_without_waiting_for_the_disk_and_other_writes_st
     assert queue.heartbeat(job.id or 0, "wa")  # a write after it: synced as before
 
 
+@pytest.mark.postgresql_only  # SQLite's plan: test_affinity_claims
 def test_the_claim_reads_the_window_alone_when_the_statistics_say_all_jobs_are_queued(
-    queue: JobQueue, backend: str
+    queue: JobQueue,
 ) -> None:
     """PostgreSQL picks a plan by its statistics: taken while every job was queued, they
     made it walk the primary key from the oldest job, past every job claimed since, for the
     window and for the passes. The claim must read about its window whatever they say.
     (SQLite's plan: test_affinity_claims.)"""
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's planner; SQLite's plan is checked in test_affinity_claims")
     queued, claimed = 1200, 1000
     for first in range(0, queued, 400):
         queue.submit_many(

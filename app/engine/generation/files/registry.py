@@ -302,8 +302,13 @@ def families_easel_runs() -> str:
     return f"{', '.join(labels[:-1])} or {labels[-1]}"
 
 
-def step_cache_families() -> str:
-    """ "Flux.1 and Qwen-Image": the families whose declaration says step caching runs on
+def step_cache_labels() -> list[str]:
+    """["Flux.1", "Qwen-Image"]: the families whose declaration says step caching runs on
     them (the refusal, the command line's help, the window's tooltip)."""
-    labels = [spec.label for spec in families() if spec.step_cache]
+    return [spec.label for spec in families() if spec.step_cache]
+
+
+def step_cache_families() -> str:
+    """ "Flux.1 and Qwen-Image": `step_cache_labels` as an English sentence says them."""
+    labels = step_cache_labels()
     return " and ".join(filter(None, (", ".join(labels[:-1]), labels[-1])))
