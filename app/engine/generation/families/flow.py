@@ -97,6 +97,13 @@ class FlowFamily:
             raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")
         return {}
 
+    def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
+        """Every timestep of the set schedule, or for an init image (img2img, inpaint) the
+        part its strength leaves, as the stock img2img pipelines trim it."""
+        if params.init_image:
+            return trim_schedule(scheduler, params)
+        return scheduler.timesteps, len(scheduler.timesteps)
+
     def blend_dtype(self) -> torch.dtype | None:
         """The dtype the stock inpaint loop blends in, where a checkpoint restores the
         blending tensors in another (None: as they are)."""

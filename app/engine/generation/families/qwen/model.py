@@ -181,11 +181,6 @@ class QwenImageFamily(FlowFamily):
         noise = varied_noise(noise, params)  # A1111's variation seed, if any
         return Schedule(scheduler.timesteps, len(scheduler.timesteps), noise)
 
-    def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
-        if params.init_image:
-            return trim_schedule(scheduler, params)
-        return scheduler.timesteps, len(scheduler.timesteps)
-
     def _img2img_start(
         self,
         scheduler: Any,
