@@ -18,7 +18,7 @@ from diffusers import FlowMatchEulerDiscreteScheduler
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
-from app.engine.generation.families.flow_params import sampler_problem
+from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE, sampler_problem
 from app.engine.generation.loop import inpaint
 from app.engine.generation.prompts.loras import prompt_text
 from app.engine.generation.prompts.weights import plain_text
@@ -62,6 +62,19 @@ def sentence_prompt(prompt: str) -> str:
     text = prompt_text(prompt)
     plain = plain_text(text)
     return text if plain == " ".join(text.split()) else plain
+
+
+def packed_latent_shape(pipe: Any, label: str, params: GenerationParams) -> tuple[int, ...]:
+    """The latents of a family that packs them in 2x2 patches (Flux.1, Qwen-Image), as its
+    `prepare_latents` makes them before packing: 2 * (side // (vae_scale_factor * 2))."""
+    if params.width % FLOW_SIZE_MULTIPLE or params.height % FLOW_SIZE_MULTIPLE:
+        raise InvalidParameters(
+            f"{label} draws sizes in multiples of {FLOW_SIZE_MULTIPLE} pixels, "
+            f"not {params.width}x{params.height}"
+        )
+    factor = pipe.vae_scale_factor * 2
+    channels = pipe.transformer.config.in_channels // 4
+    return (1, channels, 2 * (params.height // factor), 2 * (params.width // factor))
 
 
 class FlowFamily:

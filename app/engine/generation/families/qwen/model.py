@@ -62,10 +62,10 @@ from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import (
     FlowFamily,
     flow_scheduler,
+    packed_latent_shape,
     sentence_prompt,
     trim_schedule,
 )
-from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE
 from app.engine.generation.families.qwen import QWEN_IMAGE
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
@@ -99,15 +99,7 @@ class QwenImageFamily(FlowFamily):
         return int(self.pipe.default_sample_size) * int(self.pipe.vae_scale_factor)  # 1024
 
     def latent_shape(self, params: GenerationParams) -> tuple[int, ...]:
-        if params.width % FLOW_SIZE_MULTIPLE or params.height % FLOW_SIZE_MULTIPLE:
-            raise InvalidParameters(
-                f"{self.label} draws sizes in multiples of {FLOW_SIZE_MULTIPLE} pixels, "
-                f"not {params.width}x{params.height}"
-            )
-        # As `prepare_latents`: 2 * (side // (vae_scale_factor * 2)), without the frame axis.
-        factor = self.pipe.vae_scale_factor * 2
-        channels = self.pipe.transformer.config.in_channels // 4
-        return (1, channels, 2 * (params.height // factor), 2 * (params.width // factor))
+        return packed_latent_shape(self.pipe, self.label, params)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
         needs = self.checkpoint_tensors
