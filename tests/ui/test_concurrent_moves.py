@@ -104,10 +104,24 @@ def move_concurrently(location: str, process: int, ids: list[int], start: Any) -
     pause = random.Random(-process)
     start.wait()  # both race from the same moment, not from their spawn times
     for step[0], move in enumerate(planned_moves(process)):
+        if step[0] == MOVES_EACH // 2:
+            wait_for_a_move_of_the_other(db, process)
         errors.extend(make(service, move, ids).errors)
         time.sleep(pause.uniform(0, 0.0002))  # a process on a busy core could finish first
     db.dispose()
     return errors
+
+
+def wait_for_a_move_of_the_other(db: Database, process: int) -> None:
+    """Halfway, wait until the other process has committed a move: on a busy machine one
+    process could otherwise make all its moves before the other starts, and nothing would race."""
+    deadline = time.monotonic() + 60
+    query = select(MOVE_LOG.c.seq).where(MOVE_LOG.c.process != process).limit(1)
+    while time.monotonic() < deadline:
+        with db.read() as conn:
+            if conn.execute(query).first() is not None:
+                return
+        time.sleep(0.01)
 
 
 def replayed_claim_order(commits: list[tuple[int, int]], folder: Path) -> list[int]:
