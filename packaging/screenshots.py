@@ -46,9 +46,9 @@ from app.ui.presenters.interfaces import RestoreSummary  # noqa: E402
 from app.ui.presenters.queue_service import QueueService  # noqa: E402
 from app.ui.qt.language import Language, use_language  # noqa: E402
 from app.ui.qt.theme import apply_theme  # noqa: E402
-from app.ui.qt.window_state import PAUSED_AT_QUIT  # noqa: E402
+from app.ui.qt.window_state import PAUSED_AT_QUIT, ui_settings  # noqa: E402
 from app.ui.widgets.quit_dialog import quit_box  # noqa: E402
-from app.ui.widgets.settings_dialog import SettingsDialog, ui_settings  # noqa: E402
+from app.ui.widgets.settings_dialog import SettingsDialog  # noqa: E402
 from app.ui.widgets.window import Dependencies, MainWindow  # noqa: E402
 from app.ui.wiring import model_choices  # noqa: E402
 
