@@ -8,8 +8,9 @@ magnitude, by at most the threshold since the last full step. What the clients c
   `para_diff_threshold` run ParaAttention's own First Block Cache
   (`apply_cache_on_pipe(residual_diff_threshold=...)`): the same measure, so the same
   threshold. Its other caches (`teacache_enabled`, `faster_cache_enabled`, `pab_enabled`,
-  `cache_dit_enabled`, DeepCache as `cuda_compile_backend` "deep-cache") are other methods:
-  refused when switched on.
+  `cache_dit_enabled`; with `cuda_compile`, DeepCache as `cuda_compile_backend`
+  "deep-cache" and the "pruna" backend's `pruna_cachers`) are other methods: refused when
+  switched on.
 - Forge: no built-in cache; its First Block Cache is the "First Block Cache / TeaCache"
   extension (DenOfEquity/sd-forge-blockcache; args enabled, method, threshold, uncached
   starting steps, max consecutive cached, do not cache the last step). Its First Block
@@ -51,7 +52,10 @@ SDNEXT_OTHER_CACHES = {
     "pab_enabled": "Pyramid Attention Broadcast",
     "cache_dit_enabled": "Cache-DiT",
 }
-DEEPCACHE_BACKEND = ("cuda_compile_backend", "deep-cache")  # SD.Next's DeepCache (UNets)
+# SD.Next's caches that run as a compile backend, with `cuda_compile`: DeepCache (UNets), and
+# Pruna's cachers ("fastercache", "deepcache", "fora", "pab") under the "pruna" backend.
+BACKEND = "cuda_compile_backend"
+DEEPCACHE_BACKEND, PRUNA_BACKEND, PRUNA_CACHERS = "deep-cache", "pruna", "pruna_cachers"
 
 FORGE_CACHE = "First Block Cache / TeaCache"  # the extension's title
 FIRST_BLOCK_CACHE = "First Block Cache"
@@ -99,18 +103,29 @@ def _sdnext_speed(settings: Mapping[str, Any]) -> Speed:
                 f"Easel's step caching is First Block Cache, not {method} ({key}): "
                 f"send {SDNEXT_CACHE} instead"
             )
-    key, backend = DEEPCACHE_BACKEND
-    if settings.get(key) == backend and compile_asked(settings):
-        raise UnsupportedRequest(
-            f"Easel has no DeepCache ({key} {backend}); its step caching is First Block "
-            f"Cache ({SDNEXT_CACHE}), for transformer models"
-        )
+    _check_compile_backend(settings)
     enabled = settings.get(SDNEXT_CACHE, False)
     if not isinstance(enabled, bool):
         raise UnsupportedRequest(f"{SDNEXT_CACHE} must be true or false")
     if not enabled:
         return OFF
     return _first_block_cache(settings.get(SDNEXT_THRESHOLD), SDNEXT_THRESHOLD)
+
+
+def _check_compile_backend(settings: Mapping[str, Any]) -> None:
+    backend = settings.get(BACKEND)
+    if backend not in (DEEPCACHE_BACKEND, PRUNA_BACKEND) or not compile_asked(settings):
+        return
+    if backend == DEEPCACHE_BACKEND:
+        raise UnsupportedRequest(
+            f"Easel has no DeepCache ({BACKEND} {backend}); its step caching is First Block "
+            f"Cache ({SDNEXT_CACHE}), for transformer models"
+        )
+    if cachers := settings.get(PRUNA_CACHERS):
+        raise UnsupportedRequest(
+            f"Easel has none of Pruna's cachers ({PRUNA_CACHERS} {cachers!r}); its step caching "
+            f"is First Block Cache ({SDNEXT_CACHE})"
+        )
 
 
 def _forge_speed(scripts: Mapping[str, Any]) -> Speed:

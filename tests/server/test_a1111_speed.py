@@ -42,6 +42,8 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
     ({"faster_cache_enabled": True}, {}, "not FasterCache"),
     ({"cache_dit_enabled": True}, {}, "not Cache-DiT"),
     ({"cuda_compile": ["Model"], "cuda_compile_backend": "deep-cache"}, {}, "no DeepCache"),
+    ({"cuda_compile": True, "cuda_compile_backend": "pruna", "pruna_cachers": ["fora"]}, {},
+     "none of Pruna's cachers"),
     ({"para_cache_enabled": "yes"}, {}, "para_cache_enabled must be true or false"),
     ({"para_cache_enabled": True, "para_diff_threshold": 2}, {}, "between 0 and 1"),
     ({}, {FORGE: {"args": [True, "TeaCache", 0.4]}}, "not TeaCache (First Block Cache"),
