@@ -46,6 +46,7 @@ from app.server.a1111_fields import (
     compile_asked,
     model_name,
 )
+from app.server.a1111_speed import speed_asked, without_speed_scripts
 from app.server.requests import (
     CFG_LIMITS,
     PROMPT_LIMITS,
@@ -195,12 +196,14 @@ async def _generate(
     variation_seed = body.subseed if body.subseed_strength > 0 else RANDOM_SEED
     if body.subseed_strength > 0 and variation_seed == RANDOM_SEED:
         variation_seed = rng.randint(0, MAX_SEED)  # answered in `info`, as A1111 does
+    settings = body.override_settings or {}
+    speed = speed_asked(settings, body.alwayson_scripts or {})
     params = GenerationParams(
         prompt=body.prompt, negative_prompt=body.negative_prompt, model=name,
         scheduler=scheduler, steps=body.steps, cfg=body.cfg_scale, width=body.width,
         height=body.height, seed=seed, variation_seed=variation_seed,
-        variation_strength=body.subseed_strength,
-        compile=compile_asked(body.override_settings or {}),
+        variation_strength=body.subseed_strength, compile=compile_asked(settings),
+        speed=speed.speed, speed_threshold=speed.threshold,
     )  # fmt: skip
     count = body.batch_size * body.n_iter
     if count > MAX_IMAGES:
@@ -218,9 +221,8 @@ def _job_of(body: Txt2Img | Img2Img, job: JobRequest, state: ServerState) -> Job
         job = _img2img_job(body, job)
     else:
         job = replace(job, follow_ups=hires_follow_ups(body, state))
-    return control_job(
-        body.alwayson_scripts or {}, job, state, hires=getattr(body, "enable_hr", False)
-    )
+    scripts = without_speed_scripts(body.alwayson_scripts or {})  # read by `speed_asked`
+    return control_job(scripts, job, state, hires=getattr(body, "enable_hr", False))
 
 
 def _img2img_job(body: Img2Img, job: JobRequest) -> JobRequest:

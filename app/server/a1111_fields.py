@@ -137,7 +137,8 @@ FIELDS: tuple[A1111Field, ...] = (
         "override_settings",
         BOTH,
         HON,
-        "sd_model_checkpoint: the model; image settings refused, UI settings ignored",
+        "sd_model_checkpoint: the model; SD.Next's cuda_compile and para_cache_enabled: "
+        "compile, speed (other caches refused); image settings refused, UI settings ignored",
     ),
     A1111Field(
         "override_settings_restore_afterwards",
@@ -179,7 +180,8 @@ FIELDS: tuple[A1111Field, ...] = (
         "alwayson_scripts",
         BOTH,
         HON,
-        "ControlNet's units become control layers; any other script is refused",
+        "ControlNet's units become control layers; Forge's First Block Cache / TeaCache "
+        "the speed (its TeaCache refused); any other script is refused",
     ),
     A1111Field(
         "force_task_id", BOTH, IGN, "A1111's progress id: /sdapi/v1/progress covers every A1111 job"

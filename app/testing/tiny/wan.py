@@ -61,11 +61,14 @@ def tiny_umt5_encoder(*, d_model: int = TEXT_WIDTH, seed: int = 0) -> Any:
         return UMT5EncoderModel(config).eval()
 
 
-def build_tiny_wan(*, seed: int = 0, experts: bool = False, released: bool = False) -> Any:
+def build_tiny_wan(
+    *, seed: int = 0, experts: bool = False, released: bool = False, layers: int = 1
+) -> Any:
     """A tiny `WanPipeline` (Wan 2.1 text to video); with `experts`, Wan 2.2 A14B's shape:
     a high-noise `transformer` and a low-noise `transformer_2`, switched at the released
     boundary ratio (0.875 of the training timesteps); with `released`, the released folders'
-    UniPC scheduler instead of Euler."""
+    UniPC scheduler instead of Euler. `layers`: the DiT's blocks (First Block Cache needs
+    two: a first block to measure and the others to skip)."""
     import torch
     from diffusers import (
         AutoencoderKLWan,
@@ -85,7 +88,7 @@ def build_tiny_wan(*, seed: int = 0, experts: bool = False, released: bool = Fal
             text_dim=TEXT_WIDTH,
             freq_dim=32,
             ffn_dim=32,
-            num_layers=1,
+            num_layers=layers,
             cross_attn_norm=True,
             qk_norm="rms_norm_across_heads",
             rope_max_seq_len=32,
@@ -116,10 +119,10 @@ def build_tiny_wan(*, seed: int = 0, experts: bool = False, released: bool = Fal
 
 
 def write_tiny_wan(
-    dest: Path, *, seed: int = 0, experts: bool = False, released: bool = False
+    dest: Path, *, seed: int = 0, experts: bool = False, released: bool = False, layers: int = 1
 ) -> Path:
     """Save `build_tiny_wan(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan(seed=seed, experts=experts, released=released)
+    pipe = build_tiny_wan(seed=seed, experts=experts, released=released, layers=layers)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

@@ -33,6 +33,9 @@ WAN21 = FamilySpec(
     driver="app.engine.generation.families.wan.model:WanFamily",
     checkpoint_family="wan2.1",
     checkpoint_label="Wan 2.1",
+    # `WanPipeline` runs First Block Cache with "cond"/"uncond" contexts, as `model.py` does
+    # (on `transformer` only: a Wan 2.2 folder's low-noise expert runs uncached, as stock).
+    step_cache=True,
     requests=Requests(
         samplers=WAN_SAMPLERS,
         size_multiple=WAN_SIZE_MULTIPLE,

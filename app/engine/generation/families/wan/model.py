@@ -6,7 +6,8 @@ Mirrors `WanPipeline.__call__` (diffusers 0.42), call for call:
 - the prompt cleaned (`prompt_clean`), tokenised to 512 tokens, UMT5's last hidden states
   of its real tokens, zero-padded back to 512 (`encode_prompt`), then cast to the
   transformer's dtype; the negative prompt encoded the same way ("" when none), under CFG;
-- CFG whenever `guidance_scale > 1`: two transformer calls, `uncond + g * (cond - uncond)`;
+- CFG whenever `guidance_scale > 1`: two transformer calls, `uncond + g * (cond - uncond)`,
+  in the cache contexts "cond" and "uncond" (a cached job's First Block Cache: one state each);
 - the scheduler's `set_timesteps(steps)` and `set_begin_index(0)`; latents drawn in float32
   with the job's generator, `(1, 16, (frames - 1) // 4 + 1, height / 8, width / 8)`, cast to
   the transformer's dtype as its input only, the timestep `t` as is (a Wan 2.2 folder's
@@ -155,23 +156,40 @@ class WanFamily(FlowFamily):
         dtype = self.transformer_dtype
         model_input = latents.to(dtype)
         timestep = self._timestep(latents, t)
-        noise_pred: torch.Tensor = model(
-            hidden_states=model_input,
-            timestep=timestep,
-            encoder_hidden_states=conditioning[PROMPT_EMBEDS].to(dtype),
-            attention_kwargs=None,
-            return_dict=False,
-        )[0]
+        where = {  # the stock loop's `cache_context_kwargs` (First Block Cache reads none)
+            "step_index": index,
+            "sigma": float(scheduler.sigmas[index]),
+            "num_inference_steps": len(scheduler.timesteps),
+        }
+        noise_pred = self._transformer(model, model_input, timestep, conditioning, where)
         if do_cfg:
-            noise_uncond = model(
+            noise_uncond = self._transformer(
+                model, model_input, timestep, conditioning, where, context="uncond"
+            )
+            noise_pred = noise_uncond + guidance * (noise_pred - noise_uncond)
+        return noise_pred
+
+    @staticmethod
+    def _transformer(
+        model: Any,
+        model_input: torch.Tensor,
+        timestep: torch.Tensor,
+        conditioning: Conditioning,
+        where: dict[str, Any],
+        context: str = "cond",
+    ) -> torch.Tensor:
+        """One expert's call as the stock loop makes it: the prompt's in the "cond" cache
+        context, the negative prompt's in "uncond" (step caching keeps a state for each)."""
+        embeds = conditioning[PROMPT_EMBEDS if context == "cond" else NEGATIVE_EMBEDS]
+        with model.cache_context(context, **where):
+            output: torch.Tensor = model(
                 hidden_states=model_input,
                 timestep=timestep,
-                encoder_hidden_states=conditioning[NEGATIVE_EMBEDS].to(dtype),
+                encoder_hidden_states=embeds.to(model_input.dtype),
                 attention_kwargs=None,
                 return_dict=False,
             )[0]
-            noise_pred = noise_uncond + guidance * (noise_pred - noise_uncond)
-        return noise_pred
+        return output
 
     def _experts(self) -> tuple[Any, ...]:
         """The transformers the pipeline holds: one (Wan 2.1), or high- and low-noise."""
