@@ -39,6 +39,7 @@ from pathlib import Path
 from app.engine.generation.runner import Runner
 from app.engine.generation.outcome import StepDecision
 from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 work, mask, prompt, size = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 runner = Runner(threads=2)
 go = lambda _p: StepDecision.CONTINUE
@@ -48,9 +49,9 @@ if mask == "-":
 else:
     params = GenerationParams("a yellow square", steps=20, width=size, height=size,
         seed=12, init_image="job:1", strength=1.0, mask="upload:" + "0" * 64, mask_blur=4)
-    runner.run(params, output_path=work / "after.png", checkpoint_path=work / "b.ckpt",
-        on_step=go, init_image=(work / "before.png").read_bytes(),
-        mask=Path(mask).read_bytes())
+    inputs = RunInputs(init_image=(work / "before.png").read_bytes(), mask=Path(mask).read_bytes())
+    runner.run(params, inputs, output_path=work / "after.png", checkpoint_path=work / "b.ckpt",
+        on_step=go)
 """
 
 
