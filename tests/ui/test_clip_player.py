@@ -102,7 +102,8 @@ def test_space_a_click_and_the_arrows_on_the_picture_as_in_a_player(
         qtbot.keyClick(canvas, Qt.Key.Key_Right)
     qtbot.keyClick(canvas, Qt.Key.Key_Left)
     assert player.index == 2 and frame_of(canvas.image) == 2 and not player.playing
-    assert player.position.text().startswith("frame 3 of 9 · 0.1 s of 0.4 s")
+    assert player.position.text() == "3/9 · 0.1/0.4 s"
+    assert player.position.toolTip() == "Frame 3 of 9, 0.1 s of 0.4 s"
     qtbot.keyClick(canvas, Qt.Key.Key_End)
     assert player.index == FRAMES - 1 and player.bar.value() == FRAMES - 1
     qtbot.keyClick(canvas, Qt.Key.Key_K)

@@ -61,9 +61,11 @@ class ClipPlayer(QWidget):
     def _build(self) -> None:
         self.play_button = QToolButton()
         self.play_button.setObjectName("playPause")
+        self.play_button.setMinimumWidth(36)
         self.play_button.clicked.connect(self.toggle)
         self.bar = PositionBar()
         self.bar.setObjectName("clipPosition")
+        self.bar.setMinimumWidth(120)
         self.bar.valueChanged.connect(self._bar_moved)
         self.bar.sliderPressed.connect(self._drag_started)
         self.bar.sliderReleased.connect(self._drag_ended)
@@ -220,8 +222,11 @@ class ClipPlayer(QWidget):
         self.bar.setRange(0, max(0, self.total - 1))
         self.bar.setValue(self.index)
         self.bar.blockSignals(False)
-        seconds = self.tr("{at:.1f} s of {length:.1f} s").format(
-            at=self.index / self.fps, length=self.total / self.fps
-        )
-        frame = self.tr("frame {k} of {n}").format(k=self.index + 1, n=max(1, self.total))
-        self.position.setText(f"{frame} · {seconds}")
+        at, length = self.index / self.fps, self.total / self.fps
+        k, n = self.index + 1, max(1, self.total)
+        # Short beside the bar, which needs the room in a narrow image column; in words
+        # in its tooltip.
+        self.position.setText(self.tr("{k}/{n} · {at:.1f}/{length:.1f} s").format(
+            k=k, n=n, at=at, length=length))  # fmt: skip
+        self.position.setToolTip(self.tr("Frame {k} of {n}, {at:.1f} s of {length:.1f} s").format(
+            k=k, n=n, at=at, length=length))  # fmt: skip
