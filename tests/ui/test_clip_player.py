@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QImage
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QContextMenuEvent, QImage, QWheelEvent
+from PySide6.QtWidgets import QApplication, QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams
@@ -45,6 +46,15 @@ def frame_of(image: QImage | None) -> int:
     seen = (pixel.red(), pixel.green(), pixel.blue())
     distance = [sum(abs(a - b) for a, b in zip(seen, c, strict=True)) for c in COLOURS]
     return distance.index(min(distance))
+
+
+def wheel_at(widget: QWidget, notches: int) -> None:
+    """The wheel turned over `widget`'s middle (up: positive), as the mouse sends it."""
+    at = QPointF(widget.rect().center())
+    event = QWheelEvent(at, widget.mapToGlobal(at), QPoint(), QPoint(0, 120 * notches),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
+                        Qt.ScrollPhase.NoScrollPhase, False)  # fmt: skip
+    QApplication.sendEvent(widget, event)
 
 
 @pytest.fixture
@@ -106,6 +116,10 @@ def test_space_a_click_and_the_arrows_on_the_picture_as_in_a_player(
     assert player.position.toolTip() == "Frame 3 of 9, 0.1 s of 0.4 s"
     qtbot.keyClick(canvas, Qt.Key.Key_End)
     assert player.index == FRAMES - 1 and player.bar.value() == FRAMES - 1
+    wheel_at(canvas, notches=2)  # up: back two frames
+    assert player.index == FRAMES - 3 and not player.playing
+    wheel_at(canvas, notches=-1)
+    assert player.index == FRAMES - 2
     qtbot.keyClick(canvas, Qt.Key.Key_K)
     assert player.playing
     qtbot.mouseClick(canvas, Qt.MouseButton.LeftButton)
@@ -156,3 +170,23 @@ def test_a_long_clip_is_held_smaller_within_the_bound() -> None:
     width, height = decoded_size(1280, 720, 241)
     assert 241 * width * height * 3 <= MAX_CLIP_BYTES and width % 2 == height % 2 == 0
     assert abs(width / height - 1280 / 720) < 0.01
+
+
+def test_the_pictures_context_menu_offers_a_players_actions(
+    qtbot: QtBot, panel: ImagePanel
+) -> None:
+    canvas = panel.canvas
+    qtbot.mouseClick(canvas, Qt.MouseButton.LeftButton)  # paused
+    # What a right click there delivers (QTest's clicks make no context-menu event).
+    at = canvas.rect().center()
+    reason = QContextMenuEvent.Reason.Mouse
+    QApplication.sendEvent(canvas, QContextMenuEvent(reason, at, canvas.mapToGlobal(at)))
+    qtbot.waitUntil(lambda: QApplication.activePopupWidget() is not None, timeout=TIMEOUT_MS)
+    menu = QApplication.activePopupWidget()
+    assert isinstance(menu, QMenu)
+    texts = [action.text() for action in menu.actions() if action.text()]
+    assert texts == ["Play", "Copy frame", "Save as GIF…", "Save as WebP…",
+                     "Use frame as init image"]  # fmt: skip
+    qtbot.keyClick(menu, Qt.Key.Key_Down)
+    qtbot.keyClick(menu, Qt.Key.Key_Return)
+    assert panel.player.playing

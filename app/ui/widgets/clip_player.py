@@ -3,14 +3,14 @@ of N, and the time), loop. The frames it shows go to the image area's canvas.
 
 Keys, where the picture or the bar has the focus: Space or K play and pause; Left and
 Right (or , and .) step one frame, pausing; Home and End go to the first and last frame.
-A click on the picture plays or pauses; a click on the bar jumps there, and dragging it
-scrubs (playing again on release if it was playing).
+A click on the picture plays or pauses, its wheel steps frames; a click on the bar jumps
+there, and dragging it scrubs (playing again on release if it was playing).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QImage, QKeyEvent, QMouseEvent
+from PySide6.QtGui import QImage, QKeyEvent, QMouseEvent, QWheelEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QToolButton, QWidget
 
 from app.ui.qt.clip_decoder import ClipDecoder, ClipInfo
@@ -211,6 +211,11 @@ class ClipPlayer(QWidget):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
             return self.handle_key(event)
+        if watched is not self.bar and isinstance(event, QWheelEvent) and self.loaded:
+            notches = event.angleDelta().y() // 120  # the bar's own wheel moves it already
+            if notches:
+                self.step(-notches)  # down: on, as a list scrolls on
+            return True
         return super().eventFilter(watched, event)
 
     def _show_state(self) -> None:
