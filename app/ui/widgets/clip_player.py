@@ -1,8 +1,9 @@
 """The player of a finished clip, under the image area: play/pause, a position bar (frame k
 of N, and the time), loop. The frames it shows go to the image area's canvas.
 
-Keys, where the picture or the bar has the focus: Space or K play and pause; Left and
-Right (or , and .) step one frame, pausing; Home and End go to the first and last frame.
+Keys (`presenters.shortcuts`, listed in Help), where the picture or the bar has the focus:
+Space or K play and pause; Left and Right (or , and .) step one frame, pausing; Home and
+End go to the first and last frame.
 A click on the picture plays or pauses, its wheel steps frames; a click on the bar jumps
 there, and dragging it scrubs (playing again on release if it was playing).
 """
@@ -10,9 +11,10 @@ there, and dragging it scrubs (playing again on release if it was playing).
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QImage, QKeyEvent, QMouseEvent, QWheelEvent
+from PySide6.QtGui import QImage, QKeyEvent, QKeySequence, QMouseEvent, QWheelEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QToolButton, QWidget
 
+from app.ui.presenters import shortcuts
 from app.ui.qt.clip_decoder import ClipDecoder, ClipInfo
 
 PLAY, PAUSE = "▶", "❚❚"
@@ -193,20 +195,18 @@ class ClipPlayer(QWidget):
 
     def handle_key(self, event: QKeyEvent) -> bool:
         """A player's key on the picture or the bar: done (True), or not a player's key."""
-        key = Qt.Key(event.key())
-        if key in (Qt.Key.Key_Space, Qt.Key.Key_K):
-            self.toggle()
-        elif key in (Qt.Key.Key_Left, Qt.Key.Key_Comma):
-            self.step(-1)
-        elif key in (Qt.Key.Key_Right, Qt.Key.Key_Period):
-            self.step(1)
-        elif key == Qt.Key.Key_Home:
-            self.step(-self.index)
-        elif key == Qt.Key.Key_End:
-            self.step(len(self.frames))
-        else:
-            return False
-        return True
+        pressed = QKeySequence(event.keyCombination())
+        for shortcut, act in (
+            (shortcuts.PLAY_CLIP, self.toggle),
+            (shortcuts.FRAME_BACK, lambda: self.step(-1)),
+            (shortcuts.FRAME_ON, lambda: self.step(1)),
+            (shortcuts.CLIP_START, lambda: self.step(-self.index)),
+            (shortcuts.CLIP_END, lambda: self.step(len(self.frames))),
+        ):
+            if any(pressed == QKeySequence(keys) for keys in shortcut.keys):
+                act()
+                return True
+        return False
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
