@@ -312,7 +312,7 @@ def export_output(db: Database, job: Job, folder: Path, outputs_dir: Path | None
     Raises `NoOutput` and `OSError`."""
     data = output_bytes(db, job, outputs_dir)
     if data is None:
-        raise NoOutput(_no_output_reason(job))
+        raise NoOutput(no_output_reason(job))
     name = Path(job.output_path).name if job.output_path else ""
     if not plain_file_name(name):
         name = output_kind_of(job).default_name(job.id or 0, job.seed)
@@ -325,7 +325,7 @@ def export_output(db: Database, job: Job, folder: Path, outputs_dir: Path | None
     return target
 
 
-def _no_output_reason(job: Job) -> str:
+def no_output_reason(job: Job) -> str:
     noun = output_kind_of(job).name
     if job.status != JobStatus.SUCCESS.value:
         return f"Job {job.id} has no {noun}: it is {job.status}"

@@ -69,5 +69,14 @@ QUIT = Shortcut(
     ("Ctrl+Q",), QT_TRANSLATE_NOOP("Shortcuts", "Quit (running jobs pause and continue next time)")
 )
 
+# A finished clip's player (`widgets/clip_player.py`), once its picture or bar has the keys.
+_CLIP = QT_TRANSLATE_NOOP("Shortcuts", "A clip (click its picture)")
+PLAY_CLIP = Shortcut(("Space", "K"), QT_TRANSLATE_NOOP("Shortcuts", "Play or pause"), _CLIP)
+FRAME_BACK = Shortcut(("Left", ","), QT_TRANSLATE_NOOP("Shortcuts", "One frame back"), _CLIP)
+FRAME_ON = Shortcut(("Right", "."), QT_TRANSLATE_NOOP("Shortcuts", "One frame on"), _CLIP)
+CLIP_START = Shortcut(("Home",), QT_TRANSLATE_NOOP("Shortcuts", "The first frame"), _CLIP)
+CLIP_END = Shortcut(("End",), QT_TRANSLATE_NOOP("Shortcuts", "The last frame"), _CLIP)
+
 ALL = (GENERATE, NEXT_PANE, SEARCH, CANCEL, PAUSE_OR_RESUME, MOVE_UP, MOVE_DOWN, OPEN_IMAGE,
-       MENU, STEP, SETTINGS, HELP, QUIT)  # fmt: skip
+       MENU, STEP, PLAY_CLIP, FRAME_BACK, FRAME_ON, CLIP_START, CLIP_END, SETTINGS, HELP,
+       QUIT)  # fmt: skip

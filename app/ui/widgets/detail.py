@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
 from app.engine.jobs.states import JobStatus
+from app.engine.outputs.video import VIDEO
 from app.ui.presenters.actions import Action, applies
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.rows import JobRow, NoteRow, TransitionRow
@@ -111,6 +112,8 @@ class DetailController(QObject):
             )
             return
         self.image.show_image(image, _caption(row), path)
+        if plays(row):  # the first frame shows until the clip's frames are decoded
+            self.image.play_clip(path)
 
     def _unreadable(self, problem: str) -> None:
         self.image.show_nothing(self.tr("No image to show"))
@@ -129,7 +132,20 @@ class DetailController(QObject):
         self.image.show_image(image, caption)
 
 
+def plays(row: JobRow) -> bool:
+    """The row's output is a clip, played in the image area (not a still picture)."""
+    return row.output_kind is VIDEO
+
+
 def _caption(row: JobRow) -> str:
+    p = row.params
+    if plays(row):
+        clip = translate("DetailController", "{frames} frames at {fps} fps")
+        return _still_caption(row) + " · " + clip.format(frames=p.frames, fps=p.fps)
+    return _still_caption(row)
+
+
+def _still_caption(row: JobRow) -> str:
     p = row.params
     return translate(
         "DetailController", "{prompt}  —  {size} · seed {seed} · {sampler} · {steps} steps"

@@ -1,10 +1,11 @@
-"""The large image area: the selected job's live preview while it runs, then its image."""
+"""The large image area: the selected job's live preview while it runs, then its image,
+or its clip playing (`clip_player`)."""
 
 from __future__ import annotations
 
 from enum import Enum
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
     QAction,
     QColor,
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.ui.presenters.actions import IMAGE_ACTIONS, Action
 from app.ui.qt.file_manager import FileManager
 from app.ui.qt.theme import CANVAS, MUTED
+from app.ui.widgets.clip_player import ClipPlayer
 from app.ui.widgets.flow_layout import FlowLayout
 from app.ui.widgets.prompt_panel import has_image
 
@@ -55,6 +57,7 @@ def scale_for_display(image: QImage, size: QSize, mode: Scaling) -> QImage:
 
 
 class ImageCanvas(QWidget):
+    clicked = Signal()  # a left click (released on the picture): play or pause a clip
     double_clicked = Signal()  # open the larger viewer
     image_dropped = Signal(object)  # the QMimeData of an image dropped here: the form takes it
 
@@ -84,6 +87,12 @@ class ImageCanvas(QWidget):
         if has_image(event.mimeData()):
             event.acceptProposedAction()
             self.image_dropped.emit(event.mimeData())
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        inside = self.rect().contains(event.position().toPoint())
+        if event.button() == Qt.MouseButton.LeftButton and inside and self.image is not None:
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
         if self.image is not None:
@@ -177,6 +186,27 @@ class ImagePanel(QWidget):
         self.scaling = QAction(self.tr("Pixels"), self)
         self.scaling.setCheckable(True)
         self.scaling.setToolTip(self.tr("Enlarge small images pixel by pixel instead of smoothly"))
+        self.player = ClipPlayer()  # under the picture while a finished clip is shown
+        self.player.hide()
+        self.player.frame_shown.connect(self.canvas.set_image)
+        self.player.problem.connect(self.problem)
+        self.canvas.clicked.connect(self._clicked)
+        self.canvas.installEventFilter(self.player)  # its keys, while the picture has focus
+        self.canvas.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.canvas.customContextMenuRequested.connect(self._clip_menu)
+        # A clip's own actions (the window carries them out): in "More", the picture's
+        # right-click menu and the window's Image menu, shown while a clip is.
+        self.save_gif = QAction(self.tr("Save as GIF…"), self)
+        self.save_gif.setToolTip(self.tr("The clip as an animated GIF, looping, at its speed"))
+        self.save_webp = QAction(self.tr("Save as WebP…"), self)
+        self.save_webp.setToolTip(
+            self.tr("The clip as an animated WebP: smaller than a GIF, every colour")
+        )
+        self.use_frame = QAction(self.tr("Use frame as init image"), self)
+        self.use_frame.setToolTip(
+            self.tr("Start a new picture from the frame shown (image to image)")
+        )
+        self.clip_actions = (self.save_gif, self.save_webp, self.use_frame)
         self.show_in_folder.clicked.connect(self._show_in_folder)
         self.copy.triggered.connect(self._copy)
         self.scaling.toggled.connect(self.set_pixels)
@@ -186,6 +216,8 @@ class ImagePanel(QWidget):
         self.more_menu = QMenu(self)
         for item in (self.reuse_seed, self.copy, self.scaling):
             self.more_menu.addAction(item)
+        self.more_menu.addSeparator()
+        self.more_menu.addActions(list(self.clip_actions))
         self.more_menu.setToolTipsVisible(True)
         self.more = QToolButton()
         self.more.setText(self.tr("More"))
@@ -199,25 +231,59 @@ class ImagePanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
         layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.player)
         layout.addWidget(self.caption)
         layout.addWidget(self.bar)
         self._enable()
 
     def show_image(self, image: QImage | None, caption: str, path: str | None = None) -> None:
+        self._close_clip()
         self.path = path
         self.canvas.set_image(image)
         self.caption.setText(caption)
         self._enable()
 
     def show_nothing(self, text: str) -> None:
+        self._close_clip()
         self.path = None
         self.canvas.set_image(None, text)
         self.caption.setText("")
         self._enable()
 
+    def play_clip(self, path: str) -> None:
+        """Play the clip at `path` in the picture's place, from its first frame (the picture
+        shown until then is its first-frame still)."""
+        self.player.open(path)
+        # Clicked, the picture takes the keys (Space); never by Tab, nor while it is a still.
+        self.canvas.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self._enable()
+
+    def _close_clip(self) -> None:
+        self.player.close_clip()
+        self.canvas.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+
+    def _clicked(self) -> None:
+        if self.player.loaded:
+            self.player.toggle()
+
+    def _clip_menu(self, at: QPoint) -> None:
+        """A clip's right-click menu: what a player offers, and the clip's actions."""
+        if not self.player.loaded:
+            return
+        menu = QMenu(self)
+        toggle = self.tr("Pause") if self.player.playing else self.tr("Play")
+        menu.addAction(toggle, self.player.toggle)
+        menu.addAction(self.tr("Copy frame"), self._copy)
+        menu.addSeparator()
+        menu.addActions(list(self.clip_actions))
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.canvas.mapToGlobal(at))
+
     def _enable(self) -> None:
         self.copy.setEnabled(self.canvas.image is not None)
         self.show_in_folder.setEnabled(self.path is not None)
+        for action in self.clip_actions:
+            action.setVisible(self.player.loaded)
 
     def _show_in_folder(self) -> None:
         if self.path:

@@ -28,6 +28,7 @@ from app.ui.qt.thumbnails import ThumbnailCache
 from app.ui.qt.worker_feed import WorkerFeed, WorkerStatus
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.banner import Banner
+from app.ui.widgets.clip_actions import ClipActions
 from app.ui.widgets.detail import DetailController
 from app.ui.widgets.follow_ups import FollowUps
 from app.ui.widgets.gallery import GalleryView
@@ -158,6 +159,13 @@ class MainWindow(QMainWindow):
         self.mask_editing = install_mask_editor(parts, lambda job: guided(self.guidance, job))
         if self.mask_editing.menu is not None:  # Edit with words, for a file or a paste too
             self.follow_ups.word_edits.add_to(self.mask_editing.menu, self.jobs.current_row)
+        self.clips = ClipActions(  # a clip shown: save it animated, start from a frame
+            self, self.image, self.image_runner,
+            lambda: self.detail.row.id if self.detail.row is not None else None,
+            self.follow_ups.prepare_init, self.show_note, self.show_error,
+        )  # fmt: skip
+        if self.mask_editing.menu is not None:
+            self.clips.add_to(self.mask_editing.menu)
         self.groups_menu = add_groups_menu(  # batches and grids (issue 27)
             self.menuBar(), self, self.deps.queue,
             lambda call, done: self.runner.run(call, done, self.show_error),
@@ -202,6 +210,7 @@ class MainWindow(QMainWindow):
         self.feed.failed.connect(self.show_error)
         self.jobs.selection_changed.connect(self.detail.select)
         self.gallery.clicked.connect(self.viewing.gallery_clicked)
+        self.gallery.activated.connect(self.viewing.gallery_opened)
         self.gallery.delete_requested.connect(self.deleting.delete)
         self.image.reuse.clicked.connect(self.viewing.reuse_settings)
         self.image.follow_up.connect(self._follow_up_shown)
