@@ -78,6 +78,11 @@ def row(
         (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker",
              "resumed from step 34 (saved 2 s before the crash)"),
          "Finished: the image is saved (continued from step 34)"),
+        (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker", "wrote /My Clips/000003-7.mp4"),
+         "Finished: the clip is saved"),
+        (row(S.PROCESSING, S.SUCCESS, E.COMPLETE, "worker",
+             "resumed from step 12 (saved 2 s before the crash); wrote /out/000003-7.mp4"),
+         "Finished: the clip is saved (continued from step 12)"),
         (row(S.PENDING, S.CANCELLED, E.CANCEL, "user"), "Cancelled by you"),
     ],
 )  # fmt: skip

@@ -11,6 +11,7 @@ import re
 
 from app.engine.jobs.states import JobEvent, JobStatus
 from app.engine.jobs.undo import HOLD_SOURCE
+from app.engine.outputs.video import VIDEO
 from app.engine.workers.liveness import WorkerIdentity, this_host
 from app.engine.workers.worker_states import (
     HANDING_BACK,
@@ -46,6 +47,8 @@ _LATIN_HAN = re.compile(r"([A-Za-z0-9])([\u4e00-\u9fff])|([\u4e00-\u9fff])([A-Za
 
 
 _RESUMED = re.compile(r"resumed from step (\d+)")  # the worker's note (workers/job_run.py)
+# The worker's completion note: the output's path (spaces allowed), up to the next note.
+_WROTE = re.compile(r"wrote (.+?)(?:; |$)")
 _CONTINUES = re.compile(r"continues from saved step (\d+)")  # the retry policy's (jobs/retry.py)
 # A headless worker's own hand-back once its supervisor was gone (worker_states.StartedBy).
 _HANDING_BACK = re.compile(rf"{HANDING_BACK}: (?P<what>.+?) (?:\(pid \d+\) )?was gone")
@@ -100,11 +103,8 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
                 "Timeline", "Cancel asked {by}; the worker stops after its current step"
             )
         return asked.format(by=by)
-    if event is E.COMPLETE and (resumed := _RESUMED.search(row.message)):
-        # The saved progress the attempt continued from, said where it shows, not in a hover.
-        return translate(
-            "Timeline", "Finished: the image is saved (continued from step {step})"
-        ).format(step=resumed.group(1))
+    if event is E.COMPLETE:
+        return _finished(row.message)
     if event is E.STOPPED:
         return (
             translate("Timeline", "Paused; it continues from here")
@@ -130,6 +130,25 @@ def _sentence(row: TransitionRow, host: str | None) -> str:
     return _fixed(event).format(by=by, status=status_label(to))
 
 
+def _finished(message: str) -> str:
+    """What a finished job saved (an image or a clip), and the saved progress its last
+    attempt continued from, said where it shows, not in a hover."""
+    wrote = _WROTE.search(message)
+    clip = wrote is not None and wrote.group(1).endswith(VIDEO.suffix)
+    if resumed := _RESUMED.search(message):
+        step = resumed.group(1)
+        if clip:
+            return translate(
+                "Timeline", "Finished: the clip is saved (continued from step {step})"
+            ).format(step=step)
+        return translate(
+            "Timeline", "Finished: the image is saved (continued from step {step})"
+        ).format(step=step)
+    if clip:
+        return translate("Timeline", "Finished: the clip is saved")
+    return translate("Timeline", "Finished: the image is saved")
+
+
 def _fixed(event: JobEvent) -> str:
     """The sentence of an event that needs nothing but who sent it ({by})."""
     if event is E.SUBMIT:
@@ -138,8 +157,6 @@ def _fixed(event: JobEvent) -> str:
         return translate("Timeline", "Queued {by}; waits for the jobs it builds on")
     if event is E.UNBLOCK:
         return translate("Timeline", "The jobs it builds on are done; now queued")
-    if event is E.COMPLETE:
-        return translate("Timeline", "Finished: the image is saved")
     if event is E.PAUSE:
         return translate("Timeline", "Paused {by}")
     if event is E.RESUME:
