@@ -41,6 +41,8 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
     if takes is None:
         return [f"{label} models draw images, not videos; choose a video model ({_labels()})"]
     problems = []
+    if takes.needs_image and not params.init_image:
+        problems.append(f"{label} animates an input image; give one (--init-image)")
     step = takes.frame_step
     if params.frames % step != 1 % step:
         counts = " or ".join(str(count) for count in nearest_frame_counts(params.frames, step))

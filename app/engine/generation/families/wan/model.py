@@ -38,7 +38,7 @@ from PIL import Image
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import FlowFamily, sentence_prompt
 from app.engine.generation.families.flow_params import sampler_problem
-from app.engine.generation.families.wan import WAN21, WAN_SAMPLERS, WAN_SIZE_MULTIPLE
+from app.engine.generation.families.wan import WAN21, WAN_SAMPLERS
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.generation.preview import png_of, to_uint8_hwc
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams, InvalidParameters
@@ -78,16 +78,21 @@ class WanFamily(FlowFamily):
     def latent_shape(self, params: GenerationParams) -> tuple[int, ...]:
         if params.kind != KIND_VIDEO:
             raise InvalidParameters(f"{self.label} models draw videos, not images")
-        if params.width % WAN_SIZE_MULTIPLE or params.height % WAN_SIZE_MULTIPLE:
-            raise InvalidParameters(
-                f"{self.label} draws sizes in multiples of {WAN_SIZE_MULTIPLE} pixels, "
-                f"not {params.width}x{params.height}"
-            )
         temporal = self.pipe.vae_scale_factor_temporal
         spatial = self.pipe.vae_scale_factor_spatial
-        channels = self._experts()[0].config.in_channels
+        multiple = spatial * self._experts()[0].config.patch_size[1]  # Wan 2.1: 16
+        if params.width % multiple or params.height % multiple:
+            raise InvalidParameters(
+                f"{self.label} draws sizes in multiples of {multiple} pixels, "
+                f"not {params.width}x{params.height}"
+            )
+        channels = self._latent_channels()
         latent_frames = (params.frames - 1) // temporal + 1
         return (1, channels, latent_frames, params.height // spatial, params.width // spatial)
+
+    def _latent_channels(self) -> int:
+        """The noise's channels: the transformer's input (`WanPipeline.prepare_latents`)."""
+        return int(self._experts()[0].config.in_channels)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
         if self.uses_cfg(params):
@@ -153,14 +158,16 @@ class WanFamily(FlowFamily):
     ) -> torch.Tensor:
         model = self._expert_at(scheduler, t)
         dtype = self.transformer_dtype
-        model_input = latents.to(dtype)
-        timestep = self._timestep(latents, t)
+        model_input = self._model_input(latents, conditioning).to(dtype)
+        timestep = self._timestep(latents, t, conditioning)
+        extra = self._extra_inputs(conditioning)
         noise_pred: torch.Tensor = model(
             hidden_states=model_input,
             timestep=timestep,
             encoder_hidden_states=conditioning[PROMPT_EMBEDS].to(dtype),
             attention_kwargs=None,
             return_dict=False,
+            **extra,
         )[0]
         if do_cfg:
             noise_uncond = model(
@@ -169,6 +176,7 @@ class WanFamily(FlowFamily):
                 encoder_hidden_states=conditioning[NEGATIVE_EMBEDS].to(dtype),
                 attention_kwargs=None,
                 return_dict=False,
+                **extra,
             )[0]
             noise_pred = noise_uncond + guidance * (noise_pred - noise_uncond)
         return noise_pred
@@ -185,10 +193,24 @@ class WanFamily(FlowFamily):
             return self.pipe.transformer
         return self.pipe.transformer_2
 
-    def _timestep(self, latents: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    def _model_input(self, latents: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
+        """What the transformer reads of the latents (image to video adds the image's)."""
+        return latents
+
+    def _extra_inputs(self, conditioning: Conditioning) -> dict[str, torch.Tensor]:
+        """Inputs beyond the prompt's (Wan 2.1 I2V: the CLIP image states)."""
+        return {}
+
+    def _noise_mask(self, latents: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
+        """1 where the latents are denoised (`WanPipeline`'s `mask`: everywhere)."""
+        return torch.ones(latents.shape, dtype=torch.float32, device=latents.device)
+
+    def _timestep(
+        self, latents: torch.Tensor, t: torch.Tensor, conditioning: Conditioning
+    ) -> torch.Tensor:
         if not self.pipe.config.expand_timesteps:
             return t.expand(latents.shape[0])
-        mask = torch.ones(latents.shape, dtype=torch.float32, device=latents.device)
+        mask = self._noise_mask(latents, conditioning)
         per_patch = (mask[0][0][:, ::2, ::2] * t).flatten()  # as the stock loop's temp_ts
         return per_patch.unsqueeze(0).expand(latents.shape[0], -1)
 

@@ -1,0 +1,160 @@
+"""Wan image to video through Easel's own loop: the stock pipelines' clips, exactly.
+
+On a tiny random Wan 2.2 TI2V 5B (tiny.wan: a `WanPipeline` folder with
+`expand_timesteps`, a 48-channel DiT, Wan 2.2's VAE) and a tiny Wan 2.1 I2V (its DiT
+reading the mask and image latents beside the noise, a tiny CLIP image encoder), saved as
+diffusers folders: every frame equal to stock `WanPipeline` (TI2V, text only) and
+`WanImageToVideoPipeline` (with an image) called with their defaults, in float32 and
+bfloat16, and a pause resumed by a fresh runner to the same frames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.runner import Runner
+from app.engine.jobs.params import INIT_UPLOADED, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
+from tests.engine.generation.test_wan import Written, max_frame_diff, wan_params
+from tests.engine.generation.tiny_architectures import go_on, model_info, pause_at
+
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+STEPS, FRAMES, SIDE = 3, 5, 32
+
+
+def input_png() -> bytes:
+    """A 32x32 picture with structure (a gradient and a square), as a job stores it."""
+    ramp = np.linspace(0, 255, SIDE, dtype=np.uint8)
+    pixels = np.stack([np.tile(ramp, (SIDE, 1)), np.tile(ramp[:, None], (1, SIDE)),
+                       np.full((SIDE, SIDE), 90, np.uint8)], axis=-1)  # fmt: skip
+    pixels[8:20, 10:22] = (240, 30, 60)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+PNG = input_png()
+WITH_IMAGE = {"init_image": f"{INIT_UPLOADED}{hashlib.sha256(PNG).hexdigest()}"}
+
+
+@pytest.fixture(scope="module")
+def ti2v_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.wan import write_tiny_wan_ti2v
+
+    return write_tiny_wan_ti2v(tmp_path_factory.mktemp("wan-ti2v") / "ti2v")
+
+
+@pytest.fixture(scope="module")
+def i2v_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.wan import write_tiny_wan_i2v
+
+    return write_tiny_wan_i2v(tmp_path_factory.mktemp("wan-i2v") / "i2v")
+
+
+@pytest.fixture
+def written(monkeypatch: pytest.MonkeyPatch) -> Written:
+    return Written(monkeypatch)
+
+
+def runner_in(model: ModelInfo, dtype: str) -> Runner:
+    from dataclasses import replace
+
+    from app.engine.generation.device import CPU
+
+    return Runner(device=replace(CPU, dtype_name=dtype), resolve=lambda _n: model, threads=1)
+
+
+def stock_frames(folder: Path, params: GenerationParams, dtype: str) -> list[np.ndarray]:
+    """The stock pipeline called as its model card does, its defaults otherwise: with an
+    image `WanImageToVideoPipeline` (the TI2V folder loaded as it, as its card does), else
+    the folder's own `WanPipeline`."""
+    from diffusers import WanImageToVideoPipeline, WanPipeline
+
+    image = Image.open(io.BytesIO(PNG)).convert("RGB") if params.init_image else None
+    pipeline = WanImageToVideoPipeline if image is not None else WanPipeline
+    pipe = pipeline.from_pretrained(folder, local_files_only=True, dtype=getattr(torch, dtype))
+    pipe.set_progress_bar_config(disable=True)
+    extra = {"image": image} if image is not None else {}
+    frames = pipe(
+        prompt=params.prompt,
+        negative_prompt=params.negative_prompt or None,
+        height=params.height,
+        width=params.width,
+        num_frames=params.frames,
+        num_inference_steps=params.steps,
+        guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed),
+        output_type="pil",
+        **extra,
+    ).frames[0]
+    return [np.asarray(frame, dtype=np.int16) for frame in frames]
+
+
+def clip_of(runner: Runner, params: GenerationParams, folder: Path, name: str, **kw: Any) -> Any:
+    inputs = RunInputs(init_image=PNG) if params.init_image else RunInputs()
+    return runner.run(
+        params,
+        inputs,
+        output_path=folder / f"{name}.mp4",
+        checkpoint_path=folder / f"{name}.ckpt",
+        on_step=kw.get("on_step", go_on),
+    )
+
+
+def equal_to_stock_and_across_a_pause(
+    folder: Path, params: GenerationParams, dtype: str, written: Written, tmp_path: Path
+) -> None:
+    """The clip equals stock's; paused at step 2, a fresh runner (its own pipeline)
+    finishes it to the same frames."""
+    model = model_info(folder, "wan")
+    whole = clip_of(runner_in(model, dtype), params, tmp_path, "whole")
+    assert whole.kind is OutcomeKind.COMPLETED and whole.image_path is not None
+    ours = written.frames[whole.image_path]
+    assert len(ours) == params.frames
+    assert max_frame_diff(ours, stock_frames(folder, params, dtype)) == 0
+    paused = clip_of(runner_in(model, dtype), params, tmp_path, "paused", on_step=pause_at(2))
+    assert paused.kind is OutcomeKind.PAUSED and (tmp_path / "paused.ckpt").exists()
+    resumed = clip_of(runner_in(model, dtype), params, tmp_path, "paused")
+    assert resumed.resumed_from is not None and resumed.resumed_from.step == 2
+    assert resumed.image_path is not None
+    assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
+
+
+def test_the_folders_are_told_apart_by_their_configs(ti2v_folder: Path, i2v_folder: Path) -> None:
+    """Wan 2.2 TI2V's folder says `WanPipeline`, as Wan 2.1's: its `expand_timesteps`
+    makes it TI2V; Wan 2.1 I2V's says `WanImageToVideoPipeline`."""
+    assert model_info(ti2v_folder).architecture is Architecture.WAN2_2_TI2V
+    assert model_info(i2v_folder).architecture is Architecture.WAN2_1_I2V
+    spec = Architecture.WAN2_2_TI2V.spec
+    assert spec.video is not None and spec.requests.size_multiple == 32
+    assert (spec.video.default_frames, spec.video.default_fps) == (121, 24)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("image", [False, True], ids=["text", "text+image"])
+def test_ti2v_equals_stock_with_and_without_an_image_and_resumes_exactly(
+    ti2v_folder: Path, written: Written, tmp_path: Path, dtype: str, image: bool
+) -> None:
+    params = wan_params(steps=STEPS, frames=FRAMES, negative_prompt="blurry",
+                        **(WITH_IMAGE if image else {}))  # fmt: skip
+    equal_to_stock_and_across_a_pause(ti2v_folder, params, dtype, written, tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_wan21_i2v_equals_stock_and_resumes_exactly(
+    i2v_folder: Path, written: Written, tmp_path: Path, dtype: str
+) -> None:
+    params = wan_params(steps=STEPS, frames=FRAMES, negative_prompt="blurry", **WITH_IMAGE)
+    equal_to_stock_and_across_a_pause(i2v_folder, params, dtype, written, tmp_path)
