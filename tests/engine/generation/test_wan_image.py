@@ -158,3 +158,96 @@ def test_wan21_i2v_equals_stock_and_resumes_exactly(
 ) -> None:
     params = wan_params(steps=STEPS, frames=FRAMES, negative_prompt="blurry", **WITH_IMAGE)
     equal_to_stock_and_across_a_pause(i2v_folder, params, dtype, written, tmp_path)
+
+
+I2V_REFUSAL = "Wan 2.1 I2V animates an input image: give it one (the init image)"
+T2V_REFUSAL = (
+    "Wan 2.1 text to video takes no input image; choose an image-to-video model "
+    "(Wan 2.1 I2V or Wan 2.2 TI2V)"
+)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, ti2v_folder: Path, i2v_folder: Path) -> Path:
+    """A models folder holding the three Wan families: "t2v", "ti2v" and "i2v"."""
+    from app.testing.tiny.wan import write_tiny_wan
+
+    models = tmp_path_factory.mktemp("wan-models")
+    write_tiny_wan(models / "t2v")
+    for folder in (ti2v_folder, i2v_folder):
+        (models / folder.name).symlink_to(folder)
+    return models
+
+
+def test_an_input_image_is_refused_where_the_model_takes_none_and_needed_where_it_must(
+    models: Path,
+) -> None:
+    from app.engine.generation.files.sources import ModelSearchPath
+    from app.engine.generation.request_checks import check_runnable
+    from app.errors import BadInput
+
+    search = ModelSearchPath(user=(models,))
+    for name in ("ti2v", "i2v"):
+        assert check_runnable(wan_params(model=name, **WITH_IMAGE), search).name == name
+    assert check_runnable(wan_params(model="ti2v"), search).name == "ti2v"  # text alone
+    for name, sentence, changes in (
+        ("i2v", I2V_REFUSAL, {}), ("t2v", T2V_REFUSAL, WITH_IMAGE),
+    ):  # fmt: skip
+        with pytest.raises(BadInput) as refused:
+            check_runnable(wan_params(model=name, **changes), search)
+        assert str(refused.value) == sentence
+
+
+def test_the_command_line_stores_a_clip_of_an_image_and_refuses_one_in_a_sentence(
+    models: Path, easel_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from app.cli import main
+
+    (easel_home / "models").mkdir(parents=True)
+    for name in ("i2v", "t2v"):
+        (easel_home / "models" / name).symlink_to(models / name)
+    image = tmp_path / "first.png"
+    image.write_bytes(PNG)
+    clip = ["submit", "a cat", "--video", "--frames", "5", "--size", "32x32"]
+    refusals = {
+        ("--model", "i2v"): f"error: {I2V_REFUSAL}\n",
+        ("--model", "t2v", "--init-image", str(image)): f"error: {T2V_REFUSAL}\n",
+    }
+    for argv, sentence in refusals.items():
+        assert main([*clip, *argv]) == 2
+        assert capsys.readouterr() == ("", sentence)
+    assert main([*clip, "--model", "i2v", "--init-image", str(image)]) == 0
+    job_id = int(capsys.readouterr().out)
+    assert main(["jobs", "--all", "--json"]) == 0
+    [stored] = json.loads(capsys.readouterr().out)
+    assert (stored["id"], stored["kind"], stored["frames"]) == (job_id, "video", 5)
+    assert stored["init_image"] == WITH_IMAGE["init_image"]
+
+
+def test_the_native_api_takes_an_input_image_for_a_clip_and_refuses_a_missing_one(
+    models: Path, easel_home: Path
+) -> None:
+    import base64
+    import shutil
+
+    from app.engine.store.opening import open_queue
+    from tests.server.test_server_api import running
+
+    for name in ("i2v", "t2v"):  # names inside the models folder
+        shutil.copytree(models / name, easel_home / "models" / name)
+    queue = open_queue(easel_home / "easel.db")
+    body = {"prompt": "a cat", "model": "i2v", "width": 32, "height": 32, "frames": 5}
+    image = base64.b64encode(PNG).decode()
+    with running(queue) as api:
+        missing = api.client.post("/api/v1/jobs", json=body)
+        unwanted = api.client.post("/api/v1/jobs", json={**body, "model": "t2v",
+                                                         "init_image": image})  # fmt: skip
+        taken = api.client.post("/api/v1/jobs", json={**body, "init_image": image})
+    assert missing.status_code == 422 and missing.json() == {"error": f"{I2V_REFUSAL}."}
+    assert unwanted.status_code == 422 and unwanted.json() == {"error": f"{T2V_REFUSAL}."}
+    assert taken.status_code == 201, taken.text
+    [job] = taken.json()["jobs"]
+    assert job["video"] == {"frames": 5, "fps": 16} and len(queue.jobs()) == 1
+    assert queue.jobs()[0].init_image == WITH_IMAGE["init_image"]

@@ -63,7 +63,8 @@ WAN21 = FamilySpec(
         samplers=WAN_SAMPLERS,
         size_multiple=WAN_SIZE_MULTIPLE,
         img2img=False,
-        img2img_refusal="Wan 2.1 text to video takes no init image",
+        img2img_refusal="Wan 2.1 text to video takes no input image; choose an image-to-video "
+        "model (Wan 2.1 I2V or Wan 2.2 TI2V)",
         reference_images=False,
     ),
     float16_overflowing_encoders=("text_encoder",),  # UMT5, as T5 v1.1
