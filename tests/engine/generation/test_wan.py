@@ -230,7 +230,8 @@ def test_the_command_line_refuses_a_bad_clip_in_one_line_and_stores_nothing(
         ("--model", "wan", "--video", "--frames", "8"):
             "error: Wan 2.1 draws 4k+1 frames, not 8; the nearest are 5 or 9\n",
         ("--video", "--frames", "9"):  # the bundled model draws images
-            f"error: SD 1.x models draw images, not videos; choose a video model ({VIDEO_MODELS})\n",
+            f"error: SD 1.x models draw images, not videos; "
+            f"choose a video model ({VIDEO_MODELS})\n",
         ("--model", "wan", "--frames", "9"): "error: --frames and --fps need --video\n",
     }  # fmt: skip
     for argv, sentence in asks.items():

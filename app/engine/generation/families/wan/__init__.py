@@ -34,7 +34,7 @@ WAN_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 spatial patche
 WAN_SAMPLERS = ("UniPC", "Euler")
 
 WAN_PARTS = ("transformer", "vae", "scheduler", "text_encoder", "tokenizer")
-IMAGE_DRIVER = "app.engine.generation.families.wan.image:WanImageFamily"
+IMAGE_DRIVERS = "app.engine.generation.families.wan.image:Wan{}Family"  # I2v, Ti2v
 
 
 def expands_timesteps(configs: FolderConfigs) -> bool:
@@ -83,7 +83,7 @@ WAN22_TI2V = replace(
     # one, Easel's loop is `WanPipeline`'s (the first frame's timestep zeroed only then).
     pipeline="WanImageToVideoPipeline",
     driven_pipelines=("WanImageToVideoPipeline",),
-    driver=IMAGE_DRIVER,
+    driver=IMAGE_DRIVERS.format("Ti2v"),
     checkpoint_family="wan2.2-ti2v",
     checkpoint_label="Wan 2.2 TI2V",
     # Its VAE's 16 (8 and a 2x2 pixel patch) times the transformer's 2x2 patches.
@@ -103,7 +103,7 @@ WAN21_I2V = replace(
     ),
     pipeline="WanImageToVideoPipeline",
     driven_pipelines=("WanImageToVideoPipeline",),
-    driver=IMAGE_DRIVER,
+    driver=IMAGE_DRIVERS.format("I2v"),
     checkpoint_family="wan2.1-i2v",
     checkpoint_label="Wan 2.1 I2V",
     requests=replace(WAN21.requests, img2img=True, img2img_refusal=""),

@@ -44,8 +44,6 @@ class WanImageFamily(WanFamily):
     def __init__(self, pipe: Any) -> None:
         super().__init__(pipe)
         self.first_frame_only = bool(pipe.config.expand_timesteps)  # TI2V: frame 0 is the image
-        spec = WAN22_TI2V if self.first_frame_only else WAN21_I2V
-        self.name, self.label = spec.checkpoint_family, spec.checkpoint_label
 
     def _latent_channels(self) -> int:
         """The VAE's channels (`WanImageToVideoPipeline`: the DiT of 2.1 I2V reads more)."""
@@ -146,3 +144,26 @@ def _rgb(png: bytes) -> Image.Image:
     """The input image as the stock pipeline is given it: a PIL image in RGB."""
     with Image.open(io.BytesIO(png)) as image:
         return image.convert("RGB")
+
+
+class WanI2vFamily(WanImageFamily):
+    """Wan 2.1 I2V: the image's latents and mask beside the noise, CLIP's image states."""
+
+    name = WAN21_I2V.checkpoint_family
+    label = WAN21_I2V.checkpoint_label
+
+    @staticmethod
+    def drives(pipe: Any) -> bool:
+        """`family_of`'s choice between the two families of `WanImageToVideoPipeline`."""
+        return not pipe.config.expand_timesteps
+
+
+class WanTi2vFamily(WanImageFamily):
+    """Wan 2.2 TI2V 5B: text alone, or an image as the first latent frame."""
+
+    name = WAN22_TI2V.checkpoint_family
+    label = WAN22_TI2V.checkpoint_label
+
+    @staticmethod
+    def drives(pipe: Any) -> bool:
+        return bool(pipe.config.expand_timesteps)
