@@ -48,6 +48,10 @@ with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step o
 clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
 frame: the decoded frames of Easel's loop (before the MP4's lossy encoding), against a run
 paused at step 3 and resumed from its checkpoint file, and against stock `WanPipeline`.
+The same four for Wan 2.2 TI2V 5B (`wan2.2-ti2v`: text only, against its folder's own
+`WanPipeline`; `wan2.2-ti2v-image`: with a 32x32 input image as the first frame) and Wan
+2.1 I2V (`wan2.1-i2v`: the image's latents and mask beside the noise, CLIP image states),
+the image ones against stock `WanImageToVideoPipeline` given the image.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
