@@ -1,4 +1,5 @@
-"""A tiny random Wan 2.1 text-to-video pipeline, for tests and benchmarks.
+"""Tiny random Wan pipelines, for tests and benchmarks: Wan 2.1 text to video (below),
+Wan 2.2 TI2V 5B (`build_tiny_wan_ti2v`) and Wan 2.1 I2V (`build_tiny_wan_i2v`).
 
 The components and folder layout of Wan-AI/Wan2.1-T2V-1.3B-Diffusers, each a few thousand
 parameters: a `WanTransformer3DModel` of one block on (1, 2, 2) patches, the Wan VAE
