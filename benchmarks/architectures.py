@@ -418,10 +418,10 @@ def _wan_row(label: str, folder: Path, work: Path, image: Image.Image | None) ->
     (`WanImageToVideoPipeline` given `image`, the folder's own `WanPipeline` without)."""
     model = detected(ModelInfo("m", folder, ModelSource.USER))
     png = _png(image) if image is not None else None
-    named = {"init_image": f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}"} if png else {}
+    named = f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}" if png else ""
     params = GenerationParams(
         prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0,
-        seed=42, **WAN_CLIP, **named,
+        seed=42, init_image=named, **WAN_CLIP,
     )  # fmt: skip
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
     started = time.perf_counter()
