@@ -235,16 +235,20 @@ def tiny_clip_vision(*, seed: int = 0) -> tuple[Any, Any]:
     return encoder, CLIPImageProcessor(crop_size=I2V_IMAGE_SIZE, size=I2V_IMAGE_SIZE)
 
 
-def build_tiny_wan_i2v(*, seed: int = 0) -> Any:
+def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False) -> Any:
     """A tiny Wan 2.1 I2V (`WanImageToVideoPipeline`): its DiT reads the noise (16
     channels), the 4 mask channels and the input image's 16 latent channels (36 in), and
-    the CLIP image encoder's penultimate states beside the prompt's."""
+    the CLIP image encoder's penultimate states beside the prompt's. With `experts`, Wan 2.2
+    I2V A14B's shape: a high- and a low-noise DiT switched at the boundary ratio, no CLIP."""
     import torch
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanImageToVideoPipeline
 
+    in_channels = 2 * LATENT_CHANNELS + 4
+    image_dim = None if experts else I2V_IMAGE_WIDTH
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        transformer = _tiny_dit(2 * LATENT_CHANNELS + 4, LATENT_CHANNELS, I2V_IMAGE_WIDTH)
+        transformer = _tiny_dit(in_channels, LATENT_CHANNELS, image_dim)
+        transformer_2 = _tiny_dit(in_channels, LATENT_CHANNELS) if experts else None
         vae = AutoencoderKLWan(
             base_dim=3,
             z_dim=LATENT_CHANNELS,
@@ -252,7 +256,7 @@ def build_tiny_wan_i2v(*, seed: int = 0) -> Any:
             num_res_blocks=1,
             temperal_downsample=[False, True, True],
         )
-    image_encoder, image_processor = tiny_clip_vision(seed=seed + 2)
+    image_encoder, image_processor = (None, None) if experts else tiny_clip_vision(seed=seed + 2)
     return WanImageToVideoPipeline(
         tokenizer=tiny_t5_tokenizer(),
         text_encoder=tiny_umt5_encoder(seed=seed + 1),
@@ -261,12 +265,14 @@ def build_tiny_wan_i2v(*, seed: int = 0) -> Any:
         transformer=transformer,
         vae=vae,
         scheduler=FlowMatchEulerDiscreteScheduler(**WAN_SCHEDULER),
+        transformer_2=transformer_2,
+        boundary_ratio=WAN22_BOUNDARY_RATIO if experts else None,
     )
 
 
-def write_tiny_wan_i2v(dest: Path, *, seed: int = 0) -> Path:
+def write_tiny_wan_i2v(dest: Path, *, seed: int = 0, experts: bool = False) -> Path:
     """Save `build_tiny_wan_i2v(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan_i2v(seed=seed)
+    pipe = build_tiny_wan_i2v(seed=seed, experts=experts)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

@@ -251,3 +251,26 @@ def test_the_native_api_takes_an_input_image_for_a_clip_and_refuses_a_missing_on
     [job] = taken.json()["jobs"]
     assert job["video"] == {"frames": 5, "fps": 16} and len(queue.jobs()) == 1
     assert queue.jobs()[0].init_image == WITH_IMAGE["init_image"]
+
+
+def test_two_i2v_experts_without_clip_equal_stock_and_resume_across_the_switch(
+    tmp_path: Path, written: Written
+) -> None:
+    """Wan 2.2 I2V A14B's shape (a high- and a low-noise DiT, no CLIP image encoder): the
+    clip equals stock `WanImageToVideoPipeline`'s, and a pause before the switch (timesteps
+    1000, 858, 602, 9: the switch at 875) resumes on a fresh runner to the same frames."""
+    from app.testing.tiny.wan import write_tiny_wan_i2v
+
+    folder = write_tiny_wan_i2v(tmp_path / "a14b", experts=True)
+    assert model_info(folder).architecture is Architecture.WAN2_1_I2V
+    model = model_info(folder, "wan")
+    params = wan_params(steps=4, frames=FRAMES, **WITH_IMAGE)
+    whole = clip_of(runner_in(model, "float32"), params, tmp_path, "whole")
+    assert whole.image_path is not None
+    ours = written.frames[whole.image_path]
+    assert max_frame_diff(ours, stock_frames(folder, params, "float32")) == 0
+    paused = clip_of(runner_in(model, "float32"), params, tmp_path, "paused", on_step=pause_at(1))
+    assert paused.kind is OutcomeKind.PAUSED
+    resumed = clip_of(runner_in(model, "float32"), params, tmp_path, "paused")
+    assert resumed.resumed_from is not None and resumed.image_path is not None
+    assert max_frame_diff(written.frames[resumed.image_path], ours) == 0

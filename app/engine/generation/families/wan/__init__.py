@@ -7,7 +7,8 @@ Diffusers folders only, for now. Three families, told apart by their folders' co
   channels; loaded as `WanImageToVideoPipeline` (as its model card does for an image),
   driven by `image.py`: an input image is its first latent frame, at timestep 0;
 - Wan 2.1 image to video (14B 480p and 720p): `WanImageToVideoPipeline` with the CLIP
-  image encoder; the input image's latents and mask ride beside the noise (`image.py`).
+  image encoder; the input image's latents and mask ride beside the noise (`image.py`); a
+  folder with two experts and no CLIP (Wan 2.2 I2V A14B's shape) runs as it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ def expands_timesteps(configs: FolderConfigs) -> bool:
     timestep per latent patch, what lets the first frame be an input image's)."""
     index: Any = configs.get("model_index", {})
     return bool(index.get("expand_timesteps", False))
+
+
+def reads_images(configs: FolderConfigs) -> bool:
+    """Whether a `WanImageToVideoPipeline` folder is Wan 2.1 I2V's: not TI2V's, and with its
+    CLIP image encoder (14B 480p/720p) or two experts (Wan 2.2 I2V A14B's shape, no CLIP)."""
+    index: Any = configs.get("model_index", {})
+    has_clip = index.get("image_encoder") not in (None, [None, None])
+    return not expands_timesteps(configs) and (has_clip or index.get("boundary_ratio") is not None)
 
 
 WAN21 = FamilySpec(
@@ -96,11 +105,8 @@ WAN21_I2V = replace(
     WAN21,
     architecture=WAN21_I2V_ID,
     label="Wan 2.1 I2V",
-    folder=Folder(
-        pipelines=("WanImageToVideoPipeline",),
-        parts=(*WAN_PARTS, "image_encoder", "image_processor"),
-        claims=lambda configs: not expands_timesteps(configs),
-    ),
+    folder=Folder(pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=reads_images),
+    optional_parts=("image_encoder", "image_processor", "transformer_2"),
     pipeline="WanImageToVideoPipeline",
     driven_pipelines=("WanImageToVideoPipeline",),
     driver=IMAGE_DRIVERS.format("I2v"),
