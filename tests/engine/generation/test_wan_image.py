@@ -274,3 +274,15 @@ def test_two_i2v_experts_without_clip_equal_stock_and_resume_across_the_switch(
     resumed = clip_of(runner_in(model, "float32"), params, tmp_path, "paused")
     assert resumed.resumed_from is not None and resumed.image_path is not None
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
+
+
+def test_a_released_ti2v_folder_s_unipc_in_bfloat16_equals_stock_and_resumes_mid_multistep(
+    tmp_path: Path, written: Written
+) -> None:
+    """As artists run it: the released folder's UniPC (shift 5), bfloat16, an input image;
+    paused at step 2 (UniPC's history in the checkpoint), resumed to the same frames."""
+    from app.testing.tiny.wan import write_tiny_wan_ti2v
+
+    folder = write_tiny_wan_ti2v(tmp_path / "released", released=True)
+    params = wan_params(steps=4, frames=FRAMES, scheduler="UniPC", **WITH_IMAGE)
+    equal_to_stock_and_across_a_pause(folder, params, "bfloat16", written, tmp_path)
