@@ -50,8 +50,9 @@ frame: the decoded frames of Easel's loop (before the MP4's lossy encoding), aga
 paused at step 3 and resumed from its checkpoint file, and against stock `WanPipeline`.
 The same four for Wan 2.2 TI2V 5B (`wan2.2-ti2v`: text only, against its folder's own
 `WanPipeline`; `wan2.2-ti2v-image`: with a 32x32 input image as the first frame) and Wan
-2.1 I2V (`wan2.1-i2v`: the image's latents and mask beside the noise, CLIP image states),
-the image ones against stock `WanImageToVideoPipeline` given the image.
+2.1 I2V (`wan2.1-i2v`: the image's latents and mask beside the noise, CLIP image states;
+`wan2.2-i2v-a14b`: its shape with two experts and no CLIP, switched at the boundary), the
+image ones against stock `WanImageToVideoPipeline` given the image.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -404,6 +405,8 @@ def run_wan(work: Path) -> None:
     _wan_row("wan2.2-ti2v", ti2v, work, None)
     _wan_row("wan2.2-ti2v-image", ti2v, work, _clip_image())
     _wan_row("wan2.1-i2v", write_tiny_wan_i2v(work / "wan2.1-i2v"), work, _clip_image())
+    a14b = write_tiny_wan_i2v(work / "wan2.2-i2v-a14b", experts=True)
+    _wan_row("wan2.2-i2v-a14b", a14b, work, _clip_image())
 
 
 def _clip_image() -> Image.Image:
