@@ -48,6 +48,11 @@ with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step o
 clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
 frame: the decoded frames of Easel's loop (before the MP4's lossy encoding), against a run
 paused at step 3 and resumed from its checkpoint file, and against stock `WanPipeline`.
+The same four for Wan 2.2 TI2V 5B (`wan2.2-ti2v`: text only, against its folder's own
+`WanPipeline`; `wan2.2-ti2v-image`: with a 32x32 input image as the first frame) and Wan
+2.1 I2V (`wan2.1-i2v`: the image's latents and mask beside the noise, CLIP image states;
+`wan2.2-i2v-a14b`: its shape with two experts and no CLIP, switched at the boundary), the
+image ones against stock `WanImageToVideoPipeline` given the image.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -78,6 +83,7 @@ benchmarks/generation.py (float32).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import os
 import shutil
@@ -90,7 +96,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -110,7 +116,7 @@ from app.engine.generation.load.pipelines import (
 )
 from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
-from app.engine.jobs.params import SCHEDULERS, GenerationParams
+from app.engine.jobs.params import INIT_UPLOADED, SCHEDULERS, GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
 from app.testing.tiny.chroma import write_tiny_chroma
@@ -391,40 +397,66 @@ WAN_CLIP: dict[str, Any] = {"width": 32, "height": 32, "kind": "video", "frames"
 
 
 def run_wan(work: Path) -> None:
-    """The Wan 2.1 row (see the docstring): every frame compared, before the MP4."""
-    folder = write_tiny_wan(work / "wan2.1")
+    """The Wan rows (see the docstring): every frame compared, before the MP4."""
+    from app.testing.tiny.wan import write_tiny_wan_i2v, write_tiny_wan_ti2v
+
+    _wan_row("wan2.1", write_tiny_wan(work / "wan2.1"), work, None)
+    ti2v = write_tiny_wan_ti2v(work / "wan2.2-ti2v")
+    _wan_row("wan2.2-ti2v", ti2v, work, None)
+    _wan_row("wan2.2-ti2v-image", ti2v, work, _clip_image())
+    _wan_row("wan2.1-i2v", write_tiny_wan_i2v(work / "wan2.1-i2v"), work, _clip_image())
+    a14b = write_tiny_wan_i2v(work / "wan2.2-i2v-a14b", experts=True)
+    _wan_row("wan2.2-i2v-a14b", a14b, work, _clip_image())
+
+
+def _clip_image() -> Image.Image:
+    """The input image of the image-to-video rows: a red disc on a grey-blue ground."""
+    image = Image.new("RGB", (32, 32), (90, 110, 140))
+    ImageDraw.Draw(image).ellipse((8, 6, 24, 22), fill=(220, 40, 40))
+    return image
+
+
+def _wan_row(label: str, folder: Path, work: Path, image: Image.Image | None) -> None:
+    """One Wan row: Easel's clip against a paused-and-resumed one and the stock pipeline's
+    (`WanImageToVideoPipeline` given `image`, the folder's own `WanPipeline` without)."""
     model = detected(ModelInfo("m", folder, ModelSource.USER))
+    png = _png(image) if image is not None else None
+    named = f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}" if png else ""
     params = GenerationParams(
         prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0,
-        seed=42, **WAN_CLIP,
+        seed=42, init_image=named, **WAN_CLIP,
     )  # fmt: skip
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
     started = time.perf_counter()
     pipe = runner.load("m").pipe
-    report("load_s[wan2.1]", f"{time.perf_counter() - started:.2f}")
-    report("step_ms[wan2.1]", f"{_step_ms(pipe, params):.1f}")
-    ours = clip_frames(pipe, params)
-    paused = work / "wan-paused.mp4"
-    runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
-               on_step=_pause)  # fmt: skip
+    report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+    timed = GenerationParams(**{**params.to_dict(), "steps": TIMED_STEPS + 1})
+    report(f"step_ms[{label}]", f"{_timed_steps(pipe, denoise.start(pipe, timed, png)):.1f}")
+    ours = clip_frames(pipe, params, png)
+    paused = work / f"{label}-paused.mp4"
+    runner.run(params, RunInputs(init_image=png), output_path=paused,
+               checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
     resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
-    stock_pipe: Any = _pipeline_class(Architecture.WAN2_1).from_pretrained(
-        folder, local_files_only=True
-    )
+    import diffusers
+
+    stock_class = "WanImageToVideoPipeline" if image is not None else "WanPipeline"
+    stock_pipe: Any = getattr(diffusers, stock_class).from_pretrained(folder, local_files_only=True)
     stock_pipe.set_progress_bar_config(disable=True)
     stock = stock_pipe(
         prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
         width=params.width, num_frames=params.frames, num_inference_steps=params.steps,
         guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
-        output_type="pil",
+        output_type="pil", **({"image": image} if image is not None else {}),
     ).frames[0]  # fmt: skip
-    report("pause_resume_max_diff[wan2.1]", _frames_diff(ours, resumed))
-    report("same_as_diffusers_max_diff[wan2.1]", _frames_diff(ours, stock))
+    report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+    report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
 
 
-def clip_frames(pipe: Any, params: GenerationParams) -> list[Image.Image]:
+def clip_frames(
+    pipe: Any, params: GenerationParams, image: bytes | None = None
+) -> list[Image.Image]:
     """A clip through Easel's loop, start to decoded frames (no MP4: its encoding is lossy)."""
-    state = denoise.start(pipe, params)
+    state = denoise.start(pipe, params, image)
     while not state.finished:
         denoise.advance(pipe, state)
     return _frames(denoise.decode(pipe, state))

@@ -111,7 +111,9 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
     for txt2img), checked as a worker would check them (the size an init image gives too)."""
     size_given = args.size is not None
     args.size = args.size or DEFAULT_SIZE
-    params = params_from_args(args)  # checked against the model files here already
+    # Checked against the model files here, or with its init image below (an image-to-video
+    # model needs one: the request is checked whole).
+    params = params_from_args(args, check=args.init_image is None)
     if args.init_image is None:
         if args.strength is not None:
             raise InvalidParameters("--strength needs --init-image")

@@ -117,9 +117,10 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def params_from_args(args: argparse.Namespace) -> GenerationParams:
+def params_from_args(args: argparse.Namespace, *, check: bool = True) -> GenerationParams:
     """The request on the command line, checked before anything is stored: parameters, and
-    that the model exists where a worker will look (files only: no torch here)."""
+    (`check`) that the model exists where a worker will look and runs them (files only: no
+    torch here); without `check`, the caller checks the model once the request is whole."""
     width, height = parse_size(args.size)
     params = GenerationParams(
         prompt=args.prompt, negative_prompt=args.negative, model=args.model,
@@ -130,7 +131,8 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
         compile=getattr(args, "compile", False),
         **_video_args(args),
     ).validated()  # fmt: skip
-    check_model(params)
+    if check:
+        check_model(params)
     return params
 
 

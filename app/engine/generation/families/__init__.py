@@ -21,13 +21,16 @@ __all__ = ["family_label", "family_of"]
 
 
 def family_of(pipe: Any) -> ModelFamily:
-    """The family that drives `pipe`; `UnsupportedModel` for a pipeline of no family."""
+    """The family that drives `pipe`; `UnsupportedModel` for a pipeline of no family. Where
+    two families' drivers drive one pipeline class (Wan 2.1 I2V and Wan 2.2 TI2V), each
+    driver's `drives(pipe)` says from the pipeline's config whether it is its own."""
     import diffusers
 
     for spec in families():
         classes = tuple(getattr(diffusers, name) for name in spec.driven_pipelines)
-        if isinstance(pipe, classes):
-            family: ModelFamily = spec.driver_class()(pipe)
+        driver = spec.driver_class() if isinstance(pipe, classes) else None
+        if driver is not None and getattr(driver, "drives", lambda _pipe: True)(pipe):
+            family: ModelFamily = driver(pipe)
             return family
     raise UnsupportedModel(f"no model family drives a {type(pipe).__name__}")
 

@@ -41,6 +41,8 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
     if takes is None:
         return [f"{label} models draw images, not videos; choose a video model ({_labels()})"]
     problems = []
+    if takes.needs_image and not params.init_image:
+        problems.append(f"{label} animates an input image: give it one (the init image)")
     step = takes.frame_step
     if params.frames % step != 1 % step:
         counts = " or ".join(str(count) for count in nearest_frame_counts(params.frames, step))
@@ -51,5 +53,7 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
 
 
 def _labels() -> str:
-    """ "Wan 2.1": the video families, as a refusal names them (never falling behind)."""
-    return " or ".join(architecture.label for architecture in video_families())
+    """ "Wan 2.1, Wan 2.1 I2V or Wan 2.2 TI2V": the video families, as a refusal names
+    them (never falling behind)."""
+    labels = [architecture.label for architecture in video_families()]
+    return " or ".join(filter(None, (", ".join(labels[:-1]), labels[-1])))

@@ -137,7 +137,13 @@ def detect_folder(folder: Path) -> Detected:
             f"{kind} is not a text-to-image pipeline of a family Easel runs ({families_run})"
         )
     if claimants[0].transformer:
-        return _detect_transformer_folder(folder, index, claimants[0])
+        # Families that share a pipeline class (Wan 2.1 and 2.2 TI2V) claim by model index.
+        index_only = {"model_index": index}
+        claimed = (s for s in claimants if s.folder.claims is None or s.folder.claims(index_only))
+        transformer_spec = next(claimed, None)
+        if transformer_spec is None:
+            return unsupported(f"a {pipeline} whose configs no family Easel runs claims")
+        return _detect_transformer_folder(folder, index, transformer_spec)
     configs = {name: _read_json(folder / name / "config.json") or {} for name in _UNET_CONFIGS}
     spec = next((s for s in claimants if s.folder.claims is None or s.folder.claims(configs)), None)
     if spec is None:

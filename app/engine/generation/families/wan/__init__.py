@@ -1,23 +1,57 @@
-"""Wan 2.1 text to video (1.3B and 14B): a 3D DiT on (1, 2, 2) patches, the UMT5 text
-encoder, the Wan VAE (4x in time, 8x in space); `model.py` drives it as `WanPipeline`
-does. Diffusers folders only, for now."""
+"""Wan: a 3D DiT on (1, 2, 2) patches, the UMT5 text encoder, the Wan VAE (4x in time).
+Diffusers folders only, for now. Three families, told apart by their folders' configs:
+- Wan 2.1 text to video (1.3B and 14B; a folder with two experts, Wan 2.2 A14B's shape,
+  runs as it): `WanPipeline`, driven by `model.py`;
+- Wan 2.2 TI2V 5B, text or text and an image: a `WanPipeline` folder whose model index
+  says `expand_timesteps` (a timestep per latent patch), its VAE 16x in space with 48
+  channels; loaded as `WanImageToVideoPipeline` (as its model card does for an image),
+  driven by `image.py`: an input image is its first latent frame, at timestep 0;
+- Wan 2.1 image to video (14B 480p and 720p): `WanImageToVideoPipeline` with the CLIP
+  image encoder; the input image's latents and mask ride beside the noise (`image.py`); a
+  folder with two experts and no CLIP (Wan 2.2 I2V A14B's shape) runs as it.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
 
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
+    FolderConfigs,
     Requests,
     VideoRequests,
 )
 
 WAN21_ID = Architecture.declare("wan2.1", released="2025-02")
+WAN21_I2V_ID = Architecture.declare("wan2.1-i2v", released="2025-02")
+WAN22_TI2V_ID = Architecture.declare("wan2.2-ti2v", released="2025-07")
 
 WAN_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 spatial patches
 # UniPC first: the released folders' own scheduler (the stock pipeline's default there);
 # Euler: the flow-matching Euler of the other flow families, with the folder's shift.
 WAN_SAMPLERS = ("UniPC", "Euler")
+
+WAN_PARTS = ("transformer", "vae", "scheduler", "text_encoder", "tokenizer")
+IMAGE_DRIVERS = "app.engine.generation.families.wan.image:Wan{}Family"  # I2v, Ti2v
+
+
+def expands_timesteps(configs: FolderConfigs) -> bool:
+    """Whether a Wan folder is Wan 2.2 TI2V's: its model index's `expand_timesteps` (a
+    timestep per latent patch, what lets the first frame be an input image's)."""
+    index: Any = configs.get("model_index", {})
+    return bool(index.get("expand_timesteps", False))
+
+
+def reads_images(configs: FolderConfigs) -> bool:
+    """Whether a `WanImageToVideoPipeline` folder is Wan 2.1 I2V's: not TI2V's, and with its
+    CLIP image encoder (14B 480p/720p) or two experts (Wan 2.2 I2V A14B's shape, no CLIP)."""
+    index: Any = configs.get("model_index", {})
+    has_clip = index.get("image_encoder") not in (None, [None, None])
+    return not expands_timesteps(configs) and (has_clip or index.get("boundary_ratio") is not None)
+
 
 WAN21 = FamilySpec(
     architecture=WAN21_ID,
@@ -26,7 +60,8 @@ WAN21 = FamilySpec(
     native_size=832,  # its 480p clips are 832x480
     folder=Folder(
         pipelines=("WanPipeline",),
-        parts=("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
+        parts=WAN_PARTS,
+        claims=lambda configs: not expands_timesteps(configs),
     ),
     pipeline="WanPipeline",
     driven_pipelines=("WanPipeline",),
@@ -40,7 +75,8 @@ WAN21 = FamilySpec(
         samplers=WAN_SAMPLERS,
         size_multiple=WAN_SIZE_MULTIPLE,
         img2img=False,
-        img2img_refusal="Wan 2.1 text to video takes no init image",
+        img2img_refusal="Wan 2.1 text to video takes no input image; choose an image-to-video "
+        "model (Wan 2.1 I2V or Wan 2.2 TI2V)",
         reference_images=False,
     ),
     float16_overflowing_encoders=("text_encoder",),  # UMT5, as T5 v1.1
@@ -49,4 +85,40 @@ WAN21 = FamilySpec(
     video=VideoRequests(frame_step=4, default_frames=81, default_fps=16),
 )
 
-FAMILIES = (WAN21,)
+WAN22_TI2V = replace(
+    WAN21,
+    architecture=WAN22_TI2V_ID,
+    label="Wan 2.2 TI2V",
+    native_size=1280,  # its 720p clips are 1280x704
+    folder=Folder(pipelines=("WanPipeline",), parts=WAN_PARTS, claims=expands_timesteps),
+    # The stock image-to-video pipeline: with an image, as its model card runs it; without
+    # one, Easel's loop is `WanPipeline`'s (the first frame's timestep zeroed only then).
+    pipeline="WanImageToVideoPipeline",
+    driven_pipelines=("WanImageToVideoPipeline",),
+    driver=IMAGE_DRIVERS.format("Ti2v"),
+    checkpoint_family="wan2.2-ti2v",
+    checkpoint_label="Wan 2.2 TI2V",
+    # Its VAE's 16 (8 and a 2x2 pixel patch) times the transformer's 2x2 patches.
+    requests=replace(WAN21.requests, size_multiple=32, img2img=True, img2img_refusal=""),
+    # Wan-AI/Wan2.2-TI2V-5B-Diffusers' model card: 121 frames at 24 fps.
+    video=VideoRequests(frame_step=4, default_frames=121, default_fps=24, takes_image=True),
+)
+
+WAN21_I2V = replace(
+    WAN21,
+    architecture=WAN21_I2V_ID,
+    label="Wan 2.1 I2V",
+    folder=Folder(pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=reads_images),
+    optional_parts=("image_encoder", "image_processor", "transformer_2"),
+    pipeline="WanImageToVideoPipeline",
+    driven_pipelines=("WanImageToVideoPipeline",),
+    driver=IMAGE_DRIVERS.format("I2v"),
+    checkpoint_family="wan2.1-i2v",
+    checkpoint_label="Wan 2.1 I2V",
+    requests=replace(WAN21.requests, img2img=True, img2img_refusal=""),
+    video=VideoRequests(
+        frame_step=4, default_frames=81, default_fps=16, takes_image=True, needs_image=True
+    ),
+)
+
+FAMILIES = (WAN21, WAN21_I2V, WAN22_TI2V)

@@ -39,7 +39,7 @@ from PIL import Image
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import FlowFamily, sentence_prompt
 from app.engine.generation.families.flow_params import sampler_problem
-from app.engine.generation.families.wan import WAN21, WAN_SAMPLERS, WAN_SIZE_MULTIPLE
+from app.engine.generation.families.wan import WAN21, WAN_SAMPLERS
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.generation.preview import png_of, to_uint8_hwc
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams, InvalidParameters
@@ -79,16 +79,21 @@ class WanFamily(FlowFamily):
     def latent_shape(self, params: GenerationParams) -> tuple[int, ...]:
         if params.kind != KIND_VIDEO:
             raise InvalidParameters(f"{self.label} models draw videos, not images")
-        if params.width % WAN_SIZE_MULTIPLE or params.height % WAN_SIZE_MULTIPLE:
-            raise InvalidParameters(
-                f"{self.label} draws sizes in multiples of {WAN_SIZE_MULTIPLE} pixels, "
-                f"not {params.width}x{params.height}"
-            )
         temporal = self.pipe.vae_scale_factor_temporal
         spatial = self.pipe.vae_scale_factor_spatial
-        channels = self._experts()[0].config.in_channels
+        multiple = spatial * self._experts()[0].config.patch_size[1]  # Wan 2.1: 16
+        if params.width % multiple or params.height % multiple:
+            raise InvalidParameters(
+                f"{self.label} draws sizes in multiples of {multiple} pixels, "
+                f"not {params.width}x{params.height}"
+            )
+        channels = self._latent_channels()
         latent_frames = (params.frames - 1) // temporal + 1
         return (1, channels, latent_frames, params.height // spatial, params.width // spatial)
+
+    def _latent_channels(self) -> int:
+        """The noise's channels: the transformer's input (`WanPipeline.prepare_latents`)."""
+        return int(self._experts()[0].config.in_channels)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
         if self.uses_cfg(params):
@@ -154,17 +159,18 @@ class WanFamily(FlowFamily):
     ) -> torch.Tensor:
         model = self._expert_at(scheduler, t)
         dtype = self.transformer_dtype
-        model_input = latents.to(dtype)
-        timestep = self._timestep(latents, t)
+        model_input = self._model_input(latents, conditioning).to(dtype)
+        timestep = self._timestep(latents, t, conditioning)
+        extra = self._extra_inputs(conditioning)
         where = {  # the stock loop's `cache_context_kwargs` (First Block Cache reads none)
             "step_index": index,
             "sigma": float(scheduler.sigmas[index]),
             "num_inference_steps": len(scheduler.timesteps),
         }
-        noise_pred = self._transformer(model, model_input, timestep, conditioning, where)
+        noise_pred = self._transformer(model, model_input, timestep, conditioning, where, extra)
         if do_cfg:
             noise_uncond = self._transformer(
-                model, model_input, timestep, conditioning, where, context="uncond"
+                model, model_input, timestep, conditioning, where, extra, context="uncond"
             )
             noise_pred = noise_uncond + guidance * (noise_pred - noise_uncond)
         return noise_pred
@@ -176,10 +182,12 @@ class WanFamily(FlowFamily):
         timestep: torch.Tensor,
         conditioning: Conditioning,
         where: dict[str, Any],
+        extra: dict[str, Any],
         context: str = "cond",
     ) -> torch.Tensor:
         """One expert's call as the stock loop makes it: the prompt's in the "cond" cache
-        context, the negative prompt's in "uncond" (step caching keeps a state for each)."""
+        context, the negative prompt's in "uncond" (step caching keeps a state for each);
+        `extra`: image to video's inputs (the image encoder's states)."""
         embeds = conditioning[PROMPT_EMBEDS if context == "cond" else NEGATIVE_EMBEDS]
         with model.cache_context(context, **where):
             output: torch.Tensor = model(
@@ -188,6 +196,7 @@ class WanFamily(FlowFamily):
                 encoder_hidden_states=embeds.to(model_input.dtype),
                 attention_kwargs=None,
                 return_dict=False,
+                **extra,
             )[0]
         return output
 
@@ -203,10 +212,24 @@ class WanFamily(FlowFamily):
             return self.pipe.transformer
         return self.pipe.transformer_2
 
-    def _timestep(self, latents: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    def _model_input(self, latents: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
+        """What the transformer reads of the latents (image to video adds the image's)."""
+        return latents
+
+    def _extra_inputs(self, conditioning: Conditioning) -> dict[str, torch.Tensor]:
+        """Inputs beyond the prompt's (Wan 2.1 I2V: the CLIP image states)."""
+        return {}
+
+    def _noise_mask(self, latents: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
+        """1 where the latents are denoised (`WanPipeline`'s `mask`: everywhere)."""
+        return torch.ones(latents.shape, dtype=torch.float32, device=latents.device)
+
+    def _timestep(
+        self, latents: torch.Tensor, t: torch.Tensor, conditioning: Conditioning
+    ) -> torch.Tensor:
         if not self.pipe.config.expand_timesteps:
             return t.expand(latents.shape[0])
-        mask = torch.ones(latents.shape, dtype=torch.float32, device=latents.device)
+        mask = self._noise_mask(latents, conditioning)
         per_patch = (mask[0][0][:, ::2, ::2] * t).flatten()  # as the stock loop's temp_ts
         return per_patch.unsqueeze(0).expand(latents.shape[0], -1)
 
