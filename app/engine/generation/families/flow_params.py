@@ -87,6 +87,8 @@ def flow_problems(
         problems.append(f"IP-Adapter reference images do not work with {label}")
     if not takes.img2img and params.init_image and not params.mask and not edit:
         problems.append(takes.img2img_refusal)
+    if takes.needs_mask and not params.mask and not edit:  # an edit has its own refusal
+        problems.append(takes.needs_mask)
     area = params.width * params.height
     if takes.max_area and area > takes.max_area:
         problems.append(
