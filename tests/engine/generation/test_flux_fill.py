@@ -118,7 +118,9 @@ def test_a_fill_folder_is_detected_as_flux1_fill(model: ModelInfo, tmp_path: Pat
     copy = shutil.copytree(model.path, tmp_path / "as-flux")
     index = json.loads((copy / "model_index.json").read_text())
     (copy / "model_index.json").write_text(json.dumps({**index, "_class_name": "FluxPipeline"}))
-    assert model_info(copy).architecture is Architecture.FLUX1_FILL
+    as_flux = model_info(copy)
+    assert as_flux.architecture is Architecture.FLUX1_FILL
+    assert isinstance(runner_for(as_flux).load("m").pipe, FluxFillPipeline)
 
 
 def test_an_inpaint_is_the_stock_fill_pipelines_image(

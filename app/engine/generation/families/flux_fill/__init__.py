@@ -42,7 +42,6 @@ FLUX1_FILL = FamilySpec(
     requests=replace(
         FLOW_REQUESTS, negative_prompt=False, distilled_guidance=True, needs_mask=NEEDS_MASK
     ),
-    optional_parts=("image_encoder", "feature_extractor"),  # a FluxPipeline folder's, unused
     float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL
 )
 
