@@ -149,6 +149,34 @@ def test_an_outpaint_is_the_stock_fill_pipelines_image(
     assert max_diff(image, stock(folder, params, inputs)) == 0
 
 
+def test_only_masked_is_the_stock_fill_image_of_the_masks_box_pasted_back(
+    folder: Path, runner: Runner, tmp_path: Path
+) -> None:
+    """Only masked: the stock pipeline has no `padding_mask_crop`, so its user's way is
+    the reference: the mask's box (plus padding, widened to the job's aspect ratio) cut
+    from the picture and mask and scaled to the job's size as `FluxInpaintPipeline` cuts
+    it, painted by `FluxFillPipeline`, pasted back through the mask."""
+    params = fill_params(only_masked=True, mask_padding=8, width=32, height=32)
+    image = image_of(ours(runner, params, tmp_path, "crop"))
+    assert image.shape == (SIZE[1], SIZE[0], 3)
+    pipe: Any = FluxFillPipeline.from_pretrained(folder, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    picture, mask = Image.open(io.BytesIO(PICTURE)).convert("RGB"), Image.open(io.BytesIO(MASK))
+    box = pipe.mask_processor.get_crop_region(mask, 32, 32, pad=8)
+
+    def cut(processor: Any, whole: Image.Image) -> Image.Image:
+        cropped: Image.Image = processor.resize(whole.crop(box), 32, 32, resize_mode="fill")
+        return cropped
+
+    painted = pipe(
+        prompt=params.prompt, image=cut(pipe.image_processor, picture),
+        mask_image=cut(pipe.mask_processor, mask), height=32, width=32,
+        num_inference_steps=params.steps, generator=torch.Generator("cpu").manual_seed(1234),
+    ).images[0]  # fmt: skip
+    reference = pipe.image_processor.apply_overlay(mask, picture, painted, box)
+    assert max_diff(image, pixels(reference)) == 0
+
+
 def test_a_paused_inpaint_resumes_in_a_fresh_runner_to_the_same_image(
     model: ModelInfo, runner: Runner, tmp_path: Path
 ) -> None:
