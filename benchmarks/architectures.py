@@ -273,14 +273,16 @@ def run_flux_fill(work: Path) -> None:
     mask = Image.new("L", (64, 64), 0)
     mask.paste(255, (13, 21, 45, 51))
     grown = outpaint(picture, Extension(right=16, bottom=16), Fill.EDGE, seed=42)
-    base = {"prompt": "a red hat", "model": "m", "steps": STEPS, "cfg": 30.0, "seed": 42,
-            "init_image": "job:1", "mask": "upload:" + "0" * 64, "strength": 1.0}  # fmt: skip
-    jobs = {
-        "flux1-fill-inpaint": (RunInputs(picture, _png(mask)), {"width": 64, "height": 64,
-                                                                "mask_blur": 0}),
-        "flux1-fill-outpaint": (RunInputs(grown.image_png, grown.mask_png),
-                                {"width": grown.width, "height": grown.height, "mask_blur": 4}),
+    base: dict[str, Any] = {
+        "prompt": "a red hat", "model": "m", "steps": STEPS, "cfg": 30.0, "seed": 42,
+        "init_image": "job:1", "mask": "upload:" + "0" * 64, "strength": 1.0,
     }  # fmt: skip
+    inpaint = {"width": 64, "height": 64, "mask_blur": 0}
+    out = {"width": grown.width, "height": grown.height, "mask_blur": 4}
+    jobs: dict[str, tuple[RunInputs, dict[str, Any]]] = {
+        "flux1-fill-inpaint": (RunInputs(picture, _png(mask)), inpaint),
+        "flux1-fill-outpaint": (RunInputs(grown.image_png, grown.mask_png), out),
+    }
     for label, (inputs, size) in jobs.items():
         params = GenerationParams(**base, **size)
         _fill_figures(label, model, work, params, inputs)
