@@ -43,6 +43,10 @@ And for Flux.1 Kontext as a diffusers folder (`flux1-kontext`): an edit of a 64x
 at about 1 megapixel, its real table of preferred resolutions, and the output is
 1024x1024): `pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff`
 against stock `FluxKontextPipeline` called with the picture, the instruction and the steps.
+And a Kontext inpaint (`flux1-kontext-inpaint`: a 1024x1024 picture, a square mask, the
+instruction "a red hat", 2 steps, strength 1: the stock defaults but for the steps):
+`pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff` against stock
+`FluxKontextInpaintPipeline` called with the picture, the mask, the instruction, the steps.
 And for Flux.1 Fill as a diffusers folder: an inpaint (`flux1-fill-inpaint`: a 64x64
 picture, a square mask off the 8-pixel grid, as drawn) and an outpaint (`flux1-fill-outpaint`:
 that picture grown 16 pixels right and down, its edges stretched, the new area's mask blurred
@@ -214,6 +218,7 @@ def run_architectures() -> None:
         run_qwen(work)
         run_chroma(work)
         run_kontext(work)
+        run_kontext_inpaint(work)
         run_flux_fill(work)
         run_wan(work)
 
@@ -313,6 +318,44 @@ def _fill_figures(
         height=params.height, width=params.width, num_inference_steps=params.steps,
         generator=torch.Generator().manual_seed(params.seed),
     ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder_run)
+
+
+def run_kontext_inpaint(work: Path) -> None:
+    """The Flux.1 Kontext inpaint row (see the docstring)."""
+    from diffusers import FluxKontextInpaintPipeline
+
+    folder = work / "flux1-kontext"
+    if not folder.is_dir():
+        write_tiny_kontext(folder)
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 1024, dtype=np.uint8), (1024, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient[::-1], gradient.T], axis=-1))
+    mask = Image.new("L", (1024, 1024), 0)
+    mask.paste(255, (300, 200, 700, 650))
+    params = GenerationParams(
+        prompt="a red hat", model="m", steps=2, cfg=3.5, seed=42, width=1024, height=1024,
+        init_image="job:1", mask="upload:" + "0" * 64, mask_blur=0, strength=1.0,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    folder_run = work / "flux1-kontext-inpaint-run"
+    folder_run.mkdir(exist_ok=True)
+    ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+    pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
+    for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        runner.run(
+            params, RunInputs(init_image=_png(picture), mask=_png(mask)), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
+    stock_pipe: Any = FluxKontextInpaintPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, image=picture, mask_image=mask, num_inference_steps=params.steps,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    label = "flux1-kontext-inpaint"
     report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
     report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
     shutil.rmtree(folder_run)
