@@ -18,8 +18,9 @@ from app.engine.generation.files.registry import Architecture, FamilySpec, Folde
 FLUX1_FILL_ID = Architecture.declare("flux1-fill", released="2024-11")
 
 NEEDS_MASK = (
-    "Flux.1 Fill only inpaints and outpaints: it needs a picture and a mask (python -m app "
-    "inpaint N --mask M.png, or outpaint N), not a prompt alone or an init image without a mask"
+    "Flux.1 Fill only inpaints and outpaints: it needs a picture and a mask (the mask editor, "
+    "python -m app inpaint N --mask M.png --model M, or outpaint N --model M), not a prompt "
+    "alone or an init image without a mask"
 )
 
 FLUX1_FILL = FamilySpec(
