@@ -131,18 +131,7 @@ class KontextFamily(FluxFamily):
         `after_step` puts the unmasked area back as its loop does. The stock pipeline also
         encodes the masked picture, which it never reads and after which nothing random
         is drawn: leaving it out changes no pixel."""
-        if masked.crop is not None:  # refused at submit first
-            raise InvalidParameters(
-                f'{self.label} inpaints the whole picture; turn "only masked" off'
-            )
-        preferred = pipeline_flux_kontext_inpaint.PREFERRED_KONTEXT_RESOLUTIONS
-        multiple_of = self.pipe.vae_scale_factor * 2
-        width, height = _nearest(preferred, params.width / params.height)
-        nearest = (width // multiple_of * multiple_of, height // multiple_of * multiple_of)
-        if nearest != (params.width, params.height):
-            raise InvalidParameters(
-                f"{self.label} inpaints at its preferred sizes, not {params.width}x{params.height}"
-            )
+        self._check_inpaint(params, masked)
         dtype = conditioning[PROMPT_EMBEDS].dtype
         timesteps, steps = trim_schedule(scheduler, params)
         processor = self.pipe.image_processor
@@ -166,6 +155,22 @@ class KontextFamily(FluxFamily):
         conditioning[inpaint.IMAGE_LATENTS] = image_latents
         conditioning[inpaint.NOISE] = noise
         return Schedule(timesteps, steps, latents)
+
+    def _check_inpaint(self, params: GenerationParams, masked: MaskedImage) -> None:
+        """What submit refuses first (`flow_params.inpaint_size_problems`): "only masked",
+        and a size the stock pipeline would not draw the picture at."""
+        if masked.crop is not None:
+            raise InvalidParameters(
+                f'{self.label} inpaints the whole picture; turn "only masked" off'
+            )
+        preferred = pipeline_flux_kontext_inpaint.PREFERRED_KONTEXT_RESOLUTIONS
+        multiple_of = self.pipe.vae_scale_factor * 2
+        width, height = _nearest(preferred, params.width / params.height)
+        nearest = (width // multiple_of * multiple_of, height // multiple_of * multiple_of)
+        if nearest != (params.width, params.height):
+            raise InvalidParameters(
+                f"{self.label} inpaints at its preferred sizes, not {params.width}x{params.height}"
+            )
 
     def _encoded_mode(self, pixels: torch.Tensor) -> torch.Tensor:
         """The Kontext pipelines' image encode: the mode of the VAE's distribution (nothing
