@@ -43,6 +43,16 @@ And for Flux.1 Kontext as a diffusers folder (`flux1-kontext`): an edit of a 64x
 at about 1 megapixel, its real table of preferred resolutions, and the output is
 1024x1024): `pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff`
 against stock `FluxKontextPipeline` called with the picture, the instruction and the steps.
+And a Kontext inpaint (`flux1-kontext-inpaint`: a 1024x1024 picture, a square mask, the
+instruction "a red hat", 2 steps, strength 1: the stock defaults but for the steps):
+`pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff` against stock
+`FluxKontextInpaintPipeline` called with the picture, the mask, the instruction, the steps.
+And for Flux.1 Fill as a diffusers folder: an inpaint (`flux1-fill-inpaint`: a 64x64
+picture, a square mask off the 8-pixel grid, as drawn) and an outpaint (`flux1-fill-outpaint`:
+that picture grown 16 pixels right and down, its edges stretched, the new area's mask blurred
+by 4, as `python -m app outpaint` makes it), each at the stock defaults (guidance 30, strength
+1): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock `FluxFillPipeline`
+called with the picture and mask (blurred first where the job blurs it).
 And for Wan 2.1 text to video as a diffusers folder (`wan2.1`: a 9-frame 32x32 clip, CFG
 with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step of the whole
 clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
@@ -121,6 +131,7 @@ from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
 from app.testing.tiny.chroma import write_tiny_chroma
 from app.testing.tiny.flux import write_tiny_flux
+from app.testing.tiny.flux_fill import write_tiny_flux_fill
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.kontext import write_tiny_kontext
 from app.testing.tiny.qwen import write_tiny_qwen
@@ -213,6 +224,8 @@ def run_architectures() -> None:
         run_qwen(work)
         run_chroma(work)
         run_kontext(work)
+        run_kontext_inpaint(work)
+        run_flux_fill(work)
         run_wan(work)
 
 
@@ -257,6 +270,100 @@ def run_kontext(work: Path) -> None:
     ).images[0]  # fmt: skip
     report("pause_resume_max_diff[flux1-kontext]", max_diff(pixels(ours), pixels(resumed)))
     report("same_as_diffusers_max_diff[flux1-kontext]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder_run)
+
+
+def run_flux_fill(work: Path) -> None:
+    """The Flux.1 Fill rows: an inpaint and an outpaint (see the docstring)."""
+    from app.engine.jobs.mask import Extension, Fill, outpaint
+
+    folder = write_tiny_flux_fill(work / "flux1-fill")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
+    picture = _png(Image.fromarray(np.stack([gradient, gradient[::-1], gradient.T], axis=-1)))
+    mask = Image.new("L", (64, 64), 0)
+    mask.paste(255, (13, 21, 45, 51))
+    grown = outpaint(picture, Extension(right=16, bottom=16), Fill.EDGE, seed=42)
+    base: dict[str, Any] = {
+        "prompt": "a red hat", "model": "m", "steps": STEPS, "cfg": 30.0, "seed": 42,
+        "init_image": "job:1", "mask": "upload:" + "0" * 64, "strength": 1.0,
+    }  # fmt: skip
+    inpaint = {"width": 64, "height": 64, "mask_blur": 0}
+    out = {"width": grown.width, "height": grown.height, "mask_blur": 4}
+    jobs: dict[str, tuple[RunInputs, dict[str, Any]]] = {
+        "flux1-fill-inpaint": (RunInputs(picture, _png(mask)), inpaint),
+        "flux1-fill-outpaint": (RunInputs(grown.image_png, grown.mask_png), out),
+    }
+    for label, (inputs, size) in jobs.items():
+        params = GenerationParams(**base, **size)
+        _fill_figures(label, model, work, params, inputs)
+
+
+def _fill_figures(
+    label: str, model: ModelInfo, work: Path, params: GenerationParams, inputs: RunInputs
+) -> None:
+    from diffusers import FluxFillPipeline
+
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    folder_run = work / f"{label}-run"
+    folder_run.mkdir(exist_ok=True)
+    ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+    for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
+        runner.run(
+            params, inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
+            on_step=on_step,
+        )  # fmt: skip
+    stock_pipe: Any = FluxFillPipeline.from_pretrained(model.path, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    assert inputs.init_image is not None and inputs.mask is not None
+    mask = Image.open(io.BytesIO(inputs.mask))
+    if params.mask_blur:
+        mask = stock_pipe.mask_processor.blur(mask, blur_factor=params.mask_blur)
+    stock = stock_pipe(
+        prompt=params.prompt, image=Image.open(io.BytesIO(inputs.init_image)), mask_image=mask,
+        height=params.height, width=params.width, num_inference_steps=params.steps,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder_run)
+
+
+def run_kontext_inpaint(work: Path) -> None:
+    """The Flux.1 Kontext inpaint row (see the docstring)."""
+    from diffusers import FluxKontextInpaintPipeline
+
+    folder = work / "flux1-kontext"
+    if not folder.is_dir():
+        write_tiny_kontext(folder)
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 1024, dtype=np.uint8), (1024, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient[::-1], gradient.T], axis=-1))
+    mask = Image.new("L", (1024, 1024), 0)
+    mask.paste(255, (300, 200, 700, 650))
+    params = GenerationParams(
+        prompt="a red hat", model="m", steps=2, cfg=3.5, seed=42, width=1024, height=1024,
+        init_image="job:1", mask="upload:" + "0" * 64, mask_blur=0, strength=1.0,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    folder_run = work / "flux1-kontext-inpaint-run"
+    folder_run.mkdir(exist_ok=True)
+    ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+    pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
+    for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        runner.run(
+            params, RunInputs(init_image=_png(picture), mask=_png(mask)), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
+    stock_pipe: Any = FluxKontextInpaintPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, image=picture, mask_image=mask, num_inference_steps=params.steps,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    label = "flux1-kontext-inpaint"
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
     shutil.rmtree(folder_run)
 
 

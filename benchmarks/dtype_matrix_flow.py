@@ -1,8 +1,8 @@
 """The half-precision matrix of the flow-matching transformer families: prints `name: value`.
 
 For SD 3.5, Flux.1 (dev-style, with a guidance embedder, and schnell-style), Flux.2 Klein
-(base and step-distilled), Z-Image, Qwen-Image (`cfg` its `true_cfg_scale`), Chroma and
-Flux.1 Kontext, as tiny random diffusers
+(base and step-distilled), Z-Image, Qwen-Image (`cfg` its `true_cfg_scale`), Chroma,
+Flux.1 Kontext and Flux.1 Fill (an inpaint), as tiny random diffusers
 folders, and each job kind the family takes (`txt2img`, `img2img`, `inpaint`,
 `inpaint-masked` for "only masked", `hires` fix, `tiled` upscale, `variation` seed, a
 Kontext `edit`; no family here takes a ControlNet or an IP-Adapter, and Klein no img2img,
@@ -89,6 +89,7 @@ Fresh = Callable[..., Any]  # `fresh(target, *args)`: target(*args) in a spawned
 def _write_model(model: str, dest: Path) -> None:
     from app.testing.tiny.chroma import write_tiny_chroma
     from app.testing.tiny.flux import write_tiny_flux
+    from app.testing.tiny.flux_fill import write_tiny_flux_fill
     from app.testing.tiny.klein import write_tiny_klein
     from app.testing.tiny.kontext import write_tiny_kontext
     from app.testing.tiny.qwen import write_tiny_qwen
@@ -105,6 +106,7 @@ def _write_model(model: str, dest: Path) -> None:
         "qwen": lambda d: write_tiny_qwen(d),
         "chroma": lambda d: write_tiny_chroma(d),
         "flux1-kontext": lambda d: write_tiny_kontext(d),
+        "flux1-fill": lambda d: write_tiny_flux_fill(d),
     }
     writers[model](dest)
 
@@ -437,6 +439,20 @@ def _edit(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     return image
 
 
+def _fill(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
+    """A Flux.1 Fill inpaint: `FluxFillPipeline` on the picture and the blurred mask, with
+    its guidance and strength defaults (30 and 1: the job's)."""
+    pipe = _stock_pipeline("FluxFillPipeline", folder, dtype)
+    mask_png_bytes = case.mask_png()
+    assert mask_png_bytes is not None
+    mask = pipe.mask_processor.blur(_open(mask_png_bytes), blur_factor=case.params.mask_blur)
+    call = _common(case, pipe)
+    call.pop("guidance_scale")  # its default, 30, is the job's cfg
+    picture = _open(picture_png(case.picture)).convert("RGB")
+    image: Image.Image = pipe(**call, image=picture, mask_image=mask).images[0]
+    return image
+
+
 def _variation(case: FlowCase, folder: Path, dtype: str) -> Image.Image:
     """The text-to-image pipeline handed, as `latents`, A1111's slerp of its own noise (the
     seed's, drawn as its `prepare_latents` draws it) and the variation seed's."""
@@ -644,6 +660,17 @@ CASES: list[FlowCase] = [
         (64, 48),
         pause_at=2,
         stock_call=_edit,
+    ),
+    FlowCase(
+        "flux1-fill",
+        "inpaint",
+        replace(
+            _base("flux1"), cfg=30.0, init_image=JOB, mask=MASK_DIGEST, strength=1.0, mask_blur=4
+        ),
+        (64, 48),
+        BOX,
+        1,
+        stock_call=_fill,
     ),
 ]
 

@@ -25,10 +25,11 @@ WEIGHTS = {
 }
 
 
-def write_kontext_index(folder: Path) -> Path:
-    """`folder` made a Kontext model as the model scan reads it (no weights)."""
+def write_kontext_index(folder: Path, pipeline: str = "FluxKontextPipeline") -> Path:
+    """`folder` made a Kontext model as the model scan reads it (no weights); or another
+    Flux.1 pipeline's (`FluxFillPipeline`: a Flux.1 Fill model)."""
     folder.mkdir(parents=True, exist_ok=True)
-    index = {"_class_name": "FluxKontextPipeline", **{k: list(v) for k, v in PARTS.items()}}
+    index = {"_class_name": pipeline, **{k: list(v) for k, v in PARTS.items()}}
     (folder / "model_index.json").write_text(json.dumps(index))
     for part in PARTS:
         (folder / part).mkdir(exist_ok=True)

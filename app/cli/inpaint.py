@@ -45,6 +45,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help=f"how much of the masked area is redrawn (default {DEFAULT_IMG2IMG_STRENGTH})",
     )  # fmt: skip
     inpaint.add_argument("--seed", type=int, default=RANDOM_SEED)
+    _add_model_arguments(inpaint)
     _add_settings(inpaint)
     inpaint.set_defaults(run=with_queue(_inpaint))
 
@@ -59,6 +60,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     out.add_argument("--prompt", help="what to paint there (default: the job's prompt)")
     out.add_argument("--seed", type=int, default=RANDOM_SEED)
     out.add_argument("--mask-blur", type=int, default=DEFAULT_MASK_BLUR, metavar="PX")
+    _add_model_arguments(out)
     out.set_defaults(run=with_queue(_outpaint))
 
 
@@ -69,6 +71,17 @@ def add_mask_arguments(parser: argparse.ArgumentParser) -> None:
         help="inpaint: repaint where this mask is white (the size of --init-image)",
     )  # fmt: skip
     _add_settings(group)
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", default="", help="the model that paints it (default: the job's: Flux.1 Fill?)"
+    )  # fmt: skip
+    parser.add_argument("--cfg", type=float, help="its cfg (default: the job's; Flux.1 Fill: 30)")
+
+
+def _repaint(args: argparse.Namespace) -> Repaint:
+    return Repaint(args.prompt or "", args.seed, args.model, args.cfg)
 
 
 def _add_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -135,7 +148,7 @@ def _inpaint(args: argparse.Namespace, queue: JobQueue) -> int:
         DEFAULT_MASK_PADDING if args.padding is None else args.padding,
     )  # fmt: skip
     job = inpaint_job(
-        queue, args.job_id, read_mask(args.mask), repaint=Repaint(args.prompt or "", args.seed),
+        queue, args.job_id, read_mask(args.mask), repaint=_repaint(args),
         strength=args.strength, settings=settings, check=check_model,
         max_attempts=load_settings().max_attempts,
     )  # fmt: skip
@@ -146,7 +159,7 @@ def _outpaint(args: argparse.Namespace, queue: JobQueue) -> int:
     settings = load_settings()  # on a shared queue, a file here only inside its outputs folder
     job = outpaint_job(
         queue, args.job_id, Extension(args.left, args.right, args.top, args.bottom),
-        fill=Fill(args.fill), repaint=Repaint(args.prompt or "", args.seed),
+        fill=Fill(args.fill), repaint=_repaint(args),
         mask_blur=args.mask_blur, outputs_dir=settings.outputs_path(), check=check_model,
         max_attempts=settings.max_attempts,
     )  # fmt: skip

@@ -106,6 +106,10 @@ class InpaintFollowUp(BaseModel):
     mask_blur: int = Field(DEFAULT_MASK_BLUR, description="the mask's blur, pixels")
     only_masked: bool = Field(False, description="draw only the mask's box, paste it back")
     padding: int = Field(DEFAULT_MASK_PADDING, description="with only_masked: around the box")
+    model: str = Field(
+        "", max_length=200, description="the model that paints it; default: the job's"
+    )
+    cfg: float | None = Field(None, description="its cfg; default: the job's (Flux.1 Fill: 30)")
 
 
 class OutpaintFollowUp(BaseModel):
@@ -120,6 +124,10 @@ class OutpaintFollowUp(BaseModel):
     prompt: str = Field("", max_length=20_000, description="default: the job's prompt")
     seed: int = Field(RANDOM_SEED, json_schema_extra=SEED_LIMITS)
     mask_blur: int = Field(DEFAULT_MASK_BLUR, description="the new area's mask blur, pixels")
+    model: str = Field(
+        "", max_length=200, description="the model that paints it; default: the job's"
+    )
+    cfg: float | None = Field(None, description="its cfg; default: the job's (Flux.1 Fill: 30)")
 
 
 class EditFollowUp(BaseModel):
@@ -252,7 +260,7 @@ def inpaint(
     settings = MaskSettings(body.mask_blur, body.only_masked, body.padding)
     job = inpaint_job(
         state.queue, job_id, decode_image(body.mask, "mask"),
-        repaint=Repaint(body.prompt, body.seed), strength=body.strength, settings=settings,
+        repaint=_repaint(body), strength=body.strength, settings=settings,
         check=_check(state), max_attempts=state.settings.max_attempts,
     )  # fmt: skip
     return _submitted(request, response, job_id, "inpaint", body, idempotency_key, job)
@@ -267,11 +275,17 @@ def outpaint(
     state = state_of(request)
     extension = Extension(body.left, body.right, body.top, body.bottom)
     job = outpaint_job(
-        state.queue, job_id, extension, fill=body.fill, repaint=Repaint(body.prompt, body.seed),
+        state.queue, job_id, extension, fill=body.fill, repaint=_repaint(body),
         mask_blur=body.mask_blur, outputs_dir=state.settings.outputs_path(), check=_check(state),
         max_attempts=state.settings.max_attempts,
     )  # fmt: skip
     return _submitted(request, response, job_id, "outpaint", body, idempotency_key, job)
+
+
+def _repaint(body: InpaintFollowUp | OutpaintFollowUp) -> Repaint:
+    """What an inpaint or outpaint paints with: its prompt and seed, and (else the job's)
+    model and cfg."""
+    return Repaint(body.prompt, body.seed, body.model.strip(), body.cfg)
 
 
 @router.post("/jobs/{job_id}/edit", status_code=201, responses=FOLLOW_UP_ANSWER)

@@ -159,3 +159,38 @@ def test_a_mask_with_a_batch_or_variation_is_refused_in_one_sentence(
     assert code == 2 and err.count("\n") == 1
     assert "--mask, --control and --reference make one job" in err
     assert run_cli(capsys, "jobs")[1] == ""
+
+
+def test_a_flux1_fill_model_paints_a_jobs_image_and_text_to_image_on_it_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`inpaint N --model fill --cfg 30` and `outpaint N --model fill`: another model than
+    the job's paints it (Flux.1 Fill is no text-to-image model: it cannot have drawn it)."""
+    from app.testing.tiny.flux_fill import write_tiny_flux_fill
+
+    write_tiny_flux_fill(paths.models_dir() / "fill")
+    capsys.readouterr()  # its progress bar
+    code, out, err = run_cli(capsys, "submit", "a cat", "--model", "fill")
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert "Flux.1 Fill only inpaints and outpaints: it needs a picture and a mask" in err
+    assert run_cli(capsys, "submit", "a cat", "--seed", "3")[1].strip() == "1"
+    mask = write_mask(tmp_path / "m.png", (64, 64), (0, 0, 32, 32))
+    fill = ("--model", "fill", "--cfg", "30")
+    code, out, err = run_cli(capsys, "inpaint", "1", "--mask", str(mask), *fill)
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    child = queue.get(int(out.strip()))
+    assert (child.model, child.cfg, child.init_image) == ("fill", 30.0, "job:1")
+    done = tmp_path / "done.png"
+    write_image(done, (64, 64))
+    from sqlalchemy import update
+
+    from app.models.tables import JOB
+
+    with queue.db.write() as conn:  # as a worker's SUCCESS leaves it
+        conn.execute(update(JOB).where(JOB.c.id == 1).values(output_path=str(done)))
+    code, out, err = run_cli(capsys, "outpaint", "1", "--right", "16", "--model", "fill")
+    assert (code, err) == (0, "")
+    extended = queue.get(int(out.strip()))
+    assert (extended.model, extended.width, extended.strength) == ("fill", 80, 1.0)
+    queue.db.dispose()

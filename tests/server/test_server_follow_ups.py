@@ -127,6 +127,25 @@ def test_inpaint_and_outpaint_make_the_command_lines_jobs_and_refuse_in_its_word
     assert parents_of(home_queue, extended.id or 0) == [job_id]
 
 
+def test_another_model_may_paint_an_inpaint_or_outpaint_as_on_the_command_line(
+    api: Running, home_queue: JobQueue, tmp_path: Path
+) -> None:
+    """A Flux.1 Fill model (guidance 30) repainting a job of another model's."""
+    write_kontext_index(paths.models_dir() / "fill", "FluxFillPipeline")
+    job_id = parent(home_queue)
+    fill = {"model": "fill", "cfg": 30}
+    body = {"mask": mask_b64((64, 64), (0, 0, 32, 32)), **fill}
+    answer = api.client.post(f"/api/v1/jobs/{job_id}/inpaint", json=body)
+    assert answer.status_code == 201, answer.text
+    child = home_queue.get(answer.json()["ids"][0])
+    assert (child.model, child.cfg) == ("fill", 30.0)
+    finish(home_queue, job_id, tmp_path)
+    out = api.client.post(f"/api/v1/jobs/{job_id}/outpaint", json={"right": 16, **fill})
+    assert out.status_code == 201, out.text
+    extended = home_queue.get(out.json()["ids"][0])
+    assert (extended.model, extended.cfg, extended.width) == ("fill", 30.0, 80)
+
+
 def test_a_follow_up_sent_again_with_its_key_stores_nothing_new(
     api: Running, home_queue: JobQueue
 ) -> None:

@@ -44,6 +44,16 @@ class Repaint:
 
     prompt: str = ""
     seed: int = RANDOM_SEED
+    # The model that paints it and its cfg ("" and None: the parent's): a Flux.1 Fill model
+    # (guidance 30) repainting a Flux.1 dev image, say.
+    model: str = ""
+    cfg: float | None = None
+
+    def over(self, parent: GenerationParams) -> GenerationParams:
+        """`parent` with this prompt, seed, model and cfg."""
+        cfg = parent.cfg if self.cfg is None else self.cfg
+        return replace(parent, prompt=self.prompt or parent.prompt, seed=self.seed,
+                       model=self.model or parent.model, cfg=cfg)  # fmt: skip
 
 
 def inpaint_job(
@@ -62,7 +72,7 @@ def inpaint_job(
     parent = params_of(picture_job(queue, job_id))
     mask_png = prepare_mask(mask, (parent.width, parent.height))
     params = replace(
-        settings.applied(parent), prompt=repaint.prompt or parent.prompt, seed=repaint.seed,
+        repaint.over(settings.applied(parent)),
         init_image=f"{INIT_FROM_JOB}{job_id}", strength=strength, mask=digest(mask_png),
     ).validated()  # fmt: skip
     if check is not None:
@@ -90,8 +100,8 @@ def outpaint_job(
     parent = params_of(stored)
     canvas = outpaint(image_png, extension, fill, seed=max(parent.seed, 0))
     params = replace(
-        parent, prompt=repaint.prompt or parent.prompt, seed=repaint.seed, width=canvas.width,
-        height=canvas.height, init_image=digest(canvas.image_png), strength=OUTPAINT_STRENGTH,
+        repaint.over(parent), width=canvas.width, height=canvas.height,
+        init_image=digest(canvas.image_png), strength=OUTPAINT_STRENGTH,
         mask=digest(canvas.mask_png), mask_blur=mask_blur, only_masked=False,
     ).validated()  # fmt: skip
     if check is not None:

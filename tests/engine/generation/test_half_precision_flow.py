@@ -36,6 +36,7 @@ SUITE = [  # (case, dtype): every family once, both dtypes, the encode paths inc
     ("qwen-txt2img", "float16"),  # embeddings cast: Qwen2.5-VL runs in float32
     ("qwen-inpaint", "bfloat16"),
     ("chroma-inpaint", "float16"),  # T5 in float32, its embeddings and masks cast
+    ("flux1-fill-inpaint", "float16"),  # T5 in float32; the masked picture and mask cast
 ]
 
 

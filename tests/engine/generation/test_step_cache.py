@@ -20,6 +20,7 @@ import pytest
 import torch
 from diffusers import FluxPipeline
 from diffusers.hooks import FirstBlockCacheConfig
+from PIL import Image
 
 from app.engine.generation.errors import CheckpointMismatch
 from app.engine.generation.files.registry import families
@@ -189,11 +190,18 @@ def _kontext() -> Any:
     return build_tiny_kontext()
 
 
+def _flux_fill() -> Any:
+    from app.testing.tiny.flux_fill import build_tiny_flux_fill
+
+    return build_tiny_flux_fill()
+
+
 # Why the other transformer families declare no step cache: each stock pipeline fails with
 # the hook as diffusers 0.42 ships it (loop/step_cache.py says where). When one of these no
 # longer fails, its family may run the hook: turn its `step_cache` on with a stock test.
 STOCK_FAILURES = {
     "chroma": (_chroma, ValueError, "ChromaTransformerBlock'> not registered"),
+    "flux1-fill": (_flux_fill, ValueError, "No cache context is set"),
     "klein": (_klein, TypeError, "'Tensor' and 'list'"),
     "kontext": (_kontext, ValueError, "No cache context is set"),
     "sd3": (_sd3, ValueError, "No cache context is set"),
@@ -201,7 +209,15 @@ STOCK_FAILURES = {
 }
 # A text to image call of each at 64 px: Kontext's scales its size to `max_area` else.
 SIZE = {"height": 64, "width": 64}
-CALLS = {"kontext": {**SIZE, "max_area": 64 * 64}}
+CALLS: dict[str, dict[str, Any]] = {
+    "kontext": {**SIZE, "max_area": 64 * 64},
+    # Fill inpaints: a picture and a mask.
+    "flux1-fill": {
+        **SIZE,
+        "image": Image.new("RGB", (64, 64)),
+        "mask_image": Image.new("L", (64, 64), 255),
+    },
+}
 
 
 @pytest.mark.parametrize("name", sorted(STOCK_FAILURES))

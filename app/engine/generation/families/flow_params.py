@@ -87,13 +87,35 @@ def flow_problems(
         problems.append(f"IP-Adapter reference images do not work with {label}")
     if not takes.img2img and params.init_image and not params.mask and not edit:
         problems.append(takes.img2img_refusal)
+    if takes.needs_mask and not params.mask and not edit:  # an edit has its own refusal
+        problems.append(takes.needs_mask)
     area = params.width * params.height
-    if takes.max_area and area > takes.max_area:
+    sized_inpaint = bool(params.mask and takes.inpaint_sizes)
+    if sized_inpaint:
+        problems.extend(inpaint_size_problems(label, params, takes.inpaint_sizes))
+    elif takes.max_area and area > takes.max_area:
         problems.append(
             f"{label} draws at most {takes.max_area} pixels (1024x1024 or the same area), "
             f"not {params.width}x{params.height}"
         )
     return problems
+
+
+def inpaint_size_problems(
+    label: str, params: GenerationParams, sizes: Sequence[tuple[int, int]]
+) -> list[str]:
+    """Why a `label` model, which inpaints a whole picture at `sizes` only (the one nearest
+    the picture's shape, as Flux.1 Kontext's inpaint pipeline), cannot inpaint `params`."""
+    if params.only_masked:
+        return [f'{label} inpaints the whole picture; turn "only masked" off']
+    shape = params.width / params.height
+    width, height = min(sizes, key=lambda size: abs(shape - size[0] / size[1]))
+    if (params.width, params.height) == (width, height):
+        return []
+    return [
+        f"{label} inpaints at its preferred size nearest the picture's shape, {width}x{height} "
+        f"here, not {params.width}x{params.height}; resize the picture to it"
+    ]
 
 
 def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from typing import Any
 
 # Re-exported: Architecture and families_easel_runs are asked of this module all over.
 from app.engine.generation.files.registry import Architecture as Architecture
-from app.engine.generation.files.registry import FamilySpec, families, spec_of
+from app.engine.generation.files.registry import FamilySpec, FolderConfigs, families, spec_of
 from app.engine.generation.files.registry import families_easel_runs as families_easel_runs
 
 # Re-exported: the header readers of LoRAs, ControlNets, upscalers and IP-Adapters use it.
@@ -137,15 +137,15 @@ def detect_folder(folder: Path) -> Detected:
             f"{kind} is not a text-to-image pipeline of a family Easel runs ({families_run})"
         )
     if claimants[0].transformer:
-        # Families that share a pipeline class (Wan 2.1 and 2.2 TI2V) claim by model index.
-        index_only = {"model_index": index}
-        claimed = (s for s in claimants if s.folder.claims is None or s.folder.claims(index_only))
-        transformer_spec = next(claimed, None)
+        # Families that share a pipeline class claim by their configs and model index
+        # (Wan 2.1 and 2.2 TI2V; Flux.1 and Flux.1 Fill).
+        configs = {name: _read_json(folder / name / "config.json") or {} for name in _DIT_CONFIGS}
+        transformer_spec = _claimant(claimants, {**configs, MODEL_INDEX: index})
         if transformer_spec is None:
             return unsupported(f"a {pipeline} whose configs no family Easel runs claims")
         return _detect_transformer_folder(folder, index, transformer_spec)
     configs = {name: _read_json(folder / name / "config.json") or {} for name in _UNET_CONFIGS}
-    spec = next((s for s in claimants if s.folder.claims is None or s.folder.claims(configs)), None)
+    spec = _claimant(claimants, configs)
     if spec is None:
         return unsupported(f"a {pipeline} whose configs no family Easel runs claims")
     unet = configs["unet"]
@@ -164,6 +164,15 @@ def detect_folder(folder: Path) -> Detected:
 
 
 _UNET_CONFIGS = ("unet", "vae", "text_encoder")
+_DIT_CONFIGS = ("transformer", "vae")
+
+
+def _claimant(claimants: list[FamilySpec], configs: FolderConfigs) -> FamilySpec | None:
+    """The family whose folder these configs are: one that claims them by its configs first
+    (Flux.1 Fill's transformer in a FluxPipeline folder), else one that claims every folder."""
+    by_configs = (s for s in claimants if s.folder.claims is not None and s.folder.claims(configs))
+    every = (s for s in claimants if s.folder.claims is None)
+    return next(by_configs, None) or next(every, None)
 
 
 def _detect_transformer_folder(folder: Path, index: dict[str, Any], spec: FamilySpec) -> Detected:

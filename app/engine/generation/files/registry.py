@@ -200,6 +200,13 @@ class Requests:
     reference_images: bool = True  # IP-Adapter references
     edit: bool = False  # an edit job (an instruction and an input image: jobs.params.KIND_EDIT)
     max_area: int = 0  # the most pixels (width x height) it draws; 0: no bound of its own
+    # The sentence refusing a job without a mask, for a model that only inpaints (Flux.1
+    # Fill); "": it draws without one too.
+    needs_mask: str = ""
+    # The only (width, height) it inpaints at, its whole picture only ("only masked" off):
+    # Flux.1 Kontext's inpaint pipeline draws at the one nearest the picture's shape.
+    # (): any size, and "only masked" too.
+    inpaint_sizes: tuple[tuple[int, int], ...] = ()
     # Whether its folders may be step-distilled (`is_distilled` in model_index.json): a
     # distilled one runs without CFG, so it takes no negative prompt.
     step_distilled_folders: bool = False

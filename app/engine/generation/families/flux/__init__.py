@@ -3,13 +3,16 @@ drives it as `FluxPipeline` (and its img2img and inpaint pipelines) do."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
+    FolderConfigs,
     Shapes,
     TransformerFile,
 )
@@ -17,6 +20,36 @@ from app.engine.generation.files.transformer_files import CLIP_L, T5, VAE, FileN
 
 # The ids it stores and is asked by (`Architecture.FLUX1`).
 FLUX1_ID = Architecture.declare("flux1", released="2024-08")
+
+
+# Flux.1 Fill (families/flux_fill) is Flux.1's transformer with a wider input: told apart
+# here, where a Flux folder or file is recognised.
+FILL_FILE_REFUSAL = (
+    "a Flux.1 Fill transformer file, which Easel runs only as a diffusers folder (with "
+    "model_index.json, e.g. a copy of black-forest-labs/FLUX.1-Fill-dev)"
+)
+
+
+def fill_in_channels(latent_channels: int, vae_scale_factor: int) -> int:
+    """A Fill transformer's input width: its latents, the masked picture's latents (each in
+    2x2 patches) and the mask, one channel per pixel of a patch (384 for FLUX.1-Fill-dev:
+    64 + 64 + 4 x 8 x 8)."""
+    return 2 * 4 * latent_channels + 4 * vae_scale_factor * vae_scale_factor
+
+
+def is_fill_transformer(transformer: Mapping[str, Any], vae: Mapping[str, Any]) -> bool:
+    """Whether a Flux transformer config (beside its VAE's) is Fill's, by its input width."""
+    latent_channels = int(vae.get("latent_channels", 16))
+    vae_scale_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
+    in_channels = int(transformer.get("in_channels", 4 * latent_channels))
+    return in_channels == fill_in_channels(latent_channels, vae_scale_factor)
+
+
+def claims_fill(configs: FolderConfigs) -> bool:
+    """A `FluxFillPipeline` folder, or a `FluxPipeline` one over a Fill transformer."""
+    if configs.get("model_index.json", {}).get("_class_name") == "FluxFillPipeline":
+        return True
+    return is_fill_transformer(configs.get("transformer", {}), configs.get("vae", {}))
 
 
 def read_header(bare: Shapes, name: str) -> FileNeeds | str:
@@ -31,6 +64,8 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
         }
     except (KeyError, IndexError):
         return "an incomplete Flux transformer (no img_in, txt_in or vector_in weights)"
+    if in_channels == fill_in_channels(16, 8):  # FLUX.1-Fill-dev's, with Flux's VAE
+        return FILL_FILE_REFUSAL
     dev = "guidance_in.in_layer.weight" in bare
     return FileNeeds(FLUX1_ID, "flux1-dev" if dev else "flux1-schnell", widths)
 
@@ -44,6 +79,7 @@ FLUX1 = FamilySpec(
     folder=Folder(
         pipelines=("FluxPipeline",),
         parts=("transformer", "vae", "scheduler", "text_encoder", "text_encoder_2"),
+        claims=lambda configs: not claims_fill(configs),  # Fill's transformer: Flux.1 Fill
     ),
     pipeline="FluxPipeline",
     driven_pipelines=("FluxPipeline", "FluxImg2ImgPipeline", "FluxInpaintPipeline"),

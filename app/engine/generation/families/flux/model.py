@@ -230,7 +230,7 @@ class FluxFamily(FlowFamily):
             embedded_guidance = embedded_guidance.expand(packed.shape[0])
         with pipe.transformer.cache_context("cond"):
             noise_pred: torch.Tensor = pipe.transformer(
-                hidden_states=packed,
+                hidden_states=self._transformer_input(packed, conditioning),
                 timestep=timestep / 1000,
                 guidance=embedded_guidance,
                 pooled_projections=conditioning[POOLED_EMBEDS],
@@ -241,6 +241,11 @@ class FluxFamily(FlowFamily):
                 return_dict=False,
             )[0]
         return _unpacked(noise_pred, height, width)
+
+    def _transformer_input(self, packed: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
+        """What the transformer reads besides the prompt: the packed latents (Flux.1 Fill
+        appends its masked picture and mask to them)."""
+        return packed
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:
         pipe = self.pipe

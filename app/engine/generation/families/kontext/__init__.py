@@ -1,6 +1,7 @@
 """Flux.1 Kontext: Flux.1 dev's transformer that reads an input image's latents beside its
 own and edits the image as an instruction says; `model.py` drives it as
-`FluxKontextPipeline` does. Folders only. An edit is a job of kind "edit" (jobs.params):
+`FluxKontextPipeline` does, and an inpaint (the edit limited to a mask) as
+`FluxKontextInpaintPipeline`. Folders only. An edit is a job of kind "edit" (jobs.params):
 the instruction is its prompt, the image it edits its init image (`job:<id>`: a child of
 that job). Torch-free: what submit checks is here too."""
 
@@ -17,6 +18,14 @@ FLUX1_KONTEXT_ID = Architecture.declare("flux1-kontext", released="2025-06")
 # aspect ratio. Easel draws the job's own size, at most this (a larger one the stock
 # pipeline would shrink, so it is refused rather than drawn otherwise than asked).
 MAX_AREA = 1024 * 1024
+# `PREFERRED_KONTEXT_RESOLUTIONS` of diffusers' Kontext pipelines (width, height), torch-free
+# for submit (a test keeps it equal): the inpaint pipeline draws at the one nearest the
+# picture's shape, so an inpaint job is drawn at one of these.
+PREFERRED_RESOLUTIONS = (
+    (672, 1568), (688, 1504), (720, 1456), (752, 1392), (800, 1328), (832, 1248), (880, 1184),
+    (944, 1104), (1024, 1024), (1104, 944), (1184, 880), (1248, 832), (1328, 800), (1392, 752),
+    (1456, 720), (1504, 688), (1568, 672),
+)  # fmt: skip
 KONTEXT_IMG2IMG_REFUSAL = (
     "Flux.1 Kontext edits an image from an instruction rather than running img2img; submit "
     'an edit (python -m app edit N "instruction") or clear the init image'
@@ -37,7 +46,8 @@ FLUX1_KONTEXT = FamilySpec(
     checkpoint_family="flux1-kontext",
     checkpoint_label="Flux.1 Kontext",
     # Guidance-distilled as Flux.1 dev: `cfg` is the model's guidance input, no negative
-    # prompt; text to image (no input image) as the stock pipeline, and edits; no img2img.
+    # prompt; text to image (no input image) as the stock pipeline, edits and inpaint (the
+    # instruction limited to a mask); no img2img.
     requests=replace(
         FLOW_REQUESTS,
         negative_prompt=False,
@@ -46,6 +56,7 @@ FLUX1_KONTEXT = FamilySpec(
         img2img_refusal=KONTEXT_IMG2IMG_REFUSAL,
         edit=True,
         max_area=MAX_AREA,
+        inpaint_sizes=PREFERRED_RESOLUTIONS,  # FluxKontextInpaintPipeline's
     ),
     optional_parts=("image_encoder", "feature_extractor"),  # IP-Adapter's, never shipped
     float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL

@@ -41,14 +41,14 @@ IMAGE_DRIVERS = "app.engine.generation.families.wan.image:Wan{}Family"  # I2v, T
 def expands_timesteps(configs: FolderConfigs) -> bool:
     """Whether a Wan folder is Wan 2.2 TI2V's: its model index's `expand_timesteps` (a
     timestep per latent patch, what lets the first frame be an input image's)."""
-    index: Any = configs.get("model_index", {})
+    index: Any = configs.get("model_index.json", {})
     return bool(index.get("expand_timesteps", False))
 
 
 def reads_images(configs: FolderConfigs) -> bool:
     """Whether a `WanImageToVideoPipeline` folder is Wan 2.1 I2V's: not TI2V's, and with its
     CLIP image encoder (14B 480p/720p) or two experts (Wan 2.2 I2V A14B's shape, no CLIP)."""
-    index: Any = configs.get("model_index", {})
+    index: Any = configs.get("model_index.json", {})
     has_clip = index.get("image_encoder") not in (None, [None, None])
     return not expands_timesteps(configs) and (has_clip or index.get("boundary_ratio") is not None)
 
