@@ -205,6 +205,37 @@
     </message>
 </context>
 <context>
+    <name>ClipPlayer</name>
+    <message>
+        <source>Loop</source>
+        <translation>循环</translation>
+    </message>
+    <message>
+        <source>Start again at the end</source>
+        <translation>播放到结尾后从头再来</translation>
+    </message>
+    <message>
+        <source>Cannot play the clip: {error}</source>
+        <translation>无法播放该片段：{error}</translation>
+    </message>
+    <message>
+        <source>Pause (Space)</source>
+        <translation>暂停（空格）</translation>
+    </message>
+    <message>
+        <source>Play (Space)</source>
+        <translation>播放（空格）</translation>
+    </message>
+    <message>
+        <source>{k}/{n} · {at:.1f}/{length:.1f} s</source>
+        <translation>{k}/{n} · {at:.1f}/{length:.1f} 秒</translation>
+    </message>
+    <message>
+        <source>Frame {k} of {n}, {at:.1f} s of {length:.1f} s</source>
+        <translation>第 {k} 帧，共 {n} 帧；{at:.1f} 秒，共 {length:.1f} 秒</translation>
+    </message>
+</context>
+<context>
     <name>Clock</name>
     <message>
         <source>%b %d %H:%M</source>
@@ -240,6 +271,10 @@
     <message>
         <source>Job {id} · preview</source>
         <translation>任务 {id} · 预览</translation>
+    </message>
+    <message>
+        <source>{frames} frames at {fps} fps</source>
+        <translation>{frames} 帧，每秒 {fps} 帧</translation>
     </message>
     <message>
         <source>{prompt}  —  {size} · seed {seed} · {sampler} · {steps} steps</source>
@@ -661,12 +696,48 @@ Resume continues from there.</source>
         <translation>按像素放大小图，而不是平滑缩放</translation>
     </message>
     <message>
+        <source>Save as GIF…</source>
+        <translation>另存为 GIF…</translation>
+    </message>
+    <message>
+        <source>The clip as an animated GIF, looping, at its speed</source>
+        <translation>将片段存为循环播放的 GIF 动画，速度不变</translation>
+    </message>
+    <message>
+        <source>Save as WebP…</source>
+        <translation>另存为 WebP…</translation>
+    </message>
+    <message>
+        <source>The clip as an animated WebP: smaller than a GIF, every colour</source>
+        <translation>将片段存为 WebP 动画：比 GIF 小，保留所有颜色</translation>
+    </message>
+    <message>
+        <source>Use frame as init image</source>
+        <translation>将此帧用作初始图像</translation>
+    </message>
+    <message>
+        <source>Start a new picture from the frame shown (image to image)</source>
+        <translation>以当前显示的帧开始一张新图（图生图）</translation>
+    </message>
+    <message>
         <source>More</source>
         <translation>更多</translation>
     </message>
     <message>
         <source>Reuse the seed, copy the image, show it pixel by pixel</source>
         <translation>复用种子、复制图像、按像素显示</translation>
+    </message>
+    <message>
+        <source>Pause</source>
+        <translation>暂停</translation>
+    </message>
+    <message>
+        <source>Play</source>
+        <translation>播放</translation>
+    </message>
+    <message>
+        <source>Copy frame</source>
+        <translation>复制此帧</translation>
     </message>
     <message>
         <source>Image copied</source>
@@ -1138,6 +1209,34 @@ Resume continues from there.</source>
     <message>
         <source>{running} running · {waiting} · {jobs}</source>
         <translation>运行中 {running} · {waiting} · 共 {jobs}</translation>
+    </message>
+    <message>
+        <source>Save the clip as {kind}</source>
+        <translation>将片段另存为 {kind}</translation>
+    </message>
+    <message>
+        <source>{kind} animation (*{suffix})</source>
+        <translation>{kind} 动画 (*{suffix})</translation>
+    </message>
+    <message>
+        <source>Saving {name}…</source>
+        <translation>正在保存 {name}…</translation>
+    </message>
+    <message>
+        <source>Could not save {name}: {error}</source>
+        <translation>无法保存 {name}：{error}</translation>
+    </message>
+    <message>
+        <source>Saved {path}</source>
+        <translation>已保存 {path}</translation>
+    </message>
+    <message>
+        <source>frame {k}</source>
+        <translation>第 {k} 帧</translation>
+    </message>
+    <message>
+        <source>#{id}, frame {k}</source>
+        <translation>#{id} 的第 {k} 帧</translation>
     </message>
 </context>
 <context>
@@ -2168,6 +2267,30 @@ Resume continues from there.</source>
         <translation>退出（运行中的任务会暂停，下次继续）</translation>
     </message>
     <message>
+        <source>A clip (click its picture)</source>
+        <translation>视频片段（点击其画面）</translation>
+    </message>
+    <message>
+        <source>Play or pause</source>
+        <translation>播放或暂停</translation>
+    </message>
+    <message>
+        <source>One frame back</source>
+        <translation>后退一帧</translation>
+    </message>
+    <message>
+        <source>One frame on</source>
+        <translation>前进一帧</translation>
+    </message>
+    <message>
+        <source>The first frame</source>
+        <translation>第一帧</translation>
+    </message>
+    <message>
+        <source>The last frame</source>
+        <translation>最后一帧</translation>
+    </message>
+    <message>
         <source>Search the jobs by prompt</source>
         <translation>按提示词搜索任务</translation>
     </message>
@@ -2447,6 +2570,10 @@ Resume continues from there.</source>
         <translation>{by}请求取消；工作进程会在当前步骤完成后停下</translation>
     </message>
     <message>
+        <source>Finished: the clip is saved (continued from step {step})</source>
+        <translation>完成：片段已保存（从第 {step} 步继续）</translation>
+    </message>
+    <message>
         <source>Finished: the image is saved (continued from step {step})</source>
         <translation>完成：图像已保存（从第 {step} 步继续）</translation>
     </message>
@@ -2493,6 +2620,10 @@ Resume continues from there.</source>
     <message>
         <source>Finished: the image is saved</source>
         <translation>完成：图像已保存</translation>
+    </message>
+    <message>
+        <source>Finished: the clip is saved</source>
+        <translation>完成：片段已保存</translation>
     </message>
     <message>
         <source>Paused {by}</source>
