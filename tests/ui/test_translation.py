@@ -60,7 +60,8 @@ TOOLS = Path(sys.executable).parent
 # name of the step cache diffusers gives it.
 FAMILY_LABELS = "|".join(re.escape(spec.label) for spec in families())
 KEEP = re.compile(
-    r"Ctrl\+(?:Up|Down)|Easel|CFG|LoRA|lora/|A1111|PNG|GIF|WebP|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
+    r"Ctrl\+(?:Up|Down)|Easel|CFG|LoRA|lora/|A1111|PNG|GIF|WebP"
+    r"|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
     r"|easel-tiny|other-model|SD 1\.x v-prediction|SDXL"  # model names and kinds: data
     r"|Euler a|Euler|DPM\+\+ 2M|DDIM|PNDM|LMS|Heun|UniPC|DEIS|LCM|First Block Cache|"
     + FAMILY_LABELS
