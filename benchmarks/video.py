@@ -7,6 +7,8 @@
   holds two more latent-sized outputs and the last sample): the file's size, and the
   median time of writing it as the rolling saver does (serialise, hash, write, fsync,
   rename);
+- `video_checkpoint_estimate_mb[wan2.1-480p-81f]`: what the submit check estimates such a
+  clip's checkpoint at (`video_budget.checkpoint_bytes`, worst case: all float32);
 - `video_checkpoint_mb[wan2.1-480p-81f-<sampler>]`, `..._ms[...]`: the same checkpoint with
   its tensors at the shapes of an 81-frame 832x480 Wan 2.1 clip, scaled by the latent
   shape (latents (1, 16, 21, 60, 104); UMT5-XXL states (1, 512, 4096) for the prompt and
@@ -46,15 +48,18 @@ from app.engine.generation.device import CPU
 from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.loop.checkpoint import Checkpoint, save_checkpoint
 from app.engine.generation.runner import Runner
+from app.engine.generation.video_budget import WAN21_RELEASED, checkpoint_bytes, clip_shape
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams
 from app.testing.tiny.wan import write_tiny_wan
 from benchmarks.generation import _go, _median_ratio, _queued_s, _quiet_progress_bars, report
 
 SAVES = 7  # checkpoint writes timed per shape (the median is reported)
-# An 81-frame 832x480 Wan 2.1 clip: 4 frames a latent frame after the first, 8x8 pixels a
-# latent pixel, 16 channels; UMT5-XXL's width and the stock 512 tokens.
-WAN_480P_81F_LATENTS = (1, 16, 21, 60, 104)
-UMT5_XXL_STATES = (1, 512, 4096)
+# An 81-frame 832x480 Wan 2.1 clip, shaped as the submit check estimates it (its disk
+# check): 4 frames a latent frame after the first, 8x8 pixels a latent pixel, 16 channels,
+# (1, 16, 21, 60, 104); UMT5-XXL's width and the stock 512 tokens, (1, 512, 4096).
+WAN_480P_81F = clip_shape(WAN21_RELEASED, frames=81, width=832, height=480)
+WAN_480P_81F_LATENTS = WAN_480P_81F.latents
+UMT5_XXL_STATES = WAN_480P_81F.text_states
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,6 +104,12 @@ def _checkpoint_figures(work: Path, base: GenerationParams) -> None:
         label = sampler.lower()
         _report_saves(f"tiny-33f-{label}", tiny, work)
         _report_saves(f"wan2.1-480p-81f-{label}", _scaled_to_480p(tiny), work)
+    # The submit check's worst case (every tensor in float32, UniPC's copies): a bound on
+    # the measured sizes above, which the disk must hold twice over.
+    report(
+        "video_checkpoint_estimate_mb[wan2.1-480p-81f]",
+        f"{checkpoint_bytes(WAN_480P_81F) / 1e6:.2f}",
+    )
 
 
 def _runner_of(model: ModelInfo) -> Runner:
