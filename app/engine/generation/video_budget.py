@@ -1,6 +1,6 @@
 """What a clip will need, estimated from its latent shape before it starts (no torch).
 
-A rolling checkpoint of a clip holds its latents (with UniPC, two more latent-sized
+Disk: a rolling checkpoint of a clip holds its latents (with UniPC, two more latent-sized
 outputs and the last sample: four copies, in float32) and the UMT5 states of its prompt and
 negative (512 tokens x the encoder's width). Measured (benchmarks/video.py): an 81-frame
 832x480 Wan 2.1 clip's UniPC checkpoint is 41.9 MB on a GPU in bfloat16; the estimate here
@@ -9,6 +9,16 @@ is the worst case, every tensor in float32 (a CPU run), 50.3 MB.
 `check_checkpoint_room` is part of the submit check (`request_checks.check_runnable`), so
 every door (the CLI's submit and generate, the native API, the window) refuses a clip whose
 checkpoint this machine's data folder cannot hold, in one sentence, storing nothing.
+
+Memory (`clip_memory`, beside the weights, which are loaded by then): a denoising step's
+activations, the transformer's widest point (its feed-forward layer and the attention's
+projections) over every token of the clip, and the VAE's decode, which diffusers' Wan VAE
+already does one latent frame (4 frames) at a time with a causal cache (its own temporal
+chunking), but over the whole picture unless tiled (`enable_tiling`: 256x256 tiles, which
+bounds the decode's activations whatever the size). The runner tiles when the whole decode
+would not fit beside the step's activations, and refuses a clip that does not fit even so.
+These are estimates from the configs, not measurements: only a GPU with real weights can
+say how close they come.
 """
 
 from __future__ import annotations
@@ -72,6 +82,56 @@ def checkpoint_bytes(shape: ClipShape) -> int:
     latent = math.prod(shape.latents) * LATENT_COPIES
     text = math.prod(shape.text_states) * TEXT_STATES
     return (latent + text) * FLOAT32_BYTES + CHECKPOINT_OVERHEAD_BYTES
+
+
+# Planes of the picture's size a decode holds at once, per channel of the VAE's widest
+# (full-resolution) stage: a latent frame's 4 frames through a conv (input, output and a
+# residual, 12) and each causal conv's cache of 2 frames (about 10 convs at that stage).
+DECODE_PLANES = 32
+DECODE_TILE = 256  # diffusers' AutoencoderKLWan tiles: 256x256 pixels, 192 apart
+TILE_OVERLAP = (256 / 192) ** 2  # the decoded tiles kept for blending, overlaps included
+# Per token of the clip, beside the feed-forward layer's width: the attention's query, key,
+# value and output at the model's width (memory-efficient attention keeps no score matrix).
+ATTENTION_WIDTHS = 4
+
+
+@dataclass(frozen=True)
+class ClipMemory:
+    """Bytes a clip needs beside its model's weights, at the dtypes it runs in."""
+
+    denoise_bytes: int  # one step's activations over every token
+    decode_bytes: int  # the VAE's decode over the whole picture, and the frames it makes
+    tiled_decode_bytes: int  # the same in diffusers' 256x256 tiles
+
+    def needed(self, *, tiled: bool) -> int:
+        """The most it holds at once: a step's activations are freed before the decode."""
+        return max(self.denoise_bytes, self.tiled_decode_bytes if tiled else self.decode_bytes)
+
+
+def clip_memory(
+    folder: Path, params: GenerationParams, *, transformer_bytes: int, vae_bytes: int
+) -> ClipMemory:
+    """What a clip of `params` on the model in `folder` needs beside the weights: the
+    transformer's activations in its dtype (`transformer_bytes` a number), the decode in
+    the VAE's (`vae_bytes`)."""
+    config = video_config(folder)
+    shape = clip_shape(config, params.frames, params.width, params.height)
+    transformer = _config(folder / "transformer" / "config.json")
+    width = _number(transformer, "num_attention_heads", 40) * _number(
+        transformer, "attention_head_dim", 128
+    )
+    feed_forward = _number(transformer, "ffn_dim", 13824)
+    _batch, _channels, latent_frames, latent_height, latent_width = shape.latents
+    tokens = latent_frames * (latent_height // 2) * (latent_width // 2)  # (1, 2, 2) patches
+    denoise = tokens * (feed_forward + ATTENTION_WIDTHS * width) * transformer_bytes
+    vae = _config(folder / "vae" / "config.json")
+    channels = _number(vae, "decoder_base_dim", 0) or _number(vae, "base_dim", 96)
+    frames_planes = 3 * params.frames  # the RGB frames, joined once more as they are made
+    picture = params.width * params.height
+    tile = min(DECODE_TILE, params.width) * min(DECODE_TILE, params.height)
+    decode = (DECODE_PLANES * channels + 2 * frames_planes) * picture * vae_bytes
+    tiled = DECODE_PLANES * channels * tile + (2 + TILE_OVERLAP) * frames_planes * picture
+    return ClipMemory(denoise, decode, int(tiled * vae_bytes))
 
 
 def video_config(folder: Path) -> VideoConfig:

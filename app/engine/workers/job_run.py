@@ -4,10 +4,11 @@ The step checkpoint is where the app's requests take effect: it reads the job's 
 (a two-column SELECT at every step on SQLite; on PostgreSQL at the step after a
 notification names the job, else once a second: `wakeup.JobWatch`) and stops on
 CANCELLING or PAUSING; every `checkpoint_interval_s` (stretched by `checkpoint_pacing` so
-that saves cost at most 2% of the run) it asks the runner for a rolling checkpoint. A run whose step is stuck (judged by `stall.StallRule`: no step for a few times
-the slowest recent one while its threads used no CPU time, or far longer while they did) is
-settled by its own heartbeat thread with TIMEOUT, saying so, and its worker then
-ends (`RunContext.on_stuck`) so that a fresh one takes its place.
+that saves cost at most 2% of the run) it asks the runner for a rolling checkpoint. A run
+whose step is stuck (judged by `stall.StallRule`: no step for a few times the slowest
+recent one while its threads used no CPU time, or far longer while they did) is settled
+by its own heartbeat thread with TIMEOUT, saying so, and its worker then ends
+(`RunContext.on_stuck`) so that a fresh one takes its place.
 
 Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's id so a
 worker that lost its job (timed out, re-claimed elsewhere) can never settle it; such a
