@@ -17,8 +17,9 @@
   the negative), in the dtypes a GPU run in bfloat16 keeps them (Euler's latents in
   bfloat16 after a step, UniPC's in float32): written and timed here, on this disk;
 - `video_checkpoint_overhead_ratio`: clips/s through a warm headless worker taking rolling
-  checkpoints every `--interval` seconds (1 s: ten times the default's rate) / the same
-  with none; median of alternating rounds;
+  checkpoints every `--interval` seconds (1 s: ten times the default's rate), as the worker
+  paces them (`checkpoint_pacing`: stretched so that saves cost at most 2% of the run) /
+  the same with none; median of alternating rounds;
 - `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
   `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
   first-frame PNG either way); median of alternating rounds.
