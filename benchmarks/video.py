@@ -6,15 +6,20 @@
   second step, with Euler and with UniPC (the released folders' default, whose history
   holds two more latent-sized outputs and the last sample): the file's size, and the
   median time of writing it as the rolling saver does (serialise, hash, write, fsync,
-  rename);
+  rename); `video_checkpoint_interval_s[...]`: the default 10 s interval between rolling
+  checkpoints as a worker stretches it for saves that long (`checkpoint_pacing`: at most
+  2% of the run);
+- `video_checkpoint_estimate_mb[wan2.1-480p-81f]`: what the submit check estimates such a
+  clip's checkpoint at (`video_budget.checkpoint_bytes`, worst case: all float32);
 - `video_checkpoint_mb[wan2.1-480p-81f-<sampler>]`, `..._ms[...]`: the same checkpoint with
   its tensors at the shapes of an 81-frame 832x480 Wan 2.1 clip, scaled by the latent
   shape (latents (1, 16, 21, 60, 104); UMT5-XXL states (1, 512, 4096) for the prompt and
   the negative), in the dtypes a GPU run in bfloat16 keeps them (Euler's latents in
   bfloat16 after a step, UniPC's in float32): written and timed here, on this disk;
 - `video_checkpoint_overhead_ratio`: clips/s through a warm headless worker taking rolling
-  checkpoints every `--interval` seconds (1 s: ten times the default's rate) / the same
-  with none; median of alternating rounds;
+  checkpoints every `--interval` seconds (1 s: ten times the default's rate), as the worker
+  paces them (`checkpoint_pacing`: stretched so that saves cost at most 2% of the run) /
+  the same with none; median of alternating rounds;
 - `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
   `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
   first-frame PNG either way); median of alternating rounds.
@@ -46,15 +51,21 @@ from app.engine.generation.device import CPU
 from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.loop.checkpoint import Checkpoint, save_checkpoint
 from app.engine.generation.runner import Runner
+from app.engine.generation.video_budget import WAN21_RELEASED, checkpoint_bytes, clip_shape
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.engine.settings import Settings
+from app.engine.workers.checkpoint_pacing import paced_interval_s
 from app.testing.tiny.wan import write_tiny_wan
 from benchmarks.generation import _go, _median_ratio, _queued_s, _quiet_progress_bars, report
 
 SAVES = 7  # checkpoint writes timed per shape (the median is reported)
-# An 81-frame 832x480 Wan 2.1 clip: 4 frames a latent frame after the first, 8x8 pixels a
-# latent pixel, 16 channels; UMT5-XXL's width and the stock 512 tokens.
-WAN_480P_81F_LATENTS = (1, 16, 21, 60, 104)
-UMT5_XXL_STATES = (1, 512, 4096)
+DEFAULT_INTERVAL_S = Settings().checkpoint_interval_s
+# An 81-frame 832x480 Wan 2.1 clip, shaped as the submit check estimates it (its disk
+# check): 4 frames a latent frame after the first, 8x8 pixels a latent pixel, 16 channels,
+# (1, 16, 21, 60, 104); UMT5-XXL's width and the stock 512 tokens, (1, 512, 4096).
+WAN_480P_81F = clip_shape(WAN21_RELEASED, frames=81, width=832, height=480)
+WAN_480P_81F_LATENTS = WAN_480P_81F.latents
+UMT5_XXL_STATES = WAN_480P_81F.text_states
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,6 +110,12 @@ def _checkpoint_figures(work: Path, base: GenerationParams) -> None:
         label = sampler.lower()
         _report_saves(f"tiny-33f-{label}", tiny, work)
         _report_saves(f"wan2.1-480p-81f-{label}", _scaled_to_480p(tiny), work)
+    # The submit check's worst case (every tensor in float32, UniPC's copies): a bound on
+    # the measured sizes above, which the disk must hold twice over.
+    report(
+        "video_checkpoint_estimate_mb[wan2.1-480p-81f]",
+        f"{checkpoint_bytes(WAN_480P_81F) / 1e6:.2f}",
+    )
 
 
 def _runner_of(model: ModelInfo) -> Runner:
@@ -139,8 +156,12 @@ def _report_saves(label: str, checkpoint: Checkpoint, work: Path) -> None:
         started = time.perf_counter()
         save_checkpoint(path, checkpoint)
         times.append((time.perf_counter() - started) * 1000)
+    median_ms = statistics.median(times)
     report(f"video_checkpoint_mb[{label}]", f"{path.stat().st_size / 1e6:.2f}")
-    report(f"video_checkpoint_ms[{label}]", f"{statistics.median(times):.1f}")
+    report(f"video_checkpoint_ms[{label}]", f"{median_ms:.1f}")
+    # The default 10 s interval as a worker paces it for saves this long (2% of the run).
+    paced_s = paced_interval_s(DEFAULT_INTERVAL_S, median_ms / 1000)
+    report(f"video_checkpoint_interval_s[{label}]", f"{paced_s:.1f}")
     path.unlink()
 
 

@@ -21,6 +21,8 @@ from pydantic.json_schema import JsonDict
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
+from app.engine.generation.families.video_params import video_families
+from app.engine.generation.files.sources import resolve_model_name
 from app.engine.jobs.api_jobs import A1111_API
 from app.engine.jobs.follow_ups import FollowUps, Upscale
 from app.engine.jobs.params import (
@@ -37,14 +39,16 @@ from app.engine.jobs.states import JobStatus, TransitionNotAllowed
 from app.engine.outputs.image import IMAGE, a1111_parameters
 from app.engine.outputs.registry import output_of_job
 from app.engine.store.stored_files import output_bytes
-from app.errors import BadInput
+from app.errors import BadInput, EaselError
 from app.server.a1111_controlnet import control_job
 from app.server.a1111_fields import (
     Endpoint,
     UnsupportedRequest,
     check_fields,
+    check_no_video_fields,
     compile_asked,
     model_name,
+    refuse_video_model,
 )
 from app.server.a1111_speed import speed_asked, without_speed_scripts
 from app.server.requests import (
@@ -190,7 +194,9 @@ async def _generate(
     name = model_name(str(model))
     sampler = body.sampler_name or body.sampler_index or _default_sampler(state, name)
     scheduler = easel_scheduler(sampler, body.scheduler)
+    check_no_video_fields(sent_fields(body))
     check_fields(sent_fields(body), endpoint, scheduler.removesuffix(" Karras"))
+    await run_in_threadpool(_check_draws_images, name, state)  # reads the model folders
     rng = random.SystemRandom()
     seed = body.seed if body.seed != -1 else rng.randint(0, MAX_SEED)
     variation_seed = body.subseed if body.subseed_strength > 0 else RANDOM_SEED
@@ -212,6 +218,18 @@ async def _generate(
     # so that other requests are not held meanwhile.
     job = await run_in_threadpool(_job_of, body, JobRequest(params, count=count), state)
     return _response(body, await submit_and_wait(request, state, job), state)
+
+
+def _check_draws_images(model: str, state: ServerState) -> None:
+    """Refuse a video model in one sentence saying where clips are asked for (the submit
+    check's own refusal would ask for frames, which A1111's requests cannot send). A
+    model not found is left to that check, which names it."""
+    try:
+        arch = resolve_model_name(model, state.settings.model_search_path()).architecture
+    except EaselError:
+        return
+    if arch is not None and arch in video_families():
+        raise refuse_video_model(model, arch.label)
 
 
 def _job_of(body: Txt2Img | Img2Img, job: JobRequest, state: ServerState) -> JobRequest:

@@ -312,6 +312,28 @@ FIELDS: tuple[A1111Field, ...] = (
     A1111Field("include_init_images", IMG, IGN, "Easel's answer carries the generated images only"),
 )
 
+# Fields video tools send for a clip's length and rate: A1111's API has no video, so a
+# client sending one asked for a clip, and is told where clips are asked for.
+VIDEO_FIELDS = ("frames", "num_frames", "video_length", "video_frames", "fps")
+NO_VIDEO = "Easel's A1111 API draws images only"
+WHERE_CLIPS = "ask for a clip through POST /api/v1/jobs with frames and fps"
+
+
+def check_no_video_fields(sent: Mapping[str, Any]) -> None:
+    """Refuse, in one sentence saying where clips are asked for, a video field sent to an
+    A1111 endpoint (before the unknown-field refusal, which would not say so)."""
+    asked = [name for name in VIDEO_FIELDS if name in sent]
+    if asked:
+        raise UnsupportedRequest(f"{NO_VIDEO} ({asked[0]!r} asks for a video); {WHERE_CLIPS}")
+
+
+def refuse_video_model(model: str, label: str) -> UnsupportedRequest:
+    """The one sentence for an A1111 request on a model that draws videos."""
+    return UnsupportedRequest(
+        f"{NO_VIDEO}, and {model!r} is a {label} model, which draws videos; {WHERE_CLIPS}"
+    )
+
+
 # Settings in `override_settings` that would change the image, and their neutral values.
 # Other settings are A1111's UI's (as POST /sdapi/v1/options keeps only the model).
 IMAGE_SETTINGS: Mapping[str, tuple[Any, ...]] = {

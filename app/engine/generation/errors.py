@@ -93,3 +93,16 @@ class NotEnoughGraphicsMemory(GenerationError, UserError):
             f"{name} needs about {needed / GB:.1f} GB of graphics memory even with low-VRAM "
             f"mode{has}"
         )
+
+
+class ClipDoesNotFit(GenerationError, UserError):
+    """A clip whose estimated needs (`video_budget.clip_memory`) exceed the memory left
+    beside its model even with a tiled decode: said before its first step, not after an
+    hour. Not transient: another attempt on the same machine fails the same way."""
+
+    @classmethod
+    def for_clip(cls, needed: int, free: int, where: str) -> ClipDoesNotFit:
+        return cls(
+            f"this clip needs about {needed / GB:.1f} GB of memory beside its model and "
+            f"{where} has {free / GB:.1f} GB free; ask for fewer frames or a smaller size"
+        )

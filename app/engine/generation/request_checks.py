@@ -3,7 +3,8 @@
 The CLI and the window both call `check_runnable` next to `GenerationParams.validated()`,
 so an unknown model, an unsupported file, a size the model cannot draw, an unknown LoRA or
 a prompt weight that is no number, a ControlNet missing or made for another architecture
-is one sentence at submit time, never a FAILED job later.
+is one sentence at submit time, never a FAILED job later; so is a clip whose rolling
+checkpoints the data folder has no room for (`video_budget`).
 
 `names_only` is for requests from the network (the server) and jobs on a shared queue:
 every model, LoRA, ControlNet, IP-Adapter and upscaler is a name installed in the model
@@ -35,10 +36,12 @@ from app.engine.generation.guidance.ip_adapters import find_ip_adapter, ip_adapt
 from app.engine.generation.post.upscalers import check_upscaler
 from app.engine.generation.prompts.loras import check_loras
 from app.engine.generation.prompts.syntax import check_prompt_syntax
+from app.engine.generation.video_budget import check_checkpoint_room
 from app.engine.jobs.params import (
     KIND_EDIT,
     KIND_TILED,
     KIND_UPSCALE,
+    KIND_VIDEO,
     SPEED_OFF,
     GenerationParams,
     InvalidParameters,
@@ -79,6 +82,8 @@ def check_runnable(
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
     if problems := video_problems(arch, params):
         raise InvalidParameters("; ".join(problems))  # frames, sizes; a video of an image model
+    if params.kind == KIND_VIDEO:
+        check_checkpoint_room(params, info.path)  # this machine's data folder holds its progress
     if params.speed != SPEED_OFF and (arch is None or not arch.spec.step_cache):
         raise InvalidParameters(
             f"step caching (speed {params.speed}) works on {step_cache_families()} models, not "

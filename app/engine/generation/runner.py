@@ -22,6 +22,7 @@ from PIL import Image
 from app.engine.generation import denoise
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import (
+    ClipDoesNotFit,
     NonFiniteLatents,
     NonFiniteVaeOutput,
     NotEnoughGraphicsMemory,
@@ -56,6 +57,7 @@ from app.engine.generation.memory import (
     device_memory_free,
     largest_part_bytes,
     module_bytes,
+    pipeline_bytes,
     weight_files,
 )
 from app.engine.generation.outcome import (
@@ -82,6 +84,7 @@ from app.engine.generation.post.upscale import (
 )
 from app.engine.generation.post.upscalers import resolve_upscaler, upscaler_folders
 from app.engine.generation.prompts.loras import LoraRef, parse_loras
+from app.engine.generation.video_budget import clip_memory
 from app.engine.jobs.graph_sql import check_guide_images
 from app.engine.jobs.params import (
     KIND_EDIT,
@@ -359,6 +362,8 @@ class Runner:
         use_ip_adapters(loaded.pipe, adapters, [reference.weight for reference in references])
         self._cache.account(loaded, module_bytes(self._controlnets.nets))  # in the budget
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
+        if params.kind == KIND_VIDEO:
+            _fit_the_clip(loaded, params, self._device)
         job = _Job(loaded, params, checkpoint_path, on_step, inputs, nets)
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
@@ -654,6 +659,43 @@ def _tile_the_vae_for_big_images(pipe: object, params: GenerationParams, low_vra
         vae.enable_tiling()
     elif not low_vram:  # low-VRAM mode keeps it on for every size (see loader._place)
         vae.disable_tiling()
+
+
+def _fit_the_clip(loaded: LoadedModel, params: GenerationParams, device: DeviceChoice) -> None:
+    """Before a clip's first step: its needs estimated (`video_budget.clip_memory`) against
+    the memory left beside its model; the VAE decodes in tiles when the whole picture would
+    not fit, and a clip that does not fit even so is refused in one sentence. On a GPU
+    outside low-VRAM mode the weights may still make room (the out-of-memory retry offloads
+    them), so only there is a clip not refused on the estimate."""
+    pipe = loaded.pipe
+    needs = clip_memory(
+        loaded.model.path, params, transformer_bytes=_itemsize(pipe.transformer),
+        vae_bytes=_itemsize(pipe.vae),
+    )  # fmt: skip
+    free, where = _memory_beside_the_model(pipe, device)
+    if needs.needed(tiled=False) <= free:
+        return
+    if needs.needed(tiled=True) < needs.needed(tiled=False):  # tiles pay on a wide VAE
+        pipe.vae.enable_tiling()
+    least = min(needs.needed(tiled=True), needs.needed(tiled=False))
+    may_make_room = device.device.startswith("cuda") and not device.low_vram
+    if least > free and not may_make_room:
+        raise ClipDoesNotFit.for_clip(least, free, where)
+
+
+def _memory_beside_the_model(pipe: Any, device: DeviceChoice) -> tuple[int, str]:
+    """Bytes free for a run's activations now, and where: a GPU's free memory and cache,
+    less the weights on it (all of them, or in low-VRAM mode the largest part at a time);
+    elsewhere the machine's available RAM (the weights are in it already)."""
+    gpu_free = device_memory_free(device.device)
+    if gpu_free is None:
+        return available_memory(), "this machine"
+    on_gpu = largest_part_bytes(pipe) if device.low_vram else pipeline_bytes(pipe)
+    return max(0, gpu_free - on_gpu), "this GPU"
+
+
+def _itemsize(module: Any) -> int:
+    return int(module.dtype.itemsize)
 
 
 def _empty_gpu_cache() -> None:

@@ -3,11 +3,12 @@
 The step checkpoint is where the app's requests take effect: it reads the job's status
 (a two-column SELECT at every step on SQLite; on PostgreSQL at the step after a
 notification names the job, else once a second: `wakeup.JobWatch`) and stops on
-CANCELLING or PAUSING; every `checkpoint_interval_s` it asks the runner for a rolling
-checkpoint. A run whose step is stuck (judged by `stall.StallRule`: no step for a few times
-the slowest recent one while its threads used no CPU time, or far longer while they did) is
-settled by its own heartbeat thread with TIMEOUT, saying so, and its worker then
-ends (`RunContext.on_stuck`) so that a fresh one takes its place.
+CANCELLING or PAUSING; every `checkpoint_interval_s` (stretched by `checkpoint_pacing` so
+that saves cost at most 2% of the run) it asks the runner for a rolling checkpoint. A run
+whose step is stuck (judged by `stall.StallRule`: no step for a few times the slowest
+recent one while its threads used no CPU time, or far longer while they did) is settled
+by its own heartbeat thread with TIMEOUT, saying so, and its worker then ends
+(`RunContext.on_stuck`) so that a fresh one takes its place.
 
 Settling is one transition: COMPLETE, FAIL or STOPPED, always with this worker's id so a
 worker that lost its job (timed out, re-claimed elsewhere) can never settle it; such a
@@ -52,6 +53,7 @@ from app.engine.jobs.states import STOPPING_STATUSES, JobEvent, JobStatus, Trans
 from app.engine.outputs.registry import UnknownOutputKind, output_of_job
 from app.engine.paths import OutsideItsFolder, is_inside, looks_like_path, recorded_file
 from app.engine.store.stored_files import SharedProgress
+from app.engine.workers.checkpoint_pacing import paced_interval_s
 from app.engine.workers.database_watch import DatabaseFileReplaced
 from app.engine.workers.kinds import KindRun, work_of
 from app.engine.workers.kinds import RunnerLike as RunnerLike  # its home was here; keep the name
@@ -378,7 +380,8 @@ class JobRun:
         if progress.step >= progress.total or progress.saving:
             return False  # the image comes next; or the last save is still being written
         every = self.context.checkpoint_every_steps
-        interval = self.context.checkpoint_interval_s
+        # Stretched so that saves cost at most 2% of the run (a clip's latents are large).
+        interval = paced_interval_s(self.context.checkpoint_interval_s, progress.last_save_s)
         now = time.monotonic()
         # Asked a save's length early, so the newest state on disk is never older than the
         # interval (the state of the previous save stays the newest until this one is in);

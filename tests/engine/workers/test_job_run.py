@@ -232,16 +232,45 @@ def test_rolling_checkpoints_are_asked_a_save_early_and_never_while_one_is_writt
     def decision(step: int, **save: Any) -> StepDecision:
         return run.on_step(StepProgress(step, 10, float(step), **save))
 
-    now[0] += 8.5
-    assert decision(1) is StepDecision.CONTINUE  # 8.5 s of a 10 s interval
-    assert decision(2, last_save_s=2.0) is StepDecision.CHECKPOINT  # done by 10 s, not 10 + 2
-    now[0] += 9.0
-    assert decision(3, last_save_s=2.0, saving=True) is StepDecision.CONTINUE  # in flight
-    assert decision(4, last_save_s=2.0) is StepDecision.CHECKPOINT
-    now[0] += 5.5
-    assert decision(5, last_save_s=30.0) is StepDecision.CHECKPOINT  # lead at most half
+    now[0] += 9.85
+    assert decision(1) is StepDecision.CONTINUE  # 9.85 s of a 10 s interval
+    assert decision(2, last_save_s=0.2) is StepDecision.CHECKPOINT  # done by 10 s, not 10.2
+    now[0] += 9.85
+    assert decision(3, last_save_s=0.2, saving=True) is StepDecision.CONTINUE  # in flight
+    assert decision(4, last_save_s=0.2) is StepDecision.CHECKPOINT
     now[0] += 10.0
     assert decision(10) is StepDecision.CONTINUE  # the last step: the image comes next
+
+
+def test_slow_saves_stretch_the_interval_to_cost_at_most_2_percent_up_to_5_minutes(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clip's 1 s save every 10 s would cost a tenth of the run: every 50 s instead (asked
+    a save early); a 30 s save would want 25 minutes, and gets 5 (a crash loses no more),
+    asked at most half that early."""
+    from app.engine.workers.checkpoint_pacing import paced_interval_s
+
+    assert paced_interval_s(10.0, 0.01) == 10.0 and paced_interval_s(0.0, 1.0) == 0.0
+    assert paced_interval_s(3600.0, 30.0) == 3600.0  # a longer interval asked is kept
+    queue.submit(fake_params(steps=100))
+    ctx = replace(context(queue, tmp_path, Sent()), checkpoint_interval_s=10.0)
+    now = [1000.0]
+    monkeypatch.setattr(job_run, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    run = JobRun(ctx, claim(queue))
+
+    def decision(step: int, last_save_s: float) -> StepDecision:
+        return run.on_step(StepProgress(step, 100, float(step), last_save_s=last_save_s))
+
+    now[0] += 10.0
+    assert decision(1, 0.0) is StepDecision.CHECKPOINT  # nothing measured yet: as asked
+    now[0] += 48.5
+    assert decision(2, 1.0) is StepDecision.CONTINUE
+    now[0] += 0.5
+    assert decision(3, 1.0) is StepDecision.CHECKPOINT  # 49 s: a 1 s save early of 50 s
+    now[0] += 269.0
+    assert decision(4, 30.0) is StepDecision.CONTINUE  # 269 s of 300 - 30
+    now[0] += 1.0
+    assert decision(5, 30.0) is StepDecision.CHECKPOINT
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["sqlite", "postgresql"])
@@ -249,8 +278,8 @@ def test_on_a_shared_database_a_save_is_asked_early_by_its_copy_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: bool
 ) -> None:
     """There the newest state is the one copied into the database (what another machine
-    resumes from): 0.5 s to save, up to 0.25 s until the heartbeat thread copies it, 1 s
-    to copy: asked 1.75 s early, not 0.5 s."""
+    resumes from): 0.1 s to save, up to 0.25 s until the heartbeat thread copies it, 1 s
+    to copy: asked 1.35 s early, not 0.1 s."""
     with pg.location("postgresql" if shared else "sqlite", str(tmp_path / "jobs.db")) as where:
         queue = JobQueue(open_database(where))
         try:
@@ -263,8 +292,8 @@ def test_on_a_shared_database_a_save_is_asked_early_by_its_copy_too(
             monkeypatch.setattr(job_run, "time", SimpleNamespace(monotonic=lambda: now[0]))
             run = JobRun(ctx, claim(queue))
             run.shared.last_copy_s = 1.0
-            now[0] += 8.5
-            decision = run.on_step(StepProgress(1, 10, 1.0, last_save_s=0.5))
+            now[0] += 8.7
+            decision = run.on_step(StepProgress(1, 10, 1.0, last_save_s=0.1))
             assert decision is (StepDecision.CHECKPOINT if shared else StepDecision.CONTINUE)
         finally:
             queue.db.dispose()
