@@ -1,0 +1,223 @@
+"""LTX-Video text to video through Easel's own loop: the stock LTXPipeline's clip, exactly.
+
+On a tiny random LTX-Video (tiny.ltx: a one-block 3D DiT, a VAE compressing 32x in space
+and 8x in time with a timestep-conditioned decoder, a T5 encoder with an offline tokenizer)
+saved as a diffusers folder: every frame equal to `LTXPipeline` called with its defaults
+(size, frames, steps and guidance aside), in float32 and bfloat16; a pause and a crash after
+a rolling checkpoint resumed by a fresh runner to the same frames; what it cannot draw
+refused at submit in one sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from app.engine.generation import runner as runner_module
+from app.engine.generation.files.architecture import Architecture, Prediction
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
+from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.request_checks import check_runnable
+from app.engine.generation.runner import Runner
+from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.engine.outputs.video import VIDEO
+from app.errors import BadInput
+from tests.engine.generation.tiny_architectures import (
+    Crash,
+    checkpoint_then_crash,
+    go_on,
+    model_info,
+    pause_at,
+    runner_for,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+# 9 frames of 64x32: 2 latent frames of 1x2 latent pixels (the VAE's 8x in time, 32x in space).
+STEPS, FRAMES, WIDTH, HEIGHT = 3, 9, 64, 32
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.ltx import write_tiny_ltx
+
+    return write_tiny_ltx(tmp_path_factory.mktemp("ltx-models") / "ltx")
+
+
+@pytest.fixture(scope="module")
+def model(folder: Path) -> ModelInfo:
+    return model_info(folder, "ltx")
+
+
+@pytest.fixture(scope="module")
+def runner(model: ModelInfo) -> Runner:
+    return runner_for(model)
+
+
+def ltx_params(**changes: Any) -> GenerationParams:
+    base: dict[str, Any] = {
+        "prompt": "a cat walking", "model": "ltx", "steps": STEPS, "cfg": 3.0, "width": WIDTH,
+        "height": HEIGHT, "seed": 1234, "kind": KIND_VIDEO, "frames": FRAMES, "fps": 25,
+    }  # fmt: skip
+    return GenerationParams(**{**base, **changes})
+
+
+def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.float32) -> Any:
+    """The stock pipeline's frames, loaded in `dtype` and called as its model card does (its
+    defaults otherwise: no negative prompt, 128 tokens, decode timestep 0), as pictures."""
+    from diffusers import LTXPipeline
+
+    pipe = LTXPipeline.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    pipe.set_progress_bar_config(disable=True)
+    frames = pipe(
+        prompt=params.prompt,
+        negative_prompt=params.negative_prompt or None,
+        height=params.height,
+        width=params.width,
+        num_frames=params.frames,
+        frame_rate=params.fps,
+        num_inference_steps=params.steps,
+        guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed),
+        output_type="pil",
+    ).frames[0]
+    return [np.asarray(frame, dtype=np.int16) for frame in frames]
+
+
+class Written:
+    """The frames the runner hands the video kind's writer (which still writes the MP4)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.frames: dict[Path, list[np.ndarray]] = {}
+
+        def write(frames: list[Image.Image], path: Path, params: GenerationParams) -> None:
+            self.frames[path] = [np.asarray(frame, dtype=np.int16) for frame in frames]
+            VIDEO.write(frames, path, params)
+
+        kind = replace(VIDEO, write=write)
+        monkeypatch.setattr(runner_module, "output_of_job", lambda _kind: kind)
+
+    def of(self, outcome: Any) -> list[np.ndarray]:
+        assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
+        return self.frames[outcome.image_path]
+
+
+@pytest.fixture
+def written(monkeypatch: pytest.MonkeyPatch) -> Written:
+    return Written(monkeypatch)
+
+
+def clip(runner: Runner, params: GenerationParams, folder: Path, name: str, **kwargs: Any) -> Any:
+    return runner.run(
+        params,
+        output_path=folder / f"{name}.mp4",
+        checkpoint_path=folder / f"{name}.ckpt",
+        on_step=kwargs.pop("on_step", go_on),
+    )
+
+
+def max_frame_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> int:
+    assert len(ours) == len(theirs)
+    return max(int(np.abs(a - b).max()) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_a_tiny_ltx_folder_is_detected_as_ltx_video(model: ModelInfo, folder: Path) -> None:
+    from app.engine.settings import Settings
+    from app.ui.wiring import model_choices
+
+    assert model.architecture is Architecture.LTX_VIDEO and model.prediction is Prediction.FLOW
+    choices = model_choices(Settings(models_dir=str(folder.parent)))  # the window's scan
+    choice = next(choice for choice in choices if choice.name == folder.name)
+    assert (choice.kind, choice.samplers, choice.draws_video) == ("LTX-Video", ("Euler",), True)
+    assert (choice.frame_step, choice.default_frames, choice.default_fps) == (8, 161, 25)
+
+
+def test_every_frame_equals_the_stock_pipeline(
+    runner: Runner, folder: Path, written: Written, tmp_path: Path
+) -> None:
+    """At the stock guidance (3, CFG with the "" negative), with a negative prompt and
+    another frame rate (the rotary positions' scale), and without CFG on 17 frames."""
+    cases: list[dict[str, Any]] = [
+        {},
+        {"negative_prompt": "blurry", "fps": 16, "cfg": 5.0},
+        {"cfg": 1.0, "frames": 17},
+    ]
+    for index, changes in enumerate(cases):
+        params = ltx_params(**changes)
+        ours = written.of(clip(runner, params, tmp_path, f"ours-{index}"))
+        assert len(ours) == params.frames and ours[0].shape == (HEIGHT, WIDTH, 3)
+        assert max_frame_diff(ours, stock(folder, params)) == 0, changes
+
+
+def test_a_pause_and_a_crash_resume_in_a_fresh_runner_to_the_same_frames(
+    runner: Runner, model: ModelInfo, written: Written, tmp_path: Path
+) -> None:
+    """Paused at step 2 of 3, and killed after a rolling checkpoint at step 1: a new runner
+    (its own pipeline, loaded anew) finishes each to the uninterrupted clip."""
+    params = ltx_params(negative_prompt="blurry")
+    whole = written.of(clip(runner, params, tmp_path, "whole"))
+    paused = clip(runner, params, tmp_path, "paused", on_step=pause_at(2))
+    assert paused.kind is OutcomeKind.PAUSED and (tmp_path / "paused.ckpt").exists()
+    with pytest.raises(Crash):
+        clip(runner, params, tmp_path, "crashed", on_step=checkpoint_then_crash(1))
+    fresh = runner_for(model)
+    for name, steps_done in (("paused", 2), ("crashed", 1)):
+        resumed = clip(fresh, params, tmp_path, name)
+        assert resumed.resumed_from is not None and resumed.resumed_from.step == steps_done
+        assert max_frame_diff(written.of(resumed), whole) == 0
+        assert not (tmp_path / f"{name}.ckpt").exists()
+
+
+def test_in_bfloat16_every_frame_equals_stock_and_a_pause_resumes_exactly(
+    folder: Path, model: ModelInfo, written: Written, tmp_path: Path
+) -> None:
+    """Computed in bfloat16 on the CPU as a GPU would (T5 too, as released): against the
+    stock pipeline loaded in it; the checkpoint restores the bfloat16 prompt states and the
+    float32 latents exactly."""
+    from app.engine.generation.device import CPU
+
+    device = replace(CPU, dtype_name="bfloat16")
+    params = ltx_params(negative_prompt="blurry")
+    half = Runner(device=device, resolve=lambda _n: model, threads=1)
+    whole = written.of(clip(half, params, tmp_path, "whole"))
+    assert max_frame_diff(whole, stock(folder, params, torch.bfloat16)) == 0
+    assert clip(half, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
+    fresh = Runner(device=device, resolve=lambda _n: model, threads=1)
+    assert max_frame_diff(written.of(clip(fresh, params, tmp_path, "paused")), whole) == 0
+
+
+def test_what_ltx_cannot_draw_is_refused_at_submit_in_one_sentence(folder: Path) -> None:
+    search = ModelSearchPath(user=(folder.parent,))
+    assert check_runnable(ltx_params(), search).architecture is Architecture.LTX_VIDEO
+    refusals = {
+        "frames": (20, "LTX-Video draws 8k+1 frames, not 20; the nearest are 17 or 25"),
+        "width": (
+            80,
+            "LTX-Video draws sizes in multiples of 32 pixels, not 80x32; "
+            "the nearest are 64x32 or 96x32",
+        ),
+        "scheduler": ("UniPC", "LTX-Video models run with the Euler sampler (flow matching)"),
+    }
+    for field, (value, sentence) in refusals.items():
+        with pytest.raises(BadInput) as refused:
+            check_runnable(ltx_params(**{field: value}), search)
+        assert str(refused.value).startswith(sentence)
+
+
+def test_a_preview_is_the_middle_frame_drawn_cheaply(runner: Runner) -> None:
+    """The latent preview (no VAE: a linear map of the middle latent frame), a PNG at the
+    preview's size."""
+    import io
+
+    from app.engine.generation import denoise
+
+    loaded = runner.load("ltx")
+    state = denoise.start(loaded.pipe, ltx_params(frames=25))
+    with Image.open(io.BytesIO(loaded.previewer.png(state.latents, (64, 32)))) as preview:
+        assert preview.format == "PNG" and preview.size == (64, 32)
