@@ -48,6 +48,9 @@ with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step o
 clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
 frame: the decoded frames of Easel's loop (before the MP4's lossy encoding), against a run
 paused at step 3 and resumed from its checkpoint file, and against stock `WanPipeline`.
+And for LTX-Video text to video as a diffusers folder (`ltx-video`: a 17-frame 64x32 clip at
+25 fps, CFG with a negative prompt): the same four figures, `step_ms` being one transformer
+call on the batch of two plus the scheduler step, against stock `LTXPipeline`.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -117,6 +120,7 @@ from app.testing.tiny.chroma import write_tiny_chroma
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.kontext import write_tiny_kontext
+from app.testing.tiny.ltx import write_tiny_ltx
 from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
@@ -208,6 +212,7 @@ def run_architectures() -> None:
         run_chroma(work)
         run_kontext(work)
         run_wan(work)
+        run_ltx(work)
 
 
 def run_chroma(work: Path) -> None:
@@ -420,6 +425,38 @@ def run_wan(work: Path) -> None:
     ).frames[0]  # fmt: skip
     report("pause_resume_max_diff[wan2.1]", _frames_diff(ours, resumed))
     report("same_as_diffusers_max_diff[wan2.1]", _frames_diff(ours, stock))
+
+
+def run_ltx(work: Path) -> None:
+    """The LTX-Video row (see the docstring): every frame compared, before the MP4."""
+    folder = write_tiny_ltx(work / "ltx-video")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=3.0,
+        seed=42, width=64, height=32, kind="video", frames=17, fps=25,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report("load_s[ltx-video]", f"{time.perf_counter() - started:.2f}")
+    report("step_ms[ltx-video]", f"{_step_ms(pipe, params):.1f}")
+    ours = clip_frames(pipe, params)
+    paused = work / "ltx-paused.mp4"
+    runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+               on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    stock_pipe: Any = _pipeline_class(Architecture.LTX_VIDEO).from_pretrained(
+        folder, local_files_only=True
+    )
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
+        width=params.width, num_frames=params.frames, frame_rate=params.fps,
+        num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+    ).frames[0]  # fmt: skip
+    report("pause_resume_max_diff[ltx-video]", _frames_diff(ours, resumed))
+    report("same_as_diffusers_max_diff[ltx-video]", _frames_diff(ours, stock))
 
 
 def clip_frames(pipe: Any, params: GenerationParams) -> list[Image.Image]:
