@@ -42,6 +42,7 @@ from tests.engine.generation.tiny_architectures import (
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
 STEPS, PAUSE_AT, FRAMES, SIDE = 3, 2, 9, 32
+VIDEO_MODELS = "LTX-Video or Wan 2.1"  # every video family, as refusals list them
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +210,7 @@ def test_a_video_on_an_image_model_and_bad_frame_settings_are_one_sentence() -> 
     from app.engine.generation.families.video_params import nearest_frame_counts, video_problems
 
     assert video_problems(Architecture.SDXL, wan_params()) == [
-        "SDXL models draw images, not videos; choose a video model (LTX-Video or Wan 2.1)"
+        f"SDXL models draw images, not videos; choose a video model ({VIDEO_MODELS})"
     ]
     assert nearest_frame_counts(80, 4) == (77, 81) and nearest_frame_counts(1, 4) == (1, 5)
     with pytest.raises(InvalidParameters, match="a video plays at 1 to 60 frames a second"):
@@ -229,8 +230,8 @@ def test_the_command_line_refuses_a_bad_clip_in_one_line_and_stores_nothing(
         ("--model", "wan", "--video", "--frames", "8"):
             "error: Wan 2.1 draws 4k+1 frames, not 8; the nearest are 5 or 9\n",
         ("--video", "--frames", "9"):  # the bundled model draws images
-            "error: SD 1.x models draw images, not videos; choose a video model "
-            "(LTX-Video or Wan 2.1)\n",
+            "error: SD 1.x models draw images, not videos; "
+            f"choose a video model ({VIDEO_MODELS})\n",
         ("--model", "wan", "--frames", "9"): "error: --frames and --fps need --video\n",
     }  # fmt: skip
     for argv, sentence in asks.items():
