@@ -232,7 +232,7 @@ class GenerationParams:
     def denoising_steps(self) -> int:
         """The steps that actually run: img2img skips the first `steps * (1 - strength)`.
         A grid is one step (composing); an upscale job counts its tiles as it goes."""
-        if self.kind == KIND_EDIT:
+        if self.kind in (KIND_EDIT, KIND_VIDEO):
             return self.steps  # the input image is read beside the latents, not trimmed to
         if self.kind not in DRAWN_KINDS:
             return 1
@@ -304,7 +304,9 @@ def _problems(p: GenerationParams) -> list[str]:
 
 def _video_problems(p: GenerationParams) -> list[str]:
     """A clip's frame count and rate (the model's own rules, 4k+1 frames for Wan, are its
-    family's: `video_params`, at submit); other kinds draw one frame."""
+    family's: `video_params`, at submit); other kinds draw one frame. A clip's init image
+    is the image it animates (whether its model takes one: `video_params`); it conditions
+    every step, so `strength` means nothing there (`denoising_steps`)."""
     if p.kind != KIND_VIDEO:
         return [] if p.frames == 1 else [f"{p.frames} frames need a video job (--video)"]
     problems = []
@@ -312,8 +314,8 @@ def _video_problems(p: GenerationParams) -> list[str]:
         problems.append(f"a video takes 1 to {MAX_FRAMES} frames, not {p.frames}")
     if not isinstance(p.fps, int) or not 1 <= p.fps <= MAX_FPS:
         problems.append(f"a video plays at 1 to {MAX_FPS} frames a second, not {p.fps}")
-    if p.init_image or p.mask or p.control or p.reference or p.upscaler:
-        problems.append("a video job takes a prompt only (no init image, mask or guidance yet)")
+    if p.mask or p.control or p.reference or p.upscaler:
+        problems.append("a video job takes a prompt and an input image only (no mask or guidance)")
     return problems
 
 

@@ -1,15 +1,19 @@
-"""LTX-Video text to video through Easel's own loop: the stock LTXPipeline's clip, exactly.
+"""LTX-Video through Easel's own loop: the stock LTXPipeline's (and, with an input image,
+LTXImageToVideoPipeline's) clip, exactly.
 
 On a tiny random LTX-Video (tiny.ltx: a one-block 3D DiT, a VAE compressing 32x in space
 and 8x in time with a timestep-conditioned decoder, a T5 encoder with an offline tokenizer)
 saved as a diffusers folder: every frame equal to `LTXPipeline` called with its defaults
-(size, frames, steps and guidance aside), in float32 and bfloat16; a pause and a crash after
-a rolling checkpoint resumed by a fresh runner to the same frames; what it cannot draw
-refused at submit in one sentence.
+(size, frames, steps and guidance aside), in float32 and bfloat16, and with the job's init
+image to `LTXImageToVideoPipeline` given that picture; a pause and a crash after a rolling
+checkpoint resumed by a fresh runner to the same frames; what it cannot draw refused at
+submit in one sentence.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,8 @@ from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
-from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.engine.jobs.params import INIT_UPLOADED, KIND_VIDEO, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
 from app.engine.outputs.video import VIDEO
 from app.errors import BadInput
 from tests.engine.generation.tiny_architectures import (
@@ -41,6 +46,21 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 # 9 frames of 64x32: 2 latent frames of 1x2 latent pixels (the VAE's 8x in time, 32x in space).
 STEPS, FRAMES, WIDTH, HEIGHT = 3, 9, 64, 32
+
+
+def input_png() -> bytes:
+    """A 64x32 picture with structure (a gradient and a square), as a job stores it."""
+    ramp = np.linspace(0, 255, WIDTH, dtype=np.uint8)
+    pixels = np.stack([np.tile(ramp, (HEIGHT, 1)), np.tile(ramp[::2, None], (1, WIDTH)),
+                       np.full((HEIGHT, WIDTH), 90, np.uint8)], axis=-1)  # fmt: skip
+    pixels[8:20, 10:30] = (240, 30, 60)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+PNG = input_png()
+WITH_IMAGE = {"init_image": f"{INIT_UPLOADED}{hashlib.sha256(PNG).hexdigest()}"}
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +90,15 @@ def ltx_params(**changes: Any) -> GenerationParams:
 
 def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.float32) -> Any:
     """The stock pipeline's frames, loaded in `dtype` and called as its model card does (its
-    defaults otherwise: no negative prompt, 128 tokens, decode timestep 0), as pictures."""
-    from diffusers import LTXPipeline
+    defaults otherwise: no negative prompt, 128 tokens, decode timestep 0), as pictures;
+    with an init image `LTXImageToVideoPipeline` (the same folder) given the picture."""
+    from diffusers import LTXImageToVideoPipeline, LTXPipeline
 
-    pipe = LTXPipeline.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    image = Image.open(io.BytesIO(PNG)).convert("RGB") if params.init_image else None
+    pipeline = LTXPipeline if image is None else LTXImageToVideoPipeline
+    pipe = pipeline.from_pretrained(folder, local_files_only=True, dtype=dtype)
     pipe.set_progress_bar_config(disable=True)
+    extra = {} if image is None else {"image": image}
     frames = pipe(
         prompt=params.prompt,
         negative_prompt=params.negative_prompt or None,
@@ -86,6 +110,7 @@ def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.flo
         guidance_scale=params.cfg,
         generator=torch.Generator().manual_seed(params.seed),
         output_type="pil",
+        **extra,
     ).frames[0]
     return [np.asarray(frame, dtype=np.int16) for frame in frames]
 
@@ -116,6 +141,7 @@ def written(monkeypatch: pytest.MonkeyPatch) -> Written:
 def clip(runner: Runner, params: GenerationParams, folder: Path, name: str, **kwargs: Any) -> Any:
     return runner.run(
         params,
+        RunInputs(init_image=PNG) if params.init_image else RunInputs(),
         output_path=folder / f"{name}.mp4",
         checkpoint_path=folder / f"{name}.ckpt",
         on_step=kwargs.pop("on_step", go_on),
@@ -188,6 +214,28 @@ def test_in_bfloat16_every_frame_equals_stock_and_a_pause_resumes_exactly(
     whole = written.of(clip(half, params, tmp_path, "whole"))
     assert max_frame_diff(whole, stock(folder, params, torch.bfloat16)) == 0
     assert clip(half, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
+    fresh = Runner(device=device, resolve=lambda _n: model, threads=1)
+    assert max_frame_diff(written.of(clip(fresh, params, tmp_path, "paused")), whole) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_from_an_image_every_frame_equals_the_stock_i2v_pipeline_and_a_pause_resumes(
+    folder: Path, model: ModelInfo, written: Written, tmp_path: Path, dtype: str
+) -> None:
+    """The job's init image as the clip's first latent frame (its tokens at timestep 0, kept
+    through every step): equal to stock `LTXImageToVideoPipeline` given the picture, and a
+    pause at step 2 finished by a fresh runner (the image's frame in the checkpoint) equal
+    to the uninterrupted clip."""
+    from app.engine.generation.device import CPU
+
+    device = replace(CPU, dtype_name=dtype)
+    params = ltx_params(negative_prompt="blurry", **WITH_IMAGE)
+    runner = Runner(device=device, resolve=lambda _n: model, threads=1)
+    whole = written.of(clip(runner, params, tmp_path, "whole"))
+    assert max_frame_diff(whole, stock(folder, params, getattr(torch, dtype))) == 0
+    text_only = written.of(clip(runner, ltx_params(negative_prompt="blurry"), tmp_path, "t2v"))
+    assert max_frame_diff(whole, text_only) > 0  # the image is what the clip starts from
+    assert clip(runner, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
     fresh = Runner(device=device, resolve=lambda _n: model, threads=1)
     assert max_frame_diff(written.of(clip(fresh, params, tmp_path, "paused")), whole) == 0
 

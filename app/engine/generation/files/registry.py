@@ -212,6 +212,8 @@ class VideoRequests:
     frame_step: int  # frames per latent frame after the first: counts of frame_step*k + 1
     default_frames: int  # the stock pipeline's default count (Wan 2.1: 81, 5 s at 16 fps)
     default_fps: int  # the rate its clips were trained at
+    takes_image: bool = False  # an input image (the job's init image) to animate
+    needs_image: bool = False  # ... and it draws nothing without one (image to video)
 
 
 @dataclass(frozen=True)

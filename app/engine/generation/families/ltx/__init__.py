@@ -1,6 +1,7 @@
-"""LTX-Video text to video (0.9.x, diffusers folders): a 3D DiT on 1x1x1 patches of
-128-channel latents, the T5 v1.1 XXL text encoder, a VAE compressing 32x in space and 8x in
-time; `model.py` drives it as `LTXPipeline` does."""
+"""LTX-Video (0.9.x, diffusers folders), text to video and image to video: a 3D DiT on
+1x1x1 patches of 128-channel latents, the T5 v1.1 XXL text encoder, a VAE compressing 32x in
+space and 8x in time; `model.py` drives it as `LTXPipeline` does, and with an input image (the
+job's init image) as `LTXImageToVideoPipeline` does (the same folder, the same components)."""
 
 from __future__ import annotations
 
@@ -34,15 +35,14 @@ LTX_VIDEO = FamilySpec(
     requests=Requests(
         samplers=LTX_SAMPLERS,
         size_multiple=LTX_SIZE_MULTIPLE,
-        img2img=False,
-        img2img_refusal="LTX-Video text to video takes no init image",
+        img2img=True,  # a video job's init image: the clip's first frame (image to video)
         reference_images=False,
     ),
     float16_overflowing_encoders=("text_encoder",),  # T5 v1.1 XXL
     preview="app.engine.generation.families.ltx.model:LTXVideoPreviewer",
     # Its VAE packs 8 frames into each latent frame after the first: 8k+1 frames; the stock
-    # pipeline's default clip is 161 frames at 25 a second.
-    video=VideoRequests(frame_step=8, default_frames=161, default_fps=25),
+    # pipeline's default clip is 161 frames at 25 a second. An input image is optional.
+    video=VideoRequests(frame_step=8, default_frames=161, default_fps=25, takes_image=True),
 )
 
 FAMILIES = (LTX_VIDEO,)

@@ -22,20 +22,31 @@ Mirrors `LTXPipeline.__call__` (diffusers 0.42), call for call:
   the stock `decode_timestep` 0 with its `decode_noise_scale` (0 too: the noise it draws
   from the job's generator is weighed by zero), post-processed to frames.
 
+With an input image (the job's init image), `LTXImageToVideoPipeline.__call__` (the same
+components): the image resized to the clip (`video_processor.preprocess`) in the text
+encoder's dtype, encoded by the VAE (a sample drawn from the job's generator, then the noise),
+normalised, and made the first latent frame (`init * mask + noise * (1 - mask)`, the mask 1
+on that frame); each call's timestep is per token, 0 on the first frame's; the scheduler
+steps the other frames and the first is kept as it is (here: the loop steps them all, which
+is elementwise, and `after_step` puts the image's frame back).
+
 What `GenerationParams` means here: `cfg` is the stock `guidance_scale` (3.0 by default
 there), the sampler is the folder's own flow-matching Euler. A checkpoint carries the
-prompt's hidden states and mask (and the negative's, under CFG); the scheduler's state is
+prompt's hidden states and mask (and the negative's, under CFG; and the image's latent
+frame for image to video, so a resumed clip needs no VAE encode); the scheduler's state is
 its step index and sigmas (`schedulers.KINDS`), the latents are the whole clip's, unpacked.
 """
 
 from __future__ import annotations
 
+import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 from diffusers.pipelines.ltx.pipeline_ltx import calculate_shift
+from diffusers.pipelines.ltx.pipeline_ltx_image2video import retrieve_latents
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
@@ -56,6 +67,7 @@ PROMPT_MASK = "prompt_mask"  # which of the 128 are the prompt's tokens, (1, 128
 NEGATIVE_EMBEDS = "negative_embeds"  # the negative prompt's, under CFG
 NEGATIVE_MASK = "negative_mask"
 MAX_SEQUENCE_LENGTH = 128  # the stock `__call__`'s default
+FIRST_FRAME = "first_frame"  # image to video: the image's latent frame, the clip's first
 DECODE_TIMESTEP = 0.0  # the stock `decode_timestep`; its `decode_noise_scale` defaults to it
 
 
@@ -103,9 +115,10 @@ class LTXVideoFamily(FlowFamily):
         return (1, channels, latent_frames, params.height // spatial, params.width // spatial)
 
     def checkpoint_needs(self, params: GenerationParams) -> tuple[str, ...]:
+        needs = self.checkpoint_tensors
         if self.uses_cfg(params):
-            return (*self.checkpoint_tensors, NEGATIVE_EMBEDS, NEGATIVE_MASK)
-        return self.checkpoint_tensors
+            needs = (*needs, NEGATIVE_EMBEDS, NEGATIVE_MASK)
+        return (*needs, FIRST_FRAME) if params.init_image else needs
 
     def scheduler(self, params: GenerationParams) -> Any:
         """Steps 5 and 6 of the stock pipeline: the sigmas and the shift of the clip's
@@ -155,11 +168,35 @@ class LTXVideoFamily(FlowFamily):
         conditioning: Conditioning,
         masked: MaskedImage | None = None,
     ) -> Schedule:
-        if init_image is not None or masked is not None:  # submit refuses them (params)
-            raise InvalidParameters(f"{self.label} text to video takes no init image or mask")
+        if masked is not None:  # submit refuses a mask on a video job (params)
+            raise InvalidParameters(f"{self.label} takes no mask")
         shape = self.latent_shape(params)
+        image = None if init_image is None else self._image_latents(init_image, params, generator)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=torch.float32)
-        return Schedule(scheduler.timesteps, params.steps, varied_noise(noise, params))
+        latents = varied_noise(noise, params)
+        if image is not None:  # the stock i2v `prepare_latents`: the image's frame, then noise
+            mask = _first_frame_mask(latents)
+            latents = image.repeat(1, 1, shape[2], 1, 1) * mask + latents * (1 - mask)
+            conditioning[FIRST_FRAME] = latents[:, :, :1].clone()
+        return Schedule(scheduler.timesteps, params.steps, latents)
+
+    def _image_latents(
+        self, init_image: bytes, params: GenerationParams, generator: torch.Generator
+    ) -> torch.Tensor:
+        """The input image's normalised latents, one frame, float32 (drawn from the job's
+        generator before the noise, as the stock `prepare_latents` samples them)."""
+        pipe = self.pipe
+        with Image.open(io.BytesIO(init_image)) as opened:
+            picture = opened.convert("RGB")
+        pixels = pipe.video_processor.preprocess(picture, height=params.height, width=params.width)
+        pixels = pixels.to(device=self.device, dtype=pipe.text_encoder.dtype)
+        encoded = [retrieve_latents(pipe.vae.encode(img.unsqueeze(0).unsqueeze(2)), generator)
+                   for img in pixels]  # fmt: skip
+        latents = torch.cat(encoded, dim=0).to(torch.float32)
+        normalised: torch.Tensor = pipe._normalize_latents(
+            latents, pipe.vae.latents_mean, pipe.vae.latents_std
+        )
+        return normalised
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:
         return scheduler.timesteps, params.steps
@@ -182,10 +219,15 @@ class LTXVideoFamily(FlowFamily):
         tokens = self._packed(latents)
         model_input = torch.cat([tokens] * 2) if do_cfg else tokens
         model_input = model_input.to(embeds.dtype)
+        timestep = t.expand(model_input.shape[0])
+        if FIRST_FRAME in conditioning:  # image to video: the first frame's tokens at 0
+            kept = self._packed(_first_frame_mask(latents)).squeeze(-1)
+            kept = torch.cat([kept] * 2) if do_cfg else kept
+            timestep = timestep.unsqueeze(-1) * (1 - kept)
         noise_pred: torch.Tensor = self.pipe.transformer(
             hidden_states=model_input,
             encoder_hidden_states=embeds,
-            timestep=t.expand(model_input.shape[0]),
+            timestep=timestep,
             encoder_attention_mask=mask,
             num_frames=frames,
             height=height,
@@ -230,6 +272,21 @@ class LTXVideoFamily(FlowFamily):
             mask = torch.cat([conditioning[NEGATIVE_MASK].bool(), mask])
         return embeds, mask
 
+    def after_step(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        index: int,
+        conditioning: Conditioning,
+    ) -> torch.Tensor:
+        """Image to video: the first latent frame is the image's at every step (the stock
+        loop steps only the frames after it); text to video: the latents as stepped."""
+        if FIRST_FRAME not in conditioning:
+            return latents
+        first = conditioning[FIRST_FRAME].to(latents.dtype)
+        return torch.cat([first, latents[:, :, 1:]], dim=2)
+
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> list[Image.Image]:
         """The clip's frames, as the stock pipeline decodes them (whole)."""
         vae = self.pipe.vae
@@ -254,6 +311,14 @@ class LTXVideoFamily(FlowFamily):
 
     def finish(self, image: Any, masked: MaskedImage | None) -> Any:
         return image  # a clip: nothing to paste back
+
+
+def _first_frame_mask(latents: torch.Tensor) -> torch.Tensor:
+    """The stock i2v `conditioning_mask`: (1, 1, F, H, W) in float32, 1 on the first frame."""
+    _, _, frames, height, width = latents.shape
+    mask = torch.zeros((1, 1, frames, height, width), device=latents.device, dtype=torch.float32)
+    mask[:, :, 0] = 1.0
+    return mask
 
 
 class LTXVideoPreviewer:
