@@ -50,7 +50,10 @@ frame: the decoded frames of Easel's loop (before the MP4's lossy encoding), aga
 paused at step 3 and resumed from its checkpoint file, and against stock `WanPipeline`.
 And for LTX-Video text to video as a diffusers folder (`ltx-video`: a 17-frame 64x32 clip at
 25 fps, CFG with a negative prompt): the same four figures, `step_ms` being one transformer
-call on the batch of two plus the scheduler step, against stock `LTXPipeline`.
+call on the batch of two plus the scheduler step, against stock `LTXPipeline`; and from an
+input image (`ltx-video-i2v`: a 64x32 picture as the clip's first frame, the job's init
+image): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock
+`LTXImageToVideoPipeline` given the picture.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -457,6 +460,44 @@ def run_ltx(work: Path) -> None:
     ).frames[0]  # fmt: skip
     report("pause_resume_max_diff[ltx-video]", _frames_diff(ours, resumed))
     report("same_as_diffusers_max_diff[ltx-video]", _frames_diff(ours, stock))
+    _ltx_i2v_figures(runner, pipe, folder, params, work)
+
+
+def _ltx_i2v_figures(
+    runner: Runner, pipe: Any, folder: Path, params: GenerationParams, work: Path
+) -> None:
+    """The `ltx-video-i2v` row: the clip from a picture, resumed and against stock."""
+    import hashlib
+
+    from diffusers import LTXImageToVideoPipeline
+
+    from app.engine.jobs.params import INIT_UPLOADED
+
+    pixels = np.zeros((32, 64, 3), dtype=np.uint8)
+    pixels[..., 0] = np.linspace(0, 255, 64, dtype=np.uint8)  # a gradient, a red square
+    pixels[8:20, 10:30] = (240, 30, 60)
+    picture = Image.fromarray(pixels)
+    png = _png(picture)
+    named = f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}"
+    params = GenerationParams(**{**params.to_dict(), "init_image": named})
+    state = denoise.start(pipe, params, init_image=png)
+    while not state.finished:
+        denoise.advance(pipe, state)
+    ours = _frames(denoise.decode(pipe, state))
+    paused = work / "ltx-i2v-paused.mp4"
+    runner.run(params, RunInputs(init_image=png), output_path=paused,
+               checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    stock_pipe: Any = LTXImageToVideoPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
+        height=params.height, width=params.width, num_frames=params.frames,
+        frame_rate=params.fps, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+    ).frames[0]  # fmt: skip
+    report("pause_resume_max_diff[ltx-video-i2v]", _frames_diff(ours, resumed))
+    report("same_as_diffusers_max_diff[ltx-video-i2v]", _frames_diff(ours, stock))
 
 
 def clip_frames(pipe: Any, params: GenerationParams) -> list[Image.Image]:
