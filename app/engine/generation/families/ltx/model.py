@@ -1,6 +1,7 @@
-"""LTX-Video text to video: T5's hidden states and their attention mask, a 3D DiT on 1x1x1
-patches of the LTX VAE's latents (8 frames to a latent frame after the first, 32x32 pixels
-to a latent pixel), flow matching with a shift that grows with the clip's length.
+"""LTX-Video, text and image to video: T5's hidden states and their attention mask, a 3D
+DiT on 1x1x1 patches of the LTX VAE's latents (8 frames to a latent frame after the first,
+32x32 pixels to a latent pixel), flow matching with a shift that grows with the clip's
+length.
 
 Mirrors `LTXPipeline.__call__` (diffusers 0.42), call for call:
 - the prompt tokenised to 128 tokens, T5's last hidden states (all 128, padding included)
@@ -190,9 +191,8 @@ class LTXVideoFamily(FlowFamily):
             picture = opened.convert("RGB")
         pixels = pipe.video_processor.preprocess(picture, height=params.height, width=params.width)
         pixels = pixels.to(device=self.device, dtype=pipe.text_encoder.dtype)
-        encoded = [retrieve_latents(pipe.vae.encode(img.unsqueeze(0).unsqueeze(2)), generator)
-                   for img in pixels]  # fmt: skip
-        latents = torch.cat(encoded, dim=0).to(torch.float32)
+        encoded = retrieve_latents(pipe.vae.encode(pixels.unsqueeze(2)), generator)  # 1 frame
+        latents = encoded.to(torch.float32)
         normalised: torch.Tensor = pipe._normalize_latents(
             latents, pipe.vae.latents_mean, pipe.vae.latents_std
         )
@@ -232,7 +232,7 @@ class LTXVideoFamily(FlowFamily):
             num_frames=frames,
             height=height,
             width=width,
-            rope_interpolation_scale=self._rope_scale,
+            rope_interpolation_scale=self._rope_of_job(),
             attention_kwargs=None,
             return_dict=False,
         )[0]
@@ -259,6 +259,11 @@ class LTXVideoFamily(FlowFamily):
             pipe.transformer_spatial_patch_size, pipe.transformer_temporal_patch_size,
         )  # fmt: skip
         return latents
+
+    def _rope_of_job(self) -> tuple[float, float, float]:
+        if self._rope_scale is None:  # a start and a resume both set the schedule first
+            raise RuntimeError("LTX-Video's schedule is not set: no frame rate to scale by")
+        return self._rope_scale
 
     def _text(self, conditioning: Conditioning, do_cfg: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """The prompt's states in the transformer's dtype and its mask as booleans (the
