@@ -96,12 +96,14 @@ def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.flo
 
     image = Image.open(io.BytesIO(PNG)).convert("RGB") if params.init_image else None
     pipeline = LTXPipeline if image is None else LTXImageToVideoPipeline
-    pipe = pipeline.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    wide = {"default": dtype, "text_encoder": torch.float32}  # T5 v1.1 overflows float16
+    loaded = wide if dtype == torch.float16 else dtype
+    pipe = pipeline.from_pretrained(folder, local_files_only=True, dtype=loaded)
     pipe.set_progress_bar_config(disable=True)
-    extra = {} if image is None else {"image": image}
+    extra: dict[str, Any] = {} if image is None else {"image": image}
+    prompt = stock_prompt(pipe, params, dtype)
     frames = pipe(
-        prompt=params.prompt,
-        negative_prompt=params.negative_prompt or None,
+        **prompt,
         height=params.height,
         width=params.width,
         num_frames=params.frames,
@@ -113,6 +115,25 @@ def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.flo
         **extra,
     ).frames[0]
     return [np.asarray(frame, dtype=np.int16) for frame in frames]
+
+
+def stock_prompt(pipe: Any, params: GenerationParams, dtype: torch.dtype) -> dict[str, Any]:
+    """The prompt as the stock pipeline is given it: as text; in float16, where its users run
+    T5 in float32, as the embeddings they encode and cast to float16 (its float16
+    transformer refuses float32 ones)."""
+    if dtype != torch.float16:
+        return {"prompt": params.prompt, "negative_prompt": params.negative_prompt or None}
+    with torch.no_grad():  # as in its `__call__` (with grad, T5's attention runs another way)
+        embeds, mask, negative_embeds, negative_mask = pipe.encode_prompt(
+            prompt=params.prompt,
+            negative_prompt=params.negative_prompt or None,
+            do_classifier_free_guidance=params.cfg > 1.0,
+        )
+    return {
+        "prompt_embeds": embeds.to(dtype), "prompt_attention_mask": mask,
+        "negative_prompt_embeds": negative_embeds.to(dtype),
+        "negative_prompt_attention_mask": negative_mask,
+    }  # fmt: skip
 
 
 class Written:
@@ -200,25 +221,27 @@ def test_a_pause_and_a_crash_resume_in_a_fresh_runner_to_the_same_frames(
         assert not (tmp_path / f"{name}.ckpt").exists()
 
 
-def test_in_bfloat16_every_frame_equals_stock_and_a_pause_resumes_exactly(
-    folder: Path, model: ModelInfo, written: Written, tmp_path: Path
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_in_half_precision_every_frame_equals_stock_and_a_pause_resumes_exactly(
+    folder: Path, model: ModelInfo, written: Written, tmp_path: Path, dtype: str
 ) -> None:
-    """Computed in bfloat16 on the CPU as a GPU would (T5 too, as released): against the
-    stock pipeline loaded in it; the checkpoint restores the bfloat16 prompt states and the
-    float32 latents exactly."""
+    """Computed in `dtype` on the CPU as a GPU would: against the stock pipeline loaded in
+    it (bfloat16: T5 too, as released; float16: T5 in float32, its states cast, as Easel
+    runs it: `device.precision`); the checkpoint restores the half-precision prompt states
+    and the float32 latents exactly."""
     from app.engine.generation.device import CPU
 
-    device = replace(CPU, dtype_name="bfloat16")
+    device = replace(CPU, dtype_name=dtype)
     params = ltx_params(negative_prompt="blurry")
     half = Runner(device=device, resolve=lambda _n: model, threads=1)
     whole = written.of(clip(half, params, tmp_path, "whole"))
-    assert max_frame_diff(whole, stock(folder, params, torch.bfloat16)) == 0
+    assert max_frame_diff(whole, stock(folder, params, getattr(torch, dtype))) == 0
     assert clip(half, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
     fresh = Runner(device=device, resolve=lambda _n: model, threads=1)
     assert max_frame_diff(written.of(clip(fresh, params, tmp_path, "paused")), whole) == 0
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_from_an_image_every_frame_equals_the_stock_i2v_pipeline_and_a_pause_resumes(
     folder: Path, model: ModelInfo, written: Written, tmp_path: Path, dtype: str
 ) -> None:

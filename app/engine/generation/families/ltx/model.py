@@ -6,7 +6,10 @@ length.
 Mirrors `LTXPipeline.__call__` (diffusers 0.42), call for call:
 - the prompt tokenised to 128 tokens, T5's last hidden states (all 128, padding included)
   with the tokens' attention mask (`encode_prompt`); the negative prompt encoded the same
-  way ("" when none) under CFG, and the two run as one batch of two, negative first;
+  way ("" when none) under CFG, and the two run as one batch of two, negative first; the
+  states in the transformer's dtype, the stock pipeline's "prompt_embeds dtype" below (T5's
+  own wherever the stock pipeline runs whole; in float16, where T5 runs in float32, cast
+  as a stock user passes them);
 - CFG whenever `guidance_scale > 1`: `uncond + g * (cond - uncond)` on the float32 output;
 - the schedule: sigmas `linspace(1, 1 / steps, steps)` with the shift `mu` of the clip's
   latent tokens (`calculate_shift` over the scheduler config's sequence lengths), the
@@ -19,13 +22,13 @@ Mirrors `LTXPipeline.__call__` (diffusers 0.42), call for call:
 - the rotary positions scaled by `(8 / fps, 32, 32)`: the job's fps is the stock
   `frame_rate` (a clip at another rate is conditioned on that rate, as in diffusers);
 - decoding: the latents un-normalised by the VAE's `latents_mean` and `latents_std`, cast
-  to the text encoder's dtype, and a VAE with `timestep_conditioning` (0.9.1 on) decoded at
+  to the states' dtype, and a VAE with `timestep_conditioning` (0.9.1 on) decoded at
   the stock `decode_timestep` 0 with its `decode_noise_scale` (0 too: the noise it draws
   from the job's generator is weighed by zero), post-processed to frames.
 
 With an input image (the job's init image), `LTXImageToVideoPipeline.__call__` (the same
-components): the image resized to the clip (`video_processor.preprocess`) in the text
-encoder's dtype, encoded by the VAE (a sample drawn from the job's generator, then the noise),
+components): the image resized to the clip (`video_processor.preprocess`) in the states'
+dtype, encoded by the VAE (a sample drawn from the job's generator, then the noise),
 normalised, and made the first latent frame (`init * mask + noise * (1 - mask)`, the mask 1
 on that frame); each call's timestep is per token, 0 on the first frame's; the scheduler
 steps the other frames and the first is kept as it is (here: the loop steps them all, which
@@ -190,7 +193,7 @@ class LTXVideoFamily(FlowFamily):
         with Image.open(io.BytesIO(init_image)) as opened:
             picture = opened.convert("RGB")
         pixels = pipe.video_processor.preprocess(picture, height=params.height, width=params.width)
-        pixels = pixels.to(device=self.device, dtype=pipe.text_encoder.dtype)
+        pixels = pixels.to(device=self.device, dtype=self.transformer_dtype)  # the states'
         encoded = retrieve_latents(pipe.vae.encode(pixels.unsqueeze(2)), generator)  # 1 frame
         latents = encoded.to(torch.float32)
         normalised: torch.Tensor = pipe._normalize_latents(
@@ -299,7 +302,7 @@ class LTXVideoFamily(FlowFamily):
         mean = vae.latents_mean.view(shape).to(latents.device, latents.dtype)
         std = vae.latents_std.view(shape).to(latents.device, latents.dtype)
         latents = latents * std / vae.config.scaling_factor + mean
-        latents = latents.to(self.pipe.text_encoder.dtype)  # the stock prompt_embeds' dtype
+        latents = latents.to(self.transformer_dtype)  # the stock prompt_embeds' dtype
         timestep = None
         if vae.config.timestep_conditioning:
             noise = randn_tensor(
