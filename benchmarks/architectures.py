@@ -63,6 +63,12 @@ The same four for Wan 2.2 TI2V 5B (`wan2.2-ti2v`: text only, against its folder'
 2.1 I2V (`wan2.1-i2v`: the image's latents and mask beside the noise, CLIP image states;
 `wan2.2-i2v-a14b`: its shape with two experts and no CLIP, switched at the boundary), the
 image ones against stock `WanImageToVideoPipeline` given the image.
+And for LTX-Video text to video as a diffusers folder (`ltx-video`: a 17-frame 64x32 clip at
+25 fps, CFG with a negative prompt): the same four figures, `step_ms` being one transformer
+call on the batch of two plus the scheduler step, against stock `LTXPipeline`; and from an
+input image (`ltx-video-i2v`: a 64x32 picture as the clip's first frame, the job's init
+image): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock
+`LTXImageToVideoPipeline` given the picture.
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -134,6 +140,7 @@ from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.flux_fill import write_tiny_flux_fill
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.kontext import write_tiny_kontext
+from app.testing.tiny.ltx import write_tiny_ltx
 from app.testing.tiny.qwen import write_tiny_qwen
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
@@ -227,6 +234,7 @@ def run_architectures() -> None:
         run_kontext_inpaint(work)
         run_flux_fill(work)
         run_wan(work)
+        run_ltx(work)
 
 
 def run_chroma(work: Path) -> None:
@@ -557,6 +565,76 @@ def _wan_row(label: str, folder: Path, work: Path, image: Image.Image | None) ->
     ).frames[0]  # fmt: skip
     report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
     report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
+def run_ltx(work: Path) -> None:
+    """The LTX-Video row (see the docstring): every frame compared, before the MP4."""
+    folder = write_tiny_ltx(work / "ltx-video")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=3.0,
+        seed=42, width=64, height=32, kind="video", frames=17, fps=25,
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report("load_s[ltx-video]", f"{time.perf_counter() - started:.2f}")
+    report("step_ms[ltx-video]", f"{_step_ms(pipe, params):.1f}")
+    ours = clip_frames(pipe, params)
+    paused = work / "ltx-paused.mp4"
+    runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+               on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    stock_pipe: Any = _pipeline_class(Architecture.LTX_VIDEO).from_pretrained(
+        folder, local_files_only=True
+    )
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
+        width=params.width, num_frames=params.frames, frame_rate=params.fps,
+        num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+    ).frames[0]  # fmt: skip
+    report("pause_resume_max_diff[ltx-video]", _frames_diff(ours, resumed))
+    report("same_as_diffusers_max_diff[ltx-video]", _frames_diff(ours, stock))
+    _ltx_i2v_figures(runner, pipe, folder, params, work)
+
+
+def _ltx_i2v_figures(
+    runner: Runner, pipe: Any, folder: Path, params: GenerationParams, work: Path
+) -> None:
+    """The `ltx-video-i2v` row: the clip from a picture, resumed and against stock."""
+    import hashlib
+
+    from diffusers import LTXImageToVideoPipeline
+
+    from app.engine.jobs.params import INIT_UPLOADED
+
+    pixels = np.zeros((32, 64, 3), dtype=np.uint8)
+    pixels[..., 0] = np.linspace(0, 255, 64, dtype=np.uint8)  # a gradient, a red square
+    pixels[8:20, 10:30] = (240, 30, 60)
+    picture = Image.fromarray(pixels)
+    png = _png(picture)
+    named = f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}"
+    params = GenerationParams(**{**params.to_dict(), "init_image": named})
+    state = denoise.start(pipe, params, init_image=png)
+    while not state.finished:
+        denoise.advance(pipe, state)
+    ours = _frames(denoise.decode(pipe, state))
+    paused = work / "ltx-i2v-paused.mp4"
+    runner.run(params, RunInputs(init_image=png), output_path=paused,
+               checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    stock_pipe: Any = LTXImageToVideoPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
+        height=params.height, width=params.width, num_frames=params.frames,
+        frame_rate=params.fps, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+    ).frames[0]  # fmt: skip
+    report("pause_resume_max_diff[ltx-video-i2v]", _frames_diff(ours, resumed))
+    report("same_as_diffusers_max_diff[ltx-video-i2v]", _frames_diff(ours, stock))
 
 
 def clip_frames(

@@ -42,7 +42,8 @@ from tests.engine.generation.tiny_architectures import (
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
 STEPS, PAUSE_AT, FRAMES, SIDE = 3, 2, 9, 32
-VIDEO_MODELS = "Wan 2.1, Wan 2.1 I2V or Wan 2.2 TI2V"  # every video family, as refusals list them
+# Every video family, as refusals list them.
+VIDEO_MODELS = "LTX-Video, Wan 2.1, Wan 2.1 I2V or Wan 2.2 TI2V"
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,7 @@ def test_the_command_line_refuses_a_bad_clip_in_one_line_and_stores_nothing(
         ("--model", "wan", "--video", "--frames", "8"):
             "error: Wan 2.1 draws 4k+1 frames, not 8; the nearest are 5 or 9\n",
         ("--video", "--frames", "9"):  # the bundled model draws images
-            f"error: SD 1.x models draw images, not videos; "
+            "error: SD 1.x models draw images, not videos; "
             f"choose a video model ({VIDEO_MODELS})\n",
         ("--model", "wan", "--frames", "9"): "error: --frames and --fps need --video\n",
     }  # fmt: skip

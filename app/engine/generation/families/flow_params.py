@@ -71,7 +71,8 @@ def flow_problems(
     if params.width % multiple or params.height % multiple:
         problems.append(
             f"{label} draws sizes in multiples of {multiple} pixels, "
-            f"not {params.width}x{params.height}"
+            f"not {params.width}x{params.height}; the nearest are "
+            + " or ".join(nearest_sizes(params.width, params.height, multiple))
         )
     if not takes.negative_prompt and params.negative_prompt.strip():
         problems.append(
@@ -116,6 +117,15 @@ def inpaint_size_problems(
         f"{label} inpaints at its preferred size nearest the picture's shape, {width}x{height} "
         f"here, not {params.width}x{params.height}; resize the picture to it"
     ]
+
+
+def nearest_sizes(width: int, height: int, multiple: int) -> tuple[str, ...]:
+    """ "64x32", "96x32": the sizes in multiples of `multiple` nearest `width` x `height`,
+    each side rounded down, then up (a side rounded down to nothing is left out)."""
+    down = (width // multiple * multiple, height // multiple * multiple)
+    up = tuple(-(-side // multiple) * multiple for side in (width, height))
+    sizes = [f"{w}x{h}" for w, h in (down, up) if w and h]
+    return tuple(dict.fromkeys(sizes))
 
 
 def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:

@@ -1,0 +1,48 @@
+"""LTX-Video (0.9.x, diffusers folders), text to video and image to video: a 3D DiT on
+1x1x1 patches of 128-channel latents, the T5 v1.1 XXL text encoder, a VAE compressing 32x in
+space and 8x in time; `model.py` drives it as `LTXPipeline` does, and with an input image (the
+job's init image) as `LTXImageToVideoPipeline` does (the same folder, the same components)."""
+
+from __future__ import annotations
+
+from app.engine.generation.files.registry import (
+    Architecture,
+    FamilySpec,
+    Folder,
+    Requests,
+    VideoRequests,
+)
+
+LTX_VIDEO_ID = Architecture.declare("ltx-video", released="2024-11")
+
+LTX_SIZE_MULTIPLE = 32  # the VAE's spatial compression (the stock check_inputs says 32)
+LTX_SAMPLERS = ("Euler",)  # the flow-matching Euler the released folders ship
+
+LTX_VIDEO = FamilySpec(
+    architecture=LTX_VIDEO_ID,
+    label="LTX-Video",
+    transformer=True,
+    native_size=704,  # the stock pipeline's default 704x512
+    folder=Folder(
+        pipelines=("LTXPipeline", "LTXImageToVideoPipeline"),
+        parts=("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
+    ),
+    pipeline="LTXPipeline",
+    driven_pipelines=("LTXPipeline",),
+    driver="app.engine.generation.families.ltx.model:LTXVideoFamily",
+    checkpoint_family="ltx-video",
+    checkpoint_label="LTX-Video",
+    requests=Requests(
+        samplers=LTX_SAMPLERS,
+        size_multiple=LTX_SIZE_MULTIPLE,
+        img2img=True,  # a video job's init image: the clip's first frame (image to video)
+        reference_images=False,
+    ),
+    float16_overflowing_encoders=("text_encoder",),  # T5 v1.1 XXL
+    preview="app.engine.generation.families.ltx.model:LTXVideoPreviewer",
+    # Its VAE packs 8 frames into each latent frame after the first: 8k+1 frames; the stock
+    # pipeline's default clip is 161 frames at 25 a second. An input image is optional.
+    video=VideoRequests(frame_step=8, default_frames=161, default_fps=25, takes_image=True),
+)
+
+FAMILIES = (LTX_VIDEO,)
