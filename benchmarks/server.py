@@ -24,7 +24,12 @@ Prints, each measured against a real `python -m app serve` on a loopback port:
   command line (`python -m app submit`, `python -m app upscale` of each, then `python -m app
   worker --until-idle`): each a first pass and its upscale job, the worker's COMPLETE to
   COMPLETE times compared as above
-- a1111_hires_overhead_ratio_rounds: each pair's ratio
+- a1111_hires_overhead_ratio_rounds: each pair's ratio (the door that goes first
+  alternates from pair to pair)
+- a1111_hires_handoff_ms, a1111_hires_run_ms: where each door's cycles go, the medians over
+  every pair: the hand-off (a COMPLETE to the next START: the settle, a child's unblock, the
+  claim) and the run (START to COMPLETE). Every job of a round is stored before its worker's
+  first claim (checked), so no submit overlaps a timed cycle in either door
 - sequential_txt2img_ms: the median time of one A1111 txt2img of that job, when a client
   sends one after another (each waits for the previous answer, so the worker is idle when
   the next arrives: what it costs to start a job, not to queue one)
@@ -48,6 +53,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -311,12 +317,38 @@ def lost_after_kills(home: Path, requests: int, kills: int) -> tuple[int, int]:
 def cycle_times(home: Path) -> list[float]:
     """Seconds from each COMPLETE of the worker to its next: one job's claim and run. The
     first job, which also loads the model, is left out."""
-    queue = store(home)
-    with queue.db.read() as conn:
-        completes = select(TRANSITION.c.at).where(TRANSITION.c.event == "COMPLETE")
-        done = [at for (at,) in conn.execute(completes.order_by(TRANSITION.c.at))]
-    queue.db.dispose()
+    done = [at for event, _job, at in worker_events(home) if event == "COMPLETE"]
     return [later - earlier for earlier, later in itertools.pairwise(done)]
+
+
+def worker_events(home: Path) -> list[tuple[str, int, float]]:
+    """(event, job, at) of every SUBMIT, START and COMPLETE in the store, in time order."""
+    queue = store(home)
+    events = ("SUBMIT", "SUBMIT_AFTER", "START", "COMPLETE")
+    query = select(TRANSITION.c.event, TRANSITION.c.job_id, TRANSITION.c.at)
+    with queue.db.read() as conn:
+        rows = conn.execute(query.where(TRANSITION.c.event.in_(events)).order_by(TRANSITION.c.at))
+        found = [(str(event), int(job), float(at)) for event, job, at in rows]
+    queue.db.dispose()
+    return found
+
+
+def cycle_parts(home: Path) -> tuple[list[float], list[float]]:
+    """Each timed cycle split in two: the hand-off (a COMPLETE to the next job's START: the
+    settle, a child's unblock and the claim) and the run (START to COMPLETE). Raises if a
+    job was submitted after the first claim: its submit would overlap the timed cycles in
+    one arm and not in the other."""
+    events = worker_events(home)
+    first_start = min(at for event, _job, at in events if event == "START")
+    if max(at for event, _job, at in events if event.startswith("SUBMIT")) > first_start:
+        raise RuntimeError(f"{home.name}: jobs were still being submitted while the worker ran")
+    started = {job: at for event, job, at in events if event == "START"}
+    completes = [(job, at) for event, job, at in events if event == "COMPLETE"]
+    handoffs, runs = [], []
+    for (_earlier, done_at), (job, at) in itertools.pairwise(completes):
+        handoffs.append(started[job] - done_at)
+        runs.append(at - started[job])
+    return handoffs, runs
 
 
 def cli_cycles(home: Path, jobs: int) -> list[float]:
@@ -407,14 +439,32 @@ def api_hires_cycles(home: Path, chains: int) -> list[float]:
     return cycle_times(home)
 
 
-def hires_overhead_ratios(root: Path, rounds: int, chains: int) -> tuple[float, list[float]]:
-    """As `overhead_ratios`, for hires chains (a first pass and its upscale job each)."""
-    each: list[float] = []
+@dataclass
+class HiresPairs:
+    ratios: list[float] = field(default_factory=list)  # CLI over A1111, one per pair
+    # Per door ("api", "cli"): every timed cycle's hand-off and run, in seconds.
+    handoffs: dict[str, list[float]] = field(default_factory=lambda: {"api": [], "cli": []})
+    runs: dict[str, list[float]] = field(default_factory=lambda: {"api": [], "cli": []})
+
+
+def hires_overhead_ratios(root: Path, rounds: int, chains: int) -> HiresPairs:
+    """As `overhead_ratios`, for hires chains (a first pass and its upscale job each). The
+    door that goes first alternates from pair to pair: with the A1111 round always first,
+    whatever the machine does differently for the second of two worker processes (caches,
+    the previous one's exit) counted against one door only."""
+    measured = HiresPairs()
+    doors = {"api": api_hires_cycles, "cli": cli_hires_cycles}
     for round_ in range(rounds):
-        api_round = api_hires_cycles(root / f"hires-api-{round_}", chains)
-        cli_round = cli_hires_cycles(root / f"hires-cli-{round_}", chains)
-        each.append(statistics.median(cli_round) / statistics.median(api_round))
-    return statistics.median(each), each
+        order = ("api", "cli") if round_ % 2 == 0 else ("cli", "api")
+        medians = {}
+        for door in order:
+            home = root / f"hires-{door}-{round_}"
+            medians[door] = statistics.median(doors[door](home, chains))
+            handoffs, runs = cycle_parts(home)
+            measured.handoffs[door] += handoffs
+            measured.runs[door] += runs
+        measured.ratios.append(medians["cli"] / medians["api"])
+    return measured
 
 
 PARTS = ("load", "kills", "sequential", "overhead", "hires")
@@ -448,12 +498,8 @@ def main() -> None:
             rounds = " ".join(f"{r:.3f}" for r in each)
             print(f"server_overhead_ratio_rounds: {rounds}", flush=True)
         if "hires" in parts:
-            ratio, each = hires_overhead_ratios(
-                root, 1 if args.quick else args.rounds, 3 if args.quick else args.round_jobs // 2
-            )  # fmt: skip
-            print(f"a1111_hires_overhead_ratio: {ratio:.3f}", flush=True)
-            rounds = " ".join(f"{r:.3f}" for r in each)
-            print(f"a1111_hires_overhead_ratio_rounds: {rounds}", flush=True)
+            measure_hires(root, 1 if args.quick else args.rounds,
+                          3 if args.quick else args.round_jobs // 2)  # fmt: skip
 
 
 def measure_load(home: Path, jobs: int, pollers: int, quick: bool) -> None:
@@ -468,6 +514,16 @@ def measure_load(home: Path, jobs: int, pollers: int, quick: bool) -> None:
         lags = event_lags(url, home, 40 if quick else 300)
         print(f"events_lag_p99_ms: {p99(lags):.1f}", flush=True)
         print(f"duplicate_jobs: {duplicates(url, home, 10 if quick else 100)}", flush=True)
+
+
+def measure_hires(root: Path, rounds: int, chains: int) -> None:
+    measured = hires_overhead_ratios(root, rounds, chains)
+    print(f"a1111_hires_overhead_ratio: {statistics.median(measured.ratios):.3f}", flush=True)
+    each = " ".join(f"{r:.3f}" for r in measured.ratios)
+    print(f"a1111_hires_overhead_ratio_rounds: {each}", flush=True)
+    for name, parts in (("handoff", measured.handoffs), ("run", measured.runs)):
+        shown = ", ".join(f"{door} {statistics.median(s) * 1000:.1f}" for door, s in parts.items())
+        print(f"a1111_hires_{name}_ms: {shown}", flush=True)
 
 
 def measure_kills(home: Path, quick: bool) -> None:

@@ -18,6 +18,7 @@ from app.engine.history.eta import job_estimate, queue_estimate
 from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.api_jobs import ApiRecord
+from app.engine.jobs.groups import retry_member
 from app.engine.jobs.params import KIND_VIDEO, decode_control, decode_reference
 from app.engine.jobs.queue import (
     MAX_JOB_ID,
@@ -151,8 +152,30 @@ def _request(name: str) -> Any:
     return act
 
 
-for _name in ("cancel", "pause", "resume", "retry"):
+for _name in ("cancel", "pause", "resume"):
     router.add_api_route(f"/jobs/{{job_id}}/{_name}", _request(_name), methods=["POST"])
+
+
+@router.post("/jobs/{job_id}/retry")
+def retry_job(
+    job_id: JobId,
+    request: Request,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    """Retry the job as `python -m app retry` does: a failed or timed-out job runs again
+    (the same job, attempt + 1); a finished or cancelled member of a group (a batch's or a
+    grid's cell) is re-run into its cell, a new job (`rerun_of` names the old one) that its
+    grid then recomposes. `job` is the job that will run; 409 with the reason when the
+    table refuses."""
+    state = state_of(request)
+    source = source_for(client_name(request))
+
+    def fire() -> dict[str, Any]:
+        runs = retry_member(state.queue, job_id, source=source)
+        return {"changed": True, "job": job_json(state, state.queue.get(runs))}
+
+    route = f"{PREFIX}/jobs/{job_id}/retry"
+    return answered_once(state, idempotency_key, route, None, fire)[0]
 
 
 @router.post("/jobs/{job_id}/star")

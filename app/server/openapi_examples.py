@@ -1,7 +1,8 @@
 """An example for every operation of `/api/v1` in the published OpenAPI schema: what each
 answers (and sends, where it takes a body), so that a client's author sees a real answer
 and schemathesis starts from a valid request. Routes that declare their own example keep
-it; the others get theirs here, added once when the schema is first built."""
+it; the others get theirs here, added once when the schema is first built. The A1111
+routes' examples (`/sdapi/v1`, `/controlnet`) are in `a1111_examples`."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 from fastapi import FastAPI
 
 PREFIX = "/api/v1"
+JSON = "application/json"
 
-JOB = {
+JOB: dict[str, Any] = {
     "id": 12, "status": "SUCCESS", "terminal": True, "prompt": "a red circle",
     "negative_prompt": "", "model": "easel-tiny", "scheduler": "Euler", "steps": 20,
     "cfg": 7.0, "width": 64, "height": 64, "seed": 7, "strength": 1.0, "init_image": "",
@@ -31,6 +33,14 @@ TRANSITION = {
 JOB_WITH_TIMELINE = {**JOB, "timeline": [TRANSITION],
                      "client": {"api": "easel", "name": "krita"}}  # fmt: skip
 ACTED = {"changed": True, "job": {**JOB, "status": "CANCELLED"}}
+# A cancelled cell of a batch re-run into its cell: the new job, which will run.
+RETRIED = {"changed": True, "job": {
+    **JOB, "id": 13, "status": "PENDING", "terminal": False, "rerun_of": 12,
+    "progress": {"step": 0, "total": 20, "live_step": None}, "eta_s": 3.5,
+    "started_at": None, "finished_at": None,
+    "links": {**JOB["links"], "self": "/api/v1/jobs/13", "image": None,
+              "preview": "/api/v1/jobs/13/preview", "events": "/api/v1/events?job=13"},
+}}  # fmt: skip
 EVENTS = f"id: 31\nevent: transition\ndata: {json.dumps(TRANSITION)}\n\n"
 
 # (method, path) -> (media type, example of the 2xx answer)
@@ -42,7 +52,7 @@ ANSWERS: dict[tuple[str, str], tuple[str, Any]] = {
     ("post", "/jobs/{job_id}/cancel"): ("application/json", ACTED),
     ("post", "/jobs/{job_id}/pause"): ("application/json", {**ACTED, "changed": False}),
     ("post", "/jobs/{job_id}/resume"): ("application/json", {**ACTED, "changed": False}),
-    ("post", "/jobs/{job_id}/retry"): ("application/json", ACTED),
+    ("post", "/jobs/{job_id}/retry"): ("application/json", RETRIED),
     ("post", "/jobs/{job_id}/star"): ("application/json", {**JOB, "starred": True}),
     ("get", "/jobs/{job_id}/image"): ("image/png", "(the PNG's bytes)"),
     ("get", "/jobs/{job_id}/preview"): ("image/png", "(the PNG's bytes)"),
@@ -78,21 +88,27 @@ def with_examples(app: FastAPI) -> None:
 
 
 def _add_examples(schema: dict[str, Any]) -> None:
+    from app.server import a1111_examples
+
     paths = schema.get("paths", {})
-    for (method, path), (media, example) in ANSWERS.items():
-        operation = paths.get(PREFIX + path, {}).get(method)
+    answers = {(method, PREFIX + path): answer for (method, path), answer in ANSWERS.items()}
+    answers.update({key: (JSON, example) for key, example in a1111_examples.ANSWERS.items()})
+    for (method, path), (media, example) in answers.items():
+        operation = paths.get(path, {}).get(method)
         if operation is None:
             continue
         answer = _success(operation)
         content = answer.setdefault("content", {}).setdefault(media, {})
         if not has_example(content):
             content["example"] = example
-    for (method, path), example in BODIES.items():
-        operation = paths.get(PREFIX + path, {}).get(method)
+    bodies = {(method, PREFIX + path): ("example", body) for (method, path), body in BODIES.items()}
+    bodies.update({key: ("examples", named) for key, named in a1111_examples.BODIES.items()})
+    for (method, path), (field, example) in bodies.items():
+        operation = paths.get(path, {}).get(method)
         body = (operation or {}).get("requestBody", {}).get("content", {})
         for content in body.values():
             if not has_example(content):
-                content["example"] = example
+                content[field] = example
 
 
 def _success(operation: dict[str, Any]) -> dict[str, Any]:

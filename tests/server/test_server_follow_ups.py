@@ -173,15 +173,17 @@ def test_a_follow_up_sent_again_with_its_key_stores_nothing_new(
     assert len(home_queue.jobs(None)) == 4
 
 
-def test_every_operation_of_api_v1_has_an_example_and_every_post_a_key(
+def test_every_operation_has_an_example_and_every_post_of_api_v1_a_key(
     home_queue: JobQueue,
 ) -> None:
-    """What a client's author reads first, and where schemathesis starts from."""
+    """What a client's author reads first, and where schemathesis starts from: Easel's own
+    API and the A1111 routes (/sdapi/v1, /controlnet), every operation."""
     schema = create_app(ServerState(home_queue, Settings())).openapi()
     components = schema["components"]["schemas"]
+    assert any(path.startswith("/sdapi/v1") for path in schema["paths"])
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
-            if not path.startswith("/api/v1"):
+            if not path.startswith(("/api/v1", "/sdapi/v1", "/controlnet")):
                 continue
             where = f"{method.upper()} {path}"
             answers = [
@@ -192,7 +194,7 @@ def test_every_operation_of_api_v1_has_an_example_and_every_post_a_key(
             for content in operation.get("requestBody", {}).get("content", {}).values():
                 ref = content["schema"].get("$ref", "").rsplit("/", 1)[-1]
                 assert has_example(content) or has_example(components.get(ref, {})), where
-            if method == "post":
+            if method == "post" and path.startswith("/api/v1"):
                 headers = {p["name"].lower() for p in operation.get("parameters", [])}
                 assert "idempotency-key" in headers, where
 

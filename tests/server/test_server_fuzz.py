@@ -59,3 +59,60 @@ def test_an_event_stream_asked_from_an_id_no_store_holds_is_refused(
     ):
         assert answer.status_code == status
         assert "error" in json.loads(answer.read())
+
+
+A1111_ROUTES = ("/sdapi/v1", "/controlnet")
+
+
+def test_the_a1111_routes_examples_are_requests_the_server_takes_and_answers_it_gives(
+    queue: JobQueue,
+) -> None:
+    """Each request example of /sdapi/v1 is sent as is and answered 200 (the settler cancels
+    its jobs: nothing is generated); each answer example has the keys of the real answer."""
+    with fuzzable_server(queue, free_port()) as url, httpx.Client(base_url=url) as http:
+        schema = http.get("/openapi.json").json()
+        sent = 0
+        for path, method, operation in _operations(schema, A1111_ROUTES):
+            answer_example = _answer_example(operation)
+            bodies = _request_examples(schema, operation) or [None]
+            for body in bodies:
+                answer = http.request(method, path, json=body, timeout=30)
+                assert answer.status_code == 200, f"{method} {path}: {answer.text}"
+                real = answer.json()
+                if real != []:  # no models of that kind here: no item to compare
+                    assert _shape(real) == _shape(answer_example), f"{method} {path}"
+                sent += body is not None
+    assert sent >= 8  # txt2img's three, img2img's two, options, png-info, extras
+
+
+def _operations(schema: dict, prefixes: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+    return [
+        (path, method.upper(), operation)
+        for path, operations in schema["paths"].items() if path.startswith(prefixes)
+        for method, operation in operations.items()
+    ]  # fmt: skip
+
+
+def _request_examples(schema: dict, operation: dict) -> list[object]:
+    found: list[object] = []
+    for content in operation.get("requestBody", {}).get("content", {}).values():
+        if "example" in content:
+            found.append(content["example"])
+        found.extend(named["value"] for named in content.get("examples", {}).values())
+        ref = content["schema"].get("$ref", "").rsplit("/", 1)[-1]
+        found.extend(schema["components"]["schemas"].get(ref, {}).get("examples", []))
+    return found
+
+
+def _answer_example(operation: dict) -> object:
+    return operation["responses"]["200"]["content"]["application/json"]["example"]
+
+
+def _shape(value: object) -> object:
+    """What an answer's shape is (its keys, or its items' keys), not its values, which
+    depend on the server's models and state."""
+    if isinstance(value, dict):
+        return ("object", frozenset(value))
+    if isinstance(value, list):
+        return ("list", _shape(value[0]) if value else None)
+    return type(value).__name__

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.jobs.groups import submit_batch
+from app.engine.jobs.groups import SeedMode, group_info, newest_members, submit_batch
 from app.engine.jobs.params import GenerationParams
-from app.engine.jobs.queue import JobQueue
+from app.engine.jobs.queue import Job, JobQueue, params_of
 from app.engine.jobs.states import JobEvent
 from app.engine.store.opening import open_queue
 from tests.cli.test_cli_jobs import run_cli
@@ -35,7 +35,8 @@ def api(home_queue: JobQueue) -> Iterator[Running]:
 
 
 def batch(queue: JobQueue) -> tuple[int, tuple[int, ...]]:
-    made = submit_batch(queue, GenerationParams(prompt="a red circle", seed=1), 3)
+    params = GenerationParams(prompt="a red circle", seed=1)
+    made = submit_batch(queue, params, 3, SeedMode.INCREMENT)  # both doors' batches alike
     return made.group_id, made.jobs
 
 
@@ -102,3 +103,30 @@ def test_an_action_sent_again_with_its_key_answers_the_first_answer_and_moves_no
                     changes={"error": "boom", "error_transient": False})  # fmt: skip
     retried = api.client.post(f"/api/v1/jobs/{jobs[2]}/retry", headers={"Idempotency-Key": "r"})
     assert retried.status_code == 200, retried.text
+
+
+def test_retrying_a_cancelled_cell_re_runs_it_into_its_cell_as_the_command_line_does(
+    api: Running, home_queue: JobQueue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    by_api, api_jobs = batch(home_queue)
+    by_cli, cli_jobs = batch(home_queue)
+    for jobs in (api_jobs, cli_jobs):
+        home_queue.cancel(jobs[1], source="test")
+    answer = api.client.post(f"/api/v1/jobs/{api_jobs[1]}/retry")
+    code, _, _ = run_cli(capsys, "retry", str(cli_jobs[1]))
+    assert answer.status_code == 200 and code == 0, answer.text
+    api_cell, cli_cell = newest_cell(home_queue, by_api, 1), newest_cell(home_queue, by_cli, 1)
+    assert answer.json()["job"]["id"] == api_cell.id != api_jobs[1]  # the job that will run
+    assert (api_cell.rerun_of, cli_cell.rerun_of) == (api_jobs[1], cli_jobs[1])
+    assert stored(api_cell) == stored(cli_cell)
+    assert params_of(api_cell) == params_of(home_queue.get(api_jobs[1]))  # the cell's own seed
+    assert [t.source for t in home_queue.timeline(api_cell.id or 0)] == ["api:grouptest"]
+    assert statuses(home_queue, api_jobs) == statuses(home_queue, cli_jobs)  # the old cell stays
+
+
+def newest_cell(queue: JobQueue, group_id: int, cell: int) -> Job:
+    return next(j for j in newest_members(group_info(queue, group_id)) if j.group_cell == cell)
+
+
+def stored(job: Job) -> tuple[object, ...]:
+    return (params_of(job), job.status, job.group_cell, job.attempt, job.priority)
