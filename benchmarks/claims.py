@@ -46,6 +46,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.engine.jobs.affinity import DEFAULT_BOUND
+from app.engine.jobs.claim_function import LoadsTaken
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.workers.presence import Presence
@@ -100,16 +101,16 @@ class BenchWorker:
         """What it holds once it has `model`: that first, then the most recent others."""
         return [model, *[m for m in self.held if m != model]][:HELD_CAPACITY]
 
-    def row_models(self, model: str) -> list[str] | None:
-        """For the claim's commit: the held models once it has `model`, if they change."""
-        if self.rows != "claim" or set(self.holding(model)) == set(self.held):
-            return None
-        self.rows_written += 1  # counted as written: the claim that calls this commits it
-        return self.holding(model)
+    def row_models(self) -> LoadsTaken | None:
+        """For the claim's commit: the held models once it has the taken job's, if they
+        change (on PostgreSQL the claim function applies it)."""
+        return LoadsTaken(tuple(self.held), HELD_CAPACITY) if self.rows == "claim" else None
 
     def took(self, model: str) -> None:
         before = self.held
         self.held = self.holding(model)
+        if self.rows == "claim" and set(self.held) != set(before):
+            self.rows_written += 1  # written by the claim, in its commit
         if self.rows == "static":
             return
         changed = self.rows == "separate" and set(self.held) != set(before)
@@ -151,7 +152,7 @@ def claim_until_empty(
     server_began = server_cpu_s(queue)
     began, cpu_began = time.perf_counter(), time.process_time()
     while (
-        job := queue.claim(worker_id, models=worker.held, row_models=worker.row_models)
+        job := queue.claim(worker_id, models=worker.held, row_models=worker.row_models())
     ) is not None:
         claimed.append(job.id or 0)  # a claimed job is stored: it has an id
         hits += job.model in worker.held
