@@ -31,7 +31,13 @@ from app.engine.jobs.affinity import (
     model_slots,
 )
 from app.engine.jobs.changes import ChangeWatcher
-from app.engine.jobs.claim_function import ClaimFunction, LoadsTaken, claim_function
+from app.engine.jobs.claim_function import (
+    ANALYZE_JOBS,
+    STATUS_STATISTICS,
+    ClaimFunction,
+    LoadsTaken,
+    claim_function,
+)
 from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
@@ -192,6 +198,7 @@ class JobQueue:
     _sql: QueueStatements = field(init=False, repr=False)
     _graph: GraphStatements = field(init=False, repr=False)
     _keys: KeyStatements = field(init=False, repr=False)
+    _statistics_checked: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clock is _the_store_clock:
@@ -749,7 +756,14 @@ class JobQueue:
         if function is None:
             function = claim_function(statement, CLAIM_COLUMNS[:-1], CLAIMS_KEY, MAX_DECIDE_AGAIN)
             _CLAIM_FUNCTIONS[statement.sql] = function
-        return function if self.db.ensure_function(function.name, function.definition) else None
+        if not self.db.ensure_function(function.name, function.definition):
+            return None
+        if not self._statistics_checked:
+            self._statistics_checked = True
+            with self.db.write() as conn:
+                if not conn.execute(STATUS_STATISTICS).scalar_one():
+                    conn.execute(ANALYZE_JOBS)
+        return function
 
     def _claim_on_server(
         self, function: ClaimFunction, claim: ServerClaim, row_models: RowModels | None
