@@ -4,7 +4,8 @@
 `--workers` spawned processes claim until nothing is PENDING, model-aware like a real
 worker: each passes the models it holds (it "loads" the model of each job it takes, and
 keeps the two most recent) and writes them to its worker row, so the others leave those
-models to it: in the claim's own commit (`JobQueue.claim(row_models=...)`). Claimers open
+models to it: in the claim's own commit (`JobQueue.claim(row_models=LoadsTaken(...))`; on
+PostgreSQL the claim function writes it in the claim's one round trip). Claimers open
 the store patient, as a worker does (on SQLite they wait in line for the write lock). A
 double claim would show as a job id claimed by two processes, or as two START rows in one
 job's history. The affinity bound is checked from the history: claims are serialised, so

@@ -314,7 +314,10 @@ class PostgresDialect:
         try:
             yield
         finally:
-            connection.autocommit = False
+            # A connection the server closed is dropped (`Database._drop_if_broken`): left as
+            # it is, so that its error, not psycopg's refusal to switch, is the one raised.
+            if connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                connection.autocommit = False
 
     def ensure_function(self, db: Database, name: str, definition: str) -> bool:
         """Created under a lock, so that machines starting together create it once. A user

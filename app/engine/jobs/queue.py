@@ -611,7 +611,9 @@ class JobQueue:
         taken it (None: its row's list stays): written to its worker row, which peers read
         to leave those models to it. On SQLite in the claim's own commit (a separate write
         would wait for the same write lock and pay a second commit's sync); on PostgreSQL
-        right after, as the claims' lock does not guard the worker table.
+        a `LoadsTaken` in the claim function's call, any other right after.
+        On PostgreSQL the claim is one call of a server-side function (`claim_function`):
+        one round trip.
         """
         now = self.clock()
         message = f"claimed by {worker_id}"
