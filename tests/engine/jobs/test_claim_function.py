@@ -170,3 +170,30 @@ def _rows_on(node: dict[str, Any], table: str) -> int:
     if node.get("Relation Name") == table and "Scan" in node["Node Type"]:
         own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
     return own + sum(_rows_on(child, table) for child in node.get("Plans", []))
+
+
+@pytest.mark.postgresql_only
+def test_where_the_function_cannot_be_created_claims_go_by_statements(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user without the right to create functions (`ensure_function` says False) still
+    claims, model-aware, and writes its worker row, by the claim statement."""
+    monkeypatch.setattr(type(queue.db.dialect), "ensure_function", lambda *_: False)
+    for seed, model in enumerate("AB"):
+        queue.submit(GenerationParams("a cat", model=model, seed=seed))
+    add_worker(queue, "wa", json.dumps(["B"]), 1.0)
+    job = queue.claim("wa", models=["B"], row_models=LoadsTaken(("B",), 2))
+    assert job is not None and job.model == "B"
+    job = queue.claim("wa", models=["B"], row_models=LoadsTaken(("B",), 2))
+    assert job is not None and job.model == "A"
+    assert listed_models(queue, "wa") == (["A", "B"], job.updated_at)
+    with queue.db.read() as conn:
+        assert (
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_proc WHERE proname LIKE 'easel_claim_%'"
+                    " AND pronamespace = current_schema()::regnamespace"
+                )
+            ).scalar()
+            == 0
+        )
