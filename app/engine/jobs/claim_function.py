@@ -88,11 +88,9 @@ def claim_function(
         max_peers=MAX_PEERS,
         peers_of=_PEERS_OF,
     )
-    digest = hashlib.sha256(body.encode()).hexdigest()[:12]
-    name = f"easel_claim_{digest}"
     arguments = ", ".join(f"p_{argument} {kind}" for argument, kind in ARGUMENTS)
-    definition = (
-        f"CREATE OR REPLACE FUNCTION {name}({arguments}) RETURNS SETOF job\n"
+    rest = (
+        f"({arguments}) RETURNS SETOF job\n"
         "LANGUAGE plpgsql VOLATILE\n"
         # The window is the first rows of the queued jobs' index, in its order. Before the
         # table's first ANALYZE the planner guesses a handful of queued rows and reads all
@@ -103,6 +101,8 @@ def claim_function(
         "SET plan_cache_mode = force_generic_plan\n"
         f"AS $claim$\n{body}$claim$"
     )
+    name = f"easel_claim_{hashlib.sha256(rest.encode()).hexdigest()[:12]}"  # all but the name
+    definition = f"CREATE OR REPLACE FUNCTION {name}{rest}"
     casts = ", ".join(f"%s::{kind}" for _, kind in ARGUMENTS)
     call = Prepared(
         f"SELECT {', '.join(columns)} FROM {name}({casts})",
@@ -129,7 +129,7 @@ def _with_function_values(claim: Prepared) -> str:
         return _literal(claim.fixed_values[name])
 
     sql = _PLACEHOLDER.sub(value, claim.sql)
-    assert MAX_HELD >= 1 and "p_held[" in sql and "v_peers[" in sql
+    assert f"p_held[{MAX_HELD}]" in sql and f"v_peers[{MAX_PEERS}]" in sql, "slots unbound"
     return sql
 
 
