@@ -4,7 +4,8 @@
 `--workers` spawned processes claim until nothing is PENDING, model-aware like a real
 worker: each passes the models it holds (it "loads" the model of each job it takes, and
 keeps the two most recent) and writes them to its worker row, so the others leave those
-models to it: in the claim's own commit (`JobQueue.claim(row_models=...)`). Claimers open
+models to it: in the claim's own commit (`JobQueue.claim(row_models=LoadsTaken(...))`; on
+PostgreSQL the claim function writes it in the claim's one round trip). Claimers open
 the store patient, as a worker does (on SQLite they wait in line for the write lock). A
 double claim would show as a job id claimed by two processes, or as two START rows in one
 job's history. The affinity bound is checked from the history: claims are serialised, so
@@ -46,6 +47,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.engine.jobs.affinity import DEFAULT_BOUND
+from app.engine.jobs.claim_function import LoadsTaken
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.workers.presence import Presence
@@ -100,16 +102,16 @@ class BenchWorker:
         """What it holds once it has `model`: that first, then the most recent others."""
         return [model, *[m for m in self.held if m != model]][:HELD_CAPACITY]
 
-    def row_models(self, model: str) -> list[str] | None:
-        """For the claim's commit: the held models once it has `model`, if they change."""
-        if self.rows != "claim" or set(self.holding(model)) == set(self.held):
-            return None
-        self.rows_written += 1  # counted as written: the claim that calls this commits it
-        return self.holding(model)
+    def row_models(self) -> LoadsTaken | None:
+        """For the claim's commit: the held models once it has the taken job's, if they
+        change (on PostgreSQL the claim function applies it)."""
+        return LoadsTaken(tuple(self.held), HELD_CAPACITY) if self.rows == "claim" else None
 
     def took(self, model: str) -> None:
         before = self.held
         self.held = self.holding(model)
+        if self.rows == "claim" and set(self.held) != set(before):
+            self.rows_written += 1  # written by the claim, in its commit
         if self.rows == "static":
             return
         changed = self.rows == "separate" and set(self.held) != set(before)
@@ -151,7 +153,7 @@ def claim_until_empty(
     server_began = server_cpu_s(queue)
     began, cpu_began = time.perf_counter(), time.process_time()
     while (
-        job := queue.claim(worker_id, models=worker.held, row_models=worker.row_models)
+        job := queue.claim(worker_id, models=worker.held, row_models=worker.row_models())
     ) is not None:
         claimed.append(job.id or 0)  # a claimed job is stored: it has an id
         hits += job.model in worker.held

@@ -118,6 +118,18 @@ class Dialect(Protocol):
         store is in this process."""
         ...
 
+    def alone(self, raw: Any) -> AbstractContextManager[None]:
+        """Around a hot write of one statement that is a whole transaction (a server-side
+        function's call): sent without a BEGIN and a COMMIT of its own, one round trip;
+        nothing on SQLite, whose hot writes begin their own transaction."""
+        ...
+
+    def ensure_function(self, db: Database, name: str, definition: str) -> bool:
+        """Whether the store has the server-side function `name`, created from `definition`
+        (`CREATE FUNCTION ...`) where it was missing; False where the store has none
+        (SQLite) or this user may not create it."""
+        ...
+
     def translate(self, error: BaseException, db: Database) -> DatabaseError | None:
         """The Easel error for a driver error a user can act on; None for a bug."""
         ...
@@ -233,6 +245,7 @@ class Database:
         self._hot_connections: list[Any] = []
         self._lock = threading.Lock()
         self.outage = outage_of(str(engine.url))
+        self._functions: dict[str, bool] = {}  # `ensure_function`'s answers
 
     @property
     def is_sqlite(self) -> bool:
@@ -284,7 +297,7 @@ class Database:
 
     @contextmanager
     def hot_write(
-        self, *, pipelined: bool = False, synced: bool = True
+        self, *, pipelined: bool = False, synced: bool = True, alone: bool = False
     ) -> Iterator[HotTransaction]:
         """`write()` for the hot paths: the driver's own cursor, statements compiled once.
 
@@ -295,12 +308,16 @@ class Database:
         others wait for: each round trip less is time less that they wait.
         `synced=False`: a commit that a power cut may undo, for a write that is harmless to
         lose with the processes that made it (`Dialect.unsynced`): a claim.
+        `alone`: the work is one statement that is a transaction of its own, a server-side
+        function's call (`Dialect.alone`): one round trip, where a BEGIN and a COMMIT cost
+        a round trip each on PostgreSQL.
         """
         self.check_writable()
         with self.translated_errors(), self.dialect.writers_turn(self):
             raw = self.hot_connection()
             unsynced = contextlib.nullcontext() if synced else self.dialect.unsynced(raw)
-            with unsynced:
+            own_transaction = self.dialect.alone(raw) if alone else contextlib.nullcontext()
+            with unsynced, own_transaction:
                 cursor = raw.cursor()
                 self.dialect.begin_hot_write(cursor, self.lock_timeout_s)
                 try:
@@ -353,7 +370,12 @@ class Database:
         return self.lock_timeout_s is None
 
     def in_hot_write(
-        self, work: Callable[[HotTransaction], T], *, pipelined: bool = False, synced: bool = True
+        self,
+        work: Callable[[HotTransaction], T],
+        *,
+        pipelined: bool = False,
+        synced: bool = True,
+        alone: bool = False,
     ) -> T:
         """`work(tx)` in one `hot_write` transaction; its result.
 
@@ -363,7 +385,7 @@ class Database:
         delay_s = 0.0
         while True:
             try:
-                with self.hot_write(pipelined=pipelined, synced=synced) as tx:
+                with self.hot_write(pipelined=pipelined, synced=synced, alone=alone) as tx:
                     result = work(tx)
             except DiskFull as error:
                 if not self.patient or self.stop_waiting():
@@ -473,6 +495,14 @@ class Database:
         if prepared is None:
             prepared = _PREPARED[key] = self.prepare(build(), column_keys)
         return prepared
+
+    def ensure_function(self, name: str, definition: str) -> bool:
+        """Whether the store has the server-side function `name` (created from `definition`
+        if missing; asked of the server once per name and `Database`)."""
+        known = self._functions.get(name)
+        if known is None:
+            known = self._functions[name] = self.dialect.ensure_function(self, name, definition)
+        return known
 
     def data_version(self, conn: Connection) -> int:
         """A number that changes whenever another connection commits (cheap to poll)."""

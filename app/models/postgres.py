@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10
 # Any fixed number: every Easel on every machine takes this lock around schema set-up.
 SCHEMA_LOCK_KEY = 0x45A5E1
+FUNCTION_LOCK_KEY = 0x45A5E5  # creating a server-side function (`ensure_function`)
 # Workers LISTEN on "easel_jobs_<schema>"; a transition that gives them something to do
 # NOTIFYs "<job id> <status>" there. Channels belong to the whole database, so the schema
 # in the name keeps queues that share a database (one schema each) from waking each other.
@@ -304,6 +305,38 @@ class PostgresDialect:
 
     def pipeline(self, raw: Any) -> AbstractContextManager[Any]:
         return cast(AbstractContextManager[Any], raw.dbapi_connection.pipeline())
+
+    @contextmanager
+    def alone(self, raw: Any) -> Iterator[None]:
+        # Autocommit: the one statement is its own transaction, with no BEGIN sent first.
+        connection = raw.dbapi_connection
+        connection.autocommit = True
+        try:
+            yield
+        finally:
+            # A connection the server closed is dropped (`Database._drop_if_broken`): left as
+            # it is, so that its error, not psycopg's refusal to switch, is the one raised.
+            if connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                connection.autocommit = False
+
+    def ensure_function(self, db: Database, name: str, definition: str) -> bool:
+        """Created under a lock, so that machines starting together create it once. A user
+        without the right to create it (42501) claims by statements instead."""
+        exists = text("SELECT to_regproc(:name) IS NOT NULL")
+        try:
+            with db.write() as conn:
+                if conn.execute(exists, {"name": name}).scalar_one():
+                    return True
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": FUNCTION_LOCK_KEY})
+                if not conn.execute(exists, {"name": name}).scalar_one():
+                    conn.exec_driver_sql(definition)
+            return True
+        except SQLAlchemyDBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) != "42501":
+                raise
+            log.warning("could not create the function %s (%s): claiming by statements", name,
+                        _first_line(error.orig))  # fmt: skip
+            return False
 
     def translate(self, error: BaseException, db: Database) -> DatabaseError | None:
         return translate_error(error, db.engine.url)

@@ -118,6 +118,12 @@ class SqliteDialect:
     def pipeline(self, raw: Any) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()  # the store is in this process: no round trips
 
+    def alone(self, raw: Any) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()  # a hot write's BEGIN IMMEDIATE takes the lock
+
+    def ensure_function(self, db: Database, name: str, definition: str) -> bool:
+        return False  # SQLite runs no functions of ours
+
     def translate(self, error: BaseException, db: Database) -> DatabaseError | None:
         if not isinstance(error, sqlite3.Error):
             return None

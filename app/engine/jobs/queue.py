@@ -31,6 +31,13 @@ from app.engine.jobs.affinity import (
     model_slots,
 )
 from app.engine.jobs.changes import ChangeWatcher
+from app.engine.jobs.claim_function import (
+    ANALYZE_JOBS,
+    STATUS_STATISTICS,
+    ClaimFunction,
+    LoadsTaken,
+    claim_function,
+)
 from app.engine.jobs.clock import StoreClock
 from app.engine.jobs.durations import RunningTime, running_time
 from app.engine.jobs.graph_sql import GraphStatements, check_inputs, latest_cells, stored_links
@@ -191,6 +198,7 @@ class JobQueue:
     _sql: QueueStatements = field(init=False, repr=False)
     _graph: GraphStatements = field(init=False, repr=False)
     _keys: KeyStatements = field(init=False, repr=False)
+    _statistics_checked: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clock is _the_store_clock:
@@ -603,9 +611,44 @@ class JobQueue:
         taken it (None: its row's list stays): written to its worker row, which peers read
         to leave those models to it. On SQLite in the claim's own commit (a separate write
         would wait for the same write lock and pay a second commit's sync); on PostgreSQL
-        right after, as the claims' lock does not guard the worker table.
+        a `LoadsTaken` in the claim function's call, any other right after.
+        On PostgreSQL the claim is one call of a server-side function (`claim_function`):
+        one round trip.
         """
         now = self.clock()
+        message = f"claimed by {worker_id}"
+        function = self._claim_function() if job_id is None else None
+        if function is not None:  # PostgreSQL: one round trip
+            claim = ServerClaim(worker_id, now, tuple(models), source, message)
+            taken = self._claim_on_server(function, claim, row_models)
+        else:
+            taken = self._claim_by_statements(
+                worker_id, now, source, message, job_id, models, row_models
+            )
+        if taken is None:
+            self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
+            return None
+        job = stored_job(taken)
+        assert job.id is not None and job.worker_id == worker_id
+        record = TransitionRecord(
+            job.id, JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source, message,
+            job.attempt, job.updated_at,
+        )  # fmt: skip
+        self._notify(record)
+        return job
+
+    def _claim_by_statements(
+        self,
+        worker_id: str,
+        now: float,
+        source: str,
+        message: str,
+        job_id: int | None,
+        models: Sequence[str],
+        row_models: RowModels | None,
+    ) -> dict[str, Any] | None:
+        """`claim` by statements (SQLite, a claim of one job, PostgreSQL without its claim
+        function): the taken job's columns, None when none was taken."""
         params: dict[str, Any] = {"now": now, "worker_id": worker_id}
         if job_id is not None:
             params["job_id"] = job_id
@@ -613,7 +656,6 @@ class JobQueue:
             bound = self.affinity
             params.update(model_slots("held", tuple(models), MAX_HELD))
             params.update(max_wait_s=bound.max_wait_s, max_skips=bound.max_skips)
-        message = f"claimed by {worker_id}"
         for _ in range(MAX_DECIDE_AGAIN):
             try:
                 if job_id is None and self._sql.claim_next_with_history is not None:
@@ -630,17 +672,7 @@ class JobQueue:
                 log.debug("the job a claim chose moved meanwhile; claiming again")
         else:
             return None
-        if taken is None:
-            self.db.trim_journal()  # idle: keep the write-ahead log from outgrowing the data
-            return None
-        job = stored_job(taken)
-        assert job.id is not None and job.worker_id == worker_id
-        record = TransitionRecord(
-            job.id, JobStatus.PENDING, JobStatus.PROCESSING, JobEvent.START, source, message,
-            job.attempt, job.updated_at,
-        )  # fmt: skip
-        self._notify(record)
-        return job
+        return taken
 
     def _claim_in_steps(
         self,
@@ -715,6 +747,52 @@ class JobQueue:
             self.db.in_hot_write(lambda tx: self._set_row_models(tx, worker_id, taken, row_models))
         except EaselError as error:
             log.warning("worker row's models not written: %s", error)
+
+    def _claim_function(self) -> ClaimFunction | None:
+        """PostgreSQL's claim function (`claim_function`), created on the store if missing;
+        None on SQLite, or where this user may not create it."""
+        statement = self._sql.claim_next_with_history
+        if statement is None:
+            return None
+        function = _CLAIM_FUNCTIONS.get(statement.sql)
+        if function is None:
+            function = claim_function(statement, CLAIM_COLUMNS[:-1], CLAIMS_KEY, MAX_DECIDE_AGAIN)
+            _CLAIM_FUNCTIONS[statement.sql] = function
+        if not self.db.ensure_function(function.name, function.definition):
+            return None
+        if not self._statistics_checked:
+            self._statistics_checked = True
+            with self.db.write() as conn:
+                if not conn.execute(STATUS_STATISTICS).scalar_one():
+                    conn.execute(ANALYZE_JOBS)
+        return function
+
+    def _claim_on_server(
+        self, function: ClaimFunction, claim: ServerClaim, row_models: RowModels | None
+    ) -> dict[str, Any] | None:
+        """PostgreSQL: the claim as one call of the claim function, a transaction of its
+        own: one round trip. A `LoadsTaken` worker row is written by the function; any
+        other `row_models` right after, as by `_claim_sent_whole`."""
+        loads = row_models if isinstance(row_models, LoadsTaken) else None
+        bound = self.affinity
+        values = {
+            "now": claim.now, "worker_id": claim.worker_id,
+            "held": list(dict.fromkeys(claim.models)),
+            "row_held": list(loads.held) if loads else [], "keep": loads.keep if loads else 0,
+            "max_wait_s": bound.max_wait_s, "max_skips": bound.max_skips,
+            "seen_since": claim.now - bound.peers_seen_within_s,
+            "source": claim.source, "message": claim.message,
+        }  # fmt: skip
+        rows = self.db.in_hot_write(
+            lambda tx: tx.execute(function.call, values).fetchall(), alone=True
+        )
+        if not rows:
+            return None  # nothing due (or the chosen job moved each time it was chosen)
+        [row] = rows
+        taken = dict(zip(CLAIM_COLUMNS[:-1], row, strict=True))
+        if row_models is not None and loads is None:
+            self._write_row_models(claim.worker_id, taken, row_models)
+        return taken
 
     def _claim_sent_whole(
         self, worker_id: str, models: Sequence[str], params: dict[str, Any]
@@ -1087,6 +1165,21 @@ _PENDING_IN_CLAIM_ORDER = (
     .where(JOB.c.status == JobStatus.PENDING.value)
     .order_by(JOB.c.priority.desc(), JOB.c.id)
 )
+
+
+@dataclass(frozen=True)
+class ServerClaim:
+    """What a claim by PostgreSQL's claim function asks (see `JobQueue.claim`)."""
+
+    worker_id: str
+    now: float
+    models: tuple[str, ...]
+    source: str
+    message: str
+
+
+# `JobQueue._claim_function`: the claim statement's SQL -> its function (built once a process).
+_CLAIM_FUNCTIONS: dict[str, ClaimFunction] = {}
 
 
 class _ClaimMissed(Exception):

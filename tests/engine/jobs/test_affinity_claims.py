@@ -512,7 +512,8 @@ def test_a_chosen_job_a_transition_moves_meanwhile_is_left_and_counts_no_passes(
 def waiting_for_a_row_lock(db: Database, within_s: float = 10.0) -> bool:
     query = text(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        " AND query LIKE 'WITH queue_window%' AND datname = current_database()"
+        " AND (query LIKE 'WITH queue_window%' OR query LIKE '% FROM easel_claim_%')"
+        " AND datname = current_database()"
     )
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
