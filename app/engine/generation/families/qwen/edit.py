@@ -81,9 +81,7 @@ class QwenImageEditFamily(QwenImageFamily):
         prompt_image = self.pipe.image_processor.resize(image, height, width)
         conditioning[PROMPT_EMBEDS] = self._edit_encoded(params.prompt, prompt_image)
         if self.uses_cfg(params):
-            conditioning[NEGATIVE_EMBEDS] = self._edit_encoded(
-                params.negative_prompt, prompt_image
-            )
+            conditioning[NEGATIVE_EMBEDS] = self._edit_encoded(params.negative_prompt, prompt_image)
         conditioning[INPUT_LATENTS] = self._input_latents(
             prompt_image, height, width, generator, conditioning[PROMPT_EMBEDS].dtype
         )

@@ -24,7 +24,7 @@ from transformers.utils import is_torchvision_available
 PROCESSOR = "processor"  # the folder's part (model_index.json) holding both configs
 
 
-class ImageOnlyQwen2VLProcessor(Qwen2VLProcessor):  # type: ignore[misc]
+class ImageOnlyQwen2VLProcessor(Qwen2VLProcessor):
     """A `Qwen2VLProcessor` without the video processor: `ProcessorMixin` takes its parts
     from `__init__`'s parameters, so leaving `video_processor` out there is what makes it
     constructible; it processes text and images exactly as its parent."""
