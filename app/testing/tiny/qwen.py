@@ -187,11 +187,11 @@ def write_tiny_qwen_lora(dest: Path, *, seed: int = 1) -> Path:
     return dest
 
 
-def build_tiny_qwen_edit(*, seed: int = 0) -> Any:
+def build_tiny_qwen_edit(*, seed: int = 0, plus: bool = False) -> Any:
     """A `QwenImageEditPipeline` of `build_tiny_qwen`'s components and a processor of the
     released one's image settings (Qwen2.5-VL's 14-pixel patches merged 2x2) and the tiny
     tokenizer, built as `families/qwen/processor.py` builds it without torchvision."""
-    from diffusers import QwenImageEditPipeline
+    from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )
@@ -202,7 +202,8 @@ def build_tiny_qwen_edit(*, seed: int = 0) -> Any:
     processor = ImageOnlyQwen2VLProcessor(
         image_processor=Qwen2VLImageProcessorPil(), tokenizer=base.tokenizer
     )
-    return QwenImageEditPipeline(
+    pipeline_class = QwenImageEditPlusPipeline if plus else QwenImageEditPipeline
+    return pipeline_class(
         scheduler=base.scheduler,
         vae=base.vae,
         text_encoder=base.text_encoder,
@@ -212,12 +213,13 @@ def build_tiny_qwen_edit(*, seed: int = 0) -> Any:
     )
 
 
-def write_tiny_qwen_edit(dest: Path, *, seed: int = 0) -> Path:
-    """`build_tiny_qwen_edit` saved as a diffusers folder at `dest`, its processor named as
-    the released folder names it (`Qwen2VLProcessor`), not by the class that built it."""
+def write_tiny_qwen_edit(dest: Path, *, seed: int = 0, plus: bool = False) -> Path:
+    """`build_tiny_qwen_edit` (`plus`: a `QwenImageEditPlusPipeline`) saved as a diffusers
+    folder at `dest`, its processor named as the released folder names it
+    (`Qwen2VLProcessor`), not by the class that built it."""
     import json
 
-    pipe = build_tiny_qwen_edit(seed=seed)
+    pipe = build_tiny_qwen_edit(seed=seed, plus=plus)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     index_path = dest / "model_index.json"

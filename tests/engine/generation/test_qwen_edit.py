@@ -25,13 +25,17 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from diffusers import QwenImageEditPipeline
-from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit
+from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
+from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit, pipeline_qwenimage_edit_plus
 from PIL import Image
 
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.families import family_of
-from app.engine.generation.families.qwen.edit import INPUT_LATENTS, QwenImageEditFamily
+from app.engine.generation.families.qwen.edit import (
+    INPUT_LATENTS,
+    QwenImageEditFamily,
+    QwenImageEditPlusFamily,
+)
 from app.engine.generation.families.qwen.processor import image_only_processor
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
@@ -56,15 +60,21 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 STEPS, PAUSE_AT = 3, 1
 PICTURE = (64, 48)  # the picture edited: 4:3
 STOCK_DIMENSIONS = pipeline_qwenimage_edit.calculate_dimensions
+PLUS_DIMENSIONS = pipeline_qwenimage_edit_plus.calculate_dimensions
 
 
 def small_dimensions(target_area: int, ratio: float) -> Any:
     return STOCK_DIMENSIONS(target_area // 256, ratio)
 
 
+def small_plus_dimensions(target_area: int, ratio: float) -> Any:
+    return PLUS_DIMENSIONS(target_area // 256, ratio)
+
+
 @pytest.fixture(autouse=True)
 def small_input_area(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pipeline_qwenimage_edit, "calculate_dimensions", small_dimensions)
+    monkeypatch.setattr(pipeline_qwenimage_edit_plus, "calculate_dimensions", small_plus_dimensions)
 
 
 @pytest.fixture(scope="module")
@@ -90,11 +100,16 @@ def edit_params(**changes: Any) -> GenerationParams:
     return GenerationParams(**{**base, **changes})
 
 
-def stock(folder: Path, params: GenerationParams, dtype: torch.dtype = torch.float32) -> Any:
+def stock(
+    folder: Path,
+    params: GenerationParams,
+    dtype: torch.dtype = torch.float32,
+    pipeline_class: Any = QwenImageEditPipeline,
+) -> Any:
     """The stock pipeline's edit as its documentation shows (the picture, the instruction,
     the negative prompt, `true_cfg_scale`, the generator), with the job's steps and size."""
     processor = image_only_processor(folder / "processor")
-    pipe: Any = QwenImageEditPipeline.from_pretrained(
+    pipe: Any = pipeline_class.from_pretrained(
         folder, processor=processor, dtype=dtype, local_files_only=True
     )
     pipe.set_progress_bar_config(disable=True)
@@ -182,3 +197,23 @@ def test_in_bfloat16_an_edit_equals_the_stock_pipeline_and_resumes_exactly(
     assert paused.kind is OutcomeKind.PAUSED
     fresh = Runner(device=bf16, resolve=lambda _n: model, threads=1)
     assert max_diff(image_of(ours(fresh, params, tmp_path, "job")), whole) == 0
+
+
+def test_an_edit_plus_is_the_stock_pipelines_image_and_resumes_exactly(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Qwen-Image-Edit Plus (2509): the picture read at two sizes, "Picture 1" in the
+    template; one input image, true CFG."""
+    folder = write_tiny_qwen_edit(tmp_path_factory.mktemp("plus") / "plus", plus=True)
+    plus = model_info(folder)
+    assert plus.architecture is Architecture.QWEN_IMAGE_EDIT_PLUS
+    runner = runner_for(plus)
+    params = edit_params(negative_prompt="blurry")
+    whole = image_of(ours(runner, params, tmp_path, "whole"))
+    assert isinstance(family_of(runner.load("m").pipe), QwenImageEditPlusFamily)
+    reference = stock(folder, params, pipeline_class=QwenImageEditPlusPipeline)
+    assert max_diff(whole, pixels(reference)) == 0
+    paused = ours(runner, params, tmp_path, "job", on_step=pause_at(PAUSE_AT))
+    assert paused.kind is OutcomeKind.PAUSED
+    assert load_checkpoint(tmp_path / "job.ckpt").checkpoint.family == "qwen-image-edit-plus"
+    assert max_diff(image_of(ours(runner_for(plus), params, tmp_path, "job")), whole) == 0

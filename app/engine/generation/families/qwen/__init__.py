@@ -111,4 +111,21 @@ QWEN_IMAGE_EDIT = FamilySpec(
     preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",
 )
 
-FAMILIES = (QWEN_IMAGE, QWEN_IMAGE_EDIT)
+QWEN_IMAGE_EDIT_PLUS_ID = Architecture.declare("qwen-image-edit-plus", released="2025-09")
+
+# Qwen-Image-Edit Plus (Qwen/Qwen-Image-Edit-2509, -2511): as Qwen-Image-Edit, the input
+# read at two sizes (about 384x384 for Qwen2.5-VL, 1 megapixel for the VAE). One input
+# image: the edit job's (several are refused at submit, as for every family).
+QWEN_IMAGE_EDIT_PLUS = replace(
+    QWEN_IMAGE_EDIT,
+    architecture=QWEN_IMAGE_EDIT_PLUS_ID,
+    label="Qwen-Image-Edit Plus",
+    folder=replace(QWEN_IMAGE_EDIT.folder, pipelines=("QwenImageEditPlusPipeline",)),
+    pipeline="QwenImageEditPlusPipeline",
+    driven_pipelines=("QwenImageEditPlusPipeline",),
+    driver="app.engine.generation.families.qwen.edit:QwenImageEditPlusFamily",
+    checkpoint_family="qwen-image-edit-plus",
+    checkpoint_label="Qwen-Image-Edit Plus",
+)
+
+FAMILIES = (QWEN_IMAGE, QWEN_IMAGE_EDIT, QWEN_IMAGE_EDIT_PLUS)

@@ -23,14 +23,19 @@ it (no torchvision)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit
+from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit, pipeline_qwenimage_edit_plus
 
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import sentence_prompt
-from app.engine.generation.families.qwen import QWEN_EDIT_ONLY, QWEN_IMAGE_EDIT
+from app.engine.generation.families.qwen import (
+    QWEN_EDIT_ONLY,
+    QWEN_IMAGE_EDIT,
+    QWEN_IMAGE_EDIT_PLUS,
+)
 from app.engine.generation.families.qwen.model import (
     MAX_SEQUENCE_LENGTH,
     NEGATIVE_EMBEDS,
@@ -48,6 +53,15 @@ if TYPE_CHECKING:
 
 INPUT_LATENTS = "input_image_latents"  # the input image's latents, (1, 16, h/8, w/8)
 INPUT_AREA = 1024 * 1024  # the stock `__call__`'s target area for the input image
+
+
+@dataclass(frozen=True)
+class InputImage:
+    """The input image as the stock pipeline reads it: what Qwen2.5-VL sees beside the
+    instruction (a picture, or Edit Plus's list of one) and the VAE's pixels, [-1, 1]."""
+
+    for_text: Any
+    pixels: torch.Tensor
 
 
 class QwenImageEditFamily(QwenImageFamily):
@@ -74,20 +88,26 @@ class QwenImageEditFamily(QwenImageFamily):
     ) -> Schedule:
         if params.kind != KIND_EDIT or init_image is None or masked is not None:
             raise InvalidParameters(QWEN_EDIT_ONLY)  # submit refuses it first
-        image = open_rgb(init_image)
+        read = self.read_input(open_rgb(init_image))
+        conditioning[PROMPT_EMBEDS] = self._edit_encoded(params.prompt, read.for_text)
+        if self.uses_cfg(params):
+            negative = params.negative_prompt
+            conditioning[NEGATIVE_EMBEDS] = self._edit_encoded(negative, read.for_text)
+        dtype = conditioning[PROMPT_EMBEDS].dtype
+        conditioning[INPUT_LATENTS] = self._input_latents(read.pixels, generator, dtype)
+        return super().initial_latents(scheduler, params, generator, None, conditioning)
+
+    def read_input(self, image: Image.Image) -> InputImage:
+        """The stock `__call__`'s step 3: the image resized to about 1 megapixel at its
+        aspect ratio; that is what Qwen2.5-VL sees, and preprocessed what the VAE encodes."""
         width, height, _ = pipeline_qwenimage_edit.calculate_dimensions(
             INPUT_AREA, image.size[0] / image.size[1]
         )
-        prompt_image = self.pipe.image_processor.resize(image, height, width)
-        conditioning[PROMPT_EMBEDS] = self._edit_encoded(params.prompt, prompt_image)
-        if self.uses_cfg(params):
-            conditioning[NEGATIVE_EMBEDS] = self._edit_encoded(params.negative_prompt, prompt_image)
-        conditioning[INPUT_LATENTS] = self._input_latents(
-            prompt_image, height, width, generator, conditioning[PROMPT_EMBEDS].dtype
-        )
-        return super().initial_latents(scheduler, params, generator, None, conditioning)
+        processor = self.pipe.image_processor
+        resized = processor.resize(image, height, width)
+        return InputImage(resized, processor.preprocess(resized, height, width))
 
-    def _edit_encoded(self, prompt: str, image: Image.Image) -> torch.Tensor:
+    def _edit_encoded(self, prompt: str, image: Any) -> torch.Tensor:
         """`encode_prompt` of one text with the input image: its hidden states without the
         template's head (one text is never padded: no mask)."""
         embeds, mask = self.pipe.encode_prompt(
@@ -101,23 +121,17 @@ class QwenImageEditFamily(QwenImageFamily):
         return self.for_transformer(embeds)
 
     def _input_latents(
-        self,
-        image: Image.Image,
-        height: int,
-        width: int,
-        generator: torch.Generator,
-        dtype: torch.dtype,
+        self, pixels: torch.Tensor, generator: torch.Generator, dtype: torch.dtype
     ) -> torch.Tensor:
-        """The stock `prepare_latents`' image: preprocessed at the input size, one frame,
-        encoded to its mode and normalised (`_encode_vae_image`), the frame axis dropped."""
-        pixels = self.pipe.image_processor.preprocess(image, height, width).unsqueeze(2)
+        """The stock `prepare_latents`' image: one frame, encoded to its mode and normalised
+        (`_encode_vae_image`), the frame axis dropped."""
 
         def mode(frame: torch.Tensor) -> torch.Tensor:
             latents: torch.Tensor = self.pipe._encode_vae_image(frame, generator)
             return latents
 
-        pixels = pixels.to(device=self.device, dtype=dtype)
-        return vae_precision.run_encoder(self.pipe.vae, pixels, False, mode)[:, :, 0]
+        frame = pixels.unsqueeze(2).to(device=self.device, dtype=dtype)
+        return vae_precision.run_encoder(self.pipe.vae, frame, False, mode)[:, :, 0]
 
     def extra_tokens(
         self, conditioning: Conditioning
@@ -126,3 +140,22 @@ class QwenImageEditFamily(QwenImageFamily):
         batch, channels, height, width = latents.shape
         packed = self.pipe._pack_latents(latents, batch, channels, height, width)
         return packed, (1, height // 2, width // 2)
+
+
+class QwenImageEditPlusFamily(QwenImageEditFamily):
+    """`QwenImageEditPlusPipeline`'s models (Qwen-Image-Edit-2509 and later) with one input
+    image: Qwen2.5-VL sees it at about 384x384 (`CONDITION_IMAGE_SIZE`) as "Picture 1" of
+    the template, the VAE encodes it at about 1 megapixel (`VAE_IMAGE_SIZE`) preprocessed
+    from the picture itself; the rest is Qwen-Image-Edit's."""
+
+    name = QWEN_IMAGE_EDIT_PLUS.checkpoint_family
+    label = QWEN_IMAGE_EDIT_PLUS.checkpoint_label
+
+    def read_input(self, image: Image.Image) -> InputImage:
+        plus = pipeline_qwenimage_edit_plus  # its sizes and function, read where it reads them
+        ratio = image.size[0] / image.size[1]
+        text_width, text_height = plus.calculate_dimensions(plus.CONDITION_IMAGE_SIZE, ratio)
+        vae_width, vae_height = plus.calculate_dimensions(plus.VAE_IMAGE_SIZE, ratio)
+        processor = self.pipe.image_processor
+        for_text = [processor.resize(image, text_height, text_width)]
+        return InputImage(for_text, processor.preprocess(image, vae_height, vae_width))
