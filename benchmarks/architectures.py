@@ -53,7 +53,9 @@ And for Qwen-Image-Edit as a diffusers folder (`qwen-image-edit`): an edit of a 
 read at about 1 megapixel and the output is 1024x1024): `pause_resume_max_diff` (paused at
 step 1) and `same_as_diffusers_max_diff` against stock `QwenImageEditPipeline` called with
 the picture, the instruction, the negative prompt and the steps, loaded with the processor
-its users build without torchvision (families/qwen/processor.py).
+its users build without torchvision (families/qwen/processor.py). The same for
+Qwen-Image-Edit Plus (`qwen-image-edit-plus`, 2509: the picture read at about 384x384 for
+Qwen2.5-VL and 1 megapixel for the VAE) against stock `QwenImageEditPlusPipeline`.
 And for Flux.1 Fill as a diffusers folder: an inpaint (`flux1-fill-inpaint`: a 64x64
 picture, a square mask off the 8-pixel grid, as drawn) and an outpaint (`flux1-fill-outpaint`:
 that picture grown 16 pixels right and down, its edges stretched, the new area's mask blurred
@@ -240,6 +242,7 @@ def run_architectures() -> None:
         run_kontext(work)
         run_kontext_inpaint(work)
         run_qwen_edit(work)
+        run_qwen_edit(work, plus=True)
         run_flux_fill(work)
         run_wan(work)
         run_ltx(work)
@@ -289,14 +292,17 @@ def run_kontext(work: Path) -> None:
     shutil.rmtree(folder_run)
 
 
-def run_qwen_edit(work: Path) -> None:
-    """The Qwen-Image-Edit row: an edit at the stock pipeline's defaults (see the docstring)."""
-    from diffusers import QwenImageEditPipeline
+def run_qwen_edit(work: Path, *, plus: bool = False) -> None:
+    """The Qwen-Image-Edit row (`plus`: Edit Plus's): an edit at the stock pipeline's
+    defaults (see the docstring)."""
+    from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
 
     from app.engine.generation.families.qwen.processor import image_only_processor
     from app.engine.jobs.params import KIND_EDIT
 
-    folder = write_tiny_qwen_edit(work / "qwen-image-edit")
+    label = "qwen-image-edit-plus" if plus else "qwen-image-edit"
+    pipeline_class = QwenImageEditPlusPipeline if plus else QwenImageEditPipeline
+    folder = write_tiny_qwen_edit(work / label, plus=plus)
     model = detected(ModelInfo("m", folder, ModelSource.USER))
     gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
     picture = Image.fromarray(np.stack([gradient, gradient.T, gradient[::-1]], axis=-1))
@@ -305,7 +311,7 @@ def run_qwen_edit(work: Path) -> None:
         width=1024, height=1024, kind=KIND_EDIT, init_image="job:1",
     )  # fmt: skip
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
-    folder_run = work / "qwen-image-edit-run"
+    folder_run = work / f"{label}-run"
     folder_run.mkdir(exist_ok=True)
     ours, resumed = folder_run / "ref.png", folder_run / "job.png"
     pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
@@ -314,7 +320,7 @@ def run_qwen_edit(work: Path) -> None:
             params, RunInputs(init_image=_png(picture)), output_path=out,
             checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
         )  # fmt: skip
-    stock_pipe: Any = QwenImageEditPipeline.from_pretrained(
+    stock_pipe: Any = pipeline_class.from_pretrained(
         folder, processor=image_only_processor(folder / "processor"), local_files_only=True
     )
     stock_pipe.set_progress_bar_config(disable=True)
@@ -322,8 +328,8 @@ def run_qwen_edit(work: Path) -> None:
         image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
         num_inference_steps=params.steps, generator=torch.Generator().manual_seed(params.seed),
     ).images[0]  # fmt: skip
-    report("pause_resume_max_diff[qwen-image-edit]", max_diff(pixels(ours), pixels(resumed)))
-    report("same_as_diffusers_max_diff[qwen-image-edit]", max_diff(pixels(ours), pixels(stock)))
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
     shutil.rmtree(folder_run)
 
 
