@@ -47,6 +47,15 @@ And a Kontext inpaint (`flux1-kontext-inpaint`: a 1024x1024 picture, a square ma
 instruction "a red hat", 2 steps, strength 1: the stock defaults but for the steps):
 `pause_resume_max_diff` (paused at step 1) and `same_as_diffusers_max_diff` against stock
 `FluxKontextInpaintPipeline` called with the picture, the mask, the instruction, the steps.
+And for Qwen-Image-Edit as a diffusers folder (`qwen-image-edit`): an edit of a 64x64 picture
+("make it night", the negative prompt "blurry", so true CFG at the stock `true_cfg_scale`
+4) at the stock pipeline's defaults but for its steps (2: the input is
+read at about 1 megapixel and the output is 1024x1024): `pause_resume_max_diff` (paused at
+step 1) and `same_as_diffusers_max_diff` against stock `QwenImageEditPipeline` called with
+the picture, the instruction, the negative prompt and the steps, loaded with the processor
+its users build without torchvision (families/qwen/processor.py). The same for
+Qwen-Image-Edit Plus (`qwen-image-edit-plus`, 2509: the picture read at about 384x384 for
+Qwen2.5-VL and 1 megapixel for the VAE) against stock `QwenImageEditPlusPipeline`.
 And for Flux.1 Fill as a diffusers folder: an inpaint (`flux1-fill-inpaint`: a 64x64
 picture, a square mask off the 8-pixel grid, as drawn) and an outpaint (`flux1-fill-outpaint`:
 that picture grown 16 pixels right and down, its edges stretched, the new area's mask blurred
@@ -141,7 +150,7 @@ from app.testing.tiny.flux_fill import write_tiny_flux_fill
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.kontext import write_tiny_kontext
 from app.testing.tiny.ltx import write_tiny_ltx
-from app.testing.tiny.qwen import write_tiny_qwen
+from app.testing.tiny.qwen import write_tiny_qwen, write_tiny_qwen_edit
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
 from app.testing.tiny.wan import write_tiny_wan
@@ -232,6 +241,8 @@ def run_architectures() -> None:
         run_chroma(work)
         run_kontext(work)
         run_kontext_inpaint(work)
+        run_qwen_edit(work)
+        run_qwen_edit(work, plus=True)
         run_flux_fill(work)
         run_wan(work)
         run_ltx(work)
@@ -278,6 +289,47 @@ def run_kontext(work: Path) -> None:
     ).images[0]  # fmt: skip
     report("pause_resume_max_diff[flux1-kontext]", max_diff(pixels(ours), pixels(resumed)))
     report("same_as_diffusers_max_diff[flux1-kontext]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(folder_run)
+
+
+def run_qwen_edit(work: Path, *, plus: bool = False) -> None:
+    """The Qwen-Image-Edit row (`plus`: Edit Plus's): an edit at the stock pipeline's
+    defaults (see the docstring)."""
+    from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
+
+    from app.engine.generation.families.qwen.processor import image_only_processor
+    from app.engine.jobs.params import KIND_EDIT
+
+    label = "qwen-image-edit-plus" if plus else "qwen-image-edit"
+    pipeline_class = QwenImageEditPlusPipeline if plus else QwenImageEditPipeline
+    folder = write_tiny_qwen_edit(work / label, plus=plus)
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient.T, gradient[::-1]], axis=-1))
+    params = GenerationParams(
+        prompt="make it night", negative_prompt="blurry", model="m", steps=2, cfg=4.0, seed=42,
+        width=1024, height=1024, kind=KIND_EDIT, init_image="job:1",
+    )  # fmt: skip
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    folder_run = work / f"{label}-run"
+    folder_run.mkdir(exist_ok=True)
+    ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+    pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
+    for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        runner.run(
+            params, RunInputs(init_image=_png(picture)), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
+    stock_pipe: Any = pipeline_class.from_pretrained(
+        folder, processor=image_only_processor(folder / "processor"), local_files_only=True
+    )
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
+        num_inference_steps=params.steps, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
     shutil.rmtree(folder_run)
 
 

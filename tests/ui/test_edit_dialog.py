@@ -128,7 +128,10 @@ def test_with_no_model_that_edits_the_dialog_says_so_and_queues_nothing(
     qtbot.keyClicks(dialog.instruction, "make it night")
     qtbot.mouseClick(dialog.edit, Qt.MouseButton.LeftButton)
     sentence = dialog.status_line.text()
-    assert sentence.startswith("No model that edits is installed: put a Flux.1 Kontext model")
+    assert sentence.startswith(
+        "No model that edits is installed: put a Flux.1 Kontext, Qwen-Image-Edit or "
+        "Qwen-Image-Edit Plus model"
+    )
     assert sentence.endswith("in the models folder.") and "\n" not in sentence
     assert not dialog.edit.isEnabled() and [job.id for job in queue.jobs()] == [cat]
 

@@ -114,9 +114,11 @@ def _cannot_edit(model: str, arch: Architecture | None) -> str:
 
 
 def editing_families() -> str:
-    """ "Flux.1 Kontext": the families whose declaration says they edit from an instruction
-    (the refusal; the window's word when no such model is installed)."""
-    return " or ".join(spec.label for spec in families() if spec.requests.edit)
+    """ "Flux.1 Kontext, Qwen-Image-Edit or Qwen-Image-Edit Plus": the families whose
+    declaration says they edit from an instruction (the refusal; the window's word when no
+    such model is installed)."""
+    labels = [spec.label for spec in families() if spec.requests.edit]
+    return " or ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 1 else labels)
 
 
 def _why_not(info: ModelInfo) -> str:

@@ -185,3 +185,49 @@ def write_tiny_qwen_lora(dest: Path, *, seed: int = 1) -> Path:
         transformer_lora_layers=get_peft_model_state_dict(pipe.transformer),
     )
     return dest
+
+
+def build_tiny_qwen_edit(*, seed: int = 0, plus: bool = False) -> Any:
+    """A `QwenImageEditPipeline` of `build_tiny_qwen`'s components and a processor of the
+    released one's image settings (Qwen2.5-VL's 14-pixel patches merged 2x2) and the tiny
+    tokenizer, built as `families/qwen/processor.py` builds it without torchvision."""
+    from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    from app.engine.generation.families.qwen.processor import ImageOnlyQwen2VLProcessor
+
+    base = build_tiny_qwen(seed=seed)
+    processor = ImageOnlyQwen2VLProcessor(
+        image_processor=Qwen2VLImageProcessorPil(), tokenizer=base.tokenizer
+    )
+    pipeline_class = QwenImageEditPlusPipeline if plus else QwenImageEditPipeline
+    return pipeline_class(
+        scheduler=base.scheduler,
+        vae=base.vae,
+        text_encoder=base.text_encoder,
+        tokenizer=base.tokenizer,
+        processor=processor,
+        transformer=base.transformer,
+    )
+
+
+def write_tiny_qwen_edit(dest: Path, *, seed: int = 0, plus: bool = False) -> Path:
+    """`build_tiny_qwen_edit` (`plus`: a `QwenImageEditPlusPipeline`) saved as a diffusers
+    folder at `dest`, its processor named as the released folder names it
+    (`Qwen2VLProcessor`), not by the class that built it."""
+    import json
+
+    pipe = build_tiny_qwen_edit(seed=seed, plus=plus)
+    dest.mkdir(parents=True, exist_ok=True)
+    pipe.save_pretrained(dest)
+    index_path = dest / "model_index.json"
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    index["processor"] = ["transformers", "Qwen2VLProcessor"]
+    index_path.write_text(json.dumps(index, indent=2), encoding="utf-8")
+    config_path = dest / "processor" / "processor_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["processor_class"] = "Qwen2VLProcessor"
+    config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return dest

@@ -90,6 +90,8 @@ def flow_problems(
         problems.append(takes.img2img_refusal)
     if takes.needs_mask and not params.mask and not edit:  # an edit has its own refusal
         problems.append(takes.needs_mask)
+    if takes.needs_edit and not edit:
+        problems.append(takes.needs_edit)
     area = params.width * params.height
     sized_inpaint = bool(params.mask and takes.inpaint_sizes)
     if sized_inpaint:

@@ -203,6 +203,9 @@ class Requests:
     # The sentence refusing a job without a mask, for a model that only inpaints (Flux.1
     # Fill); "": it draws without one too.
     needs_mask: str = ""
+    # The sentence refusing a job that is not an edit, for a model that only edits
+    # (Qwen-Image-Edit); "": it draws without an input image too.
+    needs_edit: str = ""
     # The only (width, height) it inpaints at, its whole picture only ("only masked" off):
     # Flux.1 Kontext's inpaint pipeline draws at the one nearest the picture's shape.
     # (): any size, and "only masked" too.
@@ -244,6 +247,9 @@ class FamilySpec:
     checkpoint_file: CheckpointFile | None = None  # UNet families
     transformer_file: TransformerFile | None = None  # transformer families' single files
     load_options: tuple[tuple[str, Any], ...] = ()  # from_pretrained / from_single_file extras
+    # "module:function" of a folder's path -> the components `from_pretrained` is handed
+    # (ones transformers cannot load here: Qwen-Image-Edit's processor without torchvision).
+    folder_components: str = ""
     optional_parts: tuple[str, ...] = ()  # components a folder may leave out (null)
     float16_overflowing_encoders: tuple[str, ...] = ()  # components float16 overflows
     # Whether diffusers' First Block Cache runs in its loop as in its stock pipeline (a job's

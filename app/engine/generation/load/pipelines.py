@@ -11,6 +11,7 @@ pipeline class, which options and which config folder: the family's declaration
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import logging
 import os
@@ -213,6 +214,7 @@ def load_pipeline(
         if len(dtypes) > 1:  # a text encoder wider than the rest (device.precision)
             options["dtype"] = dtypes
         options.update(_parts_left_out(model))
+        options.update(_folder_components(model))
         load = partial(pipeline_class.from_pretrained, model.path, **options)
     with _failure_in_one_sentence(model):
         pipe = load()
@@ -527,6 +529,17 @@ def _empty_device_cache() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def _folder_components(model: ModelInfo) -> dict[str, Any]:
+    """The components a family builds itself for `from_pretrained` (`folder_components`)."""
+    name = model.architecture.spec.folder_components if model.architecture else ""
+    if not name:
+        return {}
+    module, function = name.split(":")
+    build = getattr(importlib.import_module(module), function)
+    components: dict[str, Any] = build(Path(model.path))
+    return components
 
 
 def _parts_left_out(model: ModelInfo) -> dict[str, None]:

@@ -10,6 +10,8 @@ which Easel does not ship yet, so no pipeline can be assembled from them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.engine.generation.families.flow_params import FLOW_REQUESTS
 from app.engine.generation.files.registry import (
     Architecture,
@@ -72,4 +74,58 @@ QWEN_IMAGE = FamilySpec(
     ),
 )
 
-FAMILIES = (QWEN_IMAGE,)
+QWEN_IMAGE_EDIT_ID = Architecture.declare("qwen-image-edit", released="2025-08")
+
+QWEN_EDIT_ONLY = (
+    "Qwen-Image-Edit edits a picture from an instruction and draws nothing without one; "
+    'submit an edit (python -m app edit N "instruction") or pick a text-to-image model'
+)
+
+# Qwen-Image-Edit (Qwen/Qwen-Image-Edit): Qwen-Image's transformer reading the input image's
+# latents beside its own, and the instruction encoded by Qwen2.5-VL together with the image.
+# An edit job only (the stock pipeline needs an image); true CFG with the negative prompt as
+# Qwen-Image; the output at the job's size, the input read at about 1 megapixel.
+QWEN_IMAGE_EDIT = FamilySpec(
+    architecture=QWEN_IMAGE_EDIT_ID,
+    label="Qwen-Image-Edit",
+    transformer=True,
+    native_size=1024,
+    folder=Folder(
+        pipelines=("QwenImageEditPipeline",),
+        parts=("transformer", "vae", "scheduler", "text_encoder", "tokenizer", "processor"),
+    ),
+    pipeline="QwenImageEditPipeline",
+    driven_pipelines=("QwenImageEditPipeline",),
+    driver="app.engine.generation.families.qwen.edit:QwenImageEditFamily",
+    checkpoint_family="qwen-image-edit",
+    checkpoint_label="Qwen-Image-Edit",
+    requests=replace(
+        FLOW_REQUESTS,
+        img2img=False,
+        img2img_refusal=QWEN_EDIT_ONLY,
+        edit=True,
+        needs_edit=QWEN_EDIT_ONLY,
+    ),
+    folder_components="app.engine.generation.families.qwen.processor:edit_components",
+    float16_overflowing_encoders=("text_encoder",),
+    preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",
+)
+
+QWEN_IMAGE_EDIT_PLUS_ID = Architecture.declare("qwen-image-edit-plus", released="2025-09")
+
+# Qwen-Image-Edit Plus (Qwen/Qwen-Image-Edit-2509, -2511): as Qwen-Image-Edit, the input
+# read at two sizes (about 384x384 for Qwen2.5-VL, 1 megapixel for the VAE). One input
+# image: the edit job's (several are refused at submit, as for every family).
+QWEN_IMAGE_EDIT_PLUS = replace(
+    QWEN_IMAGE_EDIT,
+    architecture=QWEN_IMAGE_EDIT_PLUS_ID,
+    label="Qwen-Image-Edit Plus",
+    folder=replace(QWEN_IMAGE_EDIT.folder, pipelines=("QwenImageEditPlusPipeline",)),
+    pipeline="QwenImageEditPlusPipeline",
+    driven_pipelines=("QwenImageEditPlusPipeline",),
+    driver="app.engine.generation.families.qwen.edit:QwenImageEditPlusFamily",
+    checkpoint_family="qwen-image-edit-plus",
+    checkpoint_label="Qwen-Image-Edit Plus",
+)
+
+FAMILIES = (QWEN_IMAGE, QWEN_IMAGE_EDIT, QWEN_IMAGE_EDIT_PLUS)

@@ -253,17 +253,30 @@ class QwenImageFamily(FlowFamily):
         batch, channels, height, width = latents.shape
         packed = self.pipe._pack_latents(latents, batch, channels, height, width)
         timestep = t.expand(batch).to(packed.dtype) / 1000
-        img_shapes = [[(1, height // 2, width // 2)]] * batch
-        noise_pred = self._transformer(packed, timestep, conditioning[PROMPT_EMBEDS], img_shapes)
+        model_input, grid = packed, [(1, height // 2, width // 2)]
+        if (extra := self.extra_tokens(conditioning)) is not None:  # an edit's input image
+            tokens, extra_grid = extra
+            model_input, grid = torch.cat([packed, tokens], dim=1), [*grid, extra_grid]
+        img_shapes = [grid] * batch
+        own = packed.size(1)  # the output for the latents' own tokens only, as stock keeps
+        embeds = conditioning[PROMPT_EMBEDS]
+        noise_pred = self._transformer(model_input, timestep, embeds, img_shapes)[:, :own]
         if do_cfg:
             negative = self._transformer(
-                packed, timestep, conditioning[NEGATIVE_EMBEDS], img_shapes, "uncond"
-            )
+                model_input, timestep, conditioning[NEGATIVE_EMBEDS], img_shapes, "uncond"
+            )[:, :own]
             combined = negative + guidance * (noise_pred - negative)
             cond_norm = torch.norm(noise_pred, dim=-1, keepdim=True)
             noise_norm = torch.norm(combined, dim=-1, keepdim=True)
             noise_pred = combined * (cond_norm / noise_norm)
         return _unpacked(noise_pred, height, width)
+
+    def extra_tokens(
+        self, conditioning: Conditioning
+    ) -> tuple[torch.Tensor, tuple[int, int, int]] | None:
+        """Tokens the transformer reads after the latents' own, and their patch grid; none
+        here (Qwen-Image-Edit's input image: `edit.py`)."""
+        return None
 
     def _transformer(
         self,
