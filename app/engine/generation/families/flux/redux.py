@@ -62,7 +62,7 @@ def _load_prior(pipe: Any, model: ReduxInfo) -> Any:
     from diffusers import FluxPriorReduxPipeline
 
     prior = FluxPriorReduxPipeline.from_pretrained(
-        model.path, torch_dtype=pipe.transformer.dtype, local_files_only=True
+        model.path, dtype=pipe.transformer.dtype, local_files_only=True
     )
     width = pipe.transformer.config.joint_attention_dim
     if (made := prior.image_embedder.config.txt_in_features) != width:
