@@ -57,3 +57,35 @@ def write_tiny_redux(folder: Path, seed: int = 0) -> Path:
     }
     (folder / "model_index.json").write_text(json.dumps(index, indent=2))
     return folder
+
+
+def stock_redux_flux(flux: Path, redux: Path, params: Any, picture: Any, dtype: Any = None) -> Any:
+    """The stock image of a Flux.1 job `params` with one reference `picture` (PIL) through
+    the Redux folder `redux`: diffusers' documented pair, the prior given the base pipeline's
+    text encoders (its prompt-weighting call: the reference's weight as its per-image
+    `prompt_embeds_scale` and `pooled_prompt_embeds_scale`), then `FluxPipeline(
+    guidance_scale=..., **pipe_prior_output)`, both in `dtype` (None: float32)."""
+    import torch
+    from diffusers import FluxPipeline, FluxPriorReduxPipeline
+
+    dtype = dtype or torch.float32
+    pipe: Any = FluxPipeline.from_pretrained(flux, dtype=dtype, local_files_only=True)
+    parts: Any = FluxPriorReduxPipeline.from_pretrained(redux, dtype=dtype, local_files_only=True)
+    prior = FluxPriorReduxPipeline(
+        image_encoder=parts.image_encoder, feature_extractor=parts.feature_extractor,
+        image_embedder=parts.image_embedder, text_encoder=pipe.text_encoder,
+        tokenizer=pipe.tokenizer, text_encoder_2=pipe.text_encoder_2,
+        tokenizer_2=pipe.tokenizer_2,
+    )  # fmt: skip
+    for each in (pipe, prior):
+        each.set_progress_bar_config(disable=True)
+    weight = float(params.references[0].weight)
+    pipe_prior_output = prior(
+        picture, prompt=params.prompt, prompt_embeds_scale=weight,
+        pooled_prompt_embeds_scale=weight,
+    )  # fmt: skip
+    return pipe(
+        guidance_scale=params.cfg, num_inference_steps=params.steps, height=params.height,
+        width=params.width, generator=torch.Generator("cpu").manual_seed(params.seed),
+        **pipe_prior_output,
+    ).images[0]  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from diffusers import FluxPipeline, FluxPriorReduxPipeline
+from PIL import Image
 
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.families.flow_params import flow_problems
@@ -35,7 +35,7 @@ from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams, ReferenceImage, encode_reference
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.tiny.flux import write_tiny_flux
-from app.testing.tiny.redux import write_tiny_redux
+from app.testing.tiny.redux import stock_redux_flux, write_tiny_redux
 from tests.engine.generation.test_ip_adapter import reference_png
 from tests.engine.generation.tiny_architectures import max_diff, model_info, pause_at, pixels
 
@@ -95,36 +95,9 @@ def image_of(outcome: Any) -> np.ndarray:
 
 
 def stock(models: Path, params: GenerationParams, dtype: torch.dtype) -> np.ndarray:
-    """diffusers' Redux example with the base pipeline's text encoders given to the prior
-    (the prompt-weighting call; the reference's weight its per-image scales), then
-    `FluxPipeline(guidance_scale=..., **pipe_prior_output)`."""
-    from PIL import Image
-
-    pipe: Any = FluxPipeline.from_pretrained(
-        models / "flux-dev", dtype=dtype, local_files_only=True
-    )
-    redux: Any = FluxPriorReduxPipeline.from_pretrained(
-        models / "redux" / REDUX, dtype=dtype, local_files_only=True
-    )
-    prior = FluxPriorReduxPipeline(
-        image_encoder=redux.image_encoder, feature_extractor=redux.feature_extractor,
-        image_embedder=redux.image_embedder, text_encoder=pipe.text_encoder,
-        tokenizer=pipe.tokenizer, text_encoder_2=pipe.text_encoder_2,
-        tokenizer_2=pipe.tokenizer_2,
-    )  # fmt: skip
-    for each in (pipe, prior):
-        each.set_progress_bar_config(disable=True)
-    weight = params.references[0].weight
-    pipe_prior_output = prior(
-        Image.open(io.BytesIO(PNG)), prompt=params.prompt,
-        prompt_embeds_scale=weight, pooled_prompt_embeds_scale=weight,
-    )  # fmt: skip
-    image = pipe(
-        guidance_scale=params.cfg, num_inference_steps=params.steps, height=params.height,
-        width=params.width, generator=torch.Generator("cpu").manual_seed(params.seed),
-        **pipe_prior_output,
-    ).images[0]  # fmt: skip
-    return pixels(image)
+    picture = Image.open(io.BytesIO(PNG))
+    flux, redux = models / "flux-dev", models / "redux" / REDUX
+    return pixels(stock_redux_flux(flux, redux, params, picture, dtype))
 
 
 def test_redux_models_are_found_in_the_redux_folder(models: Path) -> None:
