@@ -71,7 +71,7 @@ def stock_redux_flux(flux: Path, redux: Path, params: Any, picture: Any, dtype: 
     dtype = dtype or torch.float32
     pipe: Any = FluxPipeline.from_pretrained(flux, dtype=dtype, local_files_only=True)
     parts: Any = FluxPriorReduxPipeline.from_pretrained(redux, dtype=dtype, local_files_only=True)
-    prior = FluxPriorReduxPipeline(
+    prior: Any = FluxPriorReduxPipeline(
         image_encoder=parts.image_encoder, feature_extractor=parts.feature_extractor,
         image_embedder=parts.image_embedder, text_encoder=pipe.text_encoder,
         tokenizer=pipe.tokenizer, text_encoder_2=pipe.text_encoder_2,
