@@ -29,6 +29,7 @@ from app.engine.generation.errors import (
     is_out_of_memory,
 )
 from app.engine.generation.families import family_of
+from app.engine.generation.families.flux.redux import redux_modules, use_redux
 from app.engine.generation.families.video_params import video_problems
 from app.engine.generation.files.sources import ModelInfo, resolve_model
 from app.engine.generation.guidance.control import ControlNetCache
@@ -361,7 +362,8 @@ class Runner:
             check_control_type(control, layer, index)
         nets = self._controlnets.get(controls, loaded.pipe)
         self._use_references(loaded, params)
-        self._cache.account(loaded, module_bytes(self._controlnets.nets))  # in the budget
+        guides = [*self._controlnets.nets, *redux_modules(loaded.pipe)]
+        self._cache.account(loaded, module_bytes(guides))  # in the budget
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         if params.kind == KIND_VIDEO:
             _fit_the_clip(loaded, params, self._device)
@@ -392,8 +394,6 @@ class Runner:
         weights = [reference.weight for reference in references]
         arch = loaded.model.architecture
         if arch is not None and arch.spec.requests.redux_references:
-            from app.engine.generation.families.flux.redux import use_redux
-
             use_redux(loaded.pipe, [self._resolve_redux(r.model) for r in references], weights)
             return
         adapters = [self._resolve_reference(reference.model) for reference in references]

@@ -21,6 +21,7 @@ from PIL import Image
 from app.engine.generation.device import DeviceChoice
 from app.engine.generation.families.flow_params import flow_problems
 from app.engine.generation.families.flux.model import PROMPT_EMBEDS
+from app.engine.generation.families.flux.redux import redux_modules
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.guidance.redux_models import (
@@ -113,8 +114,11 @@ def test_a_reference_is_stock_redux_feeding_flux(
     params = redux_params(weight)
     image = image_of(ours(runner, params, tmp_path, "ours"))
     assert max_diff(image, stock(models, params, torch.float32)) == 0
+    pipe = runner.load("m").pipe
+    assert len(redux_modules(pipe)) == 2  # held (and counted in the memory budget)
     plain = image_of(ours(runner, redux_params(reference=""), tmp_path, "plain"))
     assert max_diff(image, plain) > 0  # the reference guides
+    assert redux_modules(pipe) == []  # dropped by a job without references
 
 
 def test_in_bfloat16_too_and_a_pause_resumes_exactly(

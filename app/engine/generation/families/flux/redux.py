@@ -79,6 +79,12 @@ def held_redux(pipe: Any) -> Redux | None:
     return held
 
 
+def redux_modules(pipe: Any) -> list[Any]:
+    """The held Redux model's weights (the memory budget counts them with the pipeline)."""
+    held = held_redux(pipe)
+    return [] if held is None else [held.prior.image_encoder, held.prior.image_embedder]
+
+
 @torch.no_grad()
 def with_image_tokens(
     redux: Redux, images: Sequence[bytes], prompt_embeds: torch.Tensor, pooled: torch.Tensor
