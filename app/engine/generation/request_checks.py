@@ -100,6 +100,11 @@ def check_runnable(
         check_fits(control, params.model, info.architecture)
         check_control_type(control, layer, index)
     redux = arch is not None and arch.spec.requests.redux_references
+    if redux and len({reference.model for reference in params.references}) > 1:
+        raise InvalidParameters(
+            "reference images on Flux.1 go through one Redux model (it encodes them all); "
+            "name the same one for each"
+        )
     for reference in params.references:  # each IP-Adapter or Redux is here (width: at load)
         if redux:
             find_redux_model(reference.model, redux_folders(search), names_only=names_only)

@@ -33,7 +33,12 @@ from app.engine.generation.loop.checkpoint import load_checkpoint
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
-from app.engine.jobs.params import GenerationParams, ReferenceImage, encode_reference
+from app.engine.jobs.params import (
+    GenerationParams,
+    InvalidParameters,
+    ReferenceImage,
+    encode_reference,
+)
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.redux import stock_redux_flux, write_tiny_redux
@@ -157,3 +162,14 @@ def test_a_reference_on_a_family_no_adapter_guides_names_those_that_are() -> Non
         "reference images do not work with SD 3.5; they guide SD 1.x, SD 2.x, SDXL models "
         "through an IP-Adapter and Flux.1 models through a Redux model"
     ]
+
+
+def test_references_naming_two_redux_models_are_refused_at_submit(models: Path) -> None:
+    search = ModelSearchPath(user=(models,))
+    one, other = (
+        ReferenceImage("upload:" + hashlib.sha256(PNG).hexdigest(), name, 1.0)
+        for name in (REDUX, "other")
+    )
+    params = redux_params(model="flux-dev", reference=encode_reference([one, other]))
+    with pytest.raises(InvalidParameters, match="go through one Redux model"):
+        check_runnable(params, search)
