@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -266,7 +267,7 @@ REDUX_PARTS = {
 }
 
 
-def install_folder(folder: Path, index: dict[str, object]) -> None:
+def install_folder(folder: Path, index: Mapping[str, object]) -> None:
     """A diffusers folder as detection and the listings see it: its index, its parts'
     (empty) configs."""
     for part in index:
