@@ -375,7 +375,7 @@ def run_flux_redux(work: Path) -> None:
                 params, RunInputs(reference_images=[png]), output_path=out,
                 checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
             )  # fmt: skip
-        stock = stock_redux_flux(flux, redux, params, picture, getattr(torch, dtype))
+        stock = stock_redux_flux(flux, redux, params, [picture], getattr(torch, dtype))
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
         shutil.rmtree(folder_run)

@@ -59,10 +59,12 @@ def write_tiny_redux(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
-def stock_redux_flux(flux: Path, redux: Path, params: Any, picture: Any, dtype: Any = None) -> Any:
-    """The stock image of a Flux.1 job `params` with one reference `picture` (PIL) through
+def stock_redux_flux(
+    flux: Path, redux: Path, params: Any, pictures: list[Any], dtype: Any = None
+) -> Any:
+    """The stock image of a Flux.1 job `params` with its reference `pictures` (PIL) through
     the Redux folder `redux`: diffusers' documented pair, the prior given the base pipeline's
-    text encoders (its prompt-weighting call: the reference's weight as its per-image
+    text encoders (its prompt-weighting call: each reference's weight its per-image
     `prompt_embeds_scale` and `pooled_prompt_embeds_scale`), then `FluxPipeline(
     guidance_scale=..., **pipe_prior_output)`, both in `dtype` (None: float32)."""
     import torch
@@ -79,10 +81,10 @@ def stock_redux_flux(flux: Path, redux: Path, params: Any, picture: Any, dtype: 
     )  # fmt: skip
     for each in (pipe, prior):
         each.set_progress_bar_config(disable=True)
-    weight = float(params.references[0].weight)
+    weights = [float(reference.weight) for reference in params.references]
     pipe_prior_output = prior(
-        picture, prompt=params.prompt, prompt_embeds_scale=weight,
-        pooled_prompt_embeds_scale=weight,
+        pictures, prompt=params.prompt, prompt_embeds_scale=weights,
+        pooled_prompt_embeds_scale=weights,
     )  # fmt: skip
     return pipe(
         guidance_scale=params.cfg, num_inference_steps=params.steps, height=params.height,

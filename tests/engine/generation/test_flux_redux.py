@@ -42,7 +42,7 @@ from app.engine.jobs.params import (
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.tiny.flux import write_tiny_flux
 from app.testing.tiny.redux import stock_redux_flux, write_tiny_redux
-from tests.engine.generation.test_ip_adapter import reference_png
+from tests.engine.generation.test_ip_adapter import reference_png, second_reference_png
 from tests.engine.generation.tiny_architectures import max_diff, model_info, pause_at, pixels
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -100,10 +100,12 @@ def image_of(outcome: Any) -> np.ndarray:
     return pixels(outcome.image_path)
 
 
-def stock(models: Path, params: GenerationParams, dtype: torch.dtype) -> np.ndarray:
-    picture = Image.open(io.BytesIO(PNG))
+def stock(
+    models: Path, params: GenerationParams, dtype: torch.dtype, pngs: tuple[bytes, ...] = (PNG,)
+) -> np.ndarray:
+    pictures = [Image.open(io.BytesIO(png)) for png in pngs]
     flux, redux = models / "flux-dev", models / "redux" / REDUX
-    return pixels(stock_redux_flux(flux, redux, params, picture, dtype))
+    return pixels(stock_redux_flux(flux, redux, params, pictures, dtype))
 
 
 def test_redux_models_are_found_in_the_redux_folder(models: Path) -> None:
@@ -173,3 +175,19 @@ def test_references_naming_two_redux_models_are_refused_at_submit(models: Path) 
     params = redux_params(model="flux-dev", reference=encode_reference([one, other]))
     with pytest.raises(InvalidParameters, match="go through one Redux model"):
         check_runnable(params, search)
+
+
+def test_two_references_are_the_priors_weighted_sum(runner: Runner, models: Path) -> None:
+    """Several images: the prior's batch, each image's tokens after the prompt's, scaled by
+    its weight and summed (diffusers' multi-image Redux)."""
+    pngs = (PNG, second_reference_png())
+    references = [
+        ReferenceImage("upload:" + hashlib.sha256(png).hexdigest(), REDUX, weight)
+        for png, weight in zip(pngs, (0.7, 0.4), strict=True)
+    ]
+    params = redux_params(reference=encode_reference(references), seed=4)
+    outcome = runner.run(
+        params, RunInputs(reference_images=pngs), output_path=models / "two.png",
+        checkpoint_path=models / "two.ckpt", on_step=lambda _p: StepDecision.CONTINUE,
+    )  # fmt: skip
+    assert max_diff(image_of(outcome), stock(models, params, torch.float32, pngs)) == 0
