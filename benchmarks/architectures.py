@@ -62,6 +62,11 @@ that picture grown 16 pixels right and down, its edges stretched, the new area's
 by 4, as `python -m app outpaint` makes it), each at the stock defaults (guidance 30, strength
 1): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock `FluxFillPipeline`
 called with the picture and mask (blurred first where the job blurs it).
+And for Flux.1 Redux (`flux1-redux`, and `flux1-redux-bfloat16` in bfloat16): a tiny Flux.1
+dev with a tiny FLUX.1-Redux-dev folder, a 64x64 job with one reference image (a 48x40
+gradient, weight 1), guidance 2.5: `pause_resume_max_diff` and `same_as_diffusers_max_diff`
+against stock `FluxPriorReduxPipeline` (given the base pipeline's text encoders, the prompt)
+feeding `FluxPipeline(guidance_scale=2.5, **pipe_prior_output)`.
 And for Wan 2.1 text to video as a diffusers folder (`wan2.1`: a 9-frame 32x32 clip, CFG
 with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step of the whole
 clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
@@ -151,6 +156,7 @@ from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.kontext import write_tiny_kontext
 from app.testing.tiny.ltx import write_tiny_ltx
 from app.testing.tiny.qwen import write_tiny_qwen, write_tiny_qwen_edit
+from app.testing.tiny.redux import stock_redux_flux, write_tiny_redux
 from app.testing.tiny.sd3 import write_tiny_sd3
 from app.testing.tiny.unet import UNET_ARCHITECTURES, write_tiny_pipeline, write_tiny_single_file
 from app.testing.tiny.wan import write_tiny_wan
@@ -244,6 +250,7 @@ def run_architectures() -> None:
         run_qwen_edit(work)
         run_qwen_edit(work, plus=True)
         run_flux_fill(work)
+        run_flux_redux(work)
         run_wan(work)
         run_ltx(work)
 
@@ -387,6 +394,43 @@ def _fill_figures(
     report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
     report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
     shutil.rmtree(folder_run)
+
+
+def run_flux_redux(work: Path) -> None:
+    """The Flux.1 Redux rows: a tiny Flux.1 dev and a tiny FLUX.1-Redux-dev folder, one
+    reference image (see the docstring), in float32 and bfloat16."""
+    from app.engine.generation.device import DeviceChoice
+    from app.engine.generation.guidance.redux_models import find_redux_model
+    from app.engine.jobs.params import ReferenceImage, encode_reference
+
+    flux = write_tiny_flux(work / "flux1-redux-base", guidance_embeds=True)
+    redux = write_tiny_redux(work / "redux" / "FLUX.1-Redux-dev")
+    model = detected(ModelInfo("m", flux, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 48, dtype=np.uint8), (40, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient[::-1], gradient], axis=-1))
+    png = _png(picture)
+    reference = ReferenceImage("upload:" + hashlib.sha256(png).hexdigest(), redux.name, 1.0)
+    params = GenerationParams(
+        prompt="a red circle", model="m", steps=STEPS, cfg=2.5, seed=42, width=64, height=64,
+        reference=encode_reference([reference]),
+    )  # fmt: skip
+    for dtype, label in (("float32", "flux1-redux"), ("bfloat16", "flux1-redux-bfloat16")):
+        runner = Runner(
+            device=DeviceChoice("cpu", dtype), resolve=lambda _n: model, threads=1,
+            resolve_redux=lambda name: find_redux_model(name, [redux.parent]),
+        )  # fmt: skip
+        folder_run = work / f"{label}-run"
+        folder_run.mkdir(exist_ok=True)
+        ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+        for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
+            runner.run(
+                params, RunInputs(reference_images=[png]), output_path=out,
+                checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+            )  # fmt: skip
+        stock = stock_redux_flux(flux, redux, params, [picture], getattr(torch, dtype))
+        report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+        report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+        shutil.rmtree(folder_run)
 
 
 def run_kontext_inpaint(work: Path) -> None:

@@ -1,6 +1,6 @@
 """`submit --control MODULE:IMAGE[:WEIGHT[:START:END]] --control-model NAME`: ControlNet
-layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: reference images (IP-Adapter),
-as many as `--control`, each with its adapter and weight.
+layers; `--reference IMAGE[:WEIGHT] --reference-model NAME`: reference images (IP-Adapter;
+on Flux.1 a Redux model), as many as `--control`, each with its model and weight.
 
 Each `--control` is one layer: its preprocessor (`none` for an image that is a control image
 already), the image, and optionally its weight and the share of the steps it acts on. The
@@ -49,7 +49,7 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("reference images (IP-Adapter)")
+    group = parser.add_argument_group("reference images (IP-Adapter; Flux.1: Redux)")
     group.add_argument(
         "--reference", action="append", default=[], metavar="IMAGE[:WEIGHT]",
         help="an image whose style or subject guides the job (may be given more than once); "
@@ -57,7 +57,8 @@ def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--reference-model", action="append", default=[], metavar="NAME",
-        help="the IP-Adapter of each --reference, in order (one serves them all)",
+        help="the IP-Adapter (on Flux.1: the Redux model) of each --reference, in order "
+        "(one serves them all)",
     )  # fmt: skip
 
 

@@ -143,7 +143,7 @@ class ControlBody(Strict):
 
 
 class ReferenceBody(Strict):
-    """A reference image (IP-Adapter): its style or subject guides the job."""
+    """A reference image (IP-Adapter; on Flux.1, Redux): its style or subject guides the job."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -151,7 +151,7 @@ class ReferenceBody(Strict):
     )
 
     image: ImageInput
-    model: str = Field(description="an IP-Adapter's name")
+    model: str = Field(description="an IP-Adapter's name; on Flux.1, a Redux model's")
     weight: float = Field(1.0, json_schema_extra=WEIGHT_LIMITS)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -226,3 +227,52 @@ def test_a_control_type_for_a_controlnet_union_is_stored_and_shown(
         "edges-sd15", "--control-type", "pose",
     )  # fmt: skip
     assert code != 0 and "control type 'pose' is unknown" in err
+
+
+def test_a_reference_on_flux_names_a_redux_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On Flux.1, `--reference-model` names a Redux folder in the models folder's redux/;
+    an IP-Adapter's name there is refused in one sentence, nothing stored."""
+    install_folder(models_dir() / "flux-dev", FLUX_PARTS)  # the CLI never loads weights
+    install_folder(models_dir() / "redux" / "FLUX.1-Redux-dev", REDUX_PARTS)
+    install_ip_adapter("ip-adapter_sd15")
+    style = drawing(tmp_path / "style.png")
+    submit = ("submit", "a cat", "--model", "flux-dev", "--size", "64x64", "--negative", "")
+    code, out, err = run_cli(
+        capsys, *submit, "--reference", str(style), "--reference-model", "FLUX.1-Redux-dev"
+    )
+    assert (code, err) == (0, "")
+    code, out, err = run_cli(
+        capsys, *submit, "--reference", str(style), "--reference-model", "ip-adapter_sd15"
+    )
+    assert code != 0 and out == ""
+    assert "reference images on Flux.1 need a Redux model" in err
+    assert "'ip-adapter_sd15' is not one of the installed ones" in err
+
+
+FLUX_PARTS = {
+    "_class_name": "FluxPipeline",
+    "transformer": ["diffusers", "FluxTransformer2DModel"],
+    "vae": ["diffusers", "AutoencoderKL"],
+    "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
+    "text_encoder": ["transformers", "CLIPTextModel"],
+    "text_encoder_2": ["transformers", "T5EncoderModel"],
+}
+REDUX_PARTS = {
+    "_class_name": "FluxPriorReduxPipeline",
+    "image_encoder": ["transformers", "SiglipVisionModel"],
+    "feature_extractor": ["transformers", "SiglipImageProcessor"],
+    "image_embedder": ["diffusers", "ReduxImageEncoder"],
+}
+
+
+def install_folder(folder: Path, index: Mapping[str, object]) -> None:
+    """A diffusers folder as detection and the listings see it: its index, its parts'
+    (empty) configs."""
+    for part in index:
+        if not part.startswith("_"):
+            name = "scheduler_config.json" if part == "scheduler" else "config.json"
+            (folder / part).mkdir(parents=True)
+            (folder / part / name).write_text("{}")
+    (folder / "model_index.json").write_text(json.dumps(index))

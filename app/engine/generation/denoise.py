@@ -89,7 +89,7 @@ def start(
     """The state before the first step; from noise, or (img2img) from `init_image`'s PNG,
     or (inpaint) from `init_image` where `mask`'s PNG is black; guided by `control_nets`
     (loaded ControlNets) on `control_images` (PNGs), in `params.control`'s layer order,
-    and by `reference_images` (PNGs) through the IP-Adapter the pipeline holds."""
+    and by `reference_images` (PNGs) through the IP-Adapter or Redux model the pipeline holds."""
     family = family_of(pipe)
     problem = size_problem(family.native_size(), params.width, params.height)
     if problem:
@@ -98,7 +98,7 @@ def start(
     scheduler = family.scheduler(params)
     do_cfg = family.uses_cfg(params)
     conditioning = family.encode(params, do_cfg)
-    conditioning.update(family.encode_references(reference_images, do_cfg))
+    conditioning.update(family.encode_references(reference_images, do_cfg, conditioning))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
     schedule = family.initial_latents(

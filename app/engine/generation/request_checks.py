@@ -33,6 +33,7 @@ from app.engine.generation.guidance.controlnets import (
     find_controlnet,
 )
 from app.engine.generation.guidance.ip_adapters import find_ip_adapter, ip_adapter_folders
+from app.engine.generation.guidance.redux_models import find_redux_model, redux_folders
 from app.engine.generation.post.upscalers import check_upscaler
 from app.engine.generation.prompts.loras import check_loras
 from app.engine.generation.prompts.syntax import check_prompt_syntax
@@ -98,8 +99,17 @@ def check_runnable(
         control = find_controlnet(layer.model, controlnet_folders(search), names_only=names_only)
         check_fits(control, params.model, info.architecture)
         check_control_type(control, layer, index)
-    for reference in params.references:  # each IP-Adapter is here (its width: at load)
-        find_ip_adapter(reference.model, ip_adapter_folders(search), names_only=names_only)
+    redux = arch is not None and arch.spec.requests.redux_references
+    if redux and len({reference.model for reference in params.references}) > 1:
+        raise InvalidParameters(
+            "reference images on Flux.1 go through one Redux model (it encodes them all); "
+            "name the same one for each"
+        )
+    for reference in params.references:  # each IP-Adapter or Redux is here (width: at load)
+        if redux:
+            find_redux_model(reference.model, redux_folders(search), names_only=names_only)
+        else:
+            find_ip_adapter(reference.model, ip_adapter_folders(search), names_only=names_only)
     return info
 
 

@@ -29,6 +29,7 @@ from app.engine.generation.errors import (
     is_out_of_memory,
 )
 from app.engine.generation.families import family_of
+from app.engine.generation.families.flux.redux import redux_modules, use_redux
 from app.engine.generation.families.video_params import video_problems
 from app.engine.generation.files.sources import ModelInfo, resolve_model
 from app.engine.generation.guidance.control import ControlNetCache
@@ -39,6 +40,7 @@ from app.engine.generation.guidance.controlnets import (
     find_controlnet,
 )
 from app.engine.generation.guidance.ip_adapters import IPAdapterInfo, find_ip_adapter
+from app.engine.generation.guidance.redux_models import ReduxInfo, find_redux_model
 from app.engine.generation.guidance.reference import use_ip_adapters
 from app.engine.generation.load import attention, compiled
 from app.engine.generation.load.pipelines import LoadedModel, PipelineCache
@@ -122,6 +124,7 @@ class Runner:
         upscale_tile: int = DEFAULT_TILE,
         resolve_control: Callable[[str], ControlNetInfo] = find_controlnet,
         resolve_reference: Callable[[str], IPAdapterInfo] = find_ip_adapter,
+        resolve_redux: Callable[[str], ReduxInfo] = find_redux_model,
         controlnets: ControlNetCache | None = None,
     ) -> None:
         """`threads` sets torch's CPU threads for this (worker) process, None keeps torch's
@@ -135,6 +138,7 @@ class Runner:
         self._cache = cache or PipelineCache()
         self._resolve_control = resolve_control
         self._resolve_reference = resolve_reference
+        self._resolve_redux = resolve_redux
         self._controlnets = controlnets or ControlNetCache()
         self._previews = PreviewThrottle(preview_interval_s)
         self._asked_as: dict[Path, str] = {}  # a held model's path -> the name jobs give it
@@ -357,10 +361,9 @@ class Runner:
             check_fits(control, params.model, loaded.model.architecture)
             check_control_type(control, layer, index)
         nets = self._controlnets.get(controls, loaded.pipe)
-        references = params.references
-        adapters = [self._resolve_reference(reference.model) for reference in references]
-        use_ip_adapters(loaded.pipe, adapters, [reference.weight for reference in references])
-        self._cache.account(loaded, module_bytes(self._controlnets.nets))  # in the budget
+        self._use_references(loaded, params)
+        guides = [*self._controlnets.nets, *redux_modules(loaded.pipe)]
+        self._cache.account(loaded, module_bytes(guides))  # in the budget
         _tile_the_vae_for_big_images(loaded.pipe, params, self._device.low_vram)
         if params.kind == KIND_VIDEO:
             _fit_the_clip(loaded, params, self._device)
@@ -383,6 +386,18 @@ class Runner:
             OutcomeKind.COMPLETED, image_path=output_path, resumed_from=resumed,
             load_note=load_note,
         )  # fmt: skip
+
+    def _use_references(self, loaded: LoadedModel, params: GenerationParams) -> None:
+        """The job's reference images' models into the pipeline, at their weights: a Redux
+        model where the family reads references through one (Flux.1), IP-Adapters else."""
+        references = params.references
+        weights = [reference.weight for reference in references]
+        arch = loaded.model.architecture
+        if arch is not None and arch.spec.requests.redux_references:
+            use_redux(loaded.pipe, [self._resolve_redux(r.model) for r in references], weights)
+            return
+        adapters = [self._resolve_reference(reference.model) for reference in references]
+        use_ip_adapters(loaded.pipe, adapters, weights)
 
     def upscaler(self, name: str) -> Upscaler:
         return load_upscaler(resolve_upscaler(name, self._upscalers))

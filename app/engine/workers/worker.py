@@ -61,7 +61,7 @@ RunnerFactory = Callable[[], RunnerLike]
 
 def default_runner() -> RunnerLike:
     """The real runner, finding models where the app's model picker looks for them: every
-    resolver it uses (models, LoRAs, upscalers, ControlNets, IP-Adapters) searches the
+    resolver it uses (models, LoRAs, upscalers, ControlNets, IP-Adapters, Redux) searches the
     settings' folders, as the checks at submit do, never the data folder's defaults."""
     from functools import partial
 
@@ -69,6 +69,7 @@ def default_runner() -> RunnerLike:
     from app.engine.generation.files.sources import resolve_model
     from app.engine.generation.guidance.controlnets import controlnet_folders, find_controlnet
     from app.engine.generation.guidance.ip_adapters import find_ip_adapter, ip_adapter_folders
+    from app.engine.generation.guidance.redux_models import find_redux_model, redux_folders
     from app.engine.generation.load.pipelines import PipelineCache
     from app.engine.generation.post.upscalers import upscaler_folders
     from app.engine.generation.prompts.loras import lora_folders
@@ -87,6 +88,7 @@ def default_runner() -> RunnerLike:
         upscalers=upscaler_folders(search),
         resolve_control=partial(find_controlnet, folders=controlnet_folders(search)),
         resolve_reference=partial(find_ip_adapter, folders=ip_adapter_folders(search)),
+        resolve_redux=partial(find_redux_model, folders=redux_folders(search)),
     )
 
 

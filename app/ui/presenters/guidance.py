@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.engine.generation.guidance.controlnets import list_controlnets
 from app.engine.generation.guidance.ip_adapters import list_ip_adapters
+from app.engine.generation.guidance.redux_models import list_redux_models
 from app.engine.jobs.params import (
     ControlLayer,
     GenerationParams,
@@ -63,6 +64,12 @@ def controlnet_names() -> list[str]:
 
 def ip_adapter_names() -> list[str]:
     return [info.name for info in list_ip_adapters()]
+
+
+def reference_model_names() -> list[str]:
+    """What a reference image may name: the IP-Adapters (SD 1.x, SDXL), then the Redux
+    models (Flux.1); submit says which one a model cannot use."""
+    return ip_adapter_names() + [info.name for info in list_redux_models()]
 
 
 def guided_job(

@@ -3,7 +3,8 @@
 A layer comes from a file, a paste or a drop; each row shows the preprocessed image (what
 the job will store), its preprocessor and ControlNet, weight and start/end, and can be
 switched off or removed; weight and start/end are sliders with their number beside them.
-Reference images (IP-Adapter) have a row each with their adapter and weight.
+Reference images (IP-Adapter; Flux.1 Redux on Flux.1) have a row each with their model and
+weight.
 `install_guidance(window)` puts the section under the form and makes Generate queue the
 form with its layers (and the mask editor's inpaint, `guided`); the window's own files
 only call it.
@@ -42,7 +43,7 @@ from app.ui.presenters.guidance import (
     GuideLayer,
     controlnet_names,
     guided_job,
-    ip_adapter_names,
+    reference_model_names,
     with_guidance,
 )
 from app.ui.presenters.i18n import translate
@@ -378,7 +379,7 @@ class GuidanceSection(QWidget):
     def __init__(
         self,
         controlnets: Callable[[], list[str]] = controlnet_names,
-        adapters: Callable[[], list[str]] = ip_adapter_names,
+        adapters: Callable[[], list[str]] = reference_model_names,
     ) -> None:
         super().__init__()
         self.setObjectName("guidanceSection")
@@ -386,7 +387,9 @@ class GuidanceSection(QWidget):
             translate("GuidanceSection", "Control layers (ControlNet)"), True, controlnets
         )
         self.references = GuideList(
-            translate("GuidanceSection", "Reference images (IP-Adapter)"), False, adapters
+            translate("GuidanceSection", "Reference images (IP-Adapter, Flux.1 Redux)"),
+            False,
+            adapters,
         )
         # Folded by default: the form keeps its height until an artist opens it.
         self.toggle = QToolButton()

@@ -78,8 +78,11 @@ class ModelFamily(Protocol):
         """The prompt (A1111 weights, BREAK and long prompts included) as conditioning."""
         ...
 
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
-        """What reference images (IP-Adapter, PNGs) add to the conditioning; {} for none."""
+    def encode_references(
+        self, images: Sequence[bytes], do_cfg: bool, conditioning: Conditioning
+    ) -> Conditioning:
+        """What reference images (PNGs) add to or change in the prompt's `conditioning`
+        (IP-Adapter: image embeddings; Flux.1 Redux: tokens after the prompt's); {} for none."""
         ...
 
     def initial_latents(

@@ -18,7 +18,11 @@ from diffusers import FlowMatchEulerDiscreteScheduler
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning
-from app.engine.generation.families.flow_params import FLOW_SIZE_MULTIPLE, sampler_problem
+from app.engine.generation.families.flow_params import (
+    FLOW_SIZE_MULTIPLE,
+    reference_refusal,
+    sampler_problem,
+)
 from app.engine.generation.loop import inpaint
 from app.engine.generation.prompts.loras import prompt_text
 from app.engine.generation.prompts.weights import plain_text
@@ -105,9 +109,11 @@ class FlowFamily:
         keeps float32 latents and passes the embeddings as encoded: it does not use this.)"""
         return embeds.to(self.dtype)
 
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+    def encode_references(
+        self, images: Sequence[bytes], do_cfg: bool, conditioning: Conditioning
+    ) -> Conditioning:
         if images:  # submit refuses them (flow_params); a job stored before that lands here
-            raise InvalidParameters(f"IP-Adapter reference images do not work with {self.label}")
+            raise InvalidParameters(reference_refusal(self.label))
         return {}
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:

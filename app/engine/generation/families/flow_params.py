@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from app.engine.generation.files.registry import Requests
+from app.engine.generation.files.registry import Requests, families
 from app.engine.jobs.params import KIND_EDIT
 
 if TYPE_CHECKING:
@@ -84,8 +84,8 @@ def flow_problems(
             f"this {label} model is step-distilled and runs without CFG, so it "
             "takes no negative prompt; clear the negative prompt"
         )
-    if params.reference and not takes.reference_images:
-        problems.append(f"IP-Adapter reference images do not work with {label}")
+    if params.reference and not (takes.reference_images or takes.redux_references):
+        problems.append(reference_refusal(label))
     if not takes.img2img and params.init_image and not params.mask and not edit:
         problems.append(takes.img2img_refusal)
     if takes.needs_mask and not params.mask and not edit:  # an edit has its own refusal
@@ -152,3 +152,13 @@ def takes_negative_prompt(architecture: Architecture | None, distilled: bool = F
 def guidance_is_distilled(architecture: Architecture | None) -> bool:
     """Whether `cfg` is a distilled-guidance input of the model (Flux.1) rather than CFG."""
     return architecture is not None and architecture.spec.requests.distilled_guidance
+
+
+def reference_refusal(label: str) -> str:
+    """A reference image on a family no IP-Adapter or Redux model guides: which ones do."""
+    ip_adapters = [s.label for s in families() if s.guidance.cross_attention_width]
+    redux = [s.label for s in families() if s.requests.redux_references]
+    return (
+        f"reference images do not work with {label}; they guide {', '.join(ip_adapters)} "
+        f"models through an IP-Adapter and {', '.join(redux)} models through a Redux model"
+    )

@@ -74,7 +74,9 @@ class UNetFamily(ABC):
         in_channels = self.pipe.unet.config.in_channels
         return (*needs, *inpaint.checkpoint_tensors(in_channels))
 
-    def encode_references(self, images: Sequence[bytes], do_cfg: bool) -> Conditioning:
+    def encode_references(
+        self, images: Sequence[bytes], do_cfg: bool, conditioning: Conditioning
+    ) -> Conditioning:
         return reference.image_embeds(self.pipe, images, do_cfg)
 
     def scheduler(self, params: GenerationParams) -> Any:

@@ -198,6 +198,7 @@ class Requests:
     img2img: bool = True  # an init image without a mask
     img2img_refusal: str = ""  # the sentence when it cannot
     reference_images: bool = True  # IP-Adapter references
+    redux_references: bool = False  # references through a Flux.1 Redux model instead
     edit: bool = False  # an edit job (an instruction and an input image: jobs.params.KIND_EDIT)
     max_area: int = 0  # the most pixels (width x height) it draws; 0: no bound of its own
     # The sentence refusing a job without a mask, for a model that only inpaints (Flux.1

@@ -90,7 +90,10 @@ FLUX1 = FamilySpec(
     attention_backends=True,  # FluxAttnProcessor dispatches, with no mask in our loop
     # `cfg` is the distilled guidance dev takes as an input; no true CFG, so a negative
     # prompt would change nothing: refused rather than silently dropped.
-    requests=replace(FLOW_REQUESTS, negative_prompt=False, distilled_guidance=True),
+    # Reference images through a Redux model (flux/redux.py), not an IP-Adapter.
+    requests=replace(
+        FLOW_REQUESTS, negative_prompt=False, distilled_guidance=True, redux_references=True
+    ),
     transformer_file=TransformerFile(
         markers=("double_blocks.", "single_blocks."),
         split_parts=(CLIP_L, T5, VAE),

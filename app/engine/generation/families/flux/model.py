@@ -20,6 +20,7 @@ applied (see `flow.sentence_prompt`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +39,11 @@ from app.engine.generation.families.flow import (
     sentence_prompt,
     trim_schedule,
 )
-from app.engine.generation.families.flux import FLUX1
+from app.engine.generation.families.flux import FLUX1, redux
 from app.engine.generation.loop import inpaint, vae_precision
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.init_image import fit_to, open_rgb
-from app.engine.jobs.params import GenerationParams
+from app.engine.jobs.params import GenerationParams, InvalidParameters
 
 if TYPE_CHECKING:
     from app.engine.generation.guidance.control import ControlGuide
@@ -119,6 +120,27 @@ class FluxFamily(FlowFamily):
             POOLED_EMBEDS: pooled,
             TEXT_IDS: text_ids,
             LATENT_IMAGE_IDS: image_ids,
+        }
+
+    def encode_references(
+        self, images: Sequence[bytes], do_cfg: bool, conditioning: Conditioning
+    ) -> Conditioning:
+        """Redux (flux/redux.py): the reference images' tokens after the prompt's, and the
+        text positions' ids as long, as `FluxPipeline.encode_prompt` makes them for the
+        prior's `prompt_embeds`."""
+        if not images:
+            return {}
+        held = redux.held_redux(self.pipe)
+        if held is None:  # submit refuses this; a job stored before that lands here
+            raise InvalidParameters(f"reference images on {self.label} need a Redux model")
+        prompt_embeds, pooled = redux.with_image_tokens(
+            held, images, conditioning[PROMPT_EMBEDS], conditioning[POOLED_EMBEDS]
+        )
+        text_ids = conditioning[TEXT_IDS]
+        return {
+            PROMPT_EMBEDS: prompt_embeds,
+            POOLED_EMBEDS: pooled,
+            TEXT_IDS: torch.zeros(prompt_embeds.shape[1], 3).to(text_ids.device, text_ids.dtype),
         }
 
     def initial_latents(
