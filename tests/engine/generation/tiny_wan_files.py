@@ -66,9 +66,8 @@ def write_tiny_wan_files(root: Path) -> TinyWanFiles:
     )
     assert set(convert_wan_vae_to_diffusers(dict(vae))) == set(pipe.vae.state_dict())
     # The released UMT5 file holds the embedding once, as `shared.weight`.
-    umt5 = {
-        k: v for k, v in pipe.text_encoder.state_dict().items() if k != "encoder.embed_tokens.weight"
-    }
+    encoder = pipe.text_encoder.state_dict()
+    umt5 = {k: v for k, v in encoder.items() if k != "encoder.embed_tokens.weight"}
     models = root / "models"
     split_model = models / "diffusion_models" / f"{FILE_NAME}.safetensors"
     _save(transformer, split_model)
@@ -115,8 +114,10 @@ def wan_transformer_to_original(state: StateDict) -> StateDict:
     return out
 
 
-_RESNET = {"norm1.gamma": "residual.0.gamma", "conv1": "residual.2", "norm2.gamma": "residual.3.gamma",
-           "conv2": "residual.6", "conv_shortcut": "shortcut"}  # fmt: skip
+_RESNET = {
+    "norm1.gamma": "residual.0.gamma", "conv1": "residual.2", "norm2.gamma": "residual.3.gamma",
+    "conv2": "residual.6", "conv_shortcut": "shortcut",
+}  # fmt: skip
 _TOP = {"quant_conv": "conv1", "post_quant_conv": "conv2"}
 
 

@@ -402,9 +402,10 @@ def _where(candidate: _Candidate) -> str:
     return f"{candidate.path.name} in {candidate.path.parent.name}/"
 
 
+def _folder_of(kind: str) -> str:
+    return VAE_FOLDERS[0] if kind in _VAE_KINDS else TEXT_ENCODER_FOLDERS[0]
+
+
 def _needs_sentence(missing: list[str]) -> str:
-    phrases = [
-        f"{_PART_NAMES[kind]} in {VAE_FOLDERS[0] if kind in _VAE_KINDS else TEXT_ENCODER_FOLDERS[0]}/"
-        for kind in missing
-    ]
+    phrases = [f"{_PART_NAMES[kind]} in {_folder_of(kind)}/" for kind in missing]
     return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} and {phrases[-1]}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from app.engine.generation.families.wan import files
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
@@ -27,8 +28,6 @@ from app.engine.generation.files.registry import (
     VideoRequests,
 )
 from app.engine.generation.files.transformer_files import UMT5, WAN_VAE
-
-from app.engine.generation.families.wan import files
 
 WAN21_ID = Architecture.declare("wan2.1", released="2025-02")
 WAN21_I2V_ID = Architecture.declare("wan2.1-i2v", released="2025-02")
@@ -95,6 +94,7 @@ WAN21 = FamilySpec(
         read_header=files.read_header,
         transformer_class="WanTransformer3DModel",
         components=((UMT5, "text_encoder"),),
+        configs_not_shipped=files.CONFIGS_NOT_SHIPPED,
     ),
 )
 

@@ -20,6 +20,13 @@ WAN_1_3B_WIDTH = 1536  # Wan2.1-T2V-1.3B's hidden size; 14B's is 5120
 # The shipped config folder of each size (a transformer no wider than 1.3B's is read as it).
 CONFIG_1_3B = "wan2.1-t2v-1.3b"
 CONFIG_14B = "wan2.1-t2v-14b"
+# Why a real Wan 2.1 file does not load yet: transformers cannot make a tokenizer from a
+# text encoder's weights, and Easel ships no UMT5 vocabulary (256,384 SentencePiece pieces).
+CONFIGS_NOT_SHIPPED = (
+    "Easel cannot run Wan 2.1 from single files yet, as it does not ship the UMT5 tokenizer "
+    "(google/umt5-xxl's vocabulary) and configs they load with; use a Wan diffusers folder "
+    "such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
+)
 FOLDER_ONLY = (
     "{what}; Easel runs it only as a diffusers folder so far (with model_index.json, e.g. "
     "a copy of {repo})"
