@@ -33,7 +33,11 @@ from tests.engine.generation.test_wan import (
 )
 from tests.engine.generation.test_wan import written as written
 from tests.engine.generation.tiny_architectures import model_info, pause_at
-from tests.engine.generation.tiny_wan_files import TinyWanFiles, write_tiny_wan_files
+from tests.engine.generation.tiny_wan_files import (
+    TinyWanFiles,
+    stock_from_files,
+    write_tiny_wan_files,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -46,35 +50,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> TinyWanFiles:
 def files_runner(files: TinyWanFiles, model: ModelInfo) -> Runner:
     cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
     return Runner(device=CPU, resolve=lambda _name: model, threads=1, cache=cache)
-
-
-def stock_pipe(files: TinyWanFiles, transformer_file: Path) -> Any:
-    """The folder's stock `WanPipeline` with diffusers' own single-file loads of the
-    transformer and the VAE files (its converters; the GGUF's flattened patch embedding
-    given back its shape, as diffusers refuses city96's flattening: the last test). Its
-    folder twin differs by at most 1: the same weights, but mapped at other alignments,
-    which CPU matrix kernels round differently."""
-    import diffusers
-
-    options: dict[str, Any] = {"config": str(files.configs), "local_files_only": True}
-    source: Any = str(transformer_file)
-    if transformer_file.suffix == ".gguf":
-        source = gguf_weights(transformer_file)
-        options["quantization_config"] = diffusers.GGUFQuantizationConfig(
-            compute_dtype=torch.float32
-        )
-    transformer = diffusers.WanTransformer3DModel.from_single_file(
-        source, subfolder="transformer", **options
-    )
-    vae = diffusers.AutoencoderKLWan.from_single_file(
-        str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae",
-        config=str(files.configs), local_files_only=True,
-    )  # fmt: skip
-    pipe = diffusers.WanPipeline.from_pretrained(
-        files.folder, local_files_only=True, transformer=transformer, vae=vae
-    )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
 
 
 def test_the_split_files_and_the_gguf_are_wan_2_1_with_their_parts(files: TinyWanFiles) -> None:
@@ -97,7 +72,7 @@ def test_split_files_draw_the_stock_folder_s_frames_and_the_gguf_resumes_exactly
     done = clip(files_runner(files, split), params, tmp_path, "split")
     assert done.kind is OutcomeKind.COMPLETED and done.image_path is not None
     ours = written.frames[done.image_path]
-    assert max_frame_diff(ours, stock(stock_pipe(files, files.split_model), params)) == 0
+    assert max_frame_diff(ours, stock(stock_from_files(files, files.split_model), params)) == 0
     from diffusers import WanPipeline
 
     twin = WanPipeline.from_pretrained(files.folder, local_files_only=True)
@@ -106,7 +81,7 @@ def test_split_files_draw_the_stock_folder_s_frames_and_the_gguf_resumes_exactly
 
     gguf = model_info(files.gguf_model, "m")
     whole = clip(files_runner(files, gguf), params, tmp_path, "gguf")
-    theirs = stock(stock_pipe(files, files.gguf_model), params)
+    theirs = stock(stock_from_files(files, files.gguf_model), params)
     assert max_frame_diff(written.frames[tmp_path / "gguf.mp4"], theirs) == 0
     paused = clip(files_runner(files, gguf), params, tmp_path, "paused", on_step=pause_at(2))
     assert paused.kind is OutcomeKind.PAUSED

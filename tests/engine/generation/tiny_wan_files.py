@@ -77,6 +77,37 @@ def write_tiny_wan_files(root: Path) -> TinyWanFiles:
     return TinyWanFiles(folder, models, split_model, gguf_model, configs / CONFIG_NAME)
 
 
+def stock_from_files(files: TinyWanFiles, transformer_file: Path) -> Any:
+    """The folder's stock `WanPipeline` with diffusers' own single-file loads of the
+    transformer and the VAE files (its converters; the GGUF's flattened patch embedding
+    given back its shape, as diffusers refuses city96's flattening: the last test). Its
+    folder twin differs by at most 1: the same weights, but mapped at other alignments,
+    which CPU matrix kernels round differently."""
+    import diffusers
+
+    from app.engine.generation.load.assemble import gguf_weights
+
+    options: dict[str, Any] = {"config": str(files.configs), "local_files_only": True}
+    source: Any = str(transformer_file)
+    if transformer_file.suffix == ".gguf":
+        source = gguf_weights(transformer_file)
+        options["quantization_config"] = diffusers.GGUFQuantizationConfig(
+            compute_dtype=torch.float32
+        )
+    transformer = diffusers.WanTransformer3DModel.from_single_file(
+        source, subfolder="transformer", **options
+    )
+    vae = diffusers.AutoencoderKLWan.from_single_file(
+        str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae",
+        config=str(files.configs), local_files_only=True,
+    )  # fmt: skip
+    pipe = diffusers.WanPipeline.from_pretrained(
+        files.folder, local_files_only=True, transformer=transformer, vae=vae
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
 def _save(weights: StateDict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in weights.items()}, str(path))
