@@ -868,7 +868,7 @@ def run_wan_file_layouts() -> None:
             label = f"wan2.1-{layout}"
             model = detected(ModelInfo("m", path, ModelSource.USER))
             runner = Runner(
-                device=CPU, resolve=lambda _n, m=model: m, threads=1,
+                device=CPU, resolve=_resolving(model), threads=1,
                 cache=PipelineCache(configs=configs),
             )  # fmt: skip
             started = time.perf_counter()
@@ -890,6 +890,10 @@ def run_wan_file_layouts() -> None:
             if split_frames:
                 report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, split_frames))
             split_frames = ours
+
+
+def _resolving(model: ModelInfo) -> Any:
+    return lambda _name: model
 
 
 def _file_params(arch: Architecture) -> GenerationParams:
