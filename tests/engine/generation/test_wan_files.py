@@ -52,8 +52,15 @@ def files_runner(files: TinyWanFiles, model: ModelInfo) -> Runner:
     return Runner(device=CPU, resolve=lambda _name: model, threads=1, cache=cache)
 
 
-def test_the_split_files_and_the_gguf_are_wan_2_1_with_their_parts(files: TinyWanFiles) -> None:
-    for path, quantisation in ((files.split_model, ""), (files.gguf_model, "Q8_0")):
+def test_the_split_files_the_gguf_and_an_fp8_file_are_wan_2_1_with_their_parts(
+    files: TinyWanFiles,
+) -> None:
+    original = load_file(str(files.split_model))
+    fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim == 2 else v for k, v in original.items()}
+    fp8_file = files.split_model.with_name("wan2.1_t2v_1.3B_fp8_e4m3fn.safetensors")
+    save_file(fp8, str(fp8_file))
+    layouts = ((files.split_model, ""), (files.gguf_model, "Q8_0"), (fp8_file, "fp8"))
+    for path, quantisation in layouts:
         model = model_info(path)
         assert model.architecture is Architecture.WAN2_1, model.unsupported_reason
         assert model.config_name == "wan2.1-t2v-1.3b" and model.quantisation == quantisation

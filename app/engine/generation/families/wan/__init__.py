@@ -89,7 +89,8 @@ WAN21 = FamilySpec(
     video=VideoRequests(frame_step=4, default_frames=81, default_fps=16),
     # Diffusers converts Wan-AI's keys itself (single_file_utils.convert_wan_*).
     transformer_file=TransformerFile(
-        markers=("patch_embedding.", "head.modulation"),
+        # Its blocks too, so that an fp8 file's weight matrices are counted as its own.
+        markers=("patch_embedding.", "head.modulation", "blocks."),
         split_parts=(UMT5, WAN_VAE),
         read_header=files.read_header,
         transformer_class="WanTransformer3DModel",
