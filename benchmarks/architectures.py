@@ -93,6 +93,14 @@ GGUF and fp8, for Flux through Easel's key conversion, as diffusers' own fixes t
 the released 3072); and `vs_unquantised_max_diff[arch-layout]`: the quantised file's image
 against the full-precision one's.
 
+And for Wan 2.1 text to video as those files (`run_wan_file_layouts`): ComfyUI's split
+layout (`wan2.1-split`: the transformer in Wan-AI's keys in `diffusion_models/`, UMT5 in
+`text_encoders/`, the Wan VAE in `vae/`) and city96's GGUF Q8_0 (`wan2.1-gguf-q8_0`, its 5D
+patch embedding flattened as city96's are), the tiny Wan's 9-frame 32x32 clip with the
+released UniPC: `load_s`, `pause_resume_max_diff` and `same_as_diffusers_max_diff` (every
+frame; the reference is the folder's stock `WanPipeline` with diffusers' own single-file
+loads of the transformer and VAE files), and `vs_unquantised_max_diff[wan2.1-gguf-q8_0]`.
+
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
 SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image,
@@ -175,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     run_architectures()
     run_file_layouts()
+    run_wan_file_layouts()
 
 
 def matrix_cases() -> list[Any]:
@@ -936,6 +945,51 @@ def run_file_layouts() -> None:
                     twin_image = image  # the all-in-one file's: equal to the twin's (0 above)
                 elif model.quantisation:
                     report(f"vs_unquantised_max_diff[{label}]", max_diff(image, twin_image))
+
+
+def run_wan_file_layouts() -> None:
+    """Wan 2.1 as ComfyUI's split files and city96's GGUF Q8_0 (see the docstring)."""
+    from tests.engine.generation.tiny_wan_files import stock_from_files, write_tiny_wan_files
+
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        files = write_tiny_wan_files(work / "wan-files")
+        configs = SingleFileConfigs(files.configs.parent)
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+            steps=STEPS, cfg=5.0, seed=42, **WAN_CLIP,
+        )  # fmt: skip
+        split_frames: list[Image.Image] = []
+        for layout, path in (("split", files.split_model), ("gguf-q8_0", files.gguf_model)):
+            label = f"wan2.1-{layout}"
+            model = detected(ModelInfo("m", path, ModelSource.USER))
+            runner = Runner(
+                device=CPU, resolve=_resolving(model), threads=1,
+                cache=PipelineCache(configs=configs),
+            )  # fmt: skip
+            started = time.perf_counter()
+            pipe = runner.load("m").pipe
+            report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+            ours = clip_frames(pipe, params)
+            paused = work / f"{label}-paused.mp4"
+            runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                       on_step=_pause)  # fmt: skip
+            resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+            stock = stock_from_files(files, path)(
+                prompt=params.prompt, negative_prompt=params.negative_prompt,
+                height=params.height, width=params.width, num_frames=params.frames,
+                num_inference_steps=params.steps, guidance_scale=params.cfg,
+                generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+            ).frames[0]  # fmt: skip
+            report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+            report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+            if split_frames:
+                report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, split_frames))
+            split_frames = ours
+
+
+def _resolving(model: ModelInfo) -> Any:
+    return lambda _name: model
 
 
 def _file_params(arch: Architecture) -> GenerationParams:

@@ -170,6 +170,9 @@ class TransformerFile:
     transformer_class: str
     components: tuple[tuple[str, str], ...]
     to_diffusers_keys: str = ""
+    # Why its files cannot load where Easel ships no config folder for them (one sentence,
+    # after the model's name); "": the folders are shipped, and a missing one is damage.
+    configs_not_shipped: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""Flux.1 and SD 3.5 from the files artists download, told apart by their headers alone.
+"""Flux.1, SD 3.5 and Wan 2.1 from the files artists download, told apart by their headers
+alone (Wan 2.1 text to video: its transformer in Wan-AI's keys, `.safetensors` or city96's
+GGUF, beside ComfyUI's `umt5_xxl_*.safetensors` and `wan_2.1_vae.safetensors`).
 
 Pure filesystem and JSON (no torch), like architecture.py. A diffusion model of these
 families comes as
@@ -57,26 +59,36 @@ VAE_PREFIXES = ("first_stage_model.", "vae.")
 _CLIP_EMBEDDING = "text_model.embeddings.token_embedding.weight"
 _CLIP_EMBEDDING_FLAT = "embeddings.token_embedding.weight"  # transformers >= 5 saves these
 _T5_NORM = "encoder.final_layer_norm.weight"
+# UMT5 (Wan's text encoder) is laid out as T5, but every layer has its own relative
+# positions: the second layer's table tells it from T5 v1.1 of the same width.
+_UMT5_SECOND_BIAS = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
+_WAN_VAE_MIDDLE = "decoder.middle.0.residual.0.gamma"  # the Wan VAE, original keys
+_WAN_VAE_LATENTS = "conv2.weight"  # (latent channels, latent channels, 1, 1, 1)
 _VAE_DECODER_IN = "decoder.conv_in.weight"
 
 # The parts of each family, in the order a refusal names them.
 CLIP_L = "clip_l"
 CLIP_G = "clip_g"
 T5 = "t5"
+UMT5 = "umt5"
 VAE = "vae"
+WAN_VAE = "wan_vae"
 TRANSFORMER = "transformer"
 CLIP_PAIR = CLIP_L + "+" + CLIP_G  # the width of CLIP-L's and CLIP-G's pooled vectors together
 _PART_NAMES = {
     CLIP_L: "a CLIP-L text encoder",
     CLIP_G: "a CLIP-G text encoder",
     T5: "a T5-XXL text encoder",
+    UMT5: "a UMT5-XXL text encoder",
     VAE: "a VAE",
+    WAN_VAE: "a Wan VAE",
 }
+_VAE_KINDS = (VAE, WAN_VAE)
 
 
 @dataclass(frozen=True)
 class _Candidate:
-    kind: str  # "clip", "t5" or "vae" (which CLIP it is comes from its width)
+    kind: str  # "clip", "t5", "umt5", "vae" or "wan_vae" (a CLIP's width says which)
     path: Path
     prefix: str
     width: int  # hidden size of a text encoder; latent channels of a VAE
@@ -316,7 +328,10 @@ def _classify(path: Path) -> _Candidate | None:
         return _Candidate("clip", path, "", clip)
     t5 = shapes.get(_T5_NORM)
     if t5:
-        return _Candidate("t5", path, "", t5[0])
+        return _Candidate(UMT5 if _UMT5_SECOND_BIAS in shapes else T5, path, "", t5[0])
+    wan_vae = shapes.get(_WAN_VAE_LATENTS)
+    if _WAN_VAE_MIDDLE in shapes and wan_vae:
+        return _Candidate(WAN_VAE, path, "", wan_vae[0])
     vae = shapes.get(_VAE_DECODER_IN)
     if vae and len(vae) == 4:
         return _Candidate("vae", path, "", vae[1])
@@ -331,7 +346,7 @@ def _pair(
     parts: dict[str, Part] = {}
     problems: list[str] = []
     candidates = embedded + split
-    for kind in (kind for kind in (T5, VAE) if kind in wanted):
+    for kind in (kind for kind in (T5, UMT5, VAE, WAN_VAE) if kind in wanted):
         width = needs.widths[kind]
         fits = [c for c in candidates if c.kind == kind and c.width == width]
         if fits:
@@ -339,6 +354,8 @@ def _pair(
         else:
             problems += [_misfit(kind, c, width) for c in candidates if c.kind == kind]
     clips = [c for c in candidates if c.kind == "clip"]
+    if CLIP_L not in wanted:  # Wan: its one text encoder is UMT5
+        return parts, problems
     if CLIP_G not in wanted:  # one CLIP (Flux.1): its width is stated alone
         width = needs.widths[CLIP_L]
         fits = [c for c in clips if c.width == width]
@@ -369,12 +386,12 @@ def _part(kind: str, candidate: _Candidate) -> Part:
 
 
 def _misfit(kind: str, candidate: _Candidate, width: int) -> str:
-    if kind == VAE:
+    if kind in _VAE_KINDS:
         return (
-            f"{_where(candidate)} is a VAE of {candidate.width} latent channels, "
+            f"{_where(candidate)} is {_PART_NAMES[kind]} of {candidate.width} latent channels, "
             f"but the model needs {width}"
         )
-    what = "T5" if kind == T5 else "CLIP"
+    what = {T5: "T5", UMT5: "UMT5"}.get(kind, "CLIP")
     return (
         f"{_where(candidate)} is a {what} text encoder {candidate.width} wide, but the model "
         f"needs {_PART_NAMES[kind]} {width} wide"
@@ -385,9 +402,10 @@ def _where(candidate: _Candidate) -> str:
     return f"{candidate.path.name} in {candidate.path.parent.name}/"
 
 
+def _folder_of(kind: str) -> str:
+    return VAE_FOLDERS[0] if kind in _VAE_KINDS else TEXT_ENCODER_FOLDERS[0]
+
+
 def _needs_sentence(missing: list[str]) -> str:
-    phrases = [
-        f"{_PART_NAMES[kind]} in {VAE_FOLDERS[0] if kind == VAE else TEXT_ENCODER_FOLDERS[0]}/"
-        for kind in missing
-    ]
+    phrases = [f"{_PART_NAMES[kind]} in {_folder_of(kind)}/" for kind in missing]
     return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} and {phrases[-1]}"

@@ -1,16 +1,20 @@
-"""A Flux.1 or SD 3.x pipeline assembled from the files transformer_files.py found for it.
+"""A Flux.1, SD 3.x or Wan 2.1 pipeline assembled from the files transformer_files.py found.
 
 Each component is read from its own file (or its prefix in an all-in-one file) and built
 by diffusers' single-file code from the shipped config folder, local files only:
 - the transformer: its diffusers class's `from_single_file` (`SD3Transformer2DModel`:
   diffusers converts Stability's keys), after the family's own key converter where it
   declares one (Flux's Black Forest Labs keys: families/flux/keys.py);
-- the VAE: `AutoencoderKL.from_single_file` (original LDM keys or diffusers' own);
+- the VAE: its config folder's class's `from_single_file` (`AutoencoderKL`: original LDM
+  keys or diffusers' own; `AutoencoderKLWan`: Wan-AI's keys, which diffusers converts);
 - the text encoders: diffusers' `create_diffusers_clip_model_from_ldm` and
   `create_diffusers_t5_model_from_checkpoint`, given the keys under the prefixes an
   all-in-one file has (a split file's transformers-layout keys are put under them);
 - the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies).
-The pipeline is then the stock `FluxPipeline` / `StableDiffusion3Pipeline` of these parts.
+The pipeline is then the stock `FluxPipeline` / `StableDiffusion3Pipeline` / `WanPipeline`
+of these parts. A city96 GGUF's tensors that GGUF's four dimensions flattened (Wan's 5D
+patch embedding) get their shape back from the file's metadata, dequantised if they were
+quantised: diffusers quantises only linear layers.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from app.engine.generation.files.transformer_files import (
     T5,
     T5_PREFIX,
     TRANSFORMER,
+    UMT5,
     VAE,
+    WAN_VAE,
 )
 
 StateDict = dict[str, torch.Tensor]
@@ -80,7 +86,6 @@ def _assemble(
     encoder_dtypes: dict[str, torch.dtype],
 ) -> Any:
     import diffusers
-    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler
 
     declared = architecture.spec.transformer_file
     if declared is None:
@@ -104,17 +109,18 @@ def _assemble(
     )
     if storage is not None:
         upcast_per_layer(transformer, storage, dtype)
+    index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
+    vae = by_kind.get(VAE) or by_kind[WAN_VAE]
     components: dict[str, Any] = {
         "transformer": transformer,
-        "vae": AutoencoderKL.from_single_file(
-            files.weights(by_kind[VAE]), subfolder="vae", **options
+        "vae": getattr(diffusers, index["vae"][1]).from_single_file(
+            files.weights(vae), subfolder="vae", **options
         ),
-        "scheduler": FlowMatchEulerDiscreteScheduler.from_pretrained(
+        "scheduler": getattr(diffusers, index["scheduler"][1]).from_pretrained(
             config, subfolder="scheduler", local_files_only=True
         ),
     }
     del transformer_weights
-    index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
     for kind, component in declared.components:
         encoder_options = {**options, "torch_dtype": encoder_dtypes.get(component, dtype)}
         components[component] = _text_encoder(
@@ -163,9 +169,7 @@ class _Files:
         from safetensors import safe_open
 
         if part.path.suffix.lower() == GGUF_SUFFIX:
-            from diffusers.models.model_loading_utils import load_gguf_checkpoint
-
-            return dict(load_gguf_checkpoint(str(part.path), return_tensors=True))
+            return gguf_weights(part.path)
 
         handle = self._open.get(part.path)
         if handle is None:
@@ -177,6 +181,30 @@ class _Files:
         }
 
 
+ORIGINAL_SHAPE_KEY = "comfy.gguf.orig_shape."  # city96's ComfyUI-GGUF: a flattened tensor's
+
+
+def gguf_weights(path: Path) -> StateDict:
+    """A GGUF diffusion model's tensors as diffusers' GGUF loader reads them, those stored
+    flattened given back their original shape (unquantised: no linear layer takes them)."""
+    from diffusers.models.model_loading_utils import load_gguf_checkpoint
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    weights = dict(load_gguf_checkpoint(str(path), return_tensors=True))
+    reader = GGUFReader(str(path))
+    shapes = {
+        name.removeprefix(ORIGINAL_SHAPE_KEY): [int(n) for n in field.contents()]
+        for name, field in reader.fields.items()
+        if name.startswith(ORIGINAL_SHAPE_KEY)
+    }
+    for tensor in reader.tensors:
+        if tensor.name in shapes:
+            values = dequantize(tensor.data, tensor.tensor_type)
+            weights[tensor.name] = torch.from_numpy(values.copy()).reshape(shapes[tensor.name])
+    return weights
+
+
 def _belongs(part: Part, key: str) -> bool:
     """In a file without a prefix for the part (a bare transformer beside embedded text
     encoders), the other parts' keys are not its own."""
@@ -185,7 +213,9 @@ def _belongs(part: Part, key: str) -> bool:
     return not key.startswith(("text_encoders.", "first_stage_model.", "vae.", "conditioner."))
 
 
-_ENCODER_PREFIXES = {CLIP_L: CLIP_L_PREFIX, CLIP_G: CLIP_G_PREFIX, T5: T5_PREFIX}
+_ENCODER_PREFIXES = {CLIP_L: CLIP_L_PREFIX, CLIP_G: CLIP_G_PREFIX, T5: T5_PREFIX, UMT5: T5_PREFIX}
+# ComfyUI keeps a text encoder's SentencePiece model in its file as a byte tensor: no weight.
+_NOT_WEIGHTS = ("spiece_model",)
 
 
 def _text_encoder(
@@ -199,8 +229,10 @@ def _text_encoder(
 
     cls = getattr(transformers, class_name)
     prefix = _ENCODER_PREFIXES[kind]
-    if kind == T5:
-        checkpoint = {prefix + key: value for key, value in weights.items()}
+    if kind in (T5, UMT5):  # UMT5 is laid out as T5 (diffusers' T5 loader builds either)
+        checkpoint = {
+            prefix + key: value for key, value in weights.items() if key not in _NOT_WEIGHTS
+        }
         model = create_diffusers_t5_model_from_checkpoint(
             cls, checkpoint, subfolder=component, **_encoder_options(options)
         )

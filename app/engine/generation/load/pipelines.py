@@ -288,6 +288,9 @@ def _failure_in_one_sentence(model: ModelInfo) -> Iterator[None]:
 
 def _check_configs(model: ModelInfo, config: Path) -> None:
     if not (config / MODEL_INDEX).is_file():
+        file = model.architecture.spec.transformer_file if model.architecture else None
+        if file is not None and file.configs_not_shipped:
+            raise UnsupportedModel(f"model {model.name!r}: {file.configs_not_shipped}")
         raise UnsupportedModel(
             f"model {model.name!r}: the {model.label} config files are missing from {config} "
             "(a damaged installation?)"

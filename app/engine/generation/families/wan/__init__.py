@@ -1,5 +1,6 @@
 """Wan: a 3D DiT on (1, 2, 2) patches, the UMT5 text encoder, the Wan VAE (4x in time).
-Diffusers folders only, for now. Three families, told apart by their folders' configs:
+Three families, told apart by their folders' configs (Wan 2.1 text to video also as
+ComfyUI's split files and city96's GGUFs: `files.py`):
 - Wan 2.1 text to video (1.3B and 14B; a folder with two experts, Wan 2.2 A14B's shape,
   runs as it): `WanPipeline`, driven by `model.py`;
 - Wan 2.2 TI2V 5B, text or text and an image: a `WanPipeline` folder whose model index
@@ -16,14 +17,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from app.engine.generation.families.wan import files
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
     FolderConfigs,
     Requests,
+    TransformerFile,
     VideoRequests,
 )
+from app.engine.generation.files.transformer_files import UMT5, WAN_VAE
 
 WAN21_ID = Architecture.declare("wan2.1", released="2025-02")
 WAN21_I2V_ID = Architecture.declare("wan2.1-i2v", released="2025-02")
@@ -83,6 +87,16 @@ WAN21 = FamilySpec(
     preview="app.engine.generation.families.wan.model:WanPreviewer",
     # Its VAE packs 4 frames into each latent frame after the first: 4k+1 frames.
     video=VideoRequests(frame_step=4, default_frames=81, default_fps=16),
+    # Diffusers converts Wan-AI's keys itself (single_file_utils.convert_wan_*).
+    transformer_file=TransformerFile(
+        # Its blocks too, so that an fp8 file's weight matrices are counted as its own.
+        markers=("patch_embedding.", "head.modulation", "blocks."),
+        split_parts=(UMT5, WAN_VAE),
+        read_header=files.read_header,
+        transformer_class="WanTransformer3DModel",
+        components=((UMT5, "text_encoder"),),
+        configs_not_shipped=files.CONFIGS_NOT_SHIPPED,
+    ),
 )
 
 WAN22_TI2V = replace(
@@ -103,6 +117,7 @@ WAN22_TI2V = replace(
     # Wan-AI/Wan2.2-TI2V-5B-Diffusers' model card: 121 frames at 24 fps.
     video=VideoRequests(frame_step=4, default_frames=121, default_fps=24, takes_image=True),
     step_cache=False,  # not yet tried against stock with the hook: refused until it is
+    transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
 )
 
 WAN21_I2V = replace(
@@ -121,6 +136,7 @@ WAN21_I2V = replace(
         frame_step=4, default_frames=81, default_fps=16, takes_image=True, needs_image=True
     ),
     step_cache=False,  # not yet tried against stock with the hook: refused until it is
+    transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
 )
 
 FAMILIES = (WAN21, WAN21_I2V, WAN22_TI2V)

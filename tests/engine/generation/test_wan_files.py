@@ -1,0 +1,144 @@
+"""Wan 2.1 as the files artists have: ComfyUI's split layout (the transformer in Wan-AI's
+keys in `diffusion_models/`, UMT5 in `text_encoders/`, the Wan VAE in `vae/`) and city96's
+GGUF Q8_0, detected from their headers, assembled through diffusers' own Wan converters and
+run through Easel's loop: the stock pipeline's frames exactly, and across a resume.
+
+On the tiny Wan of tiny_wan_files (the same weights as a diffusers folder, the reference;
+its config folder is what the files load with here, as Easel ships none for Wan yet).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from app.engine.generation.device import CPU
+from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.load.assemble import gguf_weights
+from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs, load_pipeline
+from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.runner import Runner
+from tests.engine.generation.test_wan import (
+    Written,
+    clip,
+    max_frame_diff,
+    stock,
+    wan_params,
+)
+from tests.engine.generation.test_wan import written as written
+from tests.engine.generation.tiny_architectures import model_info, pause_at
+from tests.engine.generation.tiny_wan_files import (
+    TinyWanFiles,
+    stock_from_files,
+    write_tiny_wan_files,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> TinyWanFiles:
+    return write_tiny_wan_files(tmp_path_factory.mktemp("wan-files"))
+
+
+def files_runner(files: TinyWanFiles, model: ModelInfo) -> Runner:
+    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+    return Runner(device=CPU, resolve=lambda _name: model, threads=1, cache=cache)
+
+
+def test_the_split_files_the_gguf_and_an_fp8_file_are_wan_2_1_with_their_parts(
+    files: TinyWanFiles,
+) -> None:
+    original = load_file(str(files.split_model))
+    fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim == 2 else v for k, v in original.items()}
+    fp8_file = files.split_model.with_name("wan2.1_t2v_1.3B_fp8_e4m3fn.safetensors")
+    save_file(fp8, str(fp8_file))
+    layouts = ((files.split_model, ""), (files.gguf_model, "Q8_0"), (fp8_file, "fp8"))
+    for path, quantisation in layouts:
+        model = model_info(path)
+        assert model.architecture is Architecture.WAN2_1, model.unsupported_reason
+        assert model.config_name == "wan2.1-t2v-1.3b" and model.quantisation == quantisation
+        assert {part.kind: part.path.name for part in model.parts} == {
+            "transformer": path.name,
+            "umt5": "umt5_xxl_fp16.safetensors",
+            "wan_vae": "wan_2.1_vae.safetensors",
+        }
+
+
+def test_split_files_draw_the_stock_folder_s_frames_and_the_gguf_resumes_exactly(
+    files: TinyWanFiles, written: Written, tmp_path: Path
+) -> None:
+    params = wan_params(model="m", scheduler="UniPC", negative_prompt="blurry", steps=3, frames=5)
+    split = model_info(files.split_model, "m")
+    done = clip(files_runner(files, split), params, tmp_path, "split")
+    assert done.kind is OutcomeKind.COMPLETED and done.image_path is not None
+    ours = written.frames[done.image_path]
+    assert max_frame_diff(ours, stock(stock_from_files(files, files.split_model), params)) == 0
+    from diffusers import WanPipeline
+
+    twin = WanPipeline.from_pretrained(files.folder, local_files_only=True)
+    twin.set_progress_bar_config(disable=True)
+    assert max_frame_diff(ours, stock(twin, params)) <= 1
+
+    gguf = model_info(files.gguf_model, "m")
+    whole = clip(files_runner(files, gguf), params, tmp_path, "gguf")
+    theirs = stock(stock_from_files(files, files.gguf_model), params)
+    assert max_frame_diff(written.frames[tmp_path / "gguf.mp4"], theirs) == 0
+    paused = clip(files_runner(files, gguf), params, tmp_path, "paused", on_step=pause_at(2))
+    assert paused.kind is OutcomeKind.PAUSED
+    resumed = clip(files_runner(files, gguf), params, tmp_path, "paused")  # a fresh runner
+    assert resumed.kind is OutcomeKind.COMPLETED and whole.kind is OutcomeKind.COMPLETED
+    ours = written.frames[tmp_path / "paused.mp4"]
+    assert max_frame_diff(ours, written.frames[tmp_path / "gguf.mp4"]) == 0
+
+
+def _copy_layout(files: TinyWanFiles, root: Path, transformer: dict[str, Any]) -> Path:
+    for folder in ("text_encoders", "vae"):
+        (root / folder).mkdir(parents=True)
+        for file in (files.models / folder).iterdir():
+            (root / folder / file.name).symlink_to(file)
+    model = root / "diffusion_models" / "wan.safetensors"
+    model.parent.mkdir()
+    save_file(transformer, str(model))
+    return model
+
+
+def test_files_easel_cannot_run_are_refused_in_one_sentence(
+    files: TinyWanFiles, tmp_path: Path
+) -> None:
+    original = load_file(str(files.split_model))
+    i2v = {**original, "img_emb.proj.0.weight": torch.zeros(4)}
+    refusal = model_info(_copy_layout(files, tmp_path / "i2v", i2v)).unsupported_reason
+    assert refusal == (
+        "wan: a Wan image-to-video transformer file; Easel runs it only as a diffusers folder "
+        "so far (with model_index.json, e.g. a copy of Wan-AI/Wan2.1-I2V-14B-480P-Diffusers)"
+    )
+    lonely = _copy_layout(files, tmp_path / "no-vae", original)
+    for file in (lonely.parents[1] / "vae").iterdir():
+        file.unlink()
+    reason = model_info(lonely).unsupported_reason
+    assert reason == "wan: needs a Wan VAE in vae/"
+    # The released files: no Wan config folder or UMT5 tokenizer is shipped with Easel.
+    with pytest.raises(UnsupportedModel, match=r"^model 'wan': Easel cannot run Wan 2\.1 from"):
+        load_pipeline(model_info(files.split_model, "wan"), CPU)
+
+
+def test_a_city96_gguf_s_flattened_tensor_gets_its_shape_back(files: TinyWanFiles) -> None:
+    import diffusers
+
+    original = load_file(str(files.split_model))["patch_embedding.weight"]
+    restored = gguf_weights(files.gguf_model)["patch_embedding.weight"]
+    assert restored.shape == original.shape  # (24, 16, 1, 2, 2), stored as (24, 64)
+    assert float((restored - original).abs().max()) < 0.02  # Q8_0's rounding
+    with pytest.raises(ValueError, match=r"patch_embedding\.weight has an expected shape"):
+        diffusers.WanTransformer3DModel.from_single_file(
+            str(files.gguf_model), config=str(files.configs), subfolder="transformer",
+            quantization_config=diffusers.GGUFQuantizationConfig(compute_dtype=torch.float32),
+            local_files_only=True,
+        )  # fmt: skip
