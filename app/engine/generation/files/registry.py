@@ -170,6 +170,11 @@ class TransformerFile:
     transformer_class: str
     components: tuple[tuple[str, str], ...]
     to_diffusers_keys: str = ""
+    # For families whose files share markers (Flux.1, Flux.1 Kontext, Chroma: Black Forest
+    # Labs' blocks): whether a file is this family's, from its keys (without
+    # model.diffusion_model.) and its name. A family that claims one is chosen before one
+    # that claims every file of its markers (None).
+    claims: Callable[[list[str], str], bool] | None = None
 
 
 @dataclass(frozen=True)

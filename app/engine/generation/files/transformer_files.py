@@ -1,4 +1,5 @@
-"""Flux.1 and SD 3.5 from the files artists download, told apart by their headers alone.
+"""Flux.1, Flux.1 Kontext, Chroma and SD 3.5 from the files artists download, told apart by
+their headers (and Kontext's by its name: its keys are Flux.1 dev's).
 
 Pure filesystem and JSON (no torch), like architecture.py. A diffusion model of these
 families comes as
@@ -218,14 +219,20 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def _family_of_keys(keys: list[str]) -> FamilySpec | None:
-    """The transformer family whose block keys these are (original layout), if any."""
+def _family_of_keys(keys: list[str], name: str = "") -> FamilySpec | None:
+    """The transformer family whose block keys these are (original layout), if any: of the
+    families with these markers, one whose declaration claims the file (by its keys or its
+    `name`: Chroma, Flux.1 Kontext) first, else the one that takes every such file."""
     bare = [k.removeprefix(DIFFUSION_PREFIX) for k in keys]
-    for spec in families():
-        file = spec.transformer_file
-        if file is not None and any(k.startswith(file.markers) for k in bare):
-            return spec
-    return None
+    marked = [
+        (spec, spec.transformer_file)
+        for spec in families()
+        if spec.transformer_file is not None
+        and any(k.startswith(spec.transformer_file.markers) for k in bare)
+    ]
+    claimed = (spec for spec, file in marked if file.claims is not None and file.claims(bare, name))
+    every = (spec for spec, file in marked if file.claims is None)
+    return next(claimed, None) or next(every, None)
 
 
 def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
@@ -234,7 +241,7 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     name = path.stem
     prefix = DIFFUSION_PREFIX if any(k.startswith(DIFFUSION_PREFIX) for k in shapes) else ""
     bare = {k.removeprefix(prefix): v for k, v in shapes.items() if k.startswith(prefix)}
-    spec = _family_of_keys(list(bare))
+    spec = _family_of_keys(list(bare), name)
     if spec is None or spec.transformer_file is None:
         return unsupported(f"{name}: no diffusion model Easel knows in it")
     needs = spec.transformer_file.read_header(bare, name)
@@ -339,6 +346,8 @@ def _pair(
         else:
             problems += [_misfit(kind, c, width) for c in candidates if c.kind == kind]
     clips = [c for c in candidates if c.kind == "clip"]
+    if CLIP_L not in wanted:  # T5 alone (Chroma)
+        return parts, problems
     if CLIP_G not in wanted:  # one CLIP (Flux.1): its width is stated alone
         width = needs.widths[CLIP_L]
         fits = [c for c in clips if c.width == width]
