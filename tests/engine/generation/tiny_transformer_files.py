@@ -330,7 +330,8 @@ def write_gguf(original: dict[str, torch.Tensor], path: Path, architecture: Arch
     import gguf
     import numpy as np
 
-    writer = gguf.GGUFWriter(str(path), "flux" if architecture is Architecture.FLUX1 else "sd3")
+    # city96 names the Kontext and Chroma conversions "flux" too (their blocks are Flux's).
+    writer = gguf.GGUFWriter(str(path), "sd3" if architecture is Architecture.SD3 else "flux")
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     for name, tensor in original.items():
