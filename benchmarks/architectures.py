@@ -82,8 +82,9 @@ against the full-precision one's.
 And Chroma and Flux.1 Kontext as the files artists have (`run_split_layouts`): ComfyUI's split
 layout (`chroma-split`, `flux1-kontext-split`: `chroma-unlocked-v50.safetensors` in
 lodestones' keys / `flux1-kontext-dev.safetensors` in Black Forest Labs' beside
-text_encoders/ and vae/ae.safetensors) and a GGUF Q8_0 of the same transformer
-(`chroma-gguf-q8_0`, `flux1-kontext-gguf-q8_0`), with the same figures and references
+text_encoders/ and vae/ae.safetensors), a GGUF Q8_0 of the same transformer
+(`chroma-gguf-q8_0`, `flux1-kontext-gguf-q8_0`) and an fp8 one (`chroma-fp8`,
+`flux1-kontext-fp8`), with the same figures and references
 (Kontext drawing from text alone at the job's size: stock with `max_area` = its area).
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
@@ -856,9 +857,9 @@ def run_file_layouts() -> None:
 def run_split_layouts(work: Path) -> None:
     """Chroma and Flux.1 Kontext from ComfyUI's split layout and a GGUF Q8_0 of the same
     transformer (`chroma-split`, `chroma-gguf-q8_0`, `flux1-kontext-split`,
-    `flux1-kontext-gguf-q8_0`), as `run_file_layouts`; Kontext drawing from text alone (its
-    stock pipeline without an input image)."""
-    from safetensors.torch import load_file
+    `flux1-kontext-gguf-q8_0`) and an fp8 one (`-fp8`), as `run_file_layouts`; Kontext
+    drawing from text alone (its stock pipeline without an input image)."""
+    from safetensors.torch import load_file, save_file
 
     from tests.engine.generation.tiny_transformer_files import (
         SPLIT_FILE_NAMES,
@@ -871,10 +872,16 @@ def run_split_layouts(work: Path) -> None:
         configs = SingleFileConfigs(layout.configs)
         twin = _pipeline_class(arch).from_pretrained(layout.folder, local_files_only=True)
         gguf_file = layout.split_model.with_name(f"{SPLIT_FILE_NAMES[arch.value]}-Q8_0.gguf")
-        write_gguf(load_file(str(layout.split_model)), gguf_file, arch)
+        original = load_file(str(layout.split_model))
+        write_gguf(original, gguf_file, arch)
+        fp8_file = layout.split_model.with_name(f"{SPLIT_FILE_NAMES[arch.value]}-fp8.safetensors")
+        fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in original.items()}
+        save_file(fp8, str(fp8_file))
         params = _split_params(arch)
         split_image = None
-        for layout_name, path in (("split", layout.split_model), ("gguf-q8_0", gguf_file)):
+        for layout_name, path in (
+            ("split", layout.split_model), ("gguf-q8_0", gguf_file), ("fp8", fp8_file),
+        ):  # fmt: skip
             label = f"{arch.value}-{layout_name}"
             model = detected(ModelInfo(path.stem, path, ModelSource.USER))
             reference = twin

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from app.engine.generation.device import CPU
 from app.engine.generation.files.architecture import Architecture
@@ -111,6 +111,15 @@ def test_chroma_is_told_by_its_keys_and_kontext_by_its_name(
     for arch in FAMILIES:
         gguf = model_info(files[arch]["gguf"])
         assert (gguf.architecture, gguf.quantisation) == (arch, "Q8_0"), gguf.unsupported_reason
+        original = load_file(str(files[arch]["split"]))
+        fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in original.items()}
+        fp8_file = files[arch]["split"].with_name(files[arch]["split"].stem + "-fp8.safetensors")
+        save_file(fp8, str(fp8_file))
+        try:
+            found = model_info(fp8_file)
+            assert (found.architecture, found.quantisation) == (arch, "fp8")
+        finally:
+            fp8_file.unlink()
 
 
 def test_a_chroma_file_without_a_t5_is_refused_in_one_sentence(
