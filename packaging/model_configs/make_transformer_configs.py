@@ -1,9 +1,9 @@
 """Write the offline configs of the transformer families (Flux.1, SD 3.5) to resources/.
 
 For each released model (flux1-dev, flux1-schnell, sd3.5-medium, sd3.5-large,
-sd3.5-large-turbo, flux1-kontext-dev, chroma) it writes model_index.json, each component's config and the tokenizer
-settings, so Easel assembles a pipeline from an artist's single or split files without a
-hub. Sources, all offline:
+sd3.5-large-turbo, flux1-kontext-dev, chroma) it writes model_index.json, each component's
+config and the tokenizer settings, so Easel assembles a pipeline from an artist's single or
+split files without a hub. Sources, all offline:
 - component configs: the constructor defaults of the installed diffusers/transformers
   classes, overridden by each release's published hyperparameters (the table below: the
   values of the reference repositories' config files);
@@ -16,7 +16,8 @@ hub. Sources, all offline:
 Run: `pip download stable-diffusion-cpp-python==0.4.7 --no-deps --no-binary :all: -d /tmp/sd`
 then `.venv/bin/python packaging/model_configs/make_transformer_configs.py --sdcpp
 /tmp/sd/stable_diffusion_cpp_python-0.4.7.tar.gz`; it checks the vocabulary against known
-T5 token ids ("Hello world" -> 8774, 296, </s>).
+T5 token ids ("Hello world" -> 8774, 296, </s>). `--only flux1-kontext-dev chroma` (without
+`--sdcpp`) writes those alone, keeping the T5 vocabulary already in --out.
 """
 
 from __future__ import annotations
