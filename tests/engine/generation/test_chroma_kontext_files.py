@@ -230,3 +230,40 @@ def test_chroma_keys_convert_as_diffusers_converts_them_at_the_released_width() 
     theirs = convert_chroma_transformer_checkpoint_to_diffusers(dict(original))
     assert sorted(ours) == sorted(theirs) == sorted(skeleton)
     assert all(torch.equal(ours[k], theirs[k]) and torch.equal(ours[k], skeleton[k]) for k in ours)
+
+
+def test_an_edit_on_a_kontext_gguf_file_is_the_stock_pipelines_edit(
+    files: dict[Architecture, dict[str, Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instruction and a picture (the edit job) on the quantised file: as test_kontext.py
+    does on folders, with the preferred resolutions shrunk eightfold for both sides."""
+    import io
+
+    from diffusers.pipelines.flux import pipeline_flux_kontext
+    from PIL import Image
+
+    from app.engine.jobs.params import KIND_EDIT
+    from app.engine.jobs.run_inputs import RunInputs
+    from tests.engine.generation.test_img2img import init_png
+
+    table = [(w // 8, h // 8) for w, h in pipeline_flux_kontext.PREFERRED_KONTEXT_RESOLUTIONS]
+    monkeypatch.setattr(pipeline_flux_kontext, "PREFERRED_KONTEXT_RESOLUTIONS", table)
+    arch = Architecture.FLUX1_KONTEXT
+    model, configs = model_info(files[arch]["gguf"]), files[arch]["configs"]
+    params = params_for(arch, prompt="make it night", kind=KIND_EDIT, init_image="job:1")
+    picture = init_png((64, 48))
+    outcome = runner_on(model, configs).run(
+        params, RunInputs(init_image=picture), output_path=tmp_path / "ours.png",
+        checkpoint_path=tmp_path / "ours.ckpt", on_step=lambda _p: StepDecision.CONTINUE,
+    )  # fmt: skip
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.image_path is not None
+    loaded = load_pipeline(model, CPU, SingleFileConfigs(configs)).pipe
+    stock = type(loaded)(**loaded.components)
+    stock.set_progress_bar_config(disable=True)
+    expected = stock(
+        image=Image.open(io.BytesIO(picture)), prompt=params.prompt,
+        num_inference_steps=params.steps, height=params.height, width=params.width,
+        max_area=params.width * params.height,
+        generator=torch.Generator("cpu").manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    assert max_diff(pixels(outcome.image_path), pixels(expected)) == 0
