@@ -13,9 +13,12 @@ families comes as
 
 Every part the diffusion model file lacks is looked for in the split folders beside it, and
 paired by family and size, from the headers: the transformer's input layers state the
-width of each text encoder it was trained with (Flux: `vector_in` = CLIP-L, `txt_in` = T5;
-SD 3.x: `y_embedder` = CLIP-L + CLIP-G, `context_embedder` = T5) and the latent channels of
-its VAE. Of several files that fit, the first by name is used (`text_encoders/` before
+width of each text encoder it was trained with (Flux and Kontext: `vector_in` = CLIP-L,
+`txt_in` = T5; Chroma: `txt_in` = T5 alone; SD 3.x: `y_embedder` = CLIP-L + CLIP-G,
+`context_embedder` = T5) and the latent channels of its VAE. Families whose files share
+block names (Flux.1, Kontext, Chroma) are told apart by their declarations' `claims`:
+Chroma by its `distilled_guidance_layer`, Kontext by "kontext" in the file name (its
+tensors are Flux.1 dev's, and its releases carry no metadata saying otherwise). Of several files that fit, the first by name is used (`text_encoders/` before
 `clip/`); a file of the right kind but the wrong size is named in the refusal when nothing
 fits. What is still missing is said in one sentence, e.g. "flux1-dev: needs a T5-XXL text
 encoder in text_encoders/".
