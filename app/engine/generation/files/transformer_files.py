@@ -19,9 +19,10 @@ width of each text encoder it was trained with (Flux and Kontext: `vector_in` = 
 block names (Flux.1, Kontext, Chroma) are told apart by their declarations' `claims`:
 Chroma by its `distilled_guidance_layer`, Kontext by "kontext" in the file name (its
 tensors are Flux.1 dev's, and its releases carry no metadata saying otherwise). Of several
-files that fit, the first by name is used (`text_encoders/` before `clip/`); a file of the right kind but the wrong size is named in the refusal when nothing
-fits. What is still missing is said in one sentence, e.g. "flux1-dev: needs a T5-XXL text
-encoder in text_encoders/".
+files that fit, the first by name is used (`text_encoders/` before `clip/`); a file of the
+right kind but the wrong size is named in the refusal when nothing fits. What is still
+missing is said in one sentence, e.g. "flux1-dev: needs a T5-XXL text encoder in
+text_encoders/".
 """
 
 from __future__ import annotations
