@@ -101,6 +101,14 @@ released UniPC: `load_s`, `pause_resume_max_diff` and `same_as_diffusers_max_dif
 frame; the reference is the folder's stock `WanPipeline` with diffusers' own single-file
 loads of the transformer and VAE files), and `vs_unquantised_max_diff[wan2.1-gguf-q8_0]`.
 
+And Chroma and Flux.1 Kontext as the files artists have (`run_split_layouts`): ComfyUI's split
+layout (`chroma-split`, `flux1-kontext-split`: `chroma-unlocked-v50.safetensors` in
+lodestones' keys / `flux1-kontext-dev.safetensors` in Black Forest Labs' beside
+text_encoders/ and vae/ae.safetensors), a GGUF Q8_0 of the same transformer
+(`chroma-gguf-q8_0`, `flux1-kontext-gguf-q8_0`) and an fp8 one (`chroma-fp8`,
+`flux1-kontext-fp8`), with the same figures and references
+(Kontext drawing from text alone at the job's size: stock with `max_area` = its area).
+
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
 SD 2.x v-prediction, SDXL) and of `dtype_matrix_flow.CASES` (SD 3.5, Flux.1, Flux.2 Klein, Z-Image,
@@ -787,10 +795,12 @@ def _flow_figures(
     cache: PipelineCache | None = None,
     reference: Any = None,
     cfg_as: str = "guidance_scale",
+    stock_options: dict[str, Any] | None = None,
 ) -> Any:
     """A flow model's four figures through Easel's loop; `reference`: the stock pipeline to
     compare with (default: the stock class on the components Easel loaded); `cfg_as`: the
-    stock argument `params.cfg` is (Qwen-Image's true CFG is `true_cfg_scale`). The image."""
+    stock argument `params.cfg` is (Qwen-Image's true CFG is `true_cfg_scale`);
+    `stock_options`: more stock arguments (Kontext's `max_area`). The image."""
     runner = Runner(device=CPU, resolve=lambda _n: model, cache=cache, threads=1)
     started = time.perf_counter()
     pipe = runner.load("m").pipe
@@ -809,6 +819,7 @@ def _flow_figures(
         prompt=params.prompt, num_inference_steps=params.steps, **{cfg_as: params.cfg},
         width=params.width, height=params.height,
         generator=torch.Generator().manual_seed(params.seed), **negative,
+        **(stock_options or {}),
     ).images[0]  # fmt: skip
     report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
     report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
@@ -945,6 +956,70 @@ def run_file_layouts() -> None:
                     twin_image = image  # the all-in-one file's: equal to the twin's (0 above)
                 elif model.quantisation:
                     report(f"vs_unquantised_max_diff[{label}]", max_diff(image, twin_image))
+        run_split_layouts(Path(temp))
+
+
+def run_split_layouts(work: Path) -> None:
+    """Chroma and Flux.1 Kontext from ComfyUI's split layout and a GGUF Q8_0 of the same
+    transformer (`chroma-split`, `chroma-gguf-q8_0`, `flux1-kontext-split`,
+    `flux1-kontext-gguf-q8_0`) and an fp8 one (`-fp8`), as `run_file_layouts`; Kontext
+    drawing from text alone (its stock pipeline without an input image)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.tiny_transformer_files import (
+        SPLIT_FILE_NAMES,
+        write_gguf,
+        write_tiny_split,
+    )
+
+    for arch in (Architecture.CHROMA, Architecture.FLUX1_KONTEXT):
+        layout = write_tiny_split(arch, work / arch.value)
+        configs = SingleFileConfigs(layout.configs)
+        twin = _pipeline_class(arch).from_pretrained(layout.folder, local_files_only=True)
+        gguf_file = layout.split_model.with_name(f"{SPLIT_FILE_NAMES[arch.value]}-Q8_0.gguf")
+        original = load_file(str(layout.split_model))
+        write_gguf(original, gguf_file, arch)
+        fp8_file = layout.split_model.with_name(f"{SPLIT_FILE_NAMES[arch.value]}-fp8.safetensors")
+        fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in original.items()}
+        save_file(fp8, str(fp8_file))
+        params = _split_params(arch)
+        split_image = None
+        for layout_name, path in (
+            ("split", layout.split_model), ("gguf-q8_0", gguf_file), ("fp8", fp8_file),
+        ):  # fmt: skip
+            label = f"{arch.value}-{layout_name}"
+            model = detected(ModelInfo(path.stem, path, ModelSource.USER))
+            reference = twin
+            if model.quantisation:
+                loaded = load_pipeline(model, CPU, configs).pipe
+                stock_transformer = _stock_transformer(loaded, model, configs)
+                reference = type(twin)(**{**twin.components, "transformer": stock_transformer})
+            # Kontext's stock pipeline draws `max_area` pixels (1 MP unless told): the job's.
+            area = (
+                {"max_area": params.width * params.height}
+                if arch is not Architecture.CHROMA
+                else {}
+            )
+            image = _flow_figures(
+                label, model, work, params, PipelineCache(configs=configs), reference,
+                stock_options=area,
+            )  # fmt: skip
+            if split_image is None:
+                split_image = image  # the split file's: equal to the twin's (0 above)
+            else:
+                report(f"vs_unquantised_max_diff[{label}]", max_diff(image, split_image))
+
+
+def _split_params(arch: Architecture) -> GenerationParams:
+    """Chroma: true CFG with a negative prompt (its stock default); Kontext: guidance."""
+    if arch is Architecture.CHROMA:
+        return GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0,
+            width=64, height=64, seed=42,
+        )  # fmt: skip
+    return GenerationParams(
+        prompt="a red circle", model="m", steps=STEPS, cfg=3.5, width=64, height=64, seed=42
+    )
 
 
 def run_wan_file_layouts() -> None:
@@ -1006,13 +1081,17 @@ def _file_params(arch: Architecture) -> GenerationParams:
 
 
 def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) -> Any:
-    """diffusers' own load of the same quantised file (for Flux, of its keys converted by
-    Easel: diffusers' conversion fixes the width at 3072, wider than the tiny model)."""
+    """diffusers' own load of the same quantised file (for Flux, Kontext and Chroma, of its
+    keys converted by Easel: diffusers' conversions fix the width at 3072, wider than the
+    tiny model)."""
     from diffusers import GGUFQuantizationConfig
     from safetensors.torch import load_file
 
-    from app.engine.generation.families.flux.keys import flux_to_diffusers
+    from app.engine.generation.load.assemble import diffusers_keys
 
+    transformer_file = model.architecture.spec.transformer_file if model.architecture else None
+    assert transformer_file is not None
+    to_diffusers = diffusers_keys(transformer_file.to_diffusers_keys)
     cls = type(pipe.transformer)
     options: dict[str, Any] = {
         "config": str(configs.root / model.config_name),
@@ -1023,13 +1102,13 @@ def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) 
     source: Any = str(model.path)
     if model.path.suffix == ".gguf":
         options["quantization_config"] = GGUFQuantizationConfig(compute_dtype=torch.float32)
-        if model.architecture is Architecture.FLUX1:
+        if transformer_file.to_diffusers_keys:
             from diffusers.models.model_loading_utils import load_gguf_checkpoint
 
-            source = flux_to_diffusers(dict(load_gguf_checkpoint(str(model.path), True)))
+            source = to_diffusers(dict(load_gguf_checkpoint(str(model.path), True)))
         return cls.from_single_file(source, **options)
-    if model.architecture is Architecture.FLUX1:
-        source = flux_to_diffusers(load_file(str(model.path)))
+    if transformer_file.to_diffusers_keys:
+        source = to_diffusers(load_file(str(model.path)))
     transformer = cls.from_single_file(source, **options)
     transformer.enable_layerwise_casting(
         storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32

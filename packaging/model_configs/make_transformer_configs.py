@@ -1,9 +1,9 @@
 """Write the offline configs of the transformer families (Flux.1, SD 3.5) to resources/.
 
 For each released model (flux1-dev, flux1-schnell, sd3.5-medium, sd3.5-large,
-sd3.5-large-turbo) it writes model_index.json, each component's config and the tokenizer
-settings, so Easel assembles a pipeline from an artist's single or split files without a
-hub. Sources, all offline:
+sd3.5-large-turbo, flux1-kontext-dev, chroma) it writes model_index.json, each component's
+config and the tokenizer settings, so Easel assembles a pipeline from an artist's single or
+split files without a hub. Sources, all offline:
 - component configs: the constructor defaults of the installed diffusers/transformers
   classes, overridden by each release's published hyperparameters (the table below: the
   values of the reference repositories' config files);
@@ -16,7 +16,8 @@ hub. Sources, all offline:
 Run: `pip download stable-diffusion-cpp-python==0.4.7 --no-deps --no-binary :all: -d /tmp/sd`
 then `.venv/bin/python packaging/model_configs/make_transformer_configs.py --sdcpp
 /tmp/sd/stable_diffusion_cpp_python-0.4.7.tar.gz`; it checks the vocabulary against known
-T5 token ids ("Hello world" -> 8774, 296, </s>).
+T5 token ids ("Hello world" -> 8774, 296, </s>). `--only flux1-kontext-dev chroma` (without
+`--sdcpp`) writes those alone, keeping the T5 vocabulary already in --out.
 """
 
 from __future__ import annotations
@@ -137,6 +138,33 @@ def _flux(guidance: bool, scheduler: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _flux_kontext() -> dict[str, Any]:
+    """FLUX.1-Kontext-dev: Flux.1 dev's transformer, VAE, text encoders and scheduler."""
+    return {**_flux(True, {"shift": 3.0, "use_dynamic_shifting": True}),
+            "pipeline": "FluxKontextPipeline"}  # fmt: skip
+
+
+CHROMA_TRANSFORMER = {  # lodestones/Chroma1-HD: Flux.1 schnell's blocks, the approximator
+    **{k: v for k, v in FLUX_TRANSFORMER.items() if k != "pooled_projection_dim"},
+    "approximator_num_channels": 64,
+    "approximator_hidden_dim": 5120,
+    "approximator_layers": 5,
+}
+
+
+def _chroma() -> dict[str, Any]:
+    """Chroma (Chroma1-HD, the chroma-unlocked-v* files): T5 alone, Flux.1's VAE and dev's
+    dynamic-shift schedule."""
+    return {
+        "pipeline": "ChromaPipeline",
+        "transformer": ("ChromaTransformer2DModel", CHROMA_TRANSFORMER),
+        "scheduler": {**FLUX_SCHEDULER, "shift": 3.0, "use_dynamic_shifting": True},
+        "vae": {**VAE_16, "scaling_factor": 0.3611, "shift_factor": 0.1159},
+        "clips": {},
+        "t5": ("text_encoder", "tokenizer", 512, "gelu_pytorch_tanh"),
+    }
+
+
 def _sd35(transformer: dict[str, Any]) -> dict[str, Any]:
     return {
         "pipeline": "StableDiffusion3Pipeline",
@@ -156,16 +184,26 @@ RELEASES: dict[str, dict[str, Any]] = {
     # The same network as large, distilled for 4 steps without guidance; its scheduler
     # config is large's (the step count and guidance are the sampling defaults).
     "sd3.5-large-turbo": _sd35(SD35_LARGE),
+    "flux1-kontext-dev": _flux_kontext(),
+    "chroma": _chroma(),
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sdcpp", type=Path, required=True, help="the sdist (.tar.gz)")
+    parser.add_argument(
+        "--sdcpp",
+        type=Path,
+        help="the sdist (.tar.gz); without it, the T5 vocabulary already in --out is kept",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--only", nargs="*", help="these releases alone (default: all)")
     args = parser.parse_args()
-    write_t5_vocabulary(args.out / T5_VOCABULARY, read_t5_tokenizer_json(args.sdcpp))
+    if args.sdcpp:
+        write_t5_vocabulary(args.out / T5_VOCABULARY, read_t5_tokenizer_json(args.sdcpp))
     for name, spec in RELEASES.items():
+        if args.only and name not in args.only:
+            continue
         folder = args.out / name
         shutil.rmtree(folder, ignore_errors=True)
         write_release(folder, spec)

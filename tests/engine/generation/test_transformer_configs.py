@@ -1,5 +1,5 @@
-"""The shipped configs of Flux.1 and SD 3.5 describe the released networks, and the shipped
-T5 vocabulary is the real one."""
+"""The shipped configs of Flux.1, Flux.1 Kontext, Chroma and SD 3.5 describe the released
+networks, and the shipped T5 vocabulary is the real one."""
 
 from __future__ import annotations
 
@@ -38,6 +38,11 @@ RELEASED_SIZES = {
     "sd3.5-medium": [2_243_171_520, VAE_16, 123_650_304, 694_659_840, T5_XXL],
     "sd3.5-large": [8_056_627_520, VAE_16, 123_650_304, 694_659_840, T5_XXL],
     "sd3.5-large-turbo": [8_056_627_520, VAE_16, 123_650_304, 694_659_840, T5_XXL],
+    # FLUX.1-Kontext-dev: Flux.1 dev's network, trained further (the same shapes).
+    "flux1-kontext-dev": [11_901_408_320, VAE_16, 123_060_480, T5_XXL],
+    # Chroma1-HD: "8.9B parameters" on its model card (no CLIP, no guidance embedder, no
+    # per-block modulation; its approximator 64 -> 5120, 5 layers deep); T5-XXL alone.
+    "chroma": [8_899_983_424, VAE_16, T5_XXL],
 }
 
 

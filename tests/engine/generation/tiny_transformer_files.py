@@ -330,7 +330,8 @@ def write_gguf(original: dict[str, torch.Tensor], path: Path, architecture: Arch
     import gguf
     import numpy as np
 
-    writer = gguf.GGUFWriter(str(path), "flux" if architecture is Architecture.FLUX1 else "sd3")
+    # city96 names the Kontext and Chroma conversions "flux" too (their blocks are Flux's).
+    writer = gguf.GGUFWriter(str(path), "sd3" if architecture is Architecture.SD3 else "flux")
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     for name, tensor in original.items():
@@ -346,3 +347,47 @@ def write_gguf(original: dict[str, torch.Tensor], path: Path, architecture: Arch
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+# ---------------------------------------------------------------- Chroma and Flux.1 Kontext
+
+# The released file names (the Kontext rule reads the name: its keys are Flux.1 dev's).
+SPLIT_FILE_NAMES = {"chroma": "chroma-unlocked-v50", "flux1-kontext": "flux1-kontext-dev"}
+SPLIT_CONFIG_NAMES = {"chroma": "chroma", "flux1-kontext": "flux1-kontext-dev"}
+
+
+def write_tiny_split(architecture: Architecture, root: Path) -> TinyLayouts:
+    """Tiny Chroma or Flux.1 Kontext as a diffusers folder (the twin) and in ComfyUI's split
+    layout: the transformer in its original keys in diffusion_models/ (lodestones' for
+    Chroma, Black Forest Labs' for Kontext), the T5 (and Kontext's CLIP-L) in
+    text_encoders/, Flux's VAE as LDM-keyed ae.safetensors in vae/. No all-in-one file
+    (`all_in_one` is the split model)."""
+    from app.engine.generation.families.chroma.keys import chroma_from_diffusers
+    from app.testing.tiny.chroma import build_tiny_chroma
+    from app.testing.tiny.kontext import build_tiny_kontext
+
+    chroma = architecture is Architecture.CHROMA
+    pipe = build_tiny_chroma() if chroma else build_tiny_kontext()
+    folder = root / "folder" / SPLIT_FILE_NAMES[architecture.value]
+    pipe.save_pretrained(folder)
+    configs = root / "configs"
+    shutil.copytree(
+        folder,
+        configs / SPLIT_CONFIG_NAMES[architecture.value],
+        ignore=shutil.ignore_patterns("*.safetensors"),
+    )
+    state = pipe.transformer.state_dict()
+    transformer = chroma_from_diffusers(state) if chroma else flux_from_diffusers(state)
+    split_root = root / "models"
+    split_model = (
+        split_root / "diffusion_models" / f"{SPLIT_FILE_NAMES[architecture.value]}.safetensors"
+    )
+    _save(transformer, split_model)
+    _save(vae_to_ldm(pipe.vae.state_dict()), split_root / "vae" / "ae.safetensors")
+    t5 = pipe.text_encoder if chroma else pipe.text_encoder_2
+    t5_weights = {k: v for k, v in t5.state_dict().items() if k != "encoder.embed_tokens.weight"}
+    _save(t5_weights, split_root / "text_encoders" / "t5xxl_fp16.safetensors")
+    if not chroma:
+        clip = _clip_keys(pipe.text_encoder.state_dict())
+        _save(clip, split_root / "text_encoders" / "clip_l.safetensors")
+    return TinyLayouts(folder, split_model, split_root, split_model, configs)

@@ -173,6 +173,11 @@ class TransformerFile:
     # Why its files cannot load where Easel ships no config folder for them (one sentence,
     # after the model's name); "": the folders are shipped, and a missing one is damage.
     configs_not_shipped: str = ""
+    # For families whose files share markers (Flux.1, Flux.1 Kontext, Chroma: Black Forest
+    # Labs' blocks): whether a file is this family's, from its keys (without
+    # model.diffusion_model.) and its name. A family that claims one is chosen before one
+    # that claims every file of its markers (None).
+    claims: Callable[[list[str], str], bool] | None = None
 
 
 @dataclass(frozen=True)

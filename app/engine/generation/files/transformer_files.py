@@ -1,6 +1,7 @@
-"""Flux.1, SD 3.5 and Wan 2.1 from the files artists download, told apart by their headers
-alone (Wan 2.1 text to video: its transformer in Wan-AI's keys, `.safetensors` or city96's
-GGUF, beside ComfyUI's `umt5_xxl_*.safetensors` and `wan_2.1_vae.safetensors`).
+"""Flux.1, Flux.1 Kontext, Chroma, SD 3.5 and Wan 2.1 from the files artists download,
+told apart by their headers (Kontext's by its name: its keys are Flux.1 dev's; Wan 2.1 text
+to video: its transformer in Wan-AI's keys, `.safetensors` or city96's GGUF, beside
+ComfyUI's `umt5_xxl_*.safetensors` and `wan_2.1_vae.safetensors`).
 
 Pure filesystem and JSON (no torch), like architecture.py. A diffusion model of these
 families comes as
@@ -14,12 +15,16 @@ families comes as
 
 Every part the diffusion model file lacks is looked for in the split folders beside it, and
 paired by family and size, from the headers: the transformer's input layers state the
-width of each text encoder it was trained with (Flux: `vector_in` = CLIP-L, `txt_in` = T5;
-SD 3.x: `y_embedder` = CLIP-L + CLIP-G, `context_embedder` = T5) and the latent channels of
-its VAE. Of several files that fit, the first by name is used (`text_encoders/` before
-`clip/`); a file of the right kind but the wrong size is named in the refusal when nothing
-fits. What is still missing is said in one sentence, e.g. "flux1-dev: needs a T5-XXL text
-encoder in text_encoders/".
+width of each text encoder it was trained with (Flux and Kontext: `vector_in` = CLIP-L,
+`txt_in` = T5; Chroma: `txt_in` = T5 alone; SD 3.x: `y_embedder` = CLIP-L + CLIP-G,
+`context_embedder` = T5) and the latent channels of its VAE. Families whose files share
+block names (Flux.1, Kontext, Chroma) are told apart by their declarations' `claims`:
+Chroma by its `distilled_guidance_layer`, Kontext by "kontext" in the file name (its
+tensors are Flux.1 dev's, and its releases carry no metadata saying otherwise). Of several
+files that fit, the first by name is used (`text_encoders/` before `clip/`); a file of the
+right kind but the wrong size is named in the refusal when nothing fits. What is still
+missing is said in one sentence, e.g. "flux1-dev: needs a T5-XXL text encoder in
+text_encoders/".
 """
 
 from __future__ import annotations
@@ -230,14 +235,20 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def _family_of_keys(keys: list[str]) -> FamilySpec | None:
-    """The transformer family whose block keys these are (original layout), if any."""
+def _family_of_keys(keys: list[str], name: str = "") -> FamilySpec | None:
+    """The transformer family whose block keys these are (original layout), if any: of the
+    families with these markers, one whose declaration claims the file (by its keys or its
+    `name`: Chroma, Flux.1 Kontext) first, else the one that takes every such file."""
     bare = [k.removeprefix(DIFFUSION_PREFIX) for k in keys]
-    for spec in families():
-        file = spec.transformer_file
-        if file is not None and any(k.startswith(file.markers) for k in bare):
-            return spec
-    return None
+    marked = [
+        (spec, spec.transformer_file)
+        for spec in families()
+        if spec.transformer_file is not None
+        and any(k.startswith(spec.transformer_file.markers) for k in bare)
+    ]
+    claimed = (spec for spec, file in marked if file.claims is not None and file.claims(bare, name))
+    every = (spec for spec, file in marked if file.claims is None)
+    return next(claimed, None) or next(every, None)
 
 
 def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
@@ -246,7 +257,7 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     name = path.stem
     prefix = DIFFUSION_PREFIX if any(k.startswith(DIFFUSION_PREFIX) for k in shapes) else ""
     bare = {k.removeprefix(prefix): v for k, v in shapes.items() if k.startswith(prefix)}
-    spec = _family_of_keys(list(bare))
+    spec = _family_of_keys(list(bare), name)
     if spec is None or spec.transformer_file is None:
         return unsupported(f"{name}: no diffusion model Easel knows in it")
     needs = spec.transformer_file.read_header(bare, name)
@@ -354,7 +365,7 @@ def _pair(
         else:
             problems += [_misfit(kind, c, width) for c in candidates if c.kind == kind]
     clips = [c for c in candidates if c.kind == "clip"]
-    if CLIP_L not in wanted:  # Wan: its one text encoder is UMT5
+    if CLIP_L not in wanted:  # T5 alone (Chroma), or UMT5 alone (Wan)
         return parts, problems
     if CLIP_G not in wanted:  # one CLIP (Flux.1): its width is stated alone
         width = needs.widths[CLIP_L]

@@ -1,20 +1,23 @@
-"""A Flux.1, SD 3.x or Wan 2.1 pipeline assembled from the files transformer_files.py found.
+"""A Flux.1, Flux.1 Kontext, Chroma, SD 3.x or Wan 2.1 pipeline assembled from the files
+transformer_files.py found for it.
 
 Each component is read from its own file (or its prefix in an all-in-one file) and built
 by diffusers' single-file code from the shipped config folder, local files only:
 - the transformer: its diffusers class's `from_single_file` (`SD3Transformer2DModel`:
   diffusers converts Stability's keys), after the family's own key converter where it
-  declares one (Flux's Black Forest Labs keys: families/flux/keys.py);
+  declares one (Black Forest Labs' keys of Flux.1 and Kontext: families/flux/keys.py;
+  lodestones' of Chroma: families/chroma/keys.py);
 - the VAE: its config folder's class's `from_single_file` (`AutoencoderKL`: original LDM
   keys or diffusers' own; `AutoencoderKLWan`: Wan-AI's keys, which diffusers converts);
 - the text encoders: diffusers' `create_diffusers_clip_model_from_ldm` and
   `create_diffusers_t5_model_from_checkpoint`, given the keys under the prefixes an
   all-in-one file has (a split file's transformers-layout keys are put under them);
 - the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies).
-The pipeline is then the stock `FluxPipeline` / `StableDiffusion3Pipeline` / `WanPipeline`
-of these parts. A city96 GGUF's tensors that GGUF's four dimensions flattened (Wan's 5D
-patch embedding) get their shape back from the file's metadata, dequantised if they were
-quantised: diffusers quantises only linear layers.
+The pipeline is then the family's stock pipeline (`FluxPipeline`, `FluxKontextPipeline`,
+`ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`) of these parts. A city96 GGUF's
+tensors that GGUF's four dimensions flattened (Wan's 5D patch embedding) get their shape
+back from the file's metadata, dequantised if they were quantised: diffusers quantises only
+linear layers.
 """
 
 from __future__ import annotations

@@ -52,9 +52,9 @@ def claims_fill(configs: FolderConfigs) -> bool:
     return is_fill_transformer(configs.get("transformer", {}), configs.get("vae", {}))
 
 
-def read_header(bare: Shapes, name: str) -> FileNeeds | str:
-    """What a Flux transformer (Black Forest Labs' keys) needs: its text encoders' widths
-    from its input layers, its VAE's latent channels; dev has a guidance input."""
+def flux_widths(bare: Shapes) -> dict[str, int] | str:
+    """What a Flux.1-layout transformer (Black Forest Labs' keys; Kontext's too) needs: its
+    text encoders' widths from its input layers, its VAE's latent channels; or why not."""
     try:
         in_channels = bare["img_in.weight"][1]
         widths = {
@@ -66,6 +66,14 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
         return "an incomplete Flux transformer (no img_in, txt_in or vector_in weights)"
     if in_channels == fill_in_channels(16, 8):  # FLUX.1-Fill-dev's, with Flux's VAE
         return FILL_FILE_REFUSAL
+    return widths
+
+
+def read_header(bare: Shapes, name: str) -> FileNeeds | str:
+    """A Flux.1 transformer's needs (`flux_widths`); dev has a guidance input."""
+    widths = flux_widths(bare)
+    if isinstance(widths, str):
+        return widths
     dev = "guidance_in.in_layer.weight" in bare
     return FileNeeds(FLUX1_ID, "flux1-dev" if dev else "flux1-schnell", widths)
 

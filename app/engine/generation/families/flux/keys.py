@@ -16,11 +16,13 @@ import torch
 StateDict = dict[str, torch.Tensor]
 
 
-def flux_to_diffusers(checkpoint: StateDict) -> StateDict:
+def flux_to_diffusers(checkpoint: StateDict, modulated: bool = True) -> StateDict:
     """Black Forest Labs' Flux.1 keys -> diffusers' `FluxTransformer2DModel` keys.
 
     The conversion of diffusers' `convert_flux_transformer_checkpoint_to_diffusers`, with
-    the attention width read from the weights (`img_in`) instead of fixed at 3072."""
+    the attention width read from the weights (`img_in`) instead of fixed at 3072.
+    `modulated=False`: the blocks without modulation layers of their own (Chroma's, whose
+    modulation comes from its `distilled_guidance_layer`: families/chroma/keys.py)."""
     source = {
         key.removeprefix("model.diffusion_model."): value for key, value in checkpoint.items()
     }
@@ -35,7 +37,7 @@ def flux_to_diffusers(checkpoint: StateDict) -> StateDict:
             move(new, old)
     for i in _block_indices(source, "double_blocks."):
         new, old = f"transformer_blocks.{i}.", f"double_blocks.{i}."
-        for suffix, original in _FLUX_DOUBLE_RENAMES:
+        for suffix, original in _double_renames(modulated):
             move(new + suffix, old + original)
         for stream, names in (("img", ("to_q", "to_k", "to_v")), ("txt", _ADDED_QKV)):
             for kind in ("weight", "bias"):
@@ -44,7 +46,7 @@ def flux_to_diffusers(checkpoint: StateDict) -> StateDict:
                     out[f"{new}attn.{name}.{kind}"] = tensor
     for i in _block_indices(source, "single_blocks."):
         new, old = f"single_transformer_blocks.{i}.", f"single_blocks.{i}."
-        for suffix, original in _FLUX_SINGLE_RENAMES:
+        for suffix, original in _single_renames(modulated):
             move(new + suffix, old + original)
         for kind in ("weight", "bias"):
             linear1 = source.pop(f"{old}linear1.{kind}")
@@ -54,12 +56,13 @@ def flux_to_diffusers(checkpoint: StateDict) -> StateDict:
             out[f"{new}attn.to_v.{kind}"], out[f"{new}proj_mlp.{kind}"] = v, mlp
     for kind in ("weight", "bias"):
         out[f"proj_out.{kind}"] = source.pop(f"final_layer.linear.{kind}")
-        shift, scale = source.pop(f"final_layer.adaLN_modulation.1.{kind}").chunk(2, dim=0)
-        out[f"norm_out.linear.{kind}"] = torch.cat([scale, shift], dim=0)
+        if modulated:
+            shift, scale = source.pop(f"final_layer.adaLN_modulation.1.{kind}").chunk(2, dim=0)
+            out[f"norm_out.linear.{kind}"] = torch.cat([scale, shift], dim=0)
     return out
 
 
-def flux_from_diffusers(state: StateDict) -> StateDict:
+def flux_from_diffusers(state: StateDict, modulated: bool = True) -> StateDict:
     """The inverse of `flux_to_diffusers`: diffusers' keys -> Black Forest Labs' layout."""
     source = dict(state)
     out: StateDict = {}
@@ -68,7 +71,7 @@ def flux_from_diffusers(state: StateDict) -> StateDict:
             out[old] = source.pop(new)
     for i in _block_indices(source, "transformer_blocks."):
         new, old = f"transformer_blocks.{i}.", f"double_blocks.{i}."
-        for suffix, original in _FLUX_DOUBLE_RENAMES:
+        for suffix, original in _double_renames(modulated):
             out[old + original] = source.pop(new + suffix)
         for stream, names in (("img", ("to_q", "to_k", "to_v")), ("txt", _ADDED_QKV)):
             for kind in ("weight", "bias"):
@@ -76,7 +79,7 @@ def flux_from_diffusers(state: StateDict) -> StateDict:
                 out[f"{old}{stream}_attn.qkv.{kind}"] = torch.cat(qkv, dim=0)
     for i in _block_indices(source, "single_transformer_blocks."):
         new, old = f"single_transformer_blocks.{i}.", f"single_blocks.{i}."
-        for suffix, original in _FLUX_SINGLE_RENAMES:
+        for suffix, original in _single_renames(modulated):
             out[old + original] = source.pop(new + suffix)
         for kind in ("weight", "bias"):
             linear1_names = ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp")
@@ -85,8 +88,9 @@ def flux_from_diffusers(state: StateDict) -> StateDict:
             )
     for kind in ("weight", "bias"):
         out[f"final_layer.linear.{kind}"] = source.pop(f"proj_out.{kind}")
-        scale, shift = source.pop(f"norm_out.linear.{kind}").chunk(2, dim=0)
-        out[f"final_layer.adaLN_modulation.1.{kind}"] = torch.cat([shift, scale], dim=0)
+        if modulated:
+            scale, shift = source.pop(f"norm_out.linear.{kind}").chunk(2, dim=0)
+            out[f"final_layer.adaLN_modulation.1.{kind}"] = torch.cat([shift, scale], dim=0)
     if source:
         raise ValueError(f"keys not in the Flux layout: {sorted(source)[:5]}")
     return out
@@ -135,3 +139,14 @@ _FLUX_SINGLE_RENAMES = [
     ("attn.norm_k.weight", "norm.key_norm.scale"),
     *_pairs("proj_out", "linear2"),
 ]
+
+
+_MODULATION = ("img_mod.", "txt_mod.", "modulation.")
+
+
+def _double_renames(modulated: bool) -> list[tuple[str, str]]:
+    return [r for r in _FLUX_DOUBLE_RENAMES if modulated or not r[1].startswith(_MODULATION)]
+
+
+def _single_renames(modulated: bool) -> list[tuple[str, str]]:
+    return [r for r in _FLUX_SINGLE_RENAMES if modulated or not r[1].startswith(_MODULATION)]
