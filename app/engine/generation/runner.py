@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise
+from app.engine.generation import denoise, experts
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import (
     ClipDoesNotFit,
@@ -690,8 +690,14 @@ def _memory_beside_the_model(pipe: Any, device: DeviceChoice) -> tuple[int, str]
     gpu_free = device_memory_free(device.device)
     if gpu_free is None:
         return available_memory(), "this machine"
-    on_gpu = largest_part_bytes(pipe) if device.low_vram else pipeline_bytes(pipe)
+    on_gpu = largest_part_bytes(pipe) if device.low_vram else on_device_bytes(pipe)
     return max(0, gpu_free - on_gpu), "this GPU"
+
+
+def on_device_bytes(pipe: Any) -> int:
+    """The weights a pipeline keeps on its device outside low-VRAM mode: all, less an
+    expert waiting in RAM (Wan 2.2 A14B one expert at a time)."""
+    return pipeline_bytes(pipe) - experts.waiting_bytes(pipe)
 
 
 def _itemsize(module: Any) -> int:
