@@ -114,6 +114,13 @@ def plan_of(pipe: Any) -> str | None:
     return ONE_AT_A_TIME if swap_of(pipe) is not None else BOTH_ON_DEVICE
 
 
+def note(pipe: Any) -> str:
+    """For the job's timeline: why a clip runs slower at its switch ("" otherwise)."""
+    if swap_of(pipe) is None:
+        return ""
+    return f"{ONE_AT_A_TIME} (the pair does not fit this device's memory budget)"
+
+
 def expert_in_use(pipe: Any, expert: Any) -> Any:
     """`expert`, on the device: moved there (and the other off) when one at a time."""
     swap = swap_of(pipe)

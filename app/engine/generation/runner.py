@@ -349,7 +349,7 @@ class Runner:
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
         compiled.prepare(loaded.pipe, params.compile)
         chosen = attention.use_best(loaded.pipe, family_of(loaded.pipe).name)
-        load_note = "; ".join(filter(None, (load_note, chosen)))
+        load_note = "; ".join(filter(None, (load_note, chosen, experts.note(loaded.pipe))))
         problems = video_problems(loaded.model.architecture, params)  # checked at submit too
         if problems:
             raise InvalidParameters("; ".join(problems))

@@ -78,6 +78,8 @@ def test_one_expert_at_a_time_gives_the_same_clip_across_a_pause_before_and_afte
     reference = written.frames[uninterrupted.image_path]
     one = within(model, whole_bytes - 1)
     done = clip(one, PARAMS, tmp_path, "one")
+    assert "one expert at a time (the pair does not fit" in done.load_note
+    assert "expert" not in uninterrupted.load_note
     swap = swap_of(one.load("wan").pipe)
     assert swap is not None and swap.moves == ["transformer_2"]  # once, at the switch
     assert done.image_path is not None
