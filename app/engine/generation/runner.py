@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from app.engine.generation import denoise
+from app.engine.generation import denoise, experts
 from app.engine.generation.device import DeviceChoice, pick_device
 from app.engine.generation.errors import (
     ClipDoesNotFit,
@@ -353,7 +353,7 @@ class Runner:
         load_note = self._cache.last_fetch.note  # "model loaded in 6.2 s", for the timeline
         compiled.prepare(loaded.pipe, params.compile)
         chosen = attention.use_best(loaded.pipe, family_of(loaded.pipe).name)
-        load_note = "; ".join(filter(None, (load_note, chosen)))
+        load_note = "; ".join(filter(None, (load_note, chosen, experts.note(loaded.pipe))))
         problems = video_problems(loaded.model.architecture, params)  # checked at submit too
         if problems:
             raise InvalidParameters("; ".join(problems))
@@ -705,8 +705,14 @@ def _memory_beside_the_model(pipe: Any, device: DeviceChoice) -> tuple[int, str]
     gpu_free = device_memory_free(device.device)
     if gpu_free is None:
         return available_memory(), "this machine"
-    on_gpu = largest_part_bytes(pipe) if device.low_vram else pipeline_bytes(pipe)
+    on_gpu = largest_part_bytes(pipe) if device.low_vram else on_device_bytes(pipe)
     return max(0, gpu_free - on_gpu), "this GPU"
+
+
+def on_device_bytes(pipe: Any) -> int:
+    """The weights a pipeline keeps on its device outside low-VRAM mode: all, less an
+    expert waiting in RAM (Wan 2.2 A14B one expert at a time)."""
+    return pipeline_bytes(pipe) - experts.waiting_bytes(pipe)
 
 
 def _itemsize(module: Any) -> int:

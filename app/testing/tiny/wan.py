@@ -136,7 +136,9 @@ TI2V_SPATIAL = 16  # its VAE's 16x in space (8x and a 2x2 pixel patch)
 TI2V_RELEASED_SCHEDULER = {**RELEASED_SCHEDULER, "flow_shift": 5.0}
 
 
-def _tiny_dit(in_channels: int, out_channels: int, image_dim: int | None = None) -> Any:
+def _tiny_dit(
+    in_channels: int, out_channels: int, image_dim: int | None = None, layers: int = 1
+) -> Any:
     from diffusers import WanTransformer3DModel
 
     return WanTransformer3DModel(
@@ -148,7 +150,7 @@ def _tiny_dit(in_channels: int, out_channels: int, image_dim: int | None = None)
         text_dim=TEXT_WIDTH,
         freq_dim=32,
         ffn_dim=32,
-        num_layers=1,
+        num_layers=layers,
         cross_attn_norm=True,
         qk_norm="rms_norm_across_heads",
         rope_max_seq_len=32,
@@ -162,11 +164,12 @@ def _spread(count: int, low: float, high: float) -> list[float]:
     return [low + (high - low) * index / (count - 1) for index in range(count)]
 
 
-def build_tiny_wan_ti2v(*, seed: int = 0, released: bool = False) -> Any:
+def build_tiny_wan_ti2v(*, seed: int = 0, released: bool = False, layers: int = 1) -> Any:
     """A tiny Wan 2.2 TI2V 5B, as its diffusers folder is made: a `WanPipeline` whose
     model index says `expand_timesteps` (a timestep per latent patch, so that the first
-    latent frame can be an input image's, at timestep 0), a 48-channel DiT and Wan 2.2's
-    VAE (residual, 2x2 pixel patches: 16x in space, 4x in time)."""
+    latent frame can be an input image's, at timestep 0), a 48-channel DiT of `layers`
+    blocks (First Block Cache needs two) and Wan 2.2's VAE (residual, 2x2 pixel patches:
+    16x in space, 4x in time)."""
     import torch
     from diffusers import (
         AutoencoderKLWan,
@@ -177,7 +180,7 @@ def build_tiny_wan_ti2v(*, seed: int = 0, released: bool = False) -> Any:
 
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        transformer = _tiny_dit(TI2V_LATENT_CHANNELS, TI2V_LATENT_CHANNELS)
+        transformer = _tiny_dit(TI2V_LATENT_CHANNELS, TI2V_LATENT_CHANNELS, layers=layers)
         vae = AutoencoderKLWan(
             base_dim=12,
             z_dim=TI2V_LATENT_CHANNELS,
@@ -204,9 +207,11 @@ def build_tiny_wan_ti2v(*, seed: int = 0, released: bool = False) -> Any:
     )
 
 
-def write_tiny_wan_ti2v(dest: Path, *, seed: int = 0, released: bool = False) -> Path:
+def write_tiny_wan_ti2v(
+    dest: Path, *, seed: int = 0, released: bool = False, layers: int = 1
+) -> Path:
     """Save `build_tiny_wan_ti2v(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan_ti2v(seed=seed, released=released)
+    pipe = build_tiny_wan_ti2v(seed=seed, released=released, layers=layers)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest
@@ -238,11 +243,12 @@ def tiny_clip_vision(*, seed: int = 0) -> tuple[Any, Any]:
     return encoder, CLIPImageProcessor(crop_size=I2V_IMAGE_SIZE, size=I2V_IMAGE_SIZE)
 
 
-def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False) -> Any:
+def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False, layers: int = 1) -> Any:
     """A tiny Wan 2.1 I2V (`WanImageToVideoPipeline`): its DiT reads the noise (16
     channels), the 4 mask channels and the input image's 16 latent channels (36 in), and
     the CLIP image encoder's penultimate states beside the prompt's. With `experts`, Wan 2.2
-    I2V A14B's shape: a high- and a low-noise DiT switched at the boundary ratio, no CLIP."""
+    I2V A14B's shape: a high- and a low-noise DiT switched at the boundary ratio, no CLIP.
+    `layers`: each DiT's blocks (First Block Cache needs two)."""
     import torch
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanImageToVideoPipeline
 
@@ -250,8 +256,8 @@ def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False) -> Any:
     image_dim = None if experts else I2V_IMAGE_WIDTH
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        transformer = _tiny_dit(in_channels, LATENT_CHANNELS, image_dim)
-        transformer_2 = _tiny_dit(in_channels, LATENT_CHANNELS) if experts else None
+        transformer = _tiny_dit(in_channels, LATENT_CHANNELS, image_dim, layers)
+        transformer_2 = _tiny_dit(in_channels, LATENT_CHANNELS, layers=layers) if experts else None
         vae = AutoencoderKLWan(
             base_dim=3,
             z_dim=LATENT_CHANNELS,
@@ -273,9 +279,11 @@ def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False) -> Any:
     )
 
 
-def write_tiny_wan_i2v(dest: Path, *, seed: int = 0, experts: bool = False) -> Path:
+def write_tiny_wan_i2v(
+    dest: Path, *, seed: int = 0, experts: bool = False, layers: int = 1
+) -> Path:
     """Save `build_tiny_wan_i2v(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan_i2v(seed=seed, experts=experts)
+    pipe = build_tiny_wan_i2v(seed=seed, experts=experts, layers=layers)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

@@ -199,11 +199,11 @@ def test_out_of_memory_while_loading_is_still_retried_in_low_vram_mode(
     real_place = loader._place
     placed: list[DeviceChoice] = []
 
-    def out_of_memory_at_first(pipe: Any, device: DeviceChoice) -> None:
+    def out_of_memory_at_first(pipe: Any, device: DeviceChoice, *budget: int | None) -> None:
         placed.append(device)
         if len(placed) == 1:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
-        real_place(pipe, device)
+        real_place(pipe, device, *budget)
 
     monkeypatch.setattr(loader, "_place", out_of_memory_at_first)
     out = run_m(runner, tmp_path)

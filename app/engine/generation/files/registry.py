@@ -327,13 +327,13 @@ def families_easel_runs() -> str:
 
 
 def step_cache_labels() -> list[str]:
-    """["Flux.1", "Wan 2.1", "Qwen-Image"]: the families whose declaration says step caching
-    runs on them (the refusal, the command line's help, the window's tooltip)."""
+    """["Flux.1", "Wan 2.1", ..., "Qwen-Image"]: the families whose declaration says step
+    caching runs on them (the refusal, the command line's help, the window's tooltip)."""
     return [spec.label for spec in families() if spec.step_cache]
 
 
 def step_cache_families() -> str:
-    """ "Flux.1, Wan 2.1 and Qwen-Image": `step_cache_labels` as an English sentence says
+    """ "Flux.1, Wan 2.1, ... and Qwen-Image": `step_cache_labels` as an English sentence says
     them."""
     labels = step_cache_labels()
     return " and ".join(filter(None, (", ".join(labels[:-1]), labels[-1])))

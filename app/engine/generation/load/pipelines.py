@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.engine.generation import experts
 from app.engine.generation.device import (
     DEFAULT_COMPONENT,
     DeviceChoice,
@@ -188,9 +189,14 @@ def _adapter_name(index: int) -> str:
 
 
 def load_pipeline(
-    model: ModelInfo, device: DeviceChoice, configs: SingleFileConfigs | None = None
+    model: ModelInfo,
+    device: DeviceChoice,
+    configs: SingleFileConfigs | None = None,
+    device_bytes: int | None = None,
 ) -> LoadedModel:
-    """Load `model` from disk only (never the network), without the safety checker."""
+    """Load `model` from disk only (never the network), without the safety checker;
+    `device_bytes`: what it may take on the device (None: no limit), which decides where a
+    pair of experts goes (`experts.place`)."""
     model = detected(model)
     if not model.supported or model.architecture is None:
         raise UnsupportedModel(f"model {model.name!r} cannot be used: {model.unsupported_reason}")
@@ -218,7 +224,7 @@ def load_pipeline(
         load = partial(pipeline_class.from_pretrained, model.path, **options)
     with _failure_in_one_sentence(model):
         pipe = load()
-        _place(pipe, device)
+        _place(pipe, device, device_bytes)
     pipe.set_progress_bar_config(disable=True)  # progress goes through on_step instead
     spec = model.architecture.spec
     previewer = previewer_for(pipe, spec.preview, spec.preview_factors)
@@ -236,9 +242,9 @@ def _component_dtypes(architecture: Architecture, device: DeviceChoice) -> dict[
     return {component: getattr(torch, name) for component, name in names.items()}
 
 
-def _place(pipe: Any, device: DeviceChoice) -> None:
+def _place(pipe: Any, device: DeviceChoice, device_bytes: int | None = None) -> None:
     if not device.low_vram:
-        pipe.to(device.device)
+        experts.place(pipe, device.device, device_bytes)
         return
     if device.device != "cpu":
         # accelerate hooks move each component to the GPU only while it runs.
@@ -349,7 +355,9 @@ class _Entry:
 
     @property
     def device_bytes(self) -> int:
-        return self.size_bytes + self.guidance_bytes
+        """On the device: all of it and its guides, less an expert waiting in RAM (one
+        expert at a time: `experts`)."""
+        return self.size_bytes + self.guidance_bytes - experts.waiting_bytes(self.loaded.pipe)
 
 
 @dataclass(frozen=True)
@@ -448,6 +456,7 @@ class PipelineCache:
     def _pipeline(self, model: ModelInfo, device: DeviceChoice) -> LoadedModel:
         key = (str(model.path.resolve()), device.device, device.dtype_name, device.low_vram)
         started = time.monotonic()
+        budget_bytes = self.budget_for(device).device_bytes
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
@@ -455,7 +464,7 @@ class PipelineCache:
                 self.last_fetch = Fetched("held")
                 return entry.loaded
             self._make_room(device, entry.size_bytes, keep=key)
-            _place(entry.loaded.pipe, device)  # back from RAM: a copy, never a read
+            _place(entry.loaded.pipe, device, budget_bytes)  # back from RAM: a copy, not a read
             entry.tier = Tier.DEVICE
             self.last_fetch = Fetched("copied", time.monotonic() - started)
             return entry.loaded
@@ -463,10 +472,10 @@ class PipelineCache:
         # (near enough: a float16 file run in float32 takes twice, corrected just below).
         files = detected(model).files  # a split model: its text encoders and VAE too
         self._make_room(device, sum(weight_file_bytes(path) for path in files), keep=None)
-        loaded = load_pipeline(model, device, self._configs)
+        loaded = load_pipeline(model, device, self._configs, budget_bytes)
         self.loads += 1
         entry = self._entries[key] = _Entry(loaded, pipeline_bytes(loaded.pipe))
-        self._make_room(device, entry.size_bytes, keep=key)
+        self._make_room(device, entry.device_bytes, keep=key)
         self.last_fetch = Fetched("loaded", time.monotonic() - started)
         return loaded
 

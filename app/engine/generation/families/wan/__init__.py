@@ -116,7 +116,9 @@ WAN22_TI2V = replace(
     requests=replace(WAN21.requests, size_multiple=32, img2img=True, img2img_refusal=""),
     # Wan-AI/Wan2.2-TI2V-5B-Diffusers' model card: 121 frames at 24 fps.
     video=VideoRequests(frame_step=4, default_frames=121, default_fps=24, takes_image=True),
-    step_cache=False,  # not yet tried against stock with the hook: refused until it is
+    # `WanImageToVideoPipeline` runs First Block Cache in the same "cond"/"uncond" contexts
+    # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
+    step_cache=True,
     transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
 )
 
@@ -135,7 +137,9 @@ WAN21_I2V = replace(
     video=VideoRequests(
         frame_step=4, default_frames=81, default_fps=16, takes_image=True, needs_image=True
     ),
-    step_cache=False,  # not yet tried against stock with the hook: refused until it is
+    # `WanImageToVideoPipeline` runs First Block Cache in the same "cond"/"uncond" contexts
+    # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
+    step_cache=True,
     transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
 )
 

@@ -36,6 +36,7 @@ from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
+from app.engine.generation.experts import expert_in_use
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import FlowFamily, sentence_prompt
 from app.engine.generation.families.flow_params import sampler_problem
@@ -157,7 +158,8 @@ class WanFamily(FlowFamily):
         control: ControlGuide | None = None,
         index: int = 0,
     ) -> torch.Tensor:
-        model = self._expert_at(scheduler, t)
+        # On the device: one expert at a time moves it there at the switch (`experts`).
+        model = expert_in_use(self.pipe, self._expert_at(scheduler, t))
         dtype = self.transformer_dtype
         model_input = self._model_input(latents, conditioning).to(dtype)
         timestep = self._timestep(latents, t, conditioning)
