@@ -630,8 +630,8 @@ Resume continues from there.</source>
         <translation>控制图层（ControlNet）</translation>
     </message>
     <message>
-        <source>Reference images (IP-Adapter)</source>
-        <translation>参考图像（IP-Adapter）</translation>
+        <source>Reference images (IP-Adapter, Flux.1 Redux)</source>
+        <translation>参考图像（IP-Adapter、Flux.1 Redux）</translation>
     </message>
     <message>
         <source>Control</source>
