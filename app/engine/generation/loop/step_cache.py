@@ -18,7 +18,9 @@ transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does; Q
 whose family names the prompt's call "cond" and the negative prompt's "uncond" as
 `QwenImagePipeline` does (true CFG: two states, both in the checkpoint); Wan 2.1, likewise
 "cond" and "uncond" under CFG as `WanPipeline` does (on `transformer` only, as the stock
-`pipe.transformer.enable_cache`: a Wan 2.2 folder's low-noise expert runs uncached). Not
+`pipe.transformer.enable_cache`: a Wan 2.2 folder's low-noise expert runs uncached);
+LTX-Video, whose family calls the transformer on the batch of negative and prompt in the
+one context "cond_uncond", as `LTXPipeline` and `LTXImageToVideoPipeline` do. Not
 (`request_checks` refuses a speed there; tests/engine/generation/test_step_cache.py shows
 each stock pipeline failing): Flux.2 Klein, where the stock pipeline with the hook fails
 (its last block returns one tensor, its first a pair: the hook subtracts a list from a
