@@ -1,5 +1,6 @@
-"""Step caching (First Block Cache) on the tiny Qwen-Image-Edit, with true CFG: Easel's
-cached edit is stock `QwenImageEditPipeline`'s with the same hook and threshold (the
+"""Step caching (First Block Cache) on the tiny Qwen-Image-Edit and Qwen-Image-Edit Plus,
+with true CFG: Easel's cached edit is stock `QwenImageEditPipeline`'s (and
+`QwenImageEditPlusPipeline`'s) with the same hook and threshold (the
 prompt's call in the "cond" cache context, the negative prompt's in "uncond", as the stock
 loop names them: `model.py`'s calls, which the edit family inherits), and a cached edit
 paused mid-run resumes in a fresh runner to the uninterrupted image, both contexts' state
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from diffusers import QwenImageEditPipeline
+from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
 from diffusers.hooks import FirstBlockCacheConfig
 from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit, pipeline_qwenimage_edit_plus
 from PIL import Image
@@ -53,7 +54,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 STEPS, PAUSE_AT, THRESHOLD = 4, 2, 0.8
 DECISIONS = [True, False, False, True]  # per step, in each context: all blocks ran or cached
 # Each edit family's stock pipeline; its tiny folder is written as that pipeline's.
-PIPELINES: dict[str, Any] = {"edit": QwenImageEditPipeline}
+PIPELINES: dict[str, Any] = {"edit": QwenImageEditPipeline, "plus": QwenImageEditPlusPipeline}
+FAMILY = {"edit": "qwen-image-edit", "plus": "qwen-image-edit-plus"}  # what Easel runs
 
 
 @pytest.fixture(autouse=True)
@@ -125,12 +127,14 @@ def test_a_cached_edit_is_the_stock_pipelines_image_with_the_same_hook(
 
 
 def test_a_paused_cached_edit_resumes_in_a_fresh_runner_to_the_uninterrupted_image(
-    model: ModelInfo, runner: Runner, tmp_path: Path
+    folder: Path, model: ModelInfo, runner: Runner, tmp_path: Path
 ) -> None:
     params = cached_params(seed=7)
     paused = ours(runner, params, tmp_path, "paused", on_step=pause_at(PAUSE_AT))
     assert paused.kind is OutcomeKind.PAUSED
-    cache = load_checkpoint(tmp_path / "paused.ckpt", params).checkpoint.step_cache
+    saved = load_checkpoint(tmp_path / "paused.ckpt", params).checkpoint
+    assert saved.family == FAMILY[folder.name]
+    cache = saved.step_cache
     # Both branches' residuals of step 1, the last full one, before a step that skips.
     assert set(cache) == {"cond", "uncond"}
     assert not cache["cond"]["should_compute"] and not cache["uncond"]["should_compute"]

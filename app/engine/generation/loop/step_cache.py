@@ -17,7 +17,7 @@ Where the hook works as diffusers 0.42.1 ships it: Flux.1, whose family calls th
 transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does; Qwen-Image,
 whose family names the prompt's call "cond" and the negative prompt's "uncond" as
 `QwenImagePipeline` does (true CFG: two states, both in the checkpoint), and so its edit
-family, as `QwenImageEditPipeline` does; Wan 2.1, likewise
+families, as `QwenImageEditPipeline` and `QwenImageEditPlusPipeline` do; Wan 2.1, likewise
 "cond" and "uncond" under CFG as `WanPipeline` does (on `transformer` only, as the stock
 `pipe.transformer.enable_cache`: a Wan 2.2 folder's low-noise expert runs uncached);
 LTX-Video, whose family calls the transformer on the batch of negative and prompt in the

@@ -108,8 +108,8 @@ QWEN_IMAGE_EDIT = FamilySpec(
     ),
     folder_components="app.engine.generation.families.qwen.processor:edit_components",
     float16_overflowing_encoders=("text_encoder",),
-    # First Block Cache runs on the stock pipeline, which names its calls "cond" and
-    # "uncond" as Qwen-Image's (tests/engine/generation/test_step_cache_qwen_edit.py).
+    # First Block Cache runs on the stock pipelines (Plus's too), which name their calls
+    # "cond" and "uncond" as Qwen-Image's (tests/engine/generation/test_step_cache_qwen_edit.py).
     step_cache=True,
     preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",
 )
@@ -129,7 +129,6 @@ QWEN_IMAGE_EDIT_PLUS = replace(
     driver="app.engine.generation.families.qwen.edit:QwenImageEditPlusFamily",
     checkpoint_family="qwen-image-edit-plus",
     checkpoint_label="Qwen-Image-Edit Plus",
-    step_cache=False,  # untried yet
 )
 
 FAMILIES = (QWEN_IMAGE, QWEN_IMAGE_EDIT, QWEN_IMAGE_EDIT_PLUS)
