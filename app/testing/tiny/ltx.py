@@ -1,7 +1,7 @@
 """A tiny random LTX-Video pipeline, for tests and benchmarks.
 
 The components and folder layout of Lightricks/LTX-Video (diffusers), each a few thousand
-parameters: an `LTXVideoTransformer3DModel` of one block on 1x1x1 patches, an
+parameters: an `LTXVideoTransformer3DModel` of one block (`layers`: more) on 1x1x1 patches, an
 `AutoencoderKLLTXVideo` compressing as the released one does (4x4 pixel patches, then three
 spatio-temporal halvings: 32x in space, 8x in time, so clips of 8k+1 frames at sizes in
 multiples of 32) with its decoder conditioned on the decode timestep (LTX-Video 0.9.1 on),
@@ -35,9 +35,9 @@ RELEASED_SCHEDULER = {
 }
 
 
-def build_tiny_ltx(*, seed: int = 0) -> Any:
+def build_tiny_ltx(*, seed: int = 0, layers: int = 1) -> Any:
     """A tiny `LTXPipeline` (LTX-Video text to video; its components also make an
-    `LTXImageToVideoPipeline`)."""
+    `LTXImageToVideoPipeline`); `layers` transformer blocks (step caching needs two)."""
     import torch
     from diffusers import (
         AutoencoderKLLTXVideo,
@@ -56,7 +56,7 @@ def build_tiny_ltx(*, seed: int = 0) -> Any:
             num_attention_heads=2,
             attention_head_dim=8,
             cross_attention_dim=16,
-            num_layers=1,
+            num_layers=layers,
             caption_channels=TEXT_WIDTH,
         )
         vae: Any = AutoencoderKLLTXVideo(
@@ -88,9 +88,9 @@ def build_tiny_ltx(*, seed: int = 0) -> Any:
     )
 
 
-def write_tiny_ltx(dest: Path, *, seed: int = 0) -> Path:
+def write_tiny_ltx(dest: Path, *, seed: int = 0, layers: int = 1) -> Path:
     """Save `build_tiny_ltx(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_ltx(seed=seed)
+    pipe = build_tiny_ltx(seed=seed, layers=layers)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

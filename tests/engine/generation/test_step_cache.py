@@ -234,5 +234,6 @@ def test_the_families_without_step_caching_are_those_whose_stock_pipeline_fails_
         apply_first_block_cache(pipe.transformer, FirstBlockCacheConfig(threshold=THRESHOLD))
         pipe(prompt="a", num_inference_steps=2, **CALLS.get(name, SIZE))
     cached = {s.checkpoint_family for s in families() if s.step_cache}
-    # test_step_cache_qwen.py, _wan.py, _wan_image.py
-    assert cached == {"flux", "qwen-image", "wan2.1", "wan2.1-i2v", "wan2.2-ti2v"}
+    # test_step_cache_qwen.py, _qwen_edit.py, _wan.py, _wan_image.py, _ltx.py
+    qwen = {"qwen-image", "qwen-image-edit", "qwen-image-edit-plus"}
+    assert cached == {"flux", "ltx-video", *qwen, "wan2.1", "wan2.1-i2v", "wan2.2-ti2v"}

@@ -16,9 +16,12 @@ exactly what the uninterrupted run would.
 Where the hook works as diffusers 0.42.1 ships it: Flux.1, whose family calls the
 transformer inside `transformer.cache_context("cond")` as `FluxPipeline` does; Qwen-Image,
 whose family names the prompt's call "cond" and the negative prompt's "uncond" as
-`QwenImagePipeline` does (true CFG: two states, both in the checkpoint); Wan 2.1, likewise
+`QwenImagePipeline` does (true CFG: two states, both in the checkpoint), and so its edit
+families, as `QwenImageEditPipeline` and `QwenImageEditPlusPipeline` do; Wan 2.1, likewise
 "cond" and "uncond" under CFG as `WanPipeline` does (on `transformer` only, as the stock
-`pipe.transformer.enable_cache`: a Wan 2.2 folder's low-noise expert runs uncached). Not
+`pipe.transformer.enable_cache`: a Wan 2.2 folder's low-noise expert runs uncached);
+LTX-Video, whose family calls the transformer on the batch of negative and prompt in the
+one context "cond_uncond", as `LTXPipeline` and `LTXImageToVideoPipeline` do. Not
 (`request_checks` refuses a speed there; tests/engine/generation/test_step_cache.py shows
 each stock pipeline failing): Flux.2 Klein, where the stock pipeline with the hook fails
 (its last block returns one tensor, its first a pair: the hook subtracts a list from a

@@ -39,6 +39,9 @@ LTX_VIDEO = FamilySpec(
         reference_images=False,
     ),
     float16_overflowing_encoders=("text_encoder",),  # T5 v1.1 XXL
+    # Both stock pipelines run First Block Cache in one "cond_uncond" context, as `model.py`
+    # does (tests/engine/generation/test_step_cache_ltx.py: equal to stock with the hook).
+    step_cache=True,
     preview="app.engine.generation.families.ltx.model:LTXVideoPreviewer",
     # Its VAE packs 8 frames into each latent frame after the first: 8k+1 frames; the stock
     # pipeline's default clip is 161 frames at 25 a second. An input image is optional.

@@ -11,6 +11,8 @@ Mirrors `LTXPipeline.__call__` (diffusers 0.42), call for call:
   own wherever the stock pipeline runs whole; in float16, where T5 runs in float32, cast
   as a stock user passes them);
 - CFG whenever `guidance_scale > 1`: `uncond + g * (cond - uncond)` on the float32 output;
+  the call (one batch, CFG or not) in the cache context "cond_uncond", as the stock loop's
+  (a cached job's First Block Cache: one state);
 - the schedule: sigmas `linspace(1, 1 / steps, steps)` with the shift `mu` of the clip's
   latent tokens (`calculate_shift` over the scheduler config's sequence lengths), the
   released config's `shift_terminal` stretching them; no begin index, as the stock loop;
@@ -227,18 +229,22 @@ class LTXVideoFamily(FlowFamily):
             kept = self._packed(_first_frame_mask(latents)).squeeze(-1)
             kept = torch.cat([kept] * 2) if do_cfg else kept
             timestep = timestep.unsqueeze(-1) * (1 - kept)
-        noise_pred: torch.Tensor = self.pipe.transformer(
-            hidden_states=model_input,
-            encoder_hidden_states=embeds,
-            timestep=timestep,
-            encoder_attention_mask=mask,
-            num_frames=frames,
-            height=height,
-            width=width,
-            rope_interpolation_scale=self._rope_of_job(),
-            attention_kwargs=None,
-            return_dict=False,
-        )[0]
+        transformer = self.pipe.transformer
+        # One cache context for the batch of two, named as the stock loop names it: a cached
+        # job's First Block Cache keeps one state (`loop/step_cache.py`).
+        with transformer.cache_context("cond_uncond"):
+            noise_pred: torch.Tensor = transformer(
+                hidden_states=model_input,
+                encoder_hidden_states=embeds,
+                timestep=timestep,
+                encoder_attention_mask=mask,
+                num_frames=frames,
+                height=height,
+                width=width,
+                rope_interpolation_scale=self._rope_of_job(),
+                attention_kwargs=None,
+                return_dict=False,
+            )[0]
         noise_pred = noise_pred.float()
         if do_cfg:
             noise_uncond, noise_text = noise_pred.chunk(2)

@@ -108,6 +108,9 @@ QWEN_IMAGE_EDIT = FamilySpec(
     ),
     folder_components="app.engine.generation.families.qwen.processor:edit_components",
     float16_overflowing_encoders=("text_encoder",),
+    # First Block Cache runs on the stock pipelines (Plus's too), which name their calls
+    # "cond" and "uncond" as Qwen-Image's (tests/engine/generation/test_step_cache_qwen_edit.py).
+    step_cache=True,
     preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",
 )
 
