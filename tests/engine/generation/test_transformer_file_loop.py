@@ -20,11 +20,11 @@ from safetensors.torch import load_file
 from app.engine.generation.device import CPU
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo
-from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs, load_pipeline
+from app.engine.generation.load.pipelines import SingleFileConfigs, load_pipeline
 from app.engine.generation.outcome import OutcomeKind, StepDecision
-from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
-from tests.engine.generation.tiny_architectures import max_diff, model_info, pause_at, pixels
+from tests.engine.generation.file_jobs import paused_jobs_resume_in_a_fresh_process, runner_on
+from tests.engine.generation.tiny_architectures import max_diff, model_info, pixels
 from tests.engine.generation.tiny_transformer_files import (
     FILE_NAMES,
     write_gguf,
@@ -61,11 +61,6 @@ def params_for(arch: Architecture, **changes: Any) -> GenerationParams:
     return GenerationParams(**{**base, **changes})
 
 
-def runner_on(model: ModelInfo, configs: Path) -> Runner:
-    cache = PipelineCache(configs=SingleFileConfigs(configs))
-    return Runner(device=CPU, resolve=lambda _name: model, cache=cache, threads=1)
-
-
 def stock_image(model: ModelInfo, configs: Path, params: GenerationParams) -> Any:
     """The stock pipeline of the family, built from the components Easel assembled from
     the files, called as its users call it."""
@@ -97,33 +92,11 @@ def test_the_loop_on_each_file_layout_draws_the_stock_pipelines_image(
     assert max_diff(pixels(outcome.image_path), stock_image(model, configs, params)) == 0
 
 
-def _resume(jobs: list[tuple[ModelInfo, Path, GenerationParams, Path]]) -> None:
-    for model, configs, params, out in jobs:
-        outcome = runner_on(model, configs).run(
-            params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=lambda _p: StepDecision.CONTINUE,
-        )  # fmt: skip
-        assert outcome.resumed_from is not None and outcome.resumed_from.step == PAUSE_AT
-
-
 def test_a_job_paused_on_a_gguf_file_resumes_in_a_fresh_process_to_the_same_image(
     layouts: dict[Architecture, dict[str, Any]], tmp_path: Path, fresh_process: Callable[..., Any]
 ) -> None:
-    jobs = []
-    for arch in FAMILIES:
-        model, configs = model_info(layouts[arch]["gguf"]), layouts[arch]["configs"]
-        params, out = params_for(arch, seed=7), tmp_path / f"{arch.value}.png"
-        paused = runner_on(model, configs).run(
-            params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=pause_at(PAUSE_AT),
-        )  # fmt: skip
-        assert paused.kind is OutcomeKind.PAUSED
-        jobs.append((model, configs, params, out))
-    fresh_process(_resume, jobs)  # spawned, as a worker after a crash
-    for model, configs, params, out in jobs:
-        whole = tmp_path / f"{out.stem}-whole.png"
-        runner_on(model, configs).run(
-            params, output_path=whole, checkpoint_path=whole.with_suffix(".ckpt"),
-            on_step=lambda _p: StepDecision.CONTINUE,
-        )  # fmt: skip
-        assert max_diff(pixels(out), pixels(whole)) == 0, model.name
+    jobs = [
+        (model_info(layouts[arch]["gguf"]), layouts[arch]["configs"], params_for(arch, seed=7))
+        for arch in FAMILIES
+    ]
+    paused_jobs_resume_in_a_fresh_process(jobs, PAUSE_AT, tmp_path, fresh_process)
