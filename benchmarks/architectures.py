@@ -392,11 +392,7 @@ def _fill_figures(
     folder_run = work / f"{label}-run"
     folder_run.mkdir(exist_ok=True)
     ours, resumed = folder_run / "ref.png", folder_run / "job.png"
-    for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
-        runner.run(
-            params, inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=on_step,
-        )  # fmt: skip
+    _whole_and_resumed(runner, params, inputs, ours, resumed)
     stock_pipe: Any = FluxFillPipeline.from_pretrained(model.path, local_files_only=True)
     stock_pipe.set_progress_bar_config(disable=True)
     assert inputs.init_image is not None and inputs.mask is not None
@@ -439,11 +435,7 @@ def run_flux_redux(work: Path) -> None:
         folder_run = work / f"{label}-run"
         folder_run.mkdir(exist_ok=True)
         ours, resumed = folder_run / "ref.png", folder_run / "job.png"
-        for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
-            runner.run(
-                params, RunInputs(reference_images=[png]), output_path=out,
-                checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
-            )  # fmt: skip
+        _whole_and_resumed(runner, params, RunInputs(reference_images=[png]), ours, resumed)
         stock = stock_redux_flux(flux, redux, params, [picture], getattr(torch, dtype))
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
@@ -548,11 +540,7 @@ def _qwen_inpaint_figures(label: str, model: ModelInfo, work: Path) -> None:
     folder = work / f"{label}-run"
     folder.mkdir(exist_ok=True)
     ours, resumed = folder / "ref.png", folder / "job.png"
-    for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
-        runner.run(
-            params, inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
-            on_step=on_step,
-        )  # fmt: skip
+    _whole_and_resumed(runner, params, inputs, ours, resumed)
     stock_pipe: Any = QwenImageInpaintPipeline(**runner.load("m").pipe.components)
     stock_pipe.set_progress_bar_config(disable=True)
     stock = stock_pipe(
@@ -603,11 +591,7 @@ def _klein_inpaint_figures(label: str, model: ModelInfo, work: Path, folder: Pat
     folder_run = work / f"{label}-run"
     folder_run.mkdir(exist_ok=True)
     ours, resumed = folder_run / "ref.png", folder_run / "job.png"
-    for out, on_step in ((ours, _go), (resumed, _pause), (resumed, _go)):
-        runner.run(
-            params, RunInputs(init_image=init_png, mask=mask_png), output_path=out,
-            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
-        )  # fmt: skip
+    _whole_and_resumed(runner, params, RunInputs(init_image=init_png, mask=mask_png), ours, resumed)
     stock_pipe: Any = Flux2KleinInpaintPipeline.from_pretrained(folder, local_files_only=True)
     stock_pipe.set_progress_bar_config(disable=True)
     stock = stock_pipe(
@@ -901,6 +885,18 @@ def _timed_steps(pipe: Any, state: Any) -> float:
 def _run(runner: Runner, params: GenerationParams, out: Path, on_step: Any) -> Path:
     runner.run(params, output_path=out, checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step)
     return out
+
+
+def _whole_and_resumed(
+    runner: Runner, params: GenerationParams, inputs: RunInputs, whole: Path, resumed: Path
+) -> None:
+    """`params` run through into `whole`, and into `resumed` paused at `PAUSE_AT` and
+    resumed from its checkpoint file."""
+    for out, on_step in ((whole, _go), (resumed, _pause), (resumed, _go)):
+        runner.run(
+            params, inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
+            on_step=on_step,
+        )  # fmt: skip
 
 
 def _go(_: StepProgress) -> StepDecision:
