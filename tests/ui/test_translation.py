@@ -58,7 +58,10 @@ TOOLS = Path(sys.executable).parent
 # Names that stay as they are in Chinese: the app, keys, file kinds, the CFG setting, the
 # model, family and sampler names the user picks (data, not words of the interface) and the
 # name of the step cache diffusers gives it.
-FAMILY_LABELS = "|".join(re.escape(spec.label) for spec in families())
+# Longest first: "Qwen-Image-Edit Plus" whole, not "Qwen-Image" and two English words.
+FAMILY_LABELS = "|".join(
+    re.escape(label) for label in sorted({spec.label for spec in families()}, key=len, reverse=True)
+)
 KEEP = re.compile(
     r"Ctrl\+(?:Up|Down)|Easel|CFG|LoRA|lora/|A1111|PNG|GIF|WebP"
     r"|Ctrl|Enter|Shift|Page ?Up|Page ?Down|F\d+"
