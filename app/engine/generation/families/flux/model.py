@@ -262,11 +262,14 @@ class FluxFamily(FlowFamily):
                 joint_attention_kwargs={},
                 return_dict=False,
             )[0]
-        return _unpacked(noise_pred, height, width)
+        # The latents' own tokens: a family that appends tokens (Kontext's input image)
+        # gets predictions for them too, which the step does not take.
+        return _unpacked(noise_pred[:, : packed.size(1)], height, width)
 
     def _transformer_input(self, packed: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
         """What the transformer reads besides the prompt: the packed latents (Flux.1 Fill
-        appends its masked picture and mask to them)."""
+        appends its masked picture and mask to their channels, Kontext its input image's
+        tokens after them)."""
         return packed
 
     def decode(self, latents: torch.Tensor, generator: torch.Generator) -> Image.Image:

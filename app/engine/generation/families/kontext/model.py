@@ -39,11 +39,8 @@ from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import trim_schedule
 from app.engine.generation.families.flux.model import (
     LATENT_IMAGE_IDS,
-    POOLED_EMBEDS,
     PROMPT_EMBEDS,
-    TEXT_IDS,
     FluxFamily,
-    _unpacked,
 )
 from app.engine.generation.families.kontext import FLUX1_KONTEXT, KONTEXT_IMG2IMG_REFUSAL
 from app.engine.generation.loop import inpaint, vae_precision
@@ -53,7 +50,6 @@ from app.engine.jobs.params import KIND_EDIT, GenerationParams, InvalidParameter
 if TYPE_CHECKING:
     from PIL import Image
 
-    from app.engine.generation.guidance.control import ControlGuide
     from app.engine.generation.loop.inpaint import MaskedImage
 
 INPUT_LATENTS = "input_image_latents"  # the input image's latents, packed: the extra tokens
@@ -198,40 +194,12 @@ class KontextFamily(FluxFamily):
         conditioning[INPUT_LATENTS] = packed
         conditioning[LATENT_IMAGE_IDS] = torch.cat([conditioning[LATENT_IMAGE_IDS], ids], dim=0)
 
-    def predict(
-        self,
-        scheduler: Any,
-        latents: torch.Tensor,
-        t: torch.Tensor,
-        conditioning: Conditioning,
-        guidance: float,
-        do_cfg: bool,
-        control: ControlGuide | None = None,
-        index: int = 0,
-    ) -> torch.Tensor:
-        pipe = self.pipe
-        batch, channels, height, width = latents.shape
-        packed = pipe._pack_latents(latents, batch, channels, height, width)
-        model_input = packed
+    def _transformer_input(self, packed: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
+        """The latents' tokens, then the input image's (the stock pipeline's order); the
+        output's first tokens are the latents' (`FluxFamily.predict` keeps those)."""
         if INPUT_LATENTS in conditioning:
-            model_input = torch.cat([packed, conditioning[INPUT_LATENTS]], dim=1)
-        timestep = t.expand(packed.shape[0]).to(packed.dtype)
-        embedded_guidance = None
-        if pipe.transformer.config.guidance_embeds:
-            embedded_guidance = torch.full([1], guidance, device=self.device, dtype=torch.float32)
-            embedded_guidance = embedded_guidance.expand(packed.shape[0])
-        noise_pred: torch.Tensor = pipe.transformer(
-            hidden_states=model_input,
-            timestep=timestep / 1000,
-            guidance=embedded_guidance,
-            pooled_projections=conditioning[POOLED_EMBEDS],
-            encoder_hidden_states=conditioning[PROMPT_EMBEDS],
-            txt_ids=conditioning[TEXT_IDS],
-            img_ids=conditioning[LATENT_IMAGE_IDS],
-            joint_attention_kwargs={},
-            return_dict=False,
-        )[0]
-        return _unpacked(noise_pred[:, : packed.size(1)], height, width)
+            return torch.cat([packed, conditioning[INPUT_LATENTS]], dim=1)
+        return packed
 
 
 def _nearest(preferred: Any, aspect_ratio: float) -> tuple[int, int]:
