@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from app.engine.generation.device import CPU
-from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo
 from app.engine.generation.load.assemble import gguf_weights
@@ -37,6 +37,7 @@ from tests.engine.generation.tiny_wan_files import (
     TinyWanFiles,
     stock_from_files,
     write_tiny_wan_files,
+    write_wan_gguf,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -142,3 +143,19 @@ def test_a_city96_gguf_s_flattened_tensor_gets_its_shape_back(files: TinyWanFile
             quantization_config=diffusers.GGUFQuantizationConfig(compute_dtype=torch.float32),
             local_files_only=True,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("stated", [[24, 16, 1, 2, 3], [0, 64], [-1, 1536]])
+def test_a_gguf_whose_stated_shape_does_not_hold_its_values_is_refused_in_a_sentence(
+    files: TinyWanFiles, tmp_path: Path, stated: list[int]
+) -> None:
+    original = load_file(str(files.split_model))
+    damaged = write_wan_gguf(
+        original, tmp_path / "damaged.gguf", {"patch_embedding.weight": stated}
+    )
+    with pytest.raises(
+        ModelLoadFailed,
+        match=r"^damaged\.gguf: its metadata gives "
+        r"patch_embedding\.weight the shape .* does not hold its 1536 values",
+    ):
+        gguf_weights(damaged)

@@ -192,10 +192,13 @@ def _vae_key(key: str) -> str:
 ORIGINAL_SHAPE_KEY = "comfy.gguf.orig_shape."
 
 
-def write_wan_gguf(original: StateDict, path: Path) -> Path:
+def write_wan_gguf(
+    original: StateDict, path: Path, stated_shapes: dict[str, list[int]] | None = None
+) -> Path:
     """city96's layout of a Wan GGUF Q8_0: weight matrices whose rows are whole 32-value
     blocks in Q8_0, the rest in F32; a tensor of more than GGUF's four dimensions (the 5D
-    patch embedding) flattened to two, its shape in `comfy.gguf.orig_shape.<name>`."""
+    patch embedding) flattened to two, its shape in `comfy.gguf.orig_shape.<name>`
+    (`stated_shapes`: other shapes to state there, as a damaged file would)."""
     import gguf
     import numpy as np
 
@@ -205,7 +208,8 @@ def write_wan_gguf(original: StateDict, path: Path) -> Path:
     for name, tensor in original.items():
         data = tensor.float().numpy()
         if data.ndim > 4:
-            writer.add_array(ORIGINAL_SHAPE_KEY + name, list(data.shape))
+            stated = (stated_shapes or {}).get(name, list(data.shape))
+            writer.add_array(ORIGINAL_SHAPE_KEY + name, stated)
             data = data.reshape(data.shape[0], -1)
         if data.ndim >= 2 and data.shape[-1] % 32 == 0:
             quantised = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)

@@ -29,8 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from app.engine.generation.errors import ModelLoadFailed
 from app.engine.generation.files.architecture import Architecture, Part
 from app.engine.generation.files.transformer_files import (
     CLIP_G,
@@ -204,8 +206,20 @@ def gguf_weights(path: Path) -> StateDict:
     for tensor in reader.tensors:
         if tensor.name in shapes:
             values = dequantize(tensor.data, tensor.tensor_type)
-            weights[tensor.name] = torch.from_numpy(values.copy()).reshape(shapes[tensor.name])
+            weights[tensor.name] = _restored(path, tensor.name, values, shapes[tensor.name])
     return weights
+
+
+def _restored(path: Path, name: str, values: Any, shape: list[int]) -> torch.Tensor:
+    """`values` in the shape the file's metadata states, checked first: the metadata is the
+    file's word, and a shape that does not hold the tensor's values is a damaged file."""
+    if any(n <= 0 for n in shape) or int(np.prod(shape, dtype=np.float64)) != values.size:
+        stated = "x".join(str(n) for n in shape[:8]) or "nothing"
+        raise ModelLoadFailed(
+            f"{path.name}: its metadata gives {name} the shape {stated}, which does not hold "
+            f"its {values.size} values; the file is damaged or was not written by ComfyUI-GGUF"
+        )
+    return torch.from_numpy(values.copy()).reshape(shape)
 
 
 def _belongs(part: Part, key: str) -> bool:
