@@ -132,6 +132,11 @@ class Job(SQLModel, table=True):
     fps: int = Field(
         default=16, sa_column=Column(Integer, nullable=False, server_default=text("16"))
     )
+    # Schema 20: the sampler's schedule over the model's, as JSON ("": the model's own), e.g.
+    # a few-step LoRA's (`params.encode_scheduler_config`).
+    scheduler_config: str = Field(
+        default="", sa_column=Column(Text, nullable=False, server_default="")
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

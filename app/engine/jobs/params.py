@@ -77,6 +77,22 @@ MAX_REFERENCES = 4
 SPEED_OFF, SPEED_FAST, SPEED_FASTEST = "off", "fast", "fastest"
 SPEED_THRESHOLDS: dict[str, float] = {SPEED_OFF: 0.0, SPEED_FAST: 0.08, SPEED_FASTEST: 0.12}
 MAX_SPEED_THRESHOLD = 1.0  # a relative change: above 1 nearly every step would be skipped
+# A schedule of the sampler's own other than the model's (a few-step LoRA's: Qwen-Image
+# Lightning's shift 3, SDXL Lightning's trailing timesteps; prompts/few_step.py): scheduler
+# config values over the model's, as canonical JSON. Only these keys, of these types: a
+# job from the network builds no scheduler its sampler would not.
+SCHEDULER_CONFIG_KEYS: dict[str, tuple[type, ...]] = {
+    "base_image_seq_len": (int,), "max_image_seq_len": (int,), "num_train_timesteps": (int,),
+    "base_shift": (int, float), "max_shift": (int, float), "shift": (int, float),
+    "shift_terminal": (int, float, type(None)), "time_shift_type": (str,),
+    "invert_sigmas": (bool,), "stochastic_sampling": (bool,), "use_beta_sigmas": (bool,),
+    "use_dynamic_shifting": (bool,), "use_exponential_sigmas": (bool,),
+    "use_karras_sigmas": (bool,), "timestep_spacing": (str,),
+}  # fmt: skip
+SCHEDULER_CONFIG_CHOICES = {
+    "time_shift_type": ("exponential", "linear"),
+    "timestep_spacing": ("leading", "linspace", "trailing"),
+}
 
 
 class InvalidParameters(BadInput):
@@ -133,6 +149,44 @@ def decode_reference(text: str) -> tuple[ReferenceImage, ...]:
         return tuple(ReferenceImage(**item) for item in raw)
     except (ValueError, TypeError) as error:
         raise InvalidParameters(f"the reference images are not readable ({error})") from error
+
+
+def encode_scheduler_config(config: dict[str, Any]) -> str:
+    """How `GenerationParams.scheduler_config` spells `config` (canonical JSON, or "")."""
+    return json.dumps(config, sort_keys=True) if config else ""
+
+
+def decode_scheduler_config(text: str) -> dict[str, Any]:
+    """The scheduler config values `encode_scheduler_config` wrote, checked."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise InvalidParameters(f"the scheduler config is not JSON ({error})") from error
+    if not isinstance(raw, dict):
+        raise InvalidParameters("the scheduler config must be a JSON object")
+    problems = [_config_problem(key, value) for key, value in sorted(raw.items())]
+    if found := [problem for problem in problems if problem]:
+        raise InvalidParameters("; ".join(found))
+    return raw
+
+
+def _config_problem(key: str, value: Any) -> str:
+    types = SCHEDULER_CONFIG_KEYS.get(key)
+    if types is None:
+        known = ", ".join(SCHEDULER_CONFIG_KEYS)
+        return f"the scheduler config cannot set {key!r} (it can set: {known})"
+    if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+        return f"the scheduler config's {key} cannot be {value!r}"
+    choices = SCHEDULER_CONFIG_CHOICES.get(key)
+    if choices and value not in choices:
+        return f"the scheduler config's {key} must be one of {', '.join(choices)}, not {value!r}"
+    if isinstance(value, float) and not -100 <= value <= 100:
+        return f"the scheduler config's {key} is out of range ({value:g})"
+    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= 1_000_000:
+        return f"the scheduler config's {key} is out of range ({value})"
+    return ""
 
 
 def encode_control(layers: Sequence[ControlLayer]) -> str:
@@ -198,6 +252,8 @@ class GenerationParams:
     compile: bool = False
     frames: int = 1  # a video job's frame count (1 for every other kind)
     fps: int = DEFAULT_FPS  # a video job's frames a second, as its MP4 plays them
+    # The sampler's schedule over the model's (`encode_scheduler_config`; "": the model's).
+    scheduler_config: str = ""
 
     @property
     def cache_threshold(self) -> float:
@@ -299,6 +355,11 @@ def _problems(p: GenerationParams) -> list[str]:
     if not isinstance(p.compile, bool):
         problems.append(f"compile must be true or false, not {p.compile!r}")
     problems.extend(_video_problems(p))
+    if p.scheduler_config:
+        try:
+            decode_scheduler_config(p.scheduler_config)
+        except InvalidParameters as error:
+            problems.append(str(error))
     return problems
 
 

@@ -26,7 +26,7 @@ from app.engine.generation.families.flow_params import (
 from app.engine.generation.loop import inpaint
 from app.engine.generation.prompts.loras import prompt_text
 from app.engine.generation.prompts.weights import plain_text
-from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.params import GenerationParams, InvalidParameters, decode_scheduler_config
 
 if TYPE_CHECKING:
     from app.engine.generation.loop.inpaint import MaskedImage
@@ -34,13 +34,15 @@ if TYPE_CHECKING:
 SCHEDULER_CLASSES: dict[str, type[Any]] = {"Euler": FlowMatchEulerDiscreteScheduler}
 
 
-def flow_scheduler(pipe: Any, scheduler: str, label: str) -> Any:
-    """A fresh scheduler of the sampler `scheduler` from `pipe`'s scheduler config, its
+def flow_scheduler(pipe: Any, scheduler: str, label: str, config: str = "") -> Any:
+    """A fresh scheduler of the sampler `scheduler` from `pipe`'s scheduler config (with
+    `config`'s values over it: a job's `scheduler_config`, a few-step LoRA's shift), its
     timesteps not set yet; `InvalidParameters` for a sampler no flow model takes."""
     problem = sampler_problem(scheduler, label)
     if problem:
         raise InvalidParameters(problem)
-    return SCHEDULER_CLASSES[scheduler].from_config(pipe.scheduler.config)
+    overrides = decode_scheduler_config(config)
+    return SCHEDULER_CLASSES[scheduler].from_config(pipe.scheduler.config, **overrides)
 
 
 def trim_schedule(scheduler: Any, params: GenerationParams) -> tuple[torch.Tensor, int]:

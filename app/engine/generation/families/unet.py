@@ -80,7 +80,7 @@ class UNetFamily(ABC):
         return reference.image_embeds(self.pipe, images, do_cfg)
 
     def scheduler(self, params: GenerationParams) -> Any:
-        scheduler = make_scheduler(self.pipe, params.scheduler)
+        scheduler = make_scheduler(self.pipe, params.scheduler, params.scheduler_config)
         scheduler.set_timesteps(params.steps, device=self.pipe._execution_device)
         return scheduler
 

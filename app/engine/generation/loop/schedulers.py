@@ -28,6 +28,7 @@ from diffusers import (
 )
 
 from app.engine.generation.errors import CheckpointCorrupt, CheckpointMismatch
+from app.engine.jobs.params import decode_scheduler_config
 
 SCHEDULER_CLASSES: dict[str, type[Any]] = {
     "Euler": EulerDiscreteScheduler,
@@ -78,15 +79,17 @@ KINDS: dict[type[Any], SchedulerKind] = {
 }
 
 
-def make_scheduler(pipe: Any, name: str) -> Any:
-    """A fresh scheduler of the A1111 kind `name`, from the model's own scheduler config."""
+def make_scheduler(pipe: Any, name: str, config: str = "") -> Any:
+    """A fresh scheduler of the A1111 kind `name`, from the model's own scheduler config
+    (with `config`'s values over it: a job's `scheduler_config`, a few-step LoRA's)."""
     try:
         cls = SCHEDULER_CLASSES[name]
     except KeyError:
         raise ValueError(
             f"unknown scheduler {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
         ) from None
-    return cls.from_config(pipe.scheduler.config, **SCHEDULER_OPTIONS.get(name, {}))
+    options = {**SCHEDULER_OPTIONS.get(name, {}), **decode_scheduler_config(config)}
+    return cls.from_config(pipe.scheduler.config, **options)
 
 
 def kind_of(scheduler: Any) -> SchedulerKind:

@@ -78,7 +78,7 @@ class FluxFamily(FlowFamily):
         """The stock pipeline's step 5: sigmas 1 .. 1/steps, shifted by mu (dev's dynamic
         shift, from the number of image patches); then `set_begin_index(0)` as before its
         loop."""
-        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label)
+        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label, params.scheduler_config)
         steps = params.steps
         sigmas: Any = np.linspace(1.0, 1 / steps, steps)
         if getattr(scheduler.config, "use_flow_sigmas", False):

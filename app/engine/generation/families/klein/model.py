@@ -127,7 +127,7 @@ class Flux2KleinFamily(FlowFamily):
         """The stock pipeline's step 6: sigmas 1 .. 1/steps, shifted by the empirical mu
         of the number of image patches and steps; then `set_begin_index(0)` as before its
         loop."""
-        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label)
+        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label, params.scheduler_config)
         steps = params.steps
         sigmas: Any = np.linspace(1.0, 1 / steps, steps)
         if getattr(scheduler.config, "use_flow_sigmas", False):

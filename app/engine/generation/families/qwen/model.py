@@ -112,7 +112,7 @@ class QwenImageFamily(FlowFamily):
     def scheduler(self, params: GenerationParams) -> Any:
         """The stock pipeline's step 4: sigmas 1 .. 1/steps, shifted by `mu` from the number
         of image patches; then `set_begin_index(0)` as before its loop."""
-        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label)
+        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label, params.scheduler_config)
         steps = params.steps
         _, _, height, width = self.latent_shape(params)
         config = scheduler.config

@@ -96,7 +96,9 @@ class StableDiffusion3Family(flow.FlowFamily):
                 config.get("base_shift", 0.5),
                 config.get("max_shift", 1.16),
             )
-        scheduler = flow.flow_scheduler(self.pipe, params.scheduler, self.label)
+        scheduler = flow.flow_scheduler(
+            self.pipe, params.scheduler, self.label, params.scheduler_config
+        )
         # As `retrieve_timesteps(scheduler, steps, device, **scheduler_kwargs)`.
         kwargs = {} if mu is None else {"mu": mu}
         scheduler.set_timesteps(params.steps, device=self.pipe._execution_device, **kwargs)

@@ -118,7 +118,7 @@ class ZImageFamily(FlowFamily):
     def scheduler(self, params: GenerationParams) -> Any:
         """The stock pipeline's step 5: Z-Image's default sigmas, `mu` from the number of
         image patches, then `set_begin_index(0)` as before its loop."""
-        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label)
+        scheduler = flow_scheduler(self.pipe, params.scheduler, self.label, params.scheduler_config)
         _, _, height, width = self.latent_shape(params)
         config = scheduler.config
         mu = calculate_shift(
