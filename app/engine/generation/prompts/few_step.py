@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.generation.files.safetensors_header import METADATA_KEY, read_safetensors_header
+from app.engine.generation.files.sources import ModelSearchPath
+from app.engine.generation.prompts.loras import check_loras
 from app.engine.jobs.params import GenerationParams, encode_scheduler_config
 
 # The fields a row may set; the same names as GenerationParams' (and the API body's).
@@ -217,3 +219,16 @@ def few_step_defaults(
         if field not in explicit and getattr(params, field) != value
     }
     return Applied(replace(params, **changes), found, tuple(changes))
+
+
+def lora_defaults(
+    params: GenerationParams,
+    explicit: Collection[str],
+    search: ModelSearchPath | None = None,
+    *,
+    names_only: bool = False,
+) -> Applied:
+    """`few_step_defaults` for the LoRAs `params.prompt` names, found as a worker finds them
+    (`check_loras`: an unknown one is refused here in its sentence)."""
+    resolved = check_loras(params.prompt, search, names_only=names_only)
+    return few_step_defaults(params, explicit, [(lora.name, lora.path) for lora in resolved])

@@ -1,0 +1,175 @@
+"""Few-step LoRAs (prompts/few_step.py): told by name or metadata, their settings a job's
+defaults where the artist set none, and the job equal to the stock pipeline run as the
+LoRA's authors run it (Qwen-Image-Lightning: `load_lora_weights` and the scheduler built
+`FlowMatchEulerDiscreteScheduler.from_config(published_config)`), exact across a pause."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from app.engine.generation.device import CPU
+from app.engine.generation.files.sources import ModelSearchPath
+from app.engine.generation.load.pipelines import PipelineCache
+from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.prompts.few_step import (
+    QWEN_LIGHTNING_SCHEDULER,
+    lora_defaults,
+    recognise,
+)
+from app.engine.generation.runner import Runner
+from app.engine.jobs.params import GenerationParams, InvalidParameters
+from tests.engine.generation.tiny_architectures import go_on, max_diff, model_info, pause_at, pixels
+
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+LIGHTNING = "Qwen-Image-Lightning-4steps-V1.0"
+
+
+@pytest.mark.parametrize(
+    ("name", "label", "steps", "cfg"),
+    [
+        ("Qwen-Image-Lightning-8steps-V1.1", "Qwen-Image-Lightning", 8, 1.0),
+        ("Qwen-Image-Edit-2509-Lightning-4steps-V1.0-bf16", "Qwen-Image-Lightning", 4, 1.0),
+        ("Hyper-FLUX.1-dev-16steps-lora", "Hyper-FLUX", 16, 3.5),
+        ("FLUX.1-Turbo-Alpha", "FLUX.1-Turbo-Alpha", 8, 3.5),
+        ("sdxl_lightning_2step_lora", "SDXL-Lightning", 2, 0.0),
+        ("Hyper-SDXL-12steps-CFG-lora", "Hyper-SDXL CFG", 12, 5.0),
+        ("Hyper-SDXL-8steps-lora", "Hyper-SDXL", 8, 0.0),
+    ],
+)
+def test_few_step_loras_are_told_by_their_published_file_names(
+    name: str, label: str, steps: int, cfg: float
+) -> None:
+    found = recognise(name)
+    assert found is not None and (found.row.label, found.steps, found.row.cfg) == (
+        label,
+        steps,
+        cfg,
+    )
+
+
+@pytest.mark.parametrize("name", ["my-style", "lcm-lora-sdxl", "Hyper-SDXL-1step-lora", "qwen-x"])
+def test_other_loras_set_nothing(name: str) -> None:
+    assert recognise(name) is None
+
+
+def test_a_renamed_file_is_told_by_its_kohya_output_name(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    path = tmp_path / "lora" / "fast.safetensors"
+    path.parent.mkdir()
+    tensors = {"lora_unet_x.lora_down.weight": torch.zeros(1, 1)}
+    save_file(tensors, path, metadata={"ss_output_name": "sdxl_lightning_8step_lora"})
+    found = recognise("fast", path)
+    assert found is not None and (found.row.label, found.steps) == ("SDXL-Lightning", 8)
+
+
+def lightning_params(**changes: Any) -> GenerationParams:
+    base = {"prompt": f"the cat <lora:{LIGHTNING}>", "model": "m", "width": 64, "height": 48}
+    return GenerationParams(**{**base, "seed": 7, **changes})
+
+
+def test_its_settings_fill_what_the_artist_left_and_explicit_values_win(
+    lora_folder: Path,
+) -> None:
+    search = ModelSearchPath(user=(lora_folder.parent,))
+    applied = lora_defaults(lightning_params(), explicit=(), search=search)
+    assert (applied.params.steps, applied.params.cfg) == (4, 1.0)
+    assert json.loads(applied.params.scheduler_config) == QWEN_LIGHTNING_SCHEDULER
+    assert applied.note() == "Qwen-Image-Lightning 4-step LoRA: 4 steps, CFG 1, schedule shift 3"
+    mine = lora_defaults(lightning_params(steps=6, cfg=2.0), {"steps", "cfg"}, search)
+    assert (mine.params.steps, mine.params.cfg, mine.fields) == (6, 2.0, ("scheduler_config",))
+    own_sampler = lora_defaults(lightning_params(), {"scheduler"}, search)
+    assert own_sampler.params.scheduler_config == "" and own_sampler.fields == ("steps", "cfg")
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ('{"shift": "big"}', "the scheduler config's shift cannot be 'big'"),
+        ('{"prediction_type": "epsilon"}', "the scheduler config cannot set 'prediction_type'"),
+        ('{"timestep_spacing": "odd"}', "timestep_spacing must be one of leading, linspace"),
+        ('{"max_shift": NaN}', "the scheduler config's max_shift is out of range"),
+        ("[1]", "the scheduler config must be a JSON object"),
+    ],
+)
+def test_a_bad_scheduler_config_is_refused_in_one_sentence(config: str, message: str) -> None:
+    with pytest.raises(InvalidParameters, match=message):
+        lightning_params(scheduler_config=config).validated()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.qwen import write_tiny_qwen
+
+    return write_tiny_qwen(tmp_path_factory.mktemp("qwen-models") / "qwen")
+
+
+@pytest.fixture(scope="module")
+def lora_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.qwen import write_tiny_qwen_lora
+
+    folder = tmp_path_factory.mktemp("user-models") / "lora"
+    write_tiny_qwen_lora(folder / f"{LIGHTNING}.safetensors")
+    return folder
+
+
+def lightning_runner(folder: Path, lora_folder: Path) -> Runner:
+    model = model_info(folder, "m")
+    cache = PipelineCache(lora_folders=[lora_folder])
+    return Runner(device=CPU, resolve=lambda _n: model, cache=cache, threads=1)
+
+
+def stock_lightning(folder: Path, lora: Path, params: GenerationParams, config: Any) -> Any:
+    """As the Qwen-Image-Lightning card: the scheduler from `config`, the LoRA loaded,
+    `true_cfg_scale` 1 and its steps."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, QwenImagePipeline
+
+    scheduler = FlowMatchEulerDiscreteScheduler.from_config(config)
+    pipe: Any = QwenImagePipeline.from_pretrained(
+        folder, scheduler=scheduler, local_files_only=True
+    )
+    pipe.load_lora_weights(str(lora))
+    pipe.set_progress_bar_config(disable=True)
+    image = pipe(
+        prompt="the cat", negative_prompt=" ", width=params.width, height=params.height,
+        num_inference_steps=params.steps, true_cfg_scale=1.0,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    return pixels(image)
+
+
+def test_a_lightning_job_equals_stock_with_the_published_scheduler_and_resumes_exactly(
+    folder: Path, lora_folder: Path, tmp_path: Path
+) -> None:
+    search = ModelSearchPath(user=(lora_folder.parent,))
+    params = lora_defaults(lightning_params(), explicit=(), search=search).params
+    runner = lightning_runner(folder, lora_folder)
+    out = runner.run(
+        params, output_path=tmp_path / "ours.png", checkpoint_path=tmp_path / "ours.ckpt",
+        on_step=go_on,
+    )  # fmt: skip
+    assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
+    ours = pixels(out.image_path)
+    lora = lora_folder / f"{LIGHTNING}.safetensors"
+    assert max_diff(ours, stock_lightning(folder, lora, params, QWEN_LIGHTNING_SCHEDULER)) == 0
+    # The schedule mattered: the model's own scheduler draws another image.
+    shipped = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
+    assert max_diff(ours, stock_lightning(folder, lora, params, shipped)) > 0
+    paused = runner.run(
+        params, output_path=tmp_path / "job.png", checkpoint_path=tmp_path / "job.ckpt",
+        on_step=pause_at(2),
+    )  # fmt: skip
+    assert paused.kind is OutcomeKind.PAUSED
+    fresh = lightning_runner(folder, lora_folder)
+    resumed = fresh.run(
+        params, output_path=tmp_path / "job.png", checkpoint_path=tmp_path / "job.ckpt",
+        on_step=go_on,
+    )  # fmt: skip
+    assert resumed.resumed_from is not None
+    assert max_diff(pixels(tmp_path / "job.png"), ours) == 0
