@@ -13,6 +13,7 @@ from app.cli import arguments
 from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
 from app.engine.generation.files.registry import step_cache_families
+from app.engine.generation.prompts.few_step import lora_defaults, schedule_text
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
@@ -81,15 +82,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", help="what to draw")
     parser.add_argument("--negative", default="", help="what to keep out of the image")
-    parser.add_argument("--steps", type=int, default=GenerationParams.steps)
-    parser.add_argument("--cfg", type=float, default=GenerationParams.cfg)
+    # A few-step LoRA in the prompt sets steps, CFG and sampler where these are not given.
+    parser.add_argument("--steps", type=int, default=GenerationParams.steps, action=_Given)
+    parser.add_argument("--cfg", type=float, default=GenerationParams.cfg, action=_Given)
     parser.add_argument("--seed", type=int, default=GenerationParams.seed, help="-1: random")
     default_size = f"{GenerationParams.width}x{GenerationParams.height}"
     parser.add_argument("--size", default=default_size, help="WIDTHxHEIGHT, multiples of 8")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(
-        "--scheduler", default=DEFAULT_SCHEDULER, help=f"one of: {', '.join(SCHEDULERS)}"
-    )
+        "--scheduler", default=DEFAULT_SCHEDULER, action=_Given,
+        help=f"one of: {', '.join(SCHEDULERS)}",
+    )  # fmt: skip
     parser.add_argument(
         "--cache", default=SPEED_OFF, metavar="SPEED",
         help=f"step caching (First Block Cache), one of: {', '.join(SPEED_THRESHOLDS)}; "
@@ -117,12 +120,39 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+class _Given(argparse.Action):
+    """Stores the value and notes that it was given (`args.given`): a few-step LoRA's
+    defaults never replace what the artist typed."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, *_: Any) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+
 def params_from_args(args: argparse.Namespace, *, check: bool = True) -> GenerationParams:
     """The request on the command line, checked before anything is stored: parameters, and
     (`check`) that the model exists where a worker will look and runs them (files only: no
-    torch here); without `check`, the caller checks the model once the request is whole."""
+    torch here); without `check`, the caller checks the model once the request is whole.
+    A few-step LoRA's steps, CFG and schedule fill what was not given (said on stderr)."""
+    params = _few_step_defaults(args, _params_as_given(args))
+    if check:
+        check_model(params)
+    return params
+
+
+def _few_step_defaults(args: argparse.Namespace, params: GenerationParams) -> GenerationParams:
+    search = load_settings().model_search_path()
+    applied = lora_defaults(
+        params, getattr(args, "given", ()), search, names_only=queue_is_shared()
+    )
+    if note := applied.note():
+        print(f"note: {printable(note)}", file=sys.stderr)
+    return applied.params.validated()
+
+
+def _params_as_given(args: argparse.Namespace) -> GenerationParams:
     width, height = parse_size(args.size)
-    params = GenerationParams(
+    return GenerationParams(
         prompt=args.prompt, negative_prompt=args.negative, model=args.model,
         scheduler=args.scheduler, steps=args.steps, cfg=args.cfg,
         width=width, height=height, seed=args.seed,
@@ -131,9 +161,6 @@ def params_from_args(args: argparse.Namespace, *, check: bool = True) -> Generat
         compile=getattr(args, "compile", False),
         **_video_args(args),
     ).validated()  # fmt: skip
-    if check:
-        check_model(params)
-    return params
 
 
 def _video_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -283,6 +310,7 @@ def _job_details(job: Job) -> list[tuple[str, object]]:
         ("group", _group_text(job)),
         ("speed", _speed_text(job)),
         ("compile", "torch.compile" if job.compile else ""),
+        ("schedule", schedule_text(job.scheduler_config) if job.scheduler_config else ""),
         ("video", f"{job.frames} frames at {job.fps} fps" if job.kind == KIND_VIDEO else ""),
     ]  # fmt: skip
     details += [(label, value) for label, value in optional if value]
