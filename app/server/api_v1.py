@@ -19,7 +19,12 @@ from app.engine.history.favourites import star
 from app.engine.history.search import JobFilter, search
 from app.engine.jobs.api_jobs import ApiRecord
 from app.engine.jobs.groups import retry_member
-from app.engine.jobs.params import KIND_VIDEO, decode_control, decode_reference
+from app.engine.jobs.params import (
+    KIND_VIDEO,
+    decode_control,
+    decode_reference,
+    decode_scheduler_config,
+)
 from app.engine.jobs.queue import (
     MAX_JOB_ID,
     Job,
@@ -312,6 +317,8 @@ def job_json(
                   "preview": f"{base}/preview", "events": f"{PREFIX}/events?job={job.id}"},
     }  # fmt: skip
     out.update(what_it_draws(job))
+    if job.scheduler_config:  # a few-step LoRA's schedule, over the model's own
+        out["scheduler_config"] = decode_scheduler_config(job.scheduler_config)
     if job.kind == KIND_VIDEO:  # its output (links.image) is an MP4 of these frames
         out["video"] = {"frames": job.frames, "fps": job.fps}
     if timeline is not None:

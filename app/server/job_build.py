@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine import paths
+from app.engine.generation.prompts.few_step import lora_defaults
 from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.control_image import preprocess
 from app.engine.jobs.graph_sql import digest
@@ -63,7 +64,7 @@ class Made:
 
 def submit_body(state: ServerState, body: JobBody, *, client: str, key: str | None) -> Made:
     """Check the body's jobs as a worker would and store them, or refuse having stored nothing."""
-    params = base_params(body)
+    params = few_step_defaults(state, body, base_params(body))
     # A dynamic prompt is a group even of one job (its template kept), as the CLI's.
     grouped = body.batch_count > 1 or body.combinatorial or body.grid is not None
     if grouped or has_dynamic_syntax(params.prompt):
@@ -87,6 +88,15 @@ def base_params(body: JobBody) -> GenerationParams:
     if body.frames is not None:
         params = replace(params, kind=KIND_VIDEO, frames=body.frames, fps=body.fps)
     return params
+
+
+def few_step_defaults(
+    state: ServerState, body: JobBody, params: GenerationParams
+) -> GenerationParams:
+    """A few-step LoRA's steps, CFG and schedule where the body gave none: stored with the
+    job, so a resume and another machine run what was applied."""
+    search = state.settings.model_search_path()
+    return lora_defaults(params, body.model_fields_set, search, names_only=True).params
 
 
 def with_loras(prompt: str, loras: list[LoraBody]) -> str:

@@ -238,6 +238,23 @@ def test_loras_by_name_are_the_prompt_tags_the_cli_reads(
     }  # a server names no folder: the check by name only (the CLI's lists its folders)
 
 
+def test_a_few_step_loras_settings_are_stored_with_the_job_as_the_clis_and_given_ones_win(
+    api: Running, store: JobQueue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_lora_file(paths.models_dir() / "lora" / "Hyper-SDXL-8steps-lora.safetensors")
+    body = {"prompt": "a cat", "seed": 2, "loras": [{"name": "Hyper-SDXL-8steps-lora"}]}
+    [job_id] = made(post(api, body))
+    cli = cli_job(capsys, "submit", "a cat <lora:Hyper-SDXL-8steps-lora:1>", "--seed", "2")
+    same_job(store, job_id, cli)
+    shown = api.client.get(f"/api/v1/jobs/{job_id}").json()
+    assert (shown["steps"], shown["cfg"], shown["scheduler"]) == (8, 0.0, "DDIM")
+    assert shown["scheduler_config"] == {"timestep_spacing": "trailing"}
+    [given] = made(post(api, {**body, "steps": 6, "cfg": 2}))
+    assert (store.get(given).steps, store.get(given).cfg, store.get(given).scheduler) == (
+        6, 2.0, "DDIM",
+    )  # fmt: skip
+
+
 def test_step_caching_on_a_model_without_it_is_the_clis_refusal(
     api: Running, capsys: pytest.CaptureFixture[str]
 ) -> None:
