@@ -48,6 +48,7 @@ def a1111_parameters(params: GenerationParams) -> str:
         )
         + _speed_parameters(params)
         + (", Compile: torch.compile" if params.compile else "")
+        + _schedule_parameters(params)
     )
     if params.prompt_template and params.prompt_template != params.prompt:
         # As the Dynamic Prompts extension records the prompt before it was expanded.
@@ -78,6 +79,14 @@ def _speed_parameters(params: GenerationParams) -> str:
     if not params.cache_threshold:
         return ""
     return f", Speed: {params.speed}, First Block Cache threshold: {params.cache_threshold:g}"
+
+
+def _schedule_parameters(params: GenerationParams) -> str:
+    """The schedule over the model's (a few-step LoRA's), quoted as A1111 quotes a value
+    with commas: its JSON as a JSON string. The `easel` chunk has it too, exactly."""
+    if not params.scheduler_config:
+        return ""
+    return f", Scheduler config: {json.dumps(params.scheduler_config)}"
 
 
 def _inpaint_parameters(params: GenerationParams) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from PIL import Image
 
 from app.engine.generation.device import CPU
 from app.engine.generation.files.sources import ModelSearchPath
@@ -156,6 +157,11 @@ def test_a_lightning_job_equals_stock_with_the_published_scheduler_and_resumes_e
     )  # fmt: skip
     assert out.kind is OutcomeKind.COMPLETED and out.image_path is not None
     ours = pixels(out.image_path)
+    with Image.open(out.image_path) as png:  # the PNG records what ran: a drop restores it
+        assert json.loads(png.info["easel"])["scheduler_config"] == params.scheduler_config
+        settings = png.info["parameters"].splitlines()[-1]
+    assert settings.startswith("Steps: 4, Sampler: Euler, CFG scale: 1,")
+    assert settings.endswith(f", Scheduler config: {json.dumps(params.scheduler_config)}")
     lora = lora_folder / f"{LIGHTNING}.safetensors"
     assert max_diff(ours, stock_lightning(folder, lora, params, QWEN_LIGHTNING_SCHEDULER)) == 0
     # The schedule mattered: the model's own scheduler draws another image.
