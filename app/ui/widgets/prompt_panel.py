@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
@@ -150,6 +150,15 @@ class PromptPanel(QWidget):
                                      "at the cursor"))  # fmt: skip
         self.lora.activated.connect(self._lora_picked)
         self.set_loras([])
+        # What a few-step LoRA (Lightning, Hyper, Turbo) set in the form when it was picked,
+        # and its schedule, sent with the job while its tag stays in the prompt and its
+        # sampler stays picked (prompts/few_step.py).
+        self.few_step_note = QLabel()
+        self.few_step_note.setObjectName("fieldNote")
+        self.few_step_note.setWordWrap(True)
+        self.few_step_note.hide()
+        self._few_step = _NO_FEW_STEP
+        self.prompt.textChanged.connect(self._few_step_tag_edited)
         self.scheduler = QComboBox()
         self.scheduler.addItems(SCHEDULERS)
         self.scheduler.activated.connect(self._sampler_picked)
@@ -225,6 +234,7 @@ class PromptPanel(QWidget):
         rows: list[tuple[str, QWidget, QWidget | None]] = [
             (self.tr("Model"), self.model, None),
             (self.tr("LoRA"), self.lora, None),
+            ("", self.few_step_note, None),
             (self.tr("Sampler"), self.scheduler, None),
             (self.tr("Steps"), self.steps, FieldNote(self.steps)),
             ("CFG", self.cfg, FieldNote(self.cfg)),
@@ -524,6 +534,47 @@ class PromptPanel(QWidget):
         if name:
             self.prompt.textCursor().insertText(lora_tag(name))
             self.prompt.setFocus()
+            self._use_few_step(name)
+
+    def _use_few_step(self, name: str) -> None:
+        """A few-step LoRA's steps, CFG and sampler into the form, and a note saying so;
+        the artist may change any of them afterwards (what the form shows is submitted)."""
+        from app.engine.generation.prompts.few_step import recognise  # torch-free
+
+        found = recognise(name)
+        if found is None:
+            return
+        row = found.row
+        self.steps.setValue(found.steps)
+        self.cfg.setValue(row.cfg)
+        self._set_sampler(row.sampler)
+        self._few_step = _FewStepInForm(name, row.sampler, found.settings()["scheduler_config"])
+        note = self.tr("{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler}").format(
+            label=row.label, n=found.steps, steps=found.steps, cfg=format_number(row.cfg),
+            sampler=row.sampler,
+        )  # fmt: skip
+        if self._few_step.schedule:
+            note += self.tr(", its own schedule")
+        if row.weight_note:
+            note += self.tr(" (its authors use weight {weight})").format(weight=row.weight_note)
+        self.few_step_note.setText(note)
+        self.few_step_note.show()
+
+    def _few_step_schedule(self) -> str:
+        """The picked few-step LoRA's schedule while its tag is in the prompt and its sampler
+        is picked; "" otherwise (the model's own schedule)."""
+        few_step = self._few_step
+        if not few_step.schedule or self.scheduler.currentText() != few_step.sampler:
+            return ""
+        in_prompt = f"<lora:{few_step.lora}".lower() in self.prompt.toPlainText().lower()
+        return few_step.schedule if in_prompt else ""
+
+    def _few_step_tag_edited(self) -> None:
+        """The note goes with the LoRA's tag (the fields keep what they show)."""
+        lora = self._few_step.lora
+        if lora and f"<lora:{lora}".lower() not in self.prompt.toPlainText().lower():
+            self._few_step = _NO_FEW_STEP
+            self.few_step_note.hide()
 
     def number_fields(self) -> tuple[NumberEdit, ...]:
         fields: tuple[NumberEdit, ...] = (
@@ -556,6 +607,7 @@ class PromptPanel(QWidget):
             cfg=float(number_in(self.cfg)), width=int(number_in(self.width_box)),
             height=int(number_in(self.height_box)),
             seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
+            scheduler_config=self._few_step_schedule(),
         )))  # fmt: skip
 
     def _as_clip(self, params: GenerationParams) -> GenerationParams:
@@ -584,6 +636,11 @@ class PromptPanel(QWidget):
         return bool(problems)
 
     def set_params(self, p: GenerationParams) -> None:
+        # A job's schedule comes back with it (reused, or from a dropped PNG), as its own.
+        self._few_step = _FewStepInForm(_first_lora(p.prompt), p.scheduler, p.scheduler_config)
+        self.few_step_note.setVisible(bool(p.scheduler_config))
+        if p.scheduler_config:
+            self.few_step_note.setText(self.tr("The job's own schedule (a few-step LoRA's)"))
         self.prompt.setPlainText(p.prompt)
         self.negative.setPlainText(p.negative_prompt)
         self._select_model(p.model)
@@ -747,6 +804,22 @@ def add_model_item(box: QComboBox, choice: ModelChoice) -> None:
         item = box.model().item(index)  # type: ignore[attr-defined]
         item.setEnabled(False)
         box.setItemData(index, choice.unsupported_reason, Qt.ItemDataRole.ToolTipRole)
+
+
+@dataclass(frozen=True)
+class _FewStepInForm:
+    lora: str  # its name in the prompt's tag
+    sampler: str
+    schedule: str  # the job's scheduler_config while the tag and sampler stay
+
+
+_NO_FEW_STEP = _FewStepInForm("", "", "")
+
+
+def _first_lora(prompt: str) -> str:
+    """The name of the prompt's first `<lora:...>` tag ("" for none)."""
+    start = prompt.lower().find("<lora:")
+    return prompt[start + 6 :].split(":")[0].split(">")[0] if start >= 0 else ""
 
 
 def lora_tag(name: str) -> str:

@@ -1,0 +1,58 @@
+"""A few-step LoRA picked in the form (keys on the LoRA list): steps, CFG and sampler
+change to its own, a note says why, its schedule goes with the job while its tag stays;
+what the artist types afterwards wins (the rules: tests/engine/generation/test_few_step.py)."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.engine.generation.prompts.few_step import QWEN_LIGHTNING_SCHEDULER
+from app.engine.jobs.params import GenerationParams
+from app.ui.presenters.model_choices import ModelChoice
+from app.ui.widgets.prompt_panel import PromptPanel
+
+QWEN = ModelChoice("qwen", "Qwen-Image", 1024, ((1024, 1024),), samplers=("Euler",))
+LIGHTNING = "Qwen-Image-Lightning-8steps-V1.0"
+
+
+def test_picking_a_lightning_lora_sets_its_settings_and_says_so(qtbot: QtBot) -> None:
+    panel = PromptPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_models([QWEN])
+    panel.set_loras([LIGHTNING, "ink_style"])
+    qtbot.keyClicks(panel.prompt, "a sign that says EASEL ")
+    panel.lora.setFocus()
+    qtbot.keyClick(panel.lora, Qt.Key.Key_Down)  # the list's first LoRA
+    assert panel.few_step_note.isVisible()
+    assert panel.few_step_note.text() == (
+        "Qwen-Image-Lightning 8-step LoRA: 8 steps, CFG 1, Euler, its own schedule"
+    )
+    params = panel.params()
+    assert (params.steps, params.cfg, params.scheduler) == (8, 1.0, "Euler")
+    assert json.loads(params.scheduler_config) == QWEN_LIGHTNING_SCHEDULER
+    panel.steps.selectAll()
+    qtbot.keyClicks(panel.steps, "4")  # the artist's own value wins
+    assert panel.params().steps == 4 and panel.params().scheduler_config
+    panel.prompt.setPlainText("a sign that says EASEL ")  # the tag is gone
+    assert not panel.few_step_note.isVisible() and panel.params().scheduler_config == ""
+    panel.lora.setCurrentIndex(1)
+    qtbot.keyClick(panel.lora, Qt.Key.Key_Down)  # a plain LoRA changes nothing
+    assert "<lora:ink_style:1>" in panel.prompt.toPlainText()
+    assert not panel.few_step_note.isVisible() and panel.params().steps == 4
+
+
+def test_a_reused_jobs_schedule_comes_back_with_it(qtbot: QtBot) -> None:
+    panel = PromptPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_models([QWEN])
+    schedule = '{"shift": 1.0}'
+    job = GenerationParams(f"x <lora:{LIGHTNING}:1>", model="qwen", scheduler_config=schedule)
+    panel.set_params(job)
+    assert panel.params().scheduler_config == schedule and panel.few_step_note.isVisible()
+    panel.set_params(GenerationParams("y", model="qwen"))
+    assert panel.params().scheduler_config == "" and not panel.few_step_note.isVisible()
