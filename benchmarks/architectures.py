@@ -27,7 +27,10 @@ two transformer calls per step) and at `cfg` 1 (`qwen-image-no-cfg`, one): the s
 figures with its one sampler (Euler), against stock `QwenImagePipeline` given the job's
 `cfg` as its `true_cfg_scale`; and an inpaint (`qwen-image-inpaint`: a 64x64 picture, a
 blurred square mask, strength 0.8, true CFG): `pause_resume_max_diff` and
-`same_as_diffusers_max_diff` against stock `QwenImageInpaintPipeline`.
+`same_as_diffusers_max_diff` against stock `QwenImageInpaintPipeline`; and a few-step LoRA
+(`qwen-image-lightning-lora`: a tiny random LoRA named as lightx2v's 8-step Lightning file,
+the job's steps, CFG and schedule its defaults) against stock with the LoRA loaded and the
+scheduler built from Qwen-Image-Lightning's published config.
 And for Flux.2 Klein as diffusers folders, the base model (`flux2-klein`, true CFG: two
 transformer calls per step) and a step-distilled one (`flux2-klein-distilled`, one call):
 the same four figures with its one sampler (Euler), against stock `Flux2KleinPipeline`;
@@ -518,6 +521,44 @@ def run_qwen(work: Path) -> None:
         )  # fmt: skip
         _flow_figures(label, model, work, params, cfg_as="true_cfg_scale")
     _qwen_inpaint_figures("qwen-image-inpaint", model, work)
+    _qwen_lightning_figures("qwen-image-lightning-lora", folder, model, work)
+
+
+def _qwen_lightning_figures(label: str, folder: Path, model: ModelInfo, work: Path) -> None:
+    """A job naming a tiny random LoRA called as lightx2v's 8-step Qwen-Image-Lightning file,
+    its steps, CFG and schedule the LoRA's defaults (prompts/few_step.py), against stock
+    `QwenImagePipeline` as the LoRA's card runs it: the scheduler built
+    `FlowMatchEulerDiscreteScheduler.from_config(published config)`, `load_lora_weights`,
+    `true_cfg_scale` 1 and 8 steps."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, QwenImagePipeline
+
+    from app.engine.generation.prompts.few_step import QWEN_LIGHTNING_SCHEDULER, few_step_defaults
+    from app.testing.tiny.qwen import write_tiny_qwen_lora
+
+    name = "Qwen-Image-Lightning-8steps-V1.0"
+    lora = write_tiny_qwen_lora(work / "lora" / f"{name}.safetensors")
+    asked = GenerationParams(prompt=f"a red circle <lora:{name}:1>", model="m", seed=42)
+    params = few_step_defaults(asked, (), [(name, lora)]).params
+    cache = PipelineCache(lora_folders=[lora.parent])
+    runner = Runner(device=CPU, resolve=lambda _n: model, cache=cache, threads=1)
+    run = work / f"{label}-run"
+    run.mkdir(exist_ok=True)
+    ours, resumed = run / "ref.png", run / "job.png"
+    _whole_and_resumed(runner, params, RunInputs(), ours, resumed)
+    scheduler = FlowMatchEulerDiscreteScheduler.from_config(QWEN_LIGHTNING_SCHEDULER)
+    stock_pipe: Any = QwenImagePipeline.from_pretrained(
+        folder, scheduler=scheduler, local_files_only=True
+    )
+    stock_pipe.load_lora_weights(str(lora))
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        prompt="a red circle", negative_prompt=" ", true_cfg_scale=1.0,
+        num_inference_steps=8, width=params.width, height=params.height,
+        generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+    shutil.rmtree(run)
 
 
 def _qwen_inpaint_figures(label: str, model: ModelInfo, work: Path) -> None:
