@@ -179,3 +179,45 @@ def test_a_lightning_job_equals_stock_with_the_published_scheduler_and_resumes_e
     )  # fmt: skip
     assert resumed.resumed_from is not None
     assert max_diff(pixels(tmp_path / "job.png"), ours) == 0
+
+
+def test_an_sdxl_lightning_job_equals_stock_with_trailing_euler_and_resumes_exactly(
+    tmp_path: Path,
+) -> None:
+    """SDXL-Lightning's card: `EulerDiscreteScheduler.from_config(config,
+    timestep_spacing="trailing")`, the LoRA loaded, `guidance_scale=0`."""
+    from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline
+
+    from app.engine.generation.files.architecture import Architecture
+    from app.testing.tiny.unet import write_tiny_lora, write_tiny_pipeline
+
+    folder = write_tiny_pipeline(tmp_path / "sdxl", architecture=Architecture.SDXL)
+    name = "sdxl_lightning_4step_lora"
+    lora = write_tiny_lora(tmp_path / "lora" / f"{name}.safetensors", seed=3,
+                           architecture=Architecture.SDXL)  # fmt: skip
+    asked = GenerationParams(prompt=f"a girl smiling <lora:{name}:1>", model="m", seed=5)
+    search = ModelSearchPath(user=(tmp_path,))
+    params = lora_defaults(asked, explicit=(), search=search).params
+    assert (params.steps, params.cfg, params.scheduler) == (4, 0.0, "Euler")
+    runner = lightning_runner(folder, lora.parent)
+    outcomes = [
+        runner.run(params, output_path=tmp_path / f"{name}.png",
+                   checkpoint_path=tmp_path / f"{name}.ckpt", on_step=on_step)
+        for name, on_step in (("ours", go_on), ("job", pause_at(2)), ("job", go_on))
+    ]  # fmt: skip
+    assert [o.kind for o in outcomes][1] is OutcomeKind.PAUSED and outcomes[2].resumed_from
+    pipe: Any = StableDiffusionXLPipeline.from_pretrained(folder, local_files_only=True)
+    pipe.load_lora_weights(str(lora))
+    pipe.set_progress_bar_config(disable=True)
+    shipped = pipe.scheduler.config
+    images = []
+    for spacing in ("trailing", shipped.timestep_spacing):
+        pipe.scheduler = EulerDiscreteScheduler.from_config(shipped, timestep_spacing=spacing)
+        images.append(pixels(pipe(
+            "a girl smiling", num_inference_steps=4, guidance_scale=0, width=64, height=64,
+            generator=torch.Generator().manual_seed(5),
+        ).images[0]))  # fmt: skip
+    ours = pixels(tmp_path / "ours.png")
+    assert max_diff(ours, images[0]) == 0
+    assert max_diff(ours, images[1]) > 0  # the schedule mattered
+    assert max_diff(ours, pixels(tmp_path / "job.png")) == 0
