@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from app.cli import arguments
-from app.cli.jobs import check_model, with_queue
+from app.cli.jobs import Given, check_model, few_step_defaults, with_queue
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.init_image import read_init_image
 from app.engine.jobs.params import RANDOM_SEED, InvalidParameters, parse_size
@@ -48,8 +49,8 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         "--image", type=Path, action="append", default=[], metavar="PNG",
         help="another input image (for models that read several)",
     )  # fmt: skip
-    parser.add_argument("--steps", type=int, default=EDIT_STEPS)
-    parser.add_argument("--cfg", type=float, default=EDIT_GUIDANCE, help="guidance")
+    parser.add_argument("--steps", type=int, default=EDIT_STEPS, action=Given)
+    parser.add_argument("--cfg", type=float, default=EDIT_GUIDANCE, help="guidance", action=Given)
     parser.add_argument("--seed", type=int, default=RANDOM_SEED)
 
 
@@ -60,7 +61,7 @@ def _edit(args: argparse.Namespace, queue: JobQueue) -> int:
         queue, args.job_id, _settings(args, args.instruction), check=check_model,
         max_attempts=_attempts(),
     )  # fmt: skip
-    return _submitted(queue, job)
+    return _submitted(queue, job, args)
 
 
 def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
@@ -74,7 +75,7 @@ def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
         read_init_image(args.edit_image), _settings(args, args.prompt), size=size,
         parents=args.after, check=check_model, max_attempts=_attempts(),
     )  # fmt: skip
-    return _submitted(queue, job)
+    return _submitted(queue, job, args)
 
 
 def _settings(args: argparse.Namespace, instruction: str) -> EditSettings:
@@ -94,7 +95,13 @@ def _attempts() -> int:
     return load_settings().max_attempts
 
 
-def _submitted(queue: JobQueue, job: NewJob) -> int:
+def _submitted(queue: JobQueue, job: NewJob, args: argparse.Namespace) -> int:
+    """Stores `job`, a few-step LoRA's settings (a Qwen-Image-Edit Lightning LoRA's) in
+    what the command line did not give, checked again when they changed it."""
+    params = few_step_defaults(args, job.params)
+    if params != job.params:
+        check_model(params)
+        job = replace(job, params=params)
     [job_id] = submit_with_follow_ups(queue, job, source="cli").jobs
     print(job_id)
     return 0

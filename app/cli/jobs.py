@@ -83,14 +83,14 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", help="what to draw")
     parser.add_argument("--negative", default="", help="what to keep out of the image")
     # A few-step LoRA in the prompt sets steps, CFG and sampler where these are not given.
-    parser.add_argument("--steps", type=int, default=GenerationParams.steps, action=_Given)
-    parser.add_argument("--cfg", type=float, default=GenerationParams.cfg, action=_Given)
+    parser.add_argument("--steps", type=int, default=GenerationParams.steps, action=Given)
+    parser.add_argument("--cfg", type=float, default=GenerationParams.cfg, action=Given)
     parser.add_argument("--seed", type=int, default=GenerationParams.seed, help="-1: random")
     default_size = f"{GenerationParams.width}x{GenerationParams.height}"
     parser.add_argument("--size", default=default_size, help="WIDTHxHEIGHT, multiples of 8")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument(
-        "--scheduler", default=DEFAULT_SCHEDULER, action=_Given,
+        "--scheduler", default=DEFAULT_SCHEDULER, action=Given,
         help=f"one of: {', '.join(SCHEDULERS)}",
     )  # fmt: skip
     parser.add_argument(
@@ -120,7 +120,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-class _Given(argparse.Action):
+class Given(argparse.Action):
     """Stores the value and notes that it was given (`args.given`): a few-step LoRA's
     defaults never replace what the artist typed."""
 
@@ -134,13 +134,14 @@ def params_from_args(args: argparse.Namespace, *, check: bool = True) -> Generat
     (`check`) that the model exists where a worker will look and runs them (files only: no
     torch here); without `check`, the caller checks the model once the request is whole.
     A few-step LoRA's steps, CFG and schedule fill what was not given (said on stderr)."""
-    params = _few_step_defaults(args, _params_as_given(args))
+    params = few_step_defaults(args, _params_as_given(args))
     if check:
         check_model(params)
     return params
 
 
-def _few_step_defaults(args: argparse.Namespace, params: GenerationParams) -> GenerationParams:
+def few_step_defaults(args: argparse.Namespace, params: GenerationParams) -> GenerationParams:
+    """`params` with a few-step LoRA's settings where `args` gave none, said on stderr."""
     search = load_settings().model_search_path()
     applied = lora_defaults(
         params, getattr(args, "given", ()), search, names_only=queue_is_shared()

@@ -46,3 +46,23 @@ def test_submit_applies_a_lightning_loras_settings_and_says_so(
     assert (job["steps"], job["cfg"], job["scheduler"], job["scheduler_config"]) == (
         6, 0.0, "DDIM", "",
     )  # fmt: skip
+
+
+def test_an_edit_takes_a_turbo_loras_steps_unless_given(
+    capsys: pytest.CaptureFixture[str], easel_home: Path
+) -> None:
+    from tests.edit_models import write_kontext_index
+
+    write_kontext_index(easel_home / "models" / "kontext")  # submit reads no weights
+    write_lora(easel_home / "models" / "lora" / "FLUX.1-Turbo-Alpha.safetensors")
+    assert main(["submit", "a cat", "--seed", "3"]) == 0
+    capsys.readouterr()
+    instruction = "make it night <lora:FLUX.1-Turbo-Alpha:1>"
+    assert main(["edit", "1", instruction, "--model", "kontext"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "note: FLUX.1-Turbo-Alpha 8-step LoRA: 8 steps\n"  # guidance 3.5 already
+    job = stored(capsys, int(out))
+    assert (job["kind"], job["steps"], job["cfg"]) == ("edit", 8, 3.5)
+    assert main(["edit", "1", instruction, "--model", "kontext", "--steps", "12"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and stored(capsys, int(out))["steps"] == 12
