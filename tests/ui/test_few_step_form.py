@@ -29,7 +29,7 @@ def test_picking_a_lightning_lora_sets_its_settings_and_says_so(qtbot: QtBot) ->
     qtbot.keyClick(panel.lora, Qt.Key.Key_Down)  # the list's first LoRA
     assert panel.few_step_note.isVisible()
     assert panel.few_step_note.text() == (
-        "Qwen-Image-Lightning 8-step LoRA: 8 steps, CFG 1, Euler, its own schedule"
+        "Qwen-Image-Lightning 8-step LoRA: 8 steps, CFG 1, Euler with its own schedule"
     )
     params = panel.params()
     assert (params.steps, params.cfg, params.scheduler) == (8, 1.0, "Euler")
@@ -56,3 +56,16 @@ def test_a_reused_jobs_schedule_comes_back_with_it(qtbot: QtBot) -> None:
     assert panel.params().scheduler_config == schedule and panel.few_step_note.isVisible()
     panel.set_params(GenerationParams("y", model="qwen"))
     assert panel.params().scheduler_config == "" and not panel.few_step_note.isVisible()
+
+
+def test_a_hyper_flux_lora_says_the_weight_its_authors_use(qtbot: QtBot) -> None:
+    panel = PromptPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_loras(["Hyper-FLUX.1-dev-8steps-lora"])
+    panel.lora.setFocus()
+    qtbot.keyClick(panel.lora, Qt.Key.Key_Down)
+    assert panel.few_step_note.text() == (
+        "Hyper-FLUX 8-step LoRA: 8 steps, CFG 3.5, Euler. Its authors use it at weight 0.125."
+    )
+    assert panel.params().scheduler_config == ""  # Flux's own schedule

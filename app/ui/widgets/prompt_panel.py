@@ -549,14 +549,18 @@ class PromptPanel(QWidget):
         self.cfg.setValue(row.cfg)
         self._set_sampler(row.sampler)
         self._few_step = _FewStepInForm(name, row.sampler, found.settings()["scheduler_config"])
-        note = self.tr("{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler}").format(
-            label=row.label, n=found.steps, steps=found.steps, cfg=format_number(row.cfg),
-            sampler=row.sampler,
-        )  # fmt: skip
+        values = {"label": row.label, "n": found.steps, "steps": found.steps,
+                  "cfg": format_number(row.cfg), "sampler": row.sampler}  # fmt: skip
         if self._few_step.schedule:
-            note += self.tr(", its own schedule")
+            note = self.tr("{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler} with "
+                           "its own schedule").format(**values)  # fmt: skip
+        else:
+            note = self.tr("{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler}").format(
+                **values
+            )
         if row.weight_note:
-            note += self.tr(" (its authors use weight {weight})").format(weight=row.weight_note)
+            weight = self.tr("Its authors use it at weight {weight}.")
+            note += ". " + weight.format(weight=row.weight_note)
         self.few_step_note.setText(note)
         self.few_step_note.show()
 
