@@ -89,6 +89,12 @@ def test_its_settings_fill_what_the_artist_left_and_explicit_values_win(
     assert own_sampler.params.scheduler_config == "" and own_sampler.fields == ("steps", "cfg")
 
 
+def test_a_prompt_the_submit_checks_refuse_is_left_for_them_to_refuse(lora_folder: Path) -> None:
+    search = ModelSearchPath(user=(lora_folder.parent,))
+    twice = lightning_params(prompt=f"<lora:{LIGHTNING}:1> <lora:{LIGHTNING}:0.5>")
+    assert lora_defaults(twice, (), search).params == twice
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [

@@ -24,7 +24,13 @@ from typing import Any
 
 from app.engine.generation.files.safetensors_header import METADATA_KEY, read_safetensors_header
 from app.engine.generation.files.sources import ModelSearchPath
-from app.engine.generation.prompts.loras import check_loras
+from app.engine.generation.prompts.loras import (
+    LoraError,
+    available_loras,
+    installed_loras,
+    lora_folders,
+    parse_loras,
+)
 from app.engine.jobs.params import GenerationParams, encode_scheduler_config
 
 # The fields a row may set; the same names as GenerationParams' (and the API body's).
@@ -228,7 +234,14 @@ def lora_defaults(
     *,
     names_only: bool = False,
 ) -> Applied:
-    """`few_step_defaults` for the LoRAs `params.prompt` names, found as a worker finds them
-    (`check_loras`: an unknown one is refused here in its sentence)."""
-    resolved = check_loras(params.prompt, search, names_only=names_only)
-    return few_step_defaults(params, explicit, [(lora.name, lora.path) for lora in resolved])
+    """`few_step_defaults` for the LoRAs `params.prompt` names, their files found as a
+    worker finds them (`names_only`: inside the LoRA folders). A prompt whose LoRAs cannot
+    be used is left as it is: the submit checks refuse it in their own words."""
+    try:
+        refs = parse_loras(params.prompt)[1]
+    except LoraError:
+        return Applied(params)
+    if not refs:
+        return Applied(params)
+    files = installed_loras(search) if names_only else available_loras(lora_folders(search))
+    return few_step_defaults(params, explicit, [(ref.name, files.get(ref.name)) for ref in refs])
