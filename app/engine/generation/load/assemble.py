@@ -126,13 +126,19 @@ def _assemble(
         ),
     }
     del transformer_weights
+    # Tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's file).
+    carried = declared_function(declared.tokenizers)(parts) if declared.tokenizers else {}
     for kind, component in declared.components:
         encoder_options = {**options, "torch_dtype": encoder_dtypes.get(component, dtype)}
         components[component] = _text_encoder(
             kind, index[component][1], files.weights(by_kind[kind]), component, encoder_options
         )
         tokenizer = component.replace("text_encoder", "tokenizer")
-        components[tokenizer] = tokenizers.get(tokenizer) or _tokenizer(config, index, tokenizer)
+        components[tokenizer] = (
+            tokenizers.get(tokenizer)
+            or carried.get(tokenizer)
+            or _tokenizer(config, index, tokenizer)
+        )
     return pipeline_class(**components)
 
 
@@ -144,9 +150,16 @@ def diffusers_keys(converter: str) -> Callable[[StateDict], StateDict]:
     `TransformerFile.to_diffusers_keys`, "module:function"); "": they are diffusers' already."""
     if not converter:
         return lambda checkpoint: checkpoint
-    module, name = converter.split(":")
-    convert: Callable[[StateDict], StateDict] = getattr(importlib.import_module(module), name)
+    convert: Callable[[StateDict], StateDict] = declared_function(converter)
     return convert
+
+
+def declared_function(reference: str) -> Callable[..., Any]:
+    """The function a family's declaration names as "module:function" (imported lazily:
+    the declarations stay torch-free)."""
+    module, name = reference.split(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return function
 
 
 def upcast_per_layer(model: Any, storage: torch.dtype, compute: torch.dtype) -> None:
