@@ -184,3 +184,52 @@ def test_a_gguf_whose_stated_shape_does_not_hold_its_values_is_refused_in_a_sent
         r"patch_embedding\.weight the shape .* does not hold its 1536 values",
     ):
         gguf_weights(damaged)
+
+
+_LINEAR_WEIGHTS = tuple(f"{name}.weight" for name in ("q", "k", "v", "o", "wi_0", "wi_1", "wo"))
+
+
+def _scaled_fp8(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ComfyUI's `umt5_xxl_fp8_e4m3fn_scaled` layout: each linear weight in fp8 over its
+    largest value, the scale beside it (`<name>.scale_weight`), the `scaled_fp8` mark."""
+    scaled: dict[str, torch.Tensor] = {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    for key, value in weights.items():
+        if value.ndim != 2 or not key.endswith(_LINEAR_WEIGHTS):
+            scaled[key] = value
+            continue
+        scale = value.abs().max() / 448
+        scaled[key] = (value / scale).to(torch.float8_e4m3fn)
+        scaled[key.removesuffix("weight") + "scale_weight"] = scale
+    return scaled
+
+
+def test_comfyui_s_scaled_fp8_umt5_is_its_fp8_values_times_their_scales(
+    files: TinyWanFiles, tmp_path: Path
+) -> None:
+    from transformers import UMT5EncoderModel
+
+    umt5 = load_file(str(files.models / "text_encoders" / "umt5_xxl_fp16.safetensors"))
+    model = _copy_layout(files, tmp_path / "scaled", load_file(str(files.split_model)))
+    encoders = model.parents[1] / "text_encoders"
+    (encoders / "umt5_xxl_fp16.safetensors").unlink()
+    scaled = _scaled_fp8(umt5)
+    save_file(scaled, str(encoders / "umt5_xxl_fp8_e4m3fn_scaled.safetensors"))
+    info = model_info(model, "m")
+    assert {p.path.name for p in info.parts} >= {"umt5_xxl_fp8_e4m3fn_scaled.safetensors"}
+    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+    ours = cache.get(info, CPU).pipe.text_encoder
+    # The reference: the scales applied by hand, into transformers' own model of the folder.
+    reference = UMT5EncoderModel.from_pretrained(files.folder / "text_encoder").eval()
+    plain = {
+        key: value.float() * scaled[key.removesuffix("weight") + "scale_weight"]
+        if key.removesuffix("weight") + "scale_weight" in scaled
+        else value
+        for key, value in scaled.items()
+        if key not in ("scaled_fp8", "spiece_model") and not key.endswith("scale_weight")
+    }
+    reference.load_state_dict({**plain, "encoder.embed_tokens.weight": plain["shared.weight"]})
+    ids = torch.tensor([[5, 9, 14, 3, 1, 0, 0]])
+    mask = (ids > 0) | (torch.arange(7) == 4)
+    with torch.no_grad():
+        theirs = reference(ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(ours(ids, attention_mask=mask).last_hidden_state, theirs)

@@ -259,6 +259,7 @@ def _text_encoder(
 
     cls = getattr(transformers, class_name)
     prefix = _ENCODER_PREFIXES[kind]
+    weights = unscaled_fp8(weights)
     if kind in (T5, UMT5):  # UMT5 is laid out as T5 (diffusers' T5 loader builds either)
         checkpoint = {
             prefix + key: value for key, value in weights.items() if key not in _NOT_WEIGHTS
@@ -282,6 +283,29 @@ def _text_encoder(
     return create_diffusers_clip_model_from_ldm(
         cls, checkpoint, subfolder=component, **_encoder_options(options)
     )
+
+
+_SCALED_FP8_MARK = "scaled_fp8"  # ComfyUI's *_fp8_e4m3fn_scaled files: an empty fp8 tensor
+_WEIGHT_SCALE = ".scale_weight"
+_INPUT_SCALE = ".scale_input"  # for fp8 matrix products of the activations: not used here
+
+
+def unscaled_fp8(weights: StateDict) -> StateDict:
+    """ComfyUI's scaled fp8 text encoders (`umt5_xxl_fp8_e4m3fn_scaled.safetensors`,
+    `t5xxl_fp8_e4m3fn_scaled.safetensors`) as plain weights: each scaled matrix is its fp8
+    values times its `<name>.scale_weight`, as ComfyUI's fp8 layers compute it; loaded as
+    they are, the fp8 values alone would be silently wrong by that factor."""
+    if not any(key.endswith(_WEIGHT_SCALE) for key in weights):
+        return weights
+    plain: StateDict = {}
+    for key, value in weights.items():
+        if key == _SCALED_FP8_MARK or key.endswith((_WEIGHT_SCALE, _INPUT_SCALE)):
+            continue
+        scale = weights.get(key.removesuffix(".weight") + _WEIGHT_SCALE)
+        if key.endswith(".weight") and scale is not None:
+            value = value.to(torch.float32) * scale.to(torch.float32)
+        plain[key] = value
+    return plain
 
 
 def _encoder_options(options: dict[str, Any]) -> dict[str, Any]:
