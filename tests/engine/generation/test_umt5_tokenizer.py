@@ -75,6 +75,14 @@ def test_the_tokenizer_comfyui_s_file_carries_tokenizes_as_transformers_does(
         assert wan_tokens(ours, prompt) == wan_tokens(theirs, prompt), prompt
     ids, mask = wan_tokens(ours, PROMPTS[-1])
     assert sum(mask) == WAN_TOKENS and ids[-1] == 1  # truncated, still ending in </s>
+    # A folder of the fast tokenizer's files alone (tokenizer.json, as the hub's Wan
+    # repositories have it) loads to the same tokens.
+    saved = tmp_path / "saved"
+    theirs.save_pretrained(saved)
+    (saved / "spiece.model").unlink(missing_ok=True)
+    from_json = umt5.tokenizer_from_folder(saved)
+    for prompt in PROMPTS:
+        assert wan_tokens(from_json, prompt) == wan_tokens(ours, prompt), prompt
     # And as SentencePiece itself reads a plain prompt (ComfyUI's tokenizer): the pieces, </s>.
     import sentencepiece
 
