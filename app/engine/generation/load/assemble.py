@@ -12,7 +12,10 @@ by diffusers' single-file code from the shipped config folder, local files only:
 - the text encoders: diffusers' `create_diffusers_clip_model_from_ldm` and
   `create_diffusers_t5_model_from_checkpoint`, given the keys under the prefixes an
   all-in-one file has (a split file's transformers-layout keys are put under them);
-- the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies).
+- the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies),
+  or the tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's
+  file: the family's `TransformerFile.tokenizers`); ComfyUI's scaled fp8 text encoders
+  given their scales back (`unscaled_fp8`).
 The pipeline is then the family's stock pipeline (`FluxPipeline`, `FluxKontextPipeline`,
 `ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`) of these parts. A city96 GGUF's
 tensors that GGUF's four dimensions flattened (Wan's 5D patch embedding) get their shape

@@ -19,7 +19,6 @@ from app.engine.generation.files.transformer_files import UMT5, WAN_VAE, FileNee
 PATCH_PIXELS = 1 * 2 * 2  # Wan's (1, 2, 2) patches
 WAN21_LATENTS = 16  # Wan 2.1's VAE; Wan 2.2 TI2V 5B's has 48
 WAN22_LATENTS = 48
-I2V_CHANNELS = WAN21_LATENTS + 4 + WAN21_LATENTS  # the noise, the mask, the image's latents
 WAN_1_3B_WIDTH = 1536  # Wan2.1-T2V-1.3B's hidden size; 14B's is 5120
 # The shipped config folders (resources/model_configs, packaging/model_configs/
 # make_wan_configs.py), picked from the transformer's shapes as diffusers'
@@ -59,6 +58,7 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
     shapes, folders only so far."""
     try:
         text_width = bare["text_embedding.0.weight"][1]
+        out_channels = bare["head.head.weight"][0] // PATCH_PIXELS
         config = config_for(bare, name)
     except (KeyError, IndexError, ZeroDivisionError):
         return "an incomplete Wan transformer (no patch_embedding, text_embedding or head weights)"
@@ -69,4 +69,5 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
         what = f"a Wan transformer file on {WAN22_LATENTS} latent channels (Wan 2.2 TI2V 5B's)"
         return FOLDER_ONLY.format(what=what, repo="Wan-AI/Wan2.2-TI2V-5B-Diffusers")
     wan21 = Architecture("wan2.1")
-    return FileNeeds(wan21, config, {UMT5: text_width, WAN_VAE: WAN21_LATENTS})
+    # Its VAE's latents are what it draws (16: a Wan VAE of another width is named as misfit).
+    return FileNeeds(wan21, config, {UMT5: text_width, WAN_VAE: out_channels})
