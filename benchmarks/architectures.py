@@ -103,6 +103,9 @@ patch embedding flattened as city96's are), the tiny Wan's 9-frame 32x32 clip wi
 released UniPC: `load_s`, `pause_resume_max_diff` and `same_as_diffusers_max_diff` (every
 frame; the reference is the folder's stock `WanPipeline` with diffusers' own single-file
 loads of the transformer and VAE files), and `vs_unquantised_max_diff[wan2.1-gguf-q8_0]`.
+They load as released files do: with the shipped `wan2.1-t2v-1.3b` model index and
+scheduler (the tiny networks' own transformer, VAE and UMT5 configs beside them), UMT5's
+tokenizer from the SentencePiece model in the UMT5 file (ComfyUI's `spiece_model`).
 
 And Chroma and Flux.1 Kontext as the files artists have (`run_split_layouts`): ComfyUI's split
 layout (`chroma-split`, `flux1-kontext-split`: `chroma-unlocked-v50.safetensors` in

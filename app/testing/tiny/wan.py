@@ -39,14 +39,14 @@ WAN22_BOUNDARY_RATIO = 0.875  # Wan-AI/Wan2.2-T2V-A14B-Diffusers, model_index.js
 WAN_SCHEDULER = {"num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": False}
 
 
-def tiny_umt5_encoder(*, d_model: int = TEXT_WIDTH, seed: int = 0) -> Any:
+def tiny_umt5_encoder(*, d_model: int = TEXT_WIDTH, seed: int = 0, vocab_size: int = 0) -> Any:
     """A two-layer UMT5 encoder (gated GELU, per-layer relative positions) of the tiny T5
-    tokenizer's vocabulary, as Wan's `text_encoder` (umt5-xxl) is shaped."""
+    tokenizer's vocabulary (or `vocab_size` tokens), as Wan's `text_encoder` (umt5-xxl)."""
     import torch
     from transformers import UMT5Config, UMT5EncoderModel
 
     config = UMT5Config(
-        vocab_size=len(tiny_t5_tokenizer()),
+        vocab_size=vocab_size or len(tiny_t5_tokenizer()),
         d_model=d_model,
         d_kv=8,
         d_ff=37,

@@ -3,8 +3,9 @@ keys in `diffusion_models/`, UMT5 in `text_encoders/`, the Wan VAE in `vae/`) an
 GGUF Q8_0, detected from their headers, assembled through diffusers' own Wan converters and
 run through Easel's loop: the stock pipeline's frames exactly, and across a resume.
 
-On the tiny Wan of tiny_wan_files (the same weights as a diffusers folder, the reference;
-its config folder is what the files load with here, as Easel ships none for Wan yet).
+On the tiny Wan of tiny_wan_files (the same weights as a diffusers folder, the reference):
+its files load with Easel's shipped wan2.1-t2v-1.3b folder but for the tiny networks' own
+configs, and UMT5's tokenizer from the SentencePiece model in the UMT5 file.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from app.engine.generation.device import CPU
-from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel
+from app.engine.generation.errors import ModelLoadFailed
+from app.engine.generation.families.wan import umt5 as wan_umt5
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo
 from app.engine.generation.load.assemble import gguf_weights
-from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs, load_pipeline
+from app.engine.generation.load.pipelines import (
+    PipelineCache,
+    SingleFileConfigs,
+    bundled_configs,
+    load_pipeline,
+)
 from app.engine.generation.outcome import OutcomeKind
 from app.engine.generation.runner import Runner
 from tests.engine.generation.test_wan import (
@@ -125,9 +132,27 @@ def test_files_easel_cannot_run_are_refused_in_one_sentence(
         file.unlink()
     reason = model_info(lonely).unsupported_reason
     assert reason == "wan: needs a Wan VAE in vae/"
-    # The released files: no Wan config folder or UMT5 tokenizer is shipped with Easel.
-    with pytest.raises(UnsupportedModel, match=r"^model 'wan': Easel cannot run Wan 2\.1 from"):
-        load_pipeline(model_info(files.split_model, "wan"), CPU)
+    # Without a tokenizer in the UMT5 file, beside it or in the cache: one sentence.
+    umt5 = load_file(str(files.models / "text_encoders" / "umt5_xxl_fp16.safetensors"))
+    bare = tmp_path / "bare"
+    model = _copy_layout(files, bare, original)
+    encoder = bare / "text_encoders" / "umt5_xxl_fp16.safetensors"
+    encoder.unlink()
+    save_file({k: v for k, v in umt5.items() if k != "spiece_model"}, str(encoder))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(wan_umt5, "hf_cache_dirs", lambda: ())
+        assert model_info(model).unsupported_reason == (
+            f"wan: {wan_umt5.missing_tokenizer(encoder)}"
+        )
+
+
+def test_the_released_files_load_with_the_shipped_config_folder(files: TinyWanFiles) -> None:
+    model = model_info(files.split_model, "wan")
+    shipped = bundled_configs().root / model.config_name
+    assert model.config_name == "wan2.1-t2v-1.3b" and (shipped / "model_index.json").is_file()
+    # The tiny DiT does not fit the shipped 1.3B's 30 blocks of 1536: the loader's sentence.
+    with pytest.raises(ModelLoadFailed, match=r"^model 'wan' \("):
+        load_pipeline(model, CPU)
 
 
 def test_a_city96_gguf_s_flattened_tensor_gets_its_shape_back(files: TinyWanFiles) -> None:
@@ -159,3 +184,52 @@ def test_a_gguf_whose_stated_shape_does_not_hold_its_values_is_refused_in_a_sent
         r"patch_embedding\.weight the shape .* does not hold its 1536 values",
     ):
         gguf_weights(damaged)
+
+
+_LINEAR_WEIGHTS = tuple(f"{name}.weight" for name in ("q", "k", "v", "o", "wi_0", "wi_1", "wo"))
+
+
+def _scaled_fp8(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ComfyUI's `umt5_xxl_fp8_e4m3fn_scaled` layout: each linear weight in fp8 over its
+    largest value, the scale beside it (`<name>.scale_weight`), the `scaled_fp8` mark."""
+    scaled: dict[str, torch.Tensor] = {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    for key, value in weights.items():
+        if value.ndim != 2 or not key.endswith(_LINEAR_WEIGHTS):
+            scaled[key] = value
+            continue
+        scale = value.abs().max() / 448
+        scaled[key] = (value / scale).to(torch.float8_e4m3fn)
+        scaled[key.removesuffix("weight") + "scale_weight"] = scale
+    return scaled
+
+
+def test_comfyui_s_scaled_fp8_umt5_is_its_fp8_values_times_their_scales(
+    files: TinyWanFiles, tmp_path: Path
+) -> None:
+    from transformers import UMT5EncoderModel
+
+    umt5 = load_file(str(files.models / "text_encoders" / "umt5_xxl_fp16.safetensors"))
+    model = _copy_layout(files, tmp_path / "scaled", load_file(str(files.split_model)))
+    encoders = model.parents[1] / "text_encoders"
+    (encoders / "umt5_xxl_fp16.safetensors").unlink()
+    scaled = _scaled_fp8(umt5)
+    save_file(scaled, str(encoders / "umt5_xxl_fp8_e4m3fn_scaled.safetensors"))
+    info = model_info(model, "m")
+    assert {p.path.name for p in info.parts} >= {"umt5_xxl_fp8_e4m3fn_scaled.safetensors"}
+    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+    ours = cache.get(info, CPU).pipe.text_encoder
+    # The reference: the scales applied by hand, into transformers' own model of the folder.
+    reference = UMT5EncoderModel.from_pretrained(files.folder / "text_encoder").eval()
+    plain = {
+        key: value.float() * scaled[key.removesuffix("weight") + "scale_weight"]
+        if key.removesuffix("weight") + "scale_weight" in scaled
+        else value
+        for key, value in scaled.items()
+        if key not in ("scaled_fp8", "spiece_model") and not key.endswith("scale_weight")
+    }
+    reference.load_state_dict({**plain, "encoder.embed_tokens.weight": plain["shared.weight"]})
+    ids = torch.tensor([[5, 9, 14, 3, 1, 0, 0]])
+    mask = (ids > 0) | (torch.arange(7) == 4)
+    with torch.no_grad():
+        theirs = reference(ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(ours(ids, attention_mask=mask).last_hidden_state, theirs)

@@ -1,7 +1,8 @@
 """A tiny Wan 2.1 text-to-video model written as the files artists have: ComfyUI's split
 layout (`models/diffusion_models/`, `text_encoders/`, `vae/`, each in its original keys)
 and city96's GGUF Q8_0, beside the diffusers folder of the same weights (the reference)
-and the config folder Easel loads the files with (the folder without its weights).
+and the config folder Easel loads the files with (`write_test_configs`). The UMT5 file
+carries its tokenizer as ComfyUI's does (a SentencePiece model trained here, tiny_umt5).
 
 The keys are Wan-AI's (what `diffusers.loaders.single_file_utils.convert_wan_*` read):
 the converters' renames run backwards, and `write_tiny_wan_files` checks that diffusers'
@@ -19,7 +20,12 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from app.testing.tiny.wan import build_tiny_wan
+from app.testing.tiny.wan import build_tiny_wan, tiny_umt5_encoder
+from tests.engine.generation.tiny_umt5 import (
+    reference_tokenizer,
+    spiece_tensor,
+    train_tiny_spiece,
+)
 
 CONFIG_NAME = "wan2.1-t2v-1.3b"  # what a transformer no wider than 1.3B's loads with
 FILE_NAME = "wan2.1_t2v_1.3B_fp16"  # ComfyUI's name of the released file
@@ -32,7 +38,7 @@ class TinyWanFiles:
     models: Path  # the split layout's models folder
     split_model: Path  # models/diffusion_models/<FILE_NAME>.safetensors
     gguf_model: Path  # models/diffusion_models/<FILE_NAME>-Q8_0.gguf
-    configs: Path  # <configs>/<CONFIG_NAME>: the folder without weights
+    configs: Path  # <configs>/<CONFIG_NAME>: the shipped folder with the tiny networks' configs
 
 
 def tiny_wan_released_vae(seed: int = 0) -> Any:
@@ -52,12 +58,18 @@ def write_tiny_wan_files(root: Path) -> TinyWanFiles:
     )
 
     pipe = build_tiny_wan(released=True)
-    pipe.vae = tiny_wan_released_vae()
-    pipe.register_modules(vae=pipe.vae)
+    # UMT5's tokenizer as the released files carry it: a SentencePiece model (trained here),
+    # which the folder holds as transformers' tokenizer of a google/umt5-xxl folder.
+    spiece = train_tiny_spiece()
+    tokenizer = reference_tokenizer(spiece, root / "google-umt5-xxl")
+    pipe.register_modules(
+        vae=tiny_wan_released_vae(),
+        tokenizer=tokenizer,
+        text_encoder=tiny_umt5_encoder(seed=1, vocab_size=len(tokenizer)),
+    )
     folder = root / "folder" / FILE_NAME
     pipe.save_pretrained(folder)
-    configs = root / "configs"
-    shutil.copytree(folder, configs / CONFIG_NAME, ignore=shutil.ignore_patterns("*.safetensors"))
+    configs = write_test_configs(folder, root / "configs")
 
     transformer = wan_transformer_to_original(pipe.transformer.state_dict())
     vae = wan_vae_to_original(pipe.vae.state_dict())
@@ -68,13 +80,32 @@ def write_tiny_wan_files(root: Path) -> TinyWanFiles:
     # The released UMT5 file holds the embedding once, as `shared.weight`.
     encoder = pipe.text_encoder.state_dict()
     umt5 = {k: v for k, v in encoder.items() if k != "encoder.embed_tokens.weight"}
+    umt5["spiece_model"] = spiece_tensor(spiece)  # ComfyUI's: the tokenizer in the file
     models = root / "models"
     split_model = models / "diffusion_models" / f"{FILE_NAME}.safetensors"
     _save(transformer, split_model)
     _save(umt5, models / "text_encoders" / "umt5_xxl_fp16.safetensors")
     _save(vae, models / "vae" / "wan_2.1_vae.safetensors")
     gguf_model = write_wan_gguf(transformer, split_model.with_name(f"{FILE_NAME}-Q8_0.gguf"))
-    return TinyWanFiles(folder, models, split_model, gguf_model, configs / CONFIG_NAME)
+    return TinyWanFiles(folder, models, split_model, gguf_model, configs)
+
+
+def write_test_configs(folder: Path, root: Path) -> Path:
+    """The config folder the tiny files load with: Easel's shipped `wan2.1-t2v-1.3b` (its
+    model index and scheduler), but for the tiny networks' own configs (the transformer,
+    VAE and UMT5 configs of the folder: a one-block DiT 24 wide cannot load into the
+    shipped 30 blocks of 1536). No tokenizer: it comes from the UMT5 file."""
+    configs = root / CONFIG_NAME
+    shutil.copytree(shipped_configs() / CONFIG_NAME, configs)
+    for component in ("transformer", "vae", "text_encoder"):
+        shutil.copy(folder / component / "config.json", configs / component / "config.json")
+    return configs
+
+
+def shipped_configs() -> Path:
+    from app.engine.generation.load.pipelines import bundled_configs
+
+    return bundled_configs().root
 
 
 def stock_from_files(files: TinyWanFiles, transformer_file: Path) -> Any:

@@ -173,6 +173,11 @@ class TransformerFile:
     # Why its files cannot load where Easel ships no config folder for them (one sentence,
     # after the model's name); "": the folders are shipped, and a missing one is damage.
     configs_not_shipped: str = ""
+    # Tokenizers a family's text encoder files carry or point to (UMT5's: families/wan/umt5.py):
+    # "module:function" from the parts to the pipeline's tokenizers (assemble.py), and the
+    # torch-free check detection runs on the parts found ("": they will have them).
+    tokenizers: str = ""
+    parts_problem: Callable[[dict[str, Any]], str] | None = None
     # For families whose files share markers (Flux.1, Flux.1 Kontext, Chroma: Black Forest
     # Labs' blocks): whether a file is this family's, from its keys (without
     # model.diffusion_model.) and its name. A family that claims one is chosen before one

@@ -273,6 +273,10 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
         if problems:
             return unsupported(f"{name}: {problems[0]}")
         return unsupported(f"{name}: needs {_needs_sentence(missing)}")
+    check = spec.transformer_file.parts_problem
+    problem = check(parts) if check is not None else ""
+    if problem:
+        return unsupported(f"{name}: {problem}")
     return Detected(
         needs.architecture,
         Prediction.FLOW,

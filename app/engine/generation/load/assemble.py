@@ -12,7 +12,10 @@ by diffusers' single-file code from the shipped config folder, local files only:
 - the text encoders: diffusers' `create_diffusers_clip_model_from_ldm` and
   `create_diffusers_t5_model_from_checkpoint`, given the keys under the prefixes an
   all-in-one file has (a split file's transformers-layout keys are put under them);
-- the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies).
+- the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies),
+  or the tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's
+  file: the family's `TransformerFile.tokenizers`); ComfyUI's scaled fp8 text encoders
+  given their scales back (`unscaled_fp8`).
 The pipeline is then the family's stock pipeline (`FluxPipeline`, `FluxKontextPipeline`,
 `ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`) of these parts. A city96 GGUF's
 tensors that GGUF's four dimensions flattened (Wan's 5D patch embedding) get their shape
@@ -126,13 +129,19 @@ def _assemble(
         ),
     }
     del transformer_weights
+    # Tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's file).
+    carried = declared_function(declared.tokenizers)(parts) if declared.tokenizers else {}
     for kind, component in declared.components:
         encoder_options = {**options, "torch_dtype": encoder_dtypes.get(component, dtype)}
         components[component] = _text_encoder(
             kind, index[component][1], files.weights(by_kind[kind]), component, encoder_options
         )
         tokenizer = component.replace("text_encoder", "tokenizer")
-        components[tokenizer] = tokenizers.get(tokenizer) or _tokenizer(config, index, tokenizer)
+        components[tokenizer] = (
+            tokenizers.get(tokenizer)
+            or carried.get(tokenizer)
+            or _tokenizer(config, index, tokenizer)
+        )
     return pipeline_class(**components)
 
 
@@ -144,9 +153,16 @@ def diffusers_keys(converter: str) -> Callable[[StateDict], StateDict]:
     `TransformerFile.to_diffusers_keys`, "module:function"); "": they are diffusers' already."""
     if not converter:
         return lambda checkpoint: checkpoint
-    module, name = converter.split(":")
-    convert: Callable[[StateDict], StateDict] = getattr(importlib.import_module(module), name)
+    convert: Callable[[StateDict], StateDict] = declared_function(converter)
     return convert
+
+
+def declared_function(reference: str) -> Callable[..., Any]:
+    """The function a family's declaration names as "module:function" (imported lazily:
+    the declarations stay torch-free)."""
+    module, name = reference.split(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return function
 
 
 def upcast_per_layer(model: Any, storage: torch.dtype, compute: torch.dtype) -> None:
@@ -246,6 +262,7 @@ def _text_encoder(
 
     cls = getattr(transformers, class_name)
     prefix = _ENCODER_PREFIXES[kind]
+    weights = unscaled_fp8(weights)
     if kind in (T5, UMT5):  # UMT5 is laid out as T5 (diffusers' T5 loader builds either)
         checkpoint = {
             prefix + key: value for key, value in weights.items() if key not in _NOT_WEIGHTS
@@ -269,6 +286,29 @@ def _text_encoder(
     return create_diffusers_clip_model_from_ldm(
         cls, checkpoint, subfolder=component, **_encoder_options(options)
     )
+
+
+_SCALED_FP8_MARK = "scaled_fp8"  # ComfyUI's *_fp8_e4m3fn_scaled files: an empty fp8 tensor
+_WEIGHT_SCALE = ".scale_weight"
+_INPUT_SCALE = ".scale_input"  # for fp8 matrix products of the activations: not used here
+
+
+def unscaled_fp8(weights: StateDict) -> StateDict:
+    """ComfyUI's scaled fp8 text encoders (`umt5_xxl_fp8_e4m3fn_scaled.safetensors`,
+    `t5xxl_fp8_e4m3fn_scaled.safetensors`) as plain weights: each scaled matrix is its fp8
+    values times its `<name>.scale_weight`, as ComfyUI's fp8 layers compute it; loaded as
+    they are, the fp8 values alone would be silently wrong by that factor."""
+    if not any(key.endswith(_WEIGHT_SCALE) for key in weights):
+        return weights
+    plain: StateDict = {}
+    for key, value in weights.items():
+        if key == _SCALED_FP8_MARK or key.endswith((_WEIGHT_SCALE, _INPUT_SCALE)):
+            continue
+        scale = weights.get(key.removesuffix(".weight") + _WEIGHT_SCALE)
+        if key.endswith(".weight") and scale is not None:
+            value = value.to(torch.float32) * scale.to(torch.float32)
+        plain[key] = value
+    return plain
 
 
 def _encoder_options(options: dict[str, Any]) -> dict[str, Any]:

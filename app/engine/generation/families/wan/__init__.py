@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from app.engine.generation.families.wan import files
+from app.engine.generation.families.wan import files, umt5
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
@@ -95,7 +95,8 @@ WAN21 = FamilySpec(
         read_header=files.read_header,
         transformer_class="WanTransformer3DModel",
         components=((UMT5, "text_encoder"),),
-        configs_not_shipped=files.CONFIGS_NOT_SHIPPED,
+        tokenizers="app.engine.generation.families.wan.umt5:tokenizers",
+        parts_problem=umt5.parts_problem,
     ),
 )
 
