@@ -132,6 +132,9 @@ class Job(SQLModel, table=True):
     fps: int = Field(
         default=16, sa_column=Column(Integer, nullable=False, server_default=text("16"))
     )
+    # Schema 20: an edit's input images after its init image, as JSON (`params.
+    # encode_edit_images`); each image is a job_input row of kind "edit0", "edit1", ...
+    edit_images: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0
