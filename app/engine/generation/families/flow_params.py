@@ -148,6 +148,15 @@ def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
     return architecture.spec.requests.samplers if architecture is not None else ()
 
 
+def edit_defaults(architecture: Architecture | None) -> tuple[int, float]:
+    """The steps and cfg an edit on a model of `architecture` runs with unless told: its
+    stock pipeline's defaults (Flux.1 Kontext's where it is not a model that edits)."""
+    takes = architecture.spec.requests if architecture is not None else None
+    if takes is None or not takes.edit:
+        takes = Requests()
+    return takes.edit_steps, takes.edit_cfg
+
+
 def edits_images(architecture: Architecture | None) -> bool:
     """Whether a model of `architecture` follows an instruction to edit an image (an edit
     job: Flux.1 Kontext)."""

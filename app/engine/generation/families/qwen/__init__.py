@@ -106,6 +106,10 @@ QWEN_IMAGE_EDIT = FamilySpec(
         img2img_refusal=QWEN_EDIT_ONLY,
         edit=True,
         needs_edit=QWEN_EDIT_ONLY,
+        # QwenImageEditPipeline's (and Plus's) defaults: num_inference_steps=50,
+        # true_cfg_scale=4.0, what an edit on it runs with unless told.
+        edit_steps=50,
+        edit_cfg=4.0,
     ),
     folder_components="app.engine.generation.families.qwen.processor:edit_components",
     float16_overflowing_encoders=("text_encoder",),
