@@ -21,15 +21,18 @@ from app.engine.jobs.params import (
     INIT_FROM_JOB,
     KIND_EDIT,
     KIND_VIDEO,
+    MAX_EDIT_IMAGES,
     RANDOM_SEED,
     ControlLayer,
     GenerationParams,
     InvalidParameters,
     ReferenceImage,
     encode_control,
+    encode_edit_images,
     encode_reference,
 )
 from app.engine.jobs.wildcards import check_template, has_dynamic_syntax
+from app.engine.store.edits import more_input_pngs
 from app.engine.store.job_pictures import finished_picture, picture_job
 from app.server.job_fields import ImageInput, JobBody, JobImage, LoraBody, OutpaintBody
 from app.server.requests import (
@@ -110,14 +113,27 @@ def one_job(state: ServerState, body: JobBody, params: GenerationParams) -> JobR
 
 
 def _as_edit(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:
-    """An edit (Flux.1 Kontext): the prompt is the instruction, `edit_image` the picture it
-    edits; a job's picture makes the edit its child, drawn at its size, as `edit N` does."""
+    """An edit (Flux.1 Kontext, Qwen-Image-Edit): the prompt is the instruction, `edit_image`
+    the picture it edits (or a list: that picture, then the further input images a model
+    that reads several takes, each stored with the job); a job's picture makes the edit its
+    child, drawn at its size, as `edit N` does."""
     if body.init_image is not None or body.mask is not None or body.outpaint is not None:
         raise InvalidParameters(
             "an edit takes its picture as edit_image: give no init_image, mask or outpaint"
         )
-    picture = body.model_copy(update={"init_image": body.edit_image})
-    return _with_init(state, picture, replace(params, kind=KIND_EDIT))
+    given = body.edit_image if isinstance(body.edit_image, list) else [body.edit_image]
+    if not given or len(given) > MAX_EDIT_IMAGES:
+        raise InvalidParameters(
+            f"an edit reads 1 to {MAX_EDIT_IMAGES} input images, not {len(given)}"
+        )
+    edited, *more = given
+    pngs = more_input_pngs(
+        [image_bytes(state, image, f"input image {n}") for n, image in enumerate(more, 2)]
+    )
+    names = encode_edit_images([digest(png) for png in pngs])
+    picture = body.model_copy(update={"init_image": edited})
+    job = _with_init(state, picture, replace(params, kind=KIND_EDIT, edit_images=names))
+    return replace(job, edit_pngs=pngs)
 
 
 def _request(body: JobBody, params: GenerationParams) -> JobRequest:
