@@ -121,7 +121,8 @@ def _as_edit(state: ServerState, body: JobBody, params: GenerationParams) -> Job
         raise InvalidParameters(
             "an edit takes its picture as edit_image: give no init_image, mask or outpaint"
         )
-    given = body.edit_image if isinstance(body.edit_image, list) else [body.edit_image]
+    edit_image = body.edit_image  # one picture, or the list of them
+    given = edit_image if isinstance(edit_image, list) else [edit_image] if edit_image else []
     if not given or len(given) > MAX_EDIT_IMAGES:
         raise InvalidParameters(
             f"an edit reads 1 to {MAX_EDIT_IMAGES} input images, not {len(given)}"

@@ -109,7 +109,7 @@ def test_edit_plus_takes_added_pasted_and_dropped_pictures_in_order_with_its_own
     assert dialog.inputs.count() == 3
     edit = queue.get(ask(qtbot, dialog, "the cat on the sofa, in the green light"))
     assert (edit.kind, edit.model, edit.steps, edit.cfg) == ("edit", "plus", 50, 4.0)
-    assert (edit.init_image, parents_of(queue, edit.id)) == (f"job:{cat}", [cat])
+    assert (edit.init_image, parents_of(queue, edit.id or 0)) == (f"job:{cat}", [cat])
     sizes = [open_rgb(png).size for png in edit_images_of(queue, edit)]
     assert sizes == [(32, 32), (48, 32)]  # the sofa dropped, then the paste
 
