@@ -147,7 +147,11 @@ def test_an_edit_of_several_pictures_is_the_stock_pipelines_image_and_resumes_ex
 def test_the_further_pictures_are_read(model: ModelInfo, tmp_path: Path) -> None:
     """Another last picture (its bytes named by the parameters) edits otherwise."""
     runner = runner_in(model)
-    whole = image_of(ours(runner, edit_params(3), inputs_for(3), tmp_path, "whole"))
+    outcome = ours(runner, edit_params(3), inputs_for(3), tmp_path, "whole")
+    whole = image_of(outcome)
+    recorded = Image.open(outcome.image_path).info["parameters"]  # every input image named
+    names = [digest(png) for png in inputs_for(3).edit_images]
+    assert f"Edit image: job:1, Edit image 2: {names[0]}, Edit image 3: {names[1]}" in recorded
     other_inputs = inputs_for(3, changed=2)
     names = [digest(png) for png in other_inputs.edit_images]
     other_params = edit_params(3, edit_images=encode_edit_images(names))
