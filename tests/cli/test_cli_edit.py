@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.engine import paths
-from app.engine.jobs.graph import edit_images_of, init_image_of, parents_of
+from app.engine.jobs.graph import edit_images_of, init_image_of, parents_of, run_inputs_of
 from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import open_rgb
 from app.engine.jobs.queue import JobNotFound, params_of
@@ -97,6 +97,11 @@ def test_edit_plus_takes_further_input_images_in_order(
     pair = queue.get(3)
     assert init_image_of(queue, pair) is not None
     assert [open_rgb(png).size for png in edit_images_of(queue, pair)] == [(64, 56)]
+    handed = run_inputs_of(queue, pair).edit_images  # what a worker is handed
+    assert handed == edit_images_of(queue, pair)
+    queue.cancel(3)
+    again = queue.get(queue.rerun(3))  # a re-run stores the same pictures again
+    assert (again.edit_images, edit_images_of(queue, again)) == (pair.edit_images, handed)
     queue.db.dispose()
 
 
