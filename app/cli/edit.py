@@ -16,7 +16,7 @@ from app.cli.jobs import check_model, with_queue
 from app.engine.generation.request_checks import edit_defaults_of
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.init_image import read_init_image
-from app.engine.jobs.params import RANDOM_SEED, InvalidParameters, parse_size
+from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings, queue_is_shared
 from app.engine.store.edits import DefaultsOf, EditSettings, edit_job, picture_edit_job
@@ -38,7 +38,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     plain: Callable[[argparse.Namespace], int] = submit.get_default("run")
     edit_run = with_queue(_submit_edit)
-    submit.set_defaults(run=lambda args: (edit_run if args.edit_image else plain)(args))
+    # Unset until the run: an edit takes its model's own steps and cfg, a drawing submit's.
+    submit.set_defaults(steps=None, cfg=None)
+    submit.set_defaults(
+        run=lambda args: edit_run(args) if args.edit_image else plain(_drawing_defaults(args))
+    )
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +84,15 @@ def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
         check=check_model, defaults=_defaults(), max_attempts=_attempts(),
     )  # fmt: skip
     return _submitted(queue, job)
+
+
+def _drawing_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """`submit`'s own steps and cfg where a drawing (not an edit) gives none."""
+    if args.steps is None:
+        args.steps = GenerationParams.steps
+    if args.cfg is None:
+        args.cfg = GenerationParams.cfg
+    return args
 
 
 def _settings(args: argparse.Namespace, instruction: str, more: list[bytes]) -> EditSettings:

@@ -58,7 +58,7 @@ def test_an_edit_on_a_model_that_cannot_edit_is_refused_in_one_sentence(
 
 
 def test_a_qwen_image_edit_runs_with_its_own_defaults_unless_told(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """QwenImageEditPipeline's 50 steps and true_cfg_scale 4, not Kontext's 28 and 3.5."""
     write_qwen_edit_index(paths.models_dir() / "qwen-edit")
@@ -66,9 +66,15 @@ def test_a_qwen_image_edit_runs_with_its_own_defaults_unless_told(
     assert run_cli(capsys, "edit", "1", "make it night", "--model", "qwen-edit")[0] == 0
     told = ("--model", "qwen-edit", "--steps", "8", "--cfg", "2.5")
     assert run_cli(capsys, "edit", "1", "make it snow", *told)[0] == 0
+    picture = write_image(tmp_path / "in.png", (64, 48))
+    edit_image = ("--edit-image", str(picture), "--model", "qwen-edit")
+    assert run_cli(capsys, "submit", "make it rain", *edit_image)[0] == 0
+    assert run_cli(capsys, "submit", "a dog")[0] == 0  # a drawing: submit's own defaults
     queue = open_queue()
     assert (queue.get(2).steps, queue.get(2).cfg) == (50, 4.0)
     assert (queue.get(3).steps, queue.get(3).cfg) == (8, 2.5)
+    assert (queue.get(4).steps, queue.get(4).cfg) == (50, 4.0)
+    assert (queue.get(5).steps, queue.get(5).cfg) == (20, 4.0)
     queue.db.dispose()
 
 
