@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine import paths
+from app.engine.generation.request_checks import edit_defaults_of
 from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.control_image import preprocess
 from app.engine.jobs.graph_sql import digest
@@ -133,8 +134,21 @@ def _as_edit(state: ServerState, body: JobBody, params: GenerationParams) -> Job
     )
     names = encode_edit_images([digest(png) for png in pngs])
     picture = body.model_copy(update={"init_image": edited})
-    job = _with_init(state, picture, replace(params, kind=KIND_EDIT, edit_images=names))
-    return replace(job, edit_pngs=pngs)
+    params = _edit_defaults(state, body, replace(params, kind=KIND_EDIT, edit_images=names))
+    return replace(_with_init(state, picture, params), edit_pngs=pngs)
+
+
+def _edit_defaults(state: ServerState, body: JobBody, params: GenerationParams) -> GenerationParams:
+    """The model's own steps and cfg for an edit where the request gives none (Qwen-Image-Edit
+    50 and 4, Kontext 28 and 3.5), as the command line's and the window's edits."""
+    search = state.settings.model_search_path()
+    steps, cfg = edit_defaults_of(search, names_only=True)(params.model)
+    given = body.model_fields_set
+    return replace(
+        params,
+        steps=params.steps if "steps" in given else steps,
+        cfg=params.cfg if "cfg" in given else cfg,
+    )
 
 
 def _request(body: JobBody, params: GenerationParams) -> JobRequest:

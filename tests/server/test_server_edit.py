@@ -84,6 +84,12 @@ def test_edit_plus_takes_its_input_images_as_a_list_and_the_model_s_own_defaults
         answer = api.client.post("/api/v1/jobs", json=listed)
         assert answer.status_code == 201, answer.text
         job = queue.get(answer.json()["ids"][0])
+        assert job.steps == 2  # as given
+        untold = {"prompt": "night", "model": "plus", "edit_image": {"job": parent}}
+        answer = api.client.post("/api/v1/jobs", json=untold)
+        assert answer.status_code == 201, answer.text
+        untold_job = queue.get(answer.json()["ids"][0])
+        assert (untold_job.steps, untold_job.cfg) == (50, 4.0)  # the model's own for an edit
         sizes = [open_rgb(png).size for png in edit_images_of(queue, job)]
         assert (job.init_image, sizes) == (f"job:{parent}", [(48, 64), (64, 64)])
         answer = api.client.post(
