@@ -117,6 +117,7 @@ def test_edit_plus_takes_further_input_images_in_order(
         ("plus", 3, "an edit reads at most 3 input images, not 4"),
         ("kontext", 1, "Flux.1 Kontext edits one input image, not 2; give only the picture"),
         ("qwen-edit", 1, "Qwen-Image-Edit edits one input image, not 2; give only the picture"),
+        ("plus", 0, "input image 2 is 24x24; each side must be at least 32 pixels"),
     ],
 )
 def test_too_many_input_images_are_refused_in_one_sentence_and_nothing_is_stored(
@@ -127,6 +128,7 @@ def test_too_many_input_images_are_refused_in_one_sentence_and_nothing_is_stored
     write_kontext_index(paths.models_dir() / "kontext")
     assert run_cli(capsys, "submit", "a cat")[1].strip() == "1"
     more = [write_image(tmp_path / f"{n}.png", (64, 48)) for n in range(images)]
+    more = more or [write_image(tmp_path / "small.png", (24, 24))]  # one too small
     flags = [argument for path in more for argument in ("--image", str(path))]
     code, out, err = run_cli(capsys, "edit", "1", "make it night", "--model", model, *flags)
     assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1

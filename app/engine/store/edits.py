@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from app.engine.jobs.follow_ups import Check, NewJob
 from app.engine.jobs.graph_sql import digest
-from app.engine.jobs.init_image import prepare_init_image
+from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image
 from app.engine.jobs.params import (
     DEFAULT_MODEL,
     INIT_FROM_JOB,
@@ -102,8 +102,16 @@ def picture_edit_job(
 
 def more_input_pngs(pictures: Sequence[bytes]) -> tuple[bytes, ...]:
     """Each further input image as an RGB PNG at its own size (fitted to Easel's limits, as
-    an init image is): the model reads each at its own size."""
-    return tuple(prepare_init_image(picture).png for picture in pictures)
+    an init image is): the model reads each at its own size. A picture that cannot be one
+    is refused naming it ("input image 2 is 24x24; ...")."""
+    pngs = []
+    for number, picture in enumerate(pictures, start=2):
+        try:
+            pngs.append(prepare_init_image(picture).png)
+        except InvalidInitImage as error:  # its sentence, naming this picture
+            named = str(error).replace("the init image", f"input image {number}", 1)
+            raise InvalidInitImage(named) from error
+    return tuple(pngs)
 
 
 def edit_params(
