@@ -58,7 +58,10 @@ step 1) and `same_as_diffusers_max_diff` against stock `QwenImageEditPipeline` c
 the picture, the instruction, the negative prompt and the steps, loaded with the processor
 its users build without torchvision (families/qwen/processor.py). The same for
 Qwen-Image-Edit Plus (`qwen-image-edit-plus`, 2509: the picture read at about 384x384 for
-Qwen2.5-VL and 1 megapixel for the VAE) against stock `QwenImageEditPlusPipeline`.
+Qwen2.5-VL and 1 megapixel for the VAE) against stock `QwenImageEditPlusPipeline`, and Edit
+Plus reading two square pictures (`qwen-image-edit-plus-2-images`: the second the first
+turned a quarter) against the stock pipeline called with the list of both; the resumed run
+in a fresh runner.
 And for Flux.1 Fill as a diffusers folder: an inpaint (`flux1-fill-inpaint`: a 64x64
 picture, a square mask off the 8-pixel grid, as drawn) and an outpaint (`flux1-fill-outpaint`:
 that picture grown 16 pixels right and down, its edges stretched, the new area's mask blurred
@@ -272,6 +275,7 @@ def run_architectures() -> None:
         run_kontext_inpaint(work)
         run_qwen_edit(work)
         run_qwen_edit(work, plus=True)
+        run_qwen_edit(work, plus=True, images=2)
         run_flux_fill(work)
         run_flux_redux(work)
         run_wan(work)
@@ -322,41 +326,50 @@ def run_kontext(work: Path) -> None:
     shutil.rmtree(folder_run)
 
 
-def run_qwen_edit(work: Path, *, plus: bool = False) -> None:
-    """The Qwen-Image-Edit row (`plus`: Edit Plus's): an edit at the stock pipeline's
-    defaults (see the docstring)."""
+def run_qwen_edit(work: Path, *, plus: bool = False, images: int = 1) -> None:
+    """The Qwen-Image-Edit row (`plus`: Edit Plus's; `images` > 1: Edit Plus reading that
+    many pictures): an edit at the stock pipeline's defaults (see the docstring)."""
     from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline
 
     from app.engine.generation.families.qwen.processor import image_only_processor
-    from app.engine.jobs.params import KIND_EDIT
+    from app.engine.jobs.graph_sql import digest
+    from app.engine.jobs.params import KIND_EDIT, encode_edit_images
 
     label = "qwen-image-edit-plus" if plus else "qwen-image-edit"
+    label += f"-{images}-images" if images > 1 else ""
     pipeline_class = QwenImageEditPlusPipeline if plus else QwenImageEditPipeline
     folder = write_tiny_qwen_edit(work / label, plus=plus)
     model = detected(ModelInfo("m", folder, ModelSource.USER))
     gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
-    picture = Image.fromarray(np.stack([gradient, gradient.T, gradient[::-1]], axis=-1))
+    first = Image.fromarray(np.stack([gradient, gradient.T, gradient[::-1]], axis=-1))
+    # Square pictures: the stock default size (the last picture's shape at 1 megapixel)
+    # is then the job's 1024x1024.
+    pictures = [first, *(first.rotate(90 * n) for n in range(1, images))]
+    pngs = [_png(picture) for picture in pictures]
     params = GenerationParams(
         prompt="make it night", negative_prompt="blurry", model="m", steps=2, cfg=4.0, seed=42,
         width=1024, height=1024, kind=KIND_EDIT, init_image="job:1",
+        edit_images=encode_edit_images([digest(png) for png in pngs[1:]]),
     )  # fmt: skip
-    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    inputs = RunInputs(init_image=pngs[0], edit_images=pngs[1:])
     folder_run = work / f"{label}-run"
     folder_run.mkdir(exist_ok=True)
     ours, resumed = folder_run / "ref.png", folder_run / "job.png"
     pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
     for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)  # a fresh run each
         runner.run(
-            params, RunInputs(init_image=_png(picture)), output_path=out,
-            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+            params, inputs, output_path=out, checkpoint_path=out.with_suffix(".ckpt"),
+            on_step=on_step,
         )  # fmt: skip
     stock_pipe: Any = pipeline_class.from_pretrained(
         folder, processor=image_only_processor(folder / "processor"), local_files_only=True
     )
     stock_pipe.set_progress_bar_config(disable=True)
     stock = stock_pipe(
-        image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
-        num_inference_steps=params.steps, generator=torch.Generator().manual_seed(params.seed),
+        image=pictures if images > 1 else first, prompt=params.prompt,
+        negative_prompt=params.negative_prompt, num_inference_steps=params.steps,
+        generator=torch.Generator().manual_seed(params.seed),
     ).images[0]  # fmt: skip
     report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
     report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))

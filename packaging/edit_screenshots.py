@@ -1,11 +1,13 @@
 """Screenshot of the window's "Edit with words" dialog (docs/screenshots/edit-with-words.png):
-a result's picture, the instruction typed with real key events, a Kontext model picked.
+a result's picture, the instruction typed with real key events, a Qwen-Image-Edit Plus model
+picked (its own 50 steps and cfg 4 shown) with a second input picture added.
 
     xvfb-run -a .venv/bin/python packaging/edit_screenshots.py [--out docs/screenshots]
 
 The picture is made with the bundled model in a subprocess (torch stays out of this, the
-GUI's, process), through the same loop as a queued job. No edit is run: a real one needs
-Flux.1 Kontext's weights, so the dialog is shown as it is once the edit is queued.
+GUI's, process), through the same loop as a queued job, the second input picture likewise.
+No edit is run: a real one needs Qwen-Image-Edit's or Kontext's weights, so the dialog is
+shown as it is once the edit is queued.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from app.ui.presenters.word_edits import EditModel  # noqa: E402
 from app.ui.qt.theme import apply_theme  # noqa: E402
 from app.ui.widgets.edit_dialog import EditDialog  # noqa: E402
 
@@ -37,9 +40,11 @@ from app.engine.generation.runner import Runner
 from app.engine.generation.outcome import StepDecision
 from app.engine.jobs.params import GenerationParams
 work, prompt, size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-params = GenerationParams(prompt, steps=20, width=size, height=size, seed=11)
-Runner(threads=2).run(params, output_path=work / "picture.png",
-    checkpoint_path=work / "a.ckpt", on_step=lambda _p: StepDecision.CONTINUE)
+runner = Runner(threads=2)
+for name, text, seed in (("picture", prompt, 11), ("second", "a yellow hat", 12)):
+    params = GenerationParams(text, steps=20, width=size, height=size, seed=seed)
+    runner.run(params, output_path=work / f"{name}.png", checkpoint_path=work / f"{name}.ckpt",
+        on_step=lambda _p: StepDecision.CONTINUE)
 """
 
 
@@ -53,12 +58,14 @@ def main() -> None:
     subprocess.run([sys.executable, "-c", MAKE, str(work), PROMPT, str(SIZE)], check=True, env=env)
     app = QApplication(sys.argv)
     apply_theme(app)
-    models = ["flux1-kontext-dev", "flux1-kontext-dev-Q8_0"]
-    dialog = EditDialog(QImage(str(work / "picture.png")), f"Job 12: {PROMPT}", models, models[0])
-    dialog.resize(460, 560)
+    plus = EditModel("qwen-image-edit-2511", images=3, steps=50, cfg=4.0)
+    models = [plus, "flux1-kontext-dev"]
+    dialog = EditDialog(QImage(str(work / "picture.png")), f"Job 12: {PROMPT}", models, plus.name)
+    dialog.resize(460, 700)
     dialog.show()
     QTest.qWaitForWindowExposed(dialog)
-    QTest.keyClicks(dialog.instruction, "make it night, with stars")
+    dialog.add_input((work / "second.png").read_bytes())
+    QTest.keyClicks(dialog.instruction, "put the hat of picture 2 on the circle, at night")
     dialog.queued(13)  # as the window says once the edit is queued
     app.processEvents()
     dialog.grab().save(str(args.out / "edit-with-words.png"))

@@ -36,3 +36,28 @@ def write_kontext_index(folder: Path, pipeline: str = "FluxKontextPipeline") -> 
     for part, name in WEIGHTS.items():
         (folder / part / name).touch()
     return folder
+
+
+QWEN_EDIT_PARTS = {
+    "scheduler": ("diffusers", "FlowMatchEulerDiscreteScheduler"),
+    "text_encoder": ("transformers", "Qwen2_5_VLForConditionalGeneration"),
+    "tokenizer": ("transformers", "Qwen2Tokenizer"),
+    "processor": ("transformers", "Qwen2VLProcessor"),
+    "transformer": ("diffusers", "QwenImageTransformer2DModel"),
+    "vae": ("diffusers", "AutoencoderKLQwenImage"),
+}
+
+
+def write_qwen_edit_index(folder: Path, *, plus: bool = False) -> Path:
+    """`folder` made a Qwen-Image-Edit model (`plus`: Edit Plus, 2509) as the model scan
+    reads it (no weights)."""
+    pipeline = "QwenImageEditPlusPipeline" if plus else "QwenImageEditPipeline"
+    folder.mkdir(parents=True, exist_ok=True)
+    index = {"_class_name": pipeline, **{k: list(v) for k, v in QWEN_EDIT_PARTS.items()}}
+    (folder / "model_index.json").write_text(json.dumps(index))
+    for part in QWEN_EDIT_PARTS:
+        (folder / part).mkdir(exist_ok=True)
+    for part in ("transformer", "vae"):
+        (folder / part / "diffusion_pytorch_model.safetensors").touch()
+    (folder / "text_encoder" / "model.safetensors").touch()
+    return folder

@@ -1,7 +1,9 @@
 """Edit with words from the command line: `edit N "make it night"` (an edit of job N's
 image, a child of job N) and `submit "make it night" --edit-image X.png --model M` (an edit
-of a picture). The model must be one that edits (Flux.1 Kontext); the checks of submit
-say so in one sentence otherwise, before anything is stored."""
+of a picture). The model must be one that edits (Flux.1 Kontext, Qwen-Image-Edit); the
+checks of submit say so in one sentence otherwise, before anything is stored. Qwen-Image-Edit
+Plus reads up to 3 input images: `edit N "..." --image B.png` and `submit --edit-image
+A.png --edit-image B.png` give it the further ones, in order."""
 
 from __future__ import annotations
 
@@ -12,18 +14,13 @@ from pathlib import Path
 
 from app.cli import arguments
 from app.cli.jobs import Given, check_model, few_step_defaults, with_queue
+from app.engine.generation.request_checks import edit_defaults_of
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.init_image import read_init_image
-from app.engine.jobs.params import RANDOM_SEED, InvalidParameters, parse_size
+from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
-from app.engine.settings import load_settings
-from app.engine.store.edits import (
-    EDIT_GUIDANCE,
-    EDIT_STEPS,
-    EditSettings,
-    edit_job,
-    picture_edit_job,
-)
+from app.engine.settings import load_settings, queue_is_shared
+from app.engine.store.edits import DefaultsOf, EditSettings, edit_job, picture_edit_job
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -36,12 +33,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     submit = commands.choices["submit"]
     submit.add_argument(
-        "--edit-image", type=Path, metavar="PNG",
-        help="edit this picture as the prompt instructs (a model that edits: Flux.1 Kontext)",
+        "--edit-image", type=Path, action="append", default=[], metavar="PNG",
+        help="edit this picture as the prompt instructs (a model that edits: Flux.1 Kontext, "
+        "Qwen-Image-Edit); again for each further input image (Qwen-Image-Edit Plus: up to 3)",
     )  # fmt: skip
     plain: Callable[[argparse.Namespace], int] = submit.get_default("run")
     edit_run = with_queue(_submit_edit)
-    submit.set_defaults(run=lambda args: (edit_run if args.edit_image else plain)(args))
+    # Unset until the run: an edit takes its model's own steps and cfg, a drawing submit's.
+    submit.set_defaults(steps=None, cfg=None)
+    submit.set_defaults(
+        run=lambda args: edit_run(args) if args.edit_image else plain(_drawing_defaults(args))
+    )
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
@@ -49,17 +51,23 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         "--image", type=Path, action="append", default=[], metavar="PNG",
         help="another input image (for models that read several)",
     )  # fmt: skip
-    parser.add_argument("--steps", type=int, default=EDIT_STEPS, action=Given)
-    parser.add_argument("--cfg", type=float, default=EDIT_GUIDANCE, help="guidance", action=Given)
+    parser.add_argument(
+        "--steps", type=int, action=Given,
+        help="default: the model's own for an edit (Flux.1 Kontext 28, Qwen-Image-Edit 50)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cfg", type=float, action=Given,
+        help="guidance; default: the model's own (Flux.1 Kontext 3.5, Qwen-Image-Edit 4)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=RANDOM_SEED)
 
 
 def _edit(args: argparse.Namespace, queue: JobQueue) -> int:
     """An edit of job `job_id`'s picture, at its size: a child of that job."""
-    _one_image(args)
+    more = [read_init_image(path) for path in args.image]
     job = edit_job(
-        queue, args.job_id, _settings(args, args.instruction), check=check_model,
-        max_attempts=_attempts(),
+        queue, args.job_id, _settings(args, args.instruction, more), check=check_model,
+        defaults=_defaults(), max_attempts=_attempts(),
     )  # fmt: skip
     return _submitted(queue, job, args)
 
@@ -71,24 +79,34 @@ def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
             "--edit-image is the picture edited: give no --init-image or --mask"
         )
     size = parse_size(args.size) if args.size else None  # default: the picture's own
+    edited, *more = [read_init_image(path) for path in args.edit_image]
     job = picture_edit_job(
-        read_init_image(args.edit_image), _settings(args, args.prompt), size=size,
-        parents=args.after, check=check_model, max_attempts=_attempts(),
+        edited, _settings(args, args.prompt, more), size=size, parents=args.after,
+        check=check_model, defaults=_defaults(), max_attempts=_attempts(),
     )  # fmt: skip
     return _submitted(queue, job, args)
 
 
-def _settings(args: argparse.Namespace, instruction: str) -> EditSettings:
+def _drawing_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """`submit`'s own steps and cfg where a drawing (not an edit) gives none."""
+    if args.steps is None:
+        args.steps = GenerationParams.steps
+    if args.cfg is None:
+        args.cfg = GenerationParams.cfg
+    return args
+
+
+def _settings(args: argparse.Namespace, instruction: str, more: list[bytes]) -> EditSettings:
     return EditSettings(
-        instruction, model=args.model or "", steps=args.steps, cfg=args.cfg, seed=args.seed
-    )
+        instruction, model=args.model or "", steps=args.steps, cfg=args.cfg, seed=args.seed,
+        more_images=more,
+    )  # fmt: skip
 
 
-def _one_image(args: argparse.Namespace) -> None:
-    if getattr(args, "image", None):
-        raise InvalidParameters(
-            "this model edits one image: extra input images (--image) are not taken"
-        )
+def _defaults() -> DefaultsOf:
+    """Each model's own steps and cfg for an edit (names only on a shared queue)."""
+    search = load_settings().model_search_path()
+    return edit_defaults_of(search, names_only=queue_is_shared())
 
 
 def _attempts() -> int:

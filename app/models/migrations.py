@@ -28,7 +28,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 
 class SchemaTooNew(DatabaseError):
@@ -262,6 +262,15 @@ def _v19_to_v20(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN scheduler_config TEXT NOT NULL DEFAULT ''")
 
 
+def _v20_to_v21(conn: Connection) -> None:
+    # Version 21 lets an edit read several input images (Qwen-Image-Edit Plus, issue 37):
+    # those after its init image, named in a JSON text column; their images are job_input
+    # rows of kind "edit0", "edit1", ... (no change there).
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    if "edit_images" not in columns:
+        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN edit_images TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -282,6 +291,7 @@ MIGRATIONS: dict[int, Migration] = {
     17: _v17_to_v18,
     18: _v18_to_v19,
     19: _v19_to_v20,
+    20: _v20_to_v21,
 }
 
 

@@ -137,6 +137,9 @@ class Job(SQLModel, table=True):
     scheduler_config: str = Field(
         default="", sa_column=Column(Text, nullable=False, server_default="")
     )
+    # Schema 21: an edit's input images after its init image, as JSON (`params.
+    # encode_edit_images`); each image is a job_input row of kind "edit0", "edit1", ...
+    edit_images: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

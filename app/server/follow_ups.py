@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.generation.request_checks import check_runnable
+from app.engine.generation.request_checks import check_runnable, edit_defaults_of
 from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.follow_ups import (
     Check,
@@ -33,10 +33,11 @@ from app.engine.jobs.mask import Extension, Fill
 from app.engine.jobs.params import (
     DEFAULT_MASK_BLUR,
     DEFAULT_MASK_PADDING,
+    MAX_EDIT_IMAGES,
     MAX_IMAGES,
     RANDOM_SEED,
 )
-from app.engine.store.edits import EDIT_GUIDANCE, EDIT_STEPS, EditSettings, edit_job
+from app.engine.store.edits import EditSettings, edit_job
 from app.engine.store.repaint import (
     DEFAULT_INPAINT_STRENGTH,
     MaskSettings,
@@ -46,6 +47,8 @@ from app.engine.store.repaint import (
 )
 from app.server.api_v1 import PREFIX, JobId, job_json, state_of
 from app.server.idempotency import IdempotencyKey, request_key
+from app.server.job_build import image_bytes
+from app.server.job_fields import ImageInput
 from app.server.requests import SEED_LIMITS, client_name, decode_image, source_for
 from app.server.state import ServerState
 
@@ -137,9 +140,19 @@ class EditFollowUp(BaseModel):
     model_config = _examples({"prompt": "make it night", "model": "flux1-kontext-dev"})
     prompt: str = Field(min_length=1, max_length=20_000, description="the instruction")
     model: str = Field("", max_length=200, description="a model that edits; default: the job's")
-    steps: int = Field(EDIT_STEPS, ge=1, le=1000)
-    cfg: float = Field(EDIT_GUIDANCE, description="guidance")
+    steps: int | None = Field(
+        None, ge=1, le=1000,
+        description="default: the model's own for an edit (Flux.1 Kontext 28, Qwen-Image-Edit 50)",
+    )  # fmt: skip
+    cfg: float | None = Field(
+        None, description="guidance; default: the model's own (Kontext 3.5, Qwen-Image-Edit 4)"
+    )
     seed: int = Field(RANDOM_SEED, json_schema_extra=SEED_LIMITS)
+    images: list[ImageInput] = Field(
+        default_factory=list, max_length=MAX_EDIT_IMAGES - 1,
+        description="further input images after the job's picture, in order, for a model "
+        "that reads several (Qwen-Image-Edit Plus)",
+    )  # fmt: skip
 
 
 FOLLOW_UP_ANSWER: dict[int | str, dict[str, Any]] = {
@@ -296,9 +309,14 @@ def edit(
     """An edit of the job's image from an instruction (`python -m app edit ID "make it
     night"`): a child of the job, waiting for it when it has not finished yet."""
     state = state_of(request)
-    settings = EditSettings(body.prompt, body.model.strip(), body.steps, body.cfg, body.seed)
+    more = [image_bytes(state, image, f"input image {n}") for n, image in enumerate(body.images, 2)]
+    settings = EditSettings(
+        body.prompt, body.model.strip(), body.steps, body.cfg, body.seed, more_images=more
+    )
+    search = state.settings.model_search_path()
     job = edit_job(
         state.queue, job_id, settings, check=_check(state),
+        defaults=edit_defaults_of(search, names_only=True),
         max_attempts=state.settings.max_attempts,
     )  # fmt: skip
     return _submitted(request, response, job_id, "edit", body, idempotency_key, job)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from app.engine import paths
 from app.engine.generation.prompts.few_step import lora_defaults
+from app.engine.generation.request_checks import edit_defaults_of
 from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.control_image import preprocess
 from app.engine.jobs.graph_sql import digest
@@ -22,15 +23,18 @@ from app.engine.jobs.params import (
     INIT_FROM_JOB,
     KIND_EDIT,
     KIND_VIDEO,
+    MAX_EDIT_IMAGES,
     RANDOM_SEED,
     ControlLayer,
     GenerationParams,
     InvalidParameters,
     ReferenceImage,
     encode_control,
+    encode_edit_images,
     encode_reference,
 )
 from app.engine.jobs.wildcards import check_template, has_dynamic_syntax
+from app.engine.store.edits import more_input_pngs
 from app.engine.store.job_pictures import finished_picture, picture_job
 from app.server.job_fields import ImageInput, JobBody, JobImage, LoraBody, OutpaintBody
 from app.server.requests import (
@@ -120,14 +124,42 @@ def one_job(state: ServerState, body: JobBody, params: GenerationParams) -> JobR
 
 
 def _as_edit(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:
-    """An edit (Flux.1 Kontext): the prompt is the instruction, `edit_image` the picture it
-    edits; a job's picture makes the edit its child, drawn at its size, as `edit N` does."""
+    """An edit (Flux.1 Kontext, Qwen-Image-Edit): the prompt is the instruction, `edit_image`
+    the picture it edits (or a list: that picture, then the further input images a model
+    that reads several takes, each stored with the job); a job's picture makes the edit its
+    child, drawn at its size, as `edit N` does."""
     if body.init_image is not None or body.mask is not None or body.outpaint is not None:
         raise InvalidParameters(
             "an edit takes its picture as edit_image: give no init_image, mask or outpaint"
         )
-    picture = body.model_copy(update={"init_image": body.edit_image})
-    return _with_init(state, picture, replace(params, kind=KIND_EDIT))
+    edit_image = body.edit_image  # one picture, or the list of them
+    given = edit_image if isinstance(edit_image, list) else [edit_image] if edit_image else []
+    if not given or len(given) > MAX_EDIT_IMAGES:
+        raise InvalidParameters(
+            f"an edit reads 1 to {MAX_EDIT_IMAGES} input images, not {len(given)}"
+        )
+    edited, *more = given
+    pngs = more_input_pngs(
+        [image_bytes(state, image, f"input image {n}") for n, image in enumerate(more, 2)]
+    )
+    names = encode_edit_images([digest(png) for png in pngs])
+    picture = body.model_copy(update={"init_image": edited})
+    params = _edit_defaults(state, body, replace(params, kind=KIND_EDIT, edit_images=names))
+    params = few_step_defaults(state, body, params)  # a Lightning LoRA's over the model's
+    return replace(_with_init(state, picture, params), edit_pngs=pngs)
+
+
+def _edit_defaults(state: ServerState, body: JobBody, params: GenerationParams) -> GenerationParams:
+    """The model's own steps and cfg for an edit where the request gives none (Qwen-Image-Edit
+    50 and 4, Kontext 28 and 3.5), as the command line's and the window's edits."""
+    search = state.settings.model_search_path()
+    steps, cfg = edit_defaults_of(search, names_only=True)(params.model)
+    given = body.model_fields_set
+    return replace(
+        params,
+        steps=params.steps if "steps" in given else steps,
+        cfg=params.cfg if "cfg" in given else cfg,
+    )
 
 
 def _request(body: JobBody, params: GenerationParams) -> JobRequest:

@@ -29,6 +29,7 @@ from app.engine.jobs.params import (
     DEFAULT_SCHEDULER,
     MAX_CONTROL_LAYERS,
     MAX_CONTROL_WEIGHT,
+    MAX_EDIT_IMAGES,
     MAX_FPS,
     MAX_FRAMES,
     MAX_IMAGES,
@@ -220,10 +221,12 @@ class JobBody(Strict):
     )
     init_image: ImageInput | None = Field(None, description="img2img: the image to start from")
     strength: float = Field(DEFAULT_STRENGTH, description="img2img: share of the schedule redrawn")
-    edit_image: ImageInput | None = Field(
+    edit_image: ImageInput | list[ImageInput] | None = Field(
         None,
         description="an edit (a model that edits, e.g. Flux.1 Kontext): the picture the "
-        "prompt's instruction edits; {\"job\": ID} makes the edit that job's child, at its size",
+        "prompt's instruction edits; {\"job\": ID} makes the edit that job's child, at its size. "
+        "A list gives a model that reads several (Qwen-Image-Edit Plus, up to "
+        f"{MAX_EDIT_IMAGES}) its input images in order: the edited picture first",
     )
     mask: MaskBody | None = None
     outpaint: OutpaintBody | None = None

@@ -98,6 +98,7 @@ class JobRequest:
     mask: bytes | None = None  # inpaint: white repaints; fitted to the init image here
     control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
     reference_pngs: Sequence[bytes] = ()  # each reference image (`params.reference`)
+    edit_pngs: Sequence[bytes] = ()  # an edit's further input images (`params.edit_images`)
     follow_ups: FollowUps = NO_FOLLOW_UPS  # what follows each job (a hires fix's upscale)
     priority: int = 0
     max_attempts: int | None = None
@@ -128,7 +129,7 @@ def submit(
     new = NewJob(
         params, count=job.count, parents=tuple(job.parents),
         inputs=RunInputs(init_image=init_png, mask=mask_png, control_images=job.control_pngs,
-                         reference_images=job.reference_pngs),
+                         reference_images=job.reference_pngs, edit_images=job.edit_pngs),
         max_attempts=job.max_attempts or state.settings.max_attempts, priority=job.priority,
     )  # fmt: skip
     return submit_with_follow_ups(

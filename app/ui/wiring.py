@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.engine.settings import Settings
 from app.ui.presenters.i18n import translate
@@ -17,7 +17,7 @@ from app.ui.presenters.interfaces import LaunchWait, NoWorkers, RestoreSummary, 
 from app.ui.presenters.model_choices import LoraChoice, ModelChoice
 
 if TYPE_CHECKING:
-    from app.engine.generation.files.registry import VideoRequests
+    from app.engine.generation.files.registry import Architecture, VideoRequests
     from app.engine.generation.files.sources import ModelInfo
     from app.engine.history.auto_prune import Pruned
     from app.engine.jobs.queue import JobQueue
@@ -173,10 +173,20 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             disk_bytes=sum(disk_bytes(path) for path in model.files),
             quantisation=model.quantisation,
             edits=edits_images(model.architecture),
+            **_edit_fields(model.architecture),
             **_video_fields(videos.get(model.architecture) if model.architecture else None),
         )
         for model in list_models(settings.model_search_path())
     ]
+
+
+def _edit_fields(architecture: Architecture | None) -> dict[str, Any]:
+    """How many input images an edit on the model reads and its own steps and cfg."""
+    from app.engine.generation.families.flow_params import edit_defaults
+
+    steps, cfg = edit_defaults(architecture)
+    images = architecture.spec.requests.edit_images if architecture is not None else 1
+    return {"edit_images": images, "edit_steps": steps, "edit_cfg": cfg}
 
 
 def _video_fields(video: VideoRequests | None) -> dict[str, int]:

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from app.engine import paths
-from app.engine.jobs.graph import init_image_of, parents_of
-from app.engine.jobs.queue import JobNotFound
+from app.engine.jobs.graph import edit_images_of, init_image_of, parents_of, run_inputs_of
+from app.engine.jobs.graph_sql import digest
+from app.engine.jobs.init_image import open_rgb
+from app.engine.jobs.queue import JobNotFound, params_of
 from app.engine.store.opening import open_queue
-from tests.edit_models import write_kontext_index
+from tests.edit_models import write_kontext_index, write_qwen_edit_index
 
 from .test_cli_graph import write_image
 from .test_cli_jobs import run_cli
@@ -51,5 +53,85 @@ def test_an_edit_on_a_model_that_cannot_edit_is_refused_in_one_sentence(
     code, out, err = run_cli(capsys, "edit", "1", "make it night")  # the job's SD model
     assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
     assert "cannot follow an instruction to edit an image" in err
+    with pytest.raises(JobNotFound):  # nothing stored
+        open_queue().get(2)
+
+
+def test_a_qwen_image_edit_runs_with_its_own_defaults_unless_told(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QwenImageEditPipeline's 50 steps and true_cfg_scale 4, not Kontext's 28 and 3.5."""
+    write_qwen_edit_index(paths.models_dir() / "qwen-edit")
+    assert run_cli(capsys, "submit", "a cat", "--seed", "3")[1].strip() == "1"
+    assert run_cli(capsys, "edit", "1", "make it night", "--model", "qwen-edit")[0] == 0
+    told = ("--model", "qwen-edit", "--steps", "8", "--cfg", "2.5")
+    assert run_cli(capsys, "edit", "1", "make it snow", *told)[0] == 0
+    picture = write_image(tmp_path / "in.png", (64, 48))
+    edit_image = ("--edit-image", str(picture), "--model", "qwen-edit")
+    assert run_cli(capsys, "submit", "make it rain", *edit_image)[0] == 0
+    assert run_cli(capsys, "submit", "a dog")[0] == 0  # a drawing: submit's own defaults
+    queue = open_queue()
+    assert (queue.get(2).steps, queue.get(2).cfg) == (50, 4.0)
+    assert (queue.get(3).steps, queue.get(3).cfg) == (8, 2.5)
+    assert (queue.get(4).steps, queue.get(4).cfg) == (50, 4.0)
+    assert (queue.get(5).steps, queue.get(5).cfg) == (20, 4.0)
+    queue.db.dispose()
+
+
+def test_edit_plus_takes_further_input_images_in_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    write_qwen_edit_index(paths.models_dir() / "plus", plus=True)
+    pictures = [write_image(tmp_path / f"{n}.png", (64, 48 + 8 * n)) for n in range(3)]
+    assert run_cli(capsys, "submit", "a cat", "--seed", "3")[1].strip() == "1"
+    code, out, err = run_cli(
+        capsys, "edit", "1", "put the hat of picture 2 on the cat", "--model", "plus",
+        "--image", str(pictures[1]), "--image", str(pictures[2]),
+    )  # fmt: skip
+    assert (code, err, out.strip()) == (0, "", "2")
+    code, out, err = run_cli(
+        capsys, "submit", "the two cats together", "--model", "plus",
+        "--edit-image", str(pictures[0]), "--edit-image", str(pictures[1]),
+    )  # fmt: skip
+    assert (code, err, out.strip()) == (0, "", "3")
+    queue = open_queue()
+    child = queue.get(2)
+    stored = edit_images_of(queue, child)
+    assert [open_rgb(png).size for png in stored] == [(64, 56), (64, 64)]
+    assert params_of(child).more_edit_images == tuple(digest(png) for png in stored)
+    assert (child.init_image, parents_of(queue, 2)) == ("job:1", [1])
+    pair = queue.get(3)
+    assert init_image_of(queue, pair) is not None
+    assert [open_rgb(png).size for png in edit_images_of(queue, pair)] == [(64, 56)]
+    handed = run_inputs_of(queue, pair).edit_images  # what a worker is handed
+    assert handed == edit_images_of(queue, pair)
+    queue.cancel(3)
+    again = queue.get(queue.rerun(3))  # a re-run stores the same pictures again
+    assert (again.edit_images, edit_images_of(queue, again)) == (pair.edit_images, handed)
+    queue.db.dispose()
+
+
+@pytest.mark.parametrize(
+    ("model", "images", "sentence"),
+    [
+        ("plus", 3, "an edit reads at most 3 input images, not 4"),
+        ("kontext", 1, "Flux.1 Kontext edits one input image, not 2; give only the picture"),
+        ("qwen-edit", 1, "Qwen-Image-Edit edits one input image, not 2; give only the picture"),
+        ("plus", 0, "input image 2 is 24x24; each side must be at least 32 pixels"),
+    ],
+)
+def test_too_many_input_images_are_refused_in_one_sentence_and_nothing_is_stored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model: str, images: int, sentence: str
+) -> None:
+    write_qwen_edit_index(paths.models_dir() / "plus", plus=True)
+    write_qwen_edit_index(paths.models_dir() / "qwen-edit")
+    write_kontext_index(paths.models_dir() / "kontext")
+    assert run_cli(capsys, "submit", "a cat")[1].strip() == "1"
+    more = [write_image(tmp_path / f"{n}.png", (64, 48)) for n in range(images)]
+    more = more or [write_image(tmp_path / "small.png", (24, 24))]  # one too small
+    flags = [argument for path in more for argument in ("--image", str(path))]
+    code, out, err = run_cli(capsys, "edit", "1", "make it night", "--model", model, *flags)
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert sentence in err
     with pytest.raises(JobNotFound):  # nothing stored
         open_queue().get(2)

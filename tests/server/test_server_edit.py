@@ -11,11 +11,12 @@ from pathlib import Path
 
 from PIL import Image
 
-from app.engine.jobs.graph import init_image_of, parents_of
+from app.engine.jobs.graph import edit_images_of, init_image_of, parents_of
+from app.engine.jobs.init_image import open_rgb
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import Settings
-from tests.edit_models import write_kontext_index
+from tests.edit_models import write_kontext_index, write_qwen_edit_index
 from tests.server.test_server_api import running
 
 
@@ -59,4 +60,49 @@ def test_an_edit_is_queued_through_the_api_and_a_bad_one_refused(
             refused = api.client.post("/api/v1/jobs", json=body)
             assert refused.status_code in (400, 422), refused.text
             assert sentence in refused.json()["error"]
+        assert len(queue.jobs()) == before
+
+
+def other_picture_b64(size: tuple[int, int]) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (30, 30, 200)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_edit_plus_takes_its_input_images_as_a_list_and_the_model_s_own_defaults(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    """`edit_image` as a list (the edited picture first) and `/jobs/{id}/edit`'s `images`;
+    Qwen-Image-Edit's 50 steps and cfg 4 where the follow-up gives none; too many pictures
+    refused in one sentence with nothing stored."""
+    write_qwen_edit_index(tmp_path / "plus", plus=True)
+    parent = queue.submit(GenerationParams("a cat", width=64, height=48))
+    with running(queue, settings=Settings(models_dir=str(tmp_path))) as api:
+        edit = {"prompt": "the cat of picture 2 on the sofa", "model": "plus", "steps": 2}
+        second, third = other_picture_b64((48, 64)), other_picture_b64((64, 64))
+        listed = {**edit, "edit_image": [{"job": parent}, second, third]}
+        answer = api.client.post("/api/v1/jobs", json=listed)
+        assert answer.status_code == 201, answer.text
+        job = queue.get(answer.json()["ids"][0])
+        assert job.steps == 2  # as given
+        untold = {"prompt": "night", "model": "plus", "edit_image": {"job": parent}}
+        answer = api.client.post("/api/v1/jobs", json=untold)
+        assert answer.status_code == 201, answer.text
+        untold_job = queue.get(answer.json()["ids"][0])
+        assert (untold_job.steps, untold_job.cfg) == (50, 4.0)  # the model's own for an edit
+        sizes = [open_rgb(png).size for png in edit_images_of(queue, job)]
+        assert (job.init_image, sizes) == (f"job:{parent}", [(48, 64), (64, 64)])
+        answer = api.client.post(
+            f"/api/v1/jobs/{parent}/edit",
+            json={"prompt": "night", "model": "plus", "images": [third]},
+        )
+        assert answer.status_code == 201, answer.text
+        follow_up = queue.get(answer.json()["ids"][0])
+        assert (follow_up.steps, follow_up.cfg) == (50, 4.0)
+        assert [open_rgb(png).size for png in edit_images_of(queue, follow_up)] == [(64, 64)]
+        before = len(queue.jobs())
+        four = {**edit, "edit_image": [picture_b64(), second, third, second]}
+        refused = api.client.post("/api/v1/jobs", json=four)
+        assert refused.status_code in (400, 422), refused.text
+        assert refused.json()["error"].startswith("an edit reads 1 to 3 input images, not 4")
         assert len(queue.jobs()) == before

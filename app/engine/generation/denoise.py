@@ -32,7 +32,7 @@ from app.engine.generation.loop.schedulers import (
     make_scheduler,
     scheduler_state,
 )
-from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.params import KIND_EDIT, GenerationParams, InvalidParameters
 
 __all__ = [
     "SCHEDULER_CLASSES",
@@ -85,11 +85,13 @@ def start(
     control_nets: Sequence[Any] = (),
     control_images: Sequence[bytes] = (),
     reference_images: Sequence[bytes] = (),
+    edit_images: Sequence[bytes] = (),
 ) -> DenoiseState:
     """The state before the first step; from noise, or (img2img) from `init_image`'s PNG,
     or (inpaint) from `init_image` where `mask`'s PNG is black; guided by `control_nets`
     (loaded ControlNets) on `control_images` (PNGs), in `params.control`'s layer order,
-    and by `reference_images` (PNGs) through the IP-Adapter or Redux model the pipeline holds."""
+    and by `reference_images` (PNGs) through the IP-Adapter or Redux model the pipeline holds.
+    An edit reads `init_image` and then `edit_images` (PNGs), its further input images."""
     family = family_of(pipe)
     problem = size_problem(family.native_size(), params.width, params.height)
     if problem:
@@ -99,6 +101,8 @@ def start(
     do_cfg = family.uses_cfg(params)
     conditioning = family.encode(params, do_cfg)
     conditioning.update(family.encode_references(reference_images, do_cfg, conditioning))
+    if params.kind == KIND_EDIT and init_image is not None:
+        conditioning.update(family.encode_edit(params, (init_image, *edit_images), do_cfg))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
     schedule = family.initial_latents(

@@ -14,8 +14,10 @@ The command line and the window on this machine's own queue may also name a mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.engine.generation.errors import UnsupportedModel
-from app.engine.generation.families.flow_params import flow_problems
+from app.engine.generation.families.flow_params import edit_defaults, flow_problems
 from app.engine.generation.families.video_params import video_problems
 from app.engine.generation.files.architecture import families_easel_runs, is_step_distilled
 from app.engine.generation.files.registry import Architecture, families, step_cache_families
@@ -47,7 +49,7 @@ from app.engine.jobs.params import (
     GenerationParams,
     InvalidParameters,
 )
-from app.errors import BadInput
+from app.errors import BadInput, UserError
 
 
 def check_runnable(
@@ -111,6 +113,24 @@ def check_runnable(
         else:
             find_ip_adapter(reference.model, ip_adapter_folders(search), names_only=names_only)
     return info
+
+
+def edit_defaults_of(
+    search: ModelSearchPath, *, names_only: bool = False
+) -> Callable[[str], tuple[int, float]]:
+    """The steps and cfg an edit on a model (by name) runs with unless told: its family's
+    stock pipeline's (`flow_params.edit_defaults`); Flux.1 Kontext's for a name that names
+    no model here (the check refuses it)."""
+    resolve = resolve_model_name if names_only else resolve_model
+
+    def defaults(model: str) -> tuple[int, float]:
+        try:
+            architecture = resolve(model, search).architecture
+        except UserError:
+            architecture = None
+        return edit_defaults(architecture)
+
+    return defaults
 
 
 def _cannot_edit(model: str, arch: Architecture | None) -> str:

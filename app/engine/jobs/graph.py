@@ -27,6 +27,7 @@ from sqlalchemy import and_, bindparam, false, func, not_, or_, select, true
 from app.engine.jobs.graph_sql import (
     InputKind,
     control_kind,
+    edit_kind,
     is_settled,
     reference_kind,
     settled_sql,
@@ -345,6 +346,7 @@ def upscale_params(
         kind=KIND_GENERATE,
         control="",  # a guided image's upscale starts from it: its layers have done their part
         reference="",
+        edit_images="",  # likewise an edit's further input images
     )
     if tiled:
         return replace(resized, kind=KIND_TILED)
@@ -359,7 +361,7 @@ def variation_params(
     """img2img of the parent's image at low strength with a new (random) seed."""
     return replace(
         parent, init_image=f"{INIT_FROM_JOB}{parent_id}", strength=strength, seed=RANDOM_SEED,
-        mask="", control="", reference="",
+        mask="", control="", reference="", edit_images="",
         variation_strength=0.0, variation_seed=RANDOM_SEED, kind=KIND_GENERATE,
     )  # fmt: skip
 
@@ -381,6 +383,7 @@ def run_inputs_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) ->
         mask=mask_of(queue, job),
         control_images=control_images_of(queue, job),
         reference_images=reference_images_of(queue, job),
+        edit_images=edit_images_of(queue, job),
     )
 
 
@@ -423,6 +426,12 @@ def reference_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
     return _stored_images(
         queue, job, len(params_of(job).references), reference_kind, "reference image"
     )
+
+
+def edit_images_of(queue: JobQueue, job: Job) -> tuple[bytes, ...]:
+    """The PNG bytes of each of an edit's input images after its init image, in order."""
+    count = len(params_of(job).more_edit_images)
+    return _stored_images(queue, job, count, edit_kind, "edit input")
 
 
 def _stored_images(

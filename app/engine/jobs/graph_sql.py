@@ -50,6 +50,12 @@ def reference_kind(index: int) -> str:
     return f"reference{index}"
 
 
+def edit_kind(index: int) -> str:
+    """The job_input kind of an edit's input image `index` after its init image: "edit0"
+    is the edit's second picture, "edit1" its third."""
+    return f"edit{index}"
+
+
 class InvalidDependency(InvalidParameters):
     """A parent that does not exist or cannot be waited for, or a dependency cycle."""
 
@@ -138,6 +144,9 @@ class GraphStatements:
         for index, png in enumerate(inputs.reference_images):
             values = {"job_id": job_id, "kind": reference_kind(index), "png": png}
             tx.execute(self.insert_input, values)
+        for index, png in enumerate(inputs.edit_images):
+            values = {"job_id": job_id, "kind": edit_kind(index), "png": png}
+            tx.execute(self.insert_input, values)
 
     def _parents_of(self, tx: HotTransaction, job_id: int) -> list[int]:
         return [row[0] for row in tx.execute(self.parents, {"job_id": job_id}).fetchall()]
@@ -199,6 +208,7 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
                 stored.get(InputKind.MASK.value),
                 _numbered(stored, control_kind),
                 _numbered(stored, reference_kind),
+                _numbered(stored, edit_kind),
             ),
         )
 
@@ -243,6 +253,20 @@ def check_inputs(
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
     check_guide_images(params, inputs.control_images, inputs.reference_images)
+    check_edit_images(params, inputs.edit_images)
+
+
+def check_edit_images(params: GenerationParams, pngs: Sequence[bytes]) -> None:
+    """An edit's further input images' bytes are the ones its parameters name, in order
+    (at submit, and again where a worker is handed them)."""
+    named = params.more_edit_images
+    if len(named) != len(pngs):
+        raise InvalidParameters(
+            f"{1 + len(named)} input images named for the edit, but {1 + len(pngs)} given"
+        )
+    for index, (name, png) in enumerate(zip(named, pngs, strict=True), start=2):
+        if digest(png) != name:
+            raise InvalidParameters(f"input image {index}'s bytes are not the image it names")
 
 
 def check_guide_images(

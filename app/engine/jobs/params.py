@@ -41,6 +41,11 @@ KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED = "generate", "grid", "upscal
 # An edit (DESIGN.md "Edit with words"): the prompt is an instruction, the init image the
 # picture it edits (`job:<id>`: a child of that job), on a model that edits (Flux.1 Kontext).
 KIND_EDIT = "edit"
+# An edit's further input images (Qwen-Image-Edit Plus reads several: "Picture 1", "Picture
+# 2", ...), after the one it edits (its init image): each stored with the job (job_input,
+# kind "edit0", "edit1", ...). Qwen's card for Edit Plus (2509) says it works best with 1 to
+# 3 input images, and Alibaba's own service takes at most 3: the cap, whatever the model.
+MAX_EDIT_IMAGES = 3
 # A video clip (issue 38): drawn as an image is (the same loop), `frames` at `fps`, its
 # output an MP4 (outputs/video.py). Which frame counts and sizes a model takes is its
 # family's (families/video_params.py), checked at submit.
@@ -189,6 +194,24 @@ def _config_problem(key: str, value: Any) -> str:
     return ""
 
 
+def encode_edit_images(images: Sequence[str]) -> str:
+    """How `GenerationParams.edit_images` spells an edit's further input images (their
+    `upload:<sha256>` names, in order): canonical JSON, or "" for none."""
+    return json.dumps(list(images)) if images else ""
+
+
+def decode_edit_images(text: str) -> tuple[str, ...]:
+    if not text:
+        return ()
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise InvalidParameters(f"the edit's input images are not readable ({error})") from error
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        raise InvalidParameters("the edit's input images are not a list of image names")
+    return tuple(raw)
+
+
 def encode_control(layers: Sequence[ControlLayer]) -> str:
     """How `GenerationParams.control` spells `layers`: one canonical JSON text, so params
     stay flat values (one column, one checkpoint field) and compare exactly."""
@@ -254,6 +277,9 @@ class GenerationParams:
     fps: int = DEFAULT_FPS  # a video job's frames a second, as its MP4 plays them
     # The sampler's schedule over the model's (`encode_scheduler_config`; "": the model's).
     scheduler_config: str = ""
+    # An edit's input images after its init image, as `encode_edit_images` writes them
+    # ("" for none: an edit of one image, and every other kind).
+    edit_images: str = ""
 
     @property
     def cache_threshold(self) -> float:
@@ -309,6 +335,16 @@ class GenerationParams:
         return decode_reference(self.reference)
 
     @property
+    def more_edit_images(self) -> tuple[str, ...]:
+        """An edit's input images after its init image (`upload:<sha256>` each), in order."""
+        return decode_edit_images(self.edit_images)
+
+    @property
+    def edit_image_count(self) -> int:
+        """How many input images an edit reads (its init image first); 0 for other kinds."""
+        return 1 + len(self.more_edit_images) if self.kind == KIND_EDIT else 0
+
+    @property
     def init_parent(self) -> int | None:
         """The job whose output image is this job's init image, if any."""
         if not self.init_image.startswith(INIT_FROM_JOB):
@@ -351,6 +387,8 @@ def _problems(p: GenerationParams) -> list[str]:
         problems.extend(_control_problems(p))
     if p.reference:
         problems.extend(_reference_problems(p))
+    if p.edit_images:
+        problems.extend(_edit_image_problems(p))
     problems.extend(_speed_problems(p))
     if not isinstance(p.compile, bool):
         problems.append(f"compile must be true or false, not {p.compile!r}")
@@ -378,6 +416,24 @@ def _video_problems(p: GenerationParams) -> list[str]:
     if p.mask or p.control or p.reference or p.upscaler:
         problems.append("a video job takes a prompt and an input image only (no mask or guidance)")
     return problems
+
+
+def _edit_image_problems(p: GenerationParams) -> list[str]:
+    """An edit's further input images: uploaded ones, on an edit, at most `MAX_EDIT_IMAGES`
+    in all (whether its model reads more than one is its family's: at submit)."""
+    if p.kind != KIND_EDIT:
+        return ["more input images are for an edit only"]
+    try:
+        names = decode_edit_images(p.edit_images)
+    except InvalidParameters as error:
+        return [str(error)]
+    if 1 + len(names) > MAX_EDIT_IMAGES:
+        return [f"an edit reads at most {MAX_EDIT_IMAGES} input images, not {1 + len(names)}"]
+    return [
+        f"input image {index} {name!r} is not {INIT_UPLOADED}<sha256>"
+        for index, name in enumerate(names, start=2)
+        if not name.startswith(INIT_UPLOADED) or name == INIT_UPLOADED
+    ]
 
 
 def _speed_problems(p: GenerationParams) -> list[str]:

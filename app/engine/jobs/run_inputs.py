@@ -22,11 +22,13 @@ class RunInputs:
     mask: bytes | None = None  # inpaint: white where to repaint
     control_images: Sequence[bytes] = ()  # each control layer's image, in layer order
     reference_images: Sequence[bytes] = ()  # each reference image (IP-Adapter), in order
+    edit_images: Sequence[bytes] = ()  # an edit's input images after its init image, in order
 
     def __post_init__(self) -> None:
         # Tuples whatever the caller gave (a list from a form): the object stays immutable.
         object.__setattr__(self, "control_images", tuple(self.control_images))
         object.__setattr__(self, "reference_images", tuple(self.reference_images))
+        object.__setattr__(self, "edit_images", tuple(self.edit_images))
 
 
 NO_INPUTS = RunInputs()  # text to image: the parameters are the whole request

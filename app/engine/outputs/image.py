@@ -57,10 +57,14 @@ def a1111_parameters(params: GenerationParams) -> str:
 
 
 def _image_parameters(params: GenerationParams) -> str:
-    """An img2img's strength as A1111 writes it; an edit's input image instead (the prompt
-    is its instruction; `upload:<sha256>` or `job:<id>`, the job whose image it edits)."""
+    """An img2img's strength as A1111 writes it; an edit's input images instead (the prompt
+    is its instruction; `upload:<sha256>` or `job:<id>`, the job whose image it edits, then
+    each further input image's `upload:<sha256>`, as "Edit image 2", "Edit image 3")."""
     if params.kind == KIND_EDIT:
-        return f", Edit image: {params.init_image}"
+        more = params.more_edit_images
+        return f", Edit image: {params.init_image}" + "".join(
+            f", Edit image {index}: {name}" for index, name in enumerate(more, start=2)
+        )
     return f", Denoising strength: {params.strength:g}" if params.init_image else ""
 
 

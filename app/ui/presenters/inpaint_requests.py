@@ -91,5 +91,6 @@ def _base(image: EditedImage, prompt: str) -> GenerationParams:
     base = image.params or GenerationParams(prompt or "")
     return replace(
         base, prompt=prompt or base.prompt, width=image.width, height=image.height,
-        init_image="", mask="", control="", reference="",  # the job's own inputs: not these
+        # The job's own inputs: not these.
+        init_image="", mask="", control="", reference="", edit_images="",
     )  # fmt: skip

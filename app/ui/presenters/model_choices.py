@@ -34,6 +34,9 @@ class ModelChoice:
     distilled_guidance: bool = False  # CFG is the model's guidance input (Flux.1 dev)
     quantisation: str = ""  # how its diffusion model is stored: "Q8_0" (GGUF), "fp8", ""
     edits: bool = False  # follows an instruction to edit an image (Flux.1 Kontext)
+    edit_images: int = 1  # the most input images an edit on it reads (Qwen-Image-Edit Plus: 3)
+    edit_steps: int = 28  # the steps and cfg an edit on it runs with unless told (its stock
+    edit_cfg: float = 3.5  # pipeline's defaults: Kontext's 28 and 3.5, Qwen-Image-Edit's 50, 4)
     # A video model: its frame counts are frame_step * k + 1 (Wan: 4); 0 draws images.
     frame_step: int = 0
     default_frames: int = 0  # its stock pipeline's frame count (Wan 2.1: 81)

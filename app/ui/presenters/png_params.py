@@ -135,6 +135,7 @@ def parse_easel(text: str) -> ParsedParams:
     try:
         if values.pop("reference", ""):  # its image is not in the PNG: nothing to submit
             warnings.append(translate("PngParams", "the reference image is not restored"))
+        values.pop("edit_images", None)  # an edit's further pictures: not in the PNG either
         layers = decode_control(str(values.pop("control", "") or ""))
         control = tuple(replace(layer, image="") for layer in layers)
         return ParsedParams(GenerationParams(**_coerced(values)), warnings, control)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from app.engine.jobs.changes import ChangeWatcher
     from app.engine.jobs.follow_ups import FollowUps, NewJob
     from app.engine.jobs.queue import JobQueue
+    from app.ui.presenters.word_edits import WordEdit
 
 log = logging.getLogger(__name__)
 
@@ -443,13 +444,16 @@ class QueueService:
 
         return self._submitted(replace(job, max_attempts=self.max_attempts), FollowUps())
 
-    def edit(self, source: int | bytes, instruction: str, model: str) -> Outcome:
-        """An edit by `instruction` on `model`: of job `source`'s picture (its child, waiting
+    def edit(self, source: int | bytes, edit: WordEdit) -> Outcome:
+        """An edit as the dialog asked for it: of job `source`'s picture (its child, waiting
         for it) or of a picture's bytes (a file's, a paste's), or why it was refused."""
         from app.engine.jobs.follow_ups import FollowUps
         from app.engine.store.edits import EditSettings, edit_job, picture_edit_job
 
-        settings, check, attempts = EditSettings(instruction, model), self._check, self.max_attempts
+        settings = EditSettings(
+            edit.instruction, edit.model, edit.steps, edit.cfg, more_images=edit.more_images
+        )
+        check, attempts = self._check, self.max_attempts
         try:
             if isinstance(source, int):
                 job = edit_job(self.queue, source, settings, check=check, max_attempts=attempts)

@@ -19,6 +19,7 @@ from app.ui.presenters.i18n import translate
 from app.ui.presenters.model_choices import ModelChoice
 from app.ui.presenters.queue_service import Outcome, QueueService
 from app.ui.presenters.rows import JobRow
+from app.ui.presenters.word_edits import EditModel, WordEdit
 from app.ui.viewmodels.jobs_viewmodel import JobsViewModel
 from app.ui.widgets.mask_hook import IMAGE_FILTER, png_of
 
@@ -106,19 +107,21 @@ class WordEdits:
         from app.engine.generation.request_checks import editing_families
         from app.ui.widgets.edit_dialog import EditDialog
 
-        editors = [choice.name for choice in self.models() if choice.edits and choice.supported]
+        editors = [
+            EditModel(choice.name, choice.edit_images, choice.edit_steps, choice.edit_cfg)
+            for choice in self.models()
+            if choice.edits and choice.supported
+        ]
         dialog = EditDialog(image, caption, editors, preferred, editing_families(), self.parent)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.edit_requested.connect(
-            lambda instruction, model: self._submit(dialog, source, instruction, model)
-        )
+        dialog.edit_requested.connect(lambda edit: self._submit(dialog, source, edit))
         dialog.file_dropped.connect(self.open_file)
         dialog.destroyed.connect(lambda: self._forget(dialog))
         self.dialogs.append(dialog)
         dialog.show()
         return dialog
 
-    def _submit(self, dialog: EditDialog, source: Source, instruction: str, model: str) -> None:
+    def _submit(self, dialog: EditDialog, source: Source, edit: WordEdit) -> None:
         def done(outcome: Outcome) -> None:
             if dialog not in self.dialogs:  # closed meanwhile: the banner says it
                 for message in outcome.errors:
@@ -130,9 +133,7 @@ class WordEdits:
                 dialog.queued(outcome.job_ids[0])
             self.vm.refresh()
 
-        self.vm.runner.run(
-            lambda: self.queue.edit(source, instruction, model), done, self.show_error
-        )
+        self.vm.runner.run(lambda: self.queue.edit(source, edit), done, self.show_error)
 
     def _settled(self, row: JobRow) -> None:
         edited = self.unfinished.pop(row.id, None)

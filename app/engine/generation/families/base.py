@@ -85,6 +85,15 @@ class ModelFamily(Protocol):
         (IP-Adapter: image embeddings; Flux.1 Redux: tokens after the prompt's); {} for none."""
         ...
 
+    def encode_edit(
+        self, params: GenerationParams, images: Sequence[bytes], do_cfg: bool
+    ) -> Conditioning:
+        """An edit's instruction read with its input images (PNGs, the init image first) by
+        a family whose text encoder sees them (Qwen-Image-Edit: the prompts and each image's
+        latents); {} where the model reads the init image in `initial_latents` (Flux.1
+        Kontext). More images than the family reads are refused (submit refuses them first)."""
+        ...
+
     def initial_latents(
         self,
         scheduler: Any,

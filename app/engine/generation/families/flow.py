@@ -20,6 +20,7 @@ from PIL import Image
 from app.engine.generation.families.base import Conditioning
 from app.engine.generation.families.flow_params import (
     FLOW_SIZE_MULTIPLE,
+    edit_images_refusal,
     reference_refusal,
     sampler_problem,
 )
@@ -116,6 +117,14 @@ class FlowFamily:
     ) -> Conditioning:
         if images:  # submit refuses them (flow_params); a job stored before that lands here
             raise InvalidParameters(reference_refusal(self.label))
+        return {}
+
+    def encode_edit(
+        self, params: GenerationParams, images: Sequence[bytes], do_cfg: bool
+    ) -> Conditioning:
+        """Nothing: an edit's one input image is the init image `initial_latents` reads."""
+        if len(images) > 1:  # submit refuses them (flow_params); a job stored before lands here
+            raise InvalidParameters(edit_images_refusal(self.label, 1, len(images)))
         return {}
 
     def resumed_schedule(self, scheduler: Any, params: GenerationParams) -> tuple[Any, int]:

@@ -56,6 +56,17 @@ def sampler_problem(
     return f"{label} models run with the {known} {noun} (flow matching), not {scheduler!r}"
 
 
+def edit_images_refusal(label: str, takes: int, given: int) -> str:
+    """The sentence refusing an edit of `given` input images on a `label` model, which
+    reads `takes`."""
+    if takes == 1:
+        return (
+            f"{label} edits one input image, not {given}; give only the picture it edits "
+            "(Qwen-Image-Edit Plus reads several)"
+        )
+    return f"{label} reads at most {takes} input images for an edit, not {given}"
+
+
 def flow_problems(
     architecture: Architecture, params: GenerationParams, distilled: bool = False
 ) -> list[str]:
@@ -92,6 +103,8 @@ def flow_problems(
         problems.append(takes.needs_mask)
     if takes.needs_edit and not edit:
         problems.append(takes.needs_edit)
+    if edit and params.edit_image_count > takes.edit_images:
+        problems.append(edit_images_refusal(label, takes.edit_images, params.edit_image_count))
     area = params.width * params.height
     sized_inpaint = bool(params.mask and takes.inpaint_sizes)
     if sized_inpaint:
@@ -133,6 +146,15 @@ def nearest_sizes(width: int, height: int, multiple: int) -> tuple[str, ...]:
 def samplers_for(architecture: Architecture | None) -> tuple[str, ...]:
     """The samplers a model of `architecture` takes; () when it takes every one Easel has."""
     return architecture.spec.requests.samplers if architecture is not None else ()
+
+
+def edit_defaults(architecture: Architecture | None) -> tuple[int, float]:
+    """The steps and cfg an edit on a model of `architecture` runs with unless told: its
+    stock pipeline's defaults (Flux.1 Kontext's where it is not a model that edits)."""
+    takes = architecture.spec.requests if architecture is not None else None
+    if takes is None or not takes.edit:
+        takes = Requests()
+    return takes.edit_steps, takes.edit_cfg
 
 
 def edits_images(architecture: Architecture | None) -> bool:

@@ -79,6 +79,12 @@ class UNetFamily(ABC):
     ) -> Conditioning:
         return reference.image_embeds(self.pipe, images, do_cfg)
 
+    def encode_edit(
+        self, params: GenerationParams, images: Sequence[bytes], do_cfg: bool
+    ) -> Conditioning:
+        """No UNet family edits from an instruction: submit refuses an edit first."""
+        raise InvalidParameters(f"{self.label} models cannot edit from an instruction")
+
     def scheduler(self, params: GenerationParams) -> Any:
         scheduler = make_scheduler(self.pipe, params.scheduler, params.scheduler_config)
         scheduler.set_timesteps(params.steps, device=self.pipe._execution_device)

@@ -213,6 +213,11 @@ class Requests:
     reference_images: bool = True  # IP-Adapter references
     redux_references: bool = False  # references through a Flux.1 Redux model instead
     edit: bool = False  # an edit job (an instruction and an input image: jobs.params.KIND_EDIT)
+    edit_images: int = 1  # the most input images an edit reads (Qwen-Image-Edit Plus: 3)
+    # What an edit runs with unless told: its stock pipeline's defaults (FluxKontextPipeline's
+    # 28 steps and guidance 3.5; Qwen-Image-Edit's 50 steps and true_cfg_scale 4).
+    edit_steps: int = 28
+    edit_cfg: float = 3.5
     max_area: int = 0  # the most pixels (width x height) it draws; 0: no bound of its own
     # The sentence refusing a job without a mask, for a model that only inpaints (Flux.1
     # Fill); "": it draws without one too.

@@ -21,6 +21,7 @@ from app.engine.generation.files.registry import (
     TransformerFile,
 )
 from app.engine.generation.files.transformer_files import VAE
+from app.engine.jobs.params import MAX_EDIT_IMAGES
 
 QWEN_IMAGE_ID = Architecture.declare("qwen-image", released="2025-08")
 
@@ -105,6 +106,10 @@ QWEN_IMAGE_EDIT = FamilySpec(
         img2img_refusal=QWEN_EDIT_ONLY,
         edit=True,
         needs_edit=QWEN_EDIT_ONLY,
+        # QwenImageEditPipeline's (and Plus's) defaults: num_inference_steps=50,
+        # true_cfg_scale=4.0, what an edit on it runs with unless told.
+        edit_steps=50,
+        edit_cfg=4.0,
     ),
     folder_components="app.engine.generation.families.qwen.processor:edit_components",
     float16_overflowing_encoders=("text_encoder",),
@@ -116,9 +121,10 @@ QWEN_IMAGE_EDIT = FamilySpec(
 
 QWEN_IMAGE_EDIT_PLUS_ID = Architecture.declare("qwen-image-edit-plus", released="2025-09")
 
-# Qwen-Image-Edit Plus (Qwen/Qwen-Image-Edit-2509, -2511): as Qwen-Image-Edit, the input
-# read at two sizes (about 384x384 for Qwen2.5-VL, 1 megapixel for the VAE). One input
-# image: the edit job's (several are refused at submit, as for every family).
+# Qwen-Image-Edit Plus (Qwen/Qwen-Image-Edit-2509, -2511): as Qwen-Image-Edit, each input
+# read at two sizes (about 384x384 for Qwen2.5-VL, 1 megapixel for the VAE). Up to
+# `MAX_EDIT_IMAGES` input images ("Picture 1", "Picture 2", ... in the template): the one an
+# edit job edits first, then its further ones.
 QWEN_IMAGE_EDIT_PLUS = replace(
     QWEN_IMAGE_EDIT,
     architecture=QWEN_IMAGE_EDIT_PLUS_ID,
@@ -129,6 +135,7 @@ QWEN_IMAGE_EDIT_PLUS = replace(
     driver="app.engine.generation.families.qwen.edit:QwenImageEditPlusFamily",
     checkpoint_family="qwen-image-edit-plus",
     checkpoint_label="Qwen-Image-Edit Plus",
+    requests=replace(QWEN_IMAGE_EDIT.requests, edit_images=MAX_EDIT_IMAGES),
 )
 
 FAMILIES = (QWEN_IMAGE, QWEN_IMAGE_EDIT, QWEN_IMAGE_EDIT_PLUS)

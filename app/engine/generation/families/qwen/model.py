@@ -254,9 +254,9 @@ class QwenImageFamily(FlowFamily):
         packed = self.pipe._pack_latents(latents, batch, channels, height, width)
         timestep = t.expand(batch).to(packed.dtype) / 1000
         model_input, grid = packed, [(1, height // 2, width // 2)]
-        if (extra := self.extra_tokens(conditioning)) is not None:  # an edit's input image
-            tokens, extra_grid = extra
-            model_input, grid = torch.cat([packed, tokens], dim=1), [*grid, extra_grid]
+        if (extra := self.extra_tokens(conditioning)) is not None:  # an edit's input images
+            tokens, extra_grids = extra
+            model_input, grid = torch.cat([packed, tokens], dim=1), [*grid, *extra_grids]
         img_shapes = [grid] * batch
         own = packed.size(1)  # the output for the latents' own tokens only, as stock keeps
         embeds = conditioning[PROMPT_EMBEDS]
@@ -273,9 +273,9 @@ class QwenImageFamily(FlowFamily):
 
     def extra_tokens(
         self, conditioning: Conditioning
-    ) -> tuple[torch.Tensor, tuple[int, int, int]] | None:
-        """Tokens the transformer reads after the latents' own, and their patch grid; none
-        here (Qwen-Image-Edit's input image: `edit.py`)."""
+    ) -> tuple[torch.Tensor, list[tuple[int, int, int]]] | None:
+        """Tokens the transformer reads after the latents' own, and their patch grids (one
+        an input image); none here (Qwen-Image-Edit's input images: `edit.py`)."""
         return None
 
     def _transformer(
