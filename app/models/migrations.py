@@ -28,7 +28,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 
 class SchemaTooNew(DatabaseError):
@@ -255,6 +255,13 @@ def _v18_to_v19(conn: Connection) -> None:
     )
 
 
+def _v19_to_v20(conn: Connection) -> None:
+    # Version 20 adds first-and-last-frame clips (issue 38): a video's last image.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    if "last_image" not in columns:
+        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN last_image VARCHAR NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -274,6 +281,7 @@ MIGRATIONS: dict[int, Migration] = {
     16: _v16_to_v17,
     17: _v17_to_v18,
     18: _v18_to_v19,
+    19: _v19_to_v20,
 }
 
 

@@ -87,7 +87,7 @@ from app.engine.generation.post.upscale import (
 from app.engine.generation.post.upscalers import resolve_upscaler, upscaler_folders
 from app.engine.generation.prompts.loras import LoraRef, parse_loras
 from app.engine.generation.video_budget import clip_memory
-from app.engine.jobs.graph_sql import check_guide_images
+from app.engine.jobs.graph_sql import check_guide_images, check_last_image
 from app.engine.jobs.params import (
     KIND_EDIT,
     KIND_GENERATE,
@@ -596,8 +596,9 @@ class _Job:
         init, mask, controls = inputs.init_image, inputs.mask, inputs.control_images
         if checkpoint is None:
             state = denoise.start(
-                pipe, params, init, mask, self.control_nets, controls, inputs.reference_images
-            )
+                pipe, params, init, mask, self.control_nets, controls, inputs.reference_images,
+                last_image=inputs.last_image,
+            )  # fmt: skip
             return state, 0.0
         state = denoise.restore(pipe, params, checkpoint, init, mask, self.control_nets, controls)
         return state, checkpoint.elapsed_s
@@ -757,6 +758,7 @@ def _check_params(params: GenerationParams, inputs: RunInputs) -> None:
             f"mask {params.mask or '(none)'} named, but {'none' if mask is None else 'one'} given"
         )
     check_guide_images(params, inputs.control_images, inputs.reference_images)
+    check_last_image(params, inputs.last_image)
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:

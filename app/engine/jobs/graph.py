@@ -381,7 +381,18 @@ def run_inputs_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) ->
         mask=mask_of(queue, job),
         control_images=control_images_of(queue, job),
         reference_images=reference_images_of(queue, job),
+        last_image=last_image_of(queue, job),
     )
+
+
+def last_image_of(queue: JobQueue, job: Job) -> bytes | None:
+    """The PNG bytes of a clip's last frame (stored with the job), if it has one."""
+    if not job.last_image:
+        return None
+    png = stored_input(queue.db, job.id or 0, InputKind.LAST)
+    if png is None:
+        raise InputImageMissing(f"job {job.id}'s last image is missing from the database")
+    return png
 
 
 def init_image_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) -> bytes | None:

@@ -38,6 +38,7 @@ class InputKind(StrEnum):
 
     INIT = "init"  # img2img's and inpaint's starting image
     MASK = "mask"  # inpaint: white where to repaint
+    LAST = "last"  # a first-and-last-frame clip's last frame
 
 
 def control_kind(layer: int) -> str:
@@ -129,7 +130,10 @@ class GraphStatements:
             tx.execute(
                 self.insert_parent, {"job_id": job_id, "parent_id": parent, "settled": settled}
             )
-        for kind, png in ((InputKind.INIT, inputs.init_image), (InputKind.MASK, inputs.mask)):
+        for kind, png in (
+            (InputKind.INIT, inputs.init_image), (InputKind.MASK, inputs.mask),
+            (InputKind.LAST, inputs.last_image),
+        ):  # fmt: skip
             if png is not None:
                 tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
         for layer, png in enumerate(inputs.control_images):
@@ -242,7 +246,19 @@ def check_inputs(
         raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
+    check_last_image(params, inputs.last_image)
     check_guide_images(params, inputs.control_images, inputs.reference_images)
+
+
+def check_last_image(params: GenerationParams, last_png: bytes | None) -> None:
+    """A clip's last image's bytes are the ones `params.last_image` names (at submit, and
+    again in the runner)."""
+    if bool(params.last_image) != (last_png is not None):
+        raise InvalidParameters(
+            "a last image needs its bytes, and its bytes need last_image='upload:...'"
+        )
+    if last_png is not None and digest(last_png) != params.last_image:
+        raise InvalidParameters("the last image's bytes do not match its digest in last_image")
 
 
 def check_guide_images(

@@ -198,6 +198,9 @@ class GenerationParams:
     compile: bool = False
     frames: int = 1  # a video job's frame count (1 for every other kind)
     fps: int = DEFAULT_FPS  # a video job's frames a second, as its MP4 plays them
+    # A video's last frame (first-and-last-frame models: Wan 2.1 FLF2V), as the init image
+    # is its first: "" or f"{INIT_UPLOADED}<sha256>" of the image (a job_input row "last").
+    last_image: str = ""
 
     @property
     def cache_threshold(self) -> float:
@@ -308,8 +311,10 @@ def _video_problems(p: GenerationParams) -> list[str]:
     is the image it animates (whether its model takes one: `video_params`); it conditions
     every step, so `strength` means nothing there (`denoising_steps`)."""
     if p.kind != KIND_VIDEO:
+        if p.last_image:
+            return ["a last image needs a video job (--video)"]
         return [] if p.frames == 1 else [f"{p.frames} frames need a video job (--video)"]
-    problems = []
+    problems = _last_image_problems(p)
     if not isinstance(p.frames, int) or not 1 <= p.frames <= MAX_FRAMES:
         problems.append(f"a video takes 1 to {MAX_FRAMES} frames, not {p.frames}")
     if not isinstance(p.fps, int) or not 1 <= p.fps <= MAX_FPS:
@@ -317,6 +322,19 @@ def _video_problems(p: GenerationParams) -> list[str]:
     if p.mask or p.control or p.reference or p.upscaler:
         problems.append("a video job takes a prompt and an input image only (no mask or guidance)")
     return problems
+
+
+def _last_image_problems(p: GenerationParams) -> list[str]:
+    """A clip's last frame is an uploaded image, and only beside a first one (whether its
+    model takes one: `video_params`)."""
+    if not p.last_image:
+        return []
+    kind, _, ref = p.last_image.partition(":")
+    if f"{kind}:" != INIT_UPLOADED or not ref:
+        return [f"last image {p.last_image!r} is not {INIT_UPLOADED}<sha256>"]
+    if not p.init_image:
+        return ["a last image needs a first image too (the init image)"]
+    return []
 
 
 def _speed_problems(p: GenerationParams) -> list[str]:

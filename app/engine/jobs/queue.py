@@ -1259,7 +1259,7 @@ def params_of(job: Job) -> GenerationParams:
         variation_seed=job.variation_seed, variation_strength=job.variation_strength,
         prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
         speed=job.speed, speed_threshold=job.speed_threshold, compile=job.compile,
-        frames=job.frames, fps=job.fps,
+        frames=job.frames, fps=job.fps, last_image=job.last_image,
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ class RunInputs:
     mask: bytes | None = None  # inpaint: white where to repaint
     control_images: Sequence[bytes] = ()  # each control layer's image, in layer order
     reference_images: Sequence[bytes] = ()  # each reference image (IP-Adapter), in order
+    last_image: bytes | None = None  # a first-and-last-frame clip's last frame
 
     def __post_init__(self) -> None:
         # Tuples whatever the caller gave (a list from a form): the object stays immutable.
