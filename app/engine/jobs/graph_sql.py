@@ -203,6 +203,7 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
                 stored.get(InputKind.MASK.value),
                 _numbered(stored, control_kind),
                 _numbered(stored, reference_kind),
+                stored.get(InputKind.LAST.value),
             ),
         )
 

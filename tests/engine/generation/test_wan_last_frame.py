@@ -116,3 +116,104 @@ def test_flf2v_equals_stock_and_resumes_exactly(
     assert resumed.resumed_from is not None and resumed.resumed_from.step == 2
     assert resumed.image_path is not None
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
+
+
+NO_LAST = (
+    "Wan 2.1 I2V takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
+)
+NO_LAST_T2V = "Wan 2.1 takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
+BOTH_NEEDED = "Wan 2.1 FLF2V draws between a first and a last frame: give it both images"
+FIRST_NEEDED = "Wan 2.1 FLF2V animates an input image: give it one (the init image)"
+NO_FIRST = "a last image needs a first image too (the init image)"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, flf_folder: Path) -> Path:
+    """A models folder: "flf" (FLF2V), "i2v" (Wan 2.1 I2V) and "t2v" (Wan 2.1)."""
+    from app.testing.tiny.wan import write_tiny_wan, write_tiny_wan_i2v
+
+    models = tmp_path_factory.mktemp("wan-flf-models")
+    write_tiny_wan(models / "t2v")
+    write_tiny_wan_i2v(models / "i2v")
+    (models / "flf").symlink_to(flf_folder)
+    return models
+
+
+def test_a_last_image_is_refused_where_the_model_takes_none_or_no_first_is_given(
+    models: Path,
+) -> None:
+    from app.engine.generation.files.sources import ModelSearchPath
+    from app.engine.generation.request_checks import check_runnable
+    from app.errors import BadInput
+
+    search = ModelSearchPath(user=(models,))
+    assert check_runnable(wan_params(model="flf", **WITH_BOTH), search).name == "flf"
+    last_only = {"last_image": WITH_BOTH["last_image"]}
+    for name, sentence, changes in (
+        ("i2v", NO_LAST, WITH_BOTH), ("flf", BOTH_NEEDED, WITH_IMAGE),
+        ("t2v", NO_LAST_T2V, last_only), ("flf", FIRST_NEEDED, last_only),
+    ):  # fmt: skip
+        with pytest.raises(BadInput) as refused:
+            check_runnable(wan_params(model=name, **changes), search)
+        assert str(refused.value) == sentence
+
+
+def test_the_command_line_stores_the_last_image_and_refuses_one_in_a_sentence(
+    models: Path, easel_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from app.cli import main
+    from app.engine.jobs.graph_sql import InputKind, stored_input
+    from app.engine.store.opening import open_queue
+
+    (easel_home / "models").mkdir(parents=True)
+    for name in ("flf", "i2v"):
+        (easel_home / "models" / name).symlink_to(models / name)
+    first, last = tmp_path / "first.png", tmp_path / "last.png"
+    first.write_bytes(PNG)
+    last.write_bytes(LAST)
+    clip = ["submit", "a cat", "--video", "--frames", "5", "--size", "32x32"]
+    refusals = {
+        ("--model", "i2v", "--init-image", str(first), "--last-image", str(last)): NO_LAST,
+        ("--model", "flf", "--last-image", str(last)):
+            "--last-image needs --init-image (the clip's first frame)",
+    }  # fmt: skip
+    for argv, sentence in refusals.items():
+        assert main([*clip, *argv]) == 2
+        assert capsys.readouterr() == ("", f"error: {sentence}\n")
+    assert main(["jobs", "--all", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # nothing stored
+    argv = [*clip, "--model", "flf", "--init-image", str(first), "--last-image", str(last)]
+    assert main(argv) == 0
+    job_id = int(capsys.readouterr().out)
+    queue = open_queue(easel_home / "easel.db")
+    [stored] = queue.jobs()
+    assert (stored.id, stored.last_image) == (job_id, WITH_BOTH["last_image"])
+    assert stored_input(queue.db, job_id, InputKind.LAST) == LAST
+
+
+def test_the_native_api_takes_a_last_image_and_refuses_it_on_i2v(
+    models: Path, easel_home: Path
+) -> None:
+    import base64
+    import shutil
+
+    from app.engine.store.opening import open_queue
+    from tests.server.test_server_api import running
+
+    for name in ("flf", "i2v"):  # names inside the models folder
+        shutil.copytree(models / name, easel_home / "models" / name)
+    queue = open_queue(easel_home / "easel.db")
+    first, last = (base64.b64encode(png).decode() for png in (PNG, LAST))
+    body = {"prompt": "a cat", "model": "flf", "width": 32, "height": 32, "frames": 5,
+            "init_image": first, "last_image": last}  # fmt: skip
+    with running(queue) as api:
+        unwanted = api.client.post("/api/v1/jobs", json={**body, "model": "i2v"})
+        alone = api.client.post("/api/v1/jobs", json={**body, "init_image": None})
+        taken = api.client.post("/api/v1/jobs", json=body)
+    assert unwanted.status_code == 422 and unwanted.json() == {"error": f"{NO_LAST}."}
+    assert alone.status_code == 422 and alone.json() == {"error": f"{NO_FIRST}."}
+    assert taken.status_code == 201, taken.text
+    [job] = taken.json()["jobs"]
+    assert job["last_image"] == WITH_BOTH["last_image"] and len(queue.jobs()) == 1
