@@ -78,7 +78,9 @@ The same four for Wan 2.2 TI2V 5B (`wan2.2-ti2v`: text only, against its folder'
 `wan2.2-i2v-a14b`: its shape with two experts and no CLIP, switched at the boundary), the
 image ones against stock `WanImageToVideoPipeline` given the image; Wan 2.1 FLF2V
 (`wan2.1-flf2v`, `architectures_wan.py`): between a first and a last image, the two figures
-against stock `WanImageToVideoPipeline(image=..., last_image=...)`.
+against stock `WanImageToVideoPipeline(image=..., last_image=...)`; and Wan 2.2 A14B's
+experts as two files paired by name (`wan2.2-a14b-expert-files`, `-gguf-q8_0`), against
+stock `WanPipeline` with diffusers' single-file loads of the same two files.
 And for LTX-Video text to video as a diffusers folder (`ltx-video`: a 17-frame 64x32 clip at
 25 fps, CFG with a negative prompt): the same four figures, `step_ms` being one transformer
 call on the batch of two plus the scheduler step, against stock `LTXPipeline`; and from an
@@ -624,6 +626,7 @@ def run_wan(work: Path) -> None:
     from benchmarks import architectures_wan  # its rows import this module's helpers
 
     architectures_wan.run_wan_flf2v(work)
+    architectures_wan.run_wan_expert_files(work)
 
 
 def _clip_image() -> Image.Image:

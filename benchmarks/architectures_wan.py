@@ -5,6 +5,15 @@ CPU, every frame compared before the MP4:
   images) against stock `WanImageToVideoPipeline(image=..., last_image=...)` with its
   defaults, and paused at step 3 (`PAUSE_AT`) then finished from the checkpoint.
 
+- `wan2.2-a14b-expert-files` and `wan2.2-a14b-expert-files-gguf-q8_0`: Wan 2.2 A14B's two
+  experts as two files, ComfyUI's `wan2.2_t2v_high_noise_14B_fp16.safetensors` and its
+  low-noise twin, and city96's `...-HighNoise-Q8_0.gguf` pair (tests/engine/generation/
+  tiny_wan_expert_files.py: a 9-frame 32x32 clip, the released UniPC, the switch at step 2
+  of 8), paired by name into one model: against stock `WanPipeline` with diffusers' own
+  single-file loads of the same two files, and paused at step 3 (after the switch); the
+  split pair also `vs_folder_max_diff` against the diffusers folder with `transformer` and
+  `transformer_2` (the same weights: within 1, mapped at other alignments).
+
 Each prints `same_as_diffusers_max_diff[<row>]` and `pause_resume_max_diff[<row>]`.
 """
 
@@ -28,6 +37,7 @@ from benchmarks.architectures import (
     STEPS,
     WAN_CLIP,
     _clip_image,
+    _frames,
     _frames_diff,
     _pause,
     report,
@@ -69,12 +79,60 @@ def run_wan_flf2v(work: Path) -> None:
     report("same_as_diffusers_max_diff[wan2.1-flf2v]", _frames_diff(ours, stock))
 
 
-def _clip(pipe: Any, params: GenerationParams, first: bytes, last: bytes) -> list[Image.Image]:
+def run_wan_expert_files(work: Path) -> None:
+    """The two `wan2.2-a14b-expert-files` rows (see the docstring)."""
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from tests.engine.generation.tiny_wan_expert_files import (
+        LAYOUTS,
+        stock_from_expert_files,
+        write_tiny_expert_files,
+    )
+
+    files = write_tiny_expert_files(work / "wan-expert-files")
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+        steps=STEPS, cfg=5.0, seed=42, **WAN_CLIP,
+    )  # fmt: skip
+    for layout, (high, _low) in LAYOUTS.items():
+        label = "wan2.2-a14b-expert-files" + ("" if layout == "split" else f"-{layout}")
+        model = detected(ModelInfo("m", files.expert(high), ModelSource.USER))
+        cache = PipelineCache(configs=SingleFileConfigs(files.configs))
+        runner = Runner(device=CPU, resolve=lambda _n, m=model: m, threads=1, cache=cache)
+        pipe = runner.load("m").pipe
+        ours = _clip(pipe, params)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                   on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        stock = _stock_clip(stock_from_expert_files(files, layout), params)
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+        if layout == "split":
+            from diffusers import WanPipeline
+
+            folder = WanPipeline.from_pretrained(files.folder, local_files_only=True)
+            folder.set_progress_bar_config(disable=True)
+            report(f"vs_folder_max_diff[{label}]", _frames_diff(ours, _stock_clip(folder, params)))
+
+
+def _stock_clip(pipe: Any, params: GenerationParams) -> list[Image.Image]:
+    frames: list[Image.Image] = pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
+        width=params.width, num_frames=params.frames, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+        output_type="pil",
+    ).frames[0]  # fmt: skip
+    return frames
+
+
+def _clip(
+    pipe: Any, params: GenerationParams, first: bytes | None = None, last: bytes | None = None
+) -> list[Image.Image]:
     """The clip through Easel's loop, start to decoded frames (no MP4: its encoding is lossy)."""
     state = denoise.start(pipe, params, first, last_image=last)
     while not state.finished:
         denoise.advance(pipe, state)
-    return list(denoise.decode(pipe, state))
+    return _frames(denoise.decode(pipe, state))
 
 
 def _last_image() -> Image.Image:
@@ -99,3 +157,4 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as work:
         run_wan_flf2v(Path(work))
+        run_wan_expert_files(Path(work))

@@ -133,9 +133,7 @@ class Job(SQLModel, table=True):
         default=16, sa_column=Column(Integer, nullable=False, server_default=text("16"))
     )
     # Schema 20: a video's last frame, as `init_image` names its first ("" for none).
-    last_image: str = Field(
-        default="", sa_column=Column(String, nullable=False, server_default="")
-    )
+    last_image: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

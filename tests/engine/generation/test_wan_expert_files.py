@@ -4,17 +4,15 @@ one model by their names: listed once, loaded as `transformer` and `transformer_
 pair's config folder, and drawing the clip of stock `WanPipeline` with diffusers' own
 single-file loads of the two experts (the diffusers folder with `transformer` and
 `transformer_2` within 1: the same weights mapped at other alignments, as tiny_wan_files
-says), exactly across a pause before the switch.
+says), exactly across a pause before the switch; the GGUF pair the stock clip of the same
+files (diffusers' GGUF loads).
 
-On a tiny Wan of A14B's shape written in the split layout of tiny_wan_files.
+On a tiny Wan of A14B's shape (tiny_wan_expert_files).
 """
 
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -28,83 +26,30 @@ from app.engine.generation.runner import Runner
 from tests.engine.generation.test_wan import Written, clip, max_frame_diff, stock, wan_params
 from tests.engine.generation.test_wan import written as written
 from tests.engine.generation.tiny_architectures import model_info, pause_at
-from tests.engine.generation.tiny_wan_files import (
-    _save,
-    tiny_wan_released_vae,
-    wan_transformer_to_original,
-    wan_vae_to_original,
-    write_wan_gguf,
+from tests.engine.generation.tiny_wan_expert_files import (
+    GGUF_HIGH,
+    GGUF_LOW,
+    HIGH,
+    LOW,
+    ExpertFiles,
+    stock_from_expert_files,
+    write_tiny_expert_files,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
-HIGH = "wan2.2_t2v_high_noise_14B_fp16.safetensors"
-LOW = "wan2.2_t2v_low_noise_14B_fp16.safetensors"
-GGUF_HIGH = "Wan2.2-T2V-A14B-HighNoise-Q8_0.gguf"
-GGUF_LOW = "Wan2.2-T2V-A14B-LowNoise-Q8_0.gguf"
 # Timesteps 1000, 858, 602, 9 with the switch at 875: high noise at step 1, low from step 2.
 PARAMS = wan_params(model="m", scheduler="UniPC", negative_prompt="blurry", steps=4, frames=5)
 
 
-@dataclass(frozen=True)
-class ExpertFiles:
-    folder: Path  # the diffusers folder with transformer and transformer_2 (the reference)
-    models: Path  # the split layout: diffusion_models/, text_encoders/, vae/
-    configs: Path  # the config root: <configs>/wan2.2-t2v-a14b, the folder without weights
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> ExpertFiles:
-    from app.testing.tiny.wan import build_tiny_wan
-
-    root = tmp_path_factory.mktemp("wan-experts")
-    pipe = build_tiny_wan(experts=True, released=True)
-    pipe.register_modules(vae=tiny_wan_released_vae())
-    folder = root / "folder" / "a14b"
-    pipe.save_pretrained(folder)
-    configs = root / "configs"
-    shutil.copytree(folder, configs / PAIR_CONFIG, ignore=shutil.ignore_patterns("*.safetensors"))
-    models = root / "models"
-    experts = root / "models" / "diffusion_models"
-    high = wan_transformer_to_original(pipe.transformer.state_dict())
-    low = wan_transformer_to_original(pipe.transformer_2.state_dict())
-    _save(high, experts / HIGH)
-    _save(low, experts / LOW)
-    write_wan_gguf(high, experts / GGUF_HIGH)
-    write_wan_gguf(low, experts / GGUF_LOW)
-    encoder = pipe.text_encoder.state_dict()  # the embedding once, as `shared.weight`
-    umt5 = {k: v for k, v in encoder.items() if k != "encoder.embed_tokens.weight"}
-    _save(umt5, models / "text_encoders" / "umt5_xxl_fp16.safetensors")
-    _save(wan_vae_to_original(pipe.vae.state_dict()), models / "vae" / "wan_2.1_vae.safetensors")
-    return ExpertFiles(folder, models, configs)
+    return write_tiny_expert_files(tmp_path_factory.mktemp("wan-experts"))
 
 
 def files_runner(files: ExpertFiles, model: ModelInfo) -> Runner:
     cache = PipelineCache(configs=SingleFileConfigs(files.configs))
     return Runner(device=CPU, resolve=lambda _name: model, threads=1, cache=cache)
-
-
-def stock_from_expert_files(files: ExpertFiles) -> Any:
-    """Stock `WanPipeline` of the folder with diffusers' own single-file loads of the two
-    expert files and the VAE file."""
-    import diffusers
-
-    options: dict[str, Any] = {"config": str(files.configs / PAIR_CONFIG), "local_files_only": True}
-    experts = files.models / "diffusion_models"
-    transformers = {
-        name: diffusers.WanTransformer3DModel.from_single_file(
-            str(experts / file), subfolder=name, **options
-        )
-        for name, file in (("transformer", HIGH), (TRANSFORMER_2, LOW))
-    }
-    vae = diffusers.AutoencoderKLWan.from_single_file(
-        str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae", **options
-    )
-    pipe = diffusers.WanPipeline.from_pretrained(
-        files.folder, local_files_only=True, vae=vae, **transformers
-    )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
 
 
 def test_the_two_experts_are_listed_as_one_model_with_both_parts(files: ExpertFiles) -> None:
@@ -135,7 +80,7 @@ def test_a_high_noise_expert_without_its_twin_is_refused_in_one_sentence(
 def test_the_pair_draws_the_stock_clip_and_resumes_across_the_switch_exactly(
     files: ExpertFiles, written: Written, tmp_path: Path
 ) -> None:
-    model = model_info(files.models / "diffusion_models" / HIGH, "m")
+    model = model_info(files.expert(HIGH), "m")
     done = clip(files_runner(files, model), PARAMS, tmp_path, "pair")
     assert done.kind is OutcomeKind.COMPLETED and done.image_path is not None
     ours = written.frames[done.image_path]
@@ -152,6 +97,15 @@ def test_the_pair_draws_the_stock_clip_and_resumes_across_the_switch_exactly(
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
     loaded = files_runner(files, model).load("m").pipe
     assert loaded.transformer_2 is not None and loaded.config.boundary_ratio == 0.875
-    assert not torch.equal(
-        loaded.transformer.proj_out.weight, loaded.transformer_2.proj_out.weight
-    )
+    assert not torch.equal(loaded.transformer.proj_out.weight, loaded.transformer_2.proj_out.weight)
+
+
+def test_city96_s_gguf_pair_draws_the_stock_clip_of_the_same_files(
+    files: ExpertFiles, written: Written, tmp_path: Path
+) -> None:
+    model = model_info(files.expert(GGUF_HIGH), "m")
+    assert model.quantisation == "Q8_0"
+    done = clip(files_runner(files, model), PARAMS, tmp_path, "gguf")
+    assert done.image_path is not None
+    theirs = stock(stock_from_expert_files(files, "gguf-q8_0"), PARAMS)
+    assert max_frame_diff(written.frames[done.image_path], theirs) == 0

@@ -118,9 +118,7 @@ def test_flf2v_equals_stock_and_resumes_exactly(
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
 
 
-NO_LAST = (
-    "Wan 2.1 I2V takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
-)
+NO_LAST = "Wan 2.1 I2V takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
 NO_LAST_T2V = "Wan 2.1 takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
 BOTH_NEEDED = "Wan 2.1 FLF2V draws between a first and a last frame: give it both images"
 FIRST_NEEDED = "Wan 2.1 FLF2V animates an input image: give it one (the init image)"
@@ -184,8 +182,8 @@ def test_the_command_line_stores_the_last_image_and_refuses_one_in_a_sentence(
         assert capsys.readouterr() == ("", f"error: {sentence}\n")
     assert main(["jobs", "--all", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []  # nothing stored
-    argv = [*clip, "--model", "flf", "--init-image", str(first), "--last-image", str(last)]
-    assert main(argv) == 0
+    both = [*clip, "--model", "flf", "--init-image", str(first), "--last-image", str(last)]
+    assert main(both) == 0
     job_id = int(capsys.readouterr().out)
     queue = open_queue(easel_home / "easel.db")
     [stored] = queue.jobs()

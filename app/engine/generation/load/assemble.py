@@ -35,6 +35,7 @@ import torch
 
 from app.engine.generation.errors import ModelLoadFailed
 from app.engine.generation.files.architecture import Architecture, Part
+from app.engine.generation.files.expert_files import TRANSFORMER_2
 from app.engine.generation.files.transformer_files import (
     CLIP_G,
     CLIP_G_PREFIX,
@@ -50,7 +51,6 @@ from app.engine.generation.files.transformer_files import (
     VAE,
     WAN_VAE,
 )
-from app.engine.generation.files.expert_files import TRANSFORMER_2
 
 StateDict = dict[str, torch.Tensor]
 

@@ -162,17 +162,20 @@ WAN21_FLF2V = replace(
     architecture=WAN21_FLF2V_ID,
     label="Wan 2.1 FLF2V",
     native_size=1280,  # Wan-AI/Wan2.1-FLF2V-14B-720P: 1280x720 clips
-    folder=Folder(
-        pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=reads_two_images
-    ),
+    folder=Folder(pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=reads_two_images),
     driver=IMAGE_DRIVERS.format("Flf2v"),
     checkpoint_family="wan2.1-flf2v",
     checkpoint_label="Wan 2.1 FLF2V",
     # Its CLIP positions are two images' (`pos_embed_seq_len`): a first and a last frame.
     video=VideoRequests(
-        frame_step=4, default_frames=81, default_fps=16, takes_image=True, needs_image=True,
-        takes_last_image=True, needs_last_image=True,
-    ),  # fmt: skip
+        frame_step=4,
+        default_frames=81,
+        default_fps=16,
+        takes_image=True,
+        needs_image=True,
+        takes_last_image=True,
+        needs_last_image=True,
+    ),
 )
 
 FAMILIES = (WAN21, WAN21_FLF2V, WAN21_I2V, WAN22_TI2V)
