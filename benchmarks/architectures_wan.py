@@ -40,6 +40,7 @@ from benchmarks.architectures import (
     _frames,
     _frames_diff,
     _pause,
+    _resolving,
     report,
     resumed_frames,
 )
@@ -97,7 +98,7 @@ def run_wan_expert_files(work: Path) -> None:
         label = "wan2.2-a14b-expert-files" + ("" if layout == "split" else f"-{layout}")
         model = detected(ModelInfo("m", files.expert(high), ModelSource.USER))
         cache = PipelineCache(configs=SingleFileConfigs(files.configs))
-        runner = Runner(device=CPU, resolve=lambda _n, m=model: m, threads=1, cache=cache)
+        runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
         pipe = runner.load("m").pipe
         ours = _clip(pipe, params)
         paused = work / f"{label}-paused.mp4"
