@@ -28,7 +28,7 @@ from app.engine.jobs.graph import (
     waiting_reason,
 )
 from app.engine.jobs.graph_sql import digest
-from app.engine.jobs.init_image import prepare_init_image, read_init_image
+from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image, read_init_image
 from app.engine.jobs.params import GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.run_inputs import RunInputs
@@ -122,7 +122,11 @@ def last_image_png(args: argparse.Namespace, params: GenerationParams) -> bytes 
     path = getattr(args, "last_image", None)
     if path is None:
         return None
-    return prepare_init_image(read_init_image(path), (params.width, params.height)).png
+    try:
+        return prepare_init_image(read_init_image(path), (params.width, params.height)).png
+    except InvalidInitImage as error:  # its sentence names the init image: this is the last
+        said = str(error).replace("the init image", "the last image", 1)
+        raise InvalidInitImage(said.replace("The init image", "The last image", 1)) from error
 
 
 def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes | None]:

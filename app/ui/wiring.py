@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.engine.settings import Settings
 from app.ui.presenters.i18n import translate
@@ -179,12 +179,13 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
     ]
 
 
-def _video_fields(video: VideoRequests | None) -> dict[str, int]:
+def _video_fields(video: VideoRequests | None) -> dict[str, Any]:
     """A video model's frame rules for the form (none for an image model)."""
     if video is None:
         return {}
     return {"frame_step": video.frame_step, "default_frames": video.default_frames,
-            "default_fps": video.default_fps}  # fmt: skip
+            "default_fps": video.default_fps,
+            "takes_last_image": video.takes_last_image}  # fmt: skip
 
 
 def _distilled(model: ModelInfo) -> bool:
