@@ -109,3 +109,33 @@ def test_city96_s_gguf_pair_draws_the_stock_clip_of_the_same_files(
     assert done.image_path is not None
     theirs = stock(stock_from_expert_files(files, "gguf-q8_0"), PARAMS)
     assert max_frame_diff(written.frames[done.image_path], theirs) == 0
+
+
+def test_fp8_experts_pair_and_load_in_fp8_and_a_mixed_pair_is_refused(
+    files: ExpertFiles, tmp_path: Path
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "diffusion_models"
+    folder.mkdir()
+    for folder_name in ("text_encoders", "vae"):
+        (tmp_path / folder_name).symlink_to(files.models / folder_name)
+    for name in (HIGH, LOW):
+        weights = load_file(str(files.expert(name)))
+        fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim == 2 else v for k, v in weights.items()}
+        save_file(fp8, str(folder / name.replace("fp16", "fp8_e4m3fn")))
+    model = model_info(folder / HIGH.replace("fp16", "fp8_e4m3fn"), "m")
+    assert model.supported and model.quantisation == "fp8", model.unsupported_reason
+    pipe = files_runner(files, model).load("m").pipe
+    for expert in (pipe.transformer, pipe.transformer_2):
+        assert expert.blocks[0].ffn.net[0].proj.weight.dtype == torch.float8_e4m3fn
+    mixed = tmp_path / "mixed" / "diffusion_models"
+    mixed.mkdir(parents=True)
+    (mixed / HIGH).symlink_to(files.expert(HIGH))  # fp16, its twin in fp8
+    (mixed / LOW).symlink_to(folder / LOW.replace("fp16", "fp8_e4m3fn"))
+    for folder_name in ("text_encoders", "vae"):
+        (mixed.parent / folder_name).symlink_to(files.models / folder_name)
+    assert model_info(mixed / HIGH).unsupported_reason == (
+        f"{Path(HIGH).stem}: its low-noise expert {LOW} is stored fp8, the high-noise one "
+        "unquantised: give both experts in one precision"
+    )

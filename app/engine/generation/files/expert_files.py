@@ -55,6 +55,21 @@ def detect_paired(path: Path) -> Detected:
     return paired(path, detect_model_file(path))
 
 
+def _mismatch(high: Detected, low: Detected) -> str:
+    """Why the low-noise file cannot run beside the high-noise one ("" when it can)."""
+    if not low.supported:
+        return f"cannot be used ({low.unsupported_reason})"
+    if (low.architecture, low.config_name) != (high.architecture, high.config_name):
+        return "is not a Wan transformer of the same size"
+    if low.quantisation != high.quantisation:
+        stored = {q: q or "unquantised" for q in (low.quantisation, high.quantisation)}
+        return (
+            f"is stored {stored[low.quantisation]}, the high-noise one "
+            f"{stored[high.quantisation]}: give both experts in one precision"
+        )
+    return ""
+
+
 def paired(path: Path, detected: Detected) -> Detected:
     """A Wan diffusion model file's detection with its expert twin: a high-noise file with
     the low-noise one as `transformer_2` and the pair's config folder; unchanged for a file
@@ -70,13 +85,9 @@ def paired(path: Path, detected: Detected) -> Detected:
             f"{path.stem}: the high-noise expert of a Wan 2.2 A14B pair runs with its "
             f"low-noise expert beside it, {twin_name}, which is not in {path.parent.name}/"
         )
-    found = detect_model_file(twin)
-    same = (found.architecture, found.config_name, found.quantisation)
-    if same != (detected.architecture, detected.config_name, detected.quantisation):
-        return unsupported(
-            f"{path.stem}: its low-noise expert {twin_name} is not a Wan transformer of the "
-            f"same size and precision ({found.unsupported_reason or 'another shape'})"
-        )
+    mismatch = _mismatch(detected, detect_model_file(twin))
+    if mismatch:
+        return unsupported(f"{path.stem}: its low-noise expert {twin_name} {mismatch}")
     prefix = next((p.prefix for p in detected.parts if p.kind == "transformer"), "")
     parts = (*detected.parts, Part(TRANSFORMER_2, twin, prefix))
     return replace(detected, config_name=PAIR_CONFIG, parts=parts)
