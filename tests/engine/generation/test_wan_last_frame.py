@@ -120,6 +120,7 @@ def test_flf2v_equals_stock_and_resumes_exactly(
 
 NO_LAST = "Wan 2.1 I2V takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
 NO_LAST_T2V = "Wan 2.1 takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
+NO_LAST_LTX = "LTX-Video takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
 BOTH_NEEDED = "Wan 2.1 FLF2V draws between a first and a last frame: give it both images"
 FIRST_NEEDED = "Wan 2.1 FLF2V animates an input image: give it one (the init image)"
 NO_FIRST = "a last image needs a first image too (the init image)"
@@ -127,11 +128,13 @@ NO_FIRST = "a last image needs a first image too (the init image)"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, flf_folder: Path) -> Path:
-    """A models folder: "flf" (FLF2V), "i2v" (Wan 2.1 I2V) and "t2v" (Wan 2.1)."""
+    """A models folder: "flf" (FLF2V), "i2v" (Wan 2.1 I2V), "t2v" (Wan 2.1) and "ltx"."""
+    from app.testing.tiny.ltx import write_tiny_ltx
     from app.testing.tiny.wan import write_tiny_wan, write_tiny_wan_i2v
 
     models = tmp_path_factory.mktemp("wan-flf-models")
     write_tiny_wan(models / "t2v")
+    write_tiny_ltx(models / "ltx")
     write_tiny_wan_i2v(models / "i2v")
     (models / "flf").symlink_to(flf_folder)
     return models
@@ -150,6 +153,7 @@ def test_a_last_image_is_refused_where_the_model_takes_none_or_no_first_is_given
     for name, sentence, changes in (
         ("i2v", NO_LAST, WITH_BOTH), ("flf", BOTH_NEEDED, WITH_IMAGE),
         ("t2v", NO_LAST_T2V, last_only), ("flf", FIRST_NEEDED, last_only),
+        ("ltx", NO_LAST_LTX, WITH_BOTH),
     ):  # fmt: skip
         with pytest.raises(BadInput) as refused:
             check_runnable(wan_params(model=name, **changes), search)
@@ -162,7 +166,8 @@ def test_the_command_line_stores_the_last_image_and_refuses_one_in_a_sentence(
     import json
 
     from app.cli import main
-    from app.engine.jobs.graph_sql import InputKind, stored_input
+    from app.engine.jobs.graph import run_inputs_of
+    from app.engine.jobs.graph_sql import InputKind, stored_input, stored_links
     from app.engine.store.opening import open_queue
 
     (easel_home / "models").mkdir(parents=True)
@@ -189,6 +194,9 @@ def test_the_command_line_stores_the_last_image_and_refuses_one_in_a_sentence(
     [stored] = queue.jobs()
     assert (stored.id, stored.last_image) == (job_id, WITH_BOTH["last_image"])
     assert stored_input(queue.db, job_id, InputKind.LAST) == LAST
+    # What a worker reads for its run, and what a re-run submits again.
+    assert run_inputs_of(queue, stored).last_image == LAST
+    assert stored_links(queue.db, job_id).inputs.last_image == LAST
 
 
 def test_the_native_api_takes_a_last_image_and_refuses_it_on_i2v(
