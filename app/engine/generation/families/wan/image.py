@@ -180,7 +180,7 @@ def _reads_two_images(pipe: Any) -> bool:
 
 
 class WanFlf2vFamily(WanImageFamily):
-    """Wan 2.1 FLF2V: Wan 2.1 I2V with a last frame too (or the first alone)."""
+    """Wan 2.1 FLF2V: Wan 2.1 I2V between a first and a last frame (submit asks for both)."""
 
     name = WAN21_FLF2V.checkpoint_family
     label = WAN21_FLF2V.checkpoint_label
