@@ -82,7 +82,11 @@ The same four for Wan 2.2 TI2V 5B (`wan2.2-ti2v`: text only, against its folder'
 `WanPipeline`; `wan2.2-ti2v-image`: with a 32x32 input image as the first frame) and Wan
 2.1 I2V (`wan2.1-i2v`: the image's latents and mask beside the noise, CLIP image states;
 `wan2.2-i2v-a14b`: its shape with two experts and no CLIP, switched at the boundary), the
-image ones against stock `WanImageToVideoPipeline` given the image.
+image ones against stock `WanImageToVideoPipeline` given the image; Wan 2.1 FLF2V
+(`wan2.1-flf2v`, `architectures_wan.py`): between a first and a last image, the two figures
+against stock `WanImageToVideoPipeline(image=..., last_image=...)`; and Wan 2.2 A14B's
+experts as two files paired by name (`wan2.2-a14b-expert-files`, `-gguf-q8_0`), against
+stock `WanPipeline` with diffusers' single-file loads of the same two files.
 And for LTX-Video text to video as a diffusers folder (`ltx-video`: a 17-frame 64x32 clip at
 25 fps, CFG with a negative prompt): the same four figures, `step_ms` being one transformer
 call on the batch of two plus the scheduler step, against stock `LTXPipeline`; and from an
@@ -676,6 +680,10 @@ def run_wan(work: Path) -> None:
     _wan_row("wan2.1-i2v", write_tiny_wan_i2v(work / "wan2.1-i2v"), work, _clip_image())
     a14b = write_tiny_wan_i2v(work / "wan2.2-i2v-a14b", experts=True)
     _wan_row("wan2.2-i2v-a14b", a14b, work, _clip_image())
+    from benchmarks import architectures_wan  # its rows import this module's helpers
+
+    architectures_wan.run_wan_flf2v(work)
+    architectures_wan.run_wan_expert_files(work)
 
 
 def _clip_image() -> Image.Image:

@@ -28,7 +28,7 @@ from app.engine.jobs.graph import (
     waiting_reason,
 )
 from app.engine.jobs.graph_sql import digest
-from app.engine.jobs.init_image import prepare_init_image, read_init_image
+from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image, read_init_image
 from app.engine.jobs.params import GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.run_inputs import RunInputs
@@ -82,6 +82,7 @@ def _extend_submit(submit: argparse.ArgumentParser) -> None:
     """`submit` (defined in `jobs`) gains img2img, ControlNet layers and dependencies;
     `inpaint` then adds masks and runs it."""
     add_img2img_arguments(submit)
+    add_last_image_argument(submit)
     add_control_arguments(submit)
     add_reference_arguments(submit)
     submit.add_argument(
@@ -106,6 +107,28 @@ def add_img2img_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(size=None)  # None: not given, so an init image gives the size
 
 
+def add_last_image_argument(parser: argparse.ArgumentParser) -> None:
+    """--last-image, for the commands that make one job (`submit`, `generate`): a clip's
+    last frame, its first being --init-image; read by `request_from_args` and
+    `last_image_png`."""
+    parser.add_argument(
+        "--last-image", type=Path, metavar="PNG", help="with --video and --init-image: the "
+        "clip's last frame (a first-and-last-frame model such as Wan 2.1 FLF2V)",
+    )  # fmt: skip
+
+
+def last_image_png(args: argparse.Namespace, params: GenerationParams) -> bytes | None:
+    """The PNG of --last-image at the clip's size (what `params.last_image` names)."""
+    path = getattr(args, "last_image", None)
+    if path is None:
+        return None
+    try:
+        return prepare_init_image(read_init_image(path), (params.width, params.height)).png
+    except InvalidInitImage as error:  # its sentence names the init image: this is the last
+        said = str(error).replace("the init image", "the last image", 1)
+        raise InvalidInitImage(said.replace("The init image", "The last image", 1)) from error
+
+
 def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes | None]:
     """The image the command line asks for: its settings and its init image's PNG (None
     for txt2img), checked as a worker would check them (the size an init image gives too)."""
@@ -113,6 +136,8 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
     args.size = args.size or DEFAULT_SIZE
     # Checked against the model files here, or with its init image below (an image-to-video
     # model needs one: the request is checked whole).
+    if args.init_image is None and getattr(args, "last_image", None) is not None:
+        raise InvalidParameters("--last-image needs --init-image (the clip's first frame)")
     params = params_from_args(args, check=args.init_image is None)
     if args.init_image is None:
         if args.strength is not None:
@@ -126,6 +151,9 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
         params, width=prepared.width, height=prepared.height, init_image=digest(prepared.png),
         strength=DEFAULT_IMG2IMG_STRENGTH if args.strength is None else args.strength,
     ).validated()  # fmt: skip
+    last_png = last_image_png(args, params)
+    if last_png is not None:
+        params = replace(params, last_image=digest(last_png)).validated()
     if getattr(args, "mask", None) is None:  # an inpaint is checked with its mask (inpaint.py):
         check_model(params)  # at the image's size now; a model may inpaint but not img2img
     return params, prepared.png
@@ -134,7 +162,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
 def _submit(args: argparse.Namespace, queue: JobQueue) -> int:
     params, init_png = request_from_args(args)
     attempts = load_settings().max_attempts  # the user's setting, as the window's submit
-    inputs = RunInputs(init_image=init_png)
+    inputs = RunInputs(init_image=init_png, last_image=last_image_png(args, params))
     job = NewJob(params, parents=args.after, inputs=inputs, max_attempts=attempts)
     return _submitted(queue, job)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.cli import arguments
 from app.cli.control import control_from_args, reference_from_args
-from app.cli.graph import DEFAULT_IMG2IMG_STRENGTH, request_from_args
+from app.cli.graph import DEFAULT_IMG2IMG_STRENGTH, last_image_png, request_from_args
 from app.cli.jobs import check_model, with_queue
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
 from app.engine.jobs.graph_sql import digest
@@ -103,8 +103,8 @@ def _settings(args: argparse.Namespace, params: GenerationParams) -> GenerationP
 
 
 def asks_for_inputs(args: argparse.Namespace) -> bool:
-    """Whether a `submit` names a mask or a mask setting, control layers or a reference
-    image: one job with stored inputs, which `submit_with_inputs` makes."""
+    """Whether a `submit` names a mask or a mask setting, control layers, a reference
+    image or a clip's last image: one job with stored inputs, which `submit_with_inputs` makes."""
     return (
         args.mask is not None
         or args.only_masked
@@ -112,6 +112,7 @@ def asks_for_inputs(args: argparse.Namespace) -> bool:
         or args.padding is not None
         or bool(args.control)
         or bool(args.reference)
+        or getattr(args, "last_image", None) is not None
     )
 
 
@@ -137,7 +138,9 @@ def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
     attempts = load_settings().max_attempts
     job = NewJob(
         params, parents=args.after, max_attempts=attempts,
-        inputs=RunInputs(init_png, mask_png, control_pngs, reference_pngs),
+        inputs=RunInputs(
+            init_png, mask_png, control_pngs, reference_pngs, last_image_png(args, params)
+        ),
     )  # fmt: skip
     return _submitted(queue, job)
 

@@ -14,7 +14,12 @@ from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 
-from app.cli.graph import add_img2img_arguments, request_from_args
+from app.cli.graph import (
+    add_img2img_arguments,
+    add_last_image_argument,
+    last_image_png,
+    request_from_args,
+)
 from app.cli.jobs import add_generation_arguments, with_queue
 from app.engine.generation.device import DEVICE_ENV, device_choice
 from app.engine.jobs.queue import JobQueue
@@ -61,6 +66,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     add_generation_arguments(generate)
     add_img2img_arguments(generate)  # as `submit` has them
+    add_last_image_argument(generate)
     generate.add_argument("--out", metavar="DIR", help="folder for the image")
     generate.set_defaults(run=with_queue(_generate))
 
@@ -176,7 +182,8 @@ def _generate(args: argparse.Namespace, queue: JobQueue) -> int:
     copy_to = out if queue.shares_files else None
     job_id = queue.submit(
         params, max_attempts=settings.max_attempts, source="cli",
-        output_dir=None if copy_to else out, inputs=RunInputs(init_image=init_png),
+        output_dir=None if copy_to else out,
+        inputs=RunInputs(init_image=init_png, last_image=last_image_png(args, params)),
     )  # fmt: skip
     try:
         _recover_at_launch(queue, settings)  # before its worker starts, waiting out a lock

@@ -28,7 +28,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 
 class SchemaTooNew(DatabaseError):
@@ -271,6 +271,13 @@ def _v20_to_v21(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN edit_images TEXT NOT NULL DEFAULT ''")
 
 
+def _v21_to_v22(conn: Connection) -> None:
+    # Version 22 adds first-and-last-frame clips (issue 38): a video's last image.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    if "last_image" not in columns:
+        conn.exec_driver_sql("ALTER TABLE job ADD COLUMN last_image VARCHAR NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -292,6 +299,7 @@ MIGRATIONS: dict[int, Migration] = {
     18: _v18_to_v19,
     19: _v19_to_v20,
     20: _v20_to_v21,
+    21: _v21_to_v22,
 }
 
 

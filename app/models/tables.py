@@ -140,6 +140,8 @@ class Job(SQLModel, table=True):
     # Schema 21: an edit's input images after its init image, as JSON (`params.
     # encode_edit_images`); each image is a job_input row of kind "edit0", "edit1", ...
     edit_images: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # Schema 22: a video's last frame, as `init_image` names its first ("" for none).
+    last_image: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

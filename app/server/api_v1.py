@@ -321,6 +321,8 @@ def job_json(
         out["scheduler_config"] = decode_scheduler_config(job.scheduler_config)
     if job.kind == KIND_VIDEO:  # its output (links.image) is an MP4 of these frames
         out["video"] = {"frames": job.frames, "fps": job.fps}
+    if job.last_image:  # a first-and-last-frame clip's last frame, as init_image its first
+        out["last_image"] = job.last_image
     if timeline is not None:
         out["timeline"] = [_redacted(state, timeline_json(row)) for row in timeline]
     if record is not None:

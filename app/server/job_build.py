@@ -72,6 +72,8 @@ def submit_body(state: ServerState, body: JobBody, *, client: str, key: str | No
     # A dynamic prompt is a group even of one job (its template kept), as the CLI's.
     grouped = body.batch_count > 1 or body.combinatorial or body.grid is not None
     if grouped or has_dynamic_syntax(params.prompt):
+        if body.last_image is not None:
+            raise InvalidParameters("last_image belongs to one clip, not a batch or grid")
         return _submit_group(state, body, params, client=client, key=key)
     job = one_job(state, body, params)
     submitted = submit(state, job, api=EASEL_API, client=client, key=key)
@@ -120,7 +122,11 @@ def one_job(state: ServerState, body: JobBody, params: GenerationParams) -> JobR
     job = _with_mask(state, body, job)
     params, control_pngs = _with_control(state, body, job.params)
     params, reference_pngs = _with_references(state, body, params)
-    return replace(job, params=params, control_pngs=control_pngs, reference_pngs=reference_pngs)
+    last = None if body.last_image is None else decode_image(body.last_image, "last image")
+    return replace(
+        job, params=params, control_pngs=control_pngs, reference_pngs=reference_pngs,
+        last_image=last,
+    )  # fmt: skip
 
 
 def _as_edit(state: ServerState, body: JobBody, params: GenerationParams) -> JobRequest:

@@ -251,6 +251,10 @@ class JobBody(Strict):
         description="a video (an MP4) of this many frames, on a video model (Wan: 4k+1)",
     )  # fmt: skip
     fps: int = Field(DEFAULT_FPS, ge=1, le=MAX_FPS, description="a video's frames a second")
+    last_image: str | None = Field(
+        None, description="a video's last frame (base64), its first being init_image: "
+        "a first-and-last-frame model such as Wan 2.1 FLF2V",
+    )  # fmt: skip
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)
     callback_url: str | None = Field(None, description="POSTed the job's final status")

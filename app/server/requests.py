@@ -99,6 +99,7 @@ class JobRequest:
     control_pngs: Sequence[bytes] = ()  # each control layer's image (`params.control`)
     reference_pngs: Sequence[bytes] = ()  # each reference image (`params.reference`)
     edit_pngs: Sequence[bytes] = ()  # an edit's further input images (`params.edit_images`)
+    last_image: bytes | None = None  # a clip's last frame (first-and-last-frame models)
     follow_ups: FollowUps = NO_FOLLOW_UPS  # what follows each job (a hires fix's upscale)
     priority: int = 0
     max_attempts: int | None = None
@@ -117,6 +118,7 @@ def submit(
     """Check `job` as a worker would, then store it (its `count` jobs) in one transaction
     with its record; with `key`, at most once (a replay returns the first jobs)."""
     params, init_png, mask_png = with_images(job)
+    params, last_png = with_last_image(params, job.last_image)
     check_callback(state, job.callback_url)
     params = params.validated()  # checked as a worker would by `submit_with_follow_ups`
     request_key = None
@@ -125,17 +127,30 @@ def submit(
                    "init": fingerprint_of(init_png.hex()) if init_png else None,
                    "priority": job.priority, "callback": job.callback_url, "api": api,
                    "extra": fingerprint_extra, "follow_ups": repr(job.follow_ups)}  # fmt: skip
+        if last_png is not None:
+            content["last"] = fingerprint_of(last_png.hex())
         request_key = keyed(state, key, content)
     new = NewJob(
         params, count=job.count, parents=tuple(job.parents),
         inputs=RunInputs(init_image=init_png, mask=mask_png, control_images=job.control_pngs,
-                         reference_images=job.reference_pngs, edit_images=job.edit_pngs),
+                         reference_images=job.reference_pngs, edit_images=job.edit_pngs,
+                         last_image=last_png),
         max_attempts=job.max_attempts or state.settings.max_attempts, priority=job.priority,
     )  # fmt: skip
     return submit_with_follow_ups(
         state.queue, new, job.follow_ups, source=source_for(client, api), check=checker(state),
         key=request_key, with_jobs=state.records.hook(api, client, job.callback_url),
     )  # fmt: skip
+
+
+def with_last_image(
+    params: GenerationParams, data: bytes | None
+) -> tuple[GenerationParams, bytes | None]:
+    """A clip's last frame as a PNG at the clip's size, named in the settings."""
+    if data is None:
+        return params, None
+    png = prepare_init_image(data, (params.width, params.height)).png
+    return replace(params, last_image=digest(png)), png
 
 
 def with_images(job: JobRequest) -> tuple[GenerationParams, bytes | None, bytes | None]:

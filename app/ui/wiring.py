@@ -189,12 +189,13 @@ def _edit_fields(architecture: Architecture | None) -> dict[str, Any]:
     return {"edit_images": images, "edit_steps": steps, "edit_cfg": cfg}
 
 
-def _video_fields(video: VideoRequests | None) -> dict[str, int]:
+def _video_fields(video: VideoRequests | None) -> dict[str, Any]:
     """A video model's frame rules for the form (none for an image model)."""
     if video is None:
         return {}
     return {"frame_step": video.frame_step, "default_frames": video.default_frames,
-            "default_fps": video.default_fps}  # fmt: skip
+            "default_fps": video.default_fps,
+            "takes_last_image": video.takes_last_image}  # fmt: skip
 
 
 def _distilled(model: ModelInfo) -> bool:

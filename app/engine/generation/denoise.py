@@ -86,8 +86,10 @@ def start(
     control_images: Sequence[bytes] = (),
     reference_images: Sequence[bytes] = (),
     edit_images: Sequence[bytes] = (),
+    last_image: bytes | None = None,
 ) -> DenoiseState:
     """The state before the first step; from noise, or (img2img) from `init_image`'s PNG,
+    (a first-and-last-frame clip) with `last_image`'s PNG as its last frame,
     or (inpaint) from `init_image` where `mask`'s PNG is black; guided by `control_nets`
     (loaded ControlNets) on `control_images` (PNGs), in `params.control`'s layer order,
     and by `reference_images` (PNGs) through the IP-Adapter or Redux model the pipeline holds.
@@ -105,8 +107,10 @@ def start(
         conditioning.update(family.encode_edit(params, (init_image, *edit_images), do_cfg))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
+    # Only a family that takes a last frame is handed one (submit refuses it elsewhere).
+    last = {} if last_image is None else {"last_image": last_image}
     schedule = family.initial_latents(
-        scheduler, params, generator, init_image, conditioning, masked
+        scheduler, params, generator, init_image, conditioning, masked, **last
     )
     return DenoiseState(
         family=family,

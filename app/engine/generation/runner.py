@@ -87,7 +87,7 @@ from app.engine.generation.post.upscale import (
 from app.engine.generation.post.upscalers import resolve_upscaler, upscaler_folders
 from app.engine.generation.prompts.loras import LoraRef, parse_loras
 from app.engine.generation.video_budget import clip_memory
-from app.engine.jobs.graph_sql import check_edit_images, check_guide_images
+from app.engine.jobs.graph_sql import check_edit_images, check_guide_images, check_last_image
 from app.engine.jobs.params import (
     KIND_EDIT,
     KIND_GENERATE,
@@ -597,7 +597,7 @@ class _Job:
         if checkpoint is None:
             state = denoise.start(
                 pipe, params, init, mask, self.control_nets, controls, inputs.reference_images,
-                inputs.edit_images,
+                inputs.edit_images, last_image=inputs.last_image,
             )  # fmt: skip
             return state, 0.0
         state = denoise.restore(pipe, params, checkpoint, init, mask, self.control_nets, controls)
@@ -759,6 +759,7 @@ def _check_params(params: GenerationParams, inputs: RunInputs) -> None:
         )
     check_guide_images(params, inputs.control_images, inputs.reference_images)
     check_edit_images(params, inputs.edit_images)
+    check_last_image(params, inputs.last_image)
 
 
 def _matching_checkpoint(path: Path, params: GenerationParams) -> SavedCheckpoint | None:

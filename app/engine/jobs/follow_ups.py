@@ -126,6 +126,8 @@ def submit_with_follow_ups(
         params = replace(params, init_image=digest(job.inputs.init_image))
     if job.inputs.mask is not None:
         params = replace(params, mask=digest(job.inputs.mask))
+    if job.inputs.last_image is not None:
+        params = replace(params, last_image=digest(job.inputs.last_image))
     params = params.validated()
     _check_all([params, *_follow_up_params(params, _NOT_STORED_YET, follow_ups)], check)
     batch = NewJobs(

@@ -384,7 +384,18 @@ def run_inputs_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) ->
         control_images=control_images_of(queue, job),
         reference_images=reference_images_of(queue, job),
         edit_images=edit_images_of(queue, job),
+        last_image=last_image_of(queue, job),
     )
+
+
+def last_image_of(queue: JobQueue, job: Job) -> bytes | None:
+    """The PNG bytes of a clip's last frame (stored with the job), if it has one."""
+    if not job.last_image:
+        return None
+    png = stored_input(queue.db, job.id or 0, InputKind.LAST)
+    if png is None:
+        raise InputImageMissing(f"job {job.id}'s last image is missing from the database")
+    return png
 
 
 def init_image_of(queue: JobQueue, job: Job, outputs_dir: Path | None = None) -> bytes | None:

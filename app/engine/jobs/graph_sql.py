@@ -38,6 +38,7 @@ class InputKind(StrEnum):
 
     INIT = "init"  # img2img's and inpaint's starting image
     MASK = "mask"  # inpaint: white where to repaint
+    LAST = "last"  # a first-and-last-frame clip's last frame
 
 
 def control_kind(layer: int) -> str:
@@ -135,7 +136,10 @@ class GraphStatements:
             tx.execute(
                 self.insert_parent, {"job_id": job_id, "parent_id": parent, "settled": settled}
             )
-        for kind, png in ((InputKind.INIT, inputs.init_image), (InputKind.MASK, inputs.mask)):
+        for kind, png in (
+            (InputKind.INIT, inputs.init_image), (InputKind.MASK, inputs.mask),
+            (InputKind.LAST, inputs.last_image),
+        ):  # fmt: skip
             if png is not None:
                 tx.execute(self.insert_input, {"job_id": job_id, "kind": kind.value, "png": png})
         for layer, png in enumerate(inputs.control_images):
@@ -209,6 +213,7 @@ def stored_links(db: Database, job_id: int) -> StoredLinks:
                 _numbered(stored, control_kind),
                 _numbered(stored, reference_kind),
                 _numbered(stored, edit_kind),
+                stored.get(InputKind.LAST.value),
             ),
         )
 
@@ -252,6 +257,7 @@ def check_inputs(
         raise InvalidParameters("a mask needs its bytes, and mask bytes need mask='upload:...'")
     if mask_png is not None and digest(mask_png) != params.mask:
         raise InvalidParameters("the mask's bytes do not match its digest in mask")
+    check_last_image(params, inputs.last_image)
     check_guide_images(params, inputs.control_images, inputs.reference_images)
     check_edit_images(params, inputs.edit_images)
 
@@ -267,6 +273,17 @@ def check_edit_images(params: GenerationParams, pngs: Sequence[bytes]) -> None:
     for index, (name, png) in enumerate(zip(named, pngs, strict=True), start=2):
         if digest(png) != name:
             raise InvalidParameters(f"input image {index}'s bytes are not the image it names")
+
+
+def check_last_image(params: GenerationParams, last_png: bytes | None) -> None:
+    """A clip's last image's bytes are the ones `params.last_image` names (at submit, and
+    again in the runner)."""
+    if bool(params.last_image) != (last_png is not None):
+        raise InvalidParameters(
+            "a last image needs its bytes, and its bytes need last_image='upload:...'"
+        )
+    if last_png is not None and digest(last_png) != params.last_image:
+        raise InvalidParameters("the last image's bytes do not match its digest in last_image")
 
 
 def check_guide_images(

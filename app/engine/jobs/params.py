@@ -280,6 +280,9 @@ class GenerationParams:
     # An edit's input images after its init image, as `encode_edit_images` writes them
     # ("" for none: an edit of one image, and every other kind).
     edit_images: str = ""
+    # A video's last frame (first-and-last-frame models: Wan 2.1 FLF2V), as the init image
+    # is its first: "" or f"{INIT_UPLOADED}<sha256>" of the image (a job_input row "last").
+    last_image: str = ""
 
     @property
     def cache_threshold(self) -> float:
@@ -407,8 +410,10 @@ def _video_problems(p: GenerationParams) -> list[str]:
     is the image it animates (whether its model takes one: `video_params`); it conditions
     every step, so `strength` means nothing there (`denoising_steps`)."""
     if p.kind != KIND_VIDEO:
+        if p.last_image:
+            return ["a last image needs a video job (--video)"]
         return [] if p.frames == 1 else [f"{p.frames} frames need a video job (--video)"]
-    problems = []
+    problems = _last_image_problems(p)
     if not isinstance(p.frames, int) or not 1 <= p.frames <= MAX_FRAMES:
         problems.append(f"a video takes 1 to {MAX_FRAMES} frames, not {p.frames}")
     if not isinstance(p.fps, int) or not 1 <= p.fps <= MAX_FPS:
@@ -434,6 +439,19 @@ def _edit_image_problems(p: GenerationParams) -> list[str]:
         for index, name in enumerate(names, start=2)
         if not name.startswith(INIT_UPLOADED) or name == INIT_UPLOADED
     ]
+
+
+def _last_image_problems(p: GenerationParams) -> list[str]:
+    """A clip's last frame is an uploaded image, and only beside a first one (whether its
+    model takes one: `video_params`)."""
+    if not p.last_image:
+        return []
+    kind, _, ref = p.last_image.partition(":")
+    if f"{kind}:" != INIT_UPLOADED or not ref:
+        return [f"last image {p.last_image!r} is not {INIT_UPLOADED}<sha256>"]
+    if not p.init_image:
+        return ["a last image needs a first image too (the init image)"]
+    return []
 
 
 def _speed_problems(p: GenerationParams) -> list[str]:

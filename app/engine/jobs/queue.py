@@ -1260,7 +1260,7 @@ def params_of(job: Job) -> GenerationParams:
         prompt_template=job.prompt_template, kind=job.kind, upscaler=job.upscaler,
         speed=job.speed, speed_threshold=job.speed_threshold, compile=job.compile,
         frames=job.frames, fps=job.fps, scheduler_config=job.scheduler_config,
-        edit_images=job.edit_images,
+        edit_images=job.edit_images, last_image=job.last_image,
     )  # fmt: skip
 
 

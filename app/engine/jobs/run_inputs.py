@@ -23,6 +23,7 @@ class RunInputs:
     control_images: Sequence[bytes] = ()  # each control layer's image, in layer order
     reference_images: Sequence[bytes] = ()  # each reference image (IP-Adapter), in order
     edit_images: Sequence[bytes] = ()  # an edit's input images after its init image, in order
+    last_image: bytes | None = None  # a first-and-last-frame clip's last frame
 
     def __post_init__(self) -> None:
         # Tuples whatever the caller gave (a list from a form): the object stays immutable.

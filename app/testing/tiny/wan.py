@@ -137,7 +137,11 @@ TI2V_RELEASED_SCHEDULER = {**RELEASED_SCHEDULER, "flow_shift": 5.0}
 
 
 def _tiny_dit(
-    in_channels: int, out_channels: int, image_dim: int | None = None, layers: int = 1
+    in_channels: int,
+    out_channels: int,
+    image_dim: int | None = None,
+    layers: int = 1,
+    pos_embed_seq_len: int | None = None,
 ) -> Any:
     from diffusers import WanTransformer3DModel
 
@@ -155,6 +159,7 @@ def _tiny_dit(
         qk_norm="rms_norm_across_heads",
         rope_max_seq_len=32,
         image_dim=image_dim,
+        pos_embed_seq_len=pos_embed_seq_len,
     )
 
 
@@ -219,6 +224,9 @@ def write_tiny_wan_ti2v(
 
 I2V_IMAGE_SIZE = 32  # the tiny CLIP vision encoder's input side
 I2V_IMAGE_WIDTH = 4  # its hidden width: the transformer's image_dim
+# FLF2V: the positions of two images' CLIP states (32x32 patches of 1 pixel and the class
+# token each; the released 14B's 2 x 257).
+FLF2V_POSITIONS = 2 * (I2V_IMAGE_SIZE**2 + 1)
 
 
 def tiny_clip_vision(*, seed: int = 0) -> tuple[Any, Any]:
@@ -243,12 +251,15 @@ def tiny_clip_vision(*, seed: int = 0) -> tuple[Any, Any]:
     return encoder, CLIPImageProcessor(crop_size=I2V_IMAGE_SIZE, size=I2V_IMAGE_SIZE)
 
 
-def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False, layers: int = 1) -> Any:
+def build_tiny_wan_i2v(
+    *, seed: int = 0, experts: bool = False, layers: int = 1, last_frame: bool = False
+) -> Any:
     """A tiny Wan 2.1 I2V (`WanImageToVideoPipeline`): its DiT reads the noise (16
     channels), the 4 mask channels and the input image's 16 latent channels (36 in), and
     the CLIP image encoder's penultimate states beside the prompt's. With `experts`, Wan 2.2
     I2V A14B's shape: a high- and a low-noise DiT switched at the boundary ratio, no CLIP.
-    `layers`: each DiT's blocks (First Block Cache needs two)."""
+    `layers`: each DiT's blocks (First Block Cache needs two). With `last_frame`, Wan 2.1
+    FLF2V's shape: CLIP positions for a first and a last image (random, so they count)."""
     import torch
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanImageToVideoPipeline
 
@@ -256,7 +267,10 @@ def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False, layers: int = 1)
     image_dim = None if experts else I2V_IMAGE_WIDTH
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        transformer = _tiny_dit(in_channels, LATENT_CHANNELS, image_dim, layers)
+        positions = FLF2V_POSITIONS if last_frame else None
+        transformer = _tiny_dit(in_channels, LATENT_CHANNELS, image_dim, layers, positions)
+        if last_frame:
+            transformer.condition_embedder.image_embedder.pos_embed.data.normal_(std=0.5)
         transformer_2 = _tiny_dit(in_channels, LATENT_CHANNELS, layers=layers) if experts else None
         vae = AutoencoderKLWan(
             base_dim=3,
@@ -280,10 +294,10 @@ def build_tiny_wan_i2v(*, seed: int = 0, experts: bool = False, layers: int = 1)
 
 
 def write_tiny_wan_i2v(
-    dest: Path, *, seed: int = 0, experts: bool = False, layers: int = 1
+    dest: Path, *, seed: int = 0, experts: bool = False, layers: int = 1, last_frame: bool = False
 ) -> Path:
     """Save `build_tiny_wan_i2v(...)` as a diffusers folder at `dest`."""
-    pipe = build_tiny_wan_i2v(seed=seed, experts=experts, layers=layers)
+    pipe = build_tiny_wan_i2v(seed=seed, experts=experts, layers=layers, last_frame=last_frame)
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest

@@ -424,16 +424,17 @@ class QueueService:
         *,
         init_png: bytes | None = None,
         upscale: bool = False,
+        last_png: bytes | None = None,
     ) -> Outcome:
         """Queue `count` jobs in one transaction; with a random seed each gets its own,
         else seeds count up. `init_png`: an image prepared by `prepare_init` (img2img).
         `upscale`: each job also gets its upscale child, queued BLOCKED in the same
         transaction, so the chain survives closing the app between the two; a refused
-        child queues nothing, its parents included."""
+        child queues nothing, its parents included. `last_png`: a clip's last frame."""
         from app.engine.jobs.follow_ups import FollowUps, NewJob, Upscale
         from app.engine.jobs.run_inputs import RunInputs
 
-        inputs = RunInputs(init_image=init_png)
+        inputs = RunInputs(init_image=init_png, last_image=last_png)
         job = NewJob(params, count, inputs=inputs, max_attempts=self.max_attempts)
         follow_ups = FollowUps(upscale=Upscale() if upscale else None)
         return self._submitted(job, follow_ups)

@@ -212,9 +212,12 @@ class JobsViewModel(QObject):
         *,
         init_png: bytes | None = None,
         upscale: bool = False,
+        last_png: bytes | None = None,
     ) -> None:
         self._request(
-            lambda: self.service.submit(params, count, init_png=init_png, upscale=upscale),
+            lambda: self.service.submit(
+                params, count, init_png=init_png, upscale=upscale, last_png=last_png
+            ),
             self.submitted.emit,
         )
 

@@ -49,6 +49,7 @@ from app.ui.presenters.png_params import (
 from app.ui.presenters.queue_service import InitImage
 from app.ui.qt.dbthread import InlineRunner, Runner
 from app.ui.qt.icons import dice_icon
+from app.ui.widgets.last_frame import LastFrameRow
 from app.ui.widgets.number_field import (
     FieldNote,
     NumberEdit,
@@ -215,6 +216,8 @@ class PromptPanel(QWidget):
         self.generate_upscale.clicked.connect(self.generate_upscale_requested)
         self._build_init()
         self._build_video()
+        self.last_frame = LastFrameRow()  # a first-and-last-frame model's only
+        self.last_frame.problem.connect(self.problem)
         self.count = NumberEdit(rules.IMAGES)
         self.count.textChanged.connect(self._label_generate)
         self.count.setValue(1)
@@ -271,6 +274,7 @@ class PromptPanel(QWidget):
         layout.addWidget(_title(self.tr("Negative prompt")))
         layout.addWidget(self.negative)
         layout.addWidget(self.init_box)
+        layout.addWidget(self.last_frame)
         layout.addSpacing(6)
         layout.addLayout(form)
         layout.addWidget(self.speed)
@@ -342,6 +346,8 @@ class PromptPanel(QWidget):
             for widget in row:
                 if widget is not None:
                     widget.setVisible(shown)
+        if hasattr(self, "last_frame"):
+            self.last_frame.setVisible(choice.takes_last_image)
 
     def set_init(self, init: InitImage) -> None:
         """Start from this image: the image, its size and the strength; nothing else of the
@@ -379,6 +385,10 @@ class PromptPanel(QWidget):
 
     def init_png(self) -> bytes | None:
         return None if self.init is None else self.init.png
+
+    def last_png(self) -> bytes | None:
+        """The clip's last frame, for a model that takes one (else None: kept for the next)."""
+        return self.last_frame.png() if self.model_choice().takes_last_image else None
 
     def _show_init(self) -> None:
         shown = self.init is not None

@@ -251,7 +251,11 @@ class MainWindow(QMainWindow):
             self._save_form()
             return
         self.vm.submit(
-            params, self.prompt.image_count(), init_png=self.prompt.init_png(), upscale=upscale
+            params,
+            self.prompt.image_count(),
+            init_png=self.prompt.init_png(),
+            upscale=upscale,
+            last_png=self.prompt.last_png(),
         )
         self._save_form()  # now, not only at quit: a crash must not forget them
 

@@ -40,9 +40,7 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
         return []
     if takes is None:
         return [f"{label} models draw images, not videos; choose a video model ({_labels()})"]
-    problems = []
-    if takes.needs_image and not params.init_image:
-        problems.append(f"{label} animates an input image: give it one (the init image)")
+    problems = _image_problems(label, takes, params)
     step = takes.frame_step
     if params.frames % step != 1 % step:
         counts = " or ".join(str(count) for count in nearest_frame_counts(params.frames, step))
@@ -50,6 +48,23 @@ def video_problems(architecture: Architecture | None, params: GenerationParams) 
             f"{label} draws {step}k+1 frames, not {params.frames}; the nearest are {counts}"
         )
     return problems
+
+
+def _image_problems(label: str, takes: VideoRequests, params: GenerationParams) -> list[str]:
+    """A first image the model needs, a last image it needs or cannot take."""
+    if takes.needs_image and not params.init_image:
+        return [f"{label} animates an input image: give it one (the init image)"]
+    if params.last_image and not takes.takes_last_image:
+        return [f"{label} takes no last image; choose a first-and-last-frame model ({_flf()})"]
+    if takes.needs_last_image and not params.last_image:
+        return [f"{label} draws between a first and a last frame: give it both images"]
+    return []
+
+
+def _flf() -> str:
+    """The families that take a last frame, as a refusal names them."""
+    found = [a.label for a, takes in video_families().items() if takes.takes_last_image]
+    return " or ".join(found)
 
 
 def _labels() -> str:

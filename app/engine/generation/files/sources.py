@@ -33,11 +33,8 @@ from app.engine.generation.files.architecture import (
     size_problem,
     unsupported,
 )
-from app.engine.generation.files.transformer_files import (
-    DIFFUSION_MODEL_FOLDERS,
-    GGUF_SUFFIX,
-    detect_model_file,
-)
+from app.engine.generation.files.expert_files import detect_paired, is_low_noise_expert
+from app.engine.generation.files.transformer_files import DIFFUSION_MODEL_FOLDERS, GGUF_SUFFIX
 from app.engine.paths import bundled_models_dir, looks_like_path, models_dir, stays_inside
 from app.errors import MissingModel
 
@@ -270,7 +267,8 @@ def _checkpoint_files(folder: Path, source: ModelSource) -> Iterator[ModelInfo]:
     except OSError:
         return
     for path in files:
-        if path.suffix.lower() in _CHECKPOINT_SUFFIXES:
+        # A Wan 2.2 A14B low-noise expert is listed as its high-noise twin's pair.
+        if path.suffix.lower() in _CHECKPOINT_SUFFIXES and not is_low_noise_expert(path):
             yield _file_info(path, source)
 
 
@@ -324,7 +322,7 @@ def _file_info(path: Path, source: ModelSource, name: str = "") -> ModelInfo:
     link_problem = _link_problem(path)
     if link_problem:
         return _with_detection(info, unsupported(f"{path.name} cannot be used: {link_problem}"))
-    return _with_detection(info, _guarded(detect_model_file, path))
+    return _with_detection(info, _guarded(detect_paired, path))
 
 
 def _link_problem(path: Path) -> str:

@@ -29,6 +29,7 @@ import importlib
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import torch
 
 from app.engine.generation.errors import ModelLoadFailed
 from app.engine.generation.files.architecture import Architecture, Part
+from app.engine.generation.files.expert_files import TRANSFORMER_2
 from app.engine.generation.files.transformer_files import (
     CLIP_G,
     CLIP_G_PREFIX,
@@ -101,22 +103,11 @@ def _assemble(
     by_kind = {part.kind: part for part in parts}
     files = _Files()
     options = {"config": str(config), "torch_dtype": dtype, "local_files_only": True}
-    to_diffusers = diffusers_keys(declared.to_diffusers_keys)
-    transformer_weights = to_diffusers(files.weights(by_kind[TRANSFORMER]))
-    transformer_class = getattr(diffusers, declared.transformer_class)
-    transformer_options = dict(options)
-    storage = _FP8_STORAGE.get(quantisation)
-    if by_kind[TRANSFORMER].path.suffix.lower() == GGUF_SUFFIX:
-        # Kept quantised in memory, each layer dequantised as it runs (diffusers' GGUF).
-        gguf = diffusers.GGUFQuantizationConfig(compute_dtype=dtype)
-        transformer_options["quantization_config"] = gguf
-    elif storage is not None:
-        transformer_options["torch_dtype"] = None  # as stored: not widened at load
-    transformer = transformer_class.from_single_file(
-        transformer_weights, subfolder="transformer", **transformer_options
-    )
-    if storage is not None:
-        upcast_per_layer(transformer, storage, dtype)
+    diffusion_model = partial(
+        _diffusion_model, getattr(diffusers, declared.transformer_class), files,
+        diffusers_keys(declared.to_diffusers_keys), options, quantisation,
+    )  # fmt: skip
+    transformer = diffusion_model(by_kind[TRANSFORMER], TRANSFORMER)
     index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
     vae = by_kind.get(VAE) or by_kind[WAN_VAE]
     components: dict[str, Any] = {
@@ -128,7 +119,9 @@ def _assemble(
             config, subfolder="scheduler", local_files_only=True
         ),
     }
-    del transformer_weights
+    if TRANSFORMER_2 in by_kind:  # Wan 2.2 A14B's low-noise expert, a file of its own
+        components[TRANSFORMER_2] = diffusion_model(by_kind[TRANSFORMER_2], TRANSFORMER_2)
+        components["boundary_ratio"] = index.get("boundary_ratio")
     # Tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's file).
     carried = declared_function(declared.tokenizers)(parts) if declared.tokenizers else {}
     for kind, component in declared.components:
@@ -146,6 +139,37 @@ def _assemble(
 
 
 _FP8_STORAGE = {FP8: torch.float8_e4m3fn, FP8_E5M2: torch.float8_e5m2}
+
+
+def _diffusion_model(
+    transformer_class: Any,
+    files: _Files,
+    to_diffusers: Callable[[StateDict], StateDict],
+    options: dict[str, Any],
+    quantisation: str,
+    part: Part,
+    subfolder: str,
+) -> Any:
+    """One diffusion model from its file, configured by `subfolder` of the config folder:
+    a GGUF kept quantised (each layer dequantised as it runs, diffusers' GGUF), fp8 kept
+    in fp8 (each layer upcast as it runs), anything else in the pipeline's dtype."""
+    import diffusers
+
+    dtype = options["torch_dtype"]
+    transformer_options = dict(options)
+    storage = _FP8_STORAGE.get(quantisation)
+    if part.path.suffix.lower() == GGUF_SUFFIX:
+        transformer_options["quantization_config"] = diffusers.GGUFQuantizationConfig(
+            compute_dtype=dtype
+        )
+    elif storage is not None:
+        transformer_options["torch_dtype"] = None  # as stored: not widened at load
+    model = transformer_class.from_single_file(
+        to_diffusers(files.weights(part)), subfolder=subfolder, **transformer_options
+    )
+    if storage is not None:
+        upcast_per_layer(model, storage, dtype)
+    return model
 
 
 def diffusers_keys(converter: str) -> Callable[[StateDict], StateDict]:

@@ -9,7 +9,9 @@ ComfyUI's split files and city96's GGUFs: `files.py`):
   driven by `image.py`: an input image is its first latent frame, at timestep 0;
 - Wan 2.1 image to video (14B 480p and 720p): `WanImageToVideoPipeline` with the CLIP
   image encoder; the input image's latents and mask ride beside the noise (`image.py`); a
-  folder with two experts and no CLIP (Wan 2.2 I2V A14B's shape) runs as it.
+  folder with two experts and no CLIP (Wan 2.2 I2V A14B's shape) runs as it;
+- Wan 2.1 first-and-last-frame (FLF2V 14B 720p): Wan 2.1 I2V's shape whose transformer
+  reads CLIP's states of two images (`pos_embed_seq_len`): a first and a last frame.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from app.engine.generation.files.transformer_files import UMT5, WAN_VAE
 WAN21_ID = Architecture.declare("wan2.1", released="2025-02")
 WAN21_I2V_ID = Architecture.declare("wan2.1-i2v", released="2025-02")
 WAN22_TI2V_ID = Architecture.declare("wan2.2-ti2v", released="2025-07")
+WAN21_FLF2V_ID = Architecture.declare("wan2.1-flf2v", released="2025-04")
 
 WAN_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 spatial patches
 # UniPC first: the released folders' own scheduler (the stock pipeline's default there);
@@ -55,6 +58,13 @@ def reads_images(configs: FolderConfigs) -> bool:
     index: Any = configs.get("model_index.json", {})
     has_clip = index.get("image_encoder") not in (None, [None, None])
     return not expands_timesteps(configs) and (has_clip or index.get("boundary_ratio") is not None)
+
+
+def reads_two_images(configs: FolderConfigs) -> bool:
+    """Whether a Wan 2.1 I2V folder is FLF2V's: its transformer's image embedding has
+    positions for two images' CLIP states (`pos_embed_seq_len`: 257 tokens each)."""
+    transformer: Any = configs.get("transformer", {})
+    return reads_images(configs) and transformer.get("pos_embed_seq_len") is not None
 
 
 WAN21 = FamilySpec(
@@ -127,7 +137,11 @@ WAN21_I2V = replace(
     WAN21,
     architecture=WAN21_I2V_ID,
     label="Wan 2.1 I2V",
-    folder=Folder(pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=reads_images),
+    folder=Folder(
+        pipelines=("WanImageToVideoPipeline",),
+        parts=WAN_PARTS,
+        claims=lambda configs: reads_images(configs) and not reads_two_images(configs),
+    ),
     optional_parts=("image_encoder", "image_processor", "transformer_2"),
     pipeline="WanImageToVideoPipeline",
     driven_pipelines=("WanImageToVideoPipeline",),
@@ -144,4 +158,28 @@ WAN21_I2V = replace(
     transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
 )
 
-FAMILIES = (WAN21, WAN21_I2V, WAN22_TI2V)
+WAN21_FLF2V = replace(
+    WAN21_I2V,
+    architecture=WAN21_FLF2V_ID,
+    label="Wan 2.1 FLF2V",
+    native_size=1280,  # Wan-AI/Wan2.1-FLF2V-14B-720P: 1280x720 clips
+    folder=Folder(pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=reads_two_images),
+    driver=IMAGE_DRIVERS.format("Flf2v"),
+    checkpoint_family="wan2.1-flf2v",
+    checkpoint_label="Wan 2.1 FLF2V",
+    # Not declared (yet): stock `WanImageToVideoPipeline` with First Block Cache is not
+    # tested with a last image.
+    step_cache=False,
+    # Its CLIP positions are two images' (`pos_embed_seq_len`): a first and a last frame.
+    video=VideoRequests(
+        frame_step=4,
+        default_frames=81,
+        default_fps=16,
+        takes_image=True,
+        needs_image=True,
+        takes_last_image=True,
+        needs_last_image=True,
+    ),
+)
+
+FAMILIES = (WAN21, WAN21_FLF2V, WAN21_I2V, WAN22_TI2V)

@@ -11,6 +11,9 @@ text-to-video loop (`model.py`: the prompt, CFG, the schedulers, the experts, de
 - Wan 2.1 I2V: the model reads the noise with the 4 mask channels and the image's latents
   beside it (`cat([latents, condition], dim=1)`), and the CLIP encoder's penultimate states
   of the image (`encode_image`) as `encoder_hidden_states_image`;
+- Wan 2.1 FLF2V (a first and a last frame, `last_image`): the VAE encodes the first image,
+  empty frames and the last image as one clip, the mask keeps both ends, and CLIP reads
+  both images (its states of the two, as one sequence for the transformer's positions);
 - Wan 2.2 TI2V without an image: `WanPipeline`'s loop (`model.py`), every frame drawn.
 A checkpoint carries the image's latents (and Wan 2.1 I2V's CLIP states) beside the
 prompt's, in float32 as the stock pipeline keeps them, so a resumed clip needs no encoder.
@@ -26,7 +29,7 @@ from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
 from app.engine.generation.families.base import Conditioning, Schedule
-from app.engine.generation.families.wan import WAN21_I2V, WAN22_TI2V
+from app.engine.generation.families.wan import WAN21_FLF2V, WAN21_I2V, WAN22_TI2V
 from app.engine.generation.families.wan.model import WanFamily
 from app.engine.generation.loop.variation import varied_noise
 from app.engine.jobs.params import GenerationParams, InvalidParameters
@@ -65,21 +68,23 @@ class WanImageFamily(WanFamily):
         init_image: bytes | None,
         conditioning: Conditioning,
         masked: MaskedImage | None = None,
+        last_image: bytes | None = None,
     ) -> Schedule:
         if init_image is None and not self.first_frame_only:  # submit refuses it (video_params)
             raise InvalidParameters(f"{self.label} animates an input image; none was given")
         if init_image is None or masked is not None:
             return super().initial_latents(scheduler, params, generator, init_image, conditioning)
         image = _rgb(init_image)
+        last = None if last_image is None else _rgb(last_image)
         if self._reads_clip_states():  # before the noise, as the stock `__call__` encodes it
-            conditioning[IMAGE_EMBEDS] = self.pipe.encode_image(image, self.device).to(
+            images = image if last is None else [image, last]
+            conditioning[IMAGE_EMBEDS] = self.pipe.encode_image(images, self.device).to(
                 self.transformer_dtype
             )
         shape = self.latent_shape(params)
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=torch.float32)
-        pixels = self.pipe.video_processor.preprocess(
-            image, height=params.height, width=params.width
-        ).to(self.device, dtype=torch.float32)
+        pixels = self._pixels(image, params)
+        last_pixels = None if last is None else self._pixels(last, params)
         prepared = self.pipe.prepare_latents(
             pixels,
             1,
@@ -91,9 +96,18 @@ class WanImageFamily(WanFamily):
             self.device,
             generator,
             varied_noise(noise, params),
+            last_pixels,
         )
         latents, conditioning[IMAGE_CONDITION] = prepared[0], prepared[1]
         return Schedule(scheduler.timesteps, params.steps, latents)
+
+    def _pixels(self, image: Image.Image, params: GenerationParams) -> torch.Tensor:
+        """An input image as the stock pipeline hands it to `prepare_latents`: resized to
+        the clip's size by its video processor, in float32."""
+        pixels: torch.Tensor = self.pipe.video_processor.preprocess(
+            image, height=params.height, width=params.width
+        )
+        return pixels.to(self.device, dtype=torch.float32)
 
     def _reads_clip_states(self) -> bool:
         """Whether the transformer reads CLIP image states (Wan 2.1 I2V: `image_dim`)."""
@@ -154,8 +168,26 @@ class WanI2vFamily(WanImageFamily):
 
     @staticmethod
     def drives(pipe: Any) -> bool:
-        """`family_of`'s choice between the two families of `WanImageToVideoPipeline`."""
-        return not pipe.config.expand_timesteps
+        """`family_of`'s choice among the families of `WanImageToVideoPipeline`."""
+        return not pipe.config.expand_timesteps and not _reads_two_images(pipe)
+
+
+def _reads_two_images(pipe: Any) -> bool:
+    """Whether the pipeline's transformer reads CLIP's states of a first and a last frame
+    (Wan 2.1 FLF2V's `pos_embed_seq_len`)."""
+    transformer = pipe.transformer
+    return transformer is not None and transformer.config.pos_embed_seq_len is not None
+
+
+class WanFlf2vFamily(WanImageFamily):
+    """Wan 2.1 FLF2V: Wan 2.1 I2V between a first and a last frame (submit asks for both)."""
+
+    name = WAN21_FLF2V.checkpoint_family
+    label = WAN21_FLF2V.checkpoint_label
+
+    @staticmethod
+    def drives(pipe: Any) -> bool:
+        return not pipe.config.expand_timesteps and _reads_two_images(pipe)
 
 
 class WanTi2vFamily(WanImageFamily):

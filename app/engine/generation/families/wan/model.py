@@ -36,7 +36,7 @@ from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation.experts import expert_in_use
+from app.engine.generation.experts import expert_in_use, prompt_encoding, swap_of
 from app.engine.generation.families.base import Conditioning, Schedule
 from app.engine.generation.families.flow import FlowFamily, sentence_prompt
 from app.engine.generation.families.flow_params import sampler_problem
@@ -116,14 +116,23 @@ class WanFamily(FlowFamily):
     def uses_cfg(self, params: GenerationParams) -> bool:
         return params.cfg > 1.0  # the stock pipeline's do_classifier_free_guidance
 
+    @property
+    def device(self) -> torch.device:
+        """The pipeline's device; one expert at a time, the swap's (its experts and text
+        encoder may all be waiting in RAM, where diffusers' `_execution_device` would look)."""
+        swap = swap_of(self.pipe)
+        return super().device if swap is None else torch.device(swap.device)
+
     def encode(self, params: GenerationParams, do_cfg: bool) -> Conditioning:
-        prompt_embeds, negative_embeds = self.pipe.encode_prompt(
-            prompt=sentence_prompt(params.prompt),
-            negative_prompt=sentence_prompt(params.negative_prompt) or None,
-            do_classifier_free_guidance=do_cfg,
-            max_sequence_length=MAX_SEQUENCE_LENGTH,
-            device=self.device,
-        )
+        # One expert at a time, UMT5 is on the device for this alone (`experts`).
+        with prompt_encoding(self.pipe):
+            prompt_embeds, negative_embeds = self.pipe.encode_prompt(
+                prompt=sentence_prompt(params.prompt),
+                negative_prompt=sentence_prompt(params.negative_prompt) or None,
+                do_classifier_free_guidance=do_cfg,
+                max_sequence_length=MAX_SEQUENCE_LENGTH,
+                device=self.device,
+            )
         conditioning = {PROMPT_EMBEDS: prompt_embeds.to(self.transformer_dtype)}
         if do_cfg:
             conditioning[NEGATIVE_EMBEDS] = negative_embeds.to(self.transformer_dtype)

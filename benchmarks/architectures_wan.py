@@ -1,0 +1,161 @@
+"""Wan rows of `architectures.py` beyond a folder's own clip (issue 38), tiny models on the
+CPU, every frame compared before the MP4:
+
+- `wan2.1-flf2v`: Wan 2.1 first-and-last-frame (a 9-frame 32x32 clip between two 32x32
+  images) against stock `WanImageToVideoPipeline(image=..., last_image=...)` with its
+  defaults, and paused at step 3 (`PAUSE_AT`) then finished from the checkpoint.
+
+- `wan2.2-a14b-expert-files` and `wan2.2-a14b-expert-files-gguf-q8_0`: Wan 2.2 A14B's two
+  experts as two files, ComfyUI's `wan2.2_t2v_high_noise_14B_fp16.safetensors` and its
+  low-noise twin, and city96's `...-HighNoise-Q8_0.gguf` pair (tests/engine/generation/
+  tiny_wan_expert_files.py: a 9-frame 32x32 clip, the released UniPC, the switch at step 2
+  of 8), paired by name into one model: against stock `WanPipeline` with diffusers' own
+  single-file loads of the same two files, and paused at step 3 (after the switch); the
+  split pair also `vs_folder_max_diff` against the diffusers folder with `transformer` and
+  `transformer_2` (the same weights: within 1, mapped at other alignments).
+
+Each prints `same_as_diffusers_max_diff[<row>]` and `pause_resume_max_diff[<row>]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image, ImageDraw
+
+from app.engine.generation import denoise
+from app.engine.generation.device import CPU
+from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.runner import Runner
+from app.engine.jobs.params import INIT_UPLOADED, GenerationParams
+from app.engine.jobs.run_inputs import RunInputs
+from benchmarks.architectures import (
+    STEPS,
+    WAN_CLIP,
+    _clip_image,
+    _frames,
+    _frames_diff,
+    _pause,
+    _resolving,
+    report,
+    resumed_frames,
+)
+
+
+def run_wan_flf2v(work: Path) -> None:
+    """The `wan2.1-flf2v` row (see the docstring)."""
+    from app.testing.tiny.wan import write_tiny_wan_i2v
+
+    folder = write_tiny_wan_i2v(work / "wan2.1-flf2v", last_frame=True)
+    first, last = _clip_image(), _last_image()
+    first_png, last_png = _png(first), _png(last)
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=5.0,
+        seed=42, init_image=_named(first_png), last_image=_named(last_png), **WAN_CLIP,
+    )  # fmt: skip
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
+    pipe = runner.load("m").pipe
+    ours = _clip(pipe, params, first_png, last_png)
+    paused = work / "wan2.1-flf2v-paused.mp4"
+    inputs = RunInputs(init_image=first_png, last_image=last_png)
+    runner.run(params, inputs, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+               on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    from diffusers import WanImageToVideoPipeline
+
+    stock_pipe: Any = WanImageToVideoPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=first, last_image=last, prompt=params.prompt,
+        negative_prompt=params.negative_prompt, height=params.height, width=params.width,
+        num_frames=params.frames, num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+    ).frames[0]  # fmt: skip
+    report("pause_resume_max_diff[wan2.1-flf2v]", _frames_diff(ours, resumed))
+    report("same_as_diffusers_max_diff[wan2.1-flf2v]", _frames_diff(ours, stock))
+
+
+def run_wan_expert_files(work: Path) -> None:
+    """The two `wan2.2-a14b-expert-files` rows (see the docstring)."""
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from tests.engine.generation.tiny_wan_expert_files import (
+        LAYOUTS,
+        stock_from_expert_files,
+        write_tiny_expert_files,
+    )
+
+    files = write_tiny_expert_files(work / "wan-expert-files")
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+        steps=STEPS, cfg=5.0, seed=42, **WAN_CLIP,
+    )  # fmt: skip
+    for layout, (high, _low) in LAYOUTS.items():
+        label = "wan2.2-a14b-expert-files" + ("" if layout == "split" else f"-{layout}")
+        model = detected(ModelInfo("m", files.expert(high), ModelSource.USER))
+        cache = PipelineCache(configs=SingleFileConfigs(files.configs))
+        runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+        pipe = runner.load("m").pipe
+        ours = _clip(pipe, params)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                   on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        stock = _stock_clip(stock_from_expert_files(files, layout), params)
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+        if layout == "split":
+            from diffusers import WanPipeline
+
+            folder = WanPipeline.from_pretrained(files.folder, local_files_only=True)
+            folder.set_progress_bar_config(disable=True)
+            report(f"vs_folder_max_diff[{label}]", _frames_diff(ours, _stock_clip(folder, params)))
+
+
+def _stock_clip(pipe: Any, params: GenerationParams) -> list[Image.Image]:
+    frames: list[Image.Image] = pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
+        width=params.width, num_frames=params.frames, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+        output_type="pil",
+    ).frames[0]  # fmt: skip
+    return frames
+
+
+def _clip(
+    pipe: Any, params: GenerationParams, first: bytes | None = None, last: bytes | None = None
+) -> list[Image.Image]:
+    """The clip through Easel's loop, start to decoded frames (no MP4: its encoding is lossy)."""
+    state = denoise.start(pipe, params, first, last_image=last)
+    while not state.finished:
+        denoise.advance(pipe, state)
+    return _frames(denoise.decode(pipe, state))
+
+
+def _last_image() -> Image.Image:
+    """The last frame: the disc moved to the other corner, on a warmer ground."""
+    image = Image.new("RGB", (32, 32), (140, 110, 90))
+    ImageDraw.Draw(image).ellipse((14, 12, 30, 28), fill=(40, 60, 220))
+    return image
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _named(png: bytes) -> str:
+    return f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}"
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as work:
+        run_wan_flf2v(Path(work))
+        run_wan_expert_files(Path(work))

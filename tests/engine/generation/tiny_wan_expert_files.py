@@ -1,0 +1,96 @@
+"""A tiny Wan 2.2 A14B written as the files artists have: its two experts as two diffusion
+model files named as ComfyUI's (`wan2.2_t2v_high_noise_14B_fp16.safetensors`, `..._low_...`)
+and city96's GGUF Q8_0 (`Wan2.2-T2V-A14B-HighNoise-Q8_0.gguf`, `...-LowNoise-...`), UMT5 and
+the Wan VAE beside them in the split layout of tiny_wan_files, the diffusers folder of the
+same weights (`transformer` and `transformer_2`: the reference) and the pair's config folder
+(that folder without its weights)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from app.engine.generation.files.expert_files import PAIR_CONFIG, TRANSFORMER_2
+from tests.engine.generation.tiny_wan_files import (
+    _save,
+    tiny_wan_released_vae,
+    wan_transformer_to_original,
+    wan_vae_to_original,
+    write_wan_gguf,
+)
+
+HIGH = "wan2.2_t2v_high_noise_14B_fp16.safetensors"
+LOW = "wan2.2_t2v_low_noise_14B_fp16.safetensors"
+GGUF_HIGH = "Wan2.2-T2V-A14B-HighNoise-Q8_0.gguf"
+GGUF_LOW = "Wan2.2-T2V-A14B-LowNoise-Q8_0.gguf"
+LAYOUTS = {"split": (HIGH, LOW), "gguf-q8_0": (GGUF_HIGH, GGUF_LOW)}
+
+
+@dataclass(frozen=True)
+class ExpertFiles:
+    folder: Path  # the diffusers folder with transformer and transformer_2 (the reference)
+    models: Path  # the split layout: diffusion_models/, text_encoders/, vae/
+    configs: Path  # the config root: <configs>/wan2.2-t2v-a14b, the folder without weights
+
+    def expert(self, name: str) -> Path:
+        return self.models / "diffusion_models" / name
+
+
+def write_tiny_expert_files(root: Path) -> ExpertFiles:
+    from app.testing.tiny.wan import build_tiny_wan
+
+    pipe = build_tiny_wan(experts=True, released=True)
+    pipe.register_modules(vae=tiny_wan_released_vae())
+    folder = root / "folder" / "a14b"
+    pipe.save_pretrained(folder)
+    configs = root / "configs"
+    shutil.copytree(folder, configs / PAIR_CONFIG, ignore=shutil.ignore_patterns("*.safetensors"))
+    models = root / "models"
+    files = ExpertFiles(folder, models, configs)
+    high = wan_transformer_to_original(pipe.transformer.state_dict())
+    low = wan_transformer_to_original(pipe.transformer_2.state_dict())
+    _save(high, files.expert(HIGH))
+    _save(low, files.expert(LOW))
+    write_wan_gguf(high, files.expert(GGUF_HIGH))
+    write_wan_gguf(low, files.expert(GGUF_LOW))
+    encoder = pipe.text_encoder.state_dict()  # the embedding once, as `shared.weight`
+    umt5 = {k: v for k, v in encoder.items() if k != "encoder.embed_tokens.weight"}
+    _save(umt5, models / "text_encoders" / "umt5_xxl_fp16.safetensors")
+    _save(wan_vae_to_original(pipe.vae.state_dict()), models / "vae" / "wan_2.1_vae.safetensors")
+    return files
+
+
+def stock_from_expert_files(files: ExpertFiles, layout: str = "split") -> Any:
+    """Stock `WanPipeline` of the folder with diffusers' own single-file loads of the two
+    expert files of `layout` (a GGUF's flattened tensor given its shape back, kept
+    quantised as diffusers' GGUF loads it) and of the VAE file."""
+    import diffusers
+
+    config = str(files.configs / PAIR_CONFIG)
+    options: dict[str, Any] = {"config": config, "local_files_only": True}
+    transformers = {}
+    for name, file in zip(("transformer", TRANSFORMER_2), LAYOUTS[layout], strict=True):
+        source: Any = str(files.expert(file))
+        extra: dict[str, Any] = {}
+        if file.endswith(".gguf"):
+            from app.engine.generation.load.assemble import gguf_weights
+
+            source = gguf_weights(files.expert(file))
+            extra["quantization_config"] = diffusers.GGUFQuantizationConfig(
+                compute_dtype=torch.float32
+            )
+        transformers[name] = diffusers.WanTransformer3DModel.from_single_file(
+            source, subfolder=name, **options, **extra
+        )
+    vae = diffusers.AutoencoderKLWan.from_single_file(
+        str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae", **options
+    )
+    pipe = diffusers.WanPipeline.from_pretrained(
+        files.folder, local_files_only=True, vae=vae, **transformers
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
