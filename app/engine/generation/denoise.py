@@ -101,6 +101,10 @@ def start(
     conditioning.update(family.encode_references(reference_images, do_cfg, conditioning))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
+    # Before the noise: Flux.1's ControlNet images are VAE-sampled from the generator first.
+    control = make_guide(
+        pipe, params, control_nets, control_images, do_cfg, _crop(masked), generator
+    )
     schedule = family.initial_latents(
         scheduler, params, generator, init_image, conditioning, masked
     )
@@ -117,17 +121,13 @@ def start(
         guidance=params.cfg,
         do_cfg=do_cfg,
         masked=masked,
-        control=make_guide(
-            pipe,
-            params,
-            control_nets,
-            control_images,
-            len(schedule.timesteps),
-            do_cfg,
-            _crop(masked),
-        ),
+        control=_over(control, len(schedule.timesteps)),
         cached_pipe=_cached(pipe, params),
     )
+
+
+def _over(control: ControlGuide | None, timesteps: int) -> ControlGuide | None:
+    return None if control is None else control.over(timesteps)
 
 
 def _cached(pipe: Any, params: GenerationParams) -> Any:
@@ -175,6 +175,11 @@ def restore(
     load_scheduler_state(scheduler, checkpoint.scheduler_state, device)
     step_cache.prepare(pipe, family.name, params)
     step_cache.load(pipe, checkpoint.step_cache, checkpoint.index)
+    # Prepared as at the start, from a generator as fresh as the start's.
+    control = make_guide(
+        pipe, params, control_nets, control_images, family.uses_cfg(params), _crop(masked),
+        new_generator(params.seed),
+    )  # fmt: skip
     return DenoiseState(
         family=family,
         scheduler=scheduler,
@@ -188,15 +193,7 @@ def restore(
         guidance=params.cfg,
         do_cfg=family.uses_cfg(params),
         masked=masked,
-        control=make_guide(
-            pipe,
-            params,
-            control_nets,
-            control_images,
-            len(timesteps),
-            family.uses_cfg(params),
-            _crop(masked),
-        ),
+        control=_over(control, len(timesteps)),
         cached_pipe=_cached(pipe, params),
     )
 
