@@ -38,6 +38,7 @@ class ModelChoice:
     frame_step: int = 0
     default_frames: int = 0  # its stock pipeline's frame count (Wan 2.1: 81)
     default_fps: int = 0  # the rate its clips were trained at (Wan 2.1: 16)
+    architecture: str = ""  # its family's id ("flux1"): which ControlNets fit it; "": unknown
 
     @property
     def draws_video(self) -> bool:
