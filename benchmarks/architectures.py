@@ -457,7 +457,7 @@ def run_flux_controlnet(work: Path) -> None:
     """The Flux.1 ControlNet rows (see the docstring)."""
     from app.engine.generation.device import DeviceChoice
     from app.engine.generation.guidance.controlnets import find_controlnet
-    from app.engine.jobs.params import FLUX_UNION_TYPES, ControlLayer, encode_control
+    from app.engine.jobs.params import ControlLayer, encode_control
 
     flux = write_tiny_flux(work / "flux1-controlnet-base", guidance_embeds=True)
     nets = work / "flux-controlnets"
@@ -474,8 +474,10 @@ def run_flux_controlnet(work: Path) -> None:
     )  # fmt: skip
     for label, dtype, layers in rows:
         control = [
-            ControlLayer("upload:" + hashlib.sha256(png).hexdigest(), net, "none", *rest)
-            for png, (net, *rest) in zip(pngs, layers, strict=False)
+            ControlLayer(
+                "upload:" + hashlib.sha256(png).hexdigest(), net, "none", weight, start, end, kind
+            )
+            for png, (net, weight, start, end, kind) in zip(pngs, layers, strict=False)
         ]
         params = GenerationParams(
             prompt="a red circle", model="m", steps=STEPS, cfg=2.5, seed=42, width=64,
@@ -490,10 +492,9 @@ def run_flux_controlnet(work: Path) -> None:
         ours, resumed = folder_run / "ref.png", folder_run / "job.png"
         inputs = RunInputs(control_images=pngs[: len(control)])
         _whole_and_resumed(runner, params, inputs, ours, resumed)
-        modes = [FLUX_UNION_TYPES.index(kind) if kind else None for *_, kind in layers]
         stock = stock_flux_controlnet(
             flux, [nets / layer.model for layer in control], params, pictures[: len(control)],
-            modes, getattr(torch, dtype),
+            getattr(torch, dtype),
         )  # fmt: skip
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))

@@ -189,14 +189,16 @@ def stock_flux_controlnet(
     nets: Sequence[Path],
     params: Any,
     pictures: Sequence[Any],
-    modes: Sequence[int | None],
     dtype: Any,
 ) -> Any:
     """Stock `FluxControlNetPipeline` as its documentation calls it, on the Flux folder
     `flux` and the ControlNet folders `nets` (several: `FluxMultiControlNetModel`), in
-    `dtype`: `params`' layers' images, weights, starts, ends and Union `modes`."""
+    `dtype`: `params`' layers' images (`pictures`), weights, starts, ends and (a Union's)
+    control types as `control_mode`, the index in Flux's Union table."""
     import torch
     from diffusers import FluxControlNetModel, FluxControlNetPipeline, FluxMultiControlNetModel
+
+    from app.engine.jobs.params import FLUX_UNION_TYPES
 
     loaded = [FluxControlNetModel.from_pretrained(net, torch_dtype=dtype) for net in nets]
     one = len(loaded) == 1
@@ -205,6 +207,7 @@ def stock_flux_controlnet(
     )
     pipe.set_progress_bar_config(disable=True)
     layers = params.control_layers
+    modes = [FLUX_UNION_TYPES.index(x.control_type) if x.control_type else None for x in layers]
 
     def each(values: list[Any]) -> Any:
         return values[0] if one else values

@@ -31,7 +31,6 @@ from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import (
-    FLUX_UNION_TYPES,
     ControlLayer,
     GenerationParams,
     encode_control,
@@ -117,11 +116,9 @@ def image_of(outcome: Any) -> np.ndarray:
 
 
 def stock(models: Path, params: GenerationParams, images: list[bytes], dtype: Any) -> np.ndarray:
-    layers = params.control_layers
-    nets = [models / "controlnet" / layer.model for layer in layers]
-    modes = [FLUX_UNION_TYPES.index(x.control_type) if x.control_type else None for x in layers]
+    nets = [models / "controlnet" / layer.model for layer in params.control_layers]
     pictures = [Image.open(io.BytesIO(png)) for png in images]
-    return pixels(stock_flux_controlnet(models / "flux-dev", nets, params, pictures, modes, dtype))
+    return pixels(stock_flux_controlnet(models / "flux-dev", nets, params, pictures, dtype))
 
 
 CASES: dict[str, list[Layer]] = {
