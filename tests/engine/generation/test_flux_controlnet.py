@@ -143,8 +143,13 @@ def test_a_flux_control_layer_is_stock_flux_controlnet(
     image = image_of(ours(runner, params, images, tmp_path, "ours"))
     assert max_diff(image, stock(models, params, images, torch.float32)) == 0
     if case == "instantx":
+        from app.engine.generation.memory import module_bytes
+
+        [held] = runner._cache._entries.values()  # the net counts in the memory budget
+        assert held.guidance_bytes == module_bytes(runner._controlnets.nets) > 0
         plain = image_of(ours(runner, flux_params([])[0], [], tmp_path, "plain"))
         assert max_diff(image, plain) > 0  # the layer guides
+        assert held.guidance_bytes == 0 and runner._controlnets.loaded == []
 
 
 def test_a_union_layers_mode_is_its_own(runner: Runner, tmp_path: Path) -> None:
@@ -202,6 +207,24 @@ def test_flux_controlnets_are_listed_as_flux_and_misfits_are_refused_at_submit(
     img2img = flux_params(CASES["instantx"], model="flux-dev", init_image=upload(b"x"))[0]
     with pytest.raises(ControlNetMismatch, match=r"Flux\.1 ControlNets guide text to image only"):
         check_runnable(img2img, search)
+    cached = flux_params(CASES["instantx"], model="flux-dev", speed="fast")[0]
+    with pytest.raises(ControlNetMismatch, match=r"step caching does not work with Flux\.1 Contr"):
+        check_runnable(cached, search)
+
+
+def test_stock_flux_controlnet_still_fails_with_first_block_cache(models: Path) -> None:
+    """Why a cached Flux ControlNet job is refused: diffusers' own pipeline cannot run so
+    (its transformer is called outside a cache context). Fails the day diffusers fixes it."""
+    from diffusers import FluxControlNetModel, FluxControlNetPipeline
+    from diffusers.hooks import FirstBlockCacheConfig
+
+    net = FluxControlNetModel.from_pretrained(models / "controlnet" / "instantx")
+    pipe = FluxControlNetPipeline.from_pretrained(models / "flux-dev", controlnet=net)
+    pipe.set_progress_bar_config(disable=True)
+    pipe.transformer.enable_cache(FirstBlockCacheConfig(threshold=0.08))
+    picture = Image.open(io.BytesIO(control_png(3, (32, 32))))
+    with pytest.raises(ValueError, match="No cache context is set"):
+        pipe("a", control_image=picture, num_inference_steps=1, width=32, height=32)
 
 
 def test_a_flux_controlnet_file_is_refused_in_one_sentence(tmp_path: Path) -> None:

@@ -154,8 +154,10 @@ def union_types(architecture: Architecture | None) -> tuple[str, ...]:
 
 
 def check_job_kind(control: ControlNetInfo, params: GenerationParams, index: int) -> None:
-    """Flux.1's ControlNets guide text to image (`FluxControlNetPipeline`); its img2img and
-    inpaint ControlNet pipelines are not mirrored yet: refused rather than run unlike stock."""
+    """Flux.1's ControlNets guide text to image (`FluxControlNetPipeline`), uncached: its
+    img2img and inpaint ControlNet pipelines are not mirrored yet, and diffusers 0.42's own
+    pipeline fails with First Block Cache ("No cache context is set"), so a cached run
+    would have no stock image to equal. Refused rather than run unlike stock."""
     arch = control.architecture
     if arch is None or not arch.spec.guidance.controlnet_class:
         return
@@ -163,6 +165,11 @@ def check_job_kind(control: ControlNetInfo, params: GenerationParams, index: int
         raise ControlNetMismatch(
             f"control layer {index}: {arch.label} ControlNets guide text to image only, not "
             "img2img, inpaint or a hires fix"
+        )
+    if params.cache_threshold:
+        raise ControlNetMismatch(
+            f"control layer {index}: step caching does not work with {arch.label} ControlNets "
+            "yet; set speed to off"
         )
 
 
