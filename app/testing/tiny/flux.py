@@ -190,20 +190,26 @@ def stock_flux_controlnet(
     params: Any,
     pictures: Sequence[Any],
     dtype: Any,
+    **inputs: Any,
 ) -> Any:
     """Stock `FluxControlNetPipeline` as its documentation calls it, on the Flux folder
     `flux` and the ControlNet folders `nets` (several: `FluxMultiControlNetModel`), in
     `dtype`: `params`' layers' images (`pictures`), weights, starts, ends and (a Union's)
-    control types as `control_mode`, the index in Flux's Union table."""
+    control types as `control_mode`, the index in Flux's Union table. With an `image`
+    among `inputs` (and `strength`), `FluxControlNetImg2ImgPipeline`; with a `mask_image`
+    too, `FluxControlNetInpaintPipeline`."""
+    import diffusers
     import torch
-    from diffusers import FluxControlNetModel, FluxControlNetPipeline, FluxMultiControlNetModel
 
     from app.engine.jobs.params import FLUX_UNION_TYPES
 
-    loaded = [FluxControlNetModel.from_pretrained(net, torch_dtype=dtype) for net in nets]
+    kind = "Inpaint" if "mask_image" in inputs else "Img2Img" if "image" in inputs else ""
+    pipeline_class = getattr(diffusers, f"FluxControlNet{kind}Pipeline")
+    loaded = [diffusers.FluxControlNetModel.from_pretrained(n, torch_dtype=dtype) for n in nets]
     one = len(loaded) == 1
-    pipe = FluxControlNetPipeline.from_pretrained(
-        flux, controlnet=loaded[0] if one else FluxMultiControlNetModel(loaded), torch_dtype=dtype
+    multi = diffusers.FluxMultiControlNetModel
+    pipe = pipeline_class.from_pretrained(
+        flux, controlnet=loaded[0] if one else multi(loaded), torch_dtype=dtype
     )
     pipe.set_progress_bar_config(disable=True)
     layers = params.control_layers
@@ -224,4 +230,5 @@ def stock_flux_controlnet(
         width=params.width,
         height=params.height,
         generator=torch.Generator().manual_seed(params.seed),
+        **inputs,
     ).images[0]

@@ -4,7 +4,9 @@ latents, XLabs-style reading pixels, a Union): each job equals stock
 `FluxControlNetPipeline` (several layers: `FluxMultiControlNetModel`; a Union with its
 `control_mode`) in float32 and bfloat16, and a pause resumes in a fresh runner to the same
 image; the nets are listed as Flux.1's, and a ControlNet of another family is refused at
-submit in one sentence (both ways), as are a Union type its table lacks and img2img."""
+submit in one sentence (both ways), as are a Union type its table lacks, "only masked" and
+step caching. With an init image (and a mask) a job is stock
+`FluxControlNetImg2ImgPipeline` (`FluxControlNetInpaintPipeline`)."""
 
 from __future__ import annotations
 
@@ -159,6 +161,46 @@ def test_a_union_layers_mode_is_its_own(runner: Runner, tmp_path: Path) -> None:
     assert max_diff(depth_image, image_of(ours(runner, *blur, tmp_path, "b"))) > 0
 
 
+def init_picture() -> Image.Image:
+    gradient = np.tile(np.linspace(0, 255, 32, dtype=np.uint8), (48, 1))
+    return Image.fromarray(np.stack([gradient, gradient[::-1], gradient], axis=-1))
+
+
+def png_of(picture: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["img2img", "inpaint"])
+def test_with_an_init_image_and_a_mask_it_is_stock_img2img_and_inpaint(
+    models: Path, runner: Runner, tmp_path: Path, kind: str
+) -> None:
+    picture, mask = init_picture(), Image.new("L", (32, 48), 0)
+    mask.paste(255, (6, 10, 26, 40))
+    changes: dict[str, Any] = {"init_image": upload(png_of(picture)), "strength": 0.7}
+    stock_inputs: dict[str, Any] = {"image": picture, "strength": 0.7}
+    if kind == "inpaint":
+        changes.update(mask=upload(png_of(mask)), mask_blur=0)
+        stock_inputs["mask_image"] = mask
+    params, images = flux_params(CASES["two layers (multi)"], **changes)
+    outcome = runner.run(
+        params,
+        RunInputs(
+            init_image=png_of(picture), mask=png_of(mask) if kind == "inpaint" else None,
+            control_images=images,
+        ),
+        output_path=tmp_path / "o.png", checkpoint_path=tmp_path / "o.ckpt",
+        on_step=lambda _p: StepDecision.CONTINUE,
+    )  # fmt: skip
+    nets = [models / "controlnet" / layer.model for layer in params.control_layers]
+    pictures = [Image.open(io.BytesIO(png)) for png in images]
+    theirs = stock_flux_controlnet(
+        models / "flux-dev", nets, params, pictures, torch.float32, **stock_inputs
+    )
+    assert max_diff(image_of(outcome), pixels(theirs)) == 0
+
+
 @pytest.mark.parametrize("case", ["instantx", "union, two modes"])
 def test_in_bfloat16_too_and_a_pause_resumes_exactly(
     model: ModelInfo, models: Path, tmp_path: Path, case: str
@@ -204,9 +246,10 @@ def test_flux_controlnets_are_listed_as_flux_and_misfits_are_refused_at_submit(
         params = flux_params([(net, 3, 1.0, 0.0, 1.0, kind)], model=on)[0]
         with pytest.raises(ControlNetMismatch, match=re.escape(sentence)):
             check_runnable(params, search)
-    img2img = flux_params(CASES["instantx"], model="flux-dev", init_image=upload(b"x"))[0]
-    with pytest.raises(ControlNetMismatch, match=r"Flux\.1 ControlNets guide text to image only"):
-        check_runnable(img2img, search)
+    masked = {"init_image": upload(b"x"), "mask": upload(b"y"), "only_masked": True}
+    only_masked = flux_params(CASES["instantx"], model="flux-dev", **masked)[0]
+    with pytest.raises(ControlNetMismatch, match="inpaint the whole picture, not only the masked"):
+        check_runnable(only_masked, search)
     cached = flux_params(CASES["instantx"], model="flux-dev", speed="fast")[0]
     with pytest.raises(ControlNetMismatch, match=r"step caching does not work with Flux\.1 Contr"):
         check_runnable(cached, search)

@@ -154,17 +154,19 @@ def union_types(architecture: Architecture | None) -> tuple[str, ...]:
 
 
 def check_job_kind(control: ControlNetInfo, params: GenerationParams, index: int) -> None:
-    """Flux.1's ControlNets guide text to image (`FluxControlNetPipeline`), uncached: its
-    img2img and inpaint ControlNet pipelines are not mirrored yet, and diffusers 0.42's own
-    pipeline fails with First Block Cache ("No cache context is set"), so a cached run
-    would have no stock image to equal. Refused rather than run unlike stock."""
+    """Flux.1's ControlNets guide text to image, img2img and inpaint as diffusers' Flux
+    ControlNet pipelines do, uncached and on the whole picture: the inpaint pipeline's
+    `padding_mask_crop` answers the cut box without pasting it back, so "only masked" has
+    no stock image to equal; nor has step caching, since diffusers 0.42's pipelines fail
+    with First Block Cache ("No cache context is set"). Refused rather than run unlike
+    stock."""
     arch = control.architecture
     if arch is None or not arch.spec.guidance.controlnet_class:
         return
-    if params.init_image or params.mask:
+    if params.mask and params.only_masked:
         raise ControlNetMismatch(
-            f"control layer {index}: {arch.label} ControlNets guide text to image only, not "
-            "img2img, inpaint or a hires fix"
+            f"control layer {index}: {arch.label} ControlNets inpaint the whole picture, not "
+            "only the masked area; switch only masked off"
         )
     if params.cache_threshold:
         raise ControlNetMismatch(

@@ -1,5 +1,6 @@
-"""Flux.1 ControlNets in our own loop: mirrors `FluxControlNetPipeline` (diffusers 0.42),
-one `FluxControlNetModel` or several (`FluxMultiControlNetModel`), call for call.
+"""Flux.1 ControlNets in our own loop: mirrors `FluxControlNetPipeline` (diffusers 0.42; its
+img2img and inpaint twins prepare the control images alike, before the init image's
+latents), one `FluxControlNetModel` or several (`FluxMultiControlNetModel`), call for call.
 
 Each control image goes through the pipeline's `image_processor` (the job's size, [-1, 1]).
 InstantX's and Shakker-Labs' nets (no `input_hint_block`) read it as latents: the VAE
