@@ -130,7 +130,6 @@ CASES: dict[str, list[Layer]] = {
     "two layers (multi)": [
         ("instantx", 3, 1.0, 0.0, 1.0, ""), ("instantx-b", 4, 0.5, 0.0, 0.7, ""),
     ],
-    "union, depth": [("union", 3, 1.0, 0.0, 1.0, "depth")],
     "union, two modes": [
         ("union", 3, 1.0, 0.0, 1.0, "canny"), ("union", 4, 0.6, 0.0, 1.0, "low-quality"),
     ],

@@ -11,6 +11,9 @@ The control images are job inputs, read again on resume: preparing them draws no
 numbers, so a resumed job is guided by exactly what guided its first steps (the params
 name each image by its digest, and a checkpoint resumes only with the same params).
 Loaded ControlNets stay with the runner while jobs name them (`ControlNetCache`).
+
+Flux.1's ControlNets (`FluxControlNetModel`) prepare their images and guide the transformer
+as `FluxControlNetPipeline` does instead (`flux_control`); the guide holds them alike.
 """
 
 from __future__ import annotations
