@@ -276,3 +276,20 @@ def test_a_flux_controlnet_file_is_refused_in_one_sentence(tmp_path: Path) -> No
     sentence = "a Flux.1 ControlNet file, which Easel loads only as a diffusers folder"
     with pytest.raises(ControlNetNotFound, match=re.escape(sentence)):
         find_controlnet("cn", [tmp_path])
+
+
+def test_in_low_vram_mode_a_flux_controlnet_gets_an_offload_hook(
+    model: ModelInfo, models: Path, tmp_path: Path
+) -> None:
+    """The pipeline offloaded as low-VRAM mode does (to the CPU itself, here): the Flux
+    ControlNet gets accelerate's hook too, and the image is the one made without it."""
+    from accelerate.hooks import CpuOffload
+
+    params, images = flux_params(CASES["instantx"], seed=9)
+    plain = image_of(ours(runner_for(model, models), params, images, tmp_path, "plain"))
+    runner = runner_for(model, models)
+    runner.load("m").pipe.enable_model_cpu_offload(device="cpu")
+    image = image_of(ours(runner, params, images, tmp_path, "offloaded"))
+    [net] = runner._controlnets.nets
+    assert isinstance(getattr(net, "_hf_hook", None), CpuOffload)
+    assert max_diff(image, plain) == 0
