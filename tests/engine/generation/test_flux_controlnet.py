@@ -102,9 +102,13 @@ def flux_params(layers: list[Layer], **changes: Any) -> tuple[GenerationParams, 
 
 
 def ours(
-    runner: Runner, params: GenerationParams, images: list[bytes], folder: Path, name: str,
+    runner: Runner,
+    params: GenerationParams,
+    images: list[bytes],
+    folder: Path,
+    name: str,
     **kw: Any,
-) -> Any:  # fmt: skip
+) -> Any:
     return runner.run(
         params, RunInputs(control_images=images), output_path=folder / f"{name}.png",
         checkpoint_path=folder / f"{name}.ckpt",
