@@ -73,6 +73,12 @@ dev with a tiny FLUX.1-Redux-dev folder, a 64x64 job with one reference image (a
 gradient, weight 1), guidance 2.5: `pause_resume_max_diff` and `same_as_diffusers_max_diff`
 against stock `FluxPriorReduxPipeline` (given the base pipeline's text encoders, the prompt)
 feeding `FluxPipeline(guidance_scale=2.5, **pipe_prior_output)`.
+And for Flux.1 ControlNets (`flux1-controlnet`: a tiny Flux.1 dev with a tiny InstantX-style
+`FluxControlNetModel` folder, one control layer of weight 0.8 over the first 80% of the steps;
+`flux1-controlnet-union`: a tiny Union of it, two layers with control modes canny and depth,
+as `FluxMultiControlNetModel` runs them; `flux1-controlnet-bfloat16`: the first in bfloat16),
+a 64x64 job, guidance 2.5: `pause_resume_max_diff` and `same_as_diffusers_max_diff` against
+stock `FluxControlNetPipeline` called with the control images, scales, starts, ends and modes.
 And for Wan 2.1 text to video as a diffusers folder (`wan2.1`: a 9-frame 32x32 clip, CFG
 with a negative prompt): `load_s`, `step_ms` (one transformer + scheduler step of the whole
 clip, two calls), and `pause_resume_max_diff` and `same_as_diffusers_max_diff` over every
@@ -179,7 +185,11 @@ from app.engine.jobs.params import INIT_UPLOADED, SCHEDULERS, GenerationParams
 from app.engine.jobs.run_inputs import RunInputs
 from app.testing.images import max_diff, pixels, stock_image
 from app.testing.tiny.chroma import write_tiny_chroma
-from app.testing.tiny.flux import write_tiny_flux
+from app.testing.tiny.flux import (
+    stock_flux_controlnet,
+    write_tiny_flux,
+    write_tiny_flux_controlnet,
+)
 from app.testing.tiny.flux_fill import write_tiny_flux_fill
 from app.testing.tiny.klein import write_tiny_klein
 from app.testing.tiny.kontext import write_tiny_kontext
@@ -282,6 +292,7 @@ def run_architectures() -> None:
         run_qwen_edit(work, plus=True, images=2)
         run_flux_fill(work)
         run_flux_redux(work)
+        run_flux_controlnet(work)
         run_wan(work)
         run_ltx(work)
 
@@ -463,6 +474,65 @@ def run_flux_redux(work: Path) -> None:
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
         shutil.rmtree(folder_run)
+
+
+def run_flux_controlnet(work: Path) -> None:
+    """The Flux.1 ControlNet rows (see the docstring)."""
+    from app.engine.generation.device import DeviceChoice
+    from app.engine.generation.guidance.controlnets import find_controlnet
+    from app.engine.jobs.params import ControlLayer, encode_control
+
+    flux = write_tiny_flux(work / "flux1-controlnet-base", guidance_embeds=True)
+    nets = work / "flux-controlnets"
+    write_tiny_flux_controlnet(nets / "instantx")
+    write_tiny_flux_controlnet(nets / "union", union=True)
+    model = detected(ModelInfo("m", flux, ModelSource.USER))
+    pictures = [_control_picture(seed) for seed in (1, 2)]
+    pngs = [_png(picture) for picture in pictures]
+    rows = (
+        ("flux1-controlnet", "float32", [("instantx", 0.8, 0.0, 0.8, "")]),
+        ("flux1-controlnet-union", "float32", [("union", 1.0, 0.0, 1.0, "canny"),
+                                               ("union", 0.6, 0.0, 1.0, "depth")]),
+        ("flux1-controlnet-bfloat16", "bfloat16", [("instantx", 0.8, 0.0, 0.8, "")]),
+    )  # fmt: skip
+    for label, dtype, layers in rows:
+        control = [
+            ControlLayer(
+                "upload:" + hashlib.sha256(png).hexdigest(), net, "none", weight, start, end, kind
+            )
+            for png, (net, weight, start, end, kind) in zip(pngs, layers, strict=False)
+        ]
+        params = GenerationParams(
+            prompt="a red circle", model="m", steps=STEPS, cfg=2.5, seed=42, width=64,
+            height=64, control=encode_control(control),
+        )  # fmt: skip
+        runner = Runner(
+            device=DeviceChoice("cpu", dtype), resolve=lambda _n: model, threads=1,
+            resolve_control=lambda name: find_controlnet(name, [nets]),
+        )  # fmt: skip
+        folder_run = work / f"{label}-run"
+        folder_run.mkdir(exist_ok=True)
+        ours, resumed = folder_run / "ref.png", folder_run / "job.png"
+        inputs = RunInputs(control_images=pngs[: len(control)])
+        _whole_and_resumed(runner, params, inputs, ours, resumed)
+        stock = stock_flux_controlnet(
+            flux, [nets / layer.model for layer in control], params, pictures[: len(control)],
+            getattr(torch, dtype),
+        )  # fmt: skip
+        report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+        report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
+        shutil.rmtree(folder_run)
+
+
+def _control_picture(seed: int) -> Image.Image:
+    """White strokes on black, as a canny map looks."""
+    rng = np.random.default_rng(seed)
+    picture = Image.new("RGB", (64, 64))
+    draw = ImageDraw.Draw(picture)
+    for _ in range(6):
+        x, y = (int(v) for v in rng.integers(0, 48, size=2))
+        draw.line((x, y, x + 16, y + int(rng.integers(-8, 8))), fill="white", width=2)
+    return picture
 
 
 def run_kontext_inpaint(work: Path) -> None:

@@ -162,6 +162,7 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
         ModelChoice(
             name=model.name,
             kind=_kind(model) if model.supported else "",
+            architecture=str(model.architecture or ""),
             native_size=model.native_size,
             presets=model.size_presets or ModelChoice(model.name).presets,
             unsupported_reason=model.unsupported_reason

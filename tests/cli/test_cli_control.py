@@ -276,3 +276,48 @@ def install_folder(folder: Path, index: Mapping[str, object]) -> None:
             (folder / part).mkdir(parents=True)
             (folder / part / name).write_text("{}")
     (folder / "model_index.json").write_text(json.dumps(index))
+
+
+def install_flux_controlnet(name: str, *, union: bool = False) -> Path:
+    """A Flux.1 ControlNet folder as the listing sees it: its config's class (and a Union's
+    `num_mode`)."""
+    folder = models_dir() / "controlnet" / name
+    folder.mkdir(parents=True)
+    config: dict[str, object] = {"_class_name": "FluxControlNetModel", "num_mode": None}
+    if union:
+        config["num_mode"] = 10
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_a_flux_job_takes_flux_controlnets_and_refuses_an_sd_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--control` on Flux.1 names a Flux ControlNet (a Union's type from its own table);
+    an SD ControlNet, or a type the Union lacks, is refused in one sentence, nothing stored."""
+    from app.engine.jobs.params import decode_control
+
+    install_folder(models_dir() / "flux-dev", FLUX_PARTS)  # the CLI never loads weights
+    install_flux_controlnet("flux-union", union=True)
+    install_controlnet("edges-sd15")
+    picture = drawing(tmp_path / "in.png")
+    submit = ("submit", "a cat", "--model", "flux-dev", "--size", "64x64", "--negative", "")
+    control = ("--control", f"none:{picture}:0.8:0:0.6", "--control-model")
+    code, out, err = run_cli(capsys, *submit, *control, "flux-union", "--control-type", "blur")
+    assert (code, err) == (0, "")
+    queue = open_queue()
+    job = queue.get(int(out.strip()))
+    queue.db.dispose()
+    layer = decode_control(job.control)[0]
+    assert (layer.model, layer.control_type, layer.weight, layer.end) == (
+        "flux-union", "blur", 0.8, 0.6,
+    )  # fmt: skip
+    refusals = {
+        "edges-sd15": "ControlNet 'edges-sd15' is for SD 1.x, but model 'flux-dev' is Flux.1",
+        "flux-union": "control type 'segment' is not one that ControlNet Union 'flux-union' takes",
+    }
+    for net, sentence in refusals.items():
+        code, out, err = run_cli(capsys, *submit, *control, net, "--control-type", "segment")
+        assert code != 0 and out == ""
+        assert sentence in err and len(err.strip().splitlines()) == 1
+    assert len(run_cli(capsys, "jobs")[1].strip().splitlines()) == 1  # the first job alone

@@ -365,3 +365,28 @@ def test_the_schema_documents_every_part_of_a_job_with_an_example(api: Running) 
     examples = schemas["JobBody"]["examples"]
     for part in ("mask", "outpaint", "control", "references", "loras", "batch_count", "grid"):
         assert any(part in example for example in examples), part
+
+
+def test_flux_control_layers_are_the_clis(
+    api: Running, store: JobQueue, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`control` on a Flux.1 model names a Flux ControlNet, a Union's type from Flux's
+    table; an SD ControlNet there is the CLI's one-sentence refusal."""
+    from tests.cli.test_cli_control import FLUX_PARTS, install_flux_controlnet, install_folder
+
+    install_folder(paths.models_dir() / "flux-dev", FLUX_PARTS)
+    install_flux_controlnet("flux-union", union=True)
+    install_controlnet("edges-sd15")
+    drawn = drawing(tmp_path / "in.png")
+    layer = {"image": b64(drawn.read_bytes()), "model": "flux-union", "type": "low-quality"}
+    flux = {"prompt": "a cat", "seed": 4, "model": "flux-dev", "width": 64, "height": 64}
+    [job_id] = made(post(api, {**flux, "control": [layer]}))
+    submit = ("submit", "a cat", "--seed", "4", "--model", "flux-dev", "--size", "64x64")
+    same = cli_job(
+        capsys, *submit, "--control", f"none:{drawn}", "--control-model", "flux-union",
+        "--control-type", "low-quality",
+    )  # fmt: skip
+    same_job(store, job_id, same)
+    other = post(api, {**flux, "control": [{**layer, "model": "edges-sd15"}]})
+    same_refusal(capsys, api, other, *submit, "--control", f"none:{drawn}",
+                 "--control-model", "edges-sd15", "--control-type", "low-quality")  # fmt: skip

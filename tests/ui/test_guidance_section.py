@@ -227,3 +227,29 @@ def test_weight_and_start_end_are_sliders_with_their_number_beside_them(
     assert reference.weight.isVisibleTo(reference) and not reference.start.isVisibleTo(reference)
     reference.weight.slider.setValue(40)
     assert reference.weight.number.text() == "0.40" and reference.layer.weight == 0.4
+
+
+def test_a_new_layer_offers_the_controlnets_made_for_the_forms_model(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    """On a Flux.1 model the layer's picker lists Flux ControlNets, not SD ones; on SD 1.x
+    the other way round; on a model of unknown kind, every usable one."""
+    from app.ui.presenters.model_choices import ModelChoice
+    from tests.cli.test_cli_control import install_flux_controlnet
+
+    install_controlnet("edges-sd15")
+    install_flux_controlnet("flux-union", union=True)
+    window.prompt.set_models(
+        [ModelChoice("flux-dev", "Flux.1", 1024, architecture="flux1"),
+         ModelChoice("sd15", "SD 1.x", 512, architecture="sd1")]
+    )  # fmt: skip
+    picture = drawing(tmp_path / "edges.png")
+    offered = {}
+    for model in ("flux-dev", "sd15", "elsewhere"):
+        window.prompt._select_model(model)
+        row = window.guidance.controls.add(png_of(picture))
+        offered[model] = [row.model.itemText(i) for i in range(row.model.count())]
+    assert offered == {
+        "flux-dev": ["flux-union"], "sd15": ["edges-sd15"],
+        "elsewhere": ["edges-sd15", "flux-union"],
+    }  # fmt: skip

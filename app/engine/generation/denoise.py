@@ -107,6 +107,10 @@ def start(
         conditioning.update(family.encode_edit(params, (init_image, *edit_images), do_cfg))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
+    # Before the noise: Flux.1's ControlNet images are VAE-sampled from the generator first.
+    control = make_guide(
+        pipe, params, control_nets, control_images, do_cfg, _crop(masked), generator
+    )
     # Only a family that takes a last frame is handed one (submit refuses it elsewhere).
     last = {} if last_image is None else {"last_image": last_image}
     schedule = family.initial_latents(
@@ -125,17 +129,13 @@ def start(
         guidance=params.cfg,
         do_cfg=do_cfg,
         masked=masked,
-        control=make_guide(
-            pipe,
-            params,
-            control_nets,
-            control_images,
-            len(schedule.timesteps),
-            do_cfg,
-            _crop(masked),
-        ),
+        control=_over(control, len(schedule.timesteps)),
         cached_pipe=_cached(pipe, params),
     )
+
+
+def _over(control: ControlGuide | None, timesteps: int) -> ControlGuide | None:
+    return None if control is None else control.over(timesteps)
 
 
 def _cached(pipe: Any, params: GenerationParams) -> Any:
@@ -183,6 +183,11 @@ def restore(
     load_scheduler_state(scheduler, checkpoint.scheduler_state, device)
     step_cache.prepare(pipe, family.name, params)
     step_cache.load(pipe, checkpoint.step_cache, checkpoint.index)
+    # Prepared as at the start, from a generator as fresh as the start's.
+    control = make_guide(
+        pipe, params, control_nets, control_images, family.uses_cfg(params), _crop(masked),
+        new_generator(params.seed),
+    )  # fmt: skip
     return DenoiseState(
         family=family,
         scheduler=scheduler,
@@ -196,15 +201,7 @@ def restore(
         guidance=params.cfg,
         do_cfg=family.uses_cfg(params),
         masked=masked,
-        control=make_guide(
-            pipe,
-            params,
-            control_nets,
-            control_images,
-            len(timesteps),
-            family.uses_cfg(params),
-            _crop(masked),
-        ),
+        control=_over(control, len(timesteps)),
         cached_pipe=_cached(pipe, params),
     )
 

@@ -31,6 +31,7 @@ from app.engine.generation.files.sources import (
 from app.engine.generation.guidance.controlnets import (
     check_control_type,
     check_fits,
+    check_job_kind,
     controlnet_folders,
     find_controlnet,
 )
@@ -101,6 +102,7 @@ def check_runnable(
         control = find_controlnet(layer.model, controlnet_folders(search), names_only=names_only)
         check_fits(control, params.model, info.architecture)
         check_control_type(control, layer, index)
+        check_job_kind(control, params, index)
     redux = arch is not None and arch.spec.requests.redux_references
     if redux and len({reference.model for reference in params.references}) > 1:
         raise InvalidParameters(

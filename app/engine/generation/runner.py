@@ -37,6 +37,7 @@ from app.engine.generation.guidance.controlnets import (
     ControlNetInfo,
     check_control_type,
     check_fits,
+    check_job_kind,
     find_controlnet,
 )
 from app.engine.generation.guidance.ip_adapters import IPAdapterInfo, find_ip_adapter
@@ -360,6 +361,7 @@ class Runner:
         for index, (control, layer) in enumerate(zip(controls, params.control_layers, strict=True)):
             check_fits(control, params.model, loaded.model.architecture)
             check_control_type(control, layer, index)
+            check_job_kind(control, params, index)
         nets = self._controlnets.get(controls, loaded.pipe)
         self._use_references(loaded, params)
         guides = [*self._controlnets.nets, *redux_modules(loaded.pipe)]

@@ -67,7 +67,14 @@ CONTROL_MODULES = ("none", "canny", "softedge", "lineart", "scribble")  # prepro
 # A ControlNet Union's control types, by their index (xinsir/controlnet-union-sdxl-1.0's
 # model card: 0 openpose, 1 depth, 2 hed/pidi/scribble/ted, 3 canny/lineart/mlsd, 4 normal,
 # 5 segment; its ProMax adds 6 tile and 7 repaint).
-UNION_TYPES = ("openpose", "depth", "softedge", "canny", "normal", "segment", "tile", "inpaint")
+SDXL_UNION_TYPES = (
+    "openpose", "depth", "softedge", "canny", "normal", "segment", "tile", "inpaint",
+)  # fmt: skip
+# Flux.1's Union ControlNets' `control_mode` table (InstantX/FLUX.1-dev-Controlnet-Union and
+# Shakker-Labs' Union Pro: 0 canny, 1 tile, 2 depth, 3 blur, 4 pose, 5 gray, 6 low quality).
+FLUX_UNION_TYPES = ("canny", "tile", "depth", "blur", "openpose", "gray", "low-quality")
+# Every type some Union takes (a layer's type is checked against its net's table at submit).
+UNION_TYPES = (*SDXL_UNION_TYPES, *(t for t in FLUX_UNION_TYPES if t not in SDXL_UNION_TYPES))
 _UNION_TYPE_OF_MODULE = {"canny": "canny", "lineart": "canny", "softedge": "softedge",
                          "scribble": "softedge"}  # fmt: skip
 # IP-Adapter: each reference image is stored with the job (job_input, kind "reference<i>"),

@@ -12,6 +12,7 @@ none. Saved with `save_pretrained`, the folder loads as a `FluxPipeline` from di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,96 @@ def write_tiny_flux_kohya_lora(dest: Path, *, seed: int = 3) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(dest))
     return dest
+
+
+# InstantX/FLUX.1-dev-Controlnet-Union's `num_mode`: its control types (FLUX_UNION_TYPES).
+FLUX_UNION_MODES = 10
+
+
+def build_tiny_flux_controlnet(*, union: bool = False, xlabs: bool = False, seed: int = 5) -> Any:
+    """A tiny random `FluxControlNetModel` for `build_tiny_flux(guidance_embeds=True)`: one
+    double and one single block of its width. InstantX-style (reads the VAE's latents), or
+    with `xlabs` XLabs-style (reads pixels through its own hint block, in 2x2 patches);
+    with `union` a Union (`num_mode`). Its zero-initialised output layers are drawn at
+    random too, so its residuals change the image."""
+    import torch
+    from diffusers import FluxControlNetModel
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = FluxControlNetModel(
+            patch_size=2 if xlabs else 1,
+            in_channels=FLUX_LATENT_CHANNELS * 4,
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=T5_WIDTH,
+            pooled_projection_dim=CLIP_WIDTH,
+            guidance_embeds=True,
+            axes_dims_rope=(4, 6, 6),
+            num_mode=FLUX_UNION_MODES if union else None,
+            conditioning_embedding_channels=FLUX_LATENT_CHANNELS if xlabs else None,
+        )
+        with torch.no_grad():
+            for parameter in net.parameters():  # type: ignore[attr-defined]
+                if not parameter.any():
+                    parameter.normal_(0.0, 0.3)
+    return net.eval()  # type: ignore[attr-defined]
+
+
+def write_tiny_flux_controlnet(dest: Path, **kwargs: Any) -> Path:
+    """Save `build_tiny_flux_controlnet(**kwargs)` as a diffusers folder at `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    build_tiny_flux_controlnet(**kwargs).save_pretrained(dest)
+    return dest
+
+
+def stock_flux_controlnet(
+    flux: Path,
+    nets: Sequence[Path],
+    params: Any,
+    pictures: Sequence[Any],
+    dtype: Any,
+    **inputs: Any,
+) -> Any:
+    """Stock `FluxControlNetPipeline` as its documentation calls it, on the Flux folder
+    `flux` and the ControlNet folders `nets` (several: `FluxMultiControlNetModel`), in
+    `dtype`: `params`' layers' images (`pictures`), weights, starts, ends and (a Union's)
+    control types as `control_mode`, the index in Flux's Union table. With an `image`
+    among `inputs` (and `strength`), `FluxControlNetImg2ImgPipeline`; with a `mask_image`
+    too, `FluxControlNetInpaintPipeline`."""
+    import diffusers
+    import torch
+
+    from app.engine.jobs.params import FLUX_UNION_TYPES
+
+    kind = "Inpaint" if "mask_image" in inputs else "Img2Img" if "image" in inputs else ""
+    pipeline_class = getattr(diffusers, f"FluxControlNet{kind}Pipeline")
+    loaded = [diffusers.FluxControlNetModel.from_pretrained(n, torch_dtype=dtype) for n in nets]
+    one = len(loaded) == 1
+    multi = diffusers.FluxMultiControlNetModel
+    pipe = pipeline_class.from_pretrained(
+        flux, controlnet=loaded[0] if one else multi(loaded), torch_dtype=dtype
+    )
+    pipe.set_progress_bar_config(disable=True)
+    layers = params.control_layers
+    modes = [FLUX_UNION_TYPES.index(x.control_type) if x.control_type else None for x in layers]
+
+    def each(values: list[Any]) -> Any:
+        return values[0] if one else values
+
+    return pipe(
+        params.prompt,
+        control_image=each(list(pictures)),
+        control_mode=each(list(modes)),
+        controlnet_conditioning_scale=each([layer.weight for layer in layers]),
+        control_guidance_start=each([layer.start for layer in layers]),
+        control_guidance_end=each([layer.end for layer in layers]),
+        num_inference_steps=params.steps,
+        guidance_scale=params.cfg,
+        width=params.width,
+        height=params.height,
+        generator=torch.Generator().manual_seed(params.seed),
+        **inputs,
+    ).images[0]

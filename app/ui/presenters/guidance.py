@@ -58,8 +58,13 @@ class GuideLayer:
         return self._output[1]
 
 
-def controlnet_names() -> list[str]:
-    return [info.name for info in list_controlnets() if info.supported]
+def controlnet_names(architecture: str = "") -> list[str]:
+    """The usable ControlNets; given a model's `architecture` id ("flux1"), those made for
+    it (a Flux.1 model is offered Flux ControlNets, SDXL SDXL's); "": every one."""
+    usable = [info for info in list_controlnets() if info.supported]
+    if architecture:
+        usable = [info for info in usable if str(info.architecture) == architecture]
+    return [info.name for info in usable]
 
 
 def ip_adapter_names() -> list[str]:

@@ -442,7 +442,10 @@ class GuidanceSection(QWidget):
 def install_guidance(window: WindowParts) -> GuidanceSection:
     """Put the section under the prompt panel's form; Generate then queues the form with
     the section's layers (through `submit_job`) whenever one is switched on."""
-    section = GuidanceSection()
+    # A new layer offers the ControlNets made for the form's model (any, for an unknown one).
+    section = GuidanceSection(
+        controlnets=lambda: controlnet_names(window.prompt.model_choice().architecture)
+    )
     layout = window.prompt.layout()
     assert isinstance(layout, QVBoxLayout)
     layout.insertWidget(layout.indexOf(window.prompt.reset) + 1, section)

@@ -25,7 +25,7 @@ from app.engine.generation.guidance.controlnets import (
 from app.engine.generation.outcome import OutcomeKind, StepDecision
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import (
-    UNION_TYPES,
+    SDXL_UNION_TYPES,
     ControlLayer,
     GenerationParams,
     InvalidParameters,
@@ -122,7 +122,7 @@ def stock(
         params.prompt,
         negative_prompt=params.negative_prompt or None,
         control_image=[Image.open(io.BytesIO(png)) for png in images],
-        control_mode=[UNION_TYPES.index(layer.control_type) for layer in layers],
+        control_mode=[SDXL_UNION_TYPES.index(layer.control_type) for layer in layers],
         controlnet_conditioning_scale=[layer.weight for layer in layers],
         control_guidance_start=[layer.start for layer in layers],
         control_guidance_end=[layer.end for layer in layers],

@@ -198,6 +198,12 @@ class Guidance:
     added_embedding: str = ""
     # Whether diffusers' ControlNet Union (one net, many control types) is made for it.
     controlnet_union: bool = False
+    # The diffusers class of its own ControlNets, told by a folder's config alone
+    # ("FluxControlNetModel"); "": UNet ControlNets, told by their widths as above.
+    controlnet_class: str = ""
+    # Its Union ControlNets' control types by index (`control_mode`): each layer's type
+    # must be one of them (jobs.params: SDXL_UNION_TYPES, FLUX_UNION_TYPES).
+    union_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

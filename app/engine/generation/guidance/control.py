@@ -11,12 +11,15 @@ The control images are job inputs, read again on resume: preparing them draws no
 numbers, so a resumed job is guided by exactly what guided its first steps (the params
 name each image by its digest, and a checkpoint resumes only with the same params).
 Loaded ControlNets stay with the runner while jobs name them (`ControlNetCache`).
+
+Flux.1's ControlNets (`FluxControlNetModel`) prepare their images and guide the transformer
+as `FluxControlNetPipeline` does instead (`flux_control`); the guide holds them alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +28,19 @@ from diffusers.image_processor import VaeImageProcessor
 
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.guidance.controlnets import (
+    FLUX_CONTROLNET_CLASS,
     UNION_CLASS,
     ControlNetInfo,
     ControlNetNotFound,
 )
 from app.engine.jobs.init_image import open_rgb
-from app.engine.jobs.params import UNION_TYPES, ControlLayer, GenerationParams, InvalidParameters
+from app.engine.jobs.params import (
+    FLUX_UNION_TYPES,
+    SDXL_UNION_TYPES,
+    ControlLayer,
+    GenerationParams,
+    InvalidParameters,
+)
 from app.engine.paths import resources_dir
 
 UNION_TRANSFORMER_HEADS = 8  # xinsir's Union config (heads are not in the tensors' shapes)
@@ -50,12 +60,18 @@ class ControlUnit:
 
 @dataclass
 class ControlGuide:
-    """A job's control layers, ready for every step."""
+    """A job's control layers, ready for every step once `over` its timesteps."""
 
     units: list[ControlUnit]
     weights: list[float]  # per layer
-    keeps: list[list[float]]  # per timestep index, per layer: 1.0 acts, 0.0 does not
+    spans: list[tuple[float, float]]  # per layer: its start and end share of the timesteps
     guess_mode: bool  # a "global pool" ControlNet (shuffle): conditional batch only
+    keeps: list[list[float]] = field(default_factory=list)  # per timestep, per layer: 1 acts
+
+    def over(self, timesteps: int) -> ControlGuide:
+        """The guide for a job of `timesteps` (known once img2img has trimmed them): each
+        layer's keep per timestep, as the pipelines' `controlnet_keep`."""
+        return replace(self, keeps=[_keeps(self.spans, i, timesteps) for i in range(timesteps)])
 
     def residuals(
         self,
@@ -128,18 +144,39 @@ def make_guide(
     params: GenerationParams,
     nets: Sequence[Any],
     images: Sequence[bytes],
-    timesteps: int,
     do_cfg: bool,
-    crop: tuple[int, int, int, int] | None = None,
+    crop: tuple[int, int, int, int] | None,
+    generator: torch.Generator,
 ) -> ControlGuide | None:
     """The guide for `params`' layers (None without any), with `nets` and `images` in the
-    layers' order; `timesteps`: how many the job runs (start/end are shares of them);
-    `crop`: an "only masked" inpaint's box, which the control images are cut to as well
-    (the ControlNet inpaint pipelines' `crops_coords` with `resize_mode="fill"`)."""
+    layers' order, to be put `over` the job's timesteps; `crop`: an "only masked" inpaint's
+    box, which the control images are cut to as well (the ControlNet inpaint pipelines'
+    `crops_coords` with `resize_mode="fill"`). Made before the job's noise is drawn:
+    Flux.1's ControlNets draw from `generator` first (`flux_control`)."""
     layers = params.control_layers
     if not layers:
         return None
+    spans = [(float(layer.start), float(layer.end)) for layer in layers]
+    weights = [float(layer.weight) for layer in layers]
+    if is_flux_controlnet(nets[0]):
+        units = _flux_units(pipe, params, nets, images, generator)
+        return ControlGuide(units=units, weights=weights, spans=spans, guess_mode=False)
     guess_mode = bool(nets[0].config.global_pool_conditions)  # the pipelines read the first
+    units = _unet_units(pipe, params, nets, images, do_cfg and not guess_mode, crop)
+    return ControlGuide(units=units, weights=weights, spans=spans, guess_mode=guess_mode)
+
+
+def _unet_units(
+    pipe: Any,
+    params: GenerationParams,
+    nets: Sequence[Any],
+    images: Sequence[bytes],
+    doubled: bool,
+    crop: tuple[int, int, int, int] | None,
+) -> list[ControlUnit]:
+    """The UNet families' layers: a plain net per layer, a Union fusing the layers that
+    name it; `doubled`: each image twice, for CFG's two halves."""
+    layers = params.control_layers
     processor = control_image_processor(pipe)
     device = pipe._execution_device
     units: dict[int, ControlUnit] = {}  # by net: a Union serves all the layers naming it
@@ -152,7 +189,7 @@ def make_guide(
         # and the convolutions round differently on other strides).
         image = image.to(dtype=torch.float32).repeat_interleave(1, dim=0)
         image = image.to(device=device, dtype=net.dtype)
-        image = torch.cat([image] * 2) if do_cfg and not guess_mode else image
+        image = torch.cat([image] * 2) if doubled else image
         union = is_union(net)
         key = id(net) if union else -1 - index
         unit = units.setdefault(key, ControlUnit(net, [], []))
@@ -160,27 +197,50 @@ def make_guide(
         unit.images.append(image)
         if union:
             unit.modes.append(union_mode(layer, index))
-    return ControlGuide(
-        units=list(units.values()),
-        weights=[float(layer.weight) for layer in layers],
-        keeps=[_keeps(layers, i, timesteps) for i in range(timesteps)],
-        guess_mode=guess_mode,
-    )
+    return list(units.values())
+
+
+def _flux_units(
+    pipe: Any,
+    params: GenerationParams,
+    nets: Sequence[Any],
+    images: Sequence[bytes],
+    generator: torch.Generator,
+) -> list[ControlUnit]:
+    """Flux.1's layers (`flux_control`): one unit each, as `FluxMultiControlNetModel` calls
+    its nets (a Union too, with the layer's mode)."""
+    from app.engine.generation.guidance.flux_control import flux_images
+
+    prepared = flux_images(pipe, params, nets, images, generator)
+    layers = params.control_layers
+    return [
+        ControlUnit(net, [index], [image], [union_mode(layer, index, FLUX_UNION_TYPES)])
+        if net.union
+        else ControlUnit(net, [index], [image])
+        for index, (net, image, layer) in enumerate(zip(nets, prepared, layers, strict=True))
+    ]
+
+
+def is_flux_controlnet(net: Any) -> bool:
+    return type(net).__name__ == FLUX_CONTROLNET_CLASS
 
 
 def is_union(net: Any) -> bool:
     return type(net).__name__ == UNION_CLASS
 
 
-def union_mode(layer: ControlLayer, index: int) -> int:
-    """The index of `layer`'s control type, as the Union pipeline's `control_mode`."""
-    if not layer.union_type:
-        raise InvalidParameters(f"control layer {index} needs a control type for a Union")
-    return UNION_TYPES.index(layer.union_type)
+def union_mode(layer: ControlLayer, index: int, types: Sequence[str] = SDXL_UNION_TYPES) -> int:
+    """The index of `layer`'s control type in its Union's `types`, as the Union pipelines'
+    `control_mode`."""
+    if layer.union_type not in types:
+        raise InvalidParameters(
+            f"control layer {index} needs a control type its Union takes ({', '.join(types)})"
+        )
+    return list(types).index(layer.union_type)
 
 
-def _keeps(layers: Sequence[ControlLayer], i: int, n: int) -> list[float]:
-    return [1.0 - float(i / n < layer.start or (i + 1) / n > layer.end) for layer in layers]
+def _keeps(spans: Sequence[tuple[float, float]], i: int, n: int) -> list[float]:
+    return [1.0 - float(i / n < start or (i + 1) / n > end) for start, end in spans]
 
 
 class ControlNetCache:
@@ -207,7 +267,9 @@ class ControlNetCache:
         from app.engine.generation.memory import offload_device
 
         offloaded = offload_device(pipe)
-        device, dtype = pipe._execution_device, pipe.unet.dtype
+        # The denoiser's dtype: a UNet's, or a transformer's (Flux.1's ControlNets).
+        denoiser = pipe.unet if hasattr(pipe, "unet") else pipe.transformer
+        device, dtype = pipe._execution_device, denoiser.dtype
         keys = [
             (str(info.path.resolve()), str(device), str(dtype), offloaded is not None)
             for info in infos
@@ -263,6 +325,11 @@ def controlnet_config(architecture: Architecture, configs: Path | None = None) -
 def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any:
     from diffusers import ControlNetModel, ControlNetUnionModel
 
+    own_class = info.architecture.spec.guidance.controlnet_class if info.architecture else ""
+    if own_class and info.path.is_dir():  # a transformer family's (Flux.1's), by its class
+        import diffusers
+
+        return getattr(diffusers, own_class).from_pretrained(info.path, torch_dtype=dtype)
     if info.path.is_dir():
         model_class = ControlNetUnionModel if info.union else ControlNetModel
         return model_class.from_pretrained(info.path, torch_dtype=dtype)

@@ -11,6 +11,11 @@ family declares (`FamilySpec.guidance`): the added embedding its UNet has (SDXL'
 A ControlNet Union (one net for many control types, `ControlNetUnionModel`) is told by its
 config's class or, for a file, by its `task_embedding` (one row per control type); it is
 the family's that declares `controlnet_union`.
+
+A transformer family's ControlNets are told by their config's class alone (Flux.1's
+`FluxControlNetModel`: the family that declares it as its `controlnet_class`); a Union of
+them has a `num_mode` (its control types: the family's `union_types`). Those are loaded
+as diffusers folders only (InstantX's, XLabs' and Shakker-Labs' diffusers releases).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from app.engine.generation.files.architecture import (
 )
 from app.engine.generation.files.registry import families
 from app.engine.generation.files.sources import ModelSearchPath, default_search_path
-from app.engine.jobs.params import UNION_TYPES, ControlLayer
+from app.engine.jobs.params import SDXL_UNION_TYPES, ControlLayer, GenerationParams
 from app.engine.paths import stays_inside
 from app.errors import BadInput, MissingModel
 
@@ -36,6 +41,8 @@ _CONFIG = "config.json"
 
 
 UNION_CLASS = "ControlNetUnionModel"
+# Flux.1's ControlNets' class (its family declares it as its `controlnet_class`).
+FLUX_CONTROLNET_CLASS = "FluxControlNetModel"
 UNION_KEY = "task_embedding"  # [control types, channels]: only a Union has it
 
 
@@ -123,11 +130,48 @@ def check_fits(control: ControlNetInfo, model_name: str, architecture: Architect
 
 
 def check_control_type(control: ControlNetInfo, layer: ControlLayer, index: int) -> None:
-    """A ControlNet Union is told each layer's control type: refuse a layer that has none."""
-    if control.union and not layer.union_type:
+    """A ControlNet Union is told each layer's control type: refuse a layer that has none,
+    or one its table lacks (Flux.1's Unions have no softedge, SDXL's no blur)."""
+    if not control.union:
+        return
+    types = union_types(control.architecture)
+    if not layer.union_type:
         raise ControlNetMismatch(
             f"control layer {index} uses ControlNet Union {control.name!r}: give its control "
-            f"type ({', '.join(UNION_TYPES)})"
+            f"type ({', '.join(types)})"
+        )
+    if layer.union_type not in types:
+        raise ControlNetMismatch(
+            f"control layer {index}'s control type {layer.union_type!r} is not one that "
+            f"ControlNet Union {control.name!r} takes ({', '.join(types)})"
+        )
+
+
+def union_types(architecture: Architecture | None) -> tuple[str, ...]:
+    """The control types, by index, of a Union ControlNet made for `architecture`."""
+    declared = architecture.spec.guidance.union_types if architecture is not None else ()
+    return declared or SDXL_UNION_TYPES
+
+
+def check_job_kind(control: ControlNetInfo, params: GenerationParams, index: int) -> None:
+    """Flux.1's ControlNets guide text to image, img2img and inpaint as diffusers' Flux
+    ControlNet pipelines do, uncached and on the whole picture: the inpaint pipeline's
+    `padding_mask_crop` answers the cut box without pasting it back, so "only masked" has
+    no stock image to equal; nor has step caching, since diffusers 0.42's pipelines fail
+    with First Block Cache ("No cache context is set"). Refused rather than run unlike
+    stock."""
+    arch = control.architecture
+    if arch is None or not arch.spec.guidance.controlnet_class:
+        return
+    if params.mask and params.only_masked:
+        raise ControlNetMismatch(
+            f"control layer {index}: {arch.label} ControlNets inpaint the whole picture, not "
+            "only the masked area; switch only masked off"
+        )
+    if params.cache_threshold:
+        raise ControlNetMismatch(
+            f"control layer {index}: step caching does not work with {arch.label} ControlNets "
+            "yet; set speed to off"
         )
 
 
@@ -146,6 +190,10 @@ def _detect_folder(folder: Path) -> ControlNetInfo | None:
         return None
     if not isinstance(config, dict):
         return None
+    own = _family_of_class(str(config.get("_class_name")))
+    if own is not None:  # a transformer family's ControlNet (Flux.1's), by its class
+        union = config.get("num_mode") is not None
+        return ControlNetInfo(folder.name, folder, own, "diffusers", union=union)
     union = config.get("_class_name") == UNION_CLASS
     if config.get("_class_name") != "ControlNetModel" and not union:
         return None
@@ -157,6 +205,12 @@ def _detect_folder(folder: Path) -> ControlNetInfo | None:
     width = config.get("cross_attention_dim")
     architecture = _family(added, {width} if isinstance(width, int) else set())
     return ControlNetInfo(folder.name, folder, architecture, "diffusers")
+
+
+def _family_of_class(class_name: str) -> Architecture | None:
+    """The family whose own ControlNets are of diffusers' class `class_name`, if any."""
+    owners = [s for s in families() if s.guidance.controlnet_class == class_name]
+    return owners[0].architecture if owners else None
 
 
 def _family(added: str, widths: set[int]) -> Architecture:
@@ -194,6 +248,9 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
     except ValueError as error:
         return ControlNetInfo(path.stem, path, None, "", f"the file is unreadable: {error}")
     keys = [key for key in header if key != "__metadata__"]
+    if _is_flux_file(keys):
+        flux = _family_of_class(FLUX_CONTROLNET_CLASS)
+        return ControlNetInfo(path.stem, path, flux, "", _FLUX_FILE_REFUSAL)
     if any(key.startswith("control_model.") for key in keys):
         prefix, layout, added = "control_model.", "original", "control_model.label_emb."
     elif any(key.startswith("controlnet_cond_embedding.") for key in keys):
@@ -226,3 +283,17 @@ _TEXT_TIME = "text_time"
 
 def _has(keys: list[str], prefix: str) -> bool:
     return any(key.startswith(prefix) for key in keys)
+
+
+# A Flux.1 ControlNet as one file: diffusers' keys (InstantX, Shakker-Labs:
+# `controlnet_x_embedder`) or XLabs' own (`input_hint_block` beside `double_blocks`).
+_FLUX_FILE_REFUSAL = (
+    "it is a Flux.1 ControlNet file, which Easel loads only as a diffusers folder "
+    "(config.json beside the weights, as InstantX, XLabs and Shakker-Labs publish them)"
+)
+
+
+def _is_flux_file(keys: list[str]) -> bool:
+    if "controlnet_x_embedder.weight" in keys:
+        return True
+    return _has(keys, "input_hint_block.") and _has(keys, "double_blocks.")

@@ -13,10 +13,12 @@ from app.engine.generation.files.registry import (
     FamilySpec,
     Folder,
     FolderConfigs,
+    Guidance,
     Shapes,
     TransformerFile,
 )
 from app.engine.generation.files.transformer_files import CLIP_L, T5, VAE, FileNeeds
+from app.engine.jobs.params import FLUX_UNION_TYPES
 
 # The ids it stores and is asked by (`Architecture.FLUX1`).
 FLUX1_ID = Architecture.declare("flux1", released="2024-08")
@@ -111,6 +113,10 @@ FLUX1 = FamilySpec(
         to_diffusers_keys="app.engine.generation.families.flux.keys:flux_to_diffusers",
     ),
     float16_overflowing_encoders=("text_encoder_2",),  # T5 v1.1 XXL
+    # Its ControlNets are `FluxControlNetModel` folders (a Union one has `num_mode`).
+    # (InstantX, XLabs and Shakker-Labs publish them so; guidance/controlnets.py and
+    # flux_control.py load and drive them.)
+    guidance=Guidance(controlnet_class="FluxControlNetModel", union_types=FLUX_UNION_TYPES),
 )
 
 FAMILIES = (FLUX1,)

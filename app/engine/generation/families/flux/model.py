@@ -250,21 +250,48 @@ class FluxFamily(FlowFamily):
         if pipe.transformer.config.guidance_embeds:
             embedded_guidance = torch.full([1], guidance, device=self.device, dtype=torch.float32)
             embedded_guidance = embedded_guidance.expand(packed.shape[0])
+        text = {
+            "pooled_projections": conditioning[POOLED_EMBEDS],
+            "encoder_hidden_states": conditioning[PROMPT_EMBEDS],
+            "txt_ids": conditioning[TEXT_IDS], "img_ids": conditioning[LATENT_IMAGE_IDS],
+        }  # fmt: skip
+        controlled = self._control_residuals(
+            control, index, packed, timestep / 1000, guidance, text
+        )
         with pipe.transformer.cache_context("cond"):
             noise_pred: torch.Tensor = pipe.transformer(
                 hidden_states=self._transformer_input(packed, conditioning),
                 timestep=timestep / 1000,
                 guidance=embedded_guidance,
-                pooled_projections=conditioning[POOLED_EMBEDS],
-                encoder_hidden_states=conditioning[PROMPT_EMBEDS],
-                txt_ids=conditioning[TEXT_IDS],
-                img_ids=conditioning[LATENT_IMAGE_IDS],
                 joint_attention_kwargs={},
                 return_dict=False,
+                **text,
+                **controlled,
             )[0]
         # The latents' own tokens: a family that appends tokens (Kontext's input image)
         # gets predictions for them too, which the step does not take.
         return _unpacked(noise_pred[:, : packed.size(1)], height, width)
+
+    def _control_residuals(
+        self,
+        control: ControlGuide | None,
+        index: int,
+        packed: torch.Tensor,
+        timestep: torch.Tensor,
+        guidance: float,
+        text: dict[str, torch.Tensor],
+    ) -> dict[str, Any]:
+        """What the job's ControlNets add to the transformer's call (`FluxControlNetPipeline`:
+        they run first, on the same inputs); {} without control layers."""
+        if control is None:
+            return {}
+        from app.engine.generation.guidance.flux_control import flux_residuals
+
+        blocks, singles, repeat = flux_residuals(control, index, packed, timestep, guidance, text)
+        return {
+            "controlnet_block_samples": blocks, "controlnet_single_block_samples": singles,
+            "controlnet_blocks_repeat": repeat,
+        }  # fmt: skip
 
     def _transformer_input(self, packed: torch.Tensor, conditioning: Conditioning) -> torch.Tensor:
         """What the transformer reads besides the prompt: the packed latents (Flux.1 Fill

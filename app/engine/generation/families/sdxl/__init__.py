@@ -10,6 +10,7 @@ from app.engine.generation.files.registry import (
     Folder,
     Guidance,
 )
+from app.engine.jobs.params import SDXL_UNION_TYPES
 
 # The ids it stores and is asked by (`Architecture.SDXL`).
 SDXL_ID = Architecture.declare("sdxl", released="2023-07")
@@ -61,7 +62,10 @@ SDXL = FamilySpec(
     # Its UNet's text is both CLIPs side by side (768 + 1280); its ControlNets carry the
     # size and crop conditioning, and diffusers' ControlNet Union is made for it.
     guidance=Guidance(
-        cross_attention_width=2048, added_embedding="text_time", controlnet_union=True
+        cross_attention_width=2048,
+        added_embedding="text_time",
+        controlnet_union=True,
+        union_types=SDXL_UNION_TYPES,
     ),
     preview_factors=PREVIEW_FACTORS,
 )
