@@ -139,7 +139,8 @@ def submit_with_inputs(args: argparse.Namespace, queue: JobQueue) -> int:
     job = NewJob(
         params, parents=args.after, max_attempts=attempts,
         inputs=RunInputs(
-            init_png, mask_png, control_pngs, reference_pngs, last_image_png(args, params)
+            init_png, mask_png, control_pngs, reference_pngs,
+            last_image=last_image_png(args, params),
         ),
     )  # fmt: skip
     return _submitted(queue, job)
