@@ -1,0 +1,123 @@
+"""Tiny random Qwen-Image and Qwen-Image-Edit as a diffusers folder (the twin) and as
+ComfyUI's split files: `diffusion_models/qwen_image_bf16.safetensors` (diffusers' keys, as
+released), `text_encoders/qwen_2.5_vl_7b.safetensors` (Qwen's released Qwen2.5-VL keys,
+`model.` and `visual.`, without `lm_head`, as ComfyUI's file), `vae/qwen_image_vae.safetensors`
+(Wan-AI's original VAE keys), and `text_encoders/tokenizer/` (the tiny tokenizer, where an
+artist puts a copy of Qwen/Qwen-Image's); an fp8 e4m3fn and a GGUF Q8_0 copy of the
+transformer beside it. The config folder is the folder's without weights or tokenizer (an
+Edit model's `processor/` keeps only its image processor settings), named as the shipped one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from app.engine.generation.files.architecture import Architecture
+from app.testing.tiny.qwen import build_tiny_qwen, build_tiny_qwen_edit
+from tests.engine.generation.tiny_transformer_files import write_gguf
+from tests.engine.generation.tiny_wan_files import wan_vae_to_original
+
+StateDict = dict[str, torch.Tensor]
+
+FILE_NAMES = {"qwen-image": "qwen_image_bf16", "qwen-image-edit": "qwen_image_edit_bf16"}
+CONFIG_NAMES = {"qwen-image": "qwen-image", "qwen-image-edit": "qwen-image-edit"}
+TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+
+
+@dataclass(frozen=True)
+class TinyQwenFiles:
+    folder: Path  # the diffusers folder: the twin every file layout must equal
+    configs: Path  # a config root, as resources/model_configs (SingleFileConfigs)
+    split_model: Path  # diffusion_models/qwen_image_*.safetensors
+    fp8_model: Path  # the same transformer in float8 e4m3fn
+    gguf_model: Path  # the same transformer as a GGUF Q8_0
+    tokenizer: Path  # text_encoders/tokenizer/
+
+
+def write_tiny_qwen_files(architecture: Architecture, root: Path) -> TinyQwenFiles:
+    edit = architecture is Architecture.QWEN_IMAGE_EDIT
+    pipe: Any = build_tiny_qwen_edit() if edit else build_tiny_qwen()
+    pipe.register_modules(vae=released_shape_vae(pipe.vae))
+    name = FILE_NAMES[architecture.value]
+    folder = root / "folder" / name
+    pipe.save_pretrained(folder)
+    if edit:
+        _name_processor_as_released(folder)
+    configs = root / "configs"
+    config = configs / CONFIG_NAMES[architecture.value]
+    shutil.copytree(folder, config, ignore=shutil.ignore_patterns("*.safetensors"))
+    shutil.rmtree(config / "tokenizer")
+    if edit:  # the shipped processor/ holds the image processor's settings alone
+        for file in (config / "processor").iterdir():
+            if file.name not in ("preprocessor_config.json", "processor_config.json"):
+                file.unlink()
+    models = root / "models"
+    transformer = {k: v.contiguous() for k, v in pipe.transformer.state_dict().items()}
+    split_model = _save(transformer, models / "diffusion_models" / f"{name}.safetensors")
+    fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in transformer.items()}
+    fp8_model = _save(
+        fp8, split_model.with_name(name.replace("bf16", "fp8_e4m3fn") + ".safetensors")
+    )
+    gguf_model = split_model.with_name(name.replace("_bf16", "").replace("_", "-") + "-Q8_0.gguf")
+    write_gguf(transformer, gguf_model, architecture)
+    encoder = released_qwen25_vl_keys(pipe.text_encoder.state_dict())
+    _save(encoder, models / "text_encoders" / "qwen_2.5_vl_7b.safetensors")
+    _save(wan_vae_to_original(pipe.vae.state_dict()), models / "vae" / "qwen_image_vae.safetensors")
+    tokenizer = models / "text_encoders" / "tokenizer"
+    pipe.tokenizer.save_pretrained(tokenizer)
+    return TinyQwenFiles(folder, configs, split_model, fp8_model, gguf_model, tokenizer)
+
+
+def released_shape_vae(tiny: Any, seed: int = 0) -> Any:
+    """Qwen-Image's VAE of the released one's shape (dim_mult 1, 2, 4, 4; two residual
+    blocks a level), a few channels wide, with `tiny`'s latent statistics: the Wan-AI key
+    layout diffusers converts is that shape's."""
+    from diffusers import AutoencoderKLQwenImage
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return AutoencoderKLQwenImage(
+            base_dim=2, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+            temperal_downsample=[False, True, True], latents_mean=tiny.config.latents_mean,
+            latents_std=tiny.config.latents_std,
+        )  # fmt: skip
+
+
+def released_qwen25_vl_keys(state: StateDict) -> StateDict:
+    """transformers 5's Qwen2.5-VL keys -> Qwen's released ones as ComfyUI's file holds them
+    (`model.language_model.` -> `model.`, `model.visual.` -> `visual.`), without the head."""
+    out = {}
+    for key, value in state.items():
+        if key.startswith("model.visual."):
+            key = key.removeprefix("model.")
+        elif key.startswith("model.language_model."):
+            key = "model." + key.removeprefix("model.language_model.")
+        elif key.startswith("lm_head."):
+            continue
+        out[key] = value.contiguous()
+    return out
+
+
+def _name_processor_as_released(folder: Path) -> None:
+    """The processor named `Qwen2VLProcessor`, as the released folder names it, not by the
+    class that built it (as app/testing/tiny/qwen.write_tiny_qwen_edit does)."""
+    for path, key, value in (
+        (folder / "model_index.json", "processor", ["transformers", "Qwen2VLProcessor"]),
+        (folder / "processor" / "processor_config.json", "processor_class", "Qwen2VLProcessor"),
+    ):
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        settings[key] = value
+        path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+
+
+def _save(weights: StateDict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(path))
+    return path
