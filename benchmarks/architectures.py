@@ -108,6 +108,9 @@ text_encoders/ and vae/ae.safetensors), a GGUF Q8_0 of the same transformer
 (`chroma-gguf-q8_0`, `flux1-kontext-gguf-q8_0`) and an fp8 one (`chroma-fp8`,
 `flux1-kontext-fp8`), with the same figures and references
 (Kontext drawing from text alone at the job's size: stock with `max_area` = its area).
+Qwen-Image the same way (`run_qwen_file_layouts`: `qwen-image-split`,
+`qwen-image-gguf-q8_0`, `qwen-image-fp8`), its reference stock `QwenImagePipeline` with true
+CFG on the diffusers folder of the same tiny model.
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
@@ -953,6 +956,50 @@ def run_file_layouts() -> None:
                 elif model.quantisation:
                     report(f"vs_unquantised_max_diff[{label}]", max_diff(image, twin_image))
         run_split_layouts(Path(temp))
+        run_qwen_file_layouts(Path(temp))
+
+
+def run_qwen_file_layouts(work: Path) -> None:
+    """Qwen-Image from ComfyUI's split files (`qwen-image-split`: qwen_image_bf16.safetensors
+    beside text_encoders/qwen_2.5_vl_7b.safetensors in Qwen's released keys, a tokenizer/
+    folder and vae/qwen_image_vae.safetensors in Wan-AI's keys), a GGUF Q8_0
+    (`qwen-image-gguf-q8_0`) and an fp8 e4m3fn copy (`qwen-image-fp8`) of its transformer;
+    the reference is stock `QwenImagePipeline` on the diffusers folder of the same tiny
+    model, with diffusers' own load of the quantised file for those."""
+    from tests.engine.generation.tiny_qwen_files import in_fresh_memory, write_tiny_qwen_files
+
+    files = write_tiny_qwen_files(Architecture.QWEN_IMAGE, work / "qwen-files")
+    configs = SingleFileConfigs(files.configs)
+    # In fresh memory, as Easel's weights are (mapped from the folder, some sizes take
+    # other CPU kernels: 1 off at 64x64).
+    twin: Any = in_fresh_memory(
+        _pipeline_class(Architecture.QWEN_IMAGE).from_pretrained(
+            files.folder, local_files_only=True
+        )
+    )
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=4.0,
+        width=64, height=64, seed=42,
+    )  # fmt: skip
+    split_image = None
+    for layout, path in (
+        ("split", files.split_model), ("gguf-q8_0", files.gguf_model), ("fp8", files.fp8_model),
+    ):  # fmt: skip
+        label = f"qwen-image-{layout}"
+        model = detected(ModelInfo(path.stem, path, ModelSource.USER))
+        reference = twin
+        if model.quantisation:
+            loaded = load_pipeline(model, CPU, configs).pipe
+            stock_transformer = _stock_transformer(loaded, model, configs)
+            reference = type(twin)(**{**twin.components, "transformer": stock_transformer})
+        image = _flow_figures(
+            label, model, work, params, PipelineCache(configs=configs), reference,
+            cfg_as="true_cfg_scale",
+        )  # fmt: skip
+        if split_image is None:
+            split_image = image
+        else:
+            report(f"vs_unquantised_max_diff[{label}]", max_diff(image, split_image))
 
 
 def run_split_layouts(work: Path) -> None:

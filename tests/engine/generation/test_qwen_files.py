@@ -38,7 +38,11 @@ from app.engine.jobs.run_inputs import RunInputs
 from tests.engine.generation.file_jobs import paused_jobs_resume_in_a_fresh_process, runner_on
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.generation.tiny_architectures import max_diff, model_info, pixels
-from tests.engine.generation.tiny_qwen_files import TinyQwenFiles, write_tiny_qwen_files
+from tests.engine.generation.tiny_qwen_files import (
+    TinyQwenFiles,
+    in_fresh_memory,
+    write_tiny_qwen_files,
+)
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:__array__ implementation:DeprecationWarning", "ignore::FutureWarning"
@@ -177,17 +181,6 @@ def test_the_split_files_draw_the_diffusers_folders_image(
         local_files_only=True,
     )  # fmt: skip
     assert max_diff(pixels(ours), pixels(stock_edit(in_fresh_memory(stock_pipe), params))) == 0
-
-
-def in_fresh_memory(pipe: Any) -> Any:
-    """`pipe` with every weight cloned: the folder's weights as `from_pretrained` maps them
-    can sit at memory alignments that take other CPU kernels (an edit's image differs by 1
-    here); in fresh memory, as Easel's are, they agree exactly."""
-    for component in pipe.components.values():
-        if isinstance(component, torch.nn.Module):
-            for parameter in component.parameters():
-                parameter.data = parameter.data.clone()
-    return pipe
 
 
 @pytest.mark.parametrize("layout", ["fp8", "gguf"])

@@ -1,5 +1,5 @@
-"""The shipped configs of Flux.1, Flux.1 Kontext, Chroma, SD 3.5 and Qwen-Image describe the released
-networks, and the shipped T5 vocabulary is the real one."""
+"""The shipped configs of Flux.1, Flux.1 Kontext, Chroma, SD 3.5 and Qwen-Image describe the
+released networks, and the shipped T5 vocabulary is the real one."""
 
 from __future__ import annotations
 

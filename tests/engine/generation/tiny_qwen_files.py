@@ -75,6 +75,17 @@ def write_tiny_qwen_files(architecture: Architecture, root: Path) -> TinyQwenFil
     return TinyQwenFiles(folder, configs, split_model, fp8_model, gguf_model, tokenizer)
 
 
+def in_fresh_memory(pipe: Any) -> Any:
+    """`pipe` with every weight cloned: the folder's weights as `from_pretrained` maps them
+    can sit at memory alignments that take other CPU kernels (an edit's image differs by 1
+    here); in fresh memory, as Easel's are, they agree exactly."""
+    for component in pipe.components.values():
+        if isinstance(component, torch.nn.Module):
+            for parameter in component.parameters():
+                parameter.data = parameter.data.clone()
+    return pipe
+
+
 def released_shape_vae(tiny: Any, seed: int = 0) -> Any:
     """Qwen-Image's VAE of the released one's shape (dim_mult 1, 2, 4, 4; two residual
     blocks a level), a few channels wide, with `tiny`'s latent statistics: the Wan-AI key
