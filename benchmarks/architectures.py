@@ -62,7 +62,9 @@ that picture grown 16 pixels right and down, its edges stretched, the new area's
 by 4, as `python -m app outpaint` makes it), each at the stock defaults (guidance 30, strength
 1): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock `FluxFillPipeline`
 called with the picture and mask (blurred first where the job blurs it).
-And for Flux.1 Redux (`flux1-redux`, and `flux1-redux-bfloat16` in bfloat16): a tiny Flux.1
+And for Flux.1 Redux (`flux1-redux`, and `flux1-redux-bfloat16` in bfloat16; `flux1-redux-file`:
+the same Redux as ComfyUI's style_models/ and clip_vision/ files, against the folder's stock
+pair, float32): a tiny Flux.1
 dev with a tiny FLUX.1-Redux-dev folder, a 64x64 job with one reference image (a 48x40
 gradient, weight 1), guidance 2.5: `pause_resume_max_diff` and `same_as_diffusers_max_diff`
 against stock `FluxPriorReduxPipeline` (given the base pipeline's text encoders, the prompt)
@@ -443,6 +445,33 @@ def run_flux_redux(work: Path) -> None:
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
         shutil.rmtree(folder_run)
+    _redux_file_figures(work, flux, redux, params, picture)
+
+
+def _redux_file_figures(
+    work: Path, flux: Path, redux: Path, params: GenerationParams, picture: Image.Image
+) -> None:
+    """`flux1-redux-file`: the same Redux as ComfyUI's files (style_models/ and clip_vision/,
+    the tiny folder's weights), the reference named by the file; stock is the folder's."""
+    from app.engine.generation.guidance.redux_models import find_redux_model
+    from app.engine.jobs.params import ReferenceImage, encode_reference
+    from app.testing.tiny.redux import REDUX_FILE, write_tiny_redux_files
+
+    root = work / "redux-files"
+    configs = write_tiny_redux_files(root)
+    model = detected(ModelInfo("m", flux, ModelSource.USER))
+    png = _png(picture)
+    reference = ReferenceImage("upload:" + hashlib.sha256(png).hexdigest(), REDUX_FILE, 1.0)
+    job = GenerationParams(**{**params.to_dict(), "reference": encode_reference([reference])})
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        resolve_redux=lambda name: find_redux_model(name, [root / "style_models"], config=configs),
+    )  # fmt: skip
+    ours, resumed = work / "redux-file-ref.png", work / "redux-file-job.png"
+    _whole_and_resumed(runner, job, RunInputs(reference_images=[png]), ours, resumed)
+    stock = stock_redux_flux(flux, redux, params, [picture], torch.float32)
+    report("pause_resume_max_diff[flux1-redux-file]", max_diff(pixels(ours), pixels(resumed)))
+    report("same_as_diffusers_max_diff[flux1-redux-file]", max_diff(pixels(ours), pixels(stock)))
 
 
 def run_kontext_inpaint(work: Path) -> None:

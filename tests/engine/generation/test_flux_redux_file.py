@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from safetensors.torch import save_file
 
 from app.engine.generation.device import CPU
 from app.engine.generation.files.sources import ModelSearchPath
@@ -24,34 +23,24 @@ from app.engine.generation.guidance.redux_models import (
 from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.testing.tiny.flux import write_tiny_flux
-from app.testing.tiny.redux import build_tiny_redux, write_tiny_redux
+from app.testing.tiny.redux import REDUX_FILE as FILE
+from app.testing.tiny.redux import SIGLIP_FILE as SIGLIP
+from app.testing.tiny.redux import write_tiny_redux, write_tiny_redux_files
 from tests.engine.generation.test_flux_redux import REDUX, image_of, ours, redux_params
 from tests.engine.generation.tiny_architectures import max_diff, model_info
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
-
-FILE = "flux1-redux-dev"
-SIGLIP = "sigclip_vision_patch14_384.safetensors"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models folder: the tiny Flux.1 dev, the Redux folder in redux/, the same Redux as
     ComfyUI's files in style_models/ and clip_vision/, and the config folder a file loads
-    with (the folder's, without weights: as the shipped flux1-redux-dev is the release's)."""
+    with in configs/ (app/testing/tiny/redux.write_tiny_redux_files)."""
     root = tmp_path_factory.mktemp("redux-files")
     write_tiny_flux(root / "flux-dev", guidance_embeds=True)
-    folder = write_tiny_redux(root / "redux" / REDUX)
-    parts = build_tiny_redux()  # the same seed: the folder's weights
-    (root / "style_models").mkdir()
-    save_file(
-        parts["image_embedder"].state_dict(), str(root / "style_models" / f"{FILE}.safetensors")
-    )
-    (root / "clip_vision").mkdir()
-    # As the released SigLIP files name them (transformers 5's model drops the prefix).
-    siglip = {"vision_model." + k: v for k, v in parts["image_encoder"].state_dict().items()}
-    save_file(siglip, str(root / "clip_vision" / SIGLIP))
-    shutil.copytree(folder, root / "configs", ignore=shutil.ignore_patterns("*.safetensors"))
+    write_tiny_redux(root / "redux" / REDUX)
+    write_tiny_redux_files(root)
     return root
 
 
