@@ -158,11 +158,14 @@ FP8 = "fp8"  # float8_e4m3fn weights, as the fp8 Flux / SD 3.5 files are stored
 FP8_E5M2 = "fp8 e5m2"
 _SCALED_FP8 = "scaled"
 _FP8_DTYPES = {"F8_E4M3": FP8, "F8_E5M2": FP8_E5M2}
+_FP8_SCALES = (".scale_weight", ".weight_scale")
 
 
 def _fp8(header: dict[str, Any]) -> str:
     """ "fp8" when the diffusion model's weight matrices are stored in float8 ("" if not)."""
-    if "scaled_fp8" in header or any(k.endswith(".scale_weight") for k in header):
+    # ComfyUI's fp8_scaled (`scale_weight`) and its later mixed files (`weight_scale`, as
+    # qwen_image_edit_2511_fp8mixed): each weight times a scale diffusers does not apply.
+    if "scaled_fp8" in header or any(k.endswith(_FP8_SCALES) for k in header):
         return _SCALED_FP8
     kinds = [
         entry.get("dtype", "")
