@@ -15,6 +15,7 @@ tokenizer beside the files or in the Hugging Face cache the file is refused in o
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 from diffusers import QwenImageEditPipeline, QwenImagePipeline
-from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit
+from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit, pipeline_qwenimage_edit_plus
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
@@ -51,6 +52,7 @@ pytestmark = pytest.mark.filterwarnings(
 STEPS, PAUSE_AT = 3, 2
 PICTURE = (64, 48)
 STOCK_DIMENSIONS = pipeline_qwenimage_edit.calculate_dimensions
+PLUS_DIMENSIONS = pipeline_qwenimage_edit_plus.calculate_dimensions
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +63,11 @@ def small_input_area(monkeypatch: pytest.MonkeyPatch) -> None:
     def small(target_area: int, ratio: float) -> Any:
         return STOCK_DIMENSIONS(target_area // 256, ratio)
 
+    def small_plus(target_area: int, ratio: float) -> Any:
+        return PLUS_DIMENSIONS(target_area // 256, ratio)
+
     monkeypatch.setattr(pipeline_qwenimage_edit, "calculate_dimensions", small)
+    monkeypatch.setattr(pipeline_qwenimage_edit_plus, "calculate_dimensions", small_plus)
 
 
 @pytest.fixture(autouse=True)
@@ -198,6 +204,31 @@ def test_the_split_files_draw_the_diffusers_folders_image(
         local_files_only=True,
     )  # fmt: skip
     assert max_diff(pixels(ours), pixels(stock_edit(in_fresh_memory(stock_pipe), params))) == 0
+
+
+def test_an_edit_plus_file_draws_the_stock_edit_plus_image(
+    files: dict[Architecture, TinyQwenFiles], tmp_path: Path
+) -> None:
+    """The same tensors under Edit Plus 2509's released name load with its config (the
+    shipped one's shape: `QwenImageEditPlusPipeline`), an edit equal to stock Plus's."""
+    edit = files[Architecture.QWEN_IMAGE_EDIT]
+    configs = tmp_path / "configs"
+    shutil.copytree(edit.configs / "qwen-image-edit", configs / "qwen-image-edit-2509")
+    index_path = configs / "qwen-image-edit-2509" / "model_index.json"
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    index["_class_name"] = "QwenImageEditPlusPipeline"
+    index_path.write_text(json.dumps(index), encoding="utf-8")
+    plus = edit.split_model.with_name("qwen_image_edit_2509_bf16.safetensors")
+    shutil.copy(edit.split_model, plus)
+    try:
+        params = edit_params()
+        ours = run(plus, configs, params, tmp_path / "plus.png")
+        loaded = load_pipeline(model_info(plus), CPU, SingleFileConfigs(configs)).pipe
+    finally:
+        plus.unlink()
+    assert type(loaded).__name__ == "QwenImageEditPlusPipeline"
+    stock = type(loaded)(**loaded.components)
+    assert max_diff(pixels(ours), pixels(stock_edit(stock, params))) == 0
 
 
 @pytest.mark.parametrize("layout", ["fp8", "gguf"])
