@@ -42,6 +42,8 @@ from tests.engine.generation.tiny_architectures import max_diff, model_info, pix
 from tests.engine.generation.tiny_qwen_files import (
     TinyQwenFiles,
     in_fresh_memory,
+    wide_tiny_transformer,
+    write_q4_k_gguf,
     write_tiny_qwen_files,
 )
 
@@ -240,6 +242,37 @@ def test_the_quantised_files_draw_the_stock_pipelines_image(
     params = text_params()
     ours = run(path, qwen.configs, params, tmp_path / "ours.png")
     loaded = load_pipeline(model_info(path), CPU, SingleFileConfigs(qwen.configs)).pipe
+    stock = type(loaded)(**loaded.components)
+    assert max_diff(pixels(ours), pixels(stock_text(stock, params))) == 0
+
+
+def test_a_k_quant_gguf_draws_the_stock_pipelines_image(
+    files: dict[Architecture, TinyQwenFiles], tmp_path: Path
+) -> None:
+    """A Q4_K GGUF (a one-block transformer 256 wide: K-quant blocks are 256 values) beside
+    the same text encoder, VAE and tokenizer, with its own config folder."""
+    import gguf
+
+    qwen = files[Architecture.QWEN_IMAGE]
+    wide = wide_tiny_transformer()
+    configs = tmp_path / "configs"
+    shutil.copytree(qwen.configs, configs)
+    wide.save_config(configs / "qwen-image" / "transformer")
+    path = qwen.split_model.with_name("qwen-image-Q4_K_M.gguf")
+    write_q4_k_gguf(wide.state_dict(), path)
+    try:
+        found = model_info(path)
+        assert (found.architecture, found.quantisation) == (Architecture.QWEN_IMAGE, "Q4_K")
+        params = text_params()
+        ours = run(path, configs, params, tmp_path / "ours.png")
+        loaded = load_pipeline(found, CPU, SingleFileConfigs(configs)).pipe
+    finally:
+        path.unlink()
+    quantised = {
+        getattr(weight, "quant_type", None) for weight in loaded.transformer.parameters()
+    }
+    assert gguf.GGMLQuantizationType.Q4_K in quantised  # kept quantised, as stored
+    assert pixels(ours).std() > 10  # a picture, not a flat field
     stock = type(loaded)(**loaded.components)
     assert max_diff(pixels(ours), pixels(stock_text(stock, params))) == 0
 

@@ -132,3 +132,55 @@ def _save(weights: StateDict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(path))
     return path
+
+
+K_BLOCK = 256  # values per Q4_K block
+K_BLOCK_BYTES = 144  # its bytes: scale and minimum (float16 each), 12 of sub-scales, 128 of 4-bit
+
+
+def write_q4_k_gguf(state: StateDict, path: Path, seed: int = 0) -> Path:
+    """A GGUF whose weight matrices with rows of whole 256-value blocks are Q4_K (as the
+    K-quant conversions of city96 and QuantStack store most layers), the rest F32. gguf-py
+    cannot quantise to K-quants, so the blocks are random bytes with a small float16 scale
+    and minimum: a valid Q4_K tensor, the file's own weights (stock diffusers reads the
+    same ones)."""
+    import gguf
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+    writer = gguf.GGUFWriter(str(path), "qwen_image")
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    for name, tensor in state.items():
+        data = tensor.float().numpy()
+        if data.ndim == 2 and data.shape[-1] % K_BLOCK == 0:
+            blocks = generator.integers(
+                0, 256, (data.shape[0], data.shape[1] // K_BLOCK, K_BLOCK_BYTES), dtype=np.uint8
+            )
+            scales = np.array([0.002, 0.001], dtype=np.float16).view(np.uint8)
+            blocks[:, :, :4] = scales  # d, dmin: small, so the weights stay near zero
+            raw = blocks.reshape(data.shape[0], -1)
+            writer.add_tensor(name, raw, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+        else:
+            writer.add_tensor(name, np.ascontiguousarray(data))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def wide_tiny_transformer(seed: int = 1) -> Any:
+    """A one-block Qwen-Image transformer 256 wide (two heads of 128, as the released
+    model's), so that its weight rows are whole Q4_K blocks; the tiny text width."""
+    from diffusers import QwenImageTransformer2DModel
+
+    from app.testing.tiny.qwen import LATENT_CHANNELS, TEXT_WIDTH
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return QwenImageTransformer2DModel(
+            patch_size=2, in_channels=LATENT_CHANNELS * 4, out_channels=LATENT_CHANNELS,
+            num_layers=1, attention_head_dim=128, num_attention_heads=2,
+            joint_attention_dim=TEXT_WIDTH, axes_dims_rope=(32, 48, 48),
+        )  # fmt: skip
