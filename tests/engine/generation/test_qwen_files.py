@@ -268,9 +268,7 @@ def test_a_k_quant_gguf_draws_the_stock_pipelines_image(
         loaded = load_pipeline(found, CPU, SingleFileConfigs(configs)).pipe
     finally:
         path.unlink()
-    quantised = {
-        getattr(weight, "quant_type", None) for weight in loaded.transformer.parameters()
-    }
+    quantised = {getattr(weight, "quant_type", None) for weight in loaded.transformer.parameters()}
     assert gguf.GGMLQuantizationType.Q4_K in quantised  # kept quantised, as stored
     assert pixels(ours).std() > 10  # a picture, not a flat field
     stock = type(loaded)(**loaded.components)
