@@ -367,5 +367,6 @@ def test_a_comfyui_split_qwen_image_file_alone_says_what_it_needs(
     detected = detect_model_file(path)
     assert not detected.supported
     assert detected.unsupported_reason == (
-        "qwen_image_bf16: needs a Qwen2.5-VL text encoder in text_encoders/ and a Wan VAE in vae/"
+        "qwen_image_bf16: needs a Qwen2.5-VL text encoder (qwen_2.5_vl_7b.safetensors) in "
+        "text_encoders/ and Qwen-Image's VAE (qwen_image_vae.safetensors) in vae/"
     )

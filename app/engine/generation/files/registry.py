@@ -188,6 +188,9 @@ class TransformerFile:
     # "module:function" of (config folder, `find_folders`' folders) -> the pipeline
     # components built from those folders (its tokenizer, an Edit model's processor).
     folder_components: str = ""
+    # What a refusal calls a missing part of its own, where the generic name would mislead
+    # (Qwen-Image's VAE is of Wan 2.1's kind): (part kind, words).
+    part_names: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

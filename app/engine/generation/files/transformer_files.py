@@ -287,7 +287,8 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     if missing:
         if problems:
             return unsupported(f"{name}: {problems[0]}")
-        return unsupported(f"{name}: needs {_needs_sentence(missing)}")
+        names = {**_PART_NAMES, **dict(spec.transformer_file.part_names)}
+        return unsupported(f"{name}: needs {_needs_sentence(missing, names)}")
     declared = needs.architecture.spec.transformer_file
     if declared is not None and declared.find_folders is not None:
         folders = declared.find_folders(path)
@@ -440,6 +441,6 @@ def _folder_of(kind: str) -> str:
     return VAE_FOLDERS[0] if kind in _VAE_KINDS else TEXT_ENCODER_FOLDERS[0]
 
 
-def _needs_sentence(missing: list[str]) -> str:
-    phrases = [f"{_PART_NAMES[kind]} in {_folder_of(kind)}/" for kind in missing]
+def _needs_sentence(missing: list[str], names: dict[str, str]) -> str:
+    phrases = [f"{names[kind]} in {_folder_of(kind)}/" for kind in missing]
     return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} and {phrases[-1]}"

@@ -36,6 +36,10 @@ TRANSFORMER_FILE = TransformerFile(
     find_folders=files.find_tokenizer,
     part_loaders=((QWEN_VL, _LOADING + "text_encoder"), (WAN_VAE, _LOADING + "vae")),
     folder_components=_LOADING + "folder_components",
+    part_names=(
+        (QWEN_VL, "a Qwen2.5-VL text encoder (qwen_2.5_vl_7b.safetensors)"),
+        (WAN_VAE, "Qwen-Image's VAE (qwen_image_vae.safetensors)"),
+    ),
 )
 
 
