@@ -112,7 +112,9 @@ text_encoders/ and vae/ae.safetensors), a GGUF Q8_0 of the same transformer
 (Kontext drawing from text alone at the job's size: stock with `max_area` = its area).
 Qwen-Image the same way (`run_qwen_file_layouts`: `qwen-image-split`,
 `qwen-image-gguf-q8_0`, `qwen-image-fp8`), its reference stock `QwenImagePipeline` with true
-CFG on the diffusers folder of the same tiny model.
+CFG on the diffusers folder of the same tiny model; and Qwen-Image-Edit's split files
+(`qwen-image-edit-split`: an edit as the `qwen-image-edit` row, paused at step 1 of 2,
+against stock `QwenImageEditPipeline` on the folder).
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
@@ -1029,6 +1031,53 @@ def run_qwen_file_layouts(work: Path) -> None:
             split_image = image
         else:
             report(f"vs_unquantised_max_diff[{label}]", max_diff(image, split_image))
+    _qwen_edit_file_figures(work)
+
+
+def _qwen_edit_file_figures(work: Path) -> None:
+    """`qwen-image-edit-split`: Qwen-Image-Edit's split files (qwen_image_edit_bf16 beside
+    the same parts), an edit at the stock pipeline's defaults as the `qwen-image-edit` row;
+    the reference is stock `QwenImageEditPipeline` on the diffusers folder of the same model."""
+    from diffusers import QwenImageEditPipeline
+
+    from app.engine.generation.families.qwen.processor import image_only_processor
+    from app.engine.jobs.params import KIND_EDIT
+    from tests.engine.generation.tiny_qwen_files import in_fresh_memory, write_tiny_qwen_files
+
+    label = "qwen-image-edit-split"
+    files = write_tiny_qwen_files(Architecture.QWEN_IMAGE_EDIT, work / "qwen-edit-files")
+    model = detected(ModelInfo("m", files.split_model, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient.T, gradient[::-1]], axis=-1))
+    params = GenerationParams(
+        prompt="make it night", negative_prompt="blurry", model="m", steps=2, cfg=4.0, seed=42,
+        width=1024, height=1024, kind=KIND_EDIT, init_image="job:1",
+    )  # fmt: skip
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        cache=PipelineCache(configs=SingleFileConfigs(files.configs)),
+    )  # fmt: skip
+    ours, resumed = work / "qwen-edit-file-ref.png", work / "qwen-edit-file-job.png"
+    pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
+    for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        outcome = runner.run(
+            params, RunInputs(init_image=_png(picture)), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
+    assert outcome.resumed_from is not None and outcome.resumed_from.step == 1
+    stock_pipe: Any = in_fresh_memory(
+        QwenImageEditPipeline.from_pretrained(
+            files.folder, processor=image_only_processor(files.folder / "processor"),
+            local_files_only=True,
+        )
+    )  # fmt: skip
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
+        num_inference_steps=params.steps, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
 
 
 def run_split_layouts(work: Path) -> None:
