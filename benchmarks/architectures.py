@@ -68,7 +68,9 @@ that picture grown 16 pixels right and down, its edges stretched, the new area's
 by 4, as `python -m app outpaint` makes it), each at the stock defaults (guidance 30, strength
 1): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock `FluxFillPipeline`
 called with the picture and mask (blurred first where the job blurs it).
-And for Flux.1 Redux (`flux1-redux`, and `flux1-redux-bfloat16` in bfloat16): a tiny Flux.1
+And for Flux.1 Redux (`flux1-redux`, and `flux1-redux-bfloat16` in bfloat16; `flux1-redux-file`:
+the same Redux as ComfyUI's style_models/ and clip_vision/ files, against the folder's stock
+pair, float32): a tiny Flux.1
 dev with a tiny FLUX.1-Redux-dev folder, a 64x64 job with one reference image (a 48x40
 gradient, weight 1), guidance 2.5: `pause_resume_max_diff` and `same_as_diffusers_max_diff`
 against stock `FluxPriorReduxPipeline` (given the base pipeline's text encoders, the prompt)
@@ -127,6 +129,11 @@ text_encoders/ and vae/ae.safetensors), a GGUF Q8_0 of the same transformer
 (`chroma-gguf-q8_0`, `flux1-kontext-gguf-q8_0`) and an fp8 one (`chroma-fp8`,
 `flux1-kontext-fp8`), with the same figures and references
 (Kontext drawing from text alone at the job's size: stock with `max_area` = its area).
+Qwen-Image the same way (`run_qwen_file_layouts`: `qwen-image-split`,
+`qwen-image-gguf-q8_0`, `qwen-image-fp8`), its reference stock `QwenImagePipeline` with true
+CFG on the diffusers folder of the same tiny model; and Qwen-Image-Edit's split files
+(`qwen-image-edit-split`: an edit as the `qwen-image-edit` row, paused at step 1 of 2,
+against stock `QwenImageEditPipeline` on the folder).
 
 With `--dtype float16` or `--dtype bfloat16` (float32, the default, prints the figures
 above), the dtype matrix instead: every family and job kind of `dtype_matrix.CASES` (SD 1.x,
@@ -474,6 +481,33 @@ def run_flux_redux(work: Path) -> None:
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
         shutil.rmtree(folder_run)
+    _redux_file_figures(work, flux, redux, params, picture)
+
+
+def _redux_file_figures(
+    work: Path, flux: Path, redux: Path, params: GenerationParams, picture: Image.Image
+) -> None:
+    """`flux1-redux-file`: the same Redux as ComfyUI's files (style_models/ and clip_vision/,
+    the tiny folder's weights), the reference named by the file; stock is the folder's."""
+    from app.engine.generation.guidance.redux_models import find_redux_model
+    from app.engine.jobs.params import ReferenceImage, encode_reference
+    from app.testing.tiny.redux import REDUX_FILE, write_tiny_redux_files
+
+    root = work / "redux-files"
+    configs = write_tiny_redux_files(root)
+    model = detected(ModelInfo("m", flux, ModelSource.USER))
+    png = _png(picture)
+    reference = ReferenceImage("upload:" + hashlib.sha256(png).hexdigest(), REDUX_FILE, 1.0)
+    job = GenerationParams(**{**params.to_dict(), "reference": encode_reference([reference])})
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        resolve_redux=lambda name: find_redux_model(name, [root / "style_models"], config=configs),
+    )  # fmt: skip
+    ours, resumed = work / "redux-file-ref.png", work / "redux-file-job.png"
+    _whole_and_resumed(runner, job, RunInputs(reference_images=[png]), ours, resumed)
+    stock = stock_redux_flux(flux, redux, params, [picture], torch.float32)
+    report("pause_resume_max_diff[flux1-redux-file]", max_diff(pixels(ours), pixels(resumed)))
+    report("same_as_diffusers_max_diff[flux1-redux-file]", max_diff(pixels(ours), pixels(stock)))
 
 
 def run_flux_controlnet(work: Path) -> None:
@@ -1088,6 +1122,97 @@ def run_file_layouts() -> None:
                 elif model.quantisation:
                     report(f"vs_unquantised_max_diff[{label}]", max_diff(image, twin_image))
         run_split_layouts(Path(temp))
+        run_qwen_file_layouts(Path(temp))
+
+
+def run_qwen_file_layouts(work: Path) -> None:
+    """Qwen-Image from ComfyUI's split files (`qwen-image-split`: qwen_image_bf16.safetensors
+    beside text_encoders/qwen_2.5_vl_7b.safetensors in Qwen's released keys, a tokenizer/
+    folder and vae/qwen_image_vae.safetensors in Wan-AI's keys), a GGUF Q8_0
+    (`qwen-image-gguf-q8_0`) and an fp8 e4m3fn copy (`qwen-image-fp8`) of its transformer;
+    the reference is stock `QwenImagePipeline` on the diffusers folder of the same tiny
+    model, with diffusers' own load of the quantised file for those."""
+    from tests.engine.generation.tiny_qwen_files import in_fresh_memory, write_tiny_qwen_files
+
+    files = write_tiny_qwen_files(Architecture.QWEN_IMAGE, work / "qwen-files")
+    configs = SingleFileConfigs(files.configs)
+    # In fresh memory, as Easel's weights are (mapped from the folder, some sizes take
+    # other CPU kernels: 1 off at 64x64).
+    twin: Any = in_fresh_memory(
+        _pipeline_class(Architecture.QWEN_IMAGE).from_pretrained(
+            files.folder, local_files_only=True
+        )
+    )
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=4.0,
+        width=64, height=64, seed=42,
+    )  # fmt: skip
+    split_image = None
+    for layout, path in (
+        ("split", files.split_model), ("gguf-q8_0", files.gguf_model), ("fp8", files.fp8_model),
+    ):  # fmt: skip
+        label = f"qwen-image-{layout}"
+        model = detected(ModelInfo(path.stem, path, ModelSource.USER))
+        reference = twin
+        if model.quantisation:
+            loaded = load_pipeline(model, CPU, configs).pipe
+            stock_transformer = _stock_transformer(loaded, model, configs)
+            reference = type(twin)(**{**twin.components, "transformer": stock_transformer})
+        image = _flow_figures(
+            label, model, work, params, PipelineCache(configs=configs), reference,
+            cfg_as="true_cfg_scale",
+        )  # fmt: skip
+        if split_image is None:
+            split_image = image
+        else:
+            report(f"vs_unquantised_max_diff[{label}]", max_diff(image, split_image))
+    _qwen_edit_file_figures(work)
+
+
+def _qwen_edit_file_figures(work: Path) -> None:
+    """`qwen-image-edit-split`: Qwen-Image-Edit's split files (qwen_image_edit_bf16 beside
+    the same parts), an edit at the stock pipeline's defaults as the `qwen-image-edit` row;
+    the reference is stock `QwenImageEditPipeline` on the diffusers folder of the same model."""
+    from diffusers import QwenImageEditPipeline
+
+    from app.engine.generation.families.qwen.processor import image_only_processor
+    from app.engine.jobs.params import KIND_EDIT
+    from tests.engine.generation.tiny_qwen_files import in_fresh_memory, write_tiny_qwen_files
+
+    label = "qwen-image-edit-split"
+    files = write_tiny_qwen_files(Architecture.QWEN_IMAGE_EDIT, work / "qwen-edit-files")
+    model = detected(ModelInfo("m", files.split_model, ModelSource.USER))
+    gradient = np.tile(np.linspace(0, 255, 64, dtype=np.uint8), (64, 1))
+    picture = Image.fromarray(np.stack([gradient, gradient.T, gradient[::-1]], axis=-1))
+    params = GenerationParams(
+        prompt="make it night", negative_prompt="blurry", model="m", steps=2, cfg=4.0, seed=42,
+        width=1024, height=1024, kind=KIND_EDIT, init_image="job:1",
+    )  # fmt: skip
+    runner = Runner(
+        device=CPU, resolve=lambda _n: model, threads=1,
+        cache=PipelineCache(configs=SingleFileConfigs(files.configs)),
+    )  # fmt: skip
+    ours, resumed = work / "qwen-edit-file-ref.png", work / "qwen-edit-file-job.png"
+    pause_at_1 = lambda p: StepDecision.PAUSE if p.step == 1 else StepDecision.CONTINUE  # noqa: E731
+    for out, on_step in ((ours, _go), (resumed, pause_at_1), (resumed, _go)):
+        outcome = runner.run(
+            params, RunInputs(init_image=_png(picture)), output_path=out,
+            checkpoint_path=out.with_suffix(".ckpt"), on_step=on_step,
+        )  # fmt: skip
+    assert outcome.resumed_from is not None and outcome.resumed_from.step == 1
+    stock_pipe: Any = in_fresh_memory(
+        QwenImageEditPipeline.from_pretrained(
+            files.folder, processor=image_only_processor(files.folder / "processor"),
+            local_files_only=True,
+        )
+    )  # fmt: skip
+    stock_pipe.set_progress_bar_config(disable=True)
+    stock = stock_pipe(
+        image=picture, prompt=params.prompt, negative_prompt=params.negative_prompt,
+        num_inference_steps=params.steps, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
+    report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
 
 
 def run_split_layouts(work: Path) -> None:

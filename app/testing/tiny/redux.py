@@ -91,3 +91,29 @@ def stock_redux_flux(
         width=params.width, generator=torch.Generator("cpu").manual_seed(params.seed),
         **pipe_prior_output,
     ).images[0]  # fmt: skip
+
+
+REDUX_FILE = "flux1-redux-dev"  # ComfyUI's name of the released file (style_models/)
+SIGLIP_FILE = "sigclip_vision_patch14_384.safetensors"  # ... and of its SigLIP (clip_vision/)
+
+
+def write_tiny_redux_files(root: Path, seed: int = 0) -> Path:
+    """The tiny Redux of `seed` as ComfyUI's files in the models folder `root`: the
+    projection as `style_models/flux1-redux-dev.safetensors`, the SigLIP as
+    `clip_vision/sigclip_vision_patch14_384.safetensors` in the released files' keys
+    (`vision_model.`, which transformers 5's model drops), and the config folder they load
+    with, `root/configs` (the folder's, without weights: the shipped flux1-redux-dev is the
+    released folder's). Returns the config folder."""
+    from safetensors.torch import save_file
+
+    parts = build_tiny_redux(seed)
+    (root / "style_models").mkdir(parents=True, exist_ok=True)
+    embedder = parts["image_embedder"].state_dict()
+    save_file(embedder, str(root / "style_models" / f"{REDUX_FILE}.safetensors"))
+    (root / "clip_vision").mkdir(exist_ok=True)
+    siglip = {"vision_model." + k: v for k, v in parts["image_encoder"].state_dict().items()}
+    save_file(siglip, str(root / "clip_vision" / SIGLIP_FILE))
+    configs = write_tiny_redux(root / "configs", seed)
+    for weights in configs.rglob("*.safetensors"):
+        weights.unlink()
+    return configs

@@ -350,12 +350,12 @@ def test_what_qwen_image_cannot_run_is_refused_at_submit_in_one_sentence(
 
 
 @pytest.mark.parametrize("prefix", ["", "model.diffusion_model."])
-def test_a_comfyui_split_qwen_image_file_is_refused_in_one_sentence(
+def test_a_comfyui_split_qwen_image_file_alone_says_what_it_needs(
     stock_pipe: Any, tmp_path: Path, prefix: str
 ) -> None:
     """ComfyUI's `diffusion_models/qwen_image_*.safetensors` (diffusers' key names, bare or
     under `model.diffusion_model.`): recognised as Qwen-Image, not "no model Easel knows",
-    and refused with what to use instead."""
+    and, alone, refused naming the parts it needs beside it (test_qwen_files.py runs them)."""
     from safetensors.torch import save_file
 
     from app.engine.generation.files.transformer_files import detect_model_file
@@ -367,8 +367,6 @@ def test_a_comfyui_split_qwen_image_file_is_refused_in_one_sentence(
     detected = detect_model_file(path)
     assert not detected.supported
     assert detected.unsupported_reason == (
-        "qwen_image_bf16: a Qwen-Image diffusion model in ComfyUI's split layout, which Easel "
-        "cannot load yet (its Qwen2.5-VL text encoder file comes without the tokenizer Easel "
-        "would need); use a diffusers folder of Qwen-Image (with model_index.json, e.g. a "
-        "copy of Qwen/Qwen-Image)"
+        "qwen_image_bf16: needs a Qwen2.5-VL text encoder (qwen_2.5_vl_7b.safetensors) in "
+        "text_encoders/ and Qwen-Image's VAE (qwen_image_vae.safetensors) in vae/"
     )

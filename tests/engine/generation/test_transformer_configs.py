@@ -1,5 +1,5 @@
-"""The shipped configs of Flux.1, Flux.1 Kontext, Chroma and SD 3.5 describe the released
-networks, and the shipped T5 vocabulary is the real one."""
+"""The shipped configs of Flux.1, Flux.1 Kontext, Chroma, SD 3.5 and Qwen-Image describe the
+released networks, and the shipped T5 vocabulary is the real one."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ RELEASED_SIZES = {
     # Chroma1-HD: "8.9B parameters" on its model card (no CLIP, no guidance embedder, no
     # per-block modulation; its approximator 64 -> 5120, 5 layers deep); T5-XXL alone.
     "chroma": [8_899_983_424, VAE_16, T5_XXL],
+    # Qwen-Image: the 20B MMDiT (Qwen/Qwen-Image's transformer index: 40,860,802,176 B in
+    # bfloat16), its VAE (Wan 2.1's layout) and Qwen2.5-VL-7B-Instruct ("8.29B params", its
+    # head untied); Edit and Edit Plus are the same networks (2511's with `zero_cond_t`,
+    # no weights of its own; the other edit configs are written by the same code).
+    "qwen-image": [20_430_401_088, 126_892_531, 8_292_166_656],
+    "qwen-image-edit-2511": [20_430_401_088, 126_892_531, 8_292_166_656],
 }
 
 

@@ -183,6 +183,19 @@ class TransformerFile:
     # model.diffusion_model.) and its name. A family that claims one is chosen before one
     # that claims every file of its markers (None).
     claims: Callable[[list[str], str], bool] | None = None
+    # What its pipeline needs that no weights file carries (Qwen2.5's tokenizer): the
+    # diffusion model file's path -> {what: folder} found beside it or in the HF cache, or
+    # the sentence saying what is missing and where to put it. None: nothing such.
+    find_folders: Callable[[Any], dict[str, Any] | str] | None = None
+    # Parts diffusers' single-file loaders cannot build (Qwen2.5-VL, Qwen-Image's VAE):
+    # (part kind, "module:function" of (weights, config folder, component, dtype) -> module).
+    part_loaders: tuple[tuple[str, str], ...] = ()
+    # "module:function" of (config folder, `find_folders`' folders) -> the pipeline
+    # components built from those folders (its tokenizer, an Edit model's processor).
+    folder_components: str = ""
+    # What a refusal calls a missing part of its own, where the generic name would mislead
+    # (Qwen-Image's VAE is of Wan 2.1's kind): (part kind, words).
+    part_names: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ CLIP_L_PREFIX = "text_encoders.clip_l.transformer."
 CLIP_G_PREFIX = "text_encoders.clip_g.transformer."
 T5_PREFIX = "text_encoders.t5xxl.transformer."
 VAE_PREFIXES = ("first_stage_model.", "vae.")
+# The other parts' keys in an all-in-one file: not the diffusion model's.
+NOT_DIFFUSION_PREFIXES = ("text_encoders.", "first_stage_model.", "vae.", "conditioner.")
 
 _CLIP_EMBEDDING = "text_model.embeddings.token_embedding.weight"
 _CLIP_EMBEDDING_FLAT = "embeddings.token_embedding.weight"  # transformers >= 5 saves these
@@ -70,12 +72,21 @@ _UMT5_SECOND_BIAS = "encoder.block.1.layer.0.SelfAttention.relative_attention_bi
 _WAN_VAE_MIDDLE = "decoder.middle.0.residual.0.gamma"  # the Wan VAE, original keys
 _WAN_VAE_LATENTS = "conv2.weight"  # (latent channels, latent channels, 1, 1, 1)
 _VAE_DECODER_IN = "decoder.conv_in.weight"
+# A Qwen2 language model (Qwen2.5-VL's, in Qwen's released layout as ComfyUI keeps it:
+# `model.` and `visual.`, or transformers 5's `model.language_model.`): its embedding
+# gives the width; the attention biases tell it from Qwen3 (Z-Image's), which has none.
+_QWEN2_EMBEDDINGS = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight")
+_QWEN2_BIASES = (
+    "model.layers.0.self_attn.q_proj.bias",
+    "model.language_model.layers.0.self_attn.q_proj.bias",
+)
 
 # The parts of each family, in the order a refusal names them.
 CLIP_L = "clip_l"
 CLIP_G = "clip_g"
 T5 = "t5"
 UMT5 = "umt5"
+QWEN_VL = "qwen2.5-vl"
 VAE = "vae"
 WAN_VAE = "wan_vae"
 TRANSFORMER = "transformer"
@@ -85,6 +96,7 @@ _PART_NAMES = {
     CLIP_G: "a CLIP-G text encoder",
     T5: "a T5-XXL text encoder",
     UMT5: "a UMT5-XXL text encoder",
+    QWEN_VL: "a Qwen2.5-VL text encoder",
     VAE: "a VAE",
     WAN_VAE: "a Wan VAE",
 }
@@ -93,7 +105,7 @@ _VAE_KINDS = (VAE, WAN_VAE)
 
 @dataclass(frozen=True)
 class _Candidate:
-    kind: str  # "clip", "t5", "umt5", "vae" or "wan_vae" (a CLIP's width says which)
+    kind: str  # "clip", "t5", "umt5", "qwen2.5-vl", "vae", "wan_vae" (CLIP: its width says)
     path: Path
     prefix: str
     width: int  # hidden size of a text encoder; latent channels of a VAE
@@ -146,17 +158,20 @@ FP8 = "fp8"  # float8_e4m3fn weights, as the fp8 Flux / SD 3.5 files are stored
 FP8_E5M2 = "fp8 e5m2"
 _SCALED_FP8 = "scaled"
 _FP8_DTYPES = {"F8_E4M3": FP8, "F8_E5M2": FP8_E5M2}
+_FP8_SCALES = (".scale_weight", ".weight_scale")
 
 
 def _fp8(header: dict[str, Any]) -> str:
     """ "fp8" when the diffusion model's weight matrices are stored in float8 ("" if not)."""
-    if "scaled_fp8" in header or any(k.endswith(".scale_weight") for k in header):
+    # ComfyUI's fp8_scaled (`scale_weight`) and its later mixed files (`weight_scale`, as
+    # qwen_image_edit_2511_fp8mixed): each weight times a scale diffusers does not apply.
+    if "scaled_fp8" in header or any(k.endswith(_FP8_SCALES) for k in header):
         return _SCALED_FP8
     kinds = [
         entry.get("dtype", "")
         for key, entry in header.items()
         if isinstance(entry, dict)
-        and _family_of_keys([key]) is not None
+        and not key.startswith(NOT_DIFFUSION_PREFIXES)
         and len(entry.get("shape", [])) == 2
     ]
     fp8 = [_FP8_DTYPES[kind] for kind in kinds if kind in _FP8_DTYPES]
@@ -272,11 +287,17 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     if missing:
         if problems:
             return unsupported(f"{name}: {problems[0]}")
-        return unsupported(f"{name}: needs {_needs_sentence(missing)}")
+        names = {**_PART_NAMES, **dict(spec.transformer_file.part_names)}
+        return unsupported(f"{name}: needs {_needs_sentence(missing, names)}")
     check = spec.transformer_file.parts_problem
     problem = check(parts) if check is not None else ""
     if problem:
         return unsupported(f"{name}: {problem}")
+    declared = needs.architecture.spec.transformer_file
+    if declared is not None and declared.find_folders is not None:
+        folders = declared.find_folders(path)
+        if isinstance(folders, str):
+            return unsupported(f"{name}: {folders}")
     return Detected(
         needs.architecture,
         Prediction.FLOW,
@@ -344,6 +365,9 @@ def _classify(path: Path) -> _Candidate | None:
     t5 = shapes.get(_T5_NORM)
     if t5:
         return _Candidate(UMT5 if _UMT5_SECOND_BIAS in shapes else T5, path, "", t5[0])
+    qwen = next((shapes[key] for key in _QWEN2_EMBEDDINGS if key in shapes), None)
+    if qwen and len(qwen) == 2 and any(key in shapes for key in _QWEN2_BIASES):
+        return _Candidate(QWEN_VL, path, "", qwen[1])
     wan_vae = shapes.get(_WAN_VAE_LATENTS)
     if _WAN_VAE_MIDDLE in shapes and wan_vae:
         return _Candidate(WAN_VAE, path, "", wan_vae[0])
@@ -361,7 +385,7 @@ def _pair(
     parts: dict[str, Part] = {}
     problems: list[str] = []
     candidates = embedded + split
-    for kind in (kind for kind in (T5, UMT5, VAE, WAN_VAE) if kind in wanted):
+    for kind in (kind for kind in (T5, UMT5, QWEN_VL, VAE, WAN_VAE) if kind in wanted):
         width = needs.widths[kind]
         fits = [c for c in candidates if c.kind == kind and c.width == width]
         if fits:
@@ -369,7 +393,7 @@ def _pair(
         else:
             problems += [_misfit(kind, c, width) for c in candidates if c.kind == kind]
     clips = [c for c in candidates if c.kind == "clip"]
-    if CLIP_L not in wanted:  # T5 alone (Chroma), or UMT5 alone (Wan)
+    if CLIP_L not in wanted:  # T5 alone (Chroma), UMT5 alone (Wan), Qwen2.5-VL (Qwen-Image)
         return parts, problems
     if CLIP_G not in wanted:  # one CLIP (Flux.1): its width is stated alone
         width = needs.widths[CLIP_L]
@@ -406,7 +430,7 @@ def _misfit(kind: str, candidate: _Candidate, width: int) -> str:
             f"{_where(candidate)} is {_PART_NAMES[kind]} of {candidate.width} latent channels, "
             f"but the model needs {width}"
         )
-    what = {T5: "T5", UMT5: "UMT5"}.get(kind, "CLIP")
+    what = {T5: "T5", UMT5: "UMT5", QWEN_VL: "Qwen2.5-VL"}.get(kind, "CLIP")
     return (
         f"{_where(candidate)} is a {what} text encoder {candidate.width} wide, but the model "
         f"needs {_PART_NAMES[kind]} {width} wide"
@@ -421,6 +445,6 @@ def _folder_of(kind: str) -> str:
     return VAE_FOLDERS[0] if kind in _VAE_KINDS else TEXT_ENCODER_FOLDERS[0]
 
 
-def _needs_sentence(missing: list[str]) -> str:
-    phrases = [f"{_PART_NAMES[kind]} in {_folder_of(kind)}/" for kind in missing]
+def _needs_sentence(missing: list[str], names: dict[str, str]) -> str:
+    phrases = [f"{names[kind]} in {_folder_of(kind)}/" for kind in missing]
     return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} and {phrases[-1]}"

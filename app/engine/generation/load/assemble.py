@@ -110,14 +110,20 @@ def _assemble(
     transformer = diffusion_model(by_kind[TRANSFORMER], TRANSFORMER)
     index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
     vae = by_kind.get(VAE) or by_kind[WAN_VAE]
+    loaders = dict(declared.part_loaders)  # parts diffusers' single-file code cannot build
     components: dict[str, Any] = {
         "transformer": transformer,
-        "vae": getattr(diffusers, index["vae"][1]).from_single_file(
-            files.weights(vae), subfolder="vae", **options
+        "vae": (
+            declared_function(loaders[vae.kind])(files.weights(vae), config, "vae", dtype)
+            if vae.kind in loaders
+            else getattr(diffusers, index["vae"][1]).from_single_file(
+                files.weights(vae), subfolder="vae", **options
+            )
         ),
         "scheduler": getattr(diffusers, index["scheduler"][1]).from_pretrained(
             config, subfolder="scheduler", local_files_only=True
         ),
+        **_from_folders(declared, by_kind[TRANSFORMER].path, config),
     }
     if TRANSFORMER_2 in by_kind:  # Wan 2.2 A14B's low-noise expert, a file of its own
         components[TRANSFORMER_2] = diffusion_model(by_kind[TRANSFORMER_2], TRANSFORMER_2)
@@ -125,17 +131,37 @@ def _assemble(
     # Tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's file).
     carried = declared_function(declared.tokenizers)(parts) if declared.tokenizers else {}
     for kind, component in declared.components:
-        encoder_options = {**options, "torch_dtype": encoder_dtypes.get(component, dtype)}
-        components[component] = _text_encoder(
-            kind, index[component][1], files.weights(by_kind[kind]), component, encoder_options
-        )
+        encoder_dtype = encoder_dtypes.get(component, dtype)
+        weights = files.weights(by_kind[kind])
+        if kind in loaders:
+            components[component] = declared_function(loaders[kind])(
+                weights, config, component, encoder_dtype
+            )
+        else:
+            encoder_options = {**options, "torch_dtype": encoder_dtype}
+            components[component] = _text_encoder(
+                kind, index[component][1], weights, component, encoder_options
+            )
         tokenizer = component.replace("text_encoder", "tokenizer")
-        components[tokenizer] = (
-            tokenizers.get(tokenizer)
-            or carried.get(tokenizer)
-            or _tokenizer(config, index, tokenizer)
-        )
+        if tokenizer not in components:
+            components[tokenizer] = (
+                tokenizers.get(tokenizer)
+                or carried.get(tokenizer)
+                or _tokenizer(config, index, tokenizer)
+            )
     return pipeline_class(**components)
+
+
+def _from_folders(declared: Any, model_file: Path, config: Path) -> dict[str, Any]:
+    """The components a family builds from folders found beside its file (Qwen-Image's
+    tokenizer: `TransformerFile.find_folders` and `folder_components`)."""
+    if declared.find_folders is None or not declared.folder_components:
+        return {}
+    folders = declared.find_folders(model_file)
+    if isinstance(folders, str):  # detection refused it; the folder went since
+        raise ModelLoadFailed(f"{model_file.stem}: {folders}")
+    built: dict[str, Any] = declared_function(declared.folder_components)(config, folders)
+    return built
 
 
 _FP8_STORAGE = {FP8: torch.float8_e4m3fn, FP8_E5M2: torch.float8_e5m2}

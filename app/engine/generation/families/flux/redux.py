@@ -11,12 +11,15 @@ weight is the prior's per-image `prompt_embeds_scale` and `pooled_prompt_embeds_
 Labs' own Redux and ComfyUI's style model do (the stock example without text encoders puts
 zeros there instead: an empty prompt here is T5's encoding of ""). The result is the job's
 conditioning, so a checkpoint carries the image tokens and a resumed job reads exactly them.
+ComfyUI's Redux file and its SigLIP file (guidance/redux_models.py) are built into the same
+stock prior pipeline as the folder loads into.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,9 +64,13 @@ def use_redux(pipe: Any, models: Sequence[ReduxInfo], weights: Sequence[float]) 
 def _load_prior(pipe: Any, model: ReduxInfo) -> Any:
     from diffusers import FluxPriorReduxPipeline
 
-    prior = FluxPriorReduxPipeline.from_pretrained(
-        model.path, dtype=pipe.transformer.dtype, local_files_only=True
-    )
+    dtype = pipe.transformer.dtype
+    if model.image_encoder is not None and model.config is not None:
+        prior = _prior_from_files(model.path, model.image_encoder, model.config, dtype)
+    else:
+        prior = FluxPriorReduxPipeline.from_pretrained(
+            model.path, dtype=dtype, local_files_only=True
+        )
     width = pipe.transformer.config.joint_attention_dim
     if (made := prior.image_embedder.config.txt_in_features) != width:
         raise ReduxNotFound(
@@ -72,6 +79,49 @@ def _load_prior(pipe: Any, model: ReduxInfo) -> Any:
         )
     prior.set_progress_bar_config(disable=True)
     return prior.to(pipe._execution_device)
+
+
+def _prior_from_files(
+    embedder_file: Path, encoder_file: Path, config: Path, dtype: torch.dtype
+) -> Any:
+    """The stock prior of ComfyUI's files: the Redux projection (diffusers' own key names)
+    and the SigLIP vision encoder (transformers' `vision_model.` keys; a file without the
+    pooling head, which Redux never reads, builds the tower without it), configured by the
+    shipped folder, its image processor the released one's settings."""
+    from accelerate import init_empty_weights
+    from diffusers import FluxPriorReduxPipeline
+    from diffusers.pipelines.flux.modeling_flux import ReduxImageEncoder
+    from safetensors.torch import load_file
+    from transformers import SiglipImageProcessor, SiglipVisionConfig, SiglipVisionModel
+
+    embedder_weights = load_file(str(embedder_file))
+    # The released files' `vision_model.` prefix, which transformers 5's model drops.
+    encoder_weights = {
+        key.removeprefix(_SIGLIP_PREFIX): value
+        for key, value in load_file(str(encoder_file)).items()
+    }
+    settings = SiglipVisionConfig.from_pretrained(config / "image_encoder", local_files_only=True)
+    settings.vision_use_head = any(key.startswith(_SIGLIP_HEAD) for key in encoder_weights)
+    with init_empty_weights(include_buffers=False):
+        encoder = SiglipVisionModel._from_config(settings, dtype=dtype)
+        embedder = ReduxImageEncoder.from_config(
+            ReduxImageEncoder.load_config(config / "image_embedder", local_files_only=True)
+        )
+    if all(key.startswith(_SIGLIP_PREFIX) for key in encoder.state_dict()):  # transformers 4
+        encoder_weights = {_SIGLIP_PREFIX + key: value for key, value in encoder_weights.items()}
+    for module, weights in ((encoder, encoder_weights), (embedder, embedder_weights)):
+        cast = {key: value.to(dtype) for key, value in weights.items()}
+        module.load_state_dict(cast, strict=True, assign=True)
+    processor = SiglipImageProcessor.from_pretrained(
+        config / "feature_extractor", local_files_only=True
+    )
+    return FluxPriorReduxPipeline(
+        image_encoder=encoder.eval(), feature_extractor=processor, image_embedder=embedder.eval()
+    )
+
+
+_SIGLIP_PREFIX = "vision_model."
+_SIGLIP_HEAD = "head."
 
 
 def held_redux(pipe: Any) -> Redux | None:

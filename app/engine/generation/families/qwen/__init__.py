@@ -2,42 +2,46 @@
 a causal 3D VAE (Wan 2.1's kind); `model.py` drives it as `QwenImagePipeline` (and its
 img2img and inpaint pipelines) do, true CFG with the negative prompt included.
 
-Folders run. The diffusion model files of ComfyUI's split layout (`qwen_image_*.safetensors`
-in diffusion_models/, bf16 or fp8, and their GGUF conversions) are recognised by their keys
-(diffusers' own names, `txt_norm.` being Qwen-Image's alone) and refused in one sentence:
-the text encoder beside them (`qwen_2.5_vl_7b*.safetensors`) comes without its tokenizer,
-which Easel does not ship yet, so no pipeline can be assembled from them."""
+Folders run, and the files artists have (`files.py`): ComfyUI's split layout
+(`qwen_image_*.safetensors` in diffusion_models/, bf16 or fp8, and their GGUF conversions)
+beside `text_encoders/qwen_2.5_vl_7b*.safetensors` (bf16, or ComfyUI's fp8_scaled,
+dequantised as it loads) and `vae/qwen_image_vae.safetensors`, with Qwen2.5's tokenizer
+from a `tokenizer/` folder beside them or the Hugging Face cache."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from app.engine.generation.families.flow_params import FLOW_REQUESTS
+from app.engine.generation.families.qwen import files
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
-    Shapes,
     TransformerFile,
 )
-from app.engine.generation.files.transformer_files import VAE
+from app.engine.generation.files.transformer_files import QWEN_VL, WAN_VAE
 from app.engine.jobs.params import MAX_EDIT_IMAGES
 
 QWEN_IMAGE_ID = Architecture.declare("qwen-image", released="2025-08")
 
-QWEN_VL = "qwen2.5-vl"  # the text encoder part of the split layout
-SPLIT_REFUSAL = (
-    "a Qwen-Image diffusion model in ComfyUI's split layout, which Easel cannot load yet (its "
-    "Qwen2.5-VL text encoder file comes without the tokenizer Easel would need); use a "
-    "diffusers folder of Qwen-Image (with model_index.json, e.g. a copy of Qwen/Qwen-Image)"
+_LOADING = "app.engine.generation.families.qwen.loading:"
+# Qwen-Image's file (diffusers' own keys: no converter); Edit's and Edit Plus's are its
+# tensors under another name (files.py), each claiming the names that are its own.
+TRANSFORMER_FILE = TransformerFile(
+    markers=("txt_norm.",),
+    split_parts=(QWEN_VL, WAN_VAE),
+    read_header=files.read_header,
+    transformer_class="QwenImageTransformer2DModel",
+    components=((QWEN_VL, "text_encoder"),),
+    find_folders=files.find_tokenizer,
+    part_loaders=((QWEN_VL, _LOADING + "text_encoder"), (WAN_VAE, _LOADING + "vae")),
+    folder_components=_LOADING + "folder_components",
+    part_names=(
+        (QWEN_VL, "a Qwen2.5-VL text encoder (qwen_2.5_vl_7b.safetensors)"),
+        (WAN_VAE, "Qwen-Image's VAE (qwen_image_vae.safetensors)"),
+    ),
 )
-
-
-def read_header(bare: Shapes, name: str) -> str:
-    """Why a Qwen-Image diffusion model file cannot be used (for now, always: see above)."""
-    if "img_in.weight" not in bare or "txt_in.weight" not in bare:
-        return "an incomplete Qwen-Image transformer (no img_in or txt_in weights)"
-    return SPLIT_REFUSAL
 
 
 QWEN_IMAGE = FamilySpec(
@@ -65,14 +69,7 @@ QWEN_IMAGE = FamilySpec(
     float16_overflowing_encoders=("text_encoder",),  # Qwen2.5-VL, trained in bfloat16
     # Its VAE's latents are 5D (a time axis) and normalised per channel: its own previewer.
     preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",
-    # Recognised, and refused by its header read; what assembling it will take, declared.
-    transformer_file=TransformerFile(
-        markers=("txt_norm.",),
-        split_parts=(QWEN_VL, VAE),
-        read_header=read_header,
-        transformer_class="QwenImageTransformer2DModel",
-        components=((QWEN_VL, "text_encoder"),),
-    ),
+    transformer_file=TRANSFORMER_FILE,
 )
 
 QWEN_IMAGE_EDIT_ID = Architecture.declare("qwen-image-edit", released="2025-08")
@@ -117,6 +114,7 @@ QWEN_IMAGE_EDIT = FamilySpec(
     # "cond" and "uncond" as Qwen-Image's (tests/engine/generation/test_step_cache_qwen_edit.py).
     step_cache=True,
     preview="app.engine.generation.families.qwen.model:QwenImagePreviewer",
+    transformer_file=replace(TRANSFORMER_FILE, claims=files.claims("qwen-image-edit")),
 )
 
 QWEN_IMAGE_EDIT_PLUS_ID = Architecture.declare("qwen-image-edit-plus", released="2025-09")
@@ -136,6 +134,7 @@ QWEN_IMAGE_EDIT_PLUS = replace(
     checkpoint_family="qwen-image-edit-plus",
     checkpoint_label="Qwen-Image-Edit Plus",
     requests=replace(QWEN_IMAGE_EDIT.requests, edit_images=MAX_EDIT_IMAGES),
+    transformer_file=replace(TRANSFORMER_FILE, claims=files.claims("qwen-image-edit-plus")),
 )
 
 FAMILIES = (QWEN_IMAGE, QWEN_IMAGE_EDIT, QWEN_IMAGE_EDIT_PLUS)
