@@ -15,6 +15,11 @@ from typing import Any
 import torch
 
 from app.engine.generation.files.expert_files import PAIR_CONFIG, TRANSFORMER_2
+from tests.engine.generation.tiny_umt5 import (
+    reference_tokenizer,
+    spiece_tensor,
+    train_tiny_spiece,
+)
 from tests.engine.generation.tiny_wan_files import (
     _save,
     tiny_wan_released_vae,
@@ -41,10 +46,17 @@ class ExpertFiles:
 
 
 def write_tiny_expert_files(root: Path) -> ExpertFiles:
-    from app.testing.tiny.wan import build_tiny_wan
+    from app.testing.tiny.wan import build_tiny_wan, tiny_umt5_encoder
 
     pipe = build_tiny_wan(experts=True, released=True)
-    pipe.register_modules(vae=tiny_wan_released_vae())
+    # UMT5's tokenizer in the text encoder file, as ComfyUI's carries it (tiny_wan_files).
+    spiece = train_tiny_spiece()
+    tokenizer = reference_tokenizer(spiece, root / "google-umt5-xxl")
+    pipe.register_modules(
+        vae=tiny_wan_released_vae(),
+        tokenizer=tokenizer,
+        text_encoder=tiny_umt5_encoder(seed=1, vocab_size=len(tokenizer)),
+    )
     folder = root / "folder" / "a14b"
     pipe.save_pretrained(folder)
     configs = root / "configs"
@@ -59,6 +71,7 @@ def write_tiny_expert_files(root: Path) -> ExpertFiles:
     write_wan_gguf(low, files.expert(GGUF_LOW))
     encoder = pipe.text_encoder.state_dict()  # the embedding once, as `shared.weight`
     umt5 = {k: v for k, v in encoder.items() if k != "encoder.embed_tokens.weight"}
+    umt5["spiece_model"] = spiece_tensor(spiece)
     _save(umt5, models / "text_encoders" / "umt5_xxl_fp16.safetensors")
     _save(wan_vae_to_original(pipe.vae.state_dict()), models / "vae" / "wan_2.1_vae.safetensors")
     return files
