@@ -178,6 +178,10 @@ class TransformerFile:
     # model.diffusion_model.) and its name. A family that claims one is chosen before one
     # that claims every file of its markers (None).
     claims: Callable[[list[str], str], bool] | None = None
+    # For families whose config depends on the VAE paired with the file as well (LTX-Video:
+    # the 0.9.0 and 0.9.1 decoders differ): given what the transformer's header said and the
+    # VAE's shapes (its prefix taken off), what the files need, or why they cannot be used.
+    read_vae: Callable[[Any, Shapes], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,22 @@
-"""LTX-Video (0.9.x, diffusers folders), text to video and image to video: a 3D DiT on
-1x1x1 patches of 128-channel latents, the T5 v1.1 XXL text encoder, a VAE compressing 32x in
-space and 8x in time; `model.py` drives it as `LTXPipeline` does, and with an input image (the
-job's init image) as `LTXImageToVideoPipeline` does (the same folder, the same components)."""
+"""LTX-Video (0.9.x), text to video and image to video: a 3D DiT on 1x1x1 patches of
+128-channel latents, the T5 v1.1 XXL text encoder, a VAE compressing 32x in space and 8x in
+time; `model.py` drives it as `LTXPipeline` does, and with an input image (the job's init
+image) as `LTXImageToVideoPipeline` does (the same folder, the same components). Its
+diffusers folders, and Lightricks' all-in-one files (transformer and VAE) beside a T5-XXL,
+or a GGUF of the transformer beside an LTX-Video VAE file (`files.py`)."""
 
 from __future__ import annotations
 
+from app.engine.generation.families.ltx import files
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
     Folder,
     Requests,
+    TransformerFile,
     VideoRequests,
 )
+from app.engine.generation.files.transformer_files import LTX_VAE, T5
 
 LTX_VIDEO_ID = Architecture.declare("ltx-video", released="2024-11")
 
@@ -46,6 +51,15 @@ LTX_VIDEO = FamilySpec(
     # Its VAE packs 8 frames into each latent frame after the first: 8k+1 frames; the stock
     # pipeline's default clip is 161 frames at 25 a second. An input image is optional.
     video=VideoRequests(frame_step=8, default_frames=161, default_fps=25, takes_image=True),
+    # Diffusers converts Lightricks' keys itself (single_file_utils.convert_ltx_*).
+    transformer_file=TransformerFile(
+        markers=("patchify_proj.", "adaln_single."),
+        split_parts=(T5, LTX_VAE),
+        read_header=files.read_header,
+        transformer_class="LTXVideoTransformer3DModel",
+        components=((T5, "text_encoder"),),
+        read_vae=files.read_vae,
+    ),
 )
 
 FAMILIES = (LTX_VIDEO,)
