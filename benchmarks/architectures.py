@@ -101,6 +101,14 @@ released UniPC: `load_s`, `pause_resume_max_diff` and `same_as_diffusers_max_dif
 frame; the reference is the folder's stock `WanPipeline` with diffusers' own single-file
 loads of the transformer and VAE files), and `vs_unquantised_max_diff[wan2.1-gguf-q8_0]`.
 
+And LTX-Video as those files (`run_ltx_file_layouts`): Lightricks' all-in-one file
+(`ltx-single-file`: transformer and a 0.9.1-shaped VAE in Lightricks' keys, beside ComfyUI's
+T5 in `text_encoders/`) and a GGUF Q8_0 of its transformer beside the VAE file alone
+(`ltx-gguf-q8_0`), the 17-frame 64x32 clip: the same figures, the reference being the
+folder's stock `LTXPipeline` with diffusers' own single-file loads (called right after
+`torch.manual_seed(seed)`: 0.9.1's decoder draws its injected noise from torch's global
+generator), and `vs_unquantised_max_diff[ltx-gguf-q8_0]`.
+
 And Chroma and Flux.1 Kontext as the files artists have (`run_split_layouts`): ComfyUI's split
 layout (`chroma-split`, `flux1-kontext-split`: `chroma-unlocked-v50.safetensors` in
 lodestones' keys / `flux1-kontext-dev.safetensors` in Black Forest Labs' beside
@@ -192,6 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     run_architectures()
     run_file_layouts()
     run_wan_file_layouts()
+    run_ltx_file_layouts()
 
 
 def matrix_cases() -> list[Any]:
@@ -1057,6 +1066,50 @@ def run_wan_file_layouts() -> None:
             if split_frames:
                 report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, split_frames))
             split_frames = ours
+
+
+def run_ltx_file_layouts() -> None:
+    """LTX-Video as Lightricks' all-in-one file and a GGUF Q8_0 (see the docstring)."""
+    from tests.engine.generation.tiny_ltx_files import stock_from_files, write_tiny_ltx_files
+
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        files = write_tiny_ltx_files(work / "ltx-files")
+        configs = SingleFileConfigs(files.configs.parent)
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=3.0,
+            seed=42, width=64, height=32, kind="video", frames=17, fps=25,
+        )  # fmt: skip
+        single_frames: list[Image.Image] = []
+        for label, path in (("ltx-single-file", files.checkpoint),
+                            ("ltx-gguf-q8_0", files.gguf_model)):  # fmt: skip
+            model = detected(ModelInfo("m", path, ModelSource.USER))
+            runner = Runner(
+                device=CPU, resolve=_resolving(model), threads=1,
+                cache=PipelineCache(configs=configs),
+            )  # fmt: skip
+            started = time.perf_counter()
+            pipe = runner.load("m").pipe
+            report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+            ours = clip_frames(pipe, params)
+            paused = work / f"{label}-paused.mp4"
+            runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                       on_step=_pause)  # fmt: skip
+            resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+            stock_pipe = stock_from_files(files, path)
+            torch.manual_seed(params.seed)  # 0.9.1's decoder draws its noise from there
+            stock = stock_pipe(
+                prompt=params.prompt, negative_prompt=params.negative_prompt,
+                height=params.height, width=params.width, num_frames=params.frames,
+                frame_rate=params.fps, num_inference_steps=params.steps,
+                guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+                output_type="pil",
+            ).frames[0]  # fmt: skip
+            report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+            report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+            if single_frames:
+                report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, single_frames))
+            single_frames = ours
 
 
 def _resolving(model: ModelInfo) -> Any:
