@@ -10,7 +10,6 @@ keeps results bit-identical to the stock pipelines. The loop never branches on t
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,8 +84,10 @@ def start(
     control_nets: Sequence[Any] = (),
     control_images: Sequence[bytes] = (),
     reference_images: Sequence[bytes] = (),
+    last_image: bytes | None = None,
 ) -> DenoiseState:
     """The state before the first step; from noise, or (img2img) from `init_image`'s PNG,
+    (a first-and-last-frame clip) with `last_image`'s PNG as its last frame,
     or (inpaint) from `init_image` where `mask`'s PNG is black; guided by `control_nets`
     (loaded ControlNets) on `control_images` (PNGs), in `params.control`'s layer order,
     and by `reference_images` (PNGs) through the IP-Adapter or Redux model the pipeline holds."""
@@ -101,8 +102,10 @@ def start(
     conditioning.update(family.encode_references(reference_images, do_cfg, conditioning))
     generator = new_generator(params.seed)
     masked = _masked(params, init_image, mask)
+    # Only a family that takes a last frame is handed one (submit refuses it elsewhere).
+    last = {} if last_image is None else {"last_image": last_image}
     schedule = family.initial_latents(
-        scheduler, params, generator, init_image, conditioning, masked
+        scheduler, params, generator, init_image, conditioning, masked, **last
     )
     return DenoiseState(
         family=family,
@@ -255,8 +258,9 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
         state.scheduler, state.latents, t, state.conditioning, state.guidance, state.do_cfg,
         state.control, state.index,
     )  # fmt: skip
-    kwargs = _step_kwargs(state.scheduler, state.generator)
-    output = state.scheduler.step(noise_pred, t, state.latents, **kwargs, return_dict=True)
+    output = state.family.step(
+        state.scheduler, noise_pred, t, state.latents, state.generator, state.conditioning
+    )
     state.latents = state.family.after_step(
         state.scheduler, output.prev_sample, state.timesteps, state.index, state.conditioning
     )
@@ -272,16 +276,6 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
 def decode(pipe: Any, state: DenoiseState) -> Image.Image:
     image = state.family.decode(state.latents, state.generator)
     return state.family.finish(image, state.masked)
-
-
-def _step_kwargs(scheduler: Any, generator: torch.Generator) -> dict[str, Any]:
-    accepted = inspect.signature(scheduler.step).parameters
-    kwargs: dict[str, Any] = {}
-    if "eta" in accepted:
-        kwargs["eta"] = 0.0
-    if "generator" in accepted:
-        kwargs["generator"] = generator
-    return kwargs
 
 
 def _x0_estimate(scheduler: Any, output: Any) -> torch.Tensor | None:

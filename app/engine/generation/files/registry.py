@@ -237,6 +237,8 @@ class VideoRequests:
     default_fps: int  # the rate its clips were trained at
     takes_image: bool = False  # an input image (the job's init image) to animate
     needs_image: bool = False  # ... and it draws nothing without one (image to video)
+    takes_last_image: bool = False  # a last frame beside the first (Wan 2.1 FLF2V)
+    needs_last_image: bool = False  # ... and it draws nothing without one
 
 
 @dataclass(frozen=True)

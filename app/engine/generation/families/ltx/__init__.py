@@ -7,6 +7,8 @@ or a GGUF of the transformer beside an LTX-Video VAE file (`files.py`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.engine.generation.families.ltx import files
 from app.engine.generation.files.registry import (
     Architecture,
@@ -62,4 +64,30 @@ LTX_VIDEO = FamilySpec(
     ),
 )
 
-FAMILIES = (LTX_VIDEO,)
+LTX_CONDITION_ID = Architecture.declare("ltx-condition", released="2025-03")
+
+# LTX-Video 0.9.5 on (0.9.5, 0.9.7, 0.9.8): their folders say `LTXConditionPipeline`, which
+# draws text to video or from conditioning frames (an image at frame 0), the same
+# components as 0.9.0's (`condition.py`). Their single files are refused (files.py).
+LTX_CONDITION = replace(
+    LTX_VIDEO,
+    architecture=LTX_CONDITION_ID,
+    label="LTX-Video 0.9.5+",
+    folder=Folder(
+        pipelines=("LTXConditionPipeline",),
+        parts=("transformer", "vae", "scheduler", "text_encoder", "tokenizer"),
+    ),
+    pipeline="LTXConditionPipeline",
+    driven_pipelines=("LTXConditionPipeline",),
+    driver="app.engine.generation.families.ltx.condition:LTXConditionFamily",
+    checkpoint_family="ltx-condition",
+    checkpoint_label="LTX-Video 0.9.5+",
+    preview="app.engine.generation.families.ltx.condition:LTXConditionPreviewer",
+    # An image at frame 0 (the init image), and a last frame beside it (a job's last image).
+    video=VideoRequests(
+        frame_step=8, default_frames=161, default_fps=25, takes_image=True, takes_last_image=True
+    ),
+    transformer_file=None,  # its files are refused by LTX-Video's (files.py)
+)
+
+FAMILIES = (LTX_VIDEO, LTX_CONDITION)

@@ -88,6 +88,7 @@ class LTXVideoFamily(FlowFamily):
     name = LTX_VIDEO.checkpoint_family
     label = LTX_VIDEO.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, PROMPT_MASK)
+    max_sequence_length = MAX_SEQUENCE_LENGTH  # the stock `__call__`'s
 
     def __init__(self, pipe: Any) -> None:
         super().__init__(pipe)
@@ -162,7 +163,7 @@ class LTXVideoFamily(FlowFamily):
             prompt=sentence_prompt(params.prompt),
             negative_prompt=sentence_prompt(params.negative_prompt) or None,
             do_classifier_free_guidance=do_cfg,
-            max_sequence_length=MAX_SEQUENCE_LENGTH,
+            max_sequence_length=self.max_sequence_length,
             device=self.device,
         )
         conditioning = {PROMPT_EMBEDS: embeds, PROMPT_MASK: mask}
