@@ -735,9 +735,9 @@ def run_ltx_condition(work: Path) -> None:
         ("ltx-condition", [first]),
         ("ltx-condition-first-last", [first, last]),
     ):
-        images = {"last_image": _png(last)} if len(pictures) > 1 else {}
-        ours = _condition_frames(pipe, params, _png(first), images)
-        resumed = _condition_frames(pipe, params, _png(first), images, pause_at=PAUSE_AT)
+        last_png = _png(last) if len(pictures) > 1 else None
+        ours = _condition_frames(pipe, params, _png(first), last_png)
+        resumed = _condition_frames(pipe, params, _png(first), last_png, pause_at=PAUSE_AT)
         torch.manual_seed(params.seed)  # where a decoder injecting noise draws it
         frame_indices = (0, params.frames - 1)
         conditions = [LTXVideoCondition(image=p, frame_index=i)
@@ -760,14 +760,14 @@ def _ltx_picture(color: tuple[int, int, int]) -> Image.Image:
 
 
 def _condition_frames(
-    pipe: Any, params: GenerationParams, first: bytes, images: dict[str, bytes],
+    pipe: Any, params: GenerationParams, first: bytes, last: bytes | None,
     pause_at: int = 0,
 ) -> list[Image.Image]:  # fmt: skip
     """A clip through Easel's loop; paused after `pause_at` steps (0: never), its
     checkpoint written to a file and finished from that file."""
     from app.engine.generation.loop.checkpoint import load_checkpoint, save_checkpoint
 
-    state = denoise.start(pipe, params, init_image=first, **images)
+    state = denoise.start(pipe, params, init_image=first, last_image=last)
     while not state.finished:
         denoise.advance(pipe, state)
         if pause_at and state.steps_done == pause_at:

@@ -128,7 +128,8 @@ def _frames(pipe: Any, state: Any) -> list[np.ndarray]:
 
     while not state.finished:
         denoise.advance(pipe, state)
-    return [np.asarray(frame, dtype=np.int16) for frame in denoise.decode(pipe, state)]
+    frames: Any = denoise.decode(pipe, state)  # a clip's frames (typed as one image)
+    return [np.asarray(frame, dtype=np.int16) for frame in frames]
 
 
 def test_a_first_and_last_frame_clip_equals_stock_and_resumes_from_its_checkpoint_file(
