@@ -158,3 +158,13 @@ def test_a_first_and_last_frame_clip_equals_stock_and_resumes_from_its_checkpoin
     saved = load_checkpoint(tmp_path / "paused.ckpt", params).checkpoint
     resumed = _frames(fresh, denoise.restore(fresh, params, saved))
     assert max_frame_diff(resumed, whole) == 0
+
+
+def test_a_preview_is_a_middle_frame_of_the_packed_tokens(model: ModelInfo) -> None:
+    from app.engine.generation import denoise
+
+    loaded = runner_for(model).load("ltx")
+    state = denoise.start(loaded.pipe, ltx_params(frames=25))
+    assert state.latents.dim() == 3  # (1, tokens, channels), as the stock loop holds them
+    with Image.open(io.BytesIO(loaded.previewer.png(state.latents, (64, 32)))) as preview:
+        assert preview.format == "PNG" and preview.size == (64, 32)
