@@ -168,3 +168,34 @@ def test_a_preview_is_a_middle_frame_of_the_packed_tokens(model: ModelInfo) -> N
     assert state.latents.dim() == 3  # (1, tokens, channels), as the stock loop holds them
     with Image.open(io.BytesIO(loaded.previewer.png(state.latents, (64, 32)))) as preview:
         assert preview.format == "PNG" and preview.size == (64, 32)
+
+
+def test_in_bfloat16_a_clip_from_an_image_equals_stock_and_a_pause_resumes_exactly(
+    folder: Path, model: ModelInfo, written: Written, tmp_path: Path
+) -> None:
+    """Computed in bfloat16 on the CPU as a GPU would (the stock prediction is not upcast:
+    its step's output comes back in bfloat16), against stock loaded in bfloat16."""
+    from dataclasses import replace
+
+    from diffusers import LTXConditionPipeline
+
+    from app.engine.generation.device import CPU
+
+    device = replace(CPU, dtype_name="bfloat16")
+    params = ltx_params(negative_prompt="blurry", **WITH_IMAGE)
+    half = Runner(device=device, resolve=lambda _n: model, threads=1)
+    whole = written.of(clip(half, params, tmp_path, "whole"))
+    pipe = LTXConditionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.bfloat16)
+    pipe.set_progress_bar_config(disable=True)
+    torch.manual_seed(params.seed)
+    theirs = pipe(
+        image=Image.open(io.BytesIO(PNG)).convert("RGB"), prompt=params.prompt,
+        negative_prompt=params.negative_prompt, height=params.height, width=params.width,
+        num_frames=params.frames, frame_rate=params.fps, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+        output_type="pil",
+    ).frames[0]  # fmt: skip
+    assert max_frame_diff(whole, [np.asarray(f, dtype=np.int16) for f in theirs]) == 0
+    assert clip(half, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
+    fresh = Runner(device=device, resolve=lambda _n: model, threads=1)
+    assert max_frame_diff(written.of(clip(fresh, params, tmp_path, "paused")), whole) == 0
