@@ -32,7 +32,7 @@ from tests.engine.generation.test_ltx import (
     max_frame_diff,
 )
 from tests.engine.generation.test_ltx import written as written
-from tests.engine.generation.tiny_architectures import model_info, pause_at, runner_for
+from tests.engine.generation.tiny_architectures import go_on, model_info, pause_at, runner_for
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
@@ -199,3 +199,43 @@ def test_in_bfloat16_a_clip_from_an_image_equals_stock_and_a_pause_resumes_exact
     assert clip(half, params, tmp_path, "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
     fresh = Runner(device=device, resolve=lambda _n: model, threads=1)
     assert max_frame_diff(written.of(clip(fresh, params, tmp_path, "paused")), whole) == 0
+
+
+# The job's last image travels as `params.last_image` and `RunInputs.last_image`, which the
+# Wan first-and-last-frame branch adds (wanflf); until both are merged this test waits.
+_LAST_IMAGE_PLUMBED = hasattr(GenerationParams(prompt="a"), "last_image")
+
+
+@pytest.mark.skipif(not _LAST_IMAGE_PLUMBED, reason="needs params.last_image (wanflf)")
+def test_a_first_and_last_frame_job_runs_through_the_runner_and_resumes(
+    folder: Path, model: ModelInfo, written: Written, tmp_path: Path
+) -> None:
+    """Accepted at submit on a 0.9.5+ folder, stock's clip through a runner, paused at step
+    2 and finished by a fresh runner to the same frames."""
+    import hashlib
+    from dataclasses import replace
+
+    from app.engine.generation.files.sources import ModelSearchPath
+    from app.engine.generation.request_checks import check_runnable
+    from app.engine.jobs.params import INIT_UPLOADED
+    from app.engine.jobs.run_inputs import RunInputs
+
+    last = last_png()
+    named = f"{INIT_UPLOADED}{hashlib.sha256(last).hexdigest()}"
+    with_last: dict[str, Any] = {"last_image": named}  # by name: absent before the merge
+    params = replace(ltx_params(negative_prompt="blurry", steps=4, **WITH_IMAGE), **with_last)
+    search = ModelSearchPath(user=(folder.parent,))
+    assert check_runnable(params, search).architecture is Architecture.LTX_CONDITION
+    images: dict[str, Any] = {"init_image": PNG, "last_image": last}
+    inputs = RunInputs(**images)
+
+    def run(runner: Runner, name: str, **kwargs: Any) -> Any:
+        return runner.run(
+            params, inputs, output_path=tmp_path / f"{name}.mp4",
+            checkpoint_path=tmp_path / f"{name}.ckpt", on_step=kwargs.pop("on_step", go_on),
+        )  # fmt: skip
+
+    whole = written.of(run(runner_for(model), "whole"))
+    assert max_frame_diff(whole, stock_first_and_last(folder, params, last)) == 0
+    assert run(runner_for(model), "paused", on_step=pause_at(2)).kind is OutcomeKind.PAUSED
+    assert max_frame_diff(written.of(run(runner_for(model), "paused")), whole) == 0
