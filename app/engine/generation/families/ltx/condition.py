@@ -136,15 +136,29 @@ class LTXConditionFamily(LTXVideoFamily):
         coords = torch.cat([*(positions for _, positions in extra), ids], dim=2).float()
         coords[:, 0] = coords[:, 0] * (1.0 / params.fps)
         conditioning[VIDEO_COORDS] = coords
-        if init_image is None and not extra:
-            return Schedule(scheduler.timesteps, params.steps, latents)
-        tokens = [tokens for tokens, _ in extra]
-        masks = [torch.full(t.shape[:2], CONDITION_STRENGTH, device=self.device) for t in tokens]
+        if init_image is not None or extra:
+            tokens = [tokens for tokens, _ in extra]
+            latents = self._conditioned(scheduler, latents, mask, tokens, conditioning, generator)
+        return Schedule(scheduler.timesteps, params.steps, latents)
+
+    def _conditioned(
+        self,
+        scheduler: Any,
+        latents: torch.Tensor,
+        mask: torch.Tensor,
+        extra: list[torch.Tensor],
+        conditioning: Conditioning,
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """A clip with conditions: the mask over all the tokens (an extra condition's in
+        front, 1 on each), the conditioned tokens kept as the re-noising's base, and the
+        first step's re-noising (the stock loop's, drawn before its first call)."""
+        masks = [torch.full(t.shape[:2], CONDITION_STRENGTH, device=self.device) for t in extra]
         conditioning[CONDITION_MASK] = torch.cat([*masks, mask], dim=1)
-        whole = torch.cat([*tokens, latents], dim=1)
+        whole = torch.cat([*extra, latents], dim=1)
         conditioning[CONDITIONED] = whole.clone()
-        whole = _renoised(pipe, scheduler.timesteps[0], whole, conditioning, generator)
-        return Schedule(scheduler.timesteps, params.steps, self._split(whole, conditioning))
+        whole = _renoised(self.pipe, scheduler.timesteps[0], whole, conditioning, generator)
+        return self._split(whole, conditioning)
 
     def _extra_condition(
         self, picture: bytes, params: GenerationParams, frame: int, generator: torch.Generator
