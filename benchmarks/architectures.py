@@ -101,6 +101,11 @@ call on the batch of two plus the scheduler step, against stock `LTXPipeline`; a
 input image (`ltx-video-i2v`: a 64x32 picture as the clip's first frame, the job's init
 image): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock
 `LTXImageToVideoPipeline` given the picture.
+And LTX-Video 0.9.5+ (`LTXConditionPipeline` folders): from a 64x32 picture at frame 0
+(`ltx-condition`) and with a second one at the last frame (`ltx-condition-first-last`),
+`pause_resume_max_diff` (paused after step 3, its checkpoint written to a file and finished
+from it) and `same_as_diffusers_max_diff` against stock `LTXConditionPipeline` given those
+`conditions` (its defaults otherwise).
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
@@ -121,6 +126,14 @@ loads of the transformer and VAE files), and `vs_unquantised_max_diff[wan2.1-ggu
 They load as released files do: with the shipped `wan2.1-t2v-1.3b` model index and
 scheduler (the tiny networks' own transformer, VAE and UMT5 configs beside them), UMT5's
 tokenizer from the SentencePiece model in the UMT5 file (ComfyUI's `spiece_model`).
+
+And LTX-Video as those files (`run_ltx_file_layouts`): Lightricks' all-in-one file
+(`ltx-single-file`: transformer and a 0.9.1-shaped VAE in Lightricks' keys, beside ComfyUI's
+T5 in `text_encoders/`) and a GGUF Q8_0 of its transformer beside the VAE file alone
+(`ltx-gguf-q8_0`), the 17-frame 64x32 clip: the same figures, the reference being the
+folder's stock `LTXPipeline` with diffusers' own single-file loads (called right after
+`torch.manual_seed(seed)`: 0.9.1's decoder draws its injected noise from torch's global
+generator), and `vs_unquantised_max_diff[ltx-gguf-q8_0]`.
 
 And Chroma and Flux.1 Kontext as the files artists have (`run_split_layouts`): ComfyUI's split
 layout (`chroma-split`, `flux1-kontext-split`: `chroma-unlocked-v50.safetensors` in
@@ -222,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     run_architectures()
     run_file_layouts()
     run_wan_file_layouts()
+    run_ltx_file_layouts()
 
 
 def matrix_cases() -> list[Any]:
@@ -302,6 +316,7 @@ def run_architectures() -> None:
         run_flux_controlnet(work)
         run_wan(work)
         run_ltx(work)
+        run_ltx_condition(work)
 
 
 def run_chroma(work: Path) -> None:
@@ -866,6 +881,73 @@ def run_ltx(work: Path) -> None:
     _ltx_i2v_figures(runner, pipe, folder, params, work)
 
 
+def run_ltx_condition(work: Path) -> None:
+    """The `ltx-condition` rows: LTX-Video 0.9.5+ (`LTXConditionPipeline`) from an image
+    at frame 0, and with a last image at the last frame (`-first-last`), every frame."""
+    from diffusers import LTXConditionPipeline
+    from diffusers.pipelines.ltx.pipeline_ltx_condition import LTXVideoCondition
+
+    from app.testing.tiny.ltx import write_tiny_ltx_condition
+
+    folder = write_tiny_ltx_condition(work / "ltx-condition")
+    model = detected(ModelInfo("m", folder, ModelSource.USER))
+    pipe = Runner(device=CPU, resolve=lambda _n: model, threads=1).load("m").pipe
+    first, last = _ltx_picture((240, 30, 60)), _ltx_picture((30, 200, 90))
+    named = f"{INIT_UPLOADED}{hashlib.sha256(_png(first)).hexdigest()}"
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=3.0,
+        seed=42, width=64, height=32, kind="video", frames=17, fps=25, init_image=named,
+    )  # fmt: skip
+    stock_pipe: Any = LTXConditionPipeline.from_pretrained(folder, local_files_only=True)
+    stock_pipe.set_progress_bar_config(disable=True)
+    for label, pictures in (
+        ("ltx-condition", [first]),
+        ("ltx-condition-first-last", [first, last]),
+    ):
+        last_png = _png(last) if len(pictures) > 1 else None
+        ours = _condition_frames(pipe, params, _png(first), last_png)
+        resumed = _condition_frames(pipe, params, _png(first), last_png, pause_at=PAUSE_AT)
+        torch.manual_seed(params.seed)  # where a decoder injecting noise draws it
+        frame_indices = (0, params.frames - 1)
+        conditions = [LTXVideoCondition(image=p, frame_index=i)
+                      for p, i in zip(pictures, frame_indices, strict=False)]  # fmt: skip
+        stock = stock_pipe(
+            conditions=conditions, prompt=params.prompt, negative_prompt=params.negative_prompt,
+            height=params.height, width=params.width, num_frames=params.frames,
+            frame_rate=params.fps, num_inference_steps=params.steps, guidance_scale=params.cfg,
+            generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+        ).frames[0]  # fmt: skip
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
+def _ltx_picture(color: tuple[int, int, int]) -> Image.Image:
+    pixels = np.zeros((32, 64, 3), dtype=np.uint8)
+    pixels[..., 2] = np.linspace(0, 255, 64, dtype=np.uint8)  # a gradient, a square
+    pixels[8:20, 10:30] = color
+    return Image.fromarray(pixels)
+
+
+def _condition_frames(
+    pipe: Any, params: GenerationParams, first: bytes, last: bytes | None,
+    pause_at: int = 0,
+) -> list[Image.Image]:  # fmt: skip
+    """A clip through Easel's loop; paused after `pause_at` steps (0: never), its
+    checkpoint written to a file and finished from that file."""
+    from app.engine.generation.loop.checkpoint import load_checkpoint, save_checkpoint
+
+    state = denoise.start(pipe, params, init_image=first, last_image=last)
+    while not state.finished:
+        denoise.advance(pipe, state)
+        if pause_at and state.steps_done == pause_at:
+            with tempfile.TemporaryDirectory() as temp:
+                path = Path(temp) / "paused.ckpt"
+                save_checkpoint(path, denoise.snapshot(state, params, 0.0))
+                state = denoise.restore(pipe, params, load_checkpoint(path, params).checkpoint)
+            pause_at = 0
+    return _frames(denoise.decode(pipe, state))
+
+
 def _ltx_i2v_figures(
     runner: Runner, pipe: Any, folder: Path, params: GenerationParams, work: Path
 ) -> None:
@@ -1317,6 +1399,50 @@ def run_wan_file_layouts() -> None:
             if split_frames:
                 report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, split_frames))
             split_frames = ours
+
+
+def run_ltx_file_layouts() -> None:
+    """LTX-Video as Lightricks' all-in-one file and a GGUF Q8_0 (see the docstring)."""
+    from tests.engine.generation.tiny_ltx_files import stock_from_files, write_tiny_ltx_files
+
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        files = write_tiny_ltx_files(work / "ltx-files")
+        configs = SingleFileConfigs(files.configs.parent)
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", steps=STEPS, cfg=3.0,
+            seed=42, width=64, height=32, kind="video", frames=17, fps=25,
+        )  # fmt: skip
+        single_frames: list[Image.Image] = []
+        for label, path in (("ltx-single-file", files.checkpoint),
+                            ("ltx-gguf-q8_0", files.gguf_model)):  # fmt: skip
+            model = detected(ModelInfo("m", path, ModelSource.USER))
+            runner = Runner(
+                device=CPU, resolve=_resolving(model), threads=1,
+                cache=PipelineCache(configs=configs),
+            )  # fmt: skip
+            started = time.perf_counter()
+            pipe = runner.load("m").pipe
+            report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+            ours = clip_frames(pipe, params)
+            paused = work / f"{label}-paused.mp4"
+            runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                       on_step=_pause)  # fmt: skip
+            resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+            stock_pipe = stock_from_files(files, path)
+            torch.manual_seed(params.seed)  # 0.9.1's decoder draws its noise from there
+            stock = stock_pipe(
+                prompt=params.prompt, negative_prompt=params.negative_prompt,
+                height=params.height, width=params.width, num_frames=params.frames,
+                frame_rate=params.fps, num_inference_steps=params.steps,
+                guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+                output_type="pil",
+            ).frames[0]  # fmt: skip
+            report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+            report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+            if single_frames:
+                report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, single_frames))
+            single_frames = ours
 
 
 def _resolving(model: ModelInfo) -> Any:

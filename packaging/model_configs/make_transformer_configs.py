@@ -1,9 +1,9 @@
 """Write the offline configs of the transformer families (Flux.1, SD 3.5) to resources/.
 
 For each released model (flux1-dev, flux1-schnell, sd3.5-medium, sd3.5-large,
-sd3.5-large-turbo, flux1-kontext-dev, chroma) it writes model_index.json, each component's
-config and the tokenizer settings, so Easel assembles a pipeline from an artist's single or
-split files without a hub. Sources, all offline:
+sd3.5-large-turbo, flux1-kontext-dev, chroma, ltx-video-0.9.0, ltx-video-0.9.1) it writes
+model_index.json, each component's config and the tokenizer settings, so Easel assembles
+a pipeline from an artist's single or split files without a hub. Sources, all offline:
 - component configs: the constructor defaults of the installed diffusers/transformers
   classes, overridden by each release's published hyperparameters (the table below: the
   values of the reference repositories' config files);
@@ -176,6 +176,58 @@ def _sd35(transformer: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# LTX-Video 2B (Lightricks/LTX-Video): `LTXVideoTransformer3DModel`'s defaults are the 2B's
+# (28 blocks of 32 heads x 64, T5's 4096 in); the VAEs and the scheduler as diffusers'
+# scripts/convert_ltx_to_diffusers.py writes them (`get_vae_config`, the scheduler of
+# `--save_pipeline`). 0.9.5 on (another VAE) and 13B are not written yet: files.py refuses them.
+LTX_SCHEDULER = {
+    "num_train_timesteps": 1000, "shift": 1.0, "use_dynamic_shifting": True,
+    "base_shift": 0.95, "max_shift": 2.05, "base_image_seq_len": 1024,
+    "max_image_seq_len": 4096, "shift_terminal": 0.1,
+}  # fmt: skip
+LTX_VAE_090 = {
+    "latent_channels": 128,
+    "block_out_channels": (128, 256, 512, 512),
+    "decoder_block_out_channels": (128, 256, 512, 512),
+    "layers_per_block": (4, 3, 3, 3, 4),
+    "decoder_layers_per_block": (4, 3, 3, 3, 4),
+    "spatio_temporal_scaling": (True, True, True, False),
+    "decoder_spatio_temporal_scaling": (True, True, True, False),
+    "decoder_inject_noise": (False, False, False, False, False),
+    "upsample_residual": (False, False, False, False),
+    "upsample_factor": (1, 1, 1, 1),
+    "timestep_conditioning": False,
+    "patch_size": 4,
+    "patch_size_t": 1,
+    "scaling_factor": 1.0,
+    "encoder_causal": True,
+    "decoder_causal": False,
+}
+LTX_VAE_091 = {  # 0.9.0's encoder; a wider decoder conditioned on the decode timestep
+    **LTX_VAE_090,
+    "decoder_block_out_channels": (256, 512, 1024),
+    "decoder_layers_per_block": (5, 6, 7, 8),
+    "decoder_spatio_temporal_scaling": (True, True, True),
+    "decoder_inject_noise": (True, True, True, False),
+    "upsample_residual": (True, True, True),
+    "upsample_factor": (2, 2, 2),
+    "timestep_conditioning": True,
+}
+
+
+def _ltx(vae: dict[str, Any]) -> dict[str, Any]:
+    """LTX-Video 2B: T5 alone (128 tokens), its own VAE, the shift of the clip's length."""
+    return {
+        "pipeline": "LTXPipeline",
+        "transformer": ("LTXVideoTransformer3DModel", {}),
+        "scheduler": LTX_SCHEDULER,
+        "vae_class": "AutoencoderKLLTXVideo",
+        "vae": vae,
+        "clips": {},
+        "t5": ("text_encoder", "tokenizer", 128, "gelu_new"),  # google/t5-v1_1-xxl's
+    }
+
+
 RELEASES: dict[str, dict[str, Any]] = {
     "flux1-dev": _flux(True, {"shift": 3.0, "use_dynamic_shifting": True}),
     "flux1-schnell": _flux(False, {"shift": 1.0, "use_dynamic_shifting": False}),
@@ -186,6 +238,8 @@ RELEASES: dict[str, dict[str, Any]] = {
     "sd3.5-large-turbo": _sd35(SD35_LARGE),
     "flux1-kontext-dev": _flux_kontext(),
     "chroma": _chroma(),
+    "ltx-video-0.9.0": _ltx(LTX_VAE_090),
+    "ltx-video-0.9.1": _ltx(LTX_VAE_091),
 }
 
 
@@ -236,7 +290,7 @@ def write_release(folder: Path, spec: dict[str, Any]) -> None:
         "_diffusers_version": diffusers.__version__,
         "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
         "transformer": ["diffusers", transformer_class],
-        "vae": ["diffusers", "AutoencoderKL"],
+        "vae": ["diffusers", spec.get("vae_class", "AutoencoderKL")],
     }
     write_diffusers_config(
         folder / "scheduler" / "scheduler_config.json",
@@ -244,7 +298,7 @@ def write_release(folder: Path, spec: dict[str, Any]) -> None:
         spec["scheduler"],
     )
     write_diffusers_config(folder / "transformer" / "config.json", transformer_class, transformer)
-    write_diffusers_config(folder / "vae" / "config.json", "AutoencoderKL", spec["vae"])
+    write_diffusers_config(folder / "vae" / "config.json", index["vae"][1], spec["vae"])
     for component, (model_class, text, pad) in spec["clips"].items():
         tokenizer = component.replace("text_encoder", "tokenizer")
         index[component] = ["transformers", model_class]

@@ -10,7 +10,6 @@ keeps results bit-identical to the stock pipelines. The loop never branches on t
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -260,8 +259,9 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
         state.scheduler, state.latents, t, state.conditioning, state.guidance, state.do_cfg,
         state.control, state.index,
     )  # fmt: skip
-    kwargs = _step_kwargs(state.scheduler, state.generator)
-    output = state.scheduler.step(noise_pred, t, state.latents, **kwargs, return_dict=True)
+    output = state.family.step(
+        state.scheduler, noise_pred, t, state.latents, state.generator, state.conditioning
+    )
     state.latents = state.family.after_step(
         state.scheduler, output.prev_sample, state.timesteps, state.index, state.conditioning
     )
@@ -277,16 +277,6 @@ def advance(pipe: Any, state: DenoiseState) -> bool:
 def decode(pipe: Any, state: DenoiseState) -> Image.Image:
     image = state.family.decode(state.latents, state.generator)
     return state.family.finish(image, state.masked)
-
-
-def _step_kwargs(scheduler: Any, generator: torch.Generator) -> dict[str, Any]:
-    accepted = inspect.signature(scheduler.step).parameters
-    kwargs: dict[str, Any] = {}
-    if "eta" in accepted:
-        kwargs["eta"] = 0.0
-    if "generator" in accepted:
-        kwargs["generator"] = generator
-    return kwargs
 
 
 def _x0_estimate(scheduler: Any, output: Any) -> torch.Tensor | None:

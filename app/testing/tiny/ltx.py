@@ -94,3 +94,21 @@ def write_tiny_ltx(dest: Path, *, seed: int = 0, layers: int = 1) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     pipe.save_pretrained(dest)
     return dest
+
+
+# Lightricks/LTX-Video-0.9.5 on: `LTXConditionPipeline` passes its own timesteps (a
+# linear-quadratic schedule), which a scheduler with dynamic shifting refuses (no `mu`).
+CONDITION_SCHEDULER = {**RELEASED_SCHEDULER, "use_dynamic_shifting": False}
+
+
+def write_tiny_ltx_condition(dest: Path, *, seed: int = 0, layers: int = 1) -> Path:
+    """The tiny LTX-Video as a 0.9.5+ folder: its model index says `LTXConditionPipeline`
+    (the same components, the scheduler without dynamic shifting)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, LTXConditionPipeline
+
+    components = build_tiny_ltx(seed=seed, layers=layers).components
+    components["scheduler"] = FlowMatchEulerDiscreteScheduler(**CONDITION_SCHEDULER)
+    dest.mkdir(parents=True, exist_ok=True)
+    pipe: Any = LTXConditionPipeline(**components)
+    pipe.save_pretrained(dest)
+    return dest

@@ -236,4 +236,5 @@ def test_the_families_without_step_caching_are_those_whose_stock_pipeline_fails_
     cached = {s.checkpoint_family for s in families() if s.step_cache}
     # test_step_cache_qwen.py, _qwen_edit.py, _wan.py, _wan_image.py, _ltx.py
     qwen = {"qwen-image", "qwen-image-edit", "qwen-image-edit-plus"}
-    assert cached == {"flux", "ltx-video", *qwen, "wan2.1", "wan2.1-i2v", "wan2.2-ti2v"}
+    ltx = {"ltx-video", "ltx-condition"}
+    assert cached == {"flux", *ltx, *qwen, "wan2.1", "wan2.1-i2v", "wan2.2-ti2v"}

@@ -64,17 +64,19 @@ def written(monkeypatch: pytest.MonkeyPatch) -> Written:
     return Written(monkeypatch)
 
 
-def stock(folder: Path, params: GenerationParams) -> tuple[list[Any], list[bool]]:
+def stock(
+    folder: Path, params: GenerationParams, pipeline_name: str = ""
+) -> tuple[list[Any], list[bool]]:
     """The stock pipeline's frames with First Block Cache as its documentation applies it
-    (`LTXImageToVideoPipeline` given the picture when the job has an init image), and each
-    step's decision (True: all blocks ran)."""
-    from diffusers import LTXImageToVideoPipeline, LTXPipeline
+    (`LTXImageToVideoPipeline` given the picture when the job has an init image, or
+    `pipeline_name`'s), and each step's decision (True: all blocks ran)."""
+    import diffusers
 
     extra: dict[str, Any] = {}
     if params.init_image:
         extra["image"] = Image.open(io.BytesIO(PNG)).convert("RGB")
-    pipeline = LTXImageToVideoPipeline if extra else LTXPipeline
-    pipe: Any = pipeline.from_pretrained(folder, local_files_only=True)
+    name = pipeline_name or ("LTXImageToVideoPipeline" if extra else "LTXPipeline")
+    pipe: Any = getattr(diffusers, name).from_pretrained(folder, local_files_only=True)
     pipe.set_progress_bar_config(disable=True)
     pipe.transformer.enable_cache(FirstBlockCacheConfig(threshold=params.cache_threshold))
     decisions: list[bool] = []
@@ -128,3 +130,17 @@ def test_a_paused_cached_ltx_job_resumes_in_a_fresh_runner_to_the_uninterrupted_
     assert resumed.resumed_from is not None and resumed.resumed_from.step == PAUSE_AT
     whole = written.of(clip(runner, params, tmp_path, "whole"))
     assert diff(written.of(resumed), whole) == 0
+
+
+def test_a_cached_0_9_5_job_from_an_image_draws_the_stock_condition_pipelines_clip(
+    tmp_path: Path, written: Written
+) -> None:
+    """LTX-Video 0.9.5+ (`LTXConditionPipeline`, the same "cond_uncond" context)."""
+    from app.testing.tiny.ltx import write_tiny_ltx_condition
+
+    folder = write_tiny_ltx_condition(tmp_path / "ltx", layers=2)
+    params = cached_params(**WITH_IMAGE)
+    cached = written.of(clip(runner_for(model_info(folder, "ltx")), params, tmp_path, "c"))
+    theirs, decisions = stock(folder, params, "LTXConditionPipeline")
+    assert not all(decisions)  # some step was skipped
+    assert diff(cached, theirs) == 0

@@ -118,9 +118,10 @@ def test_flf2v_equals_stock_and_resumes_exactly(
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
 
 
-NO_LAST = "Wan 2.1 I2V takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
-NO_LAST_T2V = "Wan 2.1 takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
-NO_LAST_LTX = "LTX-Video takes no last image; choose a first-and-last-frame model (Wan 2.1 FLF2V)"
+LAST_MODELS = "choose a first-and-last-frame model (LTX-Video 0.9.5+ or Wan 2.1 FLF2V)"
+NO_LAST = f"Wan 2.1 I2V takes no last image; {LAST_MODELS}"
+NO_LAST_T2V = f"Wan 2.1 takes no last image; {LAST_MODELS}"
+NO_LAST_LTX = f"LTX-Video takes no last image; {LAST_MODELS}"
 BOTH_NEEDED = "Wan 2.1 FLF2V draws between a first and a last frame: give it both images"
 FIRST_NEEDED = "Wan 2.1 FLF2V animates an input image: give it one (the init image)"
 NO_FIRST = "a last image needs a first image too (the init image)"

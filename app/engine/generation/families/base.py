@@ -13,6 +13,7 @@ T5, a transformer instead of a UNet) brings its own scheduler setup and `predict
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -127,6 +128,19 @@ class ModelFamily(Protocol):
         job's control layers: what `scheduler.step` takes."""
         ...
 
+    def step(
+        self,
+        scheduler: Any,
+        noise_pred: torch.Tensor,
+        t: torch.Tensor,
+        latents: torch.Tensor,
+        generator: torch.Generator,
+        conditioning: Conditioning,
+    ) -> Any:
+        """The scheduler's step on the model's prediction (its output, with `prev_sample`):
+        `stock_step` but where a stock loop steps otherwise (LTX-Video's conditioning)."""
+        ...
+
     def after_step(
         self,
         scheduler: Any,
@@ -143,3 +157,18 @@ class ModelFamily(Protocol):
     def finish(self, image: Image.Image, masked: MaskedImage | None) -> Image.Image:
         """The decoded image as the job's result (only masked: pasted back)."""
         ...
+
+
+def stock_step(
+    scheduler: Any, noise_pred: torch.Tensor, t: torch.Tensor, latents: torch.Tensor,
+    generator: torch.Generator,
+) -> Any:  # fmt: skip
+    """`scheduler.step` as the stock loops call it: no eta (DDIM's 0), the job's generator
+    for the schedulers that draw noise."""
+    accepted = inspect.signature(scheduler.step).parameters
+    kwargs: dict[str, Any] = {}
+    if "eta" in accepted:
+        kwargs["eta"] = 0.0
+    if "generator" in accepted:
+        kwargs["generator"] = generator
+    return scheduler.step(noise_pred, t, latents, **kwargs, return_dict=True)

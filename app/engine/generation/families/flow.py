@@ -17,7 +17,7 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 from PIL import Image
 
-from app.engine.generation.families.base import Conditioning
+from app.engine.generation.families.base import Conditioning, stock_step
 from app.engine.generation.families.flow_params import (
     FLOW_SIZE_MULTIPLE,
     edit_images_refusal,
@@ -138,6 +138,17 @@ class FlowFamily:
         """The dtype the stock inpaint loop blends in, where a checkpoint restores the
         blending tensors in another (None: as they are)."""
         return None
+
+    def step(
+        self,
+        scheduler: Any,
+        noise_pred: torch.Tensor,
+        t: torch.Tensor,
+        latents: torch.Tensor,
+        generator: torch.Generator,
+        conditioning: Conditioning,
+    ) -> Any:
+        return stock_step(scheduler, noise_pred, t, latents, generator)
 
     def after_step(
         self,

@@ -16,7 +16,7 @@ import torch
 from diffusers.utils.torch_utils import randn_tensor
 from PIL import Image
 
-from app.engine.generation.families.base import Conditioning, Schedule
+from app.engine.generation.families.base import Conditioning, Schedule, stock_step
 from app.engine.generation.guidance import reference
 from app.engine.generation.loop import img2img, inpaint, vae_precision
 from app.engine.generation.loop.schedulers import make_scheduler
@@ -203,6 +203,17 @@ class UNetFamily(ABC):
             uncond, cond = noise_pred.chunk(2)
             noise_pred = uncond + guidance * (cond - uncond)
         return noise_pred
+
+    def step(
+        self,
+        scheduler: Any,
+        noise_pred: torch.Tensor,
+        t: torch.Tensor,
+        latents: torch.Tensor,
+        generator: torch.Generator,
+        conditioning: Conditioning,
+    ) -> Any:
+        return stock_step(scheduler, noise_pred, t, latents, generator)
 
     def after_step(
         self,

@@ -196,6 +196,10 @@ class TransformerFile:
     # What a refusal calls a missing part of its own, where the generic name would mislead
     # (Qwen-Image's VAE is of Wan 2.1's kind): (part kind, words).
     part_names: tuple[tuple[str, str], ...] = ()
+    # For families whose config depends on the VAE paired with the file as well (LTX-Video:
+    # the 0.9.0 and 0.9.1 decoders differ): given what the transformer's header said and the
+    # VAE's shapes (its prefix taken off), what the files need, or why they cannot be used.
+    read_vae: Callable[[Any, Shapes], Any] | None = None
 
 
 @dataclass(frozen=True)

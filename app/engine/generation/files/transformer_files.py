@@ -80,6 +80,10 @@ _QWEN2_BIASES = (
     "model.layers.0.self_attn.q_proj.bias",
     "model.language_model.layers.0.self_attn.q_proj.bias",
 )
+# The LTX-Video VAE, Lightricks' keys: its convolutions are causal 3D ones (`.conv.` inside);
+# under `vae.` in Lightricks' all-in-one files, bare in a VAE file of its own.
+_LTX_VAE_DECODER_IN = "decoder.conv_in.conv.weight"  # (out, latent channels, t, h, w)
+LTX_VAE_PREFIX = "vae."
 
 # The parts of each family, in the order a refusal names them.
 CLIP_L = "clip_l"
@@ -89,6 +93,7 @@ UMT5 = "umt5"
 QWEN_VL = "qwen2.5-vl"
 VAE = "vae"
 WAN_VAE = "wan_vae"
+LTX_VAE = "ltx_vae"
 TRANSFORMER = "transformer"
 CLIP_PAIR = CLIP_L + "+" + CLIP_G  # the width of CLIP-L's and CLIP-G's pooled vectors together
 _PART_NAMES = {
@@ -99,13 +104,15 @@ _PART_NAMES = {
     QWEN_VL: "a Qwen2.5-VL text encoder",
     VAE: "a VAE",
     WAN_VAE: "a Wan VAE",
+    LTX_VAE: "an LTX-Video VAE",
 }
-_VAE_KINDS = (VAE, WAN_VAE)
+_VAE_KINDS = (VAE, WAN_VAE, LTX_VAE)
 
 
 @dataclass(frozen=True)
 class _Candidate:
-    kind: str  # "clip", "t5", "umt5", "qwen2.5-vl", "vae", "wan_vae" (CLIP: its width says)
+    # "clip", "t5", "umt5", "qwen2.5-vl", "vae", "wan_vae" or "ltx_vae" (CLIP: its width says)
+    kind: str
     path: Path
     prefix: str
     width: int  # hidden size of a text encoder; latent channels of a VAE
@@ -298,6 +305,12 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
         folders = declared.find_folders(path)
         if isinstance(folders, str):
             return unsupported(f"{name}: {folders}")
+    read_vae = spec.transformer_file.read_vae
+    if read_vae is not None:  # the config also depends on the VAE's version (LTX-Video)
+        vae = next(part for part in parts.values() if part.kind in _VAE_KINDS)
+        needs = read_vae(needs, _part_shapes(vae, path, shapes))
+        if isinstance(needs, str):
+            return unsupported(f"{name}: {needs}")
     return Detected(
         needs.architecture,
         Prediction.FLOW,
@@ -305,6 +318,21 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
         config_name=needs.config_name,
         parts=tuple(sorted(parts.values(), key=lambda p: p.kind)),
     )
+
+
+def _part_shapes(part: Part, path: Path, shapes: Shapes) -> Shapes:
+    """A part's tensor shapes, its prefix taken off: from `shapes` where it is in the
+    transformer's own file `path`, else from its file's header."""
+    if part.path != path:
+        try:
+            shapes = header_shapes(read_safetensors_header(part.path))
+        except ValueError:
+            return {}  # listed readable a moment ago: the loader will name the damage
+    return {
+        key.removeprefix(part.prefix): shape
+        for key, shape in shapes.items()
+        if key.startswith(part.prefix)
+    }
 
 
 def _embedded_candidates(path: Path, shapes: Shapes) -> list[_Candidate]:
@@ -321,6 +349,9 @@ def _embedded_candidates(path: Path, shapes: Shapes) -> list[_Candidate]:
         if vae and len(vae) == 4:
             found.append(_Candidate("vae", path, prefix, vae[1]))
             break
+    ltx_vae = shapes.get(LTX_VAE_PREFIX + _LTX_VAE_DECODER_IN)
+    if ltx_vae and len(ltx_vae) == 5:
+        found.append(_Candidate(LTX_VAE, path, LTX_VAE_PREFIX, ltx_vae[1]))
     return found
 
 
@@ -374,6 +405,9 @@ def _classify(path: Path) -> _Candidate | None:
     vae = shapes.get(_VAE_DECODER_IN)
     if vae and len(vae) == 4:
         return _Candidate("vae", path, "", vae[1])
+    ltx_vae = shapes.get(_LTX_VAE_DECODER_IN)
+    if ltx_vae and len(ltx_vae) == 5:
+        return _Candidate(LTX_VAE, path, "", ltx_vae[1])
     embedded = _embedded_candidates(path, shapes)  # an all-in-one file's parts also serve
     return embedded[0] if len(embedded) == 1 else None
 
@@ -385,7 +419,7 @@ def _pair(
     parts: dict[str, Part] = {}
     problems: list[str] = []
     candidates = embedded + split
-    for kind in (kind for kind in (T5, UMT5, QWEN_VL, VAE, WAN_VAE) if kind in wanted):
+    for kind in (kind for kind in (T5, UMT5, QWEN_VL, VAE, WAN_VAE, LTX_VAE) if kind in wanted):
         width = needs.widths[kind]
         fits = [c for c in candidates if c.kind == kind and c.width == width]
         if fits:

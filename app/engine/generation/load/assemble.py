@@ -17,7 +17,9 @@ by diffusers' single-file code from the shipped config folder, local files only:
   file: the family's `TransformerFile.tokenizers`); ComfyUI's scaled fp8 text encoders
   given their scales back (`unscaled_fp8`).
 The pipeline is then the family's stock pipeline (`FluxPipeline`, `FluxKontextPipeline`,
-`ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`) of these parts. A city96 GGUF's
+`ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`, `LTXPipeline`) of these parts
+(an LTX-Video VAE handed over under `vae.`, as Lightricks' all-in-one files hold it: diffusers'
+converter reads those keys). A city96 GGUF's
 tensors that GGUF's four dimensions flattened (Wan's 5D patch embedding) get their shape
 back from the file's metadata, dequantised if they were quantised: diffusers quantises only
 linear layers.
@@ -47,6 +49,8 @@ from app.engine.generation.files.transformer_files import (
     FP8,
     FP8_E5M2,
     GGUF_SUFFIX,
+    LTX_VAE,
+    LTX_VAE_PREFIX,
     T5,
     T5_PREFIX,
     TRANSFORMER,
@@ -109,15 +113,18 @@ def _assemble(
     )  # fmt: skip
     transformer = diffusion_model(by_kind[TRANSFORMER], TRANSFORMER)
     index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
-    vae = by_kind.get(VAE) or by_kind[WAN_VAE]
+    vae = by_kind.get(VAE) or by_kind.get(WAN_VAE) or by_kind[LTX_VAE]
+    vae_weights = files.weights(vae)
+    if vae.kind == LTX_VAE:  # diffusers' LTX converter reads the all-in-one file's keys
+        vae_weights = {LTX_VAE_PREFIX + key: value for key, value in vae_weights.items()}
     loaders = dict(declared.part_loaders)  # parts diffusers' single-file code cannot build
     components: dict[str, Any] = {
         "transformer": transformer,
         "vae": (
-            declared_function(loaders[vae.kind])(files.weights(vae), config, "vae", dtype)
+            declared_function(loaders[vae.kind])(vae_weights, config, "vae", dtype)
             if vae.kind in loaders
             else getattr(diffusers, index["vae"][1]).from_single_file(
-                files.weights(vae), subfolder="vae", **options
+                vae_weights, subfolder="vae", **options
             )
         ),
         "scheduler": getattr(diffusers, index["scheduler"][1]).from_pretrained(

@@ -26,7 +26,10 @@ Mirrors `LTXPipeline.__call__` (diffusers 0.42), call for call:
 - decoding: the latents un-normalised by the VAE's `latents_mean` and `latents_std`, cast
   to the states' dtype, and a VAE with `timestep_conditioning` (0.9.1 on) decoded at
   the stock `decode_timestep` 0 with its `decode_noise_scale` (0 too: the noise it draws
-  from the job's generator is weighed by zero), post-processed to frames.
+  from the job's generator is weighed by zero), post-processed to frames; a decoder that
+  injects noise of its own (0.9.1's) draws it from torch's global generator, which the
+  stock call leaves as it finds it: here seeded with the job's seed for the decode (the
+  stock pipeline's clip called right after `torch.manual_seed(seed)`).
 
 With an input image (the job's init image), `LTXImageToVideoPipeline.__call__` (the same
 components): the image resized to the clip (`video_processor.preprocess`) in the states'
@@ -46,6 +49,8 @@ its step index and sigmas (`schedulers.KINDS`), the latents are the whole clip's
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -83,6 +88,7 @@ class LTXVideoFamily(FlowFamily):
     name = LTX_VIDEO.checkpoint_family
     label = LTX_VIDEO.checkpoint_label
     checkpoint_tensors: tuple[str, ...] = (PROMPT_EMBEDS, PROMPT_MASK)
+    max_sequence_length = MAX_SEQUENCE_LENGTH  # the stock `__call__`'s
 
     def __init__(self, pipe: Any) -> None:
         super().__init__(pipe)
@@ -157,7 +163,7 @@ class LTXVideoFamily(FlowFamily):
             prompt=sentence_prompt(params.prompt),
             negative_prompt=sentence_prompt(params.negative_prompt) or None,
             do_classifier_free_guidance=do_cfg,
-            max_sequence_length=MAX_SEQUENCE_LENGTH,
+            max_sequence_length=self.max_sequence_length,
             device=self.device,
         )
         conditioning = {PROMPT_EMBEDS: embeds, PROMPT_MASK: mask}
@@ -317,7 +323,8 @@ class LTXVideoFamily(FlowFamily):
             timestep = torch.tensor([DECODE_TIMESTEP], device=latents.device, dtype=latents.dtype)
             scale = timestep[:, None, None, None, None]  # decode_noise_scale: the timestep's
             latents = (1 - scale) * latents + scale * noise
-        video = vae.decode(latents.to(vae.dtype), timestep, return_dict=False)[0]
+        with _decoder_noise_seeded(generator.initial_seed(), latents.device):
+            video = vae.decode(latents.to(vae.dtype), timestep, return_dict=False)[0]
         frames: list[Image.Image] = self.pipe.video_processor.postprocess_video(
             video, output_type="pil"
         )[0]
@@ -325,6 +332,19 @@ class LTXVideoFamily(FlowFamily):
 
     def finish(self, image: Any, masked: MaskedImage | None) -> Any:
         return image  # a clip: nothing to paste back
+
+
+@contextmanager
+def _decoder_noise_seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """torch's global generator seeded with the job's seed, and put back after: a decoder
+    that injects noise (0.9.1's: `decoder_inject_noise`) draws it from there, as the stock
+    pipeline's `vae.decode` is given no generator. So a clip is the stock pipeline's called
+    right after `torch.manual_seed(seed)`, and a resumed clip the uninterrupted one."""
+    on_cpu = device.type == "cpu"
+    devices = [] if on_cpu else [device]
+    with torch.random.fork_rng(devices=devices, device_type="cuda" if on_cpu else device.type):
+        torch.manual_seed(seed)
+        yield
 
 
 def _first_frame_mask(latents: torch.Tensor) -> torch.Tensor:
