@@ -355,6 +355,22 @@ Resume continues from there.</source>
         <translation>关闭</translation>
     </message>
     <message>
+        <source>Add image…</source>
+        <translation>添加图片…</translation>
+    </message>
+    <message>
+        <source>Paste image</source>
+        <translation>粘贴图片</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>Input images, in order (the first is edited)</source>
+        <translation>输入图片（按顺序，第一张为被编辑的图片）</translation>
+    </message>
+    <message>
         <source>Instruction</source>
         <translation>指令</translation>
     </message>
@@ -363,12 +379,28 @@ Resume continues from there.</source>
         <translation>模型</translation>
     </message>
     <message>
+        <source>Steps</source>
+        <translation>步数</translation>
+    </message>
+    <message>
+        <source>CFG</source>
+        <translation>CFG</translation>
+    </message>
+    <message>
         <source>No model that edits is installed: put a {families} model folder (a diffusers folder from Hugging Face, such as FLUX.1-Kontext-dev) in the models folder.</source>
         <translation>没有安装可编辑图片的模型：请将 {families} 模型文件夹（来自 Hugging Face 的 diffusers 文件夹，例如 FLUX.1-Kontext-dev）放入模型文件夹。</translation>
     </message>
     <message>
         <source>Queuing the edit…</source>
         <translation>正在排队编辑…</translation>
+    </message>
+    <message>
+        <source>Add an input image</source>
+        <translation>添加输入图片</translation>
+    </message>
+    <message>
+        <source>{count} of at most {limit}</source>
+        <translation>{count} / 最多 {limit}</translation>
     </message>
     <message>
         <source>Edit queued as job {id}</source>
@@ -951,6 +983,41 @@ Resume continues from there.</source>
     <message>
         <source>Select a job to see its timeline</source>
         <translation>选择一个任务以查看其时间线</translation>
+    </message>
+</context>
+<context>
+    <name>LastFrameRow</name>
+    <message>
+        <source>Choose the clip&apos;s last frame</source>
+        <translation>选择片段的最后一帧</translation>
+    </message>
+    <message>
+        <source>Images (*.png *.jpg *.jpeg *.webp *.bmp)</source>
+        <translation>图像 (*.png *.jpg *.jpeg *.webp *.bmp)</translation>
+    </message>
+    <message>
+        <source>Last frame…</source>
+        <translation>最后一帧…</translation>
+    </message>
+    <message>
+        <source>The clip&apos;s last frame: the model draws the frames between the init image and this one</source>
+        <translation>片段的最后一帧：模型绘制从初始图像到这张图像之间的帧</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>End the clip where the model takes it, without this image</source>
+        <translation>不用这张图像，由模型决定片段的结尾</translation>
+    </message>
+    <message>
+        <source>Ends on {source} ({w} × {h})</source>
+        <translation>结束于 {source}（{w} × {h}）</translation>
+    </message>
+    <message>
+        <source>No last frame: the model ends the clip as it goes</source>
+        <translation>无最后一帧：由模型自行结束片段</translation>
     </message>
 </context>
 <context>
@@ -1817,6 +1884,22 @@ Resume continues from there.</source>
     <message>
         <source>The model&apos;s distilled guidance (Flux: about 3.5), not classifier-free guidance</source>
         <translation>模型的蒸馏引导（Flux：约 3.5），不是无分类器引导（CFG）</translation>
+    </message>
+    <message>
+        <source>{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler} with its own schedule</source>
+        <translation>{label} {n} 步 LoRA：{steps} 步，CFG {cfg}，{sampler}，使用其自带的调度</translation>
+    </message>
+    <message>
+        <source>{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler}</source>
+        <translation>{label} {n} 步 LoRA：{steps} 步，CFG {cfg}，{sampler}</translation>
+    </message>
+    <message>
+        <source>Its authors use it at weight {weight}.</source>
+        <translation>作者建议权重为 {weight}。</translation>
+    </message>
+    <message>
+        <source>The job&apos;s own schedule (a few-step LoRA&apos;s)</source>
+        <translation>该任务自带的调度（少步 LoRA 的）</translation>
     </message>
     <message>
         <source>The defaults of Settings &gt; New jobs are in the form</source>
