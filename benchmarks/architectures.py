@@ -1221,13 +1221,20 @@ def run_qwen_file_layouts(work: Path) -> None:
     """Qwen-Image from ComfyUI's split files (`qwen-image-split`: qwen_image_bf16.safetensors
     beside text_encoders/qwen_2.5_vl_7b.safetensors in Qwen's released keys, a tokenizer/
     folder and vae/qwen_image_vae.safetensors in Wan-AI's keys), a GGUF Q8_0
-    (`qwen-image-gguf-q8_0`) and an fp8 e4m3fn copy (`qwen-image-fp8`) of its transformer;
+    (`qwen-image-gguf-q8_0`), an fp8 e4m3fn copy (`qwen-image-fp8`) and ComfyUI's fp8mixed
+    layout (`qwen-image-fp8mixed`: `weight_scale` beside each fp8 weight) of its transformer;
     the reference is stock `QwenImagePipeline` on the diffusers folder of the same tiny
-    model, with diffusers' own load of the quantised file for those."""
+    model, with diffusers' own load of the quantised file for those (of the mixed file's
+    weights multiplied out by the test)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.test_scaled_fp8_files import scaled_fp8
     from tests.engine.generation.tiny_qwen_files import in_fresh_memory, write_tiny_qwen_files
 
     files = write_tiny_qwen_files(Architecture.QWEN_IMAGE, work / "qwen-files")
     configs = SingleFileConfigs(files.configs)
+    mixed_file = files.split_model.with_name("qwen_image_fp8mixed.safetensors")
+    save_file(scaled_fp8(load_file(str(files.split_model)), mixed=True), str(mixed_file))
     # In fresh memory, as Easel's weights are (mapped from the folder, some sizes take
     # other CPU kernels: 1 off at 64x64).
     twin: Any = in_fresh_memory(
@@ -1242,6 +1249,7 @@ def run_qwen_file_layouts(work: Path) -> None:
     split_image = None
     for layout, path in (
         ("split", files.split_model), ("gguf-q8_0", files.gguf_model), ("fp8", files.fp8_model),
+        ("fp8mixed", mixed_file),
     ):  # fmt: skip
         label = f"qwen-image-{layout}"
         model = detected(ModelInfo(path.stem, path, ModelSource.USER))

@@ -40,33 +40,46 @@ SCALED_NAME = "wan2.1_t2v_1.3B_fp8_scaled.safetensors"
 FP8_LARGEST = 448.0  # float8_e4m3fn's largest finite value
 
 
-def scaled_fp8(weights: StateDict, seed: int = 3, spelling: str = "scale_weight") -> StateDict:
+def scaled_fp8(weights: StateDict, seed: int = 3, mixed: bool = False) -> StateDict:
     """ComfyUI's fp8_scaled layout of `weights`: each weight matrix as fp8 values times a
     random per-tensor scale (at least its largest value / 448, so no value saturates), an
-    activation scale of 1 beside some (as ComfyUI writes them), the `scaled_fp8` mark."""
+    activation scale of 1 beside it (as ComfyUI writes them), the `scaled_fp8` mark. `mixed`:
+    its later fp8mixed layout (`weight_scale`, `input_scale`, each layer's `comfy_quant`, no
+    mark), the first weight matrix left unquantised, as mixed files keep some layers."""
     generator = torch.Generator().manual_seed(seed)
-    scaled: StateDict = {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    scaled: StateDict = {} if mixed else {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    names = ("weight_scale", "input_scale") if mixed else ("scale_weight", "scale_input")
+    matrices = [k for k, v in weights.items() if v.ndim == 2 and k.endswith(".weight")]
+    kept = set(matrices[:1]) if mixed else set()
     for key, value in weights.items():
-        if value.ndim != 2 or not key.endswith(".weight"):
+        if key not in matrices or key in kept:
             scaled[key] = value
             continue
         spread = 1 + torch.rand((), generator=generator)
         scale = (value.abs().max().float() / FP8_LARGEST * spread).reshape(())
         layer = key.removesuffix(".weight")
         scaled[key] = (value.float() / scale).to(torch.float8_e4m3fn)
-        scaled[f"{layer}.{spelling}"] = scale
-        scaled[f"{layer}.scale_input"] = torch.ones(())
+        scaled[f"{layer}.{names[0]}"] = scale
+        scaled[f"{layer}.{names[1]}"] = torch.ones(())
+        if mixed:
+            quant = json.dumps({"format": "float8_e4m3fn"}).encode()
+            scaled[f"{layer}.comfy_quant"] = torch.tensor(list(quant), dtype=torch.uint8)
     return scaled
+
+
+_SCALES = (".scale_weight", ".weight_scale")
+_NOT_WEIGHTS = ("scaled_fp8", ".scale_input", ".input_scale", ".comfy_quant", *_SCALES)
 
 
 def multiplied_out(scaled: StateDict) -> StateDict:
     """The plain weights a scaled file stands for, computed here apart from Easel's code."""
     plain = {}
     for key, value in scaled.items():
-        if key == "scaled_fp8" or key.endswith((".scale_weight", ".scale_input")):
+        if key.endswith(_NOT_WEIGHTS):
             continue
-        scale = scaled.get(key.removesuffix(".weight") + ".scale_weight")
-        plain[key] = value.float() * scale if scale is not None else value
+        layer = key.removesuffix(".weight")
+        scales = [scaled[layer + name] for name in _SCALES if layer + name in scaled]
+        plain[key] = value.float() * scales[0] if scales else value
     return plain
 
 
@@ -114,19 +127,19 @@ def test_it_draws_the_frames_of_its_weights_multiplied_out_and_resumes_exactly(
 def test_mixed_files_weight_scale_is_scale_weight_and_their_markers_are_no_weights() -> None:
     """ComfyUI renames `scale_weight` to `weight_scale` (comfy.utils.convert_old_quants):
     the same number; `comfy_quant` and `input_scale` are not weights."""
-    weights = {"a.weight": torch.randn(4, 8), "a.bias": torch.randn(4), "b.weight": torch.eye(3)}
-    old = scaled_fp8(weights)
-    mixed = scaled_fp8(weights, spelling="weight_scale")
-    for layer in ("a", "b"):
-        mixed.pop(f"{layer}.scale_input")
-        mixed[f"{layer}.input_scale"] = torch.ones(())
-        quant = json.dumps({"format": "float8_e4m3fn"}).encode()
-        mixed[f"{layer}.comfy_quant"] = torch.tensor(list(quant), dtype=torch.uint8)
-    del mixed["scaled_fp8"]
+    seeded = torch.Generator().manual_seed(0)
+    weights = {"a.weight": torch.randn(4, 8, generator=seeded), "a.bias": torch.randn(4)}
+    weights.update({"b.weight": torch.eye(3), "c.weight": torch.randn(2, 3, generator=seeded)})
+    old, mixed = scaled_fp8(weights), scaled_fp8(weights, mixed=True)
+    assert mixed["a.weight"].dtype == torch.float32 and "b.comfy_quant" in mixed
+    for scaled in (old, mixed):
+        dequantised, expected = unscaled_fp8(scaled), multiplied_out(scaled)
+        assert dequantised.keys() == expected.keys() == weights.keys()
+        assert all(torch.equal(dequantised[k], expected[k]) for k in weights)
+        moved = (dequantised["c.weight"] - weights["c.weight"]).abs()  # e4m3: 1/16 at most
+        assert float(moved.max()) > 0 and bool((moved <= weights["c.weight"].abs() / 16).all())
+    assert torch.equal(unscaled_fp8(mixed)["a.weight"], weights["a.weight"])
     expected = multiplied_out(old)
-    for dequantised in (unscaled_fp8(old), unscaled_fp8(mixed)):
-        assert dequantised.keys() == expected.keys()
-        assert all(torch.equal(dequantised[k], expected[k]) for k in expected)
     halves = unscaled_fp8(old, torch.bfloat16)
     assert halves["a.weight"].dtype == torch.bfloat16
     assert torch.equal(halves["a.weight"], expected["a.weight"].to(torch.bfloat16))
