@@ -156,13 +156,18 @@ def _refused(files: TinyWanFiles, root: Path, change: dict[str, torch.Tensor]) -
     return model_info(path).unsupported_reason
 
 
-def test_a_scale_of_no_weight_or_of_many_values_is_refused_naming_the_file(
+def test_a_scale_of_no_weight_of_no_fp8_or_of_many_values_is_refused_naming_the_file(
     files: TinyWanFiles, tmp_path: Path
 ) -> None:
     stray = {"blocks.7.ffn.0.scale_weight": torch.tensor(0.5)}
     assert _refused(files, tmp_path / "stray", stray) == (
         f"{SCALED_NAME} cannot be used: its scale blocks.7.ffn.0.scale_weight belongs to no "
         "weight (blocks.7.ffn.0.weight is not in the file)"
+    )
+    wide = {"blocks.0.ffn.0.weight": torch.ones(4, 2)}  # a scale on a float32 weight
+    assert _refused(files, tmp_path / "wide", wide) == (
+        f"{SCALED_NAME} cannot be used: its weight blocks.0.ffn.0.weight is stored as F32, "
+        "not fp8, with a scale (blocks.0.ffn.0.scale_weight): a quantisation Easel cannot run"
     )
     blocks = {"blocks.0.ffn.0.weight_scale": torch.ones(4, 2)}  # nvfp4's block scales
     assert _refused(files, tmp_path / "blocks", blocks) == (
