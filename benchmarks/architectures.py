@@ -108,21 +108,26 @@ from it) and `same_as_diffusers_max_diff` against stock `LTXConditionPipeline` g
 `conditions` (its defaults otherwise).
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
-diffusion model (`-gguf-q8_0`) and an fp8 one (`-fp8`), each beside split text encoders
+diffusion model (`-gguf-q8_0`), an fp8 one (`-fp8`) and ComfyUI's scaled fp8 one
+(`-fp8-scaled`: each weight fp8 times its `scale_weight`), each beside split text encoders
 and VAE: the same four figures through Easel's loop, `load_s` being the assembly of the
 pipeline from the files, and `same_as_diffusers_max_diff` against stock diffusers' own
 load (the diffusers-folder twin for the full-precision files; the same quantised file for
 GGUF and fp8, for Flux through Easel's key conversion, as diffusers' own fixes the width at
-the released 3072); and `vs_unquantised_max_diff[arch-layout]`: the quantised file's image
+the released 3072; for scaled fp8, its weights multiplied out by the test and loaded as a
+plain file); and `vs_unquantised_max_diff[arch-layout]`: the quantised file's image
 against the full-precision one's.
 
 And for Wan 2.1 text to video as those files (`run_wan_file_layouts`): ComfyUI's split
 layout (`wan2.1-split`: the transformer in Wan-AI's keys in `diffusion_models/`, UMT5 in
 `text_encoders/`, the Wan VAE in `vae/`) and city96's GGUF Q8_0 (`wan2.1-gguf-q8_0`, its 5D
-patch embedding flattened as city96's are), the tiny Wan's 9-frame 32x32 clip with the
+patch embedding flattened as city96's are) and ComfyUI's scaled fp8 (`wan2.1-fp8-scaled`,
+as `wan2.1_t2v_14B_fp8_scaled`: its reference file holds the weights multiplied out by the
+test), the tiny Wan's 9-frame 32x32 clip with the
 released UniPC: `load_s`, `pause_resume_max_diff` and `same_as_diffusers_max_diff` (every
 frame; the reference is the folder's stock `WanPipeline` with diffusers' own single-file
-loads of the transformer and VAE files), and `vs_unquantised_max_diff[wan2.1-gguf-q8_0]`.
+loads of the transformer and VAE files), and `vs_unquantised_max_diff` of the GGUF and the
+scaled fp8 against the split file.
 They load as released files do: with the shipped `wan2.1-t2v-1.3b` model index and
 scheduler (the tiny networks' own transformer, VAE and UMT5 configs beside them), UMT5's
 tokenizer from the SentencePiece model in the UMT5 file (ComfyUI's `spiece_model`).
@@ -193,6 +198,7 @@ from app.engine.generation import denoise
 from app.engine.generation.device import CPU, DTYPE_NAMES
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.files.transformer_files import SCALED_FP8
 from app.engine.generation.load.pipelines import (
     PipelineCache,
     SingleFileConfigs,
@@ -1164,6 +1170,7 @@ def run_file_layouts() -> None:
     the full-precision files, the same quantised file for GGUF and fp8."""
     from safetensors.torch import load_file, save_file
 
+    from tests.engine.generation.test_scaled_fp8_files import scaled_fp8
     from tests.engine.generation.tiny_transformer_files import (
         FILE_NAMES,
         write_gguf,
@@ -1181,6 +1188,8 @@ def run_file_layouts() -> None:
             fp8_file = layout.split_model.with_name(f"{FILE_NAMES[arch]}-fp8.safetensors")
             fp8 = {k: v.to(torch.float8_e4m3fn) if v.ndim >= 2 else v for k, v in original.items()}
             save_file(fp8, str(fp8_file))
+            scaled_file = layout.split_model.with_name(f"{FILE_NAMES[arch]}-fp8-scaled.safetensors")
+            save_file(scaled_fp8(original), str(scaled_file))
             params = _file_params(arch)
             twin_image = None
             for layout_name, path in (
@@ -1188,6 +1197,7 @@ def run_file_layouts() -> None:
                 ("split", layout.split_model),
                 ("gguf-q8_0", gguf_file),
                 ("fp8", fp8_file),
+                ("fp8-scaled", scaled_file),
             ):
                 label = f"{arch.value}-{layout_name}"
                 model = detected(ModelInfo(path.stem, path, ModelSource.USER))
@@ -1211,13 +1221,20 @@ def run_qwen_file_layouts(work: Path) -> None:
     """Qwen-Image from ComfyUI's split files (`qwen-image-split`: qwen_image_bf16.safetensors
     beside text_encoders/qwen_2.5_vl_7b.safetensors in Qwen's released keys, a tokenizer/
     folder and vae/qwen_image_vae.safetensors in Wan-AI's keys), a GGUF Q8_0
-    (`qwen-image-gguf-q8_0`) and an fp8 e4m3fn copy (`qwen-image-fp8`) of its transformer;
+    (`qwen-image-gguf-q8_0`), an fp8 e4m3fn copy (`qwen-image-fp8`) and ComfyUI's fp8mixed
+    layout (`qwen-image-fp8mixed`: `weight_scale` beside each fp8 weight) of its transformer;
     the reference is stock `QwenImagePipeline` on the diffusers folder of the same tiny
-    model, with diffusers' own load of the quantised file for those."""
+    model, with diffusers' own load of the quantised file for those (of the mixed file's
+    weights multiplied out by the test)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.test_scaled_fp8_files import scaled_fp8
     from tests.engine.generation.tiny_qwen_files import in_fresh_memory, write_tiny_qwen_files
 
     files = write_tiny_qwen_files(Architecture.QWEN_IMAGE, work / "qwen-files")
     configs = SingleFileConfigs(files.configs)
+    mixed_file = files.split_model.with_name("qwen_image_fp8mixed.safetensors")
+    save_file(scaled_fp8(load_file(str(files.split_model)), mixed=True), str(mixed_file))
     # In fresh memory, as Easel's weights are (mapped from the folder, some sizes take
     # other CPU kernels: 1 off at 64x64).
     twin: Any = in_fresh_memory(
@@ -1232,6 +1249,7 @@ def run_qwen_file_layouts(work: Path) -> None:
     split_image = None
     for layout, path in (
         ("split", files.split_model), ("gguf-q8_0", files.gguf_model), ("fp8", files.fp8_model),
+        ("fp8mixed", mixed_file),
     ):  # fmt: skip
         label = f"qwen-image-{layout}"
         model = detected(ModelInfo(path.stem, path, ModelSource.USER))
@@ -1362,18 +1380,31 @@ def _split_params(arch: Architecture) -> GenerationParams:
 
 def run_wan_file_layouts() -> None:
     """Wan 2.1 as ComfyUI's split files and city96's GGUF Q8_0 (see the docstring)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.test_scaled_fp8_files import multiplied_out, scaled_fp8
     from tests.engine.generation.tiny_wan_files import stock_from_files, write_tiny_wan_files
 
     with tempfile.TemporaryDirectory() as temp:
         work = Path(temp)
         files = write_tiny_wan_files(work / "wan-files")
         configs = SingleFileConfigs(files.configs.parent)
+        # ComfyUI's fp8_scaled layout, and (the reference's file) its weights multiplied out.
+        scaled = scaled_fp8(load_file(str(files.split_model)))
+        scaled_file = files.split_model.with_name("wan2.1_t2v_1.3B_fp8_scaled.safetensors")
+        save_file(scaled, str(scaled_file))
+        plain_file = work / "wan2.1-fp8-scaled-multiplied-out.safetensors"
+        save_file(multiplied_out(scaled), str(plain_file))
+        references = {scaled_file: plain_file}
         params = GenerationParams(
             prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
             steps=STEPS, cfg=5.0, seed=42, **WAN_CLIP,
         )  # fmt: skip
         split_frames: list[Image.Image] = []
-        for layout, path in (("split", files.split_model), ("gguf-q8_0", files.gguf_model)):
+        for layout, path in (
+            ("split", files.split_model), ("gguf-q8_0", files.gguf_model),
+            ("fp8-scaled", scaled_file),
+        ):  # fmt: skip
             label = f"wan2.1-{layout}"
             model = detected(ModelInfo("m", path, ModelSource.USER))
             runner = Runner(
@@ -1388,7 +1419,7 @@ def run_wan_file_layouts() -> None:
             runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
                        on_step=_pause)  # fmt: skip
             resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
-            stock = stock_from_files(files, path)(
+            stock = stock_from_files(files, references.get(path, path))(
                 prompt=params.prompt, negative_prompt=params.negative_prompt,
                 height=params.height, width=params.width, num_frames=params.frames,
                 num_inference_steps=params.steps, guidance_scale=params.cfg,
@@ -1398,7 +1429,7 @@ def run_wan_file_layouts() -> None:
             report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
             if split_frames:
                 report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, split_frames))
-            split_frames = ours
+            split_frames = split_frames or ours
 
 
 def run_ltx_file_layouts() -> None:
@@ -1489,6 +1520,12 @@ def _stock_transformer(pipe: Any, model: ModelInfo, configs: SingleFileConfigs) 
 
             source = to_diffusers(dict(load_gguf_checkpoint(str(model.path), True)))
         return cls.from_single_file(source, **options)
+    if model.quantisation == SCALED_FP8:  # its weights multiplied out apart from Easel's code
+        from tests.engine.generation.test_scaled_fp8_files import multiplied_out
+
+        return cls.from_single_file(
+            to_diffusers(multiplied_out(load_file(str(model.path)))), **options
+        )
     if transformer_file.to_diffusers_keys:
         source = to_diffusers(load_file(str(model.path)))
     transformer = cls.from_single_file(source, **options)

@@ -244,18 +244,39 @@ def test_an_fp8_model_stays_fp8_and_draws_what_diffusers_draws_from_the_file(
     assert 0 < np.abs(drawn - _image(twin, arch)).max() <= FP8_BOUND
 
 
-def test_scaled_fp8_files_are_refused_naming_the_file(
+def test_a_scaled_fp8_flux_draws_what_diffusers_draws_from_its_weights_multiplied_out(
     quantised: dict[Architecture, TinyLayouts], tmp_path: Path
 ) -> None:
+    """ComfyUI's `flux1-dev-fp8-scaled` layout (each weight fp8 times its `scale_weight`):
+    dequantised at load, the image of the same weights multiplied out, as a plain file
+    loaded by diffusers' own `from_single_file`."""
+    from diffusers import FluxTransformer2DModel
+
+    from app.engine.generation.families.flux.keys import flux_to_diffusers
+    from tests.engine.generation.test_scaled_fp8_files import multiplied_out, scaled_fp8
+
     arch = Architecture.FLUX1
-    stored = load_file(str(_fp8_file(quantised[arch], arch)))
-    stored["double_blocks.0.img_attn.qkv.scale_weight"] = torch.ones(1)  # ComfyUI's scales
-    (tmp_path / "diffusion_models").mkdir()
-    save_file(stored, str(tmp_path / "diffusion_models" / "flux1-dev-fp8-scaled.safetensors"))
-    [model] = list_models(ModelSearchPath(user=(tmp_path,)))
-    assert model.unsupported_reason.startswith(
-        "flux1-dev-fp8-scaled: its fp8 weights are scaled (ComfyUI's fp8_scaled)"
+    layout = quantised[arch]
+    plain_fp8 = load_file(str(_fp8_file(layout, arch)))
+    scaled = scaled_fp8({k: v.float() if v.ndim >= 2 else v for k, v in plain_fp8.items()})
+    root = tmp_path / "models"
+    shutil.copytree(layout.split_root, root, ignore=shutil.ignore_patterns("*.gguf"))
+    save_file(scaled, str(root / "diffusion_models" / "flux1-dev-fp8-scaled.safetensors"))
+    [model] = list_models(ModelSearchPath(user=(root,)))
+    assert (model.name, model.quantisation) == ("flux1-dev-fp8-scaled", "fp8 scaled")
+    ours = load_pipeline(model, CPU, SingleFileConfigs(layout.configs)).pipe
+    stock_transformer = FluxTransformer2DModel.from_single_file(
+        flux_to_diffusers(multiplied_out(scaled)),
+        config=str(layout.configs / CONFIG_NAMES[arch]),
+        subfolder="transformer",
+        torch_dtype=torch.float32,
+        local_files_only=True,
     )
+    twin = _pipeline_class(arch).from_pretrained(layout.folder, local_files_only=True)
+    stock = type(twin)(**{**twin.components, "transformer": stock_transformer})
+    drawn = _image(ours, arch)
+    assert np.abs(drawn - _image(stock, arch)).max() == 0
+    assert 0 < np.abs(drawn - _image(twin, arch)).max() <= FP8_BOUND
 
 
 def test_the_window_lists_the_quantisation_and_the_size_of_every_part(

@@ -164,21 +164,22 @@ def test_each_file_is_told_by_its_keys_and_name(
             renamed.unlink()
 
 
-def test_a_scaled_fp8_transformer_is_refused_in_one_sentence(
+def test_a_mixed_fp8_transformer_is_qwen_image_stored_fp8_scaled(
     files: dict[Architecture, TinyQwenFiles],
 ) -> None:
-    """ComfyUI's mixed fp8 files (`weight_scale` beside each float8 weight): diffusers would
-    upcast the weights without their scales, so the file is refused, not drawn wrong."""
+    """ComfyUI's mixed fp8 files (`weight_scale` beside each float8 weight): listed as
+    scaled fp8, each weight dequantised with its scale as it loads (test_scaled_fp8_files)."""
     qwen = files[Architecture.QWEN_IMAGE]
     weights = load_file(str(qwen.fp8_model))
     weights["img_in.weight_scale"] = torch.ones(1)
     mixed = qwen.fp8_model.with_name("qwen_image_edit_2511_fp8mixed.safetensors")
     save_file(weights, str(mixed))
     try:
-        reason = model_info(mixed).unsupported_reason
+        found = model_info(mixed)
     finally:
         mixed.unlink()
-    assert reason.startswith("qwen_image_edit_2511_fp8mixed: its fp8 weights are scaled")
+    assert found.supported, found.unsupported_reason
+    assert found.quantisation == "fp8 scaled"
 
 
 def test_the_split_files_draw_the_diffusers_folders_image(

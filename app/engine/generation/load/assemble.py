@@ -15,7 +15,8 @@ by diffusers' single-file code from the shipped config folder, local files only:
 - the scheduler and tokenizers from the config folder (tokenizers: the shipped vocabularies),
   or the tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's
   file: the family's `TransformerFile.tokenizers`); ComfyUI's scaled fp8 text encoders
-  given their scales back (`unscaled_fp8`).
+  and diffusion models (`*_fp8_scaled`, `*_fp8mixed`) given their scales back
+  (`unscaled_fp8`: dequantised at load, before the family's key converter).
 The pipeline is then the family's stock pipeline (`FluxPipeline`, `FluxKontextPipeline`,
 `ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`, `LTXPipeline`) of these parts
 (an LTX-Video VAE handed over under `vae.`, as Lightricks' all-in-one files hold it: diffusers'
@@ -48,9 +49,11 @@ from app.engine.generation.files.transformer_files import (
     CLIP_L_PREFIX,
     FP8,
     FP8_E5M2,
+    FP8_SCALES,
     GGUF_SUFFIX,
     LTX_VAE,
     LTX_VAE_PREFIX,
+    SCALED_FP8,
     T5,
     T5_PREFIX,
     TRANSFORMER,
@@ -197,8 +200,11 @@ def _diffusion_model(
         )
     elif storage is not None:
         transformer_options["torch_dtype"] = None  # as stored: not widened at load
+    weights = files.weights(part)
+    if quantisation == SCALED_FP8:  # each weight times its scale, in `dtype`, as it loads
+        weights = unscaled_fp8(weights, dtype)
     model = transformer_class.from_single_file(
-        to_diffusers(files.weights(part)), subfolder=subfolder, **transformer_options
+        to_diffusers(weights), subfolder=subfolder, **transformer_options
     )
     if storage is not None:
         upcast_per_layer(model, storage, dtype)
@@ -346,24 +352,30 @@ def _text_encoder(
 
 
 _SCALED_FP8_MARK = "scaled_fp8"  # ComfyUI's *_fp8_e4m3fn_scaled files: an empty fp8 tensor
-_WEIGHT_SCALE = ".scale_weight"
-_INPUT_SCALE = ".scale_input"  # for fp8 matrix products of the activations: not used here
+# Beside the scales, what ComfyUI's fp8 layers keep that is no weight: the activations'
+# scales (`scale_input`, mixed files' `input_scale`) only serve fp8 x fp8 matrix products
+# (comfy/ops.py fp8_linear); computing in the weights' dequantised dtype never reads them.
+_NOT_WEIGHTS_FP8 = (".scale_input", ".input_scale", ".comfy_quant")
 
 
-def unscaled_fp8(weights: StateDict) -> StateDict:
-    """ComfyUI's scaled fp8 text encoders (`umt5_xxl_fp8_e4m3fn_scaled.safetensors`,
-    `t5xxl_fp8_e4m3fn_scaled.safetensors`) as plain weights: each scaled matrix is its fp8
-    values times its `<name>.scale_weight`, as ComfyUI's fp8 layers compute it; loaded as
-    they are, the fp8 values alone would be silently wrong by that factor."""
-    if not any(key.endswith(_WEIGHT_SCALE) for key in weights):
+def unscaled_fp8(weights: StateDict, dtype: torch.dtype | None = None) -> StateDict:
+    """ComfyUI's scaled fp8 files (text encoders such as `umt5_xxl_fp8_e4m3fn_scaled`,
+    diffusion models such as `wan2.1_t2v_14B_fp8_scaled` or `*_fp8mixed`) as plain weights:
+    each scaled matrix is its fp8 values times its `<name>.scale_weight` (mixed files:
+    `<name>.weight_scale`, the same number: comfy.utils.convert_old_quants renames one to
+    the other), as ComfyUI's layers dequantise it; loaded as they are, the fp8 values alone
+    would be silently wrong by that factor. One tensor at a time, each in `dtype` (float32
+    when None), so the whole model is never held in float32."""
+    if _SCALED_FP8_MARK not in weights and not any(k.endswith(FP8_SCALES) for k in weights):
         return weights
     plain: StateDict = {}
     for key, value in weights.items():
-        if key == _SCALED_FP8_MARK or key.endswith((_WEIGHT_SCALE, _INPUT_SCALE)):
+        if key == _SCALED_FP8_MARK or key.endswith((*FP8_SCALES, *_NOT_WEIGHTS_FP8)):
             continue
-        scale = weights.get(key.removesuffix(".weight") + _WEIGHT_SCALE)
+        layer = key.removesuffix(".weight")
+        scale = next((weights[layer + s] for s in FP8_SCALES if layer + s in weights), None)
         if key.endswith(".weight") and scale is not None:
-            value = value.to(torch.float32) * scale.to(torch.float32)
+            value = (value.to(torch.float32) * scale.to(torch.float32)).to(dtype or torch.float32)
         plain[key] = value
     return plain
 
