@@ -58,24 +58,28 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def runner(models: Path) -> Runner:
+def runner_for(models: Path, dtype: str = "float32") -> Runner:
     from app.engine.generation.device import DeviceChoice
 
     model = model_info(models / "flux-dev", "m")
     return Runner(
-        device=DeviceChoice("cpu", "float32"), resolve=lambda _name: model, threads=1,
+        device=DeviceChoice("cpu", dtype), resolve=lambda _name: model, threads=1,
         resolve_control=lambda name: find_controlnet(name, [models / "controlnet"]),
     )  # fmt: skip
 
 
-def stock(models: Path, params: GenerationParams, images: list[bytes]) -> np.ndarray:
+@pytest.fixture(scope="module")
+def runner(models: Path) -> Runner:
+    return runner_for(models)
+
+
+def stock(
+    models: Path, params: GenerationParams, images: list[bytes], dtype: torch.dtype = torch.float32
+) -> np.ndarray:
     """Stock `FluxControlNetPipeline` with each layer's net as its diffusers folder."""
     folders = [models / "folders" / layer.model for layer in params.control_layers]
     pictures = [Image.open(io.BytesIO(png)) for png in images]
-    return pixels(
-        stock_flux_controlnet(models / "flux-dev", folders, params, pictures, torch.float32)
-    )
+    return pixels(stock_flux_controlnet(models / "flux-dev", folders, params, pictures, dtype))
 
 
 CASES: dict[str, list[Layer]] = {
@@ -92,6 +96,13 @@ def test_a_flux_controlnet_file_is_stock_with_the_same_net_as_a_folder(
     params, images = flux_params(CASES[case])
     image = image_of(ours(runner, params, images, tmp_path, "ours"))
     assert max_diff(image, stock(models, params, images)) == 0
+
+
+def test_a_union_file_in_bfloat16_is_stock_too(models: Path, tmp_path: Path) -> None:
+    """The file's weights cast as `from_pretrained(torch_dtype=...)` casts the folder's."""
+    params, images = flux_params(CASES["union file, a mode"], seed=5)
+    image = image_of(ours(runner_for(models, "bfloat16"), params, images, tmp_path, "bf16"))
+    assert max_diff(image, stock(models, params, images, torch.bfloat16)) == 0
 
 
 def test_a_pause_with_an_xlabs_file_resumes_exactly(

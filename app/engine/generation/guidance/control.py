@@ -374,8 +374,9 @@ def _load_flux_file(info: ControlNetInfo, dtype: torch.dtype, axes_dims_rope: An
     config = files.config_from_shapes(shapes, axes_dims_rope)
     with torch.device("meta"):  # no random weights drawn only to be overwritten
         net = FluxControlNetModel.from_config(config)
-    net.load_state_dict(state, strict=True, assign=True)
-    return net.to(dtype=dtype).eval()
+    # Cast as `from_pretrained(torch_dtype=...)` casts a folder's weights (none kept in fp32).
+    net.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
+    return net.eval()
 
 
 def _load_union_file(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> Any:
