@@ -78,7 +78,10 @@ feeding `FluxPipeline(guidance_scale=2.5, **pipe_prior_output)`.
 And for Flux.1 ControlNets (`flux1-controlnet`: a tiny Flux.1 dev with a tiny InstantX-style
 `FluxControlNetModel` folder, one control layer of weight 0.8 over the first 80% of the steps;
 `flux1-controlnet-union`: a tiny Union of it, two layers with control modes canny and depth,
-as `FluxMultiControlNetModel` runs them; `flux1-controlnet-bfloat16`: the first in bfloat16),
+as `FluxMultiControlNetModel` runs them; `flux1-controlnet-bfloat16`: the first in bfloat16;
+`flux1-controlnet-file`: that Union as one `.safetensors` file with diffusers' keys and no
+config, `flux1-controlnet-xlabs-file`: a tiny XLabs-style net as one file in XLabs' own
+layout, each against stock with the same net as a folder),
 a 64x64 job, guidance 2.5: `pause_resume_max_diff` and `same_as_diffusers_max_diff` against
 stock `FluxControlNetPipeline` called with the control images, scales, starts, ends and modes.
 And for Wan 2.1 text to video as a diffusers folder (`wan2.1`: a 9-frame 32x32 clip, CFG
@@ -215,6 +218,7 @@ from app.testing.tiny.flux import (
     stock_flux_controlnet,
     write_tiny_flux,
     write_tiny_flux_controlnet,
+    write_tiny_flux_controlnet_file,
 )
 from app.testing.tiny.flux_fill import write_tiny_flux_fill
 from app.testing.tiny.klein import write_tiny_klein
@@ -541,6 +545,14 @@ def run_flux_controlnet(work: Path) -> None:
     nets = work / "flux-controlnets"
     write_tiny_flux_controlnet(nets / "instantx")
     write_tiny_flux_controlnet(nets / "union", union=True)
+    # The same tiny nets as single files (no config), beside their folders for stock.
+    folders = work / "flux-controlnet-folders"
+    for name, build, layout in (
+        ("union-file", {"union": True, "seed": 8}, "diffusers"),
+        ("xlabs-v3", {"xlabs": True, "single_layers": 0, "seed": 7}, "xlabs"),
+    ):
+        write_tiny_flux_controlnet_file(nets / f"{name}.safetensors", layout=layout, **build)
+        write_tiny_flux_controlnet(folders / name, **build)
     model = detected(ModelInfo("m", flux, ModelSource.USER))
     pictures = [_control_picture(seed) for seed in (1, 2)]
     pngs = [_png(picture) for picture in pictures]
@@ -549,6 +561,9 @@ def run_flux_controlnet(work: Path) -> None:
         ("flux1-controlnet-union", "float32", [("union", 1.0, 0.0, 1.0, "canny"),
                                                ("union", 0.6, 0.0, 1.0, "depth")]),
         ("flux1-controlnet-bfloat16", "bfloat16", [("instantx", 0.8, 0.0, 0.8, "")]),
+        ("flux1-controlnet-file", "float32", [("union-file", 1.0, 0.0, 1.0, "canny"),
+                                              ("union-file", 0.6, 0.0, 1.0, "depth")]),
+        ("flux1-controlnet-xlabs-file", "float32", [("xlabs-v3", 0.8, 0.0, 0.8, "")]),
     )  # fmt: skip
     for label, dtype, layers in rows:
         control = [
@@ -570,10 +585,12 @@ def run_flux_controlnet(work: Path) -> None:
         ours, resumed = folder_run / "ref.png", folder_run / "job.png"
         inputs = RunInputs(control_images=pngs[: len(control)])
         _whole_and_resumed(runner, params, inputs, ours, resumed)
+        as_folders = [
+            folders / x.model if (folders / x.model).is_dir() else nets / x.model for x in control
+        ]
         stock = stock_flux_controlnet(
-            flux, [nets / layer.model for layer in control], params, pictures[: len(control)],
-            getattr(torch, dtype),
-        )  # fmt: skip
+            flux, as_folders, params, pictures[: len(control)], getattr(torch, dtype)
+        )
         report(f"pause_resume_max_diff[{label}]", max_diff(pixels(ours), pixels(resumed)))
         report(f"same_as_diffusers_max_diff[{label}]", max_diff(pixels(ours), pixels(stock)))
         shutil.rmtree(folder_run)

@@ -175,8 +175,7 @@ def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_ed
     section = window.guidance
     window.prompt.prompt.setPlainText("a cat")
     section.controls.add_file_path(drawing(tmp_path / "pose.png"))
-    kinds = section.controls.rows[0].control_type
-    kinds.setCurrentIndex(kinds.findData("depth"))  # what a ControlNet Union is told
+    assert section.controls.rows[0].control_type.isHidden()  # a single-mode net: no type
     section.references.add(png_of(drawing(tmp_path / "style.png")))
     section.references.add(png_of(picture_file(tmp_path / "face.png")))
     section.references.rows[1].weight.setValue(0.4)
@@ -188,7 +187,7 @@ def test_guidance_goes_with_the_forms_init_image_and_with_an_inpaint_from_the_ed
     assert job.init_image.startswith("upload:") and init_image_of(queue, job) is not None
     assert len(control_images_of(queue, job)) == 1 and len(reference_images_of(queue, job)) == 2
     assert [r.weight for r in decode_reference(job.reference)] == [1.0, 0.4]  # each its own
-    assert [layer.control_type for layer in decode_control(job.control)] == ["depth"]
+    assert [layer.control_type for layer in decode_control(job.control)] == [""]
     editor = window.mask_editing.open(picture(), None, None)
     qtbot.addWidget(editor)
     qtbot.waitExposed(editor)

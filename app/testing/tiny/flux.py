@@ -145,7 +145,9 @@ def write_tiny_flux_kohya_lora(dest: Path, *, seed: int = 3) -> Path:
 FLUX_UNION_MODES = 10
 
 
-def build_tiny_flux_controlnet(*, union: bool = False, xlabs: bool = False, seed: int = 5) -> Any:
+def build_tiny_flux_controlnet(
+    *, union: bool = False, xlabs: bool = False, seed: int = 5, single_layers: int = 1
+) -> Any:
     """A tiny random `FluxControlNetModel` for `build_tiny_flux(guidance_embeds=True)`: one
     double and one single block of its width. InstantX-style (reads the VAE's latents), or
     with `xlabs` XLabs-style (reads pixels through its own hint block, in 2x2 patches);
@@ -160,7 +162,7 @@ def build_tiny_flux_controlnet(*, union: bool = False, xlabs: bool = False, seed
             patch_size=2 if xlabs else 1,
             in_channels=FLUX_LATENT_CHANNELS * 4,
             num_layers=1,
-            num_single_layers=1,
+            num_single_layers=single_layers,
             attention_head_dim=16,
             num_attention_heads=2,
             joint_attention_dim=T5_WIDTH,
@@ -182,6 +184,78 @@ def write_tiny_flux_controlnet(dest: Path, **kwargs: Any) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     build_tiny_flux_controlnet(**kwargs).save_pretrained(dest)
     return dest
+
+
+def write_tiny_flux_controlnet_file(
+    dest: Path, *, layout: str = "diffusers", **kwargs: Any
+) -> Path:
+    """Save `build_tiny_flux_controlnet(**kwargs)` as one `.safetensors` file at `dest`, no
+    config: with diffusers' keys (InstantX's and Shakker-Labs' files renamed) or, with
+    `layout="xlabs"`, in XLabs' own layout (`xlabs_state`)."""
+    from safetensors.torch import save_file
+
+    state = build_tiny_flux_controlnet(**kwargs).state_dict()
+    if layout == "xlabs":
+        state = xlabs_state(state)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    save_file({key: value.contiguous() for key, value in state.items()}, str(dest))
+    return dest
+
+
+# FluxControlNetModel's names -> XLabs' (x-flux's `ControlNetFlux`), written out here on
+# their own rather than derived from Easel's mapping, so the two check each other.
+_TO_XLABS_TOP = {
+    "time_text_embed.timestep_embedder.linear_1.": "time_in.in_layer.",
+    "time_text_embed.timestep_embedder.linear_2.": "time_in.out_layer.",
+    "time_text_embed.text_embedder.linear_1.": "vector_in.in_layer.",
+    "time_text_embed.text_embedder.linear_2.": "vector_in.out_layer.",
+    "time_text_embed.guidance_embedder.linear_1.": "guidance_in.in_layer.",
+    "time_text_embed.guidance_embedder.linear_2.": "guidance_in.out_layer.",
+    "context_embedder.": "txt_in.",
+    "x_embedder.": "img_in.",
+    "controlnet_x_embedder.": "pos_embed_input.",
+    "controlnet_blocks.": "controlnet_blocks.",
+    "input_hint_block.conv_in.": "input_hint_block.0.",
+    "input_hint_block.conv_out.": "input_hint_block.14.",
+    **{f"input_hint_block.blocks.{n}.": f"input_hint_block.{2 * n + 2}." for n in range(6)},
+}
+_TO_XLABS_BLOCK = {
+    "norm1.linear.": "img_mod.lin.", "norm1_context.linear.": "txt_mod.lin.",
+    "attn.norm_q.weight": "img_attn.norm.query_norm.scale",
+    "attn.norm_k.weight": "img_attn.norm.key_norm.scale",
+    "attn.norm_added_q.weight": "txt_attn.norm.query_norm.scale",
+    "attn.norm_added_k.weight": "txt_attn.norm.key_norm.scale",
+    "ff.net.0.proj.": "img_mlp.0.", "ff.net.2.": "img_mlp.2.",
+    "ff_context.net.0.proj.": "txt_mlp.0.", "ff_context.net.2.": "txt_mlp.2.",
+    "attn.to_out.0.": "img_attn.proj.", "attn.to_add_out.": "txt_attn.proj.",
+}  # fmt: skip
+
+
+def xlabs_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A `FluxControlNetModel`'s state dict (XLabs-style: a hint block, no single blocks)
+    in XLabs' file layout: q, k and v fused per stream, as Flux's original blocks keep them."""
+    import torch
+
+    out: dict[str, Any] = {}
+    blocks = {key.split(".")[1] for key in state if key.startswith("transformer_blocks.")}
+    for n in sorted(blocks):
+        ours, theirs = f"transformer_blocks.{n}.", f"double_blocks.{n}."
+        for kind in ("weight", "bias"):
+            for stream, parts in (
+                ("img", "to_q to_k to_v"),
+                ("txt", "add_q_proj add_k_proj add_v_proj"),
+            ):
+                fused = [state[f"{ours}attn.{part}.{kind}"] for part in parts.split()]
+                out[f"{theirs}{stream}_attn.qkv.{kind}"] = torch.cat(fused)
+        for key, value in state.items():
+            for old, new in _TO_XLABS_BLOCK.items():
+                if key.startswith(ours + old):
+                    out[theirs + new + key[len(ours + old) :]] = value
+    for key, value in state.items():
+        for old, new in _TO_XLABS_TOP.items():
+            if key.startswith(old):
+                out[new + key[len(old) :]] = value
+    return out
 
 
 def stock_flux_controlnet(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from app.engine.generation.guidance.controlnets import list_controlnets
+from app.engine.generation.guidance.controlnets import list_controlnets, union_types
 from app.engine.generation.guidance.ip_adapters import list_ip_adapters
 from app.engine.generation.guidance.redux_models import list_redux_models
 from app.engine.jobs.params import (
@@ -65,6 +65,15 @@ def controlnet_names(architecture: str = "") -> list[str]:
     if architecture:
         usable = [info for info in usable if str(info.architecture) == architecture]
     return [info.name for info in usable]
+
+
+def controlnet_union_types(name: str) -> tuple[str, ...]:
+    """The control types the ControlNet called `name` is told, by its table's order: a
+    Union's own (Flux.1's or SDXL's); none for a single-mode net or an unknown name."""
+    for info in list_controlnets():
+        if info.name == name:
+            return union_types(info.architecture) if info.union and info.supported else ()
+    return ()
 
 
 def ip_adapter_names() -> list[str]:

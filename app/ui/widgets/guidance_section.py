@@ -12,7 +12,7 @@ only call it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,13 +35,13 @@ from PySide6.QtWidgets import (
 from app.engine.jobs.params import (
     CONTROL_MODULES,
     MAX_CONTROL_WEIGHT,
-    UNION_TYPES,
     InvalidParameters,
 )
 from app.errors import UserError
 from app.ui.presenters.guidance import (
     GuideLayer,
     controlnet_names,
+    controlnet_union_types,
     guided_job,
     reference_model_names,
     with_guidance,
@@ -128,9 +128,13 @@ class LayerRow(QFrame):
         control: bool,
         remove: Callable[[], None],
         move_up: Callable[[], None] = lambda: None,
+        types_of: Callable[[str], Sequence[str]] = controlnet_union_types,
     ) -> None:
+        """`types_of(net)`: the control types ControlNet `net` is told (a Union's table)."""
         super().__init__()
         self.layer = layer
+        self._control = control
+        self._types_of = types_of
         self.setObjectName("guideLayer")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.enabled = QCheckBox()
@@ -147,22 +151,16 @@ class LayerRow(QFrame):
             self.module.addItem(labels[name], name)
         self.module.setCurrentIndex(CONTROL_MODULES.index(layer.module))
         self.module.setVisible(control)
-        self.control_type = QComboBox()  # only a ControlNet Union reads it
-        self.control_type.addItem(translate("GuidanceSection", "type: from the preprocessor"), "")
-        for name in UNION_TYPES:
-            self.control_type.addItem(
-                translate("GuidanceSection", "type: {name}").format(name=name), name
-            )
-        self.control_type.setCurrentIndex(max(self.control_type.findData(layer.control_type), 0))
+        self.control_type = QComboBox()  # only a ControlNet Union reads it: its own table
         self.control_type.setToolTip(
             translate("GuidanceSection", "The control type a ControlNet Union is told")
         )
-        self.control_type.setVisible(control)
         self.model = QComboBox()
         self.model.addItems(models or [""])
         if layer.model in models:
             self.model.setCurrentText(layer.model)
         layer.model = self.model.currentText()
+        self._offer_types()
         self.weight = ValueSlider(
             translate("GuidanceSection", "Weight"), layer.weight, MAX_CONTROL_WEIGHT
         )
@@ -202,15 +200,38 @@ class LayerRow(QFrame):
         buttons.addStretch(1)
         row.addLayout(buttons)
         self.module.currentIndexChanged.connect(self._module_changed)
-        self.model.currentTextChanged.connect(lambda text: setattr(layer, "model", text))
+        self.model.currentTextChanged.connect(self._model_changed)
         self.enabled.toggled.connect(lambda on: setattr(layer, "enabled", on))
-        self.control_type.currentIndexChanged.connect(
-            lambda: setattr(layer, "control_type", str(self.control_type.currentData()))
-        )
+        self.control_type.currentIndexChanged.connect(self._type_changed)
         self.weight.valueChanged.connect(lambda v: setattr(layer, "weight", v))
         self.start.valueChanged.connect(lambda v: setattr(layer, "start", v))
         self.end.valueChanged.connect(lambda v: setattr(layer, "end", v))
         self._show_output()
+
+    def _model_changed(self, name: str) -> None:
+        self.layer.model = name
+        self._offer_types()
+
+    def _offer_types(self) -> None:
+        """The type box offers the chosen net's own control types (Flux.1's Union table is
+        not SDXL's), keeping the layer's type where the table has it; a single-mode net
+        is told none, so the box is hidden and the layer's type cleared."""
+        types = list(self._types_of(self.layer.model)) if self._control else []
+        kept = self.layer.control_type if self.layer.control_type in types else ""
+        self.control_type.blockSignals(True)  # filled whole before the layer reads it
+        self.control_type.clear()
+        self.control_type.addItem(translate("GuidanceSection", "type: from the preprocessor"), "")
+        for name in types:
+            self.control_type.addItem(
+                translate("GuidanceSection", "type: {name}").format(name=name), name
+            )
+        self.control_type.setCurrentIndex(self.control_type.findData(kept))
+        self.control_type.blockSignals(False)
+        self.control_type.setVisible(bool(types))
+        self.layer.control_type = kept
+
+    def _type_changed(self) -> None:
+        self.layer.control_type = str(self.control_type.currentData() or "")
 
     def _module_changed(self) -> None:
         self.layer.module = str(self.module.currentData())

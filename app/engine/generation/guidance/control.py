@@ -280,7 +280,7 @@ class ControlNetCache:
         nets = []
         for info, key in zip(infos, keys, strict=True):
             if key not in self._loaded:
-                net = _load(info, dtype, self._configs)
+                net = _load(info, dtype, self._configs, denoiser.config)
                 if offloaded is None:
                     self._loaded[key] = net.to(device)
                 else:
@@ -322,7 +322,11 @@ def controlnet_config(architecture: Architecture, configs: Path | None = None) -
     return root / f"controlnet-{architecture.value}"
 
 
-def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any:
+def _load(
+    info: ControlNetInfo, dtype: torch.dtype, configs: Path | None, denoiser: Any = None
+) -> Any:
+    """`denoiser`: the model's UNet's or transformer's config (a Flux.1 ControlNet file
+    takes its rotary axes from it: they are not in its weights)."""
     from diffusers import ControlNetModel, ControlNetUnionModel
 
     own_class = info.architecture.spec.guidance.controlnet_class if info.architecture else ""
@@ -330,6 +334,8 @@ def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any
         import diffusers
 
         return getattr(diffusers, own_class).from_pretrained(info.path, torch_dtype=dtype)
+    if own_class:  # Flux.1's as one file: diffusers' keys or XLabs' own
+        return _load_flux_file(info, dtype, getattr(denoiser, "axes_dims_rope", None))
     if info.path.is_dir():
         model_class = ControlNetUnionModel if info.union else ControlNetModel
         return model_class.from_pretrained(info.path, torch_dtype=dtype)
@@ -350,6 +356,27 @@ def _load(info: ControlNetInfo, dtype: torch.dtype, configs: Path | None) -> Any
     return ControlNetModel.from_single_file(
         str(info.path), config=str(config), torch_dtype=dtype, local_files_only=True
     )
+
+
+def _load_flux_file(info: ControlNetInfo, dtype: torch.dtype, axes_dims_rope: Any) -> Any:
+    """A Flux.1 ControlNet file as a `FluxControlNetModel` (config from its tensors' shapes,
+    `flux_control_files`), loaded strictly: a tensor left out fails loudly rather than
+    staying random."""
+    from diffusers import FluxControlNetModel
+    from safetensors.torch import load_file
+
+    from app.engine.generation.guidance import flux_control_files as files
+
+    state = load_file(str(info.path))
+    if files.is_xlabs(list(state)):
+        state = files.to_diffusers(state, lambda tensor: list(tensor.chunk(3, dim=0)))
+    shapes = {key: list(tensor.shape) for key, tensor in state.items()}
+    config = files.config_from_shapes(shapes, axes_dims_rope)
+    with torch.device("meta"):  # no random weights drawn only to be overwritten
+        net = FluxControlNetModel.from_config(config)
+    # Cast as `from_pretrained(torch_dtype=...)` casts a folder's weights (none kept in fp32).
+    net.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
+    return net.eval()
 
 
 def _load_union_file(info: ControlNetInfo, config: Path, dtype: torch.dtype) -> Any:

@@ -14,8 +14,9 @@ the family's that declares `controlnet_union`.
 
 A transformer family's ControlNets are told by their config's class alone (Flux.1's
 `FluxControlNetModel`: the family that declares it as its `controlnet_class`); a Union of
-them has a `num_mode` (its control types: the family's `union_types`). Those are loaded
-as diffusers folders only (InstantX's, XLabs' and Shakker-Labs' diffusers releases).
+them has a `num_mode` (its control types: the family's `union_types`). Those are diffusers
+folders or single files (diffusers' keys or XLabs' own, `flux_control_files`), a file's
+config read from its tensors' shapes.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from pathlib import Path
 from app.engine.generation.files.architecture import (
     SAFETENSORS_SUFFIX,
     Architecture,
+    header_shapes,
     read_safetensors_header,
 )
 from app.engine.generation.files.registry import families
 from app.engine.generation.files.sources import ModelSearchPath, default_search_path
+from app.engine.generation.guidance import flux_control_files as flux_files
 from app.engine.jobs.params import SDXL_UNION_TYPES, ControlLayer, GenerationParams
 from app.engine.paths import stays_inside
 from app.errors import BadInput, MissingModel
@@ -59,7 +62,9 @@ class ControlNetInfo:
     name: str
     path: Path
     architecture: Architecture | None
-    layout: str  # "diffusers" (a folder or a file with diffusers' keys) or "original"
+    # "diffusers" (a folder or a file with diffusers' keys), "original" (`control_model.*`)
+    # or "xlabs" (XLabs' Flux.1 ControlNet files)
+    layout: str
     unsupported_reason: str = ""
     union: bool = False  # a ControlNet Union: each layer says its control type
 
@@ -248,9 +253,8 @@ def _detect_file(path: Path) -> ControlNetInfo | None:
     except ValueError as error:
         return ControlNetInfo(path.stem, path, None, "", f"the file is unreadable: {error}")
     keys = [key for key in header if key != "__metadata__"]
-    if _is_flux_file(keys):
-        flux = _family_of_class(FLUX_CONTROLNET_CLASS)
-        return ControlNetInfo(path.stem, path, flux, "", _FLUX_FILE_REFUSAL)
+    if flux_files.is_flux_controlnet(keys):
+        return _detect_flux_file(path, header_shapes(header))
     if any(key.startswith("control_model.") for key in keys):
         prefix, layout, added = "control_model.", "original", "control_model.label_emb."
     elif any(key.startswith("controlnet_cond_embedding.") for key in keys):
@@ -285,15 +289,15 @@ def _has(keys: list[str], prefix: str) -> bool:
     return any(key.startswith(prefix) for key in keys)
 
 
-# A Flux.1 ControlNet as one file: diffusers' keys (InstantX, Shakker-Labs:
-# `controlnet_x_embedder`) or XLabs' own (`input_hint_block` beside `double_blocks`).
-_FLUX_FILE_REFUSAL = (
-    "it is a Flux.1 ControlNet file, which Easel loads only as a diffusers folder "
-    "(config.json beside the weights, as InstantX, XLabs and Shakker-Labs publish them)"
-)
-
-
-def _is_flux_file(keys: list[str]) -> bool:
-    if "controlnet_x_embedder.weight" in keys:
-        return True
-    return _has(keys, "input_hint_block.") and _has(keys, "double_blocks.")
+def _detect_flux_file(path: Path, shapes: dict[str, list[int]]) -> ControlNetInfo:
+    """A Flux.1 ControlNet file (diffusers' keys or XLabs' own): its config is read from its
+    shapes here, so a file Easel cannot make a net of is refused at submit."""
+    flux = _family_of_class(FLUX_CONTROLNET_CLASS)
+    keys = list(shapes)
+    layout = "xlabs" if flux_files.is_xlabs(keys) else "diffusers"
+    try:
+        flux_files.config_from_shapes(flux_files.diffusers_shapes(shapes))
+    except flux_files.UnreadableFluxControlNet as error:
+        reason = f"it is not a Flux.1 ControlNet file Easel can read: {error}"
+        return ControlNetInfo(path.stem, path, flux, layout, reason)
+    return ControlNetInfo(path.stem, path, flux, layout, union=flux_files.is_union(keys))
