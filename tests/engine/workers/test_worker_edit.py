@@ -120,8 +120,8 @@ def stock_pixels(folder: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
     try:
         image = pipe(
             image=[Image.open(io.BytesIO(png)) for png in PICTURES],
-            prompt=SETTINGS.instruction, negative_prompt="", true_cfg_scale=SETTINGS.cfg, num_inference_steps=STEPS,
-            width=SIZE[0], height=SIZE[1],
+            prompt=SETTINGS.instruction, negative_prompt="", true_cfg_scale=SETTINGS.cfg,
+            num_inference_steps=STEPS, width=SIZE[0], height=SIZE[1],
             generator=torch.Generator("cpu").manual_seed(SETTINGS.seed),
         ).images[0]  # fmt: skip
     finally:
