@@ -29,6 +29,7 @@ from app.engine.jobs.follow_ups import submit_with_follow_ups
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobStatus
 from app.engine.store.edits import EditSettings, picture_edit_job
+from app.engine.workers.liveness import WorkerIdentity
 from app.engine.workers.worker import RunnerLike, WorkerConfig, default_runner
 from app.testing.step_hooks import SlowStepRunner
 from app.testing.tiny.qwen import write_tiny_qwen_edit
@@ -49,7 +50,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
 ]
 MODEL = "plus"
-STEPS, EVERY = 6, 2  # a rolling checkpoint every 2 steps
+STEPS, EVERY = 4, 2  # a rolling checkpoint every 2 steps
 SIZE = (64, 48)
 PICTURES = (init_png(SIZE), init_png((48, 64)))  # the edited one, then a further one
 SETTINGS = EditSettings(
@@ -136,18 +137,19 @@ def rolling_files(h: Harness, job_id: int) -> list[Path]:
 def test_an_edit_plus_edit_of_two_pictures_through_a_real_worker_is_stock_and_survives_a_kill(
     h: Harness, queue: JobQueue, folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    supervisor = h.supervisor(config=rolling_config(h))
-    supervisor.start()
+    # Two workers, both warm before the kill, so the other one resumes without a cold start.
+    h.supervisor(config=rolling_config(h), workers=2).start()
     whole = h.wait_settled(submit_edit(queue), timeout=120)
     assert whole.status == S.SUCCESS, queue.timeline(whole.id or 0)[-1].message
     assert pixels(whole.output_path) == stock_pixels(folder, monkeypatch)  # max diff 0
 
     job_id = submit_edit(queue)
     h.wait_for(lambda: bool(rolling_files(h, job_id)), timeout=60, what="a rolling checkpoint")
-    [pid] = supervisor.worker_pids()
-    os.kill(pid, signal.SIGKILL)
+    killed_worker = WorkerIdentity.parse(queue.get(job_id).worker_id)
+    assert killed_worker is not None
+    os.kill(killed_worker.pid, signal.SIGKILL)
     killed = h.wait_settled(job_id, timeout=120)
-    assert killed.status == S.SUCCESS
+    assert killed.status == S.SUCCESS and killed.worker_id != str(killed_worker)
     assert statuses(queue, job_id) == [
         "PENDING", "PROCESSING", "TIMEOUT", "PENDING", "PROCESSING", "SUCCESS"
     ]  # fmt: skip
