@@ -36,7 +36,6 @@ from app.testing.tiny.qwen import write_tiny_qwen_edit
 from tests.engine.generation.test_img2img import init_png
 from tests.engine.workers.test_worker_e2e import pixels
 from tests.engine.workers.worker_fixtures import (
-    STEP_DELAY_S,
     Harness,
     harness,
     link_model,
@@ -50,7 +49,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
 ]
 MODEL = "plus"
-STEPS, EVERY = 4, 2  # a rolling checkpoint every 2 steps
+STEPS, EVERY = 6, 2  # a rolling checkpoint every 2 steps: 4 slow steps left to kill in
+STEP_DELAY_S = 0.3  # slow enough that the kill lands mid-denoise on a busy machine
 SIZE = (64, 48)
 PICTURES = (init_png(SIZE), init_png((48, 64)))  # the edited one, then a further one
 SETTINGS = EditSettings(
