@@ -16,7 +16,7 @@ from app.cli import arguments
 from app.cli.jobs import Given, check_model, few_step_defaults, with_queue
 from app.engine.generation.request_checks import edit_defaults_of
 from app.engine.jobs.follow_ups import NewJob, submit_with_follow_ups
-from app.engine.jobs.init_image import read_init_image
+from app.engine.jobs.init_image import InvalidInitImage, prepare_init_image, read_init_image
 from app.engine.jobs.params import RANDOM_SEED, GenerationParams, InvalidParameters, parse_size
 from app.engine.jobs.queue import JobQueue
 from app.engine.settings import load_settings, queue_is_shared
@@ -64,7 +64,7 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 
 def _edit(args: argparse.Namespace, queue: JobQueue) -> int:
     """An edit of job `job_id`'s picture, at its size: a child of that job."""
-    more = [read_init_image(path) for path in args.image]
+    more = [_read_input_image(path, number) for number, path in enumerate(args.image, start=2)]
     job = edit_job(
         queue, args.job_id, _settings(args, args.instruction, more), check=check_model,
         defaults=_defaults(), max_attempts=_attempts(),
@@ -79,12 +79,30 @@ def _submit_edit(args: argparse.Namespace, queue: JobQueue) -> int:
             "--edit-image is the picture edited: give no --init-image or --mask"
         )
     size = parse_size(args.size) if args.size else None  # default: the picture's own
-    edited, *more = [read_init_image(path) for path in args.edit_image]
+    edited, *more = [
+        _read_input_image(path, number, size if number == 1 else None)
+        for number, path in enumerate(args.edit_image, start=1)
+    ]
     job = picture_edit_job(
         edited, _settings(args, args.prompt, more), size=size, parents=args.after,
         check=check_model, defaults=_defaults(), max_attempts=_attempts(),
     )  # fmt: skip
     return _submitted(queue, job, args)
+
+
+def _read_input_image(path: Path, number: int, size: tuple[int, int] | None = None) -> bytes:
+    """The bytes of input image `number` (1: the picture edited), checked as submit will
+    prepare it (at `size`, or its own fitted size), so that a refusal names the picture by
+    its number and its file ("input image 2 (hat.txt) is not an image that can be read: ...")
+    rather than as an init image."""
+    try:
+        data = read_init_image(path)
+        prepare_init_image(data, size)
+    except InvalidInitImage as error:
+        named = f"input image {number} ({path})"
+        said = str(error).replace(f"the init image {path}", named, 1)
+        raise InvalidInitImage(said.replace("the init image", named, 1)) from error
+    return data
 
 
 def _drawing_defaults(args: argparse.Namespace) -> argparse.Namespace:

@@ -22,6 +22,7 @@ from app.engine.jobs.groups import retry_member
 from app.engine.jobs.params import (
     KIND_VIDEO,
     decode_control,
+    decode_edit_images,
     decode_reference,
     decode_scheduler_config,
 )
@@ -95,7 +96,8 @@ def submit_job(
 
 @router.get("/jobs/{job_id}")
 def get_job(job_id: JobId, request: Request) -> dict[str, Any]:
-    """A job: status, progress, ETA, error, its whole timeline and links to its image."""
+    """A job: status, progress, ETA, error, its whole timeline and links to its image. An
+    edit's further input images (Qwen-Image-Edit Plus) are `edit_images`, in order."""
     state = state_of(request)
     job, timeline, record = state.records.job_view(job_id)
     return job_json(state, job, timeline=timeline, record=record)
@@ -337,7 +339,8 @@ def job_json(
 
 def what_it_draws(job: Job) -> dict[str, Any]:
     """What a job was asked for beyond its settings: its kind and group, a mask, control
-    layers, references, a variation seed, the wildcard template."""
+    layers, references, a variation seed, the wildcard template, an edit's input images
+    after the one it edits (`init_image`), each as the job stores it ("upload:<sha256>")."""
     return {
         "kind": job.kind, "group_id": job.group_id, "group_cell": job.group_cell,
         "prompt_template": job.prompt_template, "mask": job.mask or None,
@@ -346,6 +349,7 @@ def what_it_draws(job: Job) -> dict[str, Any]:
         "variation_strength": job.variation_strength,
         "control": [asdict(layer) for layer in decode_control(job.control)],
         "references": [asdict(ref) for ref in decode_reference(job.reference)],
+        "edit_images": list(decode_edit_images(job.edit_images)),
     }  # fmt: skip
 
 

@@ -26,6 +26,15 @@ JOB: dict[str, Any] = {
     "links": {"self": "/api/v1/jobs/12", "image": "/api/v1/jobs/12/image",
               "preview": "/api/v1/jobs/12/preview", "events": "/api/v1/events?job=12"},
 }  # fmt: skip
+# An edit on Qwen-Image-Edit Plus of job 12's image with one further picture: its input
+# images after the edited one (`init_image`) as the job stores them.
+EDIT_JOB: dict[str, Any] = {
+    **JOB, "id": 14, "prompt": "put the hat of picture 2 on the cat", "model": "qwen-edit-plus",
+    "steps": 50, "cfg": 4.0, "init_image": "job:12", "kind": "edit",
+    "edit_images": ["upload:" + "5e" * 32],
+    "links": {**JOB["links"], "self": "/api/v1/jobs/14", "image": "/api/v1/jobs/14/image",
+              "preview": "/api/v1/jobs/14/preview", "events": "/api/v1/events?job=14"},
+}  # fmt: skip
 TRANSITION = {
     "kind": "transition", "id": 31, "job_id": 12, "attempt": 1, "from": "PROCESSING",
     "to": "SUCCESS", "event": "COMPLETE", "source": "worker", "message": "", "at": 1765100004.5,
@@ -47,7 +56,7 @@ EVENTS = f"id: 31\nevent: transition\ndata: {json.dumps(TRANSITION)}\n\n"
 ANSWERS: dict[tuple[str, str], tuple[str, Any]] = {
     ("get", "/events"): ("text/event-stream", EVENTS),
     ("post", "/jobs"): ("application/json", {"ids": [12], "replayed": False, "jobs": [JOB]}),
-    ("get", "/jobs"): ("application/json", {"jobs": [JOB], "next_before": None}),
+    ("get", "/jobs"): ("application/json", {"jobs": [EDIT_JOB, JOB], "next_before": None}),
     ("get", "/jobs/{job_id}"): ("application/json", JOB_WITH_TIMELINE),
     ("post", "/jobs/{job_id}/cancel"): ("application/json", ACTED),
     ("post", "/jobs/{job_id}/pause"): ("application/json", {**ACTED, "changed": False}),

@@ -117,7 +117,7 @@ def test_edit_plus_takes_further_input_images_in_order(
         ("plus", 3, "an edit reads at most 3 input images, not 4"),
         ("kontext", 1, "Flux.1 Kontext edits one input image, not 2; give only the picture"),
         ("qwen-edit", 1, "Qwen-Image-Edit edits one input image, not 2; give only the picture"),
-        ("plus", 0, "input image 2 is 24x24; each side must be at least 32 pixels"),
+        ("plus", 0, "small.png) is 24x24; each side must be at least 32 pixels"),
     ],
 )
 def test_too_many_input_images_are_refused_in_one_sentence_and_nothing_is_stored(
@@ -133,5 +133,32 @@ def test_too_many_input_images_are_refused_in_one_sentence_and_nothing_is_stored
     code, out, err = run_cli(capsys, "edit", "1", "make it night", "--model", model, *flags)
     assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
     assert sentence in err
+    with pytest.raises(JobNotFound):  # nothing stored
+        open_queue().get(2)
+
+
+@pytest.mark.parametrize(
+    ("command", "number"), [("edit", 3), ("submit", 2)]
+)  # fmt: skip
+def test_a_further_picture_that_cannot_be_read_is_refused_naming_its_number_and_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, number: int
+) -> None:
+    """A missing file, a text file: "input image N (path) ...", not "the init image"."""
+    write_qwen_edit_index(paths.models_dir() / "plus", plus=True)
+    assert run_cli(capsys, "submit", "a cat")[1].strip() == "1"
+    good = write_image(tmp_path / "good.png", (64, 48))
+    notes, missing = tmp_path / "notes.txt", tmp_path / "missing.png"
+    notes.write_text("not a picture")
+    flag = "--image" if command == "edit" else "--edit-image"
+    head = ["edit", "1", "make it night"] if command == "edit" else ["submit", "make it night"]
+    for bad, said in [
+        (missing, f"cannot read input image {number} ({missing}): "),
+        (notes, f"input image {number} ({notes}) is not an image that can be read: "),
+    ]:  # fmt: skip
+        code, out, err = run_cli(
+            capsys, *head, "--model", "plus", flag, str(good), flag, str(bad)
+        )  # fmt: skip
+        assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+        assert said in err and "init image" not in err
     with pytest.raises(JobNotFound):  # nothing stored
         open_queue().get(2)

@@ -12,6 +12,7 @@ from pathlib import Path
 from PIL import Image
 
 from app.engine.jobs.graph import edit_images_of, init_image_of, parents_of
+from app.engine.jobs.graph_sql import digest
 from app.engine.jobs.init_image import open_rgb
 from app.engine.jobs.params import GenerationParams
 from app.engine.jobs.queue import JobQueue
@@ -106,3 +107,35 @@ def test_edit_plus_takes_its_input_images_as_a_list_and_the_model_s_own_defaults
         assert refused.status_code in (400, 422), refused.text
         assert refused.json()["error"].startswith("an edit reads 1 to 3 input images, not 4")
         assert len(queue.jobs()) == before
+
+
+def test_a_job_answer_lists_an_edits_further_input_images_as_stored(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    """`edit_images` in `/jobs/{id}` and `/jobs` (and the schema's example): each further
+    picture as the job stores it, "upload:<sha256>" of its stored PNG; none for a drawing."""
+    write_qwen_edit_index(tmp_path / "plus", plus=True)
+    parent = queue.submit(GenerationParams("a cat", width=64, height=48))
+    with running(queue, settings=Settings(models_dir=str(tmp_path))) as api:
+        pictures = [other_picture_b64((48, 64)), other_picture_b64((64, 64))]
+        body = {
+            "prompt": "the two cats",
+            "model": "plus",
+            "edit_image": [{"job": parent}, *pictures],
+        }
+        answer = api.client.post("/api/v1/jobs", json=body)
+        assert answer.status_code == 201, answer.text
+        edit_id = answer.json()["ids"][0]
+        stored = [digest(png) for png in edit_images_of(queue, queue.get(edit_id))]
+        assert len(stored) == 2 and all(name.startswith("upload:") for name in stored)
+        shown = api.client.get(f"/api/v1/jobs/{edit_id}").json()
+        assert (shown["kind"], shown["init_image"], shown["edit_images"]) == (
+            "edit", f"job:{parent}", stored
+        )  # fmt: skip
+        listed = {
+            job["id"]: job["edit_images"] for job in api.client.get("/api/v1/jobs").json()["jobs"]
+        }
+        assert listed == {edit_id: stored, parent: []}
+        example = api.client.get("/openapi.json").json()["paths"]["/api/v1/jobs"]["get"]
+        jobs = example["responses"]["200"]["content"]["application/json"]["example"]["jobs"]
+        assert jobs[0]["kind"] == "edit" and jobs[0]["edit_images"][0].startswith("upload:")

@@ -135,7 +135,13 @@ def parse_easel(text: str) -> ParsedParams:
     try:
         if values.pop("reference", ""):  # its image is not in the PNG: nothing to submit
             warnings.append(translate("PngParams", "the reference image is not restored"))
-        values.pop("edit_images", None)  # an edit's further pictures: not in the PNG either
+        if values.pop("edit_images", ""):  # an edit's further pictures: not in the PNG either
+            warnings.append(
+                translate(
+                    "PngParams",
+                    "the edit's further input images are not in the PNG; add them again",
+                )
+            )
         layers = decode_control(str(values.pop("control", "") or ""))
         control = tuple(replace(layer, image="") for layer in layers)
         return ParsedParams(GenerationParams(**_coerced(values)), warnings, control)
