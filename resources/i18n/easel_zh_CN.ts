@@ -1680,6 +1680,10 @@ Resume continues from there.</source>
         <translation>参考图像未恢复</translation>
     </message>
     <message>
+        <source>the edit&apos;s further input images are not in the PNG; add them again</source>
+        <translation>编辑的其他输入图片不在 PNG 中；请重新添加</translation>
+    </message>
+    <message>
         <source>the easel parameters are incomplete: {error}</source>
         <translation>easel 参数不完整：{error}</translation>
     </message>
