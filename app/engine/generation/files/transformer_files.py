@@ -198,7 +198,11 @@ def _detect_gguf(path: Path) -> Detected:
             f"{path.name} cannot be used: it is not a readable GGUF file (its tables are damaged)"
         )
     if _family_of_keys(list(shapes)) is None:
-        kinds = " or ".join(spec.label for spec in families() if spec.transformer_file)
+        kinds = " or ".join(
+            spec.label
+            for spec in families()
+            if spec.transformer_file and spec.transformer_file.markers
+        )
         return unsupported(f"{path.name} is a GGUF file, but not a {kinds} diffusion model")
     odd = sorted({kind for kind in types.values() if kind not in GGUF_RUNNABLE})
     if odd:
