@@ -33,7 +33,11 @@ from tests.engine.generation.test_wan import Written, max_frame_diff, wan_params
 from tests.engine.generation.test_wan import written as written
 from tests.engine.generation.test_wan_image import PNG, WITH_IMAGE, clip_of
 from tests.engine.generation.tiny_architectures import model_info, pause_at
-from tests.engine.generation.tiny_wan_ti2v_files import TinyTi2vFiles, write_tiny_ti2v_files
+from tests.engine.generation.tiny_wan_ti2v_files import (
+    TinyTi2vFiles,
+    stock_from_files,
+    write_tiny_ti2v_files,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -51,18 +55,8 @@ def files_runner(files: TinyTi2vFiles, model: ModelInfo) -> Runner:
 
 
 def stock_on_the_files(files: TinyTi2vFiles, params: GenerationParams) -> list[np.ndarray]:
-    """The stock pipeline as the model card calls it (`WanImageToVideoPipeline` with an
-    image, the folder's `WanPipeline` without), its transformer from the file."""
-    import diffusers
-
-    transformer = diffusers.WanTransformer3DModel.from_single_file(
-        str(files.model), subfolder="transformer", config=str(files.configs),
-        local_files_only=True,
-    )  # fmt: skip
     image = Image.open(io.BytesIO(PNG)).convert("RGB") if params.init_image else None
-    pipeline = diffusers.WanImageToVideoPipeline if image else diffusers.WanPipeline
-    pipe = pipeline.from_pretrained(files.folder, local_files_only=True, transformer=transformer)
-    pipe.set_progress_bar_config(disable=True)
+    pipe = stock_from_files(files, image is not None)
     extra: dict[str, Any] = {"image": image} if image is not None else {}
     frames = pipe(
         prompt=params.prompt,

@@ -89,6 +89,23 @@ def write_tiny_ti2v_files(root: Path) -> TinyTi2vFiles:
     return TinyTi2vFiles(folder, model, configs)
 
 
+def stock_from_files(files: TinyTi2vFiles, image: bool) -> Any:
+    """The stock pipeline as the model card runs it (`WanImageToVideoPipeline` for an image,
+    the folder's `WanPipeline` for text alone), its transformer read from the file by
+    diffusers' own single-file code; its VAE the folder's (diffusers 0.42 cannot read Wan
+    2.2's VAE file: the folder's is what Easel's conversion must give back)."""
+    import diffusers
+
+    transformer = diffusers.WanTransformer3DModel.from_single_file(
+        str(files.model), subfolder="transformer", config=str(files.configs),
+        local_files_only=True,
+    )  # fmt: skip
+    pipeline = diffusers.WanImageToVideoPipeline if image else diffusers.WanPipeline
+    pipe = pipeline.from_pretrained(files.folder, local_files_only=True, transformer=transformer)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
 def _pairs(original: StateDict) -> list[tuple[str, str]]:
     from app.engine.generation.families.wan.vae22 import diffusers_key
 
