@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from app.engine.generation.families.wan import files, umt5
+from app.engine.generation.families.wan import clip_vision, files, umt5
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
@@ -164,7 +164,15 @@ WAN21_I2V = replace(
     # `WanImageToVideoPipeline` runs First Block Cache in the same "cond"/"uncond" contexts
     # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
     step_cache=True,
-    transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
+    # Its files are detected by Wan 2.1's declaration (files.py: by the transformer's image
+    # embedding), assembled by this one: ComfyUI's CLIP vision file in clip_vision/ beside
+    # them (clip_vision.py), the shipped image processor.
+    transformer_file=replace(
+        WAN21_FILE,
+        markers=(),
+        find_folders=clip_vision.find_clip_vision,
+        folder_components="app.engine.generation.families.wan.clip_vision:components",
+    ),
 )
 
 WAN21_FLF2V = replace(
@@ -176,6 +184,7 @@ WAN21_FLF2V = replace(
     driver=IMAGE_DRIVERS.format("Flf2v"),
     checkpoint_family="wan2.1-flf2v",
     checkpoint_label="Wan 2.1 FLF2V",
+    transformer_file=None,  # diffusers folders only
     # Not declared (yet): stock `WanImageToVideoPipeline` with First Block Cache is not
     # tested with a last image.
     step_cache=False,
