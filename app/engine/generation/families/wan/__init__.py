@@ -67,6 +67,13 @@ def reads_two_images(configs: FolderConfigs) -> bool:
     return reads_images(configs) and transformer.get("pos_embed_seq_len") is not None
 
 
+def read_by_wan21(_keys: list[str], _name: str) -> bool:
+    """Never: the Wan image families' files share Wan 2.1's blocks, and Wan 2.1's
+    declaration (which claims every such file) reads the header and names their
+    architecture (files.py); their own declarations only assemble them."""
+    return False
+
+
 # Diffusers converts Wan-AI's keys itself (single_file_utils.convert_wan_*).
 WAN21_FILE = TransformerFile(
     # Its blocks too, so that an fp8 file's weight matrices are counted as its own.
@@ -133,11 +140,11 @@ WAN22_TI2V = replace(
     # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
     step_cache=True,
     # Its files are detected by Wan 2.1's declaration (files.py: by their 48 latent
-    # channels; no markers of its own), assembled by this one: Wan 2.2's VAE in Wan-AI's
-    # keys, which diffusers' single-file code does not convert (vae22.py).
+    # channels; this one claims none itself), assembled by this one: Wan 2.2's VAE in
+    # Wan-AI's keys, which diffusers' single-file code does not convert (vae22.py).
     transformer_file=replace(
         WAN21_FILE,
-        markers=(),
+        claims=read_by_wan21,
         part_loaders=((WAN_VAE, "app.engine.generation.families.wan.vae22:vae"),),
     ),
 )
@@ -169,7 +176,7 @@ WAN21_I2V = replace(
     # them (clip_vision.py), the shipped image processor.
     transformer_file=replace(
         WAN21_FILE,
-        markers=(),
+        claims=read_by_wan21,
         find_folders=clip_vision.find_clip_vision,
         folder_components="app.engine.generation.families.wan.clip_vision:components",
     ),
