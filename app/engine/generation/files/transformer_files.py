@@ -29,7 +29,6 @@ text_encoders/".
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -153,29 +152,28 @@ def detect_model_file(path: Path) -> Detected:
     if _family_of_keys(list(shapes)) is not None and not is_lora(list(shapes)):
         found = detect_transformer_file(path, shapes)
         quantisation = _fp8(header)
-        problem = scaled_fp8_problem(header) if quantisation == SCALED_FP8 else ""
-        if problem and found.supported:
-            return unsupported(f"{path.name} cannot be used: {problem}")
+        if quantisation == _SCALED_FP8:
+            return unsupported(
+                f"{path.stem}: its fp8 weights are scaled (ComfyUI's fp8_scaled), a layout "
+                "diffusers cannot read; use an fp8 e4m3fn file without scales, or a GGUF"
+            )
         return replace(found, quantisation=quantisation) if found.supported else found
     return detect_file(path, shapes)
 
 
 FP8 = "fp8"  # float8_e4m3fn weights, as the fp8 Flux / SD 3.5 files are stored
 FP8_E5M2 = "fp8 e5m2"
-# ComfyUI's fp8_scaled files (`<layer>.scale_weight`, and the `scaled_fp8` mark) and its
-# later mixed ones (`<layer>.weight_scale`, as qwen_image_edit_2511_fp8mixed): each weight
-# is its fp8 values times its scale, dequantised as it loads (load/assemble.py).
-SCALED_FP8 = "fp8 scaled"
-FP8_SCALES = (".scale_weight", ".weight_scale")  # the same scale (comfy.utils.convert_old_quants)
+_SCALED_FP8 = "scaled"
 _FP8_DTYPES = {"F8_E4M3": FP8, "F8_E5M2": FP8_E5M2}
+_FP8_SCALES = (".scale_weight", ".weight_scale")
 
 
 def _fp8(header: dict[str, Any]) -> str:
-    """ "fp8" when the diffusion model's weight matrices are stored in float8, "fp8 scaled"
-    when they carry ComfyUI's scales ("" if neither)."""
-    own = [key for key in header if not key.startswith(NOT_DIFFUSION_PREFIXES)]
-    if any(k == "scaled_fp8" or k.endswith((".scaled_fp8", *FP8_SCALES)) for k in own):
-        return SCALED_FP8
+    """ "fp8" when the diffusion model's weight matrices are stored in float8 ("" if not)."""
+    # ComfyUI's fp8_scaled (`scale_weight`) and its later mixed files (`weight_scale`, as
+    # qwen_image_edit_2511_fp8mixed): each weight times a scale diffusers does not apply.
+    if "scaled_fp8" in header or any(k.endswith(_FP8_SCALES) for k in header):
+        return _SCALED_FP8
     kinds = [
         entry.get("dtype", "")
         for key, entry in header.items()
@@ -185,31 +183,6 @@ def _fp8(header: dict[str, Any]) -> str:
     ]
     fp8 = [_FP8_DTYPES[kind] for kind in kinds if kind in _FP8_DTYPES]
     return max(set(fp8), key=fp8.count) if len(fp8) * 2 > len(kinds) else ""
-
-
-def scaled_fp8_problem(header: dict[str, Any]) -> str:
-    """Why a scaled fp8 file's scales cannot be applied ("" if they can): each must be one
-    number (ComfyUI's fp8 layers scale a whole tensor) beside an fp8 weight in the file;
-    a block scale (nvfp4's) or a scale of no weight is a layout Easel does not read."""
-    for key, entry in header.items():
-        if not key.endswith(FP8_SCALES) or not isinstance(entry, dict):
-            continue
-        weight = key[: -len(".weight_scale")] + ".weight"  # both spellings are 13 long
-        stored = header.get(weight)
-        if not isinstance(stored, dict):
-            return f"its scale {key} belongs to no weight ({weight} is not in the file)"
-        values = math.prod(entry.get("shape", []))
-        if values != 1:
-            return (
-                f"its scale {key} holds {values} values, not the one per tensor of "
-                "ComfyUI's fp8 scaled files (a block-quantised layout Easel cannot run)"
-            )
-        if stored.get("dtype") not in _FP8_DTYPES:
-            return (
-                f"its weight {weight} is stored as {stored.get('dtype')}, not fp8, with a "
-                f"scale ({key}): a quantisation Easel cannot run"
-            )
-    return ""
 
 
 def _detect_gguf(path: Path) -> Detected:
