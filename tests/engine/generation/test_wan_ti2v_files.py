@@ -124,3 +124,23 @@ def test_the_files_draw_stock_s_frames_and_resume_exactly(
     assert resumed.resumed_from is not None and resumed.resumed_from.step == 2
     assert resumed.image_path is not None
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
+
+
+def test_the_released_vae_s_keys_fill_the_shipped_config_exactly() -> None:
+    """The shipped `wan2.2-ti2v-5b` VAE (the released shape: 160 wide, a 256-wide decoder)
+    on the meta device: its keys written as Wan-AI's and converted back are its own, none
+    left over or missing (what `vae22.vae` loads strictly)."""
+    from accelerate import init_empty_weights
+    from diffusers import AutoencoderKLWan
+
+    from app.engine.generation.families.wan.vae22 import diffusers_vae_keys
+    from tests.engine.generation.tiny_wan_files import shipped_configs
+    from tests.engine.generation.tiny_wan_ti2v_files import wan22_vae_to_original
+
+    settings = AutoencoderKLWan.load_config(shipped_configs() / "wan2.2-ti2v-5b" / "vae")
+    with init_empty_weights():
+        released = AutoencoderKLWan.from_config(settings).state_dict()
+    original = wan22_vae_to_original(released)
+    assert "decoder.upsamples.0.upsamples.3.resample.1.weight" in original  # after 3 resnets
+    assert "encoder.downsamples.0.downsamples.2.resample.1.weight" in original  # after 2
+    assert set(diffusers_vae_keys(original)) == set(released)
