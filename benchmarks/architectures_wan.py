@@ -14,6 +14,22 @@ CPU, every frame compared before the MP4:
   split pair also `vs_folder_max_diff` against the diffusers folder with `transformer` and
   `transformer_2` (the same weights: within 1, mapped at other alignments).
 
+- `wan2.2-ti2v-files` and `wan2.2-ti2v-files-image`: Wan 2.2 TI2V 5B as ComfyUI's split
+  files (`wan2.2_ti2v_5B_fp16.safetensors` in Wan-AI's keys, the UMT5 file carrying its
+  tokenizer, `wan2.2_vae.safetensors` in the keys of Wan-AI's `Wan2.2_VAE.pth`:
+  tests/engine/generation/tiny_wan_ti2v_files.py, the released UniPC), a 9-frame 32x32
+  clip from text alone and from a 32x32 image: against stock `WanPipeline` /
+  `WanImageToVideoPipeline` on the same weights (the transformer read from the file by
+  diffusers, the VAE the folder twin's: diffusers 0.42 cannot read Wan 2.2's VAE file),
+  and paused at step 3.
+
+- `wan2.1-i2v-files`: Wan 2.1 I2V as ComfyUI's files (`wan2.1_i2v_480p_14B_fp16.safetensors`,
+  the UMT5 file, the Wan 2.1 VAE, `clip_vision/clip_vision_h.safetensors` in transformers'
+  keys: tests/engine/generation/tiny_wan_i2v_files.py, the released UniPC), a 9-frame 32x32
+  clip from a 32x32 image: against stock `WanImageToVideoPipeline` with diffusers' own
+  single-file loads of the transformer and VAE files (the folder twin's CLIP encoder), and
+  paused at step 3.
+
 Each prints `same_as_diffusers_max_diff[<row>]` and `pause_resume_max_diff[<row>]`.
 """
 
@@ -116,12 +132,69 @@ def run_wan_expert_files(work: Path) -> None:
             report(f"vs_folder_max_diff[{label}]", _frames_diff(ours, _stock_clip(folder, params)))
 
 
-def _stock_clip(pipe: Any, params: GenerationParams) -> list[Image.Image]:
+def run_wan_ti2v_files(work: Path) -> None:
+    """The two `wan2.2-ti2v-files` rows (see the docstring)."""
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from tests.engine.generation.tiny_wan_ti2v_files import (
+        stock_from_files,
+        write_tiny_ti2v_files,
+    )
+
+    files = write_tiny_ti2v_files(work / "wan-ti2v-files")
+    model = detected(ModelInfo("m", files.model, ModelSource.USER))
+    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+    runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+    pipe = runner.load("m").pipe
+    for label, image in (("wan2.2-ti2v-files", None), ("wan2.2-ti2v-files-image", _clip_image())):
+        png = _png(image) if image is not None else None
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+            steps=STEPS, cfg=5.0, seed=42, init_image=_named(png) if png else "", **WAN_CLIP,
+        )  # fmt: skip
+        ours = _clip(pipe, params, png)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, RunInputs(init_image=png), output_path=paused,
+                   checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        stock_pipe = stock_from_files(files, image is not None)
+        stock = _stock_clip(stock_pipe, params, **({"image": image} if image else {}))
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
+def run_wan_i2v_files(work: Path) -> None:
+    """The `wan2.1-i2v-files` row (see the docstring)."""
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from tests.engine.generation.tiny_wan_i2v_files import stock_from_files, write_tiny_i2v_files
+
+    label = "wan2.1-i2v-files"
+    files = write_tiny_i2v_files(work / "wan-i2v-files")
+    model = detected(ModelInfo("m", files.model, ModelSource.USER))
+    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+    runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+    pipe = runner.load("m").pipe
+    image = _clip_image()
+    png = _png(image)
+    params = GenerationParams(
+        prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+        steps=STEPS, cfg=5.0, seed=42, init_image=_named(png), **WAN_CLIP,
+    )  # fmt: skip
+    ours = _clip(pipe, params, png)
+    paused = work / f"{label}-paused.mp4"
+    runner.run(params, RunInputs(init_image=png), output_path=paused,
+               checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
+    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+    stock = _stock_clip(stock_from_files(files), params, image=image)
+    report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+    report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
+def _stock_clip(pipe: Any, params: GenerationParams, **extra: Any) -> list[Image.Image]:
     frames: list[Image.Image] = pipe(
         prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
         width=params.width, num_frames=params.frames, num_inference_steps=params.steps,
         guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
-        output_type="pil",
+        output_type="pil", **extra,
     ).frames[0]  # fmt: skip
     return frames
 
@@ -159,3 +232,5 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as work:
         run_wan_flf2v(Path(work))
         run_wan_expert_files(Path(work))
+        run_wan_ti2v_files(Path(work))
+        run_wan_i2v_files(Path(work))

@@ -123,9 +123,9 @@ def test_files_easel_cannot_run_are_refused_in_one_sentence(
     original = load_file(str(files.split_model))
     i2v = {**original, "img_emb.proj.0.weight": torch.zeros(4)}
     refusal = model_info(_copy_layout(files, tmp_path / "i2v", i2v)).unsupported_reason
-    assert refusal == (
-        "wan: a Wan image-to-video transformer file; Easel runs it only as a diffusers folder "
-        "so far (with model_index.json, e.g. a copy of Wan-AI/Wan2.1-I2V-14B-480P-Diffusers)"
+    assert refusal == (  # Wan 2.1 I2V's file, its CLIP vision file missing
+        "wan: needs a CLIP vision model 4 wide in clip_vision/ (ComfyUI's "
+        "clip_vision_h.safetensors, open-clip ViT-H/14, for Wan 2.1 I2V)"
     )
     lonely = _copy_layout(files, tmp_path / "no-vae", original)
     for file in (lonely.parents[1] / "vae").iterdir():

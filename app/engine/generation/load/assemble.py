@@ -138,6 +138,8 @@ def _assemble(
     if TRANSFORMER_2 in by_kind:  # Wan 2.2 A14B's low-noise expert, a file of its own
         components[TRANSFORMER_2] = diffusion_model(by_kind[TRANSFORMER_2], TRANSFORMER_2)
         components["boundary_ratio"] = index.get("boundary_ratio")
+    if index.get("expand_timesteps"):  # Wan 2.2 TI2V: a timestep per latent patch
+        components["expand_timesteps"] = True
     # Tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's file).
     carried = declared_function(declared.tokenizers)(parts) if declared.tokenizers else {}
     for kind, component in declared.components:

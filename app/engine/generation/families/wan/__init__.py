@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from app.engine.generation.families.wan import files, umt5
+from app.engine.generation.families.wan import clip_vision, files, umt5
 from app.engine.generation.files.registry import (
     Architecture,
     FamilySpec,
@@ -67,6 +67,25 @@ def reads_two_images(configs: FolderConfigs) -> bool:
     return reads_images(configs) and transformer.get("pos_embed_seq_len") is not None
 
 
+def read_by_wan21(_keys: list[str], _name: str) -> bool:
+    """Never: the Wan image families' files share Wan 2.1's blocks, and Wan 2.1's
+    declaration (which claims every such file) reads the header and names their
+    architecture (files.py); their own declarations only assemble them."""
+    return False
+
+
+# Diffusers converts Wan-AI's keys itself (single_file_utils.convert_wan_*).
+WAN21_FILE = TransformerFile(
+    # Its blocks too, so that an fp8 file's weight matrices are counted as its own.
+    markers=("patch_embedding.", "head.modulation", "blocks."),
+    split_parts=(UMT5, WAN_VAE),
+    read_header=files.read_header,
+    transformer_class="WanTransformer3DModel",
+    components=((UMT5, "text_encoder"),),
+    tokenizers="app.engine.generation.families.wan.umt5:tokenizers",
+    parts_problem=umt5.parts_problem,
+)
+
 WAN21 = FamilySpec(
     architecture=WAN21_ID,
     label="Wan 2.1",
@@ -97,17 +116,7 @@ WAN21 = FamilySpec(
     preview="app.engine.generation.families.wan.model:WanPreviewer",
     # Its VAE packs 4 frames into each latent frame after the first: 4k+1 frames.
     video=VideoRequests(frame_step=4, default_frames=81, default_fps=16),
-    # Diffusers converts Wan-AI's keys itself (single_file_utils.convert_wan_*).
-    transformer_file=TransformerFile(
-        # Its blocks too, so that an fp8 file's weight matrices are counted as its own.
-        markers=("patch_embedding.", "head.modulation", "blocks."),
-        split_parts=(UMT5, WAN_VAE),
-        read_header=files.read_header,
-        transformer_class="WanTransformer3DModel",
-        components=((UMT5, "text_encoder"),),
-        tokenizers="app.engine.generation.families.wan.umt5:tokenizers",
-        parts_problem=umt5.parts_problem,
-    ),
+    transformer_file=WAN21_FILE,
 )
 
 WAN22_TI2V = replace(
@@ -130,7 +139,14 @@ WAN22_TI2V = replace(
     # `WanImageToVideoPipeline` runs First Block Cache in the same "cond"/"uncond" contexts
     # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
     step_cache=True,
-    transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
+    # Its files are detected by Wan 2.1's declaration (files.py: by their 48 latent
+    # channels; this one claims none itself), assembled by this one: Wan 2.2's VAE in
+    # Wan-AI's keys, which diffusers' single-file code does not convert (vae22.py).
+    transformer_file=replace(
+        WAN21_FILE,
+        claims=read_by_wan21,
+        part_loaders=((WAN_VAE, "app.engine.generation.families.wan.vae22:vae"),),
+    ),
 )
 
 WAN21_I2V = replace(
@@ -155,7 +171,15 @@ WAN21_I2V = replace(
     # `WanImageToVideoPipeline` runs First Block Cache in the same "cond"/"uncond" contexts
     # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
     step_cache=True,
-    transformer_file=None,  # its files are refused by Wan 2.1's (files.py)
+    # Its files are detected by Wan 2.1's declaration (files.py: by the transformer's image
+    # embedding), assembled by this one: ComfyUI's CLIP vision file in clip_vision/ beside
+    # them (clip_vision.py), the shipped image processor.
+    transformer_file=replace(
+        WAN21_FILE,
+        claims=read_by_wan21,
+        find_folders=clip_vision.find_clip_vision,
+        folder_components="app.engine.generation.families.wan.clip_vision:components",
+    ),
 )
 
 WAN21_FLF2V = replace(
@@ -167,6 +191,7 @@ WAN21_FLF2V = replace(
     driver=IMAGE_DRIVERS.format("Flf2v"),
     checkpoint_family="wan2.1-flf2v",
     checkpoint_label="Wan 2.1 FLF2V",
+    transformer_file=None,  # diffusers folders only
     # Not declared (yet): stock `WanImageToVideoPipeline` with First Block Cache is not
     # tested with a last image.
     step_cache=False,

@@ -1,8 +1,11 @@
-"""Wan 2.1 text to video as ComfyUI's split files: what a transformer file in Wan-AI's own
-key layout (`patch_embedding.`, `blocks.N.self_attn.`, `head.head.`; city96's GGUFs keep
-it) needs beside it, read from its header (files/transformer_files.py pairs the parts), and
-which shipped config folder it loads with. UMT5's tokenizer comes with the text encoder
-file or beside it (umt5.py).
+"""Wan 2.1 text to video and Wan 2.2 TI2V 5B as ComfyUI's split files: what a transformer
+file in Wan-AI's own key layout (`patch_embedding.`, `blocks.N.self_attn.`, `head.head.`;
+city96's GGUFs keep it) needs beside it, read from its header (files/transformer_files.py
+pairs the parts), and which shipped config folder it loads with. UMT5's tokenizer comes
+with the text encoder file or beside it (umt5.py). TI2V 5B's file (48 latent channels)
+pairs with Wan 2.2's VAE (`wan2.2_vae.safetensors`, 48 channels too; vae22.py converts its
+keys) and loads as Wan 2.2 TI2V, its pipeline's `expand_timesteps` from the shipped
+folder's model index.
 
 Torch-free, as detection is. Shapes are read through their element counts where a GGUF
 may have flattened them: city96's conversions store the 5D patch embedding reshaped, its
@@ -54,20 +57,22 @@ def config_for(bare: Shapes, name: str) -> str:
 
 def read_header(bare: Shapes, name: str) -> FileNeeds | str:
     """What a Wan transformer file needs (its shipped config, its UMT5's width, its VAE's
-    latent channels), or why Easel cannot run it from files: the image-to-video and TI2V
-    shapes, folders only so far."""
+    latent channels), or why Easel cannot run it from files: Wan 2.2 I2V A14B's expert
+    shape, folders only so far. Wan 2.1 I2V's CLIP vision file is found by its own
+    declaration (clip_vision.py)."""
     try:
         text_width = bare["text_embedding.0.weight"][1]
         out_channels = bare["head.head.weight"][0] // PATCH_PIXELS
         config = config_for(bare, name)
     except (KeyError, IndexError, ZeroDivisionError):
         return "an incomplete Wan transformer (no patch_embedding, text_embedding or head weights)"
-    if config in (CONFIG_I2V_480P, CONFIG_I2V_720P, CONFIG_I2V_A14B):
-        what = "a Wan image-to-video transformer file"
-        return FOLDER_ONLY.format(what=what, repo="Wan-AI/Wan2.1-I2V-14B-480P-Diffusers")
-    if config == CONFIG_TI2V_5B:
-        what = f"a Wan transformer file on {WAN22_LATENTS} latent channels (Wan 2.2 TI2V 5B's)"
-        return FOLDER_ONLY.format(what=what, repo="Wan-AI/Wan2.2-TI2V-5B-Diffusers")
-    wan21 = Architecture("wan2.1")
-    # Its VAE's latents are what it draws (16: a Wan VAE of another width is named as misfit).
-    return FileNeeds(wan21, config, {UMT5: text_width, WAN_VAE: out_channels})
+    if config == CONFIG_I2V_A14B:
+        what = "a Wan 2.2 image-to-video expert file"
+        return FOLDER_ONLY.format(what=what, repo="Wan-AI/Wan2.2-I2V-A14B-Diffusers")
+    if config in (CONFIG_I2V_480P, CONFIG_I2V_720P):  # its CLIP file: clip_vision.py
+        i2v = Architecture("wan2.1-i2v")
+        return FileNeeds(i2v, config, {UMT5: text_width, WAN_VAE: out_channels})
+    # Its VAE's latents are what it draws (16, or TI2V's 48: a Wan VAE of another width is
+    # named as a misfit).
+    architecture = Architecture("wan2.2-ti2v" if config == CONFIG_TI2V_5B else "wan2.1")
+    return FileNeeds(architecture, config, {UMT5: text_width, WAN_VAE: out_channels})
