@@ -266,15 +266,20 @@ class Database:
         return self.dialect.location(self)
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, synced: bool = True) -> Iterator[Connection]:
         """A transaction that takes the write lock up front (SQLite: BEGIN IMMEDIATE).
 
         Taking it at BEGIN, not at the first write, means a read-then-write can never
         fail half way with "database is locked" after busy_timeout was skipped.
+        `synced=False`: its commit does not wait for the disk (`Dialect.unsynced`), for a
+        row that is harmless to lose with the processes that wrote it: a worker's own row.
         """
         self.check_writable()
-        with self.translated_errors(), self.engine.begin() as conn:
-            yield conn
+        with self.translated_errors(), self.engine.connect() as conn:
+            raw = conn.connection
+            unsynced = contextlib.nullcontext() if synced else self.dialect.unsynced(raw)
+            with unsynced, conn.begin():
+                yield conn
 
     @contextmanager
     def serialised_write(self, key: int) -> Iterator[Connection]:

@@ -263,9 +263,11 @@ class JobRun:
                 log.warning("job %s failed: %s", self.job_id, describe_error(error))
                 self._fail(error)
                 return
-        # The row shows the last step before the settling transition. A finished run waits
-        # out an outage to settle: its work is done and must not be run again.
-        self._patiently(self._write_progress)
+        # The row shows the last step before the settling transition (COMPLETE writes the
+        # last one itself: no commit of its own, which waited for the disk between jobs). A
+        # finished run waits out an outage to settle: its work is done and must not run again.
+        if outcome.kind is not OutcomeKind.COMPLETED:
+            self._patiently(self._write_progress)
         self._patiently(lambda: self._settle(outcome))
 
     def _patiently(self, work: Callable[[], None]) -> None:
@@ -453,6 +455,7 @@ class JobRun:
                 "output_path": path,
                 "error": None,
                 "progress_step": steps,
+                "progress_total": steps,
             }
             self._note(self.shared.share_output(Path(path)))
             message = self._with_load_note(self._with_notes(f"wrote {path}"), outcome)

@@ -177,6 +177,25 @@ def test_the_step_loop_never_writes_progress_itself(
     assert "heartbeat" in writers
 
 
+def test_a_completed_run_writes_its_last_step_with_its_settling(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No progress write of its own before COMPLETE (a commit that waited for the disk
+    between every two jobs): the settling transition writes the last step and total."""
+    written: list[int] = []
+    original = queue.report_progress
+
+    def recording(*args: Any, **kwargs: Any) -> bool:
+        written.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "report_progress", recording)
+    queue.submit(fake_params("step=0", steps=4))  # over before the heartbeat's first tick
+    job = run_job(context(queue, tmp_path, Sent()))
+    assert job.status == S.SUCCESS and (job.progress_step, job.progress_total) == (4, 4)
+    assert written == []
+
+
 def test_runs_one_after_another_write_progress_on_one_connection(
     queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
