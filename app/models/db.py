@@ -243,6 +243,8 @@ class Database:
         # check-in cost a third of a whole SQLite transaction.
         self._local = threading.local()
         self._hot_connections: list[Any] = []
+        # Those of threads that ended (`release_hot_connection`), for the next thread's.
+        self._spare_hot_connections: list[Any] = []
         self._lock = threading.Lock()
         self.outage = outage_of(str(engine.url))
         self._functions: dict[str, bool] = {}  # `ensure_function`'s answers
@@ -264,15 +266,20 @@ class Database:
         return self.dialect.location(self)
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, synced: bool = True) -> Iterator[Connection]:
         """A transaction that takes the write lock up front (SQLite: BEGIN IMMEDIATE).
 
         Taking it at BEGIN, not at the first write, means a read-then-write can never
         fail half way with "database is locked" after busy_timeout was skipped.
+        `synced=False`: its commit does not wait for the disk (`Dialect.unsynced`), for a
+        row that is harmless to lose with the processes that wrote it: a worker's own row.
         """
         self.check_writable()
-        with self.translated_errors(), self.engine.begin() as conn:
-            yield conn
+        with self.translated_errors(), self.engine.connect() as conn:
+            raw = conn.connection
+            unsynced = contextlib.nullcontext() if synced else self.dialect.unsynced(raw)
+            with unsynced, conn.begin():
+                yield conn
 
     @contextmanager
     def serialised_write(self, key: int) -> Iterator[Connection]:
@@ -442,16 +449,34 @@ class Database:
         return self.dialect.translate(driver_error or error, self)
 
     def hot_connection(self) -> Any:
-        """This thread's own driver connection, kept open (the pool's, detached for good)."""
+        """This thread's own driver connection, kept open: one a thread that ended left
+        (`release_hot_connection`), else the pool's, detached for good."""
         raw = getattr(self._local, "connection", None)
         if raw is None:
-            raw = self.engine.raw_connection()
-            raw.detach()  # this thread's for good, not the pool's
-            self.dialect.set_up_hot_connection(raw)
-            self._local.connection = raw
             with self._lock:
-                self._hot_connections.append(raw)
+                raw = self._spare_hot_connections.pop() if self._spare_hot_connections else None
+            if raw is None:
+                raw = self.engine.raw_connection()
+                raw.detach()  # hot writes' for good, not the pool's
+                self.dialect.set_up_hot_connection(raw)
+                with self._lock:
+                    self._hot_connections.append(raw)
+            self._local.connection = raw
         return raw
+
+    def release_hot_connection(self) -> None:
+        """The calling thread is about to end: its hot connection goes to the next thread
+        that needs one. A job's heartbeat thread lives one job, and a worker kept each one's
+        connection open for good (two file descriptors a job on SQLite, until it hit the
+        process's limit), taking the pool's idle one so that the next job opened another
+        (an SQLite open, its setup and a sync of the folder: milliseconds every job)."""
+        raw = getattr(self._local, "connection", None)
+        if raw is None:
+            return
+        self._local.connection = None
+        with self._lock:
+            if raw in self._hot_connections:  # not dropped as broken meanwhile
+                self._spare_hot_connections.append(raw)
 
     def prepare(
         self, statement: ClauseElement, column_keys: Sequence[str] | None = None
@@ -523,6 +548,7 @@ class Database:
     def dispose(self) -> None:
         with self._lock:
             hot, self._hot_connections = self._hot_connections, []
+            self._spare_hot_connections = []
         for raw in hot:
             raw.close()
         self.dialect.dispose()

@@ -86,8 +86,8 @@ def log_each_commit(db: Database, process: int, step: list[int]) -> None:
     write = db.write
 
     @contextmanager
-    def logged() -> Iterator[Any]:
-        with write() as conn:
+    def logged(**kwargs: Any) -> Iterator[Any]:
+        with write(**kwargs) as conn:
             yield conn
             conn.execute(insert(MOVE_LOG).values(process=process, step=step[0]))
 

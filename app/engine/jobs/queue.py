@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Row, Update, and_, func, or_, select, update
 
@@ -1031,6 +1031,13 @@ class JobQueue:
         status, _version, _attempt, holder, _updated_at = row
         running = JobStatus(status)
         return running if holder == worker_id and running.is_running else None
+
+    def checkpoint_path_of(self, job_id: int) -> str | None:
+        """The checkpoint file the job's row records (None: none, or no such job): one
+        column, where `get` builds the whole job (asked at every job's settling)."""
+        query = select(JOB.c.checkpoint_path).where(JOB.c.id == job_id)
+        with self.db.read() as conn:
+            return cast(str | None, conn.execute(query).scalar_one_or_none())
 
     def get(self, job_id: int) -> Job:
         with self.db.read() as conn:

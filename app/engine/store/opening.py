@@ -155,7 +155,7 @@ def _checkpoint_cleaner(queue: JobQueue) -> TransitionListener:
         if not (record.changed and record.to_status.is_terminal):
             return
         checkpoint = recorded_file(
-            queue.get(record.job_id).checkpoint_path, shared=queue.db.shares_files,
+            queue.checkpoint_path_of(record.job_id), shared=queue.db.shares_files,
             folders=[paths.checkpoints_dir()],
         )  # fmt: skip
         if checkpoint is not None:  # on a shared store, only one in this machine's folder

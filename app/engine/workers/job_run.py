@@ -140,9 +140,16 @@ class Heartbeat:
     progress from here, so a long step never looks like a dead worker and the step loop
     itself never writes to the database."""
 
-    def __init__(self, beat: Callable[[], object], interval_s: float) -> None:
+    def __init__(
+        self,
+        beat: Callable[[], object],
+        interval_s: float,
+        *,
+        ending: Callable[[], object] = lambda: None,
+    ) -> None:
         self._beat = beat
         self._interval_s = interval_s
+        self._ending = ending  # on the thread, as it ends (e.g. hand its connection on)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
@@ -155,6 +162,12 @@ class Heartbeat:
         self._thread.join(self._interval_s + 1.0)
 
     def _run(self) -> None:
+        try:
+            self._beat_until_stopped()
+        finally:
+            self._ending()
+
+    def _beat_until_stopped(self) -> None:
         # A lost job (the beat finds it no longer ours) is noticed at the next step checkpoint.
         while not self._stop.wait(self._interval_s):
             try:
@@ -229,7 +242,9 @@ class JobRun:
         self.context.send(MessageKind.STARTED, self.job_id, total=self.params.denoising_steps)
         context = self.context
         tick_s = self._tick_s
-        with Heartbeat(self._tick, tick_s), context.watch(self.job_id) as self._reads:
+        # The ticker's thread lives this run: its database connection serves the next run's.
+        ticker = Heartbeat(self._tick, tick_s, ending=self.queue.db.release_hot_connection)
+        with ticker, context.watch(self.job_id) as self._reads:
             try:
                 if self.refused is not None:
                     raise self.refused
@@ -248,9 +263,11 @@ class JobRun:
                 log.warning("job %s failed: %s", self.job_id, describe_error(error))
                 self._fail(error)
                 return
-        # The row shows the last step before the settling transition. A finished run waits
-        # out an outage to settle: its work is done and must not be run again.
-        self._patiently(self._write_progress)
+        # The row shows the last step before the settling transition (COMPLETE writes the
+        # last one itself: no commit of its own, which waited for the disk between jobs). A
+        # finished run waits out an outage to settle: its work is done and must not run again.
+        if outcome.kind is not OutcomeKind.COMPLETED:
+            self._patiently(self._write_progress)
         self._patiently(lambda: self._settle(outcome))
 
     def _patiently(self, work: Callable[[], None]) -> None:
@@ -438,6 +455,7 @@ class JobRun:
                 "output_path": path,
                 "error": None,
                 "progress_step": steps,
+                "progress_total": steps,
             }
             self._note(self.shared.share_output(Path(path)))
             message = self._with_load_note(self._with_notes(f"wrote {path}"), outcome)

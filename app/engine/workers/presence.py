@@ -4,7 +4,9 @@ The worker writes its row when it starts, whenever its state changes (idle, busy
 stopping, exited), and on a slow beat from a thread of its own, also while idle; the beat
 reads back a drain or stop request in the same statement. Nothing here runs on the denoise
 loop. The row is for people (the Workers panel, `workers`): a failed write is logged and
-forgotten, never a reason to fail a job.
+forgotten, never a reason to fail a job; nor does a write wait for the disk (SQLite's
+`synchronous=NORMAL` for it, as a claim's): a power cut that undoes one also ended the
+worker that wrote it. They are written between a worker's jobs, two for each job.
 
 Old rows are forgotten when a worker starts: exited or lost for `FORGET_AFTER_S`.
 """
@@ -52,14 +54,14 @@ class Presence:
         self._device = device
         now = self._clock()
         row = self._row(WorkerState.STARTING)
-        with self._quietly("register"), self.db.write() as conn:
+        with self._quietly("register"), self.db.write(synced=False) as conn:
             conn.execute(delete(WORKER).where(WORKER.c.last_seen_at < now - FORGET_AFTER_S))
             conn.execute(insert(WORKER).values(**row))
 
     def update(self, state: WorkerState, **changes: Any) -> None:
         """A new state (and e.g. the job in hand, the model, the count), heard of now."""
         values = {"state": state.value, "last_seen_at": self._clock(), **changes}
-        with self._quietly(state.value), self.db.write() as conn:
+        with self._quietly(state.value), self.db.write(synced=False) as conn:
             conn.execute(update(WORKER).where(WORKER.c.id == self.worker_id).values(**values))
 
     def beat(self, state: WorkerState) -> tuple[WorkerRequest, str] | None:
@@ -71,7 +73,7 @@ class Presence:
             .values(last_seen_at=self._clock(), state=state.value)
             .returning(WORKER.c.request, WORKER.c.requested_by)
         )
-        with self._quietly("beat"), self.db.write() as conn:
+        with self._quietly("beat"), self.db.write(synced=False) as conn:
             found = conn.execute(statement).first()
             if found is None:  # never written (the server was away at start), or forgotten
                 conn.execute(insert(WORKER).values(**self._row(state)))

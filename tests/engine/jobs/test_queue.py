@@ -270,6 +270,8 @@ def test_a_paused_jobs_checkpoint_is_removed_once_it_is_cancelled(tmp_path: Path
     queue.fire(job_id, E.STOPPED, source="worker", worker_id="w1",
                changes={"checkpoint_path": str(checkpoint)})  # fmt: skip
     assert checkpoint.exists()
+    assert queue.checkpoint_path_of(job_id) == str(checkpoint)  # what the cleaner reads
+    assert queue.checkpoint_path_of(job_id + 1) is None  # no such job: nothing to clean
     queue.cancel(job_id)
     assert not checkpoint.exists()
     queue.db.dispose()

@@ -177,6 +177,48 @@ def test_the_step_loop_never_writes_progress_itself(
     assert "heartbeat" in writers
 
 
+def test_a_completed_run_writes_its_last_step_with_its_settling(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No progress write of its own before COMPLETE (a commit that waited for the disk
+    between every two jobs): the settling transition writes the last step and total."""
+    written: list[int] = []
+    original = queue.report_progress
+
+    def recording(*args: Any, **kwargs: Any) -> bool:
+        written.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "report_progress", recording)
+    queue.submit(fake_params("step=0", steps=4))  # over before the heartbeat's first tick
+    job = run_job(context(queue, tmp_path, Sent()))
+    assert job.status == S.SUCCESS and (job.progress_step, job.progress_total) == (4, 4)
+    assert written == []
+
+
+def test_runs_one_after_another_write_progress_on_one_connection(
+    queue: JobQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run's heartbeat thread hands its database connection to the next run's as it
+    ends: a worker kept one more open for every job (two file descriptors on SQLite, up to
+    the process's limit) and opened a fresh one for each."""
+    connections: set[int] = set()
+    original = queue.report_progress
+
+    def recording(*args: Any, **kwargs: Any) -> bool:
+        if threading.current_thread().name == "heartbeat":
+            connections.add(id(queue.db.hot_connection()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "report_progress", recording)
+    ctx = context(queue, tmp_path, Sent())
+    ran = [queue.submit(fake_params("step=0.03", steps=3, seed=seed)) for seed in range(3)]
+    for job_id in ran:
+        assert run_job(ctx).id == job_id
+    assert all(queue.get(job_id).status == S.SUCCESS for job_id in ran)
+    assert len(connections) == 1
+
+
 class OffersPreviews(ScriptedRunner):
     """The scripted runner, offering a preview at every step and counting those made."""
 

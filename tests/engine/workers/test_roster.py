@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+from sqlalchemy import Connection
 
 from app.engine.jobs.queue import JobQueue
 from app.engine.jobs.states import JobEvent
@@ -55,6 +59,32 @@ def test_a_worker_registers_beats_and_exits(db: Database, queue: JobQueue) -> No
     gpu.update(WorkerState.EXITED)
     clock.now += 3600.0
     assert listed(queue, clock)[GPU].state is WorkerState.EXITED  # exited, never "lost"
+
+
+@pytest.mark.sqlite_only
+def test_a_workers_row_is_written_without_waiting_for_the_disk(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row is for people, and a power cut that undoes a write of it also ended its
+    worker: its commits skip the disk's wait (NORMAL), two of which came between every
+    two jobs; the connection is back to FULL for the next write (a job's result)."""
+    levels: list[int] = []
+    write = db.write
+
+    @contextmanager
+    def recording(**kwargs: Any) -> Iterator[Connection]:
+        with write(**kwargs) as conn:
+            levels.append(conn.exec_driver_sql("PRAGMA synchronous").scalar_one())
+            yield conn
+
+    monkeypatch.setattr(db, "write", recording)
+    gpu = presence(db, GPU, "gpu-box", Clock())
+    gpu.register(device="cpu")
+    gpu.update(WorkerState.BUSY, current_job=1)
+    gpu.beat(WorkerState.BUSY)
+    assert levels == [1, 1, 1]  # NORMAL
+    with db.write() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2  # FULL
 
 
 def test_a_worker_not_heard_from_for_the_timeout_is_lost(db: Database, queue: JobQueue) -> None:
