@@ -20,16 +20,13 @@ draws as at the start, so the remaining steps are guided by exactly what guided 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from diffusers.pipelines.flux.pipeline_flux_controlnet import retrieve_latents
 
 from app.engine.jobs.init_image import open_rgb
 from app.engine.jobs.params import GenerationParams, InvalidParameters
-
-if TYPE_CHECKING:
-    from app.engine.generation.guidance.control import ControlGuide
 
 Residuals = tuple[list[torch.Tensor] | None, list[torch.Tensor] | None, bool]
 
@@ -76,7 +73,7 @@ def _packed_latents(pipe: Any, image: torch.Tensor, generator: torch.Generator) 
 
 
 def flux_residuals(
-    guide: ControlGuide,
+    guide: Any,  # a control.ControlGuide (control imports this module: no import back)
     index: int,
     hidden_states: torch.Tensor,
     timestep: torch.Tensor,
