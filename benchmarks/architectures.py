@@ -1427,19 +1427,7 @@ def run_wan_file_layouts() -> None:
             ("fp8-scaled", scaled_file),
         ):  # fmt: skip
             label = f"wan2.1-{layout}"
-            model = detected(ModelInfo("m", path, ModelSource.USER))
-            runner = Runner(
-                device=CPU, resolve=_resolving(model), threads=1,
-                cache=PipelineCache(configs=configs),
-            )  # fmt: skip
-            started = time.perf_counter()
-            pipe = runner.load("m").pipe
-            report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
-            ours = clip_frames(pipe, params)
-            paused = work / f"{label}-paused.mp4"
-            runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
-                       on_step=_pause)  # fmt: skip
-            resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+            ours, resumed = _clip_file_and_resumed(label, path, configs, params, work)
             stock = stock_from_files(files, references.get(path, path))(
                 prompt=params.prompt, negative_prompt=params.negative_prompt,
                 height=params.height, width=params.width, num_frames=params.frames,
@@ -1451,6 +1439,25 @@ def run_wan_file_layouts() -> None:
             if split_frames:
                 report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, split_frames))
             split_frames = split_frames or ours
+
+
+def _clip_file_and_resumed(
+    label: str, path: Path, configs: Any, params: GenerationParams, work: Path
+) -> tuple[list[Image.Image], list[Image.Image]]:
+    """A video model file's clip through Easel's loop (its load time reported), and the same
+    clip paused at `PAUSE_AT` and resumed from the checkpoint."""
+    model = detected(ModelInfo("m", path, ModelSource.USER))
+    runner = Runner(
+        device=CPU, resolve=_resolving(model), threads=1, cache=PipelineCache(configs=configs)
+    )
+    started = time.perf_counter()
+    pipe = runner.load("m").pipe
+    report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
+    ours = clip_frames(pipe, params)
+    paused = work / f"{label}-paused.mp4"
+    runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+               on_step=_pause)  # fmt: skip
+    return ours, resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
 
 
 def run_ltx_file_layouts() -> None:
@@ -1468,19 +1475,7 @@ def run_ltx_file_layouts() -> None:
         single_frames: list[Image.Image] = []
         for label, path in (("ltx-single-file", files.checkpoint),
                             ("ltx-gguf-q8_0", files.gguf_model)):  # fmt: skip
-            model = detected(ModelInfo("m", path, ModelSource.USER))
-            runner = Runner(
-                device=CPU, resolve=_resolving(model), threads=1,
-                cache=PipelineCache(configs=configs),
-            )  # fmt: skip
-            started = time.perf_counter()
-            pipe = runner.load("m").pipe
-            report(f"load_s[{label}]", f"{time.perf_counter() - started:.2f}")
-            ours = clip_frames(pipe, params)
-            paused = work / f"{label}-paused.mp4"
-            runner.run(params, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
-                       on_step=_pause)  # fmt: skip
-            resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+            ours, resumed = _clip_file_and_resumed(label, path, configs, params, work)
             stock_pipe = stock_from_files(files, path)
             torch.manual_seed(params.seed)  # 0.9.1's decoder draws its noise from there
             stock = stock_pipe(
