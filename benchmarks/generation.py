@@ -292,13 +292,25 @@ def _poll_until(
         time.sleep(0.05)
 
 
-def _median_ratio(baseline: Callable[[], float], other: Callable[[], float]) -> float:
+def _median_ratio(
+    baseline: Callable[[], float],
+    other: Callable[[], float],
+    *,
+    rounds: int = RATIO_ROUNDS,
+    swap_order: bool = False,
+) -> float:
     """baseline seconds / other seconds, the median of rounds that alternate the two: load
-    from other programs on a shared machine then falls on both sides alike."""
+    from other programs on a shared machine then falls on both sides alike. `swap_order`:
+    every other round runs `other` first, so neither side always runs in the other's wake
+    (what the first of a pair leaves behind: caches, the allocator, a collection due)."""
     ratios = []
-    for _ in range(RATIO_ROUNDS):
-        base_s = baseline()
-        ratios.append(base_s / other())
+    for number in range(rounds):
+        if swap_order and number % 2:
+            other_s = other()
+            ratios.append(baseline() / other_s)
+        else:
+            base_s = baseline()
+            ratios.append(base_s / other())
     return statistics.median(ratios)
 
 
