@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,18 +95,29 @@ def start_machine(
         # clock_nanosleep that Python 3.11's time.sleep uses (EINVAL on every sleep).
         command = [faketime_or_skip(), "-f", offset, *command]
     with open(home / "worker.out", "wb") as out:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
+        # A process group of its own: `stop_machine` stops all of it.
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=out, stderr=out, start_new_session=True
+        )
     return Machine(name, home, process)
 
 
 def stop_machine(process: subprocess.Popen[bytes]) -> None:
+    """The machine's whole process group: faketime runs the worker as its child, which a
+    signal to faketime alone left running after the suite (and its spawned job process)."""
     if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+        _signal_group(process, signal.SIGTERM)
         try:
             process.wait(STOP_S)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _signal_group(process, signal.SIGKILL)
             process.wait(STOP_S)
+    _signal_group(process, signal.SIGKILL)  # what outlived its leader
+
+
+def _signal_group(process: subprocess.Popen[bytes], signal_number: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal_number)
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
