@@ -40,7 +40,7 @@ from app.engine.jobs.queue import (
     StoredHook,
     TransitionRecord,
 )
-from app.engine.jobs.request_keys import RequestKey
+from app.engine.jobs.request_keys import RequestKey, internal_key
 from app.engine.jobs.run_inputs import RunInputs
 from app.engine.jobs.states import GroupAction as GroupAction  # re-exported for app.cli
 from app.engine.jobs.states import JobEvent, JobStatus
@@ -364,7 +364,17 @@ def recompose_if_stale(queue: JobQueue, job_id: int, *, source: str = SOURCE) ->
         return None  # it has yet to compose (it will read the newest cells)
     if (composer_finished or 0) >= (cell_finished or 0):
         return None
-    return queue.rerun(int(composer_id), source=source)
+    return _recompose(queue, int(composer_id), source=source)
+
+
+def _recompose(queue: JobQueue, composer_id: int, *, source: str) -> int | None:
+    """Queue the grid again after its stale composer `composer_id`, once: a cell's success
+    and the reconciliation (or two cells finishing together) may both find it stale at the
+    same moment, and the second must not queue a second grid. The key makes the re-run once
+    per stale composer on both backends (`request_keys`); None when another got there."""
+    key = internal_key(f"recompose after grid job {composer_id}")
+    stored = queue.rerun_keyed(composer_id, source=source, key=key)
+    return None if stored.replayed else stored.jobs[0]
 
 
 _CELL, _COMPOSER = JOB.alias("cell"), JOB.alias("composer")

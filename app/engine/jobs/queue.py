@@ -907,6 +907,13 @@ class JobQueue:
 
     def rerun(self, job_id: int, *, source: str = "user") -> int:
         """A new job with the same parameters (and seed), pointing back to `job_id`."""
+        return self.rerun_keyed(job_id, source=source).jobs[0]
+
+    def rerun_keyed(
+        self, job_id: int, *, source: str = "user", key: RequestKey | None = None
+    ) -> StoredJobs:
+        """`rerun`, once per `key` (as `submit_keyed`): a second re-run with the key stores
+        nothing and answers with the first one's job (`replayed`), even when the two race."""
         job = self.get(job_id)
         if not JobStatus(job.status).is_terminal:
             raise RequestRefused(
@@ -922,8 +929,7 @@ class JobQueue:
             group_id=job.group_id, group_cell=job.group_cell,  # into the same cell
             settled_parents=job.kind == KIND_GRID,
         )  # fmt: skip
-        [new_id], _ = self.submit_linked(again)
-        return new_id
+        return self.submit_keyed(again, key=key)
 
     def set_priority(self, job_id: int, priority: int) -> None:
         with self._moving() as conn:

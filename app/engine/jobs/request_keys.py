@@ -51,12 +51,26 @@ class RequestKey:
     key: str
     fingerprint: str  # `fingerprint_of` the request: the same key for another request is refused
     keep_s: float = KEEP_S  # a key older than this is forgotten: the request is a new one
+    internal: bool = False  # Easel's own (`internal_key`), never a client's
 
     def __post_init__(self) -> None:
+        if self.internal:
+            return
         if not 1 <= len(self.key) <= MAX_KEY_CHARS or not self.key.isprintable():
             raise InvalidParameters(
                 f"the Idempotency-Key must be 1 to {MAX_KEY_CHARS} printable characters"
             )
+
+
+# Easel's own keys start with a tab, which a client's key (printable) cannot: a client
+# that sends "recompose ..." as its Idempotency-Key cannot take one of them.
+INTERNAL_PREFIX = "\t"
+
+
+def internal_key(name: str) -> RequestKey:
+    """A key for something Easel itself must do once even when two processes race to do it
+    (`groups._recompose`), apart from every client's keys."""
+    return RequestKey(INTERNAL_PREFIX + name, fingerprint_of(name), internal=True)
 
 
 def fingerprint_of(request: Any) -> str:

@@ -4,6 +4,8 @@ composer waiting for its cells to be settled, and recomposing after a late cell.
 from __future__ import annotations
 
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -15,13 +17,15 @@ from app.engine.jobs.groups import (
     act_on_group,
     batch_seeds,
     group_info,
+    recompose_if_stale,
+    recompose_stale,
     retry_member,
     submit_batch,
     submit_members,
 )
 from app.engine.jobs.params import KIND_GRID, GenerationParams, InvalidParameters
-from app.engine.jobs.queue import JobQueue
-from app.engine.jobs.request_keys import KeyReused, RequestKey, fingerprint_of
+from app.engine.jobs.queue import JobQueue, StoredJobs
+from app.engine.jobs.request_keys import KeyReused, RequestKey, fingerprint_of, internal_key
 from app.engine.jobs.states import JobEvent, JobStatus
 
 pytestmark = pytest.mark.both_backends
@@ -172,6 +176,42 @@ def test_reconciliation_recomposes_a_grid_whose_reaction_was_lost(queue: JobQueu
     report = reconcile(queue)
     assert len(report.recomposed) == 1
     assert reconcile(queue).recomposed == []  # queued once
+
+
+def test_a_grid_found_stale_by_two_at_once_is_queued_again_once(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A late cell's success and the reconciliation (another process's, say) both find the
+    grid stale before either queues it again: one new composer, not two (a grid composed
+    twice, the second waiting for nothing, was seen in CI)."""
+    group_id, (a, b, c), composer = grid(queue)
+    for job in (a, b, c):
+        finish(queue, job)
+    reconcile(queue)  # the cells are settled: the composer may run
+    finish(queue, composer)
+    again = queue.rerun(b)
+    finish(queue, again)  # no listener: nothing has reacted to it yet
+    both_decided = threading.Barrier(2)
+    rerun_keyed = queue.rerun_keyed
+
+    def after_both_decided(job_id: int, **kwargs: object) -> StoredJobs:
+        both_decided.wait(timeout=30)
+        return rerun_keyed(job_id, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(queue, "rerun_keyed", after_both_decided)
+    with ThreadPoolExecutor(2) as pool:
+        reacting = pool.submit(recompose_if_stale, queue, again)
+        reconciling = pool.submit(recompose_stale, queue)
+        made = [reacting.result(timeout=60), *reconciling.result(timeout=60)]
+    assert len([m for m in made if m is not None]) == 1
+    composers = [m.id for m in group_info(queue, group_id).members if m.kind == KIND_GRID]
+    assert len(composers) == 2 and queue.get(composers[-1] or 0).rerun_of == composer
+
+
+def test_a_client_cannot_take_one_of_easels_own_keys() -> None:
+    own = internal_key("recompose after grid job 1")
+    with pytest.raises(InvalidParameters, match="printable"):
+        RequestKey(own.key, own.fingerprint)
 
 
 def test_a_keyed_group_is_stored_once_with_its_rows_and_a_replay_answers_the_first(
