@@ -55,6 +55,7 @@ KINDS = (KIND_GENERATE, KIND_GRID, KIND_UPSCALE, KIND_TILED, KIND_EDIT, KIND_VID
 DRAWN_KINDS = (KIND_GENERATE, KIND_VIDEO)
 MAX_FRAMES = 481  # 30 s at 16 fps: far beyond what any video model draws in one clip
 DEFAULT_FPS, MAX_FPS = 16, 60  # Wan 2.1's 16 frames a second
+LAST_FRAME = -1  # a last image's frame: the clip's last (`last_image_frame`)
 DEFAULT_FRAMES = 81  # a clip's frames when none are given: Wan 2.1's 5 s at 16 fps
 # Upscale jobs hold one model-size region (or tile) in memory at a time, so they may be
 # larger than what a model draws in one piece.
@@ -290,6 +291,12 @@ class GenerationParams:
     # A video's last frame (first-and-last-frame models: Wan 2.1 FLF2V), as the init image
     # is its first: "" or f"{INIT_UPLOADED}<sha256>" of the image (a job_input row "last").
     last_image: str = ""
+    # How firmly a clip's conditioning frames hold (LTX-Video 0.9.5+: `LTXVideoCondition.
+    # strength`, 0 to 1; stock's 1.0 fixes them): the init image at frame 0, the last image
+    # at `last_image_frame` (LAST_FRAME: the clip's last frame).
+    image_strength: float = 1.0
+    last_image_strength: float = 1.0
+    last_image_frame: int = LAST_FRAME
 
     @property
     def cache_threshold(self) -> float:
@@ -331,6 +338,21 @@ class GenerationParams:
         if not self.init_image:
             return self.steps
         return min(int(self.steps * self.strength), self.steps)
+
+    @property
+    def has_condition_settings(self) -> bool:
+        """Whether a clip's conditioning frames are set other than stock's (full strength,
+        the last image at the clip's last frame)."""
+        return (self.image_strength, self.last_image_strength, self.last_image_frame) != (
+            1.0, 1.0, LAST_FRAME,
+        )  # fmt: skip
+
+    @property
+    def last_image_index(self) -> int:
+        """The frame a clip's last image conditions (its `last_image_frame`, or its last)."""
+        if self.last_image_frame == LAST_FRAME:
+            return self.frames - 1
+        return self.last_image_frame
 
     @property
     def is_inpaint(self) -> bool:
@@ -419,8 +441,10 @@ def _video_problems(p: GenerationParams) -> list[str]:
     if p.kind != KIND_VIDEO:
         if p.last_image:
             return ["a last image needs a video job (--video)"]
+        if p.has_condition_settings:
+            return ["an image strength or a last image's frame needs a video job (--video)"]
         return [] if p.frames == 1 else [f"{p.frames} frames need a video job (--video)"]
-    problems = _last_image_problems(p)
+    problems = [*_last_image_problems(p), *_condition_problems(p)]
     if not isinstance(p.frames, int) or not 1 <= p.frames <= MAX_FRAMES:
         problems.append(f"a video takes 1 to {MAX_FRAMES} frames, not {p.frames}")
     if not isinstance(p.fps, int) or not 1 <= p.fps <= MAX_FPS:
@@ -459,6 +483,32 @@ def _last_image_problems(p: GenerationParams) -> list[str]:
     if not p.init_image:
         return ["a last image needs a first image too (the init image)"]
     return []
+
+
+def _condition_problems(p: GenerationParams) -> list[str]:
+    """A clip's conditioning strengths, each between 0 and 1 and for an image it has, and
+    its last image's frame after the first and within the clip (whether its model weighs
+    its images: `video_params`)."""
+    problems: list[str] = []
+    for label, value, image, needed in (
+        ("image", p.image_strength, p.init_image, "an input image (the init image)"),
+        ("last image", p.last_image_strength, p.last_image, "a last image"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            problems.append(f"the {label} strength must be between 0 and 1, not {value}")
+        elif value != 1 and not image:
+            problems.append(f"the {label} strength needs {needed}")
+    frame = p.last_image_frame
+    if frame == LAST_FRAME:
+        return problems
+    if not p.last_image:
+        problems.append("the last image's frame needs a last image")
+    elif not isinstance(frame, int) or not 1 <= frame < p.frames:
+        problems.append(
+            f"the last image's frame must be between 1 and {p.frames - 1} (the clip's last),"
+            f" not {frame}"
+        )
+    return problems
 
 
 def _speed_problems(p: GenerationParams) -> list[str]:

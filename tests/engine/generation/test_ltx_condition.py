@@ -102,7 +102,8 @@ def last_png() -> bytes:
 
 def stock_first_and_last(folder: Path, params: GenerationParams, last: bytes) -> list[Any]:
     """Stock `LTXConditionPipeline` given the two pictures as its `conditions`: the first at
-    frame 0, the last at the clip's last frame (strength 1, its default)."""
+    frame 0, the last at the job's frame for it (the clip's last unless set), each at the
+    job's strength (stock's default 1 unless set)."""
     from diffusers import LTXConditionPipeline
     from diffusers.pipelines.ltx.pipeline_ltx_condition import LTXVideoCondition
 
@@ -110,9 +111,12 @@ def stock_first_and_last(folder: Path, params: GenerationParams, last: bytes) ->
     pipe.set_progress_bar_config(disable=True)
     pictures = [Image.open(io.BytesIO(data)).convert("RGB") for data in (PNG, last)]
     conditions = [
-        LTXVideoCondition(image=pictures[0], frame_index=0),
-        LTXVideoCondition(image=pictures[1], frame_index=params.frames - 1),
-    ]
+        LTXVideoCondition(image=pictures[0], frame_index=0, strength=params.image_strength),
+        LTXVideoCondition(
+            image=pictures[1], frame_index=params.last_image_index,
+            strength=params.last_image_strength,
+        ),
+    ]  # fmt: skip
     torch.manual_seed(params.seed)
     frames = pipe(
         conditions=conditions, prompt=params.prompt, negative_prompt=params.negative_prompt,
@@ -158,6 +162,40 @@ def test_a_first_and_last_frame_clip_equals_stock_and_resumes_from_its_checkpoin
     saved = load_checkpoint(tmp_path / "paused.ckpt", params).checkpoint
     resumed = _frames(fresh, denoise.restore(fresh, params, saved))
     assert max_frame_diff(resumed, whole) == 0
+
+
+def test_weaker_conditions_and_a_last_image_mid_clip_equal_stock_and_resume_exactly(
+    folder: Path, model: ModelInfo, tmp_path: Path
+) -> None:
+    """The init image at strength 0.8, the last image at 0.3 at frame 12 of 17 (stock's
+    `conditions` with those strengths and frame): stock's clip exactly, unlike the clip at
+    full strength; paused after step 2, written to a checkpoint file and finished on a
+    fresh pipeline. At 0.3 the last image's tokens are stepped too once t < 700 (the last
+    of the 4 steps, at t = 725), as stock steps them."""
+    from dataclasses import replace
+
+    from app.engine.generation import denoise
+    from app.engine.generation.loop.checkpoint import load_checkpoint, save_checkpoint
+
+    last = last_png()
+    full = ltx_params(negative_prompt="blurry", steps=4, frames=17, **WITH_IMAGE)
+    params = replace(full, image_strength=0.8, last_image_strength=0.3, last_image_frame=12)
+    pipe = runner_for(model).load("ltx").pipe
+
+    def start(chosen: GenerationParams) -> Any:
+        return denoise.start(pipe, chosen, init_image=PNG, last_image=last)
+
+    whole = _frames(pipe, start(params))
+    assert max_frame_diff(whole, stock_first_and_last(folder, params, last)) == 0
+    assert max_frame_diff(whole, _frames(pipe, start(full))) > 0
+
+    state = start(params)
+    while state.steps_done < 2:
+        denoise.advance(pipe, state)
+    save_checkpoint(tmp_path / "weak.ckpt", denoise.snapshot(state, params, 0.0))
+    fresh = runner_for(model).load("ltx").pipe
+    saved = load_checkpoint(tmp_path / "weak.ckpt", params).checkpoint
+    assert max_frame_diff(_frames(fresh, denoise.restore(fresh, params, saved)), whole) == 0
 
 
 def test_a_preview_is_a_middle_frame_of_the_packed_tokens(model: ModelInfo) -> None:

@@ -58,12 +58,23 @@ def _image_problems(label: str, takes: VideoRequests, params: GenerationParams) 
         return [f"{label} takes no last image; choose a first-and-last-frame model ({_flf()})"]
     if takes.needs_last_image and not params.last_image:
         return [f"{label} draws between a first and a last frame: give it both images"]
+    if params.has_condition_settings and not takes.weighs_images:
+        return [
+            f"{label} holds its images at full strength at the clip's ends; a strength or"
+            f" frame for them is for {_weighing()} models"
+        ]
     return []
 
 
 def _flf() -> str:
     """The families that take a last frame, as a refusal names them."""
     found = [a.label for a, takes in video_families().items() if takes.takes_last_image]
+    return " or ".join(found)
+
+
+def _weighing() -> str:
+    """The families that weigh their conditioning images, as a refusal names them."""
+    found = [a.label for a, takes in video_families().items() if takes.weighs_images]
     return " or ".join(found)
 
 

@@ -268,6 +268,8 @@ class VideoRequests:
     needs_image: bool = False  # ... and it draws nothing without one (image to video)
     takes_last_image: bool = False  # a last frame beside the first (Wan 2.1 FLF2V)
     needs_last_image: bool = False  # ... and it draws nothing without one
+    # A strength per conditioning image and the last image's frame (LTX-Video 0.9.5+)
+    weighs_images: bool = False
 
 
 @dataclass(frozen=True)

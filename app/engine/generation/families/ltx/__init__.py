@@ -83,10 +83,12 @@ LTX_CONDITION = replace(
     checkpoint_family="ltx-condition",
     checkpoint_label="LTX-Video 0.9.5+",
     preview="app.engine.generation.families.ltx.condition:LTXConditionPreviewer",
-    # An image at frame 0 (the init image), and a last frame beside it (a job's last image).
+    # An image at frame 0 (the init image), and a last frame beside it (a job's last image),
+    # each at a strength of the job's (the last image at a frame of the job's too).
     video=VideoRequests(
-        frame_step=8, default_frames=161, default_fps=25, takes_image=True, takes_last_image=True
-    ),
+        frame_step=8, default_frames=161, default_fps=25, takes_image=True,
+        takes_last_image=True, weighs_images=True,
+    ),  # fmt: skip
     transformer_file=None,  # its files are refused by LTX-Video's (files.py)
 )
 

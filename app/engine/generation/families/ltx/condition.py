@@ -1,26 +1,30 @@
 """LTX-Video 0.9.5 on through conditioning frames, as `LTXConditionPipeline` (diffusers 0.42)
 draws them with its defaults: text to video, or from an image at frame 0 (the job's init
 image), and optionally a last image at the clip's last frame ("first and last frame": the
-stock `conditions` of those two images at frames 0 and `frames - 1`), call for call:
+stock `conditions` of those two images at frames 0 and `frames - 1`, or the job's
+`last_image_frame`), each at the job's strength (`image_strength`, `last_image_strength`;
+stock's 1.0 by default), call for call:
 - the prompt as `LTXPipeline`'s (`model.py`) but to 256 tokens, its `max_sequence_length`;
 - the schedule: `linear_quadratic_schedule(steps) * 1000` as the scheduler's timesteps
   (`retrieve_timesteps`; the folder's config says how they are stretched);
 - the latents as the stock loop holds them: packed into tokens `(1, tokens, channels)` in
   float32, drawn from the job's generator, then each condition encoded by the VAE (a sample
-  from the generator), normalised and made its frames (`lerp` at strength 1); a per-token
-  conditioning mask (1 on a condition's tokens) and the tokens' positions in pixels and
-  seconds (`video_coords`, scaled by 1 / fps) ride beside them;
+  from the generator), normalised and made its frames (`lerp` by its strength); a
+  per-token conditioning mask (a condition's strength on its tokens) and the tokens'
+  positions in pixels and seconds (`video_coords`, scaled by 1 / fps) ride beside them;
 - each step: the transformer at `min(t, (1 - mask) * 1000)` per token (a condition's tokens
-  at 0), CFG on its output as it comes (not upcast), the scheduler stepped on the negated
-  prediction per token (`per_token_timesteps`), a condition's tokens kept; before each
-  step the condition's tokens are its latents plus `0.15 * t^2` of fresh noise from the
-  generator (`image_cond_noise_scale`). Here that noise is drawn at the end of the step
-  before (and for the first step, with the latents): the generator draws in the same order,
-  so a checkpoint between steps holds the latents the next step starts from;
+  at 0 at strength 1), CFG on its output as it comes (not upcast), the scheduler stepped on
+  the negated prediction per token (`per_token_timesteps`), a condition's tokens kept until
+  `t` falls below `(1 - strength) * 1000`; before each step a condition's tokens held at
+  strength 1 are its latents plus `0.15 * t^2` of fresh noise from the generator
+  (`image_cond_noise_scale`; drawn whatever the strengths). Here that noise is drawn at the
+  end of the step before (and for the first step, with the latents): the generator draws
+  in the same order, so a checkpoint between steps holds the latents the next step starts
+  from;
 - decoding as `LTXPipeline`'s, of the clip's own tokens (`model.py`).
 
 The loop's latents are the clip's own tokens; a last image's tokens, which the stock loop
-keeps in front of them and never steps (strength 1: only re-noised), ride in the
+keeps in front of them (at strength 1 never stepped, only re-noised), ride in the
 conditioning (`EXTRA_TOKENS`, as the next step starts from them), so a checkpoint's
 latents are the clip's whatever its conditions. A checkpoint carries the prompt's states
 and masks, the tokens' positions and, for a clip from images, the conditioned latents, the
@@ -30,6 +34,7 @@ mask and the extra tokens (the VAE is not needed to resume).
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -59,9 +64,18 @@ VIDEO_COORDS = "video_coords"  # each token's (time, y, x): seconds and pixels, 
 CONDITION_MASK = "condition_mask"  # 1 on a condition's tokens, 0 elsewhere, (1, tokens)
 CONDITIONED = "conditioned_latents"  # the tokens once conditioned: the re-noising's base
 EXTRA_TOKENS = "extra_tokens"  # a last image's tokens as the next step starts from them
-CONDITION_STRENGTH = 1.0  # the stock `strength`
 IMAGE_COND_NOISE_SCALE = 0.15  # the stock `image_cond_noise_scale`
 CONDITION_SEQUENCE_LENGTH = 256  # the stock `max_sequence_length`
+
+
+@dataclass(frozen=True)
+class ExtraCondition:
+    """A condition away from frame 0 (the last image), as the stock loop keeps it: its own
+    tokens in front of the clip's, their positions, and how firmly they hold."""
+
+    tokens: torch.Tensor  # (1, tokens, channels), packed
+    positions: torch.Tensor  # each token's (frame, y, x) in pixels, (1, 3, tokens)
+    strength: float  # the stock `strength`: its mask's value, its `lerp`'s weight
 
 
 class LTXConditionFamily(LTXVideoFamily):
@@ -119,26 +133,25 @@ class LTXConditionFamily(LTXVideoFamily):
         noise = randn_tensor(shape, generator=generator, device=self.device, dtype=torch.float32)
         latents = varied_noise(noise, params)
         frames_mask = torch.zeros((1, frames), device=self.device, dtype=torch.float32)
-        extra: list[tuple[torch.Tensor, torch.Tensor]] = []  # (tokens, positions)
+        extra: list[ExtraCondition] = []
         if init_image is not None:
             image = self._condition_latents(init_image, params, generator)
-            count = image.size(2)
-            latents[:, :, :count] = torch.lerp(latents[:, :, :count], image, CONDITION_STRENGTH)
-            frames_mask[:, :count] = CONDITION_STRENGTH
+            count, strength = image.size(2), params.image_strength
+            latents[:, :, :count] = torch.lerp(latents[:, :, :count], image, strength)
+            frames_mask[:, :count] = strength
         if last_image is not None:
-            extra.append(self._extra_condition(last_image, params, params.frames - 1, generator))
+            extra.append(self._extra_condition(last_image, params, generator))
         ids = self._ids(frames, height, width)
         mask = frames_mask.gather(1, ids[:, 0])  # each token's latent frame's
         ids = self._scaled(ids, frame_index=0)
         latents = pipe._pack_latents(
             latents, pipe.transformer_spatial_patch_size, pipe.transformer_temporal_patch_size
         )
-        coords = torch.cat([*(positions for _, positions in extra), ids], dim=2).float()
+        coords = torch.cat([*(each.positions for each in extra), ids], dim=2).float()
         coords[:, 0] = coords[:, 0] * (1.0 / params.fps)
         conditioning[VIDEO_COORDS] = coords
         if init_image is not None or extra:
-            tokens = [tokens for tokens, _ in extra]
-            latents = self._conditioned(scheduler, latents, mask, tokens, conditioning, generator)
+            latents = self._conditioned(scheduler, latents, mask, extra, conditioning, generator)
         return Schedule(scheduler.timesteps, params.steps, latents)
 
     def _conditioned(
@@ -146,37 +159,43 @@ class LTXConditionFamily(LTXVideoFamily):
         scheduler: Any,
         latents: torch.Tensor,
         mask: torch.Tensor,
-        extra: list[torch.Tensor],
+        extra: list[ExtraCondition],
         conditioning: Conditioning,
         generator: torch.Generator,
     ) -> torch.Tensor:
         """A clip with conditions: the mask over all the tokens (an extra condition's in
-        front, 1 on each), the conditioned tokens kept as the re-noising's base, and the
-        first step's re-noising (the stock loop's, drawn before its first call)."""
-        masks = [torch.full(t.shape[:2], CONDITION_STRENGTH, device=self.device) for t in extra]
+        front, its strength on each), the conditioned tokens kept as the re-noising's base,
+        and the first step's re-noising (the stock loop's, drawn before its first call; it
+        re-noises only the tokens held at strength 1)."""
+        masks = [
+            torch.full(each.tokens.shape[:2], each.strength, device=self.device) for each in extra
+        ]
         conditioning[CONDITION_MASK] = torch.cat([*masks, mask], dim=1)
-        whole = torch.cat([*extra, latents], dim=1)
+        whole = torch.cat([*(each.tokens for each in extra), latents], dim=1)
         conditioning[CONDITIONED] = whole.clone()
         whole = _renoised(self.pipe, scheduler.timesteps[0], whole, conditioning, generator)
         return self._split(whole, conditioning)
 
     def _extra_condition(
-        self, picture: bytes, params: GenerationParams, frame: int, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """An image at `frame` (not 0) as tokens of its own and their positions, as the
-        stock `prepare_latents` makes them (its `lerp` with fresh noise at strength 1)."""
+        self, picture: bytes, params: GenerationParams, generator: torch.Generator
+    ) -> ExtraCondition:
+        """The last image at its frame (not 0) as tokens of its own and their positions, as
+        the stock `prepare_latents` makes them (its `lerp` with fresh noise by the
+        strength)."""
         pipe = self.pipe
+        strength = params.last_image_strength
         image = self._condition_latents(picture, params, generator)
         noise = randn_tensor(
             image.shape, generator=generator, device=self.device, dtype=image.dtype
         )
-        image = torch.lerp(noise, image, CONDITION_STRENGTH)
+        image = torch.lerp(noise, image, strength)
         _, _, count, height, width = image.shape
-        positions = self._scaled(self._ids(count, height, width), frame_index=frame)
+        ids = self._ids(count, height, width)
+        positions = self._scaled(ids, frame_index=params.last_image_index)
         tokens = pipe._pack_latents(
             image, pipe.transformer_spatial_patch_size, pipe.transformer_temporal_patch_size
         )
-        return tokens, positions
+        return ExtraCondition(tokens, positions, strength)
 
     def _ids(self, frames: int, height: int, width: int) -> torch.Tensor:
         """The stock `_prepare_video_ids`: each token's (latent frame, y, x), (1, 3, tokens)."""
