@@ -115,6 +115,35 @@ def add_last_image_argument(parser: argparse.ArgumentParser) -> None:
         "--last-image", type=Path, metavar="PNG", help="with --video and --init-image: the "
         "clip's last frame (a first-and-last-frame model such as Wan 2.1 FLF2V)",
     )  # fmt: skip
+    group = parser.add_argument_group("how firmly a clip holds its images (LTX-Video 0.9.5+)")
+    group.add_argument(
+        "--image-strength", type=float, metavar="S", help="with --video and --init-image: "
+        "how firmly the clip holds its first frame, 0 to 1 (default 1: exactly; lower lets "
+        "it move away)",
+    )  # fmt: skip
+    group.add_argument(
+        "--last-image-strength", type=float, metavar="S",
+        help="with --last-image: how firmly the clip holds it, 0 to 1 (default 1)",
+    )  # fmt: skip
+    group.add_argument(
+        "--last-image-frame", type=int, metavar="N", help="with --last-image: the frame it "
+        "is, 1 to the clip's frames - 1 (default: the clip's last)",
+    )  # fmt: skip
+
+
+def condition_args(args: argparse.Namespace) -> dict[str, float | int]:
+    """--image-strength, --last-image-strength and --last-image-frame where given, as
+    `GenerationParams` fields; each refused in one sentence without the image it weighs."""
+    given: dict[str, float | int | None] = {
+        name: getattr(args, name, None)
+        for name in ("image_strength", "last_image_strength", "last_image_frame")
+    }
+    if given["image_strength"] is not None and args.init_image is None:
+        raise InvalidParameters("--image-strength needs --init-image (the clip's first frame)")
+    last_given = given["last_image_strength"] is not None or given["last_image_frame"] is not None
+    if last_given and getattr(args, "last_image", None) is None:
+        raise InvalidParameters("--last-image-strength and --last-image-frame need --last-image")
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def last_image_png(args: argparse.Namespace, params: GenerationParams) -> bytes | None:
@@ -138,6 +167,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
     # model needs one: the request is checked whole).
     if args.init_image is None and getattr(args, "last_image", None) is not None:
         raise InvalidParameters("--last-image needs --init-image (the clip's first frame)")
+    conditions = condition_args(args)
     params = params_from_args(args, check=args.init_image is None)
     if args.init_image is None:
         if args.strength is not None:
@@ -154,6 +184,8 @@ def request_from_args(args: argparse.Namespace) -> tuple[GenerationParams, bytes
     last_png = last_image_png(args, params)
     if last_png is not None:
         params = replace(params, last_image=digest(last_png)).validated()
+    if conditions:
+        params = replace(params, **conditions).validated()
     if getattr(args, "mask", None) is None:  # an inpaint is checked with its mask (inpaint.py):
         check_model(params)  # at the image's size now; a model may inpaint but not img2img
     return params, prepared.png

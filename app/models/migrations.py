@@ -28,7 +28,7 @@ from app.models.tables import (
     SchemaInfo,
 )
 
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 
 
 class SchemaTooNew(DatabaseError):
@@ -278,6 +278,20 @@ def _v21_to_v22(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE job ADD COLUMN last_image VARCHAR NOT NULL DEFAULT ''")
 
 
+def _v22_to_v23(conn: Connection) -> None:
+    # Version 23 weighs a clip's images (issue 38: LTX-Video 0.9.5+'s conditioning
+    # strengths) and places its last image at a frame; older jobs keep stock's 1 and last.
+    columns = {column["name"] for column in inspect(conn).get_columns("job")}
+    added = {
+        "image_strength": "FLOAT NOT NULL DEFAULT 1.0",
+        "last_image_strength": "FLOAT NOT NULL DEFAULT 1.0",
+        "last_image_frame": "INTEGER NOT NULL DEFAULT -1",
+    }
+    for name, kind in added.items():
+        if name not in columns:
+            conn.exec_driver_sql(f"ALTER TABLE job ADD COLUMN {name} {kind}")
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -300,6 +314,7 @@ MIGRATIONS: dict[int, Migration] = {
     19: _v19_to_v20,
     20: _v20_to_v21,
     21: _v21_to_v22,
+    22: _v22_to_v23,
 }
 
 

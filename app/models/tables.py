@@ -142,6 +142,17 @@ class Job(SQLModel, table=True):
     edit_images: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
     # Schema 22: a video's last frame, as `init_image` names its first ("" for none).
     last_image: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    # Schema 23: how firmly a clip's images hold (LTX-Video 0.9.5+'s conditioning strengths,
+    # 1: stock's) and the last image's frame (-1: the clip's last).
+    image_strength: float = Field(
+        default=1.0, sa_column=Column(Float, nullable=False, server_default=text("1.0"))
+    )
+    last_image_strength: float = Field(
+        default=1.0, sa_column=Column(Float, nullable=False, server_default=text("1.0"))
+    )
+    last_image_frame: int = Field(
+        default=-1, sa_column=Column(Integer, nullable=False, server_default=text("-1"))
+    )
 
     status: str = Field(sa_column=Column(STATUS_TYPE, nullable=False))
     version: int = 0

@@ -33,6 +33,7 @@ from app.engine.jobs.queue import (
     JobQueue,
     JobTransition,
     TransitionRecord,
+    params_of,
 )
 from app.engine.jobs.states import JobStatus
 from app.engine.outputs.registry import all_output_kinds, output_of_job
@@ -322,7 +323,7 @@ def job_json(
     if job.scheduler_config:  # a few-step LoRA's schedule, over the model's own
         out["scheduler_config"] = decode_scheduler_config(job.scheduler_config)
     if job.kind == KIND_VIDEO:  # its output (links.image) is an MP4 of these frames
-        out["video"] = {"frames": job.frames, "fps": job.fps}
+        out["video"] = {"frames": job.frames, "fps": job.fps, **_conditions(job)}
     if job.last_image:  # a first-and-last-frame clip's last frame, as init_image its first
         out["last_image"] = job.last_image
     if timeline is not None:
@@ -351,6 +352,16 @@ def what_it_draws(job: Job) -> dict[str, Any]:
         "references": [asdict(ref) for ref in decode_reference(job.reference)],
         "edit_images": list(decode_edit_images(job.edit_images)),
     }  # fmt: skip
+
+
+def _conditions(job: Job) -> dict[str, Any]:
+    """A clip's hold on its images and its last image's frame, where not stock's (full
+    strength, the clip's last frame): the body's fields of the same names."""
+    if params_of(job).has_condition_settings:
+        return {"image_strength": job.image_strength,
+                "last_image_strength": job.last_image_strength,
+                "last_image_frame": job.last_image_frame}  # fmt: skip
+    return {}
 
 
 def _redacted(state: ServerState, row: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,8 @@ def base_params(body: JobBody) -> GenerationParams:
         seed=body.seed, variation_seed=body.variation_seed,
         variation_strength=body.variation_strength, speed=body.speed,
         speed_threshold=body.speed_threshold, compile=body.compile,
+        image_strength=body.image_strength, last_image_strength=body.last_image_strength,
+        last_image_frame=body.last_image_frame,
     )  # fmt: skip
     if body.frames is not None:
         params = replace(params, kind=KIND_VIDEO, frames=body.frames, fps=body.fps)

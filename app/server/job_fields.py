@@ -27,6 +27,7 @@ from app.engine.jobs.params import (
     DEFAULT_MASK_PADDING,
     DEFAULT_MODEL,
     DEFAULT_SCHEDULER,
+    LAST_FRAME,
     MAX_CONTROL_LAYERS,
     MAX_CONTROL_WEIGHT,
     MAX_EDIT_IMAGES,
@@ -254,6 +255,20 @@ class JobBody(Strict):
     last_image: str | None = Field(
         None, description="a video's last frame (base64), its first being init_image: "
         "a first-and-last-frame model such as Wan 2.1 FLF2V",
+    )  # fmt: skip
+    image_strength: float = Field(
+        1.0, description="a video's hold on init_image, its first frame, 0 to 1 (LTX-Video "
+        "0.9.5+; 1: exactly, lower lets the clip move away from it)",
+        json_schema_extra=SHARE_LIMITS,
+    )  # fmt: skip
+    last_image_strength: float = Field(
+        1.0, description="a video's hold on last_image, 0 to 1 (LTX-Video 0.9.5+)",
+        json_schema_extra=SHARE_LIMITS,
+    )  # fmt: skip
+    last_image_frame: int = Field(
+        LAST_FRAME, description="the frame last_image is, 1 to frames - 1 (LTX-Video "
+        f"0.9.5+); {LAST_FRAME}: the clip's last",
+        json_schema_extra={"minimum": LAST_FRAME, "maximum": MAX_FRAMES - 1},
     )  # fmt: skip
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int | None = Field(None, ge=1, le=20)

@@ -1274,6 +1274,8 @@ def params_of(job: Job) -> GenerationParams:
         speed=job.speed, speed_threshold=job.speed_threshold, compile=job.compile,
         frames=job.frames, fps=job.fps, scheduler_config=job.scheduler_config,
         edit_images=job.edit_images, last_image=job.last_image,
+        image_strength=job.image_strength, last_image_strength=job.last_image_strength,
+        last_image_frame=job.last_image_frame,
     )  # fmt: skip
 
 

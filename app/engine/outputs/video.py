@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from app.durable import atomic_write
-from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.engine.jobs.params import KIND_VIDEO, LAST_FRAME, GenerationParams
 from app.engine.outputs.image import write_png
 from app.engine.outputs.kinds import FileKind, GalleryLook, OutputKind
 
@@ -36,7 +36,20 @@ def first_frame_path(clip: Path) -> Path:
 
 def video_parameters(params: GenerationParams) -> str:
     """What a clip adds to A1111's settings line in its first frame's PNG."""
-    return f"Frames: {params.frames}, FPS: {params.fps}"
+    return f"Frames: {params.frames}, FPS: {params.fps}" + _condition_parameters(params)
+
+
+def _condition_parameters(params: GenerationParams) -> str:
+    """How firmly a clip's images held and where its last image was, where not stock's
+    (full strength, at the clip's last frame); the `easel` chunk has them always."""
+    parts = []
+    if params.image_strength != 1:
+        parts.append(f"Image strength: {params.image_strength:g}")
+    if params.last_image_strength != 1:
+        parts.append(f"Last image strength: {params.last_image_strength:g}")
+    if params.last_image_frame != LAST_FRAME:
+        parts.append(f"Last image frame: {params.last_image_frame}")
+    return "".join(f", {part}" for part in parts)
 
 
 def write_video(frames: Sequence[Image.Image], path: Path, params: GenerationParams) -> None:

@@ -60,8 +60,8 @@ def _image_problems(label: str, takes: VideoRequests, params: GenerationParams) 
         return [f"{label} draws between a first and a last frame: give it both images"]
     if params.has_condition_settings and not takes.weighs_images:
         return [
-            f"{label} holds its images at full strength at the clip's ends; a strength or"
-            f" frame for them is for {_weighing()} models"
+            f"{label} takes its images at full strength only; an image strength or a last"
+            f" image's frame is for {_weighing()} models"
         ]
     return []
 

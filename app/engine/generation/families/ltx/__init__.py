@@ -86,9 +86,13 @@ LTX_CONDITION = replace(
     # An image at frame 0 (the init image), and a last frame beside it (a job's last image),
     # each at a strength of the job's (the last image at a frame of the job's too).
     video=VideoRequests(
-        frame_step=8, default_frames=161, default_fps=25, takes_image=True,
-        takes_last_image=True, weighs_images=True,
-    ),  # fmt: skip
+        frame_step=8,
+        default_frames=161,
+        default_fps=25,
+        takes_image=True,
+        takes_last_image=True,
+        weighs_images=True,
+    ),
     transformer_file=None,  # its files are refused by LTX-Video's (files.py)
 )
 
