@@ -107,10 +107,11 @@ input image (`ltx-video-i2v`: a 64x32 picture as the clip's first frame, the job
 image): `pause_resume_max_diff` and `same_as_diffusers_max_diff` against stock
 `LTXImageToVideoPipeline` given the picture.
 And LTX-Video 0.9.5+ (`LTXConditionPipeline` folders): from a 64x32 picture at frame 0
-(`ltx-condition`) and with a second one at the last frame (`ltx-condition-first-last`),
+(`ltx-condition`), with a second one at the last frame (`ltx-condition-first-last`) and
+the two held weaker (`ltx-condition-strength`: the first at strength 0.8, the last at 0.6),
 `pause_resume_max_diff` (paused after step 3, its checkpoint written to a file and finished
 from it) and `same_as_diffusers_max_diff` against stock `LTXConditionPipeline` given those
-`conditions` (its defaults otherwise).
+`conditions` (their strengths; its defaults otherwise).
 For Flux.1 and SD 3.5 as the files artists have (`run_file_layouts`): an all-in-one file
 in the original key layout (`-file`), ComfyUI's split layout (`-split`), a GGUF Q8_0
 diffusion model (`-gguf-q8_0`), an fp8 one (`-fp8`) and ComfyUI's scaled fp8 one
@@ -186,6 +187,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -910,7 +912,8 @@ def run_ltx(work: Path) -> None:
 
 def run_ltx_condition(work: Path) -> None:
     """The `ltx-condition` rows: LTX-Video 0.9.5+ (`LTXConditionPipeline`) from an image
-    at frame 0, and with a last image at the last frame (`-first-last`), every frame."""
+    at frame 0, with a last image at the last frame (`-first-last`), and the two held at
+    strengths 0.8 and 0.6 (`-strength`), every frame."""
     from diffusers import LTXConditionPipeline
     from diffusers.pipelines.ltx.pipeline_ltx_condition import LTXVideoCondition
 
@@ -927,17 +930,21 @@ def run_ltx_condition(work: Path) -> None:
     )  # fmt: skip
     stock_pipe: Any = LTXConditionPipeline.from_pretrained(folder, local_files_only=True)
     stock_pipe.set_progress_bar_config(disable=True)
-    for label, pictures in (
-        ("ltx-condition", [first]),
-        ("ltx-condition-first-last", [first, last]),
+    for label, pictures, strengths in (
+        ("ltx-condition", [first], (1.0, 1.0)),
+        ("ltx-condition-first-last", [first, last], (1.0, 1.0)),
+        ("ltx-condition-strength", [first, last], (0.8, 0.6)),
     ):
         last_png = _png(last) if len(pictures) > 1 else None
-        ours = _condition_frames(pipe, params, _png(first), last_png)
-        resumed = _condition_frames(pipe, params, _png(first), last_png, pause_at=PAUSE_AT)
+        weighed = replace(params, image_strength=strengths[0], last_image_strength=strengths[1])
+        ours = _condition_frames(pipe, weighed, _png(first), last_png)
+        resumed = _condition_frames(pipe, weighed, _png(first), last_png, pause_at=PAUSE_AT)
         torch.manual_seed(params.seed)  # where a decoder injecting noise draws it
         frame_indices = (0, params.frames - 1)
-        conditions = [LTXVideoCondition(image=p, frame_index=i)
-                      for p, i in zip(pictures, frame_indices, strict=False)]  # fmt: skip
+        conditions = [
+            LTXVideoCondition(image=picture, frame_index=index, strength=strength)
+            for picture, index, strength in zip(pictures, frame_indices, strengths, strict=False)
+        ]
         stock = stock_pipe(
             conditions=conditions, prompt=params.prompt, negative_prompt=params.negative_prompt,
             height=params.height, width=params.width, num_frames=params.frames,
