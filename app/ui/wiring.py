@@ -196,7 +196,8 @@ def _video_fields(video: VideoRequests | None) -> dict[str, Any]:
         return {}
     return {"frame_step": video.frame_step, "default_frames": video.default_frames,
             "default_fps": video.default_fps,
-            "takes_last_image": video.takes_last_image}  # fmt: skip
+            "takes_last_image": video.takes_last_image,
+            "weighs_images": video.weighs_images}  # fmt: skip
 
 
 def _distilled(model: ModelInfo) -> bool:

@@ -42,6 +42,7 @@ class ModelChoice:
     default_frames: int = 0  # its stock pipeline's frame count (Wan 2.1: 81)
     default_fps: int = 0  # the rate its clips were trained at (Wan 2.1: 16)
     takes_last_image: bool = False  # a clip's last frame beside its first (Wan 2.1 FLF2V)
+    weighs_images: bool = False  # a strength for each of a clip's images (LTX-Video 0.9.5+)
     architecture: str = ""  # its family's id ("flux1"): which ControlNets fit it; "": unknown
 
     @property

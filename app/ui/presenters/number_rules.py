@@ -153,4 +153,9 @@ SEED = NumberRule(
 )  # fmt: skip
 STRENGTH = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Strength"), 0.01, 1.0, decimals=2)
 FRAMES = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Frames"), 1, MAX_FRAMES)
+# How firmly a clip holds an image (LTX-Video 0.9.5+'s conditioning strength; 1: exactly).
+IMAGE_STRENGTH = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Image strength"), 0, 1.0, decimals=2)
+LAST_FRAME_STRENGTH = NumberRule(
+    QT_TRANSLATE_NOOP("NumberRule", "Last frame strength"), 0, 1.0, decimals=2
+)
 FPS = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "FPS"), 1, MAX_FPS)

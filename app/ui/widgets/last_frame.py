@@ -13,7 +13,9 @@ from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from app.errors import UserError
+from app.ui.presenters import number_rules as rules
 from app.ui.presenters.queue_service import InitImage, QueueService
+from app.ui.widgets.number_field import NumberEdit
 
 THUMB = 56  # px, as the init image's thumbnail
 AskPath = Callable[[QWidget], Path | None]
@@ -52,11 +54,19 @@ class LastFrameRow(QWidget):
         self.clear.setText(self.tr("Remove"))
         self.clear.setToolTip(self.tr("End the clip where the model takes it, without this image"))
         self.clear.clicked.connect(self.drop)
+        self.weighs = False  # whether the model takes a strength for it (`set_weighing`)
+        self.strength = NumberEdit(rules.LAST_FRAME_STRENGTH, step=0.05)
+        self.strength.setValue(1.0)
+        self.strength.setMaximumWidth(64)
+        self.strength.setToolTip(
+            self.tr("How firmly the clip holds this frame: 1 exactly, lower lets it move away")
+        )
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.choose)
         row.addWidget(self.thumb)
         row.addWidget(self.caption, 1)
+        row.addWidget(self.strength)
         row.addWidget(self.clear)
         self._show()
 
@@ -87,10 +97,20 @@ class LastFrameRow(QWidget):
     def png(self) -> bytes | None:
         return None if self.image is None else self.image.png
 
+    def set_weighing(self, weighs: bool) -> None:
+        """Whether the model takes a strength for the last frame (its field shown with one)."""
+        self.weighs = weighs
+        self._show()
+
+    def strength_in_use(self) -> bool:
+        """Whether the strength field counts: a picked frame on a model that weighs it."""
+        return self.weighs and self.image is not None
+
     def _show(self) -> None:
         shown = self.image is not None
         self.thumb.setVisible(shown)
         self.clear.setVisible(shown)
+        self.strength.setVisible(self.strength_in_use())
         self.caption.setText(
             self.tr("Ends on {source} ({w} × {h})").format(
                 source=self.image.source, w=self.image.width, h=self.image.height

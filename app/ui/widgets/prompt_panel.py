@@ -249,6 +249,7 @@ class PromptPanel(QWidget):
             ("", self.size_box, None),
             (self.tr("Images"), self.count, FieldNote(self.count)),
             (self.tr("Strength"), self.strength, FieldNote(self.strength)),
+            (self.tr("Image strength"), self.image_strength, FieldNote(self.image_strength)),
             (self.tr("Frames"), self._frames_field, FieldNote(self.frames)),
             (self.tr("FPS"), self.fps, FieldNote(self.fps)),
         ]  # fmt: skip
@@ -258,8 +259,10 @@ class PromptPanel(QWidget):
         captions = add_field_rows(form, rows)
         self._cfg_caption = captions[next(i for i, row in enumerate(rows) if row[1] is self.cfg)]
         strength = next(i for i, row in enumerate(rows) if row[1] is self.strength)
-        # shown only with an init image
+        # shown only with an init image (the one or the other: `_show_init`)
         self._strength_row = (captions[strength], self.strength, rows[strength][2])
+        weighed = strength + 1
+        self._image_strength_row = (captions[weighed], self.image_strength, rows[weighed][2])
         # shown only for a video model (its clip's frames and rate)
         self._video_rows = [
             (captions[i], field, note) for i, (_label, field, note) in enumerate(rows)
@@ -296,6 +299,13 @@ class PromptPanel(QWidget):
         self.init: InitImage | None = None
         self.strength = NumberEdit(rules.STRENGTH, step=0.05)
         self.strength.setValue(DEFAULT_STRENGTH)
+        # A clip's hold on its first frame, on a model that weighs it (in img2img's place).
+        self.image_strength = NumberEdit(rules.IMAGE_STRENGTH, step=0.05)
+        self.image_strength.setValue(1.0)
+        self.image_strength.setToolTip(
+            self.tr("How firmly the clip holds the init image as its first frame: 1 exactly, "
+                    "lower lets it move away")
+        )  # fmt: skip
         self.init_box = QWidget()
         self.init_thumb = QLabel()
         self.init_thumb.setFixedSize(INIT_THUMB, INIT_THUMB)
@@ -348,6 +358,9 @@ class PromptPanel(QWidget):
                     widget.setVisible(shown)
         if hasattr(self, "last_frame"):
             self.last_frame.setVisible(choice.takes_last_image)
+            self.last_frame.set_weighing(choice.weighs_images)
+        if hasattr(self, "_image_strength_row"):
+            self._show_init()
 
     def set_init(self, init: InitImage) -> None:
         """Start from this image: the image, its size and the strength; nothing else of the
@@ -390,12 +403,22 @@ class PromptPanel(QWidget):
         """The clip's last frame, for a model that takes one (else None: kept for the next)."""
         return self.last_frame.png() if self.model_choice().takes_last_image else None
 
+    def _weighs_init(self) -> bool:
+        """Whether the init image is a clip's first frame held at a strength of the form's
+        (a model that weighs its images) rather than img2img's start."""
+        return self.init is not None and self.model_choice().weighs_images
+
     def _show_init(self) -> None:
         shown = self.init is not None
         self.init_box.setVisible(shown)
-        for widget in getattr(self, "_strength_row", ()):
-            if widget is not None:
-                widget.setVisible(shown)
+        weighed = self._weighs_init()
+        for row, visible in (
+            (getattr(self, "_strength_row", ()), shown and not weighed),
+            (getattr(self, "_image_strength_row", ()), weighed),
+        ):
+            for widget in row:
+                if widget is not None:
+                    widget.setVisible(visible)
 
     def take_image(self, mime: QMimeData) -> None:
         """An image dropped or pasted: a file goes by path, clipboard pixels as PNG bytes."""
@@ -596,6 +619,10 @@ class PromptPanel(QWidget):
         )  # fmt: skip
         if self.draws_video():
             fields = (*fields, self.frames, self.fps)
+        if self.last_frame.strength_in_use() and self.model_choice().takes_last_image:
+            fields = (*fields, self.last_frame.strength)
+        if self._weighs_init():
+            return (*fields, self.image_strength)
         return fields if self.init is None else (*fields, self.strength)
 
     def problems(self) -> list[tuple[NumberEdit, str]]:
@@ -629,7 +656,16 @@ class PromptPanel(QWidget):
         if not self.draws_video():
             return params
         frames, fps = int(number_in(self.frames)), int(number_in(self.fps))
-        return replace(params, kind=KIND_VIDEO, frames=frames, fps=fps)
+        return replace(params, kind=KIND_VIDEO, frames=frames, fps=fps, **self._strengths())
+
+    def _strengths(self) -> dict[str, float]:
+        """How firmly the clip holds its images, on a model that weighs them (else stock's)."""
+        strengths: dict[str, float] = {}
+        if self._weighs_init():
+            strengths["image_strength"] = float(number_in(self.image_strength))
+        if self.last_png() is not None and self.last_frame.strength_in_use():
+            strengths["last_image_strength"] = float(number_in(self.last_frame.strength))
+        return strengths
 
     def _negative_prompt(self) -> str:
         """The negative prompt, or "" for a model that takes none (the field is greyed out;
@@ -669,6 +705,8 @@ class PromptPanel(QWidget):
         if p.kind == KIND_VIDEO:
             self.frames.setValue(p.frames)
             self.fps.setValue(p.fps)
+            self.image_strength.setValue(p.image_strength)
+            self.last_frame.strength.setValue(p.last_image_strength)
 
     # --- remembered between runs ----------------------------------------------------------
 

@@ -1,0 +1,78 @@
+"""The form's strengths of a clip's images, on a model that weighs them (LTX-Video 0.9.5+):
+"Image strength" in img2img's Strength's place once an init image is in, a strength beside
+the picked last frame; both in the job the form makes (stock's 1 elsewhere), a bad value
+flagged in one sentence, and stored with the clip through the queue service."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pytestqt.qtbot import QtBot
+
+from app.engine.jobs.params import InvalidParameters
+from app.engine.jobs.queue import JobQueue, params_of
+from app.ui.presenters.model_choices import ModelChoice
+from app.ui.presenters.queue_service import QueueService
+from app.ui.widgets.prompt_panel import PromptPanel
+
+FLF = ModelChoice(
+    "flf-tiny", "Wan 2.1 FLF2V", 832, ((832, 480),), samplers=("UniPC", "Euler"),
+    frame_step=4, default_frames=81, default_fps=16, takes_last_image=True,
+)  # fmt: skip
+LTX = replace(
+    FLF, name="ltx-tiny", kind="LTX-Video 0.9.5+", frame_step=8, default_frames=17,
+    default_fps=25, weighs_images=True,
+)  # fmt: skip
+
+
+def png_file(path: Path, colour: tuple[int, int, int]) -> Path:
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), colour).save(buffer, format="PNG")
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def test_the_form_weighs_a_clips_images_on_a_model_that_takes_strengths(
+    qtbot: QtBot, tmp_path: Path, queue: JobQueue
+) -> None:
+    first = QueueService.prepare_init(png_file(tmp_path / "first.png", (200, 0, 0)), "first")
+    last = png_file(tmp_path / "last.png", (0, 0, 200))
+    panel = PromptPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.last_frame._ask_path = lambda _parent: last  # the file dialog's answer
+    panel.set_models([FLF, LTX])
+    panel.prompt.setPlainText("a fox")
+    panel.model.setCurrentIndex(panel.model.findData("ltx-tiny"))
+    panel.set_init(first)
+    assert panel.image_strength.isVisible() and not panel.strength.isVisible()
+    assert not panel.last_frame.strength.isVisible()  # no last frame picked yet
+    panel.last_frame.choose.click()
+    assert panel.last_frame.strength.isVisible()
+    panel.image_strength.setText("0.8")
+    panel.last_frame.strength.setText("0.6")
+    params = panel.params()
+    assert (params.image_strength, params.last_image_strength) == (0.8, 0.6)
+
+    panel.last_frame.strength.setText("1.5")
+    with pytest.raises(InvalidParameters, match="Last frame strength"):
+        panel.params()
+    panel.last_frame.strength.setText("0.6")
+
+    panel.model.setCurrentIndex(panel.model.findData("flf-tiny"))  # full strength only
+    assert panel.strength.isVisible() and not panel.image_strength.isVisible()
+    assert not panel.last_frame.strength.isVisible()
+    unweighed = panel.params()
+    assert (unweighed.image_strength, unweighed.last_image_strength) == (1.0, 1.0)
+
+    service = QueueService(opener=lambda: queue)
+    outcome = service.submit(
+        replace(params, width=32, height=32), init_png=first.png, last_png=panel.last_png()
+    )
+    assert outcome.errors == () and len(outcome.job_ids) == 1
+    stored = params_of(queue.get(outcome.job_ids[0]))
+    assert (stored.image_strength, stored.last_image_strength) == (0.8, 0.6)
