@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from app.cli import arguments
 from app.cli.control import add_control_arguments, add_reference_arguments
@@ -131,7 +132,7 @@ def add_last_image_argument(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def condition_args(args: argparse.Namespace) -> dict[str, float | int]:
+def condition_args(args: argparse.Namespace) -> dict[str, Any]:
     """--image-strength, --last-image-strength and --last-image-frame where given, as
     `GenerationParams` fields; each refused in one sentence without the image it weighs."""
     given: dict[str, float | int | None] = {

@@ -6,6 +6,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QBuffer, QIODevice, QMimeData, Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QIcon, QImage, QPaintEvent, QPixmap
@@ -658,9 +659,9 @@ class PromptPanel(QWidget):
         frames, fps = int(number_in(self.frames)), int(number_in(self.fps))
         return replace(params, kind=KIND_VIDEO, frames=frames, fps=fps, **self._strengths())
 
-    def _strengths(self) -> dict[str, float]:
+    def _strengths(self) -> dict[str, Any]:
         """How firmly the clip holds its images, on a model that weighs them (else stock's)."""
-        strengths: dict[str, float] = {}
+        strengths: dict[str, Any] = {}
         if self._weighs_init():
             strengths["image_strength"] = float(number_in(self.image_strength))
         if self.last_png() is not None and self.last_frame.strength_in_use():

@@ -13,6 +13,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return models
 
 
-def clip_params(**changes: object) -> GenerationParams:
+def clip_params(**changes: Any) -> GenerationParams:
     return replace(ltx_params(frames=17, **WITH_BOTH), **changes)
 
 
