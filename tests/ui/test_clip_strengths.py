@@ -1,7 +1,8 @@
 """The form's strengths of a clip's images, on a model that weighs them (LTX-Video 0.9.5+):
-"Image strength" in img2img's Strength's place once an init image is in, a strength beside
-the picked last frame; both in the job the form makes (stock's 1 elsewhere), a bad value
-flagged in one sentence, and stored with the clip through the queue service."""
+"Image strength" in img2img's Strength's place once an init image is in, a strength and a
+frame beside the picked last frame; in the job the form makes (stock's elsewhere), a bad
+value flagged in one sentence, stored with the clip through the queue service and shown
+again for a reused job."""
 
 from __future__ import annotations
 
@@ -53,10 +54,14 @@ def test_the_form_weighs_a_clips_images_on_a_model_that_takes_strengths(
     assert not panel.last_frame.strength.isVisible()  # no last frame picked yet
     panel.last_frame.choose.click()
     assert panel.last_frame.strength.isVisible()
+    assert panel.last_frame.frame.isVisible() and panel.last_frame.frame.text() == ""
     panel.image_strength.setText("0.8")
     panel.last_frame.strength.setText("0.6")
+    assert panel.params().last_image_frame == -1  # blank: the clip's last frame
+    panel.last_frame.frame.setText("9")
     params = panel.params()
     assert (params.image_strength, params.last_image_strength) == (0.8, 0.6)
+    assert params.last_image_frame == 9
 
     panel.last_frame.strength.setText("1.5")
     with pytest.raises(InvalidParameters, match="Last frame strength"):
@@ -65,9 +70,10 @@ def test_the_form_weighs_a_clips_images_on_a_model_that_takes_strengths(
 
     panel.model.setCurrentIndex(panel.model.findData("flf-tiny"))  # full strength only
     assert panel.strength.isVisible() and not panel.image_strength.isVisible()
-    assert not panel.last_frame.strength.isVisible()
+    assert not panel.last_frame.strength.isVisible() and not panel.last_frame.frame.isVisible()
     unweighed = panel.params()
     assert (unweighed.image_strength, unweighed.last_image_strength) == (1.0, 1.0)
+    assert unweighed.last_image_frame == -1
 
     service = QueueService(opener=lambda: queue)
     outcome = service.submit(
@@ -76,3 +82,10 @@ def test_the_form_weighs_a_clips_images_on_a_model_that_takes_strengths(
     assert outcome.errors == () and len(outcome.job_ids) == 1
     stored = params_of(queue.get(outcome.job_ids[0]))
     assert (stored.image_strength, stored.last_image_strength) == (0.8, 0.6)
+    assert stored.last_image_frame == 9
+    shown_again = PromptPanel()  # a reused job: its values back in the form
+    qtbot.addWidget(shown_again)
+    shown_again.set_params(stored)
+    assert shown_again.image_strength.text() == "0.8"
+    assert shown_again.last_frame.strength.text() == "0.6"
+    assert shown_again.last_frame.frame.text() == "9"

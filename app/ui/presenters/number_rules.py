@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from app.engine.jobs.params import (
+    LAST_FRAME,
     MAX_CFG,
     MAX_FPS,
     MAX_FRAMES,
@@ -158,4 +159,9 @@ IMAGE_STRENGTH = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "Image strength"), 0
 LAST_FRAME_STRENGTH = NumberRule(
     QT_TRANSLATE_NOOP("NumberRule", "Last frame strength"), 0, 1.0, decimals=2
 )
+# Where the last image goes in the clip (blank: its last frame, as `LAST_FRAME` says).
+LAST_FRAME_AT = NumberRule(
+    QT_TRANSLATE_NOOP("NumberRule", "Last frame at"), 1, MAX_FRAMES - 1,
+    blank=QT_TRANSLATE_NOOP("NumberRule", "the end"), means_blank=LAST_FRAME,
+)  # fmt: skip
 FPS = NumberRule(QT_TRANSLATE_NOOP("NumberRule", "FPS"), 1, MAX_FPS)

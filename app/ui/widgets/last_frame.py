@@ -61,12 +61,18 @@ class LastFrameRow(QWidget):
         self.strength.setToolTip(
             self.tr("How firmly the clip holds this frame: 1 exactly, lower lets it move away")
         )
+        self.frame = NumberEdit(rules.LAST_FRAME_AT)  # blank: the clip's last frame
+        self.frame.setMaximumWidth(72)
+        self.frame.setToolTip(
+            self.tr("The frame this image is, counted from 0 (blank: the clip's last)")
+        )
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.choose)
         row.addWidget(self.thumb)
         row.addWidget(self.caption, 1)
         row.addWidget(self.strength)
+        row.addWidget(self.frame)
         row.addWidget(self.clear)
         self._show()
 
@@ -103,7 +109,8 @@ class LastFrameRow(QWidget):
         self._show()
 
     def strength_in_use(self) -> bool:
-        """Whether the strength field counts: a picked frame on a model that weighs it."""
+        """Whether the strength and frame fields count: a picked frame on a model that
+        weighs it."""
         return self.weighs and self.image is not None
 
     def _show(self) -> None:
@@ -111,6 +118,7 @@ class LastFrameRow(QWidget):
         self.thumb.setVisible(shown)
         self.clear.setVisible(shown)
         self.strength.setVisible(self.strength_in_use())
+        self.frame.setVisible(self.strength_in_use())
         self.caption.setText(
             self.tr("Ends on {source} ({w} × {h})").format(
                 source=self.image.source, w=self.image.width, h=self.image.height

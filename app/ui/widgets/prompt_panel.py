@@ -30,6 +30,7 @@ from app.engine.jobs.params import (
     DEFAULT_FRAMES,
     DEFAULT_MODEL,
     KIND_VIDEO,
+    LAST_FRAME,
     MAX_SEED,
     RANDOM_SEED,
     SCHEDULERS,
@@ -621,7 +622,7 @@ class PromptPanel(QWidget):
         if self.draws_video():
             fields = (*fields, self.frames, self.fps)
         if self.last_frame.strength_in_use() and self.model_choice().takes_last_image:
-            fields = (*fields, self.last_frame.strength)
+            fields = (*fields, self.last_frame.strength, self.last_frame.frame)
         if self._weighs_init():
             return (*fields, self.image_strength)
         return fields if self.init is None else (*fields, self.strength)
@@ -666,6 +667,8 @@ class PromptPanel(QWidget):
             strengths["image_strength"] = float(number_in(self.image_strength))
         if self.last_png() is not None and self.last_frame.strength_in_use():
             strengths["last_image_strength"] = float(number_in(self.last_frame.strength))
+            frame = self.last_frame.frame.reading().value  # None: the clip's last
+            strengths["last_image_frame"] = LAST_FRAME if frame is None else int(frame)
         return strengths
 
     def _negative_prompt(self) -> str:
@@ -708,6 +711,8 @@ class PromptPanel(QWidget):
             self.fps.setValue(p.fps)
             self.image_strength.setValue(p.image_strength)
             self.last_frame.strength.setValue(p.last_image_strength)
+            at = p.last_image_frame
+            self.last_frame.frame.setText("" if at == LAST_FRAME else str(at))
 
     # --- remembered between runs ----------------------------------------------------------
 
