@@ -3,7 +3,8 @@ and a 0.9.5 VAE) beside ComfyUI's T5-XXL, detected as `ltx-condition` from its t
 assembled through diffusers' own LTX converters and run through Easel's loop: the stock
 `LTXConditionPipeline`'s frames exactly (with diffusers' own single-file loads of the same
 file), and across a pause resumed by a fresh runner. 13B files are told by their depth;
-what cannot run is refused in one sentence; the shipped 0.9.5 and 13B configs build the
+what cannot run is refused in one sentence (the GGUF's run: the benchmark's
+`ltx-0.9.5-gguf-q8_0` row); the shipped 0.9.5 and 13B configs build the
 released networks.
 
 On the tiny LTX-Video 0.9.5 of tiny_ltx095_files (the config folder the file loads with is
@@ -95,13 +96,21 @@ def _layout(files: TinyLtx095Files, root: Path, weights: dict[str, torch.Tensor]
     return model
 
 
-def test_the_all_in_one_file_is_ltx_video_0_9_5_with_its_parts(files: TinyLtx095Files) -> None:
-    model = model_info(files.checkpoint)
-    assert model.architecture is Architecture.LTX_CONDITION, model.unsupported_reason
-    assert model.config_name == "ltx-video-0.9.5"
-    named = {part.kind: part.path.name for part in model.parts}
+def test_the_all_in_one_file_and_the_gguf_are_ltx_video_0_9_5_with_their_parts(
+    files: TinyLtx095Files,
+) -> None:
     name = files.checkpoint.name
-    assert named == {"transformer": name, "ltx_vae": name, "t5": "t5xxl_fp16.safetensors"}
+    layouts = (
+        (files.checkpoint, "", {"transformer": name, "ltx_vae": name}),
+        (files.gguf_model, "Q8_0", {"transformer": files.gguf_model.name,
+                                    "ltx_vae": "ltx-video-0.9.5-vae.safetensors"}),
+    )  # fmt: skip
+    for path, quantisation, parts in layouts:
+        model = model_info(path)
+        assert model.architecture is Architecture.LTX_CONDITION, model.unsupported_reason
+        assert model.config_name == "ltx-video-0.9.5" and model.quantisation == quantisation
+        named = {part.kind: part.path.name for part in model.parts}
+        assert named == {**parts, "t5": "t5xxl_fp16.safetensors"}
 
 
 def test_the_file_draws_the_stock_pipeline_s_frames_and_resumes_exactly(

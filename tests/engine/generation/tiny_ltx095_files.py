@@ -1,7 +1,9 @@
 """A tiny LTX-Video 0.9.5 written as the file artists have: Lightricks' all-in-one
 `ltx-video-2b-v0.9.5.safetensors` (the transformer under `model.diffusion_model.`, the VAE
 under `vae.`, in Lightricks' keys) in `models/checkpoints/`, beside ComfyUI's T5 in
-`models/text_encoders/`; with the `LTXConditionPipeline` folder of the same weights (the
+`models/text_encoders/`, and a GGUF Q8_0 of the transformer in `models/diffusion_models/`
+beside the VAE alone in `models/vae/` (city96's and ComfyUI's layout); with the
+`LTXConditionPipeline` folder of the same weights (the
 reference) and the config folder Easel loads the file with (the folder without its
 weights, named as the shipped 0.9.5 one).
 
@@ -27,14 +29,17 @@ from safetensors.torch import save_file
 
 from app.testing.tiny.ltx import CONDITION_SCHEDULER, LATENT_CHANNELS, build_tiny_ltx
 from tests.engine.generation.tiny_ltx_files import (
+    TRANSFORMER_PREFIX,
     VAE_PREFIX,
     StateDict,
     _vae_key,
     ltx_transformer_to_original,
 )
+from tests.engine.generation.tiny_wan_files import write_wan_gguf
 
 CONFIG_NAME = "ltx-video-0.9.5"  # what a 2B file with 0.9.5's VAE loads with
 FILE_NAME = "ltx-video-2b-v0.9.5"  # Lightricks' name of the released file
+VAE_FILE = "ltx-video-0.9.5-vae.safetensors"  # the VAE alone, in models/vae/
 ENCODER_WIDTH = 2048  # where 0.9.5's encoder ends: the release's mark
 
 
@@ -43,6 +48,7 @@ class TinyLtx095Files:
     folder: Path  # the LTXConditionPipeline folder of the same weights
     models: Path  # the models folder of the file
     checkpoint: Path  # models/checkpoints/<FILE_NAME>.safetensors: transformer and VAE
+    gguf_model: Path  # models/diffusion_models/<FILE_NAME>-Q8_0.gguf: the transformer alone
     configs: Path  # <configs>/<CONFIG_NAME>: the folder without weights
 
 
@@ -114,26 +120,53 @@ def write_tiny_ltx095_files(root: Path) -> TinyLtx095Files:
     checkpoint = models / "checkpoints" / f"{FILE_NAME}.safetensors"
     save_weights({**transformer, **vae}, checkpoint)
     save_weights(t5, models / "text_encoders" / "t5xxl_fp16.safetensors")
-    return TinyLtx095Files(folder, models, checkpoint, configs / CONFIG_NAME)
+    bare_vae = {k.removeprefix(VAE_PREFIX): v for k, v in vae.items()}
+    save_weights(bare_vae, models / "vae" / VAE_FILE)
+    bare = {k.removeprefix(TRANSFORMER_PREFIX): v for k, v in transformer.items()}
+    gguf_model = models / "diffusion_models" / f"{FILE_NAME}-Q8_0.gguf"
+    gguf_model.parent.mkdir(parents=True, exist_ok=True)
+    write_wan_gguf(bare, gguf_model)
+    return TinyLtx095Files(folder, models, checkpoint, gguf_model, configs / CONFIG_NAME)
 
 
-def stock_from_file(files: TinyLtx095Files) -> Any:
+def stock_from_file(files: TinyLtx095Files, transformer_file: Path | None = None) -> Any:
     """The folder's stock `LTXConditionPipeline` with diffusers' own single-file loads of
-    the transformer and the VAE from the all-in-one file."""
+    the transformer (the all-in-one file, or `transformer_file`: the GGUF) and of the VAE
+    (the all-in-one file, or beside a `transformer_file` the VAE file: the same weights,
+    read where Easel reads them, as convolutions' float sums may differ with alignment)."""
     import diffusers
 
+    from app.engine.generation.load.assemble import gguf_weights
+
     options: dict[str, Any] = {"config": str(files.configs), "local_files_only": True}
+    source: Any = str(transformer_file or files.checkpoint)
+    quantised = dict(options)
+    if transformer_file is not None and transformer_file.suffix == ".gguf":
+        source = gguf_weights(transformer_file)
+        quantised["quantization_config"] = diffusers.GGUFQuantizationConfig(
+            compute_dtype=torch.float32
+        )
     transformer = diffusers.LTXVideoTransformer3DModel.from_single_file(
-        str(files.checkpoint), subfolder="transformer", **options
+        source, subfolder="transformer", **quantised
     )
     vae = diffusers.AutoencoderKLLTXVideo.from_single_file(
-        str(files.checkpoint), subfolder="vae", **options
+        str(files.checkpoint) if transformer_file is None else _vae_file_weights(files),
+        subfolder="vae",
+        **options,
     )
     pipe = diffusers.LTXConditionPipeline.from_pretrained(
         files.folder, local_files_only=True, transformer=transformer, vae=vae
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def _vae_file_weights(files: TinyLtx095Files) -> StateDict:
+    """The VAE file's weights under `vae.`, where diffusers' LTX converter reads them."""
+    from safetensors.torch import load_file
+
+    bare = load_file(str(files.models / "vae" / VAE_FILE))
+    return {VAE_PREFIX + key: value for key, value in bare.items()}
 
 
 def save_weights(weights: StateDict, path: Path) -> None:
