@@ -26,13 +26,14 @@ from safetensors.torch import load_file
 
 from app.engine.generation.device import CPU
 from app.engine.generation.files.architecture import Architecture
-from app.engine.generation.files.sources import ModelInfo
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath
 from app.engine.generation.load.pipelines import (
     PipelineCache,
     SingleFileConfigs,
     bundled_configs,
 )
 from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.request_checks import check_runnable
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
 from tests.engine.generation.test_ltx import (
@@ -111,6 +112,13 @@ def test_the_all_in_one_file_and_the_gguf_are_ltx_video_0_9_5_with_their_parts(
         assert model.config_name == "ltx-video-0.9.5" and model.quantisation == quantisation
         named = {part.kind: part.path.name for part in model.parts}
         assert named == {**parts, "t5": "t5xxl_fp16.safetensors"}
+    # Found by name in the models folder, and a clip from a first and a last image on it
+    # accepted at submit (what 0.9.5+ draws: `ltx-condition`'s requests).
+    params = ltx_params(
+        model=files.checkpoint.stem, **WITH_IMAGE, last_image=WITH_IMAGE["init_image"]
+    )
+    found = check_runnable(params, ModelSearchPath(user=(files.models,)))
+    assert found.path == files.checkpoint and found.label.startswith("LTX-Video 0.9.5+")
 
 
 def test_the_file_draws_the_stock_pipeline_s_frames_and_resumes_exactly(
@@ -152,11 +160,13 @@ def test_what_cannot_run_is_refused_in_one_sentence(
         "ltx: an LTX-Video 13B transformer needs the VAE of LTX-Video 0.9.7 or later (its "
         "encoder ends on 2048 channels), but its VAE is an older one (0.9.0 or 0.9.1)"
     )
-    truncated = tmp_path / "cut" / "checkpoints" / "ltx.safetensors"
+    truncated = tmp_path / "cut" / "checkpoints" / "ltx.safetensors"  # a download cut short
     truncated.parent.mkdir(parents=True)
-    truncated.write_bytes(files.checkpoint.read_bytes()[:4096])
+    data = files.checkpoint.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
     reason = model_info(truncated).unsupported_reason
-    assert reason.startswith("ltx.safetensors cannot be used: ") and reason.count(". ") == 0
+    assert reason.startswith("ltx.safetensors cannot be used: the file is truncated (")
+    assert reason.endswith(" needed)") and ". " not in reason  # one sentence, the sizes in it
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,8 @@ from dataclasses import replace
 from app.engine.generation.files.registry import Architecture, Shapes
 from app.engine.generation.files.transformer_files import LTX_VAE, T5, FileNeeds
 
+LTX_VIDEO = "ltx-video"  # the families' names (declared in __init__.py, which imports this)
+LTX_CONDITION = "ltx-condition"
 CONFIG_090 = "ltx-video-0.9.0"
 CONFIG_091 = "ltx-video-0.9.1"
 CONFIG_095 = "ltx-video-0.9.5"  # the 2B transformer with 0.9.5's VAE (0.9.5, 0.9.6, 0.9.8 2B)
@@ -45,8 +47,7 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
         default=-1,
     )
     config = CONFIG_13B if width > LTX_2B_WIDTH or blocks > LTX_2B_BLOCKS else CONFIG_090
-    ltx = Architecture("ltx-video")
-    return FileNeeds(ltx, config, {T5: text_width, LTX_VAE: latents})
+    return FileNeeds(Architecture(LTX_VIDEO), config, {T5: text_width, LTX_VAE: latents})
 
 
 def read_vae(needs: FileNeeds, vae: Shapes) -> FileNeeds | str:
@@ -55,7 +56,7 @@ def read_vae(needs: FileNeeds, vae: Shapes) -> FileNeeds | str:
     encoder_out = vae.get(_ENCODER_OUT, [])
     if len(encoder_out) > 1 and encoder_out[1] == _ENCODER_WIDTH_095:
         config = CONFIG_13B if needs.config_name == CONFIG_13B else CONFIG_095
-        return replace(needs, architecture=Architecture("ltx-condition"), config_name=config)
+        return replace(needs, architecture=Architecture(LTX_CONDITION), config_name=config)
     if needs.config_name == CONFIG_13B:
         return (
             "an LTX-Video 13B transformer needs the VAE of LTX-Video 0.9.7 or later (its "
