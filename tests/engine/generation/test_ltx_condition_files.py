@@ -5,7 +5,7 @@ assembled through diffusers' own LTX converters and run through Easel's loop: th
 file), and across a pause resumed by a fresh runner. 13B files are told by their depth;
 what cannot run is refused in one sentence (the GGUF's run: the benchmark's
 `ltx-0.9.5-gguf-q8_0` row); the shipped 0.9.5 and 13B configs build the
-released networks.
+released networks, whose shapes in Lightricks' keys are detected as their release.
 
 On the tiny LTX-Video 0.9.5 of tiny_ltx095_files (the config folder the file loads with is
 the tiny folder's, named as the shipped one).
@@ -48,9 +48,15 @@ from tests.engine.generation.test_ltx import written as written
 from tests.engine.generation.tiny_architectures import model_info, pause_at
 from tests.engine.generation.tiny_ltx095_files import (
     TinyLtx095Files,
+    ltx_095_vae_to_original,
     save_weights,
     stock_from_file,
     write_tiny_ltx095_files,
+)
+from tests.engine.generation.tiny_ltx_files import (
+    TRANSFORMER_PREFIX,
+    VAE_PREFIX,
+    ltx_transformer_to_original,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -180,6 +186,9 @@ def test_the_shipped_configs_build_the_released_networks(
     its size (13B: 13.0 billion weights) and 0.9.5's VAE, as `LTXConditionPipeline`."""
     import diffusers
     from accelerate import init_empty_weights
+    from diffusers.loaders.single_file_utils import convert_ltx_vae_checkpoint_to_diffusers
+
+    from app.engine.generation.families.ltx import files
 
     folder = bundled_configs().root / release
     index = json.loads((folder / "model_index.json").read_text())
@@ -199,3 +208,16 @@ def test_the_shipped_configs_build_the_released_networks(
     assert vae.encoder.conv_out.conv.weight.shape[1] == 2048 and vae.config.timestep_conditioning
     scheduler = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
     assert scheduler["use_dynamic_shifting"] is False  # the pipeline passes its timesteps
+    # The released networks' shapes in Lightricks' keys (diffusers' converter gives the
+    # network's keys back) are detected as this release, from the shapes alone.
+    original_vae = ltx_095_vae_to_original(vae.state_dict())
+    assert set(convert_ltx_vae_checkpoint_to_diffusers(dict(original_vae))) == set(vae.state_dict())
+    shapes = {
+        k: list(v.shape) for k, v in ltx_transformer_to_original(transformer.state_dict()).items()
+    }
+    bare = {k.removeprefix(TRANSFORMER_PREFIX): v for k, v in shapes.items()}
+    needs = files.read_vae(
+        files.read_header(bare, "ltx"),
+        {k.removeprefix(VAE_PREFIX): list(v.shape) for k, v in original_vae.items()},
+    )
+    assert needs.architecture is Architecture.LTX_CONDITION and needs.config_name == release
