@@ -216,8 +216,10 @@ def test_the_shipped_configs_build_the_released_networks(
         k: list(v.shape) for k, v in ltx_transformer_to_original(transformer.state_dict()).items()
     }
     bare = {k.removeprefix(TRANSFORMER_PREFIX): v for k, v in shapes.items()}
+    header = files.read_header(bare, "ltx")
+    assert not isinstance(header, str), header
     needs = files.read_vae(
-        files.read_header(bare, "ltx"),
-        {k.removeprefix(VAE_PREFIX): list(v.shape) for k, v in original_vae.items()},
+        header, {k.removeprefix(VAE_PREFIX): list(v.shape) for k, v in original_vae.items()}
     )
+    assert not isinstance(needs, str), needs
     assert needs.architecture is Architecture.LTX_CONDITION and needs.config_name == release
