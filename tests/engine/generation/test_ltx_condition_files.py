@@ -62,6 +62,10 @@ from tests.engine.generation.tiny_ltx_files import (
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
 DEEP_BLOCK = "model.diffusion_model.transformer_blocks.47.scale_shift_table"  # 13B's 48th
+OLD_VAE = {  # what tells a 0.9.1 VAE (bare keys): an encoder ending on 512 channels
+    "encoder.conv_out.conv.weight": torch.zeros(9, 512, 3, 3, 3),
+    "decoder.conv_in.conv.weight": torch.zeros(32, 8, 3, 3, 3),  # 8 latent channels
+}
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +155,25 @@ def test_a_13b_file_with_its_vae_is_told_by_its_depth(
     assert model.config_name == "ltx-video-0.9.7-13b"
 
 
+def test_a_13b_file_beside_an_older_vae_and_its_own_takes_its_own(
+    files: TinyLtx095Files, weights: dict[str, torch.Tensor], tmp_path: Path
+) -> None:
+    """ComfyUI's split layout: the 13B transformer alone in `diffusion_models/`, and in
+    `vae/` a 0.9.1 VAE (first by name: the one paired first) beside 0.9.7's."""
+    transformer = {k: v for k, v in weights.items() if not k.startswith("vae.")}
+    root = tmp_path / "models"
+    model = _layout(files, root, {**transformer, DEEP_BLOCK: torch.zeros(6, 16)})
+    split = model.parents[1] / "diffusion_models" / "ltxv-13b-0.9.7-dev.safetensors"
+    split.parent.mkdir()
+    model.rename(split)
+    save_weights(OLD_VAE, root / "vae" / "ltx-video-0.9.1-vae.safetensors")
+    own = root / "vae" / "ltxv-13b-0.9.7-vae.safetensors"
+    own.symlink_to(files.models / "vae" / "ltx-video-0.9.5-vae.safetensors")
+    found = model_info(split)
+    assert found.config_name == "ltx-video-0.9.7-13b", found.unsupported_reason
+    assert {part.kind: part.path for part in found.parts}["ltx_vae"] == own
+
+
 def test_what_cannot_run_is_refused_in_one_sentence(
     files: TinyLtx095Files, weights: dict[str, torch.Tensor], tmp_path: Path
 ) -> None:
@@ -160,8 +183,7 @@ def test_what_cannot_run_is_refused_in_one_sentence(
         "ltx: needs an LTX-Video VAE in vae/"
     )
     # 0.9.1's VAE beside a 13B transformer: the VAE's encoder ends on 512 channels.
-    old_vae = {**lonely, "vae.encoder.conv_out.conv.weight": torch.zeros(9, 512, 3, 3, 3),
-               "vae.decoder.conv_in.conv.weight": torch.zeros(32, 8, 3, 3, 3)}  # fmt: skip
+    old_vae = {**lonely, **{f"vae.{key}": value for key, value in OLD_VAE.items()}}
     assert model_info(_layout(files, tmp_path / "old-vae", old_vae)).unsupported_reason == (
         "ltx: an LTX-Video 13B transformer needs the VAE of LTX-Video 0.9.7 or later (its "
         "encoder ends on 2048 channels), but its VAE is an older one (0.9.0 or 0.9.1)"
