@@ -144,7 +144,9 @@ T5 in `text_encoders/`) and a GGUF Q8_0 of its transformer beside the VAE file a
 (`ltx-gguf-q8_0`), the 17-frame 64x32 clip: the same figures, the reference being the
 folder's stock `LTXPipeline` with diffusers' own single-file loads (called right after
 `torch.manual_seed(seed)`: 0.9.1's decoder draws its injected noise from torch's global
-generator), and `vs_unquantised_max_diff[ltx-gguf-q8_0]`.
+generator), and `vs_unquantised_max_diff[ltx-gguf-q8_0]`; LTX-Video 0.9.5+ as those files
+(`ltx-0.9.5-single-file`, `-single-file-image`, `ltx-0.9.5-gguf-q8_0`: `architectures_ltx.py`),
+against stock `LTXConditionPipeline`.
 
 And Chroma and Flux.1 Kontext as the files artists have (`run_split_layouts`): ComfyUI's split
 layout (`chroma-split`, `flux1-kontext-split`: `chroma-unlocked-v50.safetensors` in
@@ -250,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     run_file_layouts()
     run_wan_file_layouts()
     run_ltx_file_layouts()
+    from benchmarks import architectures_ltx  # its rows import this module's helpers
+
+    architectures_ltx.run_ltx_condition_files()
 
 
 def matrix_cases() -> list[Any]:

@@ -1,7 +1,8 @@
 """Write the offline configs of the transformer families (Flux.1, SD 3.5) to resources/.
 
 For each released model (flux1-dev, flux1-schnell, sd3.5-medium, sd3.5-large,
-sd3.5-large-turbo, flux1-kontext-dev, chroma, ltx-video-0.9.0, ltx-video-0.9.1) it writes
+sd3.5-large-turbo, flux1-kontext-dev, chroma, ltx-video-0.9.0, ltx-video-0.9.1,
+ltx-video-0.9.5, ltx-video-0.9.7-13b) it writes
 model_index.json, each component's config and the tokenizer settings, so Easel assembles
 a pipeline from an artist's single or split files without a hub. Sources, all offline:
 - component configs: the constructor defaults of the installed diffusers/transformers
@@ -179,7 +180,7 @@ def _sd35(transformer: dict[str, Any]) -> dict[str, Any]:
 # LTX-Video 2B (Lightricks/LTX-Video): `LTXVideoTransformer3DModel`'s defaults are the 2B's
 # (28 blocks of 32 heads x 64, T5's 4096 in); the VAEs and the scheduler as diffusers'
 # scripts/convert_ltx_to_diffusers.py writes them (`get_vae_config`, the scheduler of
-# `--save_pipeline`). 0.9.5 on (another VAE) and 13B are not written yet: files.py refuses them.
+# `--save_pipeline`); 0.9.5 on as `LTXConditionPipeline` folders below.
 LTX_SCHEDULER = {
     "num_train_timesteps": 1000, "shift": 1.0, "use_dynamic_shifting": True,
     "base_shift": 0.95, "max_shift": 2.05, "base_image_seq_len": 1024,
@@ -215,12 +216,49 @@ LTX_VAE_091 = {  # 0.9.0's encoder; a wider decoder conditioned on the decode ti
 }
 
 
-def _ltx(vae: dict[str, Any]) -> dict[str, Any]:
-    """LTX-Video 2B: T5 alone (128 tokens), its own VAE, the shift of the clip's length."""
+# LTX-Video 0.9.5 on, from the same script at diffusers commit
+# 2843b3d37ad7c83b44cdcd098b9c064e1569457d (2026-02-13): `get_vae_config("0.9.5")`, which
+# 0.9.7 repeats (and 0.9.8's files carry: its encoder ends on 2048 channels too);
+# `get_transformer_config("0.9.7")` for the 13B (48 blocks of 32 heads x 128, cross
+# attention 4096; the 2B's is the class's defaults, as above); the scheduler of
+# `--save_pipeline` for "0.9.5" and "0.9.7": `FlowMatchEulerDiscreteScheduler(
+# use_dynamic_shifting=False)`, as `LTXConditionPipeline` passes its own timesteps.
+LTX_VAE_095 = {
+    **LTX_VAE_090,
+    "block_out_channels": (128, 256, 512, 1024, 2048),
+    "down_block_types": ("LTXVideo095DownBlock3D",) * 4,
+    "decoder_block_out_channels": (256, 512, 1024),
+    "layers_per_block": (4, 6, 6, 2, 2),
+    "decoder_layers_per_block": (5, 5, 5, 5),
+    "spatio_temporal_scaling": (True, True, True, True),
+    "decoder_spatio_temporal_scaling": (True, True, True),
+    "decoder_inject_noise": (False, False, False, False),
+    "downsample_type": ("spatial", "temporal", "spatiotemporal", "spatiotemporal"),
+    "upsample_residual": (True, True, True),
+    "upsample_factor": (2, 2, 2),
+    "timestep_conditioning": True,
+    "spatial_compression_ratio": 32,
+    "temporal_compression_ratio": 8,
+}
+LTX_13B = {
+    "num_attention_heads": 32, "attention_head_dim": 128, "cross_attention_dim": 4096,
+    "num_layers": 48,
+}  # fmt: skip
+LTX_CONDITION_SCHEDULER = {"use_dynamic_shifting": False}
+
+
+def _ltx(
+    vae: dict[str, Any],
+    transformer: dict[str, Any] | None = None,
+    pipeline: str = "LTXPipeline",
+    scheduler: dict[str, Any] = LTX_SCHEDULER,
+) -> dict[str, Any]:
+    """LTX-Video: T5 alone (128 tokens), its own VAE and transformer (2B: the defaults),
+    the release's scheduler and pipeline."""
     return {
-        "pipeline": "LTXPipeline",
-        "transformer": ("LTXVideoTransformer3DModel", {}),
-        "scheduler": LTX_SCHEDULER,
+        "pipeline": pipeline,
+        "transformer": ("LTXVideoTransformer3DModel", transformer or {}),
+        "scheduler": scheduler,
         "vae_class": "AutoencoderKLLTXVideo",
         "vae": vae,
         "clips": {},
@@ -240,6 +278,12 @@ RELEASES: dict[str, dict[str, Any]] = {
     "chroma": _chroma(),
     "ltx-video-0.9.0": _ltx(LTX_VAE_090),
     "ltx-video-0.9.1": _ltx(LTX_VAE_091),
+    "ltx-video-0.9.5": _ltx(
+        LTX_VAE_095, pipeline="LTXConditionPipeline", scheduler=LTX_CONDITION_SCHEDULER
+    ),
+    "ltx-video-0.9.7-13b": _ltx(
+        LTX_VAE_095, LTX_13B, pipeline="LTXConditionPipeline", scheduler=LTX_CONDITION_SCHEDULER
+    ),
 }
 
 

@@ -5,7 +5,8 @@ through Easel's loop: the stock `LTXPipeline`'s frames exactly, and across a res
 
 On the tiny LTX-Video of tiny_ltx_files (the same weights as a diffusers folder, the
 reference; the config folder the files load with is the tiny folder's, named as the
-shipped 0.9.1 one), and the shipped 0.9.0 / 0.9.1 configs checked to build.
+shipped 0.9.1 one), and the shipped 0.9.0 / 0.9.1 configs checked to build (0.9.5 on:
+test_ltx_condition_files).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def _layout(files: TinyLtxFiles, root: Path, checkpoint: dict[str, torch.Tensor]
     return model
 
 
-def test_missing_parts_and_files_easel_has_no_configs_for_are_refused_in_one_sentence(
+def test_missing_parts_are_refused_in_one_sentence_and_0_9_5_vaes_are_told_apart(
     files: TinyLtxFiles, tmp_path: Path
 ) -> None:
     original = load_file(str(files.checkpoint))
@@ -130,17 +131,18 @@ def test_missing_parts_and_files_easel_has_no_configs_for_are_refused_in_one_sen
     assert model_info(_layout(files, tmp_path / "no-vae", bare)).unsupported_reason == (
         "ltx: needs an LTX-Video VAE in vae/"
     )
-    # 0.9.5 on: the encoder ends on 2048 channels (what diffusers tells the release by).
+    # 0.9.5 on: the encoder ends on 2048 channels (what diffusers tells the release by),
+    # which makes the file `ltx-condition`'s (test_ltx_condition_files runs such files).
     newer = {**original, "vae.encoder.conv_out.conv.weight": torch.zeros(9, 2048, 1, 1, 1)}
-    assert model_info(_layout(files, tmp_path / "095", newer)).unsupported_reason == (
-        "ltx: an LTX-Video 0.9.5 or later VAE (its encoder ends on 2048 channels); Easel ships "
-        "the single-file configs of LTX-Video 0.9.0 and 0.9.1 only so far, so use it as a "
-        "diffusers folder (with model_index.json, e.g. a copy of Lightricks/LTX-Video-0.9.5)"
-    )
+    model = model_info(_layout(files, tmp_path / "095", newer))
+    assert model.architecture is Architecture.LTX_CONDITION, model.unsupported_reason
+    assert model.config_name == "ltx-video-0.9.5"
     deep = {**original, "model.diffusion_model.transformer_blocks.47.scale_shift_table":
             torch.zeros(6, 16)}  # fmt: skip
-    reason = model_info(_layout(files, tmp_path / "13b", deep)).unsupported_reason
-    assert reason.startswith("ltx: an LTX-Video 13B transformer file (48 blocks 16 wide); ")
+    assert model_info(_layout(files, tmp_path / "13b", deep)).unsupported_reason == (
+        "ltx: an LTX-Video 13B transformer needs the VAE of LTX-Video 0.9.7 or later (its "
+        "encoder ends on 2048 channels), but its VAE is an older one (0.9.0 or 0.9.1)"
+    )
 
 
 @pytest.mark.parametrize("release", ["ltx-video-0.9.0", "ltx-video-0.9.1"])

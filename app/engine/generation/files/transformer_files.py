@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -315,7 +316,8 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
     parts = {TRANSFORMER: Part(TRANSFORMER, path, prefix)}
     embedded = _embedded_candidates(path, shapes)
     wanted = spec.transformer_file.split_parts
-    found, problems = _pair(needs, wanted, embedded, _split_candidates(path))
+    split = _split_candidates(path)
+    found, problems = _pair(needs, wanted, embedded, split)
     parts.update(found)
     missing = [kind for kind in wanted if kind not in parts]
     if missing:
@@ -334,10 +336,10 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
             return unsupported(f"{name}: {folders}")
     read_vae = spec.transformer_file.read_vae
     if read_vae is not None:  # the config also depends on the VAE's version (LTX-Video)
-        vae = next(part for part in parts.values() if part.kind in _VAE_KINDS)
-        needs = read_vae(needs, _part_shapes(vae, path, shapes))
-        if isinstance(needs, str):
-            return unsupported(f"{name}: {needs}")
+        released = _release_of_vae(read_vae, needs, parts, embedded + split, path, shapes)
+        if isinstance(released, str):
+            return unsupported(f"{name}: {released}")
+        needs, parts = released
     return Detected(
         needs.architecture,
         Prediction.FLOW,
@@ -345,6 +347,33 @@ def detect_transformer_file(path: Path, shapes: Shapes) -> Detected:
         config_name=needs.config_name,
         parts=tuple(sorted(parts.values(), key=lambda p: p.kind)),
     )
+
+
+def _release_of_vae(
+    read_vae: Callable[[FileNeeds, Shapes], FileNeeds | str],
+    needs: FileNeeds,
+    parts: dict[str, Part],
+    candidates: list[_Candidate],
+    path: Path,
+    shapes: Shapes,
+) -> tuple[FileNeeds, dict[str, Part]] | str:
+    """What the files need once the paired VAE's release is read (`read_vae`); where that
+    VAE does not fit the transformer (an LTX-Video 13B's beside an older VAE), the first
+    other VAE of its kind and width that does (its own, further down `vae/`); else why
+    the paired one does not."""
+    paired = next(part for part in parts.values() if part.kind in _VAE_KINDS)
+    first = read_vae(needs, _part_shapes(paired, path, shapes))
+    if not isinstance(first, str):
+        return first, parts
+    width = needs.widths[paired.kind]
+    for candidate in candidates:
+        other = _part(paired.kind, candidate)
+        if candidate.kind != paired.kind or candidate.width != width or other == paired:
+            continue
+        read = read_vae(needs, _part_shapes(other, path, shapes))
+        if not isinstance(read, str):
+            return read, {**parts, paired.kind: other}
+    return first
 
 
 def _part_shapes(part: Part, path: Path, shapes: Shapes) -> Shapes:

@@ -25,6 +25,16 @@ LTX_VIDEO_ID = Architecture.declare("ltx-video", released="2024-11")
 LTX_SIZE_MULTIPLE = 32  # the VAE's spatial compression (the stock check_inputs says 32)
 LTX_SAMPLERS = ("Euler",)  # the flow-matching Euler the released folders ship
 
+# Diffusers converts Lightricks' keys itself (single_file_utils.convert_ltx_*).
+LTX_TRANSFORMER_FILE = TransformerFile(
+    markers=("patchify_proj.", "adaln_single."),
+    split_parts=(T5, LTX_VAE),
+    read_header=files.read_header,
+    transformer_class="LTXVideoTransformer3DModel",
+    components=((T5, "text_encoder"),),
+    read_vae=files.read_vae,
+)
+
 LTX_VIDEO = FamilySpec(
     architecture=LTX_VIDEO_ID,
     label="LTX-Video",
@@ -53,22 +63,15 @@ LTX_VIDEO = FamilySpec(
     # Its VAE packs 8 frames into each latent frame after the first: 8k+1 frames; the stock
     # pipeline's default clip is 161 frames at 25 a second. An input image is optional.
     video=VideoRequests(frame_step=8, default_frames=161, default_fps=25, takes_image=True),
-    # Diffusers converts Lightricks' keys itself (single_file_utils.convert_ltx_*).
-    transformer_file=TransformerFile(
-        markers=("patchify_proj.", "adaln_single."),
-        split_parts=(T5, LTX_VAE),
-        read_header=files.read_header,
-        transformer_class="LTXVideoTransformer3DModel",
-        components=((T5, "text_encoder"),),
-        read_vae=files.read_vae,
-    ),
+    transformer_file=LTX_TRANSFORMER_FILE,
 )
 
 LTX_CONDITION_ID = Architecture.declare("ltx-condition", released="2025-03")
 
 # LTX-Video 0.9.5 on (0.9.5, 0.9.7, 0.9.8): their folders say `LTXConditionPipeline`, which
 # draws text to video or from conditioning frames (an image at frame 0), the same
-# components as 0.9.0's (`condition.py`). Their single files are refused (files.py).
+# components as 0.9.0's (`condition.py`). Their single files are LTX-Video's, detected by
+# their VAE (files.py), and assembled by this declaration (never claiming a file itself).
 LTX_CONDITION = replace(
     LTX_VIDEO,
     architecture=LTX_CONDITION_ID,
@@ -93,7 +96,7 @@ LTX_CONDITION = replace(
         takes_last_image=True,
         weighs_images=True,
     ),
-    transformer_file=None,  # its files are refused by LTX-Video's (files.py)
+    transformer_file=replace(LTX_TRANSFORMER_FILE, claims=files.never_claims),
 )
 
 FAMILIES = (LTX_VIDEO, LTX_CONDITION)
