@@ -4,7 +4,8 @@ key layout (`vision_model.`, `visual_projection.`), which is how ComfyUI stores 
 vision files (comfy/clip_vision.py reads them as they are; an open-clip `visual.` layout it
 converts first, and Easel refuses in one sentence). The I2V transformer's image embedding
 states the width it reads (`img_emb.proj.0`, a norm over CLIP's hidden states), so the file
-is paired by that width, as the text encoders are.
+is paired by that width, as the text encoders are. Wan 2.2 I2V A14B's experts have no image
+embedding: they need no CLIP file, and their config folder's model index names no encoder.
 
 `find_clip_vision` is the I2V declaration's `find_folders` (torch-free: detection runs it);
 `components` its `folder_components` (load/assemble.py): the encoder of the shipped config
@@ -42,8 +43,11 @@ _PROJECTION = "visual_projection.weight"
 
 def find_clip_vision(model_file: Path) -> dict[str, Path] | str:
     """The CLIP vision file in `clip_vision/` of the models folder whose width the
-    transformer `model_file` reads, or the sentence saying what to put there."""
+    transformer `model_file` reads (none for a transformer that reads no CLIP states), or
+    the sentence saying what to put there."""
     width = _image_width(model_file)
+    if not width:  # Wan 2.2 I2V A14B's experts: no image embedding
+        return {}
     root = model_file.parent
     if root.name in (*DIFFUSION_MODEL_FOLDERS, *CHECKPOINT_FOLDERS):
         root = root.parent
@@ -95,11 +99,14 @@ def _safetensors_in(folder: Path) -> list[Path]:
 
 
 def components(config: Path, folders: dict[str, Path]) -> dict[str, Any]:
-    """The image encoder holding the CLIP vision file's weights, and the shipped processor."""
+    """The image encoder holding the CLIP vision file's weights, and the shipped processor
+    (none where no CLIP file was wanted: Wan 2.2 I2V A14B's experts)."""
     import json
 
     import transformers
 
+    if IMAGE_ENCODER not in folders:
+        return {}
     index = json.loads((config / "model_index.json").read_text(encoding="utf-8"))
     processor_class = getattr(transformers, index[IMAGE_PROCESSOR][1])
     processor = processor_class.from_pretrained(config / IMAGE_PROCESSOR, local_files_only=True)
