@@ -30,6 +30,15 @@ CPU, every frame compared before the MP4:
   single-file loads of the transformer and VAE files (the folder twin's CLIP encoder), and
   paused at step 3.
 
+- `wan2.2-i2v-a14b-expert-files`, `-gguf-q8_0` and `-last-image`: Wan 2.2 I2V A14B's two
+  experts as two files, ComfyUI's `wan2.2_i2v_high_noise_14B_fp16.safetensors` and its
+  low-noise twin, and city96's `Wan2.2-I2V-A14B-HighNoise-Q8_0.gguf` pair (tests/engine/
+  generation/tiny_wan_i2v_expert_files.py: the shipped `wan2.2-i2v-a14b` folder, its UniPC
+  and boundary 0.9, no CLIP file), paired by name into one model, a 9-frame 32x32 clip from
+  a 32x32 image (`-last-image`: the split pair between it and a last image): against stock
+  `WanImageToVideoPipeline` with diffusers' own single-file loads of the same two files,
+  and paused at step 3 (after the switch).
+
 Each prints `same_as_diffusers_max_diff[<row>]` and `pause_resume_max_diff[<row>]`.
 """
 
@@ -189,6 +198,44 @@ def run_wan_i2v_files(work: Path) -> None:
     report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
 
 
+def run_wan_i2v_expert_files(work: Path) -> None:
+    """The three `wan2.2-i2v-a14b-expert-files` rows (see the docstring)."""
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from tests.engine.generation.tiny_wan_i2v_expert_files import (
+        LAYOUTS,
+        stock_from_i2v_expert_files,
+        write_tiny_i2v_expert_files,
+    )
+
+    files = write_tiny_i2v_expert_files(work / "wan-i2v-expert-files")
+    first, last = _clip_image(), _last_image()
+    first_png, last_png = _png(first), _png(last)
+    rows = [("split", None), ("gguf-q8_0", None), ("split", last)]
+    for layout, last_frame in rows:
+        label = "wan2.2-i2v-a14b-expert-files" + ("" if layout == "split" else f"-{layout}")
+        label += "" if last_frame is None else "-last-image"
+        last_bytes = None if last_frame is None else last_png
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+            steps=STEPS, cfg=5.0, seed=42, init_image=_named(first_png),
+            last_image=_named(last_bytes) if last_bytes else "", **WAN_CLIP,
+        )  # fmt: skip
+        model = detected(ModelInfo("m", files.expert(LAYOUTS[layout][0]), ModelSource.USER))
+        cache = PipelineCache(configs=SingleFileConfigs(files.configs))
+        runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+        pipe = runner.load("m").pipe
+        ours = _clip(pipe, params, first_png, last_bytes)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, RunInputs(init_image=first_png, last_image=last_bytes),
+                   output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                   on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        extra = {"image": first, **({} if last_frame is None else {"last_image": last_frame})}
+        stock = _stock_clip(stock_from_i2v_expert_files(files, layout), params, **extra)
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
 def _stock_clip(pipe: Any, params: GenerationParams, **extra: Any) -> list[Image.Image]:
     frames: list[Image.Image] = pipe(
         prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
@@ -226,11 +273,19 @@ def _named(png: bytes) -> str:
     return f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}"
 
 
+ROWS = {
+    "flf2v": run_wan_flf2v,
+    "expert-files": run_wan_expert_files,
+    "ti2v-files": run_wan_ti2v_files,
+    "i2v-files": run_wan_i2v_files,
+    "i2v-expert-files": run_wan_i2v_expert_files,
+}
+
 if __name__ == "__main__":
+    import sys
     import tempfile
 
+    # `python -m benchmarks.architectures_wan [row ...]`: those rows' functions, else all.
     with tempfile.TemporaryDirectory() as work:
-        run_wan_flf2v(Path(work))
-        run_wan_expert_files(Path(work))
-        run_wan_ti2v_files(Path(work))
-        run_wan_i2v_files(Path(work))
+        for name in sys.argv[1:] or list(ROWS):
+            ROWS[name](Path(work))

@@ -6,7 +6,7 @@ with the text encoder file or beside it (umt5.py). TI2V 5B's file (48 latent cha
 pairs with Wan 2.2's VAE (`wan2.2_vae.safetensors`, 48 channels too; vae22.py converts its
 keys) and loads as Wan 2.2 TI2V, its pipeline's `expand_timesteps` from the shipped
 folder's model index. An expert of Wan 2.2 I2V A14B (Wan 2.1 I2V's input channels, no CLIP
-image embedding) runs as Wan 2.1 I2V with the shipped two-expert folder, beside its twin
+image embedding) is Wan 2.2 I2V, run with the shipped two-expert folder beside its twin
 (files/expert_files.py pairs them by name).
 
 Torch-free, as detection is. Shapes are read through their element counts where a GGUF
@@ -65,7 +65,7 @@ def read_header(bare: Shapes, name: str) -> FileNeeds | str:
     except (KeyError, IndexError, ZeroDivisionError):
         return "an incomplete Wan transformer (no patch_embedding, text_embedding or head weights)"
     if config in (CONFIG_I2V_480P, CONFIG_I2V_720P, CONFIG_I2V_A14B):  # CLIP: clip_vision.py
-        i2v = Architecture("wan2.1-i2v")
+        i2v = Architecture("wan2.2-i2v" if config == CONFIG_I2V_A14B else "wan2.1-i2v")
         return FileNeeds(i2v, config, {UMT5: text_width, WAN_VAE: out_channels})
     # Its VAE's latents are what it draws (16, or TI2V's 48: a Wan VAE of another width is
     # named as a misfit).
