@@ -28,7 +28,8 @@ CPU, every frame compared before the MP4:
   keys: tests/engine/generation/tiny_wan_i2v_files.py, the released UniPC), a 9-frame 32x32
   clip from a 32x32 image: against stock `WanImageToVideoPipeline` with diffusers' own
   single-file loads of the transformer and VAE files (the folder twin's CLIP encoder), and
-  paused at step 3.
+  paused at step 3; `wan2.1-i2v-files-open-clip`: the same with the CLIP vision file in
+  open-clip's key layout (`visual.transformer.resblocks.`), converted as it loads.
 
 - `wan2.2-i2v-a14b-expert-files`, `-gguf-q8_0` and `-last-image`: Wan 2.2 I2V A14B's two
   experts as two files, ComfyUI's `wan2.2_i2v_high_noise_14B_fp16.safetensors` and its
@@ -172,30 +173,55 @@ def run_wan_ti2v_files(work: Path) -> None:
 
 
 def run_wan_i2v_files(work: Path) -> None:
-    """The `wan2.1-i2v-files` row (see the docstring)."""
+    """The `wan2.1-i2v-files` and `wan2.1-i2v-files-open-clip` rows (see the docstring)."""
     from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
     from tests.engine.generation.tiny_wan_i2v_files import stock_from_files, write_tiny_i2v_files
 
-    label = "wan2.1-i2v-files"
     files = write_tiny_i2v_files(work / "wan-i2v-files")
-    model = detected(ModelInfo("m", files.model, ModelSource.USER))
-    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
-    runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
-    pipe = runner.load("m").pipe
     image = _clip_image()
     png = _png(image)
     params = GenerationParams(
         prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
         steps=STEPS, cfg=5.0, seed=42, init_image=_named(png), **WAN_CLIP,
     )  # fmt: skip
-    ours = _clip(pipe, params, png)
-    paused = work / f"{label}-paused.mp4"
-    runner.run(params, RunInputs(init_image=png), output_path=paused,
-               checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
-    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
     stock = _stock_clip(stock_from_files(files), params, image=image)
-    report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
-    report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+    open_clip = _with_open_clip(files.models, work / "wan-i2v-open-clip")
+    for label, models in (("wan2.1-i2v-files", files.models), (_OPEN_CLIP_ROW, open_clip)):
+        model_file = models / "diffusion_models" / files.model.name
+        model = detected(ModelInfo("m", model_file, ModelSource.USER))
+        cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+        runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+        pipe = runner.load("m").pipe
+        ours = _clip(pipe, params, png)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, RunInputs(init_image=png), output_path=paused,
+                   checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
+_OPEN_CLIP_ROW = "wan2.1-i2v-files-open-clip"
+
+
+def _with_open_clip(models: Path, dest: Path) -> Path:
+    """A models folder of links to `models`' I2V files, its `clip_vision/` holding their CLIP
+    file in open-clip's key layout instead (tests/engine/generation/tiny_open_clip.py)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.tiny_open_clip import to_open_clip
+    from tests.engine.generation.tiny_wan_i2v_files import CLIP_VISION_NAME
+
+    dest.mkdir(parents=True)
+    for folder in ("diffusion_models", "text_encoders", "vae"):
+        (dest / folder).symlink_to(models / folder)
+    state = load_file(str(models / "clip_vision" / CLIP_VISION_NAME))
+    layers = 1 + max(int(k.split(".")[3]) for k in state if ".layers." in k)
+    (dest / "clip_vision").mkdir()
+    save_file(
+        to_open_clip(state, layers), str(dest / "clip_vision" / "open_clip_vit_h.safetensors")
+    )
+    return dest
 
 
 def run_wan_i2v_expert_files(work: Path) -> None:
