@@ -3,7 +3,9 @@ CPU, every frame compared before the MP4:
 
 - `wan2.1-flf2v`: Wan 2.1 first-and-last-frame (a 9-frame 32x32 clip between two 32x32
   images) against stock `WanImageToVideoPipeline(image=..., last_image=...)` with its
-  defaults, and paused at step 3 (`PAUSE_AT`) then finished from the checkpoint.
+  defaults, and paused at step 3 (`PAUSE_AT`) then finished from the checkpoint;
+  `wan2.2-i2v-a14b-last-image` the same on a Wan 2.2 I2V A14B folder (two experts, no CLIP:
+  stock takes `last_image` there too).
 
 - `wan2.2-a14b-expert-files` and `wan2.2-a14b-expert-files-gguf-q8_0`: Wan 2.2 A14B's two
   experts as two files, ComfyUI's `wan2.2_t2v_high_noise_14B_fp16.safetensors` and its
@@ -73,10 +75,16 @@ from benchmarks.architectures import (
 
 
 def run_wan_flf2v(work: Path) -> None:
-    """The `wan2.1-flf2v` row (see the docstring)."""
+    """The `wan2.1-flf2v` and `wan2.2-i2v-a14b-last-image` rows (see the docstring)."""
     from app.testing.tiny.wan import write_tiny_wan_i2v
 
-    folder = write_tiny_wan_i2v(work / "wan2.1-flf2v", last_frame=True)
+    _first_last_row(work, "wan2.1-flf2v", write_tiny_wan_i2v(work / "flf2v", last_frame=True))
+    a14b = write_tiny_wan_i2v(work / "i2v-a14b", experts=True)
+    _first_last_row(work, "wan2.2-i2v-a14b-last-image", a14b)
+
+
+def _first_last_row(work: Path, label: str, folder: Path) -> None:
+    """A clip between a first and a last image on `folder`: against stock and a resume."""
     first, last = _clip_image(), _last_image()
     first_png, last_png = _png(first), _png(last)
     params = GenerationParams(
@@ -87,7 +95,7 @@ def run_wan_flf2v(work: Path) -> None:
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
     pipe = runner.load("m").pipe
     ours = _clip(pipe, params, first_png, last_png)
-    paused = work / "wan2.1-flf2v-paused.mp4"
+    paused = work / f"{label}-paused.mp4"
     inputs = RunInputs(init_image=first_png, last_image=last_png)
     runner.run(params, inputs, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
                on_step=_pause)  # fmt: skip
@@ -102,8 +110,8 @@ def run_wan_flf2v(work: Path) -> None:
         num_frames=params.frames, num_inference_steps=params.steps, guidance_scale=params.cfg,
         generator=torch.Generator().manual_seed(params.seed), output_type="pil",
     ).frames[0]  # fmt: skip
-    report("pause_resume_max_diff[wan2.1-flf2v]", _frames_diff(ours, resumed))
-    report("same_as_diffusers_max_diff[wan2.1-flf2v]", _frames_diff(ours, stock))
+    report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+    report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
 
 
 def run_wan_expert_files(work: Path) -> None:
