@@ -99,7 +99,9 @@ against stock `WanImageToVideoPipeline(image=..., last_image=...)`; and Wan 2.2 
 experts as two files paired by name (`wan2.2-a14b-expert-files`, `-gguf-q8_0`), against
 stock `WanPipeline` with diffusers' single-file loads of the same two files; and Wan 2.2
 TI2V 5B as ComfyUI's split files with Wan 2.2's VAE (`wan2.2-ti2v-files`, `-image`) and
-Wan 2.1 I2V's with ComfyUI's CLIP vision file (`wan2.1-i2v-files`).
+Wan 2.1 I2V's with ComfyUI's CLIP vision file (`wan2.1-i2v-files`; `-open-clip`: one in
+open-clip's key layout); and Wan 2.2 I2V
+A14B's experts as two files (`wan2.2-i2v-a14b-expert-files`, `-gguf-q8_0`, `-last-image`).
 And for LTX-Video text to video as a diffusers folder (`ltx-video`: a 17-frame 64x32 clip at
 25 fps, CFG with a negative prompt): the same four figures, `step_ms` being one transformer
 call on the batch of two plus the scheduler step, against stock `LTXPipeline`; and from an
@@ -837,6 +839,7 @@ def run_wan(work: Path) -> None:
     architectures_wan.run_wan_expert_files(work)
     architectures_wan.run_wan_ti2v_files(work)
     architectures_wan.run_wan_i2v_files(work)
+    architectures_wan.run_wan_i2v_expert_files(work)
 
 
 def _clip_image() -> Image.Image:

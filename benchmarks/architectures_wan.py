@@ -3,7 +3,9 @@ CPU, every frame compared before the MP4:
 
 - `wan2.1-flf2v`: Wan 2.1 first-and-last-frame (a 9-frame 32x32 clip between two 32x32
   images) against stock `WanImageToVideoPipeline(image=..., last_image=...)` with its
-  defaults, and paused at step 3 (`PAUSE_AT`) then finished from the checkpoint.
+  defaults, and paused at step 3 (`PAUSE_AT`) then finished from the checkpoint;
+  `wan2.2-i2v-a14b-last-image` the same on a Wan 2.2 I2V A14B folder (two experts, no CLIP:
+  stock takes `last_image` there too).
 
 - `wan2.2-a14b-expert-files` and `wan2.2-a14b-expert-files-gguf-q8_0`: Wan 2.2 A14B's two
   experts as two files, ComfyUI's `wan2.2_t2v_high_noise_14B_fp16.safetensors` and its
@@ -28,7 +30,17 @@ CPU, every frame compared before the MP4:
   keys: tests/engine/generation/tiny_wan_i2v_files.py, the released UniPC), a 9-frame 32x32
   clip from a 32x32 image: against stock `WanImageToVideoPipeline` with diffusers' own
   single-file loads of the transformer and VAE files (the folder twin's CLIP encoder), and
-  paused at step 3.
+  paused at step 3; `wan2.1-i2v-files-open-clip`: the same with the CLIP vision file in
+  open-clip's key layout (`visual.transformer.resblocks.`), converted as it loads.
+
+- `wan2.2-i2v-a14b-expert-files`, `-gguf-q8_0` and `-last-image`: Wan 2.2 I2V A14B's two
+  experts as two files, ComfyUI's `wan2.2_i2v_high_noise_14B_fp16.safetensors` and its
+  low-noise twin, and city96's `Wan2.2-I2V-A14B-HighNoise-Q8_0.gguf` pair (tests/engine/
+  generation/tiny_wan_i2v_expert_files.py: the shipped `wan2.2-i2v-a14b` folder, its UniPC
+  and boundary 0.9, no CLIP file), paired by name into one model, a 9-frame 32x32 clip from
+  a 32x32 image (`-last-image`: the split pair between it and a last image): against stock
+  `WanImageToVideoPipeline` with diffusers' own single-file loads of the same two files,
+  and paused at step 3 (after the switch).
 
 Each prints `same_as_diffusers_max_diff[<row>]` and `pause_resume_max_diff[<row>]`.
 """
@@ -63,10 +75,16 @@ from benchmarks.architectures import (
 
 
 def run_wan_flf2v(work: Path) -> None:
-    """The `wan2.1-flf2v` row (see the docstring)."""
+    """The `wan2.1-flf2v` and `wan2.2-i2v-a14b-last-image` rows (see the docstring)."""
     from app.testing.tiny.wan import write_tiny_wan_i2v
 
-    folder = write_tiny_wan_i2v(work / "wan2.1-flf2v", last_frame=True)
+    _first_last_row(work, "wan2.1-flf2v", write_tiny_wan_i2v(work / "flf2v", last_frame=True))
+    a14b = write_tiny_wan_i2v(work / "i2v-a14b", experts=True)
+    _first_last_row(work, "wan2.2-i2v-a14b-last-image", a14b)
+
+
+def _first_last_row(work: Path, label: str, folder: Path) -> None:
+    """A clip between a first and a last image on `folder`: against stock and a resume."""
     first, last = _clip_image(), _last_image()
     first_png, last_png = _png(first), _png(last)
     params = GenerationParams(
@@ -77,7 +95,7 @@ def run_wan_flf2v(work: Path) -> None:
     runner = Runner(device=CPU, resolve=lambda _n: model, threads=1)
     pipe = runner.load("m").pipe
     ours = _clip(pipe, params, first_png, last_png)
-    paused = work / "wan2.1-flf2v-paused.mp4"
+    paused = work / f"{label}-paused.mp4"
     inputs = RunInputs(init_image=first_png, last_image=last_png)
     runner.run(params, inputs, output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
                on_step=_pause)  # fmt: skip
@@ -92,8 +110,8 @@ def run_wan_flf2v(work: Path) -> None:
         num_frames=params.frames, num_inference_steps=params.steps, guidance_scale=params.cfg,
         generator=torch.Generator().manual_seed(params.seed), output_type="pil",
     ).frames[0]  # fmt: skip
-    report("pause_resume_max_diff[wan2.1-flf2v]", _frames_diff(ours, resumed))
-    report("same_as_diffusers_max_diff[wan2.1-flf2v]", _frames_diff(ours, stock))
+    report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+    report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
 
 
 def run_wan_expert_files(work: Path) -> None:
@@ -163,30 +181,93 @@ def run_wan_ti2v_files(work: Path) -> None:
 
 
 def run_wan_i2v_files(work: Path) -> None:
-    """The `wan2.1-i2v-files` row (see the docstring)."""
+    """The `wan2.1-i2v-files` and `wan2.1-i2v-files-open-clip` rows (see the docstring)."""
     from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
     from tests.engine.generation.tiny_wan_i2v_files import stock_from_files, write_tiny_i2v_files
 
-    label = "wan2.1-i2v-files"
     files = write_tiny_i2v_files(work / "wan-i2v-files")
-    model = detected(ModelInfo("m", files.model, ModelSource.USER))
-    cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
-    runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
-    pipe = runner.load("m").pipe
     image = _clip_image()
     png = _png(image)
     params = GenerationParams(
         prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
         steps=STEPS, cfg=5.0, seed=42, init_image=_named(png), **WAN_CLIP,
     )  # fmt: skip
-    ours = _clip(pipe, params, png)
-    paused = work / f"{label}-paused.mp4"
-    runner.run(params, RunInputs(init_image=png), output_path=paused,
-               checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
-    resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
     stock = _stock_clip(stock_from_files(files), params, image=image)
-    report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
-    report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+    open_clip = _with_open_clip(files.models, work / "wan-i2v-open-clip")
+    for label, models in (("wan2.1-i2v-files", files.models), (_OPEN_CLIP_ROW, open_clip)):
+        model_file = models / "diffusion_models" / files.model.name
+        model = detected(ModelInfo("m", model_file, ModelSource.USER))
+        cache = PipelineCache(configs=SingleFileConfigs(files.configs.parent))
+        runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+        pipe = runner.load("m").pipe
+        ours = _clip(pipe, params, png)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, RunInputs(init_image=png), output_path=paused,
+                   checkpoint_path=paused.with_suffix(".ckpt"), on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
+
+
+_OPEN_CLIP_ROW = "wan2.1-i2v-files-open-clip"
+
+
+def _with_open_clip(models: Path, dest: Path) -> Path:
+    """A models folder of links to `models`' I2V files, its `clip_vision/` holding their CLIP
+    file in open-clip's key layout instead (tests/engine/generation/tiny_open_clip.py)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.generation.tiny_open_clip import to_open_clip
+    from tests.engine.generation.tiny_wan_i2v_files import CLIP_VISION_NAME
+
+    dest.mkdir(parents=True)
+    for folder in ("diffusion_models", "text_encoders", "vae"):
+        (dest / folder).symlink_to(models / folder)
+    state = load_file(str(models / "clip_vision" / CLIP_VISION_NAME))
+    layers = 1 + max(int(k.split(".")[3]) for k in state if ".layers." in k)
+    (dest / "clip_vision").mkdir()
+    save_file(
+        to_open_clip(state, layers), str(dest / "clip_vision" / "open_clip_vit_h.safetensors")
+    )
+    return dest
+
+
+def run_wan_i2v_expert_files(work: Path) -> None:
+    """The three `wan2.2-i2v-a14b-expert-files` rows (see the docstring)."""
+    from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
+    from tests.engine.generation.tiny_wan_i2v_expert_files import (
+        LAYOUTS,
+        stock_from_i2v_expert_files,
+        write_tiny_i2v_expert_files,
+    )
+
+    files = write_tiny_i2v_expert_files(work / "wan-i2v-expert-files")
+    first, last = _clip_image(), _last_image()
+    first_png, last_png = _png(first), _png(last)
+    rows = [("split", None), ("gguf-q8_0", None), ("split", last)]
+    for layout, last_frame in rows:
+        label = "wan2.2-i2v-a14b-expert-files" + ("" if layout == "split" else f"-{layout}")
+        label += "" if last_frame is None else "-last-image"
+        last_bytes = None if last_frame is None else last_png
+        params = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model="m", scheduler="UniPC",
+            steps=STEPS, cfg=5.0, seed=42, init_image=_named(first_png),
+            last_image=_named(last_bytes) if last_bytes else "", **WAN_CLIP,
+        )  # fmt: skip
+        model = detected(ModelInfo("m", files.expert(LAYOUTS[layout][0]), ModelSource.USER))
+        cache = PipelineCache(configs=SingleFileConfigs(files.configs))
+        runner = Runner(device=CPU, resolve=_resolving(model), threads=1, cache=cache)
+        pipe = runner.load("m").pipe
+        ours = _clip(pipe, params, first_png, last_bytes)
+        paused = work / f"{label}-paused.mp4"
+        runner.run(params, RunInputs(init_image=first_png, last_image=last_bytes),
+                   output_path=paused, checkpoint_path=paused.with_suffix(".ckpt"),
+                   on_step=_pause)  # fmt: skip
+        resumed = resumed_frames(pipe, params, paused.with_suffix(".ckpt"))
+        extra = {"image": first, **({} if last_frame is None else {"last_image": last_frame})}
+        stock = _stock_clip(stock_from_i2v_expert_files(files, layout), params, **extra)
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
 
 
 def _stock_clip(pipe: Any, params: GenerationParams, **extra: Any) -> list[Image.Image]:
@@ -226,11 +307,19 @@ def _named(png: bytes) -> str:
     return f"{INIT_UPLOADED}{hashlib.sha256(png).hexdigest()}"
 
 
+ROWS = {
+    "flf2v": run_wan_flf2v,
+    "expert-files": run_wan_expert_files,
+    "ti2v-files": run_wan_ti2v_files,
+    "i2v-files": run_wan_i2v_files,
+    "i2v-expert-files": run_wan_i2v_expert_files,
+}
+
 if __name__ == "__main__":
+    import sys
     import tempfile
 
+    # `python -m benchmarks.architectures_wan [row ...]`: those rows' functions, else all.
     with tempfile.TemporaryDirectory() as work:
-        run_wan_flf2v(Path(work))
-        run_wan_expert_files(Path(work))
-        run_wan_ti2v_files(Path(work))
-        run_wan_i2v_files(Path(work))
+        for name in sys.argv[1:] or list(ROWS):
+            ROWS[name](Path(work))

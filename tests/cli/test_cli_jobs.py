@@ -63,8 +63,9 @@ def test_jobs_filters_by_status(capsys: pytest.CaptureFixture[str]) -> None:
         (["submit", "cat", "--cache-threshold", "0.1"], "needs speed fast or fastest"),
         (
             ["submit", "cat", "--cache", "fast"],
-            "works on Flux.1, LTX-Video, Wan 2.1, Wan 2.1 I2V, LTX-Video 0.9.5+, Wan 2.2 TI2V, "
-            "Qwen-Image, Qwen-Image-Edit and Qwen-Image-Edit Plus models, not on SD 1.x",
+            "works on Flux.1, LTX-Video, Wan 2.1, Wan 2.1 I2V, LTX-Video 0.9.5+, Wan 2.2 I2V, "
+            "Wan 2.2 TI2V, Qwen-Image, Qwen-Image-Edit and Qwen-Image-Edit Plus models, not on "
+            "SD 1.x",
         ),
         (["show", "42"], "error: There is no job 42"),
     ],

@@ -43,7 +43,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 STEPS, PAUSE_AT, FRAMES, SIDE = 3, 2, 9, 32
 # Every video family, as refusals list them.
-VIDEO_MODELS = "LTX-Video, Wan 2.1, Wan 2.1 I2V, LTX-Video 0.9.5+, Wan 2.1 FLF2V or Wan 2.2 TI2V"
+VIDEO_MODELS = (
+    "LTX-Video, Wan 2.1, Wan 2.1 I2V, LTX-Video 0.9.5+, Wan 2.1 FLF2V, Wan 2.2 I2V or Wan 2.2 TI2V"
+)
 
 
 @pytest.fixture(scope="module")

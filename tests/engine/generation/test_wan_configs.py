@@ -122,12 +122,9 @@ def test_a_transformer_of_each_release_s_shapes_picks_its_folder(name: str) -> N
     bare = _shapes(transformer)
     assert config_for(bare, FILE_NAMES[name]) == name
     needs = read_header(bare, FILE_NAMES[name])
-    if name != "wan2.2-i2v-a14b":  # from files so far; Wan 2.2 I2V's experts: folders
-        assert isinstance(needs, FileNeeds) and needs.config_name == name
-        latents = 48 if name == "wan2.2-ti2v-5b" else 16  # the VAE it pairs with
-        assert needs.widths == {"umt5": 4096, "wan_vae": latents}
-    else:
-        assert isinstance(needs, str) and "only as a diffusers folder" in needs
+    assert isinstance(needs, FileNeeds) and needs.config_name == name
+    latents = 48 if name == "wan2.2-ti2v-5b" else 16  # the VAE it pairs with
+    assert needs.widths == {"umt5": 4096, "wan_vae": latents}
 
 
 def test_a_wan_2_2_t2v_expert_file_has_wan_2_1_14b_s_shapes() -> None:

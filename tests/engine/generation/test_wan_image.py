@@ -262,7 +262,7 @@ def test_two_i2v_experts_without_clip_equal_stock_and_resume_across_the_switch(
     from app.testing.tiny.wan import write_tiny_wan_i2v
 
     folder = write_tiny_wan_i2v(tmp_path / "a14b", experts=True)
-    assert model_info(folder).architecture is Architecture.WAN2_1_I2V
+    assert model_info(folder).architecture is Architecture.WAN2_2_I2V
     model = model_info(folder, "wan")
     params = wan_params(steps=4, frames=FRAMES, **WITH_IMAGE)
     whole = clip_of(runner_in(model, "float32"), params, tmp_path, "whole")

@@ -118,7 +118,7 @@ def test_flf2v_equals_stock_and_resumes_exactly(
     assert max_frame_diff(written.frames[resumed.image_path], ours) == 0
 
 
-LAST_MODELS = "choose a first-and-last-frame model (LTX-Video 0.9.5+ or Wan 2.1 FLF2V)"
+LAST_MODELS = "choose a first-and-last-frame model (LTX-Video 0.9.5+, Wan 2.1 FLF2V or Wan 2.2 I2V)"
 NO_LAST = f"Wan 2.1 I2V takes no last image; {LAST_MODELS}"
 NO_LAST_T2V = f"Wan 2.1 takes no last image; {LAST_MODELS}"
 NO_LAST_LTX = f"LTX-Video takes no last image; {LAST_MODELS}"

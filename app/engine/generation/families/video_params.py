@@ -69,7 +69,7 @@ def _image_problems(label: str, takes: VideoRequests, params: GenerationParams) 
 def _flf() -> str:
     """The families that take a last frame, as a refusal names them."""
     found = [a.label for a, takes in video_families().items() if takes.takes_last_image]
-    return " or ".join(found)
+    return " or ".join(filter(None, (", ".join(found[:-1]), found[-1])))
 
 
 def _weighing() -> str:

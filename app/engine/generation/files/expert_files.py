@@ -2,12 +2,15 @@
 
 Wan 2.2 T2V A14B is published as two diffusion model files of Wan 2.1 14B's shape: ComfyUI's
 `wan2.2_t2v_high_noise_14B_fp16.safetensors` and `wan2.2_t2v_low_noise_14B_fp16.safetensors`
-(and their fp8 twins), city96's `Wan2.2-T2V-A14B-HighNoise-Q8_0.gguf` and `...-LowNoise-...`.
-Their tensors say nothing of which expert each is, so the names do: the high-noise file is
-the model (listed, and detected with its twin as the `transformer_2` part, loaded with
-the shipped two-expert config folder `wan2.2-t2v-a14b`); its low-noise twin, the same name
-with "low" for "high" beside it, is not listed on its own. A high-noise file without its
-twin is refused in one sentence naming the file it looks for.
+(and their fp8 twins), city96's `Wan2.2-T2V-A14B-HighNoise-Q8_0.gguf` and `...-LowNoise-...`;
+Wan 2.2 I2V A14B the same way (`wan2.2_i2v_high_noise_14B_fp16.safetensors`, city96's
+`Wan2.2-I2V-A14B-HighNoise-Q8_0.gguf`), each expert of Wan 2.1 I2V's shape without its CLIP
+image embedding. Their tensors say nothing of which expert each is, so the names do: the
+high-noise file is the model (listed, and detected with its twin as the `transformer_2`
+part, loaded with the shipped two-expert config folder `wan2.2-t2v-a14b` or
+`wan2.2-i2v-a14b`); its low-noise twin, the same name with "low" for "high" beside it, is
+not listed on its own. A high-noise file without its twin is refused in one sentence naming
+the file it looks for; an I2V expert named as neither (it never runs alone) too.
 
 Pure filesystem (no torch), as detection is.
 """
@@ -23,6 +26,8 @@ from app.engine.generation.files.transformer_files import detect_model_file
 
 TRANSFORMER_2 = "transformer_2"  # the low-noise expert's part (the pipeline's component)
 PAIR_CONFIG = "wan2.2-t2v-a14b"  # the shipped config folder of the pair (two experts)
+# Wan 2.2 I2V A14B's (families/wan/files.py detects an expert of its shape with it).
+I2V_PAIR_CONFIG = "wan2.2-i2v-a14b"
 # "high_noise", "high-noise", "HighNoise", "highnoise": ComfyUI's and city96's spellings.
 _HIGH = re.compile(r"(high)([_-]?)(noise)", re.IGNORECASE)
 _LOW = re.compile(r"(low)([_-]?)(noise)", re.IGNORECASE)
@@ -70,14 +75,32 @@ def _mismatch(high: Detected, low: Detected) -> str:
     return ""
 
 
+def _pair_config(detected: Detected) -> str | None:
+    """The config folder of the pair a detected file is the high-noise expert of: T2V
+    A14B's for a Wan 2.1 text-to-video file, I2V A14B's for an expert of its shape (None:
+    a file of no pair)."""
+    if detected.config_name == I2V_PAIR_CONFIG:
+        return I2V_PAIR_CONFIG
+    return PAIR_CONFIG if detected.architecture is Architecture("wan2.1") else None
+
+
 def paired(path: Path, detected: Detected) -> Detected:
     """A Wan diffusion model file's detection with its expert twin: a high-noise file with
     the low-noise one as `transformer_2` and the pair's config folder; unchanged for a file
-    that names no expert or is not Wan's."""
-    twin_name = low_noise_twin_name(path)
-    if twin_name is None or not detected.supported:
+    that names no expert or is not Wan's, but an I2V A14B expert named as no high-noise one
+    (it never runs alone) is refused."""
+    if not detected.supported:
         return detected
-    if detected.architecture is not Architecture("wan2.1"):
+    pair_config = _pair_config(detected)
+    twin_name = low_noise_twin_name(path)
+    if pair_config == I2V_PAIR_CONFIG and twin_name is None:
+        return unsupported(
+            f"{path.stem}: an expert of Wan 2.2 I2V A14B runs only with its twin; Easel "
+            "pairs them by their names, one with high_noise in it and one with low_noise "
+            "(as ComfyUI's wan2.2_i2v_high_noise_14B_fp16.safetensors), and lists the "
+            "high-noise one"
+        )
+    if twin_name is None or pair_config is None:
         return detected
     twin = path.parent / twin_name
     if not twin.is_file():
@@ -90,4 +113,4 @@ def paired(path: Path, detected: Detected) -> Detected:
         return unsupported(f"{path.stem}: its low-noise expert {twin_name} {mismatch}")
     prefix = next((p.prefix for p in detected.parts if p.kind == "transformer"), "")
     parts = (*detected.parts, Part(TRANSFORMER_2, twin, prefix))
-    return replace(detected, config_name=PAIR_CONFIG, parts=parts)
+    return replace(detected, config_name=pair_config, parts=parts)

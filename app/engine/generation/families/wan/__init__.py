@@ -8,8 +8,11 @@ ComfyUI's split files and city96's GGUFs: `files.py`):
   channels; loaded as `WanImageToVideoPipeline` (as its model card does for an image),
   driven by `image.py`: an input image is its first latent frame, at timestep 0;
 - Wan 2.1 image to video (14B 480p and 720p): `WanImageToVideoPipeline` with the CLIP
-  image encoder; the input image's latents and mask ride beside the noise (`image.py`); a
-  folder with two experts and no CLIP (Wan 2.2 I2V A14B's shape) runs as it;
+  image encoder; the input image's latents and mask ride beside the noise (`image.py`);
+- Wan 2.2 I2V A14B: two experts of Wan 2.1 I2V's shape without CLIP (a folder, or two
+  expert files paired by name: files/expert_files.py), driven as Wan 2.1 I2V (its
+  checkpoints are that driver's); stock `WanImageToVideoPipeline` takes a last image
+  beside the first on it, and so does Easel;
 - Wan 2.1 first-and-last-frame (FLF2V 14B 720p): Wan 2.1 I2V's shape whose transformer
   reads CLIP's states of two images (`pos_embed_seq_len`): a first and a last frame.
 """
@@ -35,6 +38,7 @@ WAN21_ID = Architecture.declare("wan2.1", released="2025-02")
 WAN21_I2V_ID = Architecture.declare("wan2.1-i2v", released="2025-02")
 WAN22_TI2V_ID = Architecture.declare("wan2.2-ti2v", released="2025-07")
 WAN21_FLF2V_ID = Architecture.declare("wan2.1-flf2v", released="2025-04")
+WAN22_I2V_ID = Architecture.declare("wan2.2-i2v", released="2025-07")
 
 WAN_SIZE_MULTIPLE = 16  # the VAE's 8 times the transformer's 2x2 spatial patches
 # UniPC first: the released folders' own scheduler (the stock pipeline's default there);
@@ -52,12 +56,23 @@ def expands_timesteps(configs: FolderConfigs) -> bool:
     return bool(index.get("expand_timesteps", False))
 
 
-def reads_images(configs: FolderConfigs) -> bool:
-    """Whether a `WanImageToVideoPipeline` folder is Wan 2.1 I2V's: not TI2V's, and with its
-    CLIP image encoder (14B 480p/720p) or two experts (Wan 2.2 I2V A14B's shape, no CLIP)."""
+def _has_clip(configs: FolderConfigs) -> bool:
     index: Any = configs.get("model_index.json", {})
-    has_clip = index.get("image_encoder") not in (None, [None, None])
-    return not expands_timesteps(configs) and (has_clip or index.get("boundary_ratio") is not None)
+    return index.get("image_encoder") not in (None, [None, None])
+
+
+def has_i2v_experts(configs: FolderConfigs) -> bool:
+    """Whether a `WanImageToVideoPipeline` folder is Wan 2.2 I2V A14B's: two experts
+    (`boundary_ratio`) and no CLIP image encoder, not TI2V's."""
+    index: Any = configs.get("model_index.json", {})
+    experts = index.get("boundary_ratio") is not None
+    return experts and not _has_clip(configs) and not expands_timesteps(configs)
+
+
+def reads_images(configs: FolderConfigs) -> bool:
+    """Whether a `WanImageToVideoPipeline` folder is Wan 2.1 I2V's (or FLF2V's): not TI2V's,
+    with its CLIP image encoder (14B 480p/720p)."""
+    return not expands_timesteps(configs) and _has_clip(configs)
 
 
 def reads_two_images(configs: FolderConfigs) -> bool:
@@ -207,4 +222,26 @@ WAN21_FLF2V = replace(
     ),
 )
 
-FAMILIES = (WAN21, WAN21_FLF2V, WAN21_I2V, WAN22_TI2V)
+WAN22_I2V = replace(
+    WAN21_I2V,
+    architecture=WAN22_I2V_ID,
+    label="Wan 2.2 I2V",
+    folder=Folder(pipelines=("WanImageToVideoPipeline",), parts=WAN_PARTS, claims=has_i2v_experts),
+    # Wan 2.1 I2V's driver (image.py) runs it, so its checkpoints say Wan 2.1 I2V's family,
+    # as they did when such folders were detected as Wan 2.1 I2V.
+    # Its expert files are detected by Wan 2.1's declaration (files.py: Wan 2.1 I2V's input
+    # channels, no image embedding), paired by name (files/expert_files.py); they read no
+    # CLIP file (clip_vision.py finds none for them).
+    # Stock `WanImageToVideoPipeline` takes `last_image` on its experts (no CLIP: the last
+    # image rides in the condition latents and mask alone).
+    video=VideoRequests(
+        frame_step=4,
+        default_frames=81,
+        default_fps=16,
+        takes_image=True,
+        needs_image=True,
+        takes_last_image=True,
+    ),
+)
+
+FAMILIES = (WAN21, WAN21_FLF2V, WAN21_I2V, WAN22_TI2V, WAN22_I2V)

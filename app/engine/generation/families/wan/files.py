@@ -5,7 +5,9 @@ pairs the parts), and which shipped config folder it loads with. UMT5's tokenize
 with the text encoder file or beside it (umt5.py). TI2V 5B's file (48 latent channels)
 pairs with Wan 2.2's VAE (`wan2.2_vae.safetensors`, 48 channels too; vae22.py converts its
 keys) and loads as Wan 2.2 TI2V, its pipeline's `expand_timesteps` from the shipped
-folder's model index.
+folder's model index. An expert of Wan 2.2 I2V A14B (Wan 2.1 I2V's input channels, no CLIP
+image embedding) is Wan 2.2 I2V, run with the shipped two-expert folder beside its twin
+(files/expert_files.py pairs them by name).
 
 Torch-free, as detection is. Shapes are read through their element counts where a GGUF
 may have flattened them: city96's conversions store the 5D patch embedding reshaped, its
@@ -32,10 +34,6 @@ CONFIG_I2V_480P = "wan2.1-i2v-14b-480p"
 CONFIG_I2V_720P = "wan2.1-i2v-14b-720p"
 CONFIG_TI2V_5B = "wan2.2-ti2v-5b"
 CONFIG_I2V_A14B = "wan2.2-i2v-a14b"  # each expert: Wan 2.1 I2V's shape without CLIP
-FOLDER_ONLY = (
-    "{what}; Easel runs it only as a diffusers folder so far (with model_index.json, e.g. "
-    "a copy of {repo})"
-)
 
 
 def config_for(bare: Shapes, name: str) -> str:
@@ -57,20 +55,17 @@ def config_for(bare: Shapes, name: str) -> str:
 
 def read_header(bare: Shapes, name: str) -> FileNeeds | str:
     """What a Wan transformer file needs (its shipped config, its UMT5's width, its VAE's
-    latent channels), or why Easel cannot run it from files: Wan 2.2 I2V A14B's expert
-    shape, folders only so far. Wan 2.1 I2V's CLIP vision file is found by its own
-    declaration (clip_vision.py)."""
+    latent channels), or why Easel cannot run it from files. Wan 2.1 I2V's CLIP vision
+    file is found by its own declaration (clip_vision.py); Wan 2.2 I2V A14B's experts read
+    none."""
     try:
         text_width = bare["text_embedding.0.weight"][1]
         out_channels = bare["head.head.weight"][0] // PATCH_PIXELS
         config = config_for(bare, name)
     except (KeyError, IndexError, ZeroDivisionError):
         return "an incomplete Wan transformer (no patch_embedding, text_embedding or head weights)"
-    if config == CONFIG_I2V_A14B:
-        what = "a Wan 2.2 image-to-video expert file"
-        return FOLDER_ONLY.format(what=what, repo="Wan-AI/Wan2.2-I2V-A14B-Diffusers")
-    if config in (CONFIG_I2V_480P, CONFIG_I2V_720P):  # its CLIP file: clip_vision.py
-        i2v = Architecture("wan2.1-i2v")
+    if config in (CONFIG_I2V_480P, CONFIG_I2V_720P, CONFIG_I2V_A14B):  # CLIP: clip_vision.py
+        i2v = Architecture("wan2.2-i2v" if config == CONFIG_I2V_A14B else "wan2.1-i2v")
         return FileNeeds(i2v, config, {UMT5: text_width, WAN_VAE: out_channels})
     # Its VAE's latents are what it draws (16, or TI2V's 48: a Wan VAE of another width is
     # named as a misfit).
