@@ -133,7 +133,7 @@ def _assemble(
         "scheduler": getattr(diffusers, index["scheduler"][1]).from_pretrained(
             config, subfolder="scheduler", local_files_only=True
         ),
-        **_from_folders(declared, by_kind[TRANSFORMER].path, config),
+        **_from_folders(declared, by_kind[TRANSFORMER].path, config, dtype),
     }
     if TRANSFORMER_2 in by_kind:  # Wan 2.2 A14B's low-noise expert, a file of its own
         components[TRANSFORMER_2] = diffusion_model(by_kind[TRANSFORMER_2], TRANSFORMER_2)
@@ -164,16 +164,24 @@ def _assemble(
     return pipeline_class(**components)
 
 
-def _from_folders(declared: Any, model_file: Path, config: Path) -> dict[str, Any]:
-    """The components a family builds from folders found beside its file (Qwen-Image's
-    tokenizer: `TransformerFile.find_folders` and `folder_components`)."""
+def _from_folders(
+    declared: Any, model_file: Path, config: Path, dtype: torch.dtype
+) -> dict[str, Any]:
+    """The components a family builds from folders or files found beside its file
+    (Qwen-Image's tokenizer, Wan 2.1 I2V's CLIP vision encoder: `TransformerFile.find_folders`
+    and `folder_components`), each network in the pipeline's `dtype`: built as stored
+    (ComfyUI's clip_vision_h.safetensors is float16), it would compute in the file's dtype,
+    where stock `from_pretrained(dtype=...)` loads it in the pipeline's."""
     if declared.find_folders is None or not declared.folder_components:
         return {}
     folders = declared.find_folders(model_file)
     if isinstance(folders, str):  # detection refused it; the folder went since
         raise ModelLoadFailed(f"{model_file.stem}: {folders}")
     built: dict[str, Any] = declared_function(declared.folder_components)(config, folders)
-    return built
+    return {
+        name: component.to(dtype) if isinstance(component, torch.nn.Module) else component
+        for name, component in built.items()
+    }
 
 
 _FP8_STORAGE = {FP8: torch.float8_e4m3fn, FP8_E5M2: torch.float8_e5m2}
