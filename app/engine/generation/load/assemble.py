@@ -167,11 +167,10 @@ def _assemble(
 def _from_folders(
     declared: Any, model_file: Path, config: Path, dtype: torch.dtype
 ) -> dict[str, Any]:
-    """The components a family builds from folders or files found beside its file
-    (Qwen-Image's tokenizer, Wan 2.1 I2V's CLIP vision encoder: `TransformerFile.find_folders`
-    and `folder_components`), each network in the pipeline's `dtype`: built as stored
-    (ComfyUI's clip_vision_h.safetensors is float16), it would compute in the file's dtype,
-    where stock `from_pretrained(dtype=...)` loads it in the pipeline's."""
+    """The components a family builds from folders found beside its file (Qwen-Image's
+    tokenizer, Wan 2.1 I2V's CLIP image encoder: `TransformerFile.find_folders` and
+    `folder_components`), a network among them in the pipeline's `dtype` (as stock
+    `from_pretrained(torch_dtype=...)` loads a folder's, whatever its file stores)."""
     if declared.find_folders is None or not declared.folder_components:
         return {}
     folders = declared.find_folders(model_file)
@@ -179,8 +178,8 @@ def _from_folders(
         raise ModelLoadFailed(f"{model_file.stem}: {folders}")
     built: dict[str, Any] = declared_function(declared.folder_components)(config, folders)
     return {
-        name: component.to(dtype) if isinstance(component, torch.nn.Module) else component
-        for name, component in built.items()
+        name: part.to(dtype) if isinstance(part, torch.nn.Module) else part
+        for name, part in built.items()
     }
 
 
