@@ -1,9 +1,10 @@
 """Few-step LoRA jobs (prompts/few_step.py) in half precision on the CPU, as a GPU computes
 them: Easel's image equals the stock pipeline loaded in that same dtype, the LoRA loaded
 with `load_lora_weights` and the scheduler its authors publish (test_few_step.py runs the
-same jobs in float32). Qwen-Image-Lightning in bfloat16 and float16 (there Qwen2.5-VL runs
-in float32, as on a float16-only GPU, and the stock pipeline is handed its embeddings cast,
-as test_half_precision_flow's references are); SDXL-Lightning in both."""
+Qwen-Image-Lightning and SDXL-Lightning in float32), and FLUX.1-Turbo-Alpha (its steps and
+guidance; no schedule of its own), each in bfloat16 and float16: there Qwen2.5-VL and T5 run
+in float32, as on a float16-only GPU, and the stock pipeline is handed their embeddings cast,
+as test_half_precision_flow's references are."""
 
 from __future__ import annotations
 
@@ -30,12 +31,14 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 QWEN_LORA = "Qwen-Image-Lightning-4steps-V1.0"
+FLUX_LORA = "FLUX.1-Turbo-Alpha"
 SDXL_LORA = "sdxl_lightning_4step_lora"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """{family: (its tiny diffusers folder, its few-step LoRA file)}, written once."""
+    from app.testing.tiny.flux import write_tiny_flux, write_tiny_flux_lora
     from app.testing.tiny.qwen import write_tiny_qwen, write_tiny_qwen_lora
     from app.testing.tiny.unet import write_tiny_lora, write_tiny_pipeline
 
@@ -44,7 +47,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pa
     write_tiny_qwen_lora(qwen_lora)
     sdxl_lora = root / "sdxl-loras" / "lora" / f"{SDXL_LORA}.safetensors"
     write_tiny_lora(sdxl_lora, seed=3, architecture=Architecture.SDXL)
+    flux_lora = write_tiny_flux_lora(root / "flux-loras" / "lora" / f"{FLUX_LORA}.safetensors")
     return {
+        "flux": (write_tiny_flux(root / "flux"), flux_lora),
         "qwen": (write_tiny_qwen(root / "qwen"), qwen_lora),
         "sdxl": (write_tiny_pipeline(root / "sdxl", architecture=Architecture.SDXL), sdxl_lora),
     }
@@ -105,6 +110,30 @@ def qwen_prompt(pipe: Any, prompt: str, half: torch.dtype) -> dict[str, Any]:
     return {"prompt_embeds": embeds.to(half)}
 
 
+def stock_flux(folder: Path, lora: Path, params: GenerationParams, dtype: str) -> Any:
+    """As the FLUX.1-Turbo-Alpha card, in `dtype`: the LoRA loaded, its 8 steps at guidance
+    3.5 (float16: T5 in float32, its embeddings cast)."""
+    from diffusers import FluxPipeline
+
+    half = getattr(torch, dtype)
+    dtypes: Any = (
+        half if dtype == "bfloat16" else {"default": half, "text_encoder_2": torch.float32}
+    )
+    pipe: Any = FluxPipeline.from_pretrained(folder, dtype=dtypes, local_files_only=True)
+    pipe.load_lora_weights(str(lora))
+    pipe.set_progress_bar_config(disable=True)
+    prompt: dict[str, Any] = {"prompt": "a red fox"}
+    if pipe.text_encoder_2.dtype != half:
+        with torch.no_grad():
+            embeds, pooled, _ = pipe.encode_prompt("a red fox", None, max_sequence_length=512)
+        prompt = {"prompt_embeds": embeds.to(half), "pooled_prompt_embeds": pooled}
+    image = pipe(
+        **prompt, width=params.width, height=params.height, num_inference_steps=params.steps,
+        guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+    ).images[0]  # fmt: skip
+    return pixels(image)
+
+
 def stock_sdxl(folder: Path, lora: Path, params: GenerationParams, dtype: str) -> Any:
     """As the SDXL-Lightning card, in `dtype`: trailing Euler, the LoRA, guidance 0."""
     from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline
@@ -128,8 +157,12 @@ def stock_sdxl(folder: Path, lora: Path, params: GenerationParams, dtype: str) -
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize(
     ("family", "prompt", "stock"),
-    [("qwen", "the cat", stock_qwen), ("sdxl", "a girl smiling", stock_sdxl)],
-    ids=["qwen-lightning", "sdxl-lightning"],
+    [
+        ("qwen", "the cat", stock_qwen),
+        ("sdxl", "a girl smiling", stock_sdxl),
+        ("flux", "a red fox", stock_flux),
+    ],
+    ids=["qwen-lightning", "sdxl-lightning", "flux-turbo"],
 )
 def test_a_few_step_lora_job_in_half_precision_equals_stock_in_that_dtype(
     models: dict[str, tuple[Path, Path]], tmp_path: Path, family: str, prompt: str,
