@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.engine.generation.device import CPU
+from app.engine.generation.device import CPU, DeviceChoice
 from app.engine.generation.files.sources import ModelInfo
 from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
 from app.engine.generation.outcome import OutcomeKind, StepDecision
@@ -20,9 +20,9 @@ from tests.engine.generation.tiny_architectures import max_diff, pause_at, pixel
 FileJob = tuple[ModelInfo, Path, GenerationParams]
 
 
-def runner_on(model: ModelInfo, configs: Path) -> Runner:
+def runner_on(model: ModelInfo, configs: Path, device: DeviceChoice = CPU) -> Runner:
     cache = PipelineCache(configs=SingleFileConfigs(configs))
-    return Runner(device=CPU, resolve=lambda _name: model, cache=cache, threads=1)
+    return Runner(device=device, resolve=lambda _name: model, cache=cache, threads=1)
 
 
 def _go(_progress: Any) -> StepDecision:

@@ -21,8 +21,8 @@ from safetensors.torch import load_file, save_file
 
 from app.engine.generation.files.architecture import Architecture
 from app.engine.generation.files.transformer_files import SCALED_FP8
-from app.engine.generation.load.assemble import unscaled_fp8
 from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.scaled_fp8 import unscaled_fp8
 from tests.engine.generation.test_wan import Written, clip, max_frame_diff, stock, wan_params
 from tests.engine.generation.test_wan import written as written
 from tests.engine.generation.test_wan_files import files_runner

@@ -8,6 +8,10 @@ On a tiny SentencePiece model trained by the test (tiny_umt5): the real one is 4
 
 from __future__ import annotations
 
+import json
+import random
+import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel
 from app.engine.generation.families.wan import umt5
 from app.engine.generation.files.architecture import Part
 from tests.engine.generation.tiny_umt5 import (
@@ -138,3 +142,67 @@ def test_without_a_tokenizer_anywhere_the_sentence_says_what_and_where(tmp_path:
         assert umt5.parts_problem({"umt5": Part("umt5", bare, "")}) == sentence
         with pytest.raises(UnsupportedModel, match="carries no UMT5 tokenizer"):
             umt5.tokenizers((Part("umt5", bare, ""),))
+
+
+def _garbage(_spiece: bytes) -> bytes:
+    return bytes(random.Random(0).randrange(256) for _ in range(5000))
+
+
+def _sparse_huge_umt5_file(path: Path) -> Path:
+    """A UMT5 file whose `spiece_model` is 1 byte over the bound: written sparse (the
+    bytes are zeros the file system does not store), so the test writes a header only."""
+    size = umt5.MAX_EMBEDDED_BYTES + 1
+    entry = {"dtype": "U8", "shape": [size], "data_offsets": [0, size]}
+    header = json.dumps({umt5.EMBEDDED_KEY: entry}).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.write(struct.pack("<Q", len(header)) + header)
+        handle.truncate(8 + len(header) + size)
+    return path
+
+
+DAMAGED = "umt5_xxl_fp16.safetensors in text_encoders/ carries a damaged UMT5 tokenizer (its "
+UNDAMAGED = (
+    "); use an undamaged copy of the file, or put google/umt5-xxl's tokenizer files "
+    "(spiece.model or tokenizer.json) in text_encoders/umt5-xxl/"
+)
+
+
+@pytest.mark.parametrize(
+    ("hostile", "what", "at_submit"),
+    [
+        (_garbage, "spiece_model is not a SentencePiece model", False),
+        (lambda spiece: spiece[: len(spiece) // 2], "spiece_model is not a SentencePiece model",
+         False),
+        (lambda spiece: spiece[:-1], "spiece_model is not a SentencePiece model", False),
+        (lambda _spiece: b"", "spiece_model is empty", True),
+        (lambda spiece: torch.zeros(3, 2), "spiece_model is not a row of bytes", True),
+        (None, "spiece_model is 67,108,865 bytes, more than any SentencePiece model (UMT5's is "
+         "4.5 MB)", True),
+    ],
+    ids=["garbage", "truncated", "last-byte-cut", "empty", "not-bytes", "huge"],
+)  # fmt: skip
+def test_a_hostile_embedded_tokenizer_is_refused_in_one_sentence_naming_the_file(
+    spiece: bytes, tmp_path: Path, hostile: Any, what: str, at_submit: bool
+) -> None:
+    """Garbage, truncated, empty, mistyped or huge `spiece_model` bytes: refused at submit
+    where the header tells (detection), else when the job loads them: never a crash, a
+    hang, a page of transformers' advice, or a tokenizer of no pieces (an empty message
+    parses to one, which would tokenize every prompt to unknowns)."""
+    path = tmp_path / "text_encoders" / "umt5_xxl_fp16.safetensors"
+    if hostile is None:
+        _sparse_huge_umt5_file(path)
+    else:
+        made = hostile(spiece)
+        if not isinstance(made, torch.Tensor):  # bytes, as ComfyUI stores them
+            made = torch.tensor(list(made), dtype=torch.uint8)
+        path.parent.mkdir(parents=True)
+        save_file({"shared.weight": torch.zeros(4, 2), umt5.EMBEDDED_KEY: made}, str(path))
+    sentence = DAMAGED + what + UNDAMAGED
+    part = Part("umt5", path, "")
+    assert umt5.parts_problem({"umt5": part}) == (sentence if at_submit else "")
+    started = time.monotonic()
+    with pytest.raises(ModelLoadFailed) as refused:
+        umt5.tokenizers((part,))
+    assert str(refused.value) == sentence
+    assert time.monotonic() - started < 2  # the huge one is never read

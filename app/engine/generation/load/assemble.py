@@ -16,7 +16,7 @@ by diffusers' single-file code from the shipped config folder, local files only:
   or the tokenizers the text encoder files carry (UMT5's SentencePiece model in ComfyUI's
   file: the family's `TransformerFile.tokenizers`); ComfyUI's scaled fp8 text encoders
   and diffusion models (`*_fp8_scaled`, `*_fp8mixed`) given their scales back
-  (`unscaled_fp8`: dequantised at load, before the family's key converter).
+  (scaled_fp8.py's `unscaled_fp8`: dequantised at load, before the family's key converter).
 The pipeline is then the family's stock pipeline (`FluxPipeline`, `FluxKontextPipeline`,
 `ChromaPipeline`, `StableDiffusion3Pipeline`, `WanPipeline`, `LTXPipeline`) of these parts
 (an LTX-Video VAE handed over under `vae.`, as Lightricks' all-in-one files hold it: diffusers'
@@ -49,7 +49,6 @@ from app.engine.generation.files.transformer_files import (
     CLIP_L_PREFIX,
     FP8,
     FP8_E5M2,
-    FP8_SCALES,
     GGUF_SUFFIX,
     LTX_VAE,
     LTX_VAE_PREFIX,
@@ -61,6 +60,7 @@ from app.engine.generation.files.transformer_files import (
     VAE,
     WAN_VAE,
 )
+from app.engine.generation.scaled_fp8 import unscaled_fp8
 
 StateDict = dict[str, torch.Tensor]
 
@@ -358,35 +358,6 @@ def _text_encoder(
     return create_diffusers_clip_model_from_ldm(
         cls, checkpoint, subfolder=component, **_encoder_options(options)
     )
-
-
-_SCALED_FP8_MARK = "scaled_fp8"  # ComfyUI's *_fp8_e4m3fn_scaled files: an empty fp8 tensor
-# Beside the scales, what ComfyUI's fp8 layers keep that is no weight: the activations'
-# scales (`scale_input`, mixed files' `input_scale`) only serve fp8 x fp8 matrix products
-# (comfy/ops.py fp8_linear); computing in the weights' dequantised dtype never reads them.
-_NOT_WEIGHTS_FP8 = (".scale_input", ".input_scale", ".comfy_quant")
-
-
-def unscaled_fp8(weights: StateDict, dtype: torch.dtype | None = None) -> StateDict:
-    """ComfyUI's scaled fp8 files (text encoders such as `umt5_xxl_fp8_e4m3fn_scaled`,
-    diffusion models such as `wan2.1_t2v_14B_fp8_scaled` or `*_fp8mixed`) as plain weights:
-    each scaled matrix is its fp8 values times its `<name>.scale_weight` (mixed files:
-    `<name>.weight_scale`, the same number: comfy.utils.convert_old_quants renames one to
-    the other), as ComfyUI's layers dequantise it; loaded as they are, the fp8 values alone
-    would be silently wrong by that factor. One tensor at a time, each in `dtype` (float32
-    when None), so the whole model is never held in float32."""
-    if _SCALED_FP8_MARK not in weights and not any(k.endswith(FP8_SCALES) for k in weights):
-        return weights
-    plain: StateDict = {}
-    for key, value in weights.items():
-        if key == _SCALED_FP8_MARK or key.endswith((*FP8_SCALES, *_NOT_WEIGHTS_FP8)):
-            continue
-        layer = key.removesuffix(".weight")
-        scale = next((weights[layer + s] for s in FP8_SCALES if layer + s in weights), None)
-        if key.endswith(".weight") and scale is not None:
-            value = (value.to(torch.float32) * scale.to(torch.float32)).to(dtype or torch.float32)
-        plain[key] = value
-    return plain
 
 
 def _encoder_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -21,13 +21,10 @@ from typing import Any
 import torch
 
 from app.engine.generation.families.qwen.files import TOKENIZER
+from app.engine.generation.scaled_fp8 import unscaled_fp8
 
 StateDict = dict[str, torch.Tensor]
 
-# ComfyUI's scaled fp8 layout: a float8 weight and its float32 scale, and markers that
-# are no weights.
-_SCALES = (".scale_weight", ".weight_scale")
-_NOT_WEIGHTS = ("scaled_fp8", ".scale_input", ".input_scale", ".comfy_quant")
 _WAN_VAE_MIDDLE = "decoder.middle.0.residual.0.gamma"  # Wan-AI's original VAE keys
 PROCESSOR = "processor"
 _TRANSFORMERS_5 = ("model.language_model.", "model.visual.")  # already transformers 5's
@@ -63,23 +60,8 @@ def transformers_keys(weights: StateDict) -> StateDict:
 
 def dequantised(weights: StateDict, dtype: torch.dtype) -> StateDict:
     """Every weight in `dtype`: a scaled fp8 weight times its scale (ComfyUI's fp8_scaled
-    text encoders), the others cast."""
-    out = {}
-    for key, value in weights.items():
-        if key.endswith(_SCALES) or key.endswith(_NOT_WEIGHTS):
-            continue
-        scale = _scale_of(weights, key)
-        if scale is not None:
-            value = value.to(torch.float32) * scale.to(torch.float32)
-        out[key] = value.to(dtype)
-    return out
-
-
-def _scale_of(weights: StateDict, key: str) -> torch.Tensor | None:
-    if not key.endswith(".weight"):
-        return None
-    layer = key.removesuffix(".weight")
-    return next((weights[layer + name] for name in _SCALES if layer + name in weights), None)
+    text encoders, as load/assemble.py's), the others cast."""
+    return {key: value.to(dtype) for key, value in unscaled_fp8(weights, dtype).items()}
 
 
 def vae(weights: StateDict, config: Path, component: str, dtype: torch.dtype) -> Any:

@@ -17,7 +17,11 @@ tokenizer a google/umt5-xxl folder gives, token for token. That conversion reads
 SentencePiece model with the `sentencepiece` and `protobuf` packages.
 
 The search (`tokenizer_source`) is torch-free and reads headers only: detection calls it,
-so a file without a tokenizer anywhere is refused in one sentence before a job is stored.
+so a file without a tokenizer anywhere is refused in one sentence before a job is stored,
+and so is one whose `spiece_model` cannot be a SentencePiece model by its header (not
+bytes, empty, or larger than any: `embedded_problem`). Bytes that are no SentencePiece model
+(garbage, a truncated copy) are found when the job loads them, before transformers reads
+them (whose own error for them is a request to install tiktoken), and refused so too.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.engine.generation.errors import UnsupportedModel
+from app.engine.generation.errors import ModelLoadFailed, UnsupportedModel
 from app.engine.generation.files.architecture import Part, read_safetensors_header
 from app.engine.generation.files.sources import hf_cache_dirs
 from app.engine.generation.files.transformer_files import UMT5
@@ -43,6 +47,9 @@ UMT5_SETTINGS = {
     "unk_token": "<unk>",
     "extra_ids": 300,
 }
+# google/umt5-xxl's SentencePiece model is 4.5 MB: a `spiece_model` of more is no tokenizer,
+# and is never read into memory.
+MAX_EMBEDDED_BYTES = 64 * 2**20
 BESIDE_FOLDER = "umt5-xxl"  # text_encoders/umt5-xxl/: where the refusal tells artists to look
 _VOCABULARY_FILES = ("tokenizer.json", "spiece.model")
 # Hugging Face cache repositories holding UMT5's tokenizer, and where in a snapshot.
@@ -86,12 +93,46 @@ def missing_tokenizer(text_encoder: Path) -> str:
     )
 
 
+def damaged_tokenizer(text_encoder: Path, what: str) -> str:
+    """Why the tokenizer the file carries cannot be used (one sentence, after the model's
+    name): its `spiece_model` is `what`."""
+    where = f"{text_encoder.parent.name}/{BESIDE_FOLDER}/"
+    return (
+        f"{text_encoder.name} in {text_encoder.parent.name}/ carries a damaged UMT5 tokenizer "
+        f"(its spiece_model {what}); use an undamaged copy of the file, or put "
+        f"google/umt5-xxl's tokenizer files (spiece.model or tokenizer.json) in {where}"
+    )
+
+
 def parts_problem(parts: dict[str, Part]) -> str:
-    """Detection's check of a Wan file's parts: "" when its UMT5's tokenizer is found."""
+    """Detection's check of a Wan file's parts: "" when its UMT5's tokenizer is found and,
+    where the file carries it, its header is a SentencePiece model's."""
     umt5 = parts.get(UMT5)
-    if umt5 is None or tokenizer_source(umt5.path) is not None:
+    if umt5 is None:
         return ""
-    return missing_tokenizer(umt5.path)
+    source = tokenizer_source(umt5.path)
+    if source is None:
+        return missing_tokenizer(umt5.path)
+    return embedded_problem(source.embedded) if source.embedded is not None else ""
+
+
+def embedded_problem(path: Path) -> str:
+    """ "" when the header's `spiece_model` in `path` can hold a SentencePiece model (bytes,
+    one row, more than none and at most `MAX_EMBEDDED_BYTES`), else the sentence why not."""
+    try:
+        entry = read_safetensors_header(path)[EMBEDDED_KEY]
+    except (ValueError, KeyError):
+        return damaged_tokenizer(path, "cannot be read")
+    shape = entry["shape"]  # checked by read_safetensors_header
+    if entry["dtype"] != "U8" or len(shape) != 1:  # its dtype is not echoed: a stranger's text
+        return damaged_tokenizer(path, "is not a row of bytes")
+    if shape[0] == 0:
+        return damaged_tokenizer(path, "is empty")
+    if shape[0] > MAX_EMBEDDED_BYTES:
+        return damaged_tokenizer(
+            path, f"is {shape[0]:,} bytes, more than any SentencePiece model (UMT5's is 4.5 MB)"
+        )
+    return ""
 
 
 def tokenizers(parts: tuple[Part, ...]) -> dict[str, Any]:
@@ -102,7 +143,24 @@ def tokenizers(parts: tuple[Part, ...]) -> dict[str, Any]:
         raise UnsupportedModel(missing_tokenizer(umt5.path))
     if source.folder is not None:
         return {"tokenizer": tokenizer_from_folder(source.folder)}
-    return {"tokenizer": tokenizer_from_model_bytes(embedded_model(umt5.path))}
+    problem = embedded_problem(umt5.path)  # the file may have changed since detection
+    if problem:
+        raise ModelLoadFailed(problem)
+    model = embedded_model(umt5.path)
+    if not _is_sentencepiece_model(model):
+        raise ModelLoadFailed(damaged_tokenizer(umt5.path, "is not a SentencePiece model"))
+    return {"tokenizer": tokenizer_from_model_bytes(model)}
+
+
+def _is_sentencepiece_model(model: bytes) -> bool:
+    """Whether `model` parses as a SentencePiece model with pieces (SentencePiece refuses
+    garbage and truncated copies with an error; an empty message parses, to no pieces)."""
+    import sentencepiece
+
+    try:
+        return sentencepiece.SentencePieceProcessor(model_proto=model).get_piece_size() > 0
+    except RuntimeError:
+        return False
 
 
 def tokenizer_from_folder(folder: Path) -> Any:
