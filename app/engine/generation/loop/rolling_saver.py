@@ -1,0 +1,115 @@
+"""Rolling checkpoints written beside the denoising loop, at most one at a time.
+
+The loop hands over a detached copy of its state (`detached_copy`: a few small tensors)
+and goes on; serialising, hashing, writing, fsync and rename happen on the saver's own
+thread, started once per run and waiting for work in between. A thread started for each
+save cost the loop that thread's start: `Thread.start` waits until the new thread runs,
+and the new thread went straight into `torch.save`, whose pickling holds the GIL, so the
+loop got the GIL back only once the serialising was done or the interpreter's switch
+interval (5 ms) ran out: 3-6 ms of the loop's time per save on the benchmark's clip,
+about as long as the whole save, fsyncs included (measured, issue 38). A thread already
+waiting is woken instead; the loop's part of a save is its copy (0.1 ms).
+
+`last_save_s` is a save's whole length, from the moment the loop asked for it to the
+rename: the copy, the wait for the saver's thread, and every part of the saving. It is
+what `workers.checkpoint_pacing` paces by, and it bounds what a save costs the loop: the
+loop cannot lose more of its time to a save than the time the save was in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from app.engine.generation.loop.checkpoint import Checkpoint, detached_copy, save_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+class RollingSaver:
+    """Writes rolling checkpoints to `path` on a thread of its own, one at a time.
+
+    A save asked for while one is in flight is skipped, never queued. Leaving the `with`
+    waits for the save in flight and ends the thread, so nothing is written after the run
+    returns (a deleted checkpoint stays deleted).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._changed = threading.Condition()  # guards the three fields below
+        self._pending: tuple[Checkpoint, float] | None = None  # the copy, and when asked
+        self._busy = False  # a save handed over and not yet finished
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.last_save_s = 0.0  # how long the last save took, from the ask to the rename
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def __enter__(self) -> RollingSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wait()
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    def save_soon(self, checkpoint: Checkpoint, asked_at: float | None = None) -> None:
+        """Save `checkpoint` in the background unless a save is in flight. `asked_at`
+        (`time.monotonic`): when the loop began on it (its snapshot), counted in the save."""
+        if self._busy:
+            return
+        asked = time.monotonic() if asked_at is None else asked_at
+        copy = detached_copy(checkpoint)
+        self._start_thread()
+        with self._changed:
+            self._pending, self._busy = (copy, asked), True
+            self._changed.notify_all()
+
+    def wait(self) -> None:
+        """Until the save in flight (if any) is written or given up."""
+        with self._changed:
+            while self._busy:
+                self._changed.wait()
+
+    def _start_thread(self) -> None:
+        """Started at the first save, so a run that saves nothing starts no thread; and
+        before the first save is handed over, so the new thread waits (without the GIL)
+        instead of serialising while `Thread.start` waits for it to run."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._serve, name="rolling-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (work := self._next()) is not None:
+            try:
+                self._save(*work)
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
+
+    def _next(self) -> tuple[Checkpoint, float] | None:
+        with self._changed:
+            while self._pending is None and not self._closing:
+                self._changed.wait()
+            work, self._pending = self._pending, None
+            return work
+
+    def _save(self, checkpoint: Checkpoint, asked: float) -> None:
+        try:
+            save_checkpoint(self._path, checkpoint)
+        except (OSError, RuntimeError) as error:  # a full disk costs progress, never the job
+            log.warning("rolling checkpoint %s not saved: %s", self._path, error)
+            return
+        except Exception:  # a bug: said, and the thread goes on serving the run
+            log.exception("rolling checkpoint %s not saved", self._path)
+            return
+        self.last_save_s = time.monotonic() - asked
