@@ -18,8 +18,16 @@
   bfloat16 after a step, UniPC's in float32): written and timed here, on this disk;
 - `video_checkpoint_overhead_ratio`: clips/s through a warm headless worker taking rolling
   checkpoints every `--interval` seconds (1 s: ten times the default's rate), as the worker
-  paces them (`checkpoint_pacing`: stretched so that saves cost at most 2% of the run) /
-  the same with none; median of `--rounds` alternating pairs;
+  paces them (`checkpoint_pacing`: stretched so that saves, each counted from the loop's
+  ask to its rename, cost at most 2% of the run) / the same with none; median of
+  `--rounds` alternating pairs; everything a checkpoint brings is in the clips/s (the
+  loop's copy, the saver's thread competing for the GIL and the cores, the file's removal
+  at the end);
+- `video_checkpoints_per_clip`: the rolling checkpoints the saving side's runs took, per
+  run. The interval counts from the job's claim, and the default 20-step clip is done
+  denoising 0.35-0.7 s after it (the rest of its time is text encoding, the VAE's decode
+  and the MP4): at 1 s it takes none, and the ratio then measures only the machine's
+  noise. `--steps 100` denoises for 2-3 s: a checkpoint or two per clip;
 - `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
   `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
   first-frame PNG either way); median of `--rounds` alternating pairs, each side going
