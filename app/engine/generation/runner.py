@@ -573,10 +573,9 @@ class _Job:
             if not advanced:
                 continue  # mid-way through a 2nd-order step: not a safe point to stop
             now = time.monotonic()
+            saver.step_ended(now)
             progress = self._progress(state, now - started, previews.due(now))
-            decision = self.on_step(
-                replace(progress, last_save_s=saver.last_save_s, saving=saver.busy)
-            )
+            decision = self.on_step(replace(progress, last_save_s=saver.cost_s, saving=saver.busy))
             if decision is StepDecision.CHECKPOINT:
                 asked = time.monotonic()  # the snapshot is part of the save's cost
                 saver.save_soon(denoise.snapshot(state, self.params, now - started), asked)

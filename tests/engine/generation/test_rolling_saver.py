@@ -15,7 +15,7 @@ import torch
 
 from app.engine.generation.loop import rolling_saver
 from app.engine.generation.loop.checkpoint import Checkpoint, load_checkpoint
-from app.engine.generation.loop.rolling_saver import RollingSaver
+from app.engine.generation.loop.rolling_saver import LoopLoss, RollingSaver
 from app.engine.jobs.params import GenerationParams
 
 
@@ -106,3 +106,46 @@ def test_a_run_that_saves_nothing_starts_no_thread(tmp_path: Path) -> None:
     with RollingSaver(tmp_path / "job.ckpt") as saver:
         assert threading.active_count() == before
     assert saver.last_save_s == 0.0 and not (tmp_path / "job.ckpt").exists()
+
+
+def test_the_loops_loss_counts_the_steps_a_save_slowed_and_the_one_after() -> None:
+    loss = LoopLoss()
+    for _ in range(5):
+        loss.add(0.010, saving=False)  # typical: 10 ms
+    loss.add(0.016, saving=True)  # in flight: 6 ms lost
+    loss.add(0.009, saving=True)  # faster (noise): nothing, never less
+    assert loss.last_s == 0.0  # not until the step after it
+    loss.add(0.012, saving=False)  # after it: 2 ms
+    assert loss.last_s == pytest.approx(0.008)
+    loss.add(0.011, saving=False)
+    assert loss.last_s == pytest.approx(0.008)  # kept until the next save is counted
+
+
+def test_a_save_before_the_typical_step_is_known_is_not_judged() -> None:
+    loss = LoopLoss()
+    loss.add(0.010, saving=False)
+    loss.add(0.500, saving=True)
+    loss.add(0.010, saving=False)
+    assert loss.last_s == 0.0
+
+
+def test_the_cost_paced_by_is_the_loops_loss_when_larger_than_the_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step slowed by half a second while a save of a few ms was in flight: the save
+    cost half a second."""
+    saves = _HeldSaves(monkeypatch)
+    saves.go.set()
+    clock = [100.0]
+    with RollingSaver(tmp_path / "job.ckpt") as saver:
+        for _ in range(5):
+            clock[0] += 0.010
+            saver.step_ended(clock[0])
+        saver.save_soon(_checkpoint(1))
+        saver.wait()
+        clock[0] += 0.510  # the step the save was asked at the start of
+        saver.step_ended(clock[0])
+        clock[0] += 0.010
+        saver.step_ended(clock[0])
+    assert 0 < saver.last_save_s < 0.5
+    assert saver.cost_s == pytest.approx(0.500)

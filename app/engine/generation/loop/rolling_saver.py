@@ -12,20 +12,59 @@ waiting is woken instead; the loop's part of a save is its copy (0.1 ms).
 
 `last_save_s` is a save's whole length, from the moment the loop asked for it to the
 rename: the copy, the wait for the saver's thread, and every part of the saving. It is
-what `workers.checkpoint_pacing` paces by, and it bounds what a save costs the loop: the
-loop cannot lose more of its time to a save than the time the save was in flight.
+one measure of its cost. The other is the loop's own (`LoopLoss`): on a CPU the saver's
+thread competes with the loop for the GIL and the cores, and the steps that ran while a
+save was in flight, and the one right after it, came out slower than the typical step
+by more than the save's length (1.1-1.3 times a 12.6 MB save's 14-24 ms on a busy 2-core
+machine; 3-6 ms for a 1-3 ms save of a tiny clip; issue 38). `cost_s`, the larger of
+the two, is what `workers.checkpoint_pacing` paces by, so its bound holds either way.
+The payload goes from torch's buffer to the file and the hash without a copy
+(`checkpoint.save_checkpoint`): copying a clip's tens of MB held the GIL.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from app.engine.generation.loop.checkpoint import Checkpoint, detached_copy, save_checkpoint
 
 log = logging.getLogger(__name__)
+
+# A step is "typical" by the median of this many recent steps no save touched; fewer than
+# `_MIN_TYPICAL` known (a save at the run's first steps): that save's loss is not judged.
+_TYPICAL_STEPS = 9
+_MIN_TYPICAL = 3
+
+
+class LoopLoss:
+    """What the last save cost the loop, from the loop's own step lengths: how much longer
+    than the typical step were the steps a save was in flight in, and the one after it
+    (what a save leaves behind: caches, freed memory). Noise on a busy machine only adds
+    (a faster step is not counted): it can make the interval longer, never the cost
+    look smaller."""
+
+    def __init__(self) -> None:
+        self._untouched: deque[float] = deque(maxlen=_TYPICAL_STEPS)  # steps no save touched
+        self._lost_s = 0.0  # so far, for the save being counted
+        self._counting = False  # a save touched the last step: the next one counts too
+        self.last_s = 0.0  # the last save's, once its steps are all counted
+
+    def add(self, step_s: float, *, saving: bool) -> None:
+        """One step's length; `saving`: a save was in flight at some moment of it."""
+        if not saving and not self._counting:
+            self._untouched.append(step_s)
+            return
+        if len(self._untouched) >= _MIN_TYPICAL:
+            self._lost_s += max(0.0, step_s - statistics.median(self._untouched))
+        if saving:
+            self._counting = True
+            return
+        self.last_s, self._lost_s, self._counting = self._lost_s, 0.0, False
 
 
 class RollingSaver:
@@ -44,10 +83,26 @@ class RollingSaver:
         self._closing = False
         self._thread: threading.Thread | None = None
         self.last_save_s = 0.0  # how long the last save took, from the ask to the rename
+        self._loop_loss = LoopLoss()  # on the loop's thread only, as the two fields below
+        self._step_ended_at: float | None = None
+        self._touched = False  # a save was in flight at some moment since that step ended
 
     @property
     def busy(self) -> bool:
         return self._busy
+
+    @property
+    def cost_s(self) -> float:
+        """What the last save cost the run: its length or the loop's loss, the larger."""
+        return max(self.last_save_s, self._loop_loss.last_s)
+
+    def step_ended(self, now: float) -> None:
+        """On the loop's thread, at each step's end (`time.monotonic`): its length, for
+        the loop's loss (`LoopLoss`)."""
+        busy = self._busy
+        if self._step_ended_at is not None:
+            self._loop_loss.add(now - self._step_ended_at, saving=self._touched or busy)
+        self._step_ended_at, self._touched = now, busy
 
     def __enter__(self) -> RollingSaver:
         return self
@@ -71,6 +126,7 @@ class RollingSaver:
         with self._changed:
             self._pending, self._busy = (copy, asked), True
             self._changed.notify_all()
+        self._touched = True
 
     def wait(self) -> None:
         """Until the save in flight (if any) is written or given up."""
