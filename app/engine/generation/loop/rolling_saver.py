@@ -14,10 +14,10 @@ waiting is woken instead; the loop's part of a save is its copy (0.1 ms).
 rename: the copy, the wait for the saver's thread, and every part of the saving. It is
 one measure of its cost. The other is the loop's own (`LoopLoss`): on a CPU the saver's
 thread competes with the loop for the GIL and the cores, and the steps that ran while a
-save was in flight, and the one right after it, came out slower than the typical step
-by more than the save's length (1.1-1.3 times a 12.6 MB save's 14-24 ms on a busy 2-core
-machine; 3-6 ms for a 1-3 ms save of a tiny clip; issue 38). `cost_s`, the larger of
-the two, is what `workers.checkpoint_pacing` paces by, so its bound holds either way.
+save was in flight, and the one right after it, can come out slower than the typical
+step by more than the save's length (a tiny clip's 1.7 ms save cost its loop 3 ms on a
+busy 2-core machine; issue 38). `cost_s`, the larger of the two, is what
+`workers.checkpoint_pacing` paces by, so its bound holds either way.
 The payload goes from torch's buffer to the file and the hash without a copy
 (`checkpoint.save_checkpoint`): copying a clip's tens of MB held the GIL.
 """
