@@ -27,7 +27,9 @@
   run. The interval counts from the job's claim, and the default 20-step clip is done
   denoising 0.35-0.7 s after it (the rest of its time is text encoding, the VAE's decode
   and the MP4): at 1 s it takes none, and the ratio then measures only the machine's
-  noise. `--steps 100` denoises for 2-3 s: a checkpoint or two per clip;
+  noise. `--steps 150 --frames 65` denoises for 2.5-3.5 s: two checkpoints per clip
+  (each costing the loop 3-4 ms, `checkpoint_pacing`: 0.3-0.4% at 1 s, below what a
+  run of a few rounds can tell from the machine's noise);
 - `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
   `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
   first-frame PNG either way); median of `--rounds` alternating pairs, each side going
