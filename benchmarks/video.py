@@ -18,8 +18,18 @@
   bfloat16 after a step, UniPC's in float32): written and timed here, on this disk;
 - `video_checkpoint_overhead_ratio`: clips/s through a warm headless worker taking rolling
   checkpoints every `--interval` seconds (1 s: ten times the default's rate), as the worker
-  paces them (`checkpoint_pacing`: stretched so that saves cost at most 2% of the run) /
-  the same with none; median of `--rounds` alternating pairs;
+  paces them (`checkpoint_pacing`: stretched so that saves, each counted from the loop's
+  ask to its rename, cost at most 2% of the run) / the same with none; median of
+  `--rounds` alternating pairs; everything a checkpoint brings is in the clips/s (the
+  loop's copy, the saver's thread competing for the GIL and the cores, the file's removal
+  at the end);
+- `video_checkpoints_per_clip`: the rolling checkpoints the saving side's runs took, per
+  run. The interval counts from the job's claim, and the default 20-step clip is done
+  denoising 0.35-0.7 s after it (the rest of its time is text encoding, the VAE's decode
+  and the MP4): at 1 s it takes none, and the ratio then measures only the machine's
+  noise. `--steps 150 --frames 65` denoises for 2.5-3.5 s: two checkpoints per clip
+  (each costing the loop 3-4 ms, `checkpoint_pacing`: 0.3-0.4% at 1 s, below what a
+  run of a few rounds can tell from the machine's noise);
 - `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
   `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
   first-frame PNG either way); median of `--rounds` alternating pairs, each side going
@@ -45,6 +55,7 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -55,6 +66,7 @@ from app.engine.generation import denoise
 from app.engine.generation.device import CPU
 from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
 from app.engine.generation.loop.checkpoint import Checkpoint, save_checkpoint
+from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.video_budget import WAN21_RELEASED, checkpoint_bytes, clip_shape
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams
@@ -185,11 +197,41 @@ def _queue_figures(
     direct = partial(_direct_s, runner, clip, work, clips)
     queued = partial(_queued_s, runner, clip, work, clips, after_warm_job=True)
     headless = partial(queued, checkpoint_interval_s=0.0)
-    saving = partial(queued, checkpoint_interval_s=interval_s)
+    counted = _SavesCounted(runner)
+    saving = partial(
+        _queued_s, cast(Runner, counted), clip, work, clips, after_warm_job=True,
+        checkpoint_interval_s=interval_s,
+    )  # fmt: skip
     report("video_clip_s", f"{direct() / clips:.2f}")
     ratio = partial(_median_ratio, rounds=rounds, swap_order=True)
     report("video_queue_vs_direct_ratio", f"{ratio(direct, headless):.3f}")
     report("video_checkpoint_overhead_ratio", f"{ratio(headless, saving):.3f}")
+    # Read the ratio with this: a clip whose denoising ends before the first interval is
+    # up takes no rolling checkpoint, and its ratio then only measures the machine's noise.
+    report("video_checkpoints_per_clip", f"{counted.asked / max(1, counted.runs):.2f}")
+
+
+class _SavesCounted:
+    """A runner that counts the rolling checkpoints its runs' step checkpoints ask for
+    (the worker asks none while a save is in flight), else the same."""
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+        self.asked = 0
+        self.runs = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def run(self, *args: Any, on_step: Any, **kwargs: Any) -> Any:
+        self.runs += 1
+
+        def counted(progress: StepProgress) -> StepDecision:
+            decision = on_step(progress)
+            self.asked += decision is StepDecision.CHECKPOINT
+            return cast(StepDecision, decision)
+
+        return self._runner.run(*args, on_step=counted, **kwargs)
 
 
 def _direct_s(runner: Runner, clip: GenerationParams, work: Path, count: int) -> float:

@@ -35,8 +35,9 @@ class StepProgress:
     # if someone reads `preview_png` during the step callback: a worker nobody watches
     # never pays for the decode and the PNG.
     render_preview: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
-    # Rolling checkpoints: how long the last save took, and whether one is being written
-    # now (a checkpoint asked for meanwhile would be skipped).
+    # Rolling checkpoints: what the last save cost (its length from the ask to the rename,
+    # or the loop's own slowdown around it if larger: `loop.rolling_saver`), and whether
+    # one is being written now (a checkpoint asked for meanwhile would be skipped).
     last_save_s: float = 0.0
     saving: bool = False
 

@@ -51,10 +51,10 @@ from app.engine.generation.loop.checkpoint import (
     Checkpoint,
     SavedCheckpoint,
     delete_checkpoint,
-    detached_copy,
     load_checkpoint,
     save_checkpoint,
 )
+from app.engine.generation.loop.rolling_saver import RollingSaver
 from app.engine.generation.memory import (
     available_memory,
     device_memory_free,
@@ -373,7 +373,7 @@ class Runner:
         state, elapsed_before = job.begin(saved.checkpoint if saved else None)
         resumed = ResumedFrom(saved.checkpoint.steps_done, saved.saved_at) if saved else None
         try:
-            with _RollingSaver(checkpoint_path) as saver:
+            with RollingSaver(checkpoint_path) as saver:
                 stopped = job.run_steps(state, elapsed_before, self._previews, saver)
         finally:
             self._controlnets.offload()  # low-VRAM mode: back to RAM before the decode
@@ -537,53 +537,6 @@ class PreviewThrottle:
         return True
 
 
-class _RollingSaver:
-    """Writes rolling checkpoints on a thread of its own, at most one at a time.
-
-    The loop only takes a detached copy of its state (cheap); serialising, hashing and the
-    fsync happen here. A save still in flight when the next is asked for makes that one
-    skipped, never queued. Leaving the `with` waits for the save in flight, so nothing is
-    written after the run returns (a deleted checkpoint stays deleted).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._thread: threading.Thread | None = None
-        self.last_save_s = 0.0  # how long the last save took, copy to rename
-
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def __enter__(self) -> _RollingSaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wait()
-
-    def save_soon(self, checkpoint: Checkpoint) -> None:
-        if self.busy:
-            return
-        started = time.monotonic()
-        copy = detached_copy(checkpoint)
-        self._thread = threading.Thread(
-            target=self._save, args=(copy, started), name="rolling-checkpoint", daemon=True
-        )
-        self._thread.start()
-
-    def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-
-    def _save(self, checkpoint: Checkpoint, started: float) -> None:
-        try:
-            save_checkpoint(self._path, checkpoint)
-        except (OSError, RuntimeError) as error:  # a full disk costs progress, never the job
-            log.warning("rolling checkpoint %s not saved: %s", self._path, error)
-            return
-        self.last_save_s = time.monotonic() - started
-
-
 @dataclass
 class _Job:
     loaded: LoadedModel
@@ -610,7 +563,7 @@ class _Job:
         state: denoise.DenoiseState,
         elapsed_before: float,
         previews: PreviewThrottle,
-        saver: _RollingSaver,
+        saver: RollingSaver,
     ) -> GenerationOutcome | None:
         """Run the remaining steps; an outcome if `on_step` stopped us, None when all ran."""
         started = time.monotonic() - elapsed_before
@@ -620,12 +573,12 @@ class _Job:
             if not advanced:
                 continue  # mid-way through a 2nd-order step: not a safe point to stop
             now = time.monotonic()
+            saver.step_ended(now)
             progress = self._progress(state, now - started, previews.due(now))
-            decision = self.on_step(
-                replace(progress, last_save_s=saver.last_save_s, saving=saver.busy)
-            )
+            decision = self.on_step(replace(progress, last_save_s=saver.cost_s, saving=saver.busy))
             if decision is StepDecision.CHECKPOINT:
-                saver.save_soon(denoise.snapshot(state, self.params, now - started))
+                asked = time.monotonic()  # the snapshot is part of the save's cost
+                saver.save_soon(denoise.snapshot(state, self.params, now - started), asked)
             elif decision is StepDecision.CANCEL:
                 saver.wait()
                 delete_checkpoint(self.checkpoint_path)

@@ -28,7 +28,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -84,9 +84,17 @@ def check_params(saved: dict[str, Any], params: GenerationParams) -> None:
 
 def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
     """The file's bytes: header line (checksum, parameters) and payload."""
+    head, payload = _encoded_parts(checkpoint)
+    return head + payload
+
+
+def _encoded_parts(checkpoint: Checkpoint) -> tuple[bytes, memoryview]:
+    """The file's first line and its payload, the payload as torch wrote it (no copy: a
+    clip's is tens of MB, and copying it holds the GIL the denoising loop needs; hashing
+    it does not)."""
     buffer = io.BytesIO()
     torch.save(_to_plain(checkpoint), buffer)
-    payload = buffer.getvalue()
+    payload = buffer.getbuffer()
     header = {
         "version": VERSION,
         "sha256": hashlib.sha256(payload).hexdigest(),
@@ -95,7 +103,7 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
         "steps_done": checkpoint.steps_done,
         "saved_at": time.time(),
     }
-    return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+    return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n", payload
 
 
 def write_checkpoint_bytes(path: Path, data: bytes) -> None:
@@ -104,7 +112,15 @@ def write_checkpoint_bytes(path: Path, data: bytes) -> None:
 
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    write_checkpoint_bytes(path, encode_checkpoint(checkpoint))
+    """Written atomically and flushed (`atomic_write`): its header line, then its payload,
+    each straight from where it was made."""
+    head, payload = _encoded_parts(checkpoint)
+
+    def write(handle: IO[bytes]) -> None:
+        handle.write(head)
+        handle.write(payload)
+
+    atomic_write(path, write)
 
 
 def load_checkpoint(path: Path, params: GenerationParams | None = None) -> SavedCheckpoint:
