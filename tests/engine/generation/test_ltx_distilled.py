@@ -1,0 +1,139 @@
+"""LTX-Video's distilled releases (0.9.7 and 0.9.8 distilled) run as they are meant to: told
+by their name, their jobs take the list of timesteps and guidance 1 diffusers' docs give
+them (prompts/few_step.py) where the artist set none, stored with the job; the clip is
+stock `LTXConditionPipeline`'s called with `timesteps=` that list and `guidance_scale=1`,
+exactly, and across a pause resumed by a fresh runner.
+
+On the tiny LTX-Video 0.9.5+ folder (tiny.ltx) saved under a distilled release's name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from app.engine.generation.files.architecture import Architecture
+from app.engine.generation.files.sources import ModelInfo, ModelSearchPath, ModelSource
+from app.engine.generation.outcome import OutcomeKind
+from app.engine.generation.prompts.few_step import (
+    LTX_DISTILLED_TIMESTEPS,
+    job_defaults,
+    recognise_model,
+)
+from app.engine.jobs.params import InvalidParameters
+from tests.engine.generation.test_ltx import Written, clip, ltx_params, max_frame_diff
+from tests.engine.generation.test_ltx import written as written
+from tests.engine.generation.tiny_architectures import model_info, pause_at, runner_for
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
+]
+
+NAME = "LTX-Video-0.9.8-13B-distilled"  # Lightricks' diffusers folder
+NOTE = (
+    "LTX-Video distilled 8-step model: 8 steps, CFG 1, "
+    "schedule timesteps 1000 993 987 981 975 909 725 0.03"
+)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from app.testing.tiny.ltx import write_tiny_ltx_condition
+
+    models = tmp_path_factory.mktemp("ltx-distilled")
+    write_tiny_ltx_condition(models / NAME)
+    return models
+
+
+@pytest.fixture(scope="module")
+def model(models: Path) -> ModelInfo:
+    return model_info(models / NAME, NAME)
+
+
+def test_the_distilled_releases_are_told_by_name_within_ltx_video_0_9_5_plus() -> None:
+    def recognised(name: str, architecture: Architecture = Architecture.LTX_CONDITION) -> bool:
+        info = ModelInfo(name, Path("/models") / name, ModelSource.USER, architecture=architecture)
+        return recognise_model(info) is not None
+
+    released = [
+        "ltxv-13b-0.9.7-distilled.safetensors", "ltxv-13b-0.9.7-distilled-fp8.safetensors",
+        "ltxv-13b-0.9.8-distilled.safetensors", "ltxv-2b-0.9.8-distilled.safetensors",
+        "ltxv-2b-0.9.8-distilled-fp8.safetensors", "ltxv-13b-0.9.8-distilled-Q8_0.gguf",
+        "Lightricks/LTX-Video-0.9.7-distilled", NAME,
+    ]  # fmt: skip
+    assert all(recognised(name) for name in released)
+    others = ["ltxv-13b-0.9.8-dev.safetensors", "ltxv-2b-0.9.6-distilled-04-25.safetensors",
+              "ltx-video-2b-v0.9.5.safetensors", "Lightricks/LTX-Video-0.9.7-dev"]  # fmt: skip
+    assert not any(recognised(name) for name in others)
+    assert not recognised(NAME, Architecture.LTX_VIDEO)  # a distilled name, another family
+
+
+def test_a_distilled_model_defaults_to_its_timesteps_without_cfg_and_equals_stock(
+    models: Path, model: ModelInfo, written: Written, tmp_path: Path
+) -> None:
+    """Its defaults as a job stores them; the clip equals stock called with `timesteps=`
+    and `guidance_scale=1` (unlike the family's own 8-step schedule), and a pause at step 3
+    resumes in a fresh runner to the same frames."""
+    from diffusers import LTXConditionPipeline
+
+    search = ModelSearchPath(user=(models,))
+    asked = ltx_params(model=NAME, negative_prompt="blurry")
+    applied = job_defaults(asked, explicit=(), search=search)
+    params = applied.params.validated()
+    assert (params.steps, params.cfg) == (8, 1.0) and applied.note() == NOTE
+    assert json.loads(params.scheduler_config) == {"timesteps": LTX_DISTILLED_TIMESTEPS}
+    told = job_defaults(asked, explicit=("steps", "cfg"), search=search).params
+    assert (told.steps, told.cfg, told.scheduler_config) == (asked.steps, asked.cfg, "")
+
+    runner = runner_for(model)
+    whole = written.of(clip(runner, params, tmp_path, "whole"))
+    pipe = LTXConditionPipeline.from_pretrained(models / NAME, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    torch.manual_seed(params.seed)
+    theirs = pipe(
+        prompt=params.prompt, negative_prompt=params.negative_prompt, height=params.height,
+        width=params.width, num_frames=params.frames, frame_rate=params.fps,
+        timesteps=LTX_DISTILLED_TIMESTEPS, guidance_scale=1.0,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
+    ).frames[0]  # fmt: skip
+    assert max_frame_diff(whole, [np.asarray(f, dtype=np.int16) for f in theirs]) == 0
+    own_schedule = written.of(clip(runner, replace(params, scheduler_config=""), tmp_path, "own"))
+    assert max_frame_diff(whole, own_schedule) > 0  # the list is what ran
+
+    assert clip(runner, params, tmp_path, "paused", on_step=pause_at(3)).kind is OutcomeKind.PAUSED
+    resumed = clip(runner_for(model), params, tmp_path, "paused")
+    assert resumed.resumed_from is not None and resumed.resumed_from.step == 3
+    assert max_frame_diff(written.of(resumed), whole) == 0
+
+
+def test_a_list_of_timesteps_is_checked_and_refused_where_no_sampler_runs_one(
+    models: Path,
+) -> None:
+    from app.engine.generation.request_checks import check_runnable
+    from app.testing.tiny.ltx import write_tiny_ltx
+
+    write_tiny_ltx(models / "old")  # LTX-Video 0.9.1: its sampler makes its own timesteps
+    search = ModelSearchPath(user=(models,))
+    listed = ltx_params(model=NAME, steps=3, scheduler_config='{"timesteps": [1000, 500, 1]}')
+    assert check_runnable(listed.validated(), search).name == NAME
+    refusals = {
+        replace(listed, steps=4): "the scheduler config's 3 timesteps are 3 steps, not 4",
+        replace(listed, scheduler_config='{"timesteps": [500, 1000, 1]}'):
+            "the scheduler config's timesteps must fall from at most 1000 to above 0, "
+            "not [500, 1000, 1]",
+    }  # fmt: skip
+    for params, sentence in refusals.items():
+        with pytest.raises(InvalidParameters) as refused:
+            params.validated()
+        assert str(refused.value) == sentence
+    with pytest.raises(InvalidParameters) as refused:
+        check_runnable(replace(listed, model="old").validated(), search)
+    assert str(refused.value) == (
+        "LTX-Video models make their own timesteps and run no list of them (a distilled "
+        "LTX-Video's); clear the scheduler config's timesteps"
+    )
