@@ -137,3 +137,29 @@ def test_a_list_of_timesteps_is_checked_and_refused_where_no_sampler_runs_one(
         "LTX-Video models make their own timesteps and run no list of them (a distilled "
         "LTX-Video's); clear the scheduler config's timesteps"
     )
+
+
+def test_the_command_line_says_and_stores_the_distilled_defaults_and_show_prints_them(
+    models: Path, easel_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a worker here or on another machine runs is the stored job: its 8 steps, CFG 1
+    and timesteps; steps given on the command line keep the family's own schedule."""
+    from app.cli import main
+    from app.engine.jobs.queue import params_of
+    from app.engine.store.opening import open_queue
+
+    (easel_home / "models").mkdir(parents=True)
+    (easel_home / "models" / NAME).symlink_to(models / NAME)
+    submit = ["submit", "a cat", "--video", "--frames", "17", "--size", "64x32", "--model", NAME]
+    assert main(submit) == 0
+    job_id, note = capsys.readouterr()
+    assert note == f"note: {NOTE}\n"
+    assert main([*submit, "--steps", "20"]) == 0
+    assert capsys.readouterr().err == "note: LTX-Video distilled 8-step model: CFG 1\n"
+    jobs = sorted(open_queue(easel_home / "easel.db").jobs(), key=lambda job: job.id or 0)
+    distilled, told = (params_of(job) for job in jobs)
+    assert (distilled.steps, distilled.cfg) == (8, 1.0)
+    assert json.loads(distilled.scheduler_config) == {"timesteps": LTX_DISTILLED_TIMESTEPS}
+    assert (told.steps, told.cfg, told.scheduler_config) == (20, 1.0, "")
+    assert main(["show", job_id.strip()]) == 0
+    assert "timesteps 1000 993 987 981 975 909 725 0.03" in capsys.readouterr().out
