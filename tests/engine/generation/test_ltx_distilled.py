@@ -10,6 +10,7 @@ On the tiny LTX-Video 0.9.5+ folder (tiny.ltx) saved under a distilled release's
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -163,3 +164,22 @@ def test_the_command_line_says_and_stores_the_distilled_defaults_and_show_prints
     assert (told.steps, told.cfg, told.scheduler_config) == (20, 1.0, "")
     assert main(["show", job_id.strip()]) == 0
     assert "timesteps 1000 993 987 981 975 909 725 0.03" in capsys.readouterr().out
+
+
+def test_the_native_api_stores_the_distilled_defaults_where_the_body_set_none(
+    models: Path, easel_home: Path
+) -> None:
+    from app.engine.store.opening import open_queue
+    from tests.server.test_server_api import running
+
+    shutil.copytree(models / NAME, easel_home / "models" / NAME)  # a server's: inside its folders
+    queue = open_queue(easel_home / "easel.db")
+    body = {"prompt": "a cat", "model": NAME, "width": 64, "height": 32, "frames": 17}
+    with running(queue) as api:
+        taken = api.client.post("/api/v1/jobs", json=body)
+        told = api.client.post("/api/v1/jobs", json={**body, "steps": 6, "cfg": 3.0})
+    assert taken.status_code == 201 and told.status_code == 201, (taken.text, told.text)
+    [job], [own] = taken.json()["jobs"], told.json()["jobs"]
+    assert (job["steps"], job["cfg"]) == (8, 1.0)
+    assert job["scheduler_config"] == {"timesteps": LTX_DISTILLED_TIMESTEPS}
+    assert (own["steps"], own["cfg"], "scheduler_config" in own) == (6, 3.0, False)
