@@ -183,3 +183,17 @@ def test_the_native_api_stores_the_distilled_defaults_where_the_body_set_none(
     assert (job["steps"], job["cfg"]) == (8, 1.0)
     assert job["scheduler_config"] == {"timesteps": LTX_DISTILLED_TIMESTEPS}
     assert (own["steps"], own["cfg"], "scheduler_config" in own) == (6, 3.0, False)
+
+
+def test_the_window_s_model_list_gives_a_distilled_folder_its_few_step_settings(
+    models: Path,
+) -> None:
+    """What the form takes when the artist picks it (tests/ui/test_few_step_form.py)."""
+    from app.engine.settings import Settings
+    from app.ui.wiring import model_choices
+
+    choices = model_choices(Settings(models_dir=str(models)))
+    few_step = next(choice for choice in choices if choice.name == NAME).few_step
+    assert few_step is not None
+    assert (few_step.steps, few_step.cfg, few_step.sampler) == (8, 1.0, "Euler")
+    assert json.loads(few_step.schedule) == {"timesteps": LTX_DISTILLED_TIMESTEPS}
