@@ -257,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks import architectures_ltx  # its rows import this module's helpers
 
     architectures_ltx.run_ltx_condition_files()
+    architectures_ltx.run_ltx_distilled_file()
 
 
 def matrix_cases() -> list[Any]:

@@ -14,14 +14,22 @@ models on the CPU, every frame compared before the MP4:
   the VAE alone in `vae/`, from text: the same figures (the reference: diffusers' own
   GGUF load of the same file), and `vs_unquantised_max_diff` against the all-in-one file.
 
+- `ltx-0.9.8-distilled-single-file`: the same all-in-one file named as Lightricks' 2B
+  distilled release (`ltxv-2b-0.9.8-distilled.safetensors`), from text, with the defaults
+  its name gives a job where the artist set none (prompts/few_step.py: 8 steps, CFG 1,
+  diffusers' 8 timesteps): against stock `LTXConditionPipeline` called with `timesteps=`
+  those and `guidance_scale=1` on diffusers' single-file loads, and paused at step 3.
+
 Each prints `same_as_diffusers_max_diff[<row>]` and `pause_resume_max_diff[<row>]`.
-Alone: `python -m benchmarks.architectures_ltx`.
+Alone: `python -m benchmarks.architectures_ltx` (`--distilled`: the distilled row only).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +40,13 @@ import torch
 from PIL import Image
 
 from app.engine.generation.device import CPU
-from app.engine.generation.files.sources import ModelInfo, ModelSource, detected
+from app.engine.generation.files.sources import (
+    ModelInfo,
+    ModelSearchPath,
+    ModelSource,
+    detected,
+    list_models,
+)
 from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import INIT_UPLOADED, GenerationParams
@@ -80,6 +94,36 @@ def run_ltx_condition_files() -> None:
                 report(f"vs_unquantised_max_diff[{label}]", _frames_diff(ours, unquantised))
             elif first is None:
                 unquantised = ours
+
+
+DISTILLED_FILE = "ltxv-2b-0.9.8-distilled.safetensors"  # Lightricks' name of the release
+
+
+def run_ltx_distilled_file() -> None:
+    """The distilled row (see the docstring): its defaults applied as at submit."""
+    from app.engine.generation.prompts.few_step import LTX_DISTILLED_TIMESTEPS, job_defaults
+    from tests.engine.generation.tiny_ltx095_files import stock_from_file, write_tiny_ltx095_files
+
+    label = "ltx-0.9.8-distilled-single-file"
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        files = write_tiny_ltx095_files(work / "ltx095-files")
+        distilled = files.checkpoint.with_name(DISTILLED_FILE)
+        os.link(files.checkpoint, distilled)  # the same bytes under the release's name
+        search = ModelSearchPath(user=(files.models,))
+        name = next(info.name for info in list_models(search) if info.path == distilled)
+        asked = GenerationParams(
+            prompt="a red circle", negative_prompt="blue", model=name, seed=42, width=64,
+            height=32, kind="video", frames=17, fps=25,
+        )  # fmt: skip
+        applied = job_defaults(asked, (), search)
+        print(f"# {name}: {applied.note()}")
+        params = applied.params.validated()
+        configs = SingleFileConfigs(files.configs.parent)
+        ours, resumed = _clip_and_resumed(label, distilled, configs, params, work, None)
+        stock = _stock_clip(stock_from_file(files), params, timesteps=LTX_DISTILLED_TIMESTEPS)
+        report(f"pause_resume_max_diff[{label}]", _frames_diff(ours, resumed))
+        report(f"same_as_diffusers_max_diff[{label}]", _frames_diff(ours, stock))
 
 
 def _clip_and_resumed(
@@ -134,4 +178,6 @@ def _named(png: bytes) -> str:
 
 
 if __name__ == "__main__":
-    run_ltx_condition_files()
+    if "--distilled" not in sys.argv[1:]:
+        run_ltx_condition_files()
+    run_ltx_distilled_file()

@@ -13,7 +13,7 @@ from app.cli import arguments
 from app.cli.filters import add_filter_arguments, filter_from_args
 from app.cli.terminal import printable
 from app.engine.generation.files.registry import step_cache_families
-from app.engine.generation.prompts.few_step import lora_defaults, schedule_text
+from app.engine.generation.prompts.few_step import job_defaults, schedule_text
 from app.engine.generation.request_checks import check_runnable
 from app.engine.history.search import search
 from app.engine.jobs.notes import merged, notes_of
@@ -82,7 +82,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", help="what to draw")
     parser.add_argument("--negative", default="", help="what to keep out of the image")
-    # A few-step LoRA in the prompt sets steps, CFG and sampler where these are not given.
+    # A few-step LoRA in the prompt (or a few-step model) sets steps, CFG and sampler where
+    # these are not given.
     parser.add_argument("--steps", type=int, default=GenerationParams.steps, action=Given)
     parser.add_argument("--cfg", type=float, default=GenerationParams.cfg, action=Given)
     parser.add_argument("--seed", type=int, default=GenerationParams.seed, help="-1: random")
@@ -141,11 +142,10 @@ def params_from_args(args: argparse.Namespace, *, check: bool = True) -> Generat
 
 
 def few_step_defaults(args: argparse.Namespace, params: GenerationParams) -> GenerationParams:
-    """`params` with a few-step LoRA's settings where `args` gave none, said on stderr."""
+    """`params` with a few-step LoRA's or model's (a distilled LTX-Video's) settings where
+    `args` gave none, said on stderr."""
     search = load_settings().model_search_path()
-    applied = lora_defaults(
-        params, getattr(args, "given", ()), search, names_only=queue_is_shared()
-    )
+    applied = job_defaults(params, getattr(args, "given", ()), search, names_only=queue_is_shared())
     if note := applied.note():
         print(f"note: {printable(note)}", file=sys.stderr)
     return applied.params.validated()

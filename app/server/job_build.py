@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine import paths
-from app.engine.generation.prompts.few_step import lora_defaults
+from app.engine.generation.prompts.few_step import job_defaults
 from app.engine.generation.request_checks import edit_defaults_of
 from app.engine.jobs.api_jobs import EASEL_API
 from app.engine.jobs.control_image import preprocess
@@ -101,10 +101,11 @@ def base_params(body: JobBody) -> GenerationParams:
 def few_step_defaults(
     state: ServerState, body: JobBody, params: GenerationParams
 ) -> GenerationParams:
-    """A few-step LoRA's steps, CFG and schedule where the body gave none: stored with the
-    job, so a resume and another machine run what was applied."""
+    """A few-step LoRA's or model's (a distilled LTX-Video's) steps, CFG and schedule where
+    the body gave none: stored with the job, so a resume and another machine run what was
+    applied."""
     search = state.settings.model_search_path()
-    return lora_defaults(params, body.model_fields_set, search, names_only=True).params
+    return job_defaults(params, body.model_fields_set, search, names_only=True).params
 
 
 def with_loras(prompt: str, loras: list[LoraBody]) -> str:

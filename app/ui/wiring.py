@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app.engine.settings import Settings
 from app.ui.presenters.i18n import translate
 from app.ui.presenters.interfaces import LaunchWait, NoWorkers, RestoreSummary, WorkerPool
-from app.ui.presenters.model_choices import LoraChoice, ModelChoice
+from app.ui.presenters.model_choices import FewStepModel, LoraChoice, ModelChoice
 
 if TYPE_CHECKING:
     from app.engine.generation.files.registry import Architecture, VideoRequests
@@ -174,6 +174,7 @@ def model_choices(settings: Settings) -> list[ModelChoice]:
             disk_bytes=sum(disk_bytes(path) for path in model.files),
             quantisation=model.quantisation,
             edits=edits_images(model.architecture),
+            few_step=_few_step(model),
             **_edit_fields(model.architecture),
             **_video_fields(videos.get(model.architecture) if model.architecture else None),
         )
@@ -198,6 +199,17 @@ def _video_fields(video: VideoRequests | None) -> dict[str, Any]:
             "default_fps": video.default_fps,
             "takes_last_image": video.takes_last_image,
             "weighs_images": video.weighs_images}  # fmt: skip
+
+
+def _few_step(model: ModelInfo) -> FewStepModel | None:
+    """A few-step model's own settings (a distilled LTX-Video's, told by its name)."""
+    from app.engine.generation.prompts.few_step import recognise_model
+
+    found = recognise_model(model)
+    if found is None:
+        return None
+    schedule = found.settings()["scheduler_config"]
+    return FewStepModel(found.row.label, found.steps, found.row.cfg, found.row.sampler, schedule)
 
 
 def _distilled(model: ModelInfo) -> bool:

@@ -69,3 +69,35 @@ def test_a_hyper_flux_lora_says_the_weight_its_authors_use(qtbot: QtBot) -> None
         "Hyper-FLUX 8-step LoRA: 8 steps, CFG 3.5, Euler. Its authors use it at weight 0.125."
     )
     assert panel.params().scheduler_config == ""  # Flux's own schedule
+
+
+def test_picking_a_distilled_ltx_video_sets_its_timesteps_and_guidance_and_says_so(
+    qtbot: QtBot,
+) -> None:
+    """A distilled LTX-Video (0.9.7/0.9.8 distilled) picked by the artist: its 8 steps, CFG
+    1 and timesteps, said in the note; the timesteps go with the job while its 8 steps stay,
+    and the note goes with the model."""
+    from app.engine.generation.prompts.few_step import LTX_DISTILLED_TIMESTEPS
+    from app.ui.presenters.model_choices import FewStepModel
+
+    schedule = json.dumps({"timesteps": LTX_DISTILLED_TIMESTEPS})
+    few_step = FewStepModel("LTX-Video distilled", 8, 1.0, "Euler", schedule)
+    distilled = ModelChoice("ltxv-13b-0.9.8-distilled", "LTX-Video 0.9.5+", 704,
+                            ((704, 512),), samplers=("Euler",), few_step=few_step)  # fmt: skip
+    panel = PromptPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_models([QWEN, distilled])
+    panel.model.setCurrentIndex(1)
+    panel.model.activated.emit(1)  # as the artist's pick
+    assert panel.few_step_note.isVisible()
+    assert panel.few_step_note.text() == (
+        "LTX-Video distilled 8-step model: 8 steps, CFG 1, Euler with its own timesteps"
+    )
+    params = panel.params()
+    assert (params.steps, params.cfg, params.scheduler_config) == (8, 1.0, schedule)
+    panel.steps.selectAll()
+    qtbot.keyClicks(panel.steps, "12")  # the family's own schedule of 12 steps
+    assert panel.params().scheduler_config == ""
+    panel.model.setCurrentIndex(0)
+    assert not panel.few_step_note.isVisible()

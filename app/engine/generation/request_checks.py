@@ -47,8 +47,10 @@ from app.engine.jobs.params import (
     KIND_UPSCALE,
     KIND_VIDEO,
     SPEED_OFF,
+    TIMESTEPS,
     GenerationParams,
     InvalidParameters,
+    decode_scheduler_config,
 )
 from app.errors import BadInput, UserError
 
@@ -84,6 +86,8 @@ def check_runnable(
         and (problems := flow_problems(arch, params, distilled))
     ):
         raise InvalidParameters("; ".join(problems))  # sampler, size, guidance (Flux, SD 3.x)
+    if problem := _timesteps_problem(arch, params):
+        raise InvalidParameters(problem)
     if problems := video_problems(arch, params):
         raise InvalidParameters("; ".join(problems))  # frames, sizes; a video of an image model
     if params.kind == KIND_VIDEO:
@@ -115,6 +119,20 @@ def check_runnable(
         else:
             find_ip_adapter(reference.model, ip_adapter_folders(search), names_only=names_only)
     return info
+
+
+def _timesteps_problem(arch: Architecture | None, params: GenerationParams) -> str:
+    """A list of timesteps (a distilled LTX-Video's defaults) on a model whose sampler
+    makes its own: said at submit rather than run on a schedule the job does not name (a
+    model of no known architecture is refused before this)."""
+    if arch is None or arch.spec.requests.timesteps:
+        return ""
+    if TIMESTEPS not in decode_scheduler_config(params.scheduler_config):
+        return ""
+    return (
+        f"{arch.label} models make their own timesteps and run no list of them (a distilled "
+        "LTX-Video's); clear the scheduler config's timesteps"
+    )
 
 
 def edit_defaults_of(

@@ -10,6 +10,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
+from itertools import pairwise
 from typing import Any
 
 from app.errors import BadInput
@@ -102,6 +103,10 @@ SCHEDULER_CONFIG_KEYS: dict[str, tuple[type, ...]] = {
     "use_dynamic_shifting": (bool,), "use_exponential_sigmas": (bool,),
     "use_karras_sigmas": (bool,), "timestep_spacing": (str,),
 }  # fmt: skip
+# A timestep-distilled model's own timesteps (LTX-Video 0.9.7 and 0.9.8 distilled;
+# prompts/few_step.py): the sampler runs exactly these, one step each, so `steps` is their
+# count. Only families whose declaration says so take them (`Requests.timesteps`).
+TIMESTEPS = "timesteps"
 SCHEDULER_CONFIG_CHOICES = {
     "time_shift_type": ("exponential", "linear"),
     "timestep_spacing": ("leading", "linspace", "trailing"),
@@ -169,8 +174,10 @@ def encode_scheduler_config(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True) if config else ""
 
 
-def decode_scheduler_config(text: str) -> dict[str, Any]:
-    """The scheduler config values `encode_scheduler_config` wrote, checked."""
+def decode_scheduler_config(text: str, *, takes_timesteps: bool = True) -> dict[str, Any]:
+    """The scheduler config values `encode_scheduler_config` wrote, checked; with
+    `takes_timesteps` False (a sampler that makes its own timesteps) a list of timesteps is
+    refused rather than silently not run."""
     if not text:
         return {}
     try:
@@ -182,10 +189,17 @@ def decode_scheduler_config(text: str) -> dict[str, Any]:
     problems = [_config_problem(key, value) for key, value in sorted(raw.items())]
     if found := [problem for problem in problems if problem]:
         raise InvalidParameters("; ".join(found))
+    if TIMESTEPS in raw and not takes_timesteps:
+        raise InvalidParameters(
+            "this model's sampler makes its own timesteps and runs no list of them (a "
+            "timestep-distilled LTX-Video's); clear the scheduler config's timesteps"
+        )
     return raw
 
 
 def _config_problem(key: str, value: Any) -> str:
+    if key == TIMESTEPS:
+        return _timesteps_problem(value)
     types = SCHEDULER_CONFIG_KEYS.get(key)
     if types is None:
         known = ", ".join(SCHEDULER_CONFIG_KEYS)
@@ -199,6 +213,22 @@ def _config_problem(key: str, value: Any) -> str:
         return f"the scheduler config's {key} is out of range ({value:g})"
     if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= 1_000_000:
         return f"the scheduler config's {key} is out of range ({value})"
+    return ""
+
+
+def _timesteps_problem(value: Any) -> str:
+    """Why `value` is no list of timesteps a sampler can run ("" if it is one): 1 to
+    MAX_STEPS numbers on the 1000-step training scale, each below the one before."""
+    numbers = isinstance(value, list) and all(
+        isinstance(t, (int, float)) and not isinstance(t, bool) for t in value
+    )
+    if not numbers or not MIN_STEPS <= len(value) <= MAX_STEPS:
+        return f"the scheduler config's timesteps must be 1 to {MAX_STEPS} numbers, not {value!r}"
+    if not all(0 < t <= 1000 for t in value) or any(a <= b for a, b in pairwise(value)):
+        return (
+            "the scheduler config's timesteps must fall from at most 1000 to above 0, "
+            f"not {value!r}"
+        )
     return ""
 
 
@@ -427,9 +457,15 @@ def _problems(p: GenerationParams) -> list[str]:
     problems.extend(_video_problems(p))
     if p.scheduler_config:
         try:
-            decode_scheduler_config(p.scheduler_config)
+            timesteps = decode_scheduler_config(p.scheduler_config).get(TIMESTEPS)
         except InvalidParameters as error:
             problems.append(str(error))
+        else:
+            if timesteps is not None and len(timesteps) != p.steps:
+                problems.append(
+                    f"the scheduler config's {len(timesteps)} timesteps are "
+                    f"{len(timesteps)} steps, not {p.steps}"
+                )
     return problems
 
 

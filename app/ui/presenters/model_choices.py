@@ -21,6 +21,18 @@ FALLBACK_PRESETS: tuple[tuple[int, int], ...] = (
 
 
 @dataclass(frozen=True)
+class FewStepModel:
+    """A few-step model's own settings (a distilled LTX-Video: engine prompts/few_step.py):
+    the form's defaults when the artist picks it."""
+
+    label: str  # "LTX-Video distilled"
+    steps: int
+    cfg: float
+    sampler: str
+    schedule: str  # the job's scheduler_config at these steps and sampler (its timesteps)
+
+
+@dataclass(frozen=True)
 class ModelChoice:
     name: str
     kind: str = ""  # "SDXL", "SD 1.x v-prediction"; "" when unsupported or unknown
@@ -44,6 +56,7 @@ class ModelChoice:
     takes_last_image: bool = False  # a clip's last frame beside its first (Wan 2.1 FLF2V)
     weighs_images: bool = False  # a strength for each of a clip's images (LTX-Video 0.9.5+)
     architecture: str = ""  # its family's id ("flux1"): which ControlNets fit it; "": unknown
+    few_step: FewStepModel | None = None  # a distilled model's steps, CFG and schedule
 
     @property
     def draws_video(self) -> bool:

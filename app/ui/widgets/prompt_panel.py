@@ -161,6 +161,7 @@ class PromptPanel(QWidget):
         self.few_step_note.setWordWrap(True)
         self.few_step_note.hide()
         self._few_step = _NO_FEW_STEP
+        self._model_note = False  # the note is a few-step model's (it goes with the model)
         self.prompt.textChanged.connect(self._few_step_tag_edited)
         self.scheduler = QComboBox()
         self.scheduler.addItems(SCHEDULERS)
@@ -500,6 +501,9 @@ class PromptPanel(QWidget):
         self._choosing_preset = False
         self._size_edited()
         self._fit_fields_to(choice)
+        if self._model_note and choice.few_step is None:  # it went with its model
+            self._model_note = False
+            self.few_step_note.hide()
 
     def _fit_fields_to(self, choice: ModelChoice) -> None:
         """Offer only what the model takes: its samplers, a negative prompt if it uses one,
@@ -541,6 +545,26 @@ class PromptPanel(QWidget):
         """Chosen by the user: a size the model offers stays; any other becomes its native one."""
         if self.model_choice().presets and self._size() not in self.model_choice().presets:
             self.size_preset.setCurrentIndex(0)
+        self._use_few_step_model()
+
+    def _use_few_step_model(self) -> None:
+        """A few-step model's steps, CFG and sampler into the form (a distilled LTX-Video's),
+        and a note saying so; its timesteps go with the job while its steps and sampler
+        stay (`_few_step_schedule`). The artist may change any of them afterwards."""
+        few_step = self.model_choice().few_step
+        if few_step is None:
+            return
+        self.steps.setValue(few_step.steps)
+        self.cfg.setValue(few_step.cfg)
+        self._set_sampler(few_step.sampler)
+        note = self.tr("{label} {n}-step model: {steps} steps, CFG {cfg}, {sampler} with its "
+                       "own timesteps")  # fmt: skip
+        self.few_step_note.setText(note.format(
+            label=few_step.label, n=few_step.steps, steps=few_step.steps,
+            cfg=format_number(few_step.cfg), sampler=few_step.sampler,
+        ))  # fmt: skip
+        self.few_step_note.show()
+        self._model_note = True
 
     def _size(self) -> tuple[int | None, int | None]:
         width, height = self.width_box.reading().value, self.height_box.reading().value
@@ -598,6 +622,7 @@ class PromptPanel(QWidget):
             note += ". " + weight.format(weight=row.weight_note)
         self.few_step_note.setText(note)
         self.few_step_note.show()
+        self._model_note = False
 
     def _few_step_schedule(self) -> str:
         """The picked few-step LoRA's schedule while its tag is in the prompt and its sampler
@@ -607,6 +632,14 @@ class PromptPanel(QWidget):
             return ""
         in_prompt = f"<lora:{few_step.lora}".lower() in self.prompt.toPlainText().lower()
         return few_step.schedule if in_prompt else ""
+
+    def _model_schedule(self) -> str:
+        """A few-step model's schedule while its steps and sampler are shown; "" otherwise
+        (the family's own schedule of the steps shown)."""
+        model = self.model_choice().few_step
+        if model is None or self.scheduler.currentText() != model.sampler:
+            return ""
+        return model.schedule if int(number_in(self.steps)) == model.steps else ""
 
     def _few_step_tag_edited(self) -> None:
         """The note goes with the LoRA's tag (the fields keep what they show)."""
@@ -650,7 +683,7 @@ class PromptPanel(QWidget):
             cfg=float(number_in(self.cfg)), width=int(number_in(self.width_box)),
             height=int(number_in(self.height_box)),
             seed=RANDOM_SEED if seed is None else int(seed), strength=strength,
-            scheduler_config=self._few_step_schedule(),
+            scheduler_config=self._few_step_schedule() or self._model_schedule(),
         )))  # fmt: skip
 
     def _as_clip(self, params: GenerationParams) -> GenerationParams:
@@ -693,8 +726,11 @@ class PromptPanel(QWidget):
         # A job's schedule comes back with it (reused, or from a dropped PNG), as its own.
         self._few_step = _FewStepInForm(_first_lora(p.prompt), p.scheduler, p.scheduler_config)
         self.few_step_note.setVisible(bool(p.scheduler_config))
+        self._model_note = False
         if p.scheduler_config:
-            self.few_step_note.setText(self.tr("The job's own schedule (a few-step LoRA's)"))
+            self.few_step_note.setText(
+                self.tr("The job's own schedule (a few-step LoRA's or model's)")
+            )
         self.prompt.setPlainText(p.prompt)
         self.negative.setPlainText(p.negative_prompt)
         self._select_model(p.model)

@@ -42,7 +42,7 @@ def flow_scheduler(pipe: Any, scheduler: str, label: str, config: str = "") -> A
     problem = sampler_problem(scheduler, label)
     if problem:
         raise InvalidParameters(problem)
-    overrides = decode_scheduler_config(config)
+    overrides = decode_scheduler_config(config, takes_timesteps=False)
     return SCHEDULER_CLASSES[scheduler].from_config(pipe.scheduler.config, **overrides)
 
 

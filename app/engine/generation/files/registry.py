@@ -255,6 +255,9 @@ class Requests:
     # Whether its folders may be step-distilled (`is_distilled` in model_index.json): a
     # distilled one runs without CFG, so it takes no negative prompt.
     step_distilled_folders: bool = False
+    # Whether its sampler runs a job's own list of timesteps (`jobs.params.TIMESTEPS`: a
+    # timestep-distilled model's, LTX-Video 0.9.7 and 0.9.8 distilled); others refuse one.
+    timesteps: bool = False
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def make_scheduler(pipe: Any, name: str, config: str = "") -> Any:
         raise ValueError(
             f"unknown scheduler {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
         ) from None
-    options = {**SCHEDULER_OPTIONS.get(name, {}), **decode_scheduler_config(config)}
+    overrides = decode_scheduler_config(config, takes_timesteps=False)
+    options = {**SCHEDULER_OPTIONS.get(name, {}), **overrides}
     return cls.from_config(pipe.scheduler.config, **options)
 
 

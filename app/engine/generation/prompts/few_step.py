@@ -8,6 +8,10 @@ wrote one, by the file's `ss_output_name` metadata (kohya's scripts). Each row s
 its settings come from. Only the fields the artist did not set take a row's values: an
 explicit steps, CFG or sampler wins.
 
+A few-step model (LTX-Video's distilled releases) is told the same way, by its name (the
+file's, the folder's or its Hugging Face repository's) within its family: its row's
+settings are the model's defaults where no few-step LoRA in the prompt sets them.
+
 Not recognised (yet): LCM-LoRA and DMD2 (they need diffusers' LCMScheduler, which Easel's
 samplers do not offer), Hyper-SD's 1-step LoRAs (TCDScheduler).
 """
@@ -23,7 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.generation.files.safetensors_header import METADATA_KEY, read_safetensors_header
-from app.engine.generation.files.sources import ModelSearchPath
+from app.engine.generation.files.sources import (
+    ModelInfo,
+    ModelSearchPath,
+    resolve_model,
+    resolve_model_name,
+)
 from app.engine.generation.prompts.loras import (
     LoraError,
     available_loras,
@@ -31,7 +40,8 @@ from app.engine.generation.prompts.loras import (
     lora_folders,
     parse_loras,
 )
-from app.engine.jobs.params import GenerationParams, encode_scheduler_config
+from app.engine.jobs.params import TIMESTEPS, GenerationParams, encode_scheduler_config
+from app.errors import UserError
 
 # The fields a row may set; the same names as GenerationParams' (and the API body's).
 STEPS, CFG, SCHEDULER = "steps", "cfg", "scheduler"
@@ -71,6 +81,7 @@ class FewStep:
     scheduler_config: dict[str, Any] | None = None  # over the model's own; None: as it is
     steps: int = 0  # 0: the steps in the name
     weight_note: str = ""  # a weight the authors recommend (the artist's tag keeps its own)
+    kind: str = "LoRA"  # what the name is of: "LoRA", or "model" (FEW_STEP_MODELS)
 
 
 # Each row: its source. File names as published (and as artists rename them on Civitai).
@@ -109,11 +120,41 @@ FEW_STEP_LORAS: tuple[FewStep, ...] = (
 )
 
 
+# diffusers' LTX-Video docs (docs/source/en/api/pipelines/ltx_video.md, "LTX-Video 0.9.7
+# distilled model is guidance and timestep-distilled ... requires guidance_scale 1.0 ...
+# custom timesteps": the base inference's) and their LTXConditionPipeline example, a single
+# pass at `timesteps=` these and `guidance_scale=1.0`. Lightricks' own
+# configs/ltxv-13b-0.9.8-distilled.yaml and ltxv-2b-0.9.8-distilled.yaml (github:Lightricks/
+# LTX-Video at 5260738) run the same first seven (as sigmas: 1.0, 0.9937, ... 0.725) at
+# guidance 1 in their first pass, then upscale and refine: Easel runs the single pass.
+LTX_DISTILLED_TIMESTEPS = [1000, 993, 987, 981, 975, 909, 725, 0.03]
+
+# Few-step models: their family's id (`Architecture.value`) and row. Names as Lightricks
+# publishes them: the single files ltxv-13b-0.9.7-distilled(-fp8), ltxv-13b-0.9.8-distilled
+# (-fp8), ltxv-2b-0.9.8-distilled(-fp8).safetensors (and GGUFs of them keeping the name),
+# the diffusers folders Lightricks/LTX-Video-0.9.7-distilled and
+# LTX-Video-0.9.8-13B-distilled. Not 0.9.6's 2B distilled file: its schedule is in its
+# file's metadata, not the list above.
+FEW_STEP_MODELS: tuple[tuple[str, FewStep], ...] = (
+    (
+        "ltx-condition",
+        FewStep(
+            "LTX-Video distilled",
+            r"0[._]9[._][78]\b.*distill",
+            1.0,
+            steps=len(LTX_DISTILLED_TIMESTEPS),
+            scheduler_config={TIMESTEPS: LTX_DISTILLED_TIMESTEPS},
+            kind="model",
+        ),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Recognised:
     """A few-step LoRA found in a job's prompt: its row and its steps."""
 
-    lora: str  # the name in the prompt
+    lora: str  # the name in the prompt (of a few-step model: the model's name)
     row: FewStep
     steps: int
 
@@ -177,7 +218,7 @@ class Applied:
 
 
 def describe(lora: Recognised) -> str:
-    return f"{lora.row.label} {lora.steps}-step LoRA"
+    return f"{lora.row.label} {lora.steps}-step {lora.row.kind}"
 
 
 def settings_text(params: GenerationParams, changed: Collection[str]) -> str:
@@ -201,6 +242,8 @@ def schedule_text(config: str) -> str:
         parts.append(f"shift {math.exp(values['max_shift']):g}")
     if "timestep_spacing" in values:
         parts.append(f"{values['timestep_spacing']} timesteps")
+    if TIMESTEPS in values:
+        parts.append("timesteps " + " ".join(f"{t:g}" for t in values[TIMESTEPS]))
     return ", ".join(parts) or "the LoRA's"
 
 
@@ -213,10 +256,14 @@ def few_step_defaults(
     fields not in `explicit` (the ones the artist set). A sampler the artist chose keeps
     the model's own schedule: the LoRA's schedule goes with its sampler."""
     found = next((r for name, path in loras if (r := recognise(name, path))), None)
-    if found is None:
-        return Applied(params)
+    return Applied(params) if found is None else _with_row(params, explicit, found)
+
+
+def _with_row(params: GenerationParams, explicit: Collection[str], found: Recognised) -> Applied:
+    """`params` with `found`'s settings in the fields not in `explicit`."""
     settings = found.settings()
-    if SCHEDULER in explicit or "scheduler_config" in explicit:
+    chosen = SCHEDULER in explicit or "scheduler_config" in explicit
+    if chosen or _other_count(found, params, explicit):
         settings.pop(SCHEDULER)
         settings.pop("scheduler_config")
     changes = {
@@ -245,3 +292,42 @@ def lora_defaults(
         return Applied(params)
     files = installed_loras(search) if names_only else available_loras(lora_folders(search))
     return few_step_defaults(params, explicit, [(ref.name, files.get(ref.name)) for ref in refs])
+
+
+def _other_count(found: Recognised, params: GenerationParams, explicit: Collection[str]) -> bool:
+    """Whether the artist set steps other than the length of the row's list of timesteps:
+    the list goes with its count (the family's own schedule runs theirs)."""
+    timesteps = (found.row.scheduler_config or {}).get(TIMESTEPS)
+    return timesteps is not None and STEPS in explicit and params.steps != len(timesteps)
+
+
+def recognise_model(info: ModelInfo) -> Recognised | None:
+    """The few-step model `info` is (LTX-Video's distilled releases), if any: by its name
+    in the model list, or its file's or folder's name, within its family."""
+    family = info.architecture.value if info.architecture is not None else ""
+    for candidate in (info.name, info.path.name):
+        for architecture, row in FEW_STEP_MODELS:
+            if architecture == family and re.search(row.pattern, candidate.lower()):
+                return Recognised(info.name, row, row.steps)
+    return None
+
+
+def job_defaults(
+    params: GenerationParams,
+    explicit: Collection[str],
+    search: ModelSearchPath | None = None,
+    *,
+    names_only: bool = False,
+) -> Applied:
+    """`lora_defaults`, or where no few-step LoRA set anything, the few-step model's (a
+    distilled LTX-Video: its steps, CFG and timesteps) in the fields not in `explicit`. A
+    model that names nothing here is left as it is: the submit checks refuse it."""
+    applied = lora_defaults(params, explicit, search, names_only=names_only)
+    if applied.lora is not None:
+        return applied
+    resolve = resolve_model_name if names_only else resolve_model
+    try:
+        found = recognise_model(resolve(params.model, search))
+    except UserError:
+        return applied
+    return applied if found is None else _with_row(params, explicit, found)

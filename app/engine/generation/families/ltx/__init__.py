@@ -85,6 +85,8 @@ LTX_CONDITION = replace(
     driver="app.engine.generation.families.ltx.condition:LTXConditionFamily",
     checkpoint_family="ltx-condition",
     checkpoint_label="LTX-Video 0.9.5+",
+    # The stock `timesteps=`: its distilled releases' own list (prompts/few_step.py).
+    requests=replace(LTX_VIDEO.requests, timesteps=True),
     preview="app.engine.generation.families.ltx.condition:LTXConditionPreviewer",
     # An image at frame 0 (the init image), and a last frame beside it (a job's last image),
     # each at a strength of the job's (the last image at a frame of the job's too).

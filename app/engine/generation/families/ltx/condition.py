@@ -6,7 +6,9 @@ stock `conditions` of those two images at frames 0 and `frames - 1`, or the job'
 stock's 1.0 by default), call for call:
 - the prompt as `LTXPipeline`'s (`model.py`) but to 256 tokens, its `max_sequence_length`;
 - the schedule: `linear_quadratic_schedule(steps) * 1000` as the scheduler's timesteps
-  (`retrieve_timesteps`; the folder's config says how they are stretched);
+  (`retrieve_timesteps`; the folder's config says how they are stretched), or the job's own
+  list (its scheduler config's `timesteps`, stock's `timesteps=`: a distilled release's,
+  prompts/few_step.py);
 - the latents as the stock loop holds them: packed into tokens `(1, tokens, channels)` in
   float32, drawn from the job's generator, then each condition encoded by the VAE (a sample
   from the generator), normalised and made its frames (`lerp` by its strength); a
@@ -54,7 +56,12 @@ from app.engine.generation.families.flow_params import sampler_problem
 from app.engine.generation.families.ltx import LTX_CONDITION, LTX_SAMPLERS
 from app.engine.generation.families.ltx.model import LTXVideoFamily, LTXVideoPreviewer
 from app.engine.generation.loop.variation import varied_noise
-from app.engine.jobs.params import GenerationParams, InvalidParameters
+from app.engine.jobs.params import (
+    TIMESTEPS,
+    GenerationParams,
+    InvalidParameters,
+    decode_scheduler_config,
+)
 
 if TYPE_CHECKING:
     from app.engine.generation.guidance.control import ControlGuide
@@ -106,8 +113,13 @@ class LTXConditionFamily(LTXVideoFamily):
         problem = sampler_problem(params.scheduler, self.label, LTX_SAMPLERS)
         if problem:
             raise InvalidParameters(problem)
-        scheduler = FlowMatchEulerDiscreteScheduler.from_config(self.pipe.scheduler.config)
-        timesteps = linear_quadratic_schedule(params.steps) * 1000
+        overrides = decode_scheduler_config(params.scheduler_config)
+        timesteps = overrides.pop(TIMESTEPS, None)  # a list as stock is given it
+        if timesteps is None:
+            timesteps = linear_quadratic_schedule(params.steps) * 1000
+        scheduler = FlowMatchEulerDiscreteScheduler.from_config(
+            self.pipe.scheduler.config, **overrides
+        )
         scheduler.set_timesteps(timesteps=timesteps, device=self.device)
         _, _, frames, height, width = super().latent_shape(params)
         self._clip = (frames, height, width)
