@@ -1012,6 +1012,14 @@ Resume continues from there.</source>
         <translation>不用这张图像，由模型决定片段的结尾</translation>
     </message>
     <message>
+        <source>How firmly the clip holds this frame: 1 exactly, lower lets it move away</source>
+        <translation>片段对这一帧的保持程度：1 为完全保持，越低越允许偏离</translation>
+    </message>
+    <message>
+        <source>The frame this image is, counted from 0 (blank: the clip&apos;s last)</source>
+        <translation>这张图片所在的帧，从 0 开始计数（留空：片段的最后一帧）</translation>
+    </message>
+    <message>
         <source>Ends on {source} ({w} × {h})</source>
         <translation>结束于 {source}（{w} × {h}）</translation>
     </message>
@@ -1629,6 +1637,22 @@ Resume continues from there.</source>
         <translation>帧数</translation>
     </message>
     <message>
+        <source>Image strength</source>
+        <translation>图像强度</translation>
+    </message>
+    <message>
+        <source>Last frame strength</source>
+        <translation>末帧强度</translation>
+    </message>
+    <message>
+        <source>Last frame at</source>
+        <translation>末帧位置</translation>
+    </message>
+    <message>
+        <source>the end</source>
+        <translation>末尾</translation>
+    </message>
+    <message>
         <source>FPS</source>
         <translation>帧率</translation>
     </message>
@@ -1854,6 +1878,10 @@ Resume continues from there.</source>
         <translation>数量</translation>
     </message>
     <message>
+        <source>Image strength</source>
+        <translation>图像强度</translation>
+    </message>
+    <message>
         <source>Frames</source>
         <translation>帧数</translation>
     </message>
@@ -1868,6 +1896,10 @@ Resume continues from there.</source>
     <message>
         <source>Negative prompt</source>
         <translation>反向提示词</translation>
+    </message>
+    <message>
+        <source>How firmly the clip holds the init image as its first frame: 1 exactly, lower lets it move away</source>
+        <translation>片段对作为首帧的初始图像的保持程度：1 为完全保持，越低越允许偏离</translation>
     </message>
     <message>
         <source>{seconds} s</source>
@@ -1890,6 +1922,10 @@ Resume continues from there.</source>
         <translation>模型的蒸馏引导（Flux：约 3.5），不是无分类器引导（CFG）</translation>
     </message>
     <message>
+        <source>{label} {n}-step model: {steps} steps, CFG {cfg}, {sampler} with its own timesteps</source>
+        <translation>{label} {n} 步模型：{steps} 步，CFG {cfg}，{sampler}（使用其自带的时间步）</translation>
+    </message>
+    <message>
         <source>{label} {n}-step LoRA: {steps} steps, CFG {cfg}, {sampler} with its own schedule</source>
         <translation>{label} {n} 步 LoRA：{steps} 步，CFG {cfg}，{sampler}，使用其自带的调度</translation>
     </message>
@@ -1902,8 +1938,8 @@ Resume continues from there.</source>
         <translation>作者建议权重为 {weight}。</translation>
     </message>
     <message>
-        <source>The job&apos;s own schedule (a few-step LoRA&apos;s)</source>
-        <translation>该任务自带的调度（少步 LoRA 的）</translation>
+        <source>The job&apos;s own schedule (a few-step LoRA&apos;s or model&apos;s)</source>
+        <translation>任务自带的调度（少步 LoRA 或模型的）</translation>
     </message>
     <message>
         <source>The defaults of Settings &gt; New jobs are in the form</source>
