@@ -164,6 +164,11 @@ WAN22_TI2V = replace(
     ),
 )
 
+# A clip from an image (Wan 2.1 I2V's, and Wan 2.2 I2V A14B's with a last image too).
+I2V_VIDEO = VideoRequests(
+    frame_step=4, default_frames=81, default_fps=16, takes_image=True, needs_image=True
+)
+
 WAN21_I2V = replace(
     WAN21,
     architecture=WAN21_I2V_ID,
@@ -180,9 +185,7 @@ WAN21_I2V = replace(
     checkpoint_family="wan2.1-i2v",
     checkpoint_label="Wan 2.1 I2V",
     requests=replace(WAN21.requests, img2img=True, img2img_refusal=""),
-    video=VideoRequests(
-        frame_step=4, default_frames=81, default_fps=16, takes_image=True, needs_image=True
-    ),
+    video=I2V_VIDEO,
     # `WanImageToVideoPipeline` runs First Block Cache in the same "cond"/"uncond" contexts
     # (tests/engine/generation/test_step_cache_wan_image.py: equal to stock with the hook).
     step_cache=True,
@@ -234,14 +237,7 @@ WAN22_I2V = replace(
     # CLIP file (clip_vision.py finds none for them).
     # Stock `WanImageToVideoPipeline` takes `last_image` on its experts (no CLIP: the last
     # image rides in the condition latents and mask alone).
-    video=VideoRequests(
-        frame_step=4,
-        default_frames=81,
-        default_fps=16,
-        takes_image=True,
-        needs_image=True,
-        takes_last_image=True,
-    ),
+    video=replace(I2V_VIDEO, takes_last_image=True),
 )
 
 FAMILIES = (WAN21, WAN21_FLF2V, WAN21_I2V, WAN22_TI2V, WAN22_I2V)
