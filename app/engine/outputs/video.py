@@ -5,6 +5,7 @@ does), which is also its thumbnail. No torch; PyAV only when a clip is written o
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -27,6 +28,15 @@ CODEC = "libx264"  # H.264: what every player, browser and editor opens
 PIXEL_FORMAT = "yuv420p"  # the one H.264 flavour every player takes
 # x264's constant quality: 17 looks lossless to the eye; the default 23 smears fine detail.
 QUALITY = "17"
+# x264's AVX-512 code reads memory it never wrote (with its macroblock tree on, as crf runs
+# it): on a CPU with AVX-512 the same frames encoded to different bytes depending on what
+# the process had freed before, so a clip resumed in a fresh worker differed from the
+# uninterrupted run (12-21 levels in every frame after the first) though every decoded
+# frame was equal (issue 38). Held to its AVX2 code, the bytes are the frames' alone; the
+# encode is well under a second of a clip's minutes either way.
+X264_WITHOUT_AVX512 = "asm=AVX2"
+# What x264 calls AVX-512 (its `X264_CPU_AVX512`): all five of these.
+_X264_AVX512_PARTS = ("AVX512F", "AVX512CD", "AVX512BW", "AVX512DQ", "AVX512VL")
 
 
 def first_frame_path(clip: Path) -> Path:
@@ -74,11 +84,33 @@ def encode_mp4(frames: Sequence[Image.Image], handle: object, fps: int) -> None:
         stream = cast("VideoStream", container.add_stream(CODEC, rate=Fraction(fps)))
         stream.width, stream.height = width, height
         stream.pix_fmt = PIXEL_FORMAT
-        stream.options = {"crf": QUALITY}
+        stream.options = encoder_options()
         for frame in frames:
             picture = av.VideoFrame.from_image(frame.convert("RGB"))
             container.mux(stream.encode(picture))
         container.mux(stream.encode(None))  # flush the encoder's delayed frames
+
+
+def encoder_options() -> dict[str, object]:
+    """x264's options: constant quality, and on a CPU with AVX-512 its AVX2 code (see
+    `X264_WITHOUT_AVX512`). Elsewhere x264 picks its own code, which is then no wider."""
+    options: dict[str, object] = {"crf": QUALITY}
+    if cpu_has_avx512():
+        options["x264-params"] = X264_WITHOUT_AVX512
+    return options
+
+
+@functools.cache
+def cpu_has_avx512() -> bool:
+    """Whether x264 would run its AVX-512 code here, as NumPy's run-time CPU detection sees
+    it (which asks the OS too). Unknown (a NumPy without that table): False, and x264 picks
+    for itself: naming a level the CPU lacks would stop the encoder on an illegal instruction."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:
+        log.warning("CPU features unknown: x264 picks its own code, AVX-512 included")
+        return False
+    return all(features.get(part, False) for part in _X264_AVX512_PARTS)
 
 
 def decode_frames(path: Path) -> list[Image.Image]:
