@@ -129,9 +129,11 @@ def stock_prompt(pipe: Any, params: GenerationParams, dtype: torch.dtype) -> dic
             negative_prompt=params.negative_prompt or None,
             do_classifier_free_guidance=params.cfg > 1.0,
         )
+    states = {"prompt_embeds": embeds.to(dtype), "prompt_attention_mask": mask}
+    if negative_embeds is None:  # no CFG: no negative encoded
+        return states
     return {
-        "prompt_embeds": embeds.to(dtype), "prompt_attention_mask": mask,
-        "negative_prompt_embeds": negative_embeds.to(dtype),
+        **states, "negative_prompt_embeds": negative_embeds.to(dtype),
         "negative_prompt_attention_mask": negative_mask,
     }  # fmt: skip
 

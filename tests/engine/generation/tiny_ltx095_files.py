@@ -129,22 +129,28 @@ def write_tiny_ltx095_files(root: Path) -> TinyLtx095Files:
     return TinyLtx095Files(folder, models, checkpoint, gguf_model, configs / CONFIG_NAME)
 
 
-def stock_from_file(files: TinyLtx095Files, transformer_file: Path | None = None) -> Any:
+def stock_from_file(
+    files: TinyLtx095Files, transformer_file: Path | None = None, dtype: str = "float32"
+) -> Any:
     """The folder's stock `LTXConditionPipeline` with diffusers' own single-file loads of
     the transformer (the all-in-one file, or `transformer_file`: the GGUF) and of the VAE
     (the all-in-one file, or beside a `transformer_file` the VAE file: the same weights,
-    read where Easel reads them, as convolutions' float sums may differ with alignment)."""
+    read where Easel reads them, as convolutions' float sums may differ with alignment),
+    in `dtype` (float16: T5 in float32, as a float16-only GPU's users load it)."""
     import diffusers
 
     from app.engine.generation.load.assemble import gguf_weights
 
-    options: dict[str, Any] = {"config": str(files.configs), "local_files_only": True}
+    half = getattr(torch, dtype)
+    options: dict[str, Any] = {
+        "config": str(files.configs), "local_files_only": True, "torch_dtype": half
+    }  # fmt: skip
     source: Any = str(transformer_file or files.checkpoint)
     quantised = dict(options)
     if transformer_file is not None and transformer_file.suffix == ".gguf":
         source = gguf_weights(transformer_file)
         quantised["quantization_config"] = diffusers.GGUFQuantizationConfig(
-            compute_dtype=torch.float32
+            compute_dtype=half
         )
     transformer = diffusers.LTXVideoTransformer3DModel.from_single_file(
         source, subfolder="transformer", **quantised
@@ -154,8 +160,9 @@ def stock_from_file(files: TinyLtx095Files, transformer_file: Path | None = None
         subfolder="vae",
         **options,
     )
+    wide = {"default": half, "text_encoder": torch.float32} if dtype == "float16" else half
     pipe = diffusers.LTXConditionPipeline.from_pretrained(
-        files.folder, local_files_only=True, transformer=transformer, vae=vae
+        files.folder, local_files_only=True, transformer=transformer, vae=vae, dtype=wide
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe

@@ -92,14 +92,18 @@ def _boundary_ratio(model_index: str) -> float:
     return float(json.loads(model_index)["boundary_ratio"])
 
 
-def stock_from_i2v_expert_files(files: I2vExpertFiles, layout: str = "split") -> Any:
+def stock_from_i2v_expert_files(
+    files: I2vExpertFiles, layout: str = "split", dtype: str = "float32"
+) -> Any:
     """Stock `WanImageToVideoPipeline` of the folder with diffusers' own single-file loads of
     the two expert files of `layout` (a GGUF kept quantised, as diffusers' GGUF loads it)
-    and of the VAE file."""
+    and of the VAE file, in `dtype` (float16: UMT5 in float32, as a float16-only GPU's
+    users load it)."""
     import diffusers
 
+    half = getattr(torch, dtype)
     config = str(files.configs / I2V_PAIR_CONFIG)
-    options: dict[str, Any] = {"config": config, "local_files_only": True}
+    options: dict[str, Any] = {"config": config, "local_files_only": True, "torch_dtype": half}
     transformers = {}
     for name, file in zip(("transformer", TRANSFORMER_2), LAYOUTS[layout], strict=True):
         source: Any = str(files.expert(file))
@@ -109,7 +113,7 @@ def stock_from_i2v_expert_files(files: I2vExpertFiles, layout: str = "split") ->
 
             source = gguf_weights(files.expert(file))
             extra["quantization_config"] = diffusers.GGUFQuantizationConfig(
-                compute_dtype=torch.float32
+                compute_dtype=half
             )
         transformers[name] = diffusers.WanTransformer3DModel.from_single_file(
             source, subfolder=name, **options, **extra
@@ -117,8 +121,9 @@ def stock_from_i2v_expert_files(files: I2vExpertFiles, layout: str = "split") ->
     vae = diffusers.AutoencoderKLWan.from_single_file(
         str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae", **options
     )
+    wide = {"default": half, "text_encoder": torch.float32} if dtype == "float16" else half
     pipe = diffusers.WanImageToVideoPipeline.from_pretrained(
-        files.folder, local_files_only=True, vae=vae, **transformers
+        files.folder, local_files_only=True, vae=vae, dtype=wide, **transformers
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe

@@ -183,7 +183,11 @@ class LTXConditionFamily(LTXVideoFamily):
             torch.full(each.tokens.shape[:2], each.strength, device=self.device) for each in extra
         ]
         conditioning[CONDITION_MASK] = torch.cat([*masks, mask], dim=1)
-        whole = torch.cat([*(each.tokens for each in extra), latents], dim=1)
+        # Without a condition in front, the packed tokens as they are, as stock keeps them:
+        # a copy (`cat`) would lay them out token by token where stock's run channel by
+        # channel, and the transformer's first projection rounds half precision otherwise
+        # on that layout (without CFG, whose `cat` makes both alike: 5 levels in bfloat16).
+        whole = torch.cat([*(each.tokens for each in extra), latents], dim=1) if extra else latents
         conditioning[CONDITIONED] = whole.clone()
         whole = _renoised(self.pipe, scheduler.timesteps[0], whole, conditioning, generator)
         return self._split(whole, conditioning)
