@@ -175,6 +175,9 @@ computed in that dtype on the CPU:
 - `dtype_cases[<dtype>]` (figures printed), `dtype_cases_within_1[<dtype>]` (those at
   most 1) and `dtype_cases_failed[<dtype>]`: the names of the others. A case that raises
   prints `error (<exception>: <message>)` as its value.
+Then four video rows in that dtype (`architectures_video_half.py`: LTX-Video 0.9.5+'s
+condition strengths, a distilled LTX-Video file from an image, LTX-Video 0.9.5's file, Wan
+2.2 I2V A14B's expert files with a last image), the same two figures each (every frame).
 
 Run alone (`.venv/bin/python benchmarks/architectures.py [--dtype float16]`) or from
 benchmarks/generation.py (float32).
@@ -249,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     dtype = parser.parse_args(argv).dtype
     if dtype != "float32":
         run_dtype_matrix(dtype)
+        from benchmarks import architectures_video_half  # its rows import this module's helpers
+
+        architectures_video_half.run_video_rows(dtype)
         return
     run_architectures()
     run_file_layouts()

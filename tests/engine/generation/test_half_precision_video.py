@@ -95,8 +95,8 @@ def stock_ltx(pipe: Any, params: GenerationParams, dtype: str, **extra: Any) -> 
     frames = pipe(
         **stock_prompt(pipe, params, getattr(torch, dtype)), height=params.height,
         width=params.width, num_frames=params.frames, frame_rate=params.fps,
-        num_inference_steps=params.steps, guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
-        output_type="pil", **extra,
+        num_inference_steps=params.steps, guidance_scale=params.cfg,
+        generator=torch.Generator().manual_seed(params.seed), output_type="pil", **extra,
     ).frames[0]  # fmt: skip
     return [np.asarray(frame, dtype=np.int16) for frame in frames]
 

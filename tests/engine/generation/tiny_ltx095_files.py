@@ -149,9 +149,7 @@ def stock_from_file(
     quantised = dict(options)
     if transformer_file is not None and transformer_file.suffix == ".gguf":
         source = gguf_weights(transformer_file)
-        quantised["quantization_config"] = diffusers.GGUFQuantizationConfig(
-            compute_dtype=half
-        )
+        quantised["quantization_config"] = diffusers.GGUFQuantizationConfig(compute_dtype=half)
     transformer = diffusers.LTXVideoTransformer3DModel.from_single_file(
         source, subfolder="transformer", **quantised
     )

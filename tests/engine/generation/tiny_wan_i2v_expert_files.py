@@ -112,9 +112,7 @@ def stock_from_i2v_expert_files(
             from app.engine.generation.load.assemble import gguf_weights
 
             source = gguf_weights(files.expert(file))
-            extra["quantization_config"] = diffusers.GGUFQuantizationConfig(
-                compute_dtype=half
-            )
+            extra["quantization_config"] = diffusers.GGUFQuantizationConfig(compute_dtype=half)
         transformers[name] = diffusers.WanTransformer3DModel.from_single_file(
             source, subfolder=name, **options, **extra
         )
