@@ -15,8 +15,11 @@ the T5 states cast, as its float16 transformer refuses float32 ones):
 - `ltx-0.9.5-single-file-image-<dtype>`: that file under its own name, from an image, with
   the family's own schedule and CFG, against the same stock loads;
 - `wan2.2-i2v-a14b-expert-files-last-image-<dtype>`: ComfyUI's two expert files, a 5-frame
-  clip between a first and a last image, against stock `WanImageToVideoPipeline` with
-  diffusers' own single-file loads of them.
+  clip between a first and a last image, against stock `WanImageToVideoPipeline` of the
+  folder of the same weights (its transformers' float32 modules kept, as Easel's files
+  keep them: assemble.cast_as_a_folder_loads; diffusers' `from_single_file` casts them
+  too, 89 levels away in bfloat16, 42 in float16) with diffusers' single-file load of
+  the VAE file.
 
 Each prints `same_as_diffusers_max_diff[<row>-<dtype>]` and
 `pause_resume_max_diff[<row>-<dtype>]` (paused after step 3, its checkpoint written to a
@@ -125,6 +128,8 @@ def _ltx_file(work: Path, dtype: str) -> tuple[Frames, Frames, Frames]:
 
 
 def _wan_expert_files(work: Path, dtype: str) -> tuple[Frames, Frames, Frames]:
+    from diffusers import WanImageToVideoPipeline
+
     from tests.engine.generation import test_half_precision_video as cases
     from tests.engine.generation.test_wan import wan_params
     from tests.engine.generation.test_wan_image import PNG
@@ -139,7 +144,10 @@ def _wan_expert_files(work: Path, dtype: str) -> tuple[Frames, Frames, Frames]:
     params = wan_params(model="m", scheduler="UniPC", negative_prompt="blurry", steps=4,
                         frames=5, **WITH_BOTH)  # fmt: skip
     ours, resumed = _ours(_model(files.expert(HIGH)), files.configs, params, dtype, PNG, LAST)
-    pipe = stock_from_i2v_expert_files(files, dtype=dtype)
+    single = stock_from_i2v_expert_files(files, dtype=dtype)  # its VAE: the file's
+    pipe = WanImageToVideoPipeline.from_pretrained(
+        files.folder, local_files_only=True, vae=single.vae, dtype=cases.stock_wide(dtype)
+    )
     pipe.set_progress_bar_config(disable=True)
     stock = pipe(
         image=cases.picture(PNG), last_image=cases.picture(LAST), prompt=params.prompt,

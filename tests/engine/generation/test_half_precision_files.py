@@ -5,7 +5,8 @@ float16 (there the text encoders float16 overflows, Qwen2.5-VL and UMT5, run in 
 on a float16-only GPU: `device.precision`). Easel's image equals the stock pipeline's in
 that same dtype: the split files the diffusers folder of the same weights; a quantised
 file the stock pipeline on the components Easel loaded (as test_qwen_files.py in float32);
-Wan I2V stock `WanImageToVideoPipeline` with diffusers' own single-file loads (its CLIP
+Wan I2V stock `WanImageToVideoPipeline` of the folder with diffusers' own single-file load
+of the VAE (its transformer's float32 modules kept as a folder keeps them; its CLIP
 vision encoder in that dtype too: built as the file stores it, it differed by 66 levels in
 bfloat16 and 46 in float16, assemble.py's `_from_folders`)."""
 
@@ -120,24 +121,21 @@ def i2v(tmp_path_factory: pytest.TempPathFactory) -> TinyI2vFiles:
 
 
 def stock_i2v(files: TinyI2vFiles, params: GenerationParams, dtype: str) -> list[np.ndarray]:
-    """The folder's stock `WanImageToVideoPipeline` in `dtype`, with diffusers' own
-    single-file loads of the transformer and VAE files (tiny_wan_i2v_files.stock_from_files,
-    in `dtype`), called with its defaults."""
+    """The folder's stock `WanImageToVideoPipeline` in `dtype` (its transformer as the
+    folder loads it: Wan's float32 modules kept, as Easel's files do:
+    assemble.cast_as_a_folder_loads; diffusers' `from_single_file` casts them too), with
+    diffusers' own single-file load of the VAE file, called with its defaults."""
     import diffusers
 
     options: dict[str, Any] = {
         "config": str(files.configs), "local_files_only": True, "torch_dtype": getattr(torch, dtype)
     }  # fmt: skip
-    transformer = diffusers.WanTransformer3DModel.from_single_file(
-        str(files.model), subfolder="transformer", **options
-    )
     vae = diffusers.AutoencoderKLWan.from_single_file(
         str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae", **options
     )
     pipe = diffusers.WanImageToVideoPipeline.from_pretrained(
-        files.folder, local_files_only=True, transformer=transformer, vae=vae,
-        dtype=stock_dtypes(dtype),
-    )  # fmt: skip
+        files.folder, local_files_only=True, vae=vae, dtype=stock_dtypes(dtype)
+    )
     pipe.set_progress_bar_config(disable=True)
     frames = pipe(
         image=Image.open(io.BytesIO(PNG)).convert("RGB"), prompt=params.prompt,

@@ -219,9 +219,13 @@ def test_wan_2_2_i2v_expert_files_with_a_last_image_in_half_precision_equal_stoc
     wan_files: I2vExpertFiles, written: Written, tmp_path: Path, dtype: str
 ) -> None:
     """The pair of files (the shipped UniPC: timesteps 1000, 858, 602, 9, the switch at
-    900) from a first to a last image: stock `WanImageToVideoPipeline` with diffusers' own
-    single-file loads of the same files, in `dtype`; paused after step 1 (past the switch),
-    a fresh runner in `dtype` finishes it to the same frames."""
+    900) from a first to a last image: stock `WanImageToVideoPipeline` of the folder of the
+    same weights in `dtype` (its transformers' float32 modules kept, as Easel's files keep
+    them: assemble.cast_as_a_folder_loads) with diffusers' own single-file load of the
+    VAE file; paused after step 1 (past the switch), a fresh runner in `dtype` finishes it
+    to the same frames."""
+    from diffusers import WanImageToVideoPipeline
+
     from tests.engine.generation.test_wan import wan_params
     from tests.engine.generation.test_wan_image import PNG as WAN_PNG
     from tests.engine.generation.test_wan_last_frame import LAST as WAN_LAST
@@ -239,17 +243,31 @@ def test_wan_2_2_i2v_expert_files_with_a_last_image_in_half_precision_equal_stoc
             on_step=kw.get("on_step", go_on),
         )  # fmt: skip
 
+    def stock(pipe: Any) -> list[np.ndarray]:
+        pipe.set_progress_bar_config(disable=True)
+        frames = pipe(
+            image=picture(WAN_PNG), last_image=picture(WAN_LAST), prompt=params.prompt,
+            negative_prompt=params.negative_prompt, height=params.height, width=params.width,
+            num_frames=params.frames, num_inference_steps=params.steps,
+            guidance_scale=params.cfg, generator=torch.Generator().manual_seed(params.seed),
+            output_type="pil",
+        ).frames[0]  # fmt: skip
+        return [np.asarray(frame, dtype=np.int16) for frame in frames]
+
     whole = a_clip(written.of(run("whole")))
-    pipe = stock_from_i2v_expert_files(wan_files, dtype=dtype)
-    assert pipe.transformer_2.dtype == getattr(torch, dtype)
-    pipe.set_progress_bar_config(disable=True)
-    theirs = pipe(
-        image=picture(WAN_PNG), last_image=picture(WAN_LAST), prompt=params.prompt,
-        negative_prompt=params.negative_prompt, height=params.height, width=params.width,
-        num_frames=params.frames, num_inference_steps=params.steps, guidance_scale=params.cfg,
-        generator=torch.Generator().manual_seed(params.seed), output_type="pil",
-    ).frames[0]  # fmt: skip
-    assert max_frame_diff(whole, [np.asarray(f, dtype=np.int16) for f in theirs]) == 0
+    ours = half_runner(model, dtype, wan_files.configs).load("m").pipe.transformer_2
+    assert (ours.proj_out.weight.dtype, ours.scale_shift_table.dtype) == (
+        getattr(torch, dtype), torch.float32,
+    )  # fmt: skip
+    single = stock_from_i2v_expert_files(wan_files, dtype=dtype)
+    folder = WanImageToVideoPipeline.from_pretrained(
+        wan_files.folder, local_files_only=True, vae=single.vae, dtype=stock_wide(dtype)
+    )
+    assert folder.transformer_2.scale_shift_table.dtype == torch.float32  # kept, as Easel's
+    assert max_frame_diff(whole, stock(folder)) == 0
+    # diffusers' `from_single_file` casts Wan's float32 modules too (it warns it should
+    # not): the same weights, another clip (89 levels in bfloat16, 42 in float16).
+    assert max_frame_diff(whole, stock(single)) > 0
     assert run("paused", on_step=pause_at(1)).kind is OutcomeKind.PAUSED
     resumed = run("paused")
     assert resumed.resumed_from is not None and resumed.resumed_from.step == 1

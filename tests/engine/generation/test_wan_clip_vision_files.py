@@ -128,16 +128,15 @@ def test_the_files_clip_encoder_runs_in_bfloat16_as_stock_s_folder_does(
     options: dict[str, Any] = {
         "config": str(files.configs), "local_files_only": True, "torch_dtype": torch.bfloat16,
     }  # fmt: skip
-    transformer = diffusers.WanTransformer3DModel.from_single_file(
-        str(files.model), subfolder="transformer", **options
-    )
     vae = diffusers.AutoencoderKLWan.from_single_file(
         str(files.models / "vae" / "wan_2.1_vae.safetensors"), subfolder="vae", **options
     )
-    stock = diffusers.WanImageToVideoPipeline.from_pretrained(
-        files.folder, local_files_only=True, transformer=transformer, vae=vae,
+    stock = diffusers.WanImageToVideoPipeline.from_pretrained(  # its transformer as a folder
+        files.folder,
+        local_files_only=True,
+        vae=vae,
         torch_dtype=torch.bfloat16,
-    )  # fmt: skip
+    )  # keeps Wan's float32 modules, as Easel's files do (assemble.cast_as_a_folder_loads)
     stock.set_progress_bar_config(disable=True)
     assert stock.image_encoder.dtype == torch.bfloat16
     assert max_frame_diff(written.frames[done.image_path], stock_frames(stock, PARAMS)) == 0

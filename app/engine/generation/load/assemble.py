@@ -197,7 +197,8 @@ def _diffusion_model(
 ) -> Any:
     """One diffusion model from its file, configured by `subfolder` of the config folder:
     a GGUF kept quantised (each layer dequantised as it runs, diffusers' GGUF), fp8 kept
-    in fp8 (each layer upcast as it runs), anything else in the pipeline's dtype."""
+    in fp8 (each layer upcast as it runs), anything else in the pipeline's dtype (but
+    for what its class keeps in float32, as a folder keeps it)."""
     import diffusers
 
     dtype = options["torch_dtype"]
@@ -212,12 +213,53 @@ def _diffusion_model(
     weights = files.weights(part)
     if quantisation == SCALED_FP8:  # each weight times its scale, in `dtype`, as it loads
         weights = unscaled_fp8(weights, dtype)
+    checkpoint = to_diffusers(weights)
+    keeps = "quantization_config" not in transformer_options and storage is None
+    keeps = keeps and _keeps_float32(transformer_class, dtype)
+    # The tensors as read, where needed after (diffusers' conversion pops its input's).
+    stored = dict(checkpoint) if keeps else {}
     model = transformer_class.from_single_file(
-        to_diffusers(weights), subfolder=subfolder, **transformer_options
+        checkpoint, subfolder=subfolder, **transformer_options
     )
     if storage is not None:
         upcast_per_layer(model, storage, dtype)
+    elif keeps:
+        keep_float32_as_a_folder_does(model, stored)
     return model
+
+
+def _keeps_float32(transformer_class: Any, dtype: torch.dtype) -> bool:
+    """Whether `transformer_class` in half precision keeps modules in float32 (Wan's)."""
+    return bool(getattr(transformer_class, "_keep_in_fp32_modules", None)) and dtype in (
+        torch.float16,
+        torch.bfloat16,
+    )
+
+
+def keep_float32_as_a_folder_does(model: Any, checkpoint: StateDict) -> None:
+    """The modules `model`'s class keeps in float32 (Wan's time embedder, norms and
+    modulation tables: `_keep_in_fp32_modules`) back in float32 from the file's values,
+    and its buffers (Wan's rotary tables) as its class makes them, as stock
+    `from_pretrained(torch_dtype=...)` loads a folder and as Wan's own code computes them.
+    diffusers' `from_single_file(torch_dtype=...)` casts them all to the half dtype (and
+    warns that it should not): on the tiny Wan 2.2 I2V pair that clip was 89 levels
+    (bfloat16) and 42 (float16) from the folder of the same weights; this one is the
+    folder's. Loaded in the half dtype first, so a file costs no float32 copy of itself."""
+    from accelerate import init_empty_weights
+    from diffusers.loaders.single_file_model import SINGLE_FILE_LOADABLE_CLASSES
+
+    keep = model._keep_in_fp32_modules
+    kept = [name for name, _ in model.named_parameters()
+            if any(module in name.split(".") for module in keep)]  # fmt: skip
+    loadable: Any = SINGLE_FILE_LOADABLE_CLASSES[type(model).__name__]
+    convert = loadable["checkpoint_mapping_fn"]
+    converted = convert(checkpoint=dict(checkpoint), config=model.config)  # renamed, not copied
+    for name in kept:
+        model.get_parameter(name).data = converted[name].to(torch.float32)
+    with init_empty_weights(include_buffers=False):  # weights unmade, buffers computed
+        made = type(model).from_config(model.config)
+    for name, buffer in made.named_buffers():
+        model.get_buffer(name).data = buffer
 
 
 def diffusers_keys(converter: str) -> Callable[[StateDict], StateDict]:
