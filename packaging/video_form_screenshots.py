@@ -24,12 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "packaging"))
-# It sets EASEL_HOME to a new temporary folder as it loads: before anything of Easel's.
-from video_screenshots import WINDOW_SIZE, fill_queue  # noqa: E402
-
 from PIL import Image, ImageDraw, ImageFilter  # noqa: E402
 from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
+
+# (It sets EASEL_HOME to a new temporary folder as it loads: before Easel's own modules.)
+from video_screenshots import WINDOW_SIZE, fill_queue  # noqa: E402
 
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams  # noqa: E402
 from app.engine.settings import load_settings, save_settings  # noqa: E402

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 
 from app.errors import UserError
 from app.ui.presenters import number_rules as rules
-from app.ui.presenters.queue_service import InitImage, QueueService
 from app.ui.presenters.number_rules import format_number
+from app.ui.presenters.queue_service import InitImage, QueueService
 from app.ui.widgets.number_field import NumberEdit
 
 THUMB = 56  # px, as the init image's thumbnail
