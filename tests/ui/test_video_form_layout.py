@@ -7,15 +7,15 @@ hidden unlabelled row (docs/screenshots/video-form.png shows it)."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import pytest
 from PIL import Image
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication, QLabel, QStyle, QStyleOptionFrame, QWidget
-from pytestqt.qtbot import QtBot
 
 from app.ui.presenters.model_choices import ModelChoice
-from app.ui.presenters.queue_service import QueueService
+from app.ui.presenters.queue_service import InitImage, QueueService
 from app.ui.qt.theme import style_sheet
 from app.ui.widgets.number_field import NumberEdit
 from app.ui.widgets.prompt_panel import PromptPanel
@@ -27,20 +27,20 @@ LTX = ModelChoice(
 LINE_EDIT_MARGIN = 2  # px QLineEdit keeps inside its contents on each side (Qt's own)
 
 
-def picture(name: str) -> object:
+def picture(name: str) -> InitImage:
     buffer = io.BytesIO()
     Image.new("RGB", (192, 128), (90, 120, 160)).save(buffer, format="PNG")
     return QueueService.prepare_init(buffer.getvalue(), name)
 
 
 @pytest.fixture(scope="module")
-def panel(qapp: QApplication) -> PromptPanel:
+def panel(qapp: QApplication) -> Iterator[PromptPanel]:
     panel = PromptPanel()
     panel.setStyleSheet(style_sheet())
     panel.set_models([LTX])
     panel.model.setCurrentIndex(panel.model.findData("ltx-tiny"))
-    panel.set_init(picture("harbour.png"))  # type: ignore[arg-type]
-    panel.last_frame.set_image(picture("fog.png"))  # type: ignore[arg-type]
+    panel.set_init(picture("harbour.png"))
+    panel.last_frame.set_image(picture("fog.png"))
     panel.resize(panel.minimumSizeHint().width(), panel.sizeHint().height())
     panel.show()
     QApplication.processEvents()
@@ -62,9 +62,7 @@ def label_of(field: NumberEdit, panel: QWidget) -> QLabel:
     return found[0]
 
 
-def test_each_images_strength_is_named_on_a_line_under_its_image(
-    qtbot: QtBot, panel: PromptPanel
-) -> None:
+def test_each_images_strength_is_named_on_a_line_under_its_image(panel: PromptPanel) -> None:
     last = panel.last_frame
     for field, name, image in (
         (panel.image_strength, "Image strength", panel.init_thumb),
