@@ -1016,6 +1016,14 @@ Resume continues from there.</source>
         <translation>片段对这一帧的保持程度：1 为完全保持，越低越允许偏离</translation>
     </message>
     <message>
+        <source>Last frame strength</source>
+        <translation>末帧强度</translation>
+    </message>
+    <message>
+        <source>at frame</source>
+        <translation>位于帧</translation>
+    </message>
+    <message>
         <source>The frame this image is, counted from 0 (blank: the clip&apos;s last)</source>
         <translation>这张图片所在的帧，从 0 开始计数（留空：片段的最后一帧）</translation>
     </message>

@@ -10,10 +10,18 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.errors import UserError
 from app.ui.presenters import number_rules as rules
+from app.ui.presenters.number_rules import format_number
 from app.ui.presenters.queue_service import InitImage, QueueService
 from app.ui.widgets.number_field import NumberEdit
 
@@ -57,23 +65,27 @@ class LastFrameRow(QWidget):
         self.weighs = False  # whether the model takes a strength for it (`set_weighing`)
         self.strength = NumberEdit(rules.LAST_FRAME_STRENGTH, step=0.05)
         self.strength.setValue(1.0)
-        self.strength.setMaximumWidth(64)
         self.strength.setToolTip(
             self.tr("How firmly the clip holds this frame: 1 exactly, lower lets it move away")
         )
         self.frame = NumberEdit(rules.LAST_FRAME_AT)  # blank: the clip's last frame
-        self.frame.setMaximumWidth(72)
         self.frame.setToolTip(
             self.tr("The frame this image is, counted from 0 (blank: the clip's last)")
         )
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.choose)
-        row.addWidget(self.thumb)
-        row.addWidget(self.caption, 1)
-        row.addWidget(self.strength)
-        row.addWidget(self.frame)
-        row.addWidget(self.clear)
+        picked = QHBoxLayout()
+        picked.addWidget(self.choose)
+        picked.addWidget(self.thumb)
+        picked.addWidget(self.caption, 1)
+        picked.addWidget(self.clear)
+        # Under the picked frame, on a line of their own and named: beside it they squeezed
+        # its caption to a word a line and read as two unnamed numbers.
+        self.weights = named_fields(
+            (self.tr("Last frame strength"), self.strength), (self.tr("at frame"), self.frame)
+        )
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(picked)
+        column.addWidget(self.weights)
         self._show()
 
     def pick(self) -> None:
@@ -117,8 +129,7 @@ class LastFrameRow(QWidget):
         shown = self.image is not None
         self.thumb.setVisible(shown)
         self.clear.setVisible(shown)
-        self.strength.setVisible(self.strength_in_use())
-        self.frame.setVisible(self.strength_in_use())
+        self.weights.setVisible(self.strength_in_use())
         self.caption.setText(
             self.tr("Ends on {source} ({w} × {h})").format(
                 source=self.image.source, w=self.image.width, h=self.image.height
@@ -126,3 +137,30 @@ class LastFrameRow(QWidget):
             if self.image is not None
             else self.tr("No last frame: the model ends the clip as it goes")
         )
+
+
+def named_fields(*pairs: tuple[str, NumberEdit]) -> QWidget:
+    """One line of number fields, each after its label (the label's buddy: a click on it
+    goes to the field), each field as wide as its widest number or its placeholder."""
+    line = QWidget()
+    layout = QHBoxLayout(line)
+    layout.setContentsMargins(0, 0, 0, 0)
+    for text, field in pairs:
+        label = QLabel(text)
+        label.setBuddy(field)
+        _fit_width(field)
+        layout.addWidget(label)
+        layout.addWidget(field)
+    layout.addStretch(1)
+    return line
+
+
+def _fit_width(field: NumberEdit) -> None:
+    """Wide enough for the field's widest number and its placeholder (a blank frame's "the
+    end": at 72 px it showed as "t…"). The 40 px are the style sheet's padding and border
+    and the field's own margins, with room to spare."""
+    metrics = field.fontMetrics()
+    rule = field.rule
+    fraction = "0." + "5" * rule.decimals  # the widest a strength's 0.75 gets
+    texts = (format_number(rule.high), format_number(rule.low), fraction, field.placeholderText())
+    field.setFixedWidth(max(metrics.horizontalAdvance(text) for text in texts) + 40)

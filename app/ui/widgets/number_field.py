@@ -118,6 +118,8 @@ def add_field_rows(
         caption = QLabel(label)
         captions.append(caption)
         grid.addWidget(caption, line, 0)
+        if not label:  # its row is none while its field is hidden (was a line's gap)
+            caption.hide()
         grid.addWidget(field, line, 1, 1, 1 if note else 2)
         if note is not None:
             grid.addWidget(note, line, 2)

@@ -51,7 +51,7 @@ from app.ui.presenters.png_params import (
 from app.ui.presenters.queue_service import InitImage
 from app.ui.qt.dbthread import InlineRunner, Runner
 from app.ui.qt.icons import dice_icon
-from app.ui.widgets.last_frame import LastFrameRow
+from app.ui.widgets.last_frame import LastFrameRow, named_fields
 from app.ui.widgets.number_field import (
     FieldNote,
     NumberEdit,
@@ -239,6 +239,9 @@ class PromptPanel(QWidget):
         # Label | field | its range, or what is wrong with it (in red)
         rows: list[tuple[str, QWidget, QWidget | None]] = [
             (self.tr("Model"), self.model, None),
+            # A clip's own fields first: on a laptop's screen they were below the fold.
+            (self.tr("Frames"), self._frames_field, FieldNote(self.frames)),
+            (self.tr("FPS"), self.fps, FieldNote(self.fps)),
             (self.tr("LoRA"), self.lora, None),
             ("", self.few_step_note, None),
             (self.tr("Sampler"), self.scheduler, None),
@@ -252,9 +255,6 @@ class PromptPanel(QWidget):
             ("", self.size_box, None),
             (self.tr("Images"), self.count, FieldNote(self.count)),
             (self.tr("Strength"), self.strength, FieldNote(self.strength)),
-            (self.tr("Image strength"), self.image_strength, FieldNote(self.image_strength)),
-            (self.tr("Frames"), self._frames_field, FieldNote(self.frames)),
-            (self.tr("FPS"), self.fps, FieldNote(self.fps)),
         ]  # fmt: skip
         form = QGridLayout()
         form.setHorizontalSpacing(10)
@@ -264,8 +264,6 @@ class PromptPanel(QWidget):
         strength = next(i for i, row in enumerate(rows) if row[1] is self.strength)
         # shown only with an init image (the one or the other: `_show_init`)
         self._strength_row = (captions[strength], self.strength, rows[strength][2])
-        weighed = strength + 1
-        self._image_strength_row = (captions[weighed], self.image_strength, rows[weighed][2])
         # shown only for a video model (its clip's frames and rate)
         self._video_rows = [
             (captions[i], field, note) for i, (_label, field, note) in enumerate(rows)
@@ -319,11 +317,16 @@ class PromptPanel(QWidget):
         self.init_clear.setText(self.tr("Remove"))
         self.init_clear.setToolTip(self.tr("Generate from noise again, without this image"))
         self.init_clear.clicked.connect(self.clear_init)
-        row = QHBoxLayout(self.init_box)
-        row.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout()
         row.addWidget(self.init_thumb)
         row.addWidget(self.init_caption, 1)
         row.addWidget(self.init_clear)
+        # Under its image, as the last frame's strength is under the last frame.
+        self.image_strength_line = named_fields((self.tr("Image strength"), self.image_strength))
+        column = QVBoxLayout(self.init_box)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(row)
+        column.addWidget(self.image_strength_line)
 
     def _build_video(self) -> None:
         """A video model's fields: the clip's frames (with its length in seconds beside
@@ -362,7 +365,7 @@ class PromptPanel(QWidget):
         if hasattr(self, "last_frame"):
             self.last_frame.setVisible(choice.takes_last_image)
             self.last_frame.set_weighing(choice.weighs_images)
-        if hasattr(self, "_image_strength_row"):
+        if hasattr(self, "_strength_row"):
             self._show_init()
 
     def set_init(self, init: InitImage) -> None:
@@ -415,13 +418,10 @@ class PromptPanel(QWidget):
         shown = self.init is not None
         self.init_box.setVisible(shown)
         weighed = self._weighs_init()
-        for row, visible in (
-            (getattr(self, "_strength_row", ()), shown and not weighed),
-            (getattr(self, "_image_strength_row", ()), weighed),
-        ):
-            for widget in row:
-                if widget is not None:
-                    widget.setVisible(visible)
+        self.image_strength_line.setVisible(weighed)
+        for widget in getattr(self, "_strength_row", ()):
+            if widget is not None:
+                widget.setVisible(shown and not weighed)
 
     def take_image(self, mime: QMimeData) -> None:
         """An image dropped or pasted: a file goes by path, clipboard pixels as PNG bytes."""
