@@ -264,6 +264,7 @@ class Chaos:
         self.environments: dict[str, dict[str, str]] = {}  # a machine's own (its skew)
         self.logs = home / "supervisor.log"
         self._chosen: dict[int, WorkerIdentity] = {}  # pid -> the worker it was, when chosen
+        self.killed_workers: list[str] = []  # identities of the workers SIGKILLed here
         self._acted_at_step = 0  # the queue's steps done at the last random action
         self._steps: dict[int, int] = {}  # job id -> its denoising steps
         self._own_queue: JobQueue | None = None  # the contention fault's thread reads this one
@@ -559,6 +560,7 @@ class Chaos:
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
             self.counts.worker_kills += 1
+            self.killed_workers.append(str(self._chosen[pid]))
 
     def _busy_worker_pid(self) -> int | None:
         """A live worker holding a job mid-way (a step done), or None.
@@ -656,15 +658,18 @@ def check(
     outages: list[tuple[float, float]] | None = None,
     replaced_at: list[float] | None = None,
     planted: list[int] | None = None,
+    killed_workers: list[str] | None = None,
 ) -> dict[str, float]:
     """The figures (see `chaos_checks`); `EmptyLedger` when the workers recorded nothing.
     `outages`: when the store could not be written, `replaced_at`: when the database file
-    was replaced, `planted`: the jobs planted a hang (the fault driver's record)."""
+    was replaced, `planted`: the jobs planted a hang (the fault driver's record),
+    `killed_workers`: the identities of the workers the driver SIGKILLed."""
     jobs = {job.id or 0: job for job in all_jobs(queue)}
     timelines = {job_id: queue.timeline(job_id) for job_id in submitted if job_id in jobs}
     timing = Timing(
         CHAOS_SETTINGS["heartbeat_timeout_s"], HEARTBEAT_INTERVAL_S, outages=outages or [],
         replaced_at=replaced_at or [], planted=planted or [],
+        killed_workers=frozenset(killed_workers or ()),
     )  # fmt: skip
     results = figures(
         submitted, jobs, timelines, read_ledger(ledger), ledger, reference, parents,
@@ -903,6 +908,7 @@ def run_chaos(
         results = check(
             chaos.queue, chaos.submitted, ledger_path(), references, chaos.parents,
             chaos.faults.outages, chaos.faults.replaced_at, chaos.faults.planted,
+            chaos.killed_workers,
         )  # fmt: skip
     except EmptyLedger as empty:
         print(f"chaos: {empty}", file=sys.stderr)

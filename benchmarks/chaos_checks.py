@@ -27,8 +27,9 @@ taken ends with `end-lost` (its worker was alive), a killed one ends silent.
 
     healthy_jobs_timed_out  jobs with more TIMEOUTs than their runs earned (a run earns
                   one by going silent: killed; by a silence as long as the heartbeat
-                  timeout less one beat while the store was up: frozen; or by a stall):
-                  the watchdog judged a live, steady worker dead
+                  timeout less one beat while the store was up: frozen; by a stall; or
+                  by its worker killed by the driver after its end, before its SUCCESS
+                  was written): the watchdog judged a live, steady worker dead
     attempts_burned_by_outage  such TIMEOUTs of jobs that ran through a store outage
                   (the PostgreSQL server down, SQLite's write lock held, the disk full):
                   attempts spent on heartbeats stale only because nobody could write them
@@ -384,6 +385,9 @@ class Timing:
     # nobody sees any more, and the restored copy's TIMEOUT of it is right.
     replaced_at: Sequence[float] = ()
     planted: Sequence[int] = ()  # jobs the contention fault planted a hang on
+    # The workers the driver SIGKILLed (`WorkerIdentity` strings): their jobs' TIMEOUTs are
+    # earned even where the run had ended, its image written, an instant before the kill.
+    killed_workers: frozenset[str] = frozenset()
 
     @property
     def silence_allowed_s(self) -> float:
@@ -500,7 +504,9 @@ def unearned_timeouts(
         for attempt, timeouts in _timeouts_by_attempt(timeline).items():
             of_attempt = [run for run in its_runs if run.attempt in (0, attempt)]
             earned = sum(
-                earned_timeout(run, timing) or _silent_since_its_end(run, timeouts, timing)
+                earned_timeout(run, timing)
+                or _silent_since_its_end(run, timeouts, timing)
+                or _killed_after_its_end(run, timeouts, timing)
                 for run in of_attempt
             )
             count += max(0, len(timeouts) - earned) if of_attempt else 0
@@ -519,6 +525,23 @@ def _silent_since_its_end(run: Run, timeouts: Sequence[JobTransition], timing: T
         return False
     ended_at = run.marks[-1].at
     return any(row.at - ended_at >= timing.silence_allowed_s for row in timeouts)
+
+
+def _killed_after_its_end(run: Run, timeouts: Sequence[JobTransition], timing: Timing) -> bool:
+    """The run ended and its worker, killed by the driver before the job's SUCCESS was
+    written, was reported gone by its supervisor at once (the TIMEOUT names it): on a
+    loaded machine the moment between the end and that write is long enough to be hit."""
+    if run.end is None:
+        return False
+    ended_at = run.marks[-1].at
+    return any(
+        row.at >= ended_at and _names_a_killed_worker(row.message, timing) for row in timeouts
+    )
+
+
+def _names_a_killed_worker(message: str | None, timing: Timing) -> bool:
+    words = (message or "").split()
+    return any(worker in words for worker in timing.killed_workers)
 
 
 def _timeouts_by_attempt(timeline: Sequence[JobTransition]) -> dict[int, list[JobTransition]]:

@@ -30,6 +30,10 @@
   the machine's noise; hence 0.2 s, one to three a clip (each costing the loop 3-4 ms,
   `checkpoint_pacing`). `--steps 150 --frames 65 --interval 1` denoises for 2.5-3.5 s:
   two checkpoints a clip at the interval a user may set;
+- `video_encode_ms[480p-81f]`, `video_encode_ms[480p-81f-x264-own-pick]`: the MP4 of an
+  81-frame 832x480 clip (drawn frames: a textured square crossing a gradient), as Easel
+  encodes it (on a CPU with AVX-512, x264's AVX2 code, whose bytes are the frames' alone)
+  and with x264 left to pick its own code (AVX-512 where the CPU has it); median of 3;
 - `video_queue_vs_direct_ratio`: clips/s through submit + a warm headless worker (as
   `python -m app worker`) / the runner called in a loop (each clip written as its MP4 and
   first-frame PNG either way); median of `--rounds` alternating pairs, each side going
@@ -47,6 +51,7 @@ so a clip lasts a second or two on a CPU. Run: `.venv/bin/python benchmarks/vide
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import statistics
 import sys
@@ -56,11 +61,14 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import numpy as np
 import torch
+from PIL import Image
 
 from app.engine.generation import denoise
 from app.engine.generation.device import CPU
@@ -70,6 +78,7 @@ from app.engine.generation.outcome import StepDecision, StepProgress
 from app.engine.generation.runner import Runner
 from app.engine.generation.video_budget import WAN21_RELEASED, checkpoint_bytes, clip_shape
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams
+from app.engine.outputs import video
 from app.engine.settings import Settings
 from app.engine.workers.checkpoint_pacing import paced_interval_s
 from app.testing.tiny.wan import write_tiny_wan
@@ -109,9 +118,41 @@ def main(argv: list[str] | None = None) -> None:
             prompt="a red circle rolling", negative_prompt="blurry", model="wan", cfg=5.0,
             seed=42, kind=KIND_VIDEO,
         )  # fmt: skip
+        _encode_figures()
         _checkpoint_figures(work, base)
         clip = replace(base, steps=args.steps, frames=args.frames, width=128, height=128)
         _queue_figures(runner, clip, work, args.clips, args.interval, args.rounds)
+
+
+def _encode_figures() -> None:
+    """The 480p clip's encode as Easel runs it, and with x264's own pick of code."""
+    frames = _drawn_clip(frames=81, width=832, height=480)
+    own_pick = {"crf": video.QUALITY}  # no `x264-params`: AVX-512 where the CPU has it
+    for label, options in (
+        ("480p-81f", video.encoder_options()),
+        ("480p-81f-x264-own-pick", own_pick),
+    ):
+        with mock.patch.object(video, "encoder_options", lambda options=options: options):
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                video.encode_mp4(frames, io.BytesIO(), fps=16)
+                times.append((time.perf_counter() - started) * 1000)
+        report(f"video_encode_ms[{label}]", f"{statistics.median(times):.0f}")
+
+
+def _drawn_clip(frames: int, width: int, height: int) -> list[Image.Image]:
+    """A textured square crossing a gradient: motion and detail for the encoder."""
+    rng = np.random.default_rng(0)
+    ramp = np.add.outer(np.linspace(0, 160, height), np.linspace(0, 80, width))
+    texture = rng.integers(0, 255, (96, 96, 3))
+    clip = []
+    for index in range(frames):
+        picture = np.stack([ramp] * 3, axis=-1)
+        left = (index * 8) % (width - 96)
+        picture[160:256, left : left + 96] = texture
+        clip.append(Image.fromarray(picture.clip(0, 255).astype(np.uint8)))
+    return clip
 
 
 def _checkpoint_figures(work: Path, base: GenerationParams) -> None:

@@ -6,6 +6,7 @@ what the engine writes; the bad cases are that history tampered with in one plac
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -524,6 +525,24 @@ def test_a_worker_killed_between_its_image_and_its_settle_earns_the_timeout(
     assert result["healthy_jobs_timed_out"] == 0
     soon = history(job_id, (E.TIMEOUT, "watchdog", 5.2))  # no time to settle: not earned
     assert fault_figures({job_id: job}, {job_id: soon}, ledger, TIMING)["healthy_jobs_timed_out"]
+
+
+def test_a_worker_the_driver_killed_right_after_its_image_earns_the_timeout(
+    queue: JobQueue,
+) -> None:
+    """Seen at load 3: the run's last mark is its end (the image written), the driver
+    SIGKILLed its worker before the SUCCESS was written, and the supervisor reported the
+    worker gone 0.08 s later. Earned by the kill; the same TIMEOUT naming a worker nobody
+    killed is not."""
+    job_id, job = job_of(queue)
+    ledger = keyed_run(job, "a", steady(1.0, 5.0), Mark.COMPLETED)  # ends at 5.05
+    timeline = history(job_id, (E.TIMEOUT, "supervisor", 5.13))
+    timeline[-1].message = "worker vm:4242:61db262fa516 exited (code -9)"
+    killed = replace(TIMING, killed_workers=frozenset({"vm:4242:61db262fa516"}))
+    result = fault_figures({job_id: job}, {job_id: timeline}, ledger, killed)
+    assert result["healthy_jobs_timed_out"] == 0
+    other = replace(TIMING, killed_workers=frozenset({"vm:4243:61db262fa516"}))
+    assert fault_figures({job_id: job}, {job_id: timeline}, ledger, other)["healthy_jobs_timed_out"]
 
 
 def test_killed_frozen_and_stalled_runs_earn_their_timeout(queue: JobQueue) -> None:

@@ -6,6 +6,7 @@ does), which is also its thumbnail. No torch; PyAV only when a clip is written o
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 from collections.abc import Sequence
@@ -105,12 +106,22 @@ def cpu_has_avx512() -> bool:
     """Whether x264 would run its AVX-512 code here, as NumPy's run-time CPU detection sees
     it (which asks the OS too). Unknown (a NumPy without that table): False, and x264 picks
     for itself: naming a level the CPU lacks would stop the encoder on an illegal instruction."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:
+    features = _numpy_cpu_features()
+    if features is None:
         log.warning("CPU features unknown: x264 picks its own code, AVX-512 included")
         return False
     return all(features.get(part, False) for part in _X264_AVX512_PARTS)
+
+
+def _numpy_cpu_features() -> dict[str, bool] | None:
+    """NumPy's table of what this CPU runs (`numpy._core` from NumPy 2, `numpy.core` before)."""
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        try:
+            features = importlib.import_module(module).__cpu_features__
+        except (ImportError, AttributeError):
+            continue
+        return dict(features)
+    return None
 
 
 def decode_frames(path: Path) -> list[Image.Image]:
