@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -29,16 +28,14 @@ from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 # (It sets EASEL_HOME to a new temporary folder as it loads: before Easel's own modules.)
-from video_screenshots import WINDOW_SIZE, fill_queue  # noqa: E402
+from video_screenshots import fill_queue, grab_later, window_on  # noqa: E402
 
 from app.engine.jobs.params import KIND_VIDEO, GenerationParams  # noqa: E402
-from app.engine.settings import load_settings, save_settings  # noqa: E402
+from app.engine.settings import load_settings  # noqa: E402
 from app.engine.store.opening import open_queue  # noqa: E402
-from app.ui.presenters.interfaces import NoWorkers  # noqa: E402
 from app.ui.presenters.queue_service import QueueService  # noqa: E402
 from app.ui.qt.theme import apply_theme  # noqa: E402
-from app.ui.widgets.window import Dependencies, MainWindow  # noqa: E402
-from app.ui.wiring import model_choices  # noqa: E402
+from app.ui.widgets.window import MainWindow  # noqa: E402
 
 MODEL = "LTX-Video-0.9.5"  # Lightricks/LTX-Video-0.9.5's folder name
 CONFIGS = ROOT / "resources" / "model_configs" / "ltx-video-0.9.5"
@@ -107,27 +104,10 @@ def main() -> int:
     install_model(settings.models_path())
     queue = open_queue()
     fill_queue(queue, settings.outputs_path(), None)
-    deps = Dependencies(
-        queue=QueueService(queue), workers=NoWorkers(), settings=load_settings(),
-        save_settings=save_settings, list_models=lambda: model_choices(load_settings()),
-        confirm_quit=lambda _n: True,
-    )  # fmt: skip
-    window = MainWindow(deps)
-    window.resize(*WINDOW_SIZE)
+    window = window_on(queue)
     window.show()
-    path = args.out / "video-form.png"
-
-    def shoot() -> None:
-        window.grab().save(str(path))
-        print(f"saved {path}")
-        window.close()
-        app.quit()
-
     QTimer.singleShot(1500, lambda: fill_form(window))  # once the model list is in
-    QTimer.singleShot(1500 + 800, shoot)
-    code = app.exec()
-    shutil.rmtree(os.environ["EASEL_HOME"], ignore_errors=True)
-    return code
+    return grab_later(app, window, args.out / "video-form.png", 1500 + 800)
 
 
 if __name__ == "__main__":

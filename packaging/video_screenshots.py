@@ -108,6 +108,16 @@ def main() -> int:
     apply_theme(app)
     queue = open_queue()
     clip_job = fill_queue(queue, load_settings().outputs_path(), args.clip)
+    window = window_on(queue)
+    window.prompt.set_params(GenerationParams(prompt=PROMPT))
+    window.show()
+    QTimer.singleShot(1500, lambda: window.jobs.select_jobs([clip_job]))
+    return grab_later(app, window, args.out / "video-player.png", 1500 + 1400)  # mid-clip
+
+
+def window_on(queue: JobQueue) -> MainWindow:
+    """The main window on `queue`, its models listed from the settings, no workers started,
+    at the screenshots' size."""
     deps = Dependencies(
         queue=QueueService(queue), workers=NoWorkers(), settings=load_settings(),
         save_settings=save_settings, list_models=lambda: model_choices(load_settings()),
@@ -115,9 +125,12 @@ def main() -> int:
     )  # fmt: skip
     window = MainWindow(deps)
     window.resize(*WINDOW_SIZE)
-    window.prompt.set_params(GenerationParams(prompt=PROMPT))
-    window.show()
-    path = args.out / "video-player.png"
+    return window
+
+
+def grab_later(app: QApplication, window: MainWindow, path: Path, after_ms: int) -> int:
+    """Run the app until `after_ms`, then save the window's picture at `path` and quit; the
+    temporary data folder goes with it. The app's exit code."""
 
     def shoot() -> None:
         window.grab().save(str(path))
@@ -125,8 +138,7 @@ def main() -> int:
         window.close()
         app.quit()
 
-    QTimer.singleShot(1500, lambda: window.jobs.select_jobs([clip_job]))
-    QTimer.singleShot(1500 + 1400, shoot)  # mid-clip, playing
+    QTimer.singleShot(after_ms, shoot)
     code = app.exec()
     shutil.rmtree(os.environ["EASEL_HOME"], ignore_errors=True)
     return code
