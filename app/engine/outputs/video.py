@@ -32,9 +32,9 @@ QUALITY = "17"
 # x264's AVX-512 code reads memory it never wrote (with its macroblock tree on, as crf runs
 # it): on a CPU with AVX-512 the same frames encoded to different bytes depending on what
 # the process had freed before, so a clip resumed in a fresh worker differed from the
-# uninterrupted run (12-21 levels in every frame after the first) though every decoded
-# frame was equal (issue 38). Held to its AVX2 code, the bytes are the frames' alone; the
-# encode is well under a second of a clip's minutes either way.
+# uninterrupted run (up to 21 levels in frames after the first) though every decoded
+# frame was equal (issue 38). Held to its AVX2 code, the bytes are the frames' alone, for
+# about 40 ms more an 81-frame 480p clip (`video_encode_ms`, benchmarks/video.py).
 X264_WITHOUT_AVX512 = "asm=AVX2"
 # What x264 calls AVX-512 (its `X264_CPU_AVX512`): all five of these.
 _X264_AVX512_PARTS = ("AVX512F", "AVX512CD", "AVX512BW", "AVX512DQ", "AVX512VL")
