@@ -316,7 +316,12 @@ def _figure(compute: Any) -> int | str:
     try:
         return int(compute())
     except Exception as error:  # the matrix goes on: one case's failure is its figure
-        return f"error ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+        return error_figure(error)
+
+
+def error_figure(error: Exception) -> str:
+    """What a case that raised prints as its figure: `error (<exception>: <first line>)`."""
+    return f"error ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
 
 
 def run_architectures() -> None:

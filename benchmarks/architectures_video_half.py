@@ -17,7 +17,7 @@ the T5 states cast, as its float16 transformer refuses float32 ones):
 - `wan2.2-i2v-a14b-expert-files-last-image-<dtype>`: ComfyUI's two expert files, a 5-frame
   clip between a first and a last image, against stock `WanImageToVideoPipeline` of the
   folder of the same weights (its transformers' float32 modules kept, as Easel's files
-  keep them: assemble.cast_as_a_folder_loads; diffusers' `from_single_file` casts them
+  keep them: assemble.keep_float32_as_a_folder_does; diffusers' `from_single_file` casts them
   too, 89 levels away in bfloat16, 42 in float16) with diffusers' single-file load of
   the VAE file.
 
@@ -45,7 +45,13 @@ from app.engine.generation.files.sources import ModelInfo, ModelSearchPath, list
 from app.engine.generation.load.pipelines import PipelineCache, SingleFileConfigs
 from app.engine.generation.runner import Runner
 from app.engine.jobs.params import GenerationParams
-from benchmarks.architectures import PAUSE_AT, _condition_frames, _resolving, report
+from benchmarks.architectures import (
+    PAUSE_AT,
+    _condition_frames,
+    _resolving,
+    error_figure,
+    report,
+)
 
 Frames = list[np.ndarray]
 
@@ -64,7 +70,7 @@ def run_video_rows(dtype: str) -> None:
                 ours, resumed, stock = row(work / label, dtype)
                 figures: tuple[Any, Any] = (_diff(ours, stock), _diff(ours, resumed))
             except Exception as error:  # one row's failure is its figures; the rest go on
-                figures = (_error(error),) * 2
+                figures = (error_figure(error),) * 2
             report(f"same_as_diffusers_max_diff[{label}-{dtype}]", figures[0])
             report(f"pause_resume_max_diff[{label}-{dtype}]", figures[1])
 
@@ -155,7 +161,7 @@ def _wan_expert_files(work: Path, dtype: str) -> tuple[Frames, Frames, Frames]:
         num_frames=params.frames, num_inference_steps=params.steps, guidance_scale=params.cfg,
         generator=torch.Generator().manual_seed(params.seed), output_type="pil",
     ).frames[0]  # fmt: skip
-    return ours, resumed, [np.asarray(frame, dtype=np.int16) for frame in stock]
+    return ours, resumed, _arrays(stock)
 
 
 def _model(path: Path) -> ModelInfo:
@@ -182,11 +188,6 @@ def _ours(
 
 def _arrays(frames: list[Any]) -> Frames:
     return [np.asarray(frame, dtype=np.int16) for frame in frames]
-
-
-def _error(error: Exception) -> str:
-    """As `architectures._figure` prints a case that raised."""
-    return f"error ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
 
 
 def _diff(ours: Frames, theirs: Frames) -> int:

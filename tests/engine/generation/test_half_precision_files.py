@@ -123,7 +123,7 @@ def i2v(tmp_path_factory: pytest.TempPathFactory) -> TinyI2vFiles:
 def stock_i2v(files: TinyI2vFiles, params: GenerationParams, dtype: str) -> list[np.ndarray]:
     """The folder's stock `WanImageToVideoPipeline` in `dtype` (its transformer as the
     folder loads it: Wan's float32 modules kept, as Easel's files do:
-    assemble.cast_as_a_folder_loads; diffusers' `from_single_file` casts them too), with
+    assemble.keep_float32_as_a_folder_does; diffusers' `from_single_file` casts them too), with
     diffusers' own single-file load of the VAE file, called with its defaults."""
     import diffusers
 

@@ -221,7 +221,7 @@ def test_wan_2_2_i2v_expert_files_with_a_last_image_in_half_precision_equal_stoc
     """The pair of files (the shipped UniPC: timesteps 1000, 858, 602, 9, the switch at
     900) from a first to a last image: stock `WanImageToVideoPipeline` of the folder of the
     same weights in `dtype` (its transformers' float32 modules kept, as Easel's files keep
-    them: assemble.cast_as_a_folder_loads) with diffusers' own single-file load of the
+    them: assemble.keep_float32_as_a_folder_does) with diffusers' own single-file load of the
     VAE file; paused after step 1 (past the switch), a fresh runner in `dtype` finishes it
     to the same frames."""
     from diffusers import WanImageToVideoPipeline

@@ -136,7 +136,7 @@ def test_the_files_clip_encoder_runs_in_bfloat16_as_stock_s_folder_does(
         local_files_only=True,
         vae=vae,
         torch_dtype=torch.bfloat16,
-    )  # keeps Wan's float32 modules, as Easel's files do (assemble.cast_as_a_folder_loads)
+    )  # keeps Wan's float32 modules, as Easel's files do (assemble.keep_float32_as_a_folder_does)
     stock.set_progress_bar_config(disable=True)
     assert stock.image_encoder.dtype == torch.bfloat16
     assert max_frame_diff(written.frames[done.image_path], stock_frames(stock, PARAMS)) == 0
